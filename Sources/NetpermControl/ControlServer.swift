@@ -1,0 +1,192 @@
+import Glibc
+import NetpermCore
+import NetpermIO
+
+/// The control socket's transport: accepts clients, frames lines, bounds each client's queues, and hands each
+/// frame to `handler` (the pure processor, through the daemon). Never blocks: a client that does not read
+/// stops being read from once its reply queue is full, and nobody else waits for it.
+public final class ControlServer {
+    public typealias Handler = (ClientConnection, LineFramer.Frame) -> Response?
+
+    public struct Limits: Sendable {
+        /// Stop reading a client's requests while this many reply bytes wait for it.
+        public var maxQueuedBytes = 256 * 1024
+        public var maxLine = LineFramer.defaultMaxLine
+        public init() {}
+    }
+
+    private let loop: EventLoop
+    private let listenFD: Int32
+    private var listenSource: IOSource?
+    private var clients: [ObjectIdentifier: ClientConnection] = [:]
+    let limits: Limits
+    let handler: Handler
+    /// One read buffer for all clients: the loop is single-threaded.
+    var scratch = [UInt8](repeating: 0, count: 16384)
+
+    public var clientCount: Int { clients.count }
+
+    public init(loop: EventLoop, listenFD: Int32, limits: Limits = Limits(), handler: @escaping Handler) throws(Errno) {
+        self.loop = loop
+        self.listenFD = listenFD
+        self.limits = limits
+        self.handler = handler
+        try FD.setNonBlocking(listenFD)
+        listenSource = try loop.addIO(fd: listenFD, events: IOEvents.readable) { [unowned self] _ in
+            self.acceptAll()
+        }
+    }
+
+    /// Stops accepting; existing clients are left to `closeAll`.
+    public func stopListening() {
+        listenSource?.cancel()
+        listenSource = nil
+    }
+
+    public func closeAll() {
+        for c in clients.values { c.close() }
+        clients.removeAll()
+    }
+
+    private func acceptAll() {
+        while true {
+            let fd: Int32
+            do {
+                fd = try sys { accept(listenFD, nil, nil) }
+                _ = try sys { fcntl(fd, F_SETFD, FD_CLOEXEC) }
+                try FD.setNonBlocking(fd)
+            } catch {
+                if error != .again {
+                    Log.warning("control socket: accept failed: \(error)")
+                }
+                return
+            }
+            let client = ClientConnection(fd: fd, server: self)
+            do {
+                try client.start(loop: loop)
+                clients[ObjectIdentifier(client)] = client
+            } catch {
+                Log.warning("control socket: cannot watch client: \(error)")
+                FD.close(fd)
+            }
+        }
+    }
+
+    func remove(_ client: ClientConnection) {
+        clients[ObjectIdentifier(client)] = nil
+    }
+}
+
+/// One connected client: its input framer, its bounded reply queue, and (later) who it is.
+public final class ClientConnection {
+    public let fd: Int32
+    private unowned let server: ControlServer
+    private var source: IOSource?
+    private var framer: LineFramer
+    private var out: [UInt8] = []
+    private var outStart = 0
+    private var closeAfterFlush = false
+    private var closed = false
+    private var inputEOF = false
+
+    init(fd: Int32, server: ControlServer) {
+        self.fd = fd
+        self.server = server
+        framer = LineFramer(maxLine: server.limits.maxLine)
+    }
+
+    func start(loop: EventLoop) throws(Errno) {
+        source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] revents in
+            self.ready(revents)
+        }
+    }
+
+    public var queuedBytes: Int { out.count - outStart }
+
+    private func ready(_ revents: UInt32) {
+        if revents & IOEvents.writable != 0 { flush() }
+        if !closed && revents & (IOEvents.readable | IOEvents.hangup | IOEvents.error) != 0 { readSome() }
+        if !closed { processFrames(); flush(); updateInterest() }
+    }
+
+    private func readSome() {
+        // Read only while the framer holds less than a line: the rest stays in the kernel's buffer.
+        guard !inputEOF, framer.buffered <= server.limits.maxLine, queuedBytes < server.limits.maxQueuedBytes else {
+            return
+        }
+        let n: Int
+        do {
+            n = try server.scratch.withUnsafeMutableBytes { (b) -> Result<Int, Errno> in
+                let r = Result { () throws(Errno) -> Int in try FD.read(fd, into: b) }
+                if case let .success(n) = r { framer.append(UnsafeRawBufferPointer(rebasing: b[0..<n])) }
+                return r
+            }.get()
+        } catch {
+            if error == .again { return }
+            close()
+            return
+        }
+        if n == 0 {
+            inputEOF = true
+            // A last request without its newline still counts (`printf PING | socat ...`).
+            if framer.buffered > 0 { framer.append([0x0A]) }
+        }
+    }
+
+    private func processFrames() {
+        while !closeAfterFlush && queuedBytes < server.limits.maxQueuedBytes, let frame = framer.next() {
+            guard let response = server.handler(self, frame) else { continue }
+            enqueue(response.json)
+            if response.close { closeAfterFlush = true }
+        }
+    }
+
+    /// Queues one JSON line. Replies are never dropped; the queue bound is enforced by not reading more input.
+    public func enqueue(_ json: JSON) {
+        var line = json.encoded()
+        line += "\n"
+        out.append(contentsOf: line.utf8)
+    }
+
+    private func flush() {
+        while queuedBytes > 0 {
+            let n: Int
+            do {
+                n = try FD.send(fd, out, from: outStart)
+            } catch {
+                if error == .again { break }
+                close()   // EPIPE/ECONNRESET: the client is gone.
+                return
+            }
+            outStart += n
+        }
+        if outStart == out.count {
+            out.removeAll(keepingCapacity: out.capacity <= 65536)
+            outStart = 0
+        } else if outStart > 65536 {
+            out.removeSubrange(0..<outStart)
+            outStart = 0
+        }
+    }
+
+    private func updateInterest() {
+        if queuedBytes == 0 && (closeAfterFlush || (inputEOF && framer.buffered == 0)) {
+            close()
+            return
+        }
+        var events: UInt32 = 0
+        let canTakeMore = queuedBytes < server.limits.maxQueuedBytes && !closeAfterFlush
+        if canTakeMore && !inputEOF && framer.buffered <= server.limits.maxLine { events |= IOEvents.readable }
+        if queuedBytes > 0 { events |= IOEvents.writable }
+        source?.setEvents(events)
+    }
+
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        source?.cancel()
+        source = nil
+        FD.close(fd)
+        server.remove(self)
+    }
+}

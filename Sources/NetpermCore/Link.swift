@@ -1,0 +1,102 @@
+/// The kinds of network an app can be allowed on.
+public enum LinkKind: String, Sendable, CaseIterable {
+    case wifi, wwan, ethernet, loopback, other
+}
+
+public enum AddressFamily: String, Sendable {
+    case ipv4, ipv6
+}
+
+/// What netlink says about a link (RTM_NEWLINK), before classification.
+public struct LinkFacts: Equatable, Sendable {
+    public var index: Int32
+    public var name: String
+    public var arphrd: UInt32
+    /// The rtnl link kind (IFLA_INFO_KIND), e.g. "veth", "bridge"; nil for hardware devices.
+    public var rtnlKind: String?
+    public var adminUp: Bool
+    public var carrier: Bool
+    public var operstate: String
+
+    public init(index: Int32, name: String, arphrd: UInt32, rtnlKind: String?, adminUp: Bool, carrier: Bool,
+                operstate: String) {
+        self.index = index; self.name = name; self.arphrd = arphrd; self.rtnlKind = rtnlKind
+        self.adminUp = adminUp; self.carrier = carrier; self.operstate = operstate
+    }
+}
+
+public struct AddressFacts: Equatable, Sendable {
+    public var index: Int32
+    public var family: AddressFamily
+    /// "192.0.2.1/24" or "2001:db8::1/64".
+    public var text: String
+    public init(index: Int32, family: AddressFamily, text: String) {
+        self.index = index; self.family = family; self.text = text
+    }
+}
+
+/// A default route (destination prefix length 0) in the main table through one link.
+public struct DefaultRouteFacts: Equatable, Sendable {
+    public var index: Int32
+    public var family: AddressFamily
+    public var metric: UInt32
+    public init(index: Int32, family: AddressFamily, metric: UInt32) {
+        self.index = index; self.family = family; self.metric = metric
+    }
+}
+
+/// Everything the kernel told us, as one consistent picture.
+public struct KernelSnapshot: Equatable, Sendable {
+    public var links: [LinkFacts]
+    public var addresses: [AddressFacts]
+    public var defaultRoutes: [DefaultRouteFacts]
+    public init(links: [LinkFacts] = [], addresses: [AddressFacts] = [], defaultRoutes: [DefaultRouteFacts] = []) {
+        self.links = links; self.addresses = addresses; self.defaultRoutes = defaultRoutes
+    }
+}
+
+/// A link as netpermd reports it.
+public struct Link: Equatable, Sendable {
+    public var index: Int32
+    public var name: String
+    public var kind: LinkKind
+    public var classifiedBy: String
+    public var metered: Bool
+    public var adminUp: Bool
+    public var carrier: Bool
+    public var operstate: String
+    public var addresses: [String]
+    public var defaultRouteV4: Bool
+    public var defaultRouteV6: Bool
+    /// Lowest metric among this link's default routes, nil without one.
+    public var metric: UInt32?
+
+    /// Admin up, carrier, and a default route through it.
+    public var usable: Bool { adminUp && carrier && metric != nil }
+
+    public init(facts: LinkFacts, classification: Classification, addresses: [String],
+                defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?) {
+        index = facts.index; name = facts.name
+        kind = classification.kind; classifiedBy = classification.by; metered = classification.metered
+        adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
+        self.addresses = addresses
+        self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
+    }
+
+    public var json: JSON {
+        .object([
+            ("index", .int(Int(index))),
+            ("name", .string(name)),
+            ("kind", .string(kind.rawValue)),
+            ("classified_by", .string(classifiedBy)),
+            ("metered", .bool(metered)),
+            ("admin_up", .bool(adminUp)),
+            ("carrier", .bool(carrier)),
+            ("operstate", .string(operstate)),
+            ("addresses", .array(addresses.map { .string($0) })),
+            ("default_route", .object([("ipv4", .bool(defaultRouteV4)), ("ipv6", .bool(defaultRouteV6))])),
+            ("metric", metric.map { .int(Int($0)) } ?? .null),
+            ("usable", .bool(usable)),
+        ])
+    }
+}

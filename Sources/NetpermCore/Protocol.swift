@@ -1,0 +1,72 @@
+/// Error codes a reply can carry in `"error"`. Stable: clients match on them.
+public enum ErrorCode: String, Sendable, CaseIterable {
+    case lineTooLong = "line-too-long"
+    case invalidUTF8 = "invalid-utf8"
+    case nulByte = "nul-byte"
+    case unknownVerb = "unknown-verb"
+    case badArguments = "bad-arguments"
+    case permissionDenied = "permission-denied"
+    case notFound = "not-found"
+    case notReady = "not-ready"
+    case internalError = "internal"
+}
+
+public enum Verb: String, Sendable, CaseIterable {
+    case ping, help, status, links, quit
+
+    public var usage: String {
+        switch self {
+        case .ping: return "PING"
+        case .help: return "HELP"
+        case .status: return "STATUS"
+        case .links: return "LINKS"
+        case .quit: return "QUIT"
+        }
+    }
+
+    public var summary: String {
+        switch self {
+        case .ping: return "check that the daemon answers"
+        case .help: return "list the verbs"
+        case .status: return "version, readiness, link count, whether the network is available, the primary link"
+        case .links: return "every link with its kind, state, addresses and default routes"
+        case .quit: return "close this connection"
+        }
+    }
+}
+
+public struct Request: Equatable, Sendable {
+    public var verb: Verb
+    public var args: [String]
+    public init(verb: Verb, args: [String] = []) { self.verb = verb; self.args = args }
+}
+
+public struct ProtocolError: Error, Equatable, Sendable {
+    public var code: ErrorCode
+    public var message: String
+    public init(_ code: ErrorCode, _ message: String) { self.code = code; self.message = message }
+
+    public var reply: JSON {
+        .object([("ok", false), ("error", .string(code.rawValue)), ("message", .string(message))])
+    }
+}
+
+public enum RequestParser {
+    /// Parses one framed line. Returns nil for a blank line, which is not a request and gets no reply.
+    public static func parse(_ line: [UInt8]) -> Result<Request, ProtocolError>? {
+        if line.contains(0) { return .failure(ProtocolError(.nulByte, "request contains a NUL byte")) }
+        guard let text = String(validating: line, as: UTF8.self) else {
+            return .failure(ProtocolError(.invalidUTF8, "request is not valid UTF-8"))
+        }
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init)
+        guard let first = words.first else { return nil }
+        guard let verb = Verb(rawValue: first.lowercased()) else {
+            return .failure(ProtocolError(.unknownVerb, "unknown verb '\(first.prefix(64))'; send HELP for the list"))
+        }
+        return .success(Request(verb: verb, args: Array(words.dropFirst())))
+    }
+
+    public static var tooLong: ProtocolError {
+        ProtocolError(.lineTooLong, "request longer than \(LineFramer.defaultMaxLine) bytes; it was discarded")
+    }
+}

@@ -1,0 +1,162 @@
+import CNetlink
+import Glibc
+import NetpermCore
+import NetpermIO
+
+/// Watches links, addresses and routes with libnl's cache manager, fed from the daemon's event loop.
+/// After each batch of netlink messages that changed a cache it hands the whole picture to `onChange`,
+/// so a burst of messages costs one rebuild, and the picture is always the caches' (hence the kernel's).
+public final class NetlinkWatcher {
+    private var manager: OpaquePointer?
+    private var linkCache: OpaquePointer?
+    private var addrCache: OpaquePointer?
+    private var routeCache: OpaquePointer?
+    /// A second socket for full dumps (resync); the manager's own socket only receives events.
+    private var syncSocket: OpaquePointer?
+    private var source: IOSource?
+
+    private var dirty = false
+    /// The kernel drops IPv4 routes of a link set down without telling listeners, so caches must re-dump.
+    private var needsResync = false
+    public private(set) var resyncCount = 0
+
+    public var onChange: ((KernelSnapshot) -> Void)?
+
+    /// `receiveBuffer`: SO_RCVBUF of the event socket. Small values force overruns in tests.
+    public init(loop: EventLoop, receiveBuffer: Int32 = 4 << 20) throws(Errno) {
+        var mngr: OpaquePointer?
+        try check(nl_cache_mngr_alloc(nil, NETLINK_ROUTE, Int32(NL_AUTO_PROVIDE), &mngr))
+        manager = mngr
+        let ctx = Unmanaged.passUnretained(self).toOpaque()
+        let callback: change_func_t = { _, object, action, data in
+            guard let data else { return }
+            Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().changed(object, action: action)
+        }
+        // Adding a cache dumps it at once: when init returns, the picture is complete.
+        try check(nl_cache_mngr_add(mngr, "route/link", callback, ctx, &linkCache))
+        try check(nl_cache_mngr_add(mngr, "route/addr", callback, ctx, &addrCache))
+        try check(nl_cache_mngr_add(mngr, "route/route", callback, ctx, &routeCache))
+
+        let sk = nl_socket_alloc()
+        try check(nl_connect(sk, NETLINK_ROUTE))
+        syncSocket = sk
+
+        let fd = nl_cache_mngr_get_fd(mngr)
+        var size = receiveBuffer
+        // FORCE lets root exceed rmem_max; fall back for unprivileged runs.
+        if setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size)) != 0 {
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.dataReady() }
+        dirty = false
+        needsResync = false
+    }
+
+    deinit {
+        source?.cancel()
+        if let manager { nl_cache_mngr_free(manager) }
+        if let syncSocket { nl_socket_free(syncSocket) }
+    }
+
+    private func check(_ r: Int32) throws(Errno) {
+        guard r >= 0 else {
+            let message = String(cString: nl_geterror(r))
+            Log.err("netlink: \(message)")
+            throw Errno(EIO)
+        }
+    }
+
+    private func changed(_ object: OpaquePointer?, action: Int32) {
+        dirty = true
+        guard let object, String(cString: nl_object_get_type(object)) == "route/link" else { return }
+        if action == NL_ACT_DEL || rtnl_link_get_flags(object) & UInt32(IFF_UP) == 0 {
+            needsResync = true
+        }
+    }
+
+    private func dataReady() {
+        let r = nl_cache_mngr_data_ready(manager)
+        if r < 0 && r != -NLE_AGAIN {
+            // -NLE_NOMEM is the kernel's ENOBUFS: events were lost, so the caches must be re-dumped.
+            Log.warning("netlink: \(String(cString: nl_geterror(r))); resynchronising from a full dump")
+            needsResync = true
+        }
+        if needsResync { resync() }
+        if dirty {
+            dirty = false
+            onChange?(snapshot())
+        }
+    }
+
+    private func resync() {
+        needsResync = false
+        resyncCount += 1
+        let ctx = Unmanaged.passUnretained(self).toOpaque()
+        let callback: change_func_t = { _, _, _, data in
+            guard let data else { return }
+            Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().dirty = true
+        }
+        for cache in [linkCache, addrCache, routeCache] {
+            let r = nl_cache_resync(syncSocket, cache, callback, ctx)
+            if r < 0 { Log.err("netlink: resync failed: \(String(cString: nl_geterror(r)))") }
+        }
+    }
+
+    /// The caches as one consistent picture.
+    public func snapshot() -> KernelSnapshot {
+        var snap = KernelSnapshot()
+        forEach(linkCache) { l in
+            let flags = rtnl_link_get_flags(l)
+            var buf = [CChar](repeating: 0, count: 32)
+            let oper = String(cString: rtnl_link_operstate2str(rtnl_link_get_operstate(l), &buf, buf.count))
+            snap.links.append(LinkFacts(
+                index: rtnl_link_get_ifindex(l),
+                name: rtnl_link_get_name(l).map { String(cString: $0) } ?? "",
+                arphrd: rtnl_link_get_arptype(l),
+                rtnlKind: rtnl_link_get_type(l).map { String(cString: $0) },
+                adminUp: flags & UInt32(IFF_UP) != 0,
+                carrier: flags & 0x10000 /* IFF_LOWER_UP */ != 0,
+                operstate: oper))
+        }
+        forEach(addrCache) { a in
+            guard let local = rtnl_addr_get_local(a) else { return }
+            let fam: AddressFamily
+            switch rtnl_addr_get_family(a) {
+            case AF_INET: fam = .ipv4
+            case AF_INET6: fam = .ipv6
+            default: return
+            }
+            var buf = [CChar](repeating: 0, count: 64)
+            nl_addr2str(local, &buf, buf.count)
+            var text = String(cString: buf)
+            if !text.contains("/") { text += "/\(rtnl_addr_get_prefixlen(a))" }
+            snap.addresses.append(AddressFacts(index: rtnl_addr_get_ifindex(a), family: fam, text: text))
+        }
+        forEach(routeCache) { r in
+            guard rtnl_route_get_table(r) == UInt32(RT_TABLE_MAIN.rawValue),
+                  rtnl_route_get_type(r) == UInt8(RTN_UNICAST),
+                  let dst = rtnl_route_get_dst(r), nl_addr_get_prefixlen(dst) == 0 else { return }
+            let fam: AddressFamily
+            switch Int32(rtnl_route_get_family(r)) {
+            case AF_INET: fam = .ipv4
+            case AF_INET6: fam = .ipv6
+            default: return
+            }
+            let metric = rtnl_route_get_priority(r)
+            for i in 0..<rtnl_route_get_nnexthops(r) {
+                guard let nh = rtnl_route_nexthop_n(r, i) else { continue }
+                snap.defaultRoutes.append(DefaultRouteFacts(index: rtnl_route_nh_get_ifindex(nh), family: fam,
+                                                            metric: metric))
+            }
+        }
+        return snap
+    }
+
+    private func forEach(_ cache: OpaquePointer?, _ body: (OpaquePointer) -> Void) {
+        var obj = nl_cache_get_first(cache)
+        while let o = obj {
+            body(o)
+            obj = nl_cache_get_next(o)
+        }
+    }
+}

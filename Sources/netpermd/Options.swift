@@ -1,0 +1,61 @@
+import NetpermIO
+
+/// Command-line options of netpermd.
+struct Options {
+    var socketPath = "/run/netpermd/netpermd.sock"
+    var configPath = "/etc/netpermd/netpermd.conf"
+    var configGiven = false
+    var stateDir = "/var/lib/netpermd"
+    var sysfsRoot = "/sys"
+    var logLevel = LogLevel.info
+    /// SO_RCVBUF of the netlink event socket; tests shrink it to force overruns.
+    var netlinkReceiveBuffer: Int32 = 4 << 20
+
+    static let usage = """
+        usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL]
+          --socket PATH      control socket (default /run/netpermd/netpermd.sock)
+          --config PATH      configuration file (default /etc/netpermd/netpermd.conf)
+          --state-dir PATH   where decisions are kept (default /var/lib/netpermd)
+          --log-level LEVEL  err, warning, notice, info (default) or debug
+          --sysfs PATH       sysfs root used for classification (default /sys)
+          --netlink-rcvbuf BYTES  receive buffer of the netlink socket (default 4194304)
+          --version          print the version and exit
+        """
+
+    enum ParseResult { case run(Options), exit(Int32, String) }
+
+    static func parse(_ args: [String]) -> ParseResult {
+        var o = Options()
+        var i = 0
+        func value() -> String? {
+            i += 1
+            return i < args.count ? args[i] : nil
+        }
+        while i < args.count {
+            let a = args[i]
+            switch a {
+            case "--socket": guard let v = value() else { return missing(a) }; o.socketPath = v
+            case "--config": guard let v = value() else { return missing(a) }; o.configPath = v; o.configGiven = true
+            case "--state-dir": guard let v = value() else { return missing(a) }; o.stateDir = v
+            case "--sysfs": guard let v = value() else { return missing(a) }; o.sysfsRoot = v
+            case "--log-level":
+                guard let v = value(), let l = LogLevel(name: v) else {
+                    return .exit(2, "netpermd: --log-level takes err, warning, notice, info or debug\n")
+                }
+                o.logLevel = l
+            case "--netlink-rcvbuf":
+                guard let v = value(), let n = Int32(v), n > 0 else {
+                    return .exit(2, "netpermd: --netlink-rcvbuf takes a positive number of bytes\n")
+                }
+                o.netlinkReceiveBuffer = n
+            case "--version": return .exit(0, "netpermd 0.1.0\n")
+            case "-h", "--help": return .exit(0, usage + "\n")
+            default: return .exit(2, "netpermd: unknown argument '\(a)'\n" + usage + "\n")
+            }
+            i += 1
+        }
+        return .run(o)
+    }
+
+    private static func missing(_ flag: String) -> ParseResult { .exit(2, "netpermd: \(flag) needs a value\n") }
+}
