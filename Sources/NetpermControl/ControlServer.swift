@@ -25,6 +25,9 @@ public final class ControlServer {
     var scratch = [UInt8](repeating: 0, count: 16384)
 
     public var clientCount: Int { clients.count }
+    /// Called once per accepted client, before its first request is read.
+    public var onConnect: ((ClientConnection) -> Void)?
+    public var onDisconnect: ((ClientConnection) -> Void)?
 
     public init(loop: EventLoop, listenFD: Int32, limits: Limits = Limits(), handler: @escaping Handler) throws(Errno) {
         self.loop = loop
@@ -44,8 +47,7 @@ public final class ControlServer {
     }
 
     public func closeAll() {
-        for c in clients.values { c.close() }
-        clients.removeAll()
+        for c in Array(clients.values) { c.close() }
     }
 
     private func acceptAll() {
@@ -65,6 +67,7 @@ public final class ControlServer {
             do {
                 try client.start(loop: loop)
                 clients[ObjectIdentifier(client)] = client
+                onConnect?(client)
             } catch {
                 Log.warning("control socket: cannot watch client: \(error)")
                 FD.close(fd)
@@ -73,7 +76,8 @@ public final class ControlServer {
     }
 
     func remove(_ client: ClientConnection) {
-        clients[ObjectIdentifier(client)] = nil
+        guard clients.removeValue(forKey: ObjectIdentifier(client)) != nil else { return }
+        onDisconnect?(client)
     }
 }
 

@@ -8,11 +8,13 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case permissionDenied = "permission-denied"
     case notFound = "not-found"
     case notReady = "not-ready"
+    case policyInvalid = "policy-invalid"
+    case noIdentity = "no-identity"
     case internalError = "internal"
 }
 
 public enum Verb: String, Sendable, CaseIterable {
-    case ping, help, status, links, quit
+    case ping, help, status, links, query, apps, reload, quit
 
     public var usage: String {
         switch self {
@@ -20,6 +22,9 @@ public enum Verb: String, Sendable, CaseIterable {
         case .help: return "HELP"
         case .status: return "STATUS"
         case .links: return "LINKS"
+        case .query: return "QUERY [APP]"
+        case .apps: return "APPS"
+        case .reload: return "RELOAD"
         case .quit: return "QUIT"
         }
     }
@@ -30,6 +35,9 @@ public enum Verb: String, Sendable, CaseIterable {
         case .help: return "list the verbs"
         case .status: return "version, readiness, link count, whether the network is available, the primary link"
         case .links: return "every link with its kind, state, addresses and default routes"
+        case .query: return "may this app (default: the caller) use the network now, and if not, why"
+        case .apps: return "every app in the policy with its verdict (privileged)"
+        case .reload: return "reload the configuration and policy now (privileged)"
         case .quit: return "close this connection"
         }
     }

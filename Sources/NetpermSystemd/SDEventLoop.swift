@@ -106,3 +106,38 @@ final class SDSignalSource {
     let handler: () -> Void
     init(handler: @escaping () -> Void) { self.handler = handler }
 }
+
+/// inotify through sd-event (the loop owns the inotify fd and its buffer).
+public final class PathWatch {
+    public static let changeMask: UInt32 = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800
+    let handler: (String?) -> Void
+    var source: OpaquePointer?
+    init(handler: @escaping (String?) -> Void) { self.handler = handler }
+    public func cancel() {
+        if let source { sd_event_source_disable_unref(source) }
+        source = nil
+    }
+    deinit { cancel() }
+}
+
+extension SDEventLoop {
+    /// Calls `handler` with the name of the entry that changed in directory `path` (nil for the directory
+    /// itself). Throws when the path does not exist.
+    public func watch(directory path: String, _ handler: @escaping (String?) -> Void) throws(Errno) -> PathWatch {
+        let w = PathWatch(handler: handler)
+        var s: OpaquePointer?
+        let r = sd_event_add_inotify(event, &s, path, PathWatch.changeMask, { _, ev, userdata in
+            guard let ev, let userdata else { return 0 }
+            var name: String?
+            if ev.pointee.len > 0 {
+                let raw = UnsafeRawPointer(ev).advanced(by: MemoryLayout<inotify_event>.size)
+                name = String(cString: raw.assumingMemoryBound(to: CChar.self))
+            }
+            Unmanaged<PathWatch>.fromOpaque(userdata).takeUnretainedValue().handler(name)
+            return 0
+        }, Unmanaged.passUnretained(w).toOpaque())
+        guard r >= 0 else { throw Errno(-r) }
+        w.source = s
+        return w
+    }
+}

@@ -5,7 +5,7 @@ import NetpermIO
 import NetpermNetlink
 import NetpermSystemd
 
-// Wiring only: options, config, loop, netlink, control socket, signals. Logic lives in the core.
+// Wiring only: options, policy, loop, netlink, control socket, signals. Logic lives in the core.
 
 func fail(_ message: String, code: Int32 = 1) -> Never {
     Log.err(message)
@@ -18,19 +18,21 @@ func run() -> Int32 {
     case let .run(o): options = o
     case let .exit(code, text):
         Output.write(code == 0 ? STDOUT_FILENO : STDERR_FILENO, text)
-        exit(code)
+        return code
     }
     Log.level = options.logLevel
+    signal(SIGPIPE, SIG_IGN)
 
-    let config: Config
-    do { config = try ConfigLoader.load(path: options.configPath, required: options.configGiven) } catch {
-        fail("configuration error: \(error)")
-    }
+    let daemon = Daemon(configPath: options.configPath, configRequired: options.configGiven,
+                        sysfs: Sysfs(root: options.sysfsRoot))
+    if let error = daemon.loadPolicy() { fail("configuration error: \(error)") }
 
     let loop: SDEventLoop
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
 
-    let daemon = Daemon(config: config, sysfs: Sysfs(root: options.sysfsRoot))
+    // Bind first: a second daemon on the same path must refuse before it does anything else.
+    let listenFD: Int32
+    do { listenFD = try SocketPath.bindListening(options.socketPath) } catch { fail("\(error)") }
 
     let watcher: NetlinkWatcher
     do { watcher = try NetlinkWatcher(loop: loop, receiveBuffer: options.netlinkReceiveBuffer) } catch {
@@ -38,15 +40,15 @@ func run() -> Int32 {
     }
     watcher.onChange = { daemon.kernelChanged($0) }
     daemon.kernelChanged(watcher.snapshot())
-    daemon.markReady()
-
-    let listenFD: Int32
-    do { listenFD = try SocketPath.bindListening(options.socketPath) } catch { fail("\(error)") }
 
     let server: ControlServer
     do {
-        server = try ControlServer(loop: loop, listenFD: listenFD) { _, frame in daemon.handle(frame) }
+        server = try ControlServer(loop: loop, listenFD: listenFD) { client, frame in daemon.handle(client, frame) }
     } catch { fail("cannot serve the control socket: \(error)") }
+    server.onConnect = { daemon.connected($0) }
+    server.onDisconnect = { daemon.disconnected($0) }
+
+    let reloader = PolicyReloader(loop: loop, configPath: options.configPath) { daemon.loadPolicy() }
 
     func shutdown(_ signal: String) {
         Log.notice("\(signal): stopping")
@@ -58,11 +60,13 @@ func run() -> Int32 {
     do {
         try loop.onSignal(SIGTERM) { shutdown("SIGTERM") }
         try loop.onSignal(SIGINT) { shutdown("SIGINT") }
+        try loop.onSignal(SIGHUP) { Log.info("SIGHUP: reloading policy"); reloader.reloadNow() }
     } catch { fail("cannot install signal handlers: \(error)") }
-    signal(SIGPIPE, SIG_IGN)
 
+    daemon.markReady()
     Log.notice("netpermd \(DaemonState.version) listening on \(options.socketPath)")
     let code = loop.run()
+    withExtendedLifetime((watcher, server, reloader)) {}
     return code < 0 ? 1 : code
 }
 

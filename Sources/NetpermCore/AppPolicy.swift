@@ -1,0 +1,31 @@
+/// One `[App NAME]` section: who the app is and what it may use.
+public struct AppPolicy: Equatable, Sendable {
+    public var id: String
+    /// Absolute paths or globs, matched against /proc/PID/exe.
+    public var executables: [Glob] = []
+    /// systemd unit names or globs, matched against the unit from /proc/PID/cgroup.
+    public var units: [Glob] = []
+    public var uids: [UInt32] = []
+    public var permissions = PartialPermissions()
+    /// Where the section was first defined, for error messages.
+    public var path: String
+    public var line: Int
+
+    public init(id: String, path: String, line: Int) { self.id = id; self.path = path; self.line = line }
+
+    public var hasIdentity: Bool { !executables.isEmpty || !units.isEmpty || !uids.isEmpty }
+
+    /// App ids start with a letter, then letters, digits, '.', '-', '_'.
+    public static func isValidID(_ s: String) -> Bool {
+        guard let first = s.unicodeScalars.first, isLetter(first) else { return false }
+        return s.unicodeScalars.allSatisfy { isLetter($0) || ("0"..."9").contains($0) || $0 == "." || $0 == "-" || $0 == "_" }
+    }
+
+    static func isLetter(_ c: Unicode.Scalar) -> Bool { ("a"..."z").contains(c) || ("A"..."Z").contains(c) }
+}
+
+/// Resolves user and group names; the daemon uses the system's databases, tests inject their own.
+public protocol AccountResolver {
+    func uid(forUser name: String) -> UInt32?
+    func gid(forGroup name: String) -> UInt32?
+}

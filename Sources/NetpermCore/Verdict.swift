@@ -1,0 +1,75 @@
+/// "May this app use the network now, and if not, why" — the answer for one app.
+public struct Verdict: Equatable, Sendable {
+    public enum Reason: String, Sendable {
+        case ok
+        case noNetwork = "no-network"
+        case denied
+        case awaitingDecision = "awaiting-decision"
+        case starting
+    }
+
+    public var app: String
+    public var matchedBy: MatchedBy
+    public var permissions: PermissionSet
+    public var available: Bool
+    public var reason: Reason
+    /// The best allowed link (lowest default-route metric) when available.
+    public var via: Link?
+    /// Kinds of usable links the app may not use.
+    public var deniedKinds: [LinkKind]
+    /// Kinds of usable links set to `ask` with no decision yet.
+    public var pendingKinds: [LinkKind]
+
+    /// Kinds in reporting order.
+    static let reportedKinds: [LinkKind] = [.wifi, .wwan, .ethernet, .other]
+
+    public static func compute(app: String, matchedBy: MatchedBy, permissions: PermissionSet,
+                               network: NetworkState, ready: Bool) -> Verdict {
+        var v = Verdict(app: app, matchedBy: matchedBy, permissions: permissions, available: false,
+                        reason: .starting, via: nil, deniedKinds: [], pendingKinds: [])
+        guard ready else { return v }
+        let usable = network.usableLinks
+        guard !usable.isEmpty else {
+            v.reason = .noNetwork
+            return v
+        }
+        var best: Link?
+        var denied: Set<LinkKind> = [], pending: Set<LinkKind> = []
+        for link in usable {
+            switch permissions[link.kind] {
+            case .allow:
+                if best.map({ (link.metric ?? .max, link.index) < ($0.metric ?? .max, $0.index) }) ?? true {
+                    best = link
+                }
+            case .deny: denied.insert(link.kind)
+            // Until a decision exists, `ask` is not allowed.
+            case .ask: pending.insert(link.kind)
+            }
+        }
+        v.deniedKinds = reportedKinds.filter(denied.contains)
+        v.pendingKinds = reportedKinds.filter(pending.contains)
+        if let best {
+            v.available = true
+            v.reason = .ok
+            v.via = best
+        } else {
+            v.reason = pending.isEmpty ? .denied : .awaitingDecision
+        }
+        return v
+    }
+
+    public var json: JSON {
+        .object([
+            ("app", .string(app)),
+            ("matched_by", .string(matchedBy.rawValue)),
+            ("available", .bool(available)),
+            ("reason", .string(reason.rawValue)),
+            ("via", via.map { l in
+                .object([("name", .string(l.name)), ("kind", .string(l.kind.rawValue)), ("metered", .bool(l.metered))])
+            } ?? .null),
+            ("denied_kinds", .array(deniedKinds.map { .string($0.rawValue) })),
+            ("pending_kinds", .array(pendingKinds.map { .string($0.rawValue) })),
+            ("permissions", .object(PermissionSet.keys.map { ($0.kind.rawValue, .string(permissions[$0.kind].rawValue)) })),
+        ])
+    }
+}
