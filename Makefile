@@ -3,7 +3,7 @@
 PREFIX ?= /usr/local
 DESTDIR ?=
 SOCKET ?= /run/netpermd/netpermd.sock
-RUN_CONFIG ?= config/netpermd.conf
+RUN_CONFIG ?= config/run.conf
 SWIFT ?= swift
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config
 RELEASE_FLAGS := -c release --static-swift-stdlib

@@ -44,3 +44,58 @@ enum Render {
         return t.render()
     }
 }
+
+extension Render {
+    static func permissions(_ v: JSON) -> String {
+        ["wifi", "wwan", "ethernet", "other"].map { "\($0)=\(v["permissions"]?[$0]?.stringValue ?? "?")" }
+            .joined(separator: " ")
+    }
+
+    /// One line saying whether and why: "ok via wlan0 (wifi)", "denied: wwan", ...
+    static func because(_ v: JSON) -> String {
+        let kinds = { (key: String) in (v[key]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ",") }
+        switch v["reason"]?.stringValue ?? "?" {
+        case "ok":
+            let via = v["via"]
+            return "yes, via \(via?["name"]?.stringValue ?? "?") (\(via?["kind"]?.stringValue ?? "?")"
+                + (via?["metered"]?.boolValue == true ? ", metered)" : ")")
+        case "no-network": return "no: no usable network"
+        case "denied": return "no: denied on \(kinds("denied_kinds"))"
+        case "awaiting-decision": return "no: awaiting a decision for \(kinds("pending_kinds"))"
+        case "starting": return "no: netpermd is starting"
+        case let r: return "no: \(r)"
+        }
+    }
+
+    static func query(_ v: JSON) -> String {
+        var out = "app:          \(v["app"]?.stringValue ?? "?") (matched by \(v["matched_by"]?.stringValue ?? "?"))\n"
+        out += "network:      \(because(v))\n"
+        out += "permissions:  \(permissions(v))\n"
+        if let id = v["identity"] {
+            out += "identity:     pid \(id["pid"]?.intValue ?? 0), uid \(id["uid"]?.intValue ?? 0), "
+                + "executable \(id["executable"]?.stringValue ?? "unknown"), unit \(id["unit"]?.stringValue ?? "-")\n"
+            if let p = id["problem"]?.stringValue { out += "note:         \(p)\n" }
+        }
+        return out
+    }
+
+    static func apps(_ r: JSON) -> String {
+        var t = Table(header: ["APP", "AVAILABLE", "WIFI", "WWAN", "ETHERNET", "OTHER", "WHY"])
+        for v in r["apps"]?.arrayValue ?? [] {
+            t.rows.append([
+                v["app"]?.stringValue ?? "?",
+                yesNo(v["available"]),
+                v["permissions"]?["wifi"]?.stringValue ?? "?",
+                v["permissions"]?["wwan"]?.stringValue ?? "?",
+                v["permissions"]?["ethernet"]?.stringValue ?? "?",
+                v["permissions"]?["other"]?.stringValue ?? "?",
+                because(v),
+            ])
+        }
+        return t.render()
+    }
+
+    static func reload(_ r: JSON) -> String {
+        "policy reloaded: generation \(r["generation"]?.intValue ?? 0), \(r["apps"]?.intValue ?? 0) apps\n"
+    }
+}

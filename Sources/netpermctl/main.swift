@@ -2,18 +2,23 @@ import Glibc
 import NetpermCore
 import NetpermIO
 
-// netpermctl: the command-line client. Exit codes: 0 ok, 1 the daemon answered with an error,
-// 2 usage error, 3 the daemon is not running or cannot be reached.
+// netpermctl: the command-line client. Exit codes: 0 ok, 1 the daemon answered with an error (or `check`
+// found one), 2 usage error, 3 the daemon is not running or cannot be reached.
 
 let usage = """
-    usage: netpermctl [--socket PATH] [--json] COMMAND
+    usage: netpermctl [--socket PATH] [--json] COMMAND [ARGS]
     commands:
-      status    the daemon's state: readiness, links, whether the network is available
-      links     every link with its kind, state and default routes
-      ping      check that the daemon answers
+      status          the daemon's state: readiness, links, network, policy generation
+      links           every link with its kind, state and default routes
+      query [APP]     may APP (default: this process's app) use the network now, and if not, why
+      apps            every app in the policy with its verdict (privileged)
+      reload          reload the policy now (privileged)
+      check [PATH]    validate a policy file and its drop-ins offline (default /etc/netpermd/netpermd.conf)
+      ping            check that the daemon answers
     options:
       --socket PATH   control socket (default /run/netpermd/netpermd.sock, or $NETPERMD_SOCKET)
       --json          print the daemon's JSON reply instead of a table
+    exit codes: 0 ok, 1 error reply or invalid policy, 2 usage, 3 daemon not reachable
     """
 
 func die(_ message: String, _ code: Int32) -> Never {
@@ -32,21 +37,45 @@ while !argv.isEmpty {
         guard !argv.isEmpty else { die("--socket needs a path", 2) }
         socketPath = argv.removeFirst()
     case "--json": json = true
-    case "-h", "--help": print(usage); exit(0)
-    default: rest.append(a)
+    case "-h", "--help": Output.out(usage + "\n"); exit(0)
+    default:
+        if a.hasPrefix("--") { die("unknown option '\(a)'\n\(usage)", 2) }
+        rest.append(a)
     }
 }
 guard let command = rest.first else { Output.err(usage + "\n"); exit(2) }
+let args = Array(rest.dropFirst())
+
+func needArgs(_ range: ClosedRange<Int>) {
+    guard range.contains(args.count) else { die("wrong number of arguments for '\(command)'\n\(usage)", 2) }
+}
+
+/// Validates the policy offline, with the same parser the daemon uses.
+func check(_ path: String) -> Never {
+    do {
+        let files = try ConfigFiles.read(path, required: true)
+        let config = try Config.parse(files: files, accounts: SystemAccounts())
+        Output.out("\(path): ok (\(files.count) file\(files.count == 1 ? "" : "s"), \(config.apps.count) apps, "
+            + "\(config.interfaces.count) interface overrides)\n")
+        exit(0)
+    } catch {
+        Output.err("\(error)\n")
+        exit(1)
+    }
+}
 
 let request: String
 let render: (JSON) -> String
 switch command {
-case "status": request = "STATUS"; render = Render.status
-case "links": request = "LINKS"; render = Render.links
-case "ping": request = "PING"; render = { _ in "pong\n" }
+case "status": needArgs(0...0); request = "STATUS"; render = Render.status
+case "links": needArgs(0...0); request = "LINKS"; render = Render.links
+case "ping": needArgs(0...0); request = "PING"; render = { _ in "pong\n" }
+case "query": needArgs(0...1); request = (["QUERY"] + args).joined(separator: " "); render = Render.query
+case "apps": needArgs(0...0); request = "APPS"; render = Render.apps
+case "reload": needArgs(0...0); request = "RELOAD"; render = Render.reload
+case "check": needArgs(0...1); check(args.first ?? "/etc/netpermd/netpermd.conf")
 default: die("unknown command '\(command)'\n\(usage)", 2)
 }
-guard rest.count == 1 else { die("\(command) takes no arguments", 2) }
 
 let conn: Connection
 do { conn = try Connection(path: socketPath) } catch {
@@ -60,7 +89,7 @@ do {
 
 let reply: JSON
 do { reply = try JSONParser.parse(line) } catch { die("unreadable reply from netpermd: \(line)", 1) }
-if json { print(line) }
+if json { Output.out(line + "\n") }
 guard reply["ok"]?.boolValue == true else {
     if !json {
         die("\(reply["error"]?.stringValue ?? "error"): \(reply["message"]?.stringValue ?? line)", 1)
