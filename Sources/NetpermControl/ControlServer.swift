@@ -11,6 +11,8 @@ public final class ControlServer {
     public struct Limits: Sendable {
         /// Stop reading a client's requests while this many reply bytes wait for it.
         public var maxQueuedBytes = 256 * 1024
+        /// A subscriber with this many event bytes unread is disconnected (after a final overflow event).
+        public var maxEventBytes = 1024 * 1024
         public var maxLine = LineFramer.defaultMaxLine
         public init() {}
     }
@@ -90,8 +92,11 @@ public final class ClientConnection {
     private var out: [UInt8] = []
     private var outStart = 0
     private var closeAfterFlush = false
-    private var closed = false
     private var inputEOF = false
+    /// A deferred reply (WAIT) is pending: later requests wait so replies stay in order.
+    private var held = false
+    private var interest: UInt32 = 0
+    public private(set) var isClosed = false
 
     init(fd: Int32, server: ControlServer) {
         self.fd = fd
@@ -100,7 +105,8 @@ public final class ClientConnection {
     }
 
     func start(loop: EventLoop) throws(Errno) {
-        source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] revents in
+        interest = IOEvents.readable
+        source = try loop.addIO(fd: fd, events: interest) { [unowned self] revents in
             self.ready(revents)
         }
     }
@@ -108,9 +114,42 @@ public final class ClientConnection {
     public var queuedBytes: Int { out.count - outStart }
 
     private func ready(_ revents: UInt32) {
+        // HUP: the peer closed both directions; nothing more can be delivered, so clean up at once.
+        if revents & (IOEvents.hangup | IOEvents.error) != 0 { close(); return }
         if revents & IOEvents.writable != 0 { flush() }
-        if !closed && revents & (IOEvents.readable | IOEvents.hangup | IOEvents.error) != 0 { readSome() }
-        if !closed { processFrames(); flush(); updateInterest() }
+        if !isClosed && revents & IOEvents.readable != 0 { readSome() }
+        if !isClosed { processFrames(); flush(); updateInterest() }
+    }
+
+    /// Sends the deferred reply of a held request and takes the client's next requests.
+    public func reply(_ json: JSON) {
+        guard !isClosed, held else { return }
+        held = false
+        enqueue(json)
+        processFrames()
+        flush()
+        if !isClosed { updateInterest() }
+    }
+
+    /// Pushes an event line. A subscriber that has fallen `maxEventBytes` behind gets a last overflow line
+    /// (best effort) and is disconnected; returns false then. Never blocks.
+    @discardableResult
+    public func push(_ line: String) -> Bool {
+        guard !isClosed else { return false }
+        if queuedBytes > server.limits.maxEventBytes {
+            Log.warning("subscriber fd \(fd) fell \(queuedBytes) bytes behind: disconnecting it")
+            out.append(contentsOf: "{\"event\":\"overflow\"}\n".utf8)
+            flush()
+            close()
+            return false
+        }
+        let wasEmpty = queuedBytes == 0
+        out.append(contentsOf: line.utf8)
+        if wasEmpty {
+            flush()
+            if !isClosed { updateInterest() }
+        }
+        return !isClosed
     }
 
     private func readSome() {
@@ -138,9 +177,12 @@ public final class ClientConnection {
     }
 
     private func processFrames() {
-        while !closeAfterFlush && queuedBytes < server.limits.maxQueuedBytes, let frame = framer.next() {
+        while !isClosed && !held && !closeAfterFlush && queuedBytes < server.limits.maxQueuedBytes,
+              let frame = framer.next() {
             guard let response = server.handler(self, frame) else { continue }
+            if response.hold { held = true; continue }
             enqueue(response.json)
+            if let t = response.trailer { out.append(contentsOf: t.utf8) }
             if response.close { closeAfterFlush = true }
         }
     }
@@ -174,20 +216,27 @@ public final class ClientConnection {
     }
 
     private func updateInterest() {
-        if queuedBytes == 0 && (closeAfterFlush || (inputEOF && framer.buffered == 0)) {
+        // A client that half-isClosed after a WAIT or SUBSCRIBE still gets its reply and events.
+        if queuedBytes == 0 && !held && (closeAfterFlush || (inputEOF && framer.buffered == 0 && !keepAfterEOF)) {
             close()
             return
         }
         var events: UInt32 = 0
-        let canTakeMore = queuedBytes < server.limits.maxQueuedBytes && !closeAfterFlush
+        let canTakeMore = queuedBytes < server.limits.maxQueuedBytes && !closeAfterFlush && !held
         if canTakeMore && !inputEOF && framer.buffered <= server.limits.maxLine { events |= IOEvents.readable }
         if queuedBytes > 0 { events |= IOEvents.writable }
-        source?.setEvents(events)
+        if events != interest {
+            interest = events
+            source?.setEvents(events)
+        }
     }
 
+    /// Set for subscribers: end of their input does not end the stream of events.
+    public var keepAfterEOF = false
+
     public func close() {
-        guard !closed else { return }
-        closed = true
+        guard !isClosed else { return }
+        isClosed = true
         source?.cancel()
         source = nil
         FD.close(fd)

@@ -3,7 +3,11 @@ public struct NetworkState: Equatable, Sendable {
     /// Sorted by index.
     public private(set) var links: [Link]
 
-    public init(links: [Link] = []) { self.links = links.sorted { $0.index < $1.index } }
+    /// One link per index (the first wins), sorted by index.
+    public init(links: [Link] = []) {
+        var seen: Set<Int32> = []
+        self.links = links.filter { seen.insert($0.index).inserted }.sorted { $0.index < $1.index }
+    }
 
     /// Joins the kernel's facts into links. `classify` is asked once per link; the caller caches sysfs reads.
     public init(snapshot: KernelSnapshot, classify: (LinkFacts) -> Classification) {

@@ -4,7 +4,7 @@ public enum Permission: String, Sendable, CaseIterable {
 }
 
 /// The four per-kind permissions of an app (loopback is never a way out, so it has none).
-public struct PermissionSet: Equatable, Sendable {
+public struct PermissionSet: Hashable, Sendable {
     public var wifi: Permission
     public var wwan: Permission
     public var ethernet: Permission

@@ -40,15 +40,28 @@ public struct Caller: Sendable {
 
 public struct Response: Equatable, Sendable {
     /// Work the caller must do before it can reply (the processor does no I/O).
-    public enum Action: Equatable, Sendable { case reload }
+    public enum Action: Equatable, Sendable {
+        case reload
+        /// Send the acknowledgement, then the snapshot, then events.
+        case subscribe(Set<Topic>)
+        /// Reply when the app's verdict is available, or with `timeout` after the time-out (microseconds).
+        case wait(AppMatch, timeoutMicroseconds: UInt64?)
+    }
 
     public var json: JSON
     /// Close the connection after sending this reply.
     public var close: Bool
     public var action: Action?
-    public init(_ json: JSON, close: Bool = false, action: Action? = nil) {
-        self.json = json; self.close = close; self.action = action
+    /// Raw lines sent right after the reply (a subscription's snapshot).
+    public var trailer: String?
+    /// No reply yet: stop taking this client's requests until the daemon replies (keeps replies in order).
+    public var hold: Bool
+
+    public init(_ json: JSON, close: Bool = false, action: Action? = nil, trailer: String? = nil, hold: Bool = false) {
+        self.json = json; self.close = close; self.action = action; self.trailer = trailer; self.hold = hold
     }
+
+    public static var held: Response { Response(.null, hold: true) }
 }
 
 /// The pure request processor: transport frames the line and sends the reply; everything else is here.
@@ -56,7 +69,13 @@ public enum Processor {
     public static func process(_ request: Request, state: DaemonState, caller: Caller) -> Response {
         func ok(_ fields: [(String, JSON)]) -> Response { Response(.object([("ok", true)] + fields)) }
         func error(_ code: ErrorCode, _ message: String) -> Response { Response(ProtocolError(code, message).reply) }
-        let maxArgs = request.verb == .query ? 1 : 0
+        let maxArgs: Int
+        switch request.verb {
+        case .query: maxArgs = 1
+        case .wait: maxArgs = 2
+        case .subscribe: maxArgs = Topic.allCases.count
+        case .ping, .help, .status, .links, .apps, .reload, .quit: maxArgs = 0
+        }
         if request.args.count > maxArgs {
             return error(.badArguments, "usage: \(request.verb.usage)")
         }
@@ -86,19 +105,39 @@ public enum Processor {
         case .links:
             return ok([("links", .array(state.network.links.map(\.json)))])
         case .query:
-            guard let name = request.args.first, name != caller.match.id else {
-                let v = state.verdict(for: caller.match)
-                return Response(merge(ok([]).json, v.json, [("identity", caller.identity.json)]))
+            switch resolveApp(request.args.first, state: state, caller: caller) {
+            case let .failure(e): return Response(e.reply)
+            case let .success(match):
+                let identity = match == caller.match ? [("identity", caller.identity.json)] : []
+                return Response(merge(ok([]).json, state.verdict(for: match).json, identity))
             }
-            guard caller.privileged else {
-                return error(.permissionDenied, "only root or members of group '\(state.config.adminGroup)' may ask "
-                    + "about another app; send QUERY alone to ask about yourself (\(caller.match.id))")
+        case .wait:
+            var args = request.args
+            var timeout: UInt64?
+            if let last = args.last, let first = last.unicodeScalars.first, !AppPolicy.isLetter(first) {
+                guard let usec = parseSeconds(last) else {
+                    return error(.badArguments, "bad time-out '\(last)': expected seconds, e.g. 30 or 0.5")
+                }
+                timeout = usec
+                args.removeLast()
             }
-            guard let app = state.config.app(named: name) else {
-                return error(.notFound, "no [App \(name)] in the policy")
+            guard args.count <= 1 else { return error(.badArguments, "usage: \(request.verb.usage)") }
+            switch resolveApp(args.first, state: state, caller: caller) {
+            case let .failure(e): return Response(e.reply)
+            case let .success(match):
+                let v = state.verdict(for: match)
+                if v.available { return Response(merge(ok([]).json, v.json, [])) }
+                return Response(.null, action: .wait(match, timeoutMicroseconds: timeout))
             }
-            let v = state.verdict(for: AppMatch(id: app.id, matchedBy: .name, app: app))
-            return Response(merge(ok([]).json, v.json, []))
+        case .subscribe:
+            switch Subscription.topics(from: request.args) {
+            case let .failure(e): return Response(e.reply)
+            case let .success(topics):
+                let list = Topic.allCases.filter(topics.contains).map { JSON.string($0.rawValue) }
+                return Response(.object([("ok", true), ("subscribed", .array(list)),
+                                         ("app", .string(caller.match.id)), ("privileged", .bool(caller.privileged))]),
+                                action: .subscribe(topics))
+            }
         case .apps:
             guard caller.privileged else {
                 return error(.permissionDenied, "APPS needs root or membership of group '\(state.config.adminGroup)'")
@@ -114,6 +153,45 @@ public enum Processor {
         case .quit:
             return Response(.object([("ok", true), ("bye", true)]), close: true)
         }
+    }
+
+    /// The app a request names: the caller's own, or (privileged callers only) one from the policy.
+    static func resolveApp(_ name: String?, state: DaemonState, caller: Caller) -> Result<AppMatch, ProtocolError> {
+        guard let name, name != caller.match.id else { return .success(caller.match) }
+        guard caller.privileged else {
+            return .failure(ProtocolError(.permissionDenied, "only root or members of group "
+                + "'\(state.config.adminGroup)' may name another app; leave APP out to ask about yourself "
+                + "(\(caller.match.id))"))
+        }
+        guard let app = state.config.app(named: name) else {
+            return .failure(ProtocolError(.notFound, "no [App \(name)] in the policy"))
+        }
+        return .success(AppMatch(id: app.id, matchedBy: .name, app: app))
+    }
+
+    /// "30", "0.5" -> microseconds; nil for anything else (negative, NaN, words).
+    public static func parseSeconds(_ s: String) -> UInt64? {
+        let parts = s.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count >= 1, parts.count <= 2, !s.isEmpty,
+              parts.allSatisfy({ $0.allSatisfy { ("0"..."9").contains($0) } }),
+              let whole = parts[0].isEmpty ? 0 : UInt64(parts[0]), whole < 100_000_000 else { return nil }
+        var frac: UInt64 = 0
+        if parts.count == 2 {
+            let digits = String(parts[1].prefix(6))
+            guard !(parts[0].isEmpty && digits.isEmpty) else { return nil }
+            frac = (UInt64(digits) ?? 0) * [1, 100_000, 10_000, 1000, 100, 10, 1][digits.count]
+        }
+        return whole * 1_000_000 + frac
+    }
+
+    /// The reply to a WAIT that ran out of time: the verdict that held, so the caller knows why.
+    public static func waitTimeout(_ v: Verdict) -> JSON {
+        merge(.object([("ok", false), ("error", "timeout"),
+                       ("message", .string("\(v.app) may not use the network yet: \(v.reason.rawValue)"))]), v.json, [])
+    }
+
+    public static func waitDone(_ v: Verdict) -> JSON {
+        merge(.object([("ok", true)]), v.json, [])
     }
 
     /// The reply to RELOAD once the caller has tried it.

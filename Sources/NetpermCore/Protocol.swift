@@ -10,11 +10,12 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case notReady = "not-ready"
     case policyInvalid = "policy-invalid"
     case noIdentity = "no-identity"
+    case timeout
     case internalError = "internal"
 }
 
 public enum Verb: String, Sendable, CaseIterable {
-    case ping, help, status, links, query, apps, reload, quit
+    case ping, help, status, links, query, apps, reload, subscribe, wait, quit
 
     public var usage: String {
         switch self {
@@ -25,6 +26,8 @@ public enum Verb: String, Sendable, CaseIterable {
         case .query: return "QUERY [APP]"
         case .apps: return "APPS"
         case .reload: return "RELOAD"
+        case .subscribe: return "SUBSCRIBE [links] [apps] [policy]"
+        case .wait: return "WAIT [APP] [SECONDS]"
         case .quit: return "QUIT"
         }
     }
@@ -38,6 +41,8 @@ public enum Verb: String, Sendable, CaseIterable {
         case .query: return "may this app (default: the caller) use the network now, and if not, why"
         case .apps: return "every app in the policy with its verdict (privileged)"
         case .reload: return "reload the configuration and policy now (privileged)"
+        case .subscribe: return "a snapshot, then an event line for every change, for as long as the connection lives"
+        case .wait: return "reply once the app (default: the caller) may use the network, or when SECONDS pass"
         case .quit: return "close this connection"
         }
     }

@@ -106,6 +106,8 @@ public final class NetlinkWatcher {
     public func snapshot() -> KernelSnapshot {
         var snap = KernelSnapshot()
         forEach(linkCache) { l in
+            // The cache also holds per-family objects (AF_INET6/AF_BRIDGE protinfo) for the same ifindex.
+            guard rtnl_link_get_family(l) == AF_UNSPEC else { return }
             let flags = rtnl_link_get_flags(l)
             var buf = [CChar](repeating: 0, count: 32)
             let oper = String(cString: rtnl_link_operstate2str(rtnl_link_get_operstate(l), &buf, buf.count))

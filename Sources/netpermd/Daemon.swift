@@ -14,18 +14,26 @@ final class Daemon {
     /// sysfs is read once per link (and again on rename), not on every netlink message.
     private var sysfsCache: [Int32: (name: String, facts: SysfsFacts)] = [:]
     private var sessions: [ObjectIdentifier: Session] = [:]
+    /// Every app someone may hear about, with its last verdict.
+    private var tracker = VerdictTracker()
+    private var subscribers: [ObjectIdentifier: Session] = [:]
+    private var waiters: [ObjectIdentifier: Session] = [:]
+    let loop: EventLoop
 
-    /// A connection's peer, identified once at accept; its app match is redone only when the policy changes.
+    /// A connection's peer, identified once at accept; its app match is redone when the policy changes.
     final class Session {
+        let client: ClientConnection
         let identity: PeerIdentity
         var caller: Caller
-        var generation: Int
-        init(identity: PeerIdentity, caller: Caller, generation: Int) {
-            self.identity = identity; self.caller = caller; self.generation = generation
+        var subscription: Subscription?
+        var waiting: (match: AppMatch, timer: TimerSource?)?
+        init(client: ClientConnection, identity: PeerIdentity, caller: Caller) {
+            self.client = client; self.identity = identity; self.caller = caller
         }
     }
 
-    init(configPath: String, configRequired: Bool, sysfs: Sysfs) {
+    init(loop: EventLoop, configPath: String, configRequired: Bool, sysfs: Sysfs) {
+        self.loop = loop
         self.configPath = configPath
         self.configRequired = configRequired
         self.sysfs = sysfs
@@ -40,6 +48,7 @@ final class Daemon {
     func markReady() {
         guard !state.ready else { return }
         state.ready = true
+        emit(tracker.refresh(state: state))
         Log.notice("ready: \(summary)")
     }
 
@@ -58,6 +67,7 @@ final class Daemon {
                 Log.err("policy reload failed, keeping generation \(state.policyGeneration): \(message)")
             }
             state.policyError = message
+            emit([.policy(generation: state.policyGeneration, apps: state.config.apps.count, error: message)])
             return message
         }
         state.config = config
@@ -67,7 +77,17 @@ final class Daemon {
             Log.info("group '\(config.adminGroup)' does not exist; only root may ask about other apps")
         }
         Log.info("policy generation \(state.policyGeneration): \(config.apps.count) apps")
-        recomputeNetwork()
+        for session in sessions.values {
+            session.caller = Caller(identity: session.identity, config: config)
+            session.subscription?.privileged = session.caller.privileged
+            session.subscription?.appID = session.caller.match.id
+            if let w = session.waiting, w.match.matchedBy != .name { session.waiting?.match = session.caller.match }
+        }
+        var events: [Event] = [.policy(generation: state.policyGeneration, apps: config.apps.count, error: nil)]
+        events += recomputeNetwork(emitting: false)
+        let extra = subscribers.values.map(\.caller.match) + waiters.values.compactMap { $0.waiting?.match }
+        events += tracker.reset(state: state, extra: extra)
+        emit(events)
         return nil
     }
 
@@ -75,18 +95,21 @@ final class Daemon {
 
     func kernelChanged(_ snapshot: KernelSnapshot) {
         kernel = snapshot
-        recomputeNetwork()
+        emit(recomputeNetwork(emitting: true))
     }
 
-    private func recomputeNetwork() {
+    /// Rebuilds the picture from the last kernel snapshot; returns link events, and app events when asked.
+    private func recomputeNetwork(emitting apps: Bool) -> [Event] {
         var seen: Set<Int32> = []
         let overrides = state.config.interfaces
         let network = NetworkState(snapshot: kernel) { facts in
             seen.insert(facts.index)
             return Classifier.classify(facts, sysfs: sysfsFacts(facts), overrides: overrides)
         }
-        sysfsCache = sysfsCache.filter { seen.contains($0.key) }
-        setNetwork(network)
+        if sysfsCache.count != seen.count { sysfsCache = sysfsCache.filter { seen.contains($0.key) } }
+        let old = state.network
+        guard setNetwork(network) else { return [] }
+        return Event.linkChanges(from: old, to: network) + (apps ? tracker.refresh(state: state) : [])
     }
 
     private func sysfsFacts(_ link: LinkFacts) -> SysfsFacts {
@@ -96,10 +119,10 @@ final class Daemon {
         return facts
     }
 
-    /// The one setter for the network picture; logs what changed, old -> new.
-    private func setNetwork(_ new: NetworkState) {
+    /// The one setter for the network picture; logs what changed, old -> new. False when nothing did.
+    private func setNetwork(_ new: NetworkState) -> Bool {
         let old = state.network
-        guard old != new else { return }
+        guard old != new else { return false }
         let oldByIndex = Dictionary(old.links.map { ($0.index, $0) }, uniquingKeysWith: { a, _ in a })
         let newIndexes = Set(new.links.map(\.index))
         for l in new.links {
@@ -123,6 +146,46 @@ final class Daemon {
             Log.notice("network: \(new.primary.map { "via \($0.name) (\($0.kind.rawValue))" } ?? "unavailable")")
         }
         state.network = new
+        return true
+    }
+
+    // MARK: - Events and waiters
+
+    /// Sends each event to the subscribers that want it (encoded once per event), then answers waiters.
+    private func emit(_ events: [Event]) {
+        if !subscribers.isEmpty {
+            let subs = Array(subscribers.values)
+            for event in events {
+                let tail = event.encodedTail()
+                for session in subs where !session.client.isClosed && session.subscription?.wants(event) == true {
+                    guard let line = session.subscription?.line(event: event.name, tail: tail) else { continue }
+                    session.client.push(line)
+                }
+            }
+        }
+        if !waiters.isEmpty { answerWaiters() }
+    }
+
+    private func answerWaiters() {
+        for session in Array(waiters.values) {
+            guard let w = session.waiting, let v = tracker.verdict(w.match.id), v.available else { continue }
+            finishWait(session, Processor.waitDone(v.renamed(w.match.id, w.match.matchedBy)))
+        }
+    }
+
+    private func finishWait(_ session: Session, _ reply: JSON) {
+        session.waiting?.timer?.cancel()
+        session.waiting = nil
+        waiters[ObjectIdentifier(session.client)] = nil
+        session.client.reply(reply)
+    }
+
+    func stopping() {
+        for session in subscribers.values {
+            guard var sub = session.subscription else { continue }
+            session.client.push(sub.line(event: "stopping", tail: "}\n"))
+            session.subscription = sub
+        }
     }
 
     // MARK: - Clients
@@ -132,27 +195,49 @@ final class Daemon {
             ?? PeerIdentity(pid: 0, uid: UInt32.max, gids: [], executable: nil, unit: nil,
                             problem: "SO_PEERCRED failed")
         if let p = identity.problem { Log.debug("peer pid \(identity.pid): \(p)") }
-        sessions[ObjectIdentifier(client)] = Session(identity: identity, caller: Caller(identity: identity,
-            config: state.config), generation: state.policyGeneration)
+        sessions[ObjectIdentifier(client)] = Session(client: client, identity: identity,
+                                                     caller: Caller(identity: identity, config: state.config))
     }
 
     func disconnected(_ client: ClientConnection) {
-        sessions[ObjectIdentifier(client)] = nil
+        let id = ObjectIdentifier(client)
+        sessions[id]?.waiting?.timer?.cancel()
+        sessions[id] = nil
+        subscribers[id] = nil
+        waiters[id] = nil
     }
 
     func handle(_ client: ClientConnection, _ frame: LineFramer.Frame) -> Response? {
-        guard let session = sessions[ObjectIdentifier(client)] else { return nil }
-        if session.generation != state.policyGeneration {
-            session.caller = Caller(identity: session.identity, config: state.config)
-            session.generation = state.policyGeneration
-        }
-        guard let response = Processor.handle(frame, state: state, caller: session.caller) else { return nil }
+        let id = ObjectIdentifier(client)
+        guard let session = sessions[id] else { return nil }
+        guard var response = Processor.handle(frame, state: state, caller: session.caller) else { return nil }
         switch response.action {
         case nil:
             return response
         case .reload?:
             let error = loadPolicy()
             return Processor.reloadReply(state: state, error: error)
+        case let .subscribe(topics)?:
+            tracker.track(session.caller.match, state: state)
+            var sub = Subscription(topics: topics, privileged: session.caller.privileged, appID: session.caller.match.id)
+            response.trailer = sub.snapshot(state: state, verdicts: tracker.all)
+            session.subscription = sub
+            subscribers[id] = session
+            client.keepAfterEOF = true
+            return response
+        case let .wait(match, timeout)?:
+            tracker.track(match, state: state)
+            var timer: TimerSource?
+            if let timeout {
+                timer = try? loop.addTimer(afterMicroseconds: timeout) { [unowned self, unowned session] in
+                    guard let w = session.waiting else { return }
+                    let v = self.state.verdict(for: w.match)
+                    self.finishWait(session, Processor.waitTimeout(v))
+                }
+            }
+            session.waiting = (match, timer)
+            waiters[id] = session
+            return .held
         }
     }
 }

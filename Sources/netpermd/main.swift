@@ -23,12 +23,12 @@ func run() -> Int32 {
     Log.level = options.logLevel
     signal(SIGPIPE, SIG_IGN)
 
-    let daemon = Daemon(configPath: options.configPath, configRequired: options.configGiven,
-                        sysfs: Sysfs(root: options.sysfsRoot))
-    if let error = daemon.loadPolicy() { fail("configuration error: \(error)") }
-
     let loop: SDEventLoop
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
+
+    let daemon = Daemon(loop: loop, configPath: options.configPath, configRequired: options.configGiven,
+                        sysfs: Sysfs(root: options.sysfsRoot))
+    if let error = daemon.loadPolicy() { fail("configuration error: \(error)") }
 
     // Bind first: a second daemon on the same path must refuse before it does anything else.
     let listenFD: Int32
@@ -53,6 +53,7 @@ func run() -> Int32 {
     func shutdown(_ signal: String) {
         Log.notice("\(signal): stopping")
         server.stopListening()
+        daemon.stopping()
         server.closeAll()
         unlink(options.socketPath)
         loop.exit(code: 0)
