@@ -1,0 +1,181 @@
+import NetpermCore
+import XCTest
+
+/// Joining netlink facts into links, and the answers built on them: usable, available, primary.
+final class NetworkStateTests: XCTestCase {
+    private func facts(_ index: Int32, _ name: String, up: Bool = true, carrier: Bool = true,
+                       arphrd: UInt32 = ARPHRD.ether) -> LinkFacts {
+        LinkFacts(index: index, name: name, arphrd: arphrd, rtnlKind: nil, adminUp: up, carrier: carrier,
+                  operstate: up && carrier ? "up" : "down")
+    }
+
+    private func route(_ index: Int32, _ family: AddressFamily = .ipv4, metric: UInt32 = 100) -> DefaultRouteFacts {
+        DefaultRouteFacts(index: index, family: family, metric: metric)
+    }
+
+    /// Classifies by name so tests control the kind without sysfs.
+    private func state(_ snapshot: KernelSnapshot) -> NetworkState {
+        NetworkState(snapshot: snapshot) { f in
+            if f.name == "lo" { return Classification(kind: .loopback, by: "arphrd:loopback", metered: false) }
+            if f.name.hasPrefix("ww") { return Classification(kind: .wwan, by: "sysfs:devtype=wwan", metered: true) }
+            if f.name.hasPrefix("wl") { return Classification(kind: .wifi, by: "sysfs:devtype=wlan", metered: false) }
+            return Classification(kind: .ethernet, by: "arphrd:ether", metered: false)
+        }
+    }
+
+    // MARK: usability
+
+    func testUsableNeedsAdminUpCarrierAndDefaultRoute() throws {
+        let s = state(KernelSnapshot(links: [facts(2, "eth0")], defaultRoutes: [route(2)]))
+        let eth = try XCTUnwrap(s.link(named: "eth0"))
+        XCTAssertTrue(eth.usable)
+        XCTAssertTrue(s.available)
+    }
+
+    func testAdminDownIsUnusable() throws {
+        let s = state(KernelSnapshot(links: [facts(2, "eth0", up: false)], defaultRoutes: [route(2)]))
+        XCTAssertFalse(try XCTUnwrap(s.link(named: "eth0")).usable)
+        XCTAssertFalse(s.available)
+        XCTAssertNil(s.primary)
+    }
+
+    func testNoCarrierIsUnusable() throws {
+        let s = state(KernelSnapshot(links: [facts(2, "eth0", carrier: false)], defaultRoutes: [route(2)]))
+        XCTAssertFalse(try XCTUnwrap(s.link(named: "eth0")).usable)
+        XCTAssertFalse(s.available)
+        XCTAssertNil(s.primary)
+    }
+
+    /// Up with carrier but no default route (e.g. a link-local-only LAN) is not "network available".
+    func testNoDefaultRouteIsUnusable() throws {
+        let s = state(KernelSnapshot(links: [facts(2, "eth0")],
+                                     addresses: [AddressFacts(index: 2, family: .ipv4, text: "192.0.2.5/24")]))
+        let eth = try XCTUnwrap(s.link(named: "eth0"))
+        XCTAssertFalse(eth.usable)
+        XCTAssertNil(eth.metric)
+        XCTAssertFalse(eth.defaultRouteV4)
+        XCTAssertFalse(s.available)
+    }
+
+    /// A route on another link does not make this one usable.
+    func testDefaultRouteOnOtherLinkDoesNotCount() throws {
+        let s = state(KernelSnapshot(links: [facts(2, "eth0"), facts(3, "eth1")], defaultRoutes: [route(3)]))
+        XCTAssertFalse(try XCTUnwrap(s.link(named: "eth0")).usable)
+        XCTAssertTrue(try XCTUnwrap(s.link(named: "eth1")).usable)
+        XCTAssertEqual(s.usableLinks.map(\.name), ["eth1"])
+    }
+
+    /// IPv6-only networks (NAT64, many cellular carriers) are real connectivity.
+    func testIPv6OnlyDefaultRouteCounts() throws {
+        let s = state(KernelSnapshot(links: [facts(4, "wwan0", arphrd: ARPHRD.none)],
+                                     defaultRoutes: [route(4, .ipv6, metric: 700)]))
+        let wwan = try XCTUnwrap(s.link(named: "wwan0"))
+        XCTAssertTrue(wwan.usable)
+        XCTAssertFalse(wwan.defaultRouteV4)
+        XCTAssertTrue(wwan.defaultRouteV6)
+        XCTAssertEqual(wwan.metric, 700)
+        XCTAssertTrue(s.available)
+        XCTAssertEqual(s.primary?.name, "wwan0")
+    }
+
+    /// Loopback never makes the network "available", even in the odd case of a default route through it.
+    func testAvailableIgnoresLoopback() {
+        let s = state(KernelSnapshot(links: [facts(1, "lo", arphrd: ARPHRD.loopback)], defaultRoutes: [route(1)]))
+        XCTAssertTrue(s.links[0].usable, "precondition: lo itself satisfies the usable rule")
+        XCTAssertFalse(s.available)
+        XCTAssertTrue(s.usableLinks.isEmpty)
+        XCTAssertNil(s.primary)
+    }
+
+    // MARK: primary
+
+    func testPrimaryIsLowestMetric() {
+        let s = state(KernelSnapshot(
+            links: [facts(2, "enp3s0"), facts(3, "wlp2s0"), facts(5, "wwan0", arphrd: ARPHRD.none)],
+            defaultRoutes: [route(2, metric: 100), route(3, metric: 50), route(5, metric: 700)]))
+        XCTAssertEqual(s.primary?.name, "wlp2s0")
+        XCTAssertEqual(s.primary?.kind, .wifi)
+    }
+
+    /// The lowest metric on an unusable link must not make it primary.
+    func testPrimarySkipsUnusableLink() {
+        let s = state(KernelSnapshot(
+            links: [facts(2, "enp3s0", carrier: false), facts(3, "wlp2s0")],
+            defaultRoutes: [route(2, metric: 10), route(3, metric: 600)]))
+        XCTAssertEqual(s.primary?.name, "wlp2s0")
+    }
+
+    func testPrimaryTieGoesToLowestIndex() {
+        // Listed out of order so the tie-break cannot come from input order.
+        let s = state(KernelSnapshot(
+            links: [facts(7, "eth7"), facts(3, "eth3"), facts(5, "eth5")],
+            defaultRoutes: [route(7, metric: 100), route(5, metric: 100), route(3, metric: 100)]))
+        XCTAssertEqual(s.primary?.index, 3)
+    }
+
+    /// Two default routes on one link (DHCP + RA, or v4 + v6): the better one counts.
+    func testMultipleDefaultRoutesOnOneLinkTakeLowestMetric() throws {
+        let s = state(KernelSnapshot(
+            links: [facts(2, "eth0"), facts(3, "wlan0")],
+            defaultRoutes: [route(2, .ipv4, metric: 1024), route(2, .ipv6, metric: 20), route(2, .ipv4, metric: 300),
+                            route(3, .ipv4, metric: 100)]))
+        let eth = try XCTUnwrap(s.link(named: "eth0"))
+        XCTAssertEqual(eth.metric, 20)
+        XCTAssertTrue(eth.defaultRouteV4)
+        XCTAssertTrue(eth.defaultRouteV6)
+        XCTAssertEqual(s.primary?.name, "eth0")
+    }
+
+    // MARK: joining
+
+    func testAddressesGroupedPerLinkAndSorted() throws {
+        let s = state(KernelSnapshot(
+            links: [facts(2, "eth0"), facts(3, "wlan0"), facts(4, "eth1")],
+            addresses: [
+                AddressFacts(index: 3, family: .ipv6, text: "fe80::2/64"),
+                AddressFacts(index: 2, family: .ipv4, text: "192.0.2.10/24"),
+                AddressFacts(index: 3, family: .ipv4, text: "198.51.100.7/24"),
+                AddressFacts(index: 2, family: .ipv6, text: "2001:db8::10/64"),
+                AddressFacts(index: 9, family: .ipv4, text: "203.0.113.1/24"), // link 9 is not in the dump
+            ]))
+        XCTAssertEqual(try XCTUnwrap(s.link(named: "eth0")).addresses, ["192.0.2.10/24", "2001:db8::10/64"])
+        XCTAssertEqual(try XCTUnwrap(s.link(named: "wlan0")).addresses, ["198.51.100.7/24", "fe80::2/64"])
+        XCTAssertEqual(try XCTUnwrap(s.link(named: "eth1")).addresses, [])
+        XCTAssertEqual(s.links.count, 3, "an address on an unknown link must not invent a link")
+    }
+
+    func testLinksSortedByIndexAndCarryClassification() throws {
+        let s = state(KernelSnapshot(links: [facts(5, "wwan0"), facts(1, "lo"), facts(3, "wlan0")]))
+        XCTAssertEqual(s.links.map(\.index), [1, 3, 5])
+        let wwan = try XCTUnwrap(s.link(named: "wwan0"))
+        XCTAssertEqual(wwan.kind, .wwan)
+        XCTAssertEqual(wwan.classifiedBy, "sysfs:devtype=wwan")
+        XCTAssertTrue(wwan.metered)
+        XCTAssertNil(s.link(named: "eth9"))
+    }
+
+    /// The classifier is asked once per link (the daemon caches sysfs reads behind it).
+    func testClassifyCalledOncePerLink() {
+        var asked: [String] = []
+        _ = NetworkState(snapshot: KernelSnapshot(links: [facts(2, "a"), facts(3, "b")],
+                                                  defaultRoutes: [route(2), route(2, .ipv6)])) { f in
+            asked.append(f.name)
+            return Classification(kind: .other, by: "fallback", metered: false)
+        }
+        XCTAssertEqual(asked.sorted(), ["a", "b"])
+    }
+
+    func testLinkJSON() {
+        let s = state(KernelSnapshot(
+            links: [facts(3, "wwan0", arphrd: ARPHRD.none)],
+            addresses: [AddressFacts(index: 3, family: .ipv4, text: "10.1.2.3/30")],
+            defaultRoutes: [route(3, .ipv4, metric: 700)]))
+        XCTAssertEqual(s.links[0].json.encoded(),
+                       #"{"index":3,"name":"wwan0","kind":"wwan","classified_by":"sysfs:devtype=wwan","metered":true,"#
+                           + #""admin_up":true,"carrier":true,"operstate":"up","addresses":["10.1.2.3/30"],"#
+                           + #""default_route":{"ipv4":true,"ipv6":false},"metric":700,"usable":true}"#)
+        let noRoute = state(KernelSnapshot(links: [facts(2, "eth0")]))
+        XCTAssertEqual(noRoute.links[0].json["metric"], .null)
+        XCTAssertEqual(noRoute.links[0].json["usable"], false)
+    }
+}
