@@ -14,11 +14,15 @@ let usage = """
       apps            every app in the policy with its verdict (privileged)
       reload          reload the policy now (privileged)
       check [PATH]    validate a policy file and its drop-ins offline (default /etc/netpermd/netpermd.conf)
+      monitor [APP]   follow link, app and policy events (reconnects when the daemon restarts)
+      wait [--app APP] [--timeout SECONDS] [-- COMMAND ARGS...]
+                      wait until the app may use the network, then run COMMAND (or exit 0)
       ping            check that the daemon answers
     options:
       --socket PATH   control socket (default /run/netpermd/netpermd.sock, or $NETPERMD_SOCKET)
       --json          print the daemon's JSON reply instead of a table
-    exit codes: 0 ok, 1 error reply or invalid policy, 2 usage, 3 daemon not reachable
+    exit codes: 0 ok, 1 error reply or invalid policy, 2 usage, 3 daemon not reachable,
+                4 wait timed out (the reason is printed); wait -- COMMAND exits with COMMAND's status
     """
 
 func die(_ message: String, _ code: Int32) -> Never {
@@ -30,9 +34,22 @@ var socketPath = getenv("NETPERMD_SOCKET").map { String(cString: $0) } ?? "/run/
 var json = false
 var rest: [String] = []
 var argv = Array(CommandLine.arguments.dropFirst())
+var waitApp: String?
+var waitTimeout: Double?
+var command: [String] = []
 while !argv.isEmpty {
     let a = argv.removeFirst()
     switch a {
+    case "--":
+        command = argv
+        argv = []
+    case "--app":
+        guard !argv.isEmpty else { die("--app needs an app id", 2) }
+        waitApp = argv.removeFirst()
+    case "--timeout":
+        guard let v = argv.first, let t = Processor.parseSeconds(v) else { die("--timeout needs seconds, e.g. 30", 2) }
+        argv.removeFirst()
+        waitTimeout = Double(t) / 1e6
     case "--socket":
         guard !argv.isEmpty else { die("--socket needs a path", 2) }
         socketPath = argv.removeFirst()
@@ -43,11 +60,13 @@ while !argv.isEmpty {
         rest.append(a)
     }
 }
-guard let command = rest.first else { Output.err(usage + "\n"); exit(2) }
+guard let verb = rest.first else { Output.err(usage + "\n"); exit(2) }
 let args = Array(rest.dropFirst())
+if !command.isEmpty && verb != "wait" { die("'-- COMMAND' is only for wait", 2) }
+if (waitApp != nil || waitTimeout != nil) && verb != "wait" { die("--app and --timeout are only for wait", 2) }
 
 func needArgs(_ range: ClosedRange<Int>) {
-    guard range.contains(args.count) else { die("wrong number of arguments for '\(command)'\n\(usage)", 2) }
+    guard range.contains(args.count) else { die("wrong number of arguments for '\(verb)'\n\(usage)", 2) }
 }
 
 /// Validates the policy offline, with the same parser the daemon uses.
@@ -66,7 +85,7 @@ func check(_ path: String) -> Never {
 
 let request: String
 let render: (JSON) -> String
-switch command {
+switch verb {
 case "status": needArgs(0...0); request = "STATUS"; render = Render.status
 case "links": needArgs(0...0); request = "LINKS"; render = Render.links
 case "ping": needArgs(0...0); request = "PING"; render = { _ in "pong\n" }
@@ -74,7 +93,9 @@ case "query": needArgs(0...1); request = (["QUERY"] + args).joined(separator: " 
 case "apps": needArgs(0...0); request = "APPS"; render = Render.apps
 case "reload": needArgs(0...0); request = "RELOAD"; render = Render.reload
 case "check": needArgs(0...1); check(args.first ?? "/etc/netpermd/netpermd.conf")
-default: die("unknown command '\(command)'\n\(usage)", 2)
+case "monitor": needArgs(0...1); Monitor.run(socketPath: socketPath, app: args.first, json: json)
+case "wait": needArgs(0...0); Wait.run(socketPath: socketPath, app: waitApp, timeout: waitTimeout, command: command, json: json)
+default: die("unknown command '\(verb)'\n\(usage)", 2)
 }
 
 let conn: Connection
