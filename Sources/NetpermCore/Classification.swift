@@ -53,17 +53,17 @@ public enum Classifier {
         let base = builtIn(link, sysfs: sysfs)
         // Later [Interface] sections override earlier ones (systemd's rule for repeated settings).
         var result = base
-        var overridden = false
+        var meteredSet = false
         for o in overrides where o.glob.matches(link.name) {
             if let k = o.kind {
                 result.kind = k
-                result.metered = k == .wwan
                 result.by = "config:[Interface \(o.glob.pattern)]"
-                overridden = true
+                // An explicit Metered= (from any matching section) beats the kind's default.
+                if !meteredSet { result.metered = k == .wwan }
             }
             if let m = o.metered {
                 result.metered = m
-                if !overridden { result.by = base.by }
+                meteredSet = true
             }
         }
         return result

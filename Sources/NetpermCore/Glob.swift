@@ -15,9 +15,11 @@ public struct Glob: Equatable, Sendable {
         while i < p.count {
             if p[i] == "\\" { i += 2; continue }
             if p[i] == "[" {
-                guard Glob.classEnd(p, from: i) != nil else {
+                guard let end = Glob.classEnd(p, from: i) else {
                     throw Invalid(message: "unclosed '[' in glob '\(pattern)'")
                 }
+                i = end + 1
+                continue
             }
             i += 1
         }

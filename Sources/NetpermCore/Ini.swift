@@ -29,7 +29,7 @@ public enum Ini {
     public static func parse(_ text: String, path: String) throws(ConfigError) -> [IniSection] {
         var sections: [IniSection] = []
         var lineNo = 0
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for raw in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lineNo += 1
             let line = raw.trimmingSpaces
             if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
