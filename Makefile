@@ -8,7 +8,7 @@ SWIFT ?= swift
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config
 RELEASE_FLAGS := -c release --static-swift-stdlib
 
-.PHONY: all deps build release run test unit integration clean
+.PHONY: all deps build release run test unit integration install uninstall clean
 
 all: build
 
@@ -43,6 +43,32 @@ unit: deps
 integration: deps
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build --filter IntegrationTests
+
+BINDIR = $(DESTDIR)$(PREFIX)/bin
+UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system
+DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
+CONFDIR = $(DESTDIR)/etc/netpermd
+DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ARCHITECTURE.md docs/SYSTEMD.md
+
+# Then: systemctl daemon-reload && systemctl enable --now netpermd.socket netpermd.service
+install: release
+	bin=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path); \
+	install -D -m 0755 $$bin/netpermd $(BINDIR)/netpermd; \
+	install -D -m 0755 $$bin/netpermctl $(BINDIR)/netpermctl
+	install -d $(UNITDIR) $(DOCDIR) $(CONFDIR)/netpermd.conf.d
+	for u in netpermd.service netpermd.socket; do \
+	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
+	done
+	install -m 0644 $(DOCS) $(DOCDIR)/
+	install -m 0644 config/netpermd.conf $(DOCDIR)/netpermd.conf.example
+	# Never overwrite an administrator's configuration.
+	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
+
+# Leaves /etc/netpermd (the administrator's policy) and /var/lib/netpermd (decisions) in place.
+uninstall:
+	rm -f $(BINDIR)/netpermd $(BINDIR)/netpermctl
+	rm -f $(UNITDIR)/netpermd.service $(UNITDIR)/netpermd.socket
+	rm -rf $(DOCDIR)
 
 clean:
 	rm -rf .build

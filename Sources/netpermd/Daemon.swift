@@ -1,6 +1,7 @@
 import NetpermControl
 import NetpermCore
 import NetpermIO
+import NetpermSystemd
 
 /// The daemon's mutable state and the glue between the edges and the pure core.
 final class Daemon {
@@ -45,11 +46,26 @@ final class Daemon {
         return "\(net.links.count) links, \(via), \(state.config.apps.count) apps, policy gen \(state.policyGeneration)"
     }
 
+    /// The STATUS= line last sent to the service manager.
+    private var lastStatus = ""
+
     func markReady() {
         guard !state.ready else { return }
         state.ready = true
         emit(tracker.refresh(state: state))
+        lastStatus = summary
+        Notify.ready(status: lastStatus)
         Log.notice("ready: \(summary)")
+    }
+
+    /// SIGHUP, RELOAD and inotify all come here, so the service manager sees RELOADING=1 ... READY=1 each time.
+    @discardableResult
+    func reload() -> String? {
+        Notify.reloading()
+        let error = loadPolicy()
+        lastStatus = summary
+        Notify.send("READY=1\nSTATUS=\(lastStatus)")
+        return error
     }
 
     // MARK: - Policy
@@ -164,6 +180,10 @@ final class Daemon {
             }
         }
         if !waiters.isEmpty { answerWaiters() }
+        if state.ready && !events.isEmpty {
+            let s = summary
+            if s != lastStatus { lastStatus = s; Notify.status(s) }
+        }
     }
 
     private func answerWaiters() {
@@ -215,7 +235,7 @@ final class Daemon {
         case nil:
             return response
         case .reload?:
-            let error = loadPolicy()
+            let error = reload()
             return Processor.reloadReply(state: state, error: error)
         case let .subscribe(topics)?:
             tracker.track(session.caller.match, state: state)

@@ -30,9 +30,17 @@ func run() -> Int32 {
                         sysfs: Sysfs(root: options.sysfsRoot))
     if let error = daemon.loadPolicy() { fail("configuration error: \(error)") }
 
-    // Bind first: a second daemon on the same path must refuse before it does anything else.
+    // The socket systemd passed (socket activation), else our own. Bind first: a second daemon on the same path
+    // must refuse before it does anything else.
     let listenFD: Int32
-    do { listenFD = try SocketPath.bindListening(options.socketPath) } catch { fail("\(error)") }
+    var boundPath: String?
+    if let fd = Activation.listeningSocket(preferredName: "netpermd.socket") {
+        listenFD = fd
+        Log.info("using the listening socket passed by the service manager")
+    } else {
+        do { listenFD = try SocketPath.bindListening(options.socketPath) } catch { fail("\(error)") }
+        boundPath = options.socketPath
+    }
 
     let watcher: NetlinkWatcher
     do { watcher = try NetlinkWatcher(loop: loop, receiveBuffer: options.netlinkReceiveBuffer) } catch {
@@ -48,14 +56,17 @@ func run() -> Int32 {
     server.onConnect = { daemon.connected($0) }
     server.onDisconnect = { daemon.disconnected($0) }
 
-    let reloader = PolicyReloader(loop: loop, configPath: options.configPath) { daemon.loadPolicy() }
+    let reloader = PolicyReloader(loop: loop, configPath: options.configPath) { daemon.reload() }
+    if loop.enableWatchdog() { Log.info("watchdog enabled") }
 
     func shutdown(_ signal: String) {
         Log.notice("\(signal): stopping")
+        Notify.stopping()
         server.stopListening()
         daemon.stopping()
         server.closeAll()
-        unlink(options.socketPath)
+        // A socket systemd passed belongs to the socket unit: leave its path alone.
+        if let boundPath { unlink(boundPath) }
         loop.exit(code: 0)
     }
     do {
@@ -65,7 +76,7 @@ func run() -> Int32 {
     } catch { fail("cannot install signal handlers: \(error)") }
 
     daemon.markReady()
-    Log.notice("netpermd \(DaemonState.version) listening on \(options.socketPath)")
+    Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
     withExtendedLifetime((watcher, server, reloader)) {}
     return code < 0 ? 1 : code
