@@ -4,6 +4,8 @@ public struct Config: Equatable, Sendable {
     public var defaults = PermissionSet.builtIn
     /// Members of this group (and root) may name any app.
     public var adminGroup = "netperm"
+    /// How long a prompt waits for an agent's answer.
+    public var promptTimeoutSec = 60
     /// Resolved at load time; nil when the group does not exist (then only root is privileged).
     public var adminGID: UInt32?
     /// In the order first defined: the first matching `[App]` wins.
@@ -17,7 +19,7 @@ public struct Config: Equatable, Sendable {
 
     public static func == (a: Config, b: Config) -> Bool {
         a.interfaces == b.interfaces && a.defaults == b.defaults && a.adminGroup == b.adminGroup
-            && a.adminGID == b.adminGID && a.apps == b.apps
+            && a.adminGID == b.adminGID && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec
     }
 
     public func app(named id: String) -> AppPolicy? { appIndex[id].map { apps[$0] } }
@@ -117,12 +119,17 @@ public struct Config: Equatable, Sendable {
             for e in s.entries {
                 if let k = kindKey(e.key) {
                     defaults[k] = try permission(e)
+                } else if e.key == "PromptTimeoutSec" {
+                    guard let n = Int(e.value), n > 0, n <= 86400 else {
+                        throw fail(e.line, "bad value '\(e.value)' for PromptTimeoutSec= (expected seconds, 1 to 86400)")
+                    }
+                    promptTimeoutSec = n
                 } else if e.key == "AdminGroup" {
                     guard !e.value.isEmpty else { throw fail(e.line, "AdminGroup= needs a group name") }
                     adminGroup = e.value
                 } else {
                     throw fail(e.line, "unknown key '\(e.key)' in [Defaults] (expected WiFi=, WWAN=, Ethernet=, "
-                        + "Other= or AdminGroup=)")
+                        + "Other=, AdminGroup= or PromptTimeoutSec=)")
                 }
             }
         case "App":

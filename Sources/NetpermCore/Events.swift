@@ -1,6 +1,11 @@
 /// What a subscriber can ask to hear about.
 public enum Topic: String, Sendable, CaseIterable {
     case links, apps, policy
+    /// Prompts for undecided apps; privileged subscribers of this topic are the agents.
+    case prompts
+
+    /// What `SUBSCRIBE` alone means: prompts only for those who ask to be agents.
+    public static let defaults: Set<Topic> = [.links, .apps, .policy]
 }
 
 /// A change the daemon tells subscribers about. Events mean change: they are derived by comparing
@@ -11,12 +16,17 @@ public enum Event: Equatable, Sendable {
     case link(LinkChange, Link)
     case app(Verdict)
     case policy(generation: Int, apps: Int, error: String?)
+    case prompt(Prompt)
+    /// No agent, or no answer in time: nothing is stored, the app stays awaiting a decision.
+    case promptExpired(Prompt)
+    case promptAnswered(Prompt, Permission, once: Bool)
 
     public var topic: Topic {
         switch self {
         case .link: return .links
         case .app: return .apps
         case .policy: return .policy
+        case .prompt, .promptExpired, .promptAnswered: return .prompts
         }
     }
 
@@ -25,6 +35,9 @@ public enum Event: Equatable, Sendable {
         case .link: return "link"
         case .app: return "app"
         case .policy: return "policy"
+        case .prompt: return "prompt"
+        case .promptExpired: return "prompt-expired"
+        case .promptAnswered: return "prompt-answered"
         }
     }
 
@@ -37,6 +50,14 @@ public enum Event: Equatable, Sendable {
             return v.eventFields
         case let .policy(generation, apps, error):
             return [("generation", .int(generation)), ("apps", .int(apps)), ("error", error.map { .string($0) } ?? .null)]
+        case let .prompt(p):
+            guard case let .object(members) = p.json else { return [] }
+            return members
+        case let .promptExpired(p):
+            return [("id", .int(p.id)), ("app", .string(p.app)), ("kind", .string(p.kind.rawValue))]
+        case let .promptAnswered(p, decision, once):
+            return [("id", .int(p.id)), ("app", .string(p.app)), ("kind", .string(p.kind.rawValue)),
+                    ("decision", .string(decision.rawValue)), ("once", .bool(once))]
         }
     }
 
@@ -93,7 +114,7 @@ public struct Subscription: Sendable {
 
     /// Parses `SUBSCRIBE [TOPIC...]`; no topic means all of them.
     public static func topics(from args: [String]) -> Result<Set<Topic>, ProtocolError> {
-        guard !args.isEmpty else { return .success(Set(Topic.allCases)) }
+        guard !args.isEmpty else { return .success(Topic.defaults) }
         var topics: Set<Topic> = []
         for a in args {
             guard let t = Topic(rawValue: a.lowercased()) else {
@@ -107,8 +128,11 @@ public struct Subscription: Sendable {
 
     public func wants(_ event: Event) -> Bool {
         guard topics.contains(event.topic) else { return false }
-        if case let .app(v) = event { return privileged || v.app == appID }
-        return true
+        switch event {
+        case let .app(v): return privileged || v.app == appID
+        case .prompt, .promptExpired, .promptAnswered: return privileged
+        case .link, .policy: return true
+        }
     }
 
     /// The full line for an event whose tail was encoded once by `Event.encodedTail()`.
@@ -123,6 +147,9 @@ public struct Subscription: Sendable {
         if topics.contains(.apps) {
             let visible = verdicts.filter { privileged || $0.app == appID }
             fields.append(("apps", .array(visible.map { .object($0.eventFields) })))
+        }
+        if topics.contains(.prompts) && privileged {
+            fields.append(("prompts", .array(state.prompts.open.map(\.json))))
         }
         if topics.contains(.policy) {
             fields.append(("policy", .object([
@@ -143,8 +170,8 @@ public struct VerdictTracker: Sendable {
     private var matches: [String: AppMatch] = [:]
     private var order: [String] = []
     private var verdicts: [String: Verdict] = [:]
-    private var appsBySet: [PermissionSet: [String]] = [:]
-    private var templates: [PermissionSet: Verdict] = [:]
+    private var appsBySet: [EffectivePermissions: [String]] = [:]
+    private var templates: [EffectivePermissions: Verdict] = [:]
 
     public init() {}
 
@@ -170,10 +197,11 @@ public struct VerdictTracker: Sendable {
     }
 
     private mutating func add(_ match: AppMatch, state: DaemonState) {
-        let perms = state.config.permissions(for: match.app)
+        let perms = state.effectivePermissions(for: match)
         matches[match.id] = match
         order.append(match.id)
-        let template = templates[perms] ?? state.verdict(for: AppMatch(id: "", matchedBy: .name, app: match.app))
+        let template = templates[perms]
+            ?? Verdict.compute(app: "", matchedBy: .name, effective: perms, network: state.network, ready: state.ready)
         templates[perms] = template
         appsBySet[perms, default: []].append(match.id)
         verdicts[match.id] = template.renamed(match.id, match.matchedBy)
@@ -184,7 +212,7 @@ public struct VerdictTracker: Sendable {
         var events: [Event] = []
         for (perms, apps) in appsBySet {
             guard let old = templates[perms] else { continue }
-            let new = Verdict.compute(app: "", matchedBy: .name, permissions: perms, network: state.network,
+            let new = Verdict.compute(app: "", matchedBy: .name, effective: perms, network: state.network,
                                       ready: state.ready)
             guard !old.sameState(as: new) else { continue }
             templates[perms] = new
@@ -209,6 +237,7 @@ extension Verdict {
     /// Equal in what an app event reports: available, reason, via, kinds (and permissions).
     func sameState(as other: Verdict) -> Bool {
         available == other.available && reason == other.reason && permissions == other.permissions
+            && sources == other.sources
             && via?.name == other.via?.name && via?.kind == other.via?.kind && via?.metered == other.via?.metered
             && deniedKinds == other.deniedKinds && pendingKinds == other.pendingKinds
     }

@@ -59,4 +59,6 @@ public struct AppMatch: Equatable, Sendable {
     public var matchedBy: MatchedBy
     /// nil for an app that only `[Defaults]` covers.
     public var app: AppPolicy?
+
+    public init(id: String, matchedBy: MatchedBy, app: AppPolicy?) { self.id = id; self.matchedBy = matchedBy; self.app = app }
 }

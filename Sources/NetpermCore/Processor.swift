@@ -10,6 +10,8 @@ public struct DaemonState: Sendable {
     public var policyGeneration: Int
     /// The last failed reload's error; cleared by a successful one.
     public var policyError: String?
+    public var decisions = Decisions()
+    public var prompts = PromptBook()
 
     public init(ready: Bool = false, network: NetworkState = NetworkState(), config: Config = Config(),
                 policyGeneration: Int = 0, policyError: String? = nil) {
@@ -17,8 +19,12 @@ public struct DaemonState: Sendable {
         self.policyGeneration = policyGeneration; self.policyError = policyError
     }
 
+    public func effectivePermissions(for match: AppMatch) -> EffectivePermissions {
+        decisions.apply(to: config.permissions(for: match.app), app: match.id)
+    }
+
     public func verdict(for match: AppMatch) -> Verdict {
-        Verdict.compute(app: match.id, matchedBy: match.matchedBy, permissions: config.permissions(for: match.app),
+        Verdict.compute(app: match.id, matchedBy: match.matchedBy, effective: effectivePermissions(for: match),
                         network: network, ready: ready)
     }
 }
@@ -45,7 +51,12 @@ public struct Response: Equatable, Sendable {
         /// Send the acknowledgement, then the snapshot, then events.
         case subscribe(Set<Topic>)
         /// Reply when the app's verdict is available, or with `timeout` after the time-out (microseconds).
-        case wait(AppMatch, timeoutMicroseconds: UInt64?)
+        case wait(AppMatch, timeoutMicroseconds: UInt64?, own: Bool)
+        /// The app asked about itself and awaits a decision: raise prompts (the reply is already in `json`).
+        case ask(Verdict)
+        /// Store (lasting: on disk before replying) or hold a decision, then reply.
+        case decide(app: String, kind: LinkKind, Permission, once: Bool)
+        case forget(app: String, kind: LinkKind?)
     }
 
     public var json: JSON
@@ -72,9 +83,10 @@ public enum Processor {
         let maxArgs: Int
         switch request.verb {
         case .query: maxArgs = 1
-        case .wait: maxArgs = 2
+        case .wait, .forget: maxArgs = 2
+        case .decide: maxArgs = 4
         case .subscribe: maxArgs = Topic.allCases.count
-        case .ping, .help, .status, .links, .apps, .reload, .quit: maxArgs = 0
+        case .ping, .help, .status, .links, .apps, .reload, .prompts, .quit: maxArgs = 0
         }
         if request.args.count > maxArgs {
             return error(.badArguments, "usage: \(request.verb.usage)")
@@ -108,8 +120,10 @@ public enum Processor {
             switch resolveApp(request.args.first, state: state, caller: caller) {
             case let .failure(e): return Response(e.reply)
             case let .success(match):
-                let identity = match == caller.match ? [("identity", caller.identity.json)] : []
-                return Response(merge(ok([]).json, state.verdict(for: match).json, identity))
+                let own = match == caller.match
+                let v = state.verdict(for: match)
+                let reply = merge(ok([]).json, v.json, own ? [("identity", caller.identity.json)] : [])
+                return Response(reply, action: own && v.reason == .awaitingDecision ? .ask(v) : nil)
             }
         case .wait:
             var args = request.args
@@ -127,12 +141,16 @@ public enum Processor {
             case let .success(match):
                 let v = state.verdict(for: match)
                 if v.available { return Response(merge(ok([]).json, v.json, [])) }
-                return Response(.null, action: .wait(match, timeoutMicroseconds: timeout))
+                return Response(.null, action: .wait(match, timeoutMicroseconds: timeout, own: match == caller.match))
             }
         case .subscribe:
             switch Subscription.topics(from: request.args) {
             case let .failure(e): return Response(e.reply)
             case let .success(topics):
+                if topics.contains(.prompts) && !caller.privileged {
+                    return error(.permissionDenied, "only root or members of group '\(state.config.adminGroup)' "
+                        + "may subscribe to prompts")
+                }
                 let list = Topic.allCases.filter(topics.contains).map { JSON.string($0.rawValue) }
                 return Response(.object([("ok", true), ("subscribed", .array(list)),
                                          ("app", .string(caller.match.id)), ("privileged", .bool(caller.privileged))]),
@@ -150,9 +168,61 @@ public enum Processor {
                 return error(.permissionDenied, "RELOAD needs root or membership of group '\(state.config.adminGroup)'")
             }
             return Response(.null, action: .reload)
+        case .prompts:
+            guard caller.privileged else {
+                return error(.permissionDenied, "PROMPTS needs root or membership of group '\(state.config.adminGroup)'")
+            }
+            return ok([("prompts", .array(state.prompts.open.map(\.json)))])
+        case .decide:
+            guard caller.privileged else {
+                return error(.permissionDenied, "DECIDE needs root or membership of group '\(state.config.adminGroup)'")
+            }
+            var args = request.args
+            let once = args.last == "--once"
+            if once { args.removeLast() }
+            guard args.count == 3 else { return error(.badArguments, "usage: \(request.verb.usage)") }
+            guard AppPolicy.isValidID(args[0]) else { return error(.badArguments, "invalid app id '\(args[0])'") }
+            guard let kind = decidableKind(args[1]) else {
+                return error(.badArguments, "bad kind '\(args[1])' (expected wifi, wwan, ethernet or other)")
+            }
+            guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
+                return error(.badArguments, "bad decision '\(args[2])' (expected allow or deny)")
+            }
+            return Response(.null, action: .decide(app: args[0], kind: kind, p, once: once))
+        case .forget:
+            guard caller.privileged else {
+                return error(.permissionDenied, "FORGET needs root or membership of group '\(state.config.adminGroup)'")
+            }
+            guard let app = request.args.first, AppPolicy.isValidID(app) else {
+                return error(.badArguments, "usage: \(request.verb.usage)")
+            }
+            var kind: LinkKind?
+            if request.args.count == 2 {
+                guard let k = decidableKind(request.args[1]) else {
+                    return error(.badArguments, "bad kind '\(request.args[1])' (expected wifi, wwan, ethernet or other)")
+                }
+                kind = k
+            }
+            return Response(.null, action: .forget(app: app, kind: kind))
         case .quit:
             return Response(.object([("ok", true), ("bye", true)]), close: true)
         }
+    }
+
+    static func decidableKind(_ s: String) -> LinkKind? {
+        guard let k = LinkKind(rawValue: s.lowercased()), k != .loopback else { return nil }
+        return k
+    }
+
+    /// The reply to DECIDE once the daemon has stored it; `effective` tells whether the policy overrides it.
+    public static func decideReply(app: String, kind: LinkKind, _ p: Permission, once: Bool, state: DaemonState,
+                                   match: AppMatch) -> JSON {
+        let v = state.verdict(for: match)
+        let overridden = v.sources[kind] == nil && state.config.permissions(for: match.app)[kind] != .ask
+        return merge(.object([("ok", true), ("decided", .object([
+            ("app", .string(app)), ("kind", .string(kind.rawValue)), ("decision", .string(p.rawValue)),
+            ("once", .bool(once)), ("overridden_by_policy", .bool(overridden)),
+        ]))]), v.json, [])
     }
 
     /// The app a request names: the caller's own, or (privileged callers only) one from the policy.

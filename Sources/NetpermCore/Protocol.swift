@@ -15,7 +15,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 }
 
 public enum Verb: String, Sendable, CaseIterable {
-    case ping, help, status, links, query, apps, reload, subscribe, wait, quit
+    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, decide, forget, quit
 
     public var usage: String {
         switch self {
@@ -26,8 +26,11 @@ public enum Verb: String, Sendable, CaseIterable {
         case .query: return "QUERY [APP]"
         case .apps: return "APPS"
         case .reload: return "RELOAD"
-        case .subscribe: return "SUBSCRIBE [links] [apps] [policy]"
+        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts]"
         case .wait: return "WAIT [APP] [SECONDS]"
+        case .prompts: return "PROMPTS"
+        case .decide: return "DECIDE APP KIND allow|deny [--once]"
+        case .forget: return "FORGET APP [KIND]"
         case .quit: return "QUIT"
         }
     }
@@ -43,6 +46,9 @@ public enum Verb: String, Sendable, CaseIterable {
         case .reload: return "reload the configuration and policy now (privileged)"
         case .subscribe: return "a snapshot, then an event line for every change, for as long as the connection lives"
         case .wait: return "reply once the app (default: the caller) may use the network, or when SECONDS pass"
+        case .prompts: return "the open prompts (privileged)"
+        case .decide: return "answer for an app and kind set to ask; lasting unless --once (privileged)"
+        case .forget: return "remove stored decisions of an app (privileged)"
         case .quit: return "close this connection"
         }
     }

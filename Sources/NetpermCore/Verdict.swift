@@ -10,7 +10,9 @@ public struct Verdict: Equatable, Sendable {
 
     public var app: String
     public var matchedBy: MatchedBy
+    /// Effective permissions: the policy's, with decisions applied where it says `ask`.
     public var permissions: PermissionSet
+    public var sources: [LinkKind: PermissionSource]
     public var available: Bool
     public var reason: Reason
     /// The best allowed link (lowest default-route metric) when available.
@@ -25,8 +27,15 @@ public struct Verdict: Equatable, Sendable {
 
     public static func compute(app: String, matchedBy: MatchedBy, permissions: PermissionSet,
                                network: NetworkState, ready: Bool) -> Verdict {
-        var v = Verdict(app: app, matchedBy: matchedBy, permissions: permissions, available: false,
-                        reason: .starting, via: nil, deniedKinds: [], pendingKinds: [])
+        compute(app: app, matchedBy: matchedBy, effective: EffectivePermissions(permissions: permissions),
+                network: network, ready: ready)
+    }
+
+    public static func compute(app: String, matchedBy: MatchedBy, effective: EffectivePermissions,
+                               network: NetworkState, ready: Bool) -> Verdict {
+        let permissions = effective.permissions
+        var v = Verdict(app: app, matchedBy: matchedBy, permissions: permissions, sources: effective.sources,
+                        available: false, reason: .starting, via: nil, deniedKinds: [], pendingKinds: [])
         guard ready else { return v }
         let usable = network.usableLinks
         guard !usable.isEmpty else {
@@ -70,6 +79,7 @@ public struct Verdict: Equatable, Sendable {
             ("denied_kinds", .array(deniedKinds.map { .string($0.rawValue) })),
             ("pending_kinds", .array(pendingKinds.map { .string($0.rawValue) })),
             ("permissions", .object(PermissionSet.keys.map { ($0.kind.rawValue, .string(permissions[$0.kind].rawValue)) })),
+            ("sources", EffectivePermissions(permissions: permissions, sources: sources).sourcesJSON),
         ])
     }
 }

@@ -20,6 +20,8 @@ final class Daemon {
     private var subscribers: [ObjectIdentifier: Session] = [:]
     private var waiters: [ObjectIdentifier: Session] = [:]
     let loop: EventLoop
+    let decisionStore: DecisionStore
+    private var promptTimers: [Int: TimerSource] = [:]
 
     /// A connection's peer, identified once at accept; its app match is redone when the policy changes.
     final class Session {
@@ -27,14 +29,17 @@ final class Daemon {
         let identity: PeerIdentity
         var caller: Caller
         var subscription: Subscription?
-        var waiting: (match: AppMatch, timer: TimerSource?)?
+        /// `own`: the app waits for itself, so it is "asking" and may raise prompts.
+        var waiting: (match: AppMatch, timer: TimerSource?, own: Bool)?
         init(client: ClientConnection, identity: PeerIdentity, caller: Caller) {
             self.client = client; self.identity = identity; self.caller = caller
         }
     }
 
-    init(loop: EventLoop, configPath: String, configRequired: Bool, sysfs: Sysfs) {
+    init(loop: EventLoop, configPath: String, configRequired: Bool, sysfs: Sysfs, stateDir: String) {
         self.loop = loop
+        decisionStore = DecisionStore(stateDir: stateDir)
+        state.decisions = decisionStore.load()
         self.configPath = configPath
         self.configRequired = configRequired
         self.sysfs = sysfs
@@ -89,6 +94,8 @@ final class Daemon {
         state.config = config
         state.policyGeneration += 1
         state.policyError = nil
+        // A --once decision holds until the policy changes.
+        state.decisions.dropOnce()
         if config.adminGID == nil {
             Log.info("group '\(config.adminGroup)' does not exist; only root may ask about other apps")
         }
@@ -101,10 +108,14 @@ final class Daemon {
         }
         var events: [Event] = [.policy(generation: state.policyGeneration, apps: config.apps.count, error: nil)]
         events += recomputeNetwork(emitting: false)
-        let extra = subscribers.values.map(\.caller.match) + waiters.values.compactMap { $0.waiting?.match }
-        events += tracker.reset(state: state, extra: extra)
+        events += tracker.reset(state: state, extra: extraMatches())
         emit(events)
         return nil
+    }
+
+    /// Apps outside the policy that someone listens to or waits for.
+    private func extraMatches() -> [AppMatch] {
+        subscribers.values.map(\.caller.match) + waiters.values.compactMap { $0.waiting?.match }
     }
 
     // MARK: - Links
@@ -179,7 +190,15 @@ final class Daemon {
                 }
             }
         }
-        if !waiters.isEmpty { answerWaiters() }
+        if !waiters.isEmpty {
+            answerWaiters()
+            // An app waiting for itself keeps asking: a verdict that now awaits a decision raises prompts.
+            for case let .app(v) in events where v.reason == .awaitingDecision {
+                if let s = waiters.values.first(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }) {
+                    raisePrompts(v, identity: s.identity)
+                }
+            }
+        }
         if state.ready && !events.isEmpty {
             let s = summary
             if s != lastStatus { lastStatus = s; Notify.status(s) }
@@ -198,6 +217,78 @@ final class Daemon {
         session.waiting = nil
         waiters[ObjectIdentifier(session.client)] = nil
         session.client.reply(reply)
+    }
+
+    // MARK: - Prompts and decisions
+
+    private var agentCount: Int {
+        subscribers.values.filter { $0.caller.privileged && $0.subscription?.topics.contains(.prompts) == true }.count
+    }
+
+    /// One prompt per app and kind; with no agent it expires at once (nothing is stored either way).
+    private func raisePrompts(_ v: Verdict, identity: PeerIdentity?) {
+        let raised = state.prompts.raise(for: v, identity: identity, network: state.network)
+        guard !raised.isEmpty else { return }
+        let agents = agentCount
+        for p in raised {
+            if agents == 0 {
+                state.prompts.close(id: p.id)
+                Log.info("\(p.app) wants to use \(p.kind.rawValue) via \(p.link): no agent to ask")
+                emit([.promptExpired(p)])
+                continue
+            }
+            Log.info("\(p.app) wants to use \(p.kind.rawValue) via \(p.link): prompt \(p.id) sent to \(agents) agent(s)")
+            emit([.prompt(p)])
+            promptTimers[p.id] = try? loop.addTimer(afterMicroseconds: UInt64(state.config.promptTimeoutSec) * 1_000_000) {
+                [unowned self] in
+                self.promptTimers[p.id] = nil
+                guard let closed = self.state.prompts.close(id: p.id) else { return }
+                Log.info("prompt \(p.id) for \(p.app) (\(p.kind.rawValue)) expired unanswered")
+                self.emit([.promptExpired(closed)])
+            }
+        }
+    }
+
+    private func match(forApp id: String) -> AppMatch {
+        if let app = state.config.app(named: id) { return AppMatch(id: id, matchedBy: .name, app: app) }
+        return AppMatch(id: id, matchedBy: .name, app: nil)
+    }
+
+    /// Stores a decision (lasting ones on disk before the reply), closes the prompts it answers, and tells
+    /// subscribers about the new verdicts.
+    private func decide(app: String, kind: LinkKind, _ p: Permission, once: Bool) -> JSON {
+        let before = state.decisions
+        state.decisions.set(app, kind, p, once: once)
+        if !once {
+            do { try decisionStore.save(state.decisions) } catch {
+                state.decisions = before
+                Log.err("cannot store the decision for \(app) (\(kind.rawValue)): \(error)")
+                return ProtocolError(.internalError, "cannot store the decision: \(error)").reply
+            }
+        }
+        Log.info("decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")")
+        var events: [Event] = state.prompts.close(app: app, kind: kind).map { prompt in
+            promptTimers.removeValue(forKey: prompt.id)?.cancel()
+            return .promptAnswered(prompt, p, once: once)
+        }
+        events += tracker.reset(state: state, extra: extraMatches())
+        emit(events)
+        return Processor.decideReply(app: app, kind: kind, p, once: once, state: state, match: match(forApp: app))
+    }
+
+    private func forget(app: String, kind: LinkKind?) -> JSON {
+        let before = state.decisions
+        let removed = state.decisions.forget(app, kind: kind)
+        if removed {
+            do { try decisionStore.save(state.decisions) } catch {
+                state.decisions = before
+                return ProtocolError(.internalError, "cannot store the decisions: \(error)").reply
+            }
+            Log.info("forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")")
+            emit(tracker.reset(state: state, extra: extraMatches()))
+        }
+        return .object([("ok", true), ("forgotten", .bool(removed)), ("app", .string(app)),
+                       ("kind", kind.map { .string($0.rawValue) } ?? .null)])
     }
 
     func stopping() {
@@ -245,7 +336,15 @@ final class Daemon {
             subscribers[id] = session
             client.keepAfterEOF = true
             return response
-        case let .wait(match, timeout)?:
+        case let .ask(v)?:
+            raisePrompts(v, identity: session.identity)
+            response.action = nil
+            return response
+        case let .decide(app, kind, p, once)?:
+            return Response(decide(app: app, kind: kind, p, once: once))
+        case let .forget(app, kind)?:
+            return Response(forget(app: app, kind: kind))
+        case let .wait(match, timeout, own)?:
             tracker.track(match, state: state)
             var timer: TimerSource?
             if let timeout {
@@ -255,8 +354,11 @@ final class Daemon {
                     self.finishWait(session, Processor.waitTimeout(v))
                 }
             }
-            session.waiting = (match, timer)
+            session.waiting = (match, timer, own)
             waiters[id] = session
+            if own, let v = tracker.verdict(match.id), v.reason == .awaitingDecision {
+                raisePrompts(v.renamed(match.id, match.matchedBy), identity: session.identity)
+            }
             return .held
         }
     }

@@ -27,7 +27,7 @@ func run() -> Int32 {
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
 
     let daemon = Daemon(loop: loop, configPath: options.configPath, configRequired: options.configGiven,
-                        sysfs: Sysfs(root: options.sysfsRoot))
+                        sysfs: Sysfs(root: options.sysfsRoot), stateDir: options.stateDir)
     if let error = daemon.loadPolicy() { fail("configuration error: \(error)") }
 
     // The socket systemd passed (socket activation), else our own. Bind first: a second daemon on the same path

@@ -1,0 +1,115 @@
+/// Where an app's permission for one kind comes from.
+public enum PermissionSource: String, Sendable {
+    /// The policy file ([App] or [Defaults]).
+    case policy
+    /// A decision stored on disk (`DECIDE`).
+    case decision
+    /// A decision that holds until the daemon restarts or the policy changes (`DECIDE ... --once`).
+    case once
+}
+
+/// The user's answers to prompts. They only ever apply where the policy says `ask`: an explicit allow or deny in
+/// the policy file always wins.
+public struct Decisions: Equatable, Sendable {
+    public private(set) var lasting: [String: [LinkKind: Permission]] = [:]
+    public private(set) var once: [String: [LinkKind: Permission]] = [:]
+
+    public init() {}
+
+    public var isEmpty: Bool { lasting.isEmpty && once.isEmpty }
+
+    public func decision(_ app: String, _ kind: LinkKind) -> (Permission, PermissionSource)? {
+        if let p = once[app]?[kind] { return (p, .once) }
+        if let p = lasting[app]?[kind] { return (p, .decision) }
+        return nil
+    }
+
+    /// A lasting decision replaces a once-decision for the same app and kind, and vice versa.
+    public mutating func set(_ app: String, _ kind: LinkKind, _ p: Permission, once isOnce: Bool) {
+        if isOnce {
+            once[app, default: [:]][kind] = p
+        } else {
+            lasting[app, default: [:]][kind] = p
+            once[app]?[kind] = nil
+            if once[app]?.isEmpty == true { once[app] = nil }
+        }
+    }
+
+    /// Removes the app's decisions (for one kind, or all); returns whether anything was removed.
+    @discardableResult
+    public mutating func forget(_ app: String, kind: LinkKind?) -> Bool {
+        var removed = false
+        for table in [\Decisions.lasting, \Decisions.once] as [WritableKeyPath<Decisions, [String: [LinkKind: Permission]]>] {
+            if let k = kind {
+                if self[keyPath: table][app]?.removeValue(forKey: k) != nil { removed = true }
+                if self[keyPath: table][app]?.isEmpty == true { self[keyPath: table][app] = nil }
+            } else if self[keyPath: table].removeValue(forKey: app) != nil {
+                removed = true
+            }
+        }
+        return removed
+    }
+
+    public mutating func dropOnce() { once = [:] }
+
+    /// The policy's permissions with decisions applied where the policy says `ask`, and where each came from.
+    public func apply(to policy: PermissionSet, app: String) -> EffectivePermissions {
+        var e = EffectivePermissions(permissions: policy)
+        for (_, kind) in PermissionSet.keys where policy[kind] == .ask {
+            if let (p, source) = decision(app, kind) {
+                e.permissions[kind] = p
+                e.sources[kind] = source
+            }
+        }
+        return e
+    }
+
+    // MARK: - The decisions file
+
+    /// A readable INI file: one `[App NAME]` per app, `WWAN=allow`. Only lasting decisions are written.
+    public func encoded() -> String {
+        var out = "# netpermd's stored decisions, written by the daemon (netpermctl decide / forget).\n"
+        for app in lasting.keys.sorted() {
+            out += "\n[App \(app)]\n"
+            for (key, kind) in PermissionSet.keys {
+                if let p = lasting[app]?[kind] { out += "\(key)=\(p.rawValue)\n" }
+            }
+        }
+        return out
+    }
+
+    public static func parse(_ text: String, path: String) throws(ConfigError) -> Decisions {
+        var d = Decisions()
+        for s in try Ini.parse(text, path: path) {
+            guard s.name == "App", let app = s.argument, AppPolicy.isValidID(app) else {
+                throw ConfigError(path: path, line: s.line, message: "expected [App NAME]")
+            }
+            for e in s.entries {
+                guard let kind = PermissionSet.keys.first(where: { $0.key == e.key })?.kind else {
+                    throw ConfigError(path: path, line: e.line, message: "unknown key '\(e.key)'")
+                }
+                guard let p = Permission(rawValue: e.value), p != .ask else {
+                    throw ConfigError(path: path, line: e.line, message: "bad decision '\(e.value)'")
+                }
+                d.set(app, kind, p, once: false)
+            }
+        }
+        return d
+    }
+}
+
+/// An app's permissions after decisions, with the source of each.
+public struct EffectivePermissions: Hashable, Sendable {
+    public var permissions: PermissionSet
+    public var sources: [LinkKind: PermissionSource] = [:]
+
+    public init(permissions: PermissionSet, sources: [LinkKind: PermissionSource] = [:]) {
+        self.permissions = permissions; self.sources = sources
+    }
+
+    public func source(_ kind: LinkKind) -> PermissionSource { sources[kind] ?? .policy }
+
+    public var sourcesJSON: JSON {
+        .object(PermissionSet.keys.map { ($0.kind.rawValue, .string(source($0.kind).rawValue)) })
+    }
+}

@@ -1,0 +1,66 @@
+/// A question to the user: may this app use this kind of network?
+public struct Prompt: Equatable, Sendable {
+    public var id: Int
+    public var app: String
+    /// How the app was identified when it asked (nil when a privileged caller named it).
+    public var identity: PeerIdentity?
+    public var kind: LinkKind
+    /// The link the app would use.
+    public var link: String
+    public var metered: Bool
+
+    public var json: JSON {
+        .object([
+            ("id", .int(id)),
+            ("app", .string(app)),
+            ("identity", identity.map { i in .object([
+                ("executable", i.executable.map { .string($0) } ?? .null),
+                ("unit", i.unit.map { .string($0) } ?? .null),
+                ("uid", .int(Int(i.uid))),
+            ]) } ?? .null),
+            ("kind", .string(kind.rawValue)),
+            ("link", .object([("name", .string(link)), ("metered", .bool(metered))])),
+        ])
+    }
+}
+
+/// Open prompts: at most one per app and kind. Pure bookkeeping; the daemon owns the timers.
+public struct PromptBook: Sendable {
+    public private(set) var open: [Prompt] = []
+    private var nextID = 1
+
+    public init() {}
+
+    public func find(app: String, kind: LinkKind) -> Prompt? { open.first { $0.app == app && $0.kind == kind } }
+    public func find(id: Int) -> Prompt? { open.first { $0.id == id } }
+
+    /// Prompts to raise for a verdict awaiting a decision: one per pending kind not already asked about.
+    public mutating func raise(for verdict: Verdict, identity: PeerIdentity?, network: NetworkState) -> [Prompt] {
+        guard verdict.reason == .awaitingDecision else { return [] }
+        var raised: [Prompt] = []
+        for kind in verdict.pendingKinds where find(app: verdict.app, kind: kind) == nil {
+            // The best link of that kind is the one the app would use.
+            guard let link = network.usableLinks.filter({ $0.kind == kind })
+                .min(by: { ($0.metric ?? .max, $0.index) < ($1.metric ?? .max, $1.index) }) else { continue }
+            let p = Prompt(id: nextID, app: verdict.app, identity: identity, kind: kind, link: link.name,
+                           metered: link.metered)
+            nextID += 1
+            open.append(p)
+            raised.append(p)
+        }
+        return raised
+    }
+
+    @discardableResult
+    public mutating func close(id: Int) -> Prompt? {
+        guard let i = open.firstIndex(where: { $0.id == id }) else { return nil }
+        return open.remove(at: i)
+    }
+
+    /// Closes every open prompt for the app (and kind); returns them.
+    public mutating func close(app: String, kind: LinkKind?) -> [Prompt] {
+        let closing = open.filter { $0.app == app && (kind == nil || $0.kind == kind) }
+        open.removeAll { $0.app == app && (kind == nil || $0.kind == kind) }
+        return closing
+    }
+}
