@@ -1,0 +1,367 @@
+import NetpermCore
+import XCTest
+
+/// `[Defaults]` and `[App NAME]`: what they set, every error with its exact file, line and message, how drop-ins
+/// merge, and who is privileged.
+final class PolicyTests: XCTestCase {
+    private let main = "/etc/netpermd/netpermd.conf"
+    private let dropA = "/etc/netpermd/netpermd.conf.d/10-a.conf"
+    private let dropB = "/etc/netpermd/netpermd.conf.d/20-b.conf"
+
+    private func parse(_ files: [(String, String)], accounts: AccountResolver = FakeAccounts())
+        throws(ConfigError) -> Config {
+        try Config.parse(files: files.map { (path: $0.0, text: $0.1) }, accounts: accounts)
+    }
+
+    private func parse(_ text: String) throws(ConfigError) -> Config { try parse([(main, text)]) }
+
+    /// Asserts the exact error: file, line and whole message.
+    private func assertError(_ files: [(String, String)], path: String, line expectedLine: Int, _ message: String,
+                             file: StaticString = #filePath, line: UInt = #line) {
+        do throws(ConfigError) {
+            let config = try parse(files)
+            XCTFail("expected an error, got \(config.apps.map(\.id))", file: file, line: line)
+        } catch {
+            XCTAssertEqual(error.path, path, file: file, line: line)
+            XCTAssertEqual(error.line, expectedLine, "wrong line for: \(error.message)", file: file, line: line)
+            XCTAssertEqual(error.message, message, file: file, line: line)
+        }
+    }
+
+    private func assertError(_ text: String, line expectedLine: Int, _ message: String,
+                             file: StaticString = #filePath, line: UInt = #line) {
+        assertError([(main, text)], path: main, line: expectedLine, message, file: file, line: line)
+    }
+
+    private func app(_ config: Config, _ id: String, file: StaticString = #filePath, line: UInt = #line) throws
+        -> AppPolicy {
+        try XCTUnwrap(config.app(named: id), "no app \(id)", file: file, line: line)
+    }
+
+    // MARK: [Defaults]
+
+    func testBuiltInDefaults() throws {
+        let config = try parse("")
+        XCTAssertEqual(config.defaults.wifi, .allow)
+        XCTAssertEqual(config.defaults.wwan, .ask)
+        XCTAssertEqual(config.defaults.ethernet, .allow)
+        XCTAssertEqual(config.defaults.other, .allow)
+        XCTAssertEqual(config.defaults, PermissionSet(wifi: .allow, wwan: .ask, ethernet: .allow, other: .allow))
+        XCTAssertEqual(config.adminGroup, "netperm")
+        XCTAssertEqual(config.adminGID, 990)
+        XCTAssertTrue(config.apps.isEmpty)
+        // Loopback is never restricted.
+        XCTAssertEqual(config.defaults[.loopback], .allow)
+    }
+
+    func testDefaultsKeys() throws {
+        let config = try parse("[Defaults]\nWiFi=deny\nWWAN=allow\nEthernet=ask\nOther=deny\n")
+        XCTAssertEqual(config.defaults, PermissionSet(wifi: .deny, wwan: .allow, ethernet: .ask, other: .deny))
+    }
+
+    func testDefaultsPartialKeepsBuiltIns() throws {
+        let config = try parse("[Defaults]\nWWAN=deny\n")
+        XCTAssertEqual(config.defaults, PermissionSet(wifi: .allow, wwan: .deny, ethernet: .allow, other: .allow))
+    }
+
+    func testPermissionValuesAreCaseInsensitive() throws {
+        let config = try parse("[Defaults]\nWiFi=DENY\nWWAN=Allow\nEthernet=aSk\n")
+        XCTAssertEqual(config.defaults, PermissionSet(wifi: .deny, wwan: .allow, ethernet: .ask, other: .allow))
+    }
+
+    func testRepeatedKeyInOneSectionLastWins() throws {
+        let config = try parse("[Defaults]\nWWAN=deny\nWWAN=allow\n")
+        XCTAssertEqual(config.defaults.wwan, .allow)
+    }
+
+    // MARK: [App NAME]
+
+    func testAppIdentityAndPermissions() throws {
+        let config = try parse("""
+        # apps
+        [App firefox]
+        Executable=/usr/lib/firefox/firefox /usr/bin/firefox-*
+        Executable=/opt/firefox/firefox
+        Unit=firefox.service  app-firefox-*.scope
+        User=alice 1234
+        User=bob
+        WWAN=deny
+        """)
+        let a = try app(config, "firefox")
+        XCTAssertEqual(a.executables.map(\.pattern), ["/usr/lib/firefox/firefox", "/usr/bin/firefox-*",
+                                                      "/opt/firefox/firefox"])
+        XCTAssertEqual(a.units.map(\.pattern), ["firefox.service", "app-firefox-*.scope"])
+        XCTAssertEqual(a.uids, [1000, 1234, 1001])
+        XCTAssertEqual(a.permissions, PartialPermissions([.wwan: .deny]))
+        XCTAssertEqual(a.path, main)
+        XCTAssertEqual(a.line, 2)
+        XCTAssertEqual(config.permissions(for: a),
+                       PermissionSet(wifi: .allow, wwan: .deny, ethernet: .allow, other: .allow))
+        XCTAssertEqual(config.permissions(for: nil), config.defaults)
+    }
+
+    /// An [App] setting falls back to [Defaults] for what it does not set, whichever comes first in the file.
+    func testAppPermissionsResolveOverDefaults() throws {
+        let config = try parse("""
+        [App a]
+        User=alice
+        WiFi=ask
+        Other=deny
+        [Defaults]
+        WWAN=deny
+        Ethernet=ask
+        """)
+        XCTAssertEqual(config.permissions(for: try app(config, "a")),
+                       PermissionSet(wifi: .ask, wwan: .deny, ethernet: .ask, other: .deny))
+    }
+
+    func testNumericAndNamedUsers() throws {
+        let config = try parse("[App a]\nUser=0 daemon 65534\n")
+        XCTAssertEqual(try app(config, "a").uids, [0, 2, 65534])
+    }
+
+    func testValidAppNames() throws {
+        let config = try parse("""
+        [App a]
+        User=1
+        [App Firefox-ESR_2.0]
+        User=2
+        [App org.example.App]
+        User=3
+        """)
+        XCTAssertEqual(config.apps.map(\.id), ["a", "Firefox-ESR_2.0", "org.example.App"])
+        for id in ["a", "Firefox-ESR_2.0", "org.example.App", "Z9"] { XCTAssertTrue(AppPolicy.isValidID(id), id) }
+        for id in ["", "7zip", "-x", ".x", "_x", "a b", "a/b", "é", "a:b", "caf\u{E9}"] {
+            XCTAssertFalse(AppPolicy.isValidID(id), id)
+        }
+    }
+
+    func testAppsKeepDefinitionOrder() throws {
+        let config = try parse("[App zeta]\nUser=1\n[App alpha]\nUser=2\n[App mid]\nUser=3\n")
+        XCTAssertEqual(config.apps.map(\.id), ["zeta", "alpha", "mid"])
+        XCTAssertEqual(config.apps.map(\.line), [1, 3, 5])
+    }
+
+    /// systemd splits list values on any whitespace; the INI parser itself treats tabs as spaces around keys and
+    /// values, so "Executable=/a<TAB>/b" must be two paths, not one path containing a tab that never matches.
+    func testListValuesSplitOnTabsToo() throws {
+        let config = try parse("[App a]\nExecutable=/usr/bin/a\t/usr/bin/b\nUnit=a.service\tb.service\n")
+        let a = try app(config, "a")
+        XCTAssertEqual(a.executables.map(\.pattern), ["/usr/bin/a", "/usr/bin/b"])
+        XCTAssertEqual(a.units.map(\.pattern), ["a.service", "b.service"])
+        XCTAssertEqual(config.match(makePeer(exe: "/usr/bin/b")).id, "a")
+    }
+
+    // MARK: errors
+
+    func testUnknownKeyInDefaults() {
+        assertError("[Defaults]\nWiFi=allow\n\nMetered=yes\n", line: 4,
+                    "unknown key 'Metered' in [Defaults] (expected WiFi=, WWAN=, Ethernet=, Other=, AdminGroup= or "
+                        + "PromptTimeoutSec=)")
+        // Keys are case-sensitive.
+        assertError("[Defaults]\nwifi=allow\n", line: 2,
+                    "unknown key 'wifi' in [Defaults] (expected WiFi=, WWAN=, Ethernet=, Other=, AdminGroup= or "
+                        + "PromptTimeoutSec=)")
+    }
+
+    func testUnknownKeyInApp() {
+        assertError("[App curl]\nExecutable=/usr/bin/curl\nPath=/usr/bin\n", line: 3,
+                    "unknown key 'Path' in [App curl] (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
+                        + "Ethernet= or Other=)")
+        assertError("[App curl]\nUser=alice\nAdminGroup=wheel\n", line: 3,
+                    "unknown key 'AdminGroup' in [App curl] (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
+                        + "Ethernet= or Other=)")
+        assertError("[App curl]\nUser=alice\nwwan=deny\n", line: 3,
+                    "unknown key 'wwan' in [App curl] (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
+                        + "Ethernet= or Other=)")
+    }
+
+    func testBadPermissionValue() {
+        assertError("[Defaults]\nWiFi=allow\nWWAN=maybe\n", line: 3,
+                    "bad value 'maybe' for WWAN= (expected allow, deny or ask)")
+        assertError("[App a]\nUser=alice\n\nEthernet=no\n", line: 4,
+                    "bad value 'no' for Ethernet= (expected allow, deny or ask)")
+        assertError("[App a]\nUser=alice\nOther=\n", line: 3, "bad value '' for Other= (expected allow, deny or ask)")
+    }
+
+    func testDuplicateAppInOneFile() {
+        assertError("# x\n[App a]\nUser=1\n\n[App b]\nUser=2\n[App a]\nUser=3\n", line: 7,
+                    "duplicate app [App a] (already defined at line 2 of this file)")
+    }
+
+    func testInvalidAppName() {
+        assertError("[App ok]\nUser=1\n[App 7zip]\nUser=2\n", line: 3,
+                    "invalid app name '7zip': it must start with a letter, then letters, digits, '.', '-' or '_'")
+        assertError("\n[App fire fox]\nUser=2\n", line: 2,
+                    "invalid app name 'fire fox': it must start with a letter, then letters, digits, '.', '-' or '_'")
+        assertError("[App a/b]\nUser=2\n", line: 1,
+                    "invalid app name 'a/b': it must start with a letter, then letters, digits, '.', '-' or '_'")
+        assertError("[App]\nUser=2\n", line: 1, "[App] needs a name, e.g. [App firefox]")
+    }
+
+    func testRelativeExecutable() {
+        assertError("[App a]\nExecutable=/usr/bin/a bin/a\n", line: 2,
+                    "Executable= must be an absolute path or glob, got 'bin/a'")
+        assertError("[App a]\nUser=1\nExecutable=*/curl\n", line: 3,
+                    "Executable= must be an absolute path or glob, got '*/curl'")
+    }
+
+    func testInvalidGlob() {
+        assertError("[App a]\nExecutable=/usr/bin/[ab\n", line: 2, "unclosed '[' in glob '/usr/bin/[ab'")
+        assertError("[App a]\nUser=1\nUnit=ok.service foo[.service\n", line: 3, "unclosed '[' in glob 'foo[.service'")
+    }
+
+    func testUnknownUser() {
+        assertError("[App a]\nUser=alice mallory\n", line: 2, "unknown user 'mallory' in User=")
+        // Without a resolver no name resolves, but numeric uids still work.
+        XCTAssertThrowsError(try parse([(main, "[App a]\nUser=alice\n")], accounts: NoAccounts()))
+        XCTAssertEqual(try parse([(main, "[App a]\nUser=7\n")], accounts: NoAccounts()).app(named: "a")?.uids, [7])
+    }
+
+    func testAppWithNoWayToMatch() {
+        assertError("[App a]\nUser=1\n\n[App b]\nWWAN=deny\n", line: 4,
+                    "[App b] has no way to match it: set Executable=, Unit= or User=")
+        // Empty lists count as nothing.
+        assertError("[App c]\nExecutable=\nUnit=\nUser=\n", line: 1,
+                    "[App c] has no way to match it: set Executable=, Unit= or User=")
+        // Reported at the section's first definition, in the file that defined it.
+        assertError([(main, "[Defaults]\nWWAN=ask\n"), (dropA, "\n\n[App d]\nWiFi=deny\n")], path: dropA, line: 3,
+                    "[App d] has no way to match it: set Executable=, Unit= or User=")
+    }
+
+    func testDefaultsWithArgument() {
+        assertError("# x\n[Defaults main]\nWWAN=ask\n", line: 2, "[Defaults] takes no name, got 'main'")
+    }
+
+    func testPromptTimeout() throws {
+        XCTAssertEqual(try parse("").promptTimeoutSec, 60)
+        XCTAssertEqual(try parse("[Defaults]\nPromptTimeoutSec=1\n").promptTimeoutSec, 1)
+        XCTAssertEqual(try parse("[Defaults]\nPromptTimeoutSec=86400\n").promptTimeoutSec, 86400)
+        XCTAssertEqual(try parse([(main, "[Defaults]\nPromptTimeoutSec=30\n"), (dropA, "[Defaults]\nPromptTimeoutSec=90\n")])
+            .promptTimeoutSec, 90)
+        for bad in ["0", "-5", "86401", "1.5", "abc", ""] {
+            assertError("[Defaults]\nWWAN=ask\nPromptTimeoutSec=\(bad)\n", line: 3,
+                        "bad value '\(bad)' for PromptTimeoutSec= (expected seconds, 1 to 86400)")
+        }
+    }
+
+    func testEmptyAdminGroup() {
+        assertError("[Defaults]\nAdminGroup=\n", line: 2, "AdminGroup= needs a group name")
+    }
+
+    func testErrorInDropInNamesTheDropIn() {
+        assertError([(main, "[App a]\nUser=1\n"), (dropA, "[App a]\nWWAN=sometimes\n")], path: dropA, line: 2,
+                    "bad value 'sometimes' for WWAN= (expected allow, deny or ask)")
+    }
+
+    // MARK: drop-ins
+
+    func testDropInOverridesDefaults() throws {
+        let config = try parse([(main, "[Defaults]\nWWAN=deny\nWiFi=deny\n"), (dropA, "[Defaults]\nWWAN=allow\n")])
+        XCTAssertEqual(config.defaults, PermissionSet(wifi: .deny, wwan: .allow, ethernet: .allow, other: .allow))
+    }
+
+    /// Files apply in the order given (the reader sorts drop-ins), so the later one wins, whatever its name.
+    func testLaterFileWins() throws {
+        let a = (dropA, "[Defaults]\nWWAN=deny\n"), b = (dropB, "[Defaults]\nWWAN=ask\n")
+        XCTAssertEqual(try parse([(main, "[Defaults]\nWWAN=allow\n"), a, b]).defaults.wwan, .ask)
+        XCTAssertEqual(try parse([(main, "[Defaults]\nWWAN=allow\n"), b, a]).defaults.wwan, .deny)
+    }
+
+    func testDropInOverridesAppPermissionAndKeepsTheRest() throws {
+        let config = try parse([
+            (main, "[App a]\nUser=alice\nWWAN=deny\nWiFi=deny\n[App b]\nUser=bob\n"),
+            (dropA, "[App a]\nWWAN=allow\n"),
+        ])
+        let a = try app(config, "a")
+        XCTAssertEqual(a.permissions, PartialPermissions([.wwan: .allow, .wifi: .deny]))
+        XCTAssertEqual(a.uids, [1000])
+        XCTAssertEqual(a.path, main)
+        XCTAssertEqual(a.line, 1)
+        XCTAssertEqual(config.apps.map(\.id), ["a", "b"])
+    }
+
+    /// A list set in a later file replaces the earlier list (lines in that one section still accumulate);
+    /// lists the drop-in does not mention are kept.
+    func testDropInReplacesExecutableList() throws {
+        let config = try parse([
+            (main, "[App a]\nExecutable=/usr/bin/a /usr/bin/a2\nUnit=a.service\nUser=alice\n"),
+            (dropA, "[App a]\nExecutable=/opt/a/a\nExecutable=/opt/a/b\n"),
+        ])
+        let a = try app(config, "a")
+        XCTAssertEqual(a.executables.map(\.pattern), ["/opt/a/a", "/opt/a/b"])
+        XCTAssertEqual(a.units.map(\.pattern), ["a.service"])
+        XCTAssertEqual(a.uids, [1000])
+        // The executable index follows the merged lists.
+        XCTAssertEqual(config.match(makePeer(uid: 5, exe: "/opt/a/b")).matchedBy, .executable)
+        XCTAssertEqual(config.match(makePeer(uid: 5, exe: "/usr/bin/a")).matchedBy, .defaults)
+    }
+
+    func testDropInReplacesUnitAndUserLists() throws {
+        let config = try parse([
+            (main, "[App a]\nExecutable=/usr/bin/a\nUnit=a.service\nUser=alice\n"),
+            (dropA, "[App a]\nUnit=b.service\nUser=bob\nUser=7\n"),
+        ])
+        let a = try app(config, "a")
+        XCTAssertEqual(a.executables.map(\.pattern), ["/usr/bin/a"])
+        XCTAssertEqual(a.units.map(\.pattern), ["b.service"])
+        XCTAssertEqual(a.uids, [1001, 7])
+    }
+
+    func testDropInCanClearAList() throws {
+        let config = try parse([
+            (main, "[App a]\nExecutable=/usr/bin/a\nUser=alice\n"),
+            (dropA, "[App a]\nExecutable=\n"),
+        ])
+        let a = try app(config, "a")
+        XCTAssertEqual(a.executables, [])
+        XCTAssertEqual(a.uids, [1000])
+    }
+
+    func testAppRedefinedInLaterFileIsNotADuplicate() throws {
+        let config = try parse([
+            (main, "[App a]\nUser=alice\n"),
+            (dropA, "[App a]\nWWAN=deny\n[App c]\nUser=3\n"),
+            (dropB, "[App a]\nWiFi=ask\n"),
+        ])
+        XCTAssertEqual(config.apps.map(\.id), ["a", "c"])
+        XCTAssertEqual(try app(config, "a").permissions, PartialPermissions([.wwan: .deny, .wifi: .ask]))
+        XCTAssertEqual(try app(config, "c").path, dropA)
+        XCTAssertEqual(try app(config, "c").line, 3)
+    }
+
+    /// Twice in the same drop-in is a duplicate there (the main file's definition does not count as the first).
+    func testDuplicateInsideADropIn() {
+        assertError([(main, "[App a]\nUser=alice\n"), (dropA, "[App a]\nWWAN=deny\n\n[App a]\nWiFi=deny\n")],
+                    path: dropA, line: 4, "duplicate app [App a] (already defined at line 1 of this file)")
+    }
+
+    // MARK: AdminGroup and privilege
+
+    func testAdminGroupResolved() throws {
+        XCTAssertEqual(try parse("").adminGID, 990)
+        let wheel = try parse("[Defaults]\nAdminGroup=wheel\n")
+        XCTAssertEqual(wheel.adminGroup, "wheel")
+        XCTAssertEqual(wheel.adminGID, 10)
+        let missing = try parse("[Defaults]\nAdminGroup=nosuch\n")
+        XCTAssertEqual(missing.adminGroup, "nosuch")
+        XCTAssertNil(missing.adminGID)
+        // A drop-in's AdminGroup= wins, and is the one resolved.
+        let dropped = try parse([(main, "[Defaults]\nAdminGroup=nosuch\n"), (dropA, "[Defaults]\nAdminGroup=wheel\n")])
+        XCTAssertEqual(dropped.adminGID, 10)
+        XCTAssertNil(try parse([(main, "")], accounts: NoAccounts()).adminGID)
+    }
+
+    func testIsPrivileged() throws {
+        let config = try parse("[Defaults]\nAdminGroup=wheel\n")
+        XCTAssertTrue(config.isPrivileged(makePeer(uid: 0, gids: [], exe: nil)))
+        XCTAssertTrue(config.isPrivileged(makePeer(uid: 1000, gids: [1000, 27, 10], exe: "/usr/bin/x")))
+        XCTAssertTrue(config.isPrivileged(makePeer(uid: 1000, gids: [10], exe: nil)))
+        XCTAssertFalse(config.isPrivileged(makePeer(uid: 1000, gids: [1000, 27, 990], exe: "/usr/bin/x")))
+        XCTAssertFalse(config.isPrivileged(makePeer(uid: 10, gids: [100], exe: nil)), "uid equal to the gid")
+        // No admin group on the system: only root.
+        let noGroup = try parse([(main, "")], accounts: NoAccounts())
+        XCTAssertTrue(noGroup.isPrivileged(makePeer(uid: 0, gids: [0], exe: nil)))
+        XCTAssertFalse(noGroup.isPrivileged(makePeer(uid: 1000, gids: [990, 10, 0], exe: nil)))
+    }
+}
