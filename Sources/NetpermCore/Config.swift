@@ -75,7 +75,11 @@ public struct Config: Equatable, Sendable {
         if let app = apps.first(where: { $0.uids.contains(peer.uid) }) {
             return AppMatch(id: app.id, matchedBy: .user, app: app)
         }
-        return AppMatch(id: Config.derivedID(peer), matchedBy: .defaults, app: nil)
+        // Never an id the policy uses: that app's verdict, events and decisions are not this program's.
+        let base = Config.derivedID(peer)
+        var id = base, n = 2
+        while appIndex[id] != nil { id = "\(base)-\(n)"; n += 1 }
+        return AppMatch(id: id, matchedBy: .defaults, app: nil)
     }
 
     /// An id for an app no section names: the executable's file name, made a valid id.
@@ -150,7 +154,7 @@ public struct Config: Equatable, Sendable {
                     app.permissions.values[k] = try permission(e)
                     continue
                 }
-                let words = e.value.split(separator: " ").map(String.init)
+                let words = e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
                 if !replaced.contains(e.key) {
                     replaced.insert(e.key)
                     switch e.key {

@@ -243,7 +243,7 @@ public enum Processor {
     public static func parseSeconds(_ s: String) -> UInt64? {
         let parts = s.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count >= 1, parts.count <= 2, !s.isEmpty,
-              parts.allSatisfy({ $0.allSatisfy { ("0"..."9").contains($0) } }),
+              parts.allSatisfy({ $0.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }),
               let whole = parts[0].isEmpty ? 0 : UInt64(parts[0]), whole < 100_000_000 else { return nil }
         var frac: UInt64 = 0
         if parts.count == 2 {

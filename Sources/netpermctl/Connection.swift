@@ -7,11 +7,20 @@ final class Connection {
     let fd: Int32
     private var buffer: [UInt8] = []
 
+    private let owned: Bool
+
     init(path: String) throws(Errno) {
         fd = try UnixSocket.connect(path)
+        owned = true
     }
 
-    deinit { FD.close(fd) }
+    /// Reads lines from a descriptor it does not own (standard input).
+    init(reading fd: Int32) {
+        self.fd = fd
+        owned = false
+    }
+
+    deinit { if owned { FD.close(fd) } }
 
     func send(_ line: String) throws(Errno) {
         var bytes = Array(line.utf8)

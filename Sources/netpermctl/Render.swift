@@ -99,3 +99,32 @@ extension Render {
         "policy reloaded: generation \(r["generation"]?.intValue ?? 0), \(r["apps"]?.intValue ?? 0) apps\n"
     }
 }
+
+extension Render {
+    static func prompts(_ r: JSON) -> String {
+        var t = Table(header: ["ID", "APP", "KIND", "LINK", "EXECUTABLE", "UNIT", "UID"])
+        for p in r["prompts"]?.arrayValue ?? [] {
+            t.rows.append([
+                String(p["id"]?.intValue ?? 0), p["app"]?.stringValue ?? "?", p["kind"]?.stringValue ?? "?",
+                (p["link"]?["name"]?.stringValue ?? "?") + (p["link"]?["metered"]?.boolValue == true ? " (metered)" : ""),
+                p["identity"]?["executable"]?.stringValue ?? "-", p["identity"]?["unit"]?.stringValue ?? "-",
+                p["identity"]?["uid"]?.intValue.map(String.init) ?? "-",
+            ])
+        }
+        return t.render()
+    }
+
+    static func decided(_ r: JSON) -> String {
+        let d = r["decided"]
+        var out = "\(d?["app"]?.stringValue ?? "?"): \(d?["kind"]?.stringValue ?? "?") \(d?["decision"]?.stringValue ?? "?")"
+            + (d?["once"]?.boolValue == true ? " (until restart or policy change)" : " (stored)") + "\n"
+        if d?["overridden_by_policy"]?.boolValue == true {
+            out += "note: the policy file sets this kind explicitly, and it wins over decisions\n"
+        }
+        return out + "now: \(because(r))\n"
+    }
+
+    static func forgotten(_ r: JSON) -> String {
+        r["forgotten"]?.boolValue == true ? "forgotten\n" : "no stored decision to forget\n"
+    }
+}

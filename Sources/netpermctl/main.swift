@@ -17,6 +17,12 @@ let usage = """
       monitor [APP]   follow link, app and policy events (reconnects when the daemon restarts)
       wait [--app APP] [--timeout SECONDS] [-- COMMAND ARGS...]
                       wait until the app may use the network, then run COMMAND (or exit 0)
+      prompts         the open prompts (privileged)
+      decide APP KIND allow|deny [--once]
+                      answer for an app and kind set to ask (privileged)
+      forget APP [KIND]
+                      remove stored decisions (privileged)
+      agent           answer prompts on the terminal (or from a pipe), one at a time (privileged)
       ping            check that the daemon answers
     options:
       --socket PATH   control socket (default /run/netpermd/netpermd.sock, or $NETPERMD_SOCKET)
@@ -54,6 +60,7 @@ while !argv.isEmpty {
         guard !argv.isEmpty else { die("--socket needs a path", 2) }
         socketPath = argv.removeFirst()
     case "--json": json = true
+    case "--once": rest.append(a)
     case "-h", "--help": Output.out(usage + "\n"); exit(0)
     default:
         if a.hasPrefix("--") { die("unknown option '\(a)'\n\(usage)", 2) }
@@ -93,6 +100,10 @@ case "query": needArgs(0...1); request = (["QUERY"] + args).joined(separator: " 
 case "apps": needArgs(0...0); request = "APPS"; render = Render.apps
 case "reload": needArgs(0...0); request = "RELOAD"; render = Render.reload
 case "check": needArgs(0...1); check(args.first ?? "/etc/netpermd/netpermd.conf")
+case "prompts": needArgs(0...0); request = "PROMPTS"; render = Render.prompts
+case "decide": needArgs(3...4); request = (["DECIDE"] + args).joined(separator: " "); render = Render.decided
+case "forget": needArgs(1...2); request = (["FORGET"] + args).joined(separator: " "); render = Render.forgotten
+case "agent": needArgs(0...0); Agent.run(socketPath: socketPath)
 case "monitor": needArgs(0...1); Monitor.run(socketPath: socketPath, app: args.first, json: json)
 case "wait": needArgs(0...0); Wait.run(socketPath: socketPath, app: waitApp, timeout: waitTimeout, command: command, json: json)
 default: die("unknown command '\(verb)'\n\(usage)", 2)

@@ -1,0 +1,104 @@
+import Glibc
+import NetpermCore
+import NetpermIO
+
+/// `netpermctl agent`: answers prompts on the terminal (or from a pipe), one at a time.
+enum Agent {
+    static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "WWAN", "ethernet": "Ethernet", "other": "Other"]
+
+    static func question(_ p: JSON) -> String {
+        let id = p["identity"]
+        var who: [String] = []
+        if let exe = id?["executable"]?.stringValue { who.append(exe) }
+        if let unit = id?["unit"]?.stringValue { who.append(unit) }
+        if let uid = id?["uid"]?.intValue { who.append("uid \(uid)") }
+        let kind = p["kind"]?.stringValue ?? "?"
+        let link = p["link"]
+        return "\(p["app"]?.stringValue ?? "?")\(who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")") wants "
+            + "to use \(kindNames[kind] ?? kind) via \(link?["name"]?.stringValue ?? "?")"
+            + (link?["metered"]?.boolValue == true ? " (metered)" : "") + ". Allow? [y]es / [n]o / [o]nce / [s]kip "
+    }
+
+    static func run(socketPath: String) -> Never {
+        let conn: Connection
+        do { conn = try Connection(path: socketPath) } catch {
+            die("cannot reach netpermd at \(socketPath): \(error) (is the daemon running?)", 3)
+        }
+        let input = Connection(reading: STDIN_FILENO)
+        do {
+            try conn.send("SUBSCRIBE prompts")
+            guard let ack = try conn.readLine(), let r = try? JSONParser.parse(ack) else { throw Errno(ECONNRESET) }
+            guard r["ok"]?.boolValue == true else {
+                die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", 1)
+            }
+            Output.out("netpermctl agent: waiting for prompts (Ctrl-C to stop)\n")
+            while let line = try conn.readLine() {
+                guard let e = try? JSONParser.parse(line) else { continue }
+                switch e["event"]?.stringValue {
+                case "snapshot"?:
+                    for p in e["prompts"]?.arrayValue ?? [] { try ask(p, conn: conn, input: input) }
+                case "prompt"?:
+                    try ask(e, conn: conn, input: input)
+                case "prompt-expired"?:
+                    Output.out("prompt \(e["id"]?.intValue ?? 0) for \(e["app"]?.stringValue ?? "?") "
+                        + "(\(e["kind"]?.stringValue ?? "?")) expired unanswered\n")
+                case "stopping"?:
+                    Output.out("netpermd is stopping\n")
+                default:
+                    break
+                }
+            }
+            die("netpermd closed the connection", 3)
+        } catch {
+            die("lost the connection to netpermd: \(error)", 3)
+        }
+    }
+
+    /// One prompt: ask until the answer is understood, then DECIDE (or skip). Events that arrive before the
+    /// DECIDE reply are shown, not lost.
+    static func ask(_ p: JSON, conn: Connection, input: Connection) throws(Errno) {
+        while true {
+            Output.out(question(p))
+            guard let answer = try input.readLine() else {
+                Output.out("\n")
+                exit(0)   // end of input: nothing more to answer
+            }
+            let decision: String
+            switch answer.trimmingSpacesLower {
+            case "y", "yes": decision = "allow"
+            case "n", "no": decision = "deny"
+            case "o", "once": decision = "allow --once"
+            case "s", "skip":
+                Output.out("skipped\n")
+                return
+            default:
+                Output.out("please answer y, n, o or s\n")
+                continue
+            }
+            try conn.send("DECIDE \(p["app"]?.stringValue ?? "") \(p["kind"]?.stringValue ?? "") \(decision)")
+            while let line = try conn.readLine() {
+                guard let r = try? JSONParser.parse(line) else { continue }
+                if r["event"] != nil {
+                    if r["event"]?.stringValue == "prompt-expired" {
+                        Output.out("prompt \(r["id"]?.intValue ?? 0) for \(r["app"]?.stringValue ?? "?") expired\n")
+                    }
+                    continue
+                }
+                if r["ok"]?.boolValue == true {
+                    Output.out("\(p["app"]?.stringValue ?? "?"): \(decision)\n")
+                } else {
+                    Output.out("netpermd refused: \(r["message"]?.stringValue ?? line)\n")
+                }
+                return
+            }
+            throw Errno(ECONNRESET)
+        }
+    }
+}
+
+extension String {
+    var trimmingSpacesLower: String {
+        String(self.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
+            .lowercased()
+    }
+}
