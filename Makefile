@@ -5,7 +5,7 @@ DESTDIR ?=
 SOCKET ?= /run/netpermd/netpermd.sock
 RUN_CONFIG ?= config/run.conf
 SWIFT ?= swift
-DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config
+DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config systemd util-linux
 RELEASE_FLAGS := -c release --static-swift-stdlib
 
 .PHONY: all deps build release run test unit integration install uninstall clean
