@@ -8,7 +8,9 @@ SWIFT ?= swift
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config systemd util-linux
 RELEASE_FLAGS := -c release --static-swift-stdlib
 
-.PHONY: all deps build release run test unit integration install uninstall clean
+BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
+
+.PHONY: all deps build release run test unit integration bench bench-smoke bench-deps install uninstall clean
 
 all: build
 
@@ -36,6 +38,7 @@ run: release
 test: deps
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build
+	$(MAKE) bench-smoke
 
 unit: deps
 	$(SWIFT) test --filter NetpermCoreTests
@@ -43,6 +46,24 @@ unit: deps
 integration: deps
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build --filter IntegrationTests
+
+# Benchmarks beside their physical baselines (see BENCHMARKS.md): the release daemon in a namespace of its own,
+# a couple of minutes, a table on stdout and bench/results/latest.json. Needs root.
+bench: release bench-deps
+	python3 bench/bench.py --bin "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
+
+# The same harness with tiny counts (a few seconds): fails if the harness breaks, never on performance.
+bench-smoke: release bench-deps
+	python3 bench/bench.py --smoke --bin "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
+
+bench-deps:
+	@missing=""; for p in $(BENCH_DEBS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
 
 BINDIR = $(DESTDIR)$(PREFIX)/bin
 UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system

@@ -1,0 +1,762 @@
+#!/usr/bin/env python3
+"""netpermd benchmarks, each figure beside its physical baseline measured in the same run.
+
+    python3 bench/bench.py --bin DIR            # full run: table on stdout, bench/results/latest.json
+    python3 bench/bench.py --bin DIR --smoke    # tiny counts: checks the harness end to end (not performance)
+
+Needs root (network namespaces), gcc, ip, socat. Everything happens in a namespace of its own
+(npbench-PID) with veth pairs and on Unix sockets under a temporary directory; the host's links are never
+touched. Every loop is bounded in count and time, and whatever was started is stopped and the namespace
+deleted on the way out (exceptions, SIGINT, SIGTERM, and a global alarm included). Python standard library
+only; the load generators and baselines are the C programs next to this file, compiled with gcc -O2 into
+.build/bench.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm"]
+
+# Link names inside the namespace. bwifi0 is classified wifi by an [Interface] override and carries the default
+# route; toggling its peer bwifi0p flips its carrier and with it benchapp's verdict. bfo0 (peer bfo0p kept down)
+# is toggled by the fan-out rounds: one kernel message and one link event per toggle, no verdict change.
+WIFI, WIFI_PEER, FANOUT_LINK, FANOUT_PEER = "bwifi0", "bwifi0p", "bfo0", "bfo0p"
+APP = "benchapp"
+
+FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_gap_ms=15, q1=20000, q8=100000,
+            q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
+            mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
+            alarm_s=1200)
+SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
+             q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
+             storm=200, big_apps=200, reloads=2, bigq=300, alarm_s=180)
+
+
+PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy"]
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, check=True, timeout=60, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise BenchError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-2000:]}")
+    return r
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.c = dict(SMOKE if args.smoke else FULL)
+        self.bin = args.bin
+        self.ns = f"npbench-{os.getpid()}"
+        self.ns_created = False
+        self.procs = []  # every process we start, stopped in cleanup()
+        self.dir = tempfile.mkdtemp(prefix="npbench-", dir="/tmp")
+        self.tools = os.path.join(ROOT, ".build", "bench")
+        self.results = {}
+        self.env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC",
+                                                                       "LISTEN_FDS", "LISTEN_PID")}
+
+    # ---- set-up and clean-up -------------------------------------------------------------------------------
+
+    def preflight(self):
+        if os.geteuid() != 0:
+            raise BenchError("the benchmark creates a network namespace and must run as root")
+        for tool in ("ip", "gcc", "socat"):
+            if not shutil.which(tool):
+                raise BenchError(f"{tool} is not installed")
+        for b in ("netpermd", "netpermctl"):
+            if not os.access(os.path.join(self.bin, b), os.X_OK):
+                raise BenchError(f"{self.bin}/{b} is missing: build it (swift build -c release --static-swift-stdlib)")
+        # 10,000 subscribers need more than 20,000 descriptors between the swarm and the daemon (each its own).
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 65536
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
+        except (ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        self.nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        need = max(self.c["fanout"]) + 200
+        if self.nofile < need:
+            raise BenchError(f"the descriptor limit ({self.nofile}) is below {need}")
+
+    def remove_leftovers(self):
+        """Namespaces of earlier benchmark runs whose process is gone (killed with SIGKILL, say)."""
+        out = run(["ip", "netns", "list"], check=False).stdout
+        for line in out.splitlines():
+            m = re.match(r"(npbench-(\d+))\b", line)
+            if m and not os.path.exists(f"/proc/{m.group(2)}"):
+                log(f"removing the leftover namespace {m.group(1)}")
+                run(["ip", "netns", "del", m.group(1)], check=False)
+
+    def build_tools(self):
+        os.makedirs(self.tools, exist_ok=True)
+        common = os.path.join(HERE, "common.h")
+        for t in TOOLS:
+            src, out = os.path.join(HERE, t + ".c"), os.path.join(self.tools, t)
+            if os.path.exists(out) and os.path.getmtime(out) >= max(os.path.getmtime(src), os.path.getmtime(common)):
+                continue
+            run(["gcc", "-O2", "-Wall", "-Wextra", "-o", out, src, "-lpthread"], timeout=120)
+
+    def tool(self, name):
+        return os.path.join(self.tools, name)
+
+    def setup_namespace(self):
+        ns = self.ns
+        run(["ip", "netns", "add", ns])
+        self.ns_created = True
+        nsx = ["ip", "netns", "exec", ns]
+        # No IPv6: link-local addresses and DAD would add address events a few ms after every carrier change.
+        run(nsx + ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
+        ipn = ["ip", "-n", ns]
+        run(ipn + ["link", "set", "lo", "up"])
+        run(ipn + ["link", "add", WIFI, "type", "veth", "peer", "name", WIFI_PEER])
+        run(ipn + ["link", "add", FANOUT_LINK, "type", "veth", "peer", "name", FANOUT_PEER])
+        run(ipn + ["addr", "add", "10.99.0.1/24", "dev", WIFI])
+        for l in (WIFI, WIFI_PEER, FANOUT_LINK):
+            run(ipn + ["link", "set", l, "up"])
+        run(ipn + ["route", "add", "default", "via", "10.99.0.2", "dev", WIFI])
+        self.wait_for(lambda: self.kernel_link(WIFI)["operstate"] == "UP", "bwifi0 operstate up", 5)
+
+    def kernel_link(self, name):
+        out = run(["ip", "-n", self.ns, "-j", "link", "show", "dev", name]).stdout
+        return json.loads(out)[0]
+
+    def cleanup(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    p.terminate()
+                    p.wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=3)
+                except ProcessLookupError:
+                    pass
+        if self.ns_created:
+            run(["ip", "netns", "del", self.ns], check=False)
+            if self.ns in run(["ip", "netns", "list"], check=False).stdout.split():
+                log(f"warning: namespace {self.ns} is still listed")
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+
+    def wait_for(self, cond, what, timeout):
+        end = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < end:
+            try:
+                if cond():
+                    return
+            except Exception as e:  # noqa: BLE001 - keep polling, report the last problem
+                last = e
+            time.sleep(0.01)
+        raise BenchError(f"timed out waiting for {what}" + (f" ({last})" if last else ""))
+
+    def ask(self, path, line, timeout=10):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            s.sendall((line + "\n").encode())
+            buf = b""
+            while b"\n" not in buf:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        return buf.split(b"\n", 1)[0].decode()
+
+    def spawn(self, cmd, log_name=None, stdin=subprocess.DEVNULL, stdout=None, in_ns=False):
+        if in_ns:
+            cmd = ["ip", "netns", "exec", self.ns] + cmd
+        logf = open(os.path.join(self.dir, log_name), "ab") if log_name else subprocess.DEVNULL
+        p = subprocess.Popen(cmd, stdin=stdin, stdout=stdout if stdout is not None else logf, stderr=logf,
+                             env=self.env, text=stdout is not None)
+        self.procs.append(p)
+        return p
+
+    def stop(self, p, timeout=5):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=3)
+                raise BenchError(f"{p.args[0]} (pid {p.pid}) ignored SIGTERM for {timeout} s")
+
+    def tool_json(self, cmd, in_ns=False, timeout=300, name=None):
+        if in_ns:
+            cmd = ["ip", "netns", "exec", self.ns] + cmd
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout,
+                           env=self.env)
+        if r.returncode != 0 or not r.stdout.strip():
+            raise BenchError(f"{name or os.path.basename(cmd[0])} failed ({r.returncode}): {r.stderr.strip()[-3000:]}"
+                             + self.daemon_log_tail())
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def daemon_log_tail(self):
+        path = os.path.join(self.dir, "netpermd.log")
+        if not os.path.exists(path):
+            return ""
+        with open(path, errors="replace") as f:
+            return "\n--- netpermd.log (tail) ---\n" + f.read()[-3000:]
+
+    def rss_kb(self, pid):
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise BenchError(f"no VmRSS for pid {pid}")
+
+    def write_configs(self):
+        confdir = os.path.join(self.dir, "conf")
+        bigdir = os.path.join(self.dir, "bigconf")
+        os.makedirs(confdir)
+        os.makedirs(bigdir)
+        header = (f"[Interface {WIFI}]\nKind=wifi\n\n"
+                  f"[App {APP}]\nExecutable=/opt/npbench/{APP}\nWiFi=allow\nWWAN=deny\nEthernet=deny\nOther=deny\n")
+        self.small_conf = os.path.join(confdir, "netpermd.conf")
+        with open(self.small_conf, "w") as f:
+            f.write(header)
+        # The big policy: benchapp plus N apps over many of the 81 permission sets, half matched by executable,
+        # some by a glob, some by unit.
+        perms = ["allow", "deny", "ask"]
+        parts = [header]
+        for i in range(self.c["big_apps"]):
+            w, ww, e, o = perms[i % 3], perms[(i // 3) % 3], perms[(i // 9) % 3], perms[(i // 27) % 3]
+            ident = (f"Executable=/opt/npbench/app{i:05d}" if i % 4 else f"Executable=/opt/npbench/app{i:05d}/*")
+            if i % 10 == 5:
+                ident = f"Unit=npbench-app{i:05d}.service"
+            parts.append(f"\n[App app{i:05d}]\n{ident}\nWiFi={w}\nWWAN={ww}\nEthernet={e}\nOther={o}\n")
+        self.big_conf = os.path.join(bigdir, "netpermd.conf")
+        with open(self.big_conf, "w") as f:
+            f.write("".join(parts))
+        self.big_app = f"app{self.c['big_apps'] // 2:05d}"
+
+    def daemon_cmd(self, sock, conf, state):
+        os.makedirs(state, exist_ok=True)
+        return [os.path.join(self.bin, "netpermd"), "--socket", sock, "--config", conf, "--state-dir", state]
+
+    def start_daemon(self, sock, conf, state, log_name):
+        p = self.spawn(self.daemon_cmd(sock, conf, state), log_name=log_name, in_ns=True)
+
+        def answering():
+            if p.poll() is not None:
+                raise BenchError(f"netpermd exited with {p.returncode} while starting" + self.daemon_log_tail())
+            return self.ask(sock, "PING", timeout=2) == '{"ok":true,"pong":true}'
+        self.wait_for(answering, f"netpermd on {sock}", 15)
+        with open(f"/proc/{p.pid}/comm") as f:
+            if f.read().strip() != "netpermd":
+                raise BenchError("`ip netns exec` did not exec netpermd in place")
+        return p
+
+    # ---- the figures ---------------------------------------------------------------------------------------
+
+    def bench_startup(self):
+        """6 (and 8's load time): exec to READY=1 and to the first answered query."""
+        c = self.c
+        sock = os.path.join(self.dir, "startup.sock")
+        state = os.path.join(self.dir, "state-startup")
+        req = f"QUERY {APP}"
+        log("start-up: netpermd, echo baseline, 10,000-app policy")
+        self.results["startup"] = self.tool_json(
+            [self.tool("startup"), self.ns, str(c["startup_runs"]), sock, req, "--"]
+            + self.daemon_cmd(sock, self.small_conf, state), name="startup (netpermd)")
+        self.results["startup_echo"] = self.tool_json(
+            [self.tool("startup"), self.ns, str(c["startup_runs"]), sock, req, "--", self.tool("echosrv"), sock,
+             "330"], name="startup (echo)")
+        self.results["startup_big"] = self.tool_json(
+            [self.tool("startup"), self.ns, str(c["big_startup_runs"]), sock, f"QUERY {self.big_app}", "--"]
+            + self.daemon_cmd(sock, self.big_conf, state), name="startup (10,000 apps)")
+
+    def bench_latency(self):
+        c = self.c
+        log(f"event latency: {c['latency_toggles']} toggles")
+        self.results["latency"] = self.tool_json(
+            [self.tool("nllat"), self.sock, WIFI_PEER, WIFI, APP, str(c["latency_toggles"]),
+             str(c["latency_gap_ms"])], in_ns=True, timeout=120)
+        self.wait_for(lambda: self.kernel_link(WIFI)["operstate"] == "UP", "bwifi0 back up", 5)
+
+    def qclient(self, sock, request, clients, total, warmup=None):
+        c = self.c
+        return self.tool_json([self.tool("qclient"), sock, request, str(clients), str(total),
+                               str(c["q_warmup"] if warmup is None else warmup), str(c["q_max_s"])],
+                              timeout=c["q_max_s"] + 60)
+
+    def bench_query(self):
+        c = self.c
+        req = f"QUERY {APP}"
+        echo_sock = self.echo_sock
+        out = {}
+        for clients, total in ((1, c["q1"]), (8, c["q8"]), (64, c["q64"])):
+            log(f"queries: {clients} client(s), {total} each against netpermd and the echo server")
+            out[f"netpermd_{clients}"] = self.qclient(self.sock, req, clients, total)
+            out[f"echo_{clients}"] = self.qclient(echo_sock, req, clients, total)
+        self.results["query"] = out
+
+    def start_echo(self):
+        """The echo baseline, answering with replies as long as netpermd's QUERY reply."""
+        probe = self.qclient(self.sock, f"QUERY {APP}", 1, 5, 0)
+        self.reply_len = probe["reply_len"]
+        self.echo_sock = os.path.join(self.dir, "echo.sock")
+        self.echo = self.spawn([self.tool("echosrv"), self.echo_sock, str(self.reply_len)], log_name="echosrv.log")
+        self.wait_for(lambda: os.path.exists(self.echo_sock), "the echo server", 5)
+        self.results["rss_kb"]["echo_server"] = self.rss_kb(self.echo.pid)
+
+    def bench_cli(self):
+        c = self.c
+        log(f"one-shot CLI: {c['cli']} netpermctl and socat processes")
+        qfile = os.path.join(self.dir, "query.txt")
+        with open(qfile, "w") as f:
+            f.write(f"QUERY {APP}\n")
+        out = os.path.join(self.dir, "cli.out")
+        ctl = self.tool_json([self.tool("spawnloop"), str(c["cli"]), "/dev/null", out, "--",
+                              os.path.join(self.bin, "netpermctl"), "--socket", self.sock, "query", APP])
+        socat = self.tool_json([self.tool("spawnloop"), str(c["cli"]), qfile, out, "--", shutil.which("socat"),
+                                "-t", "2", "-", f"UNIX-CONNECT:{self.sock}"])
+        self.results["cli"] = {"netpermctl": ctl, "socat": socat}
+
+    def bench_memory(self):
+        c = self.c
+        log(f"memory: {c['mem_total']} queries")
+        rss = self.results["rss_kb"]
+        rss["before_queries"] = self.rss_kb(self.daemon.pid)
+        warm = self.qclient(self.sock, f"QUERY {APP}", 8, c["mem_warm"], 0)
+        rss["after_warm"] = self.rss_kb(self.daemon.pid)
+        rest = self.qclient(self.sock, f"QUERY {APP}", 8, c["mem_total"] - c["mem_warm"], 0)
+        rss["after_all_queries"] = self.rss_kb(self.daemon.pid)
+        self.results["memory_queries"] = {"warm": warm, "rest": rest}
+        self.results["memory_after_queries"] = memory_breakdown(self.daemon.pid)
+
+    def swarm(self, sock, n):
+        c = self.c
+        p = self.spawn([self.tool("swarm"), sock, str(n), str(c["fanout_rounds"]), FANOUT_LINK],
+                       log_name="swarm.log", stdin=subprocess.PIPE, stdout=subprocess.PIPE, in_ns=True)
+        try:
+            line = self.read_line(p, 180, "the swarm to connect")
+            connected = json.loads(line)
+            yield connected
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            result = json.loads(self.read_line(p, 60 + c["fanout_rounds"] * 15, "the fan-out rounds"))
+            yield result
+        finally:
+            if p.poll() is None:
+                p.stdin.close()
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            if p.returncode not in (0, None):
+                raise BenchError(f"swarm exited {p.returncode}; see {self.dir}/swarm.log")
+
+    def read_line(self, p, timeout, what):
+        import selectors
+        sel = selectors.DefaultSelector()
+        sel.register(p.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            raise BenchError(f"timed out waiting for {what}")
+        line = p.stdout.readline()
+        if not line:
+            with open(os.path.join(self.dir, "swarm.log"), errors="replace") as f:
+                raise BenchError(f"{what}: the swarm ended early: {f.read()[-2000:]}")
+        return line
+
+    def bench_fanout(self):
+        out = {}
+        fo_sock = os.path.join(self.dir, "fanout.sock")
+        for n in self.c["fanout"]:
+            log(f"fan-out: {n} subscribers of netpermd")
+            g = self.swarm(self.sock, n)
+            connected = next(g)
+            self.results["rss_kb"][f"subscribers_{n}"] = self.rss_kb(self.daemon.pid)
+            res = next(g)
+            self.results["rss_kb"][f"subscribers_{n}_after_events"] = self.rss_kb(self.daemon.pid)
+            g.close()
+            res["setup_ms"] = connected["setup_ms"]
+            out[f"netpermd_{n}"] = res
+            log(f"fan-out: {n} subscribers of the raw fan-out loop")
+            fo = self.spawn([self.tool("fanout"), fo_sock, str(res["event_len"])], log_name="fanout.log", in_ns=True)
+            self.wait_for(lambda: os.path.exists(fo_sock), "the fan-out server", 5)
+            g = self.swarm(fo_sock, n)
+            connected = next(g)
+            res = next(g)
+            g.close()
+            res["setup_ms"] = connected["setup_ms"]
+            out[f"raw_{n}"] = res
+            self.stop(fo)
+            os.unlink(fo_sock)
+        self.results["fanout"] = out
+        self.wait_for(lambda: self.ask(self.sock, "STATUS").startswith('{"ok":true'), "netpermd after the swarm", 10)
+        # The swarm's connections are gone; the daemon's picture is back to idle.
+        self.results["rss_kb"]["after_subscribers_left"] = self.rss_kb(self.daemon.pid)
+
+    def bench_storm(self):
+        c = self.c
+        log(f"storm: {c['storm']} toggles")
+        logpath = os.path.join(self.dir, "netpermd.log")
+        before = os.path.getsize(logpath)
+        res = self.tool_json([self.tool("storm"), self.sock, WIFI_PEER, WIFI, FANOUT_LINK, "10.98.0.1",
+                              str(c["storm"])], in_ns=True, timeout=120)
+        with open(logpath, errors="replace") as f:
+            f.seek(before)
+            text = f.read()
+        res["daemon_resyncs_after_overrun"] = text.count("resynchronising")
+        res["daemon_alive"] = self.ask(self.sock, "PING") == '{"ok":true,"pong":true}'
+        if not res["daemon_alive"]:
+            raise BenchError("netpermd stopped answering after the storm" + self.daemon_log_tail())
+        self.results["storm"] = res
+
+    def time_sighup(self, p, sock, runs):
+        """SIGHUP to the policy event read by a subscriber, in microseconds."""
+        times = []
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(sock)
+            f = s.makefile("rb")
+            s.sendall(b"SUBSCRIBE policy\n")
+            f.readline()
+            f.readline()
+            for _ in range(runs):
+                t0 = time.monotonic()
+                os.kill(p.pid, signal.SIGHUP)
+                while True:
+                    line = f.readline()
+                    if not line:
+                        raise BenchError("netpermd closed the subscription during SIGHUP reloads")
+                    if line.startswith(b'{"event":"policy"'):
+                        break
+                times.append((time.monotonic() - t0) * 1e6)
+                if b'"error":null' not in line:
+                    raise BenchError(f"reload failed: {line!r}")
+        return stats(times)
+
+    def bench_bigpolicy(self):
+        c = self.c
+        log(f"big policy: {c['big_apps']} apps")
+        big_sock = os.path.join(self.dir, "big.sock")
+        big = self.start_daemon(big_sock, self.big_conf, os.path.join(self.dir, "state-big"), "netpermd-big.log")
+        st = json.loads(self.ask(big_sock, "STATUS"))
+        if st["policy"]["apps"] != c["big_apps"] + 1:
+            raise BenchError(f"the big policy has {st['policy']['apps']} apps")
+        out = {"rss_kb": self.rss_kb(big.pid)}
+        out["query_big"] = self.qclient(big_sock, f"QUERY {self.big_app}", 1, c["bigq"])
+        out["query_small"] = self.qclient(self.sock, f"QUERY {APP}", 1, c["bigq"])
+        out["reload_big"] = self.qclient(big_sock, "RELOAD", 1, c["reloads"], 1)
+        out["reload_small"] = self.qclient(self.sock, "RELOAD", 1, c["reloads"], 1)
+        out["sighup_big"] = self.time_sighup(big, big_sock, c["reloads"])
+        out["sighup_small"] = self.time_sighup(self.daemon, self.sock, c["reloads"])
+        out["rss_kb_after_reloads"] = self.rss_kb(big.pid)
+        self.stop(big)
+        self.results["big_policy"] = out
+
+    # ---- the whole run -------------------------------------------------------------------------------------
+
+    def main(self):
+        t_start = time.monotonic()
+        self.preflight()
+        self.remove_leftovers()
+        self.build_tools()
+        self.setup_namespace()
+        self.write_configs()
+        phases = self.args.only.split(",") if self.args.only else PHASES
+        unknown = set(phases) - set(PHASES)
+        if unknown:
+            raise BenchError(f"unknown phase(s) {', '.join(sorted(unknown))}; phases: {', '.join(PHASES)}")
+        if "startup" in phases:
+            self.bench_startup()
+        self.sock = os.path.join(self.dir, "netpermd.sock")
+        self.daemon = self.start_daemon(self.sock, self.small_conf, os.path.join(self.dir, "state"), "netpermd.log")
+        time.sleep(0.3)
+        self.results["rss_kb"] = {"idle": self.rss_kb(self.daemon.pid)}
+        self.results["memory_idle"] = memory_breakdown(self.daemon.pid)
+        self.start_echo()
+        for name in PHASES[1:]:
+            if name in phases:
+                getattr(self, "bench_" + name)()
+        self.stop(self.daemon)
+        self.stop(self.echo)
+        self.results["seconds"] = round(time.monotonic() - t_start, 1)
+        return self.results
+
+
+# ---- statistics and the report -----------------------------------------------------------------------------
+
+def pct(sorted_v, p):
+    if not sorted_v:
+        return 0.0
+    rank = max(1, min(len(sorted_v), int(-(-p * len(sorted_v) // 100))))
+    return sorted_v[rank - 1]
+
+
+def stats(values):
+    v = sorted(values)
+    return {"n": len(v), "min": v[0] if v else 0, "median": pct(v, 50), "p99": pct(v, 99),
+            "max": v[-1] if v else 0, "mean": sum(v) / len(v) if v else 0}
+
+
+def memory_breakdown(pid):
+    """RSS split into anonymous memory and the file-backed pages of each mapped file, in kB."""
+    out = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("Rss", "Pss", "Anonymous", "Pss_Anon", "Pss_File"):
+                out[k.lower()] = int(v.split()[0])
+    files, name = {}, None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                parts = line.split()
+                name = parts[5] if len(parts) > 5 else "[anon]"
+            elif line.startswith("Rss:"):
+                files[name] = files.get(name, 0) + int(line.split()[1])
+    out["by_mapping"] = dict(sorted(((k, v) for k, v in files.items() if v), key=lambda kv: -kv[1]))
+    return out
+
+
+def machine():
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": model, "kernel": platform.release(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def fmt(x, unit):
+    """µs in, the unit out."""
+    if unit == "ms":
+        x = x / 1000
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def triple(s, unit):
+    return f"{fmt(s['min'], unit)} / {fmt(s['median'], unit)} / {fmt(s['p99'], unit)}"
+
+
+def build_rows(r, smoke):
+    """(figure, netpermd, baseline, comparison, target, met) rows, and the targets as data. Only the phases that
+    ran have rows."""
+    rows, targets = [], []
+
+    def target(name, ok, detail):
+        targets.append({"target": name, "met": bool(ok), "detail": detail})
+        return "met" if ok else "MISSED"
+
+    if "latency" in r:
+        lat = r["latency"]
+        added = lat["added_us"]
+        rows.append(("1 event latency: toggle -> link+app events read (µs)", triple(lat["netpermd_us"], "us"),
+                     "raw RTMGRP_LINK listener: " + triple(lat["kernel_us"], "us"),
+                     f"added: median {fmt(added['median'], 'us')}, p99 {fmt(added['p99'], 'us')} µs",
+                     "added median < 300 µs, p99 < 2 ms",
+                     target("event latency", added["median"] < 300 and added["p99"] < 2000,
+                            f"added median {added['median']:.1f} µs, p99 {added['p99']:.1f} µs")))
+    if "query" in r:
+        q = r["query"]
+        for n in (1, 8, 64):
+            a, b = q[f"netpermd_{n}"], q[f"echo_{n}"]
+            ratio = a["rtt_us"]["median"] / b["rtt_us"]["median"]
+            tput = a["throughput"] / b["throughput"]
+            tgt, met = "", ""
+            if n == 1:
+                tgt = "median within 2x of echo"
+                met = target("query median within 2x of echo", ratio <= 2, f"ratio {ratio:.2f}")
+            elif n == 8:
+                tgt = "throughput >= 0.5x echo"
+                met = target("8-client throughput >= half of echo", tput >= 0.5, f"ratio {tput:.2f}")
+            rows.append((f"2 QUERY round trip, {n} client{'s' if n > 1 else ''} (µs)", triple(a["rtt_us"], "us"),
+                         "echo server: " + triple(b["rtt_us"], "us"),
+                         f"median x{ratio:.2f}; {a['throughput']:.0f}/s vs {b['throughput']:.0f}/s = x{tput:.2f}",
+                         tgt, met))
+    if "cli" in r:
+        cli = r["cli"]
+        med = cli["netpermctl"]["wall_us"]["median"]
+        rows.append(("3 `netpermctl query APP`, one process (ms)", triple(cli["netpermctl"]["wall_us"], "ms"),
+                     "socat one-shot: " + triple(cli["socat"]["wall_us"], "ms"),
+                     f"median x{med / cli['socat']['wall_us']['median']:.2f}", "< 5 ms a process",
+                     target("netpermctl query < 5 ms", med < 5000, f"median {med / 1000:.2f} ms")))
+    fo = r.get("fanout", {})
+    for n in sorted({int(k.split("_")[1]) for k in fo}):
+        a, b = fo[f"netpermd_{n}"], fo[f"raw_{n}"]
+        ratio = a["last_us"]["median"] / b["last_us"]["median"]
+        tgt, met = "", ""
+        if n >= 10000:
+            tgt = "within 2x of raw"
+            met = target("10,000 subscribers within 2x of raw fan-out", ratio <= 2, f"ratio {ratio:.2f}")
+        rows.append((f"4 fan-out, {n} subscribers: toggle -> last one read (ms)", triple(a["last_us"], "ms"),
+                     "C fan-out loop: " + triple(b["last_us"], "ms"), f"median x{ratio:.2f}", tgt, met))
+    rss = r["rss_kb"]
+    mem = r["memory_idle"]
+    rows.append(("5 RSS idle after start-up (MB)", f"{rss['idle'] / 1024:.1f}",
+                 f"echo server: {rss['echo_server'] / 1024:.1f}",
+                 f"anon {mem['anonymous'] / 1024:.1f}, file-backed {(mem['rss'] - mem['anonymous']) / 1024:.1f}, "
+                 f"PSS {mem['pss'] / 1024:.1f}",
+                 "< 8 MB", target("RSS idle < 8 MB", rss["idle"] < 8 * 1024, f"{rss['idle'] / 1024:.1f} MB")))
+    if fo:
+        nmax = max(int(k.split("_")[1]) for k in fo if k.startswith("netpermd_"))
+        rows.append((f"5 RSS with {nmax} subscribers (MB)", f"{rss[f'subscribers_{nmax}'] / 1024:.1f}",
+                     f"idle: {rss['idle'] / 1024:.1f}",
+                     f"+{(rss[f'subscribers_{nmax}'] - rss['idle']) / nmax:.2f} kB per subscriber", "", ""))
+    if "memory_queries" in r:
+        growth = rss["after_all_queries"] - rss["after_warm"]
+        mq = r["memory_queries"]
+        nq = mq["warm"]["replies"] + mq["rest"]["replies"]
+        rows.append((f"5 RSS after {nq} queries (MB)", f"{rss['after_all_queries'] / 1024:.1f}",
+                     f"after the first {mq['warm']['replies']}: {rss['after_warm'] / 1024:.1f}",
+                     f"growth {growth:+d} kB", "no growth (<= 64 kB)",
+                     target("no RSS growth after 1,000,000 queries", growth <= 64, f"{growth:+d} kB")))
+    if "startup" in r:
+        su, se = r["startup"], r["startup_echo"]
+        rows.append(("6 start-up: exec -> READY=1 (ms)", triple(su["ready_us"], "ms"),
+                     "echo server: " + triple(se["ready_us"], "ms"),
+                     f"+{(su['ready_us']['median'] - se['ready_us']['median']) / 1000:.2f} ms", "< 30 ms",
+                     target("exec to READY < 30 ms", su["ready_us"]["median"] < 30000,
+                            f"median {su['ready_us']['median'] / 1000:.2f} ms")))
+        rows.append(("6 start-up: exec -> first answered QUERY (ms)", triple(su["answer_us"], "ms"),
+                     "echo server: " + triple(se["answer_us"], "ms"),
+                     f"+{(su['answer_us']['median'] - se['answer_us']['median']) / 1000:.2f} ms", "", ""))
+    if "storm" in r:
+        s = r["storm"]
+        conv = s["converge_ms"]
+        rows.append((f"7 storm, {s['toggles']} toggles: last toggle -> daemon's view = kernel's (ms)",
+                     f"{conv:.1f}", f"kernel's last message: {s['kernel_settle_ms']:.1f}",
+                     f"burst {s['burst_ms']:.0f} ms long; marker seen after {s['marker_ms']:.1f}", "< 1000 ms",
+                     target("storm converges within 1 s", s["converged"] and conv < 1000, f"{conv:.1f} ms")))
+        rows.append(("7 storm: events per toggle", f"{s['events_per_toggle']:.3f} ({s['events']} events)",
+                     f"kernel messages: {s['kernel_msgs_per_toggle']:.2f}",
+                     f"{s['daemon_resyncs_after_overrun']} overrun resync(s)", "fewer events than toggles",
+                     target("storm: fewer events than toggles", s["events"] < s["toggles"],
+                            f"{s['events']} events for {s['toggles']} toggles")))
+    apps = "big" if smoke else "10,000"
+    if "startup_big" in r:
+        sb, su = r["startup_big"], r["startup"]
+        rows.append((f"8 {apps}-app policy: exec -> READY=1 (ms)", triple(sb["ready_us"], "ms"),
+                     "1-app policy: " + triple(su["ready_us"], "ms"),
+                     f"load +{(sb['ready_us']['median'] - su['ready_us']['median']) / 1000:.1f} ms", "", ""))
+    if "big_policy" in r:
+        bp = r["big_policy"]
+        nb = bp["query_big"]["replies"]
+        rows.append((f"8 {apps}-app policy: RELOAD round trip (ms)", triple(bp["reload_big"]["rtt_us"], "ms"),
+                     "1-app policy: " + triple(bp["reload_small"]["rtt_us"], "ms"),
+                     f"median x{bp['reload_big']['rtt_us']['median'] / bp['reload_small']['rtt_us']['median']:.0f}",
+                     "", ""))
+        rows.append((f"8 {apps}-app policy: SIGHUP -> policy event read (ms)", triple(bp["sighup_big"], "ms"),
+                     "1-app policy: " + triple(bp["sighup_small"], "ms"),
+                     f"median x{bp['sighup_big']['median'] / bp['sighup_small']['median']:.0f}", "", ""))
+        rows.append((f"8 {apps}-app policy: QUERY round trip, 1 client (µs)", triple(bp["query_big"]["rtt_us"], "us"),
+                     "1-app policy: " + triple(bp["query_small"]["rtt_us"], "us"),
+                     f"median x{bp['query_big']['rtt_us']['median'] / bp['query_small']['rtt_us']['median']:.2f}"
+                     f" ({nb} queries; RSS {bp['rss_kb'] / 1024:.1f} MB)", "", ""))
+    return rows, targets
+
+
+def render(rows):
+    head = ("figure", "netpermd min / median / p99", "baseline min / median / p99", "comparison", "target", "")
+    table = [head] + [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    lines = []
+    for i, r in enumerate(table):
+        lines.append("| " + " | ".join(c.ljust(widths[k]) for k, c in enumerate(r)) + " |")
+        if i == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release"), help="where netpermd and netpermctl are")
+    ap.add_argument("--smoke", action="store_true", help="tiny counts: check the harness, not the performance")
+    ap.add_argument("--only", help=f"comma-separated phases to run (default all: {','.join(PHASES)})")
+    ap.add_argument("--out", help="JSON results (default bench/results/latest.json; smoke.json with --smoke, "
+                    "partial.json with --only)")
+    args = ap.parse_args()
+    default = "smoke.json" if args.smoke else "partial.json" if args.only else "latest.json"
+    out = args.out or os.path.join(HERE, "results", default)
+
+    def on_signal(signo, _frame):
+        raise SystemExit(f"signal {signo}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    def on_alarm(_signo, _frame):
+        raise BenchError("the benchmark ran past its time limit")
+    signal.signal(signal.SIGALRM, on_alarm)
+
+    bench = Bench(args)
+    signal.alarm(bench.c["alarm_s"])
+    ok = False
+    try:
+        results = bench.main()
+        rows, targets = build_rows(results, args.smoke)
+        ok = True
+    except BenchError as e:
+        print(f"bench: FAILED: {e}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, SystemExit) as e:
+        print(f"bench: interrupted ({e or 'SIGINT'})", file=sys.stderr)
+        return 130
+    finally:
+        signal.alarm(0)
+        bench.cleanup()
+        if ok or not os.listdir(bench.dir):
+            shutil.rmtree(bench.dir, ignore_errors=True)
+        else:
+            print(f"bench: logs kept in {bench.dir}", file=sys.stderr)
+    m = machine()
+    report = {"mode": "smoke" if args.smoke else "full", "machine": m, "counts": bench.c, "targets": targets,
+              "table": [dict(zip(("figure", "netpermd", "baseline", "comparison", "target", "met"), r)) for r in rows],
+              "results": results}
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"netpermd benchmarks ({report['mode']}) — {m['date']}; {m['nproc']} CPUs, {m['cpu']}, "
+          f"kernel {m['kernel']}; {results['seconds']} s")
+    if args.smoke:
+        # Tiny counts say nothing about performance: no verdicts.
+        rows = [r[:5] + ("",) for r in rows]
+    print(render(rows))
+    if args.smoke:
+        print("\nsmoke mode: the harness works end to end; tiny counts, so the figures say nothing about performance")
+    else:
+        missed = [t for t in targets if not t["met"]]
+        print(f"\ntargets met: {len(targets) - len(missed)} of {len(targets)}"
+              + ("".join(f"\n  missed: {t['target']} ({t['detail']})" for t in missed)))
+    print(f"results: {os.path.relpath(out, os.getcwd())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
