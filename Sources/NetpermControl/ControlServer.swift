@@ -189,9 +189,8 @@ public final class ClientConnection {
 
     /// Queues one JSON line. Replies are never dropped; the queue bound is enforced by not reading more input.
     public func enqueue(_ json: JSON) {
-        var line = json.encoded()
-        line += "\n"
-        out.append(contentsOf: line.utf8)
+        json.encode(into: &out)
+        out.append(0x0A)
     }
 
     private func flush() {
@@ -241,5 +240,60 @@ public final class ClientConnection {
         source = nil
         FD.close(fd)
         server.remove(self)
+    }
+}
+
+extension JSON {
+    /// The bytes of `encoded()`, appended straight to a byte queue. Replies are the hot path of every request, and
+    /// building a `String` scalar by scalar first cost more than everything else the daemon does for a QUERY.
+    func encode(into out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])   // null
+        case let .bool(b): out.append(contentsOf: b ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65])
+        case let .int(i): out.append(contentsOf: String(i).utf8)
+        case let .string(s): JSON.encode(s, into: &out)
+        case let .array(items):
+            out.append(0x5B)   // [
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(0x2C) }
+                item.encode(into: &out)
+            }
+            out.append(0x5D)
+        case let .object(members):
+            out.append(0x7B)   // {
+            for (i, (key, value)) in members.enumerated() {
+                if i > 0 { out.append(0x2C) }
+                JSON.encode(key, into: &out)
+                out.append(0x3A)
+                value.encode(into: &out)
+            }
+            out.append(0x7D)
+        }
+    }
+
+    /// Same escapes as `JSON.writeString`: `"` `\\` `\n` `\r` `\t`, other controls as `\u00xx`; everything
+    /// else (UTF-8 included) verbatim. Runs of plain bytes are copied at once.
+    static func encode(_ string: String, into out: inout [UInt8]) {
+        out.append(0x22)
+        var s = string
+        s.withUTF8 { bytes in
+            var plain = 0
+            for (i, b) in bytes.enumerated() where b < 0x20 || b == 0x22 || b == 0x5C {
+                if plain < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plain..<i])) }
+                plain = i + 1
+                out.append(0x5C)
+                switch b {
+                case 0x22, 0x5C: out.append(b)
+                case 0x0A: out.append(0x6E)
+                case 0x0D: out.append(0x72)
+                case 0x09: out.append(0x74)
+                default:
+                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: [0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0x0F)]])
+                }
+            }
+            if plain < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plain...])) }
+        }
+        out.append(0x22)
     }
 }
