@@ -5,12 +5,14 @@ import NetpermIO
 public enum SocketPath {
     public enum BindError: Error, CustomStringConvertible {
         case inUse(String)
+        case notASocket(String)
         case tooLong(String)
         case system(String, Errno)
 
         public var description: String {
             switch self {
             case let .inUse(p): return "another netpermd is already answering on \(p); refusing to start"
+            case let .notASocket(p): return "\(p) exists and is not a socket; refusing to replace it"
             case let .tooLong(p): return "socket path \(p) is too long for a Unix socket"
             case let .system(what, e): return "\(what): \(e)"
             }
@@ -26,6 +28,9 @@ public enum SocketPath {
             FD.close(fd)
             throw .inUse(path)
         case let .failure(e) where e == .connectionRefused:
+            // connect() is refused by any file, not only by a socket nobody listens on; delete only the latter.
+            var st = stat()
+            guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { throw .notASocket(path) }
             unlink(path)   // a socket file nobody listens on: left over from a crash
         case let .failure(e) where e == .notFound:
             break

@@ -75,11 +75,14 @@ public final class NetlinkWatcher {
     }
 
     private func dataReady() {
-        let r = nl_cache_mngr_data_ready(manager)
-        if r < 0 && r != -NLE_AGAIN {
-            // -NLE_NOMEM is the kernel's ENOBUFS: events were lost, so the caches must be re-dumped.
+        var r = nl_cache_mngr_data_ready(manager)
+        while r < 0 && r != -NLE_AGAIN {
+            // -NLE_NOMEM is the kernel's ENOBUFS: events were lost, so the caches must be re-dumped. The
+            // kernel reports the loss before the events still queued, which are older than the loss: read
+            // them all first, so that the dump below comes last and has the final word.
             Log.warning("netlink: \(String(cString: nl_geterror(r))); resynchronising from a full dump")
             needsResync = true
+            r = nl_cache_mngr_data_ready(manager)
         }
         if needsResync { resync() }
         if dirty {
@@ -105,9 +108,15 @@ public final class NetlinkWatcher {
     /// The caches as one consistent picture.
     public func snapshot() -> KernelSnapshot {
         var snap = KernelSnapshot()
+        // The cache can hold per-family objects (AF_INET6/AF_BRIDGE protinfo) next to a link's AF_UNSPEC one,
+        // and an AF_BRIDGE message can also take the AF_UNSPEC object's place (a bridge created while we run
+        // is then only there as AF_BRIDGE, with its kind): one object per ifindex, AF_UNSPEC preferred.
+        var chosen: [Int32: OpaquePointer] = [:]
         forEach(linkCache) { l in
-            // The cache also holds per-family objects (AF_INET6/AF_BRIDGE protinfo) for the same ifindex.
-            guard rtnl_link_get_family(l) == AF_UNSPEC else { return }
+            let index = rtnl_link_get_ifindex(l)
+            if chosen[index] == nil || rtnl_link_get_family(l) == AF_UNSPEC { chosen[index] = l }
+        }
+        for l in chosen.values {
             let flags = rtnl_link_get_flags(l)
             var buf = [CChar](repeating: 0, count: 32)
             let oper = String(cString: rtnl_link_operstate2str(rtnl_link_get_operstate(l), &buf, buf.count))

@@ -22,6 +22,12 @@ func run() -> Int32 {
     }
     Log.level = options.logLevel
     signal(SIGPIPE, SIG_IGN)
+    // Block the signals the loop handles before the socket exists: a SIGTERM during start-up then waits for
+    // the loop (whose handler unlinks the socket) instead of killing the daemon and leaving the file behind.
+    var handled = sigset_t()
+    sigemptyset(&handled)
+    for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, s) }
+    sigprocmask(SIG_BLOCK, &handled, nil)
 
     let loop: SDEventLoop
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
