@@ -196,6 +196,20 @@ public struct VerdictTracker: Sendable {
         add(match, state: state)
     }
 
+    /// Stops tracking an app nobody listens to any more (never a policy app: those are always tracked).
+    public mutating func untrack(_ id: String, state: DaemonState) {
+        guard let m = matches[id], state.config.app(named: id) == nil else { return }
+        let perms = state.effectivePermissions(for: m)
+        matches[id] = nil
+        verdicts[id] = nil
+        order.removeAll { $0 == id }
+        appsBySet[perms]?.removeAll { $0 == id }
+        if appsBySet[perms]?.isEmpty == true {
+            appsBySet[perms] = nil
+            templates[perms] = nil
+        }
+    }
+
     private mutating func add(_ match: AppMatch, state: DaemonState) {
         let perms = state.effectivePermissions(for: match)
         matches[match.id] = match

@@ -23,18 +23,12 @@ public enum FD {
     }
 
     /// Appends up to `max` bytes read from `fd` to `buffer`; returns the count (0 at end of file).
-    public static func read(_ fd: Int32, appendingTo buffer: inout [UInt8], max: Int = 65536) throws(Errno) -> Int {
-        let old = buffer.count
-        var result: Result<Int, Errno> = .success(0)
-        buffer.append(contentsOf: repeatElement(0, count: max))
-        buffer.withUnsafeMutableBytes { b in
-            result = Result { () throws(Errno) -> Int in
-                try read(fd, into: UnsafeMutableRawBufferPointer(rebasing: b[old...]))
-            }
-        }
-        let n = (try? result.get()) ?? 0
-        buffer.removeLast(max - n)
-        return try result.get()
+    public static func read(_ fd: Int32, appendingTo buffer: inout [UInt8], max: Int = 16384) throws(Errno) -> Int {
+        var chunk = [UInt8](repeating: 0, count: max)
+        let result = chunk.withUnsafeMutableBytes { b in Result { () throws(Errno) -> Int in try read(fd, into: b) } }
+        let n = try result.get()
+        buffer.append(contentsOf: chunk[0..<n])
+        return n
     }
 
     /// Writes `bytes[from...]` without blocking; returns how much was written.

@@ -312,10 +312,13 @@ final class Daemon {
 
     func disconnected(_ client: ClientConnection) {
         let id = ObjectIdentifier(client)
-        sessions[id]?.waiting?.timer?.cancel()
-        sessions[id] = nil
-        subscribers[id] = nil
-        waiters[id] = nil
+        guard let session = sessions.removeValue(forKey: id) else { return }
+        session.waiting?.timer?.cancel()
+        let listened = [subscribers.removeValue(forKey: id)?.caller.match.id,
+                        waiters.removeValue(forKey: id)?.waiting?.match.id].compactMap { $0 }
+        // An app outside the policy is tracked only while someone listens to it or waits for it.
+        let stillWanted = Set(extraMatches().map(\.id))
+        for app in listened where !stillWanted.contains(app) { tracker.untrack(app, state: state) }
     }
 
     func handle(_ client: ClientConnection, _ frame: LineFramer.Frame) -> Response? {

@@ -29,6 +29,13 @@ func run() -> Int32 {
     for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, s) }
     sigprocmask(SIG_BLOCK, &handled, nil)
 
+    // Every client is a descriptor: take the hard limit (systemd's default soft limit is 1024).
+    var nofile = rlimit()
+    if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max {
+        nofile.rlim_cur = nofile.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &nofile)
+    }
+
     let loop: SDEventLoop
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
 
