@@ -20,6 +20,8 @@ public final class ControlServer {
     private let loop: EventLoop
     private let listenFD: Int32
     private var listenSource: IOSource?
+    /// The clients' descriptors, served a batch per pass of the loop (nil: each client is a source of the loop).
+    private let poller: ClientPoller?
     private var clients: [ObjectIdentifier: ClientConnection] = [:]
     let limits: Limits
     let handler: Handler
@@ -36,6 +38,8 @@ public final class ControlServer {
         self.listenFD = listenFD
         self.limits = limits
         self.handler = handler
+        poller = ClientPoller(loop: loop)
+        if poller == nil { Log.debug("control socket: epoll unavailable; one loop source per client") }
         try FD.setNonBlocking(listenFD)
         listenSource = try loop.addIO(fd: listenFD, events: IOEvents.readable) { [unowned self] _ in
             self.acceptAll()
@@ -67,7 +71,10 @@ public final class ControlServer {
             }
             let client = ClientConnection(fd: fd, server: self)
             do {
-                try client.start(loop: loop)
+                try client.start { (events, handler) throws(Errno) -> IOSource in
+                    if let poller { return try poller.add(fd: fd, events: events, handler) }
+                    return try loop.addIO(fd: fd, events: events, handler)
+                }
                 clients[ObjectIdentifier(client)] = client
                 onConnect?(client)
             } catch {
@@ -104,9 +111,9 @@ public final class ClientConnection {
         framer = LineFramer(maxLine: server.limits.maxLine)
     }
 
-    func start(loop: EventLoop) throws(Errno) {
+    func start(register: (UInt32, @escaping (UInt32) -> Void) throws(Errno) -> IOSource) throws(Errno) {
         interest = IOEvents.readable
-        source = try loop.addIO(fd: fd, events: interest) { [unowned self] revents in
+        source = try register(interest) { [unowned self] revents in
             self.ready(revents)
         }
     }
@@ -240,6 +247,114 @@ public final class ClientConnection {
         source = nil
         FD.close(fd)
         server.remove(self)
+    }
+}
+
+/// The clients multiplexed on an epoll instance of the server's own, which the loop sees as one source: a pass of
+/// the loop serves every ready client (up to `batch`). With one loop source per client, sd-event serves one source
+/// per pass and each pass's epoll_wait returns, and so re-polls, every ready descriptor again: O(ready) per request
+/// and quadratic for a burst (10,000 subscribers connecting took 7 s; 64 busy clients served 30% fewer requests
+/// than 8). Swift's Glibc module has no <sys/epoll.h>, so the three calls are looked up once with dlsym.
+final class ClientPoller {
+    private typealias CreateFn = @convention(c) (Int32) -> Int32
+    private typealias CtlFn = @convention(c) (Int32, Int32, Int32, UnsafeMutableRawPointer?) -> Int32
+    private typealias WaitFn = @convention(c) (Int32, UnsafeMutableRawPointer?, Int32, Int32) -> Int32
+    private static let ctlAdd: Int32 = 1, ctlDel: Int32 = 2, ctlMod: Int32 = 3
+    private static let cloexec: Int32 = 0o2000000
+    // struct epoll_event { uint32_t events; uint64_t data; } is packed on x86_64 only.
+    #if arch(x86_64)
+    private static let eventSize = 12, dataOffset = 4
+    #else
+    private static let eventSize = 16, dataOffset = 8
+    #endif
+    static let batch = 256
+
+    private let ctl: CtlFn
+    private let wait: WaitFn
+    private let epfd: Int32
+    private var source: IOSource?
+    private var handlers: [UInt64: (UInt32) -> Void] = [:]
+    private var nextID: UInt64 = 1
+    private let events: UnsafeMutableRawPointer
+
+    /// Nil when epoll cannot be had; the server then registers each client with the loop.
+    init?(loop: EventLoop) {
+        guard let libc = dlopen(nil, RTLD_NOW), let c = dlsym(libc, "epoll_create1"), let m = dlsym(libc, "epoll_ctl"),
+              let w = dlsym(libc, "epoll_wait") else { return nil }
+        ctl = unsafeBitCast(m, to: CtlFn.self)
+        wait = unsafeBitCast(w, to: WaitFn.self)
+        epfd = unsafeBitCast(c, to: CreateFn.self)(Self.cloexec)
+        guard epfd >= 0 else { return nil }
+        events = .allocate(byteCount: Self.batch * Self.eventSize, alignment: 8)
+        do {
+            source = try loop.addIO(fd: epfd, events: IOEvents.readable) { [unowned self] _ in self.dispatch() }
+        } catch {
+            events.deallocate()
+            FD.close(epfd)
+            return nil
+        }
+    }
+
+    deinit {
+        source?.cancel()
+        FD.close(epfd)
+        events.deallocate()
+    }
+
+    func add(fd: Int32, events mask: UInt32, _ handler: @escaping (UInt32) -> Void) throws(Errno) -> IOSource {
+        let id = nextID
+        nextID += 1
+        try control(Self.ctlAdd, fd: fd, id: id, mask)
+        handlers[id] = handler
+        return Registration(poller: self, fd: fd, id: id)
+    }
+
+    private func control(_ op: Int32, fd: Int32, id: UInt64, _ mask: UInt32) throws(Errno) {
+        var ev = (UInt64(0), UInt64(0))
+        try withUnsafeMutableBytes(of: &ev) { (p) throws(Errno) in
+            p.storeBytes(of: mask, toByteOffset: 0, as: UInt32.self)
+            p.storeBytes(of: id, toByteOffset: Self.dataOffset, as: UInt64.self)
+            guard ctl(epfd, op, fd, p.baseAddress) == 0 else { throw Errno(errno) }
+        }
+    }
+
+    /// One batch of ready clients. A client closed by an earlier one's handler in the same batch has no handler
+    /// any more and is skipped (ids are never reused, unlike descriptors).
+    private func dispatch() {
+        let n = wait(epfd, events, Int32(Self.batch), 0)
+        guard n > 0 else { return }
+        for i in 0..<Int(n) {
+            let at = i * Self.eventSize
+            let mask = events.loadUnaligned(fromByteOffset: at, as: UInt32.self)
+            let id = events.loadUnaligned(fromByteOffset: at + Self.dataOffset, as: UInt64.self)
+            handlers[id]?(mask)
+        }
+    }
+
+    final class Registration: IOSource {
+        private unowned let poller: ClientPoller
+        private let fd: Int32
+        private let id: UInt64
+        private var live = true
+
+        init(poller: ClientPoller, fd: Int32, id: UInt64) {
+            self.poller = poller; self.fd = fd; self.id = id
+        }
+
+        func setEvents(_ events: UInt32) {
+            guard live else { return }
+            do { try poller.control(ClientPoller.ctlMod, fd: fd, id: id, events) } catch {
+                Log.warning("control socket: epoll_ctl(MOD) of fd \(fd) failed: \(error)")
+            }
+        }
+
+        /// Before the descriptor is closed (as ClientConnection does).
+        func cancel() {
+            guard live else { return }
+            live = false
+            _ = try? poller.control(ClientPoller.ctlDel, fd: fd, id: id, 0)
+            poller.handlers[id] = nil
+        }
     }
 }
 
