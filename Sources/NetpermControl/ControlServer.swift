@@ -125,7 +125,7 @@ public final class ClientConnection {
         if revents & (IOEvents.hangup | IOEvents.error) != 0 { close(); return }
         if revents & IOEvents.writable != 0 { flush() }
         if !isClosed && revents & IOEvents.readable != 0 { readSome() }
-        if !isClosed { processFrames(); flush(); updateInterest() }
+        if !isClosed { serve(); updateInterest() }
     }
 
     /// Sends the deferred reply of a held request and takes the client's next requests.
@@ -133,8 +133,7 @@ public final class ClientConnection {
         guard !isClosed, held else { return }
         held = false
         enqueue(json)
-        processFrames()
-        flush()
+        serve()
         if !isClosed { updateInterest() }
     }
 
@@ -180,6 +179,19 @@ public final class ClientConnection {
             inputEOF = true
             // A last request without its newline still counts (`printf PING | socat ...`).
             if framer.buffered > 0 { framer.append([0x0A]) }
+        }
+    }
+
+    /// Answers the buffered requests and sends, until they run out or the client's socket is full. A queue that
+    /// filled up (so taking requests paused) and then went into the socket at once would otherwise leave requests
+    /// in the framer with nothing to wake the connection: no bytes to write, and no reading while the framer holds
+    /// more than a line. Pipelined floods stalled that way.
+    private func serve() {
+        while true {
+            processFrames()
+            let paused = queuedBytes >= server.limits.maxQueuedBytes
+            flush()
+            guard paused, !isClosed, queuedBytes < server.limits.maxQueuedBytes else { return }
         }
     }
 
