@@ -27,6 +27,8 @@ public final class ControlServer {
     let handler: Handler
     /// One read buffer for all clients: the loop is single-threaded.
     var scratch = [UInt8](repeating: 0, count: 16384)
+    /// Where replies are encoded before they join a client's queue (one for all clients, like `scratch`).
+    let replyBuffer = ByteBuffer(capacity: 4096)
 
     public var clientCount: Int { clients.count }
     /// Called once per accepted client, before its first request is read.
@@ -208,8 +210,11 @@ public final class ClientConnection {
 
     /// Queues one JSON line. Replies are never dropped; the queue bound is enforced by not reading more input.
     public func enqueue(_ json: JSON) {
-        json.encode(into: &out)
-        out.append(0x0A)
+        let buffer = server.replyBuffer
+        buffer.count = 0
+        json.encode(into: buffer)
+        buffer.append(0x0A)
+        out.append(contentsOf: UnsafeBufferPointer(start: buffer.base, count: buffer.count))
     }
 
     private func flush() {
@@ -370,57 +375,142 @@ final class ClientPoller {
     }
 }
 
+/// A growable byte buffer written through a pointer: appending a byte is a store, not an Array's uniqueness and
+/// capacity checks.
+final class ByteBuffer {
+    private(set) var base: UnsafeMutablePointer<UInt8>
+    var count = 0
+    private var capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        base = .allocate(capacity: capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    @inline(__always) func reserve(_ n: Int) {
+        if count + n > capacity { grow(count + n) }
+    }
+
+    private func grow(_ needed: Int) {
+        var c = capacity * 2
+        while c < needed { c *= 2 }
+        let b = UnsafeMutablePointer<UInt8>.allocate(capacity: c)
+        b.update(from: base, count: count)
+        base.deallocate()
+        base = b
+        capacity = c
+    }
+
+    @inline(__always) func append(_ b: UInt8) {
+        reserve(1)
+        base[count] = b
+        count += 1
+    }
+
+    @inline(__always) func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let src = bytes.baseAddress, bytes.count > 0 else { return }
+        reserve(bytes.count)
+        (base + count).update(from: src, count: bytes.count)
+        count += bytes.count
+    }
+
+    /// Up to 8 ASCII bytes, packed little end first: the literals of JSON.
+    @inline(__always) func append(ascii packed: UInt64, count n: Int) {
+        reserve(8)
+        UnsafeMutableRawPointer(base + count).storeBytes(of: packed.littleEndian, as: UInt64.self)
+        count += n
+    }
+}
+
 extension JSON {
-    /// The bytes of `encoded()`, appended straight to a byte queue. Replies are the hot path of every request, and
+    /// The bytes of `encoded()`, appended straight to a byte buffer. Replies are the hot path of every request, and
     /// building a `String` scalar by scalar first cost more than everything else the daemon does for a QUERY.
-    func encode(into out: inout [UInt8]) {
+    func encode(into out: ByteBuffer) {
         switch self {
-        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])   // null
-        case let .bool(b): out.append(contentsOf: b ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65])
-        case let .int(i): out.append(contentsOf: String(i).utf8)
-        case let .string(s): JSON.encode(s, into: &out)
+        case .null: out.append(ascii: 0x6C6C_756E, count: 4)   // null
+        case let .bool(b):
+            if b { out.append(ascii: 0x6575_7274, count: 4) } else { out.append(ascii: 0x65_736C_6166, count: 5) }
+        case let .int(i): JSON.encode(i, into: out)
+        case let .string(s): JSON.encode(s, into: out)
         case let .array(items):
             out.append(0x5B)   // [
-            for (i, item) in items.enumerated() {
-                if i > 0 { out.append(0x2C) }
-                item.encode(into: &out)
+            var first = true
+            for item in items {
+                if !first { out.append(0x2C) }
+                first = false
+                item.encode(into: out)
             }
             out.append(0x5D)
         case let .object(members):
             out.append(0x7B)   // {
-            for (i, (key, value)) in members.enumerated() {
-                if i > 0 { out.append(0x2C) }
-                JSON.encode(key, into: &out)
+            var first = true
+            for member in members {
+                if !first { out.append(0x2C) }
+                first = false
+                JSON.encode(member.0, into: out)
                 out.append(0x3A)
-                value.encode(into: &out)
+                member.1.encode(into: out)
             }
             out.append(0x7D)
         }
     }
 
+    /// Decimal, as `String(i)`.
+    static func encode(_ i: Int, into out: ByteBuffer) {
+        if i < 0 { out.append(0x2D) }
+        var v = i.magnitude
+        out.reserve(20)
+        let start = out.count
+        repeat {
+            out.base[out.count] = 0x30 + UInt8(truncatingIfNeeded: v % 10)
+            out.count += 1
+            v /= 10
+        } while v > 0
+        var (a, b) = (start, out.count - 1)
+        while a < b {
+            (out.base[a], out.base[b]) = (out.base[b], out.base[a])
+            a += 1
+            b -= 1
+        }
+    }
+
     /// Same escapes as `JSON.writeString`: `"` `\\` `\n` `\r` `\t`, other controls as `\u00xx`; everything
     /// else (UTF-8 included) verbatim. Runs of plain bytes are copied at once.
-    static func encode(_ string: String, into out: inout [UInt8]) {
+    static func encode(_ string: String, into out: ByteBuffer) {
         out.append(0x22)
-        var s = string
-        s.withUTF8 { bytes in
+        let done: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
             var plain = 0
-            for (i, b) in bytes.enumerated() where b < 0x20 || b == 0x22 || b == 0x5C {
-                if plain < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plain..<i])) }
+            for i in 0..<bytes.count {
+                let b = bytes[i]
+                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
+                out.append(UnsafeBufferPointer(rebasing: bytes[plain..<i]))
                 plain = i + 1
-                out.append(0x5C)
-                switch b {
-                case 0x22, 0x5C: out.append(b)
-                case 0x0A: out.append(0x6E)
-                case 0x0D: out.append(0x72)
-                case 0x09: out.append(0x74)
-                default:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: [0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0x0F)]])
-                }
+                escape(b, into: out)
             }
-            if plain < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plain...])) }
+            out.append(UnsafeBufferPointer(rebasing: bytes[plain...]))
+        }
+        if done == nil {
+            for b in string.utf8 {
+                if b < 0x20 || b == 0x22 || b == 0x5C { escape(b, into: out) } else { out.append(b) }
+            }
         }
         out.append(0x22)
+    }
+
+    private static func escape(_ b: UInt8, into out: ByteBuffer) {
+        out.append(0x5C)   // backslash
+        switch b {
+        case 0x22, 0x5C: out.append(b)
+        case 0x0A: out.append(0x6E)
+        case 0x0D: out.append(0x72)
+        case 0x09: out.append(0x74)
+        default:
+            let lo = b & 0x0F
+            out.append(ascii: 0x3030_75, count: 3)   // u00
+            out.append(0x30 + (b >> 4))
+            out.append(lo < 10 ? 0x30 + lo : 0x57 + lo)
+        }
     }
 }
