@@ -143,6 +143,20 @@ public final class ClientConnection {
     /// (best effort) and is disconnected; returns false then. Never blocks.
     @discardableResult
     public func push(_ line: String) -> Bool {
+        push { $0.append(contentsOf: line.utf8) }
+    }
+
+    /// Pushes the event line `head` + `tail`: the subscriber's own start (`{"event":...,"seq":N`) and the rest,
+    /// encoded once for every subscriber. Same limits as `push(_:)`.
+    @discardableResult
+    public func push(head: String, tail: [UInt8]) -> Bool {
+        push {
+            $0.append(contentsOf: head.utf8)
+            $0.append(contentsOf: tail)
+        }
+    }
+
+    private func push(_ append: (inout [UInt8]) -> Void) -> Bool {
         guard !isClosed else { return false }
         if queuedBytes > server.limits.maxEventBytes {
             Log.warning("subscriber fd \(fd) fell \(queuedBytes) bytes behind: disconnecting it")
@@ -152,7 +166,7 @@ public final class ClientConnection {
             return false
         }
         let wasEmpty = queuedBytes == 0
-        out.append(contentsOf: line.utf8)
+        append(&out)
         if wasEmpty {
             flush()
             if !isClosed { updateInterest() }
@@ -425,6 +439,19 @@ final class ByteBuffer {
 }
 
 extension JSON {
+    /// `,"key":value` for each member, the bytes `encoded()` writes for an object's members after a first one: the
+    /// reply encoder, for lines that splice members after a start of their own (event lines).
+    public static func appendMembers(_ members: [(String, JSON)], to bytes: inout [UInt8]) {
+        let buffer = ByteBuffer(capacity: 2048)
+        for member in members {
+            buffer.append(0x2C)   // ,
+            JSON.encode(member.0, into: buffer)
+            buffer.append(0x3A)   // :
+            member.1.encode(into: buffer)
+        }
+        bytes.append(contentsOf: UnsafeBufferPointer(start: buffer.base, count: buffer.count))
+    }
+
     /// The bytes of `encoded()`, appended straight to a byte buffer. Replies are the hot path of every request, and
     /// building a `String` scalar by scalar first cost more than everything else the daemon does for a QUERY.
     func encode(into out: ByteBuffer) {
