@@ -16,8 +16,12 @@ public final class NetlinkWatcher {
     private var source: IOSource?
 
     private var dirty = false
-    /// The kernel drops IPv4 routes of a link set down without telling listeners, so caches must re-dump.
+    /// Events were lost (ENOBUFS) or a link was removed: every cache is re-dumped.
     private var needsResync = false
+    /// A link went down: the kernel flushed its IPv4 routes without telling listeners, so the route cache is
+    /// re-dumped. Its link and address changes come as messages; dumping those caches too cost a toggle more than
+    /// everything else the daemon does for it.
+    private var needsRouteResync = false
     public private(set) var resyncCount = 0
 
     public var onChange: ((KernelSnapshot) -> Void)?
@@ -50,6 +54,7 @@ public final class NetlinkWatcher {
         source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.dataReady() }
         dirty = false
         needsResync = false
+        needsRouteResync = false
     }
 
     deinit {
@@ -69,8 +74,10 @@ public final class NetlinkWatcher {
     private func changed(_ object: OpaquePointer?, action: Int32) {
         dirty = true
         guard let object, String(cString: nl_object_get_type(object)) == "route/link" else { return }
-        if action == NL_ACT_DEL || rtnl_link_get_flags(object) & UInt32(IFF_UP) == 0 {
+        if action == NL_ACT_DEL {
             needsResync = true
+        } else if rtnl_link_get_flags(object) & UInt32(IFF_UP) == 0 {
+            needsRouteResync = true
         }
     }
 
@@ -84,22 +91,27 @@ public final class NetlinkWatcher {
             needsResync = true
             r = nl_cache_mngr_data_ready(manager)
         }
-        if needsResync { resync() }
+        if needsResync {
+            resync([linkCache, addrCache, routeCache])
+        } else if needsRouteResync {
+            resync([routeCache])
+        }
         if dirty {
             dirty = false
             onChange?(snapshot())
         }
     }
 
-    private func resync() {
+    private func resync(_ caches: [OpaquePointer?]) {
         needsResync = false
+        needsRouteResync = false
         resyncCount += 1
         let ctx = Unmanaged.passUnretained(self).toOpaque()
         let callback: change_func_t = { _, _, _, data in
             guard let data else { return }
             Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().dirty = true
         }
-        for cache in [linkCache, addrCache, routeCache] {
+        for cache in caches {
             let r = nl_cache_resync(syncSocket, cache, callback, ctx)
             if r < 0 { Log.err("netlink: resync failed: \(String(cString: nl_geterror(r)))") }
         }
