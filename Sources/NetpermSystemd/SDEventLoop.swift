@@ -33,7 +33,8 @@ public final class SDEventLoop: EventLoop {
         var now: UInt64 = 0
         sd_event_now(event, CLOCK_MONOTONIC, &now)
         var s: OpaquePointer?
-        let r = sd_event_add_time(event, &s, CLOCK_MONOTONIC, now + usec, 0, { _, _, userdata in
+        // Accuracy 1 ms: 0 would mean sd-event's default of 250 ms, far too coarse for WAIT time-outs.
+        let r = sd_event_add_time(event, &s, CLOCK_MONOTONIC, now + usec, 1000, { _, _, userdata in
             let t = Unmanaged<SDTimerSource>.fromOpaque(userdata!).takeUnretainedValue()
             t.handler()
             return 0
