@@ -48,7 +48,7 @@ integration: deps
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build --filter IntegrationTests
 
 # Benchmarks beside their physical baselines (see BENCHMARKS.md): the release daemon in a namespace of its own,
-# a couple of minutes, a table on stdout and bench/results/latest.json. Needs root.
+# about a minute, a table on stdout and bench/results/latest.json. Needs root.
 bench: release bench-deps
 	python3 bench/bench.py --bin "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
 

@@ -89,7 +89,7 @@ class Bench:
         for b in ("netpermd", "netpermctl"):
             if not os.access(os.path.join(self.bin, b), os.X_OK):
                 raise BenchError(f"{self.bin}/{b} is missing: build it (swift build -c release --static-swift-stdlib)")
-        # 10,000 subscribers need more than 20,000 descriptors between the swarm and the daemon (each its own).
+        # 10,000 subscribers: the swarm and the daemon each need over 10,000 descriptors (children inherit this).
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         want = 65536
         try:
@@ -117,7 +117,9 @@ class Bench:
             src, out = os.path.join(HERE, t + ".c"), os.path.join(self.tools, t)
             if os.path.exists(out) and os.path.getmtime(out) >= max(os.path.getmtime(src), os.path.getmtime(common)):
                 continue
-            run(["gcc", "-O2", "-Wall", "-Wextra", "-o", out, src, "-lpthread"], timeout=120)
+            tmp = f"{out}.{os.getpid()}.tmp"   # concurrent runs never see a half-written tool
+            run(["gcc", "-O2", "-Wall", "-Wextra", "-o", tmp, src, "-lpthread"], timeout=120)
+            os.replace(tmp, out)
 
     def tool(self, name):
         return os.path.join(self.tools, name)
@@ -620,21 +622,21 @@ def build_rows(r, smoke):
                      "C fan-out loop: " + triple(b["last_us"], "ms"), f"median x{ratio:.2f}", tgt, met))
     rss = r["rss_kb"]
     mem = r["memory_idle"]
-    rows.append(("5 RSS idle after start-up (MB)", f"{rss['idle'] / 1024:.1f}",
+    rows.append(("5 RSS idle after start-up (MiB)", f"{rss['idle'] / 1024:.1f}",
                  f"echo server: {rss['echo_server'] / 1024:.1f}",
                  f"anon {mem['anonymous'] / 1024:.1f}, file-backed {(mem['rss'] - mem['anonymous']) / 1024:.1f}, "
                  f"PSS {mem['pss'] / 1024:.1f}",
-                 "< 8 MB", target("RSS idle < 8 MB", rss["idle"] < 8 * 1024, f"{rss['idle'] / 1024:.1f} MB")))
+                 "< 8 MiB", target("RSS idle < 8 MiB", rss["idle"] < 8 * 1024, f"{rss['idle'] / 1024:.1f} MiB")))
     if fo:
         nmax = max(int(k.split("_")[1]) for k in fo if k.startswith("netpermd_"))
-        rows.append((f"5 RSS with {nmax} subscribers (MB)", f"{rss[f'subscribers_{nmax}'] / 1024:.1f}",
+        rows.append((f"5 RSS with {nmax} subscribers (MiB)", f"{rss[f'subscribers_{nmax}'] / 1024:.1f}",
                      f"idle: {rss['idle'] / 1024:.1f}",
                      f"+{(rss[f'subscribers_{nmax}'] - rss['idle']) / nmax:.2f} kB per subscriber", "", ""))
     if "memory_queries" in r:
         growth = rss["after_all_queries"] - rss["after_warm"]
         mq = r["memory_queries"]
         nq = mq["warm"]["replies"] + mq["rest"]["replies"]
-        rows.append((f"5 RSS after {nq} queries (MB)", f"{rss['after_all_queries'] / 1024:.1f}",
+        rows.append((f"5 RSS after {nq} queries (MiB)", f"{rss['after_all_queries'] / 1024:.1f}",
                      f"after the first {mq['warm']['replies']}: {rss['after_warm'] / 1024:.1f}",
                      f"growth {growth:+d} kB", "no growth (<= 64 kB)",
                      target("no RSS growth after 1,000,000 queries", growth <= 64, f"{growth:+d} kB")))
@@ -679,7 +681,7 @@ def build_rows(r, smoke):
         rows.append((f"8 {apps}-app policy: QUERY round trip, 1 client (µs)", triple(bp["query_big"]["rtt_us"], "us"),
                      "1-app policy: " + triple(bp["query_small"]["rtt_us"], "us"),
                      f"median x{bp['query_big']['rtt_us']['median'] / bp['query_small']['rtt_us']['median']:.2f}"
-                     f" ({nb} queries; RSS {bp['rss_kb'] / 1024:.1f} MB)", "", ""))
+                     f" ({nb} queries; RSS {bp['rss_kb'] / 1024:.1f} MiB)", "", ""))
     return rows, targets
 
 
