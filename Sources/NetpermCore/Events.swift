@@ -61,18 +61,17 @@ public enum Event: Equatable, Sendable {
         }
     }
 
-    /// Encodes once for every subscriber: each one only splices in its own `seq`.
-    public func encodedTail() -> String {
-        var out = ""
-        for (key, value) in fields {
-            out += ","
-            JSON.writeString(key, into: &out)
-            out += ":"
-            value.write(into: &out)
-        }
-        out += "}\n"
-        return out
+    /// `,"key":value` per field, then `}\n`: encoded once for every subscriber, each of which only puts its own
+    /// `{"event":...,"seq":N` in front.
+    public func encodedTailBytes() -> [UInt8] {
+        var tail: [UInt8] = []
+        JSON.appendMembers(fields, to: &tail)
+        tail.append(0x7D)   // }
+        tail.append(0x0A)
+        return tail
     }
+
+    public func encodedTail() -> String { String(decoding: encodedTailBytes(), as: UTF8.self) }
 
     /// Link events for every link whose reported fields differ between two pictures.
     public static func linkChanges(from old: NetworkState, to new: NetworkState) -> [Event] {

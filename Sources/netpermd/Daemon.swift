@@ -183,7 +183,7 @@ final class Daemon {
         if !subscribers.isEmpty {
             let subs = Array(subscribers.values)
             for event in events {
-                let tail = Self.tail(of: event)
+                let tail = event.encodedTailBytes()
                 for session in subs where !session.client.isClosed && session.subscription?.wants(event) == true {
                     // The subscriber's own `{"event":...,"seq":N`, then the tail encoded once for everyone.
                     guard let head = session.subscription?.line(event: event.name, tail: "") else { continue }
@@ -204,16 +204,6 @@ final class Daemon {
             let s = summary
             if s != lastStatus { lastStatus = s; Notify.status(s) }
         }
-    }
-
-    /// The bytes of `event.encodedTail()` (`,"key":value` per field, then `}\n`), from the control socket's byte
-    /// encoder: the String-building one cost 150,000 instructions for a link event, most of a toggle's latency.
-    private static func tail(of event: Event) -> [UInt8] {
-        var tail: [UInt8] = []
-        JSON.appendMembers(event.fields, to: &tail)
-        tail.append(0x7D)   // }
-        tail.append(0x0A)
-        return tail
     }
 
     private func answerWaiters() {
