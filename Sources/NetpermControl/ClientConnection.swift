@@ -126,7 +126,7 @@ public final class ClientConnection {
               let frame = framer.next() {
             guard let response = server.handler(self, frame) else { continue }
             if response.hold { held = true; continue }
-            enqueue(response.json)
+            if let bytes = response.encoded { out.append(contentsOf: bytes) } else { enqueue(response.json) }
             if let t = response.trailer { out.append(contentsOf: t.utf8) }
             if response.close { closeAfterFlush = true }
         }

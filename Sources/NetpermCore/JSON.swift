@@ -31,6 +31,14 @@ public indirect enum JSON: Equatable, Sendable {
     public var intValue: Int? { if case let .int(i) = self { return i }; return nil }
     public var arrayValue: [JSON]? { if case let .array(a) = self { return a }; return nil }
 
+    /// The compact encoding followed by a newline: one protocol line.
+    public func encodedLine() -> [UInt8] {
+        let buffer = ByteBuffer(capacity: 512)
+        encode(into: buffer)
+        buffer.append(0x0A)
+        return Array(UnsafeBufferPointer(start: buffer.base, count: buffer.count))
+    }
+
     /// Compact single-line encoding (the protocol is one JSON object per line).
     public func encoded() -> String {
         let buffer = ByteBuffer(capacity: 256)

@@ -67,12 +67,24 @@ public struct Response: Equatable, Sendable {
     public var trailer: String?
     /// No reply yet: stop taking this client's requests until the daemon replies (keeps replies in order).
     public var hold: Bool
+    /// The reply line already encoded, newline included (a repeated request answered from a cache); sent
+    /// instead of encoding `json`.
+    public var encoded: [UInt8]?
 
     public init(_ json: JSON, close: Bool = false, action: Action? = nil, trailer: String? = nil, hold: Bool = false) {
         self.json = json; self.close = close; self.action = action; self.trailer = trailer; self.hold = hold
     }
 
     public static var held: Response { Response(.null, hold: true) }
+
+    public init(encoded: [UInt8]) {
+        self.init(.null)
+        self.encoded = encoded
+    }
+
+    /// Whether the reply depends only on the request, the caller and the daemon's state (no action, no effect on
+    /// the connection): then the same request in the same state gets the same bytes.
+    public var isPlainReply: Bool { action == nil && !close && !hold && trailer == nil }
 }
 
 /// The pure request processor: transport frames the line and sends the reply; everything else is here.

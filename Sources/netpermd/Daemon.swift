@@ -5,7 +5,9 @@ import NetpermSystemd
 
 /// The daemon's mutable state and the glue between the edges and the pure core.
 final class Daemon {
-    private(set) var state = DaemonState()
+    /// Every mutation of the state, whatever its field, makes cached replies stale.
+    private(set) var state = DaemonState() { didSet { stateVersion &+= 1 } }
+    private var stateVersion = 0
     let configPath: String
     let configRequired: Bool
     let sysfs: Sysfs
@@ -31,6 +33,8 @@ final class Daemon {
         var subscription: Subscription?
         /// `own`: the app waits for itself, so it is "asking" and may raise prompts.
         var waiting: (match: AppMatch, timer: TimerSource?, own: Bool)?
+        /// The last plain reply: clients that poll (QUERY in a loop) get the same bytes while nothing changed.
+        var cache: (line: [UInt8], version: Int, reply: [UInt8])?
         init(client: ClientConnection, identity: PeerIdentity, caller: Caller) {
             self.client = client; self.identity = identity; self.caller = caller
         }
@@ -325,9 +329,17 @@ final class Daemon {
     func handle(_ client: ClientConnection, _ frame: LineFramer.Frame) -> Response? {
         let id = ObjectIdentifier(client)
         guard let session = sessions[id] else { return nil }
+        if case let .line(bytes) = frame, let c = session.cache, c.version == stateVersion, c.line == bytes {
+            return Response(encoded: c.reply)
+        }
         guard var response = Processor.handle(frame, state: state, caller: session.caller) else { return nil }
         switch response.action {
         case nil:
+            if response.isPlainReply, case let .line(bytes) = frame {
+                let reply = response.json.encodedLine()
+                session.cache = (bytes, stateVersion, reply)
+                return Response(encoded: reply)
+            }
             return response
         case .reload?:
             let error = reload()
