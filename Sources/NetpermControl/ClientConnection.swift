@@ -70,6 +70,9 @@ public final class ClientConnection {
         guard !isClosed else { return false }
         if queuedBytes > server.limits.maxEventBytes {
             Log.warning("subscriber fd \(fd) fell \(queuedBytes) bytes behind: disconnecting it")
+            // The unsent backlog is lost anyway; drop it (keeping the line already begun) so the overflow line
+            // has a chance to fit into the socket's buffer before the close.
+            if let end = out[outStart...].firstIndex(of: 0x0A) { out.removeSubrange((end + 1)...) }
             out.append(contentsOf: "{\"event\":\"overflow\"}\n".utf8)
             flush()
             close()
