@@ -45,9 +45,9 @@ public final class NetlinkWatcher {
         try check(nl_cache_mngr_alloc(nil, NETLINK_ROUTE, Int32(NL_AUTO_PROVIDE), &mngr))
         manager = mngr
         let ctx = Unmanaged.passUnretained(self).toOpaque()
-        let callback: change_func_t = { _, object, action, data in
+        let callback: change_func_t = { cache, object, action, data in
             guard let data else { return }
-            Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().changed(object, action: action)
+            Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().changed(cache, object, action: action)
         }
         // Adding a cache dumps it at once: when init returns, the picture is complete.
         try check(nl_cache_mngr_add(mngr, "route/link", callback, ctx, &linkCache))
@@ -85,9 +85,10 @@ public final class NetlinkWatcher {
         }
     }
 
-    private func changed(_ object: OpaquePointer?, action: Int32) {
+    /// Called for every netlink message that changed a cache: keep it cheap (no strings).
+    private func changed(_ cache: OpaquePointer?, _ object: OpaquePointer?, action: Int32) {
         dirty = true
-        guard let object, String(cString: nl_object_get_type(object)) == "route/link" else { return }
+        guard let object, cache == linkCache else { return }
         if action == NL_ACT_DEL {
             needsResync = true
         } else if rtnl_link_get_flags(object) & UInt32(IFF_UP) == 0 {
