@@ -14,20 +14,12 @@ final class BoundUnlistenedSocket: @unchecked Sendable {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket: \(String(cString: strerror(errno)))") }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+        let r: Int32
+        do {
+            r = try withUnixAddress(path) { bind(fd, $0, $1) }
+        } catch {
             Glibc.close(fd)
-            throw HarnessError("socket path too long: \(path)")
-        }
-        withUnsafeMutableBytes(of: &addr.sun_path) { dst in
-            for (i, b) in bytes.enumerated() { dst[i] = b }
-        }
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
+            throw error
         }
         guard r == 0 else {
             let e = errno

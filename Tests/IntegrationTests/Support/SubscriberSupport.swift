@@ -39,20 +39,12 @@ final class EvChannel: @unchecked Sendable {
         guard fd >= 0 else { throw HarnessError("socket: \(String(cString: strerror(errno)))") }
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+        let r: Int32
+        do {
+            r = try withUnixAddress(path) { Glibc.connect(fd, $0, $1) }
+        } catch {
             Glibc.close(fd)
-            throw HarnessError("socket path too long: \(path)")
-        }
-        withUnsafeMutableBytes(of: &addr.sun_path) { dst in
-            for (i, b) in bytes.enumerated() { dst[i] = b }
-        }
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
+            throw error
         }
         guard r == 0 else {
             let e = errno
