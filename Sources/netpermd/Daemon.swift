@@ -219,9 +219,17 @@ final class Daemon {
 
     private func finishWait(_ session: Session, _ reply: JSON) {
         session.waiting?.timer?.cancel()
+        let app = session.waiting?.match.id
         session.waiting = nil
         waiters[ObjectIdentifier(session.client)] = nil
+        if let app { untrackIfUnwanted([app]) }
         session.client.reply(reply)
+    }
+
+    /// An app outside the policy is tracked only while someone listens to it or waits for it.
+    private func untrackIfUnwanted(_ apps: [String]) {
+        let stillWanted = Set(extraMatches().map(\.id))
+        for app in apps where !stillWanted.contains(app) { tracker.untrack(app, state: state) }
     }
 
     // MARK: - Prompts and decisions
@@ -321,9 +329,7 @@ final class Daemon {
         session.waiting?.timer?.cancel()
         let listened = [subscribers.removeValue(forKey: id)?.caller.match.id,
                         waiters.removeValue(forKey: id)?.waiting?.match.id].compactMap { $0 }
-        // An app outside the policy is tracked only while someone listens to it or waits for it.
-        let stillWanted = Set(extraMatches().map(\.id))
-        for app in listened where !stillWanted.contains(app) { tracker.untrack(app, state: state) }
+        untrackIfUnwanted(listened)
     }
 
     func handle(_ client: ClientConnection, _ frame: LineFramer.Frame) -> Response? {
