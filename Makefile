@@ -10,7 +10,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 
 BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
 
-.PHONY: all deps build release run test unit integration bench bench-smoke bench-deps install uninstall clean
+.PHONY: all deps build release run test unit integration bench bench-smoke bench-deps orderfile install uninstall clean
 
 all: build
 
@@ -64,6 +64,16 @@ bench-deps:
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+
+# Regenerates link/netpermd.order (the functions a typical session runs, laid out together by the release link)
+# after large code changes, and relinks the daemon with it. Needs root and valgrind.
+orderfile: release
+	@dpkg-query -W -f='$${Status}' valgrind 2>/dev/null | grep -q "install ok installed" || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
+	bin=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path); \
+	link/make-order.sh $$bin/netpermd link/netpermd.order && rm $$bin/netpermd
+	@# SwiftPM does not know the order file is an input of the link: the binary was removed to force it.
+	$(SWIFT) build $(RELEASE_FLAGS)
 
 BINDIR = $(DESTDIR)$(PREFIX)/bin
 UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system
