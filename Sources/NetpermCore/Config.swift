@@ -6,8 +6,6 @@ public struct Config: Equatable, Sendable {
     public var adminGroup = "netperm"
     /// How long a prompt waits for an agent's answer.
     public var promptTimeoutSec = 60
-    /// Resolved at load time; nil when the group does not exist (then only root is privileged).
-    public var adminGID: UInt32?
     /// In the order first defined: the first matching `[App]` wins.
     public private(set) var apps: [AppPolicy] = []
     private var appIndex: [String: Int] = [:]
@@ -19,7 +17,7 @@ public struct Config: Equatable, Sendable {
 
     public static func == (a: Config, b: Config) -> Bool {
         a.interfaces == b.interfaces && a.defaults == b.defaults && a.adminGroup == b.adminGroup
-            && a.adminGID == b.adminGID && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec
+            && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec
     }
 
     public func app(named id: String) -> AppPolicy? { appIndex[id].map { apps[$0] } }
@@ -38,7 +36,6 @@ public struct Config: Equatable, Sendable {
             throw ConfigError(path: app.path, line: app.line,
                               message: "[App \(app.id)] has no way to match it: set Executable=, Unit= or User=")
         }
-        config.adminGID = accounts.gid(forGroup: config.adminGroup)
         config.buildIndex()
         return config
     }
@@ -96,8 +93,10 @@ public struct Config: Equatable, Sendable {
         app?.permissions.resolved(over: defaults) ?? defaults
     }
 
-    public func isPrivileged(_ peer: PeerIdentity) -> Bool {
-        peer.uid == 0 || (adminGID.map { peer.gids.contains($0) } ?? false)
+    /// uid 0, or a member of `AdminGroup=`, whose gid `adminGID` gives (nil: no such group). It is asked only
+    /// for a non-root peer: resolving a name may load NSS modules that a daemon only root talks to never needs.
+    public func isPrivileged(_ peer: PeerIdentity, adminGID: () -> UInt32?) -> Bool {
+        peer.uid == 0 || (adminGID().map { peer.gids.contains($0) } ?? false)
     }
 
     // MARK: - Sections

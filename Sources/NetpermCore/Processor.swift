@@ -39,8 +39,9 @@ public struct Caller: Sendable {
         self.identity = identity; self.match = match; self.privileged = privileged
     }
 
-    public init(identity: PeerIdentity, config: Config) {
-        self.init(identity: identity, match: config.match(identity), privileged: config.isPrivileged(identity))
+    public init(identity: PeerIdentity, config: Config, adminGID: () -> UInt32?) {
+        self.init(identity: identity, match: config.match(identity),
+                  privileged: config.isPrivileged(identity, adminGID: adminGID))
     }
 }
 

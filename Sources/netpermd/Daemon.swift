@@ -24,6 +24,8 @@ final class Daemon {
     let loop: EventLoop
     let decisionStore: DecisionStore
     private var promptTimers: [Int: TimerSource] = [:]
+    /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
+    private var resolvedAdminGID: (generation: Int, gid: UInt32?)?
 
     /// A connection's peer, identified once at accept; its app match is redone when the policy changes.
     final class Session {
@@ -100,12 +102,9 @@ final class Daemon {
         state.policyError = nil
         // A --once decision holds until the policy changes.
         state.decisions.dropOnce()
-        if config.adminGID == nil {
-            Log.info("group '\(config.adminGroup)' does not exist; only root may ask about other apps")
-        }
         Log.info("policy generation \(state.policyGeneration): \(config.apps.count) apps")
         for session in sessions.values {
-            session.caller = Caller(identity: session.identity, config: config)
+            session.caller = Caller(identity: session.identity, config: config, adminGID: adminGID)
             session.subscription?.privileged = session.caller.privileged
             session.subscription?.appID = session.caller.match.id
             if let w = session.waiting, w.match.matchedBy != .name { session.waiting?.match = session.caller.match }
@@ -314,13 +313,24 @@ final class Daemon {
 
     // MARK: - Clients
 
+    private func adminGID() -> UInt32? {
+        if let r = resolvedAdminGID, r.generation == state.policyGeneration { return r.gid }
+        let gid = accounts.gid(forGroup: state.config.adminGroup)
+        if gid == nil {
+            Log.info("group '\(state.config.adminGroup)' does not exist; only root may ask about other apps")
+        }
+        resolvedAdminGID = (state.policyGeneration, gid)
+        return gid
+    }
+
     func connected(_ client: ClientConnection) {
         let identity = Peer.identify(fd: client.fd)
             ?? PeerIdentity(pid: 0, uid: UInt32.max, gids: [], executable: nil, unit: nil,
                             problem: "SO_PEERCRED failed")
         if let p = identity.problem { Log.debug("peer pid \(identity.pid): \(p)") }
         sessions[ObjectIdentifier(client)] = Session(client: client, identity: identity,
-                                                     caller: Caller(identity: identity, config: state.config))
+                                                     caller: Caller(identity: identity, config: state.config,
+                                                                    adminGID: adminGID))
     }
 
     func disconnected(_ client: ClientConnection) {

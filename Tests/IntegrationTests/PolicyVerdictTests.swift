@@ -230,6 +230,29 @@ final class PolicyVerdictTests: IntegrationTestCase {
         XCTAssertEqual((root["identity"] as? [String: Any])?["uid"] as? Int, 0, "\(root)")
     }
 
+    /// A member of AdminGroup= (nobody, whose gid is nogroup's) is privileged like root. The group is looked up
+    /// when a non-root peer connects, and again under each policy generation.
+    func testAdminGroupMemberIsPrivileged() throws {
+        let policy = "[App otherapp]\nExecutable=/nonexistent/otherapp\n"
+        let f = try makeAppFixture(policy: "[Defaults]\nAdminGroup=nogroup\n\n" + policy)
+        let asNobody = Self.asNobody + ["/usr/bin/socat", "-", "UNIX-CONNECT:\(f.socket)"]
+        let member = try Subprocess.run(asNobody, input: Array("QUERY otherapp\nAPPS\n".utf8))
+        XCTAssertEqual(member.lines.count, 2, member.summary)
+        guard member.lines.count == 2 else { return }
+        let other = try JSONValue.object(member.lines[0])
+        XCTAssertEqual(other["app"] as? String, "otherapp", "a member may name another app: \(other)")
+        XCTAssertEqual(try JSONValue.bool(try JSONValue.object(member.lines[1]), "ok"), true, member.lines[1])
+
+        // The same peer once AdminGroup= names a group that does not exist.
+        try (IntegrationTestCase.standardConfig + "\n[Defaults]\nAdminGroup=netperm-nosuch\n\n" + policy)
+            .write(toFile: f.config, atomically: true, encoding: .utf8)
+        XCTAssertEqual(try JSONValue.bool(try request(f.socket, "RELOAD"), "ok"), true)
+        let outsider = try Subprocess.run(asNobody, input: Array("QUERY otherapp\n".utf8))
+        let denied = try JSONValue.object(outsider.lines.first ?? "")
+        XCTAssertEqual(denied["error"] as? String, "permission-denied", "\(denied)")
+        XCTAssertTrue(f.daemon.log.contains("group 'netperm-nosuch' does not exist"), f.daemon.logTail)
+    }
+
     /// The 1-based line of the first line of `text` that starts with `prefix`.
     private func lineNumber(of prefix: String, in text: String) throws -> Int {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)

@@ -48,7 +48,6 @@ final class PolicyTests: XCTestCase {
         XCTAssertEqual(config.defaults.other, .allow)
         XCTAssertEqual(config.defaults, PermissionSet(wifi: .allow, wwan: .ask, ethernet: .allow, other: .allow))
         XCTAssertEqual(config.adminGroup, "netperm")
-        XCTAssertEqual(config.adminGID, 990)
         XCTAssertTrue(config.apps.isEmpty)
         // Loopback is never restricted.
         XCTAssertEqual(config.defaults[.loopback], .allow)
@@ -338,30 +337,35 @@ final class PolicyTests: XCTestCase {
 
     // MARK: AdminGroup and privilege
 
-    func testAdminGroupResolved() throws {
-        XCTAssertEqual(try parse("").adminGID, 990)
-        let wheel = try parse("[Defaults]\nAdminGroup=wheel\n")
-        XCTAssertEqual(wheel.adminGroup, "wheel")
-        XCTAssertEqual(wheel.adminGID, 10)
-        let missing = try parse("[Defaults]\nAdminGroup=nosuch\n")
-        XCTAssertEqual(missing.adminGroup, "nosuch")
-        XCTAssertNil(missing.adminGID)
-        // A drop-in's AdminGroup= wins, and is the one resolved.
+    func testAdminGroupName() throws {
+        XCTAssertEqual(try parse("").adminGroup, "netperm")
+        XCTAssertEqual(try parse("[Defaults]\nAdminGroup=wheel\n").adminGroup, "wheel")
+        // A drop-in's AdminGroup= wins.
         let dropped = try parse([(main, "[Defaults]\nAdminGroup=nosuch\n"), (dropA, "[Defaults]\nAdminGroup=wheel\n")])
-        XCTAssertEqual(dropped.adminGID, 10)
-        XCTAssertNil(try parse([(main, "")], accounts: NoAccounts()).adminGID)
+        XCTAssertEqual(dropped.adminGroup, "wheel")
     }
 
     func testIsPrivileged() throws {
         let config = try parse("[Defaults]\nAdminGroup=wheel\n")
-        XCTAssertTrue(config.isPrivileged(makePeer(uid: 0, gids: [], exe: nil)))
-        XCTAssertTrue(config.isPrivileged(makePeer(uid: 1000, gids: [1000, 27, 10], exe: "/usr/bin/x")))
-        XCTAssertTrue(config.isPrivileged(makePeer(uid: 1000, gids: [10], exe: nil)))
-        XCTAssertFalse(config.isPrivileged(makePeer(uid: 1000, gids: [1000, 27, 990], exe: "/usr/bin/x")))
-        XCTAssertFalse(config.isPrivileged(makePeer(uid: 10, gids: [100], exe: nil)), "uid equal to the gid")
+        let wheel = { FakeAccounts().gid(forGroup: config.adminGroup) }
+        XCTAssertTrue(config.isPrivileged(makePeer(uid: 1000, gids: [1000, 27, 10], exe: "/usr/bin/x"), adminGID: wheel))
+        XCTAssertTrue(config.isPrivileged(makePeer(uid: 1000, gids: [10], exe: nil), adminGID: wheel))
+        XCTAssertFalse(config.isPrivileged(makePeer(uid: 1000, gids: [1000, 27, 990], exe: "/usr/bin/x"),
+                                           adminGID: wheel))
+        XCTAssertFalse(config.isPrivileged(makePeer(uid: 10, gids: [100], exe: nil), adminGID: wheel),
+                       "uid equal to the gid")
         // No admin group on the system: only root.
-        let noGroup = try parse([(main, "")], accounts: NoAccounts())
-        XCTAssertTrue(noGroup.isPrivileged(makePeer(uid: 0, gids: [0], exe: nil)))
-        XCTAssertFalse(noGroup.isPrivileged(makePeer(uid: 1000, gids: [990, 10, 0], exe: nil)))
+        XCTAssertFalse(config.isPrivileged(makePeer(uid: 1000, gids: [990, 10, 0], exe: nil), adminGID: { nil }))
+    }
+
+    /// Root is privileged without a group lookup, which may load NSS modules.
+    func testRootNeedsNoGroupLookup() throws {
+        let config = try parse("")
+        var lookups = 0
+        XCTAssertTrue(config.isPrivileged(makePeer(uid: 0, gids: [], exe: nil), adminGID: { lookups += 1; return nil }))
+        XCTAssertEqual(lookups, 0)
+        XCTAssertFalse(config.isPrivileged(makePeer(uid: 1000, gids: [1000], exe: nil),
+                                           adminGID: { lookups += 1; return 990 }))
+        XCTAssertEqual(lookups, 1)
     }
 }

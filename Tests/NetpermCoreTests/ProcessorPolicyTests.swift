@@ -23,12 +23,14 @@ final class ProcessorPolicyTests: XCTestCase {
 
     /// curl run by an ordinary user (not in group netperm, gid 990).
     private func user(_ s: DaemonState) -> Caller {
-        Caller(identity: makePeer(uid: 1000, gids: [1000, 100], exe: "/usr/bin/curl"), config: s.config)
+        Caller(identity: makePeer(uid: 1000, gids: [1000, 100], exe: "/usr/bin/curl"), config: s.config,
+               adminGID: { 990 })
     }
 
     /// A member of the admin group, running something no [App] names.
     private func admin(_ s: DaemonState) -> Caller {
-        Caller(identity: makePeer(uid: 1001, gids: [1001, 990], exe: "/usr/bin/netpermctl", pid: 77), config: s.config)
+        Caller(identity: makePeer(uid: 1001, gids: [1001, 990], exe: "/usr/bin/netpermctl", pid: 77),
+               config: s.config, adminGID: { 990 })
     }
 
     private func run(_ line: String, _ s: DaemonState, _ caller: Caller) throws -> Response {
@@ -107,7 +109,8 @@ final class ProcessorPolicyTests: XCTestCase {
 
     func testQueryOtherAppPrivileged() throws {
         let s = try state()
-        for caller in [admin(s), Caller(identity: makePeer(uid: 0, gids: [0], exe: "/usr/bin/curl"), config: s.config)] {
+        for caller in [admin(s), Caller(identity: makePeer(uid: 0, gids: [0], exe: "/usr/bin/curl"), config: s.config,
+                                                     adminGID: { nil })] {
             XCTAssertTrue(caller.privileged)
             let r = try run("QUERY backup", s, caller)
             XCTAssertEqual(r.json["ok"], true)

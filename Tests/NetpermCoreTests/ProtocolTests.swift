@@ -191,7 +191,7 @@ final class ProcessorTests: XCTestCase {
     /// An unprivileged local user running an app no [App] section names.
     private let caller = Caller(identity: PeerIdentity(pid: 4242, uid: 1000, gids: [1000],
                                                        executable: "/usr/bin/curl", unit: nil),
-                                config: Config())
+                                config: Config(), adminGID: { nil })
 
     private func process(_ verb: Verb, _ state: DaemonState = DaemonState()) -> Response {
         Processor.process(Request(verb: verb), state: state, caller: caller)
@@ -339,7 +339,7 @@ final class JSONTests: XCTestCase {
 
     func testRoundTripOfDaemonReply() throws {
         let caller = Caller(identity: PeerIdentity(pid: 1, uid: 0, gids: [0], executable: nil, unit: nil),
-                            config: Config())
+                            config: Config(), adminGID: { nil })
         let reply = Processor.process(Request(verb: .help), state: DaemonState(), caller: caller).json
         XCTAssertEqual(try JSONParser.parse(reply.encoded()), reply)
     }
