@@ -1,6 +1,8 @@
 /* The query load generator, used unchanged against netpermd and against the echo baseline: CLIENTS persistent
  * connections, each with one request outstanding (closed loop), until TOTAL replies have arrived (after WARMUP
  * unmeasured ones). One client runs a plain blocking write/read loop; several are driven by one epoll thread.
+ * REQUEST may hold alternatives separated by '|': each connection sends them in turn, so no connection repeats
+ * its previous request (which the daemon would answer from its per-connection cache).
  * Every reply must begin with {"ok":true.
  *
  *   qclient SOCKET 'REQUEST' CLIENTS TOTAL WARMUP MAX_SECONDS
@@ -12,10 +14,19 @@ typedef struct {
     int fd;
     double sent;
     size_t got; /* bytes of the current reply so far */
+    unsigned next; /* the alternative it sends next */
 } cl_t;
 
-static const char *req;
-static size_t req_len;
+#define MAX_ALTS 8
+static char reqs[MAX_ALTS][512];
+static size_t req_lens[MAX_ALTS];
+static unsigned nalts;
+
+/* Sends the connection's next request. */
+static void send_next(int fd, unsigned *next) {
+    write_all(fd, reqs[*next], req_lens[*next]);
+    *next = (*next + 1) % nalts;
+}
 static long errors, reply_len = -1;
 static char first_reply[512];
 
@@ -37,10 +48,19 @@ int main(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     const char *sock = argv[1];
-    static char reqbuf[4200];
-    snprintf(reqbuf, sizeof reqbuf, "%s\n", argv[2]);
-    req = reqbuf;
-    req_len = strlen(reqbuf);
+    for (const char *p = argv[2];; nalts++) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (nalts == MAX_ALTS || n + 2 > sizeof reqs[0]) die("too many or too long requests");
+        memcpy(reqs[nalts], p, n);
+        reqs[nalts][n] = '\n';
+        req_lens[nalts] = n + 1;
+        if (!bar) {
+            nalts++;
+            break;
+        }
+        p = bar + 1;
+    }
     int nclients = atoi(argv[3]);
     long total = atol(argv[4]), warmup = atol(argv[5]);
     double max_us = atof(argv[6]) * 1e6;
@@ -60,10 +80,11 @@ int main(int argc, char **argv) {
         r->fd = fd;
         static char line[1 << 16];
         double deadline = now_us() + max_us;
+        unsigned next = 0;
         while (measured < total) {
             if (done == warmup) t_start = now_us();
             double t0 = now_us();
-            write_all(fd, req, req_len);
+            send_next(fd, &next);
             ssize_t n = read_line(r, line, sizeof line);
             double t1 = now_us();
             if (n < 0) die("server closed the connection");
@@ -92,7 +113,7 @@ int main(int argc, char **argv) {
         long issued = 0, want = warmup + total;
         for (int i = 0; i < nclients && issued < want; i++, issued++) {
             cl[i].sent = now_us();
-            write_all(cl[i].fd, req, req_len);
+            send_next(cl[i].fd, &cl[i].next);
         }
         if (warmup == 0) t_start = now_us();
         static char buf[1 << 16];
@@ -127,7 +148,7 @@ int main(int argc, char **argv) {
                     done++;
                     if (issued < want) {
                         c->sent = now_us();
-                        write_all(c->fd, req, req_len);
+                        send_next(c->fd, &c->next);
                         issued++;
                     }
                     p = nl + 1;
