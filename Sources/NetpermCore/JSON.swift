@@ -1,6 +1,6 @@
 /// A JSON value with ordered object keys, so replies read the same way every time.
 /// Hand-written rather than Foundation's coder: the daemon links no Foundation (start-up and RSS targets).
-public indirect enum JSON: Equatable, Sendable {
+public enum JSON: Equatable, Sendable {
     case null
     case bool(Bool)
     case int(Int)
