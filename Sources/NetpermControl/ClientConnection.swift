@@ -129,7 +129,7 @@ public final class ClientConnection {
               let frame = framer.next() {
             guard let response = server.handler(self, frame) else { continue }
             if response.hold { held = true; continue }
-            if let bytes = response.encoded { out.append(contentsOf: bytes) } else { enqueue(response.json) }
+            if let bytes = response.encoded { out.append(contentsOf: bytes) } else { enqueue(response) }
             if let t = response.trailer { out.append(contentsOf: t.utf8) }
             if response.close { closeAfterFlush = true }
         }
@@ -137,10 +137,13 @@ public final class ClientConnection {
 
     /// Queues one JSON line. Replies are never dropped; the queue bound is enforced by not reading more input.
     public func enqueue(_ json: JSON) {
+        enqueue(Response(json))
+    }
+
+    public func enqueue(_ response: Response) {
         let buffer = server.replyBuffer
         buffer.count = 0
-        json.encode(into: buffer)
-        buffer.append(0x0A)
+        response.encode(into: buffer)
         out.append(contentsOf: UnsafeBufferPointer(start: buffer.base, count: buffer.count))
     }
 

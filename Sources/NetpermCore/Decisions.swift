@@ -108,8 +108,4 @@ public struct EffectivePermissions: Hashable, Sendable {
     }
 
     public func source(_ kind: LinkKind) -> PermissionSource { sources[kind] ?? .policy }
-
-    public var sourcesJSON: JSON {
-        .object(PermissionSet.keys.map { ($0.kind.rawValue, .string(source($0.kind).rawValue)) })
-    }
 }

@@ -46,8 +46,9 @@ public struct Caller: Sendable {
 }
 
 public struct Response: Equatable, Sendable {
-    /// Work the caller must do before it can reply (the processor does no I/O).
-    public enum Action: Equatable, Sendable {
+    /// Work the caller must do before it can reply (the processor does no I/O). Indirect: its payloads (a
+    /// verdict, an app's policy) would make every `Response` large, and responses are copied on their way out.
+    public indirect enum Action: Equatable, Sendable {
         case reload
         /// Send the acknowledgement, then the snapshot, then events.
         case subscribe(Set<Topic>)
@@ -60,7 +61,14 @@ public struct Response: Equatable, Sendable {
         case forget(app: String, kind: LinkKind?)
     }
 
-    public var json: JSON
+    /// The reply as a tree. A reply that carries a verdict keeps its parts instead (`verdictReply`) and builds
+    /// the tree only when asked; the daemon sends it with `encode(into:)`, which writes the bytes directly.
+    public var json: JSON {
+        get { verdictReply?.json ?? tree }
+        set { tree = newValue; verdictReply = nil }
+    }
+    private var tree: JSON
+    public private(set) var verdictReply: VerdictReply?
     /// Close the connection after sending this reply.
     public var close: Bool
     public var action: Action?
@@ -73,7 +81,25 @@ public struct Response: Equatable, Sendable {
     public var encoded: [UInt8]?
 
     public init(_ json: JSON, close: Bool = false, action: Action? = nil, trailer: String? = nil, hold: Bool = false) {
-        self.json = json; self.close = close; self.action = action; self.trailer = trailer; self.hold = hold
+        self.tree = json; self.close = close; self.action = action; self.trailer = trailer; self.hold = hold
+    }
+
+    public init(_ reply: VerdictReply, action: Action? = nil) {
+        self.init(.null, action: action)
+        verdictReply = reply
+    }
+
+    /// The reply line, newline included, appended to `out`.
+    public func encode(into out: ByteBuffer) {
+        if let r = verdictReply { r.encode(into: out) } else { tree.encode(into: out) }
+        out.append(0x0A)
+    }
+
+    /// The reply line as bytes, encoded in `scratch` (emptied first; reusing one saves its allocations).
+    public func encodedLine(scratch: ByteBuffer = ByteBuffer(capacity: 512)) -> [UInt8] {
+        scratch.count = 0
+        encode(into: scratch)
+        return Array(UnsafeBufferPointer(start: scratch.base, count: scratch.count))
     }
 
     public static var held: Response { Response(.null, hold: true) }
@@ -135,7 +161,7 @@ public enum Processor {
             case let .success(match):
                 let own = match == caller.match
                 let v = state.verdict(for: match)
-                let reply = merge(ok([]).json, v.json, own ? [("identity", caller.identity.json)] : [])
+                let reply = VerdictReply(head: [("ok", true)], v, tail: own ? [("identity", caller.identity.json)] : [])
                 return Response(reply, action: own && v.reason == .awaitingDecision ? .ask(v) : nil)
             }
         case .wait:
@@ -153,7 +179,7 @@ public enum Processor {
             case let .failure(e): return Response(e.reply)
             case let .success(match):
                 let v = state.verdict(for: match)
-                if v.available { return Response(merge(ok([]).json, v.json, [])) }
+                if v.available { return Response(VerdictReply(head: [("ok", true)], v)) }
                 return Response(.null, action: .wait(match, timeoutMicroseconds: timeout, own: match == caller.match))
             }
         case .subscribe:
@@ -232,10 +258,10 @@ public enum Processor {
                                    match: AppMatch) -> JSON {
         let v = state.verdict(for: match)
         let overridden = v.sources[kind] == nil && state.config.permissions(for: match.app)[kind] != .ask
-        return merge(.object([("ok", true), ("decided", .object([
+        return VerdictReply(head: [("ok", true), ("decided", .object([
             ("app", .string(app)), ("kind", .string(kind.rawValue)), ("decision", .string(p.rawValue)),
             ("once", .bool(once)), ("overridden_by_policy", .bool(overridden)),
-        ]))]), v.json, [])
+        ]))], v).json
     }
 
     /// The app a request names: the caller's own, or (privileged callers only) one from the policy.
@@ -269,12 +295,12 @@ public enum Processor {
 
     /// The reply to a WAIT that ran out of time: the verdict that held, so the caller knows why.
     public static func waitTimeout(_ v: Verdict) -> JSON {
-        merge(.object([("ok", false), ("error", "timeout"),
-                       ("message", .string("\(v.app) may not use the network yet: \(v.reason.rawValue)"))]), v.json, [])
+        VerdictReply(head: [("ok", false), ("error", "timeout"),
+                            ("message", .string("\(v.app) may not use the network yet: \(v.reason.rawValue)"))], v).json
     }
 
     public static func waitDone(_ v: Verdict) -> JSON {
-        merge(.object([("ok", true)]), v.json, [])
+        VerdictReply(head: [("ok", true)], v).json
     }
 
     /// The reply to RELOAD once the caller has tried it.
@@ -282,11 +308,6 @@ public enum Processor {
         if let error { return Response(ProtocolError(.policyInvalid, error).reply) }
         return Response(.object([("ok", true), ("generation", .int(state.policyGeneration)),
                                  ("apps", .int(state.config.apps.count))]))
-    }
-
-    private static func merge(_ a: JSON, _ b: JSON, _ extra: [(String, JSON)]) -> JSON {
-        guard case let .object(x) = a, case let .object(y) = b else { return a }
-        return .object(x + y + extra)
     }
 
     /// Handles one framed line end to end: parse, process. Nil for a blank line.
@@ -301,5 +322,38 @@ public enum Processor {
             case let .success(req)?: return process(req, state: state, caller: caller)
             }
         }
+    }
+}
+
+/// A reply that carries a verdict among its own members: `head`, the verdict's, then `tail`. A class, so that a
+/// `Response` holding one stays small: it is copied several times on its way out.
+public final class VerdictReply: Equatable, Sendable {
+    public let head: [(String, JSON)]
+    public let verdict: Verdict
+    public let tail: [(String, JSON)]
+
+    public init(head: [(String, JSON)], _ verdict: Verdict, tail: [(String, JSON)] = []) {
+        self.head = head; self.verdict = verdict; self.tail = tail
+    }
+
+    public static func == (a: VerdictReply, b: VerdictReply) -> Bool {
+        a.verdict == b.verdict && JSON.object(a.head) == JSON.object(b.head) && JSON.object(a.tail) == JSON.object(b.tail)
+    }
+
+    public var json: JSON {
+        var tree = JSONTreeSink(capacity: head.count + 9 + tail.count)
+        tree.members.append(contentsOf: head)
+        verdict.write(to: &tree)
+        tree.members.append(contentsOf: tail)
+        return .object(tree.members)
+    }
+
+    /// The same bytes as `json.encode(into:)`, without building the tree.
+    public func encode(into out: ByteBuffer) {
+        var sink = JSONByteSink(out)
+        sink.fields(head)
+        verdict.write(to: &sink)
+        sink.fields(tail)
+        sink.close()
     }
 }

@@ -17,6 +17,20 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 public enum Verb: String, Sendable, CaseIterable {
     case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, decide, forget, quit
 
+    /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
+    /// lowercased String for `init(rawValue:)` cost more than the rest of parsing.
+    init?(ascii word: ArraySlice<UInt8>) {
+        for verb in Verb.allCases {
+            let name = verb.rawValue.utf8
+            guard name.count == word.count else { continue }
+            if zip(name, word).allSatisfy({ $0 == ($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }) {
+                self = verb
+                return
+            }
+        }
+        return nil
+    }
+
     public var usage: String {
         switch self {
         case .ping: return "PING"
@@ -74,7 +88,8 @@ public enum RequestParser {
     /// Parses one framed line. Returns nil for a blank line, which is not a request and gets no reply.
     public static func parse(_ line: [UInt8]) -> Result<Request, ProtocolError>? {
         if line.contains(0) { return .failure(ProtocolError(.nulByte, "request contains a NUL byte")) }
-        guard String(validating: line, as: UTF8.self) != nil else {
+        // ASCII (nearly every request) is valid UTF-8 without building a String to find out.
+        guard line.allSatisfy({ $0 < 0x80 }) || String(validating: line, as: UTF8.self) != nil else {
             return .failure(ProtocolError(.invalidUTF8, "request is not valid UTF-8"))
         }
         // Split on bytes, not Characters: grapheme breaking is the costliest part of a request otherwise,
@@ -90,8 +105,7 @@ public enum RequestParser {
         }
         if start >= 0 { words.append(line[start...]) }
         guard let first = words.first else { return nil }
-        let lower = String(decoding: first.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
-        guard let verb = Verb(rawValue: lower) else {
+        guard let verb = Verb(ascii: first) else {
             let shown = String(decoding: first, as: UTF8.self)
             return .failure(ProtocolError(.unknownVerb, "unknown verb '\(shown.prefix(64))'; send HELP for the list"))
         }

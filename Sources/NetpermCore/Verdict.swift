@@ -68,18 +68,35 @@ public struct Verdict: Equatable, Sendable {
     }
 
     public var json: JSON {
-        .object([
-            ("app", .string(app)),
-            ("matched_by", .string(matchedBy.rawValue)),
-            ("available", .bool(available)),
-            ("reason", .string(reason.rawValue)),
-            ("via", via.map { l in
-                .object([("name", .string(l.name)), ("kind", .string(l.kind.rawValue)), ("metered", .bool(l.metered))])
-            } ?? .null),
-            ("denied_kinds", .array(deniedKinds.map { .string($0.rawValue) })),
-            ("pending_kinds", .array(pendingKinds.map { .string($0.rawValue) })),
-            ("permissions", .object(PermissionSet.keys.map { ($0.kind.rawValue, .string(permissions[$0.kind].rawValue)) })),
-            ("sources", EffectivePermissions(permissions: permissions, sources: sources).sourcesJSON),
-        ])
+        var tree = JSONTreeSink(capacity: 9)
+        write(to: &tree)
+        return .object(tree.members)
+    }
+
+    /// The members of `json`, in order; also written straight to bytes into replies that carry them among their
+    /// own (QUERY, WAIT).
+    public func write<S: JSONSink>(to s: inout S) {
+        s.field("app", app)
+        s.field("matched_by", matchedBy.rawValue)
+        s.field("available", available)
+        s.field("reason", reason.rawValue)
+        if let l = via {
+            s.object("via") {
+                $0.field("name", l.name)
+                $0.field("kind", l.kind.rawValue)
+                $0.field("metered", l.metered)
+            }
+        } else {
+            s.field("via", JSON.null)
+        }
+        s.field("denied_kinds", strings: deniedKinds.lazy.map(\.rawValue))
+        s.field("pending_kinds", strings: pendingKinds.lazy.map(\.rawValue))
+        s.object("permissions") {
+            for k in PermissionSet.keys { $0.field(k.kind.rawValue, permissions[k.kind].rawValue) }
+        }
+        let effective = EffectivePermissions(permissions: permissions, sources: sources)
+        s.object("sources") {
+            for k in PermissionSet.keys { $0.field(k.kind.rawValue, effective.source(k.kind).rawValue) }
+        }
     }
 }

@@ -8,6 +8,8 @@ final class Daemon {
     /// Every mutation of the state, whatever its field, makes cached replies stale.
     private(set) var state = DaemonState() { didSet { stateVersion &+= 1 } }
     private var stateVersion = 0
+    /// Where cacheable replies are encoded before they are copied out.
+    private let replyScratch = ByteBuffer(capacity: 4096)
     let configPath: String
     let configRequired: Bool
     let sysfs: Sysfs
@@ -352,7 +354,7 @@ final class Daemon {
         switch response.action {
         case nil:
             if response.isPlainReply, case let .line(bytes) = frame {
-                let reply = response.json.encodedLine()
+                let reply = response.encodedLine(scratch: replyScratch)
                 session.cache = (bytes, stateVersion, reply)
                 return Response(encoded: reply)
             }

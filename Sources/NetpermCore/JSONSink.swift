@@ -1,0 +1,79 @@
+/// Where an object's members go as they are written: into a `JSON` tree (events, listings, tests), or straight
+/// into bytes (QUERY's reply, too frequent to build as a tree first: allocating and freeing the tree cost more
+/// than the rest of a request). A value written once through `write(to:)` gives both, so they cannot disagree.
+public protocol JSONSink {
+    mutating func field(_ key: String, _ value: String)
+    mutating func field(_ key: String, _ value: Bool)
+    mutating func field(_ key: String, _ value: JSON)
+    mutating func field<S: Sequence<String>>(_ key: String, strings: S)
+    /// A member whose value is an object, its members written by `body`.
+    mutating func object(_ key: String, _ body: (inout Self) -> Void)
+}
+
+/// Collects members for a `JSON.object`.
+public struct JSONTreeSink: JSONSink {
+    public var members: [(String, JSON)] = []
+
+    public init(capacity: Int = 0) { members.reserveCapacity(capacity) }
+
+    public mutating func field(_ key: String, _ value: String) { members.append((key, .string(value))) }
+    public mutating func field(_ key: String, _ value: Bool) { members.append((key, .bool(value))) }
+    public mutating func field(_ key: String, _ value: JSON) { members.append((key, value)) }
+    public mutating func field<S: Sequence<String>>(_ key: String, strings: S) {
+        members.append((key, .array(strings.map { .string($0) })))
+    }
+
+    public mutating func object(_ key: String, _ body: (inout JSONTreeSink) -> Void) {
+        var inner = JSONTreeSink()
+        body(&inner)
+        members.append((key, .object(inner.members)))
+    }
+}
+
+/// Writes members as compact JSON, the same bytes `JSON.encode(into:)` gives for the tree.
+public struct JSONByteSink: JSONSink {
+    let out: ByteBuffer
+    private var first = true
+
+    /// Opens an object; `close()` ends it.
+    public init(_ out: ByteBuffer) {
+        self.out = out
+        out.append(0x7B)   // {
+    }
+
+    public func close() { out.append(0x7D) }
+
+    private mutating func key(_ k: String) {
+        if !first { out.append(0x2C) }
+        first = false
+        JSON.encode(k, into: out)
+        out.append(0x3A)
+    }
+
+    public mutating func field(_ key: String, _ value: String) { self.key(key); JSON.encode(value, into: out) }
+    public mutating func field(_ key: String, _ value: Bool) { self.key(key); JSON.bool(value).encode(into: out) }
+    public mutating func field(_ key: String, _ value: JSON) { self.key(key); value.encode(into: out) }
+
+    public mutating func field<S: Sequence<String>>(_ key: String, strings: S) {
+        self.key(key)
+        out.append(0x5B)   // [
+        var firstItem = true
+        for s in strings {
+            if !firstItem { out.append(0x2C) }
+            firstItem = false
+            JSON.encode(s, into: out)
+        }
+        out.append(0x5D)
+    }
+
+    public mutating func fields(_ members: [(String, JSON)]) {
+        for (k, v) in members { field(k, v) }
+    }
+
+    public mutating func object(_ key: String, _ body: (inout JSONByteSink) -> Void) {
+        self.key(key)
+        var inner = JSONByteSink(out)
+        body(&inner)
+        inner.close()
+    }
+}
