@@ -36,12 +36,17 @@ public struct PeerIdentity: Equatable, Sendable {
     }
 
     public var json: JSON {
-        .object([
-            ("pid", .int(Int(pid))),
-            ("uid", .int(Int(uid))),
-            ("executable", executable.map { .string($0) } ?? .null),
-            ("unit", unit.map { .string($0) } ?? .null),
-        ] + (problem.map { [("problem", JSON.string($0))] } ?? []))
+        var tree = JSONTreeSink(capacity: 5)
+        write(to: &tree)
+        return .object(tree.members)
+    }
+
+    public func write<S: JSONSink>(to s: inout S) {
+        s.field("pid", .int(Int(pid)))
+        s.field("uid", .int(Int(uid)))
+        s.field("executable", executable.map { .string($0) } ?? .null)
+        s.field("unit", unit.map { .string($0) } ?? .null)
+        if let problem { s.field("problem", problem) }
     }
 }
 

@@ -66,10 +66,6 @@ public struct JSONByteSink: JSONSink {
         out.append(0x5D)
     }
 
-    public mutating func fields(_ members: [(String, JSON)]) {
-        for (k, v) in members { field(k, v) }
-    }
-
     public mutating func object(_ key: String, _ body: (inout JSONByteSink) -> Void) {
         self.key(key)
         var inner = JSONByteSink(out)

@@ -159,9 +159,10 @@ public enum Processor {
             switch resolveApp(request.args.first, state: state, caller: caller) {
             case let .failure(e): return Response(e.reply)
             case let .success(match):
-                let own = match == caller.match
+                // resolveApp hands back the caller's own match unchanged; comparing ids spares comparing policies.
+                let own = match.id == caller.match.id && match.matchedBy == caller.match.matchedBy
                 let v = state.verdict(for: match)
-                let reply = VerdictReply(head: [("ok", true)], v, tail: own ? [("identity", caller.identity.json)] : [])
+                let reply = VerdictReply(head: [("ok", true)], v, identity: own ? caller.identity : nil)
                 return Response(reply, action: own && v.reason == .awaitingDecision ? .ask(v) : nil)
             }
         case .wait:
@@ -325,35 +326,38 @@ public enum Processor {
     }
 }
 
-/// A reply that carries a verdict among its own members: `head`, the verdict's, then `tail`. A class, so that a
-/// `Response` holding one stays small: it is copied several times on its way out.
+/// A reply that carries a verdict among its own members: `head`, the verdict's, then the asker's `identity`
+/// when it asked about itself. A class, so that a `Response` holding one stays small: it is copied several times
+/// on its way out.
 public final class VerdictReply: Equatable, Sendable {
     public let head: [(String, JSON)]
     public let verdict: Verdict
-    public let tail: [(String, JSON)]
+    public let identity: PeerIdentity?
 
-    public init(head: [(String, JSON)], _ verdict: Verdict, tail: [(String, JSON)] = []) {
-        self.head = head; self.verdict = verdict; self.tail = tail
+    public init(head: [(String, JSON)], _ verdict: Verdict, identity: PeerIdentity? = nil) {
+        self.head = head; self.verdict = verdict; self.identity = identity
     }
 
     public static func == (a: VerdictReply, b: VerdictReply) -> Bool {
-        a.verdict == b.verdict && JSON.object(a.head) == JSON.object(b.head) && JSON.object(a.tail) == JSON.object(b.tail)
+        a.verdict == b.verdict && JSON.object(a.head) == JSON.object(b.head) && a.identity == b.identity
     }
 
     public var json: JSON {
-        var tree = JSONTreeSink(capacity: head.count + 9 + tail.count)
-        tree.members.append(contentsOf: head)
-        verdict.write(to: &tree)
-        tree.members.append(contentsOf: tail)
+        var tree = JSONTreeSink(capacity: head.count + 10)
+        write(to: &tree)
         return .object(tree.members)
     }
 
     /// The same bytes as `json.encode(into:)`, without building the tree.
     public func encode(into out: ByteBuffer) {
         var sink = JSONByteSink(out)
-        sink.fields(head)
-        verdict.write(to: &sink)
-        sink.fields(tail)
+        write(to: &sink)
         sink.close()
+    }
+
+    private func write<S: JSONSink>(to s: inout S) {
+        for (k, v) in head { s.field(k, v) }
+        verdict.write(to: &s)
+        if let identity { s.object("identity") { identity.write(to: &$0) } }
     }
 }

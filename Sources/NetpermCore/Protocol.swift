@@ -20,9 +20,7 @@ public enum Verb: String, Sendable, CaseIterable {
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
     /// lowercased String for `init(rawValue:)` cost more than the rest of parsing.
     init?(ascii word: ArraySlice<UInt8>) {
-        for verb in Verb.allCases {
-            let name = verb.rawValue.utf8
-            guard name.count == word.count else { continue }
+        for (verb, name) in Verb.names where name.count == word.count {
             if zip(name, word).allSatisfy({ $0 == ($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }) {
                 self = verb
                 return
@@ -30,6 +28,9 @@ public enum Verb: String, Sendable, CaseIterable {
         }
         return nil
     }
+
+    /// `allCases` builds a new array on every call.
+    private static let names: [(Verb, [UInt8])] = allCases.map { ($0, Array($0.rawValue.utf8)) }
 
     public var usage: String {
         switch self {

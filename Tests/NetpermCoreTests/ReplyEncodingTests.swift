@@ -34,8 +34,7 @@ final class ReplyEncodingTests: XCTestCase {
         XCTAssertTrue(vs.contains { !$0.deniedKinds.isEmpty && !$0.pendingKinds.isEmpty })
         for v in vs {
             for reply in [VerdictReply(head: [("ok", true)], v),
-                          VerdictReply(head: [("ok", false), ("error", "timeout")], v,
-                                       tail: [("identity", identity.json)])] {
+                          VerdictReply(head: [("ok", false), ("error", "timeout")], v, identity: identity)] {
                 let direct = Response(reply).encodedLine()
                 let tree = Response(reply.json).encodedLine()
                 XCTAssertEqual(String(decoding: direct, as: UTF8.self), String(decoding: tree, as: UTF8.self))
