@@ -1,13 +1,14 @@
 /// Where an object's members go as they are written: into a `JSON` tree (events, listings, tests), or straight
 /// into bytes (QUERY's reply, too frequent to build as a tree first: allocating and freeing the tree cost more
 /// than the rest of a request). A value written once through `write(to:)` gives both, so they cannot disagree.
+/// Keys are literals: every key a reply writes is known at compile time, and a literal is copied, not scanned.
 public protocol JSONSink {
-    mutating func field(_ key: String, _ value: String)
-    mutating func field(_ key: String, _ value: Bool)
-    mutating func field(_ key: String, _ value: JSON)
-    mutating func field<S: Sequence<String>>(_ key: String, strings: S)
+    mutating func field(_ key: StaticString, _ value: String)
+    mutating func field(_ key: StaticString, _ value: Bool)
+    mutating func field(_ key: StaticString, _ value: JSON)
+    mutating func field<S: Sequence<String>>(_ key: StaticString, strings: S)
     /// A member whose value is an object, its members written by `body`.
-    mutating func object(_ key: String, _ body: (inout Self) -> Void)
+    mutating func object(_ key: StaticString, _ body: (inout Self) -> Void)
 }
 
 /// Collects members for a `JSON.object`.
@@ -16,17 +17,17 @@ public struct JSONTreeSink: JSONSink {
 
     public init(capacity: Int = 0) { members.reserveCapacity(capacity) }
 
-    public mutating func field(_ key: String, _ value: String) { members.append((key, .string(value))) }
-    public mutating func field(_ key: String, _ value: Bool) { members.append((key, .bool(value))) }
-    public mutating func field(_ key: String, _ value: JSON) { members.append((key, value)) }
-    public mutating func field<S: Sequence<String>>(_ key: String, strings: S) {
-        members.append((key, .array(strings.map { .string($0) })))
+    public mutating func field(_ key: StaticString, _ value: String) { members.append((key.description, .string(value))) }
+    public mutating func field(_ key: StaticString, _ value: Bool) { members.append((key.description, .bool(value))) }
+    public mutating func field(_ key: StaticString, _ value: JSON) { members.append((key.description, value)) }
+    public mutating func field<S: Sequence<String>>(_ key: StaticString, strings: S) {
+        members.append((key.description, .array(strings.map { .string($0) })))
     }
 
-    public mutating func object(_ key: String, _ body: (inout JSONTreeSink) -> Void) {
+    public mutating func object(_ key: StaticString, _ body: (inout JSONTreeSink) -> Void) {
         var inner = JSONTreeSink()
         body(&inner)
-        members.append((key, .object(inner.members)))
+        members.append((key.description, .object(inner.members)))
     }
 }
 
@@ -43,18 +44,20 @@ public struct JSONByteSink: JSONSink {
 
     public func close() { out.append(0x7D) }
 
-    private mutating func key(_ k: String) {
+    /// Keys are plain ASCII names: no escaping.
+    private mutating func key(_ k: StaticString) {
         if !first { out.append(0x2C) }
         first = false
-        JSON.encode(k, into: out)
-        out.append(0x3A)
+        out.append(0x22)
+        k.withUTF8Buffer { out.append($0) }
+        out.append(ascii: 0x3A22, count: 2)   // ":
     }
 
-    public mutating func field(_ key: String, _ value: String) { self.key(key); JSON.encode(value, into: out) }
-    public mutating func field(_ key: String, _ value: Bool) { self.key(key); JSON.bool(value).encode(into: out) }
-    public mutating func field(_ key: String, _ value: JSON) { self.key(key); value.encode(into: out) }
+    public mutating func field(_ key: StaticString, _ value: String) { self.key(key); JSON.encode(value, into: out) }
+    public mutating func field(_ key: StaticString, _ value: Bool) { self.key(key); JSON.bool(value).encode(into: out) }
+    public mutating func field(_ key: StaticString, _ value: JSON) { self.key(key); value.encode(into: out) }
 
-    public mutating func field<S: Sequence<String>>(_ key: String, strings: S) {
+    public mutating func field<S: Sequence<String>>(_ key: StaticString, strings: S) {
         self.key(key)
         out.append(0x5B)   // [
         var firstItem = true
@@ -66,7 +69,7 @@ public struct JSONByteSink: JSONSink {
         out.append(0x5D)
     }
 
-    public mutating func object(_ key: String, _ body: (inout JSONByteSink) -> Void) {
+    public mutating func object(_ key: StaticString, _ body: (inout JSONByteSink) -> Void) {
         self.key(key)
         var inner = JSONByteSink(out)
         body(&inner)

@@ -1,6 +1,17 @@
 /// The kinds of network an app can be allowed on.
 public enum LinkKind: String, Sendable, CaseIterable {
     case wifi, wwan, ethernet, loopback, other
+
+    /// `rawValue` as a literal, for JSON keys written without building a String.
+    public var key: StaticString {
+        switch self {
+        case .wifi: "wifi"
+        case .wwan: "wwan"
+        case .ethernet: "ethernet"
+        case .loopback: "loopback"
+        case .other: "other"
+        }
+    }
 }
 
 public enum AddressFamily: String, Sendable {

@@ -330,16 +330,17 @@ public enum Processor {
 /// when it asked about itself. A class, so that a `Response` holding one stays small: it is copied several times
 /// on its way out.
 public final class VerdictReply: Equatable, Sendable {
-    public let head: [(String, JSON)]
+    public let head: [(StaticString, JSON)]
     public let verdict: Verdict
     public let identity: PeerIdentity?
 
-    public init(head: [(String, JSON)], _ verdict: Verdict, identity: PeerIdentity? = nil) {
+    public init(head: [(StaticString, JSON)], _ verdict: Verdict, identity: PeerIdentity? = nil) {
         self.head = head; self.verdict = verdict; self.identity = identity
     }
 
     public static func == (a: VerdictReply, b: VerdictReply) -> Bool {
-        a.verdict == b.verdict && JSON.object(a.head) == JSON.object(b.head) && a.identity == b.identity
+        a.verdict == b.verdict && a.identity == b.identity
+            && JSON.object(a.head.map { ($0.description, $1) }) == JSON.object(b.head.map { ($0.description, $1) })
     }
 
     public var json: JSON {

@@ -92,11 +92,11 @@ public struct Verdict: Equatable, Sendable {
         s.field("denied_kinds", strings: deniedKinds.lazy.map(\.rawValue))
         s.field("pending_kinds", strings: pendingKinds.lazy.map(\.rawValue))
         s.object("permissions") {
-            for k in PermissionSet.keys { $0.field(k.kind.rawValue, permissions[k.kind].rawValue) }
+            for k in PermissionSet.keys { $0.field(k.kind.key, permissions[k.kind].rawValue) }
         }
         let effective = EffectivePermissions(permissions: permissions, sources: sources)
         s.object("sources") {
-            for k in PermissionSet.keys { $0.field(k.kind.rawValue, effective.source(k.kind).rawValue) }
+            for k in PermissionSet.keys { $0.field(k.kind.key, effective.source(k.kind).rawValue) }
         }
     }
 }

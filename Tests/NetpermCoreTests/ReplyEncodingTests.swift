@@ -67,6 +67,10 @@ final class ReplyEncodingTests: XCTestCase {
                        expected)
     }
 
+    func testKindKeysAreTheRawValues() {
+        for kind in LinkKind.allCases { XCTAssertEqual(kind.key.description, kind.rawValue) }
+    }
+
     func testVerbsMatchInAnyCaseAndNothingElse() {
         for (word, verb) in [("query", Verb.query), ("QUERY", .query), ("QuErY", .query), ("wait", .wait),
                              ("Subscribe", .subscribe), ("quit", .quit)] {
