@@ -49,7 +49,12 @@ public struct JSONByteSink: JSONSink {
         if !first { out.append(0x2C) }
         first = false
         out.append(0x22)
-        k.withUTF8Buffer { out.append($0) }
+        // Multi-byte literals are stored as pointers; withUTF8Buffer's closure would retain `out` on every key.
+        if k.hasPointerRepresentation {
+            out.append(UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+        } else {
+            k.withUTF8Buffer { out.append($0) }
+        }
         out.append(ascii: 0x3A22, count: 2)   // ":
     }
 
