@@ -95,22 +95,23 @@ public enum RequestParser {
         }
         // Split on bytes, not Characters: grapheme breaking is the costliest part of a request otherwise,
         // and the separators are ASCII (a UTF-8 continuation byte is never one of them).
-        var words: [ArraySlice<UInt8>] = []
-        var start = -1
-        for (i, b) in line.enumerated() {
-            if b == 0x20 || b == 0x09 || b == 0x0D {
-                if start >= 0 { words.append(line[start..<i]); start = -1 }
-            } else if start < 0 {
-                start = i
-            }
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D }
+        var i = line.startIndex
+        func nextWord() -> ArraySlice<UInt8>? {
+            while i < line.endIndex, isSpace(line[i]) { i += 1 }
+            guard i < line.endIndex else { return nil }
+            let start = i
+            while i < line.endIndex, !isSpace(line[i]) { i += 1 }
+            return line[start..<i]
         }
-        if start >= 0 { words.append(line[start...]) }
-        guard let first = words.first else { return nil }
+        guard let first = nextWord() else { return nil }
         guard let verb = Verb(ascii: first) else {
             let shown = String(decoding: first, as: UTF8.self)
             return .failure(ProtocolError(.unknownVerb, "unknown verb '\(shown.prefix(64))'; send HELP for the list"))
         }
-        return .success(Request(verb: verb, args: words.dropFirst().map { String(decoding: $0, as: UTF8.self) }))
+        var args: [String] = []
+        while let word = nextWord() { args.append(String(decoding: word, as: UTF8.self)) }
+        return .success(Request(verb: verb, args: args))
     }
 
     public static var tooLong: ProtocolError {
