@@ -5,11 +5,14 @@ import NetpermSystemd
 
 /// The daemon's mutable state and the glue between the edges and the pure core.
 final class Daemon {
+    // The class is split by concern over Daemon+Clients, +Events and +Prompts; what they share is internal to
+    // this executable rather than private.
+
     /// Every mutation of the state, whatever its field, makes cached replies stale.
-    private(set) var state = DaemonState() { didSet { stateVersion &+= 1 } }
-    private var stateVersion = 0
+    var state = DaemonState() { didSet { stateVersion &+= 1 } }
+    private(set) var stateVersion = 0
     /// Where cacheable replies are encoded before they are copied out.
-    private let replyScratch = ByteBuffer(capacity: 4096)
+    let replyScratch = ByteBuffer(capacity: 4096)
     let configPath: String
     let configRequired: Bool
     let sysfs: Sysfs
@@ -18,16 +21,16 @@ final class Daemon {
     private var kernel = KernelSnapshot()
     /// sysfs is read once per link (and again on rename), not on every netlink message.
     private var sysfsCache: [Int32: (name: String, facts: SysfsFacts)] = [:]
-    private var sessions: [ObjectIdentifier: Session] = [:]
+    var sessions: [ObjectIdentifier: Session] = [:]
     /// Every app someone may hear about, with its last verdict.
-    private var tracker = VerdictTracker()
-    private var subscribers: [ObjectIdentifier: Session] = [:]
-    private var waiters: [ObjectIdentifier: Session] = [:]
+    var tracker = VerdictTracker()
+    var subscribers: [ObjectIdentifier: Session] = [:]
+    var waiters: [ObjectIdentifier: Session] = [:]
     let loop: EventLoop
     let decisionStore: DecisionStore
-    private var promptTimers: [Int: TimerSource] = [:]
+    var promptTimers: [Int: TimerSource] = [:]
     /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
-    private var resolvedAdminGID: (generation: Int, gid: UInt32?)?
+    var resolvedAdminGID: (generation: Int, gid: UInt32?)?
 
     /// A connection's peer, identified once at accept; its app match is redone when the policy changes.
     final class Session {
@@ -60,7 +63,7 @@ final class Daemon {
     }
 
     /// The STATUS= line last sent to the service manager.
-    private var lastStatus = ""
+    var lastStatus = ""
 
     func markReady() {
         guard !state.ready else { return }
@@ -119,7 +122,7 @@ final class Daemon {
     }
 
     /// Apps outside the policy that someone listens to or waits for.
-    private func extraMatches() -> [AppMatch] {
+    func extraMatches() -> [AppMatch] {
         subscribers.values.map(\.caller.match) + waiters.values.compactMap { $0.waiting?.match }
     }
 
@@ -179,221 +182,5 @@ final class Daemon {
         }
         state.network = new
         return true
-    }
-
-    // MARK: - Events and waiters
-
-    /// Sends each event to the subscribers that want it (encoded once per event), then answers waiters.
-    private func emit(_ events: [Event]) {
-        if !subscribers.isEmpty {
-            let subs = Array(subscribers.values)
-            for event in events {
-                let tail = event.encodedTailBytes()
-                for session in subs where !session.client.isClosed && session.subscription?.wants(event) == true {
-                    // The subscriber's own `{"event":...,"seq":N`, then the tail encoded once for everyone.
-                    guard let head = session.subscription?.line(event: event.name, tail: "") else { continue }
-                    session.client.push(head: head, tail: tail)
-                }
-            }
-        }
-        if !waiters.isEmpty {
-            answerWaiters()
-            // An app waiting for itself keeps asking: a verdict that now awaits a decision raises prompts.
-            for case let .app(v) in events where v.reason == .awaitingDecision {
-                if let s = waiters.values.first(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }) {
-                    raisePrompts(v, identity: s.identity)
-                }
-            }
-        }
-        if state.ready && !events.isEmpty {
-            let s = summary
-            if s != lastStatus { lastStatus = s; Notify.status(s) }
-        }
-    }
-
-    private func answerWaiters() {
-        for session in Array(waiters.values) {
-            guard let w = session.waiting, let v = tracker.verdict(w.match.id), v.available else { continue }
-            finishWait(session, Processor.waitDone(v.renamed(w.match.id, w.match.matchedBy)))
-        }
-    }
-
-    private func finishWait(_ session: Session, _ reply: JSON) {
-        session.waiting?.timer?.cancel()
-        let app = session.waiting?.match.id
-        session.waiting = nil
-        waiters[ObjectIdentifier(session.client)] = nil
-        if let app { untrackIfUnwanted([app]) }
-        session.client.reply(reply)
-    }
-
-    /// An app outside the policy is tracked only while someone listens to it or waits for it.
-    private func untrackIfUnwanted(_ apps: [String]) {
-        let stillWanted = Set(extraMatches().map(\.id))
-        for app in apps where !stillWanted.contains(app) { tracker.untrack(app, state: state) }
-    }
-
-    // MARK: - Prompts and decisions
-
-    private var agentCount: Int {
-        subscribers.values.filter { $0.caller.privileged && $0.subscription?.topics.contains(.prompts) == true }.count
-    }
-
-    /// One prompt per app and kind; with no agent it expires at once (nothing is stored either way).
-    private func raisePrompts(_ v: Verdict, identity: PeerIdentity?) {
-        let raised = state.prompts.raise(for: v, identity: identity, network: state.network)
-        guard !raised.isEmpty else { return }
-        let agents = agentCount
-        for p in raised {
-            if agents == 0 {
-                state.prompts.close(id: p.id)
-                Log.info("\(p.app) wants to use \(p.kind.rawValue) via \(p.link): no agent to ask")
-                emit([.promptExpired(p)])
-                continue
-            }
-            Log.info("\(p.app) wants to use \(p.kind.rawValue) via \(p.link): prompt \(p.id) sent to \(agents) agent(s)")
-            emit([.prompt(p)])
-            promptTimers[p.id] = try? loop.addTimer(afterMicroseconds: UInt64(state.config.promptTimeoutSec) * 1_000_000) {
-                [unowned self] in
-                self.promptTimers[p.id] = nil
-                guard let closed = self.state.prompts.close(id: p.id) else { return }
-                Log.info("prompt \(p.id) for \(p.app) (\(p.kind.rawValue)) expired unanswered")
-                self.emit([.promptExpired(closed)])
-            }
-        }
-    }
-
-    private func match(forApp id: String) -> AppMatch {
-        if let app = state.config.app(named: id) { return AppMatch(id: id, matchedBy: .name, app: app) }
-        return AppMatch(id: id, matchedBy: .name, app: nil)
-    }
-
-    /// Stores a decision (lasting ones on disk before the reply), closes the prompts it answers, and tells
-    /// subscribers about the new verdicts.
-    private func decide(app: String, kind: LinkKind, _ p: Permission, once: Bool) -> JSON {
-        let before = state.decisions
-        state.decisions.set(app, kind, p, once: once)
-        if !once {
-            do { try decisionStore.save(state.decisions) } catch {
-                state.decisions = before
-                Log.err("cannot store the decision for \(app) (\(kind.rawValue)): \(error)")
-                return ProtocolError(.internalError, "cannot store the decision: \(error)").reply
-            }
-        }
-        Log.info("decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")")
-        var events: [Event] = state.prompts.close(app: app, kind: kind).map { prompt in
-            promptTimers.removeValue(forKey: prompt.id)?.cancel()
-            return .promptAnswered(prompt, p, once: once)
-        }
-        events += tracker.reset(state: state, extra: extraMatches())
-        emit(events)
-        return Processor.decideReply(app: app, kind: kind, p, once: once, state: state, match: match(forApp: app))
-    }
-
-    private func forget(app: String, kind: LinkKind?) -> JSON {
-        let before = state.decisions
-        let removed = state.decisions.forget(app, kind: kind)
-        if removed {
-            do { try decisionStore.save(state.decisions) } catch {
-                state.decisions = before
-                return ProtocolError(.internalError, "cannot store the decisions: \(error)").reply
-            }
-            Log.info("forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")")
-            emit(tracker.reset(state: state, extra: extraMatches()))
-        }
-        return .object([("ok", true), ("forgotten", .bool(removed)), ("app", .string(app)),
-                       ("kind", kind.map { .string($0.rawValue) } ?? .null)])
-    }
-
-    func stopping() {
-        for session in subscribers.values {
-            guard var sub = session.subscription else { continue }
-            session.client.push(sub.line(event: "stopping", tail: "}\n"))
-            session.subscription = sub
-        }
-    }
-
-    // MARK: - Clients
-
-    private func adminGID() -> UInt32? {
-        if let r = resolvedAdminGID, r.generation == state.policyGeneration { return r.gid }
-        let gid = accounts.gid(forGroup: state.config.adminGroup)
-        if gid == nil {
-            Log.info("group '\(state.config.adminGroup)' does not exist; only root may ask about other apps")
-        }
-        resolvedAdminGID = (state.policyGeneration, gid)
-        return gid
-    }
-
-    func connected(_ client: ClientConnection) {
-        let identity = Peer.identify(fd: client.fd)
-            ?? PeerIdentity(pid: 0, uid: UInt32.max, gids: [], executable: nil, unit: nil,
-                            problem: "SO_PEERCRED failed")
-        if let p = identity.problem { Log.debug("peer pid \(identity.pid): \(p)") }
-        sessions[ObjectIdentifier(client)] = Session(client: client, identity: identity,
-                                                     caller: Caller(identity: identity, config: state.config,
-                                                                    adminGID: adminGID))
-    }
-
-    func disconnected(_ client: ClientConnection) {
-        let id = ObjectIdentifier(client)
-        guard let session = sessions.removeValue(forKey: id) else { return }
-        session.waiting?.timer?.cancel()
-        let listened = [subscribers.removeValue(forKey: id)?.caller.match.id,
-                        waiters.removeValue(forKey: id)?.waiting?.match.id].compactMap { $0 }
-        untrackIfUnwanted(listened)
-    }
-
-    func handle(_ client: ClientConnection, _ frame: LineFramer.Frame) -> Response? {
-        let id = ObjectIdentifier(client)
-        guard let session = sessions[id] else { return nil }
-        if case let .line(bytes) = frame, let c = session.cache, c.version == stateVersion, c.line == bytes {
-            return Response(encoded: c.reply)
-        }
-        guard var response = Processor.handle(frame, state: state, caller: session.caller) else { return nil }
-        switch response.action {
-        case nil:
-            if response.isPlainReply, case let .line(bytes) = frame {
-                let reply = response.encodedLine(scratch: replyScratch)
-                session.cache = (bytes, stateVersion, reply)
-                return Response(encoded: reply)
-            }
-            return response
-        case .reload?:
-            let error = reload()
-            return Processor.reloadReply(state: state, error: error)
-        case let .subscribe(topics)?:
-            tracker.track(session.caller.match, state: state)
-            var sub = Subscription(topics: topics, privileged: session.caller.privileged, appID: session.caller.match.id)
-            response.trailer = sub.snapshot(state: state, verdicts: tracker.all)
-            session.subscription = sub
-            subscribers[id] = session
-            client.keepAfterEOF = true
-            return response
-        case let .ask(v)?:
-            raisePrompts(v, identity: session.identity)
-            response.action = nil
-            return response
-        case let .decide(app, kind, p, once)?:
-            return Response(decide(app: app, kind: kind, p, once: once))
-        case let .forget(app, kind)?:
-            return Response(forget(app: app, kind: kind))
-        case let .wait(match, timeout, own)?:
-            tracker.track(match, state: state)
-            var timer: TimerSource?
-            if let timeout {
-                timer = try? loop.addTimer(afterMicroseconds: timeout) { [unowned self, unowned session] in
-                    guard let w = session.waiting else { return }
-                    let v = self.state.verdict(for: w.match)
-                    self.finishWait(session, Processor.waitTimeout(v))
-                }
-            }
-            session.waiting = (match, timer, own)
-            waiters[id] = session
-            if own, let v = tracker.verdict(match.id), v.reason == .awaitingDecision {
-                raisePrompts(v.renamed(match.id, match.matchedBy), identity: session.identity)
-            }
-            return .held
-        }
     }
 }
