@@ -44,10 +44,10 @@ public enum Event: Equatable, Sendable {
     /// The fields after `event` and `seq`.
     public var fields: [(String, JSON)] {
         switch self {
-        case let .link(change, link):
-            return [("change", .string(change.rawValue)), ("link", link.json)]
-        case let .app(v):
-            return v.eventFields
+        case .link, .app:
+            var tree = JSONTreeSink(capacity: 12)
+            writeFrequent(to: &tree)
+            return tree.members
         case let .policy(generation, apps, error):
             return [("generation", .int(generation)), ("apps", .int(apps)), ("error", error.map { .string($0) } ?? .null)]
         case let .prompt(p):
@@ -64,11 +64,30 @@ public enum Event: Equatable, Sendable {
     /// `,"key":value` per field, then `}\n`: encoded once for every subscriber, each of which only puts its own
     /// `{"event":...,"seq":N` in front.
     public func encodedTailBytes() -> [UInt8] {
-        var tail: [UInt8] = []
-        JSON.appendMembers(fields, to: &tail)
-        tail.append(0x7D)   // }
-        tail.append(0x0A)
-        return tail
+        let buffer = ByteBuffer(capacity: 1024)
+        switch self {
+        case .link, .app:
+            var sink = JSONByteSink(continuing: buffer)
+            writeFrequent(to: &sink)
+        case .policy, .prompt, .promptExpired, .promptAnswered:
+            JSON.appendMembers(fields, to: buffer)
+        }
+        buffer.append(ascii: 0x0A7D, count: 2)   // }\n
+        return Array(UnsafeBufferPointer(start: buffer.base, count: buffer.count))
+    }
+
+    /// The members of the events every link change sends (a link's, then its apps'), written once for the tree
+    /// and for the bytes.
+    private func writeFrequent<S: JSONSink>(to s: inout S) {
+        switch self {
+        case let .link(change, link):
+            s.field("change", change.rawValue)
+            s.object("link") { link.write(to: &$0) }
+        case let .app(v):
+            v.write(to: &s, matchedBy: false)
+        case .policy, .prompt, .promptExpired, .promptAnswered:
+            break
+        }
     }
 
     public func encodedTail() -> String { String(decoding: encodedTailBytes(), as: UTF8.self) }
@@ -93,8 +112,9 @@ public enum Event: Equatable, Sendable {
 extension Verdict {
     /// The verdict as an event carries it: who asked is not part of the app's state.
     var eventFields: [(String, JSON)] {
-        guard case let .object(members) = json else { return [] }
-        return members.filter { $0.0 != "matched_by" }
+        var tree = JSONTreeSink(capacity: 9)
+        write(to: &tree, matchedBy: false)
+        return tree.members
     }
 }
 

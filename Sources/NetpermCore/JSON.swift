@@ -180,15 +180,13 @@ public struct JSONParser {
 extension JSON {
     /// `,"key":value` for each member, the bytes `encoded()` writes for an object's members after a first one: the
     /// reply encoder, for lines that splice members after a start of their own (event lines).
-    public static func appendMembers(_ members: [(String, JSON)], to bytes: inout [UInt8]) {
-        let buffer = ByteBuffer(capacity: 2048)
+    public static func appendMembers(_ members: [(String, JSON)], to buffer: ByteBuffer) {
         for member in members {
             buffer.append(0x2C)   // ,
             JSON.encode(member.0, into: buffer)
             buffer.append(0x3A)   // :
             member.1.encode(into: buffer)
         }
-        bytes.append(contentsOf: UnsafeBufferPointer(start: buffer.base, count: buffer.count))
     }
 
     /// Appends the compact encoding. Building a `String` scalar by scalar first cost more than everything else the

@@ -42,6 +42,13 @@ public struct JSONByteSink: JSONSink {
         out.append(0x7B)   // {
     }
 
+    /// Continues an object whose first member is already written: each member starts with a comma. Event lines
+    /// are `{"event":...,"seq":N` per subscriber, then these members, encoded once for all.
+    public init(continuing out: ByteBuffer) {
+        self.out = out
+        first = false
+    }
+
     public func close() { out.append(0x7D) }
 
     /// Keys are plain ASCII names: no escaping.

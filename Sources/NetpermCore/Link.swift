@@ -95,19 +95,27 @@ public struct Link: Equatable, Sendable {
     }
 
     public var json: JSON {
-        .object([
-            ("index", .int(Int(index))),
-            ("name", .string(name)),
-            ("kind", .string(kind.rawValue)),
-            ("classified_by", .string(classifiedBy)),
-            ("metered", .bool(metered)),
-            ("admin_up", .bool(adminUp)),
-            ("carrier", .bool(carrier)),
-            ("operstate", .string(operstate)),
-            ("addresses", .array(addresses.map { .string($0) })),
-            ("default_route", .object([("ipv4", .bool(defaultRouteV4)), ("ipv6", .bool(defaultRouteV6))])),
-            ("metric", metric.map { .int(Int($0)) } ?? .null),
-            ("usable", .bool(usable)),
-        ])
+        var tree = JSONTreeSink(capacity: 12)
+        write(to: &tree)
+        return .object(tree.members)
+    }
+
+    /// The members of `json`; link events write them straight to bytes.
+    public func write<S: JSONSink>(to s: inout S) {
+        s.field("index", .int(Int(index)))
+        s.field("name", name)
+        s.field("kind", kind.rawValue)
+        s.field("classified_by", classifiedBy)
+        s.field("metered", metered)
+        s.field("admin_up", adminUp)
+        s.field("carrier", carrier)
+        s.field("operstate", operstate)
+        s.field("addresses", strings: addresses)
+        s.object("default_route") {
+            $0.field("ipv4", defaultRouteV4)
+            $0.field("ipv6", defaultRouteV6)
+        }
+        s.field("metric", metric.map { .int(Int($0)) } ?? .null)
+        s.field("usable", usable)
     }
 }

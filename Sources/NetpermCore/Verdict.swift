@@ -75,9 +75,10 @@ public struct Verdict: Equatable, Sendable {
 
     /// The members of `json`, in order; also written straight to bytes into replies that carry them among their
     /// own (QUERY, WAIT).
-    public func write<S: JSONSink>(to s: inout S) {
+    /// `matchedBy: false` for app events, which describe the app rather than how one asker was recognised.
+    public func write<S: JSONSink>(to s: inout S, matchedBy withMatchedBy: Bool = true) {
         s.field("app", app)
-        s.field("matched_by", matchedBy.rawValue)
+        if withMatchedBy { s.field("matched_by", matchedBy.rawValue) }
         s.field("available", available)
         s.field("reason", reason.rawValue)
         if let l = via {

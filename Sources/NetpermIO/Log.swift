@@ -22,18 +22,19 @@ public enum LogLevel: Int32, Sendable, Comparable, CaseIterable {
 public final class Log {
     public nonisolated(unsafe) static var level: LogLevel = .info
 
-    public static func log(_ level: LogLevel, _ message: String) {
+    /// Messages are autoclosures: a line below the level is never formatted (link changes log at info).
+    public static func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
         guard level <= Log.level else { return }
-        let line = "<\(level.rawValue)>\(message)\n"
+        let line = "<\(level.rawValue)>\(message())\n"
         // One write(2) per line: lines from a crash-looping daemon never interleave half-way.
         Output.write(STDERR_FILENO, line)
     }
 
-    public static func err(_ m: String) { log(.err, m) }
-    public static func warning(_ m: String) { log(.warning, m) }
-    public static func notice(_ m: String) { log(.notice, m) }
-    public static func info(_ m: String) { log(.info, m) }
-    public static func debug(_ m: String) { log(.debug, m) }
+    public static func err(_ m: @autoclosure () -> String) { log(.err, m()) }
+    public static func warning(_ m: @autoclosure () -> String) { log(.warning, m()) }
+    public static func notice(_ m: @autoclosure () -> String) { log(.notice, m()) }
+    public static func info(_ m: @autoclosure () -> String) { log(.info, m()) }
+    public static func debug(_ m: @autoclosure () -> String) { log(.debug, m()) }
 }
 
 /// Unbuffered writes to stdout/stderr (the C stdio globals are not concurrency-safe in Swift 6).

@@ -27,8 +27,8 @@ extension Daemon {
             }
         }
         if state.ready && !events.isEmpty {
-            let s = summary
-            if s != lastStatus { lastStatus = s; Notify.status(s) }
+            let facts = summaryFacts
+            if facts != lastStatus { lastStatus = facts; Notify.status(summary) }
         }
     }
 

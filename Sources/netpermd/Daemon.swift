@@ -56,21 +56,34 @@ final class Daemon {
         self.sysfs = sysfs
     }
 
-    var summary: String {
-        let net = state.network
-        let via = net.primary.map { "via \($0.name) (\($0.kind.rawValue))" } ?? "no network"
-        return "\(net.links.count) links, \(via), \(state.config.apps.count) apps, policy gen \(state.policyGeneration)"
+    /// What the STATUS= line says, compared before the line is formatted: events come far more often than the
+    /// line changes.
+    struct Summary: Equatable {
+        var links: Int, primary: String?, primaryKind: LinkKind?, apps: Int, generation: Int
     }
 
-    /// The STATUS= line last sent to the service manager.
-    var lastStatus = ""
+    var summaryFacts: Summary {
+        let p = state.network.primary
+        return Summary(links: state.network.links.count, primary: p?.name, primaryKind: p?.kind,
+                       apps: state.config.apps.count, generation: state.policyGeneration)
+    }
+
+    var summary: String {
+        let s = summaryFacts
+        var via = "no network"
+        if let name = s.primary, let kind = s.primaryKind { via = "via \(name) (\(kind.rawValue))" }
+        return "\(s.links) links, \(via), \(s.apps) apps, policy gen \(s.generation)"
+    }
+
+    /// What the STATUS= line last sent to the service manager said.
+    var lastStatus: Summary?
 
     func markReady() {
         guard !state.ready else { return }
         state.ready = true
         emit(tracker.refresh(state: state))
-        lastStatus = summary
-        Notify.ready(status: lastStatus)
+        lastStatus = summaryFacts
+        Notify.ready(status: summary)
         Log.notice("ready: \(summary)")
     }
 
@@ -79,8 +92,8 @@ final class Daemon {
     func reload() -> String? {
         Notify.reloading()
         let error = loadPolicy()
-        lastStatus = summary
-        Notify.send("READY=1\nSTATUS=\(lastStatus)")
+        lastStatus = summaryFacts
+        Notify.send("READY=1\nSTATUS=\(summary)")
         return error
     }
 

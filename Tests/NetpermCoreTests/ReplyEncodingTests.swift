@@ -67,6 +67,25 @@ final class ReplyEncodingTests: XCTestCase {
                        expected)
     }
 
+    /// Link and app events are written straight to bytes too: the same bytes as their tree members.
+    func testEventTailsEqualTheTreesEncoding() {
+        var links = network.links
+        links[0].addresses = ["10.0.0.1/24", "fe80::1/64"]
+        links[1].metric = nil
+        var events: [Event] = links.flatMap { l in [Event.link(.added, l), .link(.changed, l), .link(.removed, l)] }
+        events += verdicts.map { Event.app($0) }
+        for event in events {
+            let reference = ByteBuffer(capacity: 16)
+            JSON.appendMembers(event.fields, to: reference)
+            reference.append(0x7D)
+            reference.append(0x0A)
+            XCTAssertEqual(String(decoding: event.encodedTailBytes(), as: UTF8.self),
+                           String(decoding: UnsafeBufferPointer(start: reference.base, count: reference.count),
+                                  as: UTF8.self))
+        }
+        XCTAssertFalse(Event.app(verdicts[0]).fields.contains { $0.0 == "matched_by" }, "app events omit matched_by")
+    }
+
     func testKindKeysAreTheRawValues() {
         for kind in LinkKind.allCases { XCTAssertEqual(kind.key.description, kind.rawValue) }
     }
