@@ -38,7 +38,7 @@ public enum AtomicFile {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let aside = "\(path).corrupt-\(ts.tv_sec)"
-        return rename(path, aside) == 0 ? aside : nil
+        return (try? sys { rename(path, aside) }) != nil ? aside : nil
     }
 
     public static func makeDirectory(_ path: String, mode: mode_t = 0o700) {

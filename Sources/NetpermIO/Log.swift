@@ -40,12 +40,11 @@ public final class Log {
 /// Unbuffered writes to stdout/stderr (the C stdio globals are not concurrency-safe in Swift 6).
 public enum Output {
     public static func write(_ fd: Int32, _ text: String) {
-        var bytes = Array(text.utf8)
+        let bytes = Array(text.utf8)
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { b in Glibc.write(fd, b.baseAddress! + off, b.count - off) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
+            let n = bytes.withUnsafeBytes { b in try? sys { Glibc.write(fd, b.baseAddress! + off, b.count - off) } }
+            guard let n, n > 0 else { return }
             off += n
         }
     }

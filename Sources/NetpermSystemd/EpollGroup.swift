@@ -46,7 +46,9 @@ final class EpollGroup: IOGroup {
     }
 
     private func dispatch() {
-        let n = ready.withUnsafeMutableBufferPointer { epoll_wait(epfd, $0.baseAddress, Int32(Self.batch), 0) }
+        let n = (try? ready.withUnsafeMutableBufferPointer { (buf) throws(Errno) -> Int32 in
+            try sys { epoll_wait(epfd, buf.baseAddress, Int32(Self.batch), 0) }
+        }) ?? 0
         guard n > 0 else { return }
         for i in 0..<Int(n) {
             // A member closed by an earlier handler in this batch has no handler any more.
