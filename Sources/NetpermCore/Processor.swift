@@ -176,6 +176,11 @@ public enum Processor {
                 args.removeLast()
             }
             guard args.count <= 1 else { return error(.badArguments, "usage: \(request.verb.usage)") }
+            // `WAIT 1 2`: two numbers, not an app and a time-out.
+            if let name = args.first, let c = name.unicodeScalars.first, !AppPolicy.isLetter(c) {
+                return error(.badArguments, "'\(name)' is not an app id (they start with a letter); "
+                    + "usage: \(request.verb.usage)")
+            }
             switch resolveApp(args.first, state: state, caller: caller) {
             case let .failure(e): return Response(e.reply)
             case let .success(match):

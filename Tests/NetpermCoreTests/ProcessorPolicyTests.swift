@@ -285,6 +285,8 @@ final class ProcessorPolicyTests: XCTestCase {
         assertError(try run("WAIT 1e3", s, a), .badArguments)
         assertError(try run("WAIT 5 backup", s, a), .badArguments)
         assertError(try run("WAIT backup 1 2", s, a), .badArguments)
+        assertError(try run("WAIT 1 2", s, a), .badArguments)
+        assertError(try run("WAIT 1 2", s, user(s)), .badArguments)
     }
 
     func testWaitReplies() throws {
