@@ -32,7 +32,8 @@ enum Agent {
                 die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", 1)
             }
             Output.out("netpermctl agent: waiting for prompts (Ctrl-C to stop)\n")
-            while let line = try conn.readLine() {
+            var inputEnded = false
+            while let line = try nextLine(conn, watching: input, inputEnded: &inputEnded) {
                 guard let e = try? JSONParser.parse(line) else { continue }
                 switch e["event"]?.stringValue {
                 case "snapshot"?:
@@ -52,6 +53,27 @@ enum Agent {
         } catch {
             die("lost the connection to netpermd: \(error)", 3)
         }
+    }
+
+    /// The daemon's next line. Meanwhile the answers' input is watched: once it has ended with nothing left to
+    /// read, the agent leaves, so the daemon stops holding prompts for an agent that cannot answer them.
+    /// Lines typed ahead are kept for the next prompt, as the terminal would have kept them.
+    static func nextLine(_ conn: Connection, watching input: Connection, inputEnded: inout Bool) throws(Errno)
+        -> String? {
+        while !conn.hasLine {
+            var fds = [pollfd(fd: conn.fd, events: Int16(POLLIN), revents: 0)]
+            if !inputEnded { fds.append(pollfd(fd: input.fd, events: Int16(POLLIN), revents: 0)) }
+            _ = try sys { poll(&fds, nfds_t(fds.count), -1) }
+            if fds.count > 1, fds[1].revents != 0, try !input.fill() {
+                inputEnded = true
+                if !input.hasLine {
+                    Output.out("end of input: no more answers\n")
+                    exit(0)
+                }
+            }
+            if fds[0].revents != 0 { break }
+        }
+        return try conn.readLine()
     }
 
     /// One prompt: ask until the answer is understood, then DECIDE (or skip). Events that arrive before the

@@ -50,6 +50,13 @@ final class Connection {
         }
     }
 
+    var hasLine: Bool { buffer.contains(0x0A) }
+
+    /// One read of what is there (the caller polled); false at end of stream.
+    func fill() throws(Errno) -> Bool {
+        try FD.read(fd, appendingTo: &buffer) != 0
+    }
+
     /// One request, one reply.
     func request(_ line: String) throws(Errno) -> String? {
         try send(line)

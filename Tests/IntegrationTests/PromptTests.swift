@@ -416,8 +416,9 @@ final class PromptTests: IntegrationTestCase {
         close(stdin.read)
         close(stdout.write)
         let out = FDLineReader(fd: stdout.read)
+        var stdinOpen = true
         addTeardownBlock {
-            close(stdin.write)
+            if stdinOpen { close(stdin.write) }
             agent.killAndReap()
             close(stdout.read)
         }
@@ -477,5 +478,12 @@ final class PromptTests: IntegrationTestCase {
         }
         XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), [:], "nobody changed nothing")
         XCTAssertTrue(agent.isRunning, "the agent keeps running: \(out.allText)")
+
+        // Its input ends while no prompt is open: an agent that can no longer answer leaves at once, rather than
+        // at the next prompt, which the daemon would hold for it until PromptTimeoutSec.
+        close(stdin.write)
+        stdinOpen = false
+        try out.waitForText("end of input")
+        XCTAssertEqual(agent.wait(timeout: 10), 0, out.allText)
     }
 }
