@@ -31,7 +31,7 @@ final class Connection {
                 off += try FD.send(fd, bytes, from: off)
             } catch where error == .again {
                 var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                _ = poll(&p, 1, -1)
+                _ = try sys { poll(&p, 1, -1) }
             }
         }
     }
