@@ -29,17 +29,18 @@ public struct DaemonState: Sendable {
     }
 }
 
-/// The connection's peer as the processor needs it.
-public struct Caller: Sendable {
-    public var identity: PeerIdentity
-    public var match: AppMatch
-    public var privileged: Bool
+/// The connection's peer as the processor needs it. A class: it is read for every request, and copying its
+/// identity and the matched app's policy cost more retains and releases than the rest of deciding a QUERY.
+public final class Caller: Sendable {
+    public let identity: PeerIdentity
+    public let match: AppMatch
+    public let privileged: Bool
 
     public init(identity: PeerIdentity, match: AppMatch, privileged: Bool) {
         self.identity = identity; self.match = match; self.privileged = privileged
     }
 
-    public init(identity: PeerIdentity, config: Config, adminGID: () -> UInt32?) {
+    public convenience init(identity: PeerIdentity, config: Config, adminGID: () -> UInt32?) {
         self.init(identity: identity, match: config.match(identity),
                   privileged: config.isPrivileged(identity, adminGID: adminGID))
     }
