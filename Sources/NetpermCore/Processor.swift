@@ -44,6 +44,12 @@ public final class Caller: Sendable {
         self.init(identity: identity, match: config.match(identity),
                   privileged: config.isPrivileged(identity, adminGID: adminGID))
     }
+
+    /// Whether `match` (from `resolveApp`) is the caller's own app. resolveApp hands the caller's match back
+    /// unchanged, so the id and how it matched suffice; comparing whole policies cost more than the answer.
+    func owns(_ match: AppMatch) -> Bool {
+        match.id == self.match.id && match.matchedBy == self.match.matchedBy
+    }
 }
 
 public struct Response: Equatable, Sendable {
@@ -64,10 +70,7 @@ public struct Response: Equatable, Sendable {
 
     /// The reply as a tree. A reply that carries a verdict keeps its parts instead (`verdictReply`) and builds
     /// the tree only when asked; the daemon sends it with `encode(into:)`, which writes the bytes directly.
-    public var json: JSON {
-        get { verdictReply?.json ?? tree }
-        set { tree = newValue; verdictReply = nil }
-    }
+    public var json: JSON { verdictReply?.json ?? tree }
     private var tree: JSON
     public private(set) var verdictReply: VerdictReply?
     /// Close the connection after sending this reply.
@@ -160,8 +163,7 @@ public enum Processor {
             switch resolveApp(request.args.first, state: state, caller: caller) {
             case let .failure(e): return Response(e.reply)
             case let .success(match):
-                // resolveApp hands back the caller's own match unchanged; comparing ids spares comparing policies.
-                let own = match.id == caller.match.id && match.matchedBy == caller.match.matchedBy
+                let own = caller.owns(match)
                 let v = state.verdict(for: match)
                 let reply = VerdictReply(head: [("ok", true)], v, identity: own ? caller.identity : nil)
                 return Response(reply, action: own && v.reason == .awaitingDecision ? .ask(v) : nil)
@@ -187,7 +189,7 @@ public enum Processor {
             case let .success(match):
                 let v = state.verdict(for: match)
                 if v.available { return Response(VerdictReply(head: [("ok", true)], v)) }
-                return Response(.null, action: .wait(match, timeoutMicroseconds: timeout, own: match == caller.match))
+                return Response(.null, action: .wait(match, timeoutMicroseconds: timeout, own: caller.owns(match)))
             }
         case .subscribe:
             switch Subscription.topics(from: request.args) {
