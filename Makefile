@@ -12,7 +12,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 
 BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
 
-.PHONY: all deps build release run test unit integration bench bench-smoke bench-deps orderfile install uninstall clean
+.PHONY: all deps build release run test unit integration bench bench-smoke bench-deps orderfile install install-files uninstall clean
 
 all: build
 
@@ -83,18 +83,23 @@ DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
 CONFDIR = $(DESTDIR)/etc/netpermd
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ARCHITECTURE.md docs/SYSTEMD.md
 
-# Then: systemctl daemon-reload && systemctl enable --now netpermd.socket netpermd.service
+# Then: systemctl daemon-reload && systemctl enable --now netpermd.socket
 install: release
-	bin=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path); \
-	install -D -m 0755 $$bin/netpermd $(BINDIR)/netpermd; \
-	install -D -m 0755 $$bin/netpermctl $(BINDIR)/netpermctl
+	$(MAKE) --no-print-directory install-files BIN="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
+
+# What `install` copies, taking the programs from BIN. The real-systemd test installs with this very target
+# (into its container's root, with DESTDIR), so the tested units are the installed ones.
+install-files:
+	@test -x "$(BIN)/netpermd" -a -x "$(BIN)/netpermctl" || { echo "install-files: no programs in BIN='$(BIN)'" >&2; exit 1; }
+	install -D -m 0755 $(BIN)/netpermd $(BINDIR)/netpermd
+	install -D -m 0755 $(BIN)/netpermctl $(BINDIR)/netpermctl
 	install -d $(UNITDIR) $(DOCDIR) $(CONFDIR)/netpermd.conf.d
 	for u in netpermd.service netpermd.socket; do \
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
 	done
 	install -m 0644 $(DOCS) $(DOCDIR)/
 	install -m 0644 config/netpermd.conf $(DOCDIR)/netpermd.conf.example
-	# Never overwrite an administrator's configuration.
+	@# Never overwrite an administrator's configuration.
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
 
 # Leaves /etc/netpermd (the administrator's policy) and /var/lib/netpermd (decisions) in place.
