@@ -93,10 +93,12 @@ public struct Config: Equatable, Sendable {
         app?.permissions.resolved(over: defaults) ?? defaults
     }
 
-    /// uid 0, or a member of `AdminGroup=`, whose gid `adminGID` gives (nil: no such group). It is asked only
-    /// for a non-root peer: resolving a name may load NSS modules that a daemon only root talks to never needs.
-    public func isPrivileged(_ peer: PeerIdentity, adminGID: () -> UInt32?) -> Bool {
-        peer.uid == 0 || (adminGID().map { peer.gids.contains($0) } ?? false)
+    /// uid 0, the daemon's own uid (`daemonUID`: a process running as the daemon's user could act as the daemon
+    /// anyway; under DynamicUser= it is the unit's own ExecReload=), or a member of `AdminGroup=`, whose gid
+    /// `adminGID` gives (nil: no such group). The group is asked for only then: resolving a name may load NSS
+    /// modules that a daemon only root talks to never needs.
+    public func isPrivileged(_ peer: PeerIdentity, daemonUID: UInt32 = 0, adminGID: () -> UInt32?) -> Bool {
+        peer.uid == 0 || peer.uid == daemonUID || (adminGID().map { peer.gids.contains($0) } ?? false)
     }
 
     // MARK: - Sections

@@ -40,9 +40,9 @@ public final class Caller: Sendable {
         self.identity = identity; self.match = match; self.privileged = privileged
     }
 
-    public convenience init(identity: PeerIdentity, config: Config, adminGID: () -> UInt32?) {
+    public convenience init(identity: PeerIdentity, config: Config, daemonUID: UInt32 = 0, adminGID: () -> UInt32?) {
         self.init(identity: identity, match: config.match(identity),
-                  privileged: config.isPrivileged(identity, adminGID: adminGID))
+                  privileged: config.isPrivileged(identity, daemonUID: daemonUID, adminGID: adminGID))
     }
 
     /// Whether `match` (from `resolveApp`) is the caller's own app. resolveApp hands the caller's match back

@@ -19,9 +19,8 @@ extension Daemon {
             ?? PeerIdentity(pid: 0, uid: UInt32.max, gids: [], executable: nil, unit: nil,
                             problem: "SO_PEERCRED failed")
         if let p = identity.problem { Log.debug("peer pid \(identity.pid): \(p)") }
-        sessions[ObjectIdentifier(client)] = Session(client: client, identity: identity,
-                                                     caller: Caller(identity: identity, config: state.config,
-                                                                    adminGID: adminGID))
+        let caller = Caller(identity: identity, config: state.config, daemonUID: daemonUID, adminGID: adminGID)
+        sessions[ObjectIdentifier(client)] = Session(client: client, identity: identity, caller: caller)
     }
 
     func disconnected(_ client: ClientConnection) {
