@@ -39,8 +39,9 @@ public enum SocketPath {
         }
         do throws(Errno) {
             let fd = try sys { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0) }
-            // Bind under umask 0 so the socket is created 0666 atomically; anyone may ask, the daemon checks who.
-            let old = umask(0)
+            // Bind under umask 0111 so the socket is created 0666 atomically (bind applies the umask to 0777):
+            // anyone may ask, the daemon checks who.
+            let old = umask(0o111)
             defer { umask(old) }
             do {
                 _ = try sys {

@@ -203,7 +203,7 @@ public final class NetlinkWatcher {
             }
             var buf = [CChar](repeating: 0, count: 64)
             nl_addr2str(local, &buf, buf.count)
-            var text = String(cString: buf)
+            var text = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             if !text.contains("/") { text += "/\(rtnl_addr_get_prefixlen(a))" }
             snap.addresses.append(AddressFacts(index: rtnl_addr_get_ifindex(a), family: fam, text: text))
         }

@@ -1,3 +1,4 @@
+import Glibc
 import NetpermControl
 import NetpermCore
 import NetpermIO
@@ -17,6 +18,8 @@ final class Daemon {
     let configRequired: Bool
     let sysfs: Sysfs
     let accounts = SystemAccounts()
+    /// Peers running as the daemon's own user are privileged (Config.isPrivileged).
+    let daemonUID = geteuid()
     /// The last picture from netlink, kept so a policy reload can reclassify without a dump.
     private var kernel = KernelSnapshot()
     /// sysfs is read once per link (and again on rename), not on every netlink message.
@@ -59,20 +62,26 @@ final class Daemon {
     /// What the STATUS= line says, compared before the line is formatted: events come far more often than the
     /// line changes.
     struct Summary: Equatable {
-        var links: Int, primary: String?, primaryKind: LinkKind?, apps: Int, generation: Int
+        var links: Int, primary: String?, primaryKind: LinkKind?, apps: Int, generation: Int, policyError: String?
     }
 
     var summaryFacts: Summary {
         let p = state.network.primary
         return Summary(links: state.network.links.count, primary: p?.name, primaryKind: p?.kind,
-                       apps: state.config.apps.count, generation: state.policyGeneration)
+                       apps: state.config.apps.count, generation: state.policyGeneration,
+                       policyError: state.policyError)
     }
 
+    /// The STATUS= line: `systemctl status` shows it, so a failed reload names its error there too.
     var summary: String {
         let s = summaryFacts
         var via = "no network"
         if let name = s.primary, let kind = s.primaryKind { via = "via \(name) (\(kind.rawValue))" }
-        return "\(s.links) links, \(via), \(s.apps) apps, policy gen \(s.generation)"
+        var line = "\(s.links) links, \(via), \(s.apps) apps, policy gen \(s.generation)"
+        if let e = s.policyError {
+            line += "; reload failed: " + (e.utf8.count > 300 ? String(decoding: e.utf8.prefix(300), as: UTF8.self) + "..." : e)
+        }
+        return line
     }
 
     /// What the STATUS= line last sent to the service manager said.
@@ -122,7 +131,8 @@ final class Daemon {
         state.decisions.dropOnce()
         Log.info("policy generation \(state.policyGeneration): \(config.apps.count) apps")
         for session in sessions.values {
-            session.caller = Caller(identity: session.identity, config: config, adminGID: adminGID)
+            session.caller = Caller(identity: session.identity, config: config, daemonUID: daemonUID,
+                                    adminGID: adminGID)
             session.subscription?.privileged = session.caller.privileged
             session.subscription?.appID = session.caller.match.id
             if let w = session.waiting, w.match.matchedBy != .name { session.waiting?.match = session.caller.match }
