@@ -47,6 +47,7 @@ let package = Package(
         .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO"], linkerSettings: releaseLink),
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermIO"],
                     resources: [.copy("Fixtures")]),
-        .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"]),
+        // boot-systemd.sh runs as PID 1 of the real-systemd test container; the tests find it beside their sources.
+        .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"], exclude: ["Support/boot-systemd.sh"]),
     ]
 )

@@ -1,0 +1,298 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// netpermd as `make install` installs it, under a real systemd booted as PID 1 of the test's own namespaces
+/// (RealSystemd): the units' sandbox, DynamicUser=, socket activation, notify, reload and the watchdog as they
+/// behave on a real machine. Emulating the service manager once hid a unit that locked out every non-root user.
+/// A machine that cannot boot systemd fails these tests; they never skip.
+final class RealSystemdTests: IntegrationTestCase {
+    private var containers: [RealSystemd] = []
+
+    static let policy = """
+        [Defaults]
+        WWAN=allow
+
+        [Interface wlan0]
+        Kind=wifi
+
+        [Interface wwan0]
+        Kind=wwan
+
+        # A transient service matched by its unit.
+        [App client]
+        Unit=npt-client.service
+        WWAN=deny
+
+        # A real unit that waits for its network in ExecStartPre=.
+        [App waiter]
+        Unit=npt-waiter.service
+        WWAN=deny
+
+        """
+
+    static var repoRoot: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+    }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        containers = []
+    }
+
+    /// Failures carry the container's netpermd journal, so what the daemon said is in the test log.
+    override func recordFailure(withDescription description: String, inFile filePath: String, atLine lineNumber: Int,
+                                expected: Bool) {
+        var text = description
+        for c in containers {
+            let journal = (try? c.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60"]))?.stdout
+                ?? "(no journal)"
+            text += "\n--- journal of \(c.name) ---\n\(journal)"
+        }
+        super.recordFailure(withDescription: text, inFile: filePath, atLine: lineNumber, expected: expected)
+    }
+
+    /// A container with netpermd installed by `make install-files`, `policy` as /etc/netpermd/netpermd.conf,
+    /// links wlan0/wlan0p and wwan0/wwan0p (wwan0 with a default route, wlan0 without), and netpermd.socket
+    /// enabled and started the way docs/SYSTEMD.md says. The service itself has not started.
+    private func boot(policy: String = RealSystemdTests.policy) throws -> RealSystemd {
+        let ns = try makeNamespace()
+        try ns.addVethPair("wlan0", peer: "wlan0p")
+        try ns.addVethPair("wwan0", peer: "wwan0p")
+        try ns.ip("addr", "add", "10.1.0.1/24", "dev", "wlan0")
+        try ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
+        try ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0", "metric", "100")
+
+        let staged = try makeTempDir()
+        try Subprocess.check(["make", "-C", Self.repoRoot, "--no-print-directory", "install-files",
+                              "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
+        try policy.write(toFile: staged + "/etc/netpermd/netpermd.conf", atomically: true, encoding: .utf8)
+
+        let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
+        containers.append(sd)
+        addTeardownBlock { sd.shutdown() }
+        try sd.check(["systemctl", "enable", "--now", "netpermd.socket"])
+        return sd
+    }
+
+    /// netpermctl inside the container as a transient service (`systemd-run --wait --pipe`), with `properties`
+    /// (`User=nobody`, `DynamicUser=yes`...); returns the JSON reply of `netpermctl --json ARGS`.
+    private func ctlAsService(_ sd: RealSystemd, _ properties: [String], _ args: [String], unit: String? = nil,
+                              timeout: Double = 30) throws -> (result: CommandResult, reply: [String: Any]?) {
+        var argv = ["systemd-run", "--wait", "--pipe", "--quiet"]
+        if let unit { argv.append("--unit=\(unit)") }
+        for p in properties { argv += ["-p", p] }
+        argv += ["/usr/local/bin/netpermctl", "--json"] + args
+        let r = try sd.run(argv, timeout: timeout)
+        return (r, r.lines.last.flatMap { try? JSONValue.object($0) })
+    }
+
+    private func waitForState(_ sd: RealSystemd, _ unit: String, _ state: String, timeout: Double = 15) throws {
+        try waitUntil("\(unit) is \(state)", timeout: timeout, interval: 0.05) {
+            let s = try sd.property(unit, "ActiveState") + "/" + sd.property(unit, "SubState")
+            return (s.hasPrefix(state), s)
+        }
+    }
+
+    /// The daemon's STATUS reply, asked as root inside the container.
+    private func daemonStatus(_ sd: RealSystemd) throws -> [String: Any] {
+        try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "status"]).lines.last ?? "")
+    }
+
+    private func generation(_ sd: RealSystemd) throws -> Int {
+        try JSONValue.int(daemonStatus(sd)["policy"] as? [String: Any] ?? [:], "generation")
+    }
+
+    // MARK: - Socket activation, notify, and every user
+
+    func testSocketActivationServesEveryUserBeforeAndAfterRestarts() throws {
+        let sd = try boot()
+        XCTAssertEqual(try sd.property("netpermd.socket", "ActiveState"), "active")
+        XCTAssertEqual(try sd.property("netpermd.service", "ActiveState"), "inactive",
+                       "the service starts at the first connection, not before")
+        // The directory is the socket unit's: root's, open to all; no runtime directory moved under /run/private.
+        var st = stat()
+        XCTAssertEqual(lstat(sd.root + "/run/netpermd", &st), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFDIR, "/run/netpermd is a directory, not a symlink into /run/private")
+        XCTAssertEqual(st.st_mode & 0o7777, 0o755)
+        XCTAssertEqual(stat(sd.root + "/run/netpermd/netpermd.sock", &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o666)
+
+        // The first client is not root: it activates the service and gets its own verdict.
+        let first = try ctlAsService(sd, ["User=nobody"], ["query"])
+        XCTAssertEqual(first.result.status, 0, first.result.summary)
+        let nobody = try XCTUnwrap(first.reply, first.result.summary)
+        XCTAssertEqual(nobody["app"] as? String, "netpermctl", "\(nobody)")
+        XCTAssertEqual(nobody["matched_by"] as? String, "default")
+        XCTAssertEqual((nobody["identity"] as? [String: Any])?["uid"] as? Int, 65534, "\(nobody)")
+        XCTAssertEqual(nobody["available"] as? Bool, true, "wwan0 is usable and [Defaults] allow WWAN: \(nobody)")
+
+        // READY=1 made the start job finish; STATUS= tells the picture.
+        try waitForState(sd, "netpermd.service", "active/running")
+        XCTAssertEqual(try sd.property("netpermd.service", "StatusText"),
+                       "5 links, via wwan0 (wwan), 2 apps, policy gen 1")
+        XCTAssertFalse(sd.exists("/run/private/netpermd"), "DynamicUser= moved a runtime directory under /run/private")
+
+        // A dynamic user, and a transient service matched by Unit=.
+        let dynamic = try ctlAsService(sd, ["DynamicUser=yes"], ["query"])
+        XCTAssertEqual(dynamic.result.status, 0, dynamic.result.summary)
+        let dynUID = try XCTUnwrap((dynamic.reply?["identity"] as? [String: Any])?["uid"] as? Int, dynamic.result.summary)
+        XCTAssertTrue((61184...65519).contains(dynUID), "a DynamicUser= uid: \(dynUID)")
+        let client = try ctlAsService(sd, ["User=nobody"], ["query"], unit: "npt-client")
+        XCTAssertEqual(client.result.status, 0, client.result.summary)
+        XCTAssertEqual(client.reply?["app"] as? String, "client", client.result.summary)
+        XCTAssertEqual(client.reply?["matched_by"] as? String, "unit")
+        XCTAssertEqual(client.reply?["reason"] as? String, "denied")
+        XCTAssertEqual(client.reply?["denied_kinds"] as? [String], ["wwan"])
+        XCTAssertEqual((client.reply?["identity"] as? [String: Any])?["unit"] as? String, "npt-client.service")
+
+        // Naming another app is privileged: nobody is refused, exit 1.
+        let named = try ctlAsService(sd, ["User=nobody"], ["query", "waiter"])
+        XCTAssertEqual(named.result.status, 1, named.result.summary)
+        XCTAssertEqual(named.reply?["error"] as? String, "permission-denied", named.result.summary)
+
+        // After a restart, and after a stop (the socket unit activates it again), users still get in.
+        try sd.check(["systemctl", "restart", "netpermd.service"])
+        let afterRestart = try ctlAsService(sd, ["User=nobody"], ["query"])
+        XCTAssertEqual(afterRestart.result.status, 0, afterRestart.result.summary)
+        try sd.check(["systemctl", "stop", "netpermd.service"])
+        XCTAssertEqual(try sd.property("netpermd.socket", "ActiveState"), "active")
+        let afterStop = try ctlAsService(sd, ["DynamicUser=yes"], ["query"])
+        XCTAssertEqual(afterStop.result.status, 0, afterStop.result.summary)
+        XCTAssertEqual(try sd.property("netpermd.service", "ActiveState"), "active")
+        XCTAssertFalse(sd.exists("/run/private/netpermd"))
+    }
+
+    // MARK: - ExecStartPre=netpermctl wait
+
+    func testExecStartPreWaitStartsTheUnitOnceItsNetworkIsUsableAndNotBefore() throws {
+        let sd = try boot()
+        try sd.write("""
+            [Unit]
+            Description=waits for a network its policy allows
+            [Service]
+            DynamicUser=yes
+            ExecStartPre=/usr/local/bin/netpermctl wait --timeout 60
+            ExecStart=/bin/sleep infinity
+
+            """, to: "/etc/systemd/system/npt-waiter.service")
+        try sd.check(["systemctl", "daemon-reload"])
+        try sd.check(["systemctl", "start", "--no-block", "npt-waiter.service"])
+
+        // Only wwan0 is usable and the waiter may not use WWAN: its ExecStartPre= waits inside the daemon.
+        try waitUntil("netpermd holds the waiter's WAIT", timeout: 15) {
+            let log = try sd.run(["journalctl", "--no-pager", "-u", "netpermd", "-o", "cat"]).stdout
+            let state = try sd.property("npt-waiter.service", "ActiveState") + "/"
+                + sd.property("npt-waiter.service", "SubState")
+            return (state == "activating/start-pre" && log.contains("ready:"), state)
+        }
+        let apps = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "query", "waiter"]).lines.last ?? "")
+        XCTAssertEqual(apps["reason"] as? String, "denied", "\(apps)")
+        XCTAssertEqual(try sd.property("npt-waiter.service", "ActiveState"), "activating",
+                       "the unit must not start while its network is unusable")
+
+        // Wi-Fi becomes usable: the wait ends and the unit starts, after that moment and not before.
+        let before = monotonicMicroseconds()
+        try sd.namespace.ip("route", "add", "default", "via", "10.1.0.2", "dev", "wlan0", "metric", "600")
+        try waitForState(sd, "npt-waiter.service", "active/running")
+        let started = try XCTUnwrap(UInt64(sd.property("npt-waiter.service", "ExecMainStartTimestampMonotonic")))
+        XCTAssertGreaterThanOrEqual(started, before, "ExecStart= ran before wlan0 became usable")
+        let verdict = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "query", "waiter"]).lines.last ?? "")
+        XCTAssertEqual((verdict["via"] as? [String: Any])?["name"] as? String, "wlan0", "\(verdict)")
+    }
+
+    // MARK: - systemctl reload
+
+    func testReloadBumpsTheGenerationAndFailsOnABrokenPolicyKeepingTheLastGoodOne() throws {
+        let sd = try boot()
+        XCTAssertEqual(try sd.run(["/usr/local/bin/netpermctl", "ping"]).status, 0)
+        XCTAssertEqual(try generation(sd), 1)
+
+        // A good edit: the daemon notices the file by itself; `systemctl reload` then loads it once more.
+        try sd.write(Self.policy + "[App extra]\nUser=nobody\nWWAN=deny\n", to: "/etc/netpermd/netpermd.conf")
+        try waitUntil("the edit is loaded (3 apps)", timeout: 10) {
+            let s = try daemonStatus(sd)
+            return ((s["policy"] as? [String: Any])?["apps"] as? Int == 3, "\(s)")
+        }
+        let loaded = try generation(sd)
+        let good = try sd.run(["systemctl", "reload", "netpermd.service"])
+        XCTAssertEqual(good.status, 0, good.summary)
+        XCTAssertEqual(try generation(sd), loaded + 1)
+        XCTAssertEqual(try sd.property("netpermd.service", "StatusText"),
+                       "5 links, via wwan0 (wwan), 3 apps, policy gen \(loaded + 1)")
+
+        // A broken edit: the reload fails, STATUS= names the error, the last good policy stays in force.
+        try sd.write(Self.policy + "[App extra]\nUser=nobody\nWWAN=maybe\n", to: "/etc/netpermd/netpermd.conf")
+        let bad = try sd.run(["systemctl", "reload", "netpermd.service"])
+        XCTAssertNotEqual(bad.status, 0, "systemctl reload must fail on a broken policy: \(bad.summary)")
+        let status = try sd.property("netpermd.service", "StatusText")
+        XCTAssertTrue(status.contains("reload failed: /etc/netpermd/netpermd.conf:"), status)
+        XCTAssertTrue(status.contains("maybe"), status)
+        XCTAssertTrue(status.hasPrefix("5 links, via wwan0 (wwan), 3 apps, policy gen "), status)
+        let s = try daemonStatus(sd)
+        XCTAssertEqual((s["policy"] as? [String: Any])?["apps"] as? Int, 3, "the last good policy: \(s)")
+        let extra = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "query", "extra"]).lines.last ?? "")
+        XCTAssertEqual(extra["reason"] as? String, "denied", "[App extra] of the last good policy: \(extra)")
+        XCTAssertEqual(try sd.property("netpermd.service", "ActiveState"), "active", "a failed reload stops nothing")
+
+        // The journal has each message at its priority.
+        let journal = try sd.journal(unit: "netpermd.service")
+        func priority(of prefix: String) -> Int? { journal.first { $0.message.hasPrefix(prefix) }?.priority }
+        XCTAssertEqual(priority(of: "ready: "), 5, "notice")
+        XCTAssertEqual(priority(of: "policy generation 1: "), 6, "info")
+        XCTAssertEqual(priority(of: "policy reload failed"), 3, "err")
+    }
+
+    // MARK: - The watchdog
+
+    func testWatchdogKillsAHungDaemonAndSystemdRestartsIt() throws {
+        let sd = try boot()
+        try sd.write("[Service]\nWatchdogSec=1s\n",
+                     to: "/etc/systemd/system/netpermd.service.d/watchdog.conf")
+        try sd.check(["systemctl", "daemon-reload"])
+        try sd.check(["systemctl", "start", "netpermd.service"])
+        try waitForState(sd, "netpermd.service", "active/running")
+        let hung = try sd.property("netpermd.service", "MainPID")
+        XCTAssertEqual(try sd.property("netpermd.service", "WatchdogUSec"), "1s")
+
+        // A stopped daemon sends no WATCHDOG=1: systemd kills it and, Restart=on-failure, starts a new one.
+        try sd.check(["kill", "-STOP", hung])
+        try waitUntil("a new netpermd runs after the watchdog fired", timeout: 20, interval: 0.1) {
+            let pid = try sd.property("netpermd.service", "MainPID")
+            let state = try sd.property("netpermd.service", "ActiveState")
+            return (pid != hung && pid != "0" && state == "active", "MainPID \(pid), \(state)")
+        }
+        XCTAssertGreaterThanOrEqual(Int(try sd.property("netpermd.service", "NRestarts")) ?? 0, 1)
+        let journal = try sd.run(["journalctl", "--no-pager", "-u", "netpermd.service", "-o", "cat"]).stdout
+        XCTAssertTrue(journal.contains("Watchdog timeout"), journal)
+        XCTAssertEqual(try sd.run(["/usr/local/bin/netpermctl", "ping"]).status, 0, "the new daemon answers")
+    }
+
+    // MARK: - What a stop keeps
+
+    func testStopKeepsTheSocketAndTheDecisionsSurviveRestarts() throws {
+        let sd = try boot(policy: Self.policy + "[App maps]\nUser=nobody\nWWAN=ask\n")
+        let decide = try sd.run(["/usr/local/bin/netpermctl", "decide", "maps", "wwan", "allow"])
+        XCTAssertEqual(decide.status, 0, decide.summary)
+        XCTAssertTrue(sd.exists("/var/lib/netpermd/decisions.conf"), "the decision is on disk before the reply")
+
+        try sd.check(["systemctl", "stop", "netpermd.service"])
+        XCTAssertEqual(try sd.property("netpermd.service", "ActiveState"), "inactive")
+        XCTAssertEqual(try sd.property("netpermd.socket", "ActiveState"), "active")
+        XCTAssertTrue(sd.exists("/run/netpermd/netpermd.sock"), "stopping the service leaves the socket unit's socket")
+        XCTAssertTrue(sd.exists("/var/lib/netpermd/decisions.conf"), "stopping removes no decision")
+
+        // The next client starts it again, with the decision in force.
+        let maps = try ctlAsService(sd, ["User=nobody"], ["query"])
+        XCTAssertEqual(maps.reply?["app"] as? String, "maps", maps.result.summary)
+        XCTAssertEqual((maps.reply?["sources"] as? [String: Any])?["wwan"] as? String, "decision", maps.result.summary)
+        XCTAssertEqual(maps.reply?["available"] as? Bool, true, maps.result.summary)
+
+        try sd.check(["systemctl", "restart", "netpermd.service"])
+        let again = try ctlAsService(sd, ["User=nobody"], ["query"])
+        XCTAssertEqual((again.reply?["permissions"] as? [String: Any])?["wwan"] as? String, "allow", again.result.summary)
+    }
+}
