@@ -25,30 +25,28 @@ final class SystemdTests: IntegrationTestCase {
         super.recordFailure(withDescription: text, inFile: filePath, atLine: lineNumber, expected: expected)
     }
 
-    static var unitDir: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("systemd").path
-    }
-
-    /// Copies of both units, the service's ExecStart pointing at the built daemon (verify checks that the
-    /// binary exists and is executable).
-    private func copyUnits() throws -> (service: String, socket: String) {
-        let dir = try makeTempDir()
-        let service = dir + "/netpermd.service"
-        let socket = dir + "/netpermd.socket"
-        let text = try String(contentsOfFile: Self.unitDir + "/netpermd.service", encoding: .utf8)
+    /// Both units as `make install-files` installs them into a staging root, their commands pointing at the
+    /// staged programs (verify checks that they exist and are executable); `manPath` is the staged man pages'
+    /// directory (verify runs `man` for each `Documentation=man:` page).
+    private func installedUnits() throws -> (service: String, socket: String, manPath: String) {
+        let staged = try makeTempDir()
+        try Subprocess.check(["make", "-C", RealSystemdTests.repoRoot, "--no-print-directory", "install-files",
+                              "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
+        let units = staged + "/usr/local/lib/systemd/system"
+        let service = units + "/netpermd.service"
+        let text = try String(contentsOfFile: service, encoding: .utf8)
         XCTAssertTrue(text.contains("\nExecStart=/usr/local/bin/netpermd "), "the installed path is in ExecStart=")
-        try text.replacingOccurrences(of: "/usr/local/bin/netpermd", with: netpermd)
+        try text.replacingOccurrences(of: "/usr/local/bin/", with: staged + "/usr/local/bin/")
             .write(toFile: service, atomically: true, encoding: .utf8)
-        try FileManager.default.copyItem(atPath: Self.unitDir + "/netpermd.socket", toPath: socket)
-        return (service, socket)
+        return (service, units + "/netpermd.socket", staged + "/usr/local/share/man")
     }
 
     // MARK: - The unit files
 
     func testUnitsPassSystemdAnalyzeVerify() throws {
-        let units = try copyUnits()
-        let r = try Subprocess.run(["systemd-analyze", "verify", units.service, units.socket], timeout: 30)
+        let units = try installedUnits()
+        let r = try Subprocess.run(["env", "MANPATH=\(units.manPath)", "systemd-analyze", "verify", units.service,
+                                    units.socket], timeout: 30)
         XCTAssertEqual(r.status, 0, r.summary)
         // verify exits 0 on warnings such as an unknown key; any word about our units is a problem.
         let complaints = (r.stdout + "\n" + r.stderr).split(separator: "\n").filter { $0.contains("netpermd") }
@@ -56,7 +54,7 @@ final class SystemdTests: IntegrationTestCase {
     }
 
     func testSecurityExposureIsAtMostOnePointFive() throws {
-        let units = try copyUnits()
+        let units = try installedUnits()
         let r = try Subprocess.run(["systemd-analyze", "security", "--offline=yes", units.service], timeout: 30)
         XCTAssertEqual(r.status, 0, r.summary)
         let marker = "Overall exposure level for netpermd.service:"
