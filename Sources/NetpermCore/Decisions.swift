@@ -6,6 +6,9 @@ public enum PermissionSource: String, Sendable {
     case decision
     /// A decision that holds until the daemon restarts or the policy changes (`DECIDE ... --once`).
     case once
+    /// The policy says `ask`, nothing was decided, and no agent is listening to ask the user: a deny, as
+    /// polkit denies when no authentication agent is registered.
+    case noAgent = "no-agent"
 }
 
 /// The user's answers to prompts. They only ever apply where the policy says `ask`: an explicit allow or deny in
@@ -108,4 +111,12 @@ public struct EffectivePermissions: Hashable, Sendable {
     }
 
     public func source(_ kind: LinkKind) -> PermissionSource { sources[kind] ?? .policy }
+
+    /// With nobody to ask, every `ask` still undecided is a deny (its source says why).
+    mutating func denyUndecided() {
+        for (_, kind) in PermissionSet.keys where permissions[kind] == .ask {
+            permissions[kind] = .deny
+            sources[kind] = .noAgent
+        }
+    }
 }

@@ -12,6 +12,9 @@ public struct DaemonState: Sendable {
     public var policyError: String?
     public var decisions = Decisions()
     public var prompts = PromptBook()
+    /// Privileged subscribers of `prompts`. With none, an undecided `ask` is a deny (`no-agent`): a device
+    /// without a screen gets an answer, not an endless `awaiting-decision`.
+    public var agents = 0
 
     public init(ready: Bool = false, network: NetworkState = NetworkState(), config: Config = Config(),
                 policyGeneration: Int = 0, policyError: String? = nil) {
@@ -20,7 +23,9 @@ public struct DaemonState: Sendable {
     }
 
     public func effectivePermissions(for match: AppMatch) -> EffectivePermissions {
-        decisions.apply(to: config.permissions(for: match.app), app: match.id)
+        var e = decisions.apply(to: config.permissions(for: match.app), app: match.id)
+        if agents == 0 { e.denyUndecided() }
+        return e
     }
 
     public func verdict(for match: AppMatch) -> Verdict {
@@ -61,7 +66,8 @@ public struct Response: Equatable, Sendable {
         case subscribe(Set<Topic>)
         /// Reply when the app's verdict is available, or with `timeout` after the time-out (microseconds).
         case wait(AppMatch, timeoutMicroseconds: UInt64?, own: Bool)
-        /// The app asked about itself and awaits a decision: raise prompts (the reply is already in `json`).
+        /// The app asked about itself and awaits a decision, or would if an agent listened (`unaskedKinds`):
+        /// raise prompts, or say that nobody can be asked (the reply is already in `json`).
         case ask(Verdict)
         /// Store (lasting: on disk before replying) or hold a decision, then reply.
         case decide(app: String, kind: LinkKind, Permission, once: Bool)
@@ -147,6 +153,7 @@ public enum Processor {
             return ok([
                 ("version", .string(DaemonState.version)),
                 ("ready", .bool(state.ready)),
+                ("agents", .int(state.agents)),
                 ("links", .int(net.links.count)),
                 ("available", .bool(net.available)),
                 ("primary", primary.map { .string($0.name) } ?? .null),
@@ -166,7 +173,7 @@ public enum Processor {
                 let own = caller.owns(match)
                 let v = state.verdict(for: match)
                 let reply = VerdictReply(head: [("ok", true)], v, identity: own ? caller.identity : nil)
-                return Response(reply, action: own && v.reason == .awaitingDecision ? .ask(v) : nil)
+                return Response(reply, action: own && v.wantsAsking ? .ask(v) : nil)
             }
         case .wait:
             var args = request.args

@@ -22,6 +22,13 @@ public struct Verdict: Equatable, Sendable {
     /// Kinds of usable links set to `ask` with no decision yet.
     public var pendingKinds: [LinkKind]
 
+    /// Kinds denied only because no agent listens to ask the user (`no-agent`).
+    public var unaskedKinds: [LinkKind] { deniedKinds.filter { sources[$0] == .noAgent } }
+
+    /// Asking about itself, the app should make someone ask the user: an agent (prompts), or, with none, the
+    /// log (that nobody can).
+    public var wantsAsking: Bool { reason == .awaitingDecision || !unaskedKinds.isEmpty }
+
     /// Kinds in reporting order.
     static let reportedKinds: [LinkKind] = [.wifi, .wwan, .ethernet, .other]
 

@@ -30,6 +30,7 @@ extension Daemon {
         let listened = [subscribers.removeValue(forKey: id)?.caller.match.id,
                         waiters.removeValue(forKey: id)?.waiting?.match.id].compactMap { $0 }
         untrackIfUnwanted(listened)
+        countAgents()
     }
 
     func handle(_ client: ClientConnection, _ frame: LineFramer.Frame) -> Response? {
@@ -51,8 +52,11 @@ extension Daemon {
             let error = reload()
             return Processor.reloadReply(state: state, error: error)
         case let .subscribe(topics)?:
-            tracker.track(session.caller.match, state: state)
             var sub = Subscription(topics: topics, privileged: session.caller.privileged, appID: session.caller.match.id)
+            session.subscription = sub
+            // A first agent changes verdicts: the other subscribers hear it as events, this one in its snapshot.
+            countAgents(plus: session)
+            tracker.track(session.caller.match, state: state)
             response.trailer = sub.snapshot(state: state, verdicts: tracker.all)
             session.subscription = sub
             subscribers[id] = session
@@ -67,6 +71,8 @@ extension Daemon {
         case let .forget(app, kind)?:
             return Response(forget(app: app, kind: kind))
         case let .wait(match, timeout, own)?:
+            Log.debug("pid \(session.identity.pid) waits for \(own ? "its own app " : "")\(match.id)"
+                + (timeout.map { " (up to \($0 / 1000) ms)" } ?? ""))
             tracker.track(match, state: state)
             var timer: TimerSource?
             if let timeout {
@@ -78,7 +84,7 @@ extension Daemon {
             }
             session.waiting = (match, timer, own)
             waiters[id] = session
-            if own, let v = tracker.verdict(match.id), v.reason == .awaitingDecision {
+            if own, let v = tracker.verdict(match.id), v.wantsAsking {
                 raisePrompts(v.renamed(match.id, match.matchedBy), identity: session.identity)
             }
             return .held

@@ -20,7 +20,7 @@ extension Daemon {
         if !waiters.isEmpty {
             answerWaiters()
             // An app waiting for itself keeps asking: a verdict that now awaits a decision raises prompts.
-            for case let .app(v) in events where v.reason == .awaitingDecision {
+            for case let .app(v) in events where v.wantsAsking {
                 if let s = waiters.values.first(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }) {
                     raisePrompts(v, identity: s.identity)
                 }

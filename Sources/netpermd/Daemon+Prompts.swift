@@ -3,23 +3,48 @@ import NetpermIO
 
 /// Prompts to agents, and the decisions that answer them.
 extension Daemon {
-    private var agentCount: Int {
-        subscribers.values.filter { $0.caller.privileged && $0.subscription?.topics.contains(.prompts) == true }.count
+    /// Privileged subscribers of `prompts`, and `plus` when it is one (a subscriber being added).
+    func agentCount(plus newcomer: Session? = nil) -> Int {
+        var n = newcomer.map { isAgent($0) ? 1 : 0 } ?? 0
+        for s in subscribers.values where isAgent(s) { n += 1 }
+        return n
     }
 
-    /// One prompt per app and kind; with no agent it expires at once (nothing is stored either way).
+    private func isAgent(_ s: Session) -> Bool {
+        !s.client.isClosed && s.caller.privileged && s.subscription?.topics.contains(.prompts) == true
+    }
+
+    /// The one setter for the agent count outside a policy load. The first agent arriving or the last leaving
+    /// changes every undecided `ask` (prompted, or denied for want of someone to ask): app events follow.
+    func countAgents(plus newcomer: Session? = nil) {
+        let old = state.agents, n = agentCount(plus: newcomer)
+        guard n != old else { return }
+        state.agents = n
+        guard (old == 0) != (n == 0) else { return }
+        Log.info(n > 0 ? "an agent listens for prompts: undecided 'ask' now prompts"
+                       : "no agent listens for prompts: undecided 'ask' is denied until one does")
+        if n > 0 { unaskedLogged = [] }
+        emit(tracker.reset(state: state, extra: extraMatches()))
+    }
+
+    /// One prompt per app and kind, to the agents; with none, the app is denied those kinds and the log says
+    /// so once per app and kind until an agent comes (a headless device must not fill its log).
     func raisePrompts(_ v: Verdict, identity: PeerIdentity?) {
-        let raised = state.prompts.raise(for: v, identity: identity, network: state.network)
-        guard !raised.isEmpty else { return }
-        let agents = agentCount
-        for p in raised {
-            if agents == 0 {
-                state.prompts.close(id: p.id)
-                Log.info("\(p.app) wants to use \(p.kind.rawValue) via \(p.link): no agent to ask")
-                emit([.promptExpired(p)])
-                continue
+        guard state.agents > 0 else {
+            for kind in v.unaskedKinds where unaskedLogged.count <= Self.unaskedLogLimit {
+                guard unaskedLogged.insert("\(v.app) \(kind.rawValue)").inserted else { continue }
+                if unaskedLogged.count > Self.unaskedLogLimit {
+                    Log.notice("more apps asked with no agent to prompt; not logging each until an agent comes")
+                    break
+                }
+                Log.notice("\(v.app) may not use \(kind.rawValue), which its policy sets to ask: no agent is listening "
+                    + "to ask the user (run 'netpermctl agent', or 'netpermctl decide \(v.app) \(kind.rawValue) allow')")
             }
-            Log.info("\(p.app) wants to use \(p.kind.rawValue) via \(p.link): prompt \(p.id) sent to \(agents) agent(s)")
+            return
+        }
+        let raised = state.prompts.raise(for: v, identity: identity, network: state.network)
+        for p in raised {
+            Log.info("\(p.app) wants to use \(p.kind.rawValue) via \(p.link): prompt \(p.id) sent to \(state.agents) agent(s)")
             emit([.prompt(p)])
             promptTimers[p.id] = try? loop.addTimer(afterMicroseconds: UInt64(state.config.promptTimeoutSec) * 1_000_000) {
                 [unowned self] in

@@ -34,6 +34,9 @@ final class Daemon {
     var promptTimers: [Int: TimerSource] = [:]
     /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
     var resolvedAdminGID: (generation: Int, gid: UInt32?)?
+    /// "app kind" pairs already logged as asked with no agent; emptied when an agent comes.
+    var unaskedLogged: Set<String> = []
+    static let unaskedLogLimit = 256
 
     /// A connection's peer, identified once at accept; its app match is redone when the policy changes.
     final class Session {
@@ -137,6 +140,9 @@ final class Daemon {
             session.subscription?.appID = session.caller.match.id
             if let w = session.waiting, w.match.matchedBy != .name { session.waiting?.match = session.caller.match }
         }
+        // Privileges may have changed with the policy, and with them who counts as an agent.
+        state.agents = agentCount()
+        if state.agents > 0 { unaskedLogged = [] }
         var events: [Event] = [.policy(generation: state.policyGeneration, apps: config.apps.count, error: nil)]
         events += recomputeNetwork(emitting: false)
         events += tracker.reset(state: state, extra: extraMatches())

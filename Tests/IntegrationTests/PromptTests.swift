@@ -79,6 +79,18 @@ final class PromptTests: IntegrationTestCase {
         XCTAssertEqual(Self.field(v, "sources", "wwan"), "policy", "\(what): \(v)", file: file, line: line)
     }
 
+    /// With no agent to ask, an undecided `ask` is a deny that says so.
+    private func assertUnasked(_ v: [String: Any], _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(try JSONValue.bool(v, "ok"), true, "\(what): \(v)", file: file, line: line)
+        XCTAssertEqual(v["app"] as? String, "asker", "\(what): \(v)", file: file, line: line)
+        XCTAssertEqual(try JSONValue.bool(v, "available"), false, "\(what): \(v)", file: file, line: line)
+        XCTAssertEqual(v["reason"] as? String, "denied", "\(what): \(v)", file: file, line: line)
+        XCTAssertEqual(v["denied_kinds"] as? [String], ["wwan"], "\(what): \(v)", file: file, line: line)
+        XCTAssertEqual(v["pending_kinds"] as? [String], [], "\(what): \(v)", file: file, line: line)
+        XCTAssertEqual(Self.field(v, "permissions", "wwan"), "deny", "\(what): \(v)", file: file, line: line)
+        XCTAssertEqual(Self.field(v, "sources", "wwan"), "no-agent", "\(what): \(v)", file: file, line: line)
+    }
+
     private func assertAllowedByDecision(_ v: [String: Any], _ what: String, file: StaticString = #filePath,
                                          line: UInt = #line) {
         XCTAssertEqual(try JSONValue.bool(v, "ok"), true, "\(what): \(v)", file: file, line: line)
@@ -132,9 +144,9 @@ final class PromptTests: IntegrationTestCase {
     func testAgentDecisionLastsAcrossRestartUntilForgotten() throws {
         let s = try makeSetup()
 
-        // No agent yet: the app is told it waits for a decision about WWAN.
+        // No agent yet: nobody can be asked, so the app is told it may not use WWAN, and why.
         let first = try askerQuery(s)
-        assertAwaiting(first, "the app's first QUERY")
+        assertUnasked(first, "the app's first QUERY")
         XCTAssertEqual(first["matched_by"] as? String, "executable")
         XCTAssertEqual(Self.field(first, "identity", "executable"), s.asker)
 
@@ -145,7 +157,9 @@ final class PromptTests: IntegrationTestCase {
         XCTAssertEqual(try JSONValue.bool(ack, "privileged"), true, "\(ack)")
         XCTAssertEqual((ack["subscribed"] as? [String]).map(Set.init), ["apps", "prompts"], "\(ack)")
         XCTAssertEqual((snapshot["prompts"] as? [Any])?.count, 0,
-                       "the prompt raised while there was no agent must not still be open: \(snapshot)")
+                       "no prompt was raised while there was no agent: \(snapshot)")
+        let inSnapshot = (snapshot["apps"] as? [[String: Any]])?.first { $0["app"] as? String == "asker" }
+        XCTAssertEqual(inSnapshot?["reason"] as? String, "awaiting-decision", "with an agent, ask waits: \(snapshot)")
 
         // The app asks twice: one prompt.
         assertAwaiting(try askerQuery(s), "the app's second QUERY")
@@ -218,7 +232,7 @@ final class PromptTests: IntegrationTestCase {
         XCTAssertEqual(try JSONValue.bool(forgot, "forgotten"), true, "\(forgot)")
         XCTAssertEqual(forgot["app"] as? String, "asker", "\(forgot)")
         XCTAssertTrue(forgot["kind"] is NSNull, "\(forgot)")
-        assertAwaiting(try askerQuery(s), "the app's QUERY after FORGET")
+        assertUnasked(try askerQuery(s), "the app's QUERY after FORGET (the agent has gone)")
         XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), [:], "FORGET removed it from the file")
         let again = try request(s.socket, "FORGET asker")
         XCTAssertEqual(try JSONValue.bool(again, "forgotten"), false, "nothing left to forget: \(again)")
@@ -230,21 +244,25 @@ final class PromptTests: IntegrationTestCase {
     func testUnansweredPromptsExpireAndStoreNothing() throws {
         let s = try makeSetup(promptTimeout: 2)
 
-        // No agent (a subscriber of apps is not one): the prompt expires at once.
+        // No agent (a subscriber of apps is not one): no prompt at all.
         let monitor = try LiveConnection(path: s.socket)
         addTeardownBlock { monitor.close() }
         try monitor.subscribe("apps")
-        assertAwaiting(try askerQuery(s), "QUERY with no agent")
+        assertUnasked(try askerQuery(s), "QUERY with no agent")
         let none = try request(s.socket, "PROMPTS")
-        XCTAssertEqual((none["prompts"] as? [Any])?.count, 0, "with no agent no prompt stays open: \(none)")
+        XCTAssertEqual((none["prompts"] as? [Any])?.count, 0, "with no agent no prompt is open: \(none)")
         XCTAssertNil(try Self.parseDecisions(s.decisionsFile), "nothing is stored")
         let (monitorSaw, _) = try monitor.request("PING")
         XCTAssertTrue(monitorSaw.isEmpty, "a subscriber of apps hears nothing of prompts: \(monitorSaw)")
 
-        // An agent that does not answer: the prompt expires after PromptTimeoutSec=2.
+        // An agent that does not answer: the prompt expires after PromptTimeoutSec=2. Its arrival changes the
+        // app's verdict from a deny to awaiting a decision, which the subscriber of apps hears.
         let agent = try LiveConnection(path: s.socket)
         addTeardownBlock { agent.close() }
         try agent.subscribe("prompts")
+        let (heard, _) = try monitor.request("PING")
+        XCTAssertEqual(heard.filter { $0["app"] as? String == "asker" }.map { $0["reason"] as? String },
+                       ["awaiting-decision"], "\(heard)")
         let asked = monotonicNow()
         assertAwaiting(try askerQuery(s), "QUERY with a silent agent")
         let raised = try agent.objects(until: "a prompt") { $0["event"] as? String == "prompt" }
@@ -271,6 +289,62 @@ final class PromptTests: IntegrationTestCase {
         XCTAssertNotEqual(try JSONValue.int(next, "id"), id, "a new prompt has a new id: \(next)")
     }
 
+    // MARK: - No agent (a device without a screen)
+
+    /// With no agent an undecided `ask` is denied at once (as polkit denies without an authentication agent),
+    /// the log says so once per app and kind however often the app asks, and an agent arriving turns it back
+    /// into a prompt for an app that is still waiting for itself.
+    func testWithNoAgentAskIsDeniedLoggedOnceAndAnArrivingAgentIsAsked() throws {
+        let s = try makeSetup()
+        let told = "asker may not use wwan, which its policy sets to ask: no agent is listening"
+        for i in 1...5 { assertUnasked(try askerQuery(s), "QUERY \(i) with no agent") }
+        XCTAssertEqual(s.daemon.log.components(separatedBy: told).count - 1, 1,
+                       "told once, not at every QUERY:\n\(s.daemon.logTail)")
+        XCTAssertEqual(try JSONValue.int(request(s.socket, "STATUS"), "agents"), 0)
+
+        // The app waits for itself (no time-out) through its own socat, kept open.
+        let input = try Subprocess.makePipe()
+        let output = try Subprocess.makePipe()
+        let waiter = try Subprocess.spawn([s.asker, "-t", "60", "-", "UNIX-CONNECT:\(s.socket)"], stdin: .fd(input.read),
+                                          stdout: .fd(output.write), stderr: .devNull)
+        close(input.read)
+        close(output.write)
+        addTeardownBlock {
+            close(input.write)
+            waiter.killAndReap()
+            close(output.read)
+        }
+        try writeText(toFD: input.write, "WAIT\n")
+        try waitUntil("the daemon holds the app's WAIT") {
+            (s.daemon.log.contains("waits for its own app asker"), s.daemon.logTail)
+        }
+
+        // An agent arrives: the waiting app is asked about at once (the open prompt is in the agent's snapshot);
+        // the answer ends its WAIT.
+        let agent = try LiveConnection(path: s.socket)
+        addTeardownBlock { agent.close() }
+        let (_, snapshot) = try agent.subscribe("prompts")
+        let prompt = try XCTUnwrap((snapshot["prompts"] as? [[String: Any]])?.first, "\(snapshot)")
+        XCTAssertEqual(prompt["app"] as? String, "asker", "\(prompt)")
+        XCTAssertEqual(prompt["kind"] as? String, "wwan", "\(prompt)")
+        XCTAssertEqual(try JSONValue.int(request(s.socket, "STATUS"), "agents"), 1)
+        XCTAssertEqual(try request(s.socket, "DECIDE asker wwan allow --once")["ok"] as? Bool, true)
+        let replies = FDLineReader(fd: output.read)
+        let done = try JSONValue.object(try XCTUnwrap(replies.nextLine(timeout: 5), "the WAIT reply"))
+        XCTAssertEqual(done["reason"] as? String, "ok", "\(done)")
+        XCTAssertEqual(Self.field(done, "sources", "wwan"), "once", "\(done)")
+
+        // The agent leaves and the decision is forgotten: denied again, and told again (a new agentless spell).
+        agent.close()
+        try waitUntil("the daemon has no agent") {
+            let st = try request(s.socket, "STATUS")
+            return ((try? JSONValue.int(st, "agents")) == 0, "\(st)")
+        }
+        XCTAssertEqual(try request(s.socket, "FORGET asker")["ok"] as? Bool, true)
+        assertUnasked(try askerQuery(s), "QUERY after the agent left")
+        XCTAssertEqual(s.daemon.log.components(separatedBy: told).count - 1, 2, s.daemon.logTail)
+    }
+
     // MARK: - Privilege
 
     func testUnprivilegedClientsMayNotDecideForgetListOrBeAgents() throws {
@@ -292,7 +366,7 @@ final class PromptTests: IntegrationTestCase {
             XCTAssertEqual(o["error"] as? String, "permission-denied", "\(request) as nobody: \(line)")
         }
         XCTAssertNil(try Self.parseDecisions(s.decisionsFile), "nothing was stored")
-        assertAwaiting(try askerQuery(s), "QUERY after nobody's attempts")
+        assertUnasked(try askerQuery(s), "QUERY after nobody's attempts")
     }
 
     // MARK: - Crash safety

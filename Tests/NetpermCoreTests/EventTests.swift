@@ -88,9 +88,12 @@ final class VerdictTrackerTests: XCTestCase {
         """)
     }
 
+    /// With an agent listening, so that `ask` prompts (no agent: see testLastAgentLeaving...).
     private func state(_ links: [Link], ready: Bool = true, config: Config? = nil) throws -> DaemonState {
-        DaemonState(ready: ready, network: NetworkState(links: links), config: try config ?? self.config(),
-                    policyGeneration: 1)
+        var s = DaemonState(ready: ready, network: NetworkState(links: links), config: try config ?? self.config(),
+                            policyGeneration: 1)
+        s.agents = 1
+        return s
     }
 
     private let eth = makeLink(2, "eth0", .ethernet, metric: 100)
@@ -213,6 +216,31 @@ final class VerdictTrackerTests: XCTestCase {
         XCTAssertEqual(events["curl"]?.reason, .awaitingDecision)
         XCTAssertEqual(events["curl"]?.matchedBy, .defaults)
         XCTAssertEqual(events["d"]?.reason, .awaitingDecision)
+    }
+
+    /// The last agent leaving turns every undecided `ask` into a `no-agent` deny, and the first one coming back
+    /// turns it back: app events for exactly the apps with an undecided `ask` (d), none for the others.
+    func testLastAgentLeavingAndFirstComingBackChangeOnlyUndecidedAsk() throws {
+        var t = VerdictTracker()
+        var s = try state([wwan])
+        _ = t.reset(state: s, extra: [])
+        XCTAssertEqual(t.verdict("d")?.reason, .awaitingDecision)
+
+        s.agents = 0
+        let gone = byApp(t.reset(state: s, extra: []))
+        XCTAssertEqual(Set(gone.keys), ["d"])
+        XCTAssertEqual(gone["d"]?.reason, .denied)
+        XCTAssertEqual(gone["d"]?.deniedKinds, [.wwan])
+        XCTAssertEqual(gone["d"]?.sources[.wwan], .noAgent)
+        XCTAssertEqual(gone["d"]?.unaskedKinds, [.wwan])
+        XCTAssertEqual(t.verdict("b")?.unaskedKinds, [], "b's deny is the policy's")
+
+        s.agents = 2
+        let back = byApp(t.reset(state: s, extra: []))
+        XCTAssertEqual(Set(back.keys), ["d"])
+        XCTAssertEqual(back["d"]?.reason, .awaitingDecision)
+        XCTAssertEqual(back["d"]?.pendingKinds, [.wwan])
+        XCTAssertNil(back["d"]?.sources[.wwan])
     }
 
     /// After a reload: events only for apps whose verdict (or permissions) changed; extra apps are kept.

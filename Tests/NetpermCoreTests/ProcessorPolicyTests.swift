@@ -16,9 +16,12 @@ final class ProcessorPolicyTests: XCTestCase {
     private let wwan = makeLink(4, "wwan0", .wwan, metric: 700)
     private let eth = makeLink(2, "enp3s0", .ethernet, metric: 100)
 
-    private func state(_ links: [Link]? = nil, ready: Bool = true) throws -> DaemonState {
-        DaemonState(ready: ready, network: NetworkState(links: links ?? [wwan]), config: try parsePolicy(policy),
-                    policyGeneration: 1)
+    /// With an agent listening (so `ask` prompts) unless `agents` says otherwise.
+    private func state(_ links: [Link]? = nil, ready: Bool = true, agents: Int = 1) throws -> DaemonState {
+        var s = DaemonState(ready: ready, network: NetworkState(links: links ?? [wwan]), config: try parsePolicy(policy),
+                            policyGeneration: 1)
+        s.agents = agents
+        return s
     }
 
     /// curl run by an ordinary user (not in group netperm, gid 990).
@@ -81,6 +84,37 @@ final class ProcessorPolicyTests: XCTestCase {
         XCTAssertEqual(r.json["identity"]?["pid"], 77)
         // Asking about yourself while awaiting a decision raises prompts.
         XCTAssertEqual(r.action, .ask(s.verdict(for: admin(s).match)))
+    }
+
+    /// No agent listens: nobody can be asked, so an undecided `ask` is a deny that says why (`no-agent`), and
+    /// the app asking about itself still makes the daemon say so (the `ask` action, which logs).
+    func testQueryWithNoAgentDeniesUndecidedAskAndSaysWhy() throws {
+        let s = try state(agents: 0)
+        let r = try run("QUERY", s, admin(s))
+        XCTAssertEqual(r.json["available"], false)
+        XCTAssertEqual(r.json["reason"], "denied")
+        XCTAssertEqual(r.json["denied_kinds"], .array(["wwan"]))
+        XCTAssertEqual(r.json["pending_kinds"], .array([]))
+        XCTAssertEqual(r.json["permissions"]?["wwan"], "deny")
+        XCTAssertEqual(r.json["sources"]?["wwan"], "no-agent")
+        XCTAssertEqual(r.json["sources"]?["wifi"], "policy")
+        let v = s.verdict(for: admin(s).match)
+        XCTAssertEqual(v.unaskedKinds, [.wwan])
+        XCTAssertEqual(r.action, .ask(v))
+        // A decision still counts: it is not an `ask` any more.
+        var decided = s
+        decided.decisions.set("netpermctl", .wwan, .allow, once: false)
+        let d = try run("QUERY", decided, admin(decided))
+        XCTAssertEqual(d.json["reason"], "ok")
+        XCTAssertEqual(d.json["sources"]?["wwan"], "decision")
+        XCTAssertNil(d.action)
+        // An explicit deny in the policy is not "unasked": nothing to say.
+        let backup = try run("QUERY", s, Caller(identity: makePeer(uid: 5, gids: [5], exe: nil, unit: "backup.service"),
+                                                config: s.config, adminGID: { nil }))
+        XCTAssertEqual(backup.json["sources"]?["wwan"], "policy")
+        XCTAssertNil(backup.action)
+        XCTAssertEqual(try run("STATUS", s, admin(s)).json["agents"], 0)
+        XCTAssertEqual(try run("STATUS", try state(), admin(s)).json["agents"], 1)
     }
 
     /// Naming another app that awaits a decision does not prompt (only the app itself asking does).
