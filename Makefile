@@ -2,7 +2,11 @@
 
 PREFIX ?= /usr/local
 DESTDIR ?=
-SOCKET ?= /run/netpermd/netpermd.sock
+# `make run` keeps its socket and decisions under .build/run (removed by `make clean`), so a trial run leaves
+# nothing on the host; override RUN_DIR, or SOCKET and STATE_DIR one by one.
+RUN_DIR ?= $(CURDIR)/.build/run
+SOCKET ?= $(RUN_DIR)/netpermd.sock
+STATE_DIR ?= $(RUN_DIR)/state
 RUN_CONFIG ?= config/run.conf
 SWIFT ?= swift
 # libstdc++-12-dev: the release link takes libstdc++ from its static archive (link/libstdc++.so).
@@ -32,10 +36,12 @@ build: deps
 release: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
 
-# The daemon in the foreground on this machine's real links; ask it with
-#   echo STATUS | socat - UNIX-CONNECT:$(SOCKET)
+# The daemon in the foreground on this machine's real links (Ctrl-C stops it).
 run: release
-	$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/netpermd --socket $(SOCKET) --config $(RUN_CONFIG)
+	@bin=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path); \
+	echo "netpermd: socket $(SOCKET), decisions in $(STATE_DIR), policy $(RUN_CONFIG). In another terminal:"; \
+	echo "  export NETPERMD_SOCKET=$(SOCKET); $$bin/netpermctl status"; \
+	exec $$bin/netpermd --socket $(SOCKET) --config $(RUN_CONFIG) --state-dir $(STATE_DIR)
 
 test: deps
 	$(SWIFT) build --build-tests

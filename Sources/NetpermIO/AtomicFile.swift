@@ -41,11 +41,14 @@ public enum AtomicFile {
         return (try? sys { rename(path, aside) }) != nil ? aside : nil
     }
 
+    /// `mkdir -p`: missing parents 0755 (others may need to pass through them, e.g. to a socket beside), the
+    /// directory itself `mode`.
     public static func makeDirectory(_ path: String, mode: mode_t = 0o700) {
         var parts: [String] = []
-        for c in path.split(separator: "/") {
+        let components = path.split(separator: "/")
+        for (i, c) in components.enumerated() {
             parts.append(String(c))
-            mkdir((path.hasPrefix("/") ? "/" : "") + parts.joined(separator: "/"), mode)
+            mkdir((path.hasPrefix("/") ? "/" : "") + parts.joined(separator: "/"), i == components.count - 1 ? mode : 0o755)
         }
     }
 }
