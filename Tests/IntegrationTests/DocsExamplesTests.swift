@@ -1,0 +1,266 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The README's and docs' examples, run as written, so that they cannot drift from the code: every command line
+/// of every ```sh block against a netpermd running with its default paths (DefaultsSandbox), the systemctl lines
+/// under a real systemd, every policy in an ```ini block through `netpermctl check`; and every field the daemon
+/// sends must be named in docs/PROTOCOL.md.
+final class DocsExamplesTests: IntegrationTestCase {
+    static let documents = ["README.md", "docs/PROTOCOL.md", "docs/POLICY.md", "docs/CLASSIFICATION.md",
+                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md"]
+
+    struct Block {
+        var file: String
+        /// The line of the opening fence.
+        var line: Int
+        var language: String
+        var lines: [String]
+    }
+
+    /// Fenced code blocks of a Markdown file.
+    static func blocks(in file: String) throws -> [Block] {
+        let text = try String(contentsOfFile: RealSystemdTests.repoRoot + "/" + file, encoding: .utf8)
+        var blocks: [Block] = []
+        var open: Block?
+        for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if line.hasPrefix("```") {
+                if let b = open {
+                    blocks.append(b)
+                    open = nil
+                } else {
+                    open = Block(file: file, line: i + 1, language: String(line.dropFirst(3)), lines: [])
+                }
+            } else {
+                open?.lines.append(String(line))
+            }
+        }
+        return blocks
+    }
+
+    /// The commands of a shell block: one per line, `\` continuations joined, blank and comment lines dropped.
+    static func commands(_ block: Block) -> [String] {
+        var out: [String] = []
+        var pending = ""
+        for raw in block.lines {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasSuffix("\\") {
+                pending += line.dropLast() + " "
+                continue
+            }
+            out.append(pending + line)
+            pending = ""
+        }
+        return out
+    }
+
+    /// Commands that follow the daemon until stopped (documented as such): they pass if they print.
+    static func follows(_ command: String) -> Bool {
+        command.contains("monitor") || command.contains("SUBSCRIBE")
+    }
+
+    /// A namespace with wlan0 (wifi, default route metric 600) and wwan0 (wwan, metric 100) usable, the policy of
+    /// `make run` as /etc/netpermd/netpermd.conf, and netpermd running with no arguments at all.
+    private func sandboxWithDaemon(extraPolicy: String = "") throws -> (DefaultsSandbox, ChildProcess, String) {
+        let ns = try makeNamespace()
+        try ns.addVethPair("wlan0", peer: "wlan0p")
+        try ns.addVethPair("wwan0", peer: "wwan0p")
+        try ns.ip("addr", "add", "10.1.0.1/24", "dev", "wlan0")
+        try ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
+        try ns.ip("route", "add", "default", "via", "10.1.0.2", "dev", "wlan0", "metric", "600")
+        try ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0", "metric", "100")
+        let dir = try makeTempDir()
+        let sandbox = try DefaultsSandbox(namespace: ns, scratch: dir + "/sandbox")
+        addTeardownBlock { sandbox.close() }
+        let runPolicy = try String(contentsOfFile: RealSystemdTests.repoRoot + "/config/run.conf", encoding: .utf8)
+        try sandbox.write(runPolicy + "\n[Interface wlan0]\nKind=wifi\n\n[Interface wwan0]\nKind=wwan\n" + extraPolicy,
+                          to: "/etc/netpermd/netpermd.conf")
+        let log = dir + "/netpermd.log"
+        let daemon = try Subprocess.spawn(sandbox.argv([netpermd]), stdin: .devNull, stdout: .appendFile(log),
+                                          stderr: .appendFile(log))
+        addTeardownBlock {
+            daemon.signal(SIGTERM)
+            if daemon.wait(timeout: 5) == nil { daemon.killAndReap() }
+        }
+        try waitUntil("netpermd answers on its default socket") {
+            if let s = daemon.poll() { throw HarnessError("netpermd exited \(s): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")") }
+            let r = try Subprocess.run(sandbox.argv([netpermctl, "ping"]))
+            return (r.status == 0, r.summary)
+        }
+        return (sandbox, daemon, log)
+    }
+
+    /// One example command line, in bash, from the repository's root, with the built programs first on PATH;
+    /// stopped after 4 s (status 124 then) with everything it printed.
+    private func run(_ command: String, in sandbox: DefaultsSandbox) throws -> CommandResult {
+        try Subprocess.run(sandbox.argv(["timeout", "4", "bash", "-c",
+                                         "cd '\(RealSystemdTests.repoRoot)' && PATH='\(Self.binDir)':$PATH && \(command)"]),
+                           timeout: 20)
+    }
+
+    func testEveryShellExampleWorksAsWritten() throws {
+        let (sandbox, _, log) = try sandboxWithDaemon()
+        var ran = 0
+        for file in Self.documents {
+            for block in try Self.blocks(in: file) where block.language == "sh" {
+                for command in Self.commands(block) {
+                    // `make run` and `make test` are what runs this test; `make install` and systemctl are the
+                    // real-systemd example below.
+                    if command.hasPrefix("make ") || command.hasPrefix("systemctl ") { continue }
+                    let r = try run(command, in: sandbox)
+                    ran += 1
+                    let where_ = "\(file):\(block.line): `\(command)`"
+                    if Self.follows(command) {
+                        XCTAssertEqual(r.status, 124, "\(where_) follows until stopped: \(r.summary)")
+                        XCTAssertFalse(r.lines.isEmpty, "\(where_) printed nothing in 4 s: \(r.summary)")
+                    } else {
+                        XCTAssertEqual(r.status, 0, "\(where_): \(r.summary)\n--- netpermd log ---\n"
+                            + ((try? String(contentsOfFile: log, encoding: .utf8))?.suffix(3000) ?? ""))
+                        XCTAssertFalse(r.stdout.isEmpty, "\(where_) printed nothing: \(r.summary)")
+                    }
+                    // What the daemon says must be JSON wherever it is printed raw.
+                    for line in r.lines where line.hasPrefix("{") {
+                        XCTAssertNoThrow(try JSONValue.object(line), "\(where_) printed a line that is not JSON: \(line)")
+                    }
+                }
+            }
+        }
+        XCTAssertGreaterThan(ran, 15, "the docs' shell examples were found")
+    }
+
+    /// The docs' systemctl blocks, in a real systemd after the same install as `make install`.
+    func testSystemdExamplesWorkUnderARealSystemd() throws {
+        let ns = try makeNamespace()
+        let staged = try makeTempDir()
+        chmod(staged, 0o755)
+        try Subprocess.check(["make", "-C", RealSystemdTests.repoRoot, "--no-print-directory", "install-files",
+                              "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
+        let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
+        addTeardownBlock { sd.shutdown() }
+        var ran = 0
+        for file in Self.documents {
+            for block in try Self.blocks(in: file) where block.language == "sh" {
+                for command in Self.commands(block) where command.hasPrefix("systemctl ") {
+                    let r = try sd.run(["bash", "-c", command])
+                    ran += 1
+                    XCTAssertEqual(r.status, 0, "\(file):\(block.line): `\(command)`: \(r.summary)")
+                }
+            }
+        }
+        XCTAssertGreaterThanOrEqual(ran, 2)
+        let ping = try sd.run(["/usr/local/bin/netpermctl", "ping"])
+        XCTAssertEqual(ping.status, 0, "after the docs' steps the daemon answers: \(ping.summary)")
+    }
+
+    /// Every ```ini block that is a netpermd policy (not a unit snippet) passes `netpermctl check`; a drop-in
+    /// example (its first line a comment naming a `.conf.d/` file) is checked beside the main example before it.
+    func testEveryPolicyExampleIsValid() throws {
+        let dir = try makeTempDir()
+        var checked = 0
+        for file in Self.documents {
+            var main: String?
+            for block in try Self.blocks(in: file) where block.language == "ini" {
+                let text = block.lines.joined(separator: "\n") + "\n"
+                if block.lines.contains(where: { $0.hasPrefix("[Service]") || $0.hasPrefix("[Unit]") }) { continue }
+                let config = dir + "/\(checked).conf"
+                if let first = block.lines.first, first.hasPrefix("# "), first.contains(".conf.d/"), let main {
+                    try FileManager.default.createDirectory(atPath: config + ".d", withIntermediateDirectories: true)
+                    try main.write(toFile: config, atomically: true, encoding: .utf8)
+                    try text.write(toFile: config + ".d/50-example.conf", atomically: true, encoding: .utf8)
+                } else {
+                    try text.write(toFile: config, atomically: true, encoding: .utf8)
+                    main = text
+                }
+                let r = try ctl(["check", config])
+                checked += 1
+                XCTAssertEqual(r.status, 0, "\(file):\(block.line): the policy example is not valid: \(r.summary)")
+            }
+        }
+        XCTAssertGreaterThanOrEqual(checked, 4)
+    }
+
+    /// A session that makes the daemon send every kind of reply and event; every object key in them must be
+    /// named in docs/PROTOCOL.md (as `key` or "key"), and every event name too.
+    func testEveryFieldTheDaemonSendsIsDocumented() throws {
+        let (sandbox, daemon, _) = try sandboxWithDaemon(extraPolicy: """
+
+            [Defaults]
+            PromptTimeoutSec=1
+
+            [App tester]
+            User=nobody
+            WWAN=ask
+            WiFi=ask
+
+            """)
+        let socket = sandbox.root + "/run/netpermd/netpermd.sock"
+        var keys: Set<String> = []
+        var events: Set<String> = []
+        func collect(_ value: Any) {
+            if let o = value as? [String: Any] {
+                for (k, v) in o {
+                    keys.insert(k)
+                    collect(v)
+                }
+                if let e = o["event"] as? String { events.insert(e) }
+            } else if let a = value as? [Any] {
+                a.forEach(collect)
+            }
+        }
+        func asNobody(_ line: String) throws {
+            let r = try Subprocess.run(sandbox.argv(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                                     "socat", "-", "UNIX-CONNECT:/run/netpermd/netpermd.sock"]),
+                                       input: Array((line + "\n").utf8))
+            for l in r.lines { collect(try JSONValue.object(l)) }
+        }
+
+        let agent = try LiveConnection(path: socket)
+        addTeardownBlock { agent.close() }
+        let (ack, snapshot) = try agent.subscribe("links apps policy prompts")
+        collect(ack)
+        collect(snapshot)
+        for request in ["PING", "HELP", "STATUS", "LINKS", "QUERY", "QUERY updater", "APPS", "PROMPTS", "RELOAD",
+                        "NOPE", "WAIT tester 0.05", "DECIDE maps wwan allow", "FORGET maps"] {
+            let (seen, reply) = try agent.request(request)
+            seen.forEach(collect)
+            collect(reply)
+        }
+        // A prompt (the app asks about itself), answered; another, left to expire.
+        try asNobody("QUERY")
+        let prompted = try agent.objects(until: "a prompt") { $0["event"] as? String == "prompt" }
+        prompted.forEach(collect)
+        let (answered, decided) = try agent.request("DECIDE tester wifi allow")
+        answered.forEach(collect)
+        collect(decided)
+        try asNobody("QUERY")
+        let expired = try agent.objects(until: "a prompt expiring", timeout: 5) {
+            $0["event"] as? String == "prompt-expired"
+        }
+        expired.forEach(collect)
+        // A link event, a failed reload's policy event, an error with the verdict (WAIT's timeout), QUIT.
+        try sandbox.namespace.ip("link", "set", "wlan0p", "down")
+        let linkEvents = try agent.objects(until: "a link event") { $0["event"] as? String == "link" }
+        linkEvents.forEach(collect)
+        let r = try Subprocess.run(sandbox.argv(["socat", "-", "UNIX-CONNECT:/run/netpermd/netpermd.sock"]),
+                                   input: Array("QUIT\n".utf8))
+        for l in r.lines { collect(try JSONValue.object(l)) }
+        daemon.signal(SIGTERM)
+        let stopping = try agent.objects(until: "stopping") { $0["event"] as? String == "stopping" }
+        stopping.forEach(collect)
+
+        let protocolDoc = try String(contentsOfFile: RealSystemdTests.repoRoot + "/docs/PROTOCOL.md", encoding: .utf8)
+        for key in keys.sorted() {
+            XCTAssertTrue(protocolDoc.contains("`\(key)`") || protocolDoc.contains("\"\(key)\""),
+                          "the daemon sends the field '\(key)', which docs/PROTOCOL.md never names")
+        }
+        for event in events.sorted() {
+            XCTAssertTrue(protocolDoc.contains("| `\(event)` |"), "event '\(event)' has no row in docs/PROTOCOL.md's table")
+        }
+        XCTAssertTrue(["snapshot", "link", "app", "prompt", "prompt-answered", "prompt-expired", "stopping"]
+            .allSatisfy(events.contains), "the session produced every kind of event: \(events.sorted())")
+        XCTAssertGreaterThan(keys.count, 40, "\(keys.sorted())")
+    }
+}
