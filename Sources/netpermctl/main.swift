@@ -80,7 +80,7 @@ func needArgs(_ range: ClosedRange<Int>) {
 func check(_ path: String) -> Never {
     do {
         let files = try ConfigFiles.read(path, required: true)
-        let config = try Config.parse(files: files, accounts: SystemAccounts())
+        let config = try Config.parse(files: files, accounts: SystemAccounts()).get()
         Output.out("\(path): ok (\(files.count) file\(files.count == 1 ? "" : "s"), \(config.apps.count) apps, "
             + "\(config.interfaces.count) interface overrides)\n")
         exit(0)

@@ -114,7 +114,7 @@ final class Daemon {
         let config: Config
         do {
             let files = try ConfigFiles.read(configPath, required: configRequired)
-            config = try Config.parse(files: files, accounts: accounts)
+            config = try Config.parse(files: files, accounts: accounts).get()
         } catch {
             let message = "\(error)"
             if state.policyGeneration > 0 {
