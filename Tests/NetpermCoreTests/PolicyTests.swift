@@ -302,6 +302,92 @@ final class PolicyTests: XCTestCase {
                     "[App a]: bad value 'sometimes' for WWAN= (expected allow, deny or ask)")
     }
 
+    // MARK: every problem in one pass
+
+    /// Errors and warnings of the main file and a drop-in, all of them, in file order: the main file's, then the
+    /// drop-in's. An [App] left with no identity is found only after the last file, but sorts to its header.
+    func testEveryProblemOfEveryFileInOrder() {
+        let mainText = """
+        [Defaults]
+        WWAN=perhaps
+        Wifi=deny
+
+        [App a]
+        Executable=bin/a
+        [App b]
+        WiFi=deny
+        """
+        let dropText = """
+        [App a]
+        User=mallory
+        [Network]
+        DHCP=yes
+        [Defaults]
+        PromptTimeoutSec=forever
+        """
+        let parsed = Config.parse(files: [(path: main, text: mainText), (path: dropA, text: dropText)],
+                                  accounts: FakeAccounts())
+        XCTAssertNil(parsed.config)
+        XCTAssertEqual(parsed.problems.map(\.description), [
+            "\(main):2: [Defaults]: bad value 'perhaps' for WWAN= (expected allow, deny or ask)",
+            "\(main):3: warning: [Defaults]: unknown key 'Wifi' (did you mean WiFi=? keys are case-sensitive); ignored",
+            "\(main):6: [App a]: Executable= must be an absolute path or glob, got 'bin/a'",
+            "\(main):7: [App b]: no Executable=, Unit= or User=, so nothing matches it",
+            "\(dropA):2: [App a]: unknown user 'mallory' in User=",
+            "\(dropA):3: warning: [Network]: unknown section (expected [Defaults], [App NAME] or [Interface GLOB]); "
+                + "ignored",
+            "\(dropA):6: [Defaults]: bad value 'forever' for PromptTimeoutSec= (expected seconds, 1 to 86400)",
+        ])
+        XCTAssertEqual(parsed.errorCount, 5)
+        XCTAssertEqual(parsed.warningCount, 2)
+        XCTAssertEqual(parsed.errors.map(\.path), [main, main, main, dropA, dropA])
+        XCTAssertEqual(parsed.warnings.map(\.line), [3, 3])
+        XCTAssertEqual(parsed.failure,
+                       "\(main):2: [Defaults]: bad value 'perhaps' for WWAN= (expected allow, deny or ask) (and 4 more errors)")
+    }
+
+    /// Each list word is checked: two unknown users on one line are two errors, in the order written.
+    func testEveryBadWordOfALine() {
+        XCTAssertEqual(problems([(main, "[App a]\nUser=eve alice mallory\nExecutable=x /usr/bin/a y[\n")]), [
+            "\(main):2: [App a]: unknown user 'eve' in User=",
+            "\(main):2: [App a]: unknown user 'mallory' in User=",
+            "\(main):3: [App a]: Executable= must be an absolute path or glob, got 'x'",
+            "\(main):3: [App a]: Executable= must be an absolute path or glob, got 'y['",
+        ])
+    }
+
+    /// A section with a bad name is still read, so its other mistakes show in the same run; nothing more is
+    /// said about it (it is not kept, so no "nothing matches it").
+    func testSectionWithABadNameIsStillChecked() {
+        XCTAssertEqual(problems([(main, "[App 7zip]\nWWAN=maybe\nColour=red\n")]), [
+            "\(main):1: [App 7zip]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'",
+            "\(main):2: [App 7zip]: bad value 'maybe' for WWAN= (expected allow, deny or ask)",
+            "\(main):3: warning: [App 7zip]: unknown key 'Colour' (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
+                + "Ethernet= or Other=); ignored",
+        ])
+        XCTAssertEqual(problems([(main, "[App a]\nUser=1\n[App a]\nWiFi=sometimes\n")]), [
+            "\(main):3: [App a]: duplicate app (already defined at line 1 of this file)",
+            "\(main):4: [App a]: bad value 'sometimes' for WiFi= (expected allow, deny or ask)",
+        ])
+        XCTAssertEqual(problems([(main, "[Defaults x]\nWWAN=no\n")]), [
+            "\(main):1: [Defaults x]: [Defaults] takes no name",
+            "\(main):2: [Defaults x]: bad value 'no' for WWAN= (expected allow, deny or ask)",
+        ])
+    }
+
+    /// Warnings alone: the config loads and is the same as without the ignored lines.
+    func testWarningsDoNotFailTheLoad() throws {
+        let parsed = Config.parse(files: [
+            (path: main, text: "[Defaults]\nWWAN=deny\nColour=red\n[App a]\nUser=alice\nwifi=deny\n"),
+            (path: dropA, text: "[Network]\nDHCP=yes\n"),
+        ], accounts: FakeAccounts())
+        XCTAssertEqual(parsed.errorCount, 0)
+        XCTAssertEqual(parsed.warningCount, 3)
+        XCTAssertNil(parsed.failure)
+        XCTAssertEqual(try parsed.get(), try parse("[Defaults]\nWWAN=deny\n\n[App a]\nUser=alice\n"))
+        XCTAssertEqual(try parsed.get().app(named: "a")?.permissions, PartialPermissions())
+    }
+
     // MARK: drop-ins
 
     func testDropInOverridesDefaults() throws {
