@@ -150,8 +150,15 @@ public enum Ini {
         // Lines inside a section name it.
         func within() -> String { inBadSection ? "" : sections.last.map { $0.label + ": " } ?? "" }
         while start <= bytes.count {
+            // One pass finds the line's end and its first '=' (a second pass costs seconds in a debug build).
             var end = start
-            while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+            var eq: Int?
+            while end < bytes.count {
+                let b = bytes[end]
+                if b == 0x0A { break }
+                if b == UInt8(ascii: "="), eq == nil { eq = end }
+                end += 1
+            }
             lineNo += 1
             let line = trim(bytes[start..<end])
             start = end + 1
@@ -175,7 +182,7 @@ public enum Ini {
                 inBadSection = false
                 continue
             }
-            guard let eq = line.firstIndex(of: UInt8(ascii: "=")) else {
+            guard let eq else {
                 problems.error(path, lineNo, within() + "expected 'Key=value' or '[Section]', got \(quote(line))")
                 continue
             }
