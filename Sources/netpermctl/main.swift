@@ -88,7 +88,7 @@ func check(_ path: String) -> Never {
     let parsed = Config.parse(files: files, accounts: SystemAccounts())
     for problem in parsed.problems { Output.err("\(problem)\n") }
     let unlisted = parsed.errorCount + parsed.warningCount - parsed.problems.count
-    if unlisted > 0 { Output.err("\(path): \(unlisted) more not listed\n") }
+    if unlisted > 0 { Output.err("\(path): \(unlisted) more problems not listed\n") }
     let warnings = parsed.warningCount == 0 ? "" : ", " + count(parsed.warningCount, "warning")
     guard let config = parsed.config else {
         Output.err("\(path): invalid (\(count(parsed.errorCount, "error"))\(warnings))\n")
