@@ -222,6 +222,10 @@ public struct Config: Equatable, Sendable {
                     if let p = permission(s, e) { app.permissions.values[k] = p }
                     continue
                 }
+                guard e.key == "Executable" || e.key == "Unit" || e.key == "User" else {
+                    unknownKey(s, e, .app)
+                    continue
+                }
                 let words = e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
                 switch e.key {
                 case "Executable":
@@ -238,7 +242,7 @@ public struct Config: Equatable, Sendable {
                     for w in words {
                         do { app.units.append(try Glob(w)) } catch { badWord(e.line, error.message) }
                     }
-                case "User":
+                default: // User
                     if replaced.insert(e.key).inserted || words.isEmpty { app.uids = [] }
                     for w in words {
                         if let uid = UInt32(w) ?? accounts.uid(forUser: w) {
@@ -247,8 +251,6 @@ public struct Config: Equatable, Sendable {
                             badWord(e.line, "unknown user \(ConfigError.quote(w)) in User=")
                         }
                     }
-                default:
-                    unknownKey(s, e, .app)
                 }
             }
             if id != nil { config.put(app) }
