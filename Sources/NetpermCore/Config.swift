@@ -24,20 +24,30 @@ public struct Config: Equatable, Sendable {
 
     /// Parses files in the order given (main file first, then drop-ins in lexical order). Later keys override
     /// earlier ones; a section repeated in a later file merges into the earlier one, as systemd drop-ins do.
-    public static func parse(files: [(path: String, text: String)], accounts: AccountResolver = NoAccounts()) throws(ConfigError) -> Config {
-        var config = Config()
+    /// Every file is read to the end whatever it finds, so one run reports every problem; at most `limit`
+    /// errors and `limit` warnings are kept (the rest are counted), so even a huge broken file is cheap.
+    public static func parse(files: [(path: String, text: String)], accounts: AccountResolver = NoAccounts(),
+                             limit: Int = 100) -> ConfigParseResult {
+        var parser = Parser(accounts: accounts, limit: limit)
         for file in files {
-            var appsInThisFile: [String: Int] = [:]
-            for section in try Ini.parse(file.text, path: file.path) {
-                try config.apply(section, accounts: accounts, seenInFile: &appsInThisFile)
+            parser.appsInThisFile = [:]
+            for section in Ini.parse(file.text, path: file.path, into: &parser.problems) {
+                parser.apply(section)
             }
         }
-        for app in config.apps where !app.hasIdentity {
-            throw ConfigError(path: app.path, line: app.line,
-                              message: "[App \(app.id)] has no way to match it: set Executable=, Unit= or User=")
+        // Only now, when every drop-in has had its say.
+        for app in parser.config.apps where !app.hasIdentity && !parser.badIdentity.contains(app.id) {
+            parser.problems.error(app.path, app.line, IniSection.label("App", app.id)
+                + ": no Executable=, Unit= or User=, so nothing matches it")
         }
-        config.buildIndex()
-        return config
+        parser.problems.sort(files: files.map(\.path))
+        var config: Config?
+        if parser.problems.errorCount == 0 {
+            parser.config.buildIndex()
+            config = parser.config
+        }
+        return ConfigParseResult(config: config, problems: parser.problems.kept,
+                                 errorCount: parser.problems.errorCount, warningCount: parser.problems.warningCount)
     }
 
     private mutating func buildIndex() {
@@ -101,139 +111,315 @@ public struct Config: Equatable, Sendable {
         peer.uid == 0 || peer.uid == daemonUID || (adminGID().map { peer.gids.contains($0) } ?? false)
     }
 
-    // MARK: - Sections
-
-    private mutating func apply(_ s: IniSection, accounts: AccountResolver,
-                                seenInFile: inout [String: Int]) throws(ConfigError) {
-        func fail(_ line: Int, _ message: String) -> ConfigError {
-            ConfigError(path: s.path, line: line, message: message)
-        }
-        func permission(_ e: IniEntry) throws(ConfigError) -> Permission {
-            guard let p = Permission(rawValue: e.value.lowercased()) else {
-                throw fail(e.line, "bad value '\(e.value)' for \(e.key)= (expected allow, deny or ask)")
-            }
-            return p
-        }
-        func kindKey(_ key: String) -> LinkKind? { PermissionSet.keys.first { $0.key == key }?.kind }
-
-        switch s.name {
-        case "Interface":
-            try applyInterface(s, fail: fail)
-        case "Defaults":
-            if let arg = s.argument { throw fail(s.line, "[Defaults] takes no name, got '\(arg)'") }
-            for e in s.entries {
-                if let k = kindKey(e.key) {
-                    defaults[k] = try permission(e)
-                } else if e.key == "PromptTimeoutSec" {
-                    guard let n = Int(e.value), n > 0, n <= 86400 else {
-                        throw fail(e.line, "bad value '\(e.value)' for PromptTimeoutSec= (expected seconds, 1 to 86400)")
-                    }
-                    promptTimeoutSec = n
-                } else if e.key == "AdminGroup" {
-                    guard !e.value.isEmpty else { throw fail(e.line, "AdminGroup= needs a group name") }
-                    adminGroup = e.value
-                } else {
-                    throw fail(e.line, "unknown key '\(e.key)' in [Defaults] (expected WiFi=, WWAN=, Ethernet=, "
-                        + "Other=, AdminGroup= or PromptTimeoutSec=)")
-                }
-            }
-        case "App":
-            guard let id = s.argument, !id.isEmpty else { throw fail(s.line, "[App] needs a name, e.g. [App firefox]") }
-            guard AppPolicy.isValidID(id) else {
-                throw fail(s.line, "invalid app name '\(id)': it must start with a letter, then letters, digits, "
-                    + "'.', '-' or '_'")
-            }
-            if let first = seenInFile[id] {
-                throw fail(s.line, "duplicate app [App \(id)] (already defined at line \(first) of this file)")
-            }
-            seenInFile[id] = s.line
-            var app = app(named: id) ?? AppPolicy(id: id, path: s.path, line: s.line)
-            // Identity lists set in a later file replace the earlier ones; within a section they accumulate.
-            var replaced: Set<String> = []
-            for e in s.entries {
-                if let k = kindKey(e.key) {
-                    app.permissions.values[k] = try permission(e)
-                    continue
-                }
-                let words = e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-                if !replaced.contains(e.key) {
-                    replaced.insert(e.key)
-                    switch e.key {
-                    case "Executable": app.executables = []
-                    case "Unit": app.units = []
-                    case "User": app.uids = []
-                    default: break
-                    }
-                }
-                switch e.key {
-                case "Executable":
-                    if words.isEmpty { app.executables = [] }
-                    for w in words {
-                        guard w.hasPrefix("/") else {
-                            throw fail(e.line, "Executable= must be an absolute path or glob, got '\(w)'")
-                        }
-                        do { app.executables.append(try Glob(w)) } catch { throw fail(e.line, error.message) }
-                    }
-                case "Unit":
-                    if words.isEmpty { app.units = [] }
-                    for w in words {
-                        do { app.units.append(try Glob(w)) } catch { throw fail(e.line, error.message) }
-                    }
-                case "User":
-                    if words.isEmpty { app.uids = [] }
-                    for w in words {
-                        if let uid = UInt32(w) {
-                            app.uids.append(uid)
-                        } else if let uid = accounts.uid(forUser: w) {
-                            app.uids.append(uid)
-                        } else {
-                            throw fail(e.line, "unknown user '\(w)' in User=")
-                        }
-                    }
-                default:
-                    throw fail(e.line, "unknown key '\(e.key)' in [App \(id)] (expected Executable=, Unit=, User=, "
-                        + "WiFi=, WWAN=, Ethernet= or Other=)")
-                }
-            }
-            if let i = appIndex[id] {
-                apps[i] = app
-            } else {
-                appIndex[id] = apps.count
-                apps.append(app)
-            }
-        default:
-            throw fail(s.line, "unknown section [\(s.name)] (expected [Defaults], [App NAME] or [Interface GLOB])")
+    private mutating func put(_ app: AppPolicy) {
+        if let i = appIndex[app.id] {
+            apps[i] = app
+        } else {
+            appIndex[app.id] = apps.count
+            apps.append(app)
         }
     }
 
-    private mutating func applyInterface(_ s: IniSection, fail: (Int, String) -> ConfigError) throws(ConfigError) {
-        guard let arg = s.argument, !arg.isEmpty else {
-            throw fail(s.line, "[Interface] needs a name or glob, e.g. [Interface wwan*]")
+    // MARK: - Sections
+
+    /// One parse: the config so far and every problem found so far.
+    private struct Parser {
+        var config = Config()
+        var problems: ConfigProblems
+        let accounts: AccountResolver
+        /// [App] sections of the file being read, by id: the same app twice in one file is a mistake.
+        var appsInThisFile: [String: Int] = [:]
+        /// Apps with a wrong Executable=, Unit= or User= word: "nothing matches it" would only repeat that.
+        var badIdentity: Set<String> = []
+
+        init(accounts: AccountResolver, limit: Int) {
+            self.accounts = accounts
+            problems = ConfigProblems(limit: limit)
         }
-        let glob: Glob
-        do { glob = try Glob(arg) } catch { throw fail(s.line, error.message) }
-        var o = InterfaceOverride(glob: glob, kind: nil, metered: nil)
-        for e in s.entries {
-            switch e.key {
-            case "Kind":
-                guard let k = LinkKind(rawValue: e.value.lowercased()) else {
-                    throw fail(e.line, "bad value '\(e.value)' for Kind= (expected one of: "
-                        + LinkKind.allCases.map(\.rawValue).joined(separator: ", ") + ")")
-                }
-                o.kind = k
-            case "Metered":
-                guard let m = Ini.parseBool(e.value) else {
-                    throw fail(e.line, "bad value '\(e.value)' for Metered= (expected yes or no)")
-                }
-                o.metered = m
-            default:
-                throw fail(e.line, "unknown key '\(e.key)' in [Interface] (expected Kind= or Metered=)")
+
+        /// Every message names its section, `[Interface usb*]: ...`, as one file often has many alike.
+        mutating func fail(_ s: IniSection, _ line: Int, _ message: @autoclosure () -> String) {
+            problems.error(s.path, line, s.label + ": " + message())
+        }
+
+        /// Unknown keys are ignored with a warning, as systemd does: a file written for a newer version still
+        /// loads. Likely typos get a hint.
+        mutating func unknownKey(_ s: IniSection, _ e: IniEntry, _ kind: SectionKind) {
+            problems.warning(s.path, e.line, s.label + ": unknown key \(ConfigError.quote(e.key)) ("
+                + Hint.unknownKey(e.key, in: kind) + "); ignored")
+        }
+
+        mutating func permission(_ s: IniSection, _ e: IniEntry) -> Permission? {
+            guard let p = Permission(rawValue: e.value.lowercased()) else {
+                fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for \(e.key)= (expected allow, deny or ask)")
+                return nil
+            }
+            return p
+        }
+
+        static func kind(forKey key: String) -> LinkKind? { PermissionSet.keys.first { $0.key == key }?.kind }
+
+        mutating func apply(_ s: IniSection) {
+            switch SectionKind(name: s.name) {
+            case .defaults?: applyDefaults(s)
+            case .app?: applyApp(s)
+            case .interface?: applyInterface(s)
+            case nil:
+                // Its entries go unread: they would only repeat the warning.
+                problems.warning(s.path, s.line, s.label + ": unknown section (" + Hint.unknownSection(s) + "); ignored")
             }
         }
-        if o.kind == nil && o.metered == nil {
-            throw fail(s.line, "[Interface \(arg)] sets neither Kind= nor Metered=")
+
+        mutating func applyDefaults(_ s: IniSection) {
+            if s.argument != nil { fail(s, s.line, "[Defaults] takes no name") }
+            for e in s.entries {
+                if let k = Parser.kind(forKey: e.key) {
+                    if let p = permission(s, e) { config.defaults[k] = p }
+                } else if e.key == "PromptTimeoutSec" {
+                    if let n = Int(e.value), n > 0, n <= 86400 {
+                        config.promptTimeoutSec = n
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for PromptTimeoutSec= "
+                            + "(expected seconds, 1 to 86400)")
+                    }
+                } else if e.key == "AdminGroup" {
+                    if e.value.isEmpty { fail(s, e.line, "AdminGroup= needs a group name") } else { config.adminGroup = e.value }
+                } else {
+                    unknownKey(s, e, .defaults)
+                }
+            }
         }
-        interfaces.append(o)
+
+        mutating func applyApp(_ s: IniSection) {
+            var id: String?
+            if let arg = s.argument {
+                if AppPolicy.isValidID(arg) {
+                    id = arg
+                } else {
+                    fail(s, s.line, "invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'")
+                }
+            } else {
+                fail(s, s.line, "needs a name, e.g. [App firefox]")
+            }
+            if let id {
+                if let first = appsInThisFile[id] {
+                    fail(s, s.line, "duplicate app (already defined at line \(first) of this file)")
+                } else {
+                    appsInThisFile[id] = s.line
+                }
+            }
+            // A section without a usable name is still read, so that one run reports all its mistakes; it is
+            // then dropped.
+            var app = id.flatMap { config.app(named: $0) } ?? AppPolicy(id: id ?? "", path: s.path, line: s.line)
+            func badWord(_ line: Int, _ message: @autoclosure () -> String) {
+                fail(s, line, message())
+                if let id { badIdentity.insert(id) }
+            }
+            // Identity lists set in a later file replace the earlier ones; within a section they accumulate.
+            var replaced: Set<String> = []
+            for e in s.entries {
+                if let k = Parser.kind(forKey: e.key) {
+                    if let p = permission(s, e) { app.permissions.values[k] = p }
+                    continue
+                }
+                guard e.key == "Executable" || e.key == "Unit" || e.key == "User" else {
+                    unknownKey(s, e, .app)
+                    continue
+                }
+                let words = e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+                switch e.key {
+                case "Executable":
+                    if replaced.insert(e.key).inserted || words.isEmpty { app.executables = [] }
+                    for w in words {
+                        guard w.hasPrefix("/") else {
+                            badWord(e.line, "Executable= must be an absolute path or glob, got \(ConfigError.quote(w))")
+                            continue
+                        }
+                        do { app.executables.append(try Glob(w)) } catch { badWord(e.line, error.message) }
+                    }
+                case "Unit":
+                    if replaced.insert(e.key).inserted || words.isEmpty { app.units = [] }
+                    for w in words {
+                        do { app.units.append(try Glob(w)) } catch { badWord(e.line, error.message) }
+                    }
+                default: // User
+                    if replaced.insert(e.key).inserted || words.isEmpty { app.uids = [] }
+                    for w in words {
+                        if let uid = UInt32(w) ?? accounts.uid(forUser: w) {
+                            app.uids.append(uid)
+                        } else {
+                            badWord(e.line, "unknown user \(ConfigError.quote(w)) in User=")
+                        }
+                    }
+                }
+            }
+            if id != nil { config.put(app) }
+        }
+
+        mutating func applyInterface(_ s: IniSection) {
+            var glob: Glob?
+            if let arg = s.argument {
+                do { glob = try Glob(arg) } catch { fail(s, s.line, error.message) }
+            } else {
+                fail(s, s.line, "needs a name or glob, e.g. [Interface wwan*]")
+            }
+            var kind: LinkKind?, metered: Bool?
+            // A bad value is its own error; "sets neither" is for a section with no Kind= or Metered= at all.
+            var setsOne = false
+            for e in s.entries {
+                switch e.key {
+                case "Kind":
+                    setsOne = true
+                    if let k = LinkKind(rawValue: e.value.lowercased()) {
+                        kind = k
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Kind= (expected one of: "
+                            + LinkKind.allCases.map(\.rawValue).joined(separator: ", ") + ")")
+                    }
+                case "Metered":
+                    setsOne = true
+                    if let m = Ini.parseBool(e.value) {
+                        metered = m
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Metered= (expected yes or no)")
+                    }
+                default:
+                    unknownKey(s, e, .interface)
+                }
+            }
+            guard let glob else { return }
+            guard setsOne else {
+                fail(s, s.line, "sets neither Kind= nor Metered=")
+                return
+            }
+            config.interfaces.append(InterfaceOverride(glob: glob, kind: kind, metered: metered))
+        }
+    }
+}
+
+/// What parsing a policy found: the config if it is valid, and every problem, in file order.
+public struct ConfigParseResult: Sendable {
+    /// nil when there is any error: a policy is used whole or not at all.
+    public let config: Config?
+    /// Errors and warnings together, in file order (the files as given, then by line). At most `limit` of each
+    /// (see `Config.parse`); `errorCount` and `warningCount` count them all.
+    public let problems: [ConfigError]
+    public let errorCount: Int
+    public let warningCount: Int
+
+    public var errors: [ConfigError] { problems.filter { $0.severity == .error } }
+    public var warnings: [ConfigError] { problems.filter { $0.severity == .warning } }
+
+    /// The first error, then " (and N more errors)": one short line for STATUS, the `policy` event and the
+    /// RELOAD reply. nil when there is no error.
+    public var failure: String? {
+        guard let first = errors.first else { return nil }
+        let more = errorCount - 1
+        return more == 0 ? first.description : "\(first) (and \(more) more error\(more == 1 ? "" : "s"))"
+    }
+
+    /// The config, or the first error.
+    public func get() throws(ConfigError) -> Config {
+        if let config { return config }
+        throw errors.first ?? ConfigError(path: "", line: 0, message: "invalid policy")
+    }
+}
+
+/// The sections a policy may have, with their keys: what tells a typo from a key of another section.
+enum SectionKind: CaseIterable {
+    case defaults, app, interface
+
+    init?(name: String) {
+        guard let k = SectionKind.allCases.first(where: { $0.name == name }) else { return nil }
+        self = k
+    }
+
+    var name: String {
+        switch self {
+        case .defaults: return "Defaults"
+        case .app: return "App"
+        case .interface: return "Interface"
+        }
+    }
+
+    /// As messages show it.
+    var header: String {
+        switch self {
+        case .defaults: return "[Defaults]"
+        case .app: return "[App NAME]"
+        case .interface: return "[Interface GLOB]"
+        }
+    }
+
+    var keys: [String] {
+        let kinds = PermissionSet.keys.map(\.key)
+        switch self {
+        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec"]
+        case .app: return ["Executable", "Unit", "User"] + kinds
+        case .interface: return ["Kind", "Metered"]
+        }
+    }
+}
+
+/// What to say about an unknown key or section: the likely mistake when there is one, else what is expected.
+enum Hint {
+    static func unknownKey(_ key: String, in section: SectionKind) -> String {
+        let keys = section.keys
+        if let k = keys.first(where: { sameIgnoringCase($0, key) }) {
+            return "did you mean \(k)=? keys are case-sensitive"
+        }
+        let elsewhere = SectionKind.allCases.filter { $0 != section && $0.keys.contains(key) }
+        if !elsewhere.isEmpty { return "\(key)= belongs in " + list(elsewhere.map(\.header)) }
+        if let k = closest(to: key, in: keys) { return "did you mean \(k)=?" }
+        return "expected " + list(keys.map { $0 + "=" })
+    }
+
+    static func unknownSection(_ s: IniSection) -> String {
+        let names = SectionKind.allCases.map(\.name)
+        if let n = names.first(where: { sameIgnoringCase($0, s.name) }) {
+            return "did you mean \(IniSection.label(n, s.argument))? section names are case-sensitive"
+        }
+        if let n = closest(to: s.name, in: names) { return "did you mean \(IniSection.label(n, s.argument))?" }
+        return "expected " + list(SectionKind.allCases.map(\.header))
+    }
+
+    /// Names are ASCII: comparing lengths first keeps a huge key from being lowercased.
+    static func sameIgnoringCase(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a.lowercased() == b.lowercased()
+    }
+
+    /// "a, b or c".
+    static func list(_ items: [String]) -> String {
+        guard items.count > 1 else { return items.first ?? "" }
+        return items.dropLast().joined(separator: ", ") + " or " + items[items.count - 1]
+    }
+
+    /// The first candidate within a few typos of `word` (ignoring case): one for short names, more for long.
+    static func closest(to word: String, in candidates: [String]) -> String? {
+        var best: (name: String, distance: Int)?
+        for c in candidates {
+            let allowed = max(1, c.utf8.count / 4)
+            // The length difference alone rules most out, and keeps a 1 MB key from costing anything.
+            guard abs(c.utf8.count - word.utf8.count) <= allowed else { continue }
+            let d = distance(Array(word.lowercased().utf8), Array(c.lowercased().utf8))
+            if d <= allowed && d < (best?.distance ?? Int.max) { best = (c, d) }
+        }
+        return best?.name
+    }
+
+    /// Levenshtein distance.
+    static func distance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
+        var previous = Array(0...b.count)
+        var current = previous
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            swap(&previous, &current)
+        }
+        return previous[b.count]
     }
 }
 

@@ -16,7 +16,7 @@ public struct Glob: Equatable, Sendable {
             if p[i] == "\\" { i += 2; continue }
             if p[i] == "[" {
                 guard let end = Glob.classEnd(p, from: i) else {
-                    throw Invalid(message: "unclosed '[' in glob '\(pattern)'")
+                    throw Invalid(message: "unclosed '[' in glob \(ConfigError.quote(pattern))")
                 }
                 i = end + 1
                 continue

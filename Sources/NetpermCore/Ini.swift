@@ -1,11 +1,92 @@
-/// A problem in a config file, always with the file and line so the user can go straight to it.
+/// A problem in a config file, always with the file and line so the user can go straight to it. A warning is
+/// something ignored (an unknown section or key); an error makes the whole policy invalid.
 public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Severity: Equatable, Sendable { case error, warning }
+
     public var path: String
     public var line: Int
     public var message: String
-    public init(path: String, line: Int, message: String) { self.path = path; self.line = line; self.message = message }
-    /// "path:line: message", the shape compilers and systemd use.
-    public var description: String { line > 0 ? "\(path):\(line): \(message)" : "\(path): \(message)" }
+    public var severity: Severity
+
+    public init(path: String, line: Int, message: String, severity: Severity = .error) {
+        self.path = path; self.line = line; self.message = message; self.severity = severity
+    }
+
+    /// "path:line: message", the shape compilers and systemd use; warnings say so after the line, as compilers
+    /// do, so a log or a terminal tells them from errors without colours.
+    public var description: String {
+        let place = line > 0 ? "\(path):\(line): " : "\(path): "
+        switch severity {
+        case .error: return place + message
+        case .warning: return place + "warning: " + message
+        }
+    }
+
+    /// How many characters of a value a message quotes.
+    public static let quoteLimit = 64
+
+    /// `s` in single quotes for a message: see `clip`.
+    public static func quote(_ s: some StringProtocol) -> String { "'" + clip(s) + "'" }
+
+    /// At most `quoteLimit` characters (Unicode scalars) of `s`, then "..." if there was more, with control
+    /// characters escaped: a 1 MB line or a file of NUL bytes still makes a short message on one line.
+    public static func clip(_ s: some StringProtocol) -> String {
+        var out = ""
+        var n = 0
+        for c in s.unicodeScalars {
+            if n == quoteLimit { return out + "..." }
+            n += 1
+            switch c.value {
+            case 0x09: out += "\\t"
+            case 0x0A: out += "\\n"
+            case 0x0D: out += "\\r"
+            case 0..<0x20, 0x7F..<0xA0:
+                let hex = String(c.value, radix: 16, uppercase: true)
+                out += "\\x" + (hex.count < 2 ? "0" : "") + hex
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+}
+
+/// What one parse found, cheap however broken the input: only the first `limit` errors and the first `limit`
+/// warnings are kept (and their messages formatted); the rest are only counted.
+struct ConfigProblems {
+    let limit: Int
+    private(set) var kept: [ConfigError] = []
+    private(set) var errorCount = 0
+    private(set) var warningCount = 0
+    private var keptErrors = 0, keptWarnings = 0
+
+    init(limit: Int) { self.limit = max(1, limit) }
+
+    mutating func error(_ path: String, _ line: Int, _ message: @autoclosure () -> String) {
+        errorCount += 1
+        guard keptErrors < limit else { return }
+        keptErrors += 1
+        kept.append(ConfigError(path: path, line: line, message: message()))
+    }
+
+    mutating func warning(_ path: String, _ line: Int, _ message: @autoclosure () -> String) {
+        warningCount += 1
+        guard keptWarnings < limit else { return }
+        keptWarnings += 1
+        kept.append(ConfigError(path: path, line: line, message: message(), severity: .warning))
+    }
+
+    /// File order: the files as given, then by line; problems on one line keep the order they were found in.
+    /// Only the checks made after every file was read (an [App] with no identity) come out of order.
+    mutating func sort(files: [String]) {
+        var rank: [String: Int] = [:]
+        for (i, p) in files.enumerated() where rank[p] == nil { rank[p] = i }
+        kept = kept.enumerated().sorted { a, b in
+            let fa = rank[a.element.path] ?? Int.max, fb = rank[b.element.path] ?? Int.max
+            if fa != fb { return fa < fb }
+            if a.element.line != b.element.line { return a.element.line < b.element.line }
+            return a.offset < b.offset
+        }.map(\.element)
+    }
 }
 
 public struct IniEntry: Equatable, Sendable {
@@ -22,40 +103,101 @@ public struct IniSection: Equatable, Sendable {
     public var path: String
     public var line: Int
     public var entries: [IniEntry]
+
+    /// The header as messages name it, `[Interface wlan*]`, cut short like a quoted value.
+    public var label: String { IniSection.label(name, argument) }
+
+    static func label(_ name: String, _ argument: String?) -> String {
+        "[" + ConfigError.clip(argument.map { "\(name) \($0)" } ?? name) + "]"
+    }
 }
 
 /// systemd-style INI: `[Section]` or `[Section ARG]`, `Key=value`, comments starting with `#` or `;`.
 public enum Ini {
+    /// The sections, or the first malformed line.
     public static func parse(_ text: String, path: String) throws(ConfigError) -> [IniSection] {
+        var problems = ConfigProblems(limit: 1)
+        let sections = parse(text, path: path, into: &problems)
+        if let first = problems.kept.first { throw first }
+        return sections
+    }
+
+    /// Every well-formed section; each malformed line is an error in `problems`, and parsing goes on after it.
+    static func parse(_ text: String, path: String, into problems: inout ConfigProblems) -> [IniSection] {
+        var text = text
+        // Bytes, not Characters: a file of 16 MB (the read limit) must not take seconds to reject.
+        return text.withUTF8 { parse(bytes: $0, path: path, into: &problems) }
+    }
+
+    private static func parse(bytes: UnsafeBufferPointer<UInt8>, path: String,
+                              into problems: inout ConfigProblems) -> [IniSection] {
+        typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
+        func string(_ b: Bytes) -> String { String(decoding: UnsafeBufferPointer(rebasing: b), as: UTF8.self) }
+        // 260 bytes hold more than quoteLimit scalars, so clip still sees that a longer line was cut.
+        func quote(_ b: Bytes) -> String { ConfigError.quote(string(b.prefix(260))) }
+        func trim(_ b: Bytes) -> Bytes {
+            var b = b
+            while let f = b.first, f == 0x20 || f == 0x09 || f == 0x0D { b = b.dropFirst() }
+            while let l = b.last, l == 0x20 || l == 0x09 || l == 0x0D { b = b.dropLast() }
+            return b
+        }
+
         var sections: [IniSection] = []
+        // After a bad header, its lines belong to no section: they are skipped, not added to the one before.
+        var inBadSection = false
         var lineNo = 0
-        for raw in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
+        var start = 0
+        // Lines inside a section name it.
+        func within() -> String { inBadSection ? "" : sections.last.map { $0.label + ": " } ?? "" }
+        while start <= bytes.count {
+            // One pass finds the line's end and its first '=' (a second pass costs seconds in a debug build).
+            var end = start
+            var eq: Int?
+            while end < bytes.count {
+                let b = bytes[end]
+                if b == 0x0A { break }
+                if b == UInt8(ascii: "="), eq == nil { eq = end }
+                end += 1
+            }
             lineNo += 1
-            let line = raw.trimmingSpaces
-            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
-            if line.hasPrefix("[") {
-                guard line.hasSuffix("]"), line.count >= 3 else {
-                    throw ConfigError(path: path, line: lineNo, message: "malformed section header '\(line)'")
+            let line = trim(bytes[start..<end])
+            start = end + 1
+            guard let first = line.first, first != UInt8(ascii: "#"), first != UInt8(ascii: ";") else { continue }
+            if first == UInt8(ascii: "[") {
+                guard line.last == UInt8(ascii: "]"), line.count >= 3 else {
+                    problems.error(path, lineNo, "malformed section header \(quote(line))")
+                    inBadSection = true
+                    continue
                 }
-                let inner = line.dropFirst().dropLast().trimmingSpaces
-                let parts = inner.split(separator: " ", maxSplits: 1)
-                guard let name = parts.first, !name.isEmpty else {
-                    throw ConfigError(path: path, line: lineNo, message: "empty section name")
+                let inner = trim(line.dropFirst().dropLast())
+                guard !inner.isEmpty else {
+                    problems.error(path, lineNo, "empty section name \(quote(line))")
+                    inBadSection = true
+                    continue
                 }
-                let arg = parts.count > 1 ? parts[1].trimmingSpaces : nil
-                sections.append(IniSection(name: String(name), argument: arg, path: path, line: lineNo, entries: []))
+                let space = inner.firstIndex { $0 == 0x20 || $0 == 0x09 } ?? inner.endIndex
+                let arg = trim(inner[space...])
+                sections.append(IniSection(name: string(inner[..<space]), argument: arg.isEmpty ? nil : string(arg),
+                                           path: path, line: lineNo, entries: []))
+                inBadSection = false
                 continue
             }
-            guard let eq = line.firstIndex(of: "=") else {
-                throw ConfigError(path: path, line: lineNo, message: "expected 'Key=value' or '[Section]', got '\(line)'")
+            guard let eq else {
+                problems.error(path, lineNo, within() + "expected 'Key=value' or '[Section]', got \(quote(line))")
+                continue
             }
-            let key = line[..<eq].trimmingSpaces
-            let value = line[line.index(after: eq)...].trimmingSpaces
-            guard !key.isEmpty else { throw ConfigError(path: path, line: lineNo, message: "missing key before '='") }
+            let key = trim(line[..<eq])
+            guard !key.isEmpty else {
+                problems.error(path, lineNo, within() + "missing key before '=' in \(quote(line))")
+                continue
+            }
+            if inBadSection { continue }
             guard !sections.isEmpty else {
-                throw ConfigError(path: path, line: lineNo, message: "'\(key)=' appears before any [Section]")
+                problems.error(path, lineNo, "'\(ConfigError.clip(string(key.prefix(260))))=' appears before any [Section]")
+                continue
             }
-            sections[sections.count - 1].entries.append(IniEntry(key: key, value: value, line: lineNo))
+            sections[sections.count - 1].entries.append(
+                IniEntry(key: string(key), value: string(trim(line[(eq + 1)...])), line: lineNo))
         }
         return sections
     }
@@ -66,14 +208,5 @@ public enum Ini {
         case "no", "false", "off", "0": return false
         default: return nil
         }
-    }
-}
-
-extension StringProtocol {
-    var trimmingSpaces: String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" || f == "\r" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" || l == "\r" { s = s.dropLast() }
-        return String(s)
     }
 }

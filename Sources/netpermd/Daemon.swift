@@ -111,28 +111,34 @@ final class Daemon {
 
     // MARK: - Policy
 
-    /// Parses every file; only if all is valid is the new policy swapped in. Returns the error otherwise.
+    /// Parses every file; only if all is valid is the new policy swapped in. Returns the error otherwise: the
+    /// first one, and how many more (each is logged on its own line).
     @discardableResult
     func loadPolicy() -> String? {
-        let config: Config
+        let parsed: ConfigParseResult
         do {
-            let files = try ConfigFiles.read(configPath, required: configRequired)
-            config = try Config.parse(files: files, accounts: accounts)
+            parsed = Config.parse(files: try ConfigFiles.read(configPath, required: configRequired), accounts: accounts)
         } catch {
-            let message = "\(error)"
-            if state.policyGeneration > 0 {
-                Log.err("policy reload failed, keeping generation \(state.policyGeneration): \(message)")
-            }
-            state.policyError = message
-            emit([.policy(generation: state.policyGeneration, apps: state.config.apps.count, error: message)])
-            return message
+            return policyFailed("\(error)")
         }
+        // Every load, not only the first: a reload is when an edit's typo shows up.
+        for problem in parsed.problems {
+            switch problem.severity {
+            case .error: Log.err("\(problem)")
+            case .warning: Log.warning("\(problem)")
+            }
+        }
+        let unlisted = parsed.errorCount + parsed.warningCount - parsed.problems.count
+        if unlisted > 0 { Log.warning("\(configPath): \(unlisted) more problems not listed") }
+        guard let config = parsed.config else { return policyFailed(parsed.failure ?? "invalid policy") }
         state.config = config
         state.policyGeneration += 1
         state.policyError = nil
         // A --once decision holds until the policy changes.
         state.decisions.dropOnce()
-        Log.info("policy generation \(state.policyGeneration): \(config.apps.count) apps")
+        let warnings = parsed.warningCount == 0 ? ""
+            : ", \(parsed.warningCount) warning\(parsed.warningCount == 1 ? "" : "s")"
+        Log.info("policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
         for session in sessions.values {
             session.caller = Caller(identity: session.identity, config: config, daemonUID: daemonUID,
                                     adminGID: adminGID)
@@ -148,6 +154,16 @@ final class Daemon {
         events += tracker.reset(state: state, extra: extraMatches())
         emit(events)
         return nil
+    }
+
+    /// A load failed: the last good policy stays, and STATUS and subscribers hear why.
+    private func policyFailed(_ message: String) -> String {
+        if state.policyGeneration > 0 {
+            Log.err("policy reload failed, keeping generation \(state.policyGeneration): \(message)")
+        }
+        state.policyError = message
+        emit([.policy(generation: state.policyGeneration, apps: state.config.apps.count, error: message)])
+        return message
     }
 
     /// Apps outside the policy that someone listens to or waits for.

@@ -276,9 +276,9 @@ final class PolicyVerdictTests: IntegrationTestCase {
         XCTAssertEqual(p.apps, 1)
         XCTAssertNil(p.error)
 
-        // A broken edit (an unknown key): inotify notices it, the reload fails, generation 1 stays in force.
-        let broken = Self.updaterPolicy(wwan: "allow", extra: "Bogus=1\n")
-        let badLine = try lineNumber(of: "Bogus=", in: broken)
+        // A broken edit (a relative Executable=): inotify notices it, the reload fails, generation 1 stays in force.
+        let broken = Self.updaterPolicy(wwan: "allow", extra: "Executable=bin/bogus\n")
+        let badLine = try lineNumber(of: "Executable=bin/bogus", in: broken)
         _ = try writeConfig(broken, in: f.dir)
         try waitUntil("STATUS reports the failed reload", timeout: 5) {
             p = try policyStatus(f.socket)
@@ -286,7 +286,7 @@ final class PolicyVerdictTests: IntegrationTestCase {
         }
         XCTAssertEqual(p.generation, 1, "a failed reload does not count: \(p)")
         XCTAssertTrue(p.error?.hasPrefix("\(f.config):\(badLine): ") == true, "the error names file:line: \(p)")
-        XCTAssertTrue(p.error?.contains("Bogus") == true, "\(p)")
+        XCTAssertTrue(p.error?.contains("'bin/bogus'") == true, "\(p)")
 
         // SIGHUP with the broken file still there: another failed reload, and still generation 1.
         func failedReloads() -> Int { f.daemon.log.components(separatedBy: "policy reload failed, keeping generation 1").count - 1 }
@@ -386,7 +386,7 @@ final class PolicyVerdictTests: IntegrationTestCase {
         // A good main file with a bad drop-in is bad, and the drop-in is named.
         try FileManager.default.createDirectory(atPath: good + ".d", withIntermediateDirectories: false)
         let dropIn = good + ".d/10-x.conf"
-        try "[App updater]\n\nFrobnicate=yes\n".write(toFile: dropIn, atomically: true, encoding: .utf8)
+        try "[App updater]\n\nWiFi=yes\n".write(toFile: dropIn, atomically: true, encoding: .utf8)
         let withDropIn = try ctl(["check", good])
         XCTAssertNotEqual(withDropIn.status, 0, withDropIn.summary)
         XCTAssertTrue(withDropIn.stderr.contains("\(dropIn):3:"), withDropIn.summary)

@@ -1,30 +1,47 @@
 import NetpermCore
 import XCTest
 
-/// Config and INI parsing. Every error must point at the exact file and line and name the problem, because
-/// the daemon refuses to start on a bad config and the message is all the user gets.
+/// Config and INI parsing. Every problem must point at the exact file and line, name its section and the
+/// problem, because the message is all the user gets; unknown sections and keys are warnings, as in systemd.
 final class ConfigTests: XCTestCase {
     private let path = "/etc/netpermd/netpermd.conf"
 
     private func parse(_ text: String) throws(ConfigError) -> Config {
-        try Config.parse(files: [(path: path, text: text)])
+        try Config.parse(files: [(path: path, text: text)]).get()
     }
 
-    /// Asserts that `text` fails at `line` with a message containing every fragment in `mentions`.
+    /// Every problem's "path:line: message", in the order reported.
+    private func problems(_ text: String) -> [String] {
+        Config.parse(files: [(path: path, text: text)]).problems.map(\.description)
+    }
+
+    /// Asserts that `text` fails with one error, at `line`, whose message contains every fragment in `mentions`.
     private func assertError(_ text: String, line expectedLine: Int, mentions: [String],
                              file: StaticString = #filePath, line: UInt = #line) {
-        do throws(ConfigError) {
-            let config = try parse(text)
-            XCTFail("expected an error, got \(config)", file: file, line: line)
-        } catch {
-            XCTAssertEqual(error.path, path, file: file, line: line)
-            XCTAssertEqual(error.line, expectedLine, "wrong line for: \(error.message)", file: file, line: line)
-            for m in mentions {
-                XCTAssertTrue(error.message.contains(m), "'\(error.message)' should mention '\(m)'",
-                              file: file, line: line)
-            }
-            XCTAssertEqual(error.description, "\(path):\(expectedLine): \(error.message)", file: file, line: line)
+        let parsed = Config.parse(files: [(path: path, text: text)])
+        XCTAssertNil(parsed.config, "expected an error", file: file, line: line)
+        guard parsed.errors.count == 1, let error = parsed.errors.first else {
+            return XCTFail("expected one error, got \(parsed.problems)", file: file, line: line)
         }
+        XCTAssertEqual(error.path, path, file: file, line: line)
+        XCTAssertEqual(error.line, expectedLine, "wrong line for: \(error.message)", file: file, line: line)
+        for m in mentions {
+            XCTAssertTrue(error.message.contains(m), "'\(error.message)' should mention '\(m)'", file: file, line: line)
+        }
+        XCTAssertEqual(error.description, "\(path):\(expectedLine): \(error.message)", file: file, line: line)
+        XCTAssertEqual(parsed.failure, error.description, file: file, line: line)
+    }
+
+    /// Asserts that `text` loads, with exactly these warnings ("LINE: MESSAGE").
+    private func assertWarnings(_ text: String, _ expected: [String], file: StaticString = #filePath, line: UInt = #line) {
+        let parsed = Config.parse(files: [(path: path, text: text)])
+        XCTAssertNotNil(parsed.config, "warnings alone must not fail the load: \(parsed.problems)", file: file, line: line)
+        let want = expected.map { w -> String in
+            let colon = w.firstIndex(of: ":")!
+            return "\(path):\(w[..<colon]): warning:\(w[w.index(after: colon)...])"
+        }
+        XCTAssertEqual(parsed.problems.map(\.description), want, file: file, line: line)
+        XCTAssertEqual(parsed.warningCount, expected.count, file: file, line: line)
     }
 
     // MARK: good files
@@ -79,7 +96,7 @@ final class ConfigTests: XCTestCase {
         let config = try Config.parse(files: [
             (path: "/etc/netpermd/netpermd.conf", text: "[Interface ww*]\nMetered=no\n"),
             (path: "/etc/netpermd/netpermd.conf.d/10-modem.conf", text: "[Interface wwan0]\nKind=ethernet\n"),
-        ])
+        ]).get()
         XCTAssertEqual(config.interfaces.map(\.glob.pattern), ["ww*", "wwan0"])
         XCTAssertEqual(config.interfaces.map(\.kind), [nil, .ethernet])
     }
@@ -90,7 +107,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertThrowsError(try Config.parse(files: [
             (path: path, text: "[Interface ww*]\nMetered=no\n"),
             (path: dropIn, text: "\n\n[Interface x]\nMetered=perhaps\n"),
-        ])) { error in
+        ]).get()) { error in
             XCTAssertEqual((error as? ConfigError)?.path, dropIn)
             XCTAssertEqual((error as? ConfigError)?.line, 4)
         }
@@ -112,19 +129,51 @@ final class ConfigTests: XCTestCase {
 
     // MARK: errors, each with its line
 
-    func testUnknownSection() {
-        assertError("# c\n[Interface wl*]\nKind=wifi\n[Network]\nDHCP=yes\n", line: 4,
-                    mentions: ["unknown section", "[Network]"])
+    // MARK: warnings: ignored, with the file, the line and the section
+
+    func testUnknownSectionIsIgnoredWithAWarning() throws {
+        let text = "# c\n[Interface wl*]\nKind=wifi\n[Network]\nDHCP=yes\nKind=wwan\n"
+        // Its entries are not read: no warning for DHCP=, and Kind=wwan does not reach [Interface wl*].
+        assertWarnings(text, ["4: [Network]: unknown section (expected [Defaults], [App NAME] or [Interface GLOB]); "
+            + "ignored"])
+        XCTAssertEqual(try parse(text), try parse("[Interface wl*]\nKind=wifi\n"))
     }
 
-    func testUnknownKey() {
-        assertError("[Interface wl*]\nKind=wifi\n\nMTU=1400\n", line: 4, mentions: ["unknown key", "'MTU'"])
+    func testUnknownSectionHints() {
+        assertWarnings("[interface wl*]\nKind=wifi\n", ["1: [interface wl*]: unknown section (did you mean "
+            + "[Interface wl*]? section names are case-sensitive); ignored"])
+        assertWarnings("\n[Default]\nWWAN=deny\n", ["2: [Default]: unknown section (did you mean [Defaults]?); ignored"])
+        assertWarnings("[Apps firefox]\nUser=1\n", ["1: [Apps firefox]: unknown section (did you mean [App firefox]?); "
+            + "ignored"])
+        // Whitespace ends the name: a tab before the argument is a space.
+        XCTAssertEqual(problems("[App\tfirefox]\nUser=1\n"), [])
     }
 
-    /// Keys are case-sensitive as in systemd: "kind" is not "Kind".
+    func testUnknownKeyIsIgnoredWithAWarning() throws {
+        let text = "[Interface wl*]\nKind=wifi\n\nMTU=1400\n"
+        assertWarnings(text, ["4: [Interface wl*]: unknown key 'MTU' (expected Kind= or Metered=); ignored"])
+        XCTAssertEqual(try parse(text).interfaces, [InterfaceOverride(glob: try Glob("wl*"), kind: .wifi, metered: nil)])
+    }
+
+    func testUnknownKeyHints() {
+        assertWarnings("[Interface usb*]\nKindd=wwan\nMetered=yes\n",
+                       ["2: [Interface usb*]: unknown key 'Kindd' (did you mean Kind=?); ignored"])
+        assertWarnings("[Interface usb*]\nKind=wwan\nMetred=yes\n",
+                       ["3: [Interface usb*]: unknown key 'Metred' (did you mean Metered=?); ignored"])
+        assertWarnings("[Interface usb*]\nKind=wwan\nWWAN=deny\n",
+                       ["3: [Interface usb*]: unknown key 'WWAN' (WWAN= belongs in [Defaults] or [App NAME]); ignored"])
+    }
+
+    /// Keys are case-sensitive as in systemd: "kind" is not "Kind", and the warning says so. The section is then
+    /// left with nothing to do, which is an error of its own (reported at its header, so first).
     func testKeyIsCaseSensitive() {
-        assertError("[Interface wl*]\nkind=wifi\n", line: 2, mentions: ["unknown key", "'kind'"])
+        XCTAssertEqual(problems("[Interface wl*]\nkind=wifi\n"), [
+            "\(path):1: [Interface wl*]: sets neither Kind= nor Metered=",
+            "\(path):2: warning: [Interface wl*]: unknown key 'kind' (did you mean Kind=? keys are case-sensitive); ignored",
+        ])
     }
+
+    // MARK: errors, each with its line and section
 
     func testBadKindValue() {
         assertError("[Interface wl*]\n\nKind=cellular\n", line: 3,
@@ -136,7 +185,7 @@ final class ConfigTests: XCTestCase {
     }
 
     func testKeyBeforeSection() {
-        assertError("# leading comment\nKind=wifi\n[Interface wl*]\n", line: 2, mentions: ["'Kind='", "before any [Section]"])
+        assertError("# leading comment\nKind=wifi\n[Interface wl*]\nKind=wifi\n", line: 2, mentions: ["'Kind='", "before any [Section]"])
     }
 
     func testMalformedHeader() {
@@ -150,26 +199,144 @@ final class ConfigTests: XCTestCase {
     }
 
     func testMissingEquals() {
-        assertError("[Interface wl*]\nKind wifi\n", line: 2, mentions: ["Key=value", "'Kind wifi'"])
+        XCTAssertEqual(problems("[Interface wl*]\nKind wifi\nMetered=no\n"),
+                       ["\(path):2: [Interface wl*]: expected 'Key=value' or '[Section]', got 'Kind wifi'"])
     }
 
     func testMissingKey() {
-        assertError("[Interface wl*]\n = wifi\n", line: 2, mentions: ["missing key"])
+        XCTAssertEqual(problems("[Interface wl*]\n = wifi\nKind=wifi\n"),
+                       ["\(path):2: [Interface wl*]: missing key before '=' in '= wifi'"])
+    }
+
+    /// The lines after a bad header belong to no section: not added to the one before, not reported again.
+    func testLinesAfterABadHeaderAreSkipped() {
+        XCTAssertEqual(problems("[Interface wl*]\nKind=wifi\n[Interface ww*\nBogus=1\nKind=nonsense\n"),
+                       ["\(path):3: malformed section header '[Interface ww*'"])
+        XCTAssertEqual(problems("[ ]\nBogus=1\n[Interface x]\nBogus=2\nKind=wifi\n"), [
+            "\(path):1: empty section name '[ ]'",
+            "\(path):4: warning: [Interface x]: unknown key 'Bogus' (expected Kind= or Metered=); ignored",
+        ])
     }
 
     func testInterfaceWithoutGlob() {
-        assertError("\n[Interface]\nKind=wifi\n", line: 2, mentions: ["[Interface] needs a name or glob"])
-        assertError("[Interface   ]\nKind=wifi\n", line: 1, mentions: ["[Interface] needs a name or glob"])
+        assertError("\n[Interface]\nKind=wifi\n", line: 2, mentions: ["[Interface]: needs a name or glob"])
+        assertError("[Interface   ]\nKind=wifi\n", line: 1, mentions: ["[Interface]: needs a name or glob"])
     }
 
     func testInvalidGlob() {
         assertError("[Interface ww*]\nMetered=no\n[Interface wl[0-9]\nKind=wifi\n", line: 3,
-                    mentions: ["unclosed '['", "'wl[0-9'"])
+                    mentions: ["[Interface wl[0-9]: unclosed '['", "'wl[0-9'"])
     }
 
     func testInterfaceWithNeitherKey() {
         assertError("[Interface ww*]\nMetered=no\n\n[Interface eth*]\n# Kind=wifi\n", line: 4,
-                    mentions: ["[Interface eth*]", "neither Kind= nor Metered="])
+                    mentions: ["[Interface eth*]: sets neither Kind= nor Metered="])
+        // A bad value is its own error; "sets neither" would only repeat it.
+        assertError("[Interface eth*]\nKind=cable\n", line: 2, mentions: ["[Interface eth*]: bad value 'cable' for Kind="])
+        // A header without a glob is one error, not two.
+        assertError("[Interface]\n", line: 1, mentions: ["[Interface]: needs a name or glob"])
+    }
+
+    // MARK: every problem in one pass
+
+    func testEveryProblemOfAFileInOrder() {
+        let text = """
+        [Interface wl*]
+        Kind=radio
+        Colour=blue
+        [Interface ww*
+        Metered=no
+        [Interface eth*]
+        Metered=often
+        junk
+        """
+        let parsed = Config.parse(files: [(path: path, text: text)])
+        XCTAssertNil(parsed.config)
+        XCTAssertEqual(parsed.problems.map(\.description), [
+            "\(path):2: [Interface wl*]: bad value 'radio' for Kind= (expected one of: wifi, wwan, ethernet, loopback, other)",
+            "\(path):3: warning: [Interface wl*]: unknown key 'Colour' (expected Kind= or Metered=); ignored",
+            "\(path):4: malformed section header '[Interface ww*'",
+            "\(path):7: [Interface eth*]: bad value 'often' for Metered= (expected yes or no)",
+            "\(path):8: [Interface eth*]: expected 'Key=value' or '[Section]', got 'junk'",
+        ])
+        XCTAssertEqual(parsed.errors.map(\.line), [2, 4, 7, 8])
+        XCTAssertEqual(parsed.warnings.map(\.line), [3])
+        XCTAssertEqual(parsed.errorCount, 4)
+        XCTAssertEqual(parsed.warningCount, 1)
+        XCTAssertEqual(parsed.failure, "\(path):2: [Interface wl*]: bad value 'radio' for Kind= (expected one of: "
+            + "wifi, wwan, ethernet, loopback, other) (and 3 more errors)")
+        XCTAssertThrowsError(try parsed.get()) { XCTAssertEqual(($0 as? ConfigError)?.line, 2) }
+    }
+
+    func testFailureCountsOneMoreErrorInTheSingular() {
+        let parsed = Config.parse(files: [(path: path, text: "[Interface a]\nKind=x\nKind=y\n")])
+        XCTAssertEqual(parsed.failure, "\(path):2: [Interface a]: bad value 'x' for Kind= (expected one of: wifi, wwan, "
+            + "ethernet, loopback, other) (and 1 more error)")
+        XCTAssertNil(Config.parse(files: [(path: path, text: "[Nope]\n")]).failure, "warnings are no failure")
+    }
+
+    /// However many problems a file has, only the first `limit` of each kind are kept; all are counted.
+    func testProblemsBeyondTheLimitAreCountedNotKept() {
+        let text = "[Interface x]\nKind=wifi\n" + String(repeating: "junk\nBogus=1\n", count: 300)
+        let parsed = Config.parse(files: [(path: path, text: text)], limit: 10)
+        XCTAssertEqual(parsed.errorCount, 300)
+        XCTAssertEqual(parsed.warningCount, 300)
+        XCTAssertEqual(parsed.errors.count, 10)
+        XCTAssertEqual(parsed.warnings.count, 10)
+        XCTAssertEqual(parsed.errors.map(\.line), Array(stride(from: 3, to: 23, by: 2)))
+        XCTAssertTrue(parsed.failure?.hasSuffix(" (and 299 more errors)") == true, parsed.failure ?? "nil")
+        XCTAssertEqual(Config.parse(files: [(path: path, text: text)]).errors.count, 100, "the default limit")
+    }
+
+    // MARK: short messages, whatever the file holds
+
+    /// A quoted value is cut to 64 characters with "..." and control characters escaped, so a huge or binary
+    /// line makes a short message on one line.
+    func testLongLinesAreCutInMessages() {
+        let x64 = String(repeating: "x", count: 64)
+        let megabyte = String(repeating: "x", count: 1 << 20)
+        XCTAssertEqual(problems("[Defaults]\n" + megabyte + "\n"),
+                       ["\(path):2: [Defaults]: expected 'Key=value' or '[Section]', got '\(x64)...'"])
+        XCTAssertEqual(problems("[Defaults]\nWWAN=" + megabyte + "\n"),
+                       ["\(path):2: [Defaults]: bad value '\(x64)...' for WWAN= (expected allow, deny or ask)"])
+        XCTAssertEqual(problems("[Defaults]\n" + megabyte + "=1\n"),
+                       ["\(path):2: warning: [Defaults]: unknown key '\(x64)...' (expected WiFi=, WWAN=, Ethernet=, Other=, "
+                           + "AdminGroup= or PromptTimeoutSec=); ignored"])
+        XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x64)...=' appears before any [Section]"])
+        // The section a message names is cut too.
+        XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x64.dropLast(5)
+            + "...]: unknown section (expected [Defaults], [App NAME] or [Interface GLOB]); ignored"])
+        let app = "a" + megabyte
+        XCTAssertEqual(problems("[App \(app)]\nWWAN=deny\n"),
+                       ["\(path):1: [App a" + x64.dropLast(5) + "...]: no Executable=, Unit= or User=, so nothing matches it"])
+        for p in problems("[Defaults]\n" + megabyte + "\nWWAN=" + megabyte + "\n[App " + megabyte + "\n") {
+            XCTAssertLessThan(p.utf8.count, 300, p)
+        }
+    }
+
+    /// A config symlinked to /dev/zero reads as 16 MB of NUL bytes (the read limit): one short error, quickly.
+    func testAFileOfNULBytes() {
+        let zeros = String(decoding: [UInt8](repeating: 0, count: 1 << 24), as: UTF8.self)
+        let p = problems(zeros)
+        XCTAssertEqual(p, ["\(path):1: expected 'Key=value' or '[Section]', got '"
+            + String(repeating: "\\x00", count: 64) + "...'"])
+    }
+
+    func testControlCharactersAreEscaped() {
+        XCTAssertEqual(problems("[Defaults]\nWWAN=a\u{1}b\u{7F}c\u{1B}[31m\u{85}é\n"),
+                       ["\(path):2: [Defaults]: bad value 'a\\x01b\\x7Fc\\x1B[31m\\x85é' for WWAN= (expected allow, deny or ask)"])
+        XCTAssertEqual(ConfigError.clip("a\tb\rc\nd"), "a\\tb\\rc\\nd")
+    }
+
+    func testClipCountsCharactersNotBytes() {
+        XCTAssertEqual(ConfigError.clip(String(repeating: "é", count: 64)), String(repeating: "é", count: 64))
+        XCTAssertEqual(ConfigError.clip(String(repeating: "é", count: 65)), String(repeating: "é", count: 64) + "...")
+        XCTAssertEqual(ConfigError.quote(""), "''")
+        // Cut in the middle of a long multi-byte line, the quote still ends cleanly.
+        let long = String(repeating: "😀", count: 100)
+        XCTAssertEqual(problems("[Defaults]\n" + long + "\n"),
+                       ["\(path):2: [Defaults]: expected 'Key=value' or '[Section]', got '"
+                           + String(repeating: "😀", count: 64) + "...'"])
     }
 
     func testDescriptionFormat() {
@@ -177,5 +344,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(e.description, "/a.conf:7: boom")
         // A file-level problem (no line) must not print ":0:".
         XCTAssertEqual(ConfigError(path: "/a.conf", line: 0, message: "unreadable").description, "/a.conf: unreadable")
+        XCTAssertEqual(ConfigError(path: "/a.conf", line: 7, message: "odd", severity: .warning).description,
+                       "/a.conf:7: warning: odd")
     }
 }

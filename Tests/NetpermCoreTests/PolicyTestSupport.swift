@@ -23,9 +23,12 @@ func makePeer(uid: UInt32 = 1000, gids: [UInt32]? = nil, exe: String?, unit: Str
     PeerIdentity(pid: pid, uid: uid, gids: gids ?? [uid], executable: exe, unit: unit)
 }
 
-/// Parses one main file with the fake accounts; fails the calling test on a config error.
+/// Parses one main file with the fake accounts; fails the calling test on a config error, or on a warning (a
+/// typo in a test's policy would otherwise be ignored and the test would prove less than it claims).
 func parsePolicy(_ text: String, path: String = "/etc/netpermd/netpermd.conf") throws -> Config {
-    try Config.parse(files: [(path: path, text: text)], accounts: FakeAccounts())
+    let parsed = Config.parse(files: [(path: path, text: text)], accounts: FakeAccounts())
+    if let first = parsed.problems.first { throw first }
+    return try parsed.get()
 }
 
 /// Every permission set (3^4 = 81), in a fixed order.

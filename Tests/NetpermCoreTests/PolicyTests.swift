@@ -10,27 +10,36 @@ final class PolicyTests: XCTestCase {
 
     private func parse(_ files: [(String, String)], accounts: AccountResolver = FakeAccounts())
         throws(ConfigError) -> Config {
-        try Config.parse(files: files.map { (path: $0.0, text: $0.1) }, accounts: accounts)
+        try Config.parse(files: files.map { (path: $0.0, text: $0.1) }, accounts: accounts).get()
     }
 
     private func parse(_ text: String) throws(ConfigError) -> Config { try parse([(main, text)]) }
 
-    /// Asserts the exact error: file, line and whole message.
+    /// Every problem's "path:line: message", in the order reported.
+    private func problems(_ files: [(String, String)], accounts: AccountResolver = FakeAccounts()) -> [String] {
+        Config.parse(files: files.map { (path: $0.0, text: $0.1) }, accounts: accounts).problems.map(\.description)
+    }
+
+    /// Asserts the exact and only error: file, line and whole message.
     private func assertError(_ files: [(String, String)], path: String, line expectedLine: Int, _ message: String,
                              file: StaticString = #filePath, line: UInt = #line) {
-        do throws(ConfigError) {
-            let config = try parse(files)
-            XCTFail("expected an error, got \(config.apps.map(\.id))", file: file, line: line)
-        } catch {
-            XCTAssertEqual(error.path, path, file: file, line: line)
-            XCTAssertEqual(error.line, expectedLine, "wrong line for: \(error.message)", file: file, line: line)
-            XCTAssertEqual(error.message, message, file: file, line: line)
-        }
+        let parsed = Config.parse(files: files.map { (path: $0.0, text: $0.1) }, accounts: FakeAccounts())
+        XCTAssertNil(parsed.config, "expected an error, got \(parsed.config?.apps.map(\.id) ?? [])", file: file, line: line)
+        XCTAssertEqual(parsed.problems.map(\.description), ["\(path):\(expectedLine): \(message)"], file: file, line: line)
     }
 
     private func assertError(_ text: String, line expectedLine: Int, _ message: String,
                              file: StaticString = #filePath, line: UInt = #line) {
         assertError([(main, text)], path: main, line: expectedLine, message, file: file, line: line)
+    }
+
+    /// Asserts that `text` loads with exactly one warning, at `line`, with this message.
+    private func assertWarning(_ text: String, line expectedLine: Int, _ message: String,
+                               file: StaticString = #filePath, line: UInt = #line) {
+        let parsed = Config.parse(files: [(path: main, text: text)], accounts: FakeAccounts())
+        XCTAssertNotNil(parsed.config, "a warning must not fail the load: \(parsed.problems)", file: file, line: line)
+        XCTAssertEqual(parsed.problems.map(\.description), ["\(main):\(expectedLine): warning: \(message)"],
+                       file: file, line: line)
     }
 
     private func app(_ config: Config, _ id: String, file: StaticString = #filePath, line: UInt = #line) throws
@@ -153,65 +162,105 @@ final class PolicyTests: XCTestCase {
 
     // MARK: errors
 
-    func testUnknownKeyInDefaults() {
-        assertError("[Defaults]\nWiFi=allow\n\nMetered=yes\n", line: 4,
-                    "unknown key 'Metered' in [Defaults] (expected WiFi=, WWAN=, Ethernet=, Other=, AdminGroup= or "
-                        + "PromptTimeoutSec=)")
-        // Keys are case-sensitive.
-        assertError("[Defaults]\nwifi=allow\n", line: 2,
-                    "unknown key 'wifi' in [Defaults] (expected WiFi=, WWAN=, Ethernet=, Other=, AdminGroup= or "
-                        + "PromptTimeoutSec=)")
+    // MARK: warnings: unknown keys are ignored
+
+    func testUnknownKeyInDefaults() throws {
+        assertWarning("[Defaults]\nWiFi=deny\n\nBogus=yes\n", line: 4, "[Defaults]: unknown key 'Bogus' (expected WiFi=, "
+            + "WWAN=, Ethernet=, Other=, AdminGroup= or PromptTimeoutSec=); ignored")
+        // Keys are case-sensitive, and the warning says which key was meant.
+        assertWarning("[Defaults]\nwifi=allow\n", line: 2,
+                      "[Defaults]: unknown key 'wifi' (did you mean WiFi=? keys are case-sensitive); ignored")
+        assertWarning("[Defaults]\nWwan=allow\n", line: 2,
+                      "[Defaults]: unknown key 'Wwan' (did you mean WWAN=? keys are case-sensitive); ignored")
+        assertWarning("[Defaults]\nPromptTimeout=5\n", line: 2,
+                      "[Defaults]: unknown key 'PromptTimeout' (did you mean PromptTimeoutSec=?); ignored")
+        assertWarning("[Defaults]\nAdminGrop=wheel\n", line: 2,
+                      "[Defaults]: unknown key 'AdminGrop' (did you mean AdminGroup=?); ignored")
+        // A key of another section says where it belongs.
+        assertWarning("[Defaults]\nMetered=yes\n", line: 2,
+                      "[Defaults]: unknown key 'Metered' (Metered= belongs in [Interface GLOB]); ignored")
+        assertWarning("[Defaults]\nUser=alice\n", line: 2,
+                      "[Defaults]: unknown key 'User' (User= belongs in [App NAME]); ignored")
+        // The value of an ignored key is not even looked at.
+        let config = try parse("[Defaults]\nwwan=nonsense\nWiFi=deny\n")
+        XCTAssertEqual(config.defaults, PermissionSet(wifi: .deny, wwan: .ask, ethernet: .allow, other: .allow))
     }
 
-    func testUnknownKeyInApp() {
-        assertError("[App curl]\nExecutable=/usr/bin/curl\nPath=/usr/bin\n", line: 3,
-                    "unknown key 'Path' in [App curl] (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
-                        + "Ethernet= or Other=)")
-        assertError("[App curl]\nUser=alice\nAdminGroup=wheel\n", line: 3,
-                    "unknown key 'AdminGroup' in [App curl] (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
-                        + "Ethernet= or Other=)")
-        assertError("[App curl]\nUser=alice\nwwan=deny\n", line: 3,
-                    "unknown key 'wwan' in [App curl] (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
-                        + "Ethernet= or Other=)")
+    func testUnknownKeyInApp() throws {
+        assertWarning("[App curl]\nExecutable=/usr/bin/curl\nPath=/usr/bin\n", line: 3, "[App curl]: unknown key 'Path' "
+            + "(expected Executable=, Unit=, User=, WiFi=, WWAN=, Ethernet= or Other=); ignored")
+        assertWarning("[App curl]\nUser=alice\nAdminGroup=wheel\n", line: 3,
+                      "[App curl]: unknown key 'AdminGroup' (AdminGroup= belongs in [Defaults]); ignored")
+        assertWarning("[App curl]\nUser=alice\nKind=wwan\n", line: 3,
+                      "[App curl]: unknown key 'Kind' (Kind= belongs in [Interface GLOB]); ignored")
+        assertWarning("[App curl]\nUser=alice\nwwan=deny\n", line: 3,
+                      "[App curl]: unknown key 'wwan' (did you mean WWAN=? keys are case-sensitive); ignored")
+        assertWarning("[App curl]\nExecutible=/usr/bin/x\nUser=1\n", line: 2,
+                      "[App curl]: unknown key 'Executible' (did you mean Executable=?); ignored")
+        assertWarning("[App curl]\nUser=1\nEthernt=deny\n", line: 3,
+                      "[App curl]: unknown key 'Ethernt' (did you mean Ethernet=?); ignored")
+        // Ignored: curl keeps the defaults on WWAN.
+        let config = try Config.parse(files: [(path: main, text: "[App curl]\nUser=alice\nwwan=deny\n")],
+                                      accounts: FakeAccounts()).get()
+        XCTAssertEqual(try app(config, "curl").permissions, PartialPermissions())
     }
+
+    /// An unknown section is ignored whole, even when it is obviously a misspelt [App].
+    func testMisspeltAppSectionIsIgnored() throws {
+        let text = "[App a]\nUser=1\n[app firefox]\nExecutable=/usr/bin/firefox\nWWAN=deny\n"
+        assertWarning(text, line: 3, "[app firefox]: unknown section (did you mean [App firefox]? section names are "
+            + "case-sensitive); ignored")
+        XCTAssertEqual(try parse(text).apps.map(\.id), ["a"])
+    }
+
+    /// When a typo leaves an [App] with no identity, the load fails: the app would silently never match.
+    func testTypoThatEmptiesAnAppIsAnError() {
+        XCTAssertEqual(problems([(main, "[App a]\nexecutable=/usr/bin/a\n")]), [
+            "\(main):1: [App a]: no Executable=, Unit= or User=, so nothing matches it",
+            "\(main):2: warning: [App a]: unknown key 'executable' (did you mean Executable=? keys are case-sensitive); "
+                + "ignored",
+        ])
+    }
+
+    // MARK: errors
 
     func testBadPermissionValue() {
         assertError("[Defaults]\nWiFi=allow\nWWAN=maybe\n", line: 3,
-                    "bad value 'maybe' for WWAN= (expected allow, deny or ask)")
+                    "[Defaults]: bad value 'maybe' for WWAN= (expected allow, deny or ask)")
         assertError("[App a]\nUser=alice\n\nEthernet=no\n", line: 4,
-                    "bad value 'no' for Ethernet= (expected allow, deny or ask)")
-        assertError("[App a]\nUser=alice\nOther=\n", line: 3, "bad value '' for Other= (expected allow, deny or ask)")
+                    "[App a]: bad value 'no' for Ethernet= (expected allow, deny or ask)")
+        assertError("[App a]\nUser=alice\nOther=\n", line: 3, "[App a]: bad value '' for Other= (expected allow, deny or ask)")
     }
 
     func testDuplicateAppInOneFile() {
         assertError("# x\n[App a]\nUser=1\n\n[App b]\nUser=2\n[App a]\nUser=3\n", line: 7,
-                    "duplicate app [App a] (already defined at line 2 of this file)")
+                    "[App a]: duplicate app (already defined at line 2 of this file)")
     }
 
     func testInvalidAppName() {
         assertError("[App ok]\nUser=1\n[App 7zip]\nUser=2\n", line: 3,
-                    "invalid app name '7zip': it must start with a letter, then letters, digits, '.', '-' or '_'")
+                    "[App 7zip]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'")
         assertError("\n[App fire fox]\nUser=2\n", line: 2,
-                    "invalid app name 'fire fox': it must start with a letter, then letters, digits, '.', '-' or '_'")
+                    "[App fire fox]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'")
         assertError("[App a/b]\nUser=2\n", line: 1,
-                    "invalid app name 'a/b': it must start with a letter, then letters, digits, '.', '-' or '_'")
-        assertError("[App]\nUser=2\n", line: 1, "[App] needs a name, e.g. [App firefox]")
+                    "[App a/b]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'")
+        assertError("[App]\nUser=2\n", line: 1, "[App]: needs a name, e.g. [App firefox]")
     }
 
     func testRelativeExecutable() {
         assertError("[App a]\nExecutable=/usr/bin/a bin/a\n", line: 2,
-                    "Executable= must be an absolute path or glob, got 'bin/a'")
+                    "[App a]: Executable= must be an absolute path or glob, got 'bin/a'")
         assertError("[App a]\nUser=1\nExecutable=*/curl\n", line: 3,
-                    "Executable= must be an absolute path or glob, got '*/curl'")
+                    "[App a]: Executable= must be an absolute path or glob, got '*/curl'")
     }
 
     func testInvalidGlob() {
-        assertError("[App a]\nExecutable=/usr/bin/[ab\n", line: 2, "unclosed '[' in glob '/usr/bin/[ab'")
-        assertError("[App a]\nUser=1\nUnit=ok.service foo[.service\n", line: 3, "unclosed '[' in glob 'foo[.service'")
+        assertError("[App a]\nExecutable=/usr/bin/[ab\n", line: 2, "[App a]: unclosed '[' in glob '/usr/bin/[ab'")
+        assertError("[App a]\nUser=1\nUnit=ok.service foo[.service\n", line: 3, "[App a]: unclosed '[' in glob 'foo[.service'")
     }
 
     func testUnknownUser() {
-        assertError("[App a]\nUser=alice mallory\n", line: 2, "unknown user 'mallory' in User=")
+        assertError("[App a]\nUser=alice mallory\n", line: 2, "[App a]: unknown user 'mallory' in User=")
         // Without a resolver no name resolves, but numeric uids still work.
         XCTAssertThrowsError(try parse([(main, "[App a]\nUser=alice\n")], accounts: NoAccounts()))
         XCTAssertEqual(try parse([(main, "[App a]\nUser=7\n")], accounts: NoAccounts()).app(named: "a")?.uids, [7])
@@ -219,17 +268,17 @@ final class PolicyTests: XCTestCase {
 
     func testAppWithNoWayToMatch() {
         assertError("[App a]\nUser=1\n\n[App b]\nWWAN=deny\n", line: 4,
-                    "[App b] has no way to match it: set Executable=, Unit= or User=")
+                    "[App b]: no Executable=, Unit= or User=, so nothing matches it")
         // Empty lists count as nothing.
         assertError("[App c]\nExecutable=\nUnit=\nUser=\n", line: 1,
-                    "[App c] has no way to match it: set Executable=, Unit= or User=")
+                    "[App c]: no Executable=, Unit= or User=, so nothing matches it")
         // Reported at the section's first definition, in the file that defined it.
         assertError([(main, "[Defaults]\nWWAN=ask\n"), (dropA, "\n\n[App d]\nWiFi=deny\n")], path: dropA, line: 3,
-                    "[App d] has no way to match it: set Executable=, Unit= or User=")
+                    "[App d]: no Executable=, Unit= or User=, so nothing matches it")
     }
 
     func testDefaultsWithArgument() {
-        assertError("# x\n[Defaults main]\nWWAN=ask\n", line: 2, "[Defaults] takes no name, got 'main'")
+        assertError("# x\n[Defaults main]\nWWAN=ask\n", line: 2, "[Defaults main]: [Defaults] takes no name")
     }
 
     func testPromptTimeout() throws {
@@ -240,17 +289,103 @@ final class PolicyTests: XCTestCase {
             .promptTimeoutSec, 90)
         for bad in ["0", "-5", "86401", "1.5", "abc", ""] {
             assertError("[Defaults]\nWWAN=ask\nPromptTimeoutSec=\(bad)\n", line: 3,
-                        "bad value '\(bad)' for PromptTimeoutSec= (expected seconds, 1 to 86400)")
+                        "[Defaults]: bad value '\(bad)' for PromptTimeoutSec= (expected seconds, 1 to 86400)")
         }
     }
 
     func testEmptyAdminGroup() {
-        assertError("[Defaults]\nAdminGroup=\n", line: 2, "AdminGroup= needs a group name")
+        assertError("[Defaults]\nAdminGroup=\n", line: 2, "[Defaults]: AdminGroup= needs a group name")
     }
 
     func testErrorInDropInNamesTheDropIn() {
         assertError([(main, "[App a]\nUser=1\n"), (dropA, "[App a]\nWWAN=sometimes\n")], path: dropA, line: 2,
-                    "bad value 'sometimes' for WWAN= (expected allow, deny or ask)")
+                    "[App a]: bad value 'sometimes' for WWAN= (expected allow, deny or ask)")
+    }
+
+    // MARK: every problem in one pass
+
+    /// Errors and warnings of the main file and a drop-in, all of them, in file order: the main file's, then the
+    /// drop-in's. An [App] left with no identity is found only after the last file, but sorts to its header.
+    func testEveryProblemOfEveryFileInOrder() {
+        let mainText = """
+        [Defaults]
+        WWAN=perhaps
+        Wifi=deny
+
+        [App a]
+        Executable=bin/a
+        [App b]
+        WiFi=deny
+        """
+        let dropText = """
+        [App a]
+        User=mallory
+        [Network]
+        DHCP=yes
+        [Defaults]
+        PromptTimeoutSec=forever
+        """
+        let parsed = Config.parse(files: [(path: main, text: mainText), (path: dropA, text: dropText)],
+                                  accounts: FakeAccounts())
+        XCTAssertNil(parsed.config)
+        XCTAssertEqual(parsed.problems.map(\.description), [
+            "\(main):2: [Defaults]: bad value 'perhaps' for WWAN= (expected allow, deny or ask)",
+            "\(main):3: warning: [Defaults]: unknown key 'Wifi' (did you mean WiFi=? keys are case-sensitive); ignored",
+            "\(main):6: [App a]: Executable= must be an absolute path or glob, got 'bin/a'",
+            "\(main):7: [App b]: no Executable=, Unit= or User=, so nothing matches it",
+            "\(dropA):2: [App a]: unknown user 'mallory' in User=",
+            "\(dropA):3: warning: [Network]: unknown section (expected [Defaults], [App NAME] or [Interface GLOB]); "
+                + "ignored",
+            "\(dropA):6: [Defaults]: bad value 'forever' for PromptTimeoutSec= (expected seconds, 1 to 86400)",
+        ])
+        XCTAssertEqual(parsed.errorCount, 5)
+        XCTAssertEqual(parsed.warningCount, 2)
+        XCTAssertEqual(parsed.errors.map(\.path), [main, main, main, dropA, dropA])
+        XCTAssertEqual(parsed.warnings.map(\.line), [3, 3])
+        XCTAssertEqual(parsed.failure,
+                       "\(main):2: [Defaults]: bad value 'perhaps' for WWAN= (expected allow, deny or ask) (and 4 more errors)")
+    }
+
+    /// Each list word is checked: two unknown users on one line are two errors, in the order written.
+    func testEveryBadWordOfALine() {
+        XCTAssertEqual(problems([(main, "[App a]\nUser=eve alice mallory\nExecutable=x /usr/bin/a y[\n")]), [
+            "\(main):2: [App a]: unknown user 'eve' in User=",
+            "\(main):2: [App a]: unknown user 'mallory' in User=",
+            "\(main):3: [App a]: Executable= must be an absolute path or glob, got 'x'",
+            "\(main):3: [App a]: Executable= must be an absolute path or glob, got 'y['",
+        ])
+    }
+
+    /// A section with a bad name is still read, so its other mistakes show in the same run; nothing more is
+    /// said about it (it is not kept, so no "nothing matches it").
+    func testSectionWithABadNameIsStillChecked() {
+        XCTAssertEqual(problems([(main, "[App 7zip]\nWWAN=maybe\nColour=red\n")]), [
+            "\(main):1: [App 7zip]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'",
+            "\(main):2: [App 7zip]: bad value 'maybe' for WWAN= (expected allow, deny or ask)",
+            "\(main):3: warning: [App 7zip]: unknown key 'Colour' (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
+                + "Ethernet= or Other=); ignored",
+        ])
+        XCTAssertEqual(problems([(main, "[App a]\nUser=1\n[App a]\nWiFi=sometimes\n")]), [
+            "\(main):3: [App a]: duplicate app (already defined at line 1 of this file)",
+            "\(main):4: [App a]: bad value 'sometimes' for WiFi= (expected allow, deny or ask)",
+        ])
+        XCTAssertEqual(problems([(main, "[Defaults x]\nWWAN=no\n")]), [
+            "\(main):1: [Defaults x]: [Defaults] takes no name",
+            "\(main):2: [Defaults x]: bad value 'no' for WWAN= (expected allow, deny or ask)",
+        ])
+    }
+
+    /// Warnings alone: the config loads and is the same as without the ignored lines.
+    func testWarningsDoNotFailTheLoad() throws {
+        let parsed = Config.parse(files: [
+            (path: main, text: "[Defaults]\nWWAN=deny\nColour=red\n[App a]\nUser=alice\nwifi=deny\n"),
+            (path: dropA, text: "[Network]\nDHCP=yes\n"),
+        ], accounts: FakeAccounts())
+        XCTAssertEqual(parsed.errorCount, 0)
+        XCTAssertEqual(parsed.warningCount, 3)
+        XCTAssertNil(parsed.failure)
+        XCTAssertEqual(try parsed.get(), try parse("[Defaults]\nWWAN=deny\n\n[App a]\nUser=alice\n"))
+        XCTAssertEqual(try parsed.get().app(named: "a")?.permissions, PartialPermissions())
     }
 
     // MARK: drop-ins
@@ -332,7 +467,7 @@ final class PolicyTests: XCTestCase {
     /// Twice in the same drop-in is a duplicate there (the main file's definition does not count as the first).
     func testDuplicateInsideADropIn() {
         assertError([(main, "[App a]\nUser=alice\n"), (dropA, "[App a]\nWWAN=deny\n\n[App a]\nWiFi=deny\n")],
-                    path: dropA, line: 4, "duplicate app [App a] (already defined at line 1 of this file)")
+                    path: dropA, line: 4, "[App a]: duplicate app (already defined at line 1 of this file)")
     }
 
     // MARK: AdminGroup and privilege
