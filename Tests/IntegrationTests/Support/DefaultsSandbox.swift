@@ -17,6 +17,7 @@ final class DefaultsSandbox: @unchecked Sendable {
     init(namespace: TestNamespace, scratch: String) throws {
         self.namespace = namespace
         holderLog = scratch + ".log"
+        guard mkdir(scratch, 0o700) == 0 else { throw HarnessError("mkdir \(scratch): \(String(cString: strerror(errno)))") }
         let script = """
             set -e
             s=$1
