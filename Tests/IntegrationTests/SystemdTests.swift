@@ -30,15 +30,17 @@ final class SystemdTests: IntegrationTestCase {
             .deletingLastPathComponent().appendingPathComponent("systemd").path
     }
 
-    /// Copies of both units, the service's ExecStart pointing at the built daemon (verify checks that the
-    /// binary exists and is executable).
+    /// Copies of both units, ExecStart= and ExecReload= pointing at the built programs (verify checks that
+    /// each binary exists and is executable).
     private func copyUnits() throws -> (service: String, socket: String) {
         let dir = try makeTempDir()
         let service = dir + "/netpermd.service"
         let socket = dir + "/netpermd.socket"
         let text = try String(contentsOfFile: Self.unitDir + "/netpermd.service", encoding: .utf8)
         XCTAssertTrue(text.contains("\nExecStart=/usr/local/bin/netpermd "), "the installed path is in ExecStart=")
-        try text.replacingOccurrences(of: "/usr/local/bin/netpermd", with: netpermd)
+        XCTAssertTrue(text.contains("\nExecReload=/usr/local/bin/netpermctl "), "the installed path is in ExecReload=")
+        try text.replacingOccurrences(of: "/usr/local/bin/netpermd ", with: netpermd + " ")
+            .replacingOccurrences(of: "/usr/local/bin/netpermctl ", with: netpermctl + " ")
             .write(toFile: service, atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(atPath: Self.unitDir + "/netpermd.socket", toPath: socket)
         return (service, socket)
@@ -48,7 +50,11 @@ final class SystemdTests: IntegrationTestCase {
 
     func testUnitsPassSystemdAnalyzeVerify() throws {
         let units = try copyUnits()
-        let r = try Subprocess.run(["systemd-analyze", "verify", units.service, units.socket], timeout: 30)
+        // verify runs `man` for every man: page in Documentation=; point it at the repository's pages.
+        let manTree = try makeTempDir()
+        try Repository.makeManTree(in: manTree)
+        let r = try Subprocess.run(["env", "MANPATH=\(manTree)", "systemd-analyze", "verify", units.service, units.socket],
+                                   timeout: 30)
         XCTAssertEqual(r.status, 0, r.summary)
         // verify exits 0 on warnings such as an unknown key; any word about our units is a problem.
         let complaints = (r.stdout + "\n" + r.stderr).split(separator: "\n").filter { $0.contains("netpermd") }
