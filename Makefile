@@ -15,20 +15,28 @@ DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat ipro
 RELEASE_FLAGS := -c release --static-swift-stdlib
 
 BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
+# What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
+# to run the zsh completion for real.
+TEST_DEBS := groff-base man-db mandoc zsh
 
-.PHONY: all deps build release run test unit integration bench bench-smoke bench-deps orderfile install install-files uninstall clean
+.PHONY: all deps test-deps build release run test unit integration bench bench-smoke bench-deps orderfile install install-files uninstall clean
 
 all: build
 
-# Installs only what is missing, so repeated runs cost nothing.
-deps:
-	@missing=""; for p in $(DEBS); do \
+# Installs the Debian packages in $(1) that are missing, so repeated runs cost nothing.
+install-missing = missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+
+deps:
+	@$(call install-missing,$(DEBS))
+
+test-deps:
+	@$(call install-missing,$(TEST_DEBS))
 
 build: deps
 	$(SWIFT) build
@@ -43,7 +51,7 @@ run: release
 	echo "  export NETPERMD_SOCKET=$(SOCKET); $$bin/netpermctl status"; \
 	exec $$bin/netpermd --socket $(SOCKET) --config $(RUN_CONFIG) --state-dir $(STATE_DIR)
 
-test: deps
+test: deps test-deps
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build
 	$(MAKE) bench-smoke
@@ -51,7 +59,7 @@ test: deps
 unit: deps
 	$(SWIFT) test --filter NetpermCoreTests
 
-integration: deps
+integration: deps test-deps
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build --filter IntegrationTests
 
@@ -65,13 +73,7 @@ bench-smoke: release bench-deps
 	python3 bench/bench.py --smoke --bin "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
 
 bench-deps:
-	@missing=""; for p in $(BENCH_DEBS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
+	@$(call install-missing,$(BENCH_DEBS))
 
 # Regenerates link/netpermd.order (the functions a typical session runs, laid out together by the release link)
 # after large code changes, and relinks the daemon with it. Needs root and valgrind.
@@ -87,6 +89,10 @@ BINDIR = $(DESTDIR)$(PREFIX)/bin
 UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system
 DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
 CONFDIR = $(DESTDIR)/etc/netpermd
+MANDIR = $(DESTDIR)$(PREFIX)/share/man
+BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ARCHITECTURE.md docs/SYSTEMD.md
 
 # Then: systemctl daemon-reload && systemctl enable --now netpermd.socket
@@ -104,6 +110,13 @@ install-files:
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
 	done
 	install -m 0644 $(DOCS) $(DOCDIR)/
+	@# The pages name installed paths (the docs, netpermctl in ExecStartPre=), so they follow PREFIX like the units.
+	for m in $(MANPAGES); do \
+	  s=$${m##*.}; install -d $(MANDIR)/man$$s; \
+	  sed 's|/usr/local|$(PREFIX)|g' man/$$m > $(MANDIR)/man$$s/$$m; chmod 0644 $(MANDIR)/man$$s/$$m; \
+	done
+	install -D -m 0644 completions/netpermctl.bash $(BASHCOMPDIR)/netpermctl
+	install -D -m 0644 completions/_netpermctl $(ZSHCOMPDIR)/_netpermctl
 	install -m 0644 config/netpermd.conf $(DOCDIR)/netpermd.conf.example
 	@# Never overwrite an administrator's configuration.
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
@@ -113,6 +126,8 @@ uninstall:
 	rm -f $(BINDIR)/netpermd $(BINDIR)/netpermctl
 	rm -f $(UNITDIR)/netpermd.service $(UNITDIR)/netpermd.socket
 	rm -rf $(DOCDIR)
+	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
+	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
 
 clean:
 	rm -rf .build

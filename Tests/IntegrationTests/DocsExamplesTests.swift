@@ -22,7 +22,7 @@ final class DocsExamplesTests: IntegrationTestCase {
 
     /// Fenced code blocks of a Markdown file.
     static func blocks(in file: String) throws -> [Block] {
-        let text = try String(contentsOfFile: RealSystemdTests.repoRoot + "/" + file, encoding: .utf8)
+        let text = try String(contentsOfFile: Repository.root + "/" + file, encoding: .utf8)
         var blocks: [Block] = []
         var open: Block?
         for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -75,7 +75,7 @@ final class DocsExamplesTests: IntegrationTestCase {
         let dir = try makeTempDir()
         let sandbox = try DefaultsSandbox(namespace: ns, scratch: dir + "/sandbox")
         addTeardownBlock { sandbox.close() }
-        let runPolicy = try String(contentsOfFile: RealSystemdTests.repoRoot + "/config/run.conf", encoding: .utf8)
+        let runPolicy = try String(contentsOfFile: Repository.root + "/config/run.conf", encoding: .utf8)
         try sandbox.write(runPolicy + "\n[Interface wlan0]\nKind=wifi\n\n[Interface wwan0]\nKind=wwan\n" + extraPolicy,
                           to: "/etc/netpermd/netpermd.conf")
         let log = dir + "/netpermd.log"
@@ -97,7 +97,7 @@ final class DocsExamplesTests: IntegrationTestCase {
     /// stopped after 4 s (status 124 then) with everything it printed.
     private func run(_ command: String, in sandbox: DefaultsSandbox) throws -> CommandResult {
         try Subprocess.run(sandbox.argv(["timeout", "4", "bash", "-c",
-                                         "cd '\(RealSystemdTests.repoRoot)' && PATH='\(Self.binDir)':$PATH && \(command)"]),
+                                         "cd '\(Repository.root)' && PATH='\(Self.binDir)':$PATH && \(command)"]),
                            timeout: 20)
     }
 
@@ -136,7 +136,7 @@ final class DocsExamplesTests: IntegrationTestCase {
         let ns = try makeNamespace()
         let staged = try makeTempDir()
         chmod(staged, 0o755)
-        try Subprocess.check(["make", "-C", RealSystemdTests.repoRoot, "--no-print-directory", "install-files",
+        try Subprocess.check(["make", "-C", Repository.root, "--no-print-directory", "install-files",
                               "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
         let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
         addTeardownBlock { sd.shutdown() }
@@ -259,7 +259,7 @@ final class DocsExamplesTests: IntegrationTestCase {
         let stopping = try agent.objects(until: "stopping") { $0["event"] as? String == "stopping" }
         stopping.forEach(collect)
 
-        let protocolDoc = try String(contentsOfFile: RealSystemdTests.repoRoot + "/docs/PROTOCOL.md", encoding: .utf8)
+        let protocolDoc = try String(contentsOfFile: Repository.root + "/docs/PROTOCOL.md", encoding: .utf8)
         for key in keys.sorted() {
             XCTAssertTrue(protocolDoc.contains("`\(key)`") || protocolDoc.contains("\"\(key)\""),
                           "the daemon sends the field '\(key)', which docs/PROTOCOL.md never names")

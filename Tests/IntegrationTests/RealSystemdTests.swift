@@ -33,11 +33,6 @@ final class RealSystemdTests: IntegrationTestCase {
 
         """
 
-    static var repoRoot: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().path
-    }
-
     override func setUpWithError() throws {
         try super.setUpWithError()
         containers = []
@@ -67,7 +62,7 @@ final class RealSystemdTests: IntegrationTestCase {
         try ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0", "metric", "100")
 
         let staged = try makeTempDir()
-        try Subprocess.check(["make", "-C", Self.repoRoot, "--no-print-directory", "install-files",
+        try Subprocess.check(["make", "-C", Repository.root, "--no-print-directory", "install-files",
                               "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
         try policy.write(toFile: staged + "/etc/netpermd/netpermd.conf", atomically: true, encoding: .utf8)
 

@@ -30,7 +30,7 @@ final class SystemdTests: IntegrationTestCase {
     /// directory (verify runs `man` for each `Documentation=man:` page).
     private func installedUnits() throws -> (service: String, socket: String, manPath: String) {
         let staged = try makeTempDir()
-        try Subprocess.check(["make", "-C", RealSystemdTests.repoRoot, "--no-print-directory", "install-files",
+        try Subprocess.check(["make", "-C", Repository.root, "--no-print-directory", "install-files",
                               "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
         let units = staged + "/usr/local/lib/systemd/system"
         let service = units + "/netpermd.service"

@@ -76,14 +76,6 @@ class IntegrationTestCase: XCTestCase {
         return ns
     }
 
-    func makeTempDir() throws -> String {
-        var template = Array("/tmp/npt-XXXXXX".utf8CString)
-        guard let p = mkdtemp(&template) else { throw HarnessError("mkdtemp: \(String(cString: strerror(errno)))") }
-        let dir = String(cString: p)
-        addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
-        return dir
-    }
-
     func writeConfig(_ text: String = IntegrationTestCase.standardConfig, in dir: String) throws -> String {
         let path = "\(dir)/netpermd.conf"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
