@@ -12,14 +12,16 @@ struct Options {
     var netlinkReceiveBuffer: Int32 = 4 << 20
 
     static let usage = """
-        usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL]
+        usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
+                        [--netlink-rcvbuf BYTES] [--version] [--help]
           --socket PATH      control socket (default /run/netpermd/netpermd.sock)
-          --config PATH      configuration file (default /etc/netpermd/netpermd.conf)
+          --config PATH      configuration file (default /etc/netpermd/netpermd.conf; drop-ins in PATH.d/*.conf)
           --state-dir PATH   where decisions are kept (default /var/lib/netpermd)
           --log-level LEVEL  err, warning, notice, info (default) or debug
           --sysfs PATH       sysfs root used for classification (default /sys)
           --netlink-rcvbuf BYTES  receive buffer of the netlink socket (default 4194304)
           --version          print the version and exit
+          -h, --help         print this help and exit
         """
 
     enum ParseResult { case run(Options), exit(Int32, String) }

@@ -186,6 +186,19 @@ final class DocsExamplesTests: IntegrationTestCase {
         XCTAssertGreaterThanOrEqual(checked, 3)
     }
 
+    /// README's options are the daemon's: the same `--option` words as `netpermd --help`.
+    func testReadmeOptionsAreTheDaemonsOptions() throws {
+        func options(_ text: String) -> Set<String> {
+            Set(text.split(whereSeparator: { " \n[],".contains($0) }).filter { $0.hasPrefix("--") && $0.count > 2 }
+                .map(String.init))
+        }
+        let help = try Subprocess.check([netpermd, "--help"])
+        let readme = try Self.blocks(in: "README.md")
+        let block = try XCTUnwrap(readme.first { $0.lines.first?.hasPrefix("netpermd [") == true }, "README's options")
+        XCTAssertEqual(options(block.lines.joined(separator: "\n")), options(help.stdout))
+        XCTAssertGreaterThanOrEqual(options(help.stdout).count, 7, help.stdout)
+    }
+
     /// A session that makes the daemon send every kind of reply and event; every object key in them must be
     /// named in docs/PROTOCOL.md (as `key` or "key"), and every event name too.
     func testEveryFieldTheDaemonSendsIsDocumented() throws {
