@@ -22,7 +22,7 @@ enum Monitor {
                 guard let ack = try conn.readLine() else { throw Errno(ECONNRESET) }
                 if let r = try? JSONParser.parse(ack), r["ok"]?.boolValue != true {
                     Output.err("netpermctl: \(r["message"]?.stringValue ?? ack)\n")
-                    exit(1)
+                    exit(.failed)
                 }
                 while let line = try conn.readLine() {
                     if json {

@@ -4,9 +4,6 @@ import NetpermIO
 
 /// `netpermctl wait`: blocks until the app may use the network, then execs the command.
 enum Wait {
-    /// Exit code when the time-out passes before the app may use the network.
-    static let timeoutExit: Int32 = 4
-
     static func now() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -33,16 +30,16 @@ enum Wait {
                 if reply?["error"]?.stringValue == "timeout" {
                     if !json { Output.err("netpermctl: timed out: \(reply?["app"]?.stringValue ?? "app") "
                         + Render.because(reply ?? .null).replacingFirst("no: ", with: "may not use the network: ") + "\n") }
-                    exit(timeoutExit)
+                    exit(.timedOut)
                 }
                 Output.err("netpermctl: \(reply?["error"]?.stringValue ?? "error"): "
                     + "\(reply?["message"]?.stringValue ?? line)\n")
-                exit(1)
+                exit(.failed)
             } catch {
                 // The daemon is restarting (or not up yet): keep waiting within the time-out.
                 if let deadline, now() >= deadline {
                     Output.err("netpermctl: netpermd not reachable at \(socketPath) before the time-out\n")
-                    exit(3)
+                    exit(.unreachable)
                 }
                 usleep(200_000)
             }
@@ -56,7 +53,7 @@ enum Wait {
     }
 
     static func exec(_ command: [String]) -> Never {
-        guard !command.isEmpty else { exit(0) }
+        guard !command.isEmpty else { exit(.ok) }
         var cargs: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) }
         cargs.append(nil)
         execvp(command[0], &cargs)

@@ -94,4 +94,116 @@ final class NetpermctlTests: IntegrationTestCase {
         XCTAssertEqual(ping.status, 0, ping.summary)
         XCTAssertEqual(ping.stdout, "pong\n")
     }
+
+    // MARK: - help, --version and usage errors (no daemon needed)
+
+    /// The commands as the spec names them, independent of netpermctl's own table.
+    static let synopses = [
+        "status", "links [IFACE]", "query [APP]", "apps", "reload", "check [PATH]", "monitor [APP]",
+        "wait [--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]", "prompts", "decide APP KIND allow|deny [--once]",
+        "forget APP [KIND]", "agent", "ping", "help [COMMAND]",
+    ]
+
+    func testHelpListsEveryCommandAndDescribesEach() throws {
+        let help = try ctl(["help"])
+        XCTAssertEqual(help.status, 0, help.summary)
+        XCTAssertEqual(help.stderr, "", help.summary)
+        let lines = help.lines
+        for synopsis in Self.synopses {
+            guard let i = lines.firstIndex(where: { $0.hasPrefix("  \(synopsis)") }) else {
+                XCTFail("no line for '\(synopsis)' in:\n\(help.stdout)")
+                continue
+            }
+            // The summary follows on the same line, or on the next when the synopsis is long.
+            let rest = lines[i].dropFirst(2 + synopsis.count).trimmingCharacters(in: .whitespaces)
+            let summary = rest.isEmpty && i + 1 < lines.count ? lines[i + 1].trimmingCharacters(in: .whitespaces) : rest
+            XCTAssertGreaterThan(summary.count, 10, "a one-line summary for '\(synopsis)':\n\(help.stdout)")
+        }
+        XCTAssertTrue(lines.allSatisfy { $0.count <= 100 }, help.stdout)
+        for args in [["--help"], ["-h"]] {
+            let same = try ctl(args)
+            XCTAssertEqual(same.status, 0, same.summary)
+            XCTAssertEqual(same.stdout, help.stdout, "netpermctl \(args) is netpermctl help")
+        }
+
+        for synopsis in Self.synopses {
+            let name = String(synopsis.prefix { $0 != " " })
+            let one = try ctl(["help", name])
+            XCTAssertEqual(one.status, 0, one.summary)
+            XCTAssertEqual(one.lines.first, "usage: netpermctl \(synopsis)", one.summary)
+            XCTAssertGreaterThan(one.lines.filter { !$0.isEmpty }.count, 1, "a description after the usage: \(one.summary)")
+            XCTAssertTrue(one.lines.allSatisfy { $0.count <= 100 }, one.stdout)
+            for flag in ["--help", "-h"] {
+                let after = try ctl([name, flag])
+                XCTAssertEqual(after.status, 0, after.summary)
+                XCTAssertEqual(after.stdout, one.stdout, "netpermctl \(name) \(flag) is netpermctl help \(name)")
+            }
+        }
+
+        let nosuch = try ctl(["help", "nosuch"])
+        XCTAssertEqual(nosuch.status, 2, nosuch.summary)
+        XCTAssertEqual(nosuch.stdout, "", nosuch.summary)
+        XCTAssertEqual(nosuch.stderr, "netpermctl: unknown command 'nosuch'\ntry 'netpermctl help'\n", nosuch.summary)
+    }
+
+    func testVersion() throws {
+        let ctlVersion = try ctl(["--version"])
+        XCTAssertEqual(ctlVersion.status, 0, ctlVersion.summary)
+        XCTAssertEqual(ctlVersion.stdout, "netpermctl 0.1.0\n", ctlVersion.summary)
+        let after = try ctl(["status", "--version"])
+        XCTAssertEqual(after.stdout, "netpermctl 0.1.0\n", "--version after a command: \(after.summary)")
+        let daemonVersion = try Subprocess.run([netpermd, "--version"])
+        XCTAssertEqual(daemonVersion.status, 0, daemonVersion.summary)
+        XCTAssertEqual(daemonVersion.stdout, "netpermd 0.1.0\n", daemonVersion.summary)
+    }
+
+    /// A usage error is the line that applies, the command's usage and a pointer to its help: never the
+    /// whole command list, always exit 2, nothing on stdout.
+    func testUsageErrorsAreShort() throws {
+        let cases: [([String], [String])] = [
+            (["decide", "maps"], ["netpermctl: decide needs APP KIND allow|deny (missing KIND and allow|deny)",
+                                  "usage: netpermctl decide APP KIND allow|deny [--once]", "try 'netpermctl help decide'"]),
+            (["forget"], ["netpermctl: forget needs APP (missing APP)", "usage: netpermctl forget APP [KIND]",
+                          "try 'netpermctl help forget'"]),
+            (["status", "extra"], ["netpermctl: status: unexpected argument 'extra'", "usage: netpermctl status",
+                                   "try 'netpermctl help status'"]),
+            (["query", "a", "b"], ["netpermctl: query: unexpected argument 'b'", "usage: netpermctl query [APP]",
+                                   "try 'netpermctl help query'"]),
+            (["--frob", "status"], ["netpermctl: unknown option '--frob'", "try 'netpermctl help status'"]),
+            (["links", "-x"], ["netpermctl: unknown option '-x'", "try 'netpermctl help links'"]),
+            (["--frob"], ["netpermctl: unknown option '--frob'", "try 'netpermctl help'"]),
+            (["frob"], ["netpermctl: unknown command 'frob'", "try 'netpermctl help'"]),
+            (["status", "--once"], ["netpermctl: --once is only for decide", "usage: netpermctl status",
+                                    "try 'netpermctl help status'"]),
+            (["ping", "--app", "x"], ["netpermctl: --app is only for wait", "usage: netpermctl ping",
+                                      "try 'netpermctl help ping'"]),
+            (["links", "--", "true"], ["netpermctl: '-- COMMAND' is only for wait", "usage: netpermctl links [IFACE]",
+                                       "try 'netpermctl help links'"]),
+            (["wait", "--timeout", "soon"], ["netpermctl: --timeout needs seconds, e.g. 30 or 0.5, not 'soon'",
+                                             "usage: netpermctl wait [--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]",
+                                             "try 'netpermctl help wait'"]),
+            (["status", "--socket"], ["netpermctl: --socket needs a path", "usage: netpermctl status",
+                                      "try 'netpermctl help status'"]),
+        ]
+        for (args, expected) in cases {
+            let r = try ctl(args)
+            XCTAssertEqual(r.status, 2, r.summary)
+            XCTAssertEqual(r.stdout, "", r.summary)
+            XCTAssertEqual(r.stderr.split(separator: "\n").map(String.init), expected, r.summary)
+        }
+
+        // No command at all: the list of commands, on stderr.
+        let none = try ctl([])
+        XCTAssertEqual(none.status, 2, none.summary)
+        XCTAssertEqual(none.stdout, "", none.summary)
+        for synopsis in Self.synopses {
+            XCTAssertTrue(none.stderr.contains("  \(synopsis)"), "'\(synopsis)' in: \(none.summary)")
+        }
+
+        // After `--`, --help belongs to the command wait would run: wait runs out of time, it prints no help.
+        let dir = try makeTempDir()
+        let r = try ctl(["--socket", "\(dir)/missing.sock", "wait", "--timeout", "0.2", "--", "echo", "--help"])
+        XCTAssertEqual(r.status, 3, r.summary)
+        XCTAssertEqual(r.stdout, "", r.summary)
+    }
 }

@@ -1,0 +1,127 @@
+import NetpermCore
+
+/// `netpermctl help [COMMAND]`: the text administrators read first, and what the man page follows.
+enum Help {
+    static func overview() -> String {
+        var out = "usage: netpermctl [OPTIONS] COMMAND [ARGS]\n\n"
+            + "Asks netpermd whether an app may use the network now, and if not, why.\n\ncommands:\n"
+        for c in Command.allCases {
+            let synopsis = "  " + c.synopsis
+            out += synopsis.count < 25
+                ? synopsis + String(repeating: " ", count: 25 - synopsis.count) + c.summary + "\n"
+                : synopsis + "\n" + String(repeating: " ", count: 25) + c.summary + "\n"
+        }
+        return out + """
+
+            options (before or after the command, never after --):
+              --socket PATH   control socket (default $NETPERMD_SOCKET, else /run/netpermd/netpermd.sock)
+              --json          print the daemon's JSON replies as they are
+              -h, --help      this help; after a command, that command's
+              --version       print netpermctl's version and exit
+
+            exit codes: 0 ok, 1 the daemon answered with an error (or check found one), 2 usage error,
+              3 daemon not reachable, 4 wait timed out; wait -- COMMAND exits with COMMAND's status
+
+            'netpermctl help COMMAND' shows one command's usage and description.
+
+            """
+    }
+
+    static func usage(_ c: Command) -> String { "usage: netpermctl \(c.synopsis)\n" }
+
+    static func command(_ c: Command) -> String {
+        usage(c) + "\n" + details(c) + "\n"
+    }
+
+    static func details(_ c: Command) -> String {
+        switch c {
+        case .status:
+            return """
+                The daemon's state: its version; whether it is ready (its first look at the links taken and
+                the policy loaded); how many links it sees; whether the network is available (a link other
+                than loopback is usable) and which link is the primary one; the policy's generation (how many
+                successful loads) and number of apps; and the error of the last reload, while it failed and
+                an older policy is still in force.
+                """
+        case .links:
+            return """
+                Without IFACE, one row per link: index, name, kind, metered, state, the families with a default
+                route and its metric, whether the link is usable, and its first address (+N for the others).
+                The state is off (admin down), no-carrier, carrier (up, no default route), routable (up, with a
+                default route), or the kernel's operstate when it is neither up nor unknown (e.g. dormant).
+                With IFACE, that link in detail: how its kind was decided, admin state, carrier, operstate,
+                every address, default routes, and if it is not usable, why. A link is usable when it is admin
+                up, has carrier and has a default route.
+                """
+        case .query:
+            return """
+                May APP use the network now? If not, why: no usable network, every usable link is of a kind
+                APP is denied, or a decision is awaited. Without APP, the app this program is taken for (by
+                its executable, unit or user), with what the kernel says about it; naming another app needs
+                root or the policy's admin group.
+                """
+        case .apps:
+            return """
+                Every [App] of the policy with its verdict and its four permissions. Needs root or the admin
+                group.
+                """
+        case .reload:
+            return """
+                Reloads the configuration and its drop-ins now. When they are invalid, the error is printed,
+                the exit status is 1, and the previous policy stays in force. Needs root or the admin group.
+                """
+        case .check:
+            return """
+                Validates a configuration file and its drop-ins (PATH.d/*.conf) with the daemon's own parser,
+                without asking the daemon. PATH defaults to /etc/netpermd/netpermd.conf. Exits 1 with the
+                error when the policy is invalid.
+                """
+        case .monitor:
+            return """
+                Follows the daemon's events: the current state first, then each change, old -> new:
+                  [5] wlan0 (wifi): carrier on -> off, usable yes -> no
+                  [6] app updater: yes, via wlan0 (wifi) -> no: denied on wwan
+                  [7] policy: generation 3 -> 4, 12 apps
+                With APP, only that app's verdict, with every link and policy change. Reconnects when the
+                daemon restarts. Ctrl-C stops it.
+                """
+        case .wait:
+            return """
+                Waits until the app (this program's own, or with --app, which needs root or the admin group,
+                a policy app) may use the network, then runs COMMAND in netpermctl's place, or exits 0.
+                Without --timeout it waits for as long as it takes; SECONDS may have a fraction (0.5). When the
+                time-out passes it exits 4 and says why the app may not use the network. While the daemon
+                cannot be reached because it is not running (yet), it keeps trying within the time-out.
+                Meant for ExecStartPre= of services that need the network.
+                """
+        case .prompts:
+            return """
+                The open prompts: apps that asked about themselves while a kind of network they may use is set
+                to ask and undecided. Needs root or the admin group.
+                """
+        case .decide:
+            return """
+                Answers for APP and KIND (wifi, wwan, ethernet or other) where the policy says ask: kept in the
+                daemon's state directory, or with --once only until the daemon restarts or the policy changes.
+                Open prompts for that app and kind close. Needs root or the admin group.
+                """
+        case .forget:
+            return """
+                Removes APP's stored and --once decisions, for KIND or for every kind. Needs root or the admin
+                group.
+                """
+        case .agent:
+            return """
+                Registers with the daemon as its agent and asks on this terminal, one prompt at a time, whether
+                an app may use a kind of network: [y]es, [n]o, [o]nce or [s]kip. Answers may come from a pipe.
+                Ctrl-D (the end of input) or Ctrl-C stops it. Needs root or the admin group.
+                """
+        case .ping:
+            return "Checks that the daemon answers: prints pong."
+        case .help:
+            return "Every command with a summary, or one command's usage and description."
+        }
+    }
+
+    static var version: String { "netpermctl \(DaemonState.version)\n" }
+}
