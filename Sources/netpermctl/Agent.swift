@@ -20,10 +20,7 @@ enum Agent {
     }
 
     static func run(socketPath: String) -> Never {
-        let conn: Connection
-        do { conn = try Connection(path: socketPath) } catch {
-            die("cannot reach netpermd at \(socketPath): \(error) (is the daemon running?)", .unreachable)
-        }
+        let conn = Connection.open(socketPath)
         let input = Connection(reading: STDIN_FILENO)
         do {
             try conn.send("SUBSCRIBE prompts")

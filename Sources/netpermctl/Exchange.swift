@@ -7,10 +7,7 @@ enum Exchange {
     /// The daemon's successful reply (its line as sent, and parsed). An error reply or a failed connection
     /// is reported here, and netpermctl exits.
     static func run(_ request: String, socketPath: String, json: Bool) -> (line: String, reply: JSON) {
-        let conn: Connection
-        do { conn = try Connection(path: socketPath) } catch {
-            die("cannot reach netpermd at \(socketPath): \(error) (is the daemon running?)", .unreachable)
-        }
+        let conn = Connection.open(socketPath)
         let line: String
         do {
             guard let l = try conn.request(request) else {

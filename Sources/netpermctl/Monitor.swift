@@ -7,9 +7,12 @@ enum Monitor {
     static func run(socketPath: String, app: String?, json: Bool) -> Never {
         var announcedLoss = false
         while true {
-            guard let conn = try? Connection(path: socketPath) else {
+            let conn: Connection
+            do { conn = try Connection(path: socketPath) } catch {
+                let why = Unreachable(error)
+                guard why.mayResolveItself else { die(why.message(socketPath), .unreachable) }
                 if !announcedLoss {
-                    Output.err("netpermctl: netpermd is not reachable at \(socketPath); waiting for it\n")
+                    Output.err("netpermctl: \(why.message(socketPath)); waiting for it\n")
                     announcedLoss = true
                 }
                 usleep(200_000)

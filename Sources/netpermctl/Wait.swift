@@ -17,32 +17,44 @@ enum Wait {
             var request = "WAIT"
             if let app { request += " \(app)" }
             if let remaining { request += " " + String(format3(remaining)) }
-            do {
-                let conn = try Connection(path: socketPath)
-                guard let line = try conn.request(request) else { throw Errno(ECONNRESET) }
-                let reply = try? JSONParser.parse(line)
-                if json { Output.out(line + "\n") }
-                if reply?["ok"]?.boolValue == true {
-                    if !json && command.isEmpty { Output.out("\(reply?["app"]?.stringValue ?? "app"): "
-                        + Render.because(reply ?? .null) + "\n") }
-                    exec(command)
-                }
-                if reply?["error"]?.stringValue == "timeout" {
-                    if !json { Output.err("netpermctl: timed out: \(reply?["app"]?.stringValue ?? "app") "
-                        + Render.because(reply ?? .null).replacingFirst("no: ", with: "may not use the network: ") + "\n") }
-                    exit(.timedOut)
-                }
-                Output.err("netpermctl: \(reply?["error"]?.stringValue ?? "error"): "
-                    + "\(reply?["message"]?.stringValue ?? line)\n")
-                exit(.failed)
-            } catch {
-                // The daemon is restarting (or not up yet): keep waiting within the time-out.
+            let conn: Connection
+            do { conn = try Connection(path: socketPath) } catch {
+                // Not running yet, or restarting: keep trying within the time-out. A refusal stays a refusal.
+                let why = Unreachable(error)
+                guard why.mayResolveItself else { die(why.message(socketPath), .unreachable) }
                 if let deadline, now() >= deadline {
-                    Output.err("netpermctl: netpermd not reachable at \(socketPath) before the time-out\n")
-                    exit(.unreachable)
+                    die(why.message(socketPath) + "; gave up at the time-out", .unreachable)
                 }
                 usleep(200_000)
+                continue
             }
+            let line: String
+            do {
+                guard let l = try conn.request(request) else { throw Errno(ECONNRESET) }
+                line = l
+            } catch {
+                // The daemon went away while we waited (a restart): ask the next one, within the time-out.
+                if let deadline, now() >= deadline {
+                    die("lost the connection to netpermd: \(error); gave up at the time-out", .unreachable)
+                }
+                usleep(200_000)
+                continue
+            }
+            let reply = try? JSONParser.parse(line)
+            if json { Output.out(line + "\n") }
+            if reply?["ok"]?.boolValue == true {
+                if !json && command.isEmpty { Output.out("\(reply?["app"]?.stringValue ?? "app"): "
+                    + Render.because(reply ?? .null) + "\n") }
+                exec(command)
+            }
+            if reply?["error"]?.stringValue == "timeout" {
+                if !json { Output.err("netpermctl: timed out: \(reply?["app"]?.stringValue ?? "app") "
+                    + Render.because(reply ?? .null).replacingFirst("no: ", with: "may not use the network: ") + "\n") }
+                exit(.timedOut)
+            }
+            Output.err("netpermctl: \(reply?["error"]?.stringValue ?? "error"): "
+                + "\(reply?["message"]?.stringValue ?? line)\n")
+            exit(.failed)
         }
     }
 

@@ -1,18 +1,36 @@
 import Foundation
 import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// netpermctl as a user runs it: exit codes, human output, --json.
 final class NetpermctlTests: IntegrationTestCase {
     func testExitsThreeWhenNoDaemonRuns() throws {
         let dir = try makeTempDir()
         let missing = "\(dir)/missing.sock"
-        for args in [["status"], ["links"], ["ping"], ["--json", "status"]] {
+        for args in [["status"], ["links"], ["ping"], ["--json", "status"], ["agent"]] {
             let r = try ctl(["--socket", missing] + args)
             XCTAssertEqual(r.status, 3, "netpermctl \(args) without a daemon: \(r.summary)")
             XCTAssertEqual(r.stdout, "", "nothing on stdout: \(r.summary)")
-            XCTAssertTrue(r.stderr.contains("cannot reach netpermd at \(missing)"), r.summary)
-            XCTAssertTrue(r.stderr.contains("is the daemon running?"), r.summary)
+            XCTAssertEqual(r.stderr, "netpermctl: cannot reach netpermd at \(missing): No such file or directory "
+                + "(is the daemon running?)\n", r.summary)
         }
+        // wait keeps trying within its time-out, then says why it gave up.
+        let wait = try ctl(["--socket", missing, "wait", "--timeout", "0.2"])
+        XCTAssertEqual(wait.status, 3, wait.summary)
+        XCTAssertEqual(wait.stderr, "netpermctl: cannot reach netpermd at \(missing): No such file or directory "
+            + "(is the daemon running?); gave up at the time-out\n", wait.summary)
+        // monitor waits for the daemon to appear, and says so once.
+        let monitor = try EvPipedCommand([netpermctl, "--socket", missing, "monitor"], stderrPath: "\(dir)/monitor.err",
+                                         name: "monitor")
+        addTeardownBlock { monitor.stop() }
+        try waitUntil("monitor says it waits for the daemon") {
+            (monitor.stderr.contains("\n"), monitor.stderr)
+        }
+        XCTAssertEqual(monitor.stderr, "netpermctl: cannot reach netpermd at \(missing): No such file or directory "
+            + "(is the daemon running?); waiting for it\n")
+        XCTAssertTrue(monitor.process.isRunning, "monitor keeps waiting: \(monitor.stderr)")
 
         // A socket file with nobody behind it is no better.
         let stalePath = "\(dir)/stale.sock"
@@ -20,7 +38,27 @@ final class NetpermctlTests: IntegrationTestCase {
         addTeardownBlock { stale.close() }
         let r = try ctl(["--socket", stalePath, "status"])
         XCTAssertEqual(r.status, 3, r.summary)
-        XCTAssertTrue(r.stderr.contains("cannot reach netpermd at \(stalePath)"), r.summary)
+        XCTAssertEqual(r.stderr, "netpermctl: cannot reach netpermd at \(stalePath): Connection refused "
+            + "(is the daemon running?)\n", r.summary)
+    }
+
+    /// A daemon that is running but out of this user's reach is not "not running": the message says what is
+    /// in the way, and nothing waits for it to change.
+    func testPermissionDeniedSaysSo() throws {
+        let f = try makeFixture()
+        var mode = stat()
+        XCTAssertEqual(stat(f.dir, &mode), 0)
+        XCTAssertEqual(mode.st_mode & 0o777, 0o700, "the fixture's socket directory is root's alone")
+        let expected = "netpermctl: cannot reach netpermd at \(f.socket): Permission denied (the socket's permissions "
+            + "or directory do not let this user in)\n"
+        for args in [["status"], ["--json", "links"], ["agent"], ["monitor"], ["wait", "--timeout", "30"]] {
+            let started = monotonicNow()
+            let r = try Subprocess.run(Self.asNobody + [netpermctl, "--socket", f.socket] + args, timeout: 10)
+            XCTAssertEqual(r.status, 3, "netpermctl \(args) as nobody: \(r.summary)")
+            XCTAssertEqual(r.stderr, expected, "netpermctl \(args) as nobody: \(r.summary)")
+            XCTAssertEqual(r.stdout, "", r.summary)
+            XCTAssertLessThan(monotonicNow() - started, 5, "netpermctl \(args) gives up at once: \(r.summary)")
+        }
     }
 
     func testStatusHumanOutput() throws {
