@@ -15,6 +15,10 @@ enum Render {
         } else {
             out += "primary:   -\n"
         }
+        let policy = r["policy"]
+        out += "policy:    generation \(policy?["generation"]?.intValue ?? 0), \(policy?["apps"]?.intValue ?? 0) apps\n"
+        // Only while a reload failed: the policy in force is then older than the file.
+        if let error = policy?["error"]?.stringValue { out += "policy error: \(error)\n" }
         return out
     }
 

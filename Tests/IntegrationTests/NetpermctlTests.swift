@@ -67,10 +67,9 @@ final class NetpermctlTests: IntegrationTestCase {
         let before = try ctl(["--socket", f.socket, "status"])
         XCTAssertEqual(before.status, 0, before.summary)
         XCTAssertEqual(before.stderr, "")
-        for line in ["version:   \(s.version)", "ready:     yes", "links:     \(s.links)", "network:   unavailable",
-                     "primary:   -"] {
-            XCTAssertTrue(before.lines.contains(line), "expected the line '\(line)' in:\n\(before.stdout)")
-        }
+        XCTAssertEqual(before.lines, ["version:   \(s.version)", "ready:     yes", "links:     \(s.links)",
+                                      "network:   unavailable", "primary:   -", "policy:    generation 1, 0 apps"],
+                       before.stdout)
 
         try f.ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
         try f.ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0", "metric", "200")
@@ -80,6 +79,30 @@ final class NetpermctlTests: IntegrationTestCase {
         for line in ["network:   available", "primary:   wwan0 (wwan)"] {
             XCTAssertTrue(after.lines.contains(line), "expected the line '\(line)' in:\n\(after.stdout)")
         }
+
+        // A broken policy: the reload fails, the old policy stays, and status says both.
+        try (Self.standardConfig + "\n[App updater]\nExecutable=/nonexistent/updater\nWWAN=sometimes\n")
+            .write(toFile: f.config, atomically: true, encoding: .utf8)
+        let reload = try ctl(["--socket", f.socket, "reload"])
+        XCTAssertEqual(reload.status, 1, reload.summary)
+        let error = try XCTUnwrap(try policyStatus(f.socket).error, "STATUS reports the failed reload")
+        XCTAssertTrue(error.hasPrefix("\(f.config):"), error)
+        let broken = try ctl(["--socket", f.socket, "status"])
+        XCTAssertEqual(broken.status, 0, broken.summary)
+        XCTAssertEqual(Array(broken.lines.suffix(2)), ["policy:    generation 1, 0 apps", "policy error: \(error)"],
+                       broken.stdout)
+
+        // Fixed: a new generation with its app, and the error gone.
+        try (Self.standardConfig + "\n[App updater]\nExecutable=/nonexistent/updater\nWWAN=deny\n")
+            .write(toFile: f.config, atomically: true, encoding: .utf8)
+        XCTAssertEqual(try ctl(["--socket", f.socket, "reload"]).status, 0)
+        let fixed = try ctl(["--socket", f.socket, "status"])
+        // inotify may have loaded the file as well as the reload: generation 2 or more.
+        let policyLine = try XCTUnwrap(fixed.lines.last, fixed.stdout)
+        let generation = policyLine.dropFirst("policy:    generation ".count).prefix { $0.isNumber }
+        XCTAssertTrue(policyLine.hasPrefix("policy:    generation ") && policyLine.hasSuffix(", 1 apps")
+                      && (Int(generation) ?? 0) >= 2, fixed.stdout)
+        XCTAssertFalse(fixed.stdout.contains("policy error"), fixed.stdout)
     }
 
     func testLinksHumanOutputShowsEveryLink() throws {
