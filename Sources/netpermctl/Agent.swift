@@ -28,7 +28,7 @@ enum Agent {
             guard r["ok"]?.boolValue == true else {
                 die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", .failed)
             }
-            Output.out("netpermctl agent: waiting for prompts (Ctrl-C to stop)\n")
+            Output.out("netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)\n")
             var inputEnded = false
             while let line = try nextLine(conn, watching: input, inputEnded: &inputEnded) {
                 guard let e = try? JSONParser.parse(line) else { continue }

@@ -156,6 +156,15 @@ final class NetpermctlTests: IntegrationTestCase {
         XCTAssertEqual(ping.stdout, "pong\n")
     }
 
+    /// The agent says both ways out, and Ctrl-D (the end of its input) is one of them.
+    func testAgentBannerAndEndOfInput() throws {
+        let f = try makeFixture()
+        let r = try ctl(["--socket", f.socket, "agent"])
+        XCTAssertEqual(r.status, 0, r.summary)
+        XCTAssertEqual(r.lines, ["netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)",
+                                 "end of input: no more answers"], r.summary)
+    }
+
     // MARK: - help, --version and usage errors (no daemon needed)
 
     /// The commands as the spec names them, independent of netpermctl's own table.
