@@ -41,7 +41,18 @@ func ask(_ request: String, _ render: (JSON) -> String) -> Never {
 
 switch command {
 case .status: ask("STATUS", Render.status)
-case .links: ask("LINKS", Render.links)
+case .links:
+    let (line, reply) = Exchange.run("LINKS", socketPath: socketPath, json: json)
+    guard let name = args.first else {
+        Output.out(json ? line + "\n" : LinkText.table(reply))
+        exit(.ok)
+    }
+    // LINKS has every link: one is picked here, so the protocol needs no verb for it.
+    guard let link = reply["links"]?.arrayValue?.first(where: { $0["name"]?.stringValue == name }) else {
+        die("no link named '\(name)'", .failed)
+    }
+    Output.out(json ? link.encoded() + "\n" : LinkText.detail(LinkView(link)))
+    exit(.ok)
 case .query: ask((["QUERY"] + args).joined(separator: " "), Render.query)
 case .apps: ask("APPS", Render.apps)
 case .reload: ask("RELOAD", Render.reload)
