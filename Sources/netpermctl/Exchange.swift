@@ -6,7 +6,7 @@ import NetpermIO
 enum Exchange {
     /// The daemon's successful reply (its line as sent, and parsed). An error reply or a failed connection
     /// is reported here, and netpermctl exits.
-    static func run(_ request: String, socketPath: String, json: Bool) -> (line: String, reply: JSON) {
+    static func run(_ request: String, socketPath: String, mode: OutputMode) -> (line: String, reply: JSON) {
         let conn = Connection.open(socketPath)
         let line: String
         do {
@@ -19,11 +19,13 @@ enum Exchange {
         let reply: JSON
         do { reply = try JSONParser.parse(line) } catch { die("unreadable reply from netpermd: \(line)", .failed) }
         guard reply["ok"]?.boolValue == true else {
-            if json {
+            switch mode {
+            case .json:
                 Output.out(line + "\n")
                 exit(.failed)
+            case .human, .terse:
+                die("\(reply["error"]?.stringValue ?? "error"): \(reply["message"]?.stringValue ?? line)", .failed)
             }
-            die("\(reply["error"]?.stringValue ?? "error"): \(reply["message"]?.stringValue ?? line)", .failed)
         }
         return (line, reply)
     }

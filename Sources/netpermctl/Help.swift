@@ -16,13 +16,16 @@ enum Help {
             options (before or after the command, never after --):
               --socket PATH   control socket (default $NETPERMD_SOCKET, else /run/netpermd/netpermd.sock)
               --json          print the daemon's JSON replies as they are
+              -t, --terse     for scripts: no headers or alignment; tables one line per row, fields
+                              separated by ':', else key:value lines; ':' and '\\' in values escaped
+                              with '\\' (the fields: netpermctl help COMMAND)
               -h, --help      this help; after a command, that command's
               --version       print netpermctl's version and exit
 
             exit codes: 0 ok, 1 the daemon answered with an error (or check found one), 2 usage error,
               3 daemon not reachable, 4 wait timed out; wait -- COMMAND exits with COMMAND's status
 
-            'netpermctl help COMMAND' shows one command's usage and description.
+            'netpermctl help COMMAND' shows one command's usage, description and -t fields.
 
             """
     }
@@ -30,7 +33,7 @@ enum Help {
     static func usage(_ c: Command) -> String { "usage: netpermctl \(c.synopsis)\n" }
 
     static func command(_ c: Command) -> String {
-        usage(c) + "\n" + details(c) + "\n"
+        usage(c) + "\n" + details(c) + "\n\n" + terse(c) + "\n"
     }
 
     static func details(_ c: Command) -> String {
@@ -120,6 +123,68 @@ enum Help {
             return "Checks that the daemon answers: prints pong."
         case .help:
             return "Every command with a summary, or one command's usage and description."
+        }
+    }
+
+    /// The -t fields, for scripts: what Terse+Fields.swift prints.
+    static func terse(_ c: Command) -> String {
+        switch c {
+        case .status:
+            return """
+                With -t, key:value lines: version, ready (yes|no), links, available (yes|no), primary,
+                primary-kind, policy-generation, policy-apps, policy-error (empty unless the last reload failed).
+                """
+        case .links:
+            return """
+                With -t, one line per link:
+                  index:name:kind:metered:state:default-route:metric:usable:addresses
+                and with IFACE, key:value lines: index, name, kind, classified-by, metered, state, admin-up,
+                carrier, operstate, default-route, metric, usable, unusable-because, addresses.
+                default-route lists ipv4 and ipv6 when there is one; unusable-because lists admin-down,
+                no-carrier and no-default-route; addresses lists every address. Lists are separated by ','.
+                """
+        case .query:
+            return """
+                With -t, key:value lines: app, matched-by, available, reason, via, via-kind, via-metered,
+                denied-kinds, pending-kinds, the permissions wifi, wwan, ethernet, other (allow, deny, ask), where
+                each comes from: wifi-source, wwan-source, ethernet-source, other-source (policy, decision,
+                once), and who asked: pid, uid, executable, unit, problem (empty when APP is named).
+                reason is ok, no-network, denied, awaiting-decision or starting.
+                """
+        case .apps:
+            return """
+                With -t, one line per app (the fields of query -t):
+                  app:available:reason:via:via-kind:via-metered:denied-kinds:pending-kinds:wifi:wwan:ethernet:other
+                """
+        case .reload:
+            return "With -t, key:value lines: policy-generation, policy-apps."
+        case .check:
+            return "Prints the same with -t and --json."
+        case .monitor:
+            return "Prints the same with -t."
+        case .wait:
+            return """
+                With -t, the verdict as query -t prints it, once the app may use the network or when the
+                time-out passes (then nothing on stderr).
+                """
+        case .prompts:
+            return """
+                With -t, one line per prompt: id:app:kind:link:metered:executable:unit:uid
+                """
+        case .decide:
+            return """
+                With -t, key:value lines: app, kind, decision, once, overridden-by-policy (yes when the policy
+                sets this kind and wins), then the app's verdict as query -t prints it from available to
+                other-source.
+                """
+        case .forget:
+            return "With -t, key:value lines: forgotten (yes|no), app, kind (empty for every kind)."
+        case .agent:
+            return "Asks and answers in words; -t and --json change nothing."
+        case .ping:
+            return "Prints pong with -t too."
+        case .help:
+            return "Help is the same with -t."
         }
     }
 

@@ -10,7 +10,7 @@ struct Invocation {
 
     var action: Action
     var socketPath: String
-    var json = false
+    var mode = OutputMode.human
     /// The positional arguments after the command's name.
     var args: [String] = []
     var once = false
@@ -22,7 +22,7 @@ struct Invocation {
     static func parse(_ argv: [String], defaultSocket: String) throws(UsageError) -> Invocation {
         var inv = Invocation(action: .version, socketPath: defaultSocket)
         var words: [String] = []
-        var help = false, version = false, dashDash = false
+        var help = false, version = false, dashDash = false, json = false, terse = false
         // Kept until the command is known, so the message can show that command's usage.
         var problem: UsageError?
         var onlyFor: [(option: String, command: Command)] = []
@@ -44,7 +44,8 @@ struct Invocation {
                 inv.program = Array(argv[i...])
                 i = argv.count
             case "--socket": inv.socketPath = value(a, "a path") ?? inv.socketPath
-            case "--json": inv.json = true
+            case "--json": json = true
+            case "-t", "--terse": terse = true
             case "-h", "--help": help = true
             case "--version": version = true
             case "--once":
@@ -82,6 +83,8 @@ struct Invocation {
         if version { inv.action = .version; return inv }
         if help { inv.action = .help(command); return inv }
         if case let .unknownOption(option, _)? = problem { throw .unknownOption(option, command) }
+        if json && terse { throw .bad("--json and --terse do not go together", command) }
+        inv.mode = json ? .json : terse ? .terse : .human
         if dashDash && command != .wait { throw .bad("'-- COMMAND' is only for wait", command) }
         if let wrong = onlyFor.first(where: { $0.command != command }) {
             throw .bad("\(wrong.option) is only for \(wrong.command.rawValue)", command)

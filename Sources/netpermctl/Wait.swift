@@ -10,7 +10,7 @@ enum Wait {
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
-    static func run(socketPath: String, app: String?, timeout: Double?, command: [String], json: Bool) -> Never {
+    static func run(socketPath: String, app: String?, timeout: Double?, command: [String], mode: OutputMode) -> Never {
         let deadline = timeout.map { now() + $0 }
         while true {
             let remaining = deadline.map { max(0, $0 - now()) }
@@ -40,20 +40,25 @@ enum Wait {
                 usleep(200_000)
                 continue
             }
-            let reply = try? JSONParser.parse(line)
-            if json { Output.out(line + "\n") }
-            if reply?["ok"]?.boolValue == true {
-                if !json && command.isEmpty { Output.out("\(reply?["app"]?.stringValue ?? "app"): "
-                    + Render.because(reply ?? .null) + "\n") }
-                exec(command)
+            let reply = (try? JSONParser.parse(line)) ?? .null
+            let ok = reply["ok"]?.boolValue == true
+            let timedOut = reply["error"]?.stringValue == "timeout"
+            // Scripts get the verdict that held either way; people get a line, on stderr when it failed.
+            switch mode {
+            case .json: Output.out(line + "\n")
+            case .terse: if ok || timedOut { Output.out(Terse.lines(Terse.query(reply))) }
+            case .human:
+                if ok && command.isEmpty {
+                    Output.out("\(reply["app"]?.stringValue ?? "app"): " + Render.because(reply) + "\n")
+                } else if timedOut {
+                    Output.err("netpermctl: timed out: \(reply["app"]?.stringValue ?? "app") "
+                        + Render.because(reply).replacingFirst("no: ", with: "may not use the network: ") + "\n")
+                }
             }
-            if reply?["error"]?.stringValue == "timeout" {
-                if !json { Output.err("netpermctl: timed out: \(reply?["app"]?.stringValue ?? "app") "
-                    + Render.because(reply ?? .null).replacingFirst("no: ", with: "may not use the network: ") + "\n") }
-                exit(.timedOut)
-            }
-            Output.err("netpermctl: \(reply?["error"]?.stringValue ?? "error"): "
-                + "\(reply?["message"]?.stringValue ?? line)\n")
+            if ok { exec(command) }
+            if timedOut { exit(.timedOut) }
+            Output.err("netpermctl: \(reply["error"]?.stringValue ?? "error"): "
+                + "\(reply["message"]?.stringValue ?? line)\n")
             exit(.failed)
         }
     }

@@ -30,41 +30,49 @@ case let .run(c):
 
 let socketPath = invocation.socketPath
 let args = invocation.args
-let json = invocation.json
+let mode = invocation.mode
 
-/// Asks once and prints the reply: as it is with --json, else as `render` puts it.
-func ask(_ request: String, _ render: (JSON) -> String) -> Never {
-    let (line, reply) = Exchange.run(request, socketPath: socketPath, json: json)
-    Output.out(json ? line + "\n" : render(reply))
+/// Prints one reply in the mode asked for; `json` is the daemon's text for it.
+func show(json: String, human: @autoclosure () -> String, terse: @autoclosure () -> String) -> Never {
+    switch mode {
+    case .json: Output.out(json + "\n")
+    case .human: Output.out(human())
+    case .terse: Output.out(terse())
+    }
     exit(.ok)
 }
 
+func ask(_ request: String, human: (JSON) -> String, terse: (JSON) -> String) -> Never {
+    let (line, reply) = Exchange.run(request, socketPath: socketPath, mode: mode)
+    show(json: line, human: human(reply), terse: terse(reply))
+}
+
 switch command {
-case .status: ask("STATUS", Render.status)
+case .status: ask("STATUS", human: Render.status) { Terse.lines(Terse.status($0)) }
 case .links:
-    let (line, reply) = Exchange.run("LINKS", socketPath: socketPath, json: json)
-    guard let name = args.first else {
-        Output.out(json ? line + "\n" : LinkText.table(reply))
-        exit(.ok)
-    }
+    let (line, reply) = Exchange.run("LINKS", socketPath: socketPath, mode: mode)
+    guard let name = args.first else { show(json: line, human: LinkText.table(reply), terse: Terse.links(reply)) }
     // LINKS has every link: one is picked here, so the protocol needs no verb for it.
     guard let link = reply["links"]?.arrayValue?.first(where: { $0["name"]?.stringValue == name }) else {
         die("no link named '\(name)'", .failed)
     }
-    Output.out(json ? link.encoded() + "\n" : LinkText.detail(LinkView(link)))
-    exit(.ok)
-case .query: ask((["QUERY"] + args).joined(separator: " "), Render.query)
-case .apps: ask("APPS", Render.apps)
-case .reload: ask("RELOAD", Render.reload)
+    show(json: link.encoded(), human: LinkText.detail(LinkView(link)), terse: Terse.lines(Terse.link(LinkView(link))))
+case .query: ask((["QUERY"] + args).joined(separator: " "), human: Render.query) { Terse.lines(Terse.query($0)) }
+case .apps: ask("APPS", human: Render.apps, terse: Terse.apps)
+case .reload: ask("RELOAD", human: Render.reload) { Terse.lines(Terse.reload($0)) }
 case .check: check(args.first ?? "/etc/netpermd/netpermd.conf")
-case .monitor: Monitor.run(socketPath: socketPath, app: args.first, json: json)
+case .monitor: Monitor.run(socketPath: socketPath, app: args.first, json: mode == .json)
 case .wait:
     Wait.run(socketPath: socketPath, app: invocation.waitApp, timeout: invocation.waitTimeout,
-             command: invocation.program, json: json)
-case .prompts: ask("PROMPTS", Render.prompts)
-case .decide: ask((["DECIDE"] + args + (invocation.once ? ["--once"] : [])).joined(separator: " "), Render.decided)
-case .forget: ask((["FORGET"] + args).joined(separator: " "), Render.forgotten)
+             command: invocation.program, mode: mode)
+case .prompts: ask("PROMPTS", human: Render.prompts, terse: Terse.prompts)
+case .decide:
+    ask((["DECIDE"] + args + (invocation.once ? ["--once"] : [])).joined(separator: " "), human: Render.decided) {
+        Terse.lines(Terse.decided($0))
+    }
+case .forget:
+    ask((["FORGET"] + args).joined(separator: " "), human: Render.forgotten) { Terse.lines(Terse.forgotten($0)) }
 case .agent: Agent.run(socketPath: socketPath)
-case .ping: ask("PING") { _ in "pong\n" }
+case .ping: ask("PING", human: { _ in "pong\n" }, terse: { _ in "pong\n" })
 case .help: Output.out(Help.overview())
 }

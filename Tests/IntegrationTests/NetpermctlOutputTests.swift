@@ -90,3 +90,152 @@ extension NetpermctlTests {
         }
     }
 }
+
+// MARK: - -t, --terse
+
+extension NetpermctlTests {
+    /// Splits a terse line on the ':' that are not escaped, and unescapes the fields.
+    static func terseFields(_ line: String) -> [String] {
+        var fields = [""]
+        var escaped = false
+        for c in line {
+            if escaped {
+                fields[fields.count - 1].append(c)
+                escaped = false
+            } else if c == "\\" {
+                escaped = true
+            } else if c == ":" {
+                fields.append("")
+            } else {
+                fields[fields.count - 1].append(c)
+            }
+        }
+        return fields
+    }
+
+    static let updaterPolicy = "[App updater]\nExecutable=/nonexistent/updater\nWWAN=deny\n"
+
+    func testTerseOutputs() throws {
+        let f = try makeAppFixture(policy: Self.updaterPolicy)
+        try f.addAddress("wlan0")
+        try f.addDefaultRoute("wlan0", metric: 100)
+        let links = try waitForLinks(f.socket, "wlan0 usable") { $0[name: "wlan0"]?.usable == true }
+        try waitForVerdict(f.socket, "updater", "ok via wlan0") { $0.reason == "ok" }
+        let wlan0 = try XCTUnwrap(links[name: "wlan0"])
+
+        let status = try ctl(["--socket", f.socket, "-t", "status"])
+        XCTAssertEqual(status.status, 0, status.summary)
+        XCTAssertEqual(status.lines, ["version:0.1.0", "ready:yes", "links:\(links.count)", "available:yes",
+                                      "primary:wlan0", "primary-kind:wifi", "policy-generation:1", "policy-apps:1",
+                                      "policy-error:"], status.stdout)
+
+        // Tables: no header, one line per row, nine fields each.
+        let table = try ctl(["--socket", f.socket, "links", "--terse"])
+        XCTAssertEqual(table.status, 0, table.summary)
+        XCTAssertEqual(table.lines.count, links.count, "no header: \(table.stdout)")
+        XCTAssertTrue(table.lines.allSatisfy { Self.terseFields($0).count == 9 }, table.stdout)
+        XCTAssertTrue(table.lines.contains("\(wlan0.index):wlan0:wifi:no:routable:ipv4:100:yes:10.1.0.1/24"),
+                      table.stdout)
+        let wwan0 = try XCTUnwrap(links[name: "wwan0"])
+        XCTAssertTrue(table.lines.contains("\(wwan0.index):wwan0:wwan:yes:carrier:::no:"), table.stdout)
+
+        // One link: key:value, with the ':' of the classification escaped.
+        let one = try ctl(["--socket", f.socket, "-t", "links", "wlan0"])
+        XCTAssertEqual(one.status, 0, one.summary)
+        XCTAssertEqual(one.lines, [
+            "index:\(wlan0.index)", "name:wlan0", "kind:wifi", "classified-by:config\\:[Interface wlan0]", "metered:no",
+            "state:routable", "admin-up:yes", "carrier:yes", "operstate:up", "default-route:ipv4", "metric:100",
+            "usable:yes", "unusable-because:", "addresses:10.1.0.1/24",
+        ], one.stdout)
+        let wwan = try ctl(["--socket", f.socket, "-t", "links", "wwan0"])
+        XCTAssertTrue(wwan.lines.contains("unusable-because:no-default-route"), wwan.stdout)
+
+        let query = try ctl(["--socket", f.socket, "-t", "query", "updater"])
+        XCTAssertEqual(query.status, 0, query.summary)
+        XCTAssertEqual(query.lines, [
+            "app:updater", "matched-by:name", "available:yes", "reason:ok", "via:wlan0", "via-kind:wifi",
+            "via-metered:no", "denied-kinds:", "pending-kinds:", "wifi:allow", "wwan:deny", "ethernet:allow",
+            "other:allow", "wifi-source:policy", "wwan-source:policy", "ethernet-source:policy", "other-source:policy",
+            "pid:", "uid:", "executable:", "unit:", "problem:",
+        ], query.stdout)
+        // Asking about itself, netpermctl has an identity.
+        let own = try ctl(["--socket", f.socket, "-t", "query"])
+        XCTAssertEqual(own.status, 0, own.summary)
+        XCTAssertTrue(own.lines.contains("executable:\(netpermctl)") || own.lines.contains {
+            $0.hasPrefix("executable:") && $0.hasSuffix("/netpermctl") }, own.stdout)
+        XCTAssertTrue(own.lines.contains("uid:0"), own.stdout)
+
+        // wait -t: the verdict that let it go, as query -t prints it.
+        let wait = try ctl(["--socket", f.socket, "-t", "wait", "--app", "updater", "--timeout", "5"])
+        XCTAssertEqual(wait.status, 0, wait.summary)
+        XCTAssertEqual(wait.stdout, query.stdout, wait.summary)
+
+        let apps = try ctl(["--socket", f.socket, "-t", "apps"])
+        XCTAssertEqual(apps.status, 0, apps.summary)
+        XCTAssertEqual(apps.lines, ["updater:yes:ok:wlan0:wifi:no:::allow:deny:allow:allow"], apps.stdout)
+
+        let reload = try ctl(["--socket", f.socket, "-t", "reload"])
+        XCTAssertEqual(reload.status, 0, reload.summary)
+        let generation = try policyStatus(f.socket).generation
+        XCTAssertEqual(reload.lines, ["policy-generation:\(generation)", "policy-apps:1"], reload.stdout)
+
+        // A failed reload: its error, with its ':' escaped, in status -t.
+        _ = try writeConfig(IntegrationTestCase.standardConfig + "\n[App updater]\nWWAN=sometimes\n", in: f.dir)
+        XCTAssertEqual(try ctl(["--socket", f.socket, "-t", "reload"]).status, 1)
+        let error = try XCTUnwrap(try policyStatus(f.socket).error)
+        let broken = try ctl(["--socket", f.socket, "-t", "status"])
+        XCTAssertEqual(broken.lines.last, "policy-error:" + error.replacingOccurrences(of: ":", with: "\\:"),
+                       broken.stdout)
+        XCTAssertEqual(broken.lines.last.map(Self.terseFields), ["policy-error", error], "unescaped, it is the error")
+
+        let both = try ctl(["--socket", f.socket, "--json", "-t", "status"])
+        XCTAssertEqual(both.status, 2, both.summary)
+        XCTAssertEqual(both.stderr, "netpermctl: --json and --terse do not go together\nusage: netpermctl status\n"
+            + "try 'netpermctl help status'\n", both.summary)
+    }
+
+    /// prompts, decide and forget with -t: an app set to ask asks, an agent is there to be asked.
+    func testTersePromptsDecideForget() throws {
+        let ns = try makeNamespace()
+        try ns.addVethPair("wwan0", peer: "wwan0p")
+        let dir = try makeTempDir()
+        let asker = try copyExecutable(Subprocess.resolve("socat"), to: dir, as: "asker")
+        let config = try writeConfig("[Interface wwan0]\nKind=wwan\n\n[App asker]\nExecutable=\(asker)\nWWAN=ask\n",
+                                     in: dir)
+        let socket = dir + "/netpermd.sock"
+        _ = try startDaemon(in: ns, socket: socket, config: config)
+        try ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
+        try ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0")
+        try waitForLinks(socket, "wwan0 is usable") { $0[name: "wwan0"]?.usable == true }
+
+        let none = try ctl(["--socket", socket, "-t", "prompts"])
+        XCTAssertEqual(none.status, 0, none.summary)
+        XCTAssertEqual(none.stdout, "", "no header, no rows: \(none.summary)")
+
+        // With an agent subscribed, the app's own QUERY raises a prompt that stays open.
+        let agent = try EvSubscriber(try EvChannel.connect(socket, name: "agent"), topics: "prompts")
+        let query = try Subprocess.run([asker, "-", "UNIX-CONNECT:\(socket)"], input: Array("QUERY\n".utf8))
+        XCTAssertEqual(query.status, 0, query.summary)
+        let prompt = try agent.nextEvent(timeout: 5)
+        XCTAssertEqual(prompt["event"] as? String, "prompt", "\(prompt)")
+        let id = try JSONValue.int(prompt, "id")
+        let open = try ctl(["--socket", socket, "-t", "prompts"])
+        XCTAssertEqual(open.status, 0, open.summary)
+        XCTAssertEqual(open.lines, ["\(id):asker:wwan:wwan0:yes:\(asker)::0"], open.stdout)
+
+        let decide = try ctl(["--socket", socket, "-t", "decide", "asker", "wwan", "allow", "--once"])
+        XCTAssertEqual(decide.status, 0, decide.summary)
+        XCTAssertEqual(Array(decide.lines.prefix(12)), [
+            "app:asker", "kind:wwan", "decision:allow", "once:yes", "overridden-by-policy:no", "available:yes",
+            "reason:ok", "via:wwan0", "via-kind:wwan", "via-metered:yes", "denied-kinds:", "pending-kinds:",
+        ], decide.stdout)
+        XCTAssertTrue(decide.lines.contains("wwan:allow") && decide.lines.contains("wwan-source:once"), decide.stdout)
+        XCTAssertEqual(decide.lines.count, 20, decide.stdout)
+
+        let forget = try ctl(["--socket", socket, "-t", "forget", "asker"])
+        XCTAssertEqual(forget.status, 0, forget.summary)
+        XCTAssertEqual(forget.lines, ["forgotten:yes", "app:asker", "kind:"], forget.stdout)
+        let again = try ctl(["--socket", socket, "-t", "forget", "asker", "wwan"])
+        XCTAssertEqual(again.lines, ["forgotten:no", "app:asker", "kind:wwan"], again.stdout)
+    }
+}
