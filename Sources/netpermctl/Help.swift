@@ -85,8 +85,9 @@ enum Help {
                   [5] wlan0 (wifi): carrier on -> off, usable yes -> no
                   [6] app updater: yes, via wlan0 (wifi) -> no: denied on wwan
                   [7] policy: generation 3 -> 4, 12 apps
-                With APP, only that app's verdict, with every link and policy change. Reconnects when the
-                daemon restarts. Ctrl-C stops it.
+                Links that come and go say so (link added, link removed); a failed reload says why and which
+                generation stays in force. With APP, only that app's verdict, with every link and policy
+                change. Reconnects when the daemon restarts, starting again from its state. Ctrl-C stops it.
                 """
         case .wait:
             return """
@@ -161,7 +162,15 @@ enum Help {
         case .check:
             return "Prints the same with -t and --json."
         case .monitor:
-            return "Prints the same with -t."
+            return """
+                With -t, one line per event: SEQ:EVENT:SUBJECT, then FIELD:OLD:NEW for each field that changed.
+                EVENT is link, link-added, link-removed, app, policy, stopping or overflow (which has no SEQ);
+                SUBJECT is the link's or the app's name, empty for the others. The FIELDs of links are those of
+                links -t IFACE; of apps, those of query -t from available to other-source; of the policy,
+                policy-generation, policy-apps and policy-error. The snapshot that starts each connection is a
+                link line per link, an app line per app and a policy line, each with every field and an empty
+                OLD, as is link-added; link-removed, stopping and overflow have no fields.
+                """
         case .wait:
             return """
                 With -t, the verdict as query -t prints it, once the app may use the network or when the

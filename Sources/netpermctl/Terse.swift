@@ -14,9 +14,12 @@ enum Terse {
         return out
     }
 
-    static func row(_ values: [String]) -> String {
-        values.map(escape).joined(separator: ":") + "\n"
+    /// One line's fields, without the newline.
+    static func fields(_ values: [String]) -> String {
+        values.map(escape).joined(separator: ":")
     }
+
+    static func row(_ values: [String]) -> String { fields(values) + "\n" }
 
     /// The values of `keys`, in that order, as one row: tables show a subset of a record's key:value fields.
     static func row(_ fields: [(String, String)], _ keys: [String]) -> String {

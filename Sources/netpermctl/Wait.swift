@@ -78,3 +78,9 @@ enum Wait {
         exit(127)
     }
 }
+
+extension String {
+    func replacingFirst(_ a: String, with b: String) -> String {
+        hasPrefix(a) ? b + dropFirst(a.count) : self
+    }
+}

@@ -61,7 +61,7 @@ case .query: ask((["QUERY"] + args).joined(separator: " "), human: Render.query)
 case .apps: ask("APPS", human: Render.apps, terse: Terse.apps)
 case .reload: ask("RELOAD", human: Render.reload) { Terse.lines(Terse.reload($0)) }
 case .check: check(args.first ?? "/etc/netpermd/netpermd.conf")
-case .monitor: Monitor.run(socketPath: socketPath, app: args.first, json: mode == .json)
+case .monitor: Monitor.run(socketPath: socketPath, app: args.first, mode: mode)
 case .wait:
     Wait.run(socketPath: socketPath, app: invocation.waitApp, timeout: invocation.waitTimeout,
              command: invocation.program, mode: mode)

@@ -239,3 +239,119 @@ extension NetpermctlTests {
         XCTAssertEqual(again.lines, ["forgotten:no", "app:asker", "kind:wwan"], again.stdout)
     }
 }
+
+// MARK: - monitor
+
+extension NetpermctlTests {
+    /// Lines from a running netpermctl until one satisfies `stop` (bounded); returns them all.
+    private func lines(_ c: EvPipedCommand, until what: String, timeout: Double = 5,
+                       _ stop: (String) -> Bool) throws -> [String] {
+        var seen: [String] = []
+        let deadline = monotonicNow() + timeout
+        while true {
+            let remaining = deadline - monotonicNow()
+            guard remaining > 0, let line = try? c.channel.readLine(timeout: remaining) else {
+                throw HarnessError("\(c.channel.name): no line \(what) within \(timeout) s; seen:\n"
+                    + seen.joined(separator: "\n") + "\nstderr: \(c.stderr)")
+            }
+            seen.append(line)
+            if stop(line) { return seen }
+        }
+    }
+
+    /// The text after "[SEQ] ", and SEQ.
+    private static func unnumbered(_ line: String) -> (seq: Int, text: String)? {
+        guard line.hasPrefix("["), let close = line.firstIndex(of: "]"),
+              let seq = Int(line[line.index(after: line.startIndex)..<close]) else { return nil }
+        return (seq, String(line[line.index(close, offsetBy: 2)...]))
+    }
+
+    func testMonitorSaysWhatChanged() throws {
+        let f = try makeAppFixture(policy: Self.updaterPolicy, peersApart: true)
+        try f.addAddress("wlan0")
+        try f.addAddress("wwan0")
+        try f.addDefaultRoute("wlan0", metric: 100)
+        try f.addDefaultRoute("wwan0", metric: 200)
+        try waitForVerdict(f.socket, "updater", "ok via wlan0") { $0.reason == "ok" && $0.via == "wlan0/wifi/false" }
+        let wlan0 = try XCTUnwrap(try links(f.socket)[name: "wlan0"])
+
+        let human = try EvPipedCommand([netpermctl, "--socket", f.socket, "monitor", "updater"],
+                                       stderrPath: "\(f.dir)/monitor.err", name: "monitor")
+        addTeardownBlock { human.stop() }
+        let terse = try EvPipedCommand([netpermctl, "--socket", f.socket, "-t", "monitor", "updater"],
+                                       stderrPath: "\(f.dir)/monitor-t.err", name: "monitor -t")
+        addTeardownBlock { terse.stop() }
+
+        // The snapshot: the state every later line is told against.
+        let snapshot = try lines(human, until: "ending the snapshot") { $0.hasPrefix("  policy:") }
+        XCTAssertEqual(snapshot.first, "[1] snapshot:", snapshot.joined(separator: "\n"))
+        for line in ["  wlan0 (wifi): metered no, admin up, carrier on, operstate up, default route ipv4 metric 100, "
+                        + "usable yes, addresses 10.1.0.1/24",
+                     "  app updater: yes, via wlan0 (wifi)", "  policy: generation 1, 1 apps"] {
+            XCTAssertTrue(snapshot.contains(line), "'\(line)' in:\n" + snapshot.joined(separator: "\n"))
+        }
+        let terseSnapshot = try lines(terse, until: "ending the snapshot") { $0.hasPrefix("1:policy:") }
+        XCTAssertEqual(terseSnapshot.last, "1:policy::policy-generation::1:policy-apps::1:policy-error::")
+        let wlan0Line = "1:link:wlan0:index::\(wlan0.index):name::wlan0:kind::wifi:"
+        XCTAssertTrue(terseSnapshot.contains { $0.hasPrefix(wlan0Line) },
+                      terseSnapshot.joined(separator: "\n"))
+        XCTAssertTrue(terseSnapshot.contains { $0.hasPrefix("1:app:updater:available::yes:reason::ok:via::wlan0:") },
+                      terseSnapshot.joined(separator: "\n"))
+
+        // wlan0 loses its carrier: the link says what changed, and the app what that did to it.
+        try f.setPeer(of: "wlan0", up: false)
+        let appLine = "app updater: yes, via wlan0 (wifi) -> no: denied on wwan"
+        let afterCarrier = try lines(human, until: "for the updater") { $0.hasSuffix(appLine) }
+        let linkLines = afterCarrier.compactMap(Self.unnumbered).map(\.text).filter { $0.hasPrefix("wlan0 (wifi): ") }
+        XCTAssertTrue(linkLines.contains {
+            $0.hasPrefix("wlan0 (wifi): carrier on -> off") && $0.hasSuffix(", usable yes -> no") },
+                      afterCarrier.joined(separator: "\n"))
+        let terseCarrier = try lines(terse, until: "for the updater") { $0.contains(":app:updater:") }
+        XCTAssertTrue(terseCarrier.contains { $0.contains(":link:wlan0:") && $0.contains(":carrier:yes:no:")
+            && $0.contains(":state:routable:no-carrier:") && $0.contains(":usable:yes:no:") },
+                      terseCarrier.joined(separator: "\n"))
+        XCTAssertEqual(terseCarrier.last.flatMap { $0.split(separator: ":", maxSplits: 1).last.map(String.init) },
+                       "app:updater:available:yes:no:reason:ok:denied:via:wlan0::via-kind:wifi::via-metered:no:",
+                       "only what changed: wwan was a denied kind already")
+
+        // A link that comes and goes (a veth pair: two links, both admin down).
+        try f.ns.ip("link", "add", "extra0", "type", "veth", "peer", "name", "extra0p")
+        let added = try lines(human, until: "adding extra0") { $0.contains("link added: extra0 (") }
+        XCTAssertEqual(added.last.flatMap(Self.unnumbered)?.text, "link added: extra0 (other): metered no, admin down, "
+            + "carrier off, operstate down, default route none, usable no, no addresses")
+        XCTAssertTrue(try lines(terse, until: "adding extra0") { $0.contains(":link-added:extra0:") }.last?
+            .contains(":name::extra0:kind::other:") == true)
+        try f.ns.ip("link", "del", "extra0")
+        let removed = try lines(human, until: "removing extra0") { $0.contains("link removed: extra0 (") }
+        XCTAssertEqual(removed.last.flatMap(Self.unnumbered)?.text, "link removed: extra0 (other)")
+        let terseRemoved = try lines(terse, until: "removing extra0") { $0.hasSuffix(":link-removed:extra0") }
+        XCTAssertEqual(terseRemoved.last?.split(separator: ":").dropFirst().joined(separator: ":"),
+                       "link-removed:extra0")
+
+        // The policy: reloaded, broken, fixed.
+        XCTAssertEqual(try ctl(["--socket", f.socket, "reload"]).status, 0)
+        let reloaded = try lines(human, until: "the reload") { $0.contains("policy") }
+        XCTAssertEqual(reloaded.last.flatMap(Self.unnumbered)?.text, "policy: generation 1 -> 2, 1 apps")
+        XCTAssertEqual(try lines(terse, until: "the reload") { $0.contains(":policy:") }.last?
+            .split(separator: ":", maxSplits: 1).last, "policy::policy-generation:1:2")
+
+        _ = try writeConfig(IntegrationTestCase.standardConfig + "\n[App updater]\nWWAN=sometimes\n", in: f.dir)
+        let failed = try lines(human, until: "the failed reload") { $0.contains("policy") }
+        let error = try XCTUnwrap(try policyStatus(f.socket).error)
+        XCTAssertEqual(failed.last.flatMap(Self.unnumbered)?.text,
+                       "policy reload failed (still generation 2): \(error)")
+        XCTAssertEqual(try lines(terse, until: "the failed reload") { $0.contains(":policy:") }.last?
+            .split(separator: ":", maxSplits: 1).last.map(String.init),
+                       "policy::policy-error::" + error.replacingOccurrences(of: ":", with: "\\:"))
+
+        _ = try writeConfig(IntegrationTestCase.standardConfig + "\n" + Self.updaterPolicy, in: f.dir)
+        let fixed = try lines(human, until: "the good edit") { $0.contains("policy") }
+        XCTAssertEqual(fixed.last.flatMap(Self.unnumbered)?.text, "policy: generation 2 -> 3, 1 apps, error cleared")
+        XCTAssertEqual(try lines(terse, until: "the good edit") { $0.contains(":policy:") }.last?
+            .split(separator: ":", maxSplits: 1).last.map(String.init),
+                       "policy::policy-generation:2:3:policy-error:"
+                        + error.replacingOccurrences(of: ":", with: "\\:") + ":")
+        XCTAssertEqual(human.stderr, "")
+        XCTAssertEqual(terse.stderr, "")
+    }
+}
