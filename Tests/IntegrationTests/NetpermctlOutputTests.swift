@@ -8,7 +8,7 @@ extension NetpermctlTests {
         // The longest name the kernel allows (IFNAMSIZ - 1), as USB Ethernet adapters get, with four addresses.
         let long = "enx00e04c680001"
         try f.ns.addVethPair(long, peer: "enxpeer")
-        let addresses = ["192.168.100.200/24", "192.168.101.200/24", "10.200.30.40/16", "172.31.254.254/12"]
+        let addresses = ["192.168.100.200/24", "192.168.101.200/24", "192.168.102.200/24", "192.168.103.200/24"]
         for a in addresses { try f.ns.ip("addr", "add", a, "dev", long) }
         try f.ns.ip("route", "add", "default", "via", "192.168.100.1", "dev", long, "metric", "20600")
         try f.ns.ip("addr", "add", "10.1.0.1/24", "dev", "wlan0")
@@ -27,6 +27,17 @@ extension NetpermctlTests {
         XCTAssertEqual(Array(cells.suffix(6)), ["routable", "v4", "20600", "yes"] + [cells.suffix(2).first!, "+3"], row)
         XCTAssertTrue(addresses.contains(cells[cells.count - 2]), "the first address is one of the link's: \(row)")
         XCTAssertEqual(cells.count, 10, row)
+
+        // The largest metric there is: the address would overflow, so the row says how many there are.
+        try f.ns.ip("route", "replace", "default", "via", "192.168.100.1", "dev", long, "metric", "4294967295")
+        try f.ns.ip("route", "del", "default", "via", "192.168.100.1", "dev", long, "metric", "20600")
+        try waitForLinks(f.socket, "\(long)'s metric is 4294967295") { $0[name: long]?.metric == 4294967295 }
+        let wide = try ctl(["--socket", f.socket, "links"])
+        for line in wide.lines {
+            XCTAssertLessThanOrEqual(line.count, 100, "a line wider than 100 columns:\n\(wide.stdout)")
+        }
+        XCTAssertTrue(wide.lines.contains {
+            $0.contains(" \(long) ") && $0.hasSuffix(" 4294967295  yes     4 addresses") }, wide.stdout)
     }
 
     func testLinksIfaceShowsOneLinkInDetail() throws {
