@@ -26,13 +26,17 @@ enum MonitorText {
             let name = new["app"]?.stringValue ?? "?"
             if let filter, name != filter { return nil }
             guard let old else { return "[\(seq)] app \(name): \(Render.because(new))" }
-            var parts: [String] = []
             let (before, after) = (Render.because(old), Render.because(new))
-            if before != after { parts.append("\(before) -> \(after)") }
+            var parts = [before == after ? "still " + after : "\(before) -> \(after)"]
             for kind in ["wifi", "wwan", "ethernet", "other"] where permission(old, kind) != permission(new, kind) {
                 parts.append("\(kind) \(permission(old, kind)) -> \(permission(new, kind))")
             }
-            return "[\(seq)] app \(name): " + (parts.isEmpty ? Render.because(new) : parts.joined(separator: "; "))
+            // The verdict's words name only the kinds that decided it; the others can change underneath.
+            for (key, label) in [("denied_kinds", "denied kinds"), ("pending_kinds", "pending kinds")]
+            where before == after && kinds(old, key) != kinds(new, key) {
+                parts.append("\(label) \(kinds(old, key)) -> \(kinds(new, key))")
+            }
+            return "[\(seq)] app \(name): " + parts.joined(separator: "; ")
         case let .policy(seq, old, new):
             let generation = new["generation"]?.intValue ?? 0
             if let error = new["error"]?.stringValue {
@@ -87,6 +91,11 @@ enum MonitorText {
             if before != after { out.append("\(label) \(before) -> \(after)") }
         }
         return out
+    }
+
+    static func kinds(_ v: JSON, _ key: String) -> String {
+        let list = (v[key]?.arrayValue ?? []).compactMap(\.stringValue)
+        return list.isEmpty ? "none" : list.joined(separator: ",")
     }
 
     /// "allow", or "allow (decision)" when it does not come from the policy file.
