@@ -1,6 +1,6 @@
 import NetpermCore
 
-/// Human output for each command; `--json` bypasses all of this.
+/// Human output for each command; --json prints the daemon's reply instead, -t the fields of Terse+Fields.swift.
 enum Render {
     static func yesNo(_ v: JSON?) -> String { v?.boolValue == true ? "yes" : "no" }
 

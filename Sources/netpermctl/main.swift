@@ -74,5 +74,5 @@ case .forget:
     ask((["FORGET"] + args).joined(separator: " "), human: Render.forgotten) { Terse.lines(Terse.forgotten($0)) }
 case .agent: Agent.run(socketPath: socketPath)
 case .ping: ask("PING", human: { _ in "pong\n" }, terse: { _ in "pong\n" })
-case .help: Output.out(Help.overview())
+case .help: Output.out(Help.overview())   // Invocation turns `help [COMMAND]` into .help(_) above
 }
