@@ -91,8 +91,8 @@ enum Help {
                 """
         case .wait:
             return """
-                Waits until the app (this program's own, or with --app, which needs root or the admin group,
-                a policy app) may use the network, then runs COMMAND in netpermctl's place, or exits 0.
+                Waits until the app may use the network (the app this program is taken for, or with --app a
+                policy app, which needs root or the admin group), then runs COMMAND in its place, or exits 0.
                 Without --timeout it waits for as long as it takes; SECONDS may have a fraction (0.5). When the
                 time-out passes it exits 4 and says why the app may not use the network. While the daemon
                 cannot be reached because it is not running (yet), it keeps trying within the time-out.
@@ -100,8 +100,9 @@ enum Help {
                 """
         case .prompts:
             return """
-                The open prompts: apps that asked about themselves while a kind of network they may use is set
-                to ask and undecided. Needs root or the admin group.
+                The open prompts: apps that asked about themselves while the only usable links they might use
+                are of a kind set to ask for them, undecided, and an agent was there to be asked. Needs root
+                or the admin group.
                 """
         case .decide:
             return """
