@@ -20,18 +20,15 @@ enum Agent {
     }
 
     static func run(socketPath: String) -> Never {
-        let conn: Connection
-        do { conn = try Connection(path: socketPath) } catch {
-            die("cannot reach netpermd at \(socketPath): \(error) (is the daemon running?)", 3)
-        }
+        let conn = Connection.open(socketPath)
         let input = Connection(reading: STDIN_FILENO)
         do {
             try conn.send("SUBSCRIBE prompts")
             guard let ack = try conn.readLine(), let r = try? JSONParser.parse(ack) else { throw Errno(ECONNRESET) }
             guard r["ok"]?.boolValue == true else {
-                die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", 1)
+                die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", .failed)
             }
-            Output.out("netpermctl agent: waiting for prompts (Ctrl-C to stop)\n")
+            Output.out("netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)\n")
             var inputEnded = false
             while let line = try nextLine(conn, watching: input, inputEnded: &inputEnded) {
                 guard let e = try? JSONParser.parse(line) else { continue }
@@ -49,9 +46,9 @@ enum Agent {
                     break
                 }
             }
-            die("netpermd closed the connection", 3)
+            die("netpermd closed the connection", .unreachable)
         } catch {
-            die("lost the connection to netpermd: \(error)", 3)
+            die("lost the connection to netpermd: \(error)", .unreachable)
         }
     }
 

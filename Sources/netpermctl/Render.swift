@@ -1,6 +1,6 @@
 import NetpermCore
 
-/// Human output for each command; `--json` bypasses all of this.
+/// Human output for each command; --json prints the daemon's reply instead, -t the fields of Terse+Fields.swift.
 enum Render {
     static func yesNo(_ v: JSON?) -> String { v?.boolValue == true ? "yes" : "no" }
 
@@ -15,33 +15,11 @@ enum Render {
         } else {
             out += "primary:   -\n"
         }
+        let policy = r["policy"]
+        out += "policy:    generation \(policy?["generation"]?.intValue ?? 0), \(policy?["apps"]?.intValue ?? 0) apps\n"
+        // Only while a reload failed: the policy in force is then older than the file.
+        if let error = policy?["error"]?.stringValue { out += "policy error: \(error)\n" }
         return out
-    }
-
-    static func links(_ r: JSON) -> String {
-        var t = Table(header: ["IDX", "NAME", "KIND", "METERED", "ADMIN", "CARRIER", "OPER", "DEFAULT", "METRIC",
-                               "USABLE", "ADDRESSES", "CLASSIFIED BY"])
-        for l in r["links"]?.arrayValue ?? [] {
-            var routes: [String] = []
-            if l["default_route"]?["ipv4"]?.boolValue == true { routes.append("v4") }
-            if l["default_route"]?["ipv6"]?.boolValue == true { routes.append("v6") }
-            let addrs = (l["addresses"]?.arrayValue ?? []).compactMap(\.stringValue)
-            t.rows.append([
-                String(l["index"]?.intValue ?? 0),
-                l["name"]?.stringValue ?? "?",
-                l["kind"]?.stringValue ?? "?",
-                yesNo(l["metered"]),
-                l["admin_up"]?.boolValue == true ? "up" : "down",
-                l["carrier"]?.boolValue == true ? "on" : "off",
-                l["operstate"]?.stringValue ?? "?",
-                routes.isEmpty ? "-" : routes.joined(separator: ","),
-                l["metric"]?.intValue.map(String.init) ?? "-",
-                yesNo(l["usable"]),
-                addrs.isEmpty ? "-" : addrs.joined(separator: ","),
-                l["classified_by"]?.stringValue ?? "?",
-            ])
-        }
-        return t.render()
     }
 }
 

@@ -4,48 +4,62 @@ import NetpermIO
 
 /// `netpermctl wait`: blocks until the app may use the network, then execs the command.
 enum Wait {
-    /// Exit code when the time-out passes before the app may use the network.
-    static let timeoutExit: Int32 = 4
-
     static func now() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
-    static func run(socketPath: String, app: String?, timeout: Double?, command: [String], json: Bool) -> Never {
+    static func run(socketPath: String, app: String?, timeout: Double?, command: [String], mode: OutputMode) -> Never {
         let deadline = timeout.map { now() + $0 }
         while true {
             let remaining = deadline.map { max(0, $0 - now()) }
             var request = "WAIT"
             if let app { request += " \(app)" }
             if let remaining { request += " " + String(format3(remaining)) }
-            do {
-                let conn = try Connection(path: socketPath)
-                guard let line = try conn.request(request) else { throw Errno(ECONNRESET) }
-                let reply = try? JSONParser.parse(line)
-                if json { Output.out(line + "\n") }
-                if reply?["ok"]?.boolValue == true {
-                    if !json && command.isEmpty { Output.out("\(reply?["app"]?.stringValue ?? "app"): "
-                        + Render.because(reply ?? .null) + "\n") }
-                    exec(command)
-                }
-                if reply?["error"]?.stringValue == "timeout" {
-                    if !json { Output.err("netpermctl: timed out: \(reply?["app"]?.stringValue ?? "app") "
-                        + Render.because(reply ?? .null).replacingFirst("no: ", with: "may not use the network: ") + "\n") }
-                    exit(timeoutExit)
-                }
-                Output.err("netpermctl: \(reply?["error"]?.stringValue ?? "error"): "
-                    + "\(reply?["message"]?.stringValue ?? line)\n")
-                exit(1)
-            } catch {
-                // The daemon is restarting (or not up yet): keep waiting within the time-out.
+            let conn: Connection
+            do { conn = try Connection(path: socketPath) } catch {
+                // Not running yet, or restarting: keep trying within the time-out. A refusal stays a refusal.
+                let why = Unreachable(error)
+                guard why.mayResolveItself else { die(why.message(socketPath), .unreachable) }
                 if let deadline, now() >= deadline {
-                    Output.err("netpermctl: netpermd not reachable at \(socketPath) before the time-out\n")
-                    exit(3)
+                    die(why.message(socketPath) + "; gave up at the time-out", .unreachable)
                 }
                 usleep(200_000)
+                continue
             }
+            let line: String
+            do {
+                guard let l = try conn.request(request) else { throw Errno(ECONNRESET) }
+                line = l
+            } catch {
+                // The daemon went away while we waited (a restart): ask the next one, within the time-out.
+                if let deadline, now() >= deadline {
+                    die("lost the connection to netpermd: \(error); gave up at the time-out", .unreachable)
+                }
+                usleep(200_000)
+                continue
+            }
+            let reply = (try? JSONParser.parse(line)) ?? .null
+            let ok = reply["ok"]?.boolValue == true
+            let timedOut = reply["error"]?.stringValue == "timeout"
+            // Scripts get the verdict that held either way; people get a line, on stderr when it failed.
+            switch mode {
+            case .json: Output.out(line + "\n")
+            case .terse: if ok || timedOut { Output.out(Terse.lines(Terse.query(reply))) }
+            case .human:
+                if ok && command.isEmpty {
+                    Output.out("\(reply["app"]?.stringValue ?? "app"): " + Render.because(reply) + "\n")
+                } else if timedOut {
+                    Output.err("netpermctl: timed out: \(reply["app"]?.stringValue ?? "app") "
+                        + Render.because(reply).replacingFirst("no: ", with: "may not use the network: ") + "\n")
+                }
+            }
+            if ok { exec(command) }
+            if timedOut { exit(.timedOut) }
+            Output.err("netpermctl: \(reply["error"]?.stringValue ?? "error"): "
+                + "\(reply["message"]?.stringValue ?? line)\n")
+            exit(.failed)
         }
     }
 
@@ -56,11 +70,17 @@ enum Wait {
     }
 
     static func exec(_ command: [String]) -> Never {
-        guard !command.isEmpty else { exit(0) }
+        guard !command.isEmpty else { exit(.ok) }
         var cargs: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) }
         cargs.append(nil)
         execvp(command[0], &cargs)
         Output.err("netpermctl: cannot run \(command[0]): \(Errno.current)\n")
         exit(127)
+    }
+}
+
+extension String {
+    func replacingFirst(_ a: String, with b: String) -> String {
+        hasPrefix(a) ? b + dropFirst(a.count) : self
     }
 }

@@ -1,3 +1,4 @@
+import NetpermCore
 import NetpermIO
 
 /// Command-line options of netpermd.
@@ -50,7 +51,7 @@ struct Options {
                     return .exit(2, "netpermd: --netlink-rcvbuf takes a positive number of bytes\n")
                 }
                 o.netlinkReceiveBuffer = n
-            case "--version": return .exit(0, "netpermd 0.1.0\n")
+            case "--version": return .exit(0, "netpermd \(DaemonState.version)\n")
             case "-h", "--help": return .exit(0, usage + "\n")
             default: return .exit(2, "netpermd: unknown argument '\(a)'\n" + usage + "\n")
             }

@@ -1,0 +1,54 @@
+/// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
+/// the dispatch in main.swift are all derived from.
+enum Command: String, CaseIterable {
+    case status, links, query, apps, reload, check, monitor, wait, prompts, decide, forget, agent, ping, help
+
+    /// Positional arguments that must be given, then those that may follow.
+    var arguments: (required: [String], optional: [String]) {
+        switch self {
+        case .status, .apps, .reload, .prompts, .agent, .ping, .wait: return ([], [])
+        case .links: return ([], ["IFACE"])
+        case .query, .monitor: return ([], ["APP"])
+        case .check: return ([], ["PATH"])
+        case .decide: return (["APP", "KIND", "allow|deny"], [])
+        case .forget: return (["APP"], ["KIND"])
+        case .help: return ([], ["COMMAND"])
+        }
+    }
+
+    /// Options that belong to this command alone.
+    var ownOptions: String? {
+        switch self {
+        case .wait: return "[--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]"
+        case .decide: return "[--once]"
+        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .agent, .ping, .help:
+            return nil
+        }
+    }
+
+    /// "decide APP KIND allow|deny [--once]"
+    var synopsis: String {
+        let (required, optional) = arguments
+        return ([rawValue] + required + optional.map { "[\($0)]" } + (ownOptions.map { [$0] } ?? []))
+            .joined(separator: " ")
+    }
+
+    var summary: String {
+        switch self {
+        case .status: return "readiness, links, network, policy generation and any policy error"
+        case .links: return "the links table; with IFACE one link in detail"
+        case .query: return "may APP (default: this program's app) use the network now, and if not, why"
+        case .apps: return "every app of the policy with its verdict (privileged)"
+        case .reload: return "reload the policy now (privileged)"
+        case .check: return "validate a policy file and its drop-ins offline"
+        case .monitor: return "follow what changes: links, apps (or only APP), the policy"
+        case .wait: return "wait until the app may use the network, then run COMMAND (or exit 0)"
+        case .prompts: return "the open prompts (privileged)"
+        case .decide: return "answer for an app and a kind of network set to ask (privileged)"
+        case .forget: return "remove an app's decisions (privileged)"
+        case .agent: return "answer prompts on this terminal, one at a time (privileged)"
+        case .ping: return "check that the daemon answers"
+        case .help: return "all commands, or one command's usage and description"
+        }
+    }
+}

@@ -1,0 +1,19 @@
+import Glibc
+import NetpermIO
+
+/// netpermctl's exit codes: scripts and unit files rely on them, so they are named in one place.
+enum ExitCode: Int32 {
+    case ok = 0
+    /// The daemon answered with an error, or `check` found one.
+    case failed = 1
+    case usage = 2
+    case unreachable = 3
+    case timedOut = 4
+}
+
+func exit(_ code: ExitCode) -> Never { exit(code.rawValue) }
+
+func die(_ message: String, _ code: ExitCode) -> Never {
+    Output.err("netpermctl: \(message)\n")
+    exit(code)
+}

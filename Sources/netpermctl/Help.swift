@@ -1,0 +1,202 @@
+import NetpermCore
+
+/// `netpermctl help [COMMAND]`: the text administrators read first, and what the man page follows.
+enum Help {
+    static func overview() -> String {
+        var out = "usage: netpermctl [OPTIONS] COMMAND [ARGS]\n\n"
+            + "Asks netpermd whether an app may use the network now, and if not, why.\n\ncommands:\n"
+        for c in Command.allCases {
+            let synopsis = "  " + c.synopsis
+            out += synopsis.count < 25
+                ? synopsis + String(repeating: " ", count: 25 - synopsis.count) + c.summary + "\n"
+                : synopsis + "\n" + String(repeating: " ", count: 25) + c.summary + "\n"
+        }
+        return out + """
+
+            options (before or after the command, never after --):
+              --socket PATH   control socket (default $NETPERMD_SOCKET, else /run/netpermd/netpermd.sock)
+              --json          print the daemon's JSON replies as they are
+              -t, --terse     for scripts: no headers or alignment; tables one line per row, fields
+                              separated by ':', else key:value lines; ':' and '\\' in values escaped
+                              with '\\' (the fields: netpermctl help COMMAND)
+              -h, --help      this help; after a command, that command's
+              --version       print netpermctl's version and exit
+
+            exit codes: 0 ok, 1 the daemon answered with an error (or check found one), 2 usage error,
+              3 daemon not reachable, 4 wait timed out; wait -- COMMAND exits with COMMAND's status
+
+            'netpermctl help COMMAND' shows one command's usage, description and -t fields.
+
+            """
+    }
+
+    static func usage(_ c: Command) -> String { "usage: netpermctl \(c.synopsis)\n" }
+
+    static func command(_ c: Command) -> String {
+        usage(c) + "\n" + details(c) + "\n\n" + terse(c) + "\n"
+    }
+
+    static func details(_ c: Command) -> String {
+        switch c {
+        case .status:
+            return """
+                The daemon's state: its version; whether it is ready (its first look at the links taken and
+                the policy loaded); how many links it sees; whether the network is available (a link other
+                than loopback is usable) and which link is the primary one; the policy's generation (how many
+                successful loads) and number of apps; and the error of the last reload, while it failed and
+                an older policy is still in force.
+                """
+        case .links:
+            return """
+                Without IFACE, one row per link: index, name, kind, metered, state, the families with a default
+                route and its metric, whether the link is usable, and its first address (+N for the others).
+                The state is off (admin down), no-carrier, carrier (up, no default route), routable (up, with a
+                default route), or the kernel's operstate when it is neither up nor unknown (e.g. dormant).
+                With IFACE, that link in detail: how its kind was decided, admin state, carrier, operstate,
+                every address, default routes, and if it is not usable, why. A link is usable when it is admin
+                up, has carrier and has a default route.
+                """
+        case .query:
+            return """
+                May APP use the network now? If not, why: no usable network, every usable link is of a kind
+                APP is denied, or a decision is awaited. Without APP, the app this program is taken for (by
+                its executable, unit or user), with what the kernel says about it; naming another app needs
+                root or the policy's admin group.
+                """
+        case .apps:
+            return """
+                Every [App] of the policy with its verdict and its four permissions. Needs root or the admin
+                group.
+                """
+        case .reload:
+            return """
+                Reloads the configuration and its drop-ins now. When they are invalid, the error is printed,
+                the exit status is 1, and the previous policy stays in force. Needs root or the admin group.
+                """
+        case .check:
+            return """
+                Validates a configuration file and its drop-ins (PATH.d/*.conf) with the daemon's own parser,
+                without asking the daemon. PATH defaults to /etc/netpermd/netpermd.conf. Exits 1 with the
+                error when the policy is invalid.
+                """
+        case .monitor:
+            return """
+                Follows the daemon's events: the current state first, then each change, old -> new:
+                  [5] wlan0 (wifi): carrier on -> off, usable yes -> no
+                  [6] app updater: yes, via wlan0 (wifi) -> no: denied on wwan
+                  [7] policy: generation 3 -> 4, 12 apps
+                Links that come and go say so (link added, link removed); a failed reload says why and which
+                generation stays in force. With APP, only that app's verdict, with every link and policy
+                change. Reconnects when the daemon restarts, starting again from its state. Ctrl-C stops it.
+                """
+        case .wait:
+            return """
+                Waits until the app may use the network (the app this program is taken for, or with --app a
+                policy app, which needs root or the admin group), then runs COMMAND in its place, or exits 0.
+                Without --timeout it waits for as long as it takes; SECONDS may have a fraction (0.5). When the
+                time-out passes it exits 4 and says why the app may not use the network. While the daemon
+                cannot be reached because it is not running (yet), it keeps trying within the time-out.
+                Meant for ExecStartPre= of services that need the network.
+                """
+        case .prompts:
+            return """
+                The open prompts: apps that asked about themselves while the only usable links they might use
+                are of a kind set to ask for them, undecided, and an agent was there to be asked. Needs root
+                or the admin group.
+                """
+        case .decide:
+            return """
+                Answers for APP and KIND (wifi, wwan, ethernet or other) where the policy says ask: kept in the
+                daemon's state directory, or with --once only until the daemon restarts or the policy changes.
+                Open prompts for that app and kind close. Needs root or the admin group.
+                """
+        case .forget:
+            return """
+                Removes APP's stored and --once decisions, for KIND or for every kind. Needs root or the admin
+                group.
+                """
+        case .agent:
+            return """
+                Registers with the daemon as its agent and asks on this terminal, one prompt at a time, whether
+                an app may use a kind of network: [y]es, [n]o, [o]nce or [s]kip. Answers may come from a pipe.
+                Ctrl-D (the end of input) or Ctrl-C stops it. Needs root or the admin group.
+                """
+        case .ping:
+            return "Checks that the daemon answers: prints pong."
+        case .help:
+            return "Every command with a summary, or one command's usage and description."
+        }
+    }
+
+    /// The -t fields, for scripts: what Terse+Fields.swift prints.
+    static func terse(_ c: Command) -> String {
+        switch c {
+        case .status:
+            return """
+                With -t, key:value lines: version, ready (yes|no), links, available (yes|no), primary,
+                primary-kind, policy-generation, policy-apps, policy-error (empty unless the last reload failed).
+                """
+        case .links:
+            return """
+                With -t, one line per link:
+                  index:name:kind:metered:state:default-route:metric:usable:addresses
+                and with IFACE, key:value lines: index, name, kind, classified-by, metered, state, admin-up,
+                carrier, operstate, default-route, metric, usable, unusable-because, addresses.
+                default-route lists ipv4 and ipv6 when there is one; unusable-because lists admin-down,
+                no-carrier and no-default-route; addresses lists every address. Lists are separated by ','.
+                """
+        case .query:
+            return """
+                With -t, key:value lines: app, matched-by, available, reason, via, via-kind, via-metered,
+                denied-kinds, pending-kinds, the permissions wifi, wwan, ethernet, other (allow, deny, ask), where
+                each comes from: wifi-source, wwan-source, ethernet-source, other-source (policy, decision,
+                once), and who asked: pid, uid, executable, unit, problem (empty when APP is named).
+                reason is ok, no-network, denied, awaiting-decision or starting.
+                """
+        case .apps:
+            return """
+                With -t, one line per app (the fields of query -t):
+                  app:available:reason:via:via-kind:via-metered:denied-kinds:pending-kinds:wifi:wwan:ethernet:other
+                """
+        case .reload:
+            return "With -t, key:value lines: policy-generation, policy-apps."
+        case .check:
+            return "Prints the same with -t and --json."
+        case .monitor:
+            return """
+                With -t, one line per event: SEQ:EVENT:SUBJECT, then FIELD:OLD:NEW for each field that changed.
+                EVENT is link, link-added, link-removed, app, policy, stopping or overflow (which has no SEQ);
+                SUBJECT is the link's or the app's name, empty for the others. The FIELDs of links are those of
+                links -t IFACE; of apps, those of query -t from available to other-source; of the policy,
+                policy-generation, policy-apps and policy-error. The snapshot that starts each connection is a
+                link line per link, an app line per app and a policy line, each with every field and an empty
+                OLD, as is link-added; link-removed, stopping and overflow have no fields.
+                """
+        case .wait:
+            return """
+                With -t, the verdict as query -t prints it, once the app may use the network or when the
+                time-out passes (then nothing on stderr).
+                """
+        case .prompts:
+            return """
+                With -t, one line per prompt: id:app:kind:link:metered:executable:unit:uid
+                """
+        case .decide:
+            return """
+                With -t, key:value lines: app, kind, decision, once, overridden-by-policy (yes when the policy
+                sets this kind and wins), then the app's verdict as query -t prints it from available to
+                other-source.
+                """
+        case .forget:
+            return "With -t, key:value lines: forgotten (yes|no), app, kind (empty for every kind)."
+        case .agent:
+            return "Asks and answers in words; -t and --json change nothing."
+        case .ping:
+            return "Prints pong with -t too."
+        case .help:
+            return "Help is the same with -t."
+        }
+    }
+
+    static var version: String { "netpermctl \(DaemonState.version)\n" }
+}

@@ -1,0 +1,79 @@
+import NetpermCore
+
+/// The fields each command prints with -t. `help COMMAND` documents them; keep the two in step.
+extension Terse {
+    static func status(_ r: JSON) -> [(String, String)] {
+        [("version", value(r["version"])), ("ready", value(r["ready"])), ("links", value(r["links"])),
+         ("available", value(r["available"])), ("primary", value(r["primary"])),
+         ("primary-kind", value(r["primary_kind"]))] + policy(r["policy"])
+    }
+
+    /// STATUS's policy object, a policy event, or the snapshot's policy.
+    static func policy(_ p: JSON?) -> [(String, String)] {
+        [("policy-generation", value(p?["generation"])), ("policy-apps", value(p?["apps"])),
+         ("policy-error", value(p?["error"]))]
+    }
+
+    static func link(_ l: LinkView) -> [(String, String)] {
+        [("index", String(l.index)), ("name", l.name), ("kind", l.kind), ("classified-by", l.classifiedBy),
+         ("metered", yesNo(l.metered)), ("state", l.state), ("admin-up", yesNo(l.adminUp)),
+         ("carrier", yesNo(l.carrier)), ("operstate", l.operstate),
+         ("default-route", l.defaultRouteFamilies.joined(separator: ",")), ("metric", l.metric.map(String.init) ?? ""),
+         ("usable", yesNo(l.usable)), ("unusable-because", l.obstacles.map(\.rawValue).joined(separator: ",")),
+         ("addresses", l.addresses.joined(separator: ","))]
+    }
+
+    static let linkRow = ["index", "name", "kind", "metered", "state", "default-route", "metric", "usable", "addresses"]
+
+    static func links(_ r: JSON) -> String {
+        (r["links"]?.arrayValue ?? []).map { row(link(LinkView($0)), linkRow) }.joined()
+    }
+
+    /// What an app's verdict is, as QUERY replies and app events both carry it.
+    static func verdictState(_ v: JSON) -> [(String, String)] {
+        let kinds = ["wifi", "wwan", "ethernet", "other"]
+        return [("available", value(v["available"])), ("reason", value(v["reason"])),
+                ("via", value(v["via"]?["name"])), ("via-kind", value(v["via"]?["kind"])),
+                ("via-metered", value(v["via"]?["metered"])),
+                ("denied-kinds", value(v["denied_kinds"])), ("pending-kinds", value(v["pending_kinds"]))]
+            + kinds.map { ($0, value(v["permissions"]?[$0])) }
+            + kinds.map { ("\($0)-source", value(v["sources"]?[$0])) }
+    }
+
+    static func query(_ v: JSON) -> [(String, String)] {
+        let id = v["identity"]
+        return [("app", value(v["app"])), ("matched-by", value(v["matched_by"]))] + verdictState(v)
+            + [("pid", value(id?["pid"])), ("uid", value(id?["uid"])), ("executable", value(id?["executable"])),
+               ("unit", value(id?["unit"])), ("problem", value(id?["problem"]))]
+    }
+
+    static let appRow = ["app", "available", "reason", "via", "via-kind", "via-metered", "denied-kinds",
+                         "pending-kinds", "wifi", "wwan", "ethernet", "other"]
+
+    static func apps(_ r: JSON) -> String {
+        (r["apps"]?.arrayValue ?? []).map { row(query($0), appRow) }.joined()
+    }
+
+    static func prompts(_ r: JSON) -> String {
+        (r["prompts"]?.arrayValue ?? []).map { p in
+            row([value(p["id"]), value(p["app"]), value(p["kind"]), value(p["link"]?["name"]),
+                 value(p["link"]?["metered"]), value(p["identity"]?["executable"]), value(p["identity"]?["unit"]),
+                 value(p["identity"]?["uid"])])
+        }.joined()
+    }
+
+    static func reload(_ r: JSON) -> [(String, String)] {
+        [("policy-generation", value(r["generation"])), ("policy-apps", value(r["apps"]))]
+    }
+
+    static func decided(_ r: JSON) -> [(String, String)] {
+        let d = r["decided"]
+        return [("app", value(d?["app"])), ("kind", value(d?["kind"])), ("decision", value(d?["decision"])),
+                ("once", value(d?["once"])), ("overridden-by-policy", value(d?["overridden_by_policy"]))]
+            + verdictState(r)
+    }
+
+    static func forgotten(_ r: JSON) -> [(String, String)] {
+        [("forgotten", value(r["forgotten"])), ("app", value(r["app"])), ("kind", value(r["kind"]))]
+    }
+}
