@@ -17,10 +17,11 @@ final class DecisionFileTests: IntegrationTestCase {
         let socket = dir + "/netpermd.sock"
         let daemon = try startDaemon(in: ns, socket: socket, config: config)
 
-        // Started with no decisions: the corrupt file's WWAN=allow is not in force.
+        // Started with no decisions: the corrupt file's WWAN=allow is not in force (undecided, and with no agent
+        // to ask, a deny).
         let q = try request(socket, "QUERY asker")
-        XCTAssertEqual((q["permissions"] as? [String: Any])?["wwan"] as? String, "ask", "\(q)")
-        XCTAssertEqual((q["sources"] as? [String: Any])?["wwan"] as? String, "policy", "\(q)")
+        XCTAssertEqual((q["permissions"] as? [String: Any])?["wwan"] as? String, "deny", "\(q)")
+        XCTAssertEqual((q["sources"] as? [String: Any])?["wwan"] as? String, "no-agent", "\(q)")
 
         // Moved aside, whole, and the log says so with the reason.
         let names = try FileManager.default.contentsOfDirectory(atPath: state)

@@ -159,7 +159,8 @@ final class PolicyVerdictTests: IntegrationTestCase {
         XCTAssertEqual(own["matched_by"] as? String, "executable", "Executable= wins over User=: \(own)")
         let v = try XCTUnwrap(VerdictView(own), "\(own)")
         XCTAssertTrue(v.matches(available: true, reason: "ok", via: "wwan0/wwan/true", denied: [], pending: []), "\(v)")
-        XCTAssertEqual(v.permissions, ["wifi": "deny", "wwan": "allow", "ethernet": "deny", "other": "ask"])
+        // Other=ask, undecided, with no agent to ask: deny.
+        XCTAssertEqual(v.permissions, ["wifi": "deny", "wwan": "allow", "ethernet": "deny", "other": "deny"])
         let identity = try XCTUnwrap(own["identity"] as? [String: Any], "\(own)")
         XCTAssertEqual(try JSONValue.int(identity, "uid"), 65534, "\(identity)")
         XCTAssertEqual(try JSONValue.optionalString(identity, "executable"), mysocat, "\(identity)")
@@ -215,9 +216,10 @@ final class PolicyVerdictTests: IntegrationTestCase {
         XCTAssertEqual(own["app"] as? String, "byuser", "\(own)")
         XCTAssertEqual(own["matched_by"] as? String, "user", "\(own)")
         let v = try XCTUnwrap(VerdictView(own), "\(own)")
-        XCTAssertTrue(v.matches(available: false, reason: "awaiting-decision", via: nil, denied: [], pending: ["wwan"]),
-                      "\(v)")
-        XCTAssertEqual(v.permissions, ["wifi": "allow", "wwan": "ask", "ethernet": "deny", "other": "deny"])
+        // WWAN=ask, undecided, with no agent to ask: denied, and the sources say why.
+        XCTAssertTrue(v.matches(available: false, reason: "denied", via: nil, denied: ["wwan"], pending: []), "\(v)")
+        XCTAssertEqual(v.permissions, ["wifi": "allow", "wwan": "deny", "ethernet": "deny", "other": "deny"])
+        XCTAssertEqual((own["sources"] as? [String: Any])?["wwan"] as? String, "no-agent", "\(own)")
         let identity = try XCTUnwrap(own["identity"] as? [String: Any], "\(own)")
         XCTAssertEqual(try JSONValue.int(identity, "uid"), 65534, "\(identity)")
         XCTAssertEqual(try JSONValue.optionalString(identity, "executable"), "/usr/bin/socat", "\(identity)")
