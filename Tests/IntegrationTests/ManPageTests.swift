@@ -284,6 +284,23 @@ final class ManPageTests: XCTestCase {
         }
     }
 
+    /// The lists the page and completion tests use are netpermctl's own: every command `netpermctl help` lists,
+    /// and every option word it prints, and nothing else.
+    func testCommandAndOptionListsAreWhatNetpermctlHelpSays() throws {
+        let bin = IntegrationTestCase.binDir + "/netpermctl"
+        let help = try Subprocess.check([bin, "help"]).lines
+        let start = try XCTUnwrap(help.firstIndex(of: "commands:"), help.joined(separator: "\n"))
+        let commands = help[(start + 1)...].prefix { !$0.isEmpty }
+            .filter { $0.hasPrefix("  ") && !$0.hasPrefix("   ") }
+            .compactMap { $0.split(separator: " ").first.map(String.init) }
+        XCTAssertEqual(commands, Self.netpermctlCommands)
+        let separators: Set<Character> = [" ", ",", "[", "]", "|", "(", ")"]
+        let tokens: [String] = help.joined(separator: " ").split(whereSeparator: { separators.contains($0) }).map(String.init)
+        let optionTokens = tokens.filter { $0.hasPrefix("-") && $0.count > 1 && $0 != "--" }
+        let words = Set(optionTokens.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 })
+        XCTAssertEqual(words, Set(Self.netpermctlOptions))
+    }
+
     func testCtlPageDocumentsEveryCommandOptionAndExitStatus() throws {
         let p = try page("netpermctl.1")
         let sections = p.sections
