@@ -206,8 +206,9 @@ final class RealSystemdTests: IntegrationTestCase {
         XCTAssertEqual(try sd.run(["/usr/local/bin/netpermctl", "ping"]).status, 0)
         XCTAssertEqual(try generation(sd), 1)
 
-        // A good edit: the daemon notices the file by itself; `systemctl reload` then loads it once more.
-        try sd.write(Self.policy + "[App extra]\nUser=nobody\nWWAN=deny\n", to: "/etc/netpermd/netpermd.conf")
+        // A good edit (with an unknown key: a warning, not an error): the daemon notices the file by itself;
+        // `systemctl reload` then loads it once more.
+        try sd.write(Self.policy + "[App extra]\nUser=nobody\nWWAN=deny\nColour=blue\n", to: "/etc/netpermd/netpermd.conf")
         try waitUntil("the edit is loaded (3 apps)", timeout: 10) {
             let s = try daemonStatus(sd)
             return ((s["policy"] as? [String: Any])?["apps"] as? Int == 3, "\(s)")
@@ -239,6 +240,9 @@ final class RealSystemdTests: IntegrationTestCase {
         XCTAssertEqual(priority(of: "ready: "), 5, "notice")
         XCTAssertEqual(priority(of: "policy generation 1: "), 6, "info")
         XCTAssertEqual(priority(of: "policy reload failed"), 3, "err")
+        let warning = journal.first { $0.message.contains("unknown key 'Colour'") }
+        XCTAssertEqual(warning?.priority, 4, "warning: \(journal.map(\.message))")
+        XCTAssertTrue(warning?.message.hasPrefix("/etc/netpermd/netpermd.conf:") == true, "with file:line: \(warning?.message ?? "")")
     }
 
     // MARK: - The watchdog
