@@ -65,13 +65,7 @@ final class DocsExamplesTests: IntegrationTestCase {
     /// A namespace with wlan0 (wifi, default route metric 600) and wwan0 (wwan, metric 100) usable, the policy of
     /// `make run` as /etc/netpermd/netpermd.conf, and netpermd running with no arguments at all.
     private func sandboxWithDaemon(extraPolicy: String = "") throws -> (DefaultsSandbox, ChildProcess, String) {
-        let ns = try makeNamespace()
-        try ns.addVethPair("wlan0", peer: "wlan0p")
-        try ns.addVethPair("wwan0", peer: "wwan0p")
-        try ns.ip("addr", "add", "10.1.0.1/24", "dev", "wlan0")
-        try ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
-        try ns.ip("route", "add", "default", "via", "10.1.0.2", "dev", "wlan0", "metric", "600")
-        try ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0", "metric", "100")
+        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wlan0", 600), ("wwan0", 100)])
         let dir = try makeTempDir()
         let sandbox = try DefaultsSandbox(namespace: ns, scratch: dir + "/sandbox")
         addTeardownBlock { sandbox.close() }
@@ -134,10 +128,7 @@ final class DocsExamplesTests: IntegrationTestCase {
     /// The docs' systemctl blocks, in a real systemd after the same install as `make install`.
     func testSystemdExamplesWorkUnderARealSystemd() throws {
         let ns = try makeNamespace()
-        let staged = try makeTempDir()
-        chmod(staged, 0o755)
-        try Subprocess.check(["make", "-C", Repository.root, "--no-print-directory", "install-files",
-                              "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
+        let staged = try stageInstall()
         let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
         addTeardownBlock { sd.shutdown() }
         var ran = 0

@@ -9,8 +9,6 @@ import Glibc
 /// behave on a real machine. Emulating the service manager once hid a unit that locked out every non-root user.
 /// A machine that cannot boot systemd fails these tests; they never skip.
 final class RealSystemdTests: IntegrationTestCase {
-    private var containers: [RealSystemd] = []
-
     static let policy = """
         [Defaults]
         WWAN=allow
@@ -33,42 +31,20 @@ final class RealSystemdTests: IntegrationTestCase {
 
         """
 
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        containers = []
-    }
-
-    /// Failures carry the container's netpermd journal, so what the daemon said is in the test log.
-    override func recordFailure(withDescription description: String, inFile filePath: String, atLine lineNumber: Int,
-                                expected: Bool) {
-        var text = description
-        for c in containers {
-            let journal = (try? c.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60"]))?.stdout
-                ?? "(no journal)"
-            text += "\n--- journal of \(c.name) ---\n\(journal)"
-        }
-        super.recordFailure(withDescription: text, inFile: filePath, atLine: lineNumber, expected: expected)
-    }
-
     /// A container with netpermd installed by `make install-files`, `policy` as /etc/netpermd/netpermd.conf,
     /// links wlan0/wlan0p and wwan0/wwan0p (wwan0 with a default route, wlan0 without), and netpermd.socket
     /// enabled and started the way docs/SYSTEMD.md says. The service itself has not started.
     private func boot(policy: String = RealSystemdTests.policy) throws -> RealSystemd {
-        let ns = try makeNamespace()
-        try ns.addVethPair("wlan0", peer: "wlan0p")
-        try ns.addVethPair("wwan0", peer: "wwan0p")
-        try ns.ip("addr", "add", "10.1.0.1/24", "dev", "wlan0")
-        try ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
-        try ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0", "metric", "100")
-
-        let staged = try makeTempDir()
-        try Subprocess.check(["make", "-C", Repository.root, "--no-print-directory", "install-files",
-                              "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
+        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wwan0", 100)])
+        let staged = try stageInstall()
         try policy.write(toFile: staged + "/etc/netpermd/netpermd.conf", atomically: true, encoding: .utf8)
 
         let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
-        containers.append(sd)
         addTeardownBlock { sd.shutdown() }
+        // Failures carry the container's journal, so what the daemon and systemd said is in the test log.
+        showOnFailure("journal of \(sd.name)") {
+            (try? sd.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60"]))?.stdout ?? "(no journal)"
+        }
         try sd.check(["systemctl", "enable", "--now", "netpermd.socket"])
         return sd
     }

@@ -7,31 +7,19 @@ import Glibc
 /// The systemd side: the units pass systemd's own checks, and socket activation and the notify protocol work
 /// with real systemd tools and a real notify socket.
 final class SystemdTests: IntegrationTestCase {
-    /// Logs of the processes this test started itself; appended to every failure message.
-    private var logFiles: [String] = []
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        logFiles = []
-    }
-
-    override func recordFailure(withDescription description: String, inFile filePath: String, atLine lineNumber: Int,
-                                expected: Bool) {
-        var text = description
-        for path in logFiles {
+    /// A log file of a process this test started, shown with any failure.
+    private func showLogOnFailure(_ path: String) {
+        showOnFailure(path) {
             let log = (try? String(contentsOfFile: path, encoding: .utf8)) ?? "(no log)"
-            text += "\n--- \(path) ---\n" + (log.count > 6000 ? "…" + log.suffix(6000) : log)
+            return log.count > 6000 ? "…" + log.suffix(6000) : log
         }
-        super.recordFailure(withDescription: text, inFile: filePath, atLine: lineNumber, expected: expected)
     }
 
     /// Both units as `make install-files` installs them into a staging root, their commands pointing at the
     /// staged programs (verify checks that they exist and are executable); `manPath` is the staged man pages'
     /// directory (verify runs `man` for each `Documentation=man:` page).
     private func installedUnits() throws -> (service: String, socket: String, manPath: String) {
-        let staged = try makeTempDir()
-        try Subprocess.check(["make", "-C", Repository.root, "--no-print-directory", "install-files",
-                              "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
+        let staged = try stageInstall()
         let units = staged + "/usr/local/lib/systemd/system"
         let service = units + "/netpermd.service"
         let text = try String(contentsOfFile: service, encoding: .utf8)
@@ -77,7 +65,7 @@ final class SystemdTests: IntegrationTestCase {
         let socket = dir + "/activated.sock"
         let fallback = dir + "/fallback.sock"
         let log = dir + "/activate.log"
-        logFiles.append(log)
+        showLogOnFailure(log)
         // `ip netns exec` and systemd-socket-activate (without --accept) exec in place: one pid throughout.
         let p = try Subprocess.spawn(["ip", "netns", "exec", ns.name, "systemd-socket-activate", "-l", socket,
                                       "--fdname=netpermd.socket", netpermd, "--socket", fallback, "--config", config,
@@ -131,7 +119,7 @@ final class SystemdTests: IntegrationTestCase {
         let notify = try NotifyReceiver(path: dir + "/notify.sock")
         addTeardownBlock { notify.close() }
         let log = dir + "/netpermd.log"
-        logFiles.append(log)
+        showLogOnFailure(log)
         let p = try Subprocess.spawn(["ip", "netns", "exec", ns.name, "env", "NOTIFY_SOCKET=\(notify.path)",
                                       "WATCHDOG_USEC=200000", netpermd, "--socket", socket, "--config", config,
                                       "--state-dir", dir + "/state", "--log-level", "debug"],

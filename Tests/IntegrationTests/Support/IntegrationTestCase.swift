@@ -42,6 +42,7 @@ class IntegrationTestCase: XCTestCase {
     override func setUpWithError() throws {
         try super.setUpWithError()
         daemons = []
+        failureContext = []
         guard geteuid() == 0 else {
             throw HarnessError("the integration tests create network namespaces and must run as root")
         }
@@ -53,7 +54,15 @@ class IntegrationTestCase: XCTestCase {
         }
     }
 
-    /// Every failure carries the logs of the daemons this test started.
+    /// What else a failure of the running test should show (a log, a journal), each asked for at the failure.
+    private var failureContext: [(title: String, text: () -> String)] = []
+
+    /// Adds `text()` under `title` to every failure message of the running test.
+    func showOnFailure(_ title: String, _ text: @escaping () -> String) {
+        failureContext.append((title, text))
+    }
+
+    /// Every failure carries the logs of the daemons this test started, and what the test added.
     override func recordFailure(withDescription description: String, inFile filePath: String, atLine lineNumber: Int,
                                 expected: Bool) {
         var text = description
@@ -61,6 +70,7 @@ class IntegrationTestCase: XCTestCase {
             text += "\n--- netpermd log (pid \(d.pid), \(d.exitStatus.map { "exited \($0)" } ?? "running")) ---\n"
                 + d.logTail
         }
+        for c in failureContext { text += "\n--- \(c.title) ---\n" + c.text() }
         super.recordFailure(withDescription: text, inFile: filePath, atLine: lineNumber, expected: expected)
     }
 
@@ -123,6 +133,31 @@ class IntegrationTestCase: XCTestCase {
             last = r.summary
             return (r.status == 0 && r.lines == [#"{"ok":true,"pong":true}"#], last)
         }
+    }
+
+    /// What `make install` installs (the same `install-files` recipe, PREFIX=/usr/local, the programs from binDir),
+    /// staged under a fresh directory that is returned; mode 0755, so that it can become a root directory.
+    func stageInstall() throws -> String {
+        let staged = try makeTempDir()
+        chmod(staged, 0o755)
+        try Subprocess.check(["make", "-C", Repository.root, "--no-print-directory", "install-files",
+                              "DESTDIR=\(staged)", "PREFIX=/usr/local", "BIN=\(Self.binDir)"], timeout: 60)
+        return staged
+    }
+
+    /// A namespace with wlan0/wlan0p and wwan0/wwan0p up, wlan0 at 10.1.0.1/24 and wwan0 at 10.2.0.1/24, and a
+    /// default route via .2 through each link named in `defaultRoutes`, with its metric.
+    func makeTwoLinkNamespace(defaultRoutes: [(link: String, metric: Int)]) throws -> TestNamespace {
+        let ns = try makeNamespace()
+        try ns.addVethPair("wlan0", peer: "wlan0p")
+        try ns.addVethPair("wwan0", peer: "wwan0p")
+        try ns.ip("addr", "add", "10.1.0.1/24", "dev", "wlan0")
+        try ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
+        for r in defaultRoutes {
+            try ns.ip("route", "add", "default", "via", r.link == "wlan0" ? "10.1.0.2" : "10.2.0.2", "dev", r.link,
+                      "metric", String(r.metric))
+        }
+        return ns
     }
 
     /// A namespace with the two veth pairs, the standard config, and a daemon answering.
