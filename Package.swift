@@ -19,6 +19,8 @@ let package = Package(
     ],
     targets: [
         // One module per C library; each is imported by exactly one Swift module.
+        // CLinux: the kernel's and glibc's headers Swift's Glibc module leaves out (constants, struct ucred).
+        .systemLibrary(name: "CLinux"),
         .systemLibrary(
             name: "CNetlink",
             pkgConfig: "libnl-route-3.0",
@@ -31,21 +33,25 @@ let package = Package(
         ),
         // Pure core: no C modules, no I/O.
         .target(name: "NetpermCore"),
-        // The syscall chokepoint, sysfs reading, the event-loop abstraction, logging.
-        .target(name: "NetpermIO", dependencies: ["NetpermCore"]),
+        // Syscall plumbing: the chokepoint, descriptors, files, Unix sockets, the event-loop protocol, logging.
+        .target(name: "NetpermIO", dependencies: ["CLinux"]),
+        // The host as the core sees it: peer identity, sysfs, config files, accounts, the decision store.
+        .target(name: "NetpermHost", dependencies: ["NetpermCore", "NetpermIO"]),
         .target(name: "NetpermNetlink", dependencies: ["CNetlink", "NetpermCore", "NetpermIO"]),
         .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO"]),
         .target(name: "NetpermControl", dependencies: ["NetpermCore", "NetpermIO"]),
         .executableTarget(
             name: "netpermd",
-            dependencies: ["NetpermCore", "NetpermIO", "NetpermNetlink", "NetpermSystemd", "NetpermControl"],
+            dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
+                           "NetpermControl"],
             linkerSettings: releaseLink + [
                 .unsafeFlags(["-Xlinker", "--symbol-ordering-file=\(linkDir)/netpermd.order",
                               "-Xlinker", "--no-warn-symbol-ordering"], .when(configuration: .release)),
             ]
         ),
-        .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO"], linkerSettings: releaseLink),
-        .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermIO"],
+        .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO", "NetpermHost"],
+                          linkerSettings: releaseLink),
+        .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux"],
                     resources: [.copy("Fixtures")]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container; the tests find it beside their sources.
         .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"], exclude: ["Support/boot-systemd.sh"]),

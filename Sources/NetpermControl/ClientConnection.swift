@@ -1,23 +1,25 @@
-import Glibc
-import NetpermCore
 import NetpermIO
 
-/// One connected client: its input framer, its bounded reply queue, and (later) who it is.
-public final class ClientConnection {
-    public let fd: Int32
+/// One connected client: its input framer and its bounded reply queue.
+final class ClientConnection {
+    let id: UInt64
+    let fd: Int32
     private unowned let server: ControlServer
     private var source: IOSource?
     private var framer: LineFramer
     private var out: [UInt8] = []
     private var outStart = 0
-    private var closeAfterFlush = false
+    private var closingAfterFlush = false
     private var inputEOF = false
-    /// A deferred reply (WAIT) is pending: later requests wait so replies stay in order.
-    private var held = false
+    /// A deferred reply is pending: later requests wait so replies stay in order.
+    var held = false
+    /// Set for subscribers: the end of their input does not end the stream of events.
+    var keepAfterEOF = false
     private var interest: UInt32 = 0
-    public private(set) var isClosed = false
+    private(set) var isClosed = false
 
-    init(fd: Int32, server: ControlServer) {
+    init(id: UInt64, fd: Int32, server: ControlServer) {
+        self.id = id
         self.fd = fd
         self.server = server
         framer = LineFramer(maxLine: server.limits.maxLine)
@@ -30,7 +32,7 @@ public final class ClientConnection {
         }
     }
 
-    public var queuedBytes: Int { out.count - outStart }
+    var queuedBytes: Int { out.count - outStart }
 
     private func ready(_ revents: UInt32) {
         // HUP: the peer closed both directions; nothing more can be delivered, so clean up at once.
@@ -40,34 +42,24 @@ public final class ClientConnection {
         if !isClosed { serve(); updateInterest() }
     }
 
-    /// Sends the deferred reply of a held request and takes the client's next requests.
-    public func reply(_ json: JSON) {
-        guard !isClosed, held else { return }
-        held = false
-        enqueue(json)
+    /// Takes the requests buffered while held.
+    func resume() {
+        guard !isClosed else { return }
         serve()
         if !isClosed { updateInterest() }
     }
 
-    /// Pushes an event line. A subscriber that has fallen `maxEventBytes` behind gets a last overflow line
-    /// (best effort) and is disconnected; returns false then. Never blocks.
-    @discardableResult
-    public func push(_ line: String) -> Bool {
-        push { $0.append(contentsOf: line.utf8) }
+    func queue(_ bytes: UnsafeRawBufferPointer) {
+        guard !isClosed else { return }
+        let wasEmpty = queuedBytes == 0
+        out.append(contentsOf: bytes)
+        if wasEmpty { flushAndWatch() }
     }
 
-    /// Pushes the event line `head` + `tail`: the subscriber's own start (`{"event":...,"seq":N`) and the rest,
-    /// encoded once for every subscriber. Same limits as `push(_:)`.
-    @discardableResult
-    public func push(head: String, tail: [UInt8]) -> Bool {
-        push {
-            $0.append(contentsOf: head.utf8)
-            $0.append(contentsOf: tail)
-        }
-    }
-
-    private func push(_ append: (inout [UInt8]) -> Void) -> Bool {
-        guard !isClosed else { return false }
+    /// An event line. A subscriber that has fallen `maxEventBytes` behind gets a last overflow line (best effort)
+    /// and is disconnected. Never blocks.
+    func push(head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer) {
+        guard !isClosed else { return }
         if queuedBytes > server.limits.maxEventBytes {
             Log.warning("subscriber fd \(fd) fell \(queuedBytes) bytes behind: disconnecting it")
             // The unsent backlog is lost anyway; drop it (keeping the line already begun) so the overflow line
@@ -76,15 +68,21 @@ public final class ClientConnection {
             out.append(contentsOf: "{\"event\":\"overflow\"}\n".utf8)
             flush()
             close()
-            return false
+            return
         }
         let wasEmpty = queuedBytes == 0
-        append(&out)
-        if wasEmpty {
-            flush()
-            if !isClosed { updateInterest() }
-        }
-        return !isClosed
+        out.append(contentsOf: head)
+        out.append(contentsOf: tail)
+        if wasEmpty { flushAndWatch() }
+    }
+
+    private func flushAndWatch() {
+        flush()
+        if !isClosed { updateInterest() }
+    }
+
+    func closeAfterFlush() {
+        closingAfterFlush = true
     }
 
     private func readSome() {
@@ -92,26 +90,28 @@ public final class ClientConnection {
         guard !inputEOF, framer.buffered <= server.limits.maxLine, queuedBytes < server.limits.maxQueuedBytes else {
             return
         }
-        let n: Int
+        let r: FD.Read
         do {
-            n = try server.scratch.withUnsafeMutableBytes { (b) -> Result<Int, Errno> in
-                let r = Result { () throws(Errno) -> Int in try FD.read(fd, into: b) }
-                if case let .success(n) = r { framer.append(UnsafeRawBufferPointer(rebasing: b[0..<n])) }
+            r = try server.scratch.withUnsafeMutableBytes { (b) -> Result<FD.Read, Errno> in
+                let r = Result { () throws(Errno) -> FD.Read in try FD.read(fd, into: b) }
+                if case let .success(.bytes(n)) = r { framer.append(UnsafeRawBufferPointer(rebasing: b[0..<n])) }
                 return r
             }.get()
         } catch {
-            if error == .again { return }
             close()
             return
         }
-        if n == 0 {
+        switch r {
+        case .bytes, .wouldBlock:
+            break
+        case .end:
             inputEOF = true
             // A last request without its newline still counts (`printf PING | socat ...`).
             if framer.buffered > 0 { framer.append([0x0A]) }
         }
     }
 
-    /// Answers the buffered requests and sends, until they run out or the client's socket is full. A queue that
+    /// Hands the buffered requests over and sends, until they run out or the client's socket is full. A queue that
     /// filled up (so taking requests paused) and then went into the socket at once would otherwise leave requests
     /// in the framer with nothing to wake the connection: no bytes to write, and no reading while the framer holds
     /// more than a line. Pipelined floods stalled that way.
@@ -125,38 +125,20 @@ public final class ClientConnection {
     }
 
     private func processFrames() {
-        while !isClosed && !held && !closeAfterFlush && queuedBytes < server.limits.maxQueuedBytes,
+        while !isClosed && !held && !closingAfterFlush && queuedBytes < server.limits.maxQueuedBytes,
               let frame = framer.next() {
-            guard let response = server.handler(self, frame) else { continue }
-            if response.hold { held = true; continue }
-            if let bytes = response.encoded { out.append(contentsOf: bytes) } else { enqueue(response) }
-            if let t = response.trailer { out.append(contentsOf: t.utf8) }
-            if response.close { closeAfterFlush = true }
+            server.delegate.frame(id, frame)
         }
-    }
-
-    /// Queues one JSON line. Replies are never dropped; the queue bound is enforced by not reading more input.
-    public func enqueue(_ json: JSON) {
-        enqueue(Response(json))
-    }
-
-    public func enqueue(_ response: Response) {
-        let buffer = server.replyBuffer
-        buffer.count = 0
-        response.encode(into: buffer)
-        out.append(contentsOf: UnsafeBufferPointer(start: buffer.base, count: buffer.count))
     }
 
     private func flush() {
         while queuedBytes > 0 {
-            let n: Int
-            do {
-                n = try FD.send(fd, out, from: outStart)
-            } catch {
-                if error == .again { break }
+            let sent: Int?
+            do { sent = try FD.send(fd, out, from: outStart) } catch {
                 close()   // EPIPE/ECONNRESET: the client is gone.
                 return
             }
+            guard let n = sent else { break }
             outStart += n
         }
         if outStart == out.count {
@@ -169,13 +151,13 @@ public final class ClientConnection {
     }
 
     private func updateInterest() {
-        // A client that half-isClosed after a WAIT or SUBSCRIBE still gets its reply and events.
-        if queuedBytes == 0 && !held && (closeAfterFlush || (inputEOF && framer.buffered == 0 && !keepAfterEOF)) {
+        // A client that half-closed after a WAIT or SUBSCRIBE still gets its reply and events.
+        if queuedBytes == 0 && !held && (closingAfterFlush || (inputEOF && framer.buffered == 0 && !keepAfterEOF)) {
             close()
             return
         }
         var events: UInt32 = 0
-        let canTakeMore = queuedBytes < server.limits.maxQueuedBytes && !closeAfterFlush && !held
+        let canTakeMore = queuedBytes < server.limits.maxQueuedBytes && !closingAfterFlush && !held
         if canTakeMore && !inputEOF && framer.buffered <= server.limits.maxLine { events |= IOEvents.readable }
         if queuedBytes > 0 { events |= IOEvents.writable }
         if events != interest {
@@ -184,10 +166,7 @@ public final class ClientConnection {
         }
     }
 
-    /// Set for subscribers: end of their input does not end the stream of events.
-    public var keepAfterEOF = false
-
-    public func close() {
+    func close() {
         guard !isClosed else { return }
         isClosed = true
         source?.cancel()

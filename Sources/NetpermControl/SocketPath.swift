@@ -1,4 +1,3 @@
-import Glibc
 import NetpermIO
 
 /// Binding the control socket's path: stale files from a crash are replaced, a live daemon is not.
@@ -19,55 +18,27 @@ public enum SocketPath {
         }
     }
 
-    /// Creates the parent directory if needed, replaces a stale socket, binds with mode 0666 and listens.
+    /// Creates the parent directory if needed (0755), replaces a stale socket, binds with mode 0666 (anyone may
+    /// ask; the daemon checks who) and listens.
     public static func bindListening(_ path: String) throws(BindError) -> Int32 {
-        guard var addr = UnixSocket.address(path) else { throw .tooLong(path) }
-        makeParent(of: path)
+        guard UnixSocket.address(path) != nil else { throw .tooLong(path) }
+        do { try Files.makeDirectory(Files.directory(of: path), mode: 0o755) } catch {
+            throw .system("cannot create the directory of \(path)", error)
+        }
         switch Result(catching: { () throws(Errno) -> Int32 in try UnixSocket.connect(path) }) {
         case let .success(fd):
             FD.close(fd)
             throw .inUse(path)
         case let .failure(e) where e == .connectionRefused:
             // connect() is refused by any file, not only by a socket nobody listens on; delete only the latter.
-            var st = stat()
-            guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { throw .notASocket(path) }
-            unlink(path)   // a socket file nobody listens on: left over from a crash
+            guard (try? Files.isSocket(path)) == true else { throw .notASocket(path) }
+            // A socket file nobody listens on: left over from a crash.
+            do { try Files.remove(path) } catch { throw .system("cannot remove the stale socket \(path)", error) }
         case let .failure(e) where e == .notFound:
             break
         case let .failure(e):
             throw .system("cannot probe \(path)", e)
         }
-        do throws(Errno) {
-            let fd = try sys { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0) }
-            // Bind under umask 0111 so the socket is created 0666 atomically (bind applies the umask to 0777):
-            // anyone may ask, the daemon checks who.
-            let old = umask(0o111)
-            defer { umask(old) }
-            do {
-                _ = try sys {
-                    withUnsafePointer(to: &addr) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                        }
-                    }
-                }
-                _ = try sys { listen(fd, 4096) }
-            } catch {
-                FD.close(fd)
-                throw error
-            }
-            return fd
-        } catch {
-            throw .system("cannot bind \(path)", error)
-        }
-    }
-
-    private static func makeParent(of path: String) {
-        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
-        let dir = String(path[..<slash])
-        if !FD.exists(dir) {
-            makeParent(of: dir)
-            mkdir(dir, 0o755)
-        }
+        do { return try UnixSocket.listen(path, mode: 0o666) } catch { throw .system("cannot bind \(path)", error) }
     }
 }

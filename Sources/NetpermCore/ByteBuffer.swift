@@ -71,6 +71,10 @@ public final class ByteBuffer {
         s.pointee.count += n
     }
 
+    public func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { append($0) }
+    }
+
     /// Up to 8 ASCII bytes, packed little end first: the literals of JSON.
     @inline(__always) public func append(ascii packed: UInt64, count n: Int) {
         reserve(8)

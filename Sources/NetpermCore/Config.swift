@@ -325,6 +325,13 @@ public struct ConfigParseResult: Sendable {
     }
 }
 
+extension ConfigParseResult {
+    /// A policy whose files could not even be read: that one error.
+    public init(unreadable: ConfigError) {
+        self.init(config: nil, problems: [unreadable], errorCount: 1, warningCount: 0)
+    }
+}
+
 /// The sections a policy may have, with their keys: what tells a typo from a key of another section.
 enum SectionKind: CaseIterable {
     case defaults, app, interface

@@ -35,17 +35,11 @@ public struct PeerIdentity: Equatable, Sendable {
         return nil
     }
 
-    public var json: JSON {
-        var tree = JSONTreeSink(capacity: 5)
-        write(to: &tree)
-        return .object(tree.members)
-    }
-
-    public func write<S: JSONSink>(to s: inout S) {
-        s.field("pid", .int(Int(pid)))
-        s.field("uid", .int(Int(uid)))
-        s.field("executable", executable.map { .string($0) } ?? .null)
-        s.field("unit", unit.map { .string($0) } ?? .null)
+    public func write(to s: inout JSONWriter) {
+        s.field("pid", Int(pid))
+        s.field("uid", Int(uid))
+        s.field("executable", executable)
+        s.field("unit", unit)
         if let problem { s.field("problem", problem) }
     }
 }

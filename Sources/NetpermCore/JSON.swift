@@ -31,14 +31,6 @@ public enum JSON: Equatable, Sendable {
     public var intValue: Int? { if case let .int(i) = self { return i }; return nil }
     public var arrayValue: [JSON]? { if case let .array(a) = self { return a }; return nil }
 
-    /// The compact encoding followed by a newline: one protocol line.
-    public func encodedLine() -> [UInt8] {
-        let buffer = ByteBuffer(capacity: 512)
-        encode(into: buffer)
-        buffer.append(0x0A)
-        return Array(UnsafeBufferPointer(start: buffer.base, count: buffer.count))
-    }
-
     /// Compact single-line encoding (the protocol is one JSON object per line).
     public func encoded() -> String {
         let buffer = ByteBuffer(capacity: 256)
@@ -176,28 +168,16 @@ public struct JSONParser {
     }
 }
 
-// The one encoder: bytes written through a pointer. Replies and events are the hot path of every request.
+// Re-encoding a parsed value (the client prints one link of a LINKS reply); the primitives are JSONWriter's.
 extension JSON {
-    /// `,"key":value` for each member, the bytes `encoded()` writes for an object's members after a first one: the
-    /// reply encoder, for lines that splice members after a start of their own (event lines).
-    public static func appendMembers(_ members: [(String, JSON)], to buffer: ByteBuffer) {
-        for member in members {
-            buffer.append(0x2C)   // ,
-            JSON.encode(member.0, into: buffer)
-            buffer.append(0x3A)   // :
-            member.1.encode(into: buffer)
-        }
-    }
-
     /// Appends the compact encoding. Building a `String` scalar by scalar first cost more than everything else the
     /// daemon does for a QUERY.
     public func encode(into out: ByteBuffer) {
         switch self {
-        case .null: out.append(ascii: 0x6C6C_756E, count: 4)   // null
-        case let .bool(b):
-            if b { out.append(ascii: 0x6575_7274, count: 4) } else { out.append(ascii: 0x65_736C_6166, count: 5) }
-        case let .int(i): JSON.encode(i, into: out)
-        case let .string(s): JSON.encode(s, into: out)
+        case .null: JSONWriter.writeNull(into: out)
+        case let .bool(b): JSONWriter.write(b, into: out)
+        case let .int(i): JSONWriter.write(i, into: out)
+        case let .string(s): JSONWriter.write(s, into: out)
         case let .array(items):
             out.append(0x5B)   // [
             var first = true
@@ -213,68 +193,11 @@ extension JSON {
             for member in members {
                 if !first { out.append(0x2C) }
                 first = false
-                JSON.encode(member.0, into: out)
+                JSONWriter.write(member.0, into: out)
                 out.append(0x3A)
                 member.1.encode(into: out)
             }
             out.append(0x7D)
-        }
-    }
-
-    /// Decimal, as `String(i)`.
-    static func encode(_ i: Int, into out: ByteBuffer) {
-        if i < 0 { out.append(0x2D) }
-        var v = i.magnitude
-        out.reserve(20)
-        let start = out.count
-        repeat {
-            out.base[out.count] = 0x30 + UInt8(truncatingIfNeeded: v % 10)
-            out.count += 1
-            v /= 10
-        } while v > 0
-        var (a, b) = (start, out.count - 1)
-        while a < b {
-            (out.base[a], out.base[b]) = (out.base[b], out.base[a])
-            a += 1
-            b -= 1
-        }
-    }
-
-    /// Escapes `"` `\\` `\n` `\r` `\t`, other controls as `\u00xx`; everything
-    /// else (UTF-8 included) verbatim. Runs of plain bytes are copied at once.
-    static func encode(_ string: String, into out: ByteBuffer) {
-        out.append(0x22)
-        let done: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
-            var plain = 0
-            for i in 0..<bytes.count {
-                let b = bytes[i]
-                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
-                out.append(UnsafeBufferPointer(rebasing: bytes[plain..<i]))
-                plain = i + 1
-                escape(b, into: out)
-            }
-            out.append(UnsafeBufferPointer(rebasing: bytes[plain...]))
-        }
-        if done == nil {
-            for b in string.utf8 {
-                if b < 0x20 || b == 0x22 || b == 0x5C { escape(b, into: out) } else { out.append(b) }
-            }
-        }
-        out.append(0x22)
-    }
-
-    private static func escape(_ b: UInt8, into out: ByteBuffer) {
-        out.append(0x5C)   // backslash
-        switch b {
-        case 0x22, 0x5C: out.append(b)
-        case 0x0A: out.append(0x6E)
-        case 0x0D: out.append(0x72)
-        case 0x09: out.append(0x74)
-        default:
-            let lo = b & 0x0F
-            out.append(ascii: 0x3030_75, count: 3)   // u00
-            out.append(0x30 + (b >> 4))
-            out.append(lo < 10 ? 0x30 + lo : 0x57 + lo)
         }
     }
 }

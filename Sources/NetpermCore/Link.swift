@@ -56,13 +56,16 @@ public struct DefaultRouteFacts: Equatable, Sendable {
     }
 }
 
-/// Everything the kernel told us, as one consistent picture.
+/// Everything the kernel told us, as one consistent picture, with what sysfs says of each link's device.
 public struct KernelSnapshot: Equatable, Sendable {
     public var links: [LinkFacts]
     public var addresses: [AddressFacts]
     public var defaultRoutes: [DefaultRouteFacts]
-    public init(links: [LinkFacts] = [], addresses: [AddressFacts] = [], defaultRoutes: [DefaultRouteFacts] = []) {
-        self.links = links; self.addresses = addresses; self.defaultRoutes = defaultRoutes
+    /// By ifindex; a link without an entry has no sysfs facts (the classifier falls back to netlink's).
+    public var sysfs: [Int32: SysfsFacts]
+    public init(links: [LinkFacts] = [], addresses: [AddressFacts] = [], defaultRoutes: [DefaultRouteFacts] = [],
+                sysfs: [Int32: SysfsFacts] = [:]) {
+        self.links = links; self.addresses = addresses; self.defaultRoutes = defaultRoutes; self.sysfs = sysfs
     }
 }
 
@@ -94,15 +97,9 @@ public struct Link: Equatable, Sendable {
         self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
     }
 
-    public var json: JSON {
-        var tree = JSONTreeSink(capacity: 12)
-        write(to: &tree)
-        return .object(tree.members)
-    }
-
-    /// The members of `json`; link events write them straight to bytes.
-    public func write<S: JSONSink>(to s: inout S) {
-        s.field("index", .int(Int(index)))
+    /// The members of a LINKS entry and a link event's `link`.
+    public func write(to s: inout JSONWriter) {
+        s.field("index", Int(index))
         s.field("name", name)
         s.field("kind", kind.rawValue)
         s.field("classified_by", classifiedBy)
@@ -115,7 +112,7 @@ public struct Link: Equatable, Sendable {
             $0.field("ipv4", defaultRouteV4)
             $0.field("ipv6", defaultRouteV6)
         }
-        s.field("metric", metric.map { .int(Int($0)) } ?? .null)
+        s.field("metric", metric.map { Int($0) })
         s.field("usable", usable)
     }
 }

@@ -34,8 +34,11 @@ public struct NetworkState: Equatable, Sendable {
     public var available: Bool { links.contains { $0.usable && $0.kind != .loopback } }
 
     /// The usable link whose default route has the lowest metric (ties: lowest index).
-    public var primary: Link? {
-        usableLinks.min { ($0.metric ?? .max, $0.index) < ($1.metric ?? .max, $1.index) }
+    public var primary: Link? { best(of: usableLinks) }
+
+    /// The link traffic would prefer among `links`: the lowest default-route metric, ties to the lowest index.
+    public func best<S: Sequence<Link>>(of links: S) -> Link? {
+        links.min { ($0.metric ?? .max, $0.index) < ($1.metric ?? .max, $1.index) }
     }
 
     public func link(named name: String) -> Link? { links.first { $0.name == name } }

@@ -9,18 +9,20 @@ public struct Prompt: Equatable, Sendable {
     public var link: String
     public var metered: Bool
 
-    public var json: JSON {
-        .object([
-            ("id", .int(id)),
-            ("app", .string(app)),
-            ("identity", identity.map { i in .object([
-                ("executable", i.executable.map { .string($0) } ?? .null),
-                ("unit", i.unit.map { .string($0) } ?? .null),
-                ("uid", .int(Int(i.uid))),
-            ]) } ?? .null),
-            ("kind", .string(kind.rawValue)),
-            ("link", .object([("name", .string(link)), ("metered", .bool(metered))])),
-        ])
+    /// The members of a PROMPTS entry and a `prompt` event.
+    public func write(to s: inout JSONWriter) {
+        s.field("id", id)
+        s.field("app", app)
+        s.object("identity", identity) {
+            $0.field("executable", $1.executable)
+            $0.field("unit", $1.unit)
+            $0.field("uid", Int($1.uid))
+        }
+        s.field("kind", kind.rawValue)
+        s.object("link") {
+            $0.field("name", link)
+            $0.field("metered", metered)
+        }
     }
 }
 
@@ -40,8 +42,7 @@ public struct PromptBook: Sendable {
         var raised: [Prompt] = []
         for kind in verdict.pendingKinds where find(app: verdict.app, kind: kind) == nil {
             // The best link of that kind is the one the app would use.
-            guard let link = network.usableLinks.filter({ $0.kind == kind })
-                .min(by: { ($0.metric ?? .max, $0.index) < ($1.metric ?? .max, $1.index) }) else { continue }
+            guard let link = network.best(of: network.usableLinks.lazy.filter { $0.kind == kind }) else { continue }
             let p = Prompt(id: nextID, app: verdict.app, identity: identity, kind: kind, link: link.name,
                            metered: link.metered)
             nextID += 1

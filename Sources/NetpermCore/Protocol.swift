@@ -70,6 +70,9 @@ public enum Verb: String, Sendable, CaseIterable {
 }
 
 public struct Request: Equatable, Sendable {
+    /// The longest request line, newline excluded; the transport discards longer ones.
+    public static let maxLine = 4096
+
     public var verb: Verb
     public var args: [String]
     public init(verb: Verb, args: [String] = []) { self.verb = verb; self.args = args }
@@ -80,8 +83,11 @@ public struct ProtocolError: Error, Equatable, Sendable {
     public var message: String
     public init(_ code: ErrorCode, _ message: String) { self.code = code; self.message = message }
 
-    public var reply: JSON {
-        .object([("ok", false), ("error", .string(code.rawValue)), ("message", .string(message))])
+    /// `{"ok":false,"error":CODE,"message":...` members, for a reply that may carry more (WAIT's time-out).
+    public func write(to s: inout JSONWriter) {
+        s.field("ok", false)
+        s.field("error", code.rawValue)
+        s.field("message", message)
     }
 }
 
@@ -115,6 +121,24 @@ public enum RequestParser {
     }
 
     public static var tooLong: ProtocolError {
-        ProtocolError(.lineTooLong, "request longer than \(LineFramer.defaultMaxLine) bytes; it was discarded")
+        ProtocolError(.lineTooLong, "request longer than \(Request.maxLine) bytes; it was discarded")
+    }
+}
+
+/// Time-outs as requests and netpermctl write them.
+public enum Seconds {
+    /// "30", "0.5" -> microseconds; nil for anything else (negative, NaN, words).
+    public static func parseMicroseconds(_ s: String) -> UInt64? {
+        let parts = s.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count >= 1, parts.count <= 2, !s.isEmpty,
+              parts.allSatisfy({ $0.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } }),
+              let whole = parts[0].isEmpty ? 0 : UInt64(parts[0]), whole < 100_000_000 else { return nil }
+        var frac: UInt64 = 0
+        if parts.count == 2 {
+            let digits = String(parts[1].prefix(6))
+            guard !(parts[0].isEmpty && digits.isEmpty) else { return nil }
+            frac = (UInt64(digits) ?? 0) * [1, 100_000, 10_000, 1000, 100, 10, 1][digits.count]
+        }
+        return whole * 1_000_000 + frac
     }
 }

@@ -49,14 +49,10 @@ public struct Verdict: Equatable, Sendable {
             v.reason = .noNetwork
             return v
         }
-        var best: Link?
         var denied: Set<LinkKind> = [], pending: Set<LinkKind> = []
         for link in usable {
             switch permissions[link.kind] {
-            case .allow:
-                if best.map({ (link.metric ?? .max, link.index) < ($0.metric ?? .max, $0.index) }) ?? true {
-                    best = link
-                }
+            case .allow: break
             case .deny: denied.insert(link.kind)
             // Until a decision exists, `ask` is not allowed.
             case .ask: pending.insert(link.kind)
@@ -64,7 +60,7 @@ public struct Verdict: Equatable, Sendable {
         }
         v.deniedKinds = reportedKinds.filter(denied.contains)
         v.pendingKinds = reportedKinds.filter(pending.contains)
-        if let best {
+        if let best = network.best(of: usable.lazy.filter { permissions[$0.kind] == .allow }) {
             v.available = true
             v.reason = .ok
             v.via = best
@@ -74,16 +70,9 @@ public struct Verdict: Equatable, Sendable {
         return v
     }
 
-    public var json: JSON {
-        var tree = JSONTreeSink(capacity: 9)
-        write(to: &tree)
-        return .object(tree.members)
-    }
-
-    /// The members of `json`, in order; also written straight to bytes into replies that carry them among their
-    /// own (QUERY, WAIT).
-    /// `matchedBy: false` for app events, which describe the app rather than how one asker was recognised.
-    public func write<S: JSONSink>(to s: inout S, matchedBy withMatchedBy: Bool = true) {
+    /// The verdict's members, among a reply's own (QUERY, WAIT, APPS, DECIDE). `matchedBy: false` for app events,
+    /// which describe the app rather than how one asker was recognised.
+    public func write(to s: inout JSONWriter, matchedBy withMatchedBy: Bool = true) {
         s.field("app", app)
         if withMatchedBy { s.field("matched_by", matchedBy.rawValue) }
         s.field("available", available)
@@ -95,7 +84,7 @@ public struct Verdict: Equatable, Sendable {
                 $0.field("metered", l.metered)
             }
         } else {
-            s.field("via", JSON.null)
+            s.field("via", nil as String?)
         }
         s.field("denied_kinds", strings: deniedKinds.lazy.map(\.rawValue))
         s.field("pending_kinds", strings: pendingKinds.lazy.map(\.rawValue))

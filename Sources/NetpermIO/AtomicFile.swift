@@ -17,38 +17,25 @@ public enum AtomicFile {
             _ = try sys { fsync(fd) }
         } catch {
             FD.close(fd)
-            unlink(tmp)
+            try? Files.remove(tmp)
             throw error
         }
         FD.close(fd)
         do throws(Errno) {
-            _ = try sys { rename(tmp, path) }
+            try Files.rename(tmp, to: path)
         } catch {
-            unlink(tmp)
+            try? Files.remove(tmp)
             throw error
         }
-        let dir = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
-        let dfd = try sys { open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        let dfd = try sys { open(Files.directory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         defer { FD.close(dfd) }
         _ = try sys { fsync(dfd) }
     }
 
     /// Moves a bad file aside (`NAME.corrupt-SECONDS`) so it can be inspected; returns the new path.
-    public static func moveAside(_ path: String) -> String? {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        let aside = "\(path).corrupt-\(ts.tv_sec)"
-        return (try? sys { rename(path, aside) }) != nil ? aside : nil
-    }
-
-    /// `mkdir -p`: missing parents 0755 (others may need to pass through them, e.g. to a socket beside), the
-    /// directory itself `mode`.
-    public static func makeDirectory(_ path: String, mode: mode_t = 0o700) {
-        var parts: [String] = []
-        let components = path.split(separator: "/")
-        for (i, c) in components.enumerated() {
-            parts.append(String(c))
-            mkdir((path.hasPrefix("/") ? "/" : "") + parts.joined(separator: "/"), i == components.count - 1 ? mode : 0o755)
-        }
+    public static func moveAside(_ path: String) throws(Errno) -> String {
+        let aside = "\(path).corrupt-\(Clock.realtimeSeconds())"
+        try Files.rename(path, to: aside)
+        return aside
     }
 }

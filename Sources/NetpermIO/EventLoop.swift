@@ -1,13 +1,16 @@
-/// The single-threaded event loop the edges register with. The daemon implements it with sd-event;
-/// modules that must not import libsystemd (the control socket) see only this protocol.
+/// The single-threaded event loop the edges register with. The daemon implements it with sd-event; the modules
+/// that must not import libsystemd (the control socket, the netlink watcher, the policy reloader) see only this.
 public protocol EventLoop: AnyObject {
-    /// Calls `handler` with the ready events (EPOLLIN/EPOLLOUT/EPOLLHUP bits) while the source lives.
+    /// Calls `handler` with the ready events (`IOEvents` bits) while the source lives.
     func addIO(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(Errno) -> IOSource
     /// One-shot timer after `usec` microseconds on CLOCK_MONOTONIC.
     func addTimer(afterMicroseconds usec: UInt64, _ handler: @escaping () -> Void) throws(Errno) -> TimerSource
-    func exit(code: Int32)
+    /// Calls `handler` with the name of the entry that changed in directory `path` (nil for the directory itself).
+    /// Throws when the path does not exist.
+    func watch(directory path: String, _ handler: @escaping (String?) -> Void) throws(Errno) -> TimerSource
     /// See `IOGroup`.
     func makeIOGroup() throws(Errno) -> IOGroup
+    func exit(code: Int32)
 }
 
 public protocol IOSource: AnyObject {
@@ -16,16 +19,9 @@ public protocol IOSource: AnyObject {
     func cancel()
 }
 
+/// A timer or a watch: something that fires until cancelled (or once, for a timer).
 public protocol TimerSource: AnyObject {
     func cancel()
-}
-
-/// epoll event bits (<sys/epoll.h> is not part of Swift's Glibc module).
-public enum IOEvents {
-    public static let readable: UInt32 = 0x001
-    public static let writable: UInt32 = 0x004
-    public static let error: UInt32 = 0x008
-    public static let hangup: UInt32 = 0x010
 }
 
 /// Many descriptors served as one source of the loop: one pass handles every ready descriptor. sd-event
@@ -34,17 +30,4 @@ public enum IOEvents {
 /// fewer requests than 8).
 public protocol IOGroup: AnyObject {
     func add(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(Errno) -> IOSource
-}
-
-extension EventLoop {
-    /// A group whose members are ordinary sources of this loop (for loops without a better way).
-    public func makeIOGroup() throws(Errno) -> IOGroup { SourcePerMember(loop: self) }
-}
-
-final class SourcePerMember: IOGroup {
-    unowned let loop: EventLoop
-    init(loop: EventLoop) { self.loop = loop }
-    func add(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(Errno) -> IOSource {
-        try loop.addIO(fd: fd, events: events, handler)
-    }
 }

@@ -1,40 +1,24 @@
 import Glibc
 
-/// Syslog priorities; on stderr they become `<N>` prefixes, which journald reads.
-public enum LogLevel: Int32, Sendable, Comparable, CaseIterable {
-    case err = 3, warning = 4, notice = 5, info = 6, debug = 7
-
-    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
-
-    public init?(name: String) {
-        switch name.lowercased() {
-        case "err", "error": self = .err
-        case "warning", "warn": self = .warning
-        case "notice": self = .notice
-        case "info": self = .info
-        case "debug": self = .debug
-        default: return nil
-        }
-    }
-}
-
-/// One line per event worth a human's attention. Single-threaded, like the rest of the daemon.
-public final class Log {
-    public nonisolated(unsafe) static var level: LogLevel = .info
+/// One line per event worth a human's attention, on stderr with a syslog priority prefix (`<6>`), which journald
+/// reads. Priorities are syslog's numbers: 3 err, 4 warning, 5 notice, 6 info, 7 debug. Single-threaded, like the
+/// rest of the daemon.
+public enum Log {
+    /// Lines with a larger number (less important) are dropped before they are formatted.
+    public nonisolated(unsafe) static var maxPriority: Int32 = 6
 
     /// Messages are autoclosures: a line below the level is never formatted (link changes log at info).
-    public static func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
-        guard level <= Log.level else { return }
-        let line = "<\(level.rawValue)>\(message())\n"
+    public static func emit(_ priority: Int32, _ message: @autoclosure () -> String) {
+        guard priority <= maxPriority else { return }
         // One write(2) per line: lines from a crash-looping daemon never interleave half-way.
-        Output.write(STDERR_FILENO, line)
+        Output.write(STDERR_FILENO, "<\(priority)>\(message())\n")
     }
 
-    public static func err(_ m: @autoclosure () -> String) { log(.err, m()) }
-    public static func warning(_ m: @autoclosure () -> String) { log(.warning, m()) }
-    public static func notice(_ m: @autoclosure () -> String) { log(.notice, m()) }
-    public static func info(_ m: @autoclosure () -> String) { log(.info, m()) }
-    public static func debug(_ m: @autoclosure () -> String) { log(.debug, m()) }
+    public static func err(_ m: @autoclosure () -> String) { emit(3, m()) }
+    public static func warning(_ m: @autoclosure () -> String) { emit(4, m()) }
+    public static func notice(_ m: @autoclosure () -> String) { emit(5, m()) }
+    public static func info(_ m: @autoclosure () -> String) { emit(6, m()) }
+    public static func debug(_ m: @autoclosure () -> String) { emit(7, m()) }
 }
 
 /// Unbuffered writes to stdout/stderr (the C stdio globals are not concurrency-safe in Swift 6).

@@ -1,8 +1,9 @@
+import CLinux
 import Glibc
 
-/// Unix stream socket addresses and client connections, shared by the daemon and netpermctl.
+/// Unix stream sockets: addresses, connecting, listening, accepting, and what the kernel says about the peer.
 public enum UnixSocket {
-    /// Fills a sockaddr_un; false when the path does not fit.
+    /// Fills a sockaddr_un; nil when the path does not fit.
     public static func address(_ path: String) -> sockaddr_un? {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
@@ -15,18 +16,27 @@ public enum UnixSocket {
         return addr
     }
 
+    private static func withAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) throws(Errno) -> T)
+        throws(Errno) -> T {
+        guard var addr = address(path) else { throw .nameTooLong }
+        return try withUnsafePointer(to: &addr) { p in
+            Result { () throws(Errno) -> T in
+                try p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                    Result { () throws(Errno) -> T in try body(sa, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }.get()
+            }
+        }.get()
+    }
+
+    private static func streamSocket() throws(Errno) -> Int32 {
+        try sys { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0) }
+    }
+
     /// Connects a blocking stream socket to `path`.
     public static func connect(_ path: String) throws(Errno) -> Int32 {
-        guard var addr = address(path) else { throw Errno(ENAMETOOLONG) }
-        let fd = try sys { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0) }
+        let fd = try streamSocket()
         do {
-            _ = try sys {
-                withUnsafePointer(to: &addr) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                    }
-                }
-            }
+            _ = try withAddress(path) { (sa, len) throws(Errno) in try sys { Glibc.connect(fd, sa, len) } }
         } catch {
             FD.close(fd)
             throw error
@@ -34,4 +44,64 @@ public enum UnixSocket {
         return fd
     }
 
+    /// Binds `path` with the socket file's `mode` (set atomically through the umask, which bind applies to 0777)
+    /// and listens.
+    public static func listen(_ path: String, mode: mode_t, backlog: Int32 = 4096) throws(Errno) -> Int32 {
+        let fd = try streamSocket()
+        let old = umask(~mode & 0o777)
+        defer { umask(old) }
+        do {
+            _ = try withAddress(path) { (sa, len) throws(Errno) in try sys { bind(fd, sa, len) } }
+            _ = try sys { Glibc.listen(fd, backlog) }
+        } catch {
+            FD.close(fd)
+            throw error
+        }
+        return fd
+    }
+
+    /// The next pending connection, non-blocking and close-on-exec; nil when there is none.
+    public static func accept(_ listenFD: Int32) throws(Errno) -> Int32? {
+        try sysNonBlocking { CLinux.accept4(listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)) }
+    }
+
+    /// The peer's pid, uid and gid as of connect() (SO_PEERCRED).
+    public static func peerCredentials(_ fd: Int32) throws(Errno) -> (pid: Int32, uid: UInt32, gid: UInt32) {
+        var cred = np_ucred()
+        var len = socklen_t(MemoryLayout<np_ucred>.size)
+        _ = try sys { getsockopt(fd, SOL_SOCKET, NP_SO_PEERCRED, &cred, &len) }
+        return (cred.pid, cred.uid, cred.gid)
+    }
+
+    /// The peer's supplementary groups as of connect() (SO_PEERGROUPS).
+    public static func peerGroups(_ fd: Int32) throws(Errno) -> [UInt32] {
+        var groups = [gid_t](repeating: 0, count: 64)
+        while true {
+            var len = socklen_t(groups.count * MemoryLayout<gid_t>.size)
+            do {
+                _ = try sys { getsockopt(fd, SOL_SOCKET, NP_SO_PEERGROUPS, &groups, &len) }
+                return Array(groups.prefix(Int(len) / MemoryLayout<gid_t>.size))
+            } catch where error.code == ERANGE {
+                // len now says how much is needed.
+                groups = [gid_t](repeating: 0, count: Int(len) / MemoryLayout<gid_t>.size + 1)
+            }
+        }
+    }
+
+    /// A pidfd for the peer process (SO_PEERPIDFD, Linux 6.5), nil where the kernel has none.
+    public static func peerPidfd(_ fd: Int32) -> Int32? {
+        var pidfd: Int32 = -1
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        guard (try? sys { getsockopt(fd, SOL_SOCKET, NP_SO_PEERPIDFD, &pidfd, &len) }) != nil, pidfd >= 0 else { return nil }
+        return pidfd
+    }
+}
+
+/// Socket options the edges set.
+public enum SocketOption {
+    /// SO_RCVBUF, or SO_RCVBUFFORCE (root may exceed net.core.rmem_max).
+    public static func setReceiveBuffer(_ fd: Int32, bytes: Int32, force: Bool) throws(Errno) {
+        var size = bytes
+        _ = try sys { setsockopt(fd, SOL_SOCKET, force ? SO_RCVBUFFORCE : SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+    }
 }

@@ -3,6 +3,13 @@ import Glibc
 import NetpermCore
 import NetpermIO
 
+/// A libnl error, as libnl numbers and words it (its codes are not errnos).
+public struct NetlinkError: Error, CustomStringConvertible {
+    public let code: Int32
+    public let operation: String
+    public var description: String { "\(operation): \(String(cString: nl_geterror(code)))" }
+}
+
 /// Watches links, addresses and routes with libnl's cache manager, fed from the daemon's event loop.
 /// After each batch of netlink messages that changed a cache it hands the whole picture to `onChange`,
 /// so a burst of messages costs one rebuild, and the picture is always the caches' (hence the kernel's).
@@ -39,10 +46,10 @@ public final class NetlinkWatcher {
     private let loop: EventLoop
 
     /// `receiveBuffer`: SO_RCVBUF of the event socket. Small values force overruns in tests.
-    public init(loop: EventLoop, receiveBuffer: Int32 = 4 << 20) throws(Errno) {
+    public init(loop: EventLoop, receiveBuffer: Int32 = 4 << 20) throws(NetlinkError) {
         self.loop = loop
         var mngr: OpaquePointer?
-        try check(nl_cache_mngr_alloc(nil, NETLINK_ROUTE, Int32(NL_AUTO_PROVIDE), &mngr))
+        try check(nl_cache_mngr_alloc(nil, NETLINK_ROUTE, Int32(NL_AUTO_PROVIDE), &mngr), "allocating the cache manager")
         manager = mngr
         let ctx = Unmanaged.passUnretained(self).toOpaque()
         let callback: change_func_t = { cache, object, action, data in
@@ -50,21 +57,24 @@ public final class NetlinkWatcher {
             Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().changed(cache, object, action: action)
         }
         // Adding a cache dumps it at once: when init returns, the picture is complete.
-        try check(nl_cache_mngr_add(mngr, "route/link", callback, ctx, &linkCache))
-        try check(nl_cache_mngr_add(mngr, "route/addr", callback, ctx, &addrCache))
-        try check(nl_cache_mngr_add(mngr, "route/route", callback, ctx, &routeCache))
+        try check(nl_cache_mngr_add(mngr, "route/link", callback, ctx, &linkCache), "dumping links")
+        try check(nl_cache_mngr_add(mngr, "route/addr", callback, ctx, &addrCache), "dumping addresses")
+        try check(nl_cache_mngr_add(mngr, "route/route", callback, ctx, &routeCache), "dumping routes")
 
         let sk = nl_socket_alloc()
-        try check(nl_connect(sk, NETLINK_ROUTE))
+        try check(nl_connect(sk, NETLINK_ROUTE), "connecting the resync socket")
         syncSocket = sk
 
         let fd = nl_cache_mngr_get_fd(mngr)
-        var size = receiveBuffer
-        // FORCE lets root exceed rmem_max; fall back for unprivileged runs.
-        if setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size)) != 0 {
-            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        // FORCE lets root exceed rmem_max; fall back for unprivileged runs (then rmem_max caps it).
+        if (try? SocketOption.setReceiveBuffer(fd, bytes: receiveBuffer, force: true)) == nil {
+            _ = try? SocketOption.setReceiveBuffer(fd, bytes: receiveBuffer, force: false)
         }
-        source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.dataReady() }
+        do {
+            source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.dataReady() }
+        } catch {
+            throw NetlinkError(code: -NLE_FAILURE, operation: "watching the netlink socket (\(error))")
+        }
         dirty = false
         needsResync = false
         needsRouteResync = false
@@ -77,12 +87,8 @@ public final class NetlinkWatcher {
         if let syncSocket { nl_socket_free(syncSocket) }
     }
 
-    private func check(_ r: Int32) throws(Errno) {
-        guard r >= 0 else {
-            let message = String(cString: nl_geterror(r))
-            Log.err("netlink: \(message)")
-            throw Errno(EIO)
-        }
+    private func check(_ r: Int32, _ operation: String) throws(NetlinkError) {
+        guard r >= 0 else { throw NetlinkError(code: r, operation: operation) }
     }
 
     /// Called for every netlink message that changed a cache: keep it cheap (no strings).
@@ -91,7 +97,7 @@ public final class NetlinkWatcher {
         guard let object, cache == linkCache else { return }
         if action == NL_ACT_DEL {
             needsResync = true
-        } else if rtnl_link_get_flags(object) & UInt32(IFF_UP) == 0 {
+        } else if rtnl_link_get_flags(object) & Kernel.interfaceUp == 0 {
             needsRouteResync = true
         }
     }
@@ -102,7 +108,7 @@ public final class NetlinkWatcher {
             // -NLE_NOMEM is the kernel's ENOBUFS: events were lost, so the caches must be re-dumped. The
             // kernel reports the loss before the events still queued, which are older than the loss: read
             // them all first, so that the dump below comes last and has the final word.
-            Log.warning("netlink: \(String(cString: nl_geterror(r))); resynchronising from a full dump")
+            Log.warning("netlink: \(NetlinkError(code: r, operation: "reading events")); resynchronising from a full dump")
             needsResync = true
             r = nl_cache_mngr_data_ready(manager)
         }
@@ -132,9 +138,7 @@ public final class NetlinkWatcher {
     }
 
     private func refill() {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        let now = UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
+        let now = Clock.monotonicMicroseconds()
         if tokensAt != 0 {
             tokens = min(Self.burst, tokens + Double(now &- tokensAt) / Double(Self.intervalMicroseconds))
         }
@@ -165,7 +169,7 @@ public final class NetlinkWatcher {
         }
         for cache in caches {
             let r = nl_cache_resync(syncSocket, cache, callback, ctx)
-            if r < 0 { Log.err("netlink: resync failed: \(String(cString: nl_geterror(r)))") }
+            if r < 0 { Log.err("netlink: \(NetlinkError(code: r, operation: "resync"))") }
         }
     }
 
@@ -189,8 +193,8 @@ public final class NetlinkWatcher {
                 name: rtnl_link_get_name(l).map { String(cString: $0) } ?? "",
                 arphrd: rtnl_link_get_arptype(l),
                 rtnlKind: rtnl_link_get_type(l).map { String(cString: $0) },
-                adminUp: flags & UInt32(IFF_UP) != 0,
-                carrier: flags & 0x10000 /* IFF_LOWER_UP */ != 0,
+                adminUp: flags & Kernel.interfaceUp != 0,
+                carrier: flags & Kernel.interfaceLowerUp != 0,
                 operstate: oper))
         }
         forEach(addrCache) { a in

@@ -8,16 +8,10 @@ public enum Notify {
         _ = sd_notify(0, fields)
     }
 
-    public static func ready(status: String) { send("READY=1\nSTATUS=\(status)") }
-    public static func status(_ status: String) { send("STATUS=\(status)") }
-    public static func stopping() { send("STOPPING=1") }
 
     /// RELOADING=1 with the monotonic time, as Type=notify-reload expects (and Type=notify accepts).
     public static func reloading() {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        let usec = UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
-        send("RELOADING=1\nMONOTONIC_USEC=\(usec)")
+        send("RELOADING=1\nMONOTONIC_USEC=\(Clock.monotonicMicroseconds())")
     }
 }
 

@@ -46,10 +46,7 @@ public final class SDEventLoop: EventLoop {
 
     /// Blocks the signal and delivers it through the loop (signalfd), so handlers run like any other event.
     public func onSignal(_ signo: Int32, _ handler: @escaping () -> Void) throws(Errno) {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, signo)
-        sigprocmask(SIG_BLOCK, &set, nil)
+        try Signals.block(signo)
         let src = SDSignalSource(handler: handler)
         let r = sd_event_add_signal(event, nil, signo, { _, _, userdata in
             Unmanaged<SDSignalSource>.fromOpaque(userdata!).takeUnretainedValue().handler()
@@ -109,12 +106,11 @@ final class SDSignalSource {
 }
 
 /// inotify through sd-event (the loop owns the inotify fd and its buffer).
-public final class PathWatch {
-    public static let changeMask: UInt32 = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800
+final class PathWatch: TimerSource {
     let handler: (String?) -> Void
     var source: OpaquePointer?
     init(handler: @escaping (String?) -> Void) { self.handler = handler }
-    public func cancel() {
+    func cancel() {
         if let source { sd_event_source_disable_unref(source) }
         source = nil
     }
@@ -122,17 +118,16 @@ public final class PathWatch {
 }
 
 extension SDEventLoop {
-    /// Calls `handler` with the name of the entry that changed in directory `path` (nil for the directory
-    /// itself). Throws when the path does not exist.
-    public func watch(directory path: String, _ handler: @escaping (String?) -> Void) throws(Errno) -> PathWatch {
+    public func watch(directory path: String, _ handler: @escaping (String?) -> Void) throws(Errno) -> TimerSource {
         let w = PathWatch(handler: handler)
         var s: OpaquePointer?
-        let r = sd_event_add_inotify(event, &s, path, PathWatch.changeMask, { _, ev, userdata in
+        let r = sd_event_add_inotify(event, &s, path, Kernel.directoryChanges, { _, ev, userdata in
             guard let ev, let userdata else { return 0 }
             var name: String?
             if ev.pointee.len > 0 {
                 let raw = UnsafeRawPointer(ev).advanced(by: MemoryLayout<inotify_event>.size)
-                name = String(cString: raw.assumingMemoryBound(to: CChar.self))
+                name = String(decoding: UnsafeRawBufferPointer(start: raw, count: Int(ev.pointee.len)).prefix { $0 != 0 },
+                              as: UTF8.self)
             }
             Unmanaged<PathWatch>.fromOpaque(userdata).takeUnretainedValue().handler(name)
             return 0

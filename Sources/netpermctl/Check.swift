@@ -1,5 +1,6 @@
 import Glibc
 import NetpermCore
+import NetpermHost
 import NetpermIO
 
 /// Validates the policy offline, with the same parser the daemon uses: every error and warning in file order

@@ -27,11 +27,10 @@ final class Connection {
         bytes.append(0x0A)
         var off = 0
         while off < bytes.count {
-            do {
-                off += try FD.send(fd, bytes, from: off)
-            } catch where error == .again {
-                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                _ = try sys { poll(&p, 1, -1) }
+            if let n = try FD.send(fd, bytes, from: off) {
+                off += n
+            } else {
+                try FD.wait(fd, for: Int16(POLLOUT))
             }
         }
     }
@@ -46,7 +45,11 @@ final class Connection {
                 return line
             }
             scanFrom = buffer.count
-            if try FD.read(fd, appendingTo: &buffer) == 0 { return nil }
+            switch try FD.read(fd, appendingTo: &buffer) {
+            case .bytes: continue
+            case .end: return nil
+            case .wouldBlock: try FD.wait(fd, for: Int16(POLLIN))
+            }
         }
     }
 
@@ -54,7 +57,7 @@ final class Connection {
 
     /// One read of what is there (the caller polled); false at end of stream.
     func fill() throws(Errno) -> Bool {
-        try FD.read(fd, appendingTo: &buffer) != 0
+        try FD.read(fd, appendingTo: &buffer) != .end
     }
 
     /// One request, one reply.

@@ -57,7 +57,7 @@ struct Invocation {
             case "--timeout":
                 onlyFor.append((a, .wait))
                 guard let v = value(a, "seconds, e.g. 30 or 0.5", for: .wait) else { break }
-                guard let usec = Processor.parseSeconds(v) else {
+                guard let usec = Seconds.parseMicroseconds(v) else {
                     problem = problem ?? .bad("--timeout needs seconds, e.g. 30 or 0.5, not '\(v)'", .wait)
                     break
                 }

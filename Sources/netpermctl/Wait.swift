@@ -4,16 +4,10 @@ import NetpermIO
 
 /// `netpermctl wait`: blocks until the app may use the network, then execs the command.
 enum Wait {
-    static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
     static func run(socketPath: String, app: String?, timeout: Double?, command: [String], mode: OutputMode) -> Never {
-        let deadline = timeout.map { now() + $0 }
+        let deadline = timeout.map { Clock.monotonicSeconds() + $0 }
         while true {
-            let remaining = deadline.map { max(0, $0 - now()) }
+            let remaining = deadline.map { max(0, $0 - Clock.monotonicSeconds()) }
             var request = "WAIT"
             if let app { request += " \(app)" }
             if let remaining { request += " " + String(format3(remaining)) }
@@ -22,7 +16,7 @@ enum Wait {
                 // Not running yet, or restarting: keep trying within the time-out. A refusal stays a refusal.
                 let why = Unreachable(error)
                 guard why.mayResolveItself else { die(why.message(socketPath), .unreachable) }
-                if let deadline, now() >= deadline {
+                if let deadline, Clock.monotonicSeconds() >= deadline {
                     die(why.message(socketPath) + "; gave up at the time-out", .unreachable)
                 }
                 usleep(200_000)
@@ -34,7 +28,7 @@ enum Wait {
                 line = l
             } catch {
                 // The daemon went away while we waited (a restart): ask the next one, within the time-out.
-                if let deadline, now() >= deadline {
+                if let deadline, Clock.monotonicSeconds() >= deadline {
                     die("lost the connection to netpermd: \(error); gave up at the time-out", .unreachable)
                 }
                 usleep(200_000)
@@ -73,8 +67,8 @@ enum Wait {
         guard !command.isEmpty else { exit(.ok) }
         var cargs: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) }
         cargs.append(nil)
-        execvp(command[0], &cargs)
-        Output.err("netpermctl: cannot run \(command[0]): \(Errno.current)\n")
+        let e = Errno(execvp(command[0], &cargs) == -1 ? errno : ENOEXEC)
+        Output.err("netpermctl: cannot run \(command[0]): \(e)\n")
         exit(127)
     }
 }

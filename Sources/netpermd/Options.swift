@@ -1,5 +1,5 @@
 import NetpermCore
-import NetpermIO
+import NetpermCore
 
 /// Command-line options of netpermd.
 struct Options {
@@ -8,7 +8,7 @@ struct Options {
     var configGiven = false
     var stateDir = "/var/lib/netpermd"
     var sysfsRoot = "/sys"
-    var logLevel = LogLevel.info
+    var logLevel = Priority.info
     /// SO_RCVBUF of the netlink event socket; tests shrink it to force overruns.
     var netlinkReceiveBuffer: Int32 = 4 << 20
 
@@ -42,7 +42,7 @@ struct Options {
             case "--state-dir": guard let v = value() else { return missing(a) }; o.stateDir = v
             case "--sysfs": guard let v = value() else { return missing(a) }; o.sysfsRoot = v
             case "--log-level":
-                guard let v = value(), let l = LogLevel(name: v) else {
+                guard let v = value(), let l = Priority(name: v) else {
                     return .exit(2, "netpermd: --log-level takes err, warning, notice, info or debug\n")
                 }
                 o.logLevel = l

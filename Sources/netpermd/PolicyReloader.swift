@@ -1,25 +1,24 @@
+import NetpermHost
 import NetpermIO
-import NetpermSystemd
 
 /// Reloads the policy when its files change (inotify on the config's directory and the drop-in directory,
 /// debounced so an editor's write-rename-chmod burst is one reload) or on demand (SIGHUP).
 final class PolicyReloader {
     static let debounceMicroseconds: UInt64 = 200_000
 
-    private let loop: SDEventLoop
+    private let loop: EventLoop
     private let configDir: String
     private let configName: String
     private let dropInDir: String
     private let reload: () -> Void
-    private var dirWatch: PathWatch?
-    private var dropInWatch: PathWatch?
+    private var dirWatch: TimerSource?
+    private var dropInWatch: TimerSource?
     private var timer: TimerSource?
 
-    init(loop: SDEventLoop, configPath: String, reload: @escaping () -> Void) {
+    init(loop: EventLoop, configPath: String, reload: @escaping () -> Void) {
         self.loop = loop
-        let slash = configPath.lastIndex(of: "/")
-        configDir = slash.map { String(configPath[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
-        configName = slash.map { String(configPath[configPath.index(after: $0)...]) } ?? configPath
+        configDir = Files.directory(of: configPath)
+        configName = Files.name(of: configPath)
         dropInDir = ConfigFiles.dropInDirectory(for: configPath)
         self.reload = reload
         dirWatch = try? loop.watch(directory: configDir) { [unowned self] name in

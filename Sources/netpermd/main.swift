@@ -1,15 +1,16 @@
 import Glibc
 import NetpermControl
 import NetpermCore
+import NetpermHost
 import NetpermIO
 import NetpermNetlink
 import NetpermSystemd
 
-// Wiring only: options, policy, loop, netlink, control socket, signals. Logic lives in the core.
+// Wiring only: options, the loop, the engine and its interpreter, netlink, the control socket, signals.
 
-func fail(_ message: String, code: Int32 = 1) -> Never {
+func fail(_ message: String) -> Never {
     Log.err(message)
-    exit(code)
+    exit(1)
 }
 
 func run() -> Int32 {
@@ -20,28 +21,26 @@ func run() -> Int32 {
         Output.write(code == 0 ? STDOUT_FILENO : STDERR_FILENO, text)
         return code
     }
-    Log.level = options.logLevel
+    Log.maxPriority = options.logLevel.rawValue
     signal(SIGPIPE, SIG_IGN)
     // Block the signals the loop handles before the socket exists: a SIGTERM during start-up then waits for
     // the loop (whose handler unlinks the socket) instead of killing the daemon and leaving the file behind.
-    var handled = sigset_t()
-    sigemptyset(&handled)
-    for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, s) }
-    sigprocmask(SIG_BLOCK, &handled, nil)
-
+    for s in [SIGTERM, SIGINT, SIGHUP] { try? Signals.block(s) }
     // Every client is a descriptor: take the hard limit (systemd's default soft limit is 1024).
-    var nofile = rlimit()
-    if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max {
-        nofile.rlim_cur = nofile.rlim_max
-        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &nofile)
-    }
+    try? Limits.raiseOpenFilesToHardLimit()
 
     let loop: SDEventLoop
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
-
-    let daemon = Daemon(loop: loop, configPath: options.configPath, configRequired: options.configGiven,
-                        sysfs: Sysfs(root: options.sysfsRoot), stateDir: options.stateDir)
-    if let error = daemon.loadPolicy() { fail("configuration error: \(error)") }
+    let accounts = SystemAccounts()
+    let store = DecisionStore(stateDir: options.stateDir)
+    let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel), accounts: accounts,
+                        decisions: store.load())
+    let interpreter = Interpreter(engine: engine, loop: loop, store: store, sysfs: Sysfs(root: options.sysfsRoot)) {
+        ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)
+    }
+    let policy = ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)
+    interpreter.feed(.policy(policy))
+    if let error = policy.failure { fail("configuration error: \(error)") }
 
     // The socket systemd passed (socket activation), else our own. Bind first: a second daemon on the same path
     // must refuse before it does anything else.
@@ -59,36 +58,39 @@ func run() -> Int32 {
     do { watcher = try NetlinkWatcher(loop: loop, receiveBuffer: options.netlinkReceiveBuffer) } catch {
         fail("cannot watch netlink: \(error)")
     }
-    watcher.onChange = { daemon.kernelChanged($0) }
-    daemon.kernelChanged(watcher.snapshot())
+    watcher.onChange = { interpreter.kernelChanged($0) }
+    interpreter.kernelChanged(watcher.snapshot())
 
+    var limits = ControlServer.Limits()
+    limits.maxLine = Request.maxLine
     let server: ControlServer
-    do {
-        server = try ControlServer(loop: loop, listenFD: listenFD) { client, frame in daemon.handle(client, frame) }
-    } catch { fail("cannot serve the control socket: \(error)") }
-    server.onConnect = { daemon.connected($0) }
-    server.onDisconnect = { daemon.disconnected($0) }
+    do { server = try ControlServer(loop: loop, listenFD: listenFD, limits: limits, delegate: interpreter) } catch {
+        fail("cannot serve the control socket: \(error)")
+    }
+    interpreter.server = server
 
-    let reloader = PolicyReloader(loop: loop, configPath: options.configPath) { daemon.reload() }
+    let reloader = PolicyReloader(loop: loop, configPath: options.configPath) { interpreter.feed(.reload) }
     if loop.enableWatchdog() { Log.info("watchdog enabled") }
 
     func shutdown(_ signal: String) {
         Log.notice("\(signal): stopping")
-        Notify.stopping()
         server.stopListening()
-        daemon.stopping()
+        interpreter.feed(.stopping)
         server.closeAll()
         // A socket systemd passed belongs to the socket unit: leave its path alone.
-        if let boundPath { unlink(boundPath) }
+        if let boundPath { try? Files.remove(boundPath) }
         loop.exit(code: 0)
     }
     do {
         try loop.onSignal(SIGTERM) { shutdown("SIGTERM") }
         try loop.onSignal(SIGINT) { shutdown("SIGINT") }
-        try loop.onSignal(SIGHUP) { Log.info("SIGHUP: reloading policy"); reloader.reloadNow() }
+        try loop.onSignal(SIGHUP) {
+            Log.info("SIGHUP: reloading policy")
+            reloader.reloadNow()
+        }
     } catch { fail("cannot install signal handlers: \(error)") }
 
-    daemon.markReady()
+    interpreter.feed(.started)
     Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
     withExtendedLifetime((watcher, server, reloader)) {}

@@ -1,5 +1,6 @@
 import Foundation
 import NetpermCore
+import NetpermHost
 import NetpermIO
 import XCTest
 

@@ -1,4 +1,5 @@
 import NetpermCore
+import NetpermIO
 
 /// Reads the sysfs facts the classifier needs. The root is injectable so tests run on fixture trees.
 public struct Sysfs: Sendable {

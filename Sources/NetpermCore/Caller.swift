@@ -1,0 +1,22 @@
+/// A connection's peer as the engine needs it. A class: it is read for every request, and copying its
+/// identity and the matched app's policy cost more retains and releases than the rest of deciding a QUERY.
+public final class Caller: Sendable {
+    public let identity: PeerIdentity
+    public let match: AppMatch
+    public let privileged: Bool
+
+    public init(identity: PeerIdentity, match: AppMatch, privileged: Bool) {
+        self.identity = identity; self.match = match; self.privileged = privileged
+    }
+
+    public convenience init(identity: PeerIdentity, config: Config, daemonUID: UInt32 = 0, adminGID: () -> UInt32?) {
+        self.init(identity: identity, match: config.match(identity),
+                  privileged: config.isPrivileged(identity, daemonUID: daemonUID, adminGID: adminGID))
+    }
+
+    /// Whether `match` (from `resolveApp`) is the caller's own app. resolveApp hands the caller's match back
+    /// unchanged, so the id and how it matched suffice; comparing whole policies cost more than the answer.
+    func owns(_ match: AppMatch) -> Bool {
+        match.id == self.match.id && match.matchedBy == self.match.matchedBy
+    }
+}

@@ -1,0 +1,35 @@
+/// What the engine knows that verdicts depend on: the network, the policy, decisions, prompts, agents.
+public struct DaemonState: Sendable {
+    public static let version = "0.1.0"
+
+    /// False until the first full netlink dump has been taken and the policy loaded.
+    public var ready: Bool
+    public var network: NetworkState
+    public var config: Config
+    /// Incremented by each successful load; 1 after start-up.
+    public var policyGeneration: Int
+    /// The last failed reload's error; cleared by a successful one.
+    public var policyError: String?
+    public var decisions = Decisions()
+    public var prompts = PromptBook()
+    /// Privileged subscribers of `prompts`. With none, an undecided `ask` is a deny (`no-agent`): a device
+    /// without a screen gets an answer, not an endless `awaiting-decision`.
+    public var agents = 0
+
+    public init(ready: Bool = false, network: NetworkState = NetworkState(), config: Config = Config(),
+                policyGeneration: Int = 0, policyError: String? = nil) {
+        self.ready = ready; self.network = network; self.config = config
+        self.policyGeneration = policyGeneration; self.policyError = policyError
+    }
+
+    public func effectivePermissions(for match: AppMatch) -> EffectivePermissions {
+        var e = decisions.apply(to: config.permissions(for: match.app), app: match.id)
+        if agents == 0 { e.denyUndecided() }
+        return e
+    }
+
+    public func verdict(for match: AppMatch) -> Verdict {
+        Verdict.compute(app: match.id, matchedBy: match.matchedBy, effective: effectivePermissions(for: match),
+                        network: network, ready: ready)
+    }
+}

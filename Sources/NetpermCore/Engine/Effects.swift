@@ -1,0 +1,84 @@
+/// A control connection, numbered by the transport.
+public typealias ConnectionID = UInt64
+/// A timer the engine armed, numbered by the engine.
+public typealias TimerID = UInt64
+
+/// Syslog priorities: the engine's log lines carry one, and the edge writes `<N>` before them for journald.
+public enum Priority: Int32, Sendable, Comparable, CaseIterable {
+    case err = 3, warning = 4, notice = 5, info = 6, debug = 7
+
+    public static func < (a: Priority, b: Priority) -> Bool { a.rawValue < b.rawValue }
+
+    public init?(name: String) {
+        switch name.lowercased() {
+        case "err", "error": self = .err
+        case "warning", "warn": self = .warning
+        case "notice": self = .notice
+        case "info": self = .info
+        case "debug": self = .debug
+        default: return nil
+        }
+    }
+}
+
+/// What the service manager is told (sd_notify).
+public enum Notification: Equatable, Sendable {
+    /// READY=1 with STATUS=: start-up done, or a reload finished (successfully or not).
+    case ready(status: String)
+    case status(String)
+    /// RELOADING=1 (the edge adds MONOTONIC_USEC=).
+    case reloading
+    case stopping
+}
+
+/// One thing the daemon must do for the engine. Bytes live in `Effects.bytes`; an effect names a range of them.
+public enum Effect: Equatable, Sendable {
+    /// A reply: never dropped (the transport bounds a client by not reading its requests).
+    case reply(ConnectionID, Range<Int>)
+    /// An event line, `head` (the subscriber's own `{"event":...,"seq":N`) then `tail` (shared by all subscribers):
+    /// the transport drops a subscriber that falls too far behind.
+    case event(ConnectionID, head: Range<Int>, tail: Range<Int>)
+    /// Take no more requests from the connection until `resume` (a reply is deferred: WAIT, RELOAD, DECIDE).
+    case hold(ConnectionID)
+    case resume(ConnectionID)
+    /// Close once what is queued has been sent (QUIT).
+    case close(ConnectionID)
+    /// The end of the client's input does not end the connection (a subscriber follows events).
+    case keepOpenAfterInputEnds(ConnectionID)
+    case armTimer(TimerID, microseconds: UInt64)
+    case cancelTimer(TimerID)
+    /// Write the lasting decisions to disk, then report with `Input.stored`.
+    case persist(Decisions)
+    /// Read and parse the policy files, then report with `Input.policy`.
+    case loadPolicy
+    case notify(Notification)
+    case log(Priority, String)
+}
+
+/// The effects of one input, in order, and the bytes they refer to. Reused from input to input, so a request's
+/// reply costs no allocation once the buffers have grown.
+public final class Effects {
+    public private(set) var list: [Effect] = []
+    public let bytes = ByteBuffer(capacity: 4096)
+
+    public init() {}
+
+    public func reset() {
+        list.removeAll(keepingCapacity: true)
+        bytes.count = 0
+    }
+
+    func append(_ e: Effect) { list.append(e) }
+
+    /// Writes bytes with `body` and returns their range.
+    func write(_ body: (ByteBuffer) -> Void) -> Range<Int> {
+        let start = bytes.count
+        body(bytes)
+        return start..<bytes.count
+    }
+
+    /// The bytes of a range, for an edge that must keep them.
+    public subscript(range: Range<Int>) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: bytes.base + range.lowerBound, count: range.count)
+    }
+}

@@ -1,0 +1,410 @@
+/// Requests: each verb's checks, its change of state, and its reply.
+extension Engine {
+    func request(_ bytes: [UInt8], from session: Session) {
+        // A repeated request while nothing changed gets the same bytes again.
+        if let c = session.cache, c.version == version, c.line == bytes {
+            let range = out.write { $0.append(c.reply) }
+            out.append(.reply(session.id, range))
+            return
+        }
+        switch RequestParser.parse(bytes) {
+        case nil: return
+        case let .failure(e)?: replyError(session.id, e)
+        case let .success(r)?:
+            if let range = perform(r, from: session) {
+                session.cache = (bytes, version, Array(out[range]))
+            }
+        }
+    }
+
+    /// Carries out one request. Returns the reply's range when it depends only on the request, the caller and the
+    /// state (then the same request in the same state may be answered from the cache).
+    func perform(_ r: Request, from session: Session) -> Range<Int>? {
+        let id = session.id
+        let caller = session.caller
+        guard r.args.count <= r.verb.maxArgs else {
+            return replyError(id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
+        }
+        if r.verb.isPrivileged && !caller.privileged {
+            return replyError(id, ProtocolError(.permissionDenied, "\(r.verb.rawValue.uppercased()) needs root or "
+                + "membership of group '\(state.config.adminGroup)'"))
+        }
+        switch r.verb {
+        case .ping:
+            return reply(id) { $0.field("ok", true); $0.field("pong", true) }
+        case .help:
+            return reply(id) { w in
+                w.field("ok", true)
+                w.objects("verbs", Verb.allCases) { $0.field("verb", $1.usage); $0.field("summary", $1.summary) }
+            }
+        case .status:
+            return reply(id) { writeStatus(to: &$0) }
+        case .links:
+            return reply(id) { w in
+                w.field("ok", true)
+                w.objects("links", state.network.links) { $1.write(to: &$0) }
+            }
+        case .query:
+            let match: AppMatch
+            switch resolveApp(r.args.first, caller: caller) {
+            case let .failure(e): return replyError(id, e)
+            case let .success(m): match = m
+            }
+            let own = caller.owns(match)
+            let v = verdict(for: match)
+            let range = reply(id) { w in
+                w.field("ok", true)
+                v.write(to: &w)
+                if own { w.object("identity") { caller.identity.write(to: &$0) } }
+            }
+            if own && v.wantsAsking {
+                raisePrompts(v, identity: caller.identity)
+                return nil
+            }
+            return range
+        case .wait:
+            wait(r.args, session: session)
+            return nil
+        case .subscribe:
+            subscribe(r.args, session: session)
+            return nil
+        case .apps:
+            return reply(id) { w in
+                w.field("ok", true)
+                w.objects("apps", state.config.apps) { verdict(for: AppMatch(id: $1.id, matchedBy: .name, app: $1)).write(to: &$0) }
+            }
+        case .reload:
+            out.append(.hold(id))
+            if reloadRequesters.isEmpty { requestReload() }
+            reloadRequesters.append(id)
+            return nil
+        case .prompts:
+            return reply(id) { w in
+                w.field("ok", true)
+                w.objects("prompts", state.prompts.open) { $1.write(to: &$0) }
+            }
+        case .decide, .forget:
+            if storing != nil {
+                // A decision is being written: this one waits its turn, so that it starts from that one's result.
+                out.append(.hold(id))
+                waitingForStore.append((id, r))
+                return nil
+            }
+            decideOrForget(r, session: session)
+            return nil
+        case .quit:
+            reply(id) { $0.field("ok", true); $0.field("bye", true) }
+            out.append(.close(id))
+            return nil
+        }
+    }
+
+    /// Writes `{members}\n` as a reply to `id`; returns its range.
+    @discardableResult
+    func reply(_ id: ConnectionID, _ members: (inout JSONWriter) -> Void) -> Range<Int> {
+        let range = out.write { b in
+            var w = JSONWriter(b)
+            members(&w)
+            w.close()
+            b.append(0x0A)
+        }
+        out.append(.reply(id, range))
+        return range
+    }
+
+    @discardableResult
+    func replyError(_ id: ConnectionID, _ e: ProtocolError) -> Range<Int> {
+        reply(id) { e.write(to: &$0) }
+    }
+
+    private func writeStatus(to w: inout JSONWriter) {
+        let net = state.network
+        let primary = net.primary
+        w.field("ok", true)
+        w.field("version", DaemonState.version)
+        w.field("ready", state.ready)
+        w.field("agents", state.agents)
+        w.field("links", net.links.count)
+        w.field("available", net.available)
+        w.field("primary", primary?.name)
+        w.field("primary_kind", primary?.kind.rawValue)
+        w.object("policy") { writePolicy(to: &$0) }
+    }
+
+    func writePolicy(to w: inout JSONWriter) {
+        w.field("generation", state.policyGeneration)
+        w.field("apps", state.config.apps.count)
+        w.field("error", state.policyError)
+    }
+
+    /// The app a request names: the caller's own, or (privileged callers only) one from the policy.
+    func resolveApp(_ name: String?, caller: Caller) -> Result<AppMatch, ProtocolError> {
+        guard let name, name != caller.match.id else { return .success(caller.match) }
+        guard caller.privileged else {
+            return .failure(ProtocolError(.permissionDenied, "only root or members of group "
+                + "'\(state.config.adminGroup)' may name another app; leave APP out to ask about yourself "
+                + "(\(caller.match.id))"))
+        }
+        guard let app = state.config.app(named: name) else {
+            return .failure(ProtocolError(.notFound, "no [App \(name)] in the policy"))
+        }
+        return .success(AppMatch(id: app.id, matchedBy: .name, app: app))
+    }
+
+    // MARK: - WAIT
+
+    private func wait(_ arguments: [String], session: Session) {
+        var args = arguments
+        var timeout: UInt64?
+        if let last = args.last, let first = last.unicodeScalars.first, !AppPolicy.isLetter(first) {
+            guard let usec = Seconds.parseMicroseconds(last) else {
+                replyError(session.id, ProtocolError(.badArguments, "bad time-out '\(last)': expected seconds, e.g. 30 or 0.5"))
+                return
+            }
+            timeout = usec
+            args.removeLast()
+        }
+        guard args.count <= 1 else {
+            replyError(session.id, ProtocolError(.badArguments, "usage: \(Verb.wait.usage)"))
+            return
+        }
+        // `WAIT 1 2`: two numbers, not an app and a time-out.
+        if let name = args.first, let c = name.unicodeScalars.first, !AppPolicy.isLetter(c) {
+            replyError(session.id, ProtocolError(.badArguments, "'\(name)' is not an app id (they start with a letter); "
+                + "usage: \(Verb.wait.usage)"))
+            return
+        }
+        let match: AppMatch
+        switch resolveApp(args.first, caller: session.caller) {
+        case let .failure(e): replyError(session.id, e); return
+        case let .success(m): match = m
+        }
+        let v = verdict(for: match)
+        if v.available {
+            reply(session.id) { $0.field("ok", true); v.write(to: &$0) }
+            return
+        }
+        let own = session.caller.owns(match)
+        log(.debug, "pid \(session.identity.pid) waits for \(own ? "its own app " : "")\(match.id)"
+            + (timeout.map { " (up to \($0 / 1000) ms)" } ?? ""))
+        tracker.track(match, state: state)
+        let timer = timeout.map { armTimer(.waitTimeout(session.id), microseconds: $0) }
+        session.waiting = Waiting(match: match, timer: timer, own: own)
+        out.append(.hold(session.id))
+        if own, v.wantsAsking { raisePrompts(v, identity: session.identity) }
+    }
+
+    /// Replies to a held WAIT: the verdict once available, or the time-out error with the verdict that held.
+    func finishWait(_ session: Session, timedOut: Verdict? = nil) {
+        guard let w = session.waiting else { return }
+        if let t = w.timer { cancelTimer(t) }
+        session.waiting = nil
+        untrackIfUnwanted([w.match.id])
+        if let v = timedOut {
+            reply(session.id) { out in
+                ProtocolError(.timeout, "\(v.app) may not use the network yet: \(v.reason.rawValue)").write(to: &out)
+                v.write(to: &out)
+            }
+        } else {
+            let v = verdict(for: w.match)
+            reply(session.id) { $0.field("ok", true); v.write(to: &$0) }
+        }
+        out.append(.resume(session.id))
+    }
+
+    func answerWaiters() {
+        for session in sessions.values {
+            guard let w = session.waiting, verdict(for: w.match).available else { continue }
+            finishWait(session)
+        }
+    }
+
+    // MARK: - SUBSCRIBE
+
+    private func subscribe(_ args: [String], session: Session) {
+        let topics: Set<Topic>
+        switch Subscription.topics(from: args) {
+        case let .failure(e): replyError(session.id, e); return
+        case let .success(t): topics = t
+        }
+        let caller = session.caller
+        if topics.contains(.prompts) && !caller.privileged {
+            replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
+                + "'\(state.config.adminGroup)' may subscribe to prompts"))
+            return
+        }
+        var sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id)
+        // Before any reply: a client whose input has already ended must not be closed once they are sent.
+        out.append(.keepOpenAfterInputEnds(session.id))
+        // A first agent changes verdicts: the other subscribers hear it as events, this one in its snapshot.
+        setAgents(countAgents() + (sub.isAgent ? 1 : 0))
+        tracker.track(caller.match, state: state)
+        settle()
+        reply(session.id) { w in
+            w.field("ok", true)
+            w.field("subscribed", strings: Topic.allCases.filter(topics.contains).lazy.map(\.rawValue))
+            w.field("app", caller.match.id)
+            w.field("privileged", caller.privileged)
+        }
+        let range = out.write { b in
+            sub.writeHead("snapshot", into: b)
+            var w = JSONWriter(continuing: b)
+            if topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
+            if topics.contains(.apps) {
+                w.objects("apps", tracker.all.filter { sub.privileged || $0.app == sub.appID }) {
+                    $1.write(to: &$0, matchedBy: false)
+                }
+            }
+            if topics.contains(.prompts) && sub.privileged { w.objects("prompts", state.prompts.open) { $1.write(to: &$0) } }
+            if topics.contains(.policy) { w.object("policy") { writePolicy(to: &$0) } }
+            w.close()
+            b.append(0x0A)
+        }
+        out.append(.reply(session.id, range))
+        session.subscription = sub
+    }
+
+    // MARK: - DECIDE and FORGET
+
+    /// Lasting decisions are on disk before the reply says ok: the candidate is persisted, and the state changes
+    /// only once the store reports success (`stored`).
+    func decideOrForget(_ r: Request, session: Session) {
+        var args = r.args
+        switch r.verb {
+        case .decide:
+            let once = args.last == "--once"
+            if once { args.removeLast() }
+            guard args.count == 3 else { replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)")); return }
+            guard AppPolicy.isValidID(args[0]) else {
+                replyError(session.id, ProtocolError(.badArguments, "invalid app id '\(args[0])'"))
+                return
+            }
+            guard let kind = Self.decidableKind(args[1]) else {
+                replyError(session.id, ProtocolError(.badArguments, "bad kind '\(args[1])' (expected wifi, wwan, ethernet or other)"))
+                return
+            }
+            guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
+                replyError(session.id, ProtocolError(.badArguments, "bad decision '\(args[2])' (expected allow or deny)"))
+                return
+            }
+            var candidate = state.decisions
+            candidate.set(args[0], kind, p, once: once)
+            let app = args[0]
+            commit(candidate, persist: !once, for: session.id) { [unowned self] in
+                log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")")
+                for prompt in state.prompts.close(app: app, kind: kind) {
+                    for (t, purpose) in timers {
+                        if case .promptExpiry(prompt.id) = purpose { cancelTimer(t) }
+                    }
+                    pendingEvents.append(.promptAnswered(prompt, p, once: once))
+                }
+            } reply: { [unowned self] in
+                let match = state.config.app(named: app).map { AppMatch(id: app, matchedBy: .name, app: $0) }
+                    ?? AppMatch(id: app, matchedBy: .name, app: nil)
+                let v = verdict(for: match)
+                let overridden = v.sources[kind] == nil && state.config.permissions(for: match.app)[kind] != .ask
+                reply(session.id) { w in
+                    w.field("ok", true)
+                    w.object("decided") {
+                        $0.field("app", app)
+                        $0.field("kind", kind.rawValue)
+                        $0.field("decision", p.rawValue)
+                        $0.field("once", once)
+                        $0.field("overridden_by_policy", overridden)
+                    }
+                    v.write(to: &w)
+                }
+            }
+        case .forget:
+            guard let app = args.first, AppPolicy.isValidID(app) else {
+                replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
+                return
+            }
+            var kind: LinkKind?
+            if args.count == 2 {
+                guard let k = Self.decidableKind(args[1]) else {
+                    replyError(session.id, ProtocolError(.badArguments, "bad kind '\(args[1])' (expected wifi, wwan, ethernet or other)"))
+                    return
+                }
+                kind = k
+            }
+            var candidate = state.decisions
+            let removed = candidate.forget(app, kind: kind)
+            commit(candidate, persist: removed, for: session.id) { [unowned self] in
+                if removed { log(.info, "forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")") }
+            } reply: { [unowned self] in
+                reply(session.id) { w in
+                    w.field("ok", true)
+                    w.field("forgotten", removed)
+                    w.field("app", app)
+                    w.field("kind", kind?.rawValue)
+                }
+            }
+        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .quit:
+            preconditionFailure("\(r.verb) is not a decision")
+        }
+    }
+
+    /// Puts `candidate` in force now (`persist` false) or once it is on disk, running `apply` then, settling, and
+    /// replying with `reply`; a failed write changes nothing and says why.
+    private func commit(_ candidate: Decisions, persist: Bool, for id: ConnectionID,
+                        apply: @escaping () -> Void, reply: @escaping () -> Void) {
+        let done = { [unowned self] in
+            setDecisions(candidate)
+            apply()
+            settle()
+            reply()
+        }
+        guard persist else { done(); return }
+        out.append(.hold(id))
+        storing = (id, candidate, after: done)
+        out.append(.persist(candidate))
+    }
+
+    /// The decisions file was written (or not): the decision takes effect and is answered, or nothing changes.
+    /// A requester that has left gets no reply, but its decision stands.
+    func stored(error: String?) {
+        guard let (requester, _, done) = storing else { return }
+        storing = nil
+        if let error {
+            log(.err, "cannot store the decisions: \(error)")
+            if let requester { replyError(requester, ProtocolError(.internalError, "cannot store the decision: \(error)")) }
+        } else {
+            done()
+        }
+        if let requester { out.append(.resume(requester)) }
+        // Requests that came while the file was being written, in order; each starts from the last one's result.
+        while storing == nil, !waitingForStore.isEmpty {
+            let (id, r) = waitingForStore.removeFirst()
+            guard let session = sessions[id] else { continue }
+            decideOrForget(r, session: session)
+            if storing?.0 != id { out.append(.resume(id)) }
+        }
+    }
+
+    static func decidableKind(_ s: String) -> LinkKind? {
+        guard let k = LinkKind(rawValue: s.lowercased()), k != .loopback else { return nil }
+        return k
+    }
+}
+
+extension Verb {
+    /// How many words may follow the verb.
+    var maxArgs: Int {
+        switch self {
+        case .query: return 1
+        case .wait, .forget: return 2
+        case .decide: return 4
+        case .subscribe: return Topic.allCases.count
+        case .ping, .help, .status, .links, .apps, .reload, .prompts, .quit: return 0
+        }
+    }
+
+    /// Verbs only root, the daemon's own user and AdminGroup= members may use.
+    var isPrivileged: Bool {
+        switch self {
+        case .apps, .reload, .prompts, .decide, .forget: return true
+        case .ping, .help, .status, .links, .query, .subscribe, .wait, .quit: return false
+        }
+    }
+}

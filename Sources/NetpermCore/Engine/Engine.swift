@@ -1,0 +1,397 @@
+/// What happens to the engine: everything the daemon learns from the kernel, the files, its clients and its timers.
+public enum Input: Sendable {
+    /// A new picture of the kernel's links, addresses and default routes (with sysfs facts).
+    case kernel(KernelSnapshot)
+    /// The policy files were read and parsed (at start-up, and after `Effect.loadPolicy`).
+    case policy(ConfigParseResult)
+    /// SIGHUP, or the policy files changed on disk: reload them.
+    case reload
+    /// The first picture and the policy are in: answer for real from now on.
+    case started
+    case opened(ConnectionID, PeerIdentity)
+    case closed(ConnectionID)
+    /// One request line (newline excluded).
+    case line(ConnectionID, [UInt8])
+    /// A request line longer than `Request.maxLine`, discarded by the transport.
+    case lineTooLong(ConnectionID)
+    case timer(TimerID)
+    /// The outcome of the last `Effect.persist`: nil, or what went wrong.
+    case stored(error: String?)
+    /// SIGTERM: tell the subscribers.
+    case stopping
+}
+
+/// The daemon's whole state machine: sessions, subscriptions, waiters, prompts, decisions, verdicts and the reply
+/// cache. Pure and deterministic: `handle(input)` changes the state and returns the effects for the daemon to carry
+/// out (reply, push an event, hold or close a connection, persist, arm a timer, notify, log). Every change of what
+/// verdicts depend on goes through one setter, and every input ends in `settle()`, which turns the changes into
+/// events, answers waiters and asks agents: no mutation can forget its events.
+public final class Engine {
+    public struct Settings: Sendable {
+        /// Peers with this uid are privileged (the service's own ExecReload=, under DynamicUser=).
+        public var daemonUID: UInt32
+        /// Lines above this priority are not even formatted.
+        public var logLevel: Priority
+        public init(daemonUID: UInt32 = 0, logLevel: Priority = .info) {
+            self.daemonUID = daemonUID; self.logLevel = logLevel
+        }
+    }
+
+    let settings: Settings
+    /// Names to ids (User=, AdminGroup=): asked only when a policy or a non-root peer needs it.
+    let accounts: AccountResolver
+
+    /// What verdicts depend on. Every change goes through a setter below, which marks what settle() must redo.
+    public internal(set) var state = DaemonState() { didSet { version &+= 1 } }
+    /// Bumped by every change of `state`: a cached reply is good while it has not moved.
+    private(set) var version = 0
+    /// The last kernel picture, so a policy reload can reclassify without a dump.
+    private var kernel = KernelSnapshot()
+    /// Every app someone may hear about, with its verdict.
+    var tracker = VerdictTracker()
+    var sessions: [ConnectionID: Session] = [:]
+
+    /// What settle() must redo: every app's permissions (policy, decisions, agents), or only the network's effect.
+    private var permissionsChanged = false
+    private var networkChanged = false
+    /// Events of this input not yet sent, in order.
+    var pendingEvents: [Event] = []
+
+    enum TimerPurpose { case waitTimeout(ConnectionID), promptExpiry(promptID: Int) }
+    var timers: [TimerID: TimerPurpose] = [:]
+    private var nextTimer: TimerID = 1
+    /// Connections whose RELOAD waits for the policy to be read.
+    var reloadRequesters: [ConnectionID] = []
+    /// DECIDE and FORGET whose decision is being written, and requests that came meanwhile.
+    var storing: (ConnectionID?, Decisions, after: () -> Void)?
+    var waitingForStore: [(ConnectionID, Request)] = []
+    /// What STATUS= last said, compared as facts before it is formatted.
+    private var lastStatus: StatusSummary?
+    /// "app kind" pairs already logged as asked with no agent; emptied when an agent comes.
+    var unaskedLogged: Set<String> = []
+    static let unaskedLogLimit = 256
+    /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
+    private var adminGIDCache: (generation: Int, gid: UInt32?)?
+
+    /// The effects of the input being handled.
+    private(set) var out = Effects()
+
+    public init(settings: Settings = Settings(), accounts: AccountResolver = NoAccounts(),
+                decisions: Decisions = Decisions()) {
+        self.settings = settings
+        self.accounts = accounts
+        state.decisions = decisions
+    }
+
+    /// Handles one input; its effects are appended to `effects` (which the caller resets between inputs).
+    public func handle(_ input: Input, into effects: Effects) {
+        out = effects
+        switch input {
+        case let .kernel(snapshot):
+            kernel = snapshot
+            setNetwork(classify(snapshot))
+        case let .policy(result):
+            applyPolicy(result)
+        case .reload:
+            requestReload()
+        case .started:
+            guard !state.ready else { break }
+            state.ready = true
+            networkChanged = true
+            // READY=1 carries the first STATUS=, below.
+            lastStatus = statusSummary
+        case let .opened(id, identity):
+            if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
+            sessions[id] = Session(id: id, identity: identity, caller: makeCaller(identity))
+        case let .closed(id):
+            closed(id)
+        case let .line(id, bytes):
+            guard let session = sessions[id] else { break }
+            request(bytes, from: session)
+        case let .lineTooLong(id):
+            if sessions[id] != nil { replyError(id, RequestParser.tooLong) }
+        case let .timer(id):
+            fired(id)
+        case let .stored(error):
+            stored(error: error)
+        case .stopping:
+            pendingEvents.append(.stopping)
+            out.append(.notify(.stopping))
+        }
+        settle()
+        if case .started = input {
+            out.append(.notify(.ready(status: statusText)))
+            log(.notice, "ready: \(statusText)")
+        }
+    }
+
+    // MARK: - Derived state, in one place
+
+    /// Turns what changed into events, answers waiters, asks agents, and keeps STATUS= current.
+    func settle() {
+        if permissionsChanged {
+            pendingEvents += tracker.reset(state: state, extra: extraMatches())
+        } else if networkChanged {
+            pendingEvents += tracker.refresh(state: state)
+        }
+        let changed = permissionsChanged || networkChanged
+        permissionsChanged = false
+        networkChanged = false
+        if changed || !pendingEvents.isEmpty { answerWaiters() }
+        while !pendingEvents.isEmpty {
+            let events = pendingEvents
+            pendingEvents = []
+            push(events)
+            // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts.
+            for case let .app(v) in events where v.wantsAsking {
+                if let s = sessions.values.first(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }) {
+                    raisePrompts(v, identity: s.identity)
+                }
+            }
+        }
+        let summary = statusSummary
+        if state.ready, summary != lastStatus {
+            lastStatus = summary
+            out.append(.notify(.status(statusText)))
+        }
+    }
+
+    /// Apps outside the policy that someone listens to or waits for.
+    func extraMatches() -> [AppMatch] {
+        sessions.values.compactMap { $0.subscription != nil ? $0.caller.match : nil }
+            + sessions.values.compactMap { $0.waiting?.match }
+    }
+
+    /// The verdict an app has now: the tracker's when it is tracked (every app someone may hear about),
+    /// otherwise computed.
+    func verdict(for match: AppMatch) -> Verdict {
+        if let v = tracker.verdict(match.id) { return v.renamed(match.id, match.matchedBy) }
+        return state.verdict(for: match)
+    }
+
+    // MARK: - The setters
+
+    /// The one setter for the network picture; logs what changed, old -> new, and queues link events.
+    private func setNetwork(_ new: NetworkState) {
+        let old = state.network
+        guard old != new else { return }
+        if settings.logLevel >= .info { logNetworkChange(from: old, to: new) }
+        state.network = new
+        pendingEvents += Event.linkChanges(from: old, to: new)
+        networkChanged = true
+    }
+
+    /// The one setter for decisions.
+    func setDecisions(_ d: Decisions) {
+        guard d != state.decisions else { return }
+        state.decisions = d
+        permissionsChanged = true
+    }
+
+    /// The one setter for the agent count. The first agent arriving or the last leaving changes every undecided
+    /// `ask` (prompted, or denied for want of someone to ask).
+    func setAgents(_ n: Int) {
+        let old = state.agents
+        guard n != old else { return }
+        state.agents = n
+        guard (old == 0) != (n == 0) else { return }
+        log(.info, n > 0 ? "an agent listens for prompts: undecided 'ask' now prompts"
+                         : "no agent listens for prompts: undecided 'ask' is denied until one does")
+        if n > 0 { unaskedLogged = [] }
+        permissionsChanged = true
+    }
+
+    func countAgents() -> Int { sessions.values.reduce(0) { $0 + ($1.isAgent ? 1 : 0) } }
+
+    /// A new policy, or why the files could not be used; the last good policy stays in force then.
+    private func applyPolicy(_ result: ConfigParseResult) {
+        for p in result.problems {
+            log(p.severity == .warning ? .warning : .err, p.description)
+        }
+        let unlisted = result.errorCount + result.warningCount - result.problems.count
+        if unlisted > 0, let path = result.problems.last?.path { log(.warning, "\(path): \(unlisted) more problems not listed") }
+        guard let config = result.config else {
+            let message = result.failure ?? "invalid policy"
+            if state.policyGeneration > 0 {
+                log(.err, "policy reload failed, keeping generation \(state.policyGeneration): \(message)")
+            }
+            state.policyError = message
+            pendingEvents.append(.policy(generation: state.policyGeneration, apps: state.config.apps.count,
+                                         error: message))
+            finishReload(error: message)
+            return
+        }
+        state.config = config
+        state.policyGeneration += 1
+        state.policyError = nil
+        // A --once decision holds until the policy changes.
+        state.decisions.dropOnce()
+        let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
+        log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
+        for s in sessions.values {
+            s.caller = makeCaller(s.identity)
+            s.subscription?.privileged = s.caller.privileged
+            s.subscription?.appID = s.caller.match.id
+            if let w = s.waiting, w.match.matchedBy != .name { s.waiting?.match = s.caller.match }
+        }
+        pendingEvents.append(.policy(generation: state.policyGeneration, apps: config.apps.count, error: nil))
+        // Privileges may have changed with the policy, and with them who counts as an agent.
+        setAgents(countAgents())
+        setNetwork(classify(kernel))
+        permissionsChanged = true
+        finishReload(error: nil)
+    }
+
+    private func classify(_ snapshot: KernelSnapshot) -> NetworkState {
+        let overrides = state.config.interfaces
+        return NetworkState(snapshot: snapshot) { facts in
+            Classifier.classify(facts, sysfs: snapshot.sysfs[facts.index] ?? SysfsFacts(), overrides: overrides)
+        }
+    }
+
+    private func closed(_ id: ConnectionID) {
+        guard let session = sessions.removeValue(forKey: id) else { return }
+        if let t = session.waiting?.timer { cancelTimer(t) }
+        reloadRequesters.removeAll { $0 == id }
+        waitingForStore.removeAll { $0.0 == id }
+        if storing?.0 == id { storing?.0 = nil }
+        let listened = [session.subscription != nil ? session.caller.match.id : nil, session.waiting?.match.id]
+        untrackIfUnwanted(listened.compactMap { $0 })
+        if session.isAgent { setAgents(countAgents()) }
+    }
+
+    /// An app outside the policy is tracked only while someone listens to it or waits for it.
+    func untrackIfUnwanted(_ apps: [String]) {
+        guard !apps.isEmpty else { return }
+        let stillWanted = Set(extraMatches().map(\.id))
+        for app in apps where !stillWanted.contains(app) { tracker.untrack(app, state: state) }
+    }
+
+    // MARK: - Callers
+
+    func makeCaller(_ identity: PeerIdentity) -> Caller {
+        Caller(identity: identity, config: state.config, daemonUID: settings.daemonUID, adminGID: adminGID)
+    }
+
+    private func adminGID() -> UInt32? {
+        if let c = adminGIDCache, c.generation == state.policyGeneration { return c.gid }
+        let gid = accounts.gid(forGroup: state.config.adminGroup)
+        if gid == nil {
+            log(.info, "group '\(state.config.adminGroup)' does not exist; only root may ask about other apps")
+        }
+        adminGIDCache = (state.policyGeneration, gid)
+        return gid
+    }
+
+    // MARK: - Timers and the service manager
+
+    func armTimer(_ purpose: TimerPurpose, microseconds: UInt64) -> TimerID {
+        let id = nextTimer
+        nextTimer += 1
+        timers[id] = purpose
+        out.append(.armTimer(id, microseconds: microseconds))
+        return id
+    }
+
+    func cancelTimer(_ id: TimerID) {
+        guard timers.removeValue(forKey: id) != nil else { return }
+        out.append(.cancelTimer(id))
+    }
+
+    private func fired(_ id: TimerID) {
+        guard let purpose = timers.removeValue(forKey: id) else { return }
+        switch purpose {
+        case let .waitTimeout(conn):
+            guard let session = sessions[conn], let w = session.waiting else { return }
+            finishWait(session, timedOut: verdict(for: w.match))
+        case let .promptExpiry(promptID):
+            guard let p = state.prompts.close(id: promptID) else { return }
+            log(.info, "prompt \(p.id) for \(p.app) (\(p.kind.rawValue)) expired unanswered")
+            pendingEvents.append(.promptExpired(p))
+        }
+    }
+
+    /// RELOADING=1, then read the files; the answer comes back as `Input.policy`.
+    func requestReload() {
+        out.append(.notify(.reloading))
+        out.append(.loadPolicy)
+    }
+
+    private func finishReload(error: String?) {
+        // The start-up load is not a reload: READY=1 comes with `started`.
+        if state.ready { out.append(.notify(.ready(status: statusText))) }
+        lastStatus = statusSummary
+        let requesters = reloadRequesters
+        reloadRequesters = []
+        for id in requesters {
+            if let error {
+                replyError(id, ProtocolError(.policyInvalid, error))
+            } else {
+                reply(id) { w in
+                    w.field("ok", true)
+                    w.field("generation", state.policyGeneration)
+                    w.field("apps", state.config.apps.count)
+                }
+            }
+            out.append(.resume(id))
+        }
+    }
+
+    // MARK: - Logging
+
+    func log(_ priority: Priority, _ message: @autoclosure () -> String) {
+        guard priority <= settings.logLevel else { return }
+        out.append(.log(priority, message()))
+    }
+
+    private func logNetworkChange(from old: NetworkState, to new: NetworkState) {
+        var oldByIndex: [Int32: Link] = [:]
+        for l in old.links { oldByIndex[l.index] = l }
+        for l in new.links {
+            guard let o = oldByIndex.removeValue(forKey: l.index) else {
+                log(.info, "\(l.name): appeared, kind \(l.kind.rawValue) (\(l.classifiedBy))\(l.usable ? ", usable" : "")")
+                continue
+            }
+            if o.usable != l.usable {
+                log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.adminUp ? "up" : "down"), "
+                    + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))")
+            } else if o.kind != l.kind {
+                log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))")
+            } else if o != l {
+                log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))")
+            }
+        }
+        for o in oldByIndex.values.sorted(by: { $0.index < $1.index }) { log(.info, "\(o.name): removed") }
+        if old.primary?.index != new.primary?.index || old.available != new.available {
+            log(.notice, "network: \(new.primary.map { "via \($0.name) (\($0.kind.rawValue))" } ?? "unavailable")")
+        }
+    }
+
+    // MARK: - STATUS=
+
+    /// What the STATUS= line says, compared before the line is formatted: events come far more often than the
+    /// line changes.
+    struct StatusSummary: Equatable {
+        var links: Int, primary: String?, primaryKind: LinkKind?, apps: Int, generation: Int, policyError: String?
+    }
+
+    var statusSummary: StatusSummary {
+        let p = state.network.primary
+        return StatusSummary(links: state.network.links.count, primary: p?.name, primaryKind: p?.kind,
+                             apps: state.config.apps.count, generation: state.policyGeneration,
+                             policyError: state.policyError)
+    }
+
+    /// The STATUS= line: `systemctl status` shows it, so a failed reload names its error there too.
+    public var statusText: String {
+        let s = statusSummary
+        var via = "no network"
+        if let name = s.primary, let kind = s.primaryKind { via = "via \(name) (\(kind.rawValue))" }
+        var line = "\(s.links) links, \(via), \(s.apps) apps, policy gen \(s.generation)"
+        if let e = s.policyError {
+            let short = e.utf8.count > 300 ? String(decoding: e.utf8.prefix(300), as: UTF8.self) + "..." : e
+            line += "; reload failed: " + short.map { $0 == "\n" ? " " : String($0) }.joined()
+        }
+        return line
+    }
+}

@@ -1,0 +1,29 @@
+/// One connection as the engine keeps it: who is on the other end, what it listens to, what it waits for.
+final class Session {
+    let id: ConnectionID
+    let identity: PeerIdentity
+    /// Redone when the policy changes (the match and the privilege depend on it).
+    var caller: Caller
+    /// Set by SUBSCRIBE: the connection is a subscriber (an agent if privileged and subscribed to prompts).
+    var subscription: Subscription?
+    /// A WAIT whose reply is deferred.
+    var waiting: Waiting?
+    /// A request whose reply waits for something outside the engine (a reload, a decision written to disk).
+    var heldForStore = false
+    /// The last plain reply: clients that poll (QUERY in a loop) get the same bytes while nothing changed.
+    var cache: (line: [UInt8], version: Int, reply: [UInt8])?
+
+    init(id: ConnectionID, identity: PeerIdentity, caller: Caller) {
+        self.id = id; self.identity = identity; self.caller = caller
+    }
+
+    var isAgent: Bool { subscription?.isAgent ?? false }
+}
+
+/// A held `WAIT`: for which app, until when, and whether the app waits for itself (then it is asking, and may
+/// raise prompts).
+struct Waiting {
+    var match: AppMatch
+    var timer: TimerID?
+    var own: Bool
+}

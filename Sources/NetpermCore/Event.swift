@@ -1,0 +1,93 @@
+/// What a subscriber can ask to hear about.
+public enum Topic: String, Sendable, CaseIterable {
+    case links, apps, policy
+    /// Prompts for undecided apps; privileged subscribers of this topic are the agents.
+    case prompts
+
+    /// What `SUBSCRIBE` alone means: prompts only for those who ask to be agents.
+    public static let defaults: Set<Topic> = [.links, .apps, .policy]
+}
+
+/// A change the daemon tells subscribers about. Events mean change: they are derived by comparing
+/// states, never from individual netlink messages.
+public enum Event: Equatable, Sendable {
+    public enum LinkChange: String, Sendable { case added, changed, removed }
+
+    case link(LinkChange, Link)
+    case app(Verdict)
+    case policy(generation: Int, apps: Int, error: String?)
+    case prompt(Prompt)
+    /// No answer in time: nothing is stored, the app stays awaiting a decision.
+    case promptExpired(Prompt)
+    case promptAnswered(Prompt, Permission, once: Bool)
+    /// The daemon is stopping (SIGTERM).
+    case stopping
+
+    public var topic: Topic? {
+        switch self {
+        case .link: return .links
+        case .app: return .apps
+        case .policy: return .policy
+        case .prompt, .promptExpired, .promptAnswered: return .prompts
+        // Every subscriber hears it, whatever its topics.
+        case .stopping: return nil
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .link: return "link"
+        case .app: return "app"
+        case .policy: return "policy"
+        case .prompt: return "prompt"
+        case .promptExpired: return "prompt-expired"
+        case .promptAnswered: return "prompt-answered"
+        case .stopping: return "stopping"
+        }
+    }
+
+    /// The members after `event` and `seq`: written once, shared by every subscriber.
+    public func writeMembers(to s: inout JSONWriter) {
+        switch self {
+        case let .link(change, link):
+            s.field("change", change.rawValue)
+            s.object("link") { link.write(to: &$0) }
+        case let .app(v):
+            v.write(to: &s, matchedBy: false)
+        case let .policy(generation, apps, error):
+            s.field("generation", generation)
+            s.field("apps", apps)
+            s.field("error", error)
+        case let .prompt(p):
+            p.write(to: &s)
+        case let .promptExpired(p):
+            s.field("id", p.id)
+            s.field("app", p.app)
+            s.field("kind", p.kind.rawValue)
+        case let .promptAnswered(p, decision, once):
+            s.field("id", p.id)
+            s.field("app", p.app)
+            s.field("kind", p.kind.rawValue)
+            s.field("decision", decision.rawValue)
+            s.field("once", once)
+        case .stopping:
+            break
+        }
+    }
+
+    /// Link events for every link whose reported fields differ between two pictures.
+    public static func linkChanges(from old: NetworkState, to new: NetworkState) -> [Event] {
+        var events: [Event] = []
+        var oldByIndex: [Int32: Link] = [:]
+        for l in old.links { oldByIndex[l.index] = l }
+        for l in new.links {
+            if let o = oldByIndex.removeValue(forKey: l.index) {
+                if o != l { events.append(.link(.changed, l)) }
+            } else {
+                events.append(.link(.added, l))
+            }
+        }
+        for o in old.links where oldByIndex[o.index] != nil { events.append(.link(.removed, o)) }
+        return events
+    }
+}

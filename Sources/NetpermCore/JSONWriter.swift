@@ -1,0 +1,160 @@
+/// The one way the daemon writes JSON: members straight into bytes, in the order written, with literal keys. No
+/// tree is built: allocating and freeing one cost more than the rest of answering a request. Replies and events
+/// are objects written member by member; `JSON` (the parsed value) is only for those who read them.
+public struct JSONWriter {
+    let out: ByteBuffer
+    private var first = true
+
+    /// Opens an object; `close()` ends it.
+    public init(_ out: ByteBuffer) {
+        self.out = out
+        out.append(0x7B)   // {
+    }
+
+    /// Continues an object whose first member is already written: each member starts with a comma. Event lines
+    /// are `{"event":...,"seq":N` per subscriber, then these members, written once for all.
+    public init(continuing out: ByteBuffer) {
+        self.out = out
+        first = false
+    }
+
+    public func close() { out.append(0x7D) }
+
+    /// Keys are plain ASCII names: no escaping.
+    private mutating func key(_ k: StaticString) {
+        if !first { out.append(0x2C) }
+        first = false
+        out.append(0x22)
+        // Multi-byte literals are stored as pointers; withUTF8Buffer's closure would retain `out` on every key.
+        if k.hasPointerRepresentation {
+            out.append(UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+        } else {
+            k.withUTF8Buffer { out.append($0) }
+        }
+        out.append(ascii: 0x3A22, count: 2)   // ":
+    }
+
+    public mutating func field(_ key: StaticString, _ value: String) { self.key(key); Self.write(value, into: out) }
+    public mutating func field(_ key: StaticString, _ value: Bool) { self.key(key); Self.write(value, into: out) }
+    public mutating func field(_ key: StaticString, _ value: Int) { self.key(key); Self.write(value, into: out) }
+
+    /// `null` when nil.
+    public mutating func field(_ key: StaticString, _ value: String?) {
+        self.key(key)
+        if let value { Self.write(value, into: out) } else { Self.writeNull(into: out) }
+    }
+
+    public mutating func field(_ key: StaticString, _ value: Int?) {
+        self.key(key)
+        if let value { Self.write(value, into: out) } else { Self.writeNull(into: out) }
+    }
+
+    public mutating func field<S: Sequence<String>>(_ key: StaticString, strings: S) {
+        self.key(key)
+        out.append(0x5B)   // [
+        var firstItem = true
+        for s in strings {
+            if !firstItem { out.append(0x2C) }
+            firstItem = false
+            Self.write(s, into: out)
+        }
+        out.append(0x5D)
+    }
+
+    /// A member whose value is an object, its members written by `body`.
+    public mutating func object(_ key: StaticString, _ body: (inout JSONWriter) -> Void) {
+        self.key(key)
+        var inner = JSONWriter(out)
+        body(&inner)
+        inner.close()
+    }
+
+    /// A member whose value is an object or `null`.
+    public mutating func object<T>(_ key: StaticString, _ value: T?, _ body: (inout JSONWriter, T) -> Void) {
+        guard let value else {
+            self.key(key)
+            Self.writeNull(into: out)
+            return
+        }
+        object(key) { body(&$0, value) }
+    }
+
+    /// A member whose value is an array of objects, one per element, its members written by `body`.
+    public mutating func objects<S: Sequence>(_ key: StaticString, _ elements: S,
+                                              _ body: (inout JSONWriter, S.Element) -> Void) {
+        self.key(key)
+        out.append(0x5B)   // [
+        var firstItem = true
+        for e in elements {
+            if !firstItem { out.append(0x2C) }
+            firstItem = false
+            var inner = JSONWriter(out)
+            body(&inner, e)
+            inner.close()
+        }
+        out.append(0x5D)
+    }
+
+    public static func writeNull(into out: ByteBuffer) { out.append(ascii: 0x6C6C_756E, count: 4) }
+
+    public static func write(_ b: Bool, into out: ByteBuffer) {
+        if b { out.append(ascii: 0x6575_7274, count: 4) } else { out.append(ascii: 0x65_736C_6166, count: 5) }
+    }
+
+    /// Decimal, as `String(i)`.
+    public static func write(_ i: Int, into out: ByteBuffer) {
+        if i < 0 { out.append(0x2D) }
+        var v = i.magnitude
+        out.reserve(20)
+        let start = out.count
+        repeat {
+            out.base[out.count] = 0x30 + UInt8(truncatingIfNeeded: v % 10)
+            out.count += 1
+            v /= 10
+        } while v > 0
+        var (a, b) = (start, out.count - 1)
+        while a < b {
+            (out.base[a], out.base[b]) = (out.base[b], out.base[a])
+            a += 1
+            b -= 1
+        }
+    }
+
+    /// Escapes `"` `\\` `\n` `\r` `\t`, other controls as `\u00xx`; everything
+    /// else (UTF-8 included) verbatim. Runs of plain bytes are copied at once.
+    public static func write(_ string: String, into out: ByteBuffer) {
+        out.append(0x22)
+        let done: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
+            var plain = 0
+            for i in 0..<bytes.count {
+                let b = bytes[i]
+                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
+                out.append(UnsafeBufferPointer(rebasing: bytes[plain..<i]))
+                plain = i + 1
+                escape(b, into: out)
+            }
+            out.append(UnsafeBufferPointer(rebasing: bytes[plain...]))
+        }
+        if done == nil {
+            for b in string.utf8 {
+                if b < 0x20 || b == 0x22 || b == 0x5C { escape(b, into: out) } else { out.append(b) }
+            }
+        }
+        out.append(0x22)
+    }
+
+    private static func escape(_ b: UInt8, into out: ByteBuffer) {
+        out.append(0x5C)   // backslash
+        switch b {
+        case 0x22, 0x5C: out.append(b)
+        case 0x0A: out.append(0x6E)
+        case 0x0D: out.append(0x72)
+        case 0x09: out.append(0x74)
+        default:
+            let lo = b & 0x0F
+            out.append(ascii: 0x3030_75, count: 3)   // u00
+            out.append(0x30 + (b >> 4))
+            out.append(lo < 10 ? 0x30 + lo : 0x57 + lo)
+        }
+    }
+}

@@ -1,0 +1,48 @@
+/// One subscriber's filter and sequence counter. `seq` counts the events sent to this subscriber, starting
+/// with 1 for the snapshot, so a gap always means a lost event.
+public struct Subscription: Sendable {
+    public var topics: Set<Topic>
+    public var privileged: Bool
+    /// The subscriber's own app: the only one an unprivileged subscriber hears about.
+    public var appID: String
+    public private(set) var seq = 0
+
+    public init(topics: Set<Topic>, privileged: Bool, appID: String) {
+        self.topics = topics; self.privileged = privileged; self.appID = appID
+    }
+
+    /// Parses `SUBSCRIBE [TOPIC...]`; no topic means the default ones.
+    public static func topics(from args: [String]) -> Result<Set<Topic>, ProtocolError> {
+        guard !args.isEmpty else { return .success(Topic.defaults) }
+        var topics: Set<Topic> = []
+        for a in args {
+            guard let t = Topic(rawValue: a.lowercased()) else {
+                return .failure(ProtocolError(.badArguments, "unknown topic '\(a)' (expected "
+                    + Topic.allCases.map(\.rawValue).joined(separator: ", ") + ")"))
+            }
+            topics.insert(t)
+        }
+        return .success(topics)
+    }
+
+    /// Agents are privileged subscribers of prompts.
+    public var isAgent: Bool { privileged && topics.contains(.prompts) }
+
+    public func wants(_ event: Event) -> Bool {
+        guard let topic = event.topic else { return true }
+        guard topics.contains(topic) else { return false }
+        switch event {
+        case let .app(v): return privileged || v.app == appID
+        case .prompt, .promptExpired, .promptAnswered: return privileged
+        case .link, .policy, .stopping: return true
+        }
+    }
+
+    /// Writes this subscriber's start of an event line, `{"event":"NAME","seq":N`, counting the event.
+    public mutating func writeHead(_ name: String, into out: ByteBuffer) {
+        seq += 1
+        var w = JSONWriter(out)
+        w.field("event", name)
+        w.field("seq", seq)
+    }
+}

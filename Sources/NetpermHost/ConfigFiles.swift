@@ -1,0 +1,43 @@
+import NetpermCore
+import NetpermIO
+
+/// The config file and its drop-ins (`NAME.d/*.conf` beside it, in lexical order), read from disk and parsed.
+public enum ConfigFiles {
+    public struct Unreadable: Error, CustomStringConvertible {
+        public var path: String
+        public var reason: Files.ReadError
+        public var description: String { "\(path): cannot read: \(reason)" }
+    }
+
+    /// `/etc/netpermd/netpermd.conf` -> `/etc/netpermd/netpermd.conf.d`.
+    public static func dropInDirectory(for path: String) -> String { path + ".d" }
+
+    /// Reads the main file (a missing one is empty unless `required`) and every drop-in.
+    public static func read(_ path: String, required: Bool) throws(Unreadable) -> [(path: String, text: String)] {
+        var files: [(path: String, text: String)] = []
+        do {
+            files.append((path, String(decoding: try Files.read(path), as: UTF8.self)))
+        } catch where required || error.errno != .notFound {
+            throw Unreadable(path: path, reason: error)
+        } catch {}
+        let dir = dropInDirectory(for: path)
+        let names: [String]
+        do { names = try Files.list(dir) } catch { throw Unreadable(path: dir, reason: .system(error)) }
+        for name in names.filter({ $0.hasSuffix(".conf") }).sorted() {
+            let p = "\(dir)/\(name)"
+            do { files.append((p, String(decoding: try Files.read(p), as: UTF8.self))) } catch {
+                throw Unreadable(path: p, reason: error)
+            }
+        }
+        return files
+    }
+
+    /// Reads and parses: the policy, or why not (unreadable files count as errors).
+    public static func load(_ path: String, required: Bool, accounts: AccountResolver) -> ConfigParseResult {
+        do {
+            return Config.parse(files: try read(path, required: required), accounts: accounts)
+        } catch {
+            return ConfigParseResult(unreadable: ConfigError(path: error.path, line: 0, message: "cannot read: \(error.reason)"))
+        }
+    }
+}

@@ -1,0 +1,19 @@
+import Glibc
+
+/// The clocks, read in one place.
+public enum Clock {
+    /// CLOCK_MONOTONIC in microseconds (what MONOTONIC_USEC= and the loop's timers use).
+    public static func monotonicMicroseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
+    }
+
+    public static func monotonicSeconds() -> Double { Double(monotonicMicroseconds()) / 1e6 }
+
+    public static func realtimeSeconds() -> Int {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return ts.tv_sec
+    }
+}

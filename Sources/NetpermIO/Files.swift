@@ -1,0 +1,114 @@
+import Glibc
+
+/// Whole files, read without ever blocking the loop on something that is not a file.
+public enum Files {
+    public enum ReadError: Error, Equatable, Sendable, CustomStringConvertible {
+        case system(Errno)
+        /// A FIFO, a device, a directory...: opening it could block, reading it may never end.
+        case notRegular
+        case tooLarge(limit: Int)
+
+        public var description: String {
+            switch self {
+            case let .system(e): return "\(e)"
+            case .notRegular: return "not a regular file"
+            case let .tooLarge(limit): return "larger than \(limit >> 20) MiB"
+            }
+        }
+
+        public var errno: Errno? {
+            if case let .system(e) = self { return e }
+            return nil
+        }
+    }
+
+    /// The whole file: opened non-blocking and checked to be a regular file before anything is read, and refused
+    /// (never truncated) when it holds more than `limit` bytes.
+    public static func read(_ path: String, limit: Int = 16 << 20) throws(ReadError) -> [UInt8] {
+        let fd: Int32
+        do { fd = try sys { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) } } catch { throw .system(error) }
+        defer { FD.close(fd) }
+        var st = stat()
+        do { _ = try sys { fstat(fd, &st) } } catch { throw .system(error) }
+        guard st.st_mode & S_IFMT == S_IFREG else { throw .notRegular }
+        var out: [UInt8] = []
+        out.reserveCapacity(min(Int(st.st_size), limit) + 1)
+        while true {
+            let r: FD.Read
+            do { r = try FD.read(fd, appendingTo: &out, max: out.count < 16384 ? 16384 : 65536) } catch { throw .system(error) }
+            switch r {
+            case .bytes: if out.count > limit { throw .tooLarge(limit: limit) }
+            case .end: return out
+            // A regular file never would block; treat it as its end rather than spin.
+            case .wouldBlock: return out
+            }
+        }
+    }
+
+    /// `mkdir -p`: missing parents 0755 (others may need to pass through them, e.g. to a socket beside), the
+    /// directory itself `mode`. An existing directory is left as it is.
+    public static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(Errno) {
+        let components = path.split(separator: "/")
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for (i, c) in components.enumerated() {
+            prefix += (prefix.isEmpty || prefix == "/" ? "" : "/") + c
+            do {
+                _ = try sys { mkdir(prefix, i == components.count - 1 ? mode : 0o755) }
+            } catch where error.code == EEXIST {
+                continue
+            }
+        }
+    }
+
+    /// The directory part of a path, as dirname(1) gives it.
+    public static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// The last component of a path.
+    public static func name(of path: String) -> String {
+        path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
+    }
+
+    public static func isSocket(_ path: String) throws(Errno) -> Bool {
+        var st = stat()
+        _ = try sys { lstat(path, &st) }
+        return st.st_mode & S_IFMT == S_IFSOCK
+    }
+
+    public static func remove(_ path: String) throws(Errno) {
+        _ = try sys { unlink(path) }
+    }
+
+    public static func rename(_ from: String, to: String) throws(Errno) {
+        _ = try sys { Glibc.rename(from, to) }
+    }
+
+    /// The names in a directory (not `.` and `..`, not hidden ones), or [] when it does not exist.
+    public static func list(_ dir: String) throws(Errno) -> [String] {
+        guard let d = opendir(dir) else {
+            let e = Errno(errno)
+            if e == .notFound { return [] }
+            throw e
+        }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let entry = readdir(d) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if !name.hasPrefix(".") { names.append(name) }
+        }
+        return names
+    }
+
+    /// The target of a symbolic link.
+    public static func readLink(_ path: String) throws(Errno) -> String {
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = try buf.withUnsafeMutableBytes { b in
+            Result { () throws(Errno) -> Int in try sys { readlink(path, b.baseAddress!.assumingMemoryBound(to: CChar.self), b.count) } }
+        }.get()
+        return String(decoding: buf[0..<n], as: UTF8.self)
+    }
+}

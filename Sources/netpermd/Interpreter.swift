@@ -1,0 +1,118 @@
+import Glibc
+import NetpermControl
+import NetpermCore
+import NetpermHost
+import NetpermIO
+import NetpermSystemd
+
+/// Feeds the engine what happens and carries out what it says: the daemon's only logic is which effect is which
+/// system call. Inputs that effects produce (a store's result, a policy read) are queued and handled after the
+/// current effects, never inside them.
+final class Interpreter: ControlDelegate {
+    let engine: Engine
+    private let loop: EventLoop
+    private let store: DecisionStore
+    private let loadPolicy: () -> ConfigParseResult
+    private let sysfs: Sysfs
+    /// The transport, set once it exists (it needs the interpreter as its delegate).
+    var server: ControlServer?
+
+    private let effects = Effects()
+    private var queue: [Input] = []
+    private var draining = false
+    private var timers: [TimerID: TimerSource] = [:]
+    /// sysfs is read once per link (and again on rename), not on every netlink message.
+    private var sysfsCache: [Int32: (name: String, facts: SysfsFacts)] = [:]
+
+    init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
+         loadPolicy: @escaping () -> ConfigParseResult) {
+        self.engine = engine; self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
+    }
+
+    /// Handles `input` and everything it leads to, then lets released clients' requests through.
+    func feed(_ input: Input) {
+        queue.append(input)
+        guard !draining else { return }
+        draining = true
+        while !queue.isEmpty {
+            let next = queue.removeFirst()
+            effects.reset()
+            engine.handle(next, into: effects)
+            for effect in effects.list { carryOut(effect) }
+        }
+        draining = false
+        server?.serveReleased()
+    }
+
+    private func carryOut(_ effect: Effect) {
+        switch effect {
+        case let .reply(id, range): server?.reply(id, effects[range])
+        case let .event(id, head, tail): server?.event(id, head: effects[head], tail: effects[tail])
+        case let .hold(id): server?.hold(id)
+        case let .resume(id): server?.resume(id)
+        case let .close(id): server?.closeAfterFlush(id)
+        case let .keepOpenAfterInputEnds(id): server?.keepOpenAfterInputEnds(id)
+        case let .armTimer(id, usec):
+            do {
+                timers[id] = try loop.addTimer(afterMicroseconds: usec) { [unowned self] in
+                    self.timers[id] = nil
+                    self.feed(.timer(id))
+                }
+            } catch {
+                Log.err("cannot arm a timer: \(error)")
+            }
+        case let .cancelTimer(id): timers.removeValue(forKey: id)?.cancel()
+        case let .persist(decisions):
+            do {
+                try store.save(decisions)
+                queue.append(.stored(error: nil))
+            } catch {
+                queue.append(.stored(error: "\(store.path): \(error)"))
+            }
+        case .loadPolicy: queue.append(.policy(loadPolicy()))
+        case let .notify(n):
+            switch n {
+            case let .ready(status): Notify.send("READY=1\nSTATUS=\(status)")
+            case let .status(status): Notify.send("STATUS=\(status)")
+            case .reloading: Notify.reloading()
+            case .stopping: Notify.send("STOPPING=1")
+            }
+        case let .log(priority, message): Log.emit(priority.rawValue, message)
+        }
+    }
+
+    /// The kernel's picture, with what sysfs says of each link.
+    func kernelChanged(_ snapshot: KernelSnapshot) {
+        var s = snapshot
+        var seen: Set<Int32> = []
+        for link in s.links {
+            seen.insert(link.index)
+            if let cached = sysfsCache[link.index], cached.name == link.name {
+                s.sysfs[link.index] = cached.facts
+            } else {
+                let facts = sysfs.facts(forInterface: link.name)
+                sysfsCache[link.index] = (link.name, facts)
+                s.sysfs[link.index] = facts
+            }
+        }
+        if sysfsCache.count != seen.count { sysfsCache = sysfsCache.filter { seen.contains($0.key) } }
+        feed(.kernel(s))
+    }
+
+    // MARK: - ControlDelegate
+
+    func opened(_ id: UInt64, fd: Int32) {
+        let identity = Peer.identify(fd: fd)
+            ?? PeerIdentity(pid: 0, uid: UInt32.max, gids: [], executable: nil, unit: nil, problem: "SO_PEERCRED failed")
+        feed(.opened(id, identity))
+    }
+
+    func frame(_ id: UInt64, _ frame: LineFramer.Frame) {
+        switch frame {
+        case let .line(bytes): feed(.line(id, bytes))
+        case .tooLong: feed(.lineTooLong(id))
+        }
+    }
+
+    func closed(_ id: UInt64) { feed(.closed(id)) }
+}
