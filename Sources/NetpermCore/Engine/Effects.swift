@@ -22,7 +22,7 @@ public enum Priority: Int32, Sendable, Comparable, CaseIterable {
 }
 
 /// What the service manager is told (sd_notify).
-public enum Notification: Equatable, Sendable {
+public enum NotifyMessage: Equatable, Sendable {
     /// READY=1 with STATUS=: start-up done, or a reload finished (successfully or not).
     case ready(status: String)
     case status(String)
@@ -51,7 +51,7 @@ public enum Effect: Equatable, Sendable {
     case persist(Decisions)
     /// Read and parse the policy files, then report with `Input.policy`.
     case loadPolicy
-    case notify(Notification)
+    case notify(NotifyMessage)
     case log(Priority, String)
 }
 
