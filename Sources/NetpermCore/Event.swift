@@ -8,6 +8,16 @@ public enum Topic: String, Sendable, CaseIterable {
     public static let defaults: Set<Topic> = [.links, .apps, .policy]
 }
 
+/// The `event` member of an event line: what the daemon writes and what clients match on.
+public enum EventName: String, Sendable, CaseIterable {
+    case snapshot, link, app, policy, prompt
+    case promptExpired = "prompt-expired"
+    case promptAnswered = "prompt-answered"
+    case stopping
+    /// Written by the transport itself, last, to a subscriber it drops for falling behind.
+    case overflow
+}
+
 /// A change the daemon tells subscribers about. Events mean change: they are derived by comparing
 /// states, never from individual netlink messages.
 public enum Event: Equatable, Sendable {
@@ -34,15 +44,15 @@ public enum Event: Equatable, Sendable {
         }
     }
 
-    public var name: String {
+    public var name: EventName {
         switch self {
-        case .link: return "link"
-        case .app: return "app"
-        case .policy: return "policy"
-        case .prompt: return "prompt"
-        case .promptExpired: return "prompt-expired"
-        case .promptAnswered: return "prompt-answered"
-        case .stopping: return "stopping"
+        case .link: return .link
+        case .app: return .app
+        case .policy: return .policy
+        case .prompt: return .prompt
+        case .promptExpired: return .promptExpired
+        case .promptAnswered: return .promptAnswered
+        case .stopping: return .stopping
         }
     }
 

@@ -39,10 +39,10 @@ public struct Subscription: Sendable {
     }
 
     /// Writes this subscriber's start of an event line, `{"event":"NAME","seq":N`, counting the event.
-    public mutating func writeHead(_ name: String, into out: ByteBuffer) {
+    public mutating func writeHead(_ name: EventName, into out: ByteBuffer) {
         seq += 1
         var w = JSONWriter(out)
-        w.field("event", name)
+        w.field("event", name.rawValue)
         w.field("seq", seq)
     }
 }

@@ -22,3 +22,21 @@ public enum Limits {
         _ = try sys { setrlimit(Int32(RLIMIT_NOFILE.rawValue), &nofile) }
     }
 }
+
+extension Signals {
+    /// SIG_IGN: a client gone mid-reply must cost an EPIPE, not the daemon.
+    public static func ignore(_ signo: Int32) {
+        Glibc.signal(signo, SIG_IGN)
+    }
+}
+
+/// Running another program in place of this one.
+public enum Exec {
+    /// execvp(3): returns only when it failed, with why.
+    public static func replace(with argv: [String]) -> Errno {
+        var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
+        cargs.append(nil)
+        do { _ = try sys { execvp(argv[0], &cargs) } } catch { return error }
+        return Errno(ENOEXEC)
+    }
+}

@@ -32,17 +32,17 @@ enum Agent {
             var inputEnded = false
             while let line = try nextLine(conn, watching: input, inputEnded: &inputEnded) {
                 guard let e = try? JSONParser.parse(line) else { continue }
-                switch e["event"]?.stringValue {
-                case "snapshot"?:
+                switch e["event"]?.stringValue.flatMap(EventName.init) {
+                case .snapshot?:
                     for p in e["prompts"]?.arrayValue ?? [] { try ask(p, conn: conn, input: input) }
-                case "prompt"?:
+                case .prompt?:
                     try ask(e, conn: conn, input: input)
-                case "prompt-expired"?:
+                case .promptExpired?:
                     Output.out("prompt \(e["id"]?.intValue ?? 0) for \(e["app"]?.stringValue ?? "?") "
                         + "(\(e["kind"]?.stringValue ?? "?")) expired unanswered\n")
-                case "stopping"?:
+                case .stopping?:
                     Output.out("netpermd is stopping\n")
-                default:
+                case .link?, .app?, .policy?, .promptAnswered?, .overflow?, nil:
                     break
                 }
             }
@@ -98,7 +98,7 @@ enum Agent {
             while let line = try conn.readLine() {
                 guard let r = try? JSONParser.parse(line) else { continue }
                 if r["event"] != nil {
-                    if r["event"]?.stringValue == "prompt-expired" {
+                    if r["event"]?.stringValue == EventName.promptExpired.rawValue {
                         Output.out("prompt \(r["id"]?.intValue ?? 0) for \(r["app"]?.stringValue ?? "?") expired\n")
                     }
                     continue

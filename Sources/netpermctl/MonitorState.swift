@@ -23,8 +23,8 @@ struct MonitorState {
 
     mutating func apply(_ e: JSON) -> MonitorChange? {
         let seq = e["seq"]?.intValue ?? 0
-        switch e["event"]?.stringValue {
-        case "snapshot"?:
+        switch e["event"]?.stringValue.flatMap(EventName.init) {
+        case .snapshot?:
             // A new connection: what came before it may be out of date.
             let links = e["links"]?.arrayValue ?? [], apps = e["apps"]?.arrayValue ?? []
             self.links = [:]
@@ -33,7 +33,7 @@ struct MonitorState {
             for v in apps { self.apps[v["app"]?.stringValue ?? ""] = v }
             policy = e["policy"]
             return .snapshot(seq: seq, links: links, apps: apps, policy: policy)
-        case "link"?:
+        case .link?:
             guard let l = e["link"], let change = e["change"]?.stringValue.flatMap(MonitorChange.LinkChange.init)
             else { return nil }
             let index = LinkView(l).index
@@ -43,19 +43,19 @@ struct MonitorState {
             case .removed: links[index] = nil
             }
             return .link(seq: seq, change, old: old, new: l)
-        case "app"?:
+        case .app?:
             let name = e["app"]?.stringValue ?? ""
             defer { apps[name] = e }
             return .app(seq: seq, old: apps[name], new: e)
-        case "policy"?:
+        case .policy?:
             defer { policy = e }
             return .policy(seq: seq, old: policy, new: e)
-        case "stopping"?:
+        case .stopping?:
             return .stopping(seq: seq)
-        case "overflow"?:
+        case .overflow?:
             return .overflow
-        case let name:
-            return .other(seq: seq, name: name ?? "?")
+        case .prompt?, .promptExpired?, .promptAnswered?, nil:
+            return .other(seq: seq, name: e["event"]?.stringValue ?? "?")
         }
     }
 }

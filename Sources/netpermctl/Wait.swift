@@ -65,9 +65,7 @@ enum Wait {
 
     static func exec(_ command: [String]) -> Never {
         guard !command.isEmpty else { exit(.ok) }
-        var cargs: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) }
-        cargs.append(nil)
-        let e = Errno(execvp(command[0], &cargs) == -1 ? errno : ENOEXEC)
+        let e = Exec.replace(with: command)
         Output.err("netpermctl: cannot run \(command[0]): \(e)\n")
         exit(127)
     }

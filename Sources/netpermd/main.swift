@@ -22,7 +22,7 @@ func run() -> Int32 {
         return code
     }
     Log.maxPriority = options.logLevel.rawValue
-    signal(SIGPIPE, SIG_IGN)
+    Signals.ignore(SIGPIPE)
     // Block the signals the loop handles before the socket exists: a SIGTERM during start-up then waits for
     // the loop (whose handler unlinks the socket) instead of killing the daemon and leaving the file behind.
     for s in [SIGTERM, SIGINT, SIGHUP] { try? Signals.block(s) }

@@ -247,7 +247,7 @@ extension Engine {
             w.field("privileged", caller.privileged)
         }
         let range = out.write { b in
-            sub.writeHead("snapshot", into: b)
+            sub.writeHead(.snapshot, into: b)
             var w = JSONWriter(continuing: b)
             if topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
             if topics.contains(.apps) {
