@@ -57,7 +57,7 @@ test: deps test-deps
 	$(MAKE) bench-smoke
 
 unit: deps
-	$(SWIFT) test --filter NetpermCoreTests
+	$(SWIFT) test --filter 'NetpermCoreTests|NetpermControlTests'
 
 integration: deps test-deps
 	$(SWIFT) build --build-tests

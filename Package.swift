@@ -53,6 +53,8 @@ let package = Package(
                           linkerSettings: releaseLink),
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux"],
                     resources: [.copy("Fixtures")]),
+        // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
+        .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container; the tests find it beside their sources.
         .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"], exclude: ["Support/boot-systemd.sh"]),
     ]

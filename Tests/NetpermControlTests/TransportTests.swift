@@ -1,0 +1,201 @@
+import Glibc
+import NetpermControl
+import NetpermIO
+import XCTest
+
+/// The control socket's transport on a test loop, with no daemon behind it: replies in order, held requests
+/// waiting, the bounds on what a client that does not read can cost, line framing at the edges.
+final class TransportTests: XCTestCase {
+    final class Recorder: ControlDelegate {
+        var server: ControlServer!
+        var opened: [UInt64] = []
+        var frames: [(UInt64, LineFramer.Frame)] = []
+        var closed: [UInt64] = []
+        /// What to do with each frame; the default replies "r:LINE".
+        var onFrame: ((UInt64, LineFramer.Frame) -> Void)?
+
+        func opened(_ id: UInt64, fd: Int32) { opened.append(id) }
+        func frame(_ id: UInt64, _ frame: LineFramer.Frame) {
+            frames.append((id, frame))
+            if let onFrame { onFrame(id, frame) } else { reply(id, frame) }
+        }
+        func closed(_ id: UInt64) { closed.append(id) }
+
+        func reply(_ id: UInt64, _ frame: LineFramer.Frame) {
+            let text: String
+            switch frame {
+            case let .line(b): text = "r:" + String(decoding: b, as: UTF8.self) + "\n"
+            case .tooLong: text = "too-long\n"
+            }
+            Array(text.utf8).withUnsafeBytes { server.reply(id, $0) }
+        }
+
+        var lines: [String] {
+            frames.map { f in
+                switch f.1 {
+                case let .line(b): return String(decoding: b, as: UTF8.self)
+                case .tooLong: return "<too long>"
+                }
+            }
+        }
+    }
+
+    private var loop: TestLoop!
+    private var recorder: Recorder!
+    private var server: ControlServer!
+    private var path = ""
+    private var clients: [Int32] = []
+
+    private func start(_ limits: ControlServer.Limits = ControlServer.Limits()) throws {
+        var template = Array("/tmp/npt-transport-XXXXXX".utf8CString)
+        guard let dir = mkdtemp(&template) else { throw Errno(errno) }
+        path = String(cString: dir) + "/s.sock"
+        let d = String(cString: dir)
+        addTeardownBlock { [unowned self] in
+            for c in clients { FD.close(c) }
+            server?.closeAll()
+            try? Files.remove(path)
+            rmdir(d)
+        }
+        loop = TestLoop()
+        recorder = Recorder()
+        server = try ControlServer(loop: loop, listenFD: try SocketPath.bindListening(path), limits: limits,
+                                   delegate: recorder)
+        recorder.server = server
+    }
+
+    private func connect() throws -> Int32 {
+        let fd = try UnixSocket.connect(path)
+        clients.append(fd)
+        try FD.setNonBlocking(fd)
+        XCTAssertTrue(loop.run(until: { recorder.opened.count == clients.count }), "accepted")
+        return fd
+    }
+
+    private func write(_ fd: Int32, _ text: String) throws {
+        let bytes = Array(text.utf8)
+        var off = 0
+        while off < bytes.count {
+            if let n = try FD.send(fd, bytes, from: off) { off += n } else { loop.runOnce(timeoutMilliseconds: 1) }
+        }
+    }
+
+    /// What the client can read now, after letting the loop run until `done` holds for it.
+    private func read(_ fd: Int32, until done: (String) -> Bool, timeout: Double = 5) -> String {
+        var got: [UInt8] = []
+        var ended = false
+        _ = loop.run(until: {
+            while !ended, let r = try? FD.read(fd, appendingTo: &got) {
+                if r == .end { ended = true }
+                if r != .end, case .bytes = r { continue }
+                break
+            }
+            return ended || done(String(decoding: got, as: UTF8.self))
+        }, timeout: timeout)
+        return String(decoding: got, as: UTF8.self)
+    }
+
+    func testRepliesComeInOrderAndRequestsAfterAHeldOneWait() throws {
+        try start()
+        recorder.onFrame = { [unowned self] id, frame in
+            if case .line(Array("B".utf8)) = frame { server.hold(id) } else { recorder.reply(id, frame) }
+        }
+        let c = try connect()
+        try write(c, "A\nB\nC\n")
+        XCTAssertEqual(read(c) { $0.contains("r:A\n") }, "r:A\n")
+        XCTAssertEqual(recorder.lines, ["A", "B"], "C is not taken while B's reply is held")
+
+        // B's reply, then the release: C is served only at serveReleased(), never inside the release.
+        let id = recorder.opened[0]
+        recorder.reply(id, .line(Array("B".utf8)))
+        server.resume(id)
+        XCTAssertEqual(recorder.lines, ["A", "B"])
+        server.serveReleased()
+        XCTAssertEqual(recorder.lines, ["A", "B", "C"])
+        XCTAssertEqual(read(c) { $0.contains("r:C\n") }, "r:B\nr:C\n")
+    }
+
+    func testAClientThatDoesNotReadStopsBeingReadAndLosesNothing() throws {
+        var limits = ControlServer.Limits()
+        limits.maxQueuedBytes = 32 * 1024
+        try start(limits)
+        // Replies much larger than the requests, and more of them than the client's socket can hold.
+        let big = String(repeating: "x", count: 30_000)
+        recorder.onFrame = { [unowned self] id, frame in
+            guard case let .line(b) = frame else { return }
+            Array((String(decoding: b, as: UTF8.self) + ":" + big + "\n").utf8).withUnsafeBytes { server.reply(id, $0) }
+        }
+        let c = try connect()
+        let requests = (0..<100).map { "q\($0)" }
+        try write(c, requests.map { $0 + "\n" }.joined())
+        for _ in 0..<50 { loop.runOnce(timeoutMilliseconds: 2) }
+        let taken = recorder.frames.count
+        XCTAssertLessThan(taken, requests.count, "with nobody reading, requests stop being taken")
+        XCTAssertGreaterThan(taken, 0)
+        XCTAssertLessThanOrEqual(server.queuedBytes(recorder.opened[0]) ?? 0, limits.maxQueuedBytes + 31_000,
+                                 "the queue is bounded by one reply past the limit")
+
+        // Reading it all: every request answered, in order.
+        let all = read(c, until: { $0.hasSuffix("q\(requests.count - 1):" + big + "\n") }, timeout: 20)
+        let answered = all.split(separator: "\n").map { String($0.prefix { $0 != ":" }) }
+        XCTAssertEqual(answered, requests)
+    }
+
+    func testASubscriberFallingBehindGetsOverflowAndIsClosed() throws {
+        var limits = ControlServer.Limits()
+        limits.maxEventBytes = 256 * 1024
+        try start(limits)
+        let c = try connect()
+        let id = recorder.opened[0]
+        server.keepOpenAfterInputEnds(id)
+        let head = Array("{\"event\":\"link\",\"seq\":1".utf8)
+        let tail = Array((",\"pad\":\"" + String(repeating: "p", count: 32_000) + "\"}\n").utf8)
+        for _ in 0..<200 where recorder.closed.isEmpty {
+            head.withUnsafeBytes { h in tail.withUnsafeBytes { t in server.event(id, head: h, tail: t) } }
+        }
+        XCTAssertEqual(recorder.closed, [id], "dropped once it fell too far behind, without blocking")
+        // The client's socket is full: the overflow line is best effort, and what arrives stops at a line's edge
+        // or inside the one being sent when the connection closed.
+        let got = read(c) { _ in false }
+        let lines = got.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        XCTAssertGreaterThan(lines.count, 4, "the events the socket could hold")
+        XCTAssertTrue(lines.allSatisfy { $0.hasPrefix("{\"event\":\"link\"") && $0.hasSuffix("}") }, "whole lines")
+        XCTAssertLessThan(got.utf8.count, limits.maxEventBytes + 1_000_000, "the backlog was dropped, not sent")
+    }
+
+    func testALongLineIsRefusedAndTheConnectionStaysUsable() throws {
+        var limits = ControlServer.Limits()
+        limits.maxLine = 16
+        try start(limits)
+        let c = try connect()
+        try write(c, String(repeating: "x", count: 100) + "\nPING\n")
+        XCTAssertEqual(read(c) { $0.contains("r:PING") }, "too-long\nr:PING\n")
+        XCTAssertEqual(recorder.lines, ["<too long>", "PING"])
+    }
+
+    func testTheLastLineCountsWithoutItsNewlineAndAnEndedClientIsClosed() throws {
+        try start()
+        let c = try connect()
+        try write(c, "PING")
+        _ = try sys { shutdown(c, Int32(SHUT_WR)) }
+        XCTAssertEqual(read(c) { _ in false }, "r:PING\n", "answered, then the end of the stream")
+        XCTAssertEqual(recorder.closed, recorder.opened)
+    }
+
+    func testASubscriberStaysOpenAfterItsInputEnds() throws {
+        try start()
+        recorder.onFrame = { [unowned self] id, frame in
+            server.keepOpenAfterInputEnds(id)
+            recorder.reply(id, frame)
+        }
+        let c = try connect()
+        try write(c, "SUBSCRIBE\n")
+        _ = try sys { shutdown(c, Int32(SHUT_WR)) }
+        XCTAssertEqual(read(c) { $0.contains("r:SUBSCRIBE\n") }, "r:SUBSCRIBE\n")
+        for _ in 0..<10 { loop.runOnce(timeoutMilliseconds: 2) }
+        XCTAssertEqual(recorder.closed, [], "still open for events")
+        let line = Array("{\"event\":\"stopping\",\"seq\":2}\n".utf8)
+        line.withUnsafeBytes { l in server.event(recorder.opened[0], head: UnsafeRawBufferPointer(rebasing: l[0..<0]), tail: l) }
+        XCTAssertEqual(read(c) { $0.contains("stopping") }, "{\"event\":\"stopping\",\"seq\":2}\n")
+    }
+}
