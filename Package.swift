@@ -39,7 +39,8 @@ let package = Package(
         .target(name: "NetpermHost", dependencies: ["NetpermCore", "NetpermIO"]),
         .target(name: "NetpermNetlink", dependencies: ["CNetlink", "NetpermCore", "NetpermIO"]),
         .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO"]),
-        .target(name: "NetpermControl", dependencies: ["NetpermCore", "NetpermIO"]),
+        // The control socket's transport: client ids and bytes, no core types.
+        .target(name: "NetpermControl", dependencies: ["NetpermIO"]),
         .executableTarget(
             name: "netpermd",
             dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import NetpermCore
 import NetpermHost
@@ -221,5 +222,17 @@ final class ClassificationTests: XCTestCase {
         let overrides = [try override("eth*", kind: .wifi, metered: true), try override("wwan0?", kind: .other)]
         let (_, c) = try classifyFixture("cdc_mbim", link("wwan0", ARPHRD.none), overrides: overrides)
         XCTAssertEqual(c, Classification(kind: .wwan, by: "sysfs:devtype=wwan", metered: true))
+    }
+}
+
+/// The core cannot import C headers, so it carries the few ARPHRD values its rules need: they must be the
+/// kernel's.
+final class KernelConstantsTests: XCTestCase {
+    func testTheCoresARPHRDValuesAreTheHeaders() {
+        XCTAssertEqual(ARPHRD.ether, UInt32(NP_ARPHRD_ETHER))
+        XCTAssertEqual(ARPHRD.ppp, UInt32(NP_ARPHRD_PPP))
+        XCTAssertEqual(ARPHRD.rawip, UInt32(NP_ARPHRD_RAWIP))
+        XCTAssertEqual(ARPHRD.loopback, UInt32(NP_ARPHRD_LOOPBACK))
+        XCTAssertEqual(ARPHRD.none, UInt32(NP_ARPHRD_NONE))
     }
 }
