@@ -22,7 +22,11 @@ public final class NetlinkWatcher {
     private var syncSocket: OpaquePointer?
     private var source: IOSource?
 
-    private var dirty = false
+    /// Which caches changed since the last picture: the others' part of it is reused (formatting every address
+    /// again cost more than the rest of a link toggle's snapshot).
+    private var dirtyLinks = false, dirtyAddresses = false, dirtyRoutes = false
+    private var dirty: Bool { dirtyLinks || dirtyAddresses || dirtyRoutes }
+    private var last = KernelSnapshot()
     /// Events were lost (ENOBUFS) or a link was removed: every cache is re-dumped.
     private var needsResync = false
     /// A link went down: the kernel flushed its IPv4 routes without telling listeners, so the route cache is
@@ -75,7 +79,10 @@ public final class NetlinkWatcher {
         } catch {
             throw NetlinkError(code: -NLE_FAILURE, operation: "watching the netlink socket (\(error))")
         }
-        dirty = false
+        // The first picture reads every cache.
+        dirtyLinks = true
+        dirtyAddresses = true
+        dirtyRoutes = true
         needsResync = false
         needsRouteResync = false
     }
@@ -93,7 +100,7 @@ public final class NetlinkWatcher {
 
     /// Called for every netlink message that changed a cache: keep it cheap (no strings).
     private func changed(_ cache: OpaquePointer?, _ object: OpaquePointer?, action: Int32) {
-        dirty = true
+        markDirty(cache)
         guard let object, cache == linkCache else { return }
         if action == NL_ACT_DEL {
             needsResync = true
@@ -152,10 +159,7 @@ public final class NetlinkWatcher {
         } else if needsRouteResync {
             resync([routeCache])
         }
-        if dirty {
-            dirty = false
-            onChange?(snapshot())
-        }
+        if dirty { onChange?(snapshot()) }
     }
 
     private func resync(_ caches: [OpaquePointer?]) {
@@ -163,9 +167,9 @@ public final class NetlinkWatcher {
         needsRouteResync = false
         resyncCount += 1
         let ctx = Unmanaged.passUnretained(self).toOpaque()
-        let callback: change_func_t = { _, _, _, data in
+        let callback: change_func_t = { cache, _, _, data in
             guard let data else { return }
-            Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().dirty = true
+            Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().markDirty(cache)
         }
         for cache in caches {
             let r = nl_cache_resync(syncSocket, cache, callback, ctx)
@@ -173,9 +177,23 @@ public final class NetlinkWatcher {
         }
     }
 
-    /// The caches as one consistent picture.
+    private func markDirty(_ cache: OpaquePointer?) {
+        if cache == linkCache { dirtyLinks = true } else if cache == addrCache { dirtyAddresses = true } else { dirtyRoutes = true }
+    }
+
+    /// The caches as one consistent picture; only the parts whose cache changed are read again.
     public func snapshot() -> KernelSnapshot {
-        var snap = KernelSnapshot()
+        if dirtyLinks { last.links = links() }
+        if dirtyAddresses { last.addresses = addresses() }
+        if dirtyRoutes { last.defaultRoutes = defaultRoutes() }
+        dirtyLinks = false
+        dirtyAddresses = false
+        dirtyRoutes = false
+        return last
+    }
+
+    private func links() -> [LinkFacts] {
+        var links: [LinkFacts] = []
         // The cache can hold per-family objects (AF_INET6/AF_BRIDGE protinfo) next to a link's AF_UNSPEC one,
         // and an AF_BRIDGE message can also take the AF_UNSPEC object's place (a bridge created while we run
         // is then only there as AF_BRIDGE, with its kind): one object per ifindex, AF_UNSPEC preferred.
@@ -188,7 +206,7 @@ public final class NetlinkWatcher {
             let flags = rtnl_link_get_flags(l)
             var buf = [CChar](repeating: 0, count: 32)
             let oper = String(cString: rtnl_link_operstate2str(rtnl_link_get_operstate(l), &buf, buf.count))
-            snap.links.append(LinkFacts(
+            links.append(LinkFacts(
                 index: rtnl_link_get_ifindex(l),
                 name: rtnl_link_get_name(l).map { String(cString: $0) } ?? "",
                 arphrd: rtnl_link_get_arptype(l),
@@ -197,6 +215,11 @@ public final class NetlinkWatcher {
                 carrier: flags & Kernel.interfaceLowerUp != 0,
                 operstate: oper))
         }
+        return links
+    }
+
+    private func addresses() -> [AddressFacts] {
+        var addresses: [AddressFacts] = []
         forEach(addrCache) { a in
             guard let local = rtnl_addr_get_local(a) else { return }
             let fam: AddressFamily
@@ -209,8 +232,14 @@ public final class NetlinkWatcher {
             nl_addr2str(local, &buf, buf.count)
             var text = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             if !text.contains("/") { text += "/\(rtnl_addr_get_prefixlen(a))" }
-            snap.addresses.append(AddressFacts(index: rtnl_addr_get_ifindex(a), family: fam, text: text))
+            addresses.append(AddressFacts(index: rtnl_addr_get_ifindex(a), family: fam, text: text))
         }
+        return addresses
+    }
+
+    /// Default routes (prefix length 0, main table, unicast), one per nexthop.
+    private func defaultRoutes() -> [DefaultRouteFacts] {
+        var routes: [DefaultRouteFacts] = []
         forEach(routeCache) { r in
             guard rtnl_route_get_table(r) == UInt32(RT_TABLE_MAIN.rawValue),
                   rtnl_route_get_type(r) == UInt8(RTN_UNICAST),
@@ -224,11 +253,10 @@ public final class NetlinkWatcher {
             let metric = rtnl_route_get_priority(r)
             for i in 0..<rtnl_route_get_nnexthops(r) {
                 guard let nh = rtnl_route_nexthop_n(r, i) else { continue }
-                snap.defaultRoutes.append(DefaultRouteFacts(index: rtnl_route_nh_get_ifindex(nh), family: fam,
-                                                            metric: metric))
+                routes.append(DefaultRouteFacts(index: rtnl_route_nh_get_ifindex(nh), family: fam, metric: metric))
             }
         }
-        return snap
+        return routes
     }
 
     private func forEach(_ cache: OpaquePointer?, _ body: (OpaquePointer) -> Void) {

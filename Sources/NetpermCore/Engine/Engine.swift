@@ -47,6 +47,9 @@ public final class Engine {
     private(set) var version = 0
     /// The last kernel picture, so a policy reload can reclassify without a dump.
     private var kernel = KernelSnapshot()
+    /// Each link's classification and what it was computed from: a link's kind changes only when its name, type,
+    /// device or the [Interface] overrides do, not at every carrier change. Emptied by a policy load.
+    private var classifications: [Int32: (facts: ClassifiedFacts, result: Classification)] = [:]
     /// Every app someone may hear about, with its verdict.
     var tracker = VerdictTracker()
     var sessions: [ConnectionID: Session] = [:]
@@ -222,6 +225,7 @@ public final class Engine {
             return
         }
         state.config = config
+        classifications = [:]
         state.policyGeneration += 1
         state.policyError = nil
         // A --once decision holds until the policy changes.
@@ -244,9 +248,21 @@ public final class Engine {
 
     private func classify(_ snapshot: KernelSnapshot) -> NetworkState {
         let overrides = state.config.interfaces
-        return NetworkState(snapshot: snapshot) { facts in
-            Classifier.classify(facts, sysfs: snapshot.sysfs[facts.index] ?? SysfsFacts(), overrides: overrides)
+        var seen = 0
+        let network = NetworkState(snapshot: snapshot) { facts in
+            seen += 1
+            let sysfs = snapshot.sysfs[facts.index] ?? SysfsFacts()
+            let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs)
+            if let c = classifications[facts.index], c.facts == key { return c.result }
+            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides)
+            classifications[facts.index] = (key, result)
+            return result
         }
+        if classifications.count > seen {
+            let live = Set(snapshot.links.map(\.index))
+            classifications = classifications.filter { live.contains($0.key) }
+        }
+        return network
     }
 
     private func closed(_ id: ConnectionID) {
@@ -394,4 +410,12 @@ public final class Engine {
         }
         return line
     }
+}
+
+/// What a link's classification depends on besides the policy's overrides.
+struct ClassifiedFacts: Equatable {
+    var name: String
+    var arphrd: UInt32
+    var rtnlKind: String?
+    var sysfs: SysfsFacts
 }
