@@ -2,12 +2,10 @@
 import PackageDescription
 
 // Release links use lld: its packed relative relocations (DT_RELR, glibc >= 2.36) shrink the table the loader
-// reads at start-up, and it can lay functions out in the order of link/netpermd.order (the functions a typical
-// session runs, from `make orderfile`), so the code a running daemon needs shares few pages. link/ also makes
-// -lstdc++ pick the static archive. Together these take idle RSS from 9.5 to about 7 MiB (BENCHMARKS.md).
-let linkDir = Context.packageDirectory + "/link"
+// reads at start-up. toolchain/ makes -lstdc++ pick the static archive (toolchain/libstdc++.so). See BENCHMARKS.md.
+let toolchainDir = Context.packageDirectory + "/toolchain"
 let releaseLink: [LinkerSetting] = [
-    .unsafeFlags(["-use-ld=lld", "-L", linkDir, "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+    .unsafeFlags(["-use-ld=lld", "-L", toolchainDir, "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
                  .when(configuration: .release)),
 ]
 
@@ -39,10 +37,7 @@ let package = Package(
         .executableTarget(
             name: "netpermd",
             dependencies: ["NetpermCore", "NetpermIO", "NetpermNetlink", "NetpermSystemd", "NetpermControl"],
-            linkerSettings: releaseLink + [
-                .unsafeFlags(["-Xlinker", "--symbol-ordering-file=\(linkDir)/netpermd.order",
-                              "-Xlinker", "--no-warn-symbol-ordering"], .when(configuration: .release)),
-            ]
+            linkerSettings: releaseLink
         ),
         .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO"], linkerSettings: releaseLink),
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermIO"],
