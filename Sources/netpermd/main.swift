@@ -89,6 +89,7 @@ func run() -> Int32 {
     } catch { fail("cannot install signal handlers: \(error)") }
 
     daemon.markReady()
+    CodePages.release()
     Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
     withExtendedLifetime((watcher, server, reloader)) {}
