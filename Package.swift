@@ -2,10 +2,14 @@
 import PackageDescription
 
 // Release links use lld: its packed relative relocations (DT_RELR, glibc >= 2.36) shrink the table the loader
-// reads at start-up. toolchain/ makes -lstdc++ pick the static archive (toolchain/libstdc++.so). See BENCHMARKS.md.
+// reads at start-up. Segments aligned to 64 KiB put the kernel's 64 KiB fault-around windows on the same
+// boundaries as the page cache's large folios of the file (a fault maps both), so an installed binary keeps no more
+// code resident than a freshly linked one. toolchain/ makes -lstdc++ pick the static archive
+// (toolchain/libstdc++.so). See BENCHMARKS.md, "RSS at idle".
 let toolchainDir = Context.packageDirectory + "/toolchain"
 let releaseLink: [LinkerSetting] = [
-    .unsafeFlags(["-use-ld=lld", "-L", toolchainDir, "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+    .unsafeFlags(["-use-ld=lld", "-L", toolchainDir, "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                  "-Xlinker", "-z", "-Xlinker", "max-page-size=65536"],
                  .when(configuration: .release)),
 ]
 
