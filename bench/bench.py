@@ -648,10 +648,12 @@ def build_rows(r, smoke):
     if "memory_queries" in r:
         growth = rss["after_all_queries"] - rss["after_warm"]
         mq = r["memory_queries"]
+        ma = r["memory_after_queries"]
         nq = mq["warm"]["replies"] + mq["rest"]["replies"]
         rows.append((f"5 RSS after {nq} queries (MiB)", f"{rss['after_all_queries'] / 1024:.1f}",
                      f"after the first {mq['warm']['replies']}: {rss['after_warm'] / 1024:.1f}",
-                     f"growth {growth:+d} kB", "no growth (<= 64 kB)",
+                     f"growth {growth:+d} kB; anon {ma['anonymous'] / 1024:.1f}, "
+                     f"file-backed {(ma['rss'] - ma['anonymous']) / 1024:.1f}", "no growth (<= 64 kB)",
                      target("no RSS growth after 1,000,000 queries", growth <= 64, f"{growth:+d} kB")))
     if "startup" in r:
         su, se = r["startup"], r["startup_echo"]
