@@ -9,7 +9,7 @@ SOCKET ?= $(RUN_DIR)/netpermd.sock
 STATE_DIR ?= $(RUN_DIR)/state
 RUN_CONFIG ?= config/run.conf
 SWIFT ?= swift
-# libstdc++-12-dev: the release link takes libstdc++ from its static archive (link/libstdc++.so).
+# libstdc++-12-dev: the release link takes libstdc++ from its static archive (toolchain/libstdc++.so).
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config systemd util-linux \
         libstdc++-12-dev
 RELEASE_FLAGS := -c release --static-swift-stdlib
@@ -19,7 +19,7 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
 # to run the zsh completion for real.
 TEST_DEBS := groff-base man-db mandoc zsh
 
-.PHONY: all deps test-deps build release run test unit integration bench bench-smoke bench-deps orderfile install install-files uninstall clean
+.PHONY: all deps test-deps build release run test unit integration bench bench-smoke bench-deps install install-files uninstall clean
 
 all: build
 
@@ -57,7 +57,7 @@ test: deps test-deps
 	$(MAKE) bench-smoke
 
 unit: deps
-	$(SWIFT) test --filter 'NetpermCoreTests|NetpermControlTests'
+	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests'
 
 integration: deps test-deps
 	$(SWIFT) build --build-tests
@@ -74,16 +74,6 @@ bench-smoke: release bench-deps
 
 bench-deps:
 	@$(call install-missing,$(BENCH_DEBS))
-
-# Regenerates link/netpermd.order (the functions a typical session runs, laid out together by the release link)
-# after large code changes, and relinks the daemon with it. Needs root and valgrind.
-orderfile: release
-	@dpkg-query -W -f='$${Status}' valgrind 2>/dev/null | grep -q "install ok installed" || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
-	bin=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path); \
-	link/make-order.sh $$bin/netpermd link/netpermd.order && rm $$bin/netpermd
-	@# SwiftPM does not know the order file is an input of the link: the binary was removed to force it.
-	$(SWIFT) build $(RELEASE_FLAGS)
 
 BINDIR = $(DESTDIR)$(PREFIX)/bin
 UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system

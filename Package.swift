@@ -2,12 +2,14 @@
 import PackageDescription
 
 // Release links use lld: its packed relative relocations (DT_RELR, glibc >= 2.36) shrink the table the loader
-// reads at start-up, and it can lay functions out in the order of link/netpermd.order (the functions a typical
-// session runs, from `make orderfile`), so the code a running daemon needs shares few pages. link/ also makes
-// -lstdc++ pick the static archive. Together these take idle RSS from 9.5 to about 7 MiB (BENCHMARKS.md).
-let linkDir = Context.packageDirectory + "/link"
+// reads at start-up. Segments aligned to 64 KiB put the kernel's 64 KiB fault-around windows on the same
+// boundaries as the page cache's large folios of the file (a fault maps both), so an installed binary keeps no more
+// code resident than a freshly linked one. toolchain/ makes -lstdc++ pick the static archive
+// (toolchain/libstdc++.so). See BENCHMARKS.md, "RSS at idle".
+let toolchainDir = Context.packageDirectory + "/toolchain"
 let releaseLink: [LinkerSetting] = [
-    .unsafeFlags(["-use-ld=lld", "-L", linkDir, "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
+    .unsafeFlags(["-use-ld=lld", "-L", toolchainDir, "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                  "-Xlinker", "-z", "-Xlinker", "max-page-size=65536"],
                  .when(configuration: .release)),
 ]
 
@@ -45,15 +47,14 @@ let package = Package(
             name: "netpermd",
             dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
                            "NetpermControl"],
-            linkerSettings: releaseLink + [
-                .unsafeFlags(["-Xlinker", "--symbol-ordering-file=\(linkDir)/netpermd.order",
-                              "-Xlinker", "--no-warn-symbol-ordering"], .when(configuration: .release)),
-            ]
+            linkerSettings: releaseLink
         ),
         .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO", "NetpermHost"],
                           linkerSettings: releaseLink),
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux"],
                     resources: [.copy("Fixtures")]),
+        // Syscall plumbing that can be tested in-process (releasing code pages).
+        .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
         .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container; the tests find it beside their sources.

@@ -498,7 +498,6 @@ class Bench:
         time.sleep(0.3)
         self.results["rss_kb"] = {"idle": self.rss_kb(self.daemon.pid)}
         self.results["memory_idle"] = memory_breakdown(self.daemon.pid)
-        self.results["order_file"] = order_file_coverage(os.path.join(self.bin, "netpermd"))
         self.start_echo()
         for name in PHASES[1:]:
             if name in phases:
@@ -542,20 +541,6 @@ def memory_breakdown(pid):
                 files[name] = files.get(name, 0) + int(line.split()[1])
     out["by_mapping"] = dict(sorted(((k, v) for k, v in files.items() if v), key=lambda kv: -kv[1]))
     return out
-
-
-def order_file_coverage(binary):
-    """How many of link/netpermd.order's functions the binary still has: a falling share means the order file is
-    stale (`make orderfile`), and the idle RSS will creep up."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "link", "netpermd.order")
-    try:
-        with open(path) as f:
-            listed = set(f.read().split())
-        out = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    linked = {line.split()[-1] for line in out.splitlines() if line.strip()}
-    return {"listed": len(listed), "linked": len(listed & linked)}
 
 
 def machine():
@@ -650,12 +635,10 @@ def build_rows(r, smoke):
                      "C fan-out loop: " + triple(b["last_us"], "ms"), f"median x{ratio:.2f}", tgt, met))
     rss = r["rss_kb"]
     mem = r["memory_idle"]
-    order = r.get("order_file")
     rows.append(("5 RSS idle after start-up (MiB)", f"{rss['idle'] / 1024:.1f}",
                  f"echo server: {rss['echo_server'] / 1024:.1f}",
                  f"anon {mem['anonymous'] / 1024:.1f}, file-backed {(mem['rss'] - mem['anonymous']) / 1024:.1f}, "
-                 f"PSS {mem['pss'] / 1024:.1f}" + (f"; {order['linked']} of {order['listed']} ordered functions linked"
-                                                   if order else "; no order file"),
+                 f"PSS {mem['pss'] / 1024:.1f}",
                  "< 8 MiB", target("RSS idle < 8 MiB", rss["idle"] < 8 * 1024, f"{rss['idle'] / 1024:.1f} MiB")))
     if fo:
         nmax = max(int(k.split("_")[1]) for k in fo if k.startswith("netpermd_"))
@@ -665,10 +648,12 @@ def build_rows(r, smoke):
     if "memory_queries" in r:
         growth = rss["after_all_queries"] - rss["after_warm"]
         mq = r["memory_queries"]
+        ma = r["memory_after_queries"]
         nq = mq["warm"]["replies"] + mq["rest"]["replies"]
         rows.append((f"5 RSS after {nq} queries (MiB)", f"{rss['after_all_queries'] / 1024:.1f}",
                      f"after the first {mq['warm']['replies']}: {rss['after_warm'] / 1024:.1f}",
-                     f"growth {growth:+d} kB", "no growth (<= 64 kB)",
+                     f"growth {growth:+d} kB; anon {ma['anonymous'] / 1024:.1f}, "
+                     f"file-backed {(ma['rss'] - ma['anonymous']) / 1024:.1f}", "no growth (<= 64 kB)",
                      target("no RSS growth after 1,000,000 queries", growth <= 64, f"{growth:+d} kB")))
     if "startup" in r:
         su, se = r["startup"], r["startup_echo"]

@@ -91,6 +91,8 @@ func run() -> Int32 {
     } catch { fail("cannot install signal handlers: \(error)") }
 
     interpreter.feed(.started)
+    // Start-up's code and read-only data leave the RSS; what the running daemon uses comes back from the cache.
+    CodePages.release()
     Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
     withExtendedLifetime((watcher, server, reloader)) {}

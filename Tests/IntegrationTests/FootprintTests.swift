@@ -1,0 +1,27 @@
+import Foundation
+import XCTest
+
+/// Once ready the daemon unmaps the pages of its code and read-only data that start-up faulted in
+/// (`CodePages.release()`, BENCHMARKS.md "RSS at idle"): the call must stay wired in, happen once, and leave a
+/// daemon that works as before, its code coming back from the page cache.
+final class FootprintTests: IntegrationTestCase {
+    func testTheDaemonReleasesItsStartUpPagesOnceWhenReadyAndKeepsWorking() throws {
+        let f = try makeFixture()
+        func releaseLines() -> [Substring] {
+            f.daemon.log.split(separator: "\n").filter { $0.contains("kB of code and read-only data pages") }
+        }
+        let lines = releaseLines()
+        XCTAssertEqual(lines.count, 1, f.daemon.logTail)
+        let words = try XCTUnwrap(lines.first).split(separator: " ")
+        let kB = try XCTUnwrap(words.firstIndex(of: "kB").flatMap { Int(words[$0 - 1]) }, String(lines[0]))
+        XCTAssertGreaterThan(kB, 1024, "start-up leaves megabytes of code mapped: \(lines[0])")
+
+        XCTAssertEqual(try socat(f.socket, ["PING"]), [LifecycleTests.pong])
+        XCTAssertTrue(try status(f.socket).ready)
+        XCTAssertEqual(try request(f.socket, "RELOAD")["ok"] as? Bool, true)
+        try f.ns.ip("link", "set", "wlan0p", "down")
+        try waitForLinks(f.socket, "wlan0 loses its carrier") { $0[name: "wlan0"].map { !$0.carrier } ?? false }
+        XCTAssertEqual(releaseLines().count, 1, "released once, at start-up only")
+        XCTAssertTrue(f.daemon.isRunning)
+    }
+}
