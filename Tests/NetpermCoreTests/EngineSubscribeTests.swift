@@ -97,6 +97,17 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(apps(agent["apps"]?.arrayValue ?? []), ["a", "b", "c", "d", "e", "netpermctl", "agent"])
     }
 
+    /// After a failed reload the snapshot's policy has the error, with the generation still in force.
+    func testSnapshotPolicyAfterAFailedReload() {
+        let h = harness()
+        h.reload(policy: "[App x]\nWWAN=allow\n")
+        let (_, snapshot) = h.subscribe(h.connect(Peers.curl), "policy")
+        XCTAssertEqual(snapshot["policy"]?["generation"], 1)
+        XCTAssertEqual(snapshot["policy"]?["apps"], 5)
+        XCTAssertEqual(snapshot["policy"]?["error"],
+                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit= or User=, so nothing matches it")
+    }
+
     func testBadTopic() {
         let h = harness()
         let c = h.connect(Peers.curl)
