@@ -77,7 +77,7 @@ final class EnginePromptTests: XCTestCase {
     /// logged, until an agent comes.
     func testNoAgentLogIsLimited() {
         let h = harness()
-        for i in 0..<300 { _ = h.request(h.connect(makePeer(uid: 1000, exe: "/usr/bin/app\(i)", pid: Int32(i))), "QUERY") }
+        for i in 0..<260 { _ = h.request(h.connect(makePeer(uid: 1000, exe: "/usr/bin/app\(i)", pid: Int32(i))), "QUERY") }
         XCTAssertEqual(noticeLines(h).count, 256)
         XCTAssertEqual(h.logged(containing: "more apps asked with no agent to prompt").count, 1)
         // An agent comes and goes: the count starts again.
