@@ -95,7 +95,7 @@ public final class Engine {
         case .reload:
             requestReload()
         case .started:
-            guard !state.ready else { break }
+            guard !state.ready else { return }
             state.ready = true
             networkChanged = true
             // READY=1 carries the first STATUS=, below.
