@@ -175,7 +175,7 @@ public final class Engine {
     private func setNetwork(_ new: NetworkState) {
         let old = state.network
         guard old != new else { return }
-        if settings.logLevel >= .info { logNetworkChange(from: old, to: new) }
+        if settings.logLevel >= .notice { logNetworkChange(from: old, to: new) }
         state.network = new
         pendingEvents += Event.linkChanges(from: old, to: new)
         networkChanged = true
