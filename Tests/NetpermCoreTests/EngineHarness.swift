@@ -4,6 +4,7 @@ import XCTest
 /// The engine driven as the daemon drives it, without any I/O: connections are ids that collect the lines sent
 /// to them, timers fire when the test moves the clock, the decision store and the policy files are values the
 /// test sets. Effects that produce inputs (persist, load the policy) feed them back in order, as the daemon does.
+/// Like the transport, it takes no request from a held or closing connection: those wait until it is resumed.
 final class EngineHarness {
     /// What one connection has been sent, and how the engine left it.
     final class Connection {
@@ -13,6 +14,10 @@ final class EngineHarness {
         var held = false
         var closed = false
         var keepsOpen = false
+        /// Requests the transport has framed but not handed over (the connection is held).
+        var pending: [Input] = []
+        /// The `seq` of the last event, to check there is no gap.
+        var lastSeq: Int?
     }
 
     let engine: Engine
@@ -29,22 +34,31 @@ final class EngineHarness {
     /// What `Effect.persist` wrote, in order; set `storeError` to make the next writes fail.
     private(set) var persisted: [Decisions] = []
     var storeError: String?
+    /// When set, `Effect.persist` waits for `completeStore()` (a slow disk), so inputs can come in between.
+    var storeIsManual = false
+    private(set) var pendingStores: [Decisions] = []
     /// What `Effect.loadPolicy` reads.
     var policyFiles: [(path: String, text: String)] = []
+    /// When set, `Effect.loadPolicy` waits for `completePolicyLoad()`.
+    var policyLoadIsManual = false
+    private(set) var pendingPolicyLoads = 0
     var accounts: AccountResolver
 
     private(set) var log: [(Priority, String)] = []
     private(set) var notifications: [NotifyMessage] = []
+    /// Every effect in order, in words ("reply 3", "event 3 prompt", "persist", "notify reloading"...), for tests of
+    /// what comes before what.
+    private(set) var steps: [String] = []
 
     init(policy: String = "", links: [Link] = [], agents: Bool = false, decisions: Decisions = Decisions(),
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
-         accounts: AccountResolver = FakeAccounts()) {
+         accounts: AccountResolver = FakeAccounts(), started: Bool = true) {
         self.accounts = accounts
         engine = Engine(settings: settings, accounts: accounts, decisions: decisions)
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
         feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
         setLinks(links)
-        feed(.started)
+        if started { feed(.started) }
         if agents { _ = connectAgent() }
     }
 
@@ -54,11 +68,17 @@ final class EngineHarness {
         queue.append(input)
         guard !draining else { return }
         draining = true
-        while !queue.isEmpty {
-            let next = queue.removeFirst()
-            effects.reset()
-            engine.handle(next, into: effects)
-            for e in effects.list { carryOut(e) }
+        while true {
+            while !queue.isEmpty {
+                let next = queue.removeFirst()
+                effects.reset()
+                engine.handle(next, into: effects)
+                for e in effects.list { carryOut(e) }
+            }
+            // Then, as the transport does, the requests of connections that are no longer held.
+            guard let c = connections.sorted(by: { $0.key < $1.key }).map(\.value)
+                .first(where: { !$0.held && !$0.closed && !$0.pending.isEmpty }) else { break }
+            queue.append(c.pending.removeFirst())
         }
         draining = false
     }
@@ -66,38 +86,87 @@ final class EngineHarness {
     private func carryOut(_ e: Effect) {
         func text(_ r: Range<Int>) -> String { String(decoding: effects[r], as: UTF8.self) }
         switch e {
-        case let .reply(id, r): deliver(id, text(r))
-        case let .event(id, head, tail): deliver(id, text(head) + text(tail))
-        case let .hold(id): connections[id]?.held = true
-        case let .resume(id): connections[id]?.held = false
+        case let .reply(id, r):
+            steps.append("reply \(id)")
+            deliver(id, text(r))
+        case let .event(id, head, tail):
+            let line = text(head) + text(tail)
+            steps.append("event \(id) \(Self.parse(String(line.dropLast()))["event"]?.stringValue ?? "?")")
+            deliver(id, line)
+        case let .hold(id):
+            steps.append("hold \(id)")
+            connections[id]?.held = true
+        case let .resume(id):
+            steps.append("resume \(id)")
+            connections[id]?.held = false
         case let .close(id):
+            steps.append("close \(id)")
             connections[id]?.closed = true
+            connections[id]?.pending = []
             queue.append(.closed(id))
-        case let .keepOpenAfterInputEnds(id): connections[id]?.keepsOpen = true
-        case let .armTimer(id, usec): timers[id] = now + usec
-        case let .cancelTimer(id): timers[id] = nil
+        case let .keepOpenAfterInputEnds(id):
+            steps.append("keep-open \(id)")
+            connections[id]?.keepsOpen = true
+        case let .armTimer(id, usec):
+            steps.append("arm \(id) \(usec)")
+            timers[id] = now + usec
+        case let .cancelTimer(id):
+            steps.append("cancel \(id)")
+            XCTAssertNotNil(timers[id], "cancelled timer \(id) was not armed")
+            timers[id] = nil
         case let .persist(d):
-            if storeError == nil { persisted.append(d) }
-            queue.append(.stored(error: storeError))
-        case .loadPolicy: queue.append(.policy(Config.parse(files: policyFiles, accounts: accounts)))
-        case let .notify(n): notifications.append(n)
-        case let .log(p, m): log.append((p, m))
+            steps.append("persist")
+            if storeIsManual {
+                pendingStores.append(d)
+            } else {
+                if storeError == nil { persisted.append(d) }
+                queue.append(.stored(error: storeError))
+            }
+        case .loadPolicy:
+            steps.append("load-policy")
+            if policyLoadIsManual {
+                pendingPolicyLoads += 1
+            } else {
+                queue.append(.policy(Config.parse(files: policyFiles, accounts: accounts)))
+            }
+        case let .notify(n):
+            steps.append("notify \(n)")
+            notifications.append(n)
+        case let .log(p, m):
+            steps.append("log \(p)")
+            log.append((p, m))
         }
     }
 
-    /// Every line is one object and ends with a newline.
+    /// Every line is one JSON object and ends with a newline; an event starts with `event` and `seq`, and `seq`
+    /// counts without a gap from the snapshot's 1.
     private func deliver(_ id: ConnectionID, _ line: String) {
         XCTAssertTrue(line.hasSuffix("\n") && !line.dropLast().contains("\n"), "not one line: \(line)")
         let l = String(line.dropLast())
+        let json = Self.parse(l)
+        guard case let .object(members) = json else { return XCTFail("not an object: \(l)") }
+        if members.first?.0 == "event" {
+            XCTAssertEqual(members.count >= 2 ? members[1].0 : nil, "seq", "seq second: \(l)")
+            let seq = members.count >= 2 ? members[1].1.intValue : nil
+            let expected = members[0].1 == "snapshot" ? 1 : (connections[id]?.lastSeq ?? 0) + 1
+            XCTAssertEqual(seq, expected, "seq of \(l)")
+            connections[id]?.lastSeq = seq
+        } else {
+            XCTAssertFalse(members.contains { $0.0 == "event" }, "a reply with an event member: \(l)")
+            XCTAssertEqual(members.first?.0, "ok", "a reply starts with ok: \(l)")
+        }
         connections[id]?.lines.append(l)
         connections[id]?.unread.append(l)
     }
 
-    /// The kernel's picture becomes exactly these links.
+    /// The kernel's picture becomes exactly these links (their kind comes back from classification: wifi and wwan
+    /// by sysfs devtype, loopback and other by link type and rtnl kind, the rest Ethernet).
     func setLinks(_ links: [Link]) {
         var snap = KernelSnapshot()
         for l in links {
-            snap.links.append(LinkFacts(index: l.index, name: l.name, arphrd: 1, rtnlKind: nil, adminUp: l.adminUp,
+            let arphrd = l.kind == .loopback ? ARPHRD.loopback : ARPHRD.ether
+            snap.links.append(LinkFacts(index: l.index, name: l.name, arphrd: arphrd,
+                                        rtnlKind: l.kind == .other ? "veth" : nil, adminUp: l.adminUp,
                                         carrier: l.carrier, operstate: l.operstate))
             if let m = l.metric {
                 snap.defaultRoutes.append(DefaultRouteFacts(index: l.index, family: l.defaultRouteV6 ? .ipv6 : .ipv4,
@@ -120,7 +189,30 @@ final class EngineHarness {
         now = until
     }
 
+    func advance(bySeconds s: UInt64) { advance(byMicroseconds: s * 1_000_000) }
+
     var armedTimers: Int { timers.count }
+
+    /// The slow disk finishes the oldest pending write (successfully unless `error`).
+    func completeStore(error: String? = nil) {
+        guard !pendingStores.isEmpty else { return XCTFail("no store is pending") }
+        let d = pendingStores.removeFirst()
+        if error == nil { persisted.append(d) }
+        feed(.stored(error: error))
+    }
+
+    /// The policy files are read now (as they are at this moment).
+    func completePolicyLoad() {
+        guard pendingPolicyLoads > 0 else { return XCTFail("no policy load is pending") }
+        pendingPolicyLoads -= 1
+        feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
+    }
+
+    /// The policy files, then a reload as SIGHUP asks for it.
+    func reload(policy: String) {
+        policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
+        feed(.reload)
+    }
 
     // MARK: - Connections
 
@@ -135,13 +227,33 @@ final class EngineHarness {
 
     func disconnect(_ id: ConnectionID) {
         connections[id]?.closed = true
+        connections[id]?.pending = []
         feed(.closed(id))
     }
 
     /// Sends a request line; returns the lines the connection got meanwhile (its own reply, events...).
     @discardableResult
     func send(_ id: ConnectionID, _ line: String) -> [String] {
-        feed(.line(id, Array(line.utf8)))
+        sendBytes(id, Array(line.utf8))
+    }
+
+    /// Sends raw bytes as one line (the framer has already taken off the newline).
+    @discardableResult
+    func sendBytes(_ id: ConnectionID, _ bytes: [UInt8]) -> [String] {
+        submit(id, .line(id, bytes))
+    }
+
+    /// The transport discarded an over-long line.
+    @discardableResult
+    func sendTooLong(_ id: ConnectionID) -> [String] { submit(id, .lineTooLong(id)) }
+
+    private func submit(_ id: ConnectionID, _ input: Input) -> [String] {
+        guard let c = connections[id], !c.closed else { return [] }
+        if c.held || !c.pending.isEmpty {
+            c.pending.append(input)
+        } else {
+            feed(input)
+        }
         return take(id)
     }
 
@@ -152,6 +264,12 @@ final class EngineHarness {
         return l
     }
 
+    /// What the connection got since the last look, parsed.
+    func takeParsed(_ id: ConnectionID) -> [JSON] { take(id).map(Self.parse) }
+
+    /// Events the connection got since the last look (replies are dropped).
+    func takeEvents(_ id: ConnectionID, named name: String? = nil) -> [JSON] { Self.events(take(id), named: name) }
+
     /// One request, one reply (events sent meanwhile are left out; the reply is the one line without "event").
     func request(_ id: ConnectionID, _ line: String, file: StaticString = #filePath, line l: UInt = #line) -> JSON {
         let got = send(id, line).map(Self.parse)
@@ -160,16 +278,29 @@ final class EngineHarness {
         return replies.last ?? .null
     }
 
+    /// A request that must fail with `code`; returns its message.
+    @discardableResult
+    func requestError(_ id: ConnectionID, _ line: String, _ code: ErrorCode,
+                      file: StaticString = #filePath, line l: UInt = #line) -> String {
+        let r = request(id, line, file: file, line: l)
+        XCTAssertEqual(r["ok"], false, "\(line): \(r.encoded())", file: file, line: l)
+        XCTAssertEqual(r["error"], .string(code.rawValue), "\(line): \(r.encoded())", file: file, line: l)
+        let message = r["message"]?.stringValue
+        XCTAssertNotNil(message, "\(line): no message", file: file, line: l)
+        return message ?? ""
+    }
+
     /// Subscribes and returns the acknowledgement and the snapshot.
-    func subscribe(_ id: ConnectionID, _ topics: String = "") -> (ack: JSON, snapshot: JSON) {
+    func subscribe(_ id: ConnectionID, _ topics: String = "", file: StaticString = #filePath,
+                   line: UInt = #line) -> (ack: JSON, snapshot: JSON) {
         let got = send(id, "SUBSCRIBE \(topics)").map(Self.parse)
-        XCTAssertEqual(got.count, 2, "acknowledgement and snapshot: \(got)")
+        XCTAssertEqual(got.count, 2, "acknowledgement and snapshot: \(got)", file: file, line: line)
         return (got.first ?? .null, got.last ?? .null)
     }
 
     /// A root agent: a privileged subscriber of prompts.
-    func connectAgent() -> ConnectionID {
-        let id = connect(makePeer(uid: 0, exe: "/usr/bin/netpermctl", pid: 99))
+    func connectAgent(pid: Int32 = 99) -> ConnectionID {
+        let id = connect(makePeer(uid: 0, exe: "/usr/bin/netpermctl", pid: pid))
         _ = subscribe(id, "prompts")
         return id
     }
@@ -187,4 +318,33 @@ final class EngineHarness {
     }
 
     func logged(containing text: String) -> [String] { log.map(\.1).filter { $0.contains(text) } }
+
+    /// The STATUS= texts sent, READY=1's included, in order.
+    var statusTexts: [String] {
+        notifications.compactMap {
+            switch $0 {
+            case let .ready(s), let .status(s): return s
+            case .reloading, .stopping: return nil
+            }
+        }
+    }
+}
+
+/// Accounts that count the lookups, to show which are made and when.
+final class CountingAccounts: AccountResolver {
+    var base = FakeAccounts()
+    private(set) var groupLookups: [String] = []
+    func uid(forUser name: String) -> UInt32? { base.uid(forUser: name) }
+    func gid(forGroup name: String) -> UInt32? {
+        groupLookups.append(name)
+        return base.gid(forGroup: name)
+    }
+}
+
+extension JSON {
+    /// An object's keys in order ([] for anything else).
+    var keys: [String] {
+        if case let .object(m) = self { return m.map(\.0) }
+        return []
+    }
 }

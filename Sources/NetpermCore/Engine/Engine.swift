@@ -98,7 +98,7 @@ public final class Engine {
         case .reload:
             requestReload()
         case .started:
-            guard !state.ready else { break }
+            guard !state.ready else { return }
             state.ready = true
             networkChanged = true
             // READY=1 carries the first STATUS=, below.
@@ -178,7 +178,7 @@ public final class Engine {
     private func setNetwork(_ new: NetworkState) {
         let old = state.network
         guard old != new else { return }
-        if settings.logLevel >= .info { logNetworkChange(from: old, to: new) }
+        if settings.logLevel >= .notice { logNetworkChange(from: old, to: new) }
         state.network = new
         pendingEvents += Event.linkChanges(from: old, to: new)
         networkChanged = true

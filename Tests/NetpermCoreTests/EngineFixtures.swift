@@ -1,0 +1,20 @@
+import NetpermCore
+
+/// Peers and links the engine tests share, so each test says only what is particular to it.
+enum Peers {
+    /// An ordinary user running curl (not in group netperm, gid 990).
+    static let curl = makePeer(uid: 1000, gids: [1000, 100], exe: "/usr/bin/curl")
+    /// A member of the admin group (netperm, gid 990) running something no [App] names.
+    static let admin = makePeer(uid: 1001, gids: [1001, 990], exe: "/usr/bin/netpermctl", pid: 77)
+    /// Root, running something no [App] names (derived id "tester").
+    static let root = makePeer(uid: 0, exe: "/usr/bin/tester", pid: 1)
+    /// An ordinary user running an app no [App] names (derived id "maps").
+    static let maps = makePeer(uid: 1000, exe: "/usr/bin/maps", pid: 500)
+}
+
+enum Links {
+    static let lo = makeLink(1, "lo", .loopback, metric: nil)
+    static let eth = makeLink(2, "eth0", .ethernet, metric: 100)
+    static let wlan = makeLink(3, "wlan0", .wifi, metric: 600)
+    static let wwan = makeLink(4, "wwan0", .wwan, metric: 700)
+}

@@ -1,0 +1,71 @@
+import NetpermCore
+import XCTest
+
+/// What the engine logs about the network, old -> new, and that nothing below the log level is produced.
+final class EngineLogTests: XCTestCase {
+    private func lines(_ h: EngineHarness, from mark: Int) -> [String] {
+        h.log[mark...].map { "<\($0.0.rawValue)> \($0.1)" }
+    }
+
+    /// Each kind of change of a link, as the journal shows it, with the network's summary when it changes.
+    func testLinkChangesAreLoggedOldToNew() {
+        let h = EngineHarness(links: [])
+        var mark = h.log.count
+        h.setLinks([Links.eth, makeLink(3, "wlan0", .wifi, metric: nil)])
+        XCTAssertEqual(lines(h, from: mark), [
+            "<6> eth0: appeared, kind ethernet (arphrd:ether), usable",
+            "<6> wlan0: appeared, kind wifi (sysfs:devtype=wlan)",
+            "<5> network: via eth0 (ethernet)",
+        ])
+        mark = h.log.count
+        var eth = Links.eth
+        eth.carrier = false
+        h.setLinks([eth, Links.wlan])
+        XCTAssertEqual(lines(h, from: mark), [
+            "<6> eth0: usable true -> false (admin up, carrier off, default route yes)",
+            "<6> wlan0: usable false -> true (admin up, carrier on, default route yes)",
+            "<5> network: via wlan0 (wifi)",
+        ])
+        mark = h.log.count
+        var dormant = Links.wlan
+        dormant.operstate = "dormant"
+        h.setLinks([eth, dormant])
+        XCTAssertEqual(lines(h, from: mark), ["<7> wlan0: changed (operstate up -> dormant)"])
+        mark = h.log.count
+        h.setLinks([eth, makeLink(3, "wlan0", .wwan, metric: 600)])
+        XCTAssertEqual(lines(h, from: mark), ["<6> wlan0: kind wifi -> wwan (sysfs:devtype=wwan)"])
+        mark = h.log.count
+        h.setLinks([eth])
+        XCTAssertEqual(lines(h, from: mark), ["<6> wlan0: removed", "<5> network: unavailable"])
+        mark = h.log.count
+        h.setLinks([eth])
+        XCTAssertEqual(lines(h, from: mark), [], "no change, nothing to say")
+    }
+
+    /// Nothing above the level is produced (or formatted); what is at or below it still is.
+    func testLinesBelowTheLogLevelAreNotProduced() {
+        for level in Priority.allCases {
+            let h = EngineHarness(policy: "[App maps]\nExecutable=/usr/bin/maps\n", links: [],
+                                  settings: Engine.Settings(daemonUID: 0, logLevel: level))
+            h.setLinks([Links.wwan])
+            _ = h.request(h.connect(Peers.maps), "QUERY")
+            _ = h.request(h.connect(), "DECIDE maps wwan allow")
+            h.reload(policy: "[App x]\nWWAN=allow\n")
+            h.connect(PeerIdentity(pid: 9, uid: 1, gids: [], executable: nil, unit: nil, problem: "no exe"))
+            XCTAssertTrue(h.log.allSatisfy { $0.0 <= level }, "\(level): \(h.log)")
+            XCTAssertEqual(h.log.contains { $0.0 == .debug }, level >= .debug, "\(level)")
+            XCTAssertEqual(!h.logged(containing: "wwan0: appeared").isEmpty, level >= .info, "\(level)")
+            XCTAssertEqual(!h.logged(containing: "no agent is listening").isEmpty, level >= .notice, "\(level)")
+            XCTAssertEqual(!h.logged(containing: "policy reload failed").isEmpty, level >= .err, "\(level)")
+        }
+    }
+
+    /// The network's summary is a notice: at LogLevel notice it must still be said, though the per-link lines
+    /// (info) are not.
+    func testNetworkSummaryIsLoggedAtNoticeLevel() {
+        let h = EngineHarness(links: [], settings: Engine.Settings(daemonUID: 0, logLevel: .notice))
+        h.setLinks([Links.eth])
+        XCTAssertEqual(h.logged(containing: "network: via eth0 (ethernet)").count, 1)
+        XCTAssertEqual(h.logged(containing: "eth0: appeared"), [])
+    }
+}

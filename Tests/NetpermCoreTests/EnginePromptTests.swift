@@ -1,0 +1,268 @@
+import NetpermCore
+import XCTest
+
+/// Prompts and agents (PROTOCOL.md, "Prompts"): an undecided `ask` is a deny while no agent listens, and a prompt
+/// per app and kind while one does; prompts expire, or close when DECIDE answers them.
+final class EnginePromptTests: XCTestCase {
+    private let policy = """
+    [Defaults]
+    PromptTimeoutSec=10
+    [App maps]
+    Executable=/usr/bin/maps
+    [App nav]
+    Executable=/usr/bin/nav
+    WiFi=ask
+    [App backup]
+    Unit=backup.service
+    WWAN=deny
+    """
+
+    private let nav = makePeer(uid: 1000, exe: "/usr/bin/nav", pid: 600)
+
+    private func harness(_ links: [Link] = [Links.wwan], agents: Bool = false) -> EngineHarness {
+        EngineHarness(policy: policy, links: links, agents: agents)
+    }
+
+    private func noAgentLine(_ app: String, _ kind: String) -> String {
+        "\(app) may not use \(kind), which its policy sets to ask: no agent is listening to ask the user "
+            + "(run 'netpermctl agent', or 'netpermctl decide \(app) \(kind) allow')"
+    }
+
+    private func noticeLines(_ h: EngineHarness) -> [String] {
+        h.log.filter { $0.0 == .notice && $0.1.contains("may not use") }.map(\.1)
+    }
+
+    // MARK: No agent
+
+    /// Nobody can be asked: the undecided `ask` is a deny that says why, and the app still gets a definite answer.
+    func testNoAgentDeniesUndecidedAsk() {
+        let h = harness()
+        let r = h.request(h.connect(Peers.maps), "QUERY")
+        XCTAssertEqual(r["available"], false)
+        XCTAssertEqual(r["reason"], "denied")
+        XCTAssertEqual(r["denied_kinds"], .array(["wwan"]))
+        XCTAssertEqual(r["pending_kinds"], .array([]))
+        XCTAssertEqual(r["permissions"]?["wwan"], "deny")
+        XCTAssertEqual(r["sources"], .object([("wifi", "policy"), ("wwan", "no-agent"), ("ethernet", "policy"),
+                                              ("other", "policy")]))
+        // An explicit deny is the policy's, not for want of an agent.
+        let backup = h.request(h.connect(makePeer(uid: 5, exe: nil, unit: "backup.service")), "QUERY")
+        XCTAssertEqual(backup["sources"]?["wwan"], "policy")
+        // A decision is not an `ask` any more.
+        XCTAssertEqual(h.request(h.connect(), "DECIDE maps wwan allow")["ok"], true)
+        let decided = h.request(h.connect(Peers.maps), "QUERY")
+        XCTAssertEqual(decided["reason"], "ok")
+        XCTAssertEqual(decided["sources"]?["wwan"], "decision")
+    }
+
+    /// The log says so once per app and kind, when the app asks about itself (QUERY or WAIT), not at each request
+    /// and not when someone else names it.
+    func testNoAgentIsLoggedOncePerAppAndKind() {
+        let h = harness([Links.wlan, Links.wwan])
+        _ = h.request(h.connect(Peers.admin), "QUERY maps")
+        XCTAssertEqual(noticeLines(h), [], "someone else asking is not the app asking")
+        let maps = h.connect(Peers.maps)
+        _ = h.request(maps, "QUERY")
+        _ = h.request(maps, "QUERY")
+        _ = h.request(h.connect(makePeer(uid: 1001, exe: "/usr/bin/maps", pid: 501)), "QUERY")
+        XCTAssertEqual(noticeLines(h), [noAgentLine("maps", "wwan")])
+        _ = h.send(h.connect(nav), "WAIT 1")
+        XCTAssertEqual(noticeLines(h), [noAgentLine("maps", "wwan"), noAgentLine("nav", "wifi"),
+                                        noAgentLine("nav", "wwan")])
+        _ = h.request(h.connect(makePeer(uid: 5, exe: nil, unit: "backup.service")), "QUERY")
+        XCTAssertEqual(noticeLines(h).count, 3, "backup's deny is the policy's: nothing to say")
+    }
+
+    /// A headless device must not fill its log: after 256 app-and-kind lines, one line says the rest are not
+    /// logged, until an agent comes.
+    func testNoAgentLogIsLimited() {
+        let h = harness()
+        for i in 0..<260 { _ = h.request(h.connect(makePeer(uid: 1000, exe: "/usr/bin/app\(i)", pid: Int32(i))), "QUERY") }
+        XCTAssertEqual(noticeLines(h).count, 256)
+        XCTAssertEqual(h.logged(containing: "more apps asked with no agent to prompt").count, 1)
+        // An agent comes and goes: the count starts again.
+        let agent = h.connectAgent()
+        h.disconnect(agent)
+        _ = h.request(h.connect(makePeer(uid: 1000, exe: "/usr/bin/app0", pid: 1)), "QUERY")
+        XCTAssertEqual(noticeLines(h).count, 257)
+        XCTAssertEqual(noticeLines(h).last, noAgentLine("app0", "wwan"))
+    }
+
+    /// Without an agent a WAIT keeps waiting for a link the app may use.
+    func testNoAgentWaitWaitsForAnAllowedLink() {
+        let h = harness()
+        let maps = h.connect(Peers.maps)
+        XCTAssertEqual(h.send(maps, "WAIT"), [])
+        h.setLinks([Links.wwan, Links.eth])
+        XCTAssertEqual(h.takeParsed(maps).first?["via"]?["name"], "eth0")
+    }
+
+    // MARK: Agents coming and going
+
+    /// The first agent turns every undecided `ask` into awaiting-decision: app events for those apps only; an app
+    /// already waiting for itself is asked at once, and its prompt is in the agent's snapshot.
+    func testFirstAgentTurnsNoAgentDenialsIntoPrompts() throws {
+        let h = harness()
+        let watcher = h.connect(Peers.root)
+        _ = h.subscribe(watcher, "apps")
+        let maps = h.connect(Peers.maps)
+        XCTAssertEqual(h.send(maps, "WAIT"), [])
+        let agent = h.connect(makePeer(uid: 0, exe: "/usr/bin/netpermctl", pid: 99))
+        let (_, snapshot) = h.subscribe(agent, "prompts")
+        let prompts = try XCTUnwrap(snapshot["prompts"]?.arrayValue)
+        XCTAssertEqual(prompts.count, 1)
+        XCTAssertEqual(prompts.first?["app"], "maps")
+        XCTAssertEqual(prompts.first?["kind"], "wwan")
+        XCTAssertEqual(prompts.first?["identity"]?["executable"], "/usr/bin/maps")
+        XCTAssertEqual(h.take(agent), [], "the prompt came in the snapshot, not again as an event")
+        let events = h.takeEvents(watcher, named: "app")
+        XCTAssertEqual(Set(events.compactMap { $0["app"]?.stringValue }), ["maps", "nav", "tester"],
+                       "every undecided ask (tester is [Defaults]), not backup")
+        XCTAssertTrue(events.allSatisfy { $0["reason"] == "awaiting-decision" })
+        XCTAssertEqual(h.logged(containing: "an agent listens for prompts").count, 1)
+        XCTAssertTrue(h.connections[maps]!.held, "still waiting, now for the user's answer")
+    }
+
+    /// The last agent leaving turns them back; a second agent leaving first changes nothing.
+    func testLastAgentLeaving() {
+        let h = harness()
+        let watcher = h.connect(Peers.root)
+        _ = h.subscribe(watcher, "apps")
+        let a1 = h.connectAgent(pid: 10)
+        let a2 = h.connectAgent(pid: 11)
+        _ = h.take(watcher)
+        h.disconnect(a1)
+        XCTAssertEqual(h.take(watcher), [])
+        h.disconnect(a2)
+        let events = h.takeEvents(watcher, named: "app")
+        XCTAssertEqual(Set(events.compactMap { $0["app"]?.stringValue }), ["maps", "nav", "tester"])
+        XCTAssertTrue(events.allSatisfy { $0["reason"] == "denied" && $0["sources"]?["wwan"] == "no-agent" })
+        XCTAssertEqual(h.logged(containing: "no agent listens for prompts").count, 1)
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 0)
+    }
+
+    /// An agent that loses its privilege with a reload is no longer an agent.
+    func testAgentLosingPrivilegeIsNoLongerAnAgent() {
+        let h = harness()
+        let agent = h.connect(Peers.admin)
+        _ = h.subscribe(agent, "prompts")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 1)
+        h.reload(policy: policy.replacingOccurrences(of: "[Defaults]\n", with: "[Defaults]\nAdminGroup=wheel\n"))
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 0)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["sources"]?["wwan"], "no-agent")
+        _ = h.request(h.connect(Peers.maps), "QUERY")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [])
+    }
+
+    // MARK: Prompts
+
+    /// One prompt per app and kind, to every agent, whoever of the app asks and however often; the link is the
+    /// best usable one of that kind. (A prompt is raised only while nothing the app may use is usable.)
+    func testOnePromptPerAppAndKind() throws {
+        let h = harness([Links.wwan, makeLink(5, "wwan1", .wwan, metric: 300)])
+        let a1 = h.connectAgent(pid: 10)
+        let a2 = h.connectAgent(pid: 11)
+        let plain = h.connect(Peers.root)
+        _ = h.subscribe(plain)
+        let maps = h.connect(Peers.maps)
+        _ = h.request(maps, "QUERY")
+        _ = h.request(maps, "QUERY")
+        _ = h.send(h.connect(makePeer(uid: 1001, exe: "/usr/bin/maps", pid: 501)), "WAIT")
+        h.setLinks([Links.wlan, Links.wwan, makeLink(5, "wwan1", .wwan, metric: 300)])
+        _ = h.request(h.connect(nav), "QUERY")
+        for agent in [a1, a2] {
+            let prompts = h.takeEvents(agent, named: "prompt")
+            XCTAssertEqual(prompts.map { $0["app"] }, ["maps", "nav", "nav"])
+            XCTAssertEqual(prompts.map { $0["kind"] }, ["wwan", "wifi", "wwan"])
+            XCTAssertEqual(prompts.map { $0["id"] }, [1, 2, 3])
+            XCTAssertEqual(prompts.map { $0["link"]?["name"] }, ["wwan1", "wlan0", "wwan1"])
+            XCTAssertEqual(prompts.first?.keys, ["event", "seq", "id", "app", "identity", "kind", "link"])
+            XCTAssertEqual(prompts.first?["identity"], .object([("executable", "/usr/bin/maps"), ("unit", .null),
+                                                                 ("uid", 1000)]))
+            XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan1"), ("metered", true)]))
+        }
+        XCTAssertEqual(h.takeEvents(plain, named: "prompt"), [], "prompts are for agents")
+        XCTAssertEqual(h.logged(containing: "maps wants to use wwan via wwan1: prompt 1 sent to 2 agent(s)").count, 1)
+        // PROMPTS lists the open ones, as the events had them.
+        let list = try XCTUnwrap(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"]?.arrayValue)
+        XCTAssertEqual(list.map { $0["id"] }, [1, 2, 3])
+        XCTAssertEqual(list.first?.keys, ["id", "app", "identity", "kind", "link"])
+    }
+
+    func testPromptsIsPrivileged() {
+        let h = harness()
+        XCTAssertEqual(h.requestError(h.connect(Peers.curl), "PROMPTS", .permissionDenied),
+                       "PROMPTS needs root or membership of group 'netperm'")
+        XCTAssertEqual(h.send(h.connect(Peers.admin), "PROMPTS"), [#"{"ok":true,"prompts":[]}"#])
+    }
+
+    /// No answer within PromptTimeoutSec=: `prompt-expired`, nothing stored, the app still awaiting; the next time
+    /// it asks, a new prompt.
+    func testPromptExpires() {
+        let h = harness(agents: true)
+        let agent = h.connections.keys.max()!
+        let maps = h.connect(Peers.maps)
+        let mark = h.steps.count
+        _ = h.request(maps, "QUERY")
+        XCTAssertTrue(h.steps[mark...].contains("arm 1 10000000"), "\(h.steps[mark...])")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [1])
+        h.advance(byMicroseconds: 9_999_999)
+        XCTAssertEqual(h.take(agent), [])
+        h.advance(byMicroseconds: 1)
+        let expired = h.takeEvents(agent)
+        XCTAssertEqual(expired.map(\.keys), [["event", "seq", "id", "app", "kind"]])
+        XCTAssertEqual(expired.first?["event"], "prompt-expired")
+        XCTAssertEqual(expired.first?["id"], 1)
+        XCTAssertEqual(expired.first?["app"], "maps")
+        XCTAssertEqual(expired.first?["kind"], "wwan")
+        XCTAssertEqual(h.logged(containing: "prompt 1 for maps (wwan) expired unanswered").count, 1)
+        XCTAssertTrue(h.persisted.isEmpty)
+        XCTAssertEqual(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"], .array([]))
+        XCTAssertEqual(h.request(maps, "QUERY")["reason"], "awaiting-decision")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
+    }
+
+    /// DECIDE answers the open prompt of that app and kind: `prompt-answered`, then the app's event; its expiry
+    /// timer is cancelled. The app's other kinds stay open.
+    func testDecideClosesThePromptAndCancelsItsExpiry() {
+        let h = harness([Links.wlan, Links.wwan], agents: true)
+        let agent = h.connections.keys.max()!
+        _ = h.request(h.connect(nav), "QUERY")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["kind"] }, ["wifi", "wwan"])
+        XCTAssertEqual(h.armedTimers, 2)
+        let mark = h.steps.count
+        XCTAssertEqual(h.request(h.connect(), "DECIDE nav wifi allow --once")["ok"], true)
+        XCTAssertEqual(h.steps[mark...].filter { $0.hasPrefix("cancel") }, ["cancel 1"])
+        let events = h.takeEvents(agent)
+        XCTAssertEqual(events.map { $0["event"] }, ["prompt-answered"])
+        XCTAssertEqual(events.first?.keys, ["event", "seq", "id", "app", "kind", "decision", "once"])
+        XCTAssertEqual(events.first?["id"], 1)
+        XCTAssertEqual(events.first?["app"], "nav")
+        XCTAssertEqual(events.first?["kind"], "wifi")
+        XCTAssertEqual(events.first?["decision"], "allow")
+        XCTAssertEqual(events.first?["once"], true)
+        XCTAssertEqual(h.armedTimers, 1)
+        // A lasting deny answers the other one; an agent subscribed to apps hears the app change too.
+        _ = h.subscribe(agent, "apps prompts")
+        XCTAssertEqual(h.request(h.connect(), "DECIDE nav wwan deny")["ok"], true)
+        let more = h.takeEvents(agent)
+        XCTAssertEqual(more.map { $0["event"] }, ["prompt-answered", "app"])
+        XCTAssertEqual(more.first?["decision"], "deny")
+        XCTAssertEqual(more.first?["once"], false)
+        XCTAssertEqual(h.armedTimers, 0)
+        h.advance(bySeconds: 60)
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired"), [])
+    }
+
+    /// A DECIDE with no prompt open answers none, and a prompt's kind decided for another app stays open.
+    func testDecideForAnotherAppOrKindLeavesThePromptOpen() {
+        let h = harness(agents: true)
+        let agent = h.connections.keys.max()!
+        _ = h.request(h.connect(Peers.maps), "QUERY")
+        _ = h.take(agent)
+        XCTAssertEqual(h.request(h.connect(), "DECIDE nav wwan allow")["ok"], true)
+        XCTAssertEqual(h.request(h.connect(), "DECIDE maps wifi deny")["ok"], true)
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt-answered"), [])
+        XCTAssertEqual(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"]?.arrayValue?.map { $0["app"] }, ["maps"])
+    }
+}

@@ -1,0 +1,190 @@
+import NetpermCore
+import XCTest
+
+/// RELOAD and SIGHUP: the service manager is told, a good policy takes over (sessions re-matched, links
+/// reclassified), a bad one is refused and the old one stays, and the admin group is looked up only when needed.
+final class EngineReloadTests: XCTestCase {
+    private let policy = """
+    [App curl]
+    Executable=/usr/bin/curl
+    WWAN=allow
+    [App backup]
+    Unit=backup.service
+    WWAN=deny
+    """
+
+    private let path = "/etc/netpermd/netpermd.conf"
+
+    private func harness(accounts: AccountResolver = FakeAccounts(),
+                         settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug)) -> EngineHarness {
+        EngineHarness(policy: policy, links: [Links.eth, Links.wwan], settings: settings, accounts: accounts)
+    }
+
+    func testReloadIsPrivileged() {
+        let h = harness()
+        XCTAssertEqual(h.requestError(h.connect(Peers.curl), "RELOAD", .permissionDenied),
+                       "RELOAD needs root or membership of group 'netperm'")
+        XCTAssertFalse(h.steps.contains("load-policy"))
+    }
+
+    /// RELOADING=1, the files read, the new generation in force, READY=1 with STATUS=, then the reply.
+    func testGoodReload() {
+        let h = harness()
+        let admin = h.connect(Peers.admin)
+        h.policyFiles = [(path, policy + "\n[App x]\nUser=1\n")]
+        let mark = h.steps.count
+        XCTAssertEqual(h.send(admin, "reload"), [#"{"ok":true,"generation":2,"apps":3}"#])
+        let steps = h.steps[mark...].filter { !$0.hasPrefix("log") }
+        XCTAssertEqual(steps, ["hold \(admin)", "notify reloading", "load-policy",
+                               "notify ready(status: \"2 links, via eth0 (ethernet), 3 apps, policy gen 2\")",
+                               "reply \(admin)", "resume \(admin)"])
+        XCTAssertEqual(h.logged(containing: "policy generation 2: 3 apps").count, 1)
+        XCTAssertEqual(h.request(admin, "STATUS")["policy"], .object([("generation", 2), ("apps", 3), ("error", .null)]))
+    }
+
+    /// A bad policy: `policy-invalid` with the first error and how many more, every error logged, and the old
+    /// policy still in force.
+    func testBadReloadKeepsTheOldPolicy() {
+        let h = harness()
+        let admin = h.connect(Peers.admin)
+        let bad = "[App curl]\nExecutable=/usr/bin/curl\nWWAN=deny\nWiFi=maybe\nEthernet=never\n"
+        h.policyFiles = [(path, bad)]
+        let expected = Config.parse(files: h.policyFiles, accounts: FakeAccounts())
+        XCTAssertEqual(expected.errorCount, 2)
+        let message = h.requestError(admin, "RELOAD", .policyInvalid)
+        XCTAssertEqual(message, expected.failure)
+        XCTAssertTrue(message.hasPrefix("\(path):4: ") && message.hasSuffix(" (and 1 more error)"), message)
+        XCTAssertFalse(h.connections[admin]!.held)
+        for e in expected.errors { XCTAssertTrue(h.log.contains { $0 == (.err, e.description) }, e.description) }
+        XCTAssertEqual(h.logged(containing: "policy reload failed, keeping generation 1: \(message)").count, 1)
+        let q = h.request(admin, "QUERY curl")
+        XCTAssertEqual(q["permissions"]?["wwan"], "allow", "the old policy")
+        XCTAssertEqual(h.request(admin, "STATUS")["policy"],
+                       .object([("generation", 1), ("apps", 2), ("error", .string(message))]))
+    }
+
+    /// Warnings never fail a load: each is logged at warning priority, and counted in the summary.
+    func testWarningsAreLogged() {
+        let h = harness()
+        h.reload(policy: policy + "\nColour=blue\n")
+        let warnings = h.log.filter { $0.0 == .warning }.map(\.1)
+        XCTAssertEqual(warnings.count, 1)
+        XCTAssertTrue(warnings.first?.hasPrefix("\(path):7: warning: ") == true, warnings.first ?? "")
+        XCTAssertEqual(h.logged(containing: "policy generation 2: 2 apps, 1 warning").count, 1)
+        h.reload(policy: policy + "\nColour=blue\nShade=dark\n")
+        XCTAssertEqual(h.logged(containing: "policy generation 3: 2 apps, 2 warnings").count, 1)
+    }
+
+    /// Beyond the parser's limit, one line says how many more there were.
+    func testProblemsBeyondTheLimitAreCounted() {
+        let h = harness()
+        let keys = (0..<150).map { "Unknown\($0)=1" }.joined(separator: "\n")
+        h.reload(policy: policy + "\n" + keys + "\n")
+        XCTAssertEqual(h.log.filter { $0.0 == .warning && $0.1.contains(": warning: ") }.count, 100)
+        XCTAssertEqual(h.logged(containing: "\(path): 50 more problems not listed").count, 1)
+        XCTAssertEqual(h.logged(containing: "policy generation 2: 2 apps, 150 warnings").count, 1)
+    }
+
+    /// SIGHUP (or the files changing): the same reload, answered to nobody, heard by subscribers.
+    func testReloadInput() {
+        let h = harness()
+        let sub = h.connect(Peers.curl)
+        _ = h.subscribe(sub, "policy")
+        let mark = h.notifications.count
+        h.reload(policy: policy + "\n[App x]\nUser=1\n")
+        XCTAssertEqual(Array(h.notifications[mark...]),
+                       [.reloading, .ready(status: "2 links, via eth0 (ethernet), 3 apps, policy gen 2")])
+        XCTAssertEqual(h.takeEvents(sub).map { $0["generation"] }, [2])
+    }
+
+    /// Two RELOADs while the files are being read: one read, both answered with its result.
+    func testReloadsWhileOneIsPendingShareIt() {
+        let h = harness()
+        h.policyLoadIsManual = true
+        let a = h.connect(Peers.admin)
+        let b = h.connect(Peers.root)
+        let gone = h.connect(Peers.root)
+        for c in [a, b, gone] { XCTAssertEqual(h.send(c, "RELOAD"), []) }
+        XCTAssertEqual(h.pendingPolicyLoads, 1)
+        h.disconnect(gone)
+        h.completePolicyLoad()
+        XCTAssertEqual(h.take(a), [#"{"ok":true,"generation":2,"apps":2}"#])
+        XCTAssertEqual(h.take(b), [#"{"ok":true,"generation":2,"apps":2}"#])
+        XCTAssertEqual(h.connections[gone]!.lines, [], "one that left is not answered")
+    }
+
+    // MARK: Sessions re-matched
+
+    /// A caller's app and privilege follow the new policy.
+    func testCallersAreMatchedAgain() {
+        let h = harness()
+        let maps = h.connect(Peers.maps)
+        XCTAssertEqual(h.request(maps, "QUERY")["matched_by"], "default")
+        let wheel = h.connect(makePeer(uid: 1002, gids: [1002, 10], exe: "/usr/bin/netpermctl", pid: 88))
+        h.requestError(wheel, "APPS", .permissionDenied)
+        h.reload(policy: "[Defaults]\nAdminGroup=wheel\n" + policy + "\n[App maps]\nExecutable=/usr/bin/maps\nWWAN=allow\n")
+        let q = h.request(maps, "QUERY")
+        XCTAssertEqual(q["matched_by"], "executable")
+        XCTAssertEqual(q["permissions"]?["wwan"], "allow")
+        XCTAssertEqual(h.request(wheel, "APPS")["ok"], true)
+        XCTAssertEqual(h.requestError(h.connect(Peers.admin), "APPS", .permissionDenied),
+                       "APPS needs root or membership of group 'wheel'")
+        h.reload(policy: policy)
+        h.requestError(wheel, "APPS", .permissionDenied)
+    }
+
+    /// A reload reclassifies the links it already knows ([Interface] sections) without a new dump.
+    func testReloadReclassifiesLinks() {
+        let h = harness()
+        let sub = h.connect(Peers.curl)
+        _ = h.subscribe(sub, "links")
+        h.reload(policy: policy + "\n[Interface eth*]\nKind=wwan\n")
+        let events = h.takeEvents(sub, named: "link")
+        XCTAssertEqual(events.map { $0["change"] }, ["changed"])
+        XCTAssertEqual(events.first?["link"]?["kind"], "wwan")
+        XCTAssertEqual(events.first?["link"]?["classified_by"], "config:[Interface eth*]")
+        XCTAssertEqual(events.first?["link"]?["metered"], true)
+        XCTAssertEqual(h.logged(containing: "eth0: kind ethernet -> wwan (config:[Interface eth*])").count, 1)
+        XCTAssertEqual(h.notifications.last, .ready(status: "2 links, via eth0 (wwan), 2 apps, policy gen 2"))
+    }
+
+    /// App events after a reload only for the apps whose verdict changed.
+    func testReloadSendsEventsOnlyForChangedApps() {
+        let h = harness()
+        let sub = h.connect(Peers.root)
+        _ = h.subscribe(sub, "apps")
+        h.reload(policy: policy.replacingOccurrences(of: "WWAN=deny", with: "WWAN=deny\nEthernet=deny"))
+        let events = h.takeEvents(sub, named: "app")
+        XCTAssertEqual(events.map { $0["app"] }, ["backup"])
+        XCTAssertEqual(events.first?["reason"], "denied")
+        XCTAssertEqual(events.first?["denied_kinds"], .array(["wwan", "ethernet"]))
+    }
+
+    // MARK: AdminGroup= lookups
+
+    /// The group is looked up only for a peer that is neither root nor the daemon's user, once per policy
+    /// generation (a failed reload is not a new one), and a missing group is said once per generation.
+    func testAdminGroupIsLookedUpLazilyOncePerGeneration() {
+        let accounts = CountingAccounts()
+        let h = harness(accounts: accounts, settings: Engine.Settings(daemonUID: 500, logLevel: .debug))
+        let root = h.connect(Peers.root)
+        XCTAssertEqual(h.request(root, "APPS")["ok"], true)
+        let daemonUser = h.connect(makePeer(uid: 500, exe: "/usr/bin/netpermctl"))
+        XCTAssertEqual(h.request(daemonUser, "APPS")["ok"], true, "the daemon's own user is privileged")
+        XCTAssertEqual(accounts.groupLookups, [], "root and the daemon's user need no group")
+        let curl = h.connect(Peers.curl)
+        let admin = h.connect(Peers.admin)
+        XCTAssertEqual(h.request(admin, "APPS")["ok"], true)
+        h.requestError(curl, "APPS", .permissionDenied)
+        XCTAssertEqual(accounts.groupLookups, ["netperm"])
+        h.reload(policy: "[App x]\nWWAN=allow\n")
+        XCTAssertEqual(accounts.groupLookups, ["netperm"], "a failed reload changes no generation")
+        h.reload(policy: "[Defaults]\nAdminGroup=nosuch\n" + policy)
+        XCTAssertEqual(accounts.groupLookups, ["netperm", "nosuch"])
+        h.requestError(admin, "APPS", .permissionDenied)
+        _ = h.connect(Peers.maps)
+        XCTAssertEqual(accounts.groupLookups, ["netperm", "nosuch"])
+        XCTAssertEqual(h.logged(containing: "group 'nosuch' does not exist; only root may ask about other apps").count, 1)
+        XCTAssertEqual(h.request(root, "APPS")["ok"], true)
+    }
+}

@@ -1,0 +1,327 @@
+import NetpermCore
+import XCTest
+
+/// SUBSCRIBE: the acknowledgement, the snapshot, and the events that follow, each subscriber with its own topics,
+/// filter and sequence numbers.
+final class EngineSubscribeTests: XCTestCase {
+    /// a and c share a permission set; b differs only on WWAN; d is [Defaults] (WWAN=ask); e is Ethernet-only.
+    private let policy = """
+    [App a]
+    User=1
+    WWAN=allow
+    [App b]
+    User=2
+    WWAN=deny
+    [App c]
+    User=3
+    WWAN=allow
+    [App d]
+    User=4
+    [App e]
+    User=5
+    WiFi=deny
+    WWAN=deny
+    Other=deny
+    """
+
+    private let eth = Links.eth
+    private let wwan = Links.wwan
+
+    private func harness(_ links: [Link]? = nil, agents: Bool = true) -> EngineHarness {
+        EngineHarness(policy: policy, links: links ?? [eth, wwan], agents: agents)
+    }
+
+    private func apps(_ events: [JSON]) -> [String] { events.compactMap { $0["app"]?.stringValue } }
+
+    // MARK: The acknowledgement and the snapshot
+
+    /// No topic means links, apps and policy; an unprivileged subscriber's snapshot has its own app only, without
+    /// matched_by (events describe the app, not how one asker was recognised).
+    func testDefaultSubscription() throws {
+        let h = harness()
+        let c = h.connect(makePeer(uid: 1, exe: "/usr/bin/a"))
+        let (ack, snapshot) = h.subscribe(c)
+        XCTAssertEqual(ack.encoded(), #"{"ok":true,"subscribed":["links","apps","policy"],"app":"a","privileged":false}"#)
+        XCTAssertEqual(snapshot.keys, ["event", "seq", "links", "apps", "policy"])
+        XCTAssertEqual(snapshot["event"], "snapshot")
+        XCTAssertEqual(snapshot["seq"], 1)
+        XCTAssertEqual(snapshot["links"], h.request(h.connect(), "LINKS")["links"])
+        let apps = try XCTUnwrap(snapshot["apps"]?.arrayValue)
+        XCTAssertEqual(apps.map { $0["app"] }, ["a"])
+        XCTAssertEqual(apps.first?.keys, ["app", "available", "reason", "via", "denied_kinds", "pending_kinds",
+                                         "permissions", "sources"])
+        XCTAssertEqual(apps.first?["via"]?["name"], "eth0")
+        XCTAssertEqual(snapshot["policy"], .object([("generation", 1), ("apps", 5), ("error", .null)]))
+    }
+
+    /// Only the topics asked for, in the protocol's order whatever the request's, in any case, duplicates once.
+    func testTopics() {
+        let h = harness()
+        let rows: [(String, [JSON], [String])] = [
+            ("policy LINKS", ["links", "policy"], ["event", "seq", "links", "policy"]),
+            ("apps apps", ["apps"], ["event", "seq", "apps"]),
+            ("Policy", ["policy"], ["event", "seq", "policy"]),
+            ("prompts apps", ["apps", "prompts"], ["event", "seq", "apps", "prompts"]),
+            ("prompts", ["prompts"], ["event", "seq", "prompts"]),
+            ("links apps policy prompts", ["links", "apps", "policy", "prompts"],
+             ["event", "seq", "links", "apps", "prompts", "policy"]),
+        ]
+        for (topics, subscribed, keys) in rows {
+            let (ack, snapshot) = h.subscribe(h.connect(Peers.admin), topics)
+            XCTAssertEqual(ack["subscribed"], .array(subscribed), topics)
+            XCTAssertEqual(ack["privileged"], true, topics)
+            XCTAssertEqual(ack["app"], "netpermctl", topics)
+            XCTAssertEqual(snapshot.keys, keys, topics)
+        }
+    }
+
+    /// A privileged subscriber's snapshot has every app tracked: the policy's in order, then apps outside it that
+    /// someone waits for or listens to (here its own).
+    func testPrivilegedSnapshotHasEveryApp() {
+        let h = harness([wwan])
+        let maps = h.connect(Peers.maps)
+        _ = h.send(maps, "WAIT")
+        XCTAssertTrue(h.connections[maps]!.held)
+        let (_, snapshot) = h.subscribe(h.connect(Peers.admin), "apps")
+        XCTAssertEqual(apps(snapshot["apps"]?.arrayValue ?? []), ["a", "b", "c", "d", "e", "maps", "netpermctl"])
+    }
+
+    /// The first agent turns verdicts around before its snapshot is written: its own app must still be in it,
+    /// as it is in any other privileged subscriber's.
+    func testFirstAgentsSnapshotHasItsOwnApp() {
+        let h = harness(agents: false)
+        let (_, plain) = h.subscribe(h.connect(Peers.admin), "apps")
+        XCTAssertTrue(apps(plain["apps"]?.arrayValue ?? []).contains("netpermctl"))
+        let (_, agent) = h.subscribe(h.connect(makePeer(uid: 1001, gids: [990], exe: "/usr/bin/agent", pid: 78)),
+                                     "apps prompts")
+        XCTAssertEqual(apps(agent["apps"]?.arrayValue ?? []), ["a", "b", "c", "d", "e", "netpermctl", "agent"])
+    }
+
+    /// After a failed reload the snapshot's policy has the error, with the generation still in force.
+    func testSnapshotPolicyAfterAFailedReload() {
+        let h = harness()
+        h.reload(policy: "[App x]\nWWAN=allow\n")
+        let (_, snapshot) = h.subscribe(h.connect(Peers.curl), "policy")
+        XCTAssertEqual(snapshot["policy"]?["generation"], 1)
+        XCTAssertEqual(snapshot["policy"]?["apps"], 5)
+        XCTAssertEqual(snapshot["policy"]?["error"],
+                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit= or User=, so nothing matches it")
+    }
+
+    func testBadTopic() {
+        let h = harness()
+        let c = h.connect(Peers.curl)
+        XCTAssertEqual(h.requestError(c, "SUBSCRIBE links bogus", .badArguments),
+                       "unknown topic 'bogus' (expected links, apps, policy, prompts)")
+        XCTAssertFalse(h.connections[c]!.keepsOpen)
+        h.setLinks([eth])
+        XCTAssertEqual(h.take(c), [], "not subscribed")
+    }
+
+    /// Prompts are for agents: privileged only, and an unprivileged attempt subscribes to nothing.
+    func testPromptsNeedsPrivilege() {
+        let h = harness(agents: false)
+        let c = h.connect(Peers.curl)
+        for line in ["SUBSCRIBE prompts", "SUBSCRIBE apps PROMPTS"] {
+            XCTAssertEqual(h.requestError(c, line, .permissionDenied),
+                           "only root or members of group 'netperm' may subscribe to prompts")
+        }
+        XCTAssertFalse(h.connections[c]!.keepsOpen)
+        XCTAssertEqual(h.request(c, "STATUS")["agents"], 0)
+    }
+
+    /// Keep-open comes before any reply: a client whose input has already ended is not closed once the reply
+    /// is sent.
+    func testKeepOpenAfterInputEndsComesFirst() {
+        let h = harness()
+        let c = h.connect(Peers.curl)
+        let mark = h.steps.count
+        _ = h.subscribe(c, "links")
+        XCTAssertEqual(h.steps[mark...].filter { $0.hasSuffix(" \(c)") }, ["keep-open \(c)", "reply \(c)", "reply \(c)"])
+        XCTAssertTrue(h.connections[c]!.keepsOpen)
+    }
+
+    /// A subscriber still sends requests; their replies come in order with the events.
+    func testRequestsWhileSubscribed() {
+        let h = harness()
+        let c = h.connect(Peers.admin)
+        _ = h.subscribe(c)
+        XCTAssertEqual(h.request(c, "PING")["pong"], true)
+        let got = h.send(c, "DECIDE d wwan allow").map(EngineHarness.parse)
+        XCTAssertEqual(got.map { $0["event"]?.stringValue ?? "reply" }, ["app", "reply"], "the event, then the reply")
+    }
+
+    // MARK: Events
+
+    /// Each subscriber counts its own events from the snapshot's 1, whatever their kind, without a gap (the
+    /// harness checks every line; here the numbers are spelt out).
+    func testSeqCountsEveryEventOfTheConnection() {
+        let h = harness()
+        let all = h.connect(Peers.admin)
+        let links = h.connect(Peers.admin)
+        _ = h.subscribe(all)
+        _ = h.subscribe(links, "links")
+        h.setLinks([wwan])
+        h.reload(policy: policy + "\n[App f]\nUser=6\n")
+        h.feed(.stopping)
+        let seqAll = h.takeParsed(all).compactMap { $0["seq"]?.intValue }
+        XCTAssertEqual(seqAll, Array(2..<(2 + seqAll.count)))
+        XCTAssertGreaterThan(seqAll.count, 5)
+        XCTAssertEqual(h.takeParsed(links).map { $0["seq"] }, [2, 3], "the link removed, then stopping")
+    }
+
+    func testLinkEvents() {
+        let h = harness([])
+        let c = h.connect(Peers.curl)
+        _ = h.subscribe(c, "links")
+        h.setLinks([eth, wwan])
+        var down = eth
+        down.carrier = false
+        down.operstate = "down"
+        h.setLinks([down, wwan])
+        h.setLinks([down])
+        let events = h.takeEvents(c)
+        XCTAssertEqual(events.map { $0["event"] }, ["link", "link", "link", "link"])
+        XCTAssertEqual(events.map { $0["change"] }, ["added", "added", "changed", "removed"])
+        XCTAssertEqual(events.map { $0["link"]?["name"] }, ["eth0", "wwan0", "eth0", "wwan0"])
+        XCTAssertEqual(events[0].keys, ["event", "seq", "change", "link"])
+        XCTAssertEqual(events[2]["link"]?["usable"], false)
+        XCTAssertEqual(events[3]["link"]?["usable"], true, "a removed link as it last was")
+        // The same picture again: no event.
+        h.setLinks([down])
+        XCTAssertEqual(h.take(c), [])
+    }
+
+    /// Ethernet goes away, cellular stays: every app's verdict changes, and each app gets its own event, the two
+    /// that share a permission set included.
+    func testAppEventsForEveryChangedApp() {
+        let h = harness()
+        let c = h.connect(Peers.admin)
+        _ = h.subscribe(c, "apps")
+        h.setLinks([wwan])
+        let events = h.takeEvents(c, named: "app")
+        XCTAssertEqual(Set(apps(events)), ["a", "b", "c", "d", "e", "netpermctl"])
+        XCTAssertEqual(apps(events).count, 6, "one event per app")
+        let byApp = Dictionary(events.map { ($0["app"]?.stringValue ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        XCTAssertEqual(byApp["a"]?["via"]?["name"], "wwan0")
+        XCTAssertEqual(byApp["c"]?["via"]?["name"], "wwan0")
+        XCTAssertEqual(byApp["b"]?["reason"], "denied")
+        XCTAssertEqual(byApp["d"]?["reason"], "awaiting-decision")
+        XCTAssertEqual(byApp["a"]?.keys, ["event", "seq", "app", "available", "reason", "via", "denied_kinds",
+                                          "pending_kinds", "permissions", "sources"])
+    }
+
+    /// Cellular gets a better metric: the apps allowed on it switch to it; the others, still on Ethernet with
+    /// nothing else changed, hear nothing. An unusable link appearing changes no verdict.
+    func testAppEventsOnlyForChangedApps() {
+        let h = harness()
+        let c = h.connect(Peers.admin)
+        _ = h.subscribe(c, "apps")
+        h.setLinks([eth, makeLink(4, "wwan0", .wwan, metric: 50)])
+        XCTAssertEqual(Set(apps(h.takeEvents(c, named: "app"))), ["a", "c"])
+        h.setLinks([eth, makeLink(4, "wwan0", .wwan, metric: 50), makeLink(7, "wlan0", .wifi, metric: nil)])
+        XCTAssertEqual(h.takeEvents(c, named: "app"), [])
+        // A usable Wi-Fi link with a worse metric: only e (which denies Wi-Fi) changes, in denied_kinds.
+        h.setLinks([eth, makeLink(4, "wwan0", .wwan, metric: 50), makeLink(7, "wlan0", .wifi, metric: 900)])
+        let events = h.takeEvents(c, named: "app")
+        XCTAssertEqual(apps(events), ["e"])
+        XCTAssertEqual(events.first?["denied_kinds"], .array(["wifi", "wwan"]))
+    }
+
+    /// An unprivileged subscriber hears of its own app only; a change to other apps alone sends it nothing.
+    func testUnprivilegedHearsOnlyItsOwnApp() {
+        let h = harness()
+        let c = h.connect(makePeer(uid: 1, exe: "/usr/bin/a"))
+        _ = h.subscribe(c, "apps")
+        h.setLinks([wwan])
+        XCTAssertEqual(apps(h.takeEvents(c)), ["a"])
+        XCTAssertEqual(h.request(h.connect(), "DECIDE d wwan allow")["ok"], true)
+        XCTAssertEqual(h.take(c), [])
+    }
+
+    func testPolicyEvents() {
+        let h = harness()
+        let c = h.connect(Peers.curl)
+        _ = h.subscribe(c, "policy")
+        h.reload(policy: policy + "\n[App f]\nUser=6\n")
+        h.reload(policy: "[App x]\nWWAN=allow\n")
+        let events = h.takeEvents(c)
+        XCTAssertEqual(events.map(\.keys), [["event", "seq", "generation", "apps", "error"],
+                                            ["event", "seq", "generation", "apps", "error"]])
+        XCTAssertEqual(events.first?["generation"], 2)
+        XCTAssertEqual(events.first?["apps"], 6)
+        XCTAssertEqual(events.first?["error"], .null)
+        XCTAssertEqual(events.last?["generation"], 2, "the generation still in force")
+        XCTAssertEqual(events.last?["apps"], 6)
+        XCTAssertEqual(events.last?["error"],
+                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit= or User=, so nothing matches it")
+    }
+
+    /// `stopping` goes to every subscriber whatever its topics, and to nobody else.
+    func testStoppingGoesToEverySubscriber() {
+        let h = harness()
+        let agent = h.connections.keys.max()!
+        let links = h.connect(Peers.curl)
+        _ = h.subscribe(links, "links")
+        let policyOnly = h.connect(Peers.curl)
+        _ = h.subscribe(policyOnly, "policy")
+        let plain = h.connect(Peers.curl)
+        h.feed(.stopping)
+        for c in [agent, links, policyOnly] {
+            let events = h.takeEvents(c)
+            XCTAssertEqual(events.map(\.keys), [["event", "seq"]])
+            XCTAssertEqual(events.first?["event"], "stopping")
+        }
+        XCTAssertEqual(h.take(plain), [])
+    }
+
+    /// A derived app tracked for its subscriber is forgotten when the subscriber leaves.
+    func testSubscribersOwnAppIsTrackedWhileItListens() {
+        let h = harness()
+        let admin = h.connect(Peers.admin)
+        _ = h.subscribe(admin, "apps")
+        let maps = h.connect(Peers.maps)
+        let (_, snapshot) = h.subscribe(maps, "apps")
+        XCTAssertEqual(apps(snapshot["apps"]?.arrayValue ?? []), ["maps"])
+        h.setLinks([wwan])
+        XCTAssertTrue(apps(h.takeEvents(admin)).contains("maps"))
+        XCTAssertEqual(apps(h.takeEvents(maps)), ["maps"])
+        h.disconnect(maps)
+        h.setLinks([eth])
+        XCTAssertFalse(apps(h.takeEvents(admin)).contains("maps"))
+    }
+
+    /// A privilege lost with a reload narrows what the subscriber hears to its own app.
+    func testSubscriptionFollowsTheCallersPrivilege() {
+        let h = harness()
+        let admin = h.connect(Peers.admin)
+        _ = h.subscribe(admin, "apps")
+        h.reload(policy: "[Defaults]\nAdminGroup=wheel\n" + policy)
+        _ = h.take(admin)
+        h.setLinks([wwan])
+        XCTAssertEqual(apps(h.takeEvents(admin)), ["netpermctl"])
+    }
+
+    // MARK: Subscribing again
+
+    /// Doubtful: SUBSCRIBE on a connection that already subscribed. An agent subscribing again is still one
+    /// agent.
+    func testAgentSubscribingAgainIsCountedOnce() {
+        let h = harness(agents: false)
+        let agent = h.connect(Peers.admin)
+        _ = h.subscribe(agent, "prompts")
+        _ = h.subscribe(agent, "prompts apps")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 1)
+    }
+
+    /// Doubtful: an agent that subscribes again without `prompts` is no longer an agent, and with no other the
+    /// undecided `ask` is a no-agent deny again.
+    func testAgentSubscribingAgainWithoutPromptsIsNoLongerAnAgent() {
+        let h = harness([wwan], agents: false)
+        let agent = h.connect(Peers.admin)
+        _ = h.subscribe(agent, "prompts")
+        _ = h.subscribe(agent, "links")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 0)
+        XCTAssertEqual(h.request(h.connect(), "QUERY d")["sources"]?["wwan"], "no-agent")
+    }
+}

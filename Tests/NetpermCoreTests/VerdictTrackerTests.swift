@@ -1,0 +1,284 @@
+import NetpermCore
+import XCTest
+
+/// Per-app verdicts and the events when they change.
+final class VerdictTrackerTests: XCTestCase {
+    /// a and c share a permission set; b differs only on WWAN; d is defaults (WWAN=ask); e is Ethernet-only.
+    private func config() throws -> Config {
+        try parsePolicy("""
+        [App a]
+        User=1
+        WWAN=allow
+        [App b]
+        User=2
+        WWAN=deny
+        [App c]
+        User=3
+        WWAN=allow
+        [App d]
+        User=4
+        [App e]
+        User=5
+        WiFi=deny
+        WWAN=deny
+        Other=deny
+        """)
+    }
+
+    /// With an agent listening, so that `ask` prompts (no agent: see testLastAgentLeaving...).
+    private func state(_ links: [Link], ready: Bool = true, config: Config? = nil) throws -> DaemonState {
+        var s = DaemonState(ready: ready, network: NetworkState(links: links), config: try config ?? self.config(),
+                            policyGeneration: 1)
+        s.agents = 1
+        return s
+    }
+
+    private let eth = makeLink(2, "eth0", .ethernet, metric: 100)
+    private let wwan = makeLink(4, "wwan0", .wwan, metric: 700)
+
+    /// Verdicts the events carry, by app (the order across permission sets is not part of the contract).
+    private func byApp(_ events: [Event], file: StaticString = #filePath, line: UInt = #line) -> [String: Verdict] {
+        var out: [String: Verdict] = [:]
+        for e in events {
+            guard case let .app(v) = e else { XCTFail("not an app event: \(e)", file: file, line: line); continue }
+            XCTAssertNil(out[v.app], "two events for \(v.app)", file: file, line: line)
+            out[v.app] = v
+        }
+        return out
+    }
+
+    func testResetFromNothingHasNoEventsAndTracksEveryApp() throws {
+        var t = VerdictTracker()
+        let s = try state([eth])
+        XCTAssertEqual(t.reset(state: s, extra: []), [])
+        XCTAssertEqual(t.all.map(\.app), ["a", "b", "c", "d", "e"])
+        XCTAssertTrue(t.all.allSatisfy { $0.matchedBy == .name })
+        XCTAssertTrue(t.all.allSatisfy { $0.available && $0.via?.name == "eth0" })
+        XCTAssertEqual(t.verdict("d")?.permissions.wwan, .ask)
+        XCTAssertNil(t.verdict("zzz"))
+        // Each verdict is what the state computes directly.
+        for app in s.config.apps {
+            XCTAssertEqual(t.verdict(app.id), s.verdict(for: AppMatch(id: app.id, matchedBy: .name, app: app)))
+        }
+    }
+
+    func testRefreshWithoutChangeIsQuiet() throws {
+        var t = VerdictTracker()
+        let s = try state([eth, wwan])
+        _ = t.reset(state: s, extra: [])
+        XCTAssertEqual(t.refresh(state: s), [])
+        XCTAssertEqual(t.refresh(state: s), [])
+    }
+
+    /// Ethernet goes away, cellular stays: every app's verdict changes, and each app gets its own event, including
+    /// the two that share a permission set.
+    func testRefreshEventsForEveryChangedApp() throws {
+        var t = VerdictTracker()
+        _ = t.reset(state: try state([eth, wwan]), extra: [])
+        let events = byApp(t.refresh(state: try state([wwan])))
+        XCTAssertEqual(Set(events.keys), ["a", "b", "c", "d", "e"])
+        XCTAssertEqual(events["a"]?.via?.name, "wwan0")
+        XCTAssertEqual(events["c"]?.via?.name, "wwan0")
+        XCTAssertEqual(events["a"]?.matchedBy, .name)
+        XCTAssertEqual(events["b"]?.reason, .denied)
+        XCTAssertEqual(events["b"]?.deniedKinds, [.wwan])
+        XCTAssertEqual(events["d"]?.reason, .awaitingDecision)
+        XCTAssertEqual(events["d"]?.pendingKinds, [.wwan])
+        XCTAssertEqual(events["e"]?.reason, .denied)
+        // The tracker now answers with the new verdicts.
+        XCTAssertEqual(t.verdict("c")?.via?.name, "wwan0")
+        XCTAssertEqual(t.verdict("d")?.reason, .awaitingDecision)
+        XCTAssertEqual(t.refresh(state: try state([wwan])), [])
+    }
+
+    /// Cellular gets a better metric: apps allowed on it switch to it; apps that stay on Ethernet (with cellular
+    /// still denied) are not told anything.
+    func testRefreshOnlyForAffectedApps() throws {
+        var t = VerdictTracker()
+        _ = t.reset(state: try state([eth, wwan]), extra: [])
+        let better = makeLink(4, "wwan0", .wwan, metric: 50)
+        let events = byApp(t.refresh(state: try state([eth, better])))
+        XCTAssertEqual(Set(events.keys), ["a", "c"])
+        XCTAssertEqual(events["a"]?.via?.name, "wwan0")
+        XCTAssertEqual(t.verdict("b")?.via?.name, "eth0")
+    }
+
+    /// A metric change that does not move anyone's `via`, and an unusable link appearing: no app event.
+    func testIrrelevantNetworkChangesAreQuiet() throws {
+        var t = VerdictTracker()
+        _ = t.reset(state: try state([eth, wwan]), extra: [])
+        XCTAssertEqual(t.refresh(state: try state([makeLink(2, "eth0", .ethernet, metric: 90), wwan])), [])
+        XCTAssertEqual(t.refresh(state: try state([makeLink(2, "eth0", .ethernet, metric: 90), wwan,
+                                                   makeLink(7, "wlan0", .wifi, metric: nil),
+                                                   makeLink(8, "usb0", .other, metric: 1, carrier: false)])), [])
+    }
+
+    /// A Wi-Fi link with a worse metric appears: apps allowed on it keep their via and hear nothing; the app that
+    /// denies Wi-Fi hears that its denied_kinds changed.
+    func testDeniedKindsChangeIsAnEvent() throws {
+        var t = VerdictTracker()
+        _ = t.reset(state: try state([eth]), extra: [])
+        let events = byApp(t.refresh(state: try state([eth, makeLink(7, "wlan0", .wifi, metric: 600)])))
+        XCTAssertEqual(Set(events.keys), ["e"], "only e's verdict changed (denied_kinds gains wifi)")
+        XCTAssertEqual(events["e"]?.deniedKinds, [.wifi])
+        XCTAssertEqual(events["e"]?.via?.name, "eth0")
+    }
+
+    func testBecomingReadyIsAnEventForEveryApp() throws {
+        var t = VerdictTracker()
+        _ = t.reset(state: try state([eth], ready: false), extra: [])
+        XCTAssertTrue(t.all.allSatisfy { $0.reason == .starting })
+        let events = byApp(t.refresh(state: try state([eth], ready: true)))
+        XCTAssertEqual(Set(events.keys), ["a", "b", "c", "d", "e"])
+        XCTAssertTrue(events.values.allSatisfy { $0.reason == .ok })
+    }
+
+    func testTrackAddsWithoutEventAndThenRefreshes() throws {
+        var t = VerdictTracker()
+        _ = t.reset(state: try state([eth, wwan]), extra: [])
+        let curl = AppMatch(id: "curl", matchedBy: .defaults, app: nil)
+        t.track(curl, state: try state([eth, wwan]))
+        XCTAssertEqual(t.all.map(\.app), ["a", "b", "c", "d", "e", "curl"])
+        XCTAssertEqual(t.verdict("curl")?.matchedBy, .defaults)
+        XCTAssertEqual(t.verdict("curl")?.via?.name, "eth0")
+        // Tracking again (or tracking a policy app) changes nothing.
+        t.track(AppMatch(id: "curl", matchedBy: .executable, app: nil), state: try state([eth, wwan]))
+        t.track(AppMatch(id: "a", matchedBy: .user, app: nil), state: try state([eth, wwan]))
+        XCTAssertEqual(t.verdict("curl")?.matchedBy, .defaults)
+        XCTAssertEqual(t.verdict("a")?.matchedBy, .name)
+        XCTAssertEqual(t.all.count, 6)
+
+        // curl shares d's set (defaults): both hear that Ethernet went.
+        let events = byApp(t.refresh(state: try state([wwan])))
+        XCTAssertEqual(events["curl"]?.reason, .awaitingDecision)
+        XCTAssertEqual(events["curl"]?.matchedBy, .defaults)
+        XCTAssertEqual(events["d"]?.reason, .awaitingDecision)
+    }
+
+    /// The last agent leaving turns every undecided `ask` into a `no-agent` deny, and the first one coming back
+    /// turns it back: app events for exactly the apps with an undecided `ask` (d), none for the others.
+    func testLastAgentLeavingAndFirstComingBackChangeOnlyUndecidedAsk() throws {
+        var t = VerdictTracker()
+        var s = try state([wwan])
+        _ = t.reset(state: s, extra: [])
+        XCTAssertEqual(t.verdict("d")?.reason, .awaitingDecision)
+
+        s.agents = 0
+        let gone = byApp(t.reset(state: s, extra: []))
+        XCTAssertEqual(Set(gone.keys), ["d"])
+        XCTAssertEqual(gone["d"]?.reason, .denied)
+        XCTAssertEqual(gone["d"]?.deniedKinds, [.wwan])
+        XCTAssertEqual(gone["d"]?.sources[.wwan], .noAgent)
+        XCTAssertEqual(gone["d"]?.unaskedKinds, [.wwan])
+        XCTAssertEqual(t.verdict("b")?.unaskedKinds, [], "b's deny is the policy's")
+
+        s.agents = 2
+        let back = byApp(t.reset(state: s, extra: []))
+        XCTAssertEqual(Set(back.keys), ["d"])
+        XCTAssertEqual(back["d"]?.reason, .awaitingDecision)
+        XCTAssertEqual(back["d"]?.pendingKinds, [.wwan])
+        XCTAssertNil(back["d"]?.sources[.wwan])
+    }
+
+    /// After a reload: events only for apps whose verdict (or permissions) changed; extra apps are kept.
+    func testResetEventsOnlyForChangedApps() throws {
+        var t = VerdictTracker()
+        let links = [eth, wwan]
+        _ = t.reset(state: try state(links), extra: [])
+        let curl = AppMatch(id: "curl", matchedBy: .defaults, app: nil)
+        t.track(curl, state: try state(links))
+
+        // b now denies Ethernet; a gains a WiFi=ask that changes nothing visible but its permissions; a new app f.
+        let changed = try parsePolicy("""
+        [Defaults]
+        WWAN=ask
+        [App a]
+        User=1
+        WWAN=allow
+        WiFi=ask
+        [App b]
+        User=2
+        WWAN=deny
+        Ethernet=deny
+        [App c]
+        User=3
+        WWAN=allow
+        [App d]
+        User=4
+        [App e]
+        User=5
+        WiFi=deny
+        WWAN=deny
+        Other=deny
+        [App f]
+        User=6
+        """)
+        let events = byApp(t.reset(state: try state(links, config: changed), extra: [curl]))
+        XCTAssertEqual(Set(events.keys), ["a", "b"])
+        XCTAssertEqual(events["a"]?.permissions.wifi, .ask)
+        XCTAssertEqual(events["b"]?.reason, .denied)
+        XCTAssertEqual(events["b"]?.deniedKinds, [.wwan, .ethernet])
+        XCTAssertEqual(t.all.map(\.app), ["a", "b", "c", "d", "e", "f", "curl"])
+        XCTAssertEqual(t.verdict("curl")?.matchedBy, .defaults)
+
+        // Without it in `extra`, a derived app is dropped.
+        _ = t.reset(state: try state(links, config: changed), extra: [])
+        XCTAssertNil(t.verdict("curl"))
+    }
+
+    /// A policy app's id wins over an extra with the same id.
+    func testExtraDoesNotReplaceAPolicyApp() throws {
+        var t = VerdictTracker()
+        let s = try state([eth, wwan])
+        _ = t.reset(state: s, extra: [AppMatch(id: "b", matchedBy: .defaults, app: nil)])
+        XCTAssertEqual(t.verdict("b")?.matchedBy, .name)
+        XCTAssertEqual(t.verdict("b")?.permissions.wwan, .deny)
+        XCTAssertEqual(t.all.count, 5)
+    }
+
+    func testRenamed() {
+        let v = Verdict.compute(app: "", matchedBy: .name, permissions: .builtIn,
+                                network: NetworkState(links: [eth]), ready: true)
+        let r = v.renamed("x", .unit)
+        XCTAssertEqual(r.app, "x")
+        XCTAssertEqual(r.matchedBy, .unit)
+        XCTAssertEqual(r.via, v.via)
+        XCTAssertEqual(r.permissions, v.permissions)
+    }
+
+    /// Untracking forgets a derived app: no verdict, no event; a policy app cannot be untracked.
+    func testUntrack() throws {
+        var t = VerdictTracker()
+        let s = try state([eth, wwan])
+        _ = t.reset(state: s, extra: [])
+        t.track(AppMatch(id: "curl", matchedBy: .defaults, app: nil), state: s)
+        t.untrack("curl", state: s)
+        t.untrack("a", state: s)
+        t.untrack("nosuch", state: s)
+        XCTAssertNil(t.verdict("curl"))
+        XCTAssertEqual(t.all.map(\.app), ["a", "b", "c", "d", "e"])
+        XCTAssertEqual(Set(byApp(t.refresh(state: try state([wwan]))).keys), ["a", "b", "c", "d", "e"])
+        // Tracked again later, it starts from the network as it is then (its set's template was dropped).
+        t.track(AppMatch(id: "curl", matchedBy: .executable, app: nil), state: try state([wwan]))
+        XCTAssertEqual(t.verdict("curl")?.reason, .awaitingDecision)
+        XCTAssertEqual(t.verdict("curl")?.matchedBy, .executable)
+    }
+
+    /// The only app of its permission set leaves and comes back after the network changed: its verdict is the
+    /// new network's, not the one its set had when it left.
+    func testUntrackedSetIsNotStale() throws {
+        var t = VerdictTracker()
+        let config = try parsePolicy("[App a]\nUser=1\n")
+        _ = t.reset(state: try state([eth], config: config), extra: [])
+        let odd = AppMatch(id: "odd", matchedBy: .defaults, app: nil)
+        var s = try state([eth], config: config)
+        s.decisions.set("odd", .wwan, .allow, once: false)
+        t.track(odd, state: s)
+        t.untrack("odd", state: s)
+        var later = try state([wwan], config: config)
+        later.decisions.set("odd", .wwan, .allow, once: false)
+        _ = t.refresh(state: later)
+        t.track(odd, state: later)
+        XCTAssertEqual(t.verdict("odd")?.via?.name, "wwan0")
+    }
+}
