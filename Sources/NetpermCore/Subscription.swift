@@ -7,8 +7,10 @@ public struct Subscription: Sendable {
     public var appID: String
     public private(set) var seq = 0
 
-    public init(topics: Set<Topic>, privileged: Bool, appID: String) {
+    /// `continuing`: the connection's earlier subscription, whose count goes on.
+    public init(topics: Set<Topic>, privileged: Bool, appID: String, continuing earlier: Subscription? = nil) {
         self.topics = topics; self.privileged = privileged; self.appID = appID
+        seq = earlier?.seq ?? 0
     }
 
     /// Parses `SUBSCRIBE [TOPIC...]`; no topic means the default ones.

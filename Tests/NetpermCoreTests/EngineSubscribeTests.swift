@@ -76,14 +76,15 @@ final class EngineSubscribeTests: XCTestCase {
     }
 
     /// A privileged subscriber's snapshot has every app tracked: the policy's in order, then apps outside it that
-    /// someone waits for or listens to (here its own).
+    /// someone waits for or listens to, in the order their connections came (the harness's agent, netpermctl, is
+    /// first; the admin's own app is the same).
     func testPrivilegedSnapshotHasEveryApp() {
         let h = harness([wwan])
         let maps = h.connect(Peers.maps)
         _ = h.send(maps, "WAIT")
         XCTAssertTrue(h.connections[maps]!.held)
         let (_, snapshot) = h.subscribe(h.connect(Peers.admin), "apps")
-        XCTAssertEqual(apps(snapshot["apps"]?.arrayValue ?? []), ["a", "b", "c", "d", "e", "maps", "netpermctl"])
+        XCTAssertEqual(apps(snapshot["apps"]?.arrayValue ?? []), ["a", "b", "c", "d", "e", "netpermctl", "maps"])
     }
 
     /// The first agent turns verdicts around before its snapshot is written: its own app must still be in it,

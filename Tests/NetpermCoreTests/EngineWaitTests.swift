@@ -244,16 +244,17 @@ final class EngineWaitTests: XCTestCase {
         XCTAssertEqual(r.first?["reason"], "ok")
     }
 
-    /// Doubtful: a WAIT for an app by name outlives the app. After a reload removes [App backup], QUERY backup is
-    /// not-found, yet the held WAIT keeps judging it by the removed section's WWAN=deny instead of the policy in
-    /// force ([Defaults] WWAN=allow here).
+    /// A WAIT for an app by name does not outlive the app: after a reload removes [App backup], the held WAIT
+    /// ends as QUERY backup would, not-found, instead of being judged by a section the policy no longer has.
     func testNamedWaitForAnAppTheReloadRemoved() {
         let h = harness([Links.wwan])
         let admin = h.connect(Peers.admin)
         XCTAssertEqual(h.send(admin, "WAIT backup"), [])
         h.reload(policy: "[Defaults]\nWWAN=allow\n[App curl]\nExecutable=/usr/bin/curl\n")
         XCTAssertEqual(h.requestError(h.connect(Peers.admin), "QUERY backup", .notFound), "no [App backup] in the policy")
-        XCTAssertEqual(h.takeParsed(admin).first?["reason"], "ok",
-                       "still held: judged by a section the policy no longer has")
+        let ended = h.takeParsed(admin)
+        XCTAssertEqual(ended.first?["error"], "not-found", "\(ended)")
+        XCTAssertEqual(ended.first?["message"], "no [App backup] in the policy any more")
+        XCTAssertFalse(h.connections[admin]!.held, "the connection takes requests again")
     }
 }

@@ -59,13 +59,13 @@ final class LinkEventTests: XCTestCase {
         XCTAssertEqual(Event.link(.added, l).topic, .links)
         XCTAssertEqual(Event.app(v).topic, .apps)
         XCTAssertEqual(Event.policy(generation: 1, apps: 0, error: nil).topic, .policy)
-        XCTAssertEqual(Event.link(.added, l).name, "link")
-        XCTAssertEqual(Event.app(v).name, "app")
-        XCTAssertEqual(Event.policy(generation: 1, apps: 0, error: nil).name, "policy")
+        XCTAssertEqual(Event.link(.added, l).name.rawValue, "link")
+        XCTAssertEqual(Event.app(v).name.rawValue, "app")
+        XCTAssertEqual(Event.policy(generation: 1, apps: 0, error: nil).name.rawValue, "policy")
         let p = Prompt(id: 1, app: "a", identity: nil, kind: .wwan, link: "wwan0", metered: true)
         XCTAssertEqual([Event.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false)].map(\.topic),
                        [.prompts, .prompts, .prompts])
-        XCTAssertEqual([Event.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false), .stopping].map(\.name),
+        XCTAssertEqual([Event.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false), .stopping].map(\.name.rawValue),
                        ["prompt", "prompt-expired", "prompt-answered", "stopping"])
         XCTAssertNil(Event.stopping.topic, "every subscriber hears it")
     }
@@ -198,7 +198,7 @@ final class SubscriptionTests: XCTestCase {
             XCTAssertFalse(text.utf8.contains(0x0A), "one line: \(text)")
             let m = try members(text)
             XCTAssertEqual(m.map(\.0), ["event", "seq"] + fields, "\(e)")
-            XCTAssertEqual(m[0].1, .string(e.name))
+            XCTAssertEqual(m[0].1, .string(e.name.rawValue))
             XCTAssertEqual(m[1].1, .int(i + 1))
         }
         let policy = try members(line(&s, .policy(generation: 7, apps: 1, error: "a \"b\"\nc")))

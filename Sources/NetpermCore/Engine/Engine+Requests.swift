@@ -194,13 +194,16 @@ extension Engine {
         if own, v.wantsAsking { raisePrompts(v, identity: session.identity) }
     }
 
-    /// Replies to a held WAIT: the verdict once available, or the time-out error with the verdict that held.
-    func finishWait(_ session: Session, timedOut: Verdict? = nil) {
+    /// Replies to a held WAIT: the verdict once available, the time-out error with the verdict that held, or why
+    /// it cannot go on.
+    func finishWait(_ session: Session, timedOut: Verdict? = nil, failed: ProtocolError? = nil) {
         guard let w = session.waiting else { return }
         if let t = w.timer { cancelTimer(t) }
         session.waiting = nil
         untrackIfUnwanted([w.match.id])
-        if let v = timedOut {
+        if let failed {
+            replyError(session.id, failed)
+        } else if let v = timedOut {
             reply(session.id) { out in
                 ProtocolError(.timeout, "\(v.app) may not use the network yet: \(v.reason.rawValue)").write(to: &out)
                 v.write(to: &out)
@@ -233,13 +236,16 @@ extension Engine {
                 + "'\(state.config.adminGroup)' may subscribe to prompts"))
             return
         }
-        var sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id)
+        // SUBSCRIBE again replaces the topics; seq keeps counting the connection's events.
+        var sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id,
+                               continuing: session.subscription)
         // Before any reply: a client whose input has already ended must not be closed once they are sent.
         out.append(.keepOpenAfterInputEnds(session.id))
         // A first agent changes verdicts: the other subscribers hear it as events, this one in its snapshot.
-        setAgents(countAgents() + (sub.isAgent ? 1 : 0))
-        tracker.track(caller.match, state: state)
+        let others = countAgents() - (session.isAgent ? 1 : 0)
+        setAgents(others + (sub.isAgent ? 1 : 0))
         settle()
+        tracker.track(caller.match, state: state)
         reply(session.id) { w in
             w.field("ok", true)
             w.field("subscribed", strings: Topic.allCases.filter(topics.contains).lazy.map(\.rawValue))
@@ -287,10 +293,8 @@ extension Engine {
                 replyError(session.id, ProtocolError(.badArguments, "bad decision '\(args[2])' (expected allow or deny)"))
                 return
             }
-            var candidate = state.decisions
-            candidate.set(args[0], kind, p, once: once)
             let app = args[0]
-            commit(candidate, persist: !once, for: session.id) { [unowned self] in
+            commit({ $0.set(app, kind, p, once: once) }, persist: !once, for: session.id) { [unowned self] in
                 log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")")
                 for prompt in state.prompts.close(app: app, kind: kind) {
                     for (t, purpose) in timers {
@@ -328,9 +332,9 @@ extension Engine {
                 }
                 kind = k
             }
-            var candidate = state.decisions
-            let removed = candidate.forget(app, kind: kind)
-            commit(candidate, persist: removed, for: session.id) { [unowned self] in
+            var probe = state.decisions
+            let removed = probe.forget(app, kind: kind)
+            commit({ $0.forget(app, kind: kind) }, persist: removed, for: session.id) { [unowned self] in
                 if removed { log(.info, "forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")") }
             } reply: { [unowned self] in
                 reply(session.id) { w in
@@ -345,32 +349,44 @@ extension Engine {
         }
     }
 
-    /// Puts `candidate` in force now (`persist` false) or once it is on disk, running `apply` then, settling, and
-    /// replying with `reply`; a failed write changes nothing and says why.
-    private func commit(_ candidate: Decisions, persist: Bool, for id: ConnectionID,
+    /// Applies `change` to the decisions now (`persist` false) or once the lasting ones are on disk, then runs
+    /// `apply`, settles, and replies with `reply`; a failed write changes nothing and says why. The change is
+    /// applied to the decisions as they are when it takes effect (a policy load meanwhile has dropped the --once
+    /// ones, and they stay dropped).
+    private func commit(_ change: @escaping (inout Decisions) -> Void, persist: Bool, for id: ConnectionID,
                         apply: @escaping () -> Void, reply: @escaping () -> Void) {
-        let done = { [unowned self] in
-            setDecisions(candidate)
-            apply()
-            settle()
+        guard persist else {
+            takeEffect(change, apply)
             reply()
+            return
         }
-        guard persist else { done(); return }
         out.append(.hold(id))
-        storing = (id, candidate, after: done)
+        var candidate = state.decisions
+        change(&candidate)
+        storing = PendingStore(requester: id, change: change, apply: apply, reply: reply)
         out.append(.persist(candidate))
+    }
+
+    private func takeEffect(_ change: (inout Decisions) -> Void, _ apply: () -> Void) {
+        var d = state.decisions
+        change(&d)
+        setDecisions(d)
+        apply()
+        settle()
     }
 
     /// The decisions file was written (or not): the decision takes effect and is answered, or nothing changes.
     /// A requester that has left gets no reply, but its decision stands.
     func stored(error: String?) {
-        guard let (requester, _, done) = storing else { return }
+        guard let pending = storing else { return }
         storing = nil
+        let requester = pending.requester
         if let error {
             log(.err, "cannot store the decisions: \(error)")
             if let requester { replyError(requester, ProtocolError(.internalError, "cannot store the decision: \(error)")) }
         } else {
-            done()
+            takeEffect(pending.change, pending.apply)
+            if requester != nil { pending.reply() }
         }
         if let requester { out.append(.resume(requester)) }
         // Requests that came while the file was being written, in order; each starts from the last one's result.
@@ -378,7 +394,7 @@ extension Engine {
             let (id, r) = waitingForStore.removeFirst()
             guard let session = sessions[id] else { continue }
             decideOrForget(r, session: session)
-            if storing?.0 != id { out.append(.resume(id)) }
+            if storing?.requester != id { out.append(.resume(id)) }
         }
     }
 

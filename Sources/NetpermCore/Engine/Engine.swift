@@ -66,7 +66,7 @@ public final class Engine {
     /// Connections whose RELOAD waits for the policy to be read.
     var reloadRequesters: [ConnectionID] = []
     /// DECIDE and FORGET whose decision is being written, and requests that came meanwhile.
-    var storing: (ConnectionID?, Decisions, after: () -> Void)?
+    var storing: PendingStore?
     var waitingForStore: [(ConnectionID, Request)] = []
     /// What STATUS= last said, compared as facts before it is formatted.
     private var lastStatus: StatusSummary?
@@ -159,10 +159,11 @@ public final class Engine {
         }
     }
 
-    /// Apps outside the policy that someone listens to or waits for.
+    /// Apps outside the policy that someone listens to or waits for, in the order the connections came.
     func extraMatches() -> [AppMatch] {
-        sessions.values.compactMap { $0.subscription != nil ? $0.caller.match : nil }
-            + sessions.values.compactMap { $0.waiting?.match }
+        sessions.values.sorted { $0.id < $1.id }.flatMap { s in
+            [s.subscription != nil ? s.caller.match : nil, s.waiting?.match].compactMap { $0 }
+        }
     }
 
     /// The verdict an app has now: the tracker's when it is tracked (every app someone may hear about),
@@ -236,7 +237,15 @@ public final class Engine {
             s.caller = makeCaller(s.identity)
             s.subscription?.privileged = s.caller.privileged
             s.subscription?.appID = s.caller.match.id
-            if let w = s.waiting, w.match.matchedBy != .name { s.waiting?.match = s.caller.match }
+            guard let w = s.waiting else { continue }
+            if w.match.matchedBy != .name {
+                s.waiting?.match = s.caller.match
+            } else if let app = config.app(named: w.match.id) {
+                s.waiting?.match = AppMatch(id: app.id, matchedBy: .name, app: app)
+            } else {
+                // The app it waits for by name has left the policy: answered as a QUERY of it would be.
+                finishWait(s, failed: ProtocolError(.notFound, "no [App \(w.match.id)] in the policy any more"))
+            }
         }
         pendingEvents.append(.policy(generation: state.policyGeneration, apps: config.apps.count, error: nil))
         // Privileges may have changed with the policy, and with them who counts as an agent.
@@ -270,7 +279,7 @@ public final class Engine {
         if let t = session.waiting?.timer { cancelTimer(t) }
         reloadRequesters.removeAll { $0 == id }
         waitingForStore.removeAll { $0.0 == id }
-        if storing?.0 == id { storing?.0 = nil }
+        if storing?.requester == id { storing?.requester = nil }
         let listened = [session.subscription != nil ? session.caller.match.id : nil, session.waiting?.match.id]
         untrackIfUnwanted(listened.compactMap { $0 })
         if session.isAgent { setAgents(countAgents()) }
@@ -418,4 +427,13 @@ struct ClassifiedFacts: Equatable {
     var arphrd: UInt32
     var rtnlKind: String?
     var sysfs: SysfsFacts
+}
+
+/// A DECIDE or FORGET whose lasting decisions are being written: what to change once they are on disk, and whom
+/// to answer (nil once the requester has left).
+struct PendingStore {
+    var requester: ConnectionID?
+    var change: (inout Decisions) -> Void
+    var apply: () -> Void
+    var reply: () -> Void
 }
