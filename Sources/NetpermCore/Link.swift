@@ -14,8 +14,31 @@ public enum LinkKind: String, Sendable, CaseIterable {
     }
 }
 
-public enum AddressFamily: String, Sendable {
+public enum AddressFamily: String, Sendable, CaseIterable {
     case ipv4, ipv6
+
+    /// `rawValue` as a literal, for JSON keys.
+    public var key: StaticString {
+        switch self {
+        case .ipv4: "ipv4"
+        case .ipv6: "ipv6"
+        }
+    }
+}
+
+/// Where the kernel sends a family's traffic to the internet now: what a route lookup (`ip route get`) of a probe
+/// address answers, honouring rules, tables, route types, metrics and linkdown.
+public enum Egress: Equatable, Sendable {
+    /// Out of this link (ifindex).
+    case link(Int32)
+    /// A route that drops the traffic: blackhole, unreachable or prohibit.
+    case blocked(RouteBlock)
+}
+
+/// Route types that stop traffic, as the lookup's error says: blackhole EINVAL, unreachable EHOSTUNREACH,
+/// prohibit EACCES.
+public enum RouteBlock: String, Sendable {
+    case blackhole, unreachable, prohibit
 }
 
 /// What netlink says about a link (RTM_NEWLINK), before classification.
@@ -46,7 +69,9 @@ public struct AddressFacts: Equatable, Sendable {
     }
 }
 
-/// A default route (destination prefix length 0) in the main table through one link.
+/// A default route through one link that a socket bound to the link would take: the kernel's lookup of the
+/// probe address with the link as output interface found a route of prefix length 0 through it (any table the
+/// rules consult), with this metric.
 public struct DefaultRouteFacts: Equatable, Sendable {
     public var index: Int32
     public var family: AddressFamily
@@ -61,11 +86,14 @@ public struct KernelSnapshot: Equatable, Sendable {
     public var links: [LinkFacts]
     public var addresses: [AddressFacts]
     public var defaultRoutes: [DefaultRouteFacts]
+    /// Per family; no entry: no route at all.
+    public var egress: [AddressFamily: Egress]
     /// By ifindex; a link without an entry has no sysfs facts (the classifier falls back to netlink's).
     public var sysfs: [Int32: SysfsFacts]
     public init(links: [LinkFacts] = [], addresses: [AddressFacts] = [], defaultRoutes: [DefaultRouteFacts] = [],
-                sysfs: [Int32: SysfsFacts] = [:]) {
-        self.links = links; self.addresses = addresses; self.defaultRoutes = defaultRoutes; self.sysfs = sysfs
+                egress: [AddressFamily: Egress] = [:], sysfs: [Int32: SysfsFacts] = [:]) {
+        self.links = links; self.addresses = addresses; self.defaultRoutes = defaultRoutes; self.egress = egress
+        self.sysfs = sysfs
     }
 }
 
@@ -85,7 +113,7 @@ public struct Link: Equatable, Sendable {
     /// Lowest metric among this link's default routes, nil without one.
     public var metric: UInt32?
 
-    /// Admin up, carrier, and a default route through it.
+    /// Admin up, carrier, and a default route through it: traffic bound to it would get out.
     public var usable: Bool { adminUp && carrier && metric != nil }
 
     public init(facts: LinkFacts, classification: Classification, addresses: [String],
@@ -95,6 +123,14 @@ public struct Link: Equatable, Sendable {
         adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
         self.addresses = addresses
         self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
+    }
+
+    /// A link as verdicts name it: `index`, `name`, `kind`, `metered`.
+    public func writeReference(to s: inout JSONWriter) {
+        s.field("index", Int(index))
+        s.field("name", name)
+        s.field("kind", kind.rawValue)
+        s.field("metered", metered)
     }
 
     /// The members of a LINKS entry and a link event's `link`.

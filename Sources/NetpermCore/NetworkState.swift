@@ -2,11 +2,14 @@
 public struct NetworkState: Equatable, Sendable {
     /// Sorted by index.
     public private(set) var links: [Link]
+    /// Where each family's traffic goes (see `Egress`); no entry: no route.
+    public private(set) var egress: [AddressFamily: Egress]
 
     /// One link per index (the first wins), sorted by index.
-    public init(links: [Link] = []) {
+    public init(links: [Link] = [], egress: [AddressFamily: Egress] = [:]) {
         var seen: Set<Int32> = []
         self.links = links.filter { seen.insert($0.index).inserted }.sorted { $0.index < $1.index }
+        self.egress = egress
     }
 
     /// Joins the kernel's facts into links. `classify` is asked once per link; the caller caches sysfs reads.
@@ -25,7 +28,7 @@ public struct NetworkState: Equatable, Sendable {
         self.init(links: snapshot.links.map { f in
             Link(facts: f, classification: classify(f), addresses: (addrs[f.index] ?? []).sorted(),
                  defaultRouteV4: v4.contains(f.index), defaultRouteV6: v6.contains(f.index), metric: metric[f.index])
-        })
+        }, egress: snapshot.egress)
     }
 
     public var usableLinks: [Link] { links.filter { $0.usable && $0.kind != .loopback } }
@@ -33,8 +36,19 @@ public struct NetworkState: Equatable, Sendable {
     /// At least one non-loopback link is usable.
     public var available: Bool { links.contains { $0.usable && $0.kind != .loopback } }
 
-    /// The usable link whose default route has the lowest metric (ties: lowest index).
-    public var primary: Link? { best(of: usableLinks) }
+    /// The link the kernel sends internet traffic by: IPv4's egress link, else IPv6's.
+    public var primary: Link? {
+        for f in AddressFamily.allCases { if let l = egressLink(f) { return l } }
+        return nil
+    }
+
+    /// The link a family's traffic leaves by, if it leaves by one.
+    public func egressLink(_ family: AddressFamily) -> Link? {
+        guard case let .link(index)? = egress[family] else { return nil }
+        return link(index: index)
+    }
+
+    public func link(index: Int32) -> Link? { links.first { $0.index == index } }
 
     /// The link traffic would prefer among `links`: the lowest default-route metric, ties to the lowest index.
     public func best<S: Sequence<Link>>(of links: S) -> Link? {

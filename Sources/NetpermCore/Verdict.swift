@@ -5,7 +5,17 @@ public struct Verdict: Equatable, Sendable {
         case noNetwork = "no-network"
         case denied
         case awaitingDecision = "awaiting-decision"
+        /// The kernel routes the app's traffic (a family of it) out of a link it may not use, or into nothing,
+        /// while a link it may use is usable: it could bind to that one (`bindTo`).
+        case routedElsewhere = "routed-elsewhere"
         case starting
+    }
+
+    /// Where one family of the app's traffic would leave by now.
+    public enum Route: Equatable, Sendable {
+        /// Out of a link; `allowed`: of a kind the app may use.
+        case link(Link, allowed: Bool)
+        case blocked(RouteBlock)
     }
 
     public var app: String
@@ -15,8 +25,12 @@ public struct Verdict: Equatable, Sendable {
     public var sources: [LinkKind: PermissionSource]
     public var available: Bool
     public var reason: Reason
-    /// The best allowed link (lowest default-route metric) when available.
+    /// When available: the link its traffic leaves by (IPv4's, else IPv6's).
     public var via: Link?
+    /// Per family, where the kernel sends the app's traffic now; no entry: no route.
+    public var egress: [AddressFamily: Route]
+    /// With `routed-elsewhere`: a usable link the app may use, to bind its sockets to (the lowest metric).
+    public var bindTo: Link?
     /// Kinds of usable links the app may not use.
     public var deniedKinds: [LinkKind]
     /// Kinds of usable links set to `ask` with no decision yet.
@@ -38,18 +52,32 @@ public struct Verdict: Equatable, Sendable {
                 network: network, ready: ready)
     }
 
+    /// The verdict is true to the kernel's routing: available only when every family the kernel would route
+    /// the app's traffic by leaves through a usable link of a kind it may use (an app allowed on Wi-Fi is not
+    /// "ok" while its IPv6 would go out by cellular), and at least one does.
     public static func compute(app: String, matchedBy: MatchedBy, effective: EffectivePermissions,
                                network: NetworkState, ready: Bool) -> Verdict {
         let permissions = effective.permissions
         var v = Verdict(app: app, matchedBy: matchedBy, permissions: permissions, sources: effective.sources,
-                        available: false, reason: .starting, via: nil, deniedKinds: [], pendingKinds: [])
+                        available: false, reason: .starting, via: nil, egress: [:], bindTo: nil, deniedKinds: [],
+                        pendingKinds: [])
         guard ready else { return v }
+        func allowed(_ l: Link) -> Bool { permissions[l.kind] == .allow }
         let usable = network.usableLinks
-        guard !usable.isEmpty else {
-            v.reason = .noNetwork
-            return v
-        }
         var denied: Set<LinkKind> = [], pending: Set<LinkKind> = []
+        var working: Link?, leaking = false
+        for family in AddressFamily.allCases {
+            switch network.egress[family] {
+            case nil: break
+            case let .blocked(b)?: v.egress[family] = .blocked(b)
+            case let .link(index)?:
+                guard let l = network.link(index: index) else { break }
+                v.egress[family] = .link(l, allowed: allowed(l))
+                // Traffic to a link without carrier goes nowhere: it neither works nor leaks.
+                guard l.usable else { break }
+                if allowed(l) { working = working ?? l } else { leaking = true }
+            }
+        }
         for link in usable {
             switch permissions[link.kind] {
             case .allow: break
@@ -60,10 +88,15 @@ public struct Verdict: Equatable, Sendable {
         }
         v.deniedKinds = reportedKinds.filter(denied.contains)
         v.pendingKinds = reportedKinds.filter(pending.contains)
-        if let best = network.best(of: usable.lazy.filter { permissions[$0.kind] == .allow }) {
+        if let working, !leaking {
             v.available = true
             v.reason = .ok
-            v.via = best
+            v.via = working
+        } else if usable.isEmpty {
+            v.reason = .noNetwork
+        } else if let bind = network.best(of: usable.lazy.filter(allowed)) {
+            v.reason = .routedElsewhere
+            v.bindTo = bind
         } else {
             v.reason = pending.isEmpty ? .denied : .awaitingDecision
         }
@@ -78,14 +111,25 @@ public struct Verdict: Equatable, Sendable {
         s.field("available", available)
         s.field("reason", reason.rawValue)
         if let l = via {
-            s.object("via") {
-                $0.field("name", l.name)
-                $0.field("kind", l.kind.rawValue)
-                $0.field("metered", l.metered)
-            }
+            s.object("via") { l.writeReference(to: &$0) }
         } else {
             s.field("via", nil as String?)
         }
+        s.object("egress") {
+            for family in AddressFamily.allCases {
+                $0.object(family.key, egress[family]) { w, route in
+                    switch route {
+                    case let .link(l, allowed):
+                        l.writeReference(to: &w)
+                        w.field("usable", l.usable)
+                        w.field("allowed", allowed)
+                    case let .blocked(b):
+                        w.field("blocked", b.rawValue)
+                    }
+                }
+            }
+        }
+        s.object("bind_to", bindTo) { $1.writeReference(to: &$0) }
         s.field("denied_kinds", strings: deniedKinds.lazy.map(\.rawValue))
         s.field("pending_kinds", strings: pendingKinds.lazy.map(\.rawValue))
         s.object("permissions") {

@@ -86,8 +86,27 @@ extension Verdict {
     /// Equal in what an app event reports: available, reason, via, kinds (and permissions).
     func sameState(as other: Verdict) -> Bool {
         available == other.available && reason == other.reason && permissions == other.permissions
-            && sources == other.sources
-            && via?.name == other.via?.name && via?.kind == other.via?.kind && via?.metered == other.via?.metered
+            && sources == other.sources && Link.sameReference(via, other.via) && Link.sameReference(bindTo, other.bindTo)
+            && AddressFamily.allCases.allSatisfy { Route.sameReport(egress[$0], other.egress[$0]) }
             && deniedKinds == other.deniedKinds && pendingKinds == other.pendingKinds
+    }
+}
+
+extension Link {
+    /// Equal in what a verdict says of a link (`writeReference`).
+    static func sameReference(_ a: Link?, _ b: Link?) -> Bool {
+        a?.index == b?.index && a?.name == b?.name && a?.kind == b?.kind && a?.metered == b?.metered
+    }
+}
+
+extension Verdict.Route {
+    /// Equal in what a verdict's `egress` says.
+    static func sameReport(_ a: Verdict.Route?, _ b: Verdict.Route?) -> Bool {
+        switch (a, b) {
+        case (nil, nil): return true
+        case let (.link(x, ax)?, .link(y, ay)?): return ax == ay && x.usable == y.usable && Link.sameReference(x, y)
+        case let (.blocked(x)?, .blocked(y)?): return x == y
+        case (.link?, _), (.blocked?, _), (nil, _): return false
+        }
     }
 }

@@ -10,37 +10,32 @@ public struct NetlinkError: Error, CustomStringConvertible {
     public var description: String { "\(operation): \(String(cString: nl_geterror(code)))" }
 }
 
-/// Watches links, addresses and routes with libnl's cache manager, fed from the daemon's event loop.
-/// After each batch of netlink messages that changed a cache it hands the whole picture to `onChange`,
-/// so a burst of messages costs one rebuild, and the picture is always the caches' (hence the kernel's).
+/// Watches the kernel's links, addresses, routes, rules and nexthops, fed from the daemon's event loop.
+///
+/// Messages are never applied to a model of the kernel: each only marks what it touches out of date, and the
+/// picture is read again from the kernel itself. Links and addresses by a dump; routes by asking the kernel where
+/// traffic would go (`RouteLookup`), once per family and once per link, so the answer is the FIB's own (rules,
+/// tables, types, metrics, linkdown, multipath, nexthop objects, and the routes the kernel drops without saying
+/// so) and costs the same with 100,000 routes as with one. A burst of messages costs one reading.
 public final class NetlinkWatcher {
-    private var manager: OpaquePointer?
-    private var linkCache: OpaquePointer?
-    private var addrCache: OpaquePointer?
-    private var routeCache: OpaquePointer?
-    /// A second socket for full dumps (resync); the manager's own socket only receives events.
-    private var syncSocket: OpaquePointer?
+    /// Subscribed to the rtnetlink groups; only told that something changed.
+    private let events: OpaquePointer
+    /// Dumps and lookups, one request at a time.
+    private let queries: OpaquePointer
     private var source: IOSource?
 
-    /// Which caches changed since the last picture: the others' part of it is reused (formatting every address
-    /// again cost more than the rest of a link toggle's snapshot).
-    private var dirtyLinks = false, dirtyAddresses = false, dirtyRoutes = false
+    private var dirtyLinks = true, dirtyAddresses = true, dirtyRoutes = true
     private var dirty: Bool { dirtyLinks || dirtyAddresses || dirtyRoutes }
     private var last = KernelSnapshot()
-    /// Events were lost (ENOBUFS) or a link was removed: every cache is re-dumped.
-    private var needsResync = false
-    /// A link went down: the kernel flushed its IPv4 routes without telling listeners, so the route cache is
-    /// re-dumped. Its link and address changes come as messages; dumping those caches too cost a toggle more than
-    /// everything else the daemon does for it.
-    private var needsRouteResync = false
-    public private(set) var resyncCount = 0
+    /// Receive-buffer overruns (ENOBUFS): messages were lost, so everything is read again.
+    public private(set) var overruns = 0
 
     public var onChange: ((KernelSnapshot) -> Void)?
 
     /// Storms. The picture goes out as soon as its messages are read, up to `burst` times in a row faster than
     /// one per `interval`; past that, a storm's messages are gathered and the picture goes out once per
     /// `interval` (the changes from the last one, so events still mean change). A lone change (2-3 messages)
-    /// is never delayed; 10,000 toggles in a burst cost a few hundred rebuilds and events instead of one or
+    /// is never delayed; 10,000 toggles in a burst cost a few hundred readings and events instead of one or
     /// more per toggle, and the picture is the kernel's within `interval` of the storm's last message.
     static let burst = 16.0
     static let intervalMicroseconds: UInt64 = 2000
@@ -49,27 +44,36 @@ public final class NetlinkWatcher {
     private var pending: TimerSource?
     private let loop: EventLoop
 
+    /// The groups whose messages can change the picture.
+    private static let groups: [rtnetlink_groups] = [
+        RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE,
+        RTNLGRP_IPV4_RULE, RTNLGRP_IPV6_RULE, RTNLGRP_NEXTHOP,
+    ]
+
     /// `receiveBuffer`: SO_RCVBUF of the event socket. Small values force overruns in tests.
     public init(loop: EventLoop, receiveBuffer: Int32 = 4 << 20) throws(NetlinkError) {
         self.loop = loop
-        var mngr: OpaquePointer?
-        try check(nl_cache_mngr_alloc(nil, NETLINK_ROUTE, Int32(NL_AUTO_PROVIDE), &mngr), "allocating the cache manager")
-        manager = mngr
-        let ctx = Unmanaged.passUnretained(self).toOpaque()
-        let callback: change_func_t = { cache, object, action, data in
-            guard let data else { return }
-            Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().changed(cache, object, action: action)
+        guard let e = nl_socket_alloc(), let q = nl_socket_alloc() else {
+            throw NetlinkError(code: -NLE_NOMEM, operation: "allocating netlink sockets")
         }
-        // Adding a cache dumps it at once: when init returns, the picture is complete.
-        try check(nl_cache_mngr_add(mngr, "route/link", callback, ctx, &linkCache), "dumping links")
-        try check(nl_cache_mngr_add(mngr, "route/addr", callback, ctx, &addrCache), "dumping addresses")
-        try check(nl_cache_mngr_add(mngr, "route/route", callback, ctx, &routeCache), "dumping routes")
+        events = e
+        queries = q
+        // Events are not replies: no sequence numbers to check.
+        nl_socket_disable_seq_check(events)
+        let ctx = Unmanaged.passUnretained(self).toOpaque()
+        try check(nl_socket_modify_cb(events, NL_CB_VALID, NL_CB_CUSTOM, { msg, arg in
+            guard let msg, let arg else { return Int32(NL_OK.rawValue) }
+            Unmanaged<NetlinkWatcher>.fromOpaque(arg).takeUnretainedValue().touched(nlmsg_hdr(msg).pointee.nlmsg_type)
+            return Int32(NL_OK.rawValue)
+        }, ctx), "setting the event callback")
+        try check(nl_connect(events, NETLINK_ROUTE), "connecting the event socket")
+        for g in Self.groups { try check(nl_socket_add_membership(events, Int32(g.rawValue)), "joining group \(g.rawValue)") }
+        try check(nl_socket_set_nonblocking(events), "making the event socket non-blocking")
+        try check(nl_connect(queries, NETLINK_ROUTE), "connecting the query socket")
+        // Lookups are answered by their reply or an error; an acknowledgement on top would only linger.
+        nl_socket_disable_auto_ack(queries)
 
-        let sk = nl_socket_alloc()
-        try check(nl_connect(sk, NETLINK_ROUTE), "connecting the resync socket")
-        syncSocket = sk
-
-        let fd = nl_cache_mngr_get_fd(mngr)
+        let fd = nl_socket_get_fd(events)
         // FORCE lets root exceed rmem_max; fall back for unprivileged runs (then rmem_max caps it).
         if (try? SocketOption.setReceiveBuffer(fd, bytes: receiveBuffer, force: true)) == nil {
             _ = try? SocketOption.setReceiveBuffer(fd, bytes: receiveBuffer, force: false)
@@ -79,47 +83,48 @@ public final class NetlinkWatcher {
         } catch {
             throw NetlinkError(code: -NLE_FAILURE, operation: "watching the netlink socket (\(error))")
         }
-        // The first picture reads every cache.
-        dirtyLinks = true
-        dirtyAddresses = true
-        dirtyRoutes = true
-        needsResync = false
-        needsRouteResync = false
     }
 
     deinit {
         pending?.cancel()
         source?.cancel()
-        if let manager { nl_cache_mngr_free(manager) }
-        if let syncSocket { nl_socket_free(syncSocket) }
+        nl_socket_free(events)
+        nl_socket_free(queries)
     }
 
     private func check(_ r: Int32, _ operation: String) throws(NetlinkError) {
         guard r >= 0 else { throw NetlinkError(code: r, operation: operation) }
     }
 
-    /// Called for every netlink message that changed a cache: keep it cheap (no strings).
-    private func changed(_ cache: OpaquePointer?, _ object: OpaquePointer?, action: Int32) {
-        markDirty(cache)
-        guard let object, cache == linkCache else { return }
-        if action == NL_ACT_DEL {
-            needsResync = true
-        } else if rtnl_link_get_flags(object) & Kernel.interfaceUp == 0 {
-            needsRouteResync = true
+    /// Called for every message: keep it cheap. Anything can move a route (a link going down, an address going
+    /// away drops routes without a message of their own), so everything marks the routes.
+    private func touched(_ type: UInt16) {
+        switch Int32(type) {
+        case Int32(RTM_NEWLINK), Int32(RTM_DELLINK): dirtyLinks = true
+        case Int32(RTM_NEWADDR), Int32(RTM_DELADDR): dirtyAddresses = true
+        default: break
         }
+        dirtyRoutes = true
     }
 
     private func dataReady() {
-        var r = nl_cache_mngr_data_ready(manager)
-        while r < 0 && r != -NLE_AGAIN {
-            // -NLE_NOMEM is the kernel's ENOBUFS: events were lost, so the caches must be re-dumped. The
-            // kernel reports the loss before the events still queued, which are older than the loss: read
-            // them all first, so that the dump below comes last and has the final word.
-            Log.warning("netlink: \(NetlinkError(code: r, operation: "reading events")); resynchronising from a full dump")
-            needsResync = true
-            r = nl_cache_mngr_data_ready(manager)
+        while true {
+            let r = nl_recvmsgs_default(events)
+            if r >= 0 { continue }
+            if r == -NLE_AGAIN { break }
+            if r == -NLE_NOMEM {
+                // The kernel's ENOBUFS: messages were lost, so nothing is known to be current.
+                overruns += 1
+                Log.warning("netlink: \(NetlinkError(code: r, operation: "reading events")); reading everything again")
+                dirtyLinks = true
+                dirtyAddresses = true
+                dirtyRoutes = true
+                continue
+            }
+            Log.err("netlink: \(NetlinkError(code: r, operation: "reading events"))")
+            break
         }
-        guard dirty || needsResync || needsRouteResync else { return }
+        guard dirty else { return }
         refill()
         if tokens >= 1 {
             // Due (also when a storm's next message comes after its interval, ahead of the timer).
@@ -152,57 +157,42 @@ public final class NetlinkWatcher {
         tokensAt = now
     }
 
-    /// Brings the caches up to date where the kernel stays silent, and hands the picture on if it changed.
     private func deliver() {
-        if needsResync {
-            resync([linkCache, addrCache, routeCache])
-        } else if needsRouteResync {
-            resync([routeCache])
-        }
-        if dirty { onChange?(snapshot()) }
+        guard dirty else { return }
+        onChange?(snapshot())
     }
 
-    private func resync(_ caches: [OpaquePointer?]) {
-        needsResync = false
-        needsRouteResync = false
-        resyncCount += 1
-        let ctx = Unmanaged.passUnretained(self).toOpaque()
-        let callback: change_func_t = { cache, _, _, data in
-            guard let data else { return }
-            Unmanaged<NetlinkWatcher>.fromOpaque(data).takeUnretainedValue().markDirty(cache)
-        }
-        for cache in caches {
-            let r = nl_cache_resync(syncSocket, cache, callback, ctx)
-            if r < 0 { Log.err("netlink: \(NetlinkError(code: r, operation: "resync"))") }
-        }
-    }
-
-    private func markDirty(_ cache: OpaquePointer?) {
-        if cache == linkCache { dirtyLinks = true } else if cache == addrCache { dirtyAddresses = true } else { dirtyRoutes = true }
-    }
-
-    /// The caches as one consistent picture; only the parts whose cache changed are read again.
+    /// The kernel's picture now; only what changed since the last one is read again.
     public func snapshot() -> KernelSnapshot {
-        if dirtyLinks { last.links = links() }
-        if dirtyAddresses { last.addresses = addresses() }
-        if dirtyRoutes { last.defaultRoutes = defaultRoutes() }
+        if dirtyLinks { last.links = (try? links()) ?? last.links }
+        if dirtyAddresses { last.addresses = (try? addresses()) ?? last.addresses }
+        if dirtyLinks || dirtyAddresses || dirtyRoutes { routes() }
         dirtyLinks = false
         dirtyAddresses = false
         dirtyRoutes = false
         return last
     }
 
-    private func links() -> [LinkFacts] {
-        var links: [LinkFacts] = []
-        // The cache can hold per-family objects (AF_INET6/AF_BRIDGE protinfo) next to a link's AF_UNSPEC one,
-        // and an AF_BRIDGE message can also take the AF_UNSPEC object's place (a bridge created while we run
-        // is then only there as AF_BRIDGE, with its kind): one object per ifindex, AF_UNSPEC preferred.
-        var chosen: [Int32: OpaquePointer] = [:]
-        forEach(linkCache) { l in
-            let index = rtnl_link_get_ifindex(l)
-            if chosen[index] == nil || rtnl_link_get_family(l) == AF_UNSPEC { chosen[index] = l }
+    private func dump(_ what: String, _ alloc: (OpaquePointer, UnsafeMutablePointer<OpaquePointer?>) -> Int32,
+                      _ each: (OpaquePointer) -> Void) throws(NetlinkError) {
+        var cache: OpaquePointer?
+        let r = alloc(queries, &cache)
+        guard r >= 0, let cache else {
+            let e = NetlinkError(code: r, operation: "dumping \(what)")
+            Log.err("netlink: \(e)")
+            throw e
         }
-        for l in chosen.values {
+        defer { nl_cache_free(cache) }
+        var obj = nl_cache_get_first(cache)
+        while let o = obj {
+            each(o)
+            obj = nl_cache_get_next(o)
+        }
+    }
+
+    private func links() throws(NetlinkError) -> [LinkFacts] {
+        var links: [LinkFacts] = []
+        try dump("links", { rtnl_link_alloc_cache($0, AF_UNSPEC, $1) }) { l in
             let flags = rtnl_link_get_flags(l)
             var buf = [CChar](repeating: 0, count: 32)
             let oper = String(cString: rtnl_link_operstate2str(rtnl_link_get_operstate(l), &buf, buf.count))
@@ -218,9 +208,9 @@ public final class NetlinkWatcher {
         return links
     }
 
-    private func addresses() -> [AddressFacts] {
+    private func addresses() throws(NetlinkError) -> [AddressFacts] {
         var addresses: [AddressFacts] = []
-        forEach(addrCache) { a in
+        try dump("addresses", { rtnl_addr_alloc_cache($0, $1) }) { a in
             guard let local = rtnl_addr_get_local(a) else { return }
             let fam: AddressFamily
             switch rtnl_addr_get_family(a) {
@@ -237,33 +227,25 @@ public final class NetlinkWatcher {
         return addresses
     }
 
-    /// Default routes (prefix length 0, main table, unicast), one per nexthop.
-    private func defaultRoutes() -> [DefaultRouteFacts] {
-        var routes: [DefaultRouteFacts] = []
-        forEach(routeCache) { r in
-            guard rtnl_route_get_table(r) == UInt32(RT_TABLE_MAIN.rawValue),
-                  rtnl_route_get_type(r) == UInt8(RTN_UNICAST),
-                  let dst = rtnl_route_get_dst(r), nl_addr_get_prefixlen(dst) == 0 else { return }
-            let fam: AddressFamily
-            switch Int32(rtnl_route_get_family(r)) {
-            case AF_INET: fam = .ipv4
-            case AF_INET6: fam = .ipv6
-            default: return
-            }
-            let metric = rtnl_route_get_priority(r)
-            for i in 0..<rtnl_route_get_nnexthops(r) {
-                guard let nh = rtnl_route_nexthop_n(r, i) else { continue }
-                routes.append(DefaultRouteFacts(index: rtnl_route_nh_get_ifindex(nh), family: fam, metric: metric))
+    /// Where each family's traffic goes, and which links have a default route a socket bound to them would take.
+    /// A down link has no routes (the kernel removes them), so it is not asked about.
+    private func routes() {
+        let lookup = RouteLookup(socket: queries)
+        var egress: [AddressFamily: Egress] = [:]
+        var defaults: [DefaultRouteFacts] = []
+        for family in AddressFamily.allCases {
+            do {
+                egress[family] = try lookup.lookUp(family).egress
+                for link in last.links where link.adminUp {
+                    if case let .route(_, 0, metric) = try lookup.lookUp(family, oif: link.index, fibMatch: true) {
+                        defaults.append(DefaultRouteFacts(index: link.index, family: family, metric: metric))
+                    }
+                }
+            } catch {
+                Log.err("netlink: \(error)")
             }
         }
-        return routes
-    }
-
-    private func forEach(_ cache: OpaquePointer?, _ body: (OpaquePointer) -> Void) {
-        var obj = nl_cache_get_first(cache)
-        while let o = obj {
-            body(o)
-            obj = nl_cache_get_next(o)
-        }
+        last.egress = egress
+        last.defaultRoutes = defaults
     }
 }

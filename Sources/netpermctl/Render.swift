@@ -40,6 +40,7 @@ extension Render {
         case "no-network": return "no: no usable network"
         case "denied": return "no: denied on \(kinds("denied_kinds"))"
         case "awaiting-decision": return "no: awaiting a decision for \(kinds("pending_kinds"))"
+        case "routed-elsewhere": return "no: " + routedElsewhere(v)
         case "starting": return "no: netpermd is starting"
         case let r: return "no: \(r)"
         }
@@ -104,5 +105,34 @@ extension Render {
 
     static func forgotten(_ r: JSON) -> String {
         r["forgotten"]?.boolValue == true ? "forgotten\n" : "no stored decision to forget\n"
+    }
+}
+
+extension Render {
+    static func linkRef(_ l: JSON?) -> String {
+        "\(l?["name"]?.stringValue ?? "?") (\(l?["kind"]?.stringValue ?? "?")"
+            + (l?["metered"]?.boolValue == true ? ", metered)" : ")")
+    }
+
+    /// Why a `routed-elsewhere` verdict is no: where the kernel sends the app's traffic, and what it could bind to.
+    static func routedElsewhere(_ v: JSON) -> String {
+        var why = "its traffic is not routed by a link it may use"
+        for family in ["ipv4", "ipv6"] {
+            guard let e = v["egress"]?[family], e != .null else { continue }
+            if let blocked = e["blocked"]?.stringValue {
+                why = "its \(family == "ipv4" ? "IPv4" : "IPv6") traffic would be dropped (\(blocked) route)"
+                break
+            }
+            if e["usable"]?.boolValue == false {
+                why = "its traffic would leave by \(linkRef(e)), which is not usable"
+                break
+            }
+            if e["allowed"]?.boolValue == false {
+                why = "its traffic would leave by \(linkRef(e)), which it may not use"
+                break
+            }
+        }
+        guard let bind = v["bind_to"], bind != .null else { return why }
+        return why + "; it could bind to " + linkRef(bind)
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import XCTest
 
 /// A burst of link changes must end with the daemon's view equal to the kernel's, also when the netlink
-/// socket overruns and the daemon has to resynchronise from a full dump.
+/// socket overruns and the daemon has to read everything again.
 final class BurstTests: IntegrationTestCase {
     /// 500 toggles (wlan0p and wwan0 take turns, each going down, up, down, ... 250 times), then both set down:
     /// the end state differs from the start (all up), so a daemon that missed the end of the burst cannot pass.
@@ -62,7 +62,7 @@ final class BurstTests: IntegrationTestCase {
     func testBurstOfTogglesWithOverrunNetlinkSocket() throws {
         let f = try runBurst(extraArgs: ["--netlink-rcvbuf", "4096"])
         // The point of the tiny buffer: the kernel did drop events and the daemon noticed.
-        XCTAssertTrue(f.daemon.log.contains("resynchronising from a full dump"),
+        XCTAssertTrue(f.daemon.log.contains("reading everything again"),
                       "expected an overrun (ENOBUFS) and a resync with --netlink-rcvbuf 4096")
     }
 }

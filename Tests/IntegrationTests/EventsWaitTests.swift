@@ -82,9 +82,11 @@ final class EventsWaitTests: IntegrationTestCase {
         }
         let denyingApps = ["cellno", me]
 
+        // The kernel keeps routing by wlan0 without carrier (a linkdown route is still chosen): cellok's traffic
+        // goes nowhere, and it could only bind to wwan0.
         try step("wifi peer down", { try f.setPeer(of: "wlan0", up: false) },
                  [.link("wlan0", "no carrier, not usable") { !$0.carrier && !$0.usable && $0.adminUp && $0.metric == 100 },
-                  .app("cellok", available: true, reason: "ok", via: Self.wwan)]
+                  .app("cellok", available: false, reason: "routed-elsewhere", bindTo: "wwan0")]
                  + denyingApps.map { .app($0, available: false, reason: "denied", denied: ["wwan"]) })
 
         try step("wifi peer up", { try f.setPeer(of: "wlan0", up: true) },
@@ -106,10 +108,11 @@ final class EventsWaitTests: IntegrationTestCase {
                   .app("cellok", available: true, reason: "ok", via: Self.wwan)]
                  + denyingApps.map { .app($0, available: false, reason: "denied", denied: ["wwan"]) })
 
-        // wlan0 comes back behind wwan0 (metric 300): cellok keeps going through wwan0, so no event for it.
+        // wlan0 comes back behind wwan0 (metric 300): cellok keeps going through wwan0, so no event for it; the
+        // others' traffic would too, so they are not ok: they could bind to wlan0.
         try step("wifi route added with metric 300", { try f.addDefaultRoute("wlan0", metric: 300) },
                  [.link("wlan0", "default route, metric 300") { $0.usable && $0.metric == 300 }]
-                 + denyingApps.map { .app($0, available: true, reason: "ok", via: Self.wifi, denied: ["wwan"]) })
+                 + denyingApps.map { .app($0, available: false, reason: "routed-elsewhere", denied: ["wwan"], bindTo: "wlan0") })
 
         // A reload that changes one app: the policy event and that app's event, nothing else.
         try step("policy edit", {
@@ -119,7 +122,7 @@ final class EventsWaitTests: IntegrationTestCase {
                 e["event"] as? String == "policy" && (try? JSONValue.int(e, "generation")) == 2
                     && (try? JSONValue.int(e, "apps")) == 2 && e["error"] is NSNull
             },
-            .app("cellok", available: true, reason: "ok", via: Self.wifi, denied: ["wwan"])])
+            .app("cellok", available: false, reason: "routed-elsewhere", denied: ["wwan"], bindTo: "wlan0")])
 
         XCTAssertEqual(sub.lastSeq, 1 + expectedEvents)
         XCTAssertEqual(sub.events.count, sub.lastSeq, "every event was counted once")
@@ -165,13 +168,16 @@ final class EventsWaitTests: IntegrationTestCase {
         try unprivileged.expectNothingMore("after wlan0 became usable, as nobody")
         try root.expectNothingMore("after wlan0 became usable, as root")
 
+        // Without carrier, wlan0's route is still the kernel's choice: traffic goes nowhere, and apps allowed on
+        // cellular could only bind to wwan0.
         try f.setPeer(of: "wlan0", up: false)
         let wlanGone = EvExpectation.link("wlan0", "no carrier") { !$0.carrier && !$0.usable }
-        try unprivileged.expect("wlan0 lost carrier, as nobody", [wlanGone, .app("mine", available: true, reason: "ok", via: Self.wwan)])
+        let mineRouted = EvExpectation.app("mine", available: false, reason: "routed-elsewhere", bindTo: "wwan0")
+        try unprivileged.expect("wlan0 lost carrier, as nobody", [wlanGone, mineRouted])
         try root.expect("wlan0 lost carrier, as root", [
             wlanGone,
-            .app("mine", available: true, reason: "ok", via: Self.wwan),
-            .app("cellok", available: true, reason: "ok", via: Self.wwan),
+            mineRouted,
+            .app("cellok", available: false, reason: "routed-elsewhere", bindTo: "wwan0"),
             .app("cellno", available: false, reason: "denied", denied: ["wwan"]),
             .app(me, available: false, reason: "denied", denied: ["wwan"]),
         ])

@@ -83,8 +83,9 @@ final class LinkStateTests: IntegrationTestCase {
         XCTAssertTrue(wlan.adminUp, "our end is still admin up: \(wlan)")
         XCTAssertEqual(wlan.metric, 100, "the route stays (only the carrier went): \(wlan)")
         XCTAssertEqual(down[name: "wlan0p"]?.adminUp, false)
+        // No usable link; the kernel still sends traffic by wlan0 (its linkdown route), and STATUS says so.
         try waitForStatus(f.socket, "the network is unavailable without carrier") {
-            !$0.available && $0.primary == nil
+            !$0.available && $0.primary == "wlan0"
         }
 
         try f.ns.ip("link", "set", "wlan0p", "up")

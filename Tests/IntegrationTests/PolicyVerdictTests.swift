@@ -75,15 +75,17 @@ final class PolicyVerdictTests: IntegrationTestCase {
         try assertCtlQuery(f, "updater", says: "yes, via wlan0 (wifi)")
         try assertCtlQuery(f, "messenger", says: "yes, via wlan0 (wifi)")
 
-        // Wi-Fi's peer goes down: wlan0 loses carrier, only WWAN is left.
+        // Wi-Fi's peer goes down: wlan0 loses carrier but keeps its route, which the kernel still chooses: traffic
+        // goes nowhere. The updater may only use WWAN, which it may not; the messenger could bind to wwan0.
         try f.setPeer(of: "wlan0", up: false)
         try waitForVerdict(f.socket, "updater", "denied once wlan0 has no carrier") { $0.reason != "ok" }
         assertVerdict(try queryVerdict(f.socket, "updater").0, available: false, reason: "denied", via: nil,
                       denied: ["wwan"], "updater on wwan only (peer down)")
-        assertVerdict(try queryVerdict(f.socket, "messenger").0, available: true, reason: "ok", via: "wwan0/wwan/true",
-                      denied: [], "messenger on wwan only (peer down)")
+        let (m1, mo) = try queryVerdict(f.socket, "messenger")
+        assertVerdict(m1, available: false, reason: "routed-elsewhere", via: nil, denied: [], "messenger (peer down)")
+        XCTAssertEqual(m1.bindTo, "wwan0", "\(mo)")
         try assertCtlQuery(f, "updater", says: "no: denied on wwan")
-        try assertCtlQuery(f, "messenger", says: "yes, via wwan0 (wwan, metered)")
+        try assertCtlQuery(f, "messenger", says: "no: its traffic would leave by wlan0 (wifi), which is not usable; it could bind to wwan0 (wwan, metered)")
 
         // Back, then Wi-Fi's default route goes instead.
         try f.setPeer(of: "wlan0", up: true)

@@ -165,9 +165,18 @@ final class RealSystemdTests: IntegrationTestCase {
         XCTAssertEqual(try sd.property("npt-waiter.service", "ActiveState"), "activating",
                        "the unit must not start while its network is unusable")
 
-        // Wi-Fi becomes usable: the wait ends and the unit starts, after that moment and not before.
-        let before = monotonicMicroseconds()
+        // Wi-Fi comes up behind cellular (metric 600): the kernel would still send the waiter's traffic out of wwan0,
+        // so it is not "ok" yet (it could bind to wlan0) and the unit keeps waiting.
         try sd.namespace.ip("route", "add", "default", "via", "10.1.0.2", "dev", "wlan0", "metric", "600")
+        try waitUntil("the waiter could bind to wlan0, but is routed by wwan0") {
+            let v = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "query", "waiter"]).lines.last ?? "")
+            return (v["reason"] as? String == "routed-elsewhere", "\(v)")
+        }
+        XCTAssertEqual(try sd.property("npt-waiter.service", "ActiveState"), "activating")
+
+        // Cellular's route goes: the kernel routes by Wi-Fi, the wait ends and the unit starts, then and not before.
+        let before = monotonicMicroseconds()
+        try sd.namespace.ip("route", "del", "default", "via", "10.2.0.2", "dev", "wwan0", "metric", "100")
         try waitForState(sd, "npt-waiter.service", "active/running")
         let started = try XCTUnwrap(UInt64(sd.property("npt-waiter.service", "ExecMainStartTimestampMonotonic")))
         XCTAssertGreaterThanOrEqual(started, before, "ExecStart= ran before wlan0 became usable")

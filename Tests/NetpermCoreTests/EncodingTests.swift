@@ -117,7 +117,7 @@ final class JSONTests: XCTestCase {
 /// Replies and events are written straight to bytes by JSONWriter: they must be exactly what the same values
 /// encode to as a tree, and read back as they were, whatever the strings hold.
 final class ReplyEncodingTests: XCTestCase {
-    private let network = NetworkState(links: [
+    private let network = NetworkState(routedLinks: [
         makeLink(2, "wlan0", .wifi, metric: 600),
         makeLink(3, "wwan \"0\"\\x", .wwan, metric: 100, metered: true),
         makeLink(4, "eth0", .ethernet, metric: nil),

@@ -175,6 +175,7 @@ final class EngineHarness {
             for a in l.addresses { snap.addresses.append(AddressFacts(index: l.index, family: .ipv4, text: a)) }
             snap.sysfs[l.index] = SysfsFacts(devtype: l.kind == .wifi ? "wlan" : l.kind == .wwan ? "wwan" : nil)
         }
+        snap.egress = simpleEgress(links)
         feed(.kernel(snap))
     }
 

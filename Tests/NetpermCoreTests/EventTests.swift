@@ -8,20 +8,20 @@ final class LinkEventTests: XCTestCase {
         let eth = makeLink(2, "eth0", .ethernet, metric: 100)
         let wlan = makeLink(3, "wlan0", .wifi, metric: 600)
         let lo = makeLink(1, "lo", .loopback, metric: nil)
-        let old = NetworkState(links: [lo, eth, wlan])
+        let old = NetworkState(routedLinks: [lo, eth, wlan])
         let eth2 = makeLink(2, "eth0", .ethernet, metric: nil)
         let wwan = makeLink(4, "wwan0", .wwan, metric: 700)
-        let new = NetworkState(links: [lo, wwan, eth2])
+        let new = NetworkState(routedLinks: [lo, wwan, eth2])
         XCTAssertEqual(Event.linkChanges(from: old, to: new),
                        [.link(.changed, eth2), .link(.added, wwan), .link(.removed, wlan)])
     }
 
     func testNoEventWhenUnchanged() {
-        let s = NetworkState(links: [makeLink(1, "lo", .loopback, metric: nil), makeLink(2, "eth0", .ethernet)])
+        let s = NetworkState(routedLinks: [makeLink(1, "lo", .loopback, metric: nil), makeLink(2, "eth0", .ethernet)])
         XCTAssertEqual(Event.linkChanges(from: s, to: s), [])
         XCTAssertEqual(Event.linkChanges(from: NetworkState(), to: NetworkState()), [])
         // Same content, built separately.
-        XCTAssertEqual(Event.linkChanges(from: s, to: NetworkState(links: [makeLink(2, "eth0", .ethernet),
+        XCTAssertEqual(Event.linkChanges(from: s, to: NetworkState(routedLinks: [makeLink(2, "eth0", .ethernet),
                                                                            makeLink(1, "lo", .loopback, metric: nil)])),
                        [])
     }
@@ -40,16 +40,16 @@ final class LinkEventTests: XCTestCase {
         l = base; l.metric = 5; variants.append(l)
         l = base; l.classifiedBy = "config:[Interface eth0]"; variants.append(l)
         for v in variants {
-            XCTAssertEqual(Event.linkChanges(from: NetworkState(links: [base]), to: NetworkState(links: [v])),
+            XCTAssertEqual(Event.linkChanges(from: NetworkState(routedLinks: [base]), to: NetworkState(routedLinks: [v])),
                            [.link(.changed, v)])
         }
     }
 
     func testFromAndToNothing() {
         let links = [makeLink(2, "eth0", .ethernet), makeLink(3, "wlan0", .wifi)]
-        XCTAssertEqual(Event.linkChanges(from: NetworkState(), to: NetworkState(links: links)),
+        XCTAssertEqual(Event.linkChanges(from: NetworkState(), to: NetworkState(routedLinks: links)),
                        links.map { .link(.added, $0) })
-        XCTAssertEqual(Event.linkChanges(from: NetworkState(links: links), to: NetworkState()),
+        XCTAssertEqual(Event.linkChanges(from: NetworkState(routedLinks: links), to: NetworkState()),
                        links.map { .link(.removed, $0) })
     }
 
@@ -93,7 +93,7 @@ final class SubscriptionTests: XCTestCase {
 
     private func verdict(_ app: String, ready: Bool = true) -> Verdict {
         Verdict.compute(app: app, matchedBy: .executable, permissions: .builtIn,
-                        network: NetworkState(links: [makeLink(2, "eth0", .ethernet)]), ready: ready)
+                        network: NetworkState(routedLinks: [makeLink(2, "eth0", .ethernet)]), ready: ready)
     }
 
     private let prompt = Prompt(id: 1, app: "me", identity: nil, kind: .wwan, link: "wwan0", metered: true)

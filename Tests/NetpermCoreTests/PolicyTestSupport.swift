@@ -45,3 +45,26 @@ let allPermissionSets: [PermissionSet] = {
     }
     return sets
 }()
+
+extension NetworkState {
+    /// Links whose default routes all sit in one table with no rules: the kernel sends each family's traffic by
+    /// its default route of lowest metric (ties: lowest index), carrier or not (a linkdown route is still chosen).
+    init(routedLinks links: [Link]) {
+        self.init(links: links, egress: simpleEgress(links))
+    }
+}
+
+/// See `NetworkState(routedLinks:)`.
+func simpleEgress(_ links: [Link]) -> [AddressFamily: Egress] {
+    var egress: [AddressFamily: Egress] = [:]
+    for family in AddressFamily.allCases {
+        let candidates = links.filter { l in
+            l.adminUp && l.metric != nil && l.kind != .loopback
+                && (family == .ipv4 ? l.defaultRouteV4 : l.defaultRouteV6)
+        }
+        if let best = candidates.min(by: { ($0.metric!, $0.index) < ($1.metric!, $1.index) }) {
+            egress[family] = .link(best.index)
+        }
+    }
+    return egress
+}

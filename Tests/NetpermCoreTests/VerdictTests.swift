@@ -90,7 +90,7 @@ final class VerdictTests: XCTestCase {
         for mask in 0..<16 {
             let present = Self.kinds.enumerated().filter { mask & (1 << $0.offset) != 0 }.map(\.element)
             for (layout, links) in layouts(present) {
-                let network = NetworkState(links: links)
+                let network = NetworkState(routedLinks: links)
                 for p in allPermissionSets {
                     for ready in [true, false] {
                         let v = Verdict.compute(app: "a", matchedBy: .unit, permissions: p, network: network,
@@ -125,7 +125,7 @@ final class VerdictTests: XCTestCase {
 
     /// A few rows spelled out, so a shared mistake in the oracle and the code would still show.
     func testSpelledOutRows() {
-        let network = NetworkState(links: [makeLink(1, "lo", .loopback, metric: nil),
+        let network = NetworkState(routedLinks: [makeLink(1, "lo", .loopback, metric: nil),
                                            makeLink(2, "eth0", .ethernet, metric: 100),
                                            makeLink(3, "wlan0", .wifi, metric: 600),
                                            makeLink(4, "wwan0", .wwan, metric: 50)])
@@ -159,7 +159,7 @@ final class VerdictTests: XCTestCase {
     }
 
     func testLoopbackOnlyIsNoNetwork() {
-        let network = NetworkState(links: [makeLink(1, "lo", .loopback, metric: 0)])
+        let network = NetworkState(routedLinks: [makeLink(1, "lo", .loopback, metric: 0)])
         for p in allPermissionSets {
             let v = Verdict.compute(app: "a", matchedBy: .name, permissions: p, network: network, ready: true)
             XCTAssertEqual(v.reason, .noNetwork)
@@ -174,7 +174,7 @@ final class VerdictTests: XCTestCase {
 
     /// Not ready means "don't know yet", even with a perfectly good link.
     func testStartingRegardlessOfLinks() {
-        let network = NetworkState(links: [makeLink(2, "eth0", .ethernet)])
+        let network = NetworkState(routedLinks: [makeLink(2, "eth0", .ethernet)])
         let v = Verdict.compute(app: "a", matchedBy: .name, permissions: .builtIn, network: network, ready: false)
         XCTAssertEqual(v.reason, .starting)
         XCTAssertFalse(v.available)
@@ -184,7 +184,7 @@ final class VerdictTests: XCTestCase {
 
     /// Metered comes from the link (a tethered phone can be metered Wi-Fi; an unmetered modem is possible too).
     func testMeteredFollowsTheLink() {
-        let network = NetworkState(links: [makeLink(3, "wlan0", .wifi, metered: true),
+        let network = NetworkState(routedLinks: [makeLink(3, "wlan0", .wifi, metered: true),
                                            makeLink(4, "wwan0", .wwan, metric: 10, metered: false)])
         let allow = PermissionSet(wifi: .allow, wwan: .allow, ethernet: .allow, other: .allow)
         let v = Verdict.compute(app: "a", matchedBy: .name, permissions: allow, network: network, ready: true)
@@ -197,7 +197,7 @@ final class VerdictTests: XCTestCase {
 
     func testJSONKeyOrder() {
         let v = Verdict.compute(app: "a", matchedBy: .executable, permissions: .builtIn,
-                                network: NetworkState(links: [makeLink(2, "eth0", .ethernet)]), ready: true)
+                                network: NetworkState(routedLinks: [makeLink(2, "eth0", .ethernet)]), ready: true)
         guard case let .object(members) = v.json else { return XCTFail("not an object") }
         XCTAssertEqual(members.map(\.0), ["app", "matched_by", "available", "reason", "via", "denied_kinds",
                                           "pending_kinds", "permissions", "sources"])

@@ -27,7 +27,7 @@ final class VerdictTrackerTests: XCTestCase {
 
     /// With an agent listening, so that `ask` prompts (no agent: see testLastAgentLeaving...).
     private func state(_ links: [Link], ready: Bool = true, config: Config? = nil) throws -> DaemonState {
-        var s = DaemonState(ready: ready, network: NetworkState(links: links), config: try config ?? self.config(),
+        var s = DaemonState(ready: ready, network: NetworkState(routedLinks: links), config: try config ?? self.config(),
                             policyGeneration: 1)
         s.agents = 1
         return s
@@ -238,7 +238,7 @@ final class VerdictTrackerTests: XCTestCase {
 
     func testRenamed() {
         let v = Verdict.compute(app: "", matchedBy: .name, permissions: .builtIn,
-                                network: NetworkState(links: [eth]), ready: true)
+                                network: NetworkState(routedLinks: [eth]), ready: true)
         let r = v.renamed("x", .unit)
         XCTAssertEqual(r.app, "x")
         XCTAssertEqual(r.matchedBy, .unit)

@@ -128,6 +128,23 @@ extension Engine {
         w.field("available", net.available)
         w.field("primary", primary?.name)
         w.field("primary_kind", primary?.kind.rawValue)
+        w.object("egress") { e in
+            for family in AddressFamily.allCases {
+                e.object(family.key, net.egress[family]) { w, egress in
+                    switch egress {
+                    case let .link(index):
+                        if let l = net.link(index: index) {
+                            l.writeReference(to: &w)
+                            w.field("usable", l.usable)
+                        } else {
+                            w.field("index", Int(index))
+                        }
+                    case let .blocked(b):
+                        w.field("blocked", b.rawValue)
+                    }
+                }
+            }
+        }
         w.object("policy") { writePolicy(to: &$0) }
     }
 

@@ -388,7 +388,9 @@ public final class Engine {
         }
         for o in oldByIndex.values.sorted(by: { $0.index < $1.index }) { log(.info, "\(o.name): removed") }
         if old.primary?.index != new.primary?.index || old.available != new.available {
-            log(.notice, "network: \(new.primary.map { "via \($0.name) (\($0.kind.rawValue))" } ?? "unavailable")")
+            let via = new.primary.map { "\($0.name) (\($0.kind.rawValue))" }
+            log(.notice, "network: " + (new.available ? via.map { "via " + $0 } ?? "usable links, but no route"
+                                                       : "unavailable" + (via.map { ", traffic still routed via " + $0 } ?? "")))
         }
     }
 

@@ -216,14 +216,16 @@ struct EvExpectation: CustomStringConvertible {
     }
 
     /// An `app` event for `app` with exactly these verdict fields (`via` as "name/kind/metered" or nil).
+    /// `bindTo`: the link a `routed-elsewhere` verdict names (name only); checked when given.
     static func app(_ app: String, available: Bool, reason: String, via: String? = nil, denied: [String] = [],
-                    pending: [String] = []) -> EvExpectation {
+                    pending: [String] = [], bindTo: String? = nil) -> EvExpectation {
         let what = "app \(app): available \(available), reason \(reason), via \(via ?? "null"), denied \(denied), "
-            + "pending \(pending)"
+            + "pending \(pending)" + (bindTo.map { ", bind to \($0)" } ?? "")
         return EvExpectation(description: what) { e in
-            e["event"] as? String == "app" && e["app"] as? String == app && e["matched_by"] == nil
-                && VerdictView(e)?.matches(available: available, reason: reason, via: via, denied: denied,
-                                           pending: pending) == true
+            guard e["event"] as? String == "app", e["app"] as? String == app, e["matched_by"] == nil,
+                  let v = VerdictView(e) else { return false }
+            return v.matches(available: available, reason: reason, via: via, denied: denied, pending: pending)
+                && (bindTo == nil || v.bindTo == bindTo)
         }
     }
 }
@@ -238,6 +240,8 @@ struct VerdictView: CustomStringConvertible {
     var denied: [String]
     var pending: [String]
     var permissions: [String: String]
+    /// The name of the link a `routed-elsewhere` verdict says to bind to.
+    var bindTo: String?
 
     init?(_ o: [String: Any]) {
         guard let app = o["app"] as? String, let available = try? JSONValue.bool(o, "available"),
@@ -254,6 +258,7 @@ struct VerdictView: CustomStringConvertible {
         }
         self.app = app; self.available = available; self.reason = reason
         self.denied = denied; self.pending = pending; permissions = perms
+        bindTo = (o["bind_to"] as? [String: Any])?["name"] as? String
     }
 
     func matches(available: Bool, reason: String, via: String?, denied: [String], pending: [String]) -> Bool {
@@ -262,7 +267,8 @@ struct VerdictView: CustomStringConvertible {
     }
 
     var description: String {
-        "\(app): available \(available), reason \(reason), via \(via ?? "null"), denied \(denied), pending \(pending), "
+        "\(app): available \(available), reason \(reason), via \(via ?? "null"), bind to \(bindTo ?? "null"), "
+            + "denied \(denied), pending \(pending), "
             + "permissions \(permissions.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))"
     }
 }
