@@ -9,7 +9,7 @@ import Glibc
 /// under a real systemd, every policy in an ```ini block through `netpermctl check`; and every field the daemon
 /// sends must be named in docs/PROTOCOL.md.
 final class DocsExamplesTests: IntegrationTestCase {
-    static let documents = ["README.md", "docs/PROTOCOL.md", "docs/POLICY.md", "docs/CLASSIFICATION.md",
+    static let documents = ["README.md", "docs/PROTOCOL.md", "docs/POLICY.md", "docs/CLASSIFICATION.md", "docs/ROUTING.md",
                             "docs/ARCHITECTURE.md", "docs/SYSTEMD.md"]
 
     struct Block {

@@ -17,6 +17,7 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/doc/netpermd/PROTOCOL.md", 0o644),
         ("usr/local/share/doc/netpermd/POLICY.md", 0o644),
         ("usr/local/share/doc/netpermd/CLASSIFICATION.md", 0o644),
+        ("usr/local/share/doc/netpermd/ROUTING.md", 0o644),
         ("usr/local/share/doc/netpermd/ARCHITECTURE.md", 0o644),
         ("usr/local/share/doc/netpermd/SYSTEMD.md", 0o644),
         ("usr/local/share/doc/netpermd/netpermd.conf.example", 0o644),
