@@ -76,8 +76,8 @@ class IntegrationTestCase: XCTestCase {
 
     // MARK: - Resources that clean up after themselves
 
-    func makeNamespace(file: StaticString = #filePath, line: UInt = #line) throws -> TestNamespace {
-        let ns = try TestNamespace()
+    func makeNamespace(ipv6: Bool = false, file: StaticString = #filePath, line: UInt = #line) throws -> TestNamespace {
+        let ns = try TestNamespace(ipv6: ipv6)
         addTeardownBlock { [ns] in
             ns.delete()
             XCTAssertFalse(ns.stillListed(), "namespace \(ns.name) is still listed after `ip netns del`",

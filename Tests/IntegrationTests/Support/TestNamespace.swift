@@ -11,15 +11,20 @@ final class TestNamespace: @unchecked Sendable {
     let name: String
     private(set) var deleted = false
 
-    /// Creates "npt-<pid>-<n>" with loopback up and IPv6 off (no link-local addresses or DAD appearing at
-    /// random moments, so two looks at a quiet namespace agree).
-    init() throws {
+    /// Creates "npt-<pid>-<n>" with loopback up and, unless `ipv6`, IPv6 off (no link-local addresses or DAD
+    /// appearing at random moments, so two looks at a quiet namespace agree). With `ipv6`, new links get no
+    /// link-local address and skip DAD, for the same reason.
+    init(ipv6: Bool = false) throws {
         Self.counter += 1
         name = "\(Self.prefix)\(getpid())-\(Self.counter)"
         try Subprocess.check(["ip", "netns", "add", name])
         do {
-            try Subprocess.check(["ip", "netns", "exec", name, "sysctl", "-q", "-w",
-                                  "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
+            let sysctls = ipv6
+                ? ["net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+                   "net.ipv6.conf.default.addr_gen_mode=1", "net.ipv6.conf.all.addr_gen_mode=1",
+                   "net.ipv6.conf.default.accept_ra=0"]
+                : ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+            try Subprocess.check(["ip", "netns", "exec", name, "sysctl", "-q", "-w"] + sysctls)
             try ip("link", "set", "lo", "up")
         } catch {
             delete()
