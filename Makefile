@@ -19,7 +19,10 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
 # to run the zsh completion for real.
 TEST_DEBS := groff-base man-db mandoc zsh
 
-.PHONY: all deps test-deps build release run test unit integration bench bench-smoke bench-deps install install-files uninstall clean
+# The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
+FUZZ_SECONDS ?= 600
+
+.PHONY: all deps test-deps build release run test unit integration fuzz-routes bench bench-smoke bench-deps install install-files uninstall clean
 
 all: build
 
@@ -62,6 +65,13 @@ unit: deps
 integration: deps test-deps
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build --filter IntegrationTests
+
+# Randomized link, address, route, rule and nexthop changes compared with the kernel's answers for FUZZ_SECONDS;
+# a seed is printed, NETPERMD_FUZZ_SEED=N replays it. Needs root.
+fuzz-routes: deps test-deps
+	$(SWIFT) build --build-tests
+	NETPERMD_FUZZ_SECONDS=$(FUZZ_SECONDS) NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) \
+	  $(SWIFT) test --skip-build --filter RouteFuzzTests
 
 # Benchmarks beside their physical baselines (see BENCHMARKS.md): the release daemon in a namespace of its own,
 # about a minute, a table on stdout and bench/results/latest.json. Needs root.

@@ -4,59 +4,6 @@ import XCTest
 /// The daemon's picture and verdicts against the kernel's own answers, in the cases where a model of the FIB drifted
 /// (each reproduced on an earlier release) and the cases where the verdict disagreed with the kernel's routing.
 final class KernelTruthTests: IntegrationTestCase {
-    static let policy = """
-        [Defaults]
-        WiFi=allow
-        WWAN=allow
-        Ethernet=allow
-        Other=allow
-
-        [Interface wl*]
-        Kind=wifi
-
-        [Interface va]
-        Kind=wifi
-
-        [Interface ww*]
-        Kind=wwan
-
-        [Interface vb]
-        Kind=wwan
-
-        [Interface eth*]
-        Kind=ethernet
-
-        [Interface br*]
-        Kind=ethernet
-
-        [App all]
-        User=1
-
-        [App wifionly]
-        User=2
-        WWAN=deny
-        Ethernet=deny
-        Other=deny
-
-        [App nocell]
-        User=3
-        WWAN=deny
-
-        """
-
-    /// App -> the kinds it may use.
-    static let apps: [String: Set<String>] = [
-        "all": ["wifi", "wwan", "ethernet", "other"], "wifionly": ["wifi"], "nocell": ["wifi", "ethernet", "other"],
-    ]
-
-    static func kind(of name: String) -> String {
-        if name == "lo" { return "loopback" }
-        if name.hasPrefix("wl") || name == "va" { return "wifi" }
-        if name.hasPrefix("ww") || name == "vb" { return "wwan" }
-        if name.hasPrefix("eth") || name.hasPrefix("br") { return "ethernet" }
-        return "other"
-    }
-
     struct Setup {
         var ns: TestNamespace
         var socket: String
@@ -68,40 +15,10 @@ final class KernelTruthTests: IntegrationTestCase {
         let ns = try makeNamespace(ipv6: true)
         for e in ends { try ns.addVethPair(e, peer: e + "p") }
         let dir = try makeTempDir()
-        let config = try writeConfig(Self.policy, in: dir)
+        let config = try writeConfig(KernelTruth.policy, in: dir)
         let socket = dir + "/netpermd.sock"
         let daemon = try startDaemon(in: ns, socket: socket, config: config)
         return Setup(ns: ns, socket: socket, daemon: daemon)
-    }
-
-    /// Waits (bounded) until the daemon's links, egress and every app's verdict agree with the kernel; returns the
-    /// kernel's picture. `what` names the moment in a failure.
-    @discardableResult
-    func assertAgrees(_ s: Setup, _ what: String, timeout: Double = 5) throws -> KernelTruth {
-        var last = ""
-        var truth = KernelTruth()
-        try waitUntil("daemon = kernel: \(what)", timeout: timeout, interval: 0.05) {
-            truth = try KernelTruth.read(s.ns)
-            let status = try request(s.socket, "STATUS")
-            let egress = status["egress"] as? [String: Any] ?? [:]
-            var diff = truth.differences(links: try links(s.socket),
-                                         egress: Dictionary(uniqueKeysWithValues: KernelTruth.families.map {
-                                             ($0, KernelTruth.Egress(daemon: egress[$0]))
-                                         }))
-            for (app, allowed) in Self.apps.sorted(by: { $0.key < $1.key }) {
-                let v = try request(s.socket, "QUERY \(app)")
-                let want = truth.expectedVerdict(allowed: allowed, kindOf: Self.kind)
-                let via = (v["via"] as? [String: Any])?["name"] as? String
-                let bind = (v["bind_to"] as? [String: Any])?["name"] as? String
-                if v["reason"] as? String != want.reason || via != want.via || bind != want.bindTo {
-                    diff.append("\(app): \(v["reason"] ?? "?") via \(via ?? "-") bind \(bind ?? "-") != expected "
-                        + "\(want.reason) via \(want.via ?? "-") bind \(want.bindTo ?? "-")")
-                }
-            }
-            last = diff.joined(separator: "\n") + "\nkernel: \(truth.links.values.map(\.description).sorted()), egress \(truth.egress)"
-            return (diff.isEmpty, last)
-        }
-        return truth
     }
 
     // MARK: - Where the picture drifted from the kernel
@@ -110,15 +27,15 @@ final class KernelTruthTests: IntegrationTestCase {
     func testIPv6DefaultViaGatewaySurvivesAnUnrelatedLinkToggling() throws {
         let s = try setUp(["va", "vb"])
         try s.ns.ip("-6", "route", "add", "default", "via", "fe80::1", "dev", "va")
-        var t = try assertAgrees(s, "IPv6 default via fe80::1 on va")
+        var t = try assertAgrees(s.ns, s.socket, "IPv6 default via fe80::1 on va")
         XCTAssertNotNil(t.links["va"]?.defaultMetric["ipv6"])
         for i in 1...5 {
             try s.ns.ip("link", "set", "vb", "down")
-            t = try assertAgrees(s, "vb down (\(i))")
+            t = try assertAgrees(s.ns, s.socket, "vb down (\(i))")
             XCTAssertNotNil(t.links["va"]?.defaultMetric["ipv6"], "the kernel keeps va's route")
             XCTAssertEqual(try links(s.socket)[name: "va"]?.defaultRouteV6, true)
             try s.ns.ip("link", "set", "vb", "up")
-            try assertAgrees(s, "vb up (\(i))")
+            try assertAgrees(s.ns, s.socket, "vb up (\(i))")
         }
     }
 
@@ -127,10 +44,10 @@ final class KernelTruthTests: IntegrationTestCase {
         let s = try setUp(["va"])
         try s.ns.ip("addr", "add", "10.1.0.1/24", "dev", "va")
         try s.ns.ip("route", "add", "default", "via", "10.1.0.2", "dev", "va")
-        try assertAgrees(s, "default via va")
+        try assertAgrees(s.ns, s.socket, "default via va")
         XCTAssertEqual(try links(s.socket)[name: "va"]?.usable, true)
         try s.ns.ip("addr", "del", "10.1.0.1/24", "dev", "va")
-        let t = try assertAgrees(s, "va's last address deleted")
+        let t = try assertAgrees(s.ns, s.socket, "va's last address deleted")
         XCTAssertNil(t.links["va"]?.defaultMetric["ipv4"], "the kernel dropped the route")
         XCTAssertEqual(try links(s.socket)[name: "va"]?.defaultRouteV4, false)
     }
@@ -143,15 +60,15 @@ final class KernelTruthTests: IntegrationTestCase {
         try s.ns.ip("link", "set", "va", "master", "br0")
         try s.ns.ip("addr", "add", "10.3.0.1/24", "dev", "br0")
         try s.ns.ip("route", "add", "default", "via", "10.3.0.2", "dev", "br0")
-        try assertAgrees(s, "br0 with va as its port")
+        try assertAgrees(s.ns, s.socket, "br0 with va as its port")
         XCTAssertEqual(try links(s.socket)[name: "br0"]?.carrier, true)
         try s.ns.ip("link", "set", "vap", "down")
-        try assertAgrees(s, "the port's peer down: br0 has no carrier")
+        try assertAgrees(s.ns, s.socket, "the port's peer down: br0 has no carrier")
         XCTAssertEqual(try links(s.socket)[name: "br0"]?.carrier, false)
         try s.ns.ip("link", "set", "vap", "up")
-        try assertAgrees(s, "the port's peer up")
+        try assertAgrees(s.ns, s.socket, "the port's peer up")
         try s.ns.ip("link", "set", "br0", "down")
-        try assertAgrees(s, "br0 down")
+        try assertAgrees(s.ns, s.socket, "br0 down")
         XCTAssertEqual(try links(s.socket)[name: "br0"]?.adminUp, false)
     }
 
@@ -161,11 +78,11 @@ final class KernelTruthTests: IntegrationTestCase {
         let s = try setUp(["va", "vb"])
         try s.ns.ip("route", "add", "default", "dev", "va", "metric", "50")
         try s.ns.ip("route", "append", "default", "dev", "vb", "metric", "50")
-        let t = try assertAgrees(s, "two defaults with metric 50")
+        let t = try assertAgrees(s.ns, s.socket, "two defaults with metric 50")
         XCTAssertEqual(t.links["va"]?.defaultMetric["ipv4"], 50)
         XCTAssertEqual(t.links["vb"]?.defaultMetric["ipv4"], 50)
         try s.ns.ip("route", "del", "default", "dev", "vb", "metric", "50")
-        let after = try assertAgrees(s, "vb's deleted")
+        let after = try assertAgrees(s.ns, s.socket, "vb's deleted")
         XCTAssertEqual(after.links["va"]?.defaultMetric["ipv4"], 50)
     }
 
@@ -174,9 +91,9 @@ final class KernelTruthTests: IntegrationTestCase {
         let s = try setUp(["va", "vb"])
         try s.ns.ip("-6", "route", "add", "default", "dev", "va", "metric", "50")
         try s.ns.ip("-6", "route", "append", "default", "dev", "vb", "metric", "50")
-        try assertAgrees(s, "two IPv6 dev-only defaults with metric 50")
+        try assertAgrees(s.ns, s.socket, "two IPv6 dev-only defaults with metric 50")
         try s.ns.ip("-6", "route", "del", "default", "dev", "vb", "metric", "50")
-        let after = try assertAgrees(s, "vb's deleted")
+        let after = try assertAgrees(s.ns, s.socket, "vb's deleted")
         XCTAssertEqual(after.links["va"]?.defaultMetric["ipv6"], 50)
     }
 
@@ -184,12 +101,12 @@ final class KernelTruthTests: IntegrationTestCase {
     func testIPv6ReplaceMovesTheDefault() throws {
         let s = try setUp(["va", "vb"])
         try s.ns.ip("-6", "route", "add", "default", "via", "fe80::1", "dev", "va", "metric", "100")
-        try assertAgrees(s, "IPv6 default on va")
+        try assertAgrees(s.ns, s.socket, "IPv6 default on va")
         try s.ns.ip("-6", "route", "replace", "default", "via", "fe80::2", "dev", "vb", "metric", "100")
-        let t = try assertAgrees(s, "replaced by vb's")
+        let t = try assertAgrees(s.ns, s.socket, "replaced by vb's")
         XCTAssertNil(t.links["va"]?.defaultMetric["ipv6"])
         try s.ns.ip("-6", "route", "del", "default", "metric", "100")
-        let none = try assertAgrees(s, "deleted")
+        let none = try assertAgrees(s.ns, s.socket, "deleted")
         XCTAssertTrue(none.links.values.allSatisfy { $0.defaultMetric["ipv6"] == nil })
     }
 
@@ -198,9 +115,9 @@ final class KernelTruthTests: IntegrationTestCase {
         let s = try setUp(["va", "vb"])
         try s.ns.ip("-6", "route", "add", "default", "nexthop", "via", "fe80::1", "dev", "va",
                     "nexthop", "via", "fe80::2", "dev", "vb")
-        try assertAgrees(s, "ECMP over va and vb")
+        try assertAgrees(s.ns, s.socket, "ECMP over va and vb")
         try s.ns.ip("-6", "route", "del", "default", "via", "fe80::2", "dev", "vb")
-        let t = try assertAgrees(s, "vb's nexthop deleted")
+        let t = try assertAgrees(s.ns, s.socket, "vb's nexthop deleted")
         XCTAssertNil(t.links["vb"]?.defaultMetric["ipv6"])
     }
 
@@ -210,10 +127,10 @@ final class KernelTruthTests: IntegrationTestCase {
         try s.ns.ip("addr", "add", "10.1.0.1/24", "dev", "va")
         try s.ns.ip("nexthop", "add", "id", "7", "via", "10.1.0.2", "dev", "va")
         try s.ns.ip("route", "add", "default", "nhid", "7")
-        try assertAgrees(s, "default by nexthop 7")
+        try assertAgrees(s.ns, s.socket, "default by nexthop 7")
         XCTAssertEqual(try links(s.socket)[name: "va"]?.defaultRouteV4, true)
         try s.ns.ip("nexthop", "del", "id", "7")
-        try assertAgrees(s, "nexthop 7 deleted")
+        try assertAgrees(s.ns, s.socket, "nexthop 7 deleted")
         XCTAssertEqual(try links(s.socket)[name: "va"]?.defaultRouteV4, false)
     }
 
@@ -225,7 +142,7 @@ final class KernelTruthTests: IntegrationTestCase {
         try s.ns.ip("addr", "add", "10.1.0.1/24", "dev", "eth0")
         try s.ns.ip("route", "add", "default", "via", "10.1.0.2", "dev", "eth0", "metric", "100")
         try s.ns.ip("-6", "route", "add", "default", "via", "fe80::1", "dev", "wlan0", "metric", "50")
-        let t = try assertAgrees(s, "v4 by eth0, v6 by wlan0")
+        let t = try assertAgrees(s.ns, s.socket, "v4 by eth0, v6 by wlan0")
         XCTAssertEqual(t.egress["ipv4"], .link("eth0"))
         XCTAssertEqual(t.egress["ipv6"], .link("wlan0"))
         XCTAssertEqual(try status(s.socket).primary, "eth0")
@@ -241,7 +158,7 @@ final class KernelTruthTests: IntegrationTestCase {
         try s.ns.ip("addr", "add", "10.1.0.1/24", "dev", "wlan0")
         try s.ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0", "metric", "100")
         try s.ns.ip("route", "add", "default", "via", "10.1.0.2", "dev", "wlan0", "metric", "600")
-        try assertAgrees(s, "wwan0 100, wlan0 600")
+        try assertAgrees(s.ns, s.socket, "wwan0 100, wlan0 600")
         let v = try request(s.socket, "QUERY nocell")
         XCTAssertEqual(v["reason"] as? String, "routed-elsewhere", "\(v)")
         XCTAssertEqual((v["bind_to"] as? [String: Any])?["name"] as? String, "wlan0")
@@ -254,7 +171,7 @@ final class KernelTruthTests: IntegrationTestCase {
         try s.ns.ip("addr", "add", "10.1.0.1/24", "dev", "eth0")
         try s.ns.ip("route", "add", "default", "via", "10.1.0.2", "dev", "eth0", "metric", "100")
         try s.ns.ip("route", "add", "blackhole", "default", "metric", "10")
-        let t = try assertAgrees(s, "blackhole metric 10 over eth0 metric 100")
+        let t = try assertAgrees(s.ns, s.socket, "blackhole metric 10 over eth0 metric 100")
         XCTAssertEqual(t.egress["ipv4"], .blocked("blackhole"))
         let v = try request(s.socket, "QUERY all")
         XCTAssertEqual(v["available"] as? Bool, false, "\(v)")
@@ -268,7 +185,7 @@ final class KernelTruthTests: IntegrationTestCase {
         try s.ns.ip("route", "add", "default", "via", "10.1.0.2", "dev", "eth0", "metric", "100")
         try s.ns.ip("route", "add", "default", "via", "10.3.0.2", "dev", "wlan0", "table", "100")
         try s.ns.ip("rule", "add", "pref", "1000", "lookup", "100")
-        let t = try assertAgrees(s, "rule to table 100 (wlan0)")
+        let t = try assertAgrees(s.ns, s.socket, "rule to table 100 (wlan0)")
         XCTAssertEqual(t.egress["ipv4"], .link("wlan0"))
         let v = try request(s.socket, "QUERY wifionly")
         XCTAssertEqual(v["reason"] as? String, "ok", "\(v)")
@@ -282,7 +199,7 @@ final class KernelTruthTests: IntegrationTestCase {
         try s.ns.ip("route", "add", "default", "dev", "wg0", "table", "51820")
         try s.ns.ip("rule", "add", "not", "fwmark", "51820", "table", "51820")
         try s.ns.ip("rule", "add", "table", "main", "suppress_prefixlength", "0")
-        let t = try assertAgrees(s, "default in table 51820 only")
+        let t = try assertAgrees(s.ns, s.socket, "default in table 51820 only")
         XCTAssertEqual(t.egress["ipv4"], .link("wg0"))
         let v = try request(s.socket, "QUERY all")
         XCTAssertEqual(v["available"] as? Bool, true, "reachable by wg0: \(v)")
@@ -296,7 +213,7 @@ final class KernelTruthTests: IntegrationTestCase {
         try s.ns.ip("route", "add", "default", "via", "10.1.0.2", "dev", "eth0", "metric", "100")
         try s.ns.ip("route", "add", "default", "via", "10.3.0.2", "dev", "wlan0", "metric", "600")
         try s.ns.ip("link", "set", "eth0p", "down")
-        let t = try assertAgrees(s, "eth0 without carrier")
+        let t = try assertAgrees(s.ns, s.socket, "eth0 without carrier")
         XCTAssertEqual(t.egress["ipv4"], .link("eth0"))
         let v = try request(s.socket, "QUERY all")
         XCTAssertEqual(v["reason"] as? String, "routed-elsewhere", "\(v)")

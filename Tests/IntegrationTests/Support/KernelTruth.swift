@@ -8,6 +8,60 @@ import Glibc
 /// it (`ip -j route get fibmatch PROBE oif LINK`), each family's egress (`ip -j route get PROBE`), and every app's
 /// verdict under the rules of docs/ROUTING.md, computed here independently from those facts.
 struct KernelTruth {
+    /// A policy whose apps cover the verdict's cases, and links classified by name.
+    static let policy = """
+        [Defaults]
+        WiFi=allow
+        WWAN=allow
+        Ethernet=allow
+        Other=allow
+
+        [Interface wl*]
+        Kind=wifi
+
+        [Interface va]
+        Kind=wifi
+
+        [Interface ww*]
+        Kind=wwan
+
+        [Interface vb]
+        Kind=wwan
+
+        [Interface eth*]
+        Kind=ethernet
+
+        [Interface br*]
+        Kind=ethernet
+
+        [App all]
+        User=1
+
+        [App wifionly]
+        User=2
+        WWAN=deny
+        Ethernet=deny
+        Other=deny
+
+        [App nocell]
+        User=3
+        WWAN=deny
+
+        """
+
+    /// App -> the kinds it may use.
+    static let apps: [String: Set<String>] = [
+        "all": ["wifi", "wwan", "ethernet", "other"], "wifionly": ["wifi"], "nocell": ["wifi", "ethernet", "other"],
+    ]
+
+    static func kind(of name: String) -> String {
+        if name == "lo" { return "loopback" }
+        if name.hasPrefix("wl") || name == "va" { return "wifi" }
+        if name.hasPrefix("ww") || name == "vb" { return "wwan" }
+        if name.hasPrefix("eth") || name.hasPrefix("br") { return "ethernet" }
+        return "other"
+    }
+
     static let probes: [String: String] = ["ipv4": "1.1.1.1", "ipv6": "2606:4700:4700::1111"]
     static let families = ["ipv4", "ipv6"]
 
@@ -159,4 +213,37 @@ extension KernelTruth.Egress {
         guard let o = o as? [String: Any] else { return nil }
         if let b = o["blocked"] as? String { self = .blocked(b) } else if let n = o["name"] as? String { self = .link(n) } else { return nil }
     }
+}
+
+extension IntegrationTestCase {
+    /// Waits (bounded) until the daemon's links, egress and every app's verdict agree with the kernel; returns the
+    /// kernel's picture. `what` names the moment in a failure.
+    @discardableResult
+    func assertAgrees(_ ns: TestNamespace, _ socket: String, _ what: String, timeout: Double = 5) throws -> KernelTruth {
+        var last = ""
+        var truth = KernelTruth()
+        try waitUntil("daemon = kernel: \(what)", timeout: timeout, interval: 0.05) {
+            truth = try KernelTruth.read(ns)
+            let status = try request(socket, "STATUS")
+            let egress = status["egress"] as? [String: Any] ?? [:]
+            var diff = truth.differences(links: try links(socket),
+                                         egress: Dictionary(uniqueKeysWithValues: KernelTruth.families.map {
+                                             ($0, KernelTruth.Egress(daemon: egress[$0]))
+                                         }))
+            for (app, allowed) in KernelTruth.apps.sorted(by: { $0.key < $1.key }) {
+                let v = try request(socket, "QUERY \(app)")
+                let want = truth.expectedVerdict(allowed: allowed, kindOf: KernelTruth.kind)
+                let via = (v["via"] as? [String: Any])?["name"] as? String
+                let bind = (v["bind_to"] as? [String: Any])?["name"] as? String
+                if v["reason"] as? String != want.reason || via != want.via || bind != want.bindTo {
+                    diff.append("\(app): \(v["reason"] ?? "?") via \(via ?? "-") bind \(bind ?? "-") != expected "
+                        + "\(want.reason) via \(want.via ?? "-") bind \(want.bindTo ?? "-")")
+                }
+            }
+            last = diff.joined(separator: "\n") + "\nkernel: \(truth.links.values.map(\.description).sorted()), egress \(truth.egress)"
+            return (diff.isEmpty, last)
+        }
+        return truth
+    }
+
 }
