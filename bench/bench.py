@@ -40,13 +40,14 @@ APP = "benchapp"
 FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_gap_ms=15, q1=20000, q8=100000,
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
-            alarm_s=1200)
+            big_routes=100000, route_changes=1000, route_latency_toggles=50, alarm_s=1200)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
-             storm=200, big_apps=200, reloads=2, bigq=300, alarm_s=180)
+             storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
+             route_latency_toggles=4, alarm_s=180)
 
 
-PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy"]
+PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes"]
 
 
 class BenchError(Exception):
@@ -429,11 +430,64 @@ class Bench:
         with open(logpath, errors="replace") as f:
             f.seek(before)
             text = f.read()
-        res["daemon_resyncs_after_overrun"] = text.count("resynchronising")
+        res["daemon_resyncs_after_overrun"] = text.count("reading everything again")
         res["daemon_alive"] = self.ask(self.sock, "PING") == '{"ok":true,"pong":true}'
         if not res["daemon_alive"]:
             raise BenchError("netpermd stopped answering after the storm" + self.daemon_log_tail())
         self.results["storm"] = res
+
+    def cpu_ns(self, pid):
+        """The CPU time a process has used, in nanoseconds (the first field of /proc/PID/schedstat)."""
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+
+    def route_changes(self, table, count):
+        """`count` route changes (a host route added and deleted in turn) in `table`; the daemon's CPU per change,
+        in microseconds, once it has read them all."""
+        path = os.path.join(self.dir, "route-changes.batch")
+        with open(path, "w") as f:
+            for i in range(count):
+                f.write(f"route {'add' if i % 2 == 0 else 'del'} 10.250.250.250/32 dev {WIFI} table {table}\n")
+        t0 = self.cpu_ns(self.daemon.pid)
+        run(["ip", "-n", self.ns, "-batch", path], timeout=120)
+        # The daemon reads what the kernel announced at its own pace: let it finish (its CPU stops moving).
+        self.settle_cpu(self.daemon.pid)
+        return (self.cpu_ns(self.daemon.pid) - t0) / 1000 / count
+
+    def settle_cpu(self, pid, quiet_s=0.3, bound_s=60):
+        last, since, deadline = self.cpu_ns(pid), time.monotonic(), time.monotonic() + bound_s
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self.cpu_ns(pid)
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+        raise BenchError("netpermd kept using the CPU for a minute after the route changes")
+
+    def bench_routes(self):
+        """9: a route change's cost with a full table in a non-main table, beside an empty one in the same run."""
+        c = self.c
+        n, k = c["big_routes"], c["route_changes"]
+        log(f"routes: {k} changes with an empty table 200, then with {n} routes in it")
+        empty = self.route_changes(200, k)
+        path = os.path.join(self.dir, "full-table.batch")
+        with open(path, "w") as f:
+            for i in range(n):
+                f.write(f"route add 10.{100 + i // 65536}.{(i // 256) % 256}.{i % 256}/32 dev {WIFI} table 200\n")
+        t0 = self.cpu_ns(self.daemon.pid)
+        started = time.monotonic()
+        run(["ip", "-n", self.ns, "-batch", path], timeout=600)
+        self.settle_cpu(self.daemon.pid)
+        fill = {"routes": n, "daemon_cpu_ms": (self.cpu_ns(self.daemon.pid) - t0) / 1e6,
+                "wall_ms": (time.monotonic() - started) * 1000}
+        full = self.route_changes(200, k)
+        lat = self.tool_json([self.tool("nllat"), self.sock, WIFI_PEER, WIFI, APP, str(c["route_latency_toggles"]),
+                              str(c["latency_gap_ms"])], in_ns=True, timeout=120)
+        run(["ip", "-n", self.ns, "route", "flush", "table", "200"], timeout=120)
+        self.settle_cpu(self.daemon.pid)
+        self.results["routes"] = {"changes": k, "empty_us_per_change": empty, "full_us_per_change": full,
+                                  "fill": fill, "latency_full": lat, "rss_kb_full": self.rss_kb(self.daemon.pid)}
 
     def time_sighup(self, p, sock, runs):
         """SIGHUP to the policy event read by a subscriber, in microseconds."""
@@ -697,6 +751,20 @@ def build_rows(r, smoke):
                      "1-app policy: " + triple(bp["query_small"]["rtt_us"], "us"),
                      f"median x{bp['query_big']['rtt_us']['median'] / bp['query_small']['rtt_us']['median']:.2f}"
                      f" ({nb} queries; RSS {bp['rss_kb'] / 1024:.1f} MiB)", "", ""))
+    if "routes" in r:
+        rt = r["routes"]
+        ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)
+        rows.append((f"9 route change with {rt['fill']['routes']} routes in table 200: daemon CPU (µs)",
+                     f"{rt['full_us_per_change']:.1f}", f"empty table: {rt['empty_us_per_change']:.1f}",
+                     f"x{ratio:.2f} ({rt['changes']} changes each)", "within 2x of an empty table",
+                     target("route change cost bounded by the table's size", ratio <= 2, f"ratio {ratio:.2f}")))
+        rows.append((f"9 adding {rt['fill']['routes']} routes: daemon CPU (ms)", f"{rt['fill']['daemon_cpu_ms']:.0f}",
+                     f"the ip -batch: {rt['fill']['wall_ms']:.0f} ms wall", "", "", ""))
+        lf = rt["latency_full"]
+        rows.append((f"9 event latency with {rt['fill']['routes']} routes in table 200 (µs)", triple(lf["netpermd_us"], "us"),
+                     "raw RTMGRP_LINK listener: " + triple(lf["kernel_us"], "us"),
+                     f"added: median {fmt(lf['added_us']['median'], 'us')} µs; RSS {rt['rss_kb_full'] / 1024:.1f} MiB",
+                     "", ""))
     return rows, targets
 
 
