@@ -470,6 +470,24 @@ final class VerdictTests: XCTestCase {
                                        ready: true).json["reason"], "no-network")
     }
 
+    /// Loopback is never a way out, even when the kernel's lookup answers `dev lo` (a default route through it):
+    /// traffic there goes nowhere, as into a link without carrier.
+    func testEgressThroughLoopbackIsNoWayOut() {
+        let lo = makeLink(1, "lo", .loopback, metric: 0)
+        let alone = NetworkState(links: [lo], egress: [.ipv4: .link(1)])
+        XCTAssertFalse(alone.available)
+        for p in allPermissionSets {
+            let v = Verdict.compute(app: "a", matchedBy: .name, permissions: p, network: alone, ready: true)
+            XCTAssertEqual(v.reason, .noNetwork, "\(p)")
+            XCTAssertFalse(v.available, "\(p)")
+            XCTAssertNil(v.via, "\(p)")
+        }
+        let withEth = NetworkState(links: [lo, makeLink(2, "eth0", .ethernet)], egress: [.ipv4: .link(1)])
+        let v = Verdict.compute(app: "a", matchedBy: .name, permissions: .builtIn, network: withEth, ready: true)
+        XCTAssertEqual(v.reason, .routedElsewhere)
+        XCTAssertEqual(v.bindTo?.name, "eth0")
+    }
+
     /// Doubtful: an egress whose ifindex is not among the links (a link that went between two dumps) is reported
     /// as no route (null), while STATUS shows it as `{"index":N}`.
     func testEgressToAnUnknownLinkIsReportedAsNoRoute() {
