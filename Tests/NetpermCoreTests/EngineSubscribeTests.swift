@@ -48,8 +48,8 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(snapshot["links"], h.request(h.connect(), "LINKS")["links"])
         let apps = try XCTUnwrap(snapshot["apps"]?.arrayValue)
         XCTAssertEqual(apps.map { $0["app"] }, ["a"])
-        XCTAssertEqual(apps.first?.keys, ["app", "available", "reason", "via", "denied_kinds", "pending_kinds",
-                                         "permissions", "sources"])
+        XCTAssertEqual(apps.first?.keys, ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds",
+                                         "pending_kinds", "permissions", "sources"])
         XCTAssertEqual(apps.first?["via"]?["name"], "eth0")
         XCTAssertEqual(snapshot["policy"], .object([("generation", 1), ("apps", 5), ("error", .null)]))
     }
@@ -208,8 +208,8 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(byApp["c"]?["via"]?["name"], "wwan0")
         XCTAssertEqual(byApp["b"]?["reason"], "denied")
         XCTAssertEqual(byApp["d"]?["reason"], "awaiting-decision")
-        XCTAssertEqual(byApp["a"]?.keys, ["event", "seq", "app", "available", "reason", "via", "denied_kinds",
-                                          "pending_kinds", "permissions", "sources"])
+        XCTAssertEqual(byApp["a"]?.keys, ["event", "seq", "app", "available", "reason", "via", "egress", "bind_to",
+                                          "denied_kinds", "pending_kinds", "permissions", "sources"])
     }
 
     /// Cellular gets a better metric: the apps allowed on it switch to it; the others, still on Ethernet with

@@ -30,8 +30,8 @@ final class EngineWaitTests: XCTestCase {
         let mark = h.steps.count
         for line in ["WAIT", "WAIT 5", "WAIT curl", "WAIT curl 0.5", "wait 0"] {
             let r = h.request(c, line)
-            XCTAssertEqual(r.keys, ["ok", "app", "matched_by", "available", "reason", "via", "denied_kinds",
-                                    "pending_kinds", "permissions", "sources"], line)
+            XCTAssertEqual(r.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
+                                    "denied_kinds", "pending_kinds", "permissions", "sources"], line)
             XCTAssertEqual(r["app"], "curl", line)
             XCTAssertEqual(r["matched_by"], "executable", line)
             XCTAssertEqual(r["available"], true, line)
@@ -85,7 +85,7 @@ final class EngineWaitTests: XCTestCase {
         let r = h.takeParsed(admin)
         XCTAssertEqual(r.count, 1)
         XCTAssertEqual(r.first?.keys, ["ok", "error", "message", "app", "matched_by", "available", "reason", "via",
-                                       "denied_kinds", "pending_kinds", "permissions", "sources"])
+                                       "egress", "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources"])
         XCTAssertEqual(r.first?["ok"], false)
         XCTAssertEqual(r.first?["error"], "timeout")
         XCTAssertEqual(r.first?["message"], "backup may not use the network yet: denied")
