@@ -233,6 +233,9 @@ final class EngineQueryTests: XCTestCase {
         var agent: ConnectionID?
         let changes: [(String, ConnectionID, String, () -> Void)] = [
             ("a link", curl, "QUERY", { h.setLinks([Links.eth, makeLink(4, "wwan0", .wwan, metric: 5)]) }),
+            ("the route moves", curl, "QUERY", {
+                h.setLinks([Links.eth, makeLink(4, "wwan0", .wwan, metric: 5)], egress: [.ipv4: .link(2)])
+            }),
             ("link gone", admin, "STATUS", { h.setLinks([Links.wwan]) }),
             ("policy", admin, "QUERY backup", { h.reload(policy: self.policy.replacingOccurrences(of: "WWAN=deny",
                                                                                                    with: "WWAN=allow")) }),
