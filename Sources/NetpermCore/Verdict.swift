@@ -74,7 +74,7 @@ public struct Verdict: Equatable, Sendable {
                 guard let l = network.link(index: index) else { break }
                 v.egress[family] = .link(l, allowed: allowed(l))
                 // Traffic to a link without carrier goes nowhere: it neither works nor leaks.
-                guard l.usable else { break }
+                guard l.usable, l.kind != .loopback else { break }
                 if allowed(l) { working = working ?? l } else { leaking = true }
             }
         }

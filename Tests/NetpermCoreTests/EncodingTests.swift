@@ -118,12 +118,13 @@ final class JSONTests: XCTestCase {
 /// encode to as a tree, and read back as they were, whatever the strings hold.
 final class ReplyEncodingTests: XCTestCase {
     private let network = NetworkState(routedLinks: [
-        makeLink(2, "wlan0", .wifi, metric: 600),
+        makeLink(2, "wlan\t\"0\"", .wifi, metric: 600),
         makeLink(3, "wwan \"0\"\\x", .wwan, metric: 100, metered: true),
         makeLink(4, "eth0", .ethernet, metric: nil),
     ])
 
-    /// Every permission set over the network above, with and without a decision, plus not-ready and no links.
+    /// Every permission set over the network above (the kernel routes by the cellular link: ok, routed-elsewhere to
+    /// Wi-Fi, and the rest), with and without a decision, plus not-ready, no links, and blocked routes.
     private var verdicts: [Verdict] {
         var out: [Verdict] = []
         for (i, p) in allPermissionSets.enumerated() {
@@ -136,6 +137,10 @@ final class ReplyEncodingTests: XCTestCase {
         }
         out.append(Verdict.compute(app: "x", matchedBy: .defaults, permissions: .builtIn, network: network, ready: false))
         out.append(Verdict.compute(app: "x", matchedBy: .name, permissions: .builtIn, network: NetworkState(),
+                                   ready: true))
+        out.append(Verdict.compute(app: "x", matchedBy: .name, permissions: .builtIn,
+                                   network: NetworkState(links: network.links,
+                                                         egress: [.ipv4: .blocked(.prohibit), .ipv6: .link(3)]),
                                    ready: true))
         return out
     }
@@ -152,8 +157,10 @@ final class ReplyEncodingTests: XCTestCase {
         let identity = PeerIdentity(pid: 7, uid: 1000, gids: [1000], executable: "/usr/bin/a\"b", unit: nil,
                                     problem: "no\nexe")
         let vs = verdicts
-        XCTAssertEqual(vs.count, 83)
+        XCTAssertEqual(vs.count, 84)
         XCTAssertTrue(vs.contains { $0.available && $0.via?.metered == true })
+        XCTAssertTrue(vs.contains { $0.reason == .routedElsewhere && $0.bindTo?.name == "wlan\t\"0\"" })
+        XCTAssertTrue(vs.contains { $0.egress[.ipv4] == .blocked(.prohibit) })
         XCTAssertTrue(vs.contains { !$0.deniedKinds.isEmpty && !$0.pendingKinds.isEmpty })
         for v in vs {
             // A QUERY's reply, a WAIT's time-out, an app event's members.
@@ -168,6 +175,17 @@ final class ReplyEncodingTests: XCTestCase {
                 XCTAssertEqual(tree.encoded(), text)
                 XCTAssertEqual(tree["app"]?.stringValue, v.app)
                 XCTAssertEqual(tree["via"]?["name"]?.stringValue, v.via?.name)
+                XCTAssertEqual(tree["bind_to"]?["name"]?.stringValue, v.bindTo?.name)
+                for family in AddressFamily.allCases {
+                    let e = tree["egress"]?[family.rawValue]
+                    switch v.egress[family] {
+                    case nil: XCTAssertEqual(e, .null)
+                    case let .blocked(b)?: XCTAssertEqual(e, .object([("blocked", .string(b.rawValue))]))
+                    case let .link(l, allowed)?:
+                        XCTAssertEqual(e?["name"]?.stringValue, l.name)
+                        XCTAssertEqual(e?["allowed"]?.boolValue, allowed)
+                    }
+                }
                 XCTAssertEqual(tree["reason"]?.stringValue, v.reason.rawValue)
                 XCTAssertEqual(tree["denied_kinds"]?.arrayValue?.compactMap(\.stringValue), v.deniedKinds.map(\.rawValue))
                 XCTAssertEqual(tree["pending_kinds"]?.arrayValue?.compactMap(\.stringValue), v.pendingKinds.map(\.rawValue))
@@ -185,12 +203,13 @@ final class ReplyEncodingTests: XCTestCase {
     func testVerdictMembersInOrder() throws {
         let v = verdicts[5]
         let tree = try JSONParser.parse(written { $0.field("ok", true); v.write(to: &$0) })
-        XCTAssertEqual(tree.keys, ["ok", "app", "matched_by", "available", "reason", "via", "denied_kinds",
-                                   "pending_kinds", "permissions", "sources"])
+        XCTAssertEqual(tree.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
+                                   "denied_kinds", "pending_kinds", "permissions", "sources"])
         XCTAssertEqual(tree["permissions"]?.keys, ["wifi", "wwan", "ethernet", "other"])
         XCTAssertEqual(tree["sources"]?.keys, ["wifi", "wwan", "ethernet", "other"])
         XCTAssertEqual(try JSONParser.parse(written { v.write(to: &$0, matchedBy: false) }).keys,
-                       ["app", "available", "reason", "via", "denied_kinds", "pending_kinds", "permissions", "sources"])
+                       ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds", "pending_kinds",
+                        "permissions", "sources"])
     }
 
     /// A link whose name needs escaping, through the engine: LINKS, QUERY's via, and a link event read it back.
@@ -318,7 +337,9 @@ final class ProtocolDocTests: XCTestCase {
 
     func testQueryAsDocumented() throws {
         let doc = try example(under: "### `QUERY [APP]`", startingWith: ["ok", "app"])
-        let h = EngineHarness(policy: "[App updater]\nExecutable=/usr/bin/apt-get\nWWAN=deny\n", links: [Links.wwan])
+        // The kernel routes by cellular (its metric is best), which updater may not use; Wi-Fi is its way out.
+        let h = EngineHarness(policy: "[App updater]\nExecutable=/usr/bin/apt-get\nWWAN=deny\n",
+                              links: [Links.wlan, makeLink(4, "wwan0", .wwan, metric: 50)])
         let c = h.connect(makePeer(uid: 0, exe: "/usr/bin/apt-get", unit: "apt-daily.service", pid: 812))
         XCTAssertEqual(h.request(c, "QUERY"), doc)
     }

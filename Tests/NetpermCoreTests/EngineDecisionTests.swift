@@ -62,14 +62,15 @@ final class EngineDecisionTests: XCTestCase {
     func testDecideReply() {
         let h = harness()
         let r = h.request(h.connect(Peers.admin), "DECIDE maps WWAN Allow")
-        XCTAssertEqual(r.keys, ["ok", "decided", "app", "matched_by", "available", "reason", "via", "denied_kinds",
-                                "pending_kinds", "permissions", "sources"])
+        XCTAssertEqual(r.keys, ["ok", "decided", "app", "matched_by", "available", "reason", "via", "egress",
+                                "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources"])
         XCTAssertEqual(r["decided"], .object([("app", "maps"), ("kind", "wwan"), ("decision", "allow"),
                                               ("once", false), ("overridden_by_policy", false)]))
         XCTAssertEqual(r["app"], "maps")
         XCTAssertEqual(r["matched_by"], "name")
         XCTAssertEqual(r["available"], true)
         XCTAssertEqual(r["via"]?["name"], "wwan0")
+        XCTAssertEqual(r["egress"]?["ipv4"]?["allowed"], true, "the decision makes the kernel's route one maps may use")
         XCTAssertEqual(r["sources"]?["wwan"], "decision")
         XCTAssertEqual(h.logged(containing: "decision: maps may use wwan").count, 1)
     }

@@ -160,8 +160,9 @@ final class EngineHarness {
     }
 
     /// The kernel's picture becomes exactly these links (their kind comes back from classification: wifi and wwan
-    /// by sysfs devtype, loopback and other by link type and rtnl kind, the rest Ethernet).
-    func setLinks(_ links: [Link]) {
+    /// by sysfs devtype, loopback and other by link type and rtnl kind, the rest Ethernet). The kernel routes each
+    /// family as `NetworkState(routedLinks:)` says, unless `egress` says otherwise (rules, route types).
+    func setLinks(_ links: [Link], egress: [AddressFamily: Egress]? = nil) {
         var snap = KernelSnapshot()
         for l in links {
             let arphrd = l.kind == .loopback ? ARPHRD.loopback : ARPHRD.ether
@@ -175,7 +176,7 @@ final class EngineHarness {
             for a in l.addresses { snap.addresses.append(AddressFacts(index: l.index, family: .ipv4, text: a)) }
             snap.sysfs[l.index] = SysfsFacts(devtype: l.kind == .wifi ? "wlan" : l.kind == .wwan ? "wwan" : nil)
         }
-        snap.egress = simpleEgress(links)
+        snap.egress = egress ?? simpleEgress(links)
         feed(.kernel(snap))
     }
 

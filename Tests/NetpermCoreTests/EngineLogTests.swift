@@ -7,7 +7,8 @@ final class EngineLogTests: XCTestCase {
         h.log[mark...].map { "<\($0.0.rawValue)> \($0.1)" }
     }
 
-    /// Each kind of change of a link, as the journal shows it, with the network's summary when it changes.
+    /// Each kind of change of a link, as the journal shows it, with the network's summary (where the kernel sends
+    /// traffic, and whether anything is usable) when it changes.
     func testLinkChangesAreLoggedOldToNew() {
         let h = EngineHarness(links: [])
         var mark = h.log.count
@@ -21,10 +22,11 @@ final class EngineLogTests: XCTestCase {
         var eth = Links.eth
         eth.carrier = false
         h.setLinks([eth, Links.wlan])
+        // eth0 keeps its route, the best (linkdown): the kernel still sends traffic there, and wlan0 keeps the
+        // network available, so the summary has not changed.
         XCTAssertEqual(lines(h, from: mark), [
             "<6> eth0: usable true -> false (admin up, carrier off, default route yes)",
             "<6> wlan0: usable false -> true (admin up, carrier on, default route yes)",
-            "<5> network: via wlan0 (wifi)",
         ])
         mark = h.log.count
         var dormant = Links.wlan
@@ -36,10 +38,50 @@ final class EngineLogTests: XCTestCase {
         XCTAssertEqual(lines(h, from: mark), ["<6> wlan0: kind wifi -> wwan (sysfs:devtype=wwan)"])
         mark = h.log.count
         h.setLinks([eth])
-        XCTAssertEqual(lines(h, from: mark), ["<6> wlan0: removed", "<5> network: unavailable"])
+        XCTAssertEqual(lines(h, from: mark), ["<6> wlan0: removed",
+                                              "<5> network: unavailable, traffic still routed via eth0 (ethernet)"])
         mark = h.log.count
         h.setLinks([eth])
         XCTAssertEqual(lines(h, from: mark), [], "no change, nothing to say")
+        mark = h.log.count
+        h.setLinks([Links.wlan])
+        XCTAssertEqual(lines(h, from: mark), [
+            "<6> wlan0: appeared, kind wifi (sysfs:devtype=wlan), usable",
+            "<6> eth0: removed",
+            "<5> network: via wlan0 (wifi)",
+        ])
+    }
+
+    /// The link the kernel routes by loses its carrier while its route stays (linkdown): nothing is usable, and the
+    /// summary says where the traffic still goes. Then the route goes too, the carrier comes back, and a usable
+    /// link is left with no route the kernel would use (a blackhole wins).
+    func testUnavailableWhileTrafficIsStillRouted() {
+        let h = EngineHarness(links: [Links.lo, Links.eth])
+        var mark = h.log.count
+        var eth = Links.eth
+        eth.carrier = false
+        eth.operstate = "down"
+        h.setLinks([Links.lo, eth])
+        XCTAssertEqual(lines(h, from: mark), [
+            "<6> eth0: usable true -> false (admin up, carrier off, default route yes)",
+            "<5> network: unavailable, traffic still routed via eth0 (ethernet)",
+        ])
+        mark = h.log.count
+        eth.metric = nil
+        h.setLinks([Links.lo, eth])
+        XCTAssertEqual(lines(h, from: mark).filter { $0.hasPrefix("<5>") }, ["<5> network: unavailable"])
+        mark = h.log.count
+        h.setLinks([Links.lo, Links.eth])
+        XCTAssertEqual(lines(h, from: mark), [
+            "<6> eth0: usable false -> true (admin up, carrier on, default route yes)",
+            "<5> network: via eth0 (ethernet)",
+        ])
+        mark = h.log.count
+        h.setLinks([Links.lo, Links.eth], egress: [.ipv4: .blocked(.blackhole)])
+        XCTAssertEqual(lines(h, from: mark), ["<5> network: usable links, but no route"])
+        mark = h.log.count
+        h.setLinks([Links.lo, Links.eth], egress: [.ipv4: .blocked(.unreachable)])
+        XCTAssertEqual(lines(h, from: mark), [], "still no route: the summary is the same")
     }
 
     /// Nothing above the level is produced (or formatted); what is at or below it still is.

@@ -27,14 +27,21 @@ final class EngineQueryTests: XCTestCase {
         let c = h.connect(Peers.curl)
         for line in ["QUERY", "query curl"] {
             let r = h.request(c, line)
-            XCTAssertEqual(r.keys, ["ok", "app", "matched_by", "available", "reason", "via", "denied_kinds",
-                                    "pending_kinds", "permissions", "sources", "identity"], line)
+            XCTAssertEqual(r.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
+                                    "denied_kinds", "pending_kinds", "permissions", "sources", "identity"], line)
             XCTAssertEqual(r["ok"], true, line)
             XCTAssertEqual(r["app"], "curl", line)
             XCTAssertEqual(r["matched_by"], "executable", line)
             XCTAssertEqual(r["available"], true, line)
             XCTAssertEqual(r["reason"], "ok", line)
-            XCTAssertEqual(r["via"], .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true)]), line)
+            XCTAssertEqual(r["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true)]),
+                           line)
+            XCTAssertEqual(r["egress"], .object([
+                ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true),
+                                  ("usable", true), ("allowed", true)])),
+                ("ipv6", .null),
+            ]), line)
+            XCTAssertEqual(r["bind_to"], .null, line)
             XCTAssertEqual(r["denied_kinds"], .array([]), line)
             XCTAssertEqual(r["pending_kinds"], .array([]), line)
             XCTAssertEqual(r["permissions"], .object([("wifi", "allow"), ("wwan", "allow"), ("ethernet", "allow"),
@@ -226,6 +233,9 @@ final class EngineQueryTests: XCTestCase {
         var agent: ConnectionID?
         let changes: [(String, ConnectionID, String, () -> Void)] = [
             ("a link", curl, "QUERY", { h.setLinks([Links.eth, makeLink(4, "wwan0", .wwan, metric: 5)]) }),
+            ("the route moves", curl, "QUERY", {
+                h.setLinks([Links.eth, makeLink(4, "wwan0", .wwan, metric: 5)], egress: [.ipv4: .link(2)])
+            }),
             ("link gone", admin, "STATUS", { h.setLinks([Links.wwan]) }),
             ("policy", admin, "QUERY backup", { h.reload(policy: self.policy.replacingOccurrences(of: "WWAN=deny",
                                                                                                    with: "WWAN=allow")) }),

@@ -28,7 +28,7 @@ final class EngineStatusTests: XCTestCase {
         let h = EngineHarness(policy: policy, links: links)
         let r = h.request(h.connect(Peers.curl), "STATUS")
         XCTAssertEqual(r.keys, ["ok", "version", "ready", "agents", "links", "available", "primary", "primary_kind",
-                                "policy"])
+                                "egress", "policy"])
         XCTAssertEqual(r["ok"], true)
         XCTAssertEqual(r["version"], .string(DaemonState.version))
         XCTAssertEqual(r["ready"], true)
@@ -37,7 +37,58 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["available"], true)
         XCTAssertEqual(r["primary"], "wwan0")
         XCTAssertEqual(r["primary_kind"], "wwan")
+        XCTAssertEqual(r["egress"], .object([
+            ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("usable", true)])),
+            ("ipv6", .null),
+        ]))
         XCTAssertEqual(r["policy"], .object([("generation", 1), ("apps", 2), ("error", .null)]))
+    }
+
+    /// primary is where the kernel sends IPv4 traffic (else IPv6's), usable or not; egress says so per family, and
+    /// STATUS= follows primary.
+    func testStatusEgressAndPrimary() {
+        var deadEth = Links.eth
+        deadEth.carrier = false
+        deadEth.operstate = "down"
+        let h = EngineHarness(policy: policy, links: [deadEth, Links.wlan])
+        let c = h.connect(Peers.curl)
+        // Ethernet lost its carrier but keeps the best route: the kernel still sends IPv4 there.
+        var r = h.request(c, "STATUS")
+        XCTAssertEqual(r["available"], true, "wlan0 is usable")
+        XCTAssertEqual(r["primary"], "eth0")
+        XCTAssertEqual(r["primary_kind"], "ethernet")
+        XCTAssertEqual(r["egress"], .object([
+            ("ipv4", .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false),
+                              ("usable", false)])),
+            ("ipv6", .null),
+        ]))
+        XCTAssertEqual(h.engine.statusText, "2 links, via eth0 (ethernet), 2 apps, policy gen 1")
+
+        // IPv4 into a blackhole, IPv6 by Wi-Fi: the primary is IPv6's.
+        h.setLinks([deadEth, Links.wlan], egress: [.ipv4: .blocked(.blackhole), .ipv6: .link(3)])
+        r = h.request(c, "STATUS")
+        XCTAssertEqual(r["primary"], "wlan0")
+        XCTAssertEqual(r["primary_kind"], "wifi")
+        XCTAssertEqual(r["egress"], .object([
+            ("ipv4", .object([("blocked", "blackhole")])),
+            ("ipv6", .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", false), ("usable", true)])),
+        ]))
+        XCTAssertEqual(h.statusTexts.last, "2 links, via wlan0 (wifi), 2 apps, policy gen 1")
+
+        // No route at all: no primary, though a link is usable.
+        h.setLinks([deadEth, Links.wlan], egress: [:])
+        r = h.request(c, "STATUS")
+        XCTAssertEqual(r["available"], true)
+        XCTAssertEqual(r["primary"], .null)
+        XCTAssertEqual(r["primary_kind"], .null)
+        XCTAssertEqual(r["egress"], .object([("ipv4", .null), ("ipv6", .null)]))
+        XCTAssertEqual(h.statusTexts.last, "2 links, no network, 2 apps, policy gen 1")
+
+        // An egress the links do not have (a link gone between two reads): its index only.
+        h.setLinks([deadEth, Links.wlan], egress: [.ipv4: .link(9)])
+        r = h.request(c, "STATUS")
+        XCTAssertEqual(r["primary"], .null)
+        XCTAssertEqual(r["egress"]?["ipv4"], .object([("index", 9)]))
     }
 
     /// Before `started`: not ready, and with no link nothing is available; primary is null, not missing.
@@ -49,6 +100,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["available"], false)
         XCTAssertEqual(r["primary"], .null)
         XCTAssertEqual(r["primary_kind"], .null)
+        XCTAssertEqual(r["egress"], .object([("ipv4", .null), ("ipv6", .null)]))
         XCTAssertEqual(r["policy"]?["generation"], 1, "the start-up load counts")
     }
 

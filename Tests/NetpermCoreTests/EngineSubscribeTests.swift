@@ -48,8 +48,8 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(snapshot["links"], h.request(h.connect(), "LINKS")["links"])
         let apps = try XCTUnwrap(snapshot["apps"]?.arrayValue)
         XCTAssertEqual(apps.map { $0["app"] }, ["a"])
-        XCTAssertEqual(apps.first?.keys, ["app", "available", "reason", "via", "denied_kinds", "pending_kinds",
-                                         "permissions", "sources"])
+        XCTAssertEqual(apps.first?.keys, ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds",
+                                         "pending_kinds", "permissions", "sources"])
         XCTAssertEqual(apps.first?["via"]?["name"], "eth0")
         XCTAssertEqual(snapshot["policy"], .object([("generation", 1), ("apps", 5), ("error", .null)]))
     }
@@ -208,18 +208,29 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(byApp["c"]?["via"]?["name"], "wwan0")
         XCTAssertEqual(byApp["b"]?["reason"], "denied")
         XCTAssertEqual(byApp["d"]?["reason"], "awaiting-decision")
-        XCTAssertEqual(byApp["a"]?.keys, ["event", "seq", "app", "available", "reason", "via", "denied_kinds",
-                                          "pending_kinds", "permissions", "sources"])
+        XCTAssertEqual(byApp["a"]?.keys, ["event", "seq", "app", "available", "reason", "via", "egress", "bind_to",
+                                          "denied_kinds", "pending_kinds", "permissions", "sources"])
     }
 
-    /// Cellular gets a better metric: the apps allowed on it switch to it; the others, still on Ethernet with
-    /// nothing else changed, hear nothing. An unusable link appearing changes no verdict.
+    /// Cellular gets a better metric, so the kernel sends traffic by it: the apps allowed on it switch to it; the
+    /// others (netpermctl is [Defaults], WWAN=ask) are routed elsewhere, to bind to Ethernet. Then only what changes
+    /// a verdict is told: an unusable link appearing changes none.
     func testAppEventsOnlyForChangedApps() {
         let h = harness()
         let c = h.connect(Peers.admin)
         _ = h.subscribe(c, "apps")
         h.setLinks([eth, makeLink(4, "wwan0", .wwan, metric: 50)])
-        XCTAssertEqual(Set(apps(h.takeEvents(c, named: "app"))), ["a", "c"])
+        let moved = h.takeEvents(c, named: "app")
+        XCTAssertEqual(Set(apps(moved)), ["a", "b", "c", "d", "e", "netpermctl"])
+        for event in moved {
+            let app = event["app"]?.stringValue ?? ""
+            if app == "a" || app == "c" {
+                XCTAssertEqual(event["via"]?["name"], "wwan0", app)
+            } else {
+                XCTAssertEqual(event["reason"], "routed-elsewhere", app)
+                XCTAssertEqual(event["bind_to"]?["name"], "eth0", app)
+            }
+        }
         h.setLinks([eth, makeLink(4, "wwan0", .wwan, metric: 50), makeLink(7, "wlan0", .wifi, metric: nil)])
         XCTAssertEqual(h.takeEvents(c, named: "app"), [])
         // A usable Wi-Fi link with a worse metric: only e (which denies Wi-Fi) changes, in denied_kinds.
@@ -227,6 +238,52 @@ final class EngineSubscribeTests: XCTestCase {
         let events = h.takeEvents(c, named: "app")
         XCTAssertEqual(apps(events), ["e"])
         XCTAssertEqual(events.first?["denied_kinds"], .array(["wifi", "wwan"]))
+    }
+
+    /// Only where the kernel sends traffic changes, no link does (a rule, a route in another table): the app
+    /// allowed on Wi-Fi only goes from ok to routed-elsewhere, told to bind to wlan0, and back; an app allowed on
+    /// both hears that its via moved; no link event.
+    func testAppEventsWhenOnlyTheEgressChanges() throws {
+        let h = EngineHarness(policy: policy + "\n[App w]\nUser=6\nWWAN=deny\nEthernet=deny\nOther=deny\n",
+                              links: [Links.wlan, wwan], agents: true)
+        let c = h.connect(Peers.admin)
+        _ = h.subscribe(c, "links apps")
+        XCTAssertEqual(h.request(c, "QUERY w")["via"]?["name"], "wlan0")
+
+        h.setLinks([Links.wlan, wwan], egress: [.ipv4: .link(4)])
+        var events = h.takeEvents(c)
+        XCTAssertEqual(h.take(c), [])
+        XCTAssertEqual(events.filter { $0["event"] == "link" }, [], "no link changed")
+        var byApp = Dictionary(events.map { ($0["app"]?.stringValue ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        let w = try XCTUnwrap(byApp["w"])
+        XCTAssertEqual(w["available"], false)
+        XCTAssertEqual(w["reason"], "routed-elsewhere")
+        XCTAssertEqual(w["via"], .null)
+        XCTAssertEqual(w["bind_to"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", false)]))
+        XCTAssertEqual(w["egress"], .object([
+            ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("usable", true),
+                              ("allowed", false)])),
+            ("ipv6", .null),
+        ]))
+        XCTAssertEqual(byApp["a"]?["via"]?["name"], "wwan0")
+        XCTAssertEqual(byApp["a"]?["reason"], "ok")
+
+        h.setLinks([Links.wlan, wwan])
+        events = h.takeEvents(c)
+        byApp = Dictionary(events.map { ($0["app"]?.stringValue ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        XCTAssertEqual(byApp["w"]?["reason"], "ok")
+        XCTAssertEqual(byApp["w"]?["via"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"),
+                                                    ("metered", false)]))
+        XCTAssertEqual(byApp["w"]?["bind_to"], .null)
+        XCTAssertEqual(byApp["a"]?["via"]?["name"], "wlan0")
+
+        // The default route moving by its metric (wwan0's becomes the best) does the same, with a link event.
+        h.setLinks([Links.wlan, makeLink(4, "wwan0", .wwan, metric: 50)])
+        events = h.takeEvents(c)
+        XCTAssertEqual(events.filter { $0["event"] == "link" }.map { $0["link"]?["name"] }, ["wwan0"])
+        byApp = Dictionary(events.map { ($0["app"]?.stringValue ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        XCTAssertEqual(byApp["w"]?["reason"], "routed-elsewhere")
+        XCTAssertEqual(byApp["w"]?["bind_to"]?["name"], "wlan0")
     }
 
     /// An unprivileged subscriber hears of its own app only; a change to other apps alone sends it nothing.

@@ -1,7 +1,7 @@
 import NetpermCore
 import XCTest
 
-/// Joining netlink facts into links, and the answers built on them: usable, available, primary.
+/// Joining netlink facts into links, and the answers built on them: usable, available, egress, primary.
 final class NetworkStateTests: XCTestCase {
     private func facts(_ index: Int32, _ name: String, up: Bool = true, carrier: Bool = true,
                        arphrd: UInt32 = ARPHRD.ether) -> LinkFacts {
@@ -39,11 +39,15 @@ final class NetworkStateTests: XCTestCase {
         XCTAssertNil(s.primary)
     }
 
+    /// Without carrier a link is unusable, though the kernel may still send traffic by its (linkdown) route: it is
+    /// then the primary, and nothing is available.
     func testNoCarrierIsUnusable() throws {
-        let s = state(KernelSnapshot(links: [facts(2, "eth0", carrier: false)], defaultRoutes: [route(2)]))
+        let s = state(KernelSnapshot(links: [facts(2, "eth0", carrier: false)], defaultRoutes: [route(2)],
+                                     egress: [.ipv4: .link(2)]))
         XCTAssertFalse(try XCTUnwrap(s.link(named: "eth0")).usable)
         XCTAssertFalse(s.available)
-        XCTAssertNil(s.primary)
+        XCTAssertEqual(s.usableLinks, [])
+        XCTAssertEqual(s.primary?.name, "eth0")
     }
 
     /// Up with carrier but no default route (e.g. a link-local-only LAN) is not "network available".
@@ -68,14 +72,16 @@ final class NetworkStateTests: XCTestCase {
     /// IPv6-only networks (NAT64, many cellular carriers) are real connectivity.
     func testIPv6OnlyDefaultRouteCounts() throws {
         let s = state(KernelSnapshot(links: [facts(4, "wwan0", arphrd: ARPHRD.none)],
-                                     defaultRoutes: [route(4, .ipv6, metric: 700)]))
+                                     defaultRoutes: [route(4, .ipv6, metric: 700)], egress: [.ipv6: .link(4)]))
         let wwan = try XCTUnwrap(s.link(named: "wwan0"))
         XCTAssertTrue(wwan.usable)
         XCTAssertFalse(wwan.defaultRouteV4)
         XCTAssertTrue(wwan.defaultRouteV6)
         XCTAssertEqual(wwan.metric, 700)
         XCTAssertTrue(s.available)
-        XCTAssertEqual(s.primary?.name, "wwan0")
+        XCTAssertEqual(s.primary?.name, "wwan0", "no IPv4 route: the primary is IPv6's egress")
+        XCTAssertNil(s.egressLink(.ipv4))
+        XCTAssertEqual(s.egressLink(.ipv6)?.name, "wwan0")
     }
 
     /// Loopback never makes the network "available", even in the odd case of a default route through it.
@@ -87,30 +93,72 @@ final class NetworkStateTests: XCTestCase {
         XCTAssertNil(s.primary)
     }
 
-    // MARK: primary
+    // MARK: egress and primary
 
-    func testPrimaryIsLowestMetric() {
-        let s = state(KernelSnapshot(
-            links: [facts(2, "enp3s0"), facts(3, "wlp2s0"), facts(5, "wwan0", arphrd: ARPHRD.none)],
-            defaultRoutes: [route(2, metric: 100), route(3, metric: 50), route(5, metric: 700)]))
+    /// The primary is where the kernel sends IPv4 traffic, not the lowest metric: rules may send it elsewhere.
+    func testPrimaryIsTheKernelsEgressNotTheLowestMetric() {
+        let links = [facts(2, "enp3s0"), facts(3, "wlp2s0"), facts(5, "wwan0", arphrd: ARPHRD.none)]
+        let routes = [route(2, metric: 100), route(3, metric: 50), route(5, metric: 700)]
+        let s = state(KernelSnapshot(links: links, defaultRoutes: routes, egress: [.ipv4: .link(3)]))
         XCTAssertEqual(s.primary?.name, "wlp2s0")
         XCTAssertEqual(s.primary?.kind, .wifi)
+        let ruled = state(KernelSnapshot(links: links, defaultRoutes: routes, egress: [.ipv4: .link(5)]))
+        XCTAssertEqual(ruled.primary?.name, "wwan0")
+        XCTAssertNil(state(KernelSnapshot(links: links, defaultRoutes: routes)).primary, "no route: no primary")
     }
 
-    /// The lowest metric on an unusable link must not make it primary.
-    func testPrimarySkipsUnusableLink() {
+    /// The kernel still routes by a link without carrier (linkdown) when its metric is best: that link is the
+    /// primary, usable or not, while another usable link keeps the network available.
+    func testPrimaryIsTheEgressEvenWithoutCarrier() {
         let s = state(KernelSnapshot(
             links: [facts(2, "enp3s0", carrier: false), facts(3, "wlp2s0")],
-            defaultRoutes: [route(2, metric: 10), route(3, metric: 600)]))
-        XCTAssertEqual(s.primary?.name, "wlp2s0")
+            defaultRoutes: [route(2, metric: 10), route(3, metric: 600)], egress: [.ipv4: .link(2)]))
+        XCTAssertEqual(s.primary?.name, "enp3s0")
+        XCTAssertEqual(s.primary?.usable, false)
+        XCTAssertTrue(s.available)
+        XCTAssertEqual(s.usableLinks.map(\.name), ["wlp2s0"])
     }
 
-    func testPrimaryTieGoesToLowestIndex() {
+    /// IPv4's egress link, else IPv6's; a blocked family or a link the dump does not have gives none.
+    func testPrimaryIPv4BeforeIPv6() {
+        let links = [facts(2, "eth0"), facts(3, "wlan0")]
+        let routes = [route(2), route(3, .ipv6)]
+        func primary(_ egress: [AddressFamily: Egress]) -> String? {
+            state(KernelSnapshot(links: links, defaultRoutes: routes, egress: egress)).primary?.name
+        }
+        XCTAssertEqual(primary([.ipv4: .link(2), .ipv6: .link(3)]), "eth0")
+        XCTAssertEqual(primary([.ipv4: .link(3), .ipv6: .link(2)]), "wlan0")
+        XCTAssertEqual(primary([.ipv4: .blocked(.blackhole), .ipv6: .link(3)]), "wlan0")
+        XCTAssertEqual(primary([.ipv6: .link(3)]), "wlan0")
+        XCTAssertNil(primary([.ipv4: .blocked(.unreachable), .ipv6: .blocked(.prohibit)]))
+        XCTAssertNil(primary([.ipv4: .link(9)]), "an ifindex the dump does not have")
+        XCTAssertEqual(primary([.ipv4: .link(9), .ipv6: .link(3)]), "wlan0")
+    }
+
+    /// The snapshot's egress is the state's, and a state that differs only there is a different state (the
+    /// engine must notice a route moving when no link changed).
+    func testEgressComesFromTheSnapshot() {
+        let snap = KernelSnapshot(links: [facts(2, "eth0"), facts(3, "wlan0")], defaultRoutes: [route(2), route(3)],
+                                  egress: [.ipv4: .link(3), .ipv6: .blocked(.blackhole)])
+        let s = state(snap)
+        XCTAssertEqual(s.egress, [.ipv4: .link(3), .ipv6: .blocked(.blackhole)])
+        var moved = snap
+        moved.egress[.ipv4] = .link(2)
+        XCTAssertEqual(state(moved).links, s.links)
+        XCTAssertNotEqual(state(moved), s)
+    }
+
+    /// The best of some links (what bind_to names): the lowest metric, ties to the lowest index.
+    func testBestTieGoesToLowestIndex() {
         // Listed out of order so the tie-break cannot come from input order.
         let s = state(KernelSnapshot(
-            links: [facts(7, "eth7"), facts(3, "eth3"), facts(5, "eth5")],
-            defaultRoutes: [route(7, metric: 100), route(5, metric: 100), route(3, metric: 100)]))
-        XCTAssertEqual(s.primary?.index, 3)
+            links: [facts(7, "eth7"), facts(3, "eth3"), facts(5, "eth5"), facts(9, "eth9")],
+            defaultRoutes: [route(7, metric: 100), route(5, metric: 100), route(3, metric: 100), route(9, metric: 200)]))
+        XCTAssertEqual(s.best(of: s.usableLinks)?.index, 3)
+        XCTAssertEqual(s.best(of: s.usableLinks.reversed())?.index, 3)
+        XCTAssertEqual(s.best(of: s.usableLinks.filter { $0.index != 3 })?.index, 5)
+        XCTAssertEqual(s.best(of: s.usableLinks.filter { $0.index == 9 })?.index, 9)
+        XCTAssertNil(s.best(of: []))
     }
 
     /// Two default routes on one link (DHCP + RA, or v4 + v6): the better one counts.
@@ -123,7 +171,7 @@ final class NetworkStateTests: XCTestCase {
         XCTAssertEqual(eth.metric, 20)
         XCTAssertTrue(eth.defaultRouteV4)
         XCTAssertTrue(eth.defaultRouteV6)
-        XCTAssertEqual(s.primary?.name, "eth0")
+        XCTAssertEqual(s.best(of: s.usableLinks)?.name, "eth0", "20 beats wlan0's 100")
     }
 
     // MARK: joining

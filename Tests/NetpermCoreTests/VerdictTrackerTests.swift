@@ -25,10 +25,12 @@ final class VerdictTrackerTests: XCTestCase {
         """)
     }
 
-    /// With an agent listening, so that `ask` prompts (no agent: see testLastAgentLeaving...).
-    private func state(_ links: [Link], ready: Bool = true, config: Config? = nil) throws -> DaemonState {
-        var s = DaemonState(ready: ready, network: NetworkState(routedLinks: links), config: try config ?? self.config(),
-                            policyGeneration: 1)
+    /// With an agent listening, so that `ask` prompts (no agent: see testLastAgentLeaving...). The kernel routes as
+    /// `NetworkState(routedLinks:)` says unless `egress` is given.
+    private func state(_ links: [Link], egress: [AddressFamily: Egress]? = nil, ready: Bool = true,
+                       config: Config? = nil) throws -> DaemonState {
+        let network = egress.map { NetworkState(links: links, egress: $0) } ?? NetworkState(routedLinks: links)
+        var s = DaemonState(ready: ready, network: network, config: try config ?? self.config(), policyGeneration: 1)
         s.agents = 1
         return s
     }
@@ -91,26 +93,83 @@ final class VerdictTrackerTests: XCTestCase {
         XCTAssertEqual(t.refresh(state: try state([wwan])), [])
     }
 
-    /// Cellular gets a better metric: apps allowed on it switch to it; apps that stay on Ethernet (with cellular
-    /// still denied) are not told anything.
-    func testRefreshOnlyForAffectedApps() throws {
+    /// Cellular gets a better metric, so the kernel sends traffic by it: the apps allowed on it switch to it; the
+    /// others, whose traffic would now leave by a link they may not use, are routed elsewhere and told to bind to
+    /// Ethernet.
+    func testRefreshWhenTheRouteMoves() throws {
         var t = VerdictTracker()
         _ = t.reset(state: try state([eth, wwan]), extra: [])
         let better = makeLink(4, "wwan0", .wwan, metric: 50)
         let events = byApp(t.refresh(state: try state([eth, better])))
-        XCTAssertEqual(Set(events.keys), ["a", "c"])
+        XCTAssertEqual(Set(events.keys), ["a", "b", "c", "d", "e"])
         XCTAssertEqual(events["a"]?.via?.name, "wwan0")
-        XCTAssertEqual(t.verdict("b")?.via?.name, "eth0")
+        XCTAssertEqual(events["c"]?.via?.name, "wwan0")
+        for app in ["b", "d", "e"] {
+            XCTAssertEqual(events[app]?.reason, .routedElsewhere, app)
+            XCTAssertNil(events[app]?.via, app)
+            XCTAssertEqual(events[app]?.bindTo?.name, "eth0", app)
+            XCTAssertEqual(events[app]?.egress[.ipv4], .link(better, allowed: false), app)
+        }
+        XCTAssertEqual(events["d"]?.pendingKinds, [.wwan])
+        XCTAssertEqual(t.verdict("b")?.reason, .routedElsewhere)
+        // And back: the kernel routes by Ethernet again.
+        let back = byApp(t.refresh(state: try state([eth, wwan])))
+        XCTAssertEqual(Set(back.keys), ["a", "b", "c", "d", "e"])
+        XCTAssertTrue(back.values.allSatisfy { $0.reason == .ok && $0.via?.name == "eth0" && $0.bindTo == nil })
     }
 
-    /// A metric change that does not move anyone's `via`, and an unusable link appearing: no app event.
+    /// Only the apps whose verdict changed hear: a Wi-Fi link whose route is better than Ethernet's but worse than
+    /// cellular's becomes where b and d should bind, and one of e's denied kinds; a and c, still ok via wwan0, hear
+    /// nothing.
+    func testRefreshOnlyForAffectedApps() throws {
+        var t = VerdictTracker()
+        let better = makeLink(4, "wwan0", .wwan, metric: 50)
+        _ = t.reset(state: try state([eth, better]), extra: [])
+        let events = byApp(t.refresh(state: try state([eth, better, makeLink(7, "wlan0", .wifi, metric: 55)])))
+        XCTAssertEqual(Set(events.keys), ["b", "d", "e"])
+        XCTAssertEqual(events["b"]?.bindTo?.name, "wlan0")
+        XCTAssertEqual(events["d"]?.bindTo?.name, "wlan0")
+        XCTAssertEqual(events["e"]?.bindTo?.name, "eth0", "e may not use Wi-Fi")
+        XCTAssertEqual(events["e"]?.deniedKinds, [.wifi, .wwan])
+        XCTAssertEqual(t.verdict("a")?.via?.name, "wwan0")
+    }
+
+    /// The links stay as they are, only where the kernel sends traffic changes (a rule, a route in another table):
+    /// IPv6 now leaves by cellular. The apps allowed on it are still ok, with an egress that says so; the others are
+    /// not ok any more, though their IPv4 still works by Ethernet.
+    func testEgressOnlyChangeIsAnEvent() throws {
+        var t = VerdictTracker()
+        _ = t.reset(state: try state([eth, wwan], egress: [.ipv4: .link(2)]), extra: [])
+        XCTAssertTrue(t.all.allSatisfy { $0.reason == .ok && $0.via?.name == "eth0" })
+        let events = byApp(t.refresh(state: try state([eth, wwan], egress: [.ipv4: .link(2), .ipv6: .link(4)])))
+        XCTAssertEqual(Set(events.keys), ["a", "b", "c", "d", "e"])
+        XCTAssertEqual(events["a"]?.reason, .ok)
+        XCTAssertEqual(events["a"]?.via?.name, "eth0")
+        XCTAssertEqual(events["a"]?.egress[.ipv6], .link(wwan, allowed: true))
+        for app in ["b", "d", "e"] {
+            XCTAssertEqual(events[app]?.reason, .routedElsewhere, app)
+            XCTAssertEqual(events[app]?.bindTo?.name, "eth0", app)
+            XCTAssertEqual(events[app]?.egress[.ipv4], .link(eth, allowed: true), app)
+            XCTAssertEqual(events[app]?.egress[.ipv6], .link(wwan, allowed: false), app)
+        }
+        // The same picture again: quiet.
+        XCTAssertEqual(t.refresh(state: try state([eth, wwan], egress: [.ipv4: .link(2), .ipv6: .link(4)])), [])
+    }
+
+    /// A metric change that does not move the kernel's route, and unusable links appearing whose routes the kernel
+    /// does not choose: no app event.
     func testIrrelevantNetworkChangesAreQuiet() throws {
         var t = VerdictTracker()
         _ = t.reset(state: try state([eth, wwan]), extra: [])
-        XCTAssertEqual(t.refresh(state: try state([makeLink(2, "eth0", .ethernet, metric: 90), wwan])), [])
-        XCTAssertEqual(t.refresh(state: try state([makeLink(2, "eth0", .ethernet, metric: 90), wwan,
-                                                   makeLink(7, "wlan0", .wifi, metric: nil),
-                                                   makeLink(8, "usb0", .other, metric: 1, carrier: false)])), [])
+        let eth90 = makeLink(2, "eth0", .ethernet, metric: 90)
+        XCTAssertEqual(t.refresh(state: try state([eth90, wwan])), [])
+        XCTAssertEqual(t.refresh(state: try state([eth90, wwan, makeLink(7, "wlan0", .wifi, metric: nil),
+                                                   makeLink(8, "usb0", .other, metric: 1000, carrier: false)])), [])
+        // The same carrier-less link with the best route is not irrelevant: the kernel sends the traffic into it.
+        let dead = byApp(t.refresh(state: try state([eth90, wwan, makeLink(7, "wlan0", .wifi, metric: nil),
+                                                     makeLink(8, "usb0", .other, metric: 1, carrier: false)])))
+        XCTAssertEqual(Set(dead.keys), ["a", "b", "c", "d", "e"])
+        XCTAssertTrue(dead.values.allSatisfy { $0.reason == .routedElsewhere && $0.bindTo?.name == "eth0" })
     }
 
     /// A Wi-Fi link with a worse metric appears: apps allowed on it keep their via and hear nothing; the app that
