@@ -3,29 +3,32 @@ import Glibc
 import NetpermCore
 import NetpermIO
 
-/// A libnl error, as libnl numbers and words it (its codes are not errnos).
-public struct NetlinkError: Error, CustomStringConvertible {
-    public let code: Int32
-    public let operation: String
-    public var description: String { "\(operation): \(String(cString: nl_geterror(code)))" }
-}
-
 /// Watches the kernel's links, addresses, routes, rules and nexthops, fed from the daemon's event loop.
 ///
-/// Messages are never applied to a model of the kernel: each only marks what it touches out of date, and the
-/// picture is read again from the kernel itself. Links and addresses by a dump; routes by asking the kernel where
-/// traffic would go (`RouteLookup`), once per family and once per link, so the answer is the FIB's own (rules,
-/// tables, types, metrics, linkdown, multipath, nexthop objects, and the routes the kernel drops without saying
-/// so) and costs the same with 100,000 routes as with one. A burst of messages costs one reading.
+/// Links and addresses are kept as their messages leave them (read whole by a dump at start and whenever messages
+/// were lost). Routes are never modelled: any message marks them out of date, and they are read again by asking
+/// the kernel where traffic would go (`RouteLookup`), once per family and once per link, so the answer is the
+/// FIB's own (rules, tables, types, metrics, linkdown, multipath, nexthop objects, and the routes the kernel
+/// drops without saying so) and costs the same with 100,000 routes as with one. A burst of messages costs one
+/// reading.
 public final class NetlinkWatcher {
-    /// Subscribed to the rtnetlink groups; only told that something changed.
+    /// Subscribed to the rtnetlink groups.
     private let events: OpaquePointer
     /// Dumps and lookups, one request at a time.
-    private let queries: OpaquePointer
+    private let queries: QuerySocket
+    private let lookup: RouteLookup
     private var source: IOSource?
+    /// One event datagram at a time (an event is one message; a link's can pass 4 KiB).
+    private var buffer = [UInt8](repeating: 0, count: 65536)
 
-    private var dirtyLinks = true, dirtyAddresses = true, dirtyRoutes = true
-    private var dirty: Bool { dirtyLinks || dirtyAddresses || dirtyRoutes }
+    private var tables = KernelTables()
+    /// Read links and addresses again by a dump: at start, after lost messages.
+    private var needDump = true
+    /// Links or addresses changed since the last picture.
+    private var tablesChanged = false
+    /// Ask the kernel again where traffic goes.
+    private var routesChanged = true
+    private var dirty: Bool { needDump || tablesChanged || routesChanged }
     private var last = KernelSnapshot()
     /// Receive-buffer overruns (ENOBUFS): messages were lost, so everything is read again.
     public private(set) var overruns = 0
@@ -57,21 +60,12 @@ public final class NetlinkWatcher {
             throw NetlinkError(code: -NLE_NOMEM, operation: "allocating netlink sockets")
         }
         events = e
-        queries = q
-        // Events are not replies: no sequence numbers to check.
-        nl_socket_disable_seq_check(events)
-        let ctx = Unmanaged.passUnretained(self).toOpaque()
-        try check(nl_socket_modify_cb(events, NL_CB_VALID, NL_CB_CUSTOM, { msg, arg in
-            guard let msg, let arg else { return Int32(NL_OK.rawValue) }
-            Unmanaged<NetlinkWatcher>.fromOpaque(arg).takeUnretainedValue().touched(nlmsg_hdr(msg).pointee.nlmsg_type)
-            return Int32(NL_OK.rawValue)
-        }, ctx), "setting the event callback")
+        queries = QuerySocket(q)
+        lookup = RouteLookup(queries)
         try check(nl_connect(events, NETLINK_ROUTE), "connecting the event socket")
         for g in Self.groups { try check(nl_socket_add_membership(events, Int32(g.rawValue)), "joining group \(g.rawValue)") }
         try check(nl_socket_set_nonblocking(events), "making the event socket non-blocking")
-        try check(nl_connect(queries, NETLINK_ROUTE), "connecting the query socket")
-        // Lookups are answered by their reply or an error; an acknowledgement on top would only linger.
-        nl_socket_disable_auto_ack(queries)
+        try check(nl_connect(q, NETLINK_ROUTE), "connecting the query socket")
 
         let fd = nl_socket_get_fd(events)
         // FORCE lets root exceed rmem_max; fall back for unprivileged runs (then rmem_max caps it).
@@ -89,41 +83,62 @@ public final class NetlinkWatcher {
         pending?.cancel()
         source?.cancel()
         nl_socket_free(events)
-        nl_socket_free(queries)
+        nl_socket_free(queries.socket)
     }
 
     private func check(_ r: Int32, _ operation: String) throws(NetlinkError) {
         guard r >= 0 else { throw NetlinkError(code: r, operation: operation) }
     }
 
-    /// Called for every message: keep it cheap. Anything can move a route (a link going down, an address going
-    /// away drops routes without a message of their own), so everything marks the routes.
-    private func touched(_ type: UInt16) {
-        switch Int32(type) {
-        case Int32(RTM_NEWLINK), Int32(RTM_DELLINK): dirtyLinks = true
-        case Int32(RTM_NEWADDR), Int32(RTM_DELADDR): dirtyAddresses = true
-        default: break
+    /// Links and addresses are applied; every message marks the routes, any link's included: a link going
+    /// away deletes, without a message, every IPv4 multipath route with a nexthop through it, and an address going
+    /// away the routes by its subnet.
+    private func received(_ h: UnsafeMutablePointer<nlmsghdr>) {
+        if tables.apply(h) { tablesChanged = true }
+        routesChanged = true
+    }
+
+    /// Reads every datagram queued, without blocking.
+    private func readEvents() {
+        let fd = nl_socket_get_fd(events)
+        while true {
+            let n: Int?
+            do throws(Errno) {
+                n = try buffer.withUnsafeMutableBytes { b in
+                    Result { () throws(Errno) -> Int? in
+                        try sysNonBlocking { recv(fd, b.baseAddress, b.count, Int32(MSG_TRUNC) | Int32(MSG_DONTWAIT)) }
+                    }
+                }.get()
+            } catch where error.code == ENOBUFS {
+                // The kernel dropped messages: nothing is known to be current.
+                overruns += 1
+                Log.warning("netlink: reading events: \(error); reading everything again")
+                needDump = true
+                continue
+            } catch {
+                Log.err("netlink: reading events: \(error)")
+                return
+            }
+            guard let n else { return }
+            guard n <= buffer.count else {
+                buffer = [UInt8](repeating: 0, count: n)
+                Log.warning("netlink: an event of \(n) bytes was cut; reading everything again")
+                needDump = true
+                continue
+            }
+            var remaining = Int32(n)
+            buffer.withUnsafeMutableBytes { b in
+                var header: UnsafeMutablePointer<nlmsghdr>? = b.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
+                while let h = header, nlmsg_ok(h, remaining) != 0 {
+                    received(h)
+                    header = nlmsg_next(h, &remaining)
+                }
+            }
         }
-        dirtyRoutes = true
     }
 
     private func dataReady() {
-        while true {
-            let r = nl_recvmsgs_default(events)
-            if r >= 0 { continue }
-            if r == -NLE_AGAIN { break }
-            if r == -NLE_NOMEM {
-                // The kernel's ENOBUFS: messages were lost, so nothing is known to be current.
-                overruns += 1
-                Log.warning("netlink: \(NetlinkError(code: r, operation: "reading events")); reading everything again")
-                dirtyLinks = true
-                dirtyAddresses = true
-                dirtyRoutes = true
-                continue
-            }
-            Log.err("netlink: \(NetlinkError(code: r, operation: "reading events"))")
-            break
-        }
+        readEvents()
         guard dirty else { return }
         refill()
         if tokens >= 1 {
@@ -164,88 +179,77 @@ public final class NetlinkWatcher {
 
     /// The kernel's picture now; only what changed since the last one is read again.
     public func snapshot() -> KernelSnapshot {
-        if dirtyLinks { last.links = (try? links()) ?? last.links }
-        if dirtyAddresses { last.addresses = (try? addresses()) ?? last.addresses }
-        if dirtyLinks || dirtyAddresses || dirtyRoutes { routes() }
-        dirtyLinks = false
-        dirtyAddresses = false
-        dirtyRoutes = false
+        if needDump { dumpAll() }
+        if tablesChanged {
+            last.links = tables.links.values.sorted { $0.index < $1.index }
+            last.addresses = Array(tables.addresses.values)
+        }
+        routes()
+        tablesChanged = false
+        routesChanged = false
         return last
     }
 
-    private func dump(_ what: String, _ alloc: (OpaquePointer, UnsafeMutablePointer<OpaquePointer?>) -> Int32,
-                      _ each: (OpaquePointer) -> Void) throws(NetlinkError) {
-        var cache: OpaquePointer?
-        let r = alloc(queries, &cache)
-        guard r >= 0, let cache else {
-            let e = NetlinkError(code: r, operation: "dumping \(what)")
-            Log.err("netlink: \(e)")
-            throw e
-        }
-        defer { nl_cache_free(cache) }
-        var obj = nl_cache_get_first(cache)
-        while let o = obj {
-            each(o)
-            obj = nl_cache_get_next(o)
-        }
-    }
-
-    private func links() throws(NetlinkError) -> [LinkFacts] {
-        var links: [LinkFacts] = []
-        try dump("links", { rtnl_link_alloc_cache($0, AF_UNSPEC, $1) }) { l in
-            let flags = rtnl_link_get_flags(l)
-            var buf = [CChar](repeating: 0, count: 32)
-            let oper = String(cString: rtnl_link_operstate2str(rtnl_link_get_operstate(l), &buf, buf.count))
-            links.append(LinkFacts(
-                index: rtnl_link_get_ifindex(l),
-                name: rtnl_link_get_name(l).map { String(cString: $0) } ?? "",
-                arphrd: rtnl_link_get_arptype(l),
-                rtnlKind: rtnl_link_get_type(l).map { String(cString: $0) },
-                adminUp: flags & Kernel.interfaceUp != 0,
-                carrier: flags & Kernel.interfaceLowerUp != 0,
-                operstate: oper))
-        }
-        return links
-    }
-
-    private func addresses() throws(NetlinkError) -> [AddressFacts] {
-        var addresses: [AddressFacts] = []
-        try dump("addresses", { rtnl_addr_alloc_cache($0, $1) }) { a in
-            guard let local = rtnl_addr_get_local(a) else { return }
-            let fam: AddressFamily
-            switch rtnl_addr_get_family(a) {
-            case AF_INET: fam = .ipv4
-            case AF_INET6: fam = .ipv6
-            default: return
+    /// Links and addresses read whole, through the same parser as their events. A dump the kernel says was
+    /// interrupted by a change is read again; if it still fails, what the messages said stands and the next
+    /// message tries again.
+    private func dumpAll() {
+        for attempt in 1...3 {
+            var fresh = KernelTables()
+            do {
+                var link = ifinfomsg()
+                link.ifi_family = UInt8(AF_UNSPEC)
+                try withUnsafeBytes(of: &link) { b throws(NetlinkError) in
+                    try queries.request(type: Int32(RTM_GETLINK), flags: NLM_F_DUMP, body: b) { h in
+                        _ = fresh.apply(h)
+                        return .more
+                    }
+                }
+                var addr = ifaddrmsg()
+                addr.ifa_family = UInt8(AF_UNSPEC)
+                try withUnsafeBytes(of: &addr) { b throws(NetlinkError) in
+                    try queries.request(type: Int32(RTM_GETADDR), flags: NLM_F_DUMP, body: b) { h in
+                        _ = fresh.apply(h)
+                        return .more
+                    }
+                }
+            } catch {
+                Log.err("netlink: dumping links and addresses (attempt \(attempt)): \(error)")
+                continue
             }
-            var buf = [CChar](repeating: 0, count: 64)
-            nl_addr2str(local, &buf, buf.count)
-            var text = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            if !text.contains("/") { text += "/\(rtnl_addr_get_prefixlen(a))" }
-            addresses.append(AddressFacts(index: rtnl_addr_get_ifindex(a), family: fam, text: text))
+            tables = fresh
+            needDump = false
+            tablesChanged = true
+            routesChanged = true
+            return
         }
-        return addresses
     }
 
     /// Where each family's traffic goes, and which links have a default route a socket bound to them would take.
-    /// A down link has no routes (the kernel removes them), so it is not asked about.
+    /// A down link has no routes (the kernel removes them), and loopback carries no app's traffic out, so
+    /// neither is asked about.
     private func routes() {
-        let lookup = RouteLookup(socket: queries)
         var egress: [AddressFamily: Egress] = [:]
-        var defaults: [DefaultRouteFacts] = []
         for family in AddressFamily.allCases {
             do {
                 egress[family] = try lookup.lookUp(family).egress
-                for link in last.links where link.adminUp {
-                    if case let .route(_, 0, metric) = try lookup.lookUp(family, oif: link.index, fibMatch: true) {
-                        defaults.append(DefaultRouteFacts(index: link.index, family: family, metric: metric))
-                    }
-                }
             } catch {
                 Log.err("netlink: \(error)")
             }
         }
         last.egress = egress
+        var defaults: [DefaultRouteFacts] = []
+        for family in AddressFamily.allCases {
+            for link in last.links where link.adminUp && link.arphrd != ARPHRD.loopback {
+                do {
+                    if case let .route(_, 0, metric) = try lookup.lookUp(family, oif: link.index, fibMatch: true) {
+                        defaults.append(DefaultRouteFacts(index: link.index, family: family, metric: metric))
+                    }
+                } catch {
+                    Log.err("netlink: \(error)")
+                }
+            }
+        }
         last.defaultRoutes = defaults
     }
 }

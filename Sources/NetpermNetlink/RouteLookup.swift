@@ -1,6 +1,7 @@
 import CNetlink
 import Glibc
 import NetpermCore
+import NetpermIO
 
 /// Asks the kernel where traffic would go, as `ip route get` does (RTM_GETROUTE): the answer honours rules,
 /// tables, route types, metrics and linkdown, and costs the same however many routes there are.
@@ -20,58 +21,39 @@ struct RouteLookup {
         case failed(Int32)
     }
 
-    let socket: OpaquePointer
+    private let queries: QuerySocket
+
+    init(_ queries: QuerySocket) {
+        self.queries = queries
+    }
 
     /// `ip route get PROBE [oif LINK] [fibmatch]`. With `fibMatch` the answer is the table entry itself: with an
     /// output interface set it exists only if a route through that link covers the probe (without it, the kernel
     /// would assume the probe on-link and answer anyway).
     func lookUp(_ family: AddressFamily, oif: Int32? = nil, fibMatch: Bool = false) throws(NetlinkError) -> Answer {
-        guard let msg = nlmsg_alloc_simple(Int32(RTM_GETROUTE), 0) else {
-            throw NetlinkError(code: -NLE_NOMEM, operation: "allocating a route lookup")
-        }
-        defer { nlmsg_free(msg) }
         let address = Self.probes[family]!
         var rtm = rtmsg()
         rtm.rtm_family = UInt8(family == .ipv4 ? AF_INET : AF_INET6)
         rtm.rtm_dst_len = UInt8(address.count * 8)
         if fibMatch { rtm.rtm_flags = UInt32(RTM_F_FIB_MATCH) }
-        try check(nlmsg_append(msg, &rtm, MemoryLayout<rtmsg>.size, Int32(NLMSG_ALIGNTO)), "building a route lookup")
-        try check(address.withUnsafeBytes { nla_put(msg, Int32(RTA_DST.rawValue), Int32($0.count), $0.baseAddress) },
-                  "building a route lookup")
-        if let oif { try check(nla_put_u32(msg, Int32(RTA_OIF.rawValue), UInt32(bitPattern: oif)), "building a route lookup") }
-        try check(nl_send_auto(socket, msg), "sending a route lookup")
-        return try receive(sequence: nlmsg_hdr(msg).pointee.nlmsg_seq)
-    }
-
-    /// Reads the reply to request `sequence`: one route message, or an error message. Anything else (a late
-    /// answer to an earlier request) is skipped.
-    private func receive(sequence: UInt32) throws(NetlinkError) -> Answer {
-        for _ in 0..<16 {
-            var buffer: UnsafeMutablePointer<UInt8>?
-            var from = sockaddr_nl()
-            let n = nl_recv(socket, &from, &buffer, nil)
-            defer { free(buffer) }
-            guard n > 0, let buffer else {
-                throw NetlinkError(code: n < 0 ? n : -NLE_FAILURE, operation: "reading a route lookup")
-            }
-            var remaining = n
-            var header: UnsafeMutablePointer<nlmsghdr>? = UnsafeMutableRawPointer(buffer).assumingMemoryBound(to: nlmsghdr.self)
-            while let h = header, nlmsg_ok(h, remaining) != 0 {
-                if h.pointee.nlmsg_seq == sequence {
-                    switch Int32(h.pointee.nlmsg_type) {
-                    case NLMSG_ERROR:
-                        let e = nlmsg_data(h).assumingMemoryBound(to: nlmsgerr.self).pointee.error
-                        if e != 0 { return .failed(-e) }
-                    case Int32(RTM_NEWROUTE):
-                        return parse(h)
-                    default:
-                        break
-                    }
+        var answer: Answer?
+        do {
+            try withUnsafeBytes(of: &rtm) { body throws(NetlinkError) in
+                try queries.request(type: Int32(RTM_GETROUTE), body: body, attributes: { msg in
+                    let r = address.withUnsafeBytes { nla_put(msg, Int32(RTA_DST.rawValue), Int32($0.count), $0.baseAddress) }
+                    guard r >= 0, let oif else { return r }
+                    return nla_put_u32(msg, Int32(RTA_OIF.rawValue), UInt32(bitPattern: oif))
+                }) { h in
+                    guard Int32(h.pointee.nlmsg_type) == Int32(RTM_NEWROUTE) else { return .more }
+                    answer = parse(h)
+                    return .done
                 }
-                header = nlmsg_next(h, &remaining)
             }
+        } catch let e where e.errno != nil {
+            return .failed(e.errno!)
         }
-        throw NetlinkError(code: -NLE_MSG_TRUNC, operation: "reading a route lookup (no answer)")
+        guard let answer else { throw NetlinkError(code: -NLE_MSG_TRUNC, operation: "a route lookup (no answer)") }
+        return answer
     }
 
     private func parse(_ h: UnsafeMutablePointer<nlmsghdr>) -> Answer {

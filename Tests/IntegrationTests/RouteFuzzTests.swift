@@ -157,6 +157,16 @@ final class RouteFuzzer {
             guard let l = randomLink() else { return "no link for an address" }
             let n = net(l)
             let add = rng.chance(70)
+            if rng.chance(15) {
+                try ip([family, "addr", "flush", "dev", l])
+                return "flush \(family) addresses of \(l)"
+            }
+            if family == "-4" && rng.chance(30) {
+                // Two addresses the same but for their peers: deleting one must keep the other.
+                let peer = "10.\(n).1.\(1 + rng.below(2))/32"
+                try ip(["addr", add ? "add" : "del", "10.\(n).1.100", "peer", peer, "dev", l])
+                return "\(add ? "add" : "del") address with peer \(peer) on \(l)"
+            }
             if family == "-4" {
                 try ip(["addr", add ? "add" : "del", "10.\(n).0.1/24", "dev", l])
             } else {
@@ -213,6 +223,11 @@ final class RouteFuzzer {
                     return "add bridge \(name)"
                 }
                 guard let port = randomLink(), !bridges.contains(port), tuns[port] == nil else { return "no port" }
+                if rng.chance(40) {
+                    // Leaving a bridge: the kernel also says RTM_DELLINK of family AF_BRIDGE about the port.
+                    try ip(["link", "set", port, "nomaster"])
+                    return "\(port) out of its bridge"
+                }
                 let br = rng.pick(bridges)
                 try ip(["link", "set", port, "master", br])
                 return "\(port) into \(br)"

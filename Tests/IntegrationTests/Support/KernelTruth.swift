@@ -114,7 +114,8 @@ struct KernelTruth {
             var f = LinkFacts(index: index, name: name, adminUp: flags.contains("UP"),
                               carrier: flags.contains("LOWER_UP"), operstate: oper.lowercased(),
                               addresses: addrs[name] ?? [], defaultMetric: [:])
-            if f.adminUp {
+            // The daemon does not ask about loopback's routes: it carries no app's traffic out.
+            if f.adminUp && l["link_type"] as? String != "loopback" {
                 for family in families {
                     if let route = try routeGet(ns, family, oif: name, fibMatch: true), route["dst"] as? String == "default" {
                         f.defaultMetric[family] = route["metric"] as? Int ?? 0
