@@ -22,11 +22,12 @@ final class EngineLogTests: XCTestCase {
         var eth = Links.eth
         eth.carrier = false
         h.setLinks([eth, Links.wlan])
-        // eth0 keeps its route, the best (linkdown): the kernel still sends traffic there, and wlan0 keeps the
-        // network available, so the summary has not changed.
+        // eth0 keeps its route, the best (linkdown): the kernel still sends traffic there although wlan0 keeps
+        // the network available. The egress link is the same but its traffic goes nowhere: that is news.
         XCTAssertEqual(lines(h, from: mark), [
             "<6> eth0: usable true -> false (admin up, carrier off, default route yes)",
             "<6> wlan0: usable false -> true (admin up, carrier on, default route yes)",
+            "<5> network: via eth0 (ethernet), which is not usable",
         ])
         mark = h.log.count
         var dormant = Links.wlan

@@ -62,7 +62,7 @@ final class EngineStatusTests: XCTestCase {
                               ("usable", false)])),
             ("ipv6", .null),
         ]))
-        XCTAssertEqual(h.engine.statusText, "2 links, via eth0 (ethernet), 2 apps, policy gen 1")
+        XCTAssertEqual(h.engine.statusText, "2 links, via eth0 (ethernet, not usable), 2 apps, policy gen 1")
 
         // IPv4 into a blackhole, IPv6 by Wi-Fi: the primary is IPv6's.
         h.setLinks([deadEth, Links.wlan], egress: [.ipv4: .blocked(.blackhole), .ipv6: .link(3)])

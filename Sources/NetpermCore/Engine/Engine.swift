@@ -387,9 +387,13 @@ public final class Engine {
             }
         }
         for o in oldByIndex.values.sorted(by: { $0.index < $1.index }) { log(.info, "\(o.name): removed") }
-        if old.primary?.index != new.primary?.index || old.available != new.available {
+        // The egress link losing its carrier while another link is usable changes neither which link it is nor
+        // whether a link is usable, but traffic now goes nowhere: that is news too.
+        if old.primary?.index != new.primary?.index || old.primary?.usable != new.primary?.usable
+            || old.available != new.available {
             let via = new.primary.map { "\($0.name) (\($0.kind.rawValue))" }
-            log(.notice, "network: " + (new.available ? via.map { "via " + $0 } ?? "usable links, but no route"
+            let dead = new.primary?.usable == false ? ", which is not usable" : ""
+            log(.notice, "network: " + (new.available ? via.map { "via " + $0 + dead } ?? "usable links, but no route"
                                                        : "unavailable" + (via.map { ", traffic still routed via " + $0 } ?? "")))
         }
     }
@@ -399,13 +403,14 @@ public final class Engine {
     /// What the STATUS= line says, compared before the line is formatted: events come far more often than the
     /// line changes.
     struct StatusSummary: Equatable {
-        var links: Int, primary: String?, primaryKind: LinkKind?, apps: Int, generation: Int, policyError: String?
+        var links: Int, primary: String?, primaryKind: LinkKind?, primaryUsable: Bool, apps: Int, generation: Int
+        var policyError: String?
     }
 
     var statusSummary: StatusSummary {
         let p = state.network.primary
         return StatusSummary(links: state.network.links.count, primary: p?.name, primaryKind: p?.kind,
-                             apps: state.config.apps.count, generation: state.policyGeneration,
+                             primaryUsable: p?.usable ?? false, apps: state.config.apps.count, generation: state.policyGeneration,
                              policyError: state.policyError)
     }
 
@@ -413,7 +418,9 @@ public final class Engine {
     public var statusText: String {
         let s = statusSummary
         var via = "no network"
-        if let name = s.primary, let kind = s.primaryKind { via = "via \(name) (\(kind.rawValue))" }
+        if let name = s.primary, let kind = s.primaryKind {
+            via = "via \(name) (\(kind.rawValue)\(s.primaryUsable ? "" : ", not usable"))"
+        }
         var line = "\(s.links) links, \(via), \(s.apps) apps, policy gen \(s.generation)"
         if let e = s.policyError {
             let short = e.utf8.count > 300 ? String(decoding: e.utf8.prefix(300), as: UTF8.self) + "..." : e
