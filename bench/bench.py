@@ -402,6 +402,14 @@ class Bench:
             res = next(g)
             self.results["rss_kb"][f"subscribers_{n}_after_events"] = self.rss_kb(self.daemon.pid)
             g.close()
+            # Every subscriber leaves at once: how long until the daemon answers someone else again.
+            t0 = time.monotonic()
+            self.wait_for(lambda: self.ask(self.sock, "STATUS", timeout=60).startswith('{"ok":true'),
+                          "netpermd after the swarm left", 60)
+            res["leave_ms"] = (time.monotonic() - t0) * 1000
+            t0 = time.monotonic()
+            self.ask(self.sock, "STATUS")
+            res["idle_status_ms"] = (time.monotonic() - t0) * 1000
             res["setup_ms"] = connected["setup_ms"]
             out[f"netpermd_{n}"] = res
             log(f"fan-out: {n} subscribers of the raw fan-out loop")
@@ -687,6 +695,15 @@ def build_rows(r, smoke):
             met = target("10,000 subscribers within 2x of raw fan-out", ratio <= 2, f"ratio {ratio:.2f}")
         rows.append((f"4 fan-out, {n} subscribers: toggle -> last one read (ms)", triple(a["last_us"], "ms"),
                      "C fan-out loop: " + triple(b["last_us"], "ms"), f"median x{ratio:.2f}", tgt, met))
+        if "leave_ms" in a:
+            tgt, met = "", ""
+            if n >= 10000:
+                tgt = "< 1 s"
+                met = target("10,000 subscribers leave, STATUS within 1 s", a["leave_ms"] < 1000,
+                             f"{a['leave_ms']:.0f} ms")
+            rows.append((f"4 fan-out, {n} subscribers leave at once -> next STATUS answered (ms)",
+                         f"{a['leave_ms']:.1f}", f"STATUS when idle: {a['idle_status_ms']:.2f}",
+                         f"x{a['leave_ms'] / max(a['idle_status_ms'], 0.001):.0f}", tgt, met))
     rss = r["rss_kb"]
     mem = r["memory_idle"]
     rows.append(("5 RSS idle after start-up (MiB)", f"{rss['idle'] / 1024:.1f}",

@@ -1,4 +1,4 @@
-import NetpermCore
+@testable import NetpermCore
 import XCTest
 
 /// The engine driven as the daemon drives it, without any I/O: connections are ids that collect the lines sent
@@ -73,6 +73,7 @@ final class EngineHarness {
                 let next = queue.removeFirst()
                 effects.reset()
                 engine.handle(next, into: effects)
+                checkListeners()
                 for e in effects.list { carryOut(e) }
             }
             // Then, as the transport does, the requests of connections that are no longer held.
@@ -81,6 +82,14 @@ final class EngineHarness {
             queue.append(c.pending.removeFirst())
         }
         draining = false
+    }
+
+    /// The engine counts who listens to each app instead of passing over every session: after every input the
+    /// count must equal the sessions' own word.
+    private func checkListeners() {
+        var counted: [String: Int] = [:]
+        for s in engine.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
+        XCTAssertEqual(engine.listeners, counted, "listener counts drifted from the sessions")
     }
 
     private func carryOut(_ e: Effect) {

@@ -206,7 +206,7 @@ extension Engine {
             + (timeout.map { " (up to \($0 / 1000) ms)" } ?? ""))
         tracker.track(match, state: state)
         let timer = timeout.map { armTimer(.waitTimeout(session.id), microseconds: $0) }
-        session.waiting = Waiting(match: match, timer: timer, own: own)
+        changeListening(session) { session.waiting = Waiting(match: match, timer: timer, own: own) }
         out.append(.hold(session.id))
         if own, v.wantsAsking { raisePrompts(v, identity: session.identity) }
     }
@@ -216,7 +216,7 @@ extension Engine {
     func finishWait(_ session: Session, timedOut: Verdict? = nil, failed: ProtocolError? = nil) {
         guard let w = session.waiting else { return }
         if let t = w.timer { cancelTimer(t) }
-        session.waiting = nil
+        changeListening(session) { session.waiting = nil }
         untrackIfUnwanted([w.match.id])
         if let failed {
             replyError(session.id, failed)
@@ -259,7 +259,7 @@ extension Engine {
         // Before any reply: a client whose input has already ended must not be closed once they are sent.
         out.append(.keepOpenAfterInputEnds(session.id))
         // A first agent changes verdicts: the other subscribers hear it as events, this one in its snapshot.
-        let others = countAgents() - (session.isAgent ? 1 : 0)
+        let others = state.agents - (session.isAgent ? 1 : 0)
         setAgents(others + (sub.isAgent ? 1 : 0))
         settle()
         tracker.track(caller.match, state: state)
@@ -284,7 +284,7 @@ extension Engine {
             b.append(0x0A)
         }
         out.append(.reply(session.id, range))
-        session.subscription = sub
+        changeListening(session) { session.subscription = sub }
     }
 
     // MARK: - DECIDE and FORGET

@@ -53,6 +53,8 @@ public final class Engine {
     /// Every app someone may hear about, with its verdict.
     var tracker = VerdictTracker()
     var sessions: [ConnectionID: Session] = [:]
+    /// How many connections listen to or wait for each app (see `changeListening`).
+    var listeners: [String: Int] = [:]
 
     /// What settle() must redo: every app's permissions (policy, decisions, agents), or only the network's effect.
     private var permissionsChanged = false
@@ -234,15 +236,18 @@ public final class Engine {
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
         for s in sessions.values {
-            s.caller = makeCaller(s.identity)
-            s.subscription?.privileged = s.caller.privileged
-            s.subscription?.appID = s.caller.match.id
-            guard let w = s.waiting else { continue }
-            if w.match.matchedBy != .name {
-                s.waiting?.match = s.caller.match
-            } else if let app = config.app(named: w.match.id) {
-                s.waiting?.match = AppMatch(id: app.id, matchedBy: .name, app: app)
-            } else {
+            changeListening(s) {
+                s.caller = makeCaller(s.identity)
+                s.subscription?.privileged = s.caller.privileged
+                s.subscription?.appID = s.caller.match.id
+                guard let w = s.waiting else { return }
+                if w.match.matchedBy != .name {
+                    s.waiting?.match = s.caller.match
+                } else if let app = config.app(named: w.match.id) {
+                    s.waiting?.match = AppMatch(id: app.id, matchedBy: .name, app: app)
+                }
+            }
+            if let w = s.waiting, w.match.matchedBy == .name, config.app(named: w.match.id) == nil {
                 // The app it waits for by name has left the policy: answered as a QUERY of it would be.
                 finishWait(s, failed: ProtocolError(.notFound, "no [App \(w.match.id)] in the policy any more"))
             }
@@ -280,16 +285,24 @@ public final class Engine {
         reloadRequesters.removeAll { $0 == id }
         waitingForStore.removeAll { $0.0 == id }
         if storing?.requester == id { storing?.requester = nil }
-        let listened = [session.subscription != nil ? session.caller.match.id : nil, session.waiting?.match.id]
-        untrackIfUnwanted(listened.compactMap { $0 })
-        if session.isAgent { setAgents(countAgents()) }
+        let listened = session.listened
+        let wasAgent = session.isAgent
+        changeListening(session) { session.subscription = nil; session.waiting = nil }
+        untrackIfUnwanted(listened)
+        if wasAgent { setAgents(countAgents()) }
+    }
+
+    /// Runs `body`, which may change what the session listens to or waits for, keeping `listeners` counted:
+    /// with 10,000 subscribers, finding out whether anyone else still listens must not cost a pass over them all.
+    func changeListening(_ session: Session, _ body: () -> Void) {
+        for app in session.listened { listeners[app, default: 1] -= 1; if listeners[app] == 0 { listeners[app] = nil } }
+        body()
+        for app in session.listened { listeners[app, default: 0] += 1 }
     }
 
     /// An app outside the policy is tracked only while someone listens to it or waits for it.
     func untrackIfUnwanted(_ apps: [String]) {
-        guard !apps.isEmpty else { return }
-        let stillWanted = Set(extraMatches().map(\.id))
-        for app in apps where !stillWanted.contains(app) { tracker.untrack(app, state: state) }
+        for app in apps where listeners[app] == nil { tracker.untrack(app, state: state) }
     }
 
     // MARK: - Callers

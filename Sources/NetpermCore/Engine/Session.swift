@@ -18,6 +18,14 @@ final class Session {
     }
 
     var isAgent: Bool { subscription?.isAgent ?? false }
+
+    /// The apps this connection listens to (its own app, as a subscriber) or waits for.
+    var listened: [String] {
+        var apps: [String] = []
+        if subscription != nil { apps.append(caller.match.id) }
+        if let w = waiting { apps.append(w.match.id) }
+        return apps
+    }
 }
 
 /// A held `WAIT`: for which app, until when, and whether the app waits for itself (then it is asking, and may
