@@ -66,6 +66,9 @@ public final class NetlinkWatcher {
         for g in Self.groups { try check(nl_socket_add_membership(events, Int32(g.rawValue)), "joining group \(g.rawValue)") }
         try check(nl_socket_set_nonblocking(events), "making the event socket non-blocking")
         try check(nl_connect(q, NETLINK_ROUTE), "connecting the query socket")
+        // Requests are answered by their reply, their dump's end or an error; an acknowledgement on top would
+        // only cost another read.
+        nl_socket_disable_auto_ack(q)
 
         let fd = nl_socket_get_fd(events)
         // FORCE lets root exceed rmem_max; fall back for unprivileged runs (then rmem_max caps it).
@@ -229,27 +232,27 @@ public final class NetlinkWatcher {
     /// A down link has no routes (the kernel removes them), and loopback carries no app's traffic out, so
     /// neither is asked about.
     private func routes() {
-        var egress: [AddressFamily: Egress] = [:]
+        var questions = AddressFamily.allCases.map { RouteLookup.Question(family: $0) }
         for family in AddressFamily.allCases {
-            do {
-                egress[family] = try lookup.lookUp(family).egress
-            } catch {
-                Log.err("netlink: \(error)")
+            for link in last.links where link.adminUp && link.arphrd != ARPHRD.loopback {
+                questions.append(RouteLookup.Question(family: family, oif: link.index, fibMatch: true))
+            }
+        }
+        let answers: [RouteLookup.Answer]
+        do { answers = try lookup.lookUp(questions) } catch {
+            Log.err("netlink: route lookups: \(error)")
+            return
+        }
+        var egress: [AddressFamily: Egress] = [:]
+        var defaults: [DefaultRouteFacts] = []
+        for (q, a) in zip(questions, answers) {
+            if q.oif == nil {
+                egress[q.family] = a.egress
+            } else if case let .route(_, 0, metric) = a {
+                defaults.append(DefaultRouteFacts(index: q.oif!, family: q.family, metric: metric))
             }
         }
         last.egress = egress
-        var defaults: [DefaultRouteFacts] = []
-        for family in AddressFamily.allCases {
-            for link in last.links where link.adminUp && link.arphrd != ARPHRD.loopback {
-                do {
-                    if case let .route(_, 0, metric) = try lookup.lookUp(family, oif: link.index, fibMatch: true) {
-                        defaults.append(DefaultRouteFacts(index: link.index, family: family, metric: metric))
-                    }
-                } catch {
-                    Log.err("netlink: \(error)")
-                }
-            }
-        }
         last.defaultRoutes = defaults
     }
 }

@@ -61,6 +61,67 @@ final class QuerySocket {
         }
     }
 
+    /// Sends `count` requests in one datagram (the kernel handles each message of it in turn) and passes each
+    /// request's one answer, a reply or an error message, to `handle` with the request's index. For requests
+    /// answered by a single message (route lookups); `build` writes request `i`'s fixed header and attributes.
+    func exchange(count: Int, type: Int32, build: (Int, OpaquePointer) -> Int32,
+                  handle: (Int, UnsafeMutablePointer<nlmsghdr>) -> Void) throws(NetlinkError) {
+        guard count > 0 else { return }
+        var datagram: [UInt8] = []
+        var index: [UInt32: Int] = [:]
+        for i in 0..<count {
+            guard let msg = nlmsg_alloc_size(256) else {
+                throw NetlinkError(code: -NLE_NOMEM, operation: "allocating a request")
+            }
+            defer { nlmsg_free(msg) }
+            let sequence = nl_socket_use_seq(socket)
+            guard nlmsg_put(msg, UInt32(NL_AUTO_PORT), sequence, type, 0, NLM_F_REQUEST) != nil,
+                  build(i, msg) >= 0 else {
+                throw NetlinkError(code: -NLE_NOMEM, operation: "building a request")
+            }
+            let h = nlmsg_hdr(msg)!
+            let length = Int(h.pointee.nlmsg_len)
+            datagram.append(contentsOf: UnsafeRawBufferPointer(start: h, count: length))
+            datagram.append(contentsOf: repeatElement(0, count: (4 - length % 4) % 4))
+            index[sequence] = i
+        }
+        let fd = nl_socket_get_fd(socket)
+        do throws(Errno) {
+            _ = try datagram.withUnsafeBytes { b in
+                Result { () throws(Errno) -> Int in try sys { send(fd, b.baseAddress, b.count, 0) } }
+            }.get()
+        } catch {
+            throw NetlinkError(code: -NLE_FAILURE, operation: "sending requests (\(error))")
+        }
+        var answered = 0
+        while answered < count {
+            let n: Int
+            do throws(Errno) {
+                n = try buffer.withUnsafeMutableBytes { b in
+                    Result { () throws(Errno) -> Int in try sys { recv(fd, b.baseAddress, b.count, Int32(MSG_TRUNC)) } }
+                }.get()
+            } catch {
+                throw NetlinkError(code: -NLE_FAILURE, operation: "reading answers (\(error))")
+            }
+            guard n <= buffer.count else {
+                buffer = [UInt8](repeating: 0, count: n)
+                throw NetlinkError(code: -NLE_MSG_TRUNC, operation: "reading answers (\(n) bytes, buffer grown)")
+            }
+            buffer.withUnsafeMutableBytes { b in
+                var remaining = Int32(n)
+                var header: UnsafeMutablePointer<nlmsghdr>? = b.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
+                while let h = header, nlmsg_ok(h, remaining) != 0 {
+                    // A late answer to an earlier request is skipped.
+                    if let i = index.removeValue(forKey: h.pointee.nlmsg_seq) {
+                        handle(i, h)
+                        answered += 1
+                    }
+                    header = nlmsg_next(h, &remaining)
+                }
+            }
+        }
+    }
+
     /// The messages of one datagram that answer `sequence` (a late answer to an earlier request is skipped).
     private static func walk(_ start: UnsafeMutableRawPointer, count: Int, sequence: UInt32,
                              _ handle: (UnsafeMutablePointer<nlmsghdr>) -> Step) throws(NetlinkError) -> Step {

@@ -27,33 +27,42 @@ struct RouteLookup {
         self.queries = queries
     }
 
-    /// `ip route get PROBE [oif LINK] [fibmatch]`. With `fibMatch` the answer is the table entry itself: with an
-    /// output interface set it exists only if a route through that link covers the probe (without it, the kernel
-    /// would assume the probe on-link and answer anyway).
-    func lookUp(_ family: AddressFamily, oif: Int32? = nil, fibMatch: Bool = false) throws(NetlinkError) -> Answer {
-        let address = Self.probes[family]!
-        var rtm = rtmsg()
-        rtm.rtm_family = UInt8(family == .ipv4 ? AF_INET : AF_INET6)
-        rtm.rtm_dst_len = UInt8(address.count * 8)
-        if fibMatch { rtm.rtm_flags = UInt32(RTM_F_FIB_MATCH) }
-        var answer: Answer?
-        do {
-            try withUnsafeBytes(of: &rtm) { body throws(NetlinkError) in
-                try queries.request(type: Int32(RTM_GETROUTE), body: body, attributes: { msg in
-                    let r = address.withUnsafeBytes { nla_put(msg, Int32(RTA_DST.rawValue), Int32($0.count), $0.baseAddress) }
-                    guard r >= 0, let oif else { return r }
-                    return nla_put_u32(msg, Int32(RTA_OIF.rawValue), UInt32(bitPattern: oif))
-                }) { h in
-                    guard Int32(h.pointee.nlmsg_type) == Int32(RTM_NEWROUTE) else { return .more }
-                    answer = parse(h)
-                    return .done
-                }
+    /// With `fibMatch` the answer is the table entry itself: with an output interface set it exists only if a
+    /// route through that link covers the probe (without it, the kernel would assume the probe on-link and answer
+    /// anyway).
+    /// One question: `ip route get PROBE [oif LINK] [fibmatch]`.
+    struct Question {
+        var family: AddressFamily
+        var oif: Int32? = nil
+        var fibMatch = false
+    }
+
+    /// Asks all `questions` at once (one datagram out); the answers come in the same order.
+    func lookUp(_ questions: [Question]) throws(NetlinkError) -> [Answer] {
+        var answers = [Answer](repeating: .failed(0), count: questions.count)
+        try queries.exchange(count: questions.count, type: Int32(RTM_GETROUTE), build: { i, msg in
+            let q = questions[i]
+            let address = Self.probes[q.family]!
+            var rtm = rtmsg()
+            rtm.rtm_family = UInt8(q.family == .ipv4 ? AF_INET : AF_INET6)
+            rtm.rtm_dst_len = UInt8(address.count * 8)
+            if q.fibMatch { rtm.rtm_flags = UInt32(RTM_F_FIB_MATCH) }
+            var r = nlmsg_append(msg, &rtm, MemoryLayout<rtmsg>.size, Int32(NLMSG_ALIGNTO))
+            guard r >= 0 else { return r }
+            r = address.withUnsafeBytes { nla_put(msg, Int32(RTA_DST.rawValue), Int32($0.count), $0.baseAddress) }
+            guard r >= 0, let oif = q.oif else { return r }
+            return nla_put_u32(msg, Int32(RTA_OIF.rawValue), UInt32(bitPattern: oif))
+        }) { i, h in
+            switch Int32(h.pointee.nlmsg_type) {
+            case NLMSG_ERROR:
+                answers[i] = .failed(-nlmsg_data(h).assumingMemoryBound(to: nlmsgerr.self).pointee.error)
+            case Int32(RTM_NEWROUTE):
+                answers[i] = parse(h)
+            default:
+                answers[i] = .failed(EPROTO)
             }
-        } catch let e where e.errno != nil {
-            return .failed(e.errno!)
         }
-        guard let answer else { throw NetlinkError(code: -NLE_MSG_TRUNC, operation: "a route lookup (no answer)") }
-        return answer
+        return answers
     }
 
     private func parse(_ h: UnsafeMutablePointer<nlmsghdr>) -> Answer {
@@ -73,9 +82,6 @@ struct RouteLookup {
         return .route(oif: oif, prefixLength: rtm.rtm_dst_len, metric: metric)
     }
 
-    private func check(_ r: Int32, _ operation: String) throws(NetlinkError) {
-        guard r >= 0 else { throw NetlinkError(code: r, operation: operation) }
-    }
 }
 
 extension RouteLookup.Answer {
