@@ -3,6 +3,7 @@
 #include <linux/if.h>
 #include <linux/if_arp.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 
@@ -17,6 +18,9 @@ static const unsigned int NP_EPOLLHUP = EPOLLHUP;
 // What changes a configuration directory: an entry created, written, renamed, deleted, or the directory itself.
 static const unsigned int NP_IN_DIRECTORY_CHANGES = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM
     | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
+
+static const int NP_EFD_NONBLOCK = EFD_NONBLOCK;
+static const int NP_EFD_CLOEXEC = EFD_CLOEXEC;
 
 static const int NP_SO_PEERCRED = SO_PEERCRED;
 static const int NP_SO_PEERGROUPS = SO_PEERGROUPS;

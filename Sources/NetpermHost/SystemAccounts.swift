@@ -1,9 +1,34 @@
 import Glibc
 import NetpermCore
 
-/// User and group names from the system's databases (NSS).
-public struct SystemAccounts: AccountResolver {
+/// User and group names from the system's databases (NSS). The reentrant calls: policies are parsed on a thread
+/// of their own while the loop may look up the admin group.
+public struct SystemAccounts: AccountResolver, Sendable {
     public init() {}
-    public func uid(forUser name: String) -> UInt32? { getpwnam(name)?.pointee.pw_uid }
-    public func gid(forGroup name: String) -> UInt32? { getgrnam(name)?.pointee.gr_gid }
+
+    public func uid(forUser name: String) -> UInt32? {
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        return withBuffer { buf, size in getpwnam_r(name, &entry, buf, size, &found) } == 0 && found != nil
+            ? entry.pw_uid : nil
+    }
+
+    public func gid(forGroup name: String) -> UInt32? {
+        var entry = group()
+        var found: UnsafeMutablePointer<group>?
+        return withBuffer { buf, size in getgrnam_r(name, &entry, buf, size, &found) } == 0 && found != nil
+            ? entry.gr_gid : nil
+    }
+
+    /// Calls `body` with a buffer for the entry's strings, growing it while the call says ERANGE (a group
+    /// with many members needs more than a page).
+    private func withBuffer(_ body: (UnsafeMutablePointer<CChar>, Int) -> Int32) -> Int32 {
+        var size = 4096
+        while true {
+            var buffer = [CChar](repeating: 0, count: size)
+            let r = buffer.withUnsafeMutableBufferPointer { body($0.baseAddress!, size) }
+            if r != ERANGE || size >= 1 << 24 { return r }
+            size *= 4
+        }
+    }
 }

@@ -12,7 +12,9 @@ final class Interpreter: ControlDelegate {
     let engine: Engine
     private let loop: EventLoop
     private let store: DecisionStore
-    private let loadPolicy: () -> ConfigParseResult
+    private let loadPolicy: @Sendable () -> ConfigParseResult
+    /// Policies are read and parsed on a thread of their own: a file of many megabytes must not stop the loop.
+    private let policyLoader: OffLoop<ConfigParseResult>?
     private let sysfs: Sysfs
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     var server: ControlServer?
@@ -25,8 +27,12 @@ final class Interpreter: ControlDelegate {
     private var sysfsCache: [Int32: (name: String, facts: SysfsFacts)] = [:]
 
     init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
-         loadPolicy: @escaping () -> ConfigParseResult) {
+         loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
         self.engine = engine; self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
+        do { policyLoader = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
+            policyLoader = nil
+        }
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
@@ -69,7 +75,17 @@ final class Interpreter: ControlDelegate {
             } catch {
                 queue.append(.stored(error: "\(store.path): \(error)"))
             }
-        case .loadPolicy: queue.append(.policy(loadPolicy()))
+        case .loadPolicy:
+            // The engine has one load in flight at a time; on the loop only if no thread can be had.
+            if let policyLoader, !policyLoader.busy {
+                do {
+                    try policyLoader.run(loadPolicy) { [unowned self] result in self.feed(.policy(result)) }
+                    return
+                } catch {
+                    Log.warning("cannot start a thread to read the policy (\(error)); reading it on the loop")
+                }
+            }
+            queue.append(.policy(loadPolicy()))
         case let .notify(n):
             switch n {
             case let .ready(status): Notify.send("READY=1\nSTATUS=\(status)")

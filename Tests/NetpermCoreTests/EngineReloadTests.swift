@@ -97,20 +97,44 @@ final class EngineReloadTests: XCTestCase {
         XCTAssertEqual(h.takeEvents(sub).map { $0["generation"] }, [2])
     }
 
-    /// Two RELOADs while the files are being read: one read, both answered with its result.
-    func testReloadsWhileOneIsPendingShareIt() {
+    /// Loads run away from the loop. A RELOAD made while the files are being read may follow an edit the read
+    /// missed, so it waits for a second read; any number of them share that one.
+    func testReloadsDuringALoadWaitForTheNextOne() {
         let h = harness()
         h.policyLoadIsManual = true
         let a = h.connect(Peers.admin)
         let b = h.connect(Peers.root)
+        let c = h.connect(Peers.root)
         let gone = h.connect(Peers.root)
-        for c in [a, b, gone] { XCTAssertEqual(h.send(c, "RELOAD"), []) }
+        XCTAssertEqual(h.send(a, "RELOAD"), [])
         XCTAssertEqual(h.pendingPolicyLoads, 1)
+        for x in [b, c, gone] { XCTAssertEqual(h.send(x, "RELOAD"), []) }
+        h.feed(.reload)
+        XCTAssertEqual(h.pendingPolicyLoads, 1, "one load at a time")
         h.disconnect(gone)
         h.completePolicyLoad()
         XCTAssertEqual(h.take(a), [#"{"ok":true,"generation":2,"apps":2}"#])
-        XCTAssertEqual(h.take(b), [#"{"ok":true,"generation":2,"apps":2}"#])
+        XCTAssertEqual(h.take(b), [], "asked while the first read was under way")
+        XCTAssertEqual(h.pendingPolicyLoads, 1, "the second read, for all who asked meanwhile")
+        h.completePolicyLoad()
+        XCTAssertEqual(h.take(b), [#"{"ok":true,"generation":3,"apps":2}"#])
+        XCTAssertEqual(h.take(c), [#"{"ok":true,"generation":3,"apps":2}"#])
         XCTAssertEqual(h.connections[gone]!.lines, [], "one that left is not answered")
+        XCTAssertEqual(h.pendingPolicyLoads, 0, "nothing more asked, nothing more read")
+        XCTAssertEqual(h.notifications.filter { $0 == .reloading }.count, 2, "RELOADING=1 for each read")
+    }
+
+    /// 2,000 SIGHUPs in a burst while a load is under way: two reads in all.
+    func testASignalStormCostsTwoReads() {
+        let h = harness()
+        h.policyLoadIsManual = true
+        for _ in 0..<2000 { h.feed(.reload) }
+        XCTAssertEqual(h.pendingPolicyLoads, 1)
+        h.completePolicyLoad()
+        XCTAssertEqual(h.pendingPolicyLoads, 1)
+        h.completePolicyLoad()
+        XCTAssertEqual(h.pendingPolicyLoads, 0)
+        XCTAssertEqual(h.engine.state.policyGeneration, 3)
     }
 
     // MARK: Sessions re-matched

@@ -75,8 +75,7 @@ extension Engine {
             }
         case .reload:
             out.append(.hold(id))
-            if reloadRequesters.isEmpty { requestReload() }
-            reloadRequesters.append(id)
+            requestReload(by: id)
             return nil
         case .prompts:
             return reply(id) { w in

@@ -65,8 +65,13 @@ public final class Engine {
     enum TimerPurpose { case waitTimeout(ConnectionID), promptExpiry(promptID: Int) }
     var timers: [TimerID: TimerPurpose] = [:]
     private var nextTimer: TimerID = 1
-    /// Connections whose RELOAD waits for the policy to be read.
+    /// Policy loads run away from the event loop, one at a time: the files read while one is in flight may
+    /// predate a request made meanwhile (an admin edits, then asks for a reload), so that request waits for the
+    /// next load. `reloadRequesters` are answered by the load in flight, `nextRequesters` by the one after it.
+    var loadInFlight = false
+    var loadAgain = false
     var reloadRequesters: [ConnectionID] = []
+    var nextRequesters: [ConnectionID] = []
     /// DECIDE and FORGET whose decision is being written, and requests that came meanwhile.
     var storing: PendingStore?
     var waitingForStore: [(ConnectionID, Request)] = []
@@ -96,9 +101,17 @@ public final class Engine {
             kernel = snapshot
             setNetwork(classify(snapshot))
         case let .policy(result):
+            let wasInFlight = loadInFlight
+            loadInFlight = false
             applyPolicy(result)
+            if wasInFlight && loadAgain {
+                loadAgain = false
+                reloadRequesters = nextRequesters
+                nextRequesters = []
+                startLoad()
+            }
         case .reload:
-            requestReload()
+            requestReload(by: nil)
         case .started:
             guard !state.ready else { return }
             state.ready = true
@@ -283,6 +296,7 @@ public final class Engine {
         guard let session = sessions.removeValue(forKey: id) else { return }
         if let t = session.waiting?.timer { cancelTimer(t) }
         reloadRequesters.removeAll { $0 == id }
+        nextRequesters.removeAll { $0 == id }
         waitingForStore.removeAll { $0.0 == id }
         if storing?.requester == id { storing?.requester = nil }
         let listened = session.listened
@@ -349,8 +363,21 @@ public final class Engine {
         }
     }
 
+    /// A reload asked for by a connection's RELOAD (answered once the policy is read) or by a signal or a change
+    /// on disk (nil). Starts a load, or queues one after the load in flight.
+    func requestReload(by requester: ConnectionID?) {
+        if loadInFlight {
+            loadAgain = true
+            if let requester { nextRequesters.append(requester) }
+        } else {
+            if let requester { reloadRequesters.append(requester) }
+            startLoad()
+        }
+    }
+
     /// RELOADING=1, then read the files; the answer comes back as `Input.policy`.
-    func requestReload() {
+    private func startLoad() {
+        loadInFlight = true
         out.append(.notify(.reloading))
         out.append(.loadPolicy)
     }

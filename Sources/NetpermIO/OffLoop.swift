@@ -1,0 +1,84 @@
+import CLinux
+import Glibc
+
+/// Runs one job at a time on a thread of its own and hands its result back on the event loop's thread: for
+/// work that can take long (reading and parsing a policy of many megabytes) while clients must still be
+/// answered. The thread is started per job (jobs are rare: a reload); the result crosses back through an
+/// eventfd the loop watches, so no lock is shared with the loop.
+public final class OffLoop<Result: Sendable> {
+    private let fd: Int32
+    private var source: IOSource?
+    private var done: ((Result) -> Void)?
+    private var job: Job<Result>?
+
+    public init(loop: EventLoop) throws(Errno) {
+        let fd = try sys { eventfd(0, NP_EFD_NONBLOCK | NP_EFD_CLOEXEC) }
+        self.fd = fd
+        source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.finished() }
+    }
+
+    deinit {
+        source?.cancel()
+        FD.close(fd)
+    }
+
+    public var busy: Bool { job != nil }
+
+    /// Starts `work` on its own thread; `then` runs on the loop's thread with its result. One job at a time.
+    public func run(_ work: @escaping @Sendable () -> Result, then: @escaping (Result) -> Void) throws(Errno) {
+        precondition(job == nil, "one job at a time")
+        let j = Job(work: work, fd: fd)
+        let r = startThread(Unmanaged.passRetained(j as ThreadJob).toOpaque())
+        guard r == 0 else { throw Errno(r) }
+        job = j
+        done = then
+    }
+
+    private func finished() {
+        var count: UInt64 = 0
+        guard (try? sysNonBlocking { read(fd, &count, 8) }) != nil, let j = job, let result = j.result else { return }
+        let then = done
+        job = nil
+        done = nil
+        then?(result)
+    }
+}
+
+/// What a job's thread runs; not generic, so the thread's entry point can be a C function.
+class ThreadJob: @unchecked Sendable {
+    func execute() {}
+}
+
+/// The thread owns the job until it writes the eventfd; the loop reads `result` only after reading it.
+private final class Job<Result: Sendable>: ThreadJob, @unchecked Sendable {
+    let work: @Sendable () -> Result
+    let fd: Int32
+    var result: Result?
+
+    init(work: @escaping @Sendable () -> Result, fd: Int32) {
+        self.work = work
+        self.fd = fd
+    }
+
+    override func execute() {
+        result = work()
+        var one: UInt64 = 1
+        _ = try? sys { write(fd, &one, 8) }
+    }
+}
+
+/// Starts a detached thread running the job `context` holds (retained; the thread releases it).
+private func startThread(_ context: UnsafeMutableRawPointer) -> Int32 {
+    var thread = pthread_t()
+    let r = pthread_create(&thread, nil, { context in
+        let job = Unmanaged<ThreadJob>.fromOpaque(context!).takeRetainedValue()
+        job.execute()
+        return nil
+    }, context)
+    if r == 0 {
+        pthread_detach(thread)
+    } else {
+        Unmanaged<ThreadJob>.fromOpaque(context).release()
+    }
+    return r
+}
