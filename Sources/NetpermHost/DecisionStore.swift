@@ -16,7 +16,8 @@ public struct DecisionStore: Sendable {
     /// rather than refusing to start. A missing file is no decisions.
     public func load() -> Decisions {
         let bytes: [UInt8]
-        do { bytes = try Files.read(path) } catch {
+        // Read whole, however large: the daemon wrote it, and each line is a decision someone was told is kept.
+        do { bytes = try Files.read(path, limit: .max) } catch {
             if error.errno != .notFound { setAside("cannot read \(path): \(error)") }
             return Decisions()
         }
