@@ -17,6 +17,10 @@ final class ClientConnection {
     var keepAfterEOF = false
     private var interest: UInt32 = 0
     private(set) var isClosed = false
+    /// Events dropped since the subscriber fell `maxEventBytes` behind; nil while it keeps up.
+    private var dropped: Int?
+    /// Closes a subscriber that has not caught up `maxLagMicroseconds` after falling behind.
+    private var stallTimer: TimerSource?
 
     init(id: UInt64, fd: Int32, server: ControlServer) {
         self.id = id
@@ -56,24 +60,60 @@ final class ClientConnection {
         if wasEmpty { flushAndWatch() }
     }
 
-    /// An event line. A subscriber that has fallen `maxEventBytes` behind gets a last overflow line (best effort)
-    /// and is disconnected. Never blocks.
+    /// An event line. Never blocks: a subscriber that has fallen `maxEventBytes` behind loses the events it has
+    /// not read (never a reply), and the events after them, until it has read its queue empty; then the
+    /// processor is told (`caughtUp`), and sends the whole state again. One that has not caught up within
+    /// `maxLagMicroseconds` has stopped reading: it gets a last overflow line (best effort) and is closed.
     func push(head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer) {
         guard !isClosed else { return }
+        if let d = dropped {
+            dropped = d + 1
+            return
+        }
         if queuedBytes > server.limits.maxEventBytes {
-            Log.warning("subscriber fd \(fd) fell \(queuedBytes) bytes behind: disconnecting it")
-            // The unsent backlog is lost anyway; drop it (keeping the line already begun) so the overflow line
-            // has a chance to fit into the socket's buffer before the close.
-            if let end = out[outStart...].firstIndex(of: 0x0A) { out.removeSubrange((end + 1)...) }
-            out.append(contentsOf: "{\"event\":\"overflow\"}\n".utf8)
-            flush()
-            close()
+            let lost = dropUnsentEvents() + 1
+            dropped = lost
+            Log.warning("subscriber fd \(fd) fell more than \(server.limits.maxEventBytes) bytes behind: dropped "
+                + "\(lost) events; it gets the whole state again once it has caught up")
+            stallTimer = server.afterLagLimit { [weak self] in self?.stalled() }
             return
         }
         let wasEmpty = queuedBytes == 0
         out.append(contentsOf: head)
         out.append(contentsOf: tail)
         if wasEmpty { flushAndWatch() }
+    }
+
+    /// Drops the unsent event lines, keeping the line already begun (part of it went out) and every reply.
+    /// Returns how many events were dropped. Event lines are told apart by their start, `{"event":`.
+    private func dropUnsentEvents() -> Int {
+        guard let firstEnd = out[outStart...].firstIndex(of: 0x0A) else { return 0 }
+        let eventStart = Array("{\"event\":".utf8)
+        var kept = Array(out[..<(firstEnd + 1)])
+        var count = 0
+        var start = firstEnd + 1
+        while start < out.count {
+            let end = out[start...].firstIndex(of: 0x0A).map { $0 + 1 } ?? out.count
+            if out[start..<end].starts(with: eventStart) {
+                count += 1
+            } else {
+                kept.append(contentsOf: out[start..<end])
+            }
+            start = end
+        }
+        out = kept
+        return count
+    }
+
+    /// Still behind when its time ran out: it is not reading.
+    private func stalled() {
+        stallTimer = nil
+        guard !isClosed, dropped != nil else { return }
+        Log.warning("subscriber fd \(fd) has not caught up \(server.limits.maxLagMicroseconds / 1_000_000) s after "
+            + "falling behind: disconnecting it")
+        out.append(contentsOf: "{\"event\":\"overflow\"}\n".utf8)
+        flush()
+        close()
     }
 
     private func flushAndWatch() {
@@ -144,6 +184,12 @@ final class ClientConnection {
         if outStart == out.count {
             out.removeAll(keepingCapacity: out.capacity <= 65536)
             outStart = 0
+            if let d = dropped, !isClosed {
+                dropped = nil
+                stallTimer?.cancel()
+                stallTimer = nil
+                server.caughtUp(self, dropped: d)
+            }
         } else if outStart > 65536 {
             out.removeSubrange(0..<outStart)
             outStart = 0
@@ -169,6 +215,8 @@ final class ClientConnection {
     func close() {
         guard !isClosed else { return }
         isClosed = true
+        stallTimer?.cancel()
+        stallTimer = nil
         source?.cancel()
         source = nil
         FD.close(fd)

@@ -7,6 +7,8 @@ public protocol ControlDelegate: AnyObject {
     func opened(_ id: UInt64, fd: Int32)
     func frame(_ id: UInt64, _ frame: LineFramer.Frame)
     func closed(_ id: UInt64)
+    /// A subscriber that fell behind has read everything queued for it; `dropped` events were not sent.
+    func caughtUp(_ id: UInt64, dropped: Int)
 }
 
 /// The control socket's transport: accepts clients, frames their lines, bounds each client's queues, and deals in
@@ -16,8 +18,11 @@ public final class ControlServer {
     public struct Limits: Sendable {
         /// Stop reading a client's requests while this many reply bytes wait for it.
         public var maxQueuedBytes = 256 * 1024
-        /// A subscriber with this many event bytes unread is disconnected (after a final overflow event).
+        /// A subscriber with this many bytes unread loses the events it has not read, until it catches up.
         public var maxEventBytes = 1024 * 1024
+        /// A subscriber that has not caught up this long after falling behind is disconnected (after a final
+        /// overflow line).
+        public var maxLagMicroseconds: UInt64 = 30_000_000
         public var maxLine = LineFramer.defaultMaxLine
         public init() {}
     }
@@ -123,6 +128,12 @@ public final class ControlServer {
             clients[id] = client
             delegate.opened(id, fd: fd)
         }
+    }
+
+    func caughtUp(_ client: ClientConnection, dropped: Int) { delegate.caughtUp(client.id, dropped: dropped) }
+
+    func afterLagLimit(_ body: @escaping () -> Void) -> TimerSource? {
+        try? loop.addTimer(afterMicroseconds: limits.maxLagMicroseconds, body)
     }
 
     func remove(_ client: ClientConnection) {

@@ -14,8 +14,20 @@ public enum EventName: String, Sendable, CaseIterable {
     case promptExpired = "prompt-expired"
     case promptAnswered = "prompt-answered"
     case stopping
-    /// Written by the transport itself, last, to a subscriber it drops for falling behind.
+    /// The whole state again, as in the snapshot, after events were lost: the kernel's messages (a netlink
+    /// overrun) or the subscriber's own (it fell too far behind and its backlog was dropped).
+    case resync
+    /// Written by the transport itself, last, to a subscriber it drops for not reading at all.
     case overflow
+}
+
+/// Why a subscriber gets a `resync` event.
+public enum ResyncReason: String, Sendable {
+    /// The daemon's netlink socket overran: kernel messages were lost and everything was read again, so the
+    /// events since the last picture are only the net change.
+    case netlinkOverrun = "netlink-overrun"
+    /// The subscriber fell too far behind: the events it had not read were dropped (`dropped` counts them).
+    case fellBehind = "fell-behind"
 }
 
 /// A change the daemon tells subscribers about. Events mean change: they are derived by comparing

@@ -90,6 +90,9 @@ public struct KernelSnapshot: Equatable, Sendable {
     public var egress: [AddressFamily: Egress]
     /// By ifindex; a link without an entry has no sysfs facts (the classifier falls back to netlink's).
     public var sysfs: [Int32: SysfsFacts]
+    /// How many times messages were lost (the event socket overran) and everything was read again; a change
+    /// tells subscribers their events since are only the net change.
+    public var resyncs = 0
     public init(links: [LinkFacts] = [], addresses: [AddressFacts] = [], defaultRoutes: [DefaultRouteFacts] = [],
                 egress: [AddressFamily: Egress] = [:], sysfs: [Int32: SysfsFacts] = [:]) {
         self.links = links; self.addresses = addresses; self.defaultRoutes = defaultRoutes; self.egress = egress

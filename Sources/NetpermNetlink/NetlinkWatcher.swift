@@ -24,6 +24,8 @@ public final class NetlinkWatcher {
     private var tables = KernelTables()
     /// Read links and addresses again by a dump: at start, after lost messages.
     private var needDump = true
+    /// Messages were lost: the next picture counts as a resync (`KernelSnapshot.resyncs`).
+    private var lostMessages = false
     /// Links or addresses changed since the last picture.
     private var tablesChanged = false
     /// Ask the kernel again where traffic goes.
@@ -117,6 +119,7 @@ public final class NetlinkWatcher {
                 overruns += 1
                 Log.warning("netlink: reading events: \(error); reading everything again")
                 needDump = true
+                lostMessages = true
                 continue
             } catch {
                 Log.err("netlink: reading events: \(error)")
@@ -127,6 +130,7 @@ public final class NetlinkWatcher {
                 buffer = [UInt8](repeating: 0, count: n)
                 Log.warning("netlink: an event of \(n) bytes was cut; reading everything again")
                 needDump = true
+                lostMessages = true
                 continue
             }
             var remaining = Int32(n)
@@ -222,6 +226,10 @@ public final class NetlinkWatcher {
             }
             tables = fresh
             needDump = false
+            if lostMessages {
+                lostMessages = false
+                last.resyncs += 1
+            }
             tablesChanged = true
             routesChanged = true
             return

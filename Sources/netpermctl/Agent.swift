@@ -30,21 +30,11 @@ enum Agent {
             }
             Output.out("netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)\n")
             var inputEnded = false
+            var prompts = Prompts()
             while let line = try nextLine(conn, watching: input, inputEnded: &inputEnded) {
                 guard let e = try? JSONParser.parse(line) else { continue }
-                switch e["event"]?.stringValue.flatMap(EventName.init) {
-                case .snapshot?:
-                    for p in e["prompts"]?.arrayValue ?? [] { try ask(p, conn: conn, input: input) }
-                case .prompt?:
-                    try ask(e, conn: conn, input: input)
-                case .promptExpired?:
-                    Output.out("prompt \(e["id"]?.intValue ?? 0) for \(e["app"]?.stringValue ?? "?") "
-                        + "(\(e["kind"]?.stringValue ?? "?")) expired unanswered\n")
-                case .stopping?:
-                    Output.out("netpermd is stopping\n")
-                case .link?, .app?, .policy?, .promptAnswered?, .overflow?, nil:
-                    break
-                }
+                prompts.note(e)
+                while let p = prompts.next() { try ask(p, conn: conn, input: input, prompts: &prompts) }
             }
             die("netpermd closed the connection", .unreachable)
         } catch {
@@ -75,7 +65,7 @@ enum Agent {
 
     /// One prompt: ask until the answer is understood, then DECIDE (or skip). Events that arrive before the
     /// DECIDE reply are shown, not lost.
-    static func ask(_ p: JSON, conn: Connection, input: Connection) throws(Errno) {
+    static func ask(_ p: JSON, conn: Connection, input: Connection, prompts: inout Prompts) throws(Errno) {
         while true {
             Output.out(question(p))
             guard let answer = try input.readLine() else {
@@ -98,9 +88,8 @@ enum Agent {
             while let line = try conn.readLine() {
                 guard let r = try? JSONParser.parse(line) else { continue }
                 if r["event"] != nil {
-                    if r["event"]?.stringValue == EventName.promptExpired.rawValue {
-                        Output.out("prompt \(r["id"]?.intValue ?? 0) for \(r["app"]?.stringValue ?? "?") expired\n")
-                    }
+                    // Prompts raised meanwhile are asked next, not lost.
+                    prompts.note(r)
                     continue
                 }
                 if r["ok"]?.boolValue == true {
@@ -112,6 +101,48 @@ enum Agent {
             }
             throw Errno(ECONNRESET)
         }
+    }
+}
+
+/// The prompts the agent has yet to ask, in the order they came, each asked once: from the snapshot, from
+/// `prompt` events (also those that arrive while another is being answered), and from a `resync` after events
+/// were lost. One that expired or was answered elsewhere is not asked.
+struct Prompts {
+    private var queue: [JSON] = []
+    private var seen: Set<Int> = []
+
+    mutating func note(_ e: JSON) {
+        switch e["event"]?.stringValue.flatMap(EventName.init) {
+        case .snapshot?, .resync?:
+            let open = e["prompts"]?.arrayValue ?? []
+            let openIDs = Set(open.compactMap { $0["id"]?.intValue })
+            queue.removeAll { !openIDs.contains($0["id"]?.intValue ?? -1) }
+            for p in open { add(p) }
+        case .prompt?:
+            add(e)
+        case .promptExpired?:
+            Output.out("prompt \(e["id"]?.intValue ?? 0) for \(e["app"]?.stringValue ?? "?") "
+                + "(\(e["kind"]?.stringValue ?? "?")) expired unanswered\n")
+            drop(e)
+        case .promptAnswered?:
+            drop(e)
+        case .stopping?:
+            Output.out("netpermd is stopping\n")
+        case .link?, .app?, .policy?, .overflow?, nil:
+            break
+        }
+    }
+
+    mutating func next() -> JSON? { queue.isEmpty ? nil : queue.removeFirst() }
+
+    private mutating func add(_ p: JSON) {
+        guard let id = p["id"]?.intValue, seen.insert(id).inserted else { return }
+        queue.append(p)
+    }
+
+    private mutating func drop(_ e: JSON) {
+        let id = e["id"]?.intValue
+        queue.removeAll { $0["id"]?.intValue == id }
     }
 }
 

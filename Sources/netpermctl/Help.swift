@@ -165,12 +165,15 @@ enum Help {
         case .monitor:
             return """
                 With -t, one line per event: SEQ:EVENT:SUBJECT, then FIELD:OLD:NEW for each field that changed.
-                EVENT is link, link-added, link-removed, app, policy, stopping or overflow (which has no SEQ);
+                EVENT is link, link-added, link-removed, app, policy, stopping, resync or overflow (which has no
+                SEQ);
                 SUBJECT is the link's or the app's name, empty for the others. The FIELDs of links are those of
                 links -t IFACE; of apps, those of query -t from available to other-source; of the policy,
                 policy-generation, policy-apps and policy-error. The snapshot that starts each connection is a
                 link line per link, an app line per app and a policy line, each with every field and an empty
-                OLD, as is link-added; link-removed, stopping and overflow have no fields.
+                OLD, as is link-added; link-removed, stopping and overflow have no fields. A resync (events were
+                lost) is SEQ:resync:WHY[:DROPPED], then a line for each link, app or policy that differs from
+                what the monitor knew, with the resync's SEQ.
                 """
         case .wait:
             return """

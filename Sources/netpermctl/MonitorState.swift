@@ -11,6 +11,9 @@ enum MonitorChange {
     case app(seq: Int, old: JSON?, new: JSON)
     case policy(seq: Int, old: JSON?, new: JSON)
     case stopping(seq: Int)
+    /// Events were lost (`why`; `dropped` of them when the monitor fell behind): the whole state came again, and
+    /// `changes` is what differs from what the monitor knew.
+    indirect case resync(seq: Int, why: String, dropped: Int?, changes: [MonitorChange])
     case overflow
     case other(seq: Int, name: String)
 }
@@ -20,6 +23,43 @@ struct MonitorState {
     private var links: [Int: JSON] = [:]
     private var apps: [String: JSON] = [:]
     private var policy: JSON?
+
+    /// Replaces what the monitor knew with a resync's state; returns the differences as the events that were
+    /// lost would have told them (for the topics the resync carries).
+    private mutating func resync(_ e: JSON, seq: Int) -> [MonitorChange] {
+        var changes: [MonitorChange] = []
+        if let links = e["links"]?.arrayValue {
+            var fresh: [Int: JSON] = [:]
+            for l in links { fresh[LinkView(l).index] = l }
+            for (index, old) in self.links.sorted(by: { $0.key < $1.key }) where fresh[index] == nil {
+                changes.append(.link(seq: seq, .removed, old: old, new: old))
+            }
+            for l in links {
+                let index = LinkView(l).index
+                if let old = self.links[index] {
+                    if old != l { changes.append(.link(seq: seq, .changed, old: old, new: l)) }
+                } else {
+                    changes.append(.link(seq: seq, .added, old: nil, new: l))
+                }
+            }
+            self.links = fresh
+        }
+        if let apps = e["apps"]?.arrayValue {
+            for v in apps {
+                let name = v["app"]?.stringValue ?? ""
+                if let old = self.apps[name], old["available"] == v["available"], old["reason"] == v["reason"],
+                   old["permissions"] == v["permissions"], old["denied_kinds"] == v["denied_kinds"],
+                   old["pending_kinds"] == v["pending_kinds"] { continue }
+                changes.append(.app(seq: seq, old: self.apps[name], new: v))
+                self.apps[name] = v
+            }
+        }
+        if let p = e["policy"], p != policy {
+            changes.append(.policy(seq: seq, old: policy, new: p))
+            policy = p
+        }
+        return changes
+    }
 
     mutating func apply(_ e: JSON) -> MonitorChange? {
         let seq = e["seq"]?.intValue ?? 0
@@ -52,6 +92,9 @@ struct MonitorState {
             return .policy(seq: seq, old: policy, new: e)
         case .stopping?:
             return .stopping(seq: seq)
+        case .resync?:
+            return .resync(seq: seq, why: e["why"]?.stringValue ?? "?", dropped: e["dropped"]?.intValue,
+                           changes: resync(e, seq: seq))
         case .overflow?:
             return .overflow
         case .prompt?, .promptExpired?, .promptAnswered?, nil:

@@ -27,6 +27,9 @@ enum MonitorTerse {
             return line(seq, "policy", "", old: old.map(Terse.policy) ?? [], new: Terse.policy(new))
         case let .stopping(seq):
             return "\(seq):stopping"
+        case let .resync(seq, why, dropped, changes):
+            return ([Terse.fields([String(seq), "resync", why] + (dropped.map { [String($0)] } ?? []))]
+                + changes.compactMap { describe($0, app: filter) }).joined(separator: "\n")
         case .overflow:
             return ":overflow"
         case let .other(seq, name):

@@ -50,6 +50,14 @@ enum MonitorText {
                 + (old["error"]?.stringValue == nil ? "" : ", error cleared")
         case let .stopping(seq):
             return "[\(seq)] netpermd is stopping"
+        case let .resync(seq, why, dropped, changes):
+            let lost = why == ResyncReason.fellBehind.rawValue
+                ? "this monitor fell behind and \(dropped ?? 0) events were dropped"
+                : why == ResyncReason.netlinkOverrun.rawValue ? "netpermd lost kernel messages and read everything again"
+                : why
+            let lines = changes.compactMap { describe($0, app: filter) }
+            return "[\(seq)] resync: \(lost); " + (lines.isEmpty ? "nothing differs" : "what differs:")
+                + lines.map { "\n  " + $0 }.joined()
         case .overflow:
             return "netpermd dropped this monitor: it fell too far behind"
         case let .other(seq, name):

@@ -117,6 +117,8 @@ final class Interpreter: ControlDelegate {
 
     // MARK: - ControlDelegate
 
+    func caughtUp(_ id: UInt64, dropped: Int) { feed(.caughtUp(id, dropped: dropped)) }
+
     func opened(_ id: UInt64, fd: Int32) {
         let identity = Peer.identify(fd: fd)
             ?? PeerIdentity(pid: 0, uid: UInt32.max, gids: [], executable: nil, unit: nil, problem: "SO_PEERCRED failed")

@@ -11,16 +11,20 @@ struct Options {
     var logLevel = Priority.info
     /// SO_RCVBUF of the netlink event socket; tests shrink it to force overruns.
     var netlinkReceiveBuffer: Int32 = 4 << 20
+    /// How long a subscriber that fell behind may take to catch up before it is disconnected.
+    var subscriberTimeoutSeconds: UInt64 = 30
 
     static let usage = """
         usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
-                        [--netlink-rcvbuf BYTES] [--version] [--help]
+                        [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--version] [--help]
           --socket PATH      control socket (default /run/netpermd/netpermd.sock)
           --config PATH      configuration file (default /etc/netpermd/netpermd.conf; drop-ins in PATH.d/*.conf)
           --state-dir PATH   where decisions are kept (default /var/lib/netpermd)
           --log-level LEVEL  err, warning, notice, info (default) or debug
           --sysfs PATH       sysfs root used for classification (default /sys)
           --netlink-rcvbuf BYTES  receive buffer of the netlink socket (default 4194304)
+          --subscriber-timeout SECONDS  how long a subscriber that fell 1 MiB behind may take to read its
+                             queue empty before it is disconnected (default 30)
           --version          print the version and exit
           -h, --help         print this help and exit
         """
@@ -51,6 +55,11 @@ struct Options {
                     return .exit(2, "netpermd: --netlink-rcvbuf takes a positive number of bytes\n")
                 }
                 o.netlinkReceiveBuffer = n
+            case "--subscriber-timeout":
+                guard let v = value(), let n = UInt64(v), n > 0, n <= 86400 else {
+                    return .exit(2, "netpermd: --subscriber-timeout takes a number of seconds from 1 to 86400\n")
+                }
+                o.subscriberTimeoutSeconds = n
             case "--version": return .exit(0, "netpermd \(DaemonState.version)\n")
             case "-h", "--help": return .exit(0, usage + "\n")
             default: return .exit(2, "netpermd: unknown argument '\(a)'\n" + usage + "\n")

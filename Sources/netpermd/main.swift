@@ -63,6 +63,7 @@ func run() -> Int32 {
 
     var limits = ControlServer.Limits()
     limits.maxLine = Request.maxLine
+    limits.maxLagMicroseconds = options.subscriberTimeoutSeconds * 1_000_000
     let server: ControlServer
     do { server = try ControlServer(loop: loop, listenFD: listenFD, limits: limits, delegate: interpreter) } catch {
         fail("cannot serve the control socket: \(error)")

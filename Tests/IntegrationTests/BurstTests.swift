@@ -11,7 +11,7 @@ final class BurstTests: IntegrationTestCase {
         return "link set \(link) \((i / 2) % 2 == 0 ? "down" : "up")"
     } + ["link set wlan0p down", "link set wwan0 down"]
 
-    private func runBurst(extraArgs: [String]) throws -> Fixture {
+    private func runBurst(extraArgs: [String], subscribe: Bool = false) throws -> Fixture {
         XCTAssertEqual(Self.burst.last, "link set wwan0 down")
         XCTAssertEqual(Self.burst[Self.burst.count - 2], "link set wlan0p down")
         let f = try makeFixture(extraArgs: extraArgs)
@@ -23,6 +23,19 @@ final class BurstTests: IntegrationTestCase {
                 && links[name: "wwan0"]?.usable == true
         }
 
+        if subscribe {
+            subscriber = try EvChannel.connect(f.socket, name: "subscriber")
+            try subscriber!.send("SUBSCRIBE links\n")
+            _ = try subscriber!.readLine(timeout: 5)
+            for (name, terse) in [("monitor", false), ("monitor -t", true)] {
+                let m = try EvPipedCommand([netpermctl, "--socket", f.socket] + (terse ? ["-t"] : []) + ["monitor"],
+                                           stderrPath: "\(f.dir)/\(name).err", name: name)
+                addTeardownBlock { m.stop() }
+                monitors.append(m)
+                // Its snapshot is out once it has printed something.
+                _ = try m.channel.readLine(timeout: 5)
+            }
+        }
         try f.ns.batch(Self.burst, scratchDir: f.dir)
 
         let expected: [String: (admin: Bool, carrier: Bool)] = [
@@ -60,9 +73,51 @@ final class BurstTests: IntegrationTestCase {
     }
 
     func testBurstOfTogglesWithOverrunNetlinkSocket() throws {
-        let f = try runBurst(extraArgs: ["--netlink-rcvbuf", "4096"])
+        let f = try runBurst(extraArgs: ["--netlink-rcvbuf", "4096"], subscribe: true)
         // The point of the tiny buffer: the kernel did drop events and the daemon noticed.
         XCTAssertTrue(f.daemon.log.contains("reading everything again"),
                       "expected an overrun (ENOBUFS) and a resync with --netlink-rcvbuf 4096")
+        // And said so to its subscriber: a resync with the whole picture, after which the subscriber's view (the
+        // last resync, then the link events after it) is the daemon's.
+        let sub = try XCTUnwrap(subscriber)
+        try sub.send("PING\n")
+        var view: [String: [String: Any]] = [:]
+        var resyncs = 0
+        while let line = try sub.readLine(timeout: 5), !line.contains("\"pong\"") {
+            let o = try JSONValue.object(line)
+            switch o["event"] as? String {
+            case "snapshot"?, "resync"?:
+                if o["event"] as? String == "resync" {
+                    resyncs += 1
+                    XCTAssertEqual(o["why"] as? String, "netlink-overrun")
+                }
+                view = [:]
+                for l in o["links"] as? [[String: Any]] ?? [] { view[l["name"] as? String ?? ""] = l }
+            case "link"?:
+                let l = o["link"] as? [String: Any] ?? [:]
+                view[l["name"] as? String ?? ""] = o["change"] as? String == "removed" ? nil : l
+            default:
+                break
+            }
+        }
+        XCTAssertGreaterThan(resyncs, 0, "the subscriber was told it missed something")
+        // netpermctl monitor says so too, in its two forms.
+        for (m, expected) in zip(monitors, ["resync: netpermd lost kernel messages", ":resync:netlink-overrun"]) {
+            var seen: [String] = []
+            while let line = try m.channel.readLine(timeout: 5) {
+                seen.append(line)
+                if line.contains(expected) { break }
+            }
+            XCTAssertTrue(seen.contains { $0.contains(expected) }, "\(m.channel): \(seen.suffix(5))")
+        }
+        let daemon = try links(f.socket)
+        for l in daemon {
+            XCTAssertEqual(view[l.name]?["carrier"] as? Bool, l.carrier, "\(l.name) in the subscriber's view")
+            XCTAssertEqual(view[l.name]?["admin_up"] as? Bool, l.adminUp, "\(l.name) in the subscriber's view")
+        }
     }
+
+    /// Subscribed to links before the burst (runBurst with `subscribe`), and `netpermctl monitor` and `-t monitor`.
+    private var subscriber: EvChannel?
+    private var monitors: [EvPipedCommand] = []
 }

@@ -301,13 +301,15 @@ final class EventsWaitTests: IntegrationTestCase {
 
     // MARK: - A subscriber that does not read
 
-    /// A subscriber that never reads is disconnected once it falls 1 MiB behind (perhaps after an overflow
-    /// line), while another subscriber keeps getting every event and a client keeps getting answers.
+    /// A subscriber that never reads loses its events once it falls 1 MiB behind and is disconnected when it has
+    /// not caught up within --subscriber-timeout (perhaps after an overflow line), while another subscriber keeps
+    /// getting every event and a client keeps getting answers.
     func testASubscriberThatNeverReadsIsDisconnected() throws {
         // 300 apps that all change together when wlan0 comes and goes: each flip is ~100 KB of app events.
         let appCount = 300
         let apps = (1...appCount).map { "[App app\($0)]\nExecutable=/nonexistent/app\($0)\n" }.joined(separator: "\n")
-        let f = try makeAppFixture(policy: "[Defaults]\nWWAN=deny\n\n" + apps, peersApart: true)
+        let f = try makeAppFixture(policy: "[Defaults]\nWWAN=deny\n\n" + apps, peersApart: true,
+                                   extraArgs: ["--subscriber-timeout", "1"])
         try bothUp(f)
 
         let stalled = try EvChannel.connect(f.socket, name: "stalled subscriber")
@@ -386,6 +388,59 @@ final class EventsWaitTests: IntegrationTestCase {
         XCTAssertEqual(reader.events.count, reader.lastSeq, "no event was missed or repeated")
         XCTAssertEqual(VerdictView(try client.request("QUERY app1"))?.available, !upNow)
         XCTAssertTrue(f.daemon.isRunning)
+    }
+
+    /// A subscriber that reads, but too slowly, loses the events it had not read once it falls 1 MiB behind; once
+    /// it has read everything it gets a `resync` with how many were dropped and the whole state, which is the
+    /// daemon's, and the stream goes on.
+    func testASlowSubscriberIsResyncedOnceItCatchesUp() throws {
+        let appCount = 300
+        let apps = (1...appCount).map { "[App app\($0)]\nExecutable=/nonexistent/app\($0)\n" }.joined(separator: "\n")
+        let f = try makeAppFixture(policy: "[Defaults]\nWWAN=deny\n\n" + apps, peersApart: true)
+        try bothUp(f)
+        let slow = try EvChannel.connect(f.socket, name: "slow subscriber")
+        try slow.send("SUBSCRIBE apps\n")
+        let client = try EvChannel.connect(f.socket, name: "querying client")
+        // Flip wlan0 until the daemon says it dropped the slow one's backlog (each flip ~100 KB of events).
+        var round = 0
+        while !f.daemon.log.contains("dropped") && round < 60 {
+            round += 1
+            let up = round % 2 == 0
+            try f.setPeer(of: "wlan0", up: up)
+            try waitUntil("round \(round): app1 \(up ? "available" : "denied")", timeout: 5) {
+                let reply = try client.request("QUERY app1", timeout: 2)
+                return (VerdictView(reply)?.available == up, "\(reply)")
+            }
+        }
+        XCTAssertTrue(f.daemon.log.contains("fell more than"), "fell behind after \(round) rounds")
+        // Now it reads: whole lines, seq consecutive up to a gap, then the resync.
+        var lines: [[String: Any]] = []
+        var resync: [String: Any]?
+        while resync == nil, let line = try slow.readLine(timeout: 5) {
+            let o = try JSONValue.object(line)
+            lines.append(o)
+            if o["event"] as? String == "resync" { resync = o }
+        }
+        let r = try XCTUnwrap(resync, "no resync among \(lines.count) lines")
+        XCTAssertEqual(r["why"] as? String, "fell-behind")
+        let dropped = try JSONValue.int(r, "dropped")
+        XCTAssertGreaterThan(dropped, 0)
+        let seqs = lines.dropFirst().compactMap { $0["seq"] as? Int }
+        XCTAssertEqual(seqs.first, 1, "the snapshot")
+        let beforeGap = Array(seqs.dropLast())
+        XCTAssertEqual(beforeGap, Array(1..<(beforeGap.count + 1)), "consecutive until the gap")
+        XCTAssertEqual(seqs.last, (seqs.dropLast().last ?? 0) + dropped + 1, "the gap is what was dropped")
+        // Its state is the daemon's now.
+        let upNow = round % 2 == 0
+        let resyncApps = try XCTUnwrap(r["apps"] as? [[String: Any]])
+        XCTAssertEqual(resyncApps.count, appCount + 1)
+        XCTAssertTrue(resyncApps.allSatisfy { VerdictView($0)?.available == upNow }, "every app as it is now")
+        // The stream goes on.
+        try f.setPeer(of: "wlan0", up: !upNow)
+        let next = try JSONValue.object(XCTUnwrap(try slow.readLine(timeout: 5)))
+        XCTAssertEqual(next["event"] as? String, "app")
+        XCTAssertEqual(next["seq"] as? Int, (seqs.last ?? 0) + 1)
+        XCTAssertFalse(slow.peerHasClosed())
     }
 
     // MARK: - Waiting

@@ -20,6 +20,8 @@ final class TransportTests: XCTestCase {
             if let onFrame { onFrame(id, frame) } else { reply(id, frame) }
         }
         func closed(_ id: UInt64) { closed.append(id) }
+        var caughtUp: [(UInt64, Int)] = []
+        func caughtUp(_ id: UInt64, dropped: Int) { caughtUp.append((id, dropped)) }
 
         func reply(_ id: UInt64, _ frame: LineFramer.Frame) {
             let text: String
@@ -141,7 +143,9 @@ final class TransportTests: XCTestCase {
         XCTAssertEqual(answered, requests)
     }
 
-    func testASubscriberFallingBehindGetsOverflowAndIsClosed() throws {
+    /// A subscriber that falls `maxEventBytes` behind loses the events it has not read, never a reply; once it
+    /// has read everything, the processor hears how many it missed (and sends the whole state again).
+    func testASubscriberFallingBehindLosesEventsNotRepliesAndCatchesUp() throws {
         var limits = ControlServer.Limits()
         limits.maxEventBytes = 256 * 1024
         try start(limits)
@@ -150,17 +154,53 @@ final class TransportTests: XCTestCase {
         server.keepOpenAfterInputEnds(id)
         let head = Array("{\"event\":\"link\",\"seq\":1".utf8)
         let tail = Array((",\"pad\":\"" + String(repeating: "p", count: 32_000) + "\"}\n").utf8)
-        for _ in 0..<200 where recorder.closed.isEmpty {
-            head.withUnsafeBytes { h in tail.withUnsafeBytes { t in server.event(id, head: h, tail: t) } }
+        func event() { head.withUnsafeBytes { h in tail.withUnsafeBytes { t in server.event(id, head: h, tail: t) } } }
+        var sent = 0
+        for i in 0..<200 {
+            event()
+            sent += 1
+            // A reply in the middle of the backlog: it must survive the drop.
+            if i == 100 { Array("{\"ok\":true,\"reply\":1}\n".utf8).withUnsafeBytes { server.reply(id, $0) } }
         }
-        XCTAssertEqual(recorder.closed, [id], "dropped once it fell too far behind, without blocking")
-        // The client's socket is full: the overflow line is best effort, and what arrives stops at a line's edge
-        // or inside the one being sent when the connection closed.
+        XCTAssertEqual(recorder.closed, [], "falling behind does not close the connection")
+        XCTAssertLessThan(server.queuedBytes(id) ?? 0, limits.maxEventBytes, "the backlog was dropped")
+        XCTAssertTrue(recorder.caughtUp.isEmpty, "not caught up before it reads")
+
+        let got = read(c, until: { $0.contains("\"reply\":1}\n") && !recorder.caughtUp.isEmpty })
+        let lines = got.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        XCTAssertTrue(lines.allSatisfy { $0.hasPrefix("{\"event\":\"link\"") || $0 == "{\"ok\":true,\"reply\":1}" },
+                      "whole lines only")
+        XCTAssertEqual(lines.filter { $0.hasPrefix("{\"ok\"") }.count, 1, "the reply came through")
+        let events = lines.filter { $0.hasPrefix("{\"event\"") }.count
+        XCTAssertEqual(recorder.caughtUp.first?.0, id)
+        XCTAssertEqual(events + (recorder.caughtUp.first?.1 ?? 0), sent, "every event either sent or counted as dropped")
+        XCTAssertGreaterThan(recorder.caughtUp.first?.1 ?? 0, 0)
+
+        // Caught up: events flow again.
+        event()
+        XCTAssertTrue(read(c, until: { $0.hasSuffix("\"}\n") }).hasPrefix("{\"event\":\"link\""))
+    }
+
+    /// One that does not read at all is closed `maxLagMicroseconds` after falling behind, with a last overflow
+    /// line, and what it had is whole lines.
+    func testASubscriberThatStopsReadingIsClosedAfterItsTime() throws {
+        var limits = ControlServer.Limits()
+        limits.maxEventBytes = 256 * 1024
+        limits.maxLagMicroseconds = 200_000
+        try start(limits)
+        let c = try connect()
+        let id = recorder.opened[0]
+        server.keepOpenAfterInputEnds(id)
+        let head = Array("{\"event\":\"link\",\"seq\":1".utf8)
+        let tail = Array((",\"pad\":\"" + String(repeating: "p", count: 32_000) + "\"}\n").utf8)
+        for _ in 0..<200 { head.withUnsafeBytes { h in tail.withUnsafeBytes { t in server.event(id, head: h, tail: t) } } }
+        XCTAssertEqual(recorder.closed, [])
+        XCTAssertTrue(loop.run(until: { recorder.closed == [id] }, timeout: 5), "closed once its time ran out")
         let got = read(c) { _ in false }
         let lines = got.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
         XCTAssertGreaterThan(lines.count, 4, "the events the socket could hold")
-        XCTAssertTrue(lines.allSatisfy { $0.hasPrefix("{\"event\":\"link\"") && $0.hasSuffix("}") }, "whole lines")
-        XCTAssertLessThan(got.utf8.count, limits.maxEventBytes + 1_000_000, "the backlog was dropped, not sent")
+        XCTAssertTrue(lines.allSatisfy { $0.hasPrefix("{\"event\":") && $0.hasSuffix("}") }, "whole lines")
+        XCTAssertTrue(recorder.caughtUp.isEmpty)
     }
 
     func testALongLineIsRefusedAndTheConnectionStaysUsable() throws {

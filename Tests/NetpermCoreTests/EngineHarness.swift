@@ -171,6 +171,9 @@ final class EngineHarness {
     /// The kernel's picture becomes exactly these links (their kind comes back from classification: wifi and wwan
     /// by sysfs devtype, loopback and other by link type and rtnl kind, the rest Ethernet). The kernel routes each
     /// family as `NetworkState(routedLinks:)` says, unless `egress` says otherwise (rules, route types).
+    /// What the next `setLinks` reports as the kernel's resync count (bump it to play a netlink overrun).
+    var kernelResyncs = 0
+
     func setLinks(_ links: [Link], egress: [AddressFamily: Egress]? = nil) {
         var snap = KernelSnapshot()
         for l in links {
@@ -186,6 +189,7 @@ final class EngineHarness {
             snap.sysfs[l.index] = SysfsFacts(devtype: l.kind == .wifi ? "wlan" : l.kind == .wwan ? "wwan" : nil)
         }
         snap.egress = egress ?? simpleEgress(links)
+        snap.resyncs = kernelResyncs
         feed(.kernel(snap))
     }
 

@@ -271,19 +271,40 @@ extension Engine {
         let range = out.write { b in
             sub.writeHead(.snapshot, into: b)
             var w = JSONWriter(continuing: b)
-            if topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
-            if topics.contains(.apps) {
-                w.objects("apps", tracker.all.filter { sub.privileged || $0.app == sub.appID }) {
-                    $1.write(to: &$0, matchedBy: false)
-                }
-            }
-            if topics.contains(.prompts) && sub.privileged { w.objects("prompts", state.prompts.open) { $1.write(to: &$0) } }
-            if topics.contains(.policy) { w.object("policy") { writePolicy(to: &$0) } }
+            writeState(for: sub, to: &w)
             w.close()
             b.append(0x0A)
         }
         out.append(.reply(session.id, range))
         changeListening(session) { session.subscription = sub }
+    }
+
+    /// What a snapshot and a resync carry: the state of each subscribed topic, as far as the subscriber may see.
+    func writeState(for sub: Subscription, to w: inout JSONWriter) {
+        if sub.topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
+        if sub.topics.contains(.apps) {
+            w.objects("apps", tracker.all.filter { sub.privileged || $0.app == sub.appID }) {
+                $1.write(to: &$0, matchedBy: false)
+            }
+        }
+        if sub.topics.contains(.prompts) && sub.privileged { w.objects("prompts", state.prompts.open) { $1.write(to: &$0) } }
+        if sub.topics.contains(.policy) { w.object("policy") { writePolicy(to: &$0) } }
+    }
+
+    /// The whole state again, after the subscriber's events were lost: sent as an event (it counts in `seq`, and
+    /// a subscriber that falls behind again loses it like any other).
+    func resync(_ session: Session, _ why: ResyncReason, dropped: Int?) {
+        guard session.subscription != nil else { return }
+        let range = out.write { b in
+            session.subscription!.writeHead(.resync, into: b)
+            var w = JSONWriter(continuing: b)
+            w.field("why", why.rawValue)
+            if let dropped { w.field("dropped", dropped) }
+            writeState(for: session.subscription!, to: &w)
+            w.close()
+            b.append(0x0A)
+        }
+        out.append(.event(session.id, head: range, tail: range.upperBound..<range.upperBound))
     }
 
     // MARK: - DECIDE and FORGET

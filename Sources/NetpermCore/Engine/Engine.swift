@@ -19,6 +19,8 @@ public enum Input: Sendable {
     case stored(error: String?)
     /// SIGTERM: tell the subscribers.
     case stopping
+    /// A subscriber that fell behind has read its queue empty; `dropped` events were not sent to it.
+    case caughtUp(ConnectionID, dropped: Int)
 }
 
 /// The daemon's whole state machine: sessions, subscriptions, waiters, prompts, decisions, verdicts and the reply
@@ -61,6 +63,8 @@ public final class Engine {
     private var networkChanged = false
     /// Events of this input not yet sent, in order.
     var pendingEvents: [Event] = []
+    /// Kernel messages were lost: every subscriber gets a `resync` once this input's events are out.
+    private var resyncAll = false
 
     enum TimerPurpose { case waitTimeout(ConnectionID), promptExpiry(promptID: Int) }
     var timers: [TimerID: TimerPurpose] = [:]
@@ -98,6 +102,7 @@ public final class Engine {
         out = effects
         switch input {
         case let .kernel(snapshot):
+            if snapshot.resyncs != kernel.resyncs { resyncAll = true }
             kernel = snapshot
             setNetwork(classify(snapshot))
         case let .policy(result):
@@ -135,6 +140,10 @@ public final class Engine {
         case .stopping:
             pendingEvents.append(.stopping)
             out.append(.notify(.stopping))
+        case let .caughtUp(id, dropped):
+            guard let session = sessions[id], session.subscription != nil else { break }
+            log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
+            resync(session, .fellBehind, dropped: dropped)
         }
         settle()
         if case .started = input {
@@ -165,6 +174,12 @@ public final class Engine {
                 if let s = sessions.values.first(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }) {
                     raisePrompts(v, identity: s.identity)
                 }
+            }
+        }
+        if resyncAll {
+            resyncAll = false
+            for s in sessions.values.sorted(by: { $0.id < $1.id }) where s.subscription != nil {
+                resync(s, .netlinkOverrun, dropped: nil)
             }
         }
         let summary = statusSummary

@@ -427,7 +427,7 @@ struct AppFixture {
 }
 
 extension IntegrationTestCase {
-    func makeAppFixture(policy: String, peersApart: Bool = false) throws -> AppFixture {
+    func makeAppFixture(policy: String, peersApart: Bool = false, extraArgs: [String] = []) throws -> AppFixture {
         let ns = try makeNamespace()
         try ns.addVethPair("wlan0", peer: "wlan0p")
         try ns.addVethPair("wwan0", peer: "wwan0p")
@@ -443,7 +443,7 @@ extension IntegrationTestCase {
         guard chmod(dir, 0o755) == 0 else { throw HarnessError("chmod \(dir): \(String(cString: strerror(errno)))") }
         let config = try writeConfig(IntegrationTestCase.standardConfig + "\n" + policy, in: dir)
         let socket = "\(dir)/netpermd.sock"
-        let daemon = try startDaemon(in: ns, socket: socket, config: config)
+        let daemon = try startDaemon(in: ns, socket: socket, config: config, extraArgs: extraArgs)
         try waitForLinks(socket, "wlan0 and wwan0 are up with carrier") { links in
             ["wlan0", "wwan0"].allSatisfy {
                 links[name: $0].map { $0.adminUp && $0.carrier && $0.operstate == "up" } ?? false
