@@ -1,6 +1,7 @@
 // Kernel constants and structures from the Linux and glibc headers that Swift's Glibc module does not bring in
 // (or brings in only under _GNU_SOURCE), so that NetpermIO can name them instead of repeating magic numbers.
 #include <linux/if.h>
+#include <malloc.h>
 #include <linux/if_arp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>

@@ -34,6 +34,7 @@ public final class ControlServer {
     private let clientGroup: IOGroup
     private var clients: [UInt64: ClientConnection] = [:]
     private var nextID: UInt64 = 1
+    private var releaseTimer: TimerSource?
     /// Clients released from a hold, whose buffered requests wait for `serveReleased()`.
     private var released: [UInt64] = []
     let limits: Limits
@@ -139,5 +140,17 @@ public final class ControlServer {
     func remove(_ client: ClientConnection) {
         guard clients.removeValue(forKey: client.id) != nil else { return }
         delegate.closed(client.id)
+        releaseMemorySoon()
+    }
+
+    /// Once clients have left, their memory goes back to the kernel a second later (at most once a second):
+    /// malloc keeps freed heap for reuse, and a crowd of clients or a flooder's queue would otherwise leave the
+    /// daemon megabytes larger for good.
+    private func releaseMemorySoon() {
+        guard releaseTimer == nil else { return }
+        releaseTimer = try? loop.addTimer(afterMicroseconds: 1_000_000) { [unowned self] in
+            releaseTimer = nil
+            Memory.release()
+        }
     }
 }

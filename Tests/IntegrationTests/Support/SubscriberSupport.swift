@@ -56,7 +56,12 @@ final class EvChannel: @unchecked Sendable {
 
     /// Writes every byte of `text` within `timeout` seconds.
     func send(_ text: String, timeout: Double = 5) throws {
-        let bytes = Array(text.utf8)
+        try send(bytes: Array(text.utf8), timeout: timeout)
+    }
+
+    /// Writes every byte within `timeout` seconds (any bytes: NULs, invalid UTF-8).
+    func send(bytes: [UInt8], timeout: Double = 5) throws {
+        let text = String(decoding: bytes.prefix(80), as: UTF8.self)
         var off = 0
         let deadline = monotonicNow() + timeout
         while off < bytes.count {
