@@ -21,7 +21,7 @@ final class PromptTests: IntegrationTestCase {
 
     /// Only wwan0 (a veth end classified wwan by the config) is up with a default route; `asker` may use
     /// WWAN only if someone says so.
-    private func makeSetup(promptTimeout: Int = 30) throws -> Setup {
+    private func makeSetup(promptTimeout: Int = 30, secondApp: Bool = false) throws -> Setup {
         let ns = try makeNamespace()
         try ns.addVethPair("wwan0", peer: "wwan0p")
         let dir = try makeTempDir()
@@ -30,7 +30,12 @@ final class PromptTests: IntegrationTestCase {
         let asker = dir + "/asker-socat"
         try FileManager.default.copyItem(atPath: Subprocess.resolve("socat"), toPath: asker)
         chmod(asker, 0o755)
-        let config = try writeConfig("""
+        var second = ""
+        if secondApp {
+            try FileManager.default.copyItem(atPath: asker, toPath: dir + "/asker2-socat")
+            second = "[App asker2]\nExecutable=\(dir)/asker2-socat\nWWAN=ask\n\n"
+        }
+        let config = try writeConfig(second + """
             [Interface wwan0]
             Kind=wwan
 
@@ -559,5 +564,41 @@ final class PromptTests: IntegrationTestCase {
         stdinOpen = false
         try out.waitForText("end of input")
         XCTAssertEqual(agent.wait(timeout: 10), 0, out.allText)
+    }
+
+    /// A prompt raised while the agent waits for the answer to another is asked next. The agent used to read past
+    /// it while waiting for its DECIDE's reply, and it was never asked.
+    func testAgentAsksAPromptThatCameWhileAnotherWasOpen() throws {
+        let s = try makeSetup(secondApp: true)
+        let stdin = try Subprocess.makePipe()
+        let stdout = try Subprocess.makePipe()
+        let agent = try Subprocess.spawn([netpermctl, "--socket", s.socket, "agent"], stdin: .fd(stdin.read),
+                                         stdout: .fd(stdout.write), stderr: .fd(stdout.write))
+        close(stdin.read)
+        close(stdout.write)
+        let out = FDLineReader(fd: stdout.read)
+        addTeardownBlock {
+            close(stdin.write)
+            agent.killAndReap()
+            close(stdout.read)
+        }
+        try out.waitForText("waiting for prompts")
+        assertAwaiting(try askerQuery(s), "the first app asks")
+        try out.waitForText("Allow?")
+        // The second asks while the agent waits for the first answer.
+        let second = try Subprocess.run([s.dir + "/asker2-socat", "-", "UNIX-CONNECT:\(s.socket)"],
+                                        input: Array("QUERY\n".utf8))
+        XCTAssertTrue(second.stdout.contains("awaiting-decision"), second.summary)
+        try waitUntil("two prompts open") {
+            let p = try self.request(s.socket, "PROMPTS")
+            return ((p["prompts"] as? [Any])?.count == 2, "\(p)")
+        }
+        try writeText(toFD: stdin.write, "y\n")
+        try out.waitForText("asker: allow")
+        try out.waitForText("Allow?", count: 2)
+        XCTAssertTrue(out.allText.contains("asker2 ("), out.allText)
+        try writeText(toFD: stdin.write, "y\n")
+        try out.waitForText("asker2: allow")
+        XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), ["asker": ["WWAN": "allow"], "asker2": ["WWAN": "allow"]])
     }
 }
