@@ -6,7 +6,9 @@ import NetpermIO
 enum Agent {
     static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "WWAN", "ethernet": "Ethernet", "other": "Other"]
 
-    static func question(_ p: JSON) -> String {
+    /// `p` as the daemon sent it: every string is escaped here (JSON.forTerminal).
+    static func question(_ prompt: JSON) -> String {
+        let p = prompt.forTerminal
         let id = p["identity"]
         var who: [String] = []
         if let exe = id?["executable"]?.stringValue { who.append(exe) }
@@ -28,7 +30,7 @@ enum Agent {
             guard r["ok"]?.boolValue == true else {
                 die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", .failed)
             }
-            Output.out("netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)\n")
+            Screen.out("netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)\n")
             var inputEnded = false
             while let line = try nextLine(conn, watching: input, inputEnded: &inputEnded) {
                 guard let e = try? JSONParser.parse(line) else { continue }
@@ -38,10 +40,11 @@ enum Agent {
                 case .prompt?:
                     try ask(e, conn: conn, input: input)
                 case .promptExpired?:
-                    Output.out("prompt \(e["id"]?.intValue ?? 0) for \(e["app"]?.stringValue ?? "?") "
-                        + "(\(e["kind"]?.stringValue ?? "?")) expired unanswered\n")
+                    let shown = e.forTerminal
+                    Screen.out("prompt \(shown["id"]?.intValue ?? 0) for \(shown["app"]?.stringValue ?? "?") "
+                        + "(\(shown["kind"]?.stringValue ?? "?")) expired unanswered\n")
                 case .stopping?:
-                    Output.out("netpermd is stopping\n")
+                    Screen.out("netpermd is stopping\n")
                 case .link?, .app?, .policy?, .promptAnswered?, .overflow?, nil:
                     break
                 }
@@ -64,7 +67,7 @@ enum Agent {
             if fds.count > 1, fds[1].revents != 0, try !input.fill() {
                 inputEnded = true
                 if !input.hasLine {
-                    Output.out("end of input: no more answers\n")
+                    Screen.out("end of input: no more answers\n")
                     exit(0)
                 }
             }
@@ -74,12 +77,13 @@ enum Agent {
     }
 
     /// One prompt: ask until the answer is understood, then DECIDE (or skip). Events that arrive before the
-    /// DECIDE reply are shown, not lost.
+    /// DECIDE reply are shown, not lost. The DECIDE names the app as the daemon did; what is shown is escaped.
     static func ask(_ p: JSON, conn: Connection, input: Connection) throws(Errno) {
+        let app = p.forTerminal["app"]?.stringValue ?? "?"
         while true {
-            Output.out(question(p))
+            Screen.out(question(p))
             guard let answer = try input.readLine() else {
-                Output.out("\n")
+                Screen.out("\n")
                 exit(0)   // end of input: nothing more to answer
             }
             let decision: String
@@ -88,25 +92,25 @@ enum Agent {
             case "n", "no": decision = "deny"
             case "o", "once": decision = "allow --once"
             case "s", "skip":
-                Output.out("skipped\n")
+                Screen.out("skipped\n")
                 return
             default:
-                Output.out("please answer y, n, o or s\n")
+                Screen.out("please answer y, n, o or s\n")
                 continue
             }
             try conn.send("DECIDE \(p["app"]?.stringValue ?? "") \(p["kind"]?.stringValue ?? "") \(decision)")
             while let line = try conn.readLine() {
-                guard let r = try? JSONParser.parse(line) else { continue }
+                guard let r = (try? JSONParser.parse(line))?.forTerminal else { continue }
                 if r["event"] != nil {
                     if r["event"]?.stringValue == EventName.promptExpired.rawValue {
-                        Output.out("prompt \(r["id"]?.intValue ?? 0) for \(r["app"]?.stringValue ?? "?") expired\n")
+                        Screen.out("prompt \(r["id"]?.intValue ?? 0) for \(r["app"]?.stringValue ?? "?") expired\n")
                     }
                     continue
                 }
                 if r["ok"]?.boolValue == true {
-                    Output.out("\(p["app"]?.stringValue ?? "?"): \(decision)\n")
+                    Screen.out("\(app): \(decision)\n")
                 } else {
-                    Output.out("netpermd refused: \(r["message"]?.stringValue ?? line)\n")
+                    Screen.out("netpermd refused: \(r["message"]?.stringValue ?? SafeText.escape(line))\n")
                 }
                 return
             }
