@@ -2,6 +2,7 @@
 // (or brings in only under _GNU_SOURCE), so that NetpermIO can name them instead of repeating magic numbers.
 #include <linux/if.h>
 #include <linux/if_arp.h>
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
