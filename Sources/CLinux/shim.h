@@ -3,6 +3,7 @@
 #include <linux/if.h>
 #include <malloc.h>
 #include <linux/if_arp.h>
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>

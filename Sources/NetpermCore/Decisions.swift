@@ -89,10 +89,10 @@ public struct Decisions: Equatable, Sendable {
             }
             for e in s.entries {
                 guard let kind = PermissionSet.keys.first(where: { $0.key == e.key })?.kind else {
-                    throw ConfigError(path: path, line: e.line, message: "unknown key '\(e.key)'")
+                    throw ConfigError(path: path, line: e.line, message: "unknown key \(ConfigError.quote(e.key))")
                 }
                 guard let p = Permission(rawValue: e.value), p != .ask else {
-                    throw ConfigError(path: path, line: e.line, message: "bad decision '\(e.value)'")
+                    throw ConfigError(path: path, line: e.line, message: "bad decision \(ConfigError.quote(e.value))")
                 }
                 d.set(app, kind, p, once: false)
             }

@@ -8,46 +8,39 @@ public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
     public var message: String
     public var severity: Severity
 
+    /// `message` is cut to `messageLimit` bytes and escaped: whatever a caller quoted, the error stays short and on
+    /// one line.
     public init(path: String, line: Int, message: String, severity: Severity = .error) {
-        self.path = path; self.line = line; self.message = message; self.severity = severity
+        self.path = path; self.line = line; self.severity = severity
+        self.message = SafeText.excerpt(message, maxBytes: ConfigError.messageLimit)
     }
 
     /// "path:line: message", the shape compilers and systemd use; warnings say so after the line, as compilers
-    /// do, so a log or a terminal tells them from errors without colours.
+    /// do, so a log or a terminal tells them from errors without colours. The path is escaped and cut like a
+    /// quote (a drop-in's name is anyone's choice who may write the directory): the whole is at most about
+    /// `pathLimit` + `messageLimit` + 30 bytes.
     public var description: String {
-        let place = line > 0 ? "\(path):\(line): " : "\(path): "
+        let shown = SafeText.excerpt(path, maxBytes: ConfigError.pathLimit)
+        let place = line > 0 ? "\(shown):\(line): " : "\(shown): "
         switch severity {
         case .error: return place + message
         case .warning: return place + "warning: " + message
         }
     }
 
-    /// How many characters of a value a message quotes.
-    public static let quoteLimit = 64
+    /// How many bytes of a value a message quotes (escaped, before the "..." that says it was cut).
+    public static let quoteLimit = 60
+    /// The longest message, whatever it quotes: a message quotes a value, a section header and a hint at most.
+    public static let messageLimit = 240
+    /// The longest path a description shows.
+    public static let pathLimit = 200
 
     /// `s` in single quotes for a message: see `clip`.
     public static func quote(_ s: some StringProtocol) -> String { "'" + clip(s) + "'" }
 
-    /// At most `quoteLimit` characters (Unicode scalars) of `s`, then "..." if there was more, with control
-    /// characters escaped: a 1 MB line or a file of NUL bytes still makes a short message on one line.
-    public static func clip(_ s: some StringProtocol) -> String {
-        var out = ""
-        var n = 0
-        for c in s.unicodeScalars {
-            if n == quoteLimit { return out + "..." }
-            n += 1
-            switch c.value {
-            case 0x09: out += "\\t"
-            case 0x0A: out += "\\n"
-            case 0x0D: out += "\\r"
-            case 0..<0x20, 0x7F..<0xA0:
-                let hex = String(c.value, radix: 16, uppercase: true)
-                out += "\\x" + (hex.count < 2 ? "0" : "") + hex
-            default: out.unicodeScalars.append(c)
-            }
-        }
-        return out
-    }
+    /// At most `quoteLimit` bytes of `s`, escaped (`SafeText`), cut between characters, then "..." if there was
+    /// more: a 10 MB line or a file of NUL bytes still makes a short message on one line.
+    public static func clip(_ s: some StringProtocol) -> String { SafeText.excerpt(s, maxBytes: quoteLimit) }
 }
 
 /// What one parse found, cheap however broken the input: only the first `limit` errors and the first `limit`
@@ -133,8 +126,8 @@ public enum Ini {
                               into problems: inout ConfigProblems) -> [IniSection] {
         typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
         func string(_ b: Bytes) -> String { String(decoding: UnsafeBufferPointer(rebasing: b), as: UTF8.self) }
-        // 260 bytes hold more than quoteLimit scalars, so clip still sees that a longer line was cut.
-        func quote(_ b: Bytes) -> String { ConfigError.quote(string(b.prefix(260))) }
+        // One byte more than quoteLimit, so clip still sees that a longer line was cut.
+        func quote(_ b: Bytes) -> String { ConfigError.quote(string(b.prefix(ConfigError.quoteLimit + 1))) }
         func trim(_ b: Bytes) -> Bytes {
             var b = b
             while let f = b.first, f == 0x20 || f == 0x09 || f == 0x0D { b = b.dropFirst() }
@@ -193,7 +186,7 @@ public enum Ini {
             }
             if inBadSection { continue }
             guard !sections.isEmpty else {
-                problems.error(path, lineNo, "'\(ConfigError.clip(string(key.prefix(260))))=' appears before any [Section]")
+                problems.error(path, lineNo, "'\(ConfigError.clip(string(key.prefix(ConfigError.quoteLimit + 1))))=' appears before any [Section]")
                 continue
             }
             sections[sections.count - 1].entries.append(

@@ -120,27 +120,72 @@ public struct JSONWriter {
         }
     }
 
-    /// Escapes `"` `\\` `\n` `\r` `\t`, other controls as `\u00xx`; everything
-    /// else (UTF-8 included) verbatim. Runs of plain bytes are copied at once.
+    /// Escapes `"` `\\` `\n` `\r` `\t`, other C0 controls, DEL and the C1 controls as `\u00xx`, and as `\u20xx`
+    /// the line and paragraph separators (U+2028-2029: JavaScript and some readers take them for line ends) and
+    /// the bidi controls (U+202A-202E, U+2066-2069), so that a reply printed as it is (`socat`, `netpermctl
+    /// --json`) writes nothing a terminal would act on. Everything else (UTF-8 included) is written verbatim;
+    /// runs of plain bytes are copied at once.
     public static func write(_ string: String, into out: ByteBuffer) {
         out.append(0x22)
         let done: Void? = string.utf8.withContiguousStorageIfAvailable { bytes in
             var plain = 0
-            for i in 0..<bytes.count {
+            var i = 0
+            while i < bytes.count {
                 let b = bytes[i]
-                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
+                guard b < 0x20 || b == 0x22 || b == 0x5C || b >= 0x7F else { i += 1; continue }
+                let n = b < 0x7F ? 1 : specialLength(bytes, at: i)
+                guard n > 0 else { i += 1; continue }
                 out.append(UnsafeBufferPointer(rebasing: bytes[plain..<i]))
-                plain = i + 1
-                escape(b, into: out)
+                escape(bytes, at: i, length: n, into: out)
+                i += n
+                plain = i
             }
             out.append(UnsafeBufferPointer(rebasing: bytes[plain...]))
         }
         if done == nil {
-            for b in string.utf8 {
-                if b < 0x20 || b == 0x22 || b == 0x5C { escape(b, into: out) } else { out.append(b) }
+            let bytes = Array(string.utf8)
+            var i = 0
+            while i < bytes.count {
+                let b = bytes[i]
+                let n = b < 0x20 || b == 0x22 || b == 0x5C ? 1 : b >= 0x7F ? specialLength(bytes, at: i) : 0
+                if n == 0 {
+                    out.append(b)
+                    i += 1
+                } else {
+                    escape(bytes, at: i, length: n, into: out)
+                    i += n
+                }
             }
         }
         out.append(0x22)
+    }
+
+    /// The length of the UTF-8 sequence at `i` if it is DEL, a C1 control, U+2028-202E or U+2066-2069; else 0.
+    /// The text is a Swift string, so always valid UTF-8.
+    private static func specialLength<C: RandomAccessCollection<UInt8>>(_ bytes: C, at i: C.Index) -> Int
+        where C.Index == Int {
+        switch bytes[i] {
+        case 0x7F: return 1
+        case 0xC2: return i + 1 < bytes.endIndex && bytes[i + 1] < 0xA0 ? 2 : 0
+        case 0xE2:
+            guard i + 2 < bytes.endIndex else { return 0 }
+            let (b1, b2) = (bytes[i + 1], bytes[i + 2])
+            return (b1 == 0x80 && (0xA8...0xAE).contains(b2)) || (b1 == 0x81 && (0xA6...0xA9).contains(b2)) ? 3 : 0
+        default: return 0
+        }
+    }
+
+    /// One escaped character of `n` bytes at `i`: a one-byte one as below, the others as `\uXXXX`.
+    private static func escape<C: RandomAccessCollection<UInt8>>(_ bytes: C, at i: C.Index, length n: Int,
+                                                                into out: ByteBuffer) where C.Index == Int {
+        guard n > 1 else { return escape(bytes[i], into: out) }
+        let scalar = n == 2 ? UInt32(bytes[i] & 0x1F) << 6 | UInt32(bytes[i + 1] & 0x3F)
+            : UInt32(bytes[i] & 0x0F) << 12 | UInt32(bytes[i + 1] & 0x3F) << 6 | UInt32(bytes[i + 2] & 0x3F)
+        out.append(ascii: 0x75_5C, count: 2)   // \u
+        for shift in stride(from: 12, through: 0, by: -4) {
+            let d = UInt8(truncatingIfNeeded: scalar >> UInt32(shift)) & 0x0F
+            out.append(d < 10 ? 0x30 + d : 0x57 + d)
+        }
     }
 
     private static func escape(_ b: UInt8, into out: ByteBuffer) {

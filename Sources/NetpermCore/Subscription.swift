@@ -19,7 +19,7 @@ public struct Subscription: Sendable {
         var topics: Set<Topic> = []
         for a in args {
             guard let t = Topic(rawValue: a.lowercased()) else {
-                return .failure(ProtocolError(.badArguments, "unknown topic '\(a)' (expected "
+                return .failure(ProtocolError(.badArguments, "unknown topic \(ConfigError.quote(a)) (expected "
                     + Topic.allCases.map(\.rawValue).joined(separator: ", ") + ")"))
             }
             topics.insert(t)

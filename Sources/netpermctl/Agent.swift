@@ -6,7 +6,9 @@ import NetpermIO
 enum Agent {
     static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "WWAN", "ethernet": "Ethernet", "other": "Other"]
 
-    static func question(_ p: JSON) -> String {
+    /// `p` as the daemon sent it: every string is escaped here (JSON.forTerminal).
+    static func question(_ prompt: JSON) -> String {
+        let p = prompt.forTerminal
         let id = p["identity"]
         var who: [String] = []
         if let exe = id?["executable"]?.stringValue { who.append(exe) }
@@ -28,7 +30,7 @@ enum Agent {
             guard r["ok"]?.boolValue == true else {
                 die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", .failed)
             }
-            Output.out("netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)\n")
+            Screen.out("netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)\n")
             var inputEnded = false
             var prompts = Prompts()
             while let line = try nextLine(conn, watching: input, inputEnded: &inputEnded) {
@@ -54,7 +56,7 @@ enum Agent {
             if fds.count > 1, fds[1].revents != 0, try !input.fill() {
                 inputEnded = true
                 if !input.hasLine {
-                    Output.out("end of input: no more answers\n")
+                    Screen.out("end of input: no more answers\n")
                     exit(0)
                 }
             }
@@ -64,12 +66,13 @@ enum Agent {
     }
 
     /// One prompt: ask until the answer is understood, then DECIDE (or skip). Events that arrive before the
-    /// DECIDE reply are shown, not lost.
+    /// DECIDE reply are shown, not lost. The DECIDE names the app as the daemon did; what is shown is escaped.
     static func ask(_ p: JSON, conn: Connection, input: Connection, prompts: inout Prompts) throws(Errno) {
+        let app = p.forTerminal["app"]?.stringValue ?? "?"
         while true {
-            Output.out(question(p))
+            Screen.out(question(p))
             guard let answer = try input.readLine() else {
-                Output.out("\n")
+                Screen.out("\n")
                 exit(0)   // end of input: nothing more to answer
             }
             let decision: String
@@ -78,10 +81,10 @@ enum Agent {
             case "n", "no": decision = "deny"
             case "o", "once": decision = "allow --once"
             case "s", "skip":
-                Output.out("skipped\n")
+                Screen.out("skipped\n")
                 return
             default:
-                Output.out("please answer y, n, o or s\n")
+                Screen.out("please answer y, n, o or s\n")
                 continue
             }
             try conn.send("DECIDE \(p["app"]?.stringValue ?? "") \(p["kind"]?.stringValue ?? "") \(decision)")
@@ -93,9 +96,9 @@ enum Agent {
                     continue
                 }
                 if r["ok"]?.boolValue == true {
-                    Output.out("\(p["app"]?.stringValue ?? "?"): \(decision)\n")
+                    Screen.out("\(app): \(decision)\n")
                 } else {
-                    Output.out("netpermd refused: \(r["message"]?.stringValue ?? line)\n")
+                    Screen.out("netpermd refused: \(r.forTerminal["message"]?.stringValue ?? SafeText.escape(line))\n")
                 }
                 return
             }
@@ -121,13 +124,14 @@ struct Prompts {
         case .prompt?:
             add(e)
         case .promptExpired?:
-            Output.out("prompt \(e["id"]?.intValue ?? 0) for \(e["app"]?.stringValue ?? "?") "
-                + "(\(e["kind"]?.stringValue ?? "?")) expired unanswered\n")
+            let shown = e.forTerminal
+            Screen.out("prompt \(shown["id"]?.intValue ?? 0) for \(shown["app"]?.stringValue ?? "?") "
+                + "(\(shown["kind"]?.stringValue ?? "?")) expired unanswered\n")
             drop(e)
         case .promptAnswered?:
             drop(e)
         case .stopping?:
-            Output.out("netpermd is stopping\n")
+            Screen.out("netpermd is stopping\n")
         case .link?, .app?, .policy?, .overflow?, nil:
             break
         }

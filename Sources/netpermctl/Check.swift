@@ -9,19 +9,21 @@ func check(_ path: String) -> Never {
     func count(_ n: Int, _ what: String) -> String { "\(n) \(what)\(n == 1 ? "" : "s")" }
     let files: [(path: String, text: String)]
     do { files = try ConfigFiles.read(path, required: true) } catch {
-        Output.err("\(error)\n")
+        Screen.err(SafeText.escape("\(error)") + "\n")
         exit(1)
     }
     let parsed = Config.parse(files: files, accounts: SystemAccounts())
-    for problem in parsed.problems { Output.err("\(problem)\n") }
+    // Each problem is short and escaped already (ConfigError); the file's path is escaped here too.
+    for problem in parsed.problems { Screen.err(SafeText.escape("\(problem)") + "\n") }
+    let path = SafeText.escape(path)
     let unlisted = parsed.errorCount + parsed.warningCount - parsed.problems.count
-    if unlisted > 0 { Output.err("\(path): \(unlisted) more problems not listed\n") }
+    if unlisted > 0 { Screen.err("\(path): \(unlisted) more problems not listed\n") }
     let warnings = parsed.warningCount == 0 ? "" : ", " + count(parsed.warningCount, "warning")
     guard let config = parsed.config else {
-        Output.err("\(path): invalid (\(count(parsed.errorCount, "error"))\(warnings))\n")
+        Screen.err("\(path): invalid (\(count(parsed.errorCount, "error"))\(warnings))\n")
         exit(1)
     }
-    Output.out("\(path): ok (\(count(files.count, "file")), \(config.apps.count) apps, "
+    Screen.out("\(path): ok (\(count(files.count, "file")), \(config.apps.count) apps, "
         + "\(config.interfaces.count) interface overrides\(warnings))\n")
     exit(0)
 }

@@ -17,7 +17,9 @@ enum Exchange {
         } catch { die("lost the connection to netpermd: \(error)", .unreachable) }
 
         let reply: JSON
-        do { reply = try JSONParser.parse(line) } catch { die("unreadable reply from netpermd: \(line)", .failed) }
+        do { reply = try JSONParser.parse(line) } catch {
+            die("unreadable reply from netpermd: \(SafeText.excerpt(line, maxBytes: 200))", .failed)
+        }
         guard reply["ok"]?.boolValue == true else {
             switch mode {
             case .json:

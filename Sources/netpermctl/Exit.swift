@@ -1,4 +1,5 @@
 import Glibc
+import NetpermCore
 import NetpermIO
 
 /// netpermctl's exit codes: scripts and unit files rely on them, so they are named in one place.
@@ -13,7 +14,8 @@ enum ExitCode: Int32 {
 
 func exit(_ code: ExitCode) -> Never { exit(code.rawValue) }
 
+/// `message` is one line, and may quote anyone's text: it is escaped whole.
 func die(_ message: String, _ code: ExitCode) -> Never {
-    Output.err("netpermctl: \(message)\n")
+    Output.err("netpermctl: \(SafeText.escape(message))\n")
     exit(code)
 }

@@ -12,34 +12,38 @@ enum Monitor {
                 let why = Unreachable(error)
                 guard why.mayResolveItself else { die(why.message(socketPath), .unreachable) }
                 if !announcedLoss {
-                    Output.err("netpermctl: \(why.message(socketPath)); waiting for it\n")
+                    Screen.err("netpermctl: \(SafeText.escape(why.message(socketPath))); waiting for it\n")
                     announcedLoss = true
                 }
                 usleep(200_000)
                 continue
             }
-            if announcedLoss { Output.err("netpermctl: connected to netpermd\n") }
+            if announcedLoss { Screen.err("netpermctl: connected to netpermd\n") }
             announcedLoss = false
             do {
                 try conn.send("SUBSCRIBE")
                 guard let ack = try conn.readLine() else { throw Errno(ECONNRESET) }
-                if let r = try? JSONParser.parse(ack), r["ok"]?.boolValue != true {
-                    Output.err("netpermctl: \(r["message"]?.stringValue ?? ack)\n")
+                if let r = (try? JSONParser.parse(ack))?.forTerminal, r["ok"]?.boolValue != true {
+                    Screen.err("netpermctl: \(r["message"]?.stringValue ?? SafeText.escape(ack))\n")
                     exit(.failed)
                 }
                 var state = MonitorState()
+                // Events are escaped before anything reads them; APP is compared in the same form.
+                let shownApp = app.map { SafeText.escape($0) }
                 while let line = try conn.readLine() {
-                    let change = { (try? JSONParser.parse(line)).flatMap { state.apply($0) } }
+                    let change = { (try? JSONParser.parse(line)).flatMap { state.apply($0.forTerminal) } }
                     let text: String?
                     switch mode {
-                    case .json: text = line
-                    case .human: text = change().flatMap { MonitorText.describe($0, app: app) }
-                    case .terse: text = change().flatMap { MonitorTerse.describe($0, app: app) }
+                    case .json:
+                        Output.out(line + "\n")
+                        continue
+                    case .human: text = change().flatMap { MonitorText.describe($0, app: shownApp) }
+                    case .terse: text = change().flatMap { MonitorTerse.describe($0, app: shownApp) }
                     }
-                    if let text { Output.out(text + "\n") }
+                    if let text { Screen.out(text + "\n") }
                 }
             } catch {}
-            Output.err("netpermctl: lost the connection to netpermd; reconnecting\n")
+            Screen.err("netpermctl: lost the connection to netpermd; reconnecting\n")
             announcedLoss = true
         }
     }

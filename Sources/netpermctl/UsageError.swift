@@ -1,3 +1,4 @@
+import NetpermCore
 import NetpermIO
 
 /// A command line netpermctl cannot run. Reported in a line or two and a pointer to `help`, never the whole
@@ -12,13 +13,13 @@ enum UsageError: Error {
     func report() -> Never {
         switch self {
         case .noCommand:
-            Output.err(Help.overview())
+            Screen.err(Help.overview())
         case let .unknownCommand(name):
-            Output.err("netpermctl: unknown command '\(name)'\n" + Self.hint(nil))
+            Screen.err("netpermctl: unknown command '\(SafeText.escape(name))'\n" + Self.hint(nil))
         case let .unknownOption(option, command):
-            Output.err("netpermctl: unknown option '\(option)'\n" + Self.hint(command))
+            Screen.err("netpermctl: unknown option '\(SafeText.escape(option))'\n" + Self.hint(command))
         case let .bad(message, command):
-            Output.err("netpermctl: \(message)\n" + (command.map(Help.usage) ?? "") + Self.hint(command))
+            Screen.err("netpermctl: \(SafeText.escape(message))\n" + (command.map(Help.usage) ?? "") + Self.hint(command))
         }
         exit(.usage)
     }

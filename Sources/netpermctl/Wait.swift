@@ -34,25 +34,26 @@ enum Wait {
                 usleep(200_000)
                 continue
             }
-            let reply = (try? JSONParser.parse(line)) ?? .null
+            // Only shown, never sent back: escaped at once.
+            let reply = (try? JSONParser.parse(line))?.forTerminal ?? .null
             let ok = reply["ok"]?.boolValue == true
             let timedOut = reply["error"]?.stringValue == "timeout"
             // Scripts get the verdict that held either way; people get a line, on stderr when it failed.
             switch mode {
             case .json: Output.out(line + "\n")
-            case .terse: if ok || timedOut { Output.out(Terse.lines(Terse.query(reply))) }
+            case .terse: if ok || timedOut { Screen.out(Terse.lines(Terse.query(reply))) }
             case .human:
                 if ok && command.isEmpty {
-                    Output.out("\(reply["app"]?.stringValue ?? "app"): " + Render.because(reply) + "\n")
+                    Screen.out("\(reply["app"]?.stringValue ?? "app"): " + Render.because(reply) + "\n")
                 } else if timedOut {
-                    Output.err("netpermctl: timed out: \(reply["app"]?.stringValue ?? "app") "
+                    Screen.err("netpermctl: timed out: \(reply["app"]?.stringValue ?? "app") "
                         + Render.because(reply).replacingFirst("no: ", with: "may not use the network: ") + "\n")
                 }
             }
             if ok { exec(command) }
             if timedOut { exit(.timedOut) }
-            Output.err("netpermctl: \(reply["error"]?.stringValue ?? "error"): "
-                + "\(reply["message"]?.stringValue ?? line)\n")
+            Screen.err("netpermctl: \(reply["error"]?.stringValue ?? "error"): "
+                + "\(reply["message"]?.stringValue ?? SafeText.escape(line))\n")
             exit(.failed)
         }
     }
@@ -66,7 +67,7 @@ enum Wait {
     static func exec(_ command: [String]) -> Never {
         guard !command.isEmpty else { exit(.ok) }
         let e = Exec.replace(with: command)
-        Output.err("netpermctl: cannot run \(command[0]): \(e)\n")
+        Screen.err("netpermctl: cannot run \(SafeText.escape(command[0])): \(e)\n")
         exit(127)
     }
 }

@@ -16,13 +16,13 @@ do {
 let command: Command
 switch invocation.action {
 case .version:
-    Output.out(Help.version)
+    Screen.out(Help.version)
     exit(.ok)
 case .help(nil):
-    Output.out(Help.overview())
+    Screen.out(Help.overview())
     exit(.ok)
 case let .help(c?):
-    Output.out(Help.command(c))
+    Screen.out(Help.command(c))
     exit(.ok)
 case let .run(c):
     command = c
@@ -32,31 +32,34 @@ let socketPath = invocation.socketPath
 let args = invocation.args
 let mode = invocation.mode
 
-/// Prints one reply in the mode asked for; `json` is the daemon's text for it.
+/// Prints one reply in the mode asked for; `json` is the daemon's text for it, printed as it is.
 func show(json: String, human: @autoclosure () -> String, terse: @autoclosure () -> String) -> Never {
     switch mode {
     case .json: Output.out(json + "\n")
-    case .human: Output.out(human())
-    case .terse: Output.out(terse())
+    case .human: Screen.out(human())
+    case .terse: Screen.out(terse())
     }
     exit(.ok)
 }
 
 func ask(_ request: String, human: (JSON) -> String, terse: (JSON) -> String) -> Never {
     let (line, reply) = Exchange.run(request, socketPath: socketPath, mode: mode)
-    show(json: line, human: human(reply), terse: terse(reply))
+    show(json: line, human: human(reply.forTerminal), terse: terse(reply.forTerminal))
 }
 
 switch command {
 case .status: ask("STATUS", human: Render.status) { Terse.lines(Terse.status($0)) }
 case .links:
     let (line, reply) = Exchange.run("LINKS", socketPath: socketPath, mode: mode)
-    guard let name = args.first else { show(json: line, human: LinkText.table(reply), terse: Terse.links(reply)) }
+    guard let name = args.first else {
+        show(json: line, human: LinkText.table(reply.forTerminal), terse: Terse.links(reply.forTerminal))
+    }
     // LINKS has every link: one is picked here, so the protocol needs no verb for it.
     guard let link = reply["links"]?.arrayValue?.first(where: { $0["name"]?.stringValue == name }) else {
         die("no link named '\(name)'", .failed)
     }
-    show(json: link.encoded(), human: LinkText.detail(LinkView(link)), terse: Terse.lines(Terse.link(LinkView(link))))
+    let shown = LinkView(link.forTerminal)
+    show(json: link.encoded(), human: LinkText.detail(shown), terse: Terse.lines(Terse.link(shown)))
 case .query: ask((["QUERY"] + args).joined(separator: " "), human: Render.query) { Terse.lines(Terse.query($0)) }
 case .apps: ask("APPS", human: Render.apps, terse: Terse.apps)
 case .reload: ask("RELOAD", human: Render.reload) { Terse.lines(Terse.reload($0)) }
@@ -74,5 +77,5 @@ case .forget:
     ask((["FORGET"] + args).joined(separator: " "), human: Render.forgotten) { Terse.lines(Terse.forgotten($0)) }
 case .agent: Agent.run(socketPath: socketPath)
 case .ping: ask("PING", human: { _ in "pong\n" }, terse: { _ in "pong\n" })
-case .help: Output.out(Help.overview())   // Invocation turns `help [COMMAND]` into .help(_) above
+case .help: Screen.out(Help.overview())   // Invocation turns `help [COMMAND]` into .help(_) above
 }

@@ -79,13 +79,19 @@ final class Interpreter: ControlDelegate {
             // The engine has one load in flight at a time; on the loop only if no thread can be had.
             if let policyLoader, !policyLoader.busy {
                 do {
-                    try policyLoader.run(loadPolicy) { [unowned self] result in self.feed(.policy(result)) }
+                    try policyLoader.run(loadPolicy) { [unowned self] result in
+                        self.feed(.policy(result))
+                        // The files' text is gone, and the old policy once the new one is in force.
+                        Heap.releaseFree()
+                    }
                     return
                 } catch {
                     Log.warning("cannot start a thread to read the policy (\(error)); reading it on the loop")
                 }
             }
-            queue.append(.policy(loadPolicy()))
+            let result = loadPolicy()
+            Heap.releaseFree()
+            queue.append(.policy(result))
         case let .notify(n):
             switch n {
             case let .ready(status): Notify.send("READY=1\nSTATUS=\(status)")

@@ -22,6 +22,7 @@ func run() -> Int32 {
         return code
     }
     Log.maxPriority = options.logLevel.rawValue
+    Heap.useOneArena()
     Signals.ignore(SIGPIPE)
     // Block the signals the loop handles before the socket exists: a SIGTERM during start-up then waits for
     // the loop (whose handler unlinks the socket) instead of killing the daemon and leaving the file behind.

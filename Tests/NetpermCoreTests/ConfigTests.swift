@@ -290,28 +290,73 @@ final class ConfigTests: XCTestCase {
 
     // MARK: short messages, whatever the file holds
 
-    /// A quoted value is cut to 64 characters with "..." and control characters escaped, so a huge or binary
-    /// line makes a short message on one line.
+    /// A quoted value is cut to 60 bytes with "..." and control characters escaped, so a huge or binary line makes
+    /// a short message on one line.
     func testLongLinesAreCutInMessages() {
-        let x64 = String(repeating: "x", count: 64)
+        let x60 = String(repeating: "x", count: 60)
         let megabyte = String(repeating: "x", count: 1 << 20)
         XCTAssertEqual(problems("[Defaults]\n" + megabyte + "\n"),
-                       ["\(path):2: [Defaults]: expected 'Key=value' or '[Section]', got '\(x64)...'"])
+                       ["\(path):2: [Defaults]: expected 'Key=value' or '[Section]', got '\(x60)...'"])
         XCTAssertEqual(problems("[Defaults]\nWWAN=" + megabyte + "\n"),
-                       ["\(path):2: [Defaults]: bad value '\(x64)...' for WWAN= (expected allow, deny or ask)"])
+                       ["\(path):2: [Defaults]: bad value '\(x60)...' for WWAN= (expected allow, deny or ask)"])
         XCTAssertEqual(problems("[Defaults]\n" + megabyte + "=1\n"),
-                       ["\(path):2: warning: [Defaults]: unknown key '\(x64)...' (expected WiFi=, WWAN=, Ethernet=, Other=, "
+                       ["\(path):2: warning: [Defaults]: unknown key '\(x60)...' (expected WiFi=, WWAN=, Ethernet=, Other=, "
                            + "AdminGroup= or PromptTimeoutSec=); ignored"])
-        XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x64)...=' appears before any [Section]"])
+        XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x60)...=' appears before any [Section]"])
         // The section a message names is cut too.
-        XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x64.dropLast(5)
+        XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x60.dropLast(5)
             + "...]: unknown section (expected [Defaults], [App NAME] or [Interface GLOB]); ignored"])
         let app = "a" + megabyte
         XCTAssertEqual(problems("[App \(app)]\nWWAN=deny\n"),
-                       ["\(path):1: [App a" + x64.dropLast(5) + "...]: no Executable=, Unit= or User=, so nothing matches it"])
+                       ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit= or User=, so nothing matches it"])
         for p in problems("[Defaults]\n" + megabyte + "\nWWAN=" + megabyte + "\n[App " + megabyte + "\n") {
             XCTAssertLessThan(p.utf8.count, 300, p)
         }
+    }
+
+    /// Defect 3 of issue 14: a 10 MB line, of text or of controls, makes an error under 300 bytes that still names
+    /// file:line, wherever the line is quoted (the policy, its drop-ins, the decisions file), and the one line the
+    /// daemon replies, logs and sends subscribers (`failure`) is as short.
+    func testATenMegabyteLineMakesAShortErrorNamingFileAndLine() throws {
+        let tenMB = String(repeating: "x", count: 10 << 20)
+        // Every way a line is quoted, with text that needs escaping (shorter: 10 MB of each costs seconds here).
+        let kinds = [String(repeating: "\u{1B}[2K\r\u{7}", count: 1 << 13), String(repeating: "é", count: 1 << 15),
+                     String(repeating: "\u{202E}\u{9B}", count: 1 << 14)]
+        func texts(_ line: String) -> [String] {
+            ["[Defaults]\n" + line + "\n", "[Defaults]\nWWAN=" + line + "\n", "[Defaults]\nAdminGroup=x\n" + line + "=1\n",
+             "[App a]\nUser=0\nExecutable=" + line + "\n", "[Interface " + line + "]\nKind=bogus\n"]
+        }
+        for (line, text) in texts(tenMB).prefix(2).map({ (tenMB, $0) }) + kinds.flatMap({ k in texts(k).map { (k, $0) } }) {
+            let parsed = Config.parse(files: [(path: path, text: text)])
+            let failure = parsed.failure ?? parsed.warnings.first?.description ?? "none"
+            // The header's own line, or Kind='s when the header is a valid glob.
+            let lineNos = text.hasPrefix("[Interface") ? [1, 2] : [text.split(separator: "\n").firstIndex { $0.contains(line) }! + 1]
+            XCTAssertTrue(lineNos.contains { failure.hasPrefix("\(path):\($0): ") }, String(failure.prefix(300)))
+            XCTAssertLessThan(failure.utf8.count, 300, String(failure.prefix(300)))
+            XCTAssertFalse(failure.unicodeScalars.contains(where: SafeText.isUnsafe), failure)
+        }
+        for line in [tenMB] + kinds {
+            XCTAssertThrowsError(try Decisions.parse("[App a]\nWWAN=" + line + "\n", path: "/state/decisions.conf")) {
+                let d = "\($0)"
+                XCTAssertTrue(d.hasPrefix("/state/decisions.conf:2: bad decision '"), String(d.prefix(300)))
+                XCTAssertLessThan(d.utf8.count, 300, String(d.prefix(300)))
+                XCTAssertFalse(d.unicodeScalars.contains(where: SafeText.isUnsafe), d)
+            }
+        }
+        XCTAssertThrowsError(try Decisions.parse("[App a]\n" + kinds[0] + "=allow\n", path: "/d")) {
+            XCTAssertLessThan("\($0)".utf8.count, 300, String("\($0)".prefix(300)))
+        }
+    }
+
+    /// Whatever a caller puts in a message, and whatever the path, the error stays short and on one line.
+    func testEveryErrorIsCappedAndEscaped() {
+        let e = ConfigError(path: "/etc/x.d/" + String(repeating: "\u{1B}", count: 10_000) + ".conf", line: 3,
+                            message: "bad: " + String(repeating: "y\n", count: 1 << 20))
+        XCTAssertLessThanOrEqual(e.message.utf8.count, ConfigError.messageLimit + 3, e.message)
+        XCTAssertTrue(e.message.hasPrefix("bad: y\\ny\\n"), e.message)
+        XCTAssertTrue(e.description.hasPrefix("/etc/x.d/\\x1b\\x1b"), e.description)
+        XCTAssertLessThan(e.description.utf8.count, ConfigError.pathLimit + ConfigError.messageLimit + 30)
+        XCTAssertFalse(e.description.unicodeScalars.contains(where: SafeText.isUnsafe), e.description)
     }
 
     /// A config symlinked to /dev/zero reads as 16 MB of NUL bytes (the read limit): one short error, quickly.
@@ -319,24 +364,30 @@ final class ConfigTests: XCTestCase {
         let zeros = String(decoding: [UInt8](repeating: 0, count: 1 << 24), as: UTF8.self)
         let p = problems(zeros)
         XCTAssertEqual(p, ["\(path):1: expected 'Key=value' or '[Section]', got '"
-            + String(repeating: "\\x00", count: 64) + "...'"])
+            + String(repeating: "\\x00", count: 15) + "...'"])
     }
 
     func testControlCharactersAreEscaped() {
-        XCTAssertEqual(problems("[Defaults]\nWWAN=a\u{1}b\u{7F}c\u{1B}[31m\u{85}é\n"),
-                       ["\(path):2: [Defaults]: bad value 'a\\x01b\\x7Fc\\x1B[31m\\x85é' for WWAN= (expected allow, deny or ask)"])
+        XCTAssertEqual(problems("[Defaults]\nWWAN=a\u{1}b\u{7F}c\u{1B}[31m\u{85}é\u{202E}\n"),
+                       ["\(path):2: [Defaults]: bad value 'a\\x01b\\x7fc\\x1b[31m\\u{85}é\\u{202e}' for WWAN= "
+                           + "(expected allow, deny or ask)"])
         XCTAssertEqual(ConfigError.clip("a\tb\rc\nd"), "a\\tb\\rc\\nd")
     }
 
-    func testClipCountsCharactersNotBytes() {
-        XCTAssertEqual(ConfigError.clip(String(repeating: "é", count: 64)), String(repeating: "é", count: 64))
-        XCTAssertEqual(ConfigError.clip(String(repeating: "é", count: 65)), String(repeating: "é", count: 64) + "...")
+    /// The limit is in bytes, of the escaped text, and a cut never splits a character or an escape.
+    func testClipCountsEscapedBytes() {
+        XCTAssertEqual(ConfigError.clip(String(repeating: "é", count: 30)), String(repeating: "é", count: 30))
+        XCTAssertEqual(ConfigError.clip(String(repeating: "é", count: 31)), String(repeating: "é", count: 30) + "...")
+        XCTAssertEqual(ConfigError.clip(String(repeating: "\u{1B}", count: 16)), String(repeating: "\\x1b", count: 15) + "...")
         XCTAssertEqual(ConfigError.quote(""), "''")
         // Cut in the middle of a long multi-byte line, the quote still ends cleanly.
         let long = String(repeating: "😀", count: 100)
         XCTAssertEqual(problems("[Defaults]\n" + long + "\n"),
                        ["\(path):2: [Defaults]: expected 'Key=value' or '[Section]', got '"
-                           + String(repeating: "😀", count: 64) + "...'"])
+                           + String(repeating: "😀", count: 15) + "...'"])
+        XCTAssertEqual(problems("[Defaults]\n" + String(repeating: "x", count: 58) + long + "\n"),
+                       ["\(path):2: [Defaults]: expected 'Key=value' or '[Section]', got '"
+                           + String(repeating: "x", count: 58) + "...'"])
     }
 
     func testDescriptionFormat() {

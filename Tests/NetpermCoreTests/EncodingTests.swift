@@ -19,8 +19,15 @@ final class JSONTests: XCTestCase {
         XCTAssertEqual(JSON.string(#"C:\dir"#).encoded(), #""C:\\dir""#)
         XCTAssertEqual(JSON.string("a\nb\rc\td").encoded(), #""a\nb\rc\td""#)
         XCTAssertEqual(JSON.string("\u{0}\u{1}\u{8}\u{C}\u{1F}").encoded(), #""\u0000\u0001\u0008\u000c\u001f""#)
-        // Not control characters: DEL, '/', and non-ASCII go out as UTF-8.
-        XCTAssertEqual(JSON.string("\u{7F}/é📶").encoded(), "\"\u{7F}/é📶\"")
+        // DEL, the C1 controls, the line and paragraph separators and the bidi controls are escaped too, so a
+        // reply printed as it is writes nothing a terminal acts on; '/' and the rest of non-ASCII go out as UTF-8.
+        XCTAssertEqual(JSON.string("\u{7F}/é📶").encoded(), #""\u007f/é📶""#)
+        XCTAssertEqual(JSON.string("a\u{80}\u{9B}\u{9F}\u{A0}b").encoded(), "\"a\\u0080\\u009b\\u009f\u{A0}b\"")
+        XCTAssertEqual(JSON.string("\u{2027}\u{2028}\u{2029}\u{202A}\u{202E}\u{202F}").encoded(),
+                       "\"\u{2027}\\u2028\\u2029\\u202a\\u202e\u{202F}\"")
+        XCTAssertEqual(JSON.string("\u{2065}\u{2066}\u{2069}\u{206A}x").encoded(), "\"\u{2065}\\u2066\\u2069\u{206A}x\"")
+        // At the very end of the text.
+        XCTAssertEqual(JSON.string("é\u{2028}").encoded(), #""é\u2028""#)
         // Keys are escaped the same way.
         XCTAssertEqual(JSON.object([("k\"\n", "v")]).encoded(), #"{"k\"\n":"v"}"#)
     }
@@ -40,7 +47,7 @@ final class JSONTests: XCTestCase {
             ("ok", true),
             ("n", .int(Int.min)),
             ("m", .int(Int.max)),
-            ("s", .string(allControls + "\"\\/ é 📶 \u{7F}")),
+            ("s", .string(allControls + "\"\\/ é 📶 \u{7F}\u{80}\u{9B}\u{2028}\u{202E}\u{2069}")),
             ("empty", ""),
             ("nested", .array([.object([("x", .null)]), .array([]), .object([]), 0])),
         ])

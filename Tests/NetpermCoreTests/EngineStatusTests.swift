@@ -257,14 +257,16 @@ final class EngineStatusTests: XCTestCase {
     /// A huge error is cut to 300 bytes in STATUS=, and stays on one line.
     func testStatusTextCutsALongErrorToOneShortLine() {
         let h = EngineHarness(policy: policy, links: [Links.eth])
+        // The message is cut where the error is made (ConfigError.messageLimit), the path where it is shown.
+        let path = "/" + String(repeating: "p", count: 400)
         let message = String(repeating: "x", count: 400) + "\nsecond line"
-        h.feed(.policy(ConfigParseResult(unreadable: ConfigError(path: "/p", line: 0, message: message))))
+        h.feed(.policy(ConfigParseResult(unreadable: ConfigError(path: path, line: 0, message: message))))
         let text = h.engine.statusText
-        // 300 bytes of "/p: xxx...", then "...".
-        XCTAssertEqual(text, "1 links, via eth0 (ethernet), 2 apps, policy gen 1; reload failed: /p: "
-            + String(repeating: "x", count: 296) + "...")
+        // 300 bytes of "/ppp...: xxx...", then "...".
+        XCTAssertEqual(text, "1 links, via eth0 (ethernet), 2 apps, policy gen 1; reload failed: /"
+            + String(repeating: "p", count: 199) + "...: " + String(repeating: "x", count: 95) + "...")
         h.feed(.policy(ConfigParseResult(unreadable: ConfigError(path: "/p", line: 0, message: "a\nb"))))
-        XCTAssertTrue(h.engine.statusText.hasSuffix("reload failed: /p: a b"), h.engine.statusText)
+        XCTAssertTrue(h.engine.statusText.hasSuffix("reload failed: /p: a\\nb"), h.engine.statusText)
     }
 
     /// SIGTERM: STOPPING=1 (the subscribers' `stopping` event is in EngineSubscribeTests).

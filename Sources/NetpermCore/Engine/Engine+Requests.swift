@@ -27,7 +27,7 @@ extension Engine {
         }
         if r.verb.isPrivileged && !caller.privileged {
             return replyError(id, ProtocolError(.permissionDenied, "\(r.verb.rawValue.uppercased()) needs root or "
-                + "membership of group '\(state.config.adminGroup)'"))
+                + "membership of group \(ConfigError.quote(state.config.adminGroup))"))
         }
         switch r.verb {
         case .ping:
@@ -158,7 +158,7 @@ extension Engine {
         guard let name, name != caller.match.id else { return .success(caller.match) }
         guard caller.privileged else {
             return .failure(ProtocolError(.permissionDenied, "only root or members of group "
-                + "'\(state.config.adminGroup)' may name another app; leave APP out to ask about yourself "
+                + "\(ConfigError.quote(state.config.adminGroup)) may name another app; leave APP out to ask about yourself "
                 + "(\(caller.match.id))"))
         }
         guard let app = state.config.app(named: name) else {
@@ -174,7 +174,7 @@ extension Engine {
         var timeout: UInt64?
         if let last = args.last, let first = last.unicodeScalars.first, !AppPolicy.isLetter(first) {
             guard let usec = Seconds.parseMicroseconds(last) else {
-                replyError(session.id, ProtocolError(.badArguments, "bad time-out '\(last)': expected seconds, e.g. 30 or 0.5"))
+                replyError(session.id, ProtocolError(.badArguments, "bad time-out \(ConfigError.quote(last)): expected seconds, e.g. 30 or 0.5"))
                 return
             }
             timeout = usec
@@ -186,7 +186,7 @@ extension Engine {
         }
         // `WAIT 1 2`: two numbers, not an app and a time-out.
         if let name = args.first, let c = name.unicodeScalars.first, !AppPolicy.isLetter(c) {
-            replyError(session.id, ProtocolError(.badArguments, "'\(name)' is not an app id (they start with a letter); "
+            replyError(session.id, ProtocolError(.badArguments, "\(ConfigError.quote(name)) is not an app id (they start with a letter); "
                 + "usage: \(Verb.wait.usage)"))
             return
         }
@@ -249,7 +249,7 @@ extension Engine {
         let caller = session.caller
         if topics.contains(.prompts) && !caller.privileged {
             replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
-                + "'\(state.config.adminGroup)' may subscribe to prompts"))
+                + "\(ConfigError.quote(state.config.adminGroup)) may subscribe to prompts"))
             return
         }
         // SUBSCRIBE again replaces the topics; seq keeps counting the connection's events.
@@ -319,15 +319,15 @@ extension Engine {
             if once { args.removeLast() }
             guard args.count == 3 else { replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)")); return }
             guard AppPolicy.isValidID(args[0]) else {
-                replyError(session.id, ProtocolError(.badArguments, "invalid app id '\(args[0])'"))
+                replyError(session.id, ProtocolError(.badArguments, "invalid app id \(ConfigError.quote(args[0]))"))
                 return
             }
             guard let kind = Self.decidableKind(args[1]) else {
-                replyError(session.id, ProtocolError(.badArguments, "bad kind '\(args[1])' (expected wifi, wwan, ethernet or other)"))
+                replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet or other)"))
                 return
             }
             guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
-                replyError(session.id, ProtocolError(.badArguments, "bad decision '\(args[2])' (expected allow or deny)"))
+                replyError(session.id, ProtocolError(.badArguments, "bad decision \(ConfigError.quote(args[2])) (expected allow or deny)"))
                 return
             }
             let app = args[0]
@@ -364,7 +364,7 @@ extension Engine {
             var kind: LinkKind?
             if args.count == 2 {
                 guard let k = Self.decidableKind(args[1]) else {
-                    replyError(session.id, ProtocolError(.badArguments, "bad kind '\(args[1])' (expected wifi, wwan, ethernet or other)"))
+                    replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet or other)"))
                     return
                 }
                 kind = k

@@ -344,7 +344,7 @@ public final class Engine {
         if let c = adminGIDCache, c.generation == state.policyGeneration { return c.gid }
         let gid = accounts.gid(forGroup: state.config.adminGroup)
         if gid == nil {
-            log(.info, "group '\(state.config.adminGroup)' does not exist; only root may ask about other apps")
+            log(.info, "group \(ConfigError.quote(state.config.adminGroup)) does not exist; only root may ask about other apps")
         }
         adminGIDCache = (state.policyGeneration, gid)
         return gid
@@ -419,9 +419,11 @@ public final class Engine {
 
     // MARK: - Logging
 
+    /// Link and app names, paths and policy errors are other people's text: escaped, each line stays one line and
+    /// writes nothing to a terminal that shows the log.
     func log(_ priority: Priority, _ message: @autoclosure () -> String) {
         guard priority <= settings.logLevel else { return }
-        out.append(.log(priority, message()))
+        out.append(.log(priority, SafeText.escape(message())))
     }
 
     private func logNetworkChange(from old: NetworkState, to new: NetworkState) {
