@@ -11,16 +11,25 @@ struct Options {
     var logLevel = Priority.info
     /// SO_RCVBUF of the netlink event socket; tests shrink it to force overruns.
     var netlinkReceiveBuffer: Int32 = 4 << 20
+    /// Connections at once, everyone's together (fewer if the descriptor limit leaves less room).
+    var maxConnections = 16384
+    /// Connections at once per uid other than root and the daemon's own.
+    var maxConnectionsPerUID = 256
 
     static let usage = """
         usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
-                        [--netlink-rcvbuf BYTES] [--version] [--help]
+                        [--netlink-rcvbuf BYTES] [--max-connections N] [--max-connections-per-uid N]
+                        [--version] [--help]
           --socket PATH      control socket (default /run/netpermd/netpermd.sock)
           --config PATH      configuration file (default /etc/netpermd/netpermd.conf; drop-ins in PATH.d/*.conf)
           --state-dir PATH   where decisions are kept (default /var/lib/netpermd)
           --log-level LEVEL  err, warning, notice, info (default) or debug
           --sysfs PATH       sysfs root used for classification (default /sys)
           --netlink-rcvbuf BYTES  receive buffer of the netlink socket (default 4194304)
+          --max-connections N  clients served at once (default 16384, and never more than the descriptor limit
+                             leaves room for); others get a too-many-connections error
+          --max-connections-per-uid N  clients one uid may have at once (default 256; root and the daemon's
+                             own uid are not limited)
           --version          print the version and exit
           -h, --help         print this help and exit
         """
@@ -51,6 +60,11 @@ struct Options {
                     return .exit(2, "netpermd: --netlink-rcvbuf takes a positive number of bytes\n")
                 }
                 o.netlinkReceiveBuffer = n
+            case "--max-connections", "--max-connections-per-uid":
+                guard let v = value(), let n = Int(v), n > 0 else {
+                    return .exit(2, "netpermd: \(a) takes a positive number\n")
+                }
+                if a == "--max-connections" { o.maxConnections = n } else { o.maxConnectionsPerUID = n }
             case "--version": return .exit(0, "netpermd \(DaemonState.version)\n")
             case "-h", "--help": return .exit(0, usage + "\n")
             default: return .exit(2, "netpermd: unknown argument '\(a)'\n" + usage + "\n")

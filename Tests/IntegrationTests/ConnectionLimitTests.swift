@@ -15,7 +15,8 @@ final class ConnectionLimitTests: IntegrationTestCase {
     /// What the daemon said to each of `clients` after each sent PING: "pong", "refused: MESSAGE" (a
     /// too-many-connections line, then the end of the stream), or what else happened. One deadline for all.
     private func answers(_ clients: [RawClient], timeout: Double = 10) throws -> [String] {
-        for c in clients { try c.send("PING\n") }
+        // A refused client may be closed before its PING is sent: that is EPIPE, and the line is still there to read.
+        for c in clients { try? c.send("PING\n") }
         let deadline = monotonicNow() + timeout
         return clients.map { c in
             guard let line = try? c.readLine(timeout: max(deadline - monotonicNow(), 0.01)) else {
@@ -25,9 +26,10 @@ final class ConnectionLimitTests: IntegrationTestCase {
             guard let o = try? JSONValue.object(line), o["error"] as? String == "too-many-connections" else {
                 return "unexpected: \(line)"
             }
-            // Then the end of the stream: an orderly one, not a reset that could have cost the line.
+            // Then the end of the stream (a reset only if the PING came after the daemon had taken what was
+            // sent and before it closed: the line was read before it, which is what matters).
             let after = (try? c.readLine(timeout: max(deadline - monotonicNow(), 0.01))) ?? nil
-            guard after == nil, c.end == "eof" else { return "refused, then \(after ?? c.end ?? "nothing")" }
+            guard after == nil, c.end != nil else { return "refused, then \(after ?? "nothing")" }
             return "refused: \(o["message"] as? String ?? "")"
         }
     }
@@ -82,11 +84,13 @@ final class ConnectionLimitTests: IntegrationTestCase {
         let config = try writeConfig(in: dir)
         let socket = dir + "/netpermd.sock"
         let daemon = try startDaemon(in: ns, socket: socket, config: config)
+        // Only the soft limit: raising a hard limit again takes CAP_SYS_RESOURCE, which a test may not have.
         let limits = try String(contentsOfFile: "/proc/\(daemon.pid)/limits", encoding: .utf8)
-        let original = try XCTUnwrap(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?
-            .split(separator: " ").dropFirst(3).prefix(2).joined(separator: ":"), limits)
+        let nofile = try XCTUnwrap(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?
+            .split(separator: " ").dropFirst(3).prefix(2).map(String.init), limits)
+        let original = nofile.joined(separator: ":")
         let open = try ProcessStats.openDescriptors(daemon.pid)
-        try Subprocess.check(["prlimit", "--pid", "\(daemon.pid)", "--nofile=\(open + 3):\(open + 3)"])
+        try Subprocess.check(["prlimit", "--pid", "\(daemon.pid)", "--nofile=\(open + 3):\(nofile[1])"])
         defer { _ = try? Subprocess.run(["prlimit", "--pid", "\(daemon.pid)", "--nofile=\(original)"]) }
 
         var clients = try (0..<20).map { _ in try RawClient(path: socket) }
