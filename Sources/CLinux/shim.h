@@ -8,6 +8,11 @@
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
 
 static const unsigned int NP_IFF_UP = IFF_UP;
 static const unsigned int NP_IFF_LOWER_UP = IFF_LOWER_UP;
@@ -49,3 +54,55 @@ struct np_ucred {
     gid_t gid;
 };
 _Static_assert(sizeof(struct np_ucred) == 12, "struct ucred is three 32-bit fields");
+
+static const int NP_SO_PASSCRED = SO_PASSCRED;
+// Also only under _GNU_SOURCE; the values are the kernel's ABI.
+#define NP_SCM_CREDENTIALS 2
+#ifndef MSG_CMSG_CLOEXEC
+#define MSG_CMSG_CLOEXEC 0x40000000
+#endif
+
+// recvmsg(2) of a stream socket with SO_PASSCRED, non-blocking: the bytes, and the credentials the kernel attached
+// to them (a read never spans bytes of two senders). The control buffer has room for SCM_CREDENTIALS only, so
+// descriptors a client passes are never installed; any that were anyway are closed. *has_cred is 0 when the
+// kernel attached none. Returns what recvmsg returns (errno set on -1). A function here because CMSG_* are macros.
+static inline long np_recv_credentials(int fd, void *buf, unsigned long len, struct np_ucred *cred, int *has_cred) {
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(struct np_ucred))];
+    } control;
+    struct iovec iov = { buf, len };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.space;
+    msg.msg_controllen = sizeof control.space;
+    *has_cred = 0;
+    long n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET) continue;
+        if (c->cmsg_type == NP_SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof *cred)) {
+            memcpy(cred, CMSG_DATA(c), sizeof *cred);
+            *has_cred = 1;
+        } else if (c->cmsg_type == SCM_RIGHTS) {
+            int *fds = (int *)CMSG_DATA(c);
+            for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) close(fds[i]);
+        }
+    }
+    return n;
+}
+
+// pidfd_open(2) and pidfd_send_signal(2) (Linux 5.3 and 5.1): glibc 2.36 has no wrappers Swift can see, and
+// syscall(2) is variadic.
+static inline int np_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+static inline int np_pidfd_send_signal(int pidfd, int sig) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+// A pidfd's file system: pidfs (Linux 6.9) gives each process an inode number of its own, unique while the system
+// runs; before it, every pidfd shared one anonymous inode.
+#define NP_PIDFS_MAGIC 0x50494446

@@ -1,10 +1,15 @@
 import NetpermIO
 
-/// One connected client: its input framer and its bounded reply queue.
+/// One connected client: its input framer and its bounded reply queue, and who sent what it reads.
 final class ClientConnection {
     let id: UInt64
     let fd: Int32
+    /// Who connected (SO_PEERCRED): its uid is what the per-uid limit counts.
+    let connector: Credentials
     private unowned let server: ControlServer
+    /// Where each sender's bytes begin in the input stream (offsets as the framer counts them), oldest first;
+    /// entries before the frame being delivered are dropped, so this holds one entry but for a shared socket.
+    private var senders: [(from: Int, sender: Credentials)] = []
     private var source: IOSource?
     private var framer: LineFramer
     private var out: [UInt8] = []
@@ -22,9 +27,10 @@ final class ClientConnection {
     /// Closes a subscriber that has not caught up `maxLagMicroseconds` after falling behind.
     private var stallTimer: TimerSource?
 
-    init(id: UInt64, fd: Int32, server: ControlServer) {
+    init(id: UInt64, fd: Int32, connector: Credentials, server: ControlServer) {
         self.id = id
         self.fd = fd
+        self.connector = connector
         self.server = server
         framer = LineFramer(maxLine: server.limits.maxLine)
     }
@@ -133,9 +139,15 @@ final class ClientConnection {
         let r: FD.Read
         do {
             r = try server.scratch.withUnsafeMutableBytes { (b) -> Result<FD.Read, Errno> in
-                let r = Result { () throws(Errno) -> FD.Read in try FD.read(fd, into: b) }
-                if case let .success(.bytes(n)) = r { framer.append(UnsafeRawBufferPointer(rebasing: b[0..<n])) }
-                return r
+                let r = Result { () throws(Errno) in try UnixSocket.receive(fd, into: b) }
+                if case let .success((.bytes(n), sender)) = r {
+                    // The kernel attaches credentials to every message once SO_PASSCRED is on; none means
+                    // nobody can say who sent them.
+                    let who = sender ?? .unknown
+                    if senders.last?.sender != who { senders.append((framer.received, who)) }
+                    framer.append(UnsafeRawBufferPointer(rebasing: b[0..<n]))
+                }
+                return r.map(\.read)
             }.get()
         } catch {
             close()
@@ -167,8 +179,15 @@ final class ClientConnection {
     private func processFrames() {
         while !isClosed && !held && !closingAfterFlush && queuedBytes < server.limits.maxQueuedBytes,
               let frame = framer.next() {
-            server.delegate.frame(id, frame)
+            server.delegate.frame(id, frame, sender: sender(of: framer.frameStart))
         }
+    }
+
+    /// Who sent the byte at `offset`: the process that began a line is the one it is answered for (a trusted
+    /// program that merely ends someone else's line with a newline lends it nothing).
+    private func sender(of offset: Int) -> Credentials {
+        while senders.count > 1 && senders[1].from <= offset { senders.removeFirst() }
+        return senders.first?.sender ?? .unknown
     }
 
     private func flush() {

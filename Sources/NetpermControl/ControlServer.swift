@@ -1,19 +1,25 @@
+import Glibc
 import NetpermIO
 
 /// What the transport tells the one that processes requests. Frames are delivered one at a time, and the next
 /// is taken only after `frame` returned and the client is not held, so replies stay in order.
 public protocol ControlDelegate: AnyObject {
-    /// A client connected (its descriptor, to ask the kernel who it is).
-    func opened(_ id: UInt64, fd: Int32)
-    func frame(_ id: UInt64, _ frame: LineFramer.Frame)
+    /// A client connected: its descriptor, and who connected in the kernel's words (SO_PEERCRED). Nothing has
+    /// been read from /proc: that waits until it sends something.
+    func opened(_ id: UInt64, fd: Int32, connector: Credentials)
+    /// A request line, and who sent it: the credentials the kernel attached to the bytes that began it.
+    func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials)
     func closed(_ id: UInt64)
     /// A subscriber that fell behind has read everything queued for it; `dropped` events were not sent.
     func caughtUp(_ id: UInt64, dropped: Int)
+    /// The one line a client refused for `refusal` gets before it is closed.
+    func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8]
 }
 
 /// The control socket's transport: accepts clients, frames their lines, bounds each client's queues, and deals in
 /// client ids and bytes only. Never blocks: a client that does not read stops being read from once its reply
-/// queue is full, and nobody else waits for it.
+/// queue is full, and nobody else waits for it. Bounds what clients can take: connections in total and per uid,
+/// and the work one pass of the loop spends accepting.
 public final class ControlServer {
     public struct Limits: Sendable {
         /// Stop reading a client's requests while this many reply bytes wait for it.
@@ -24,7 +30,26 @@ public final class ControlServer {
         /// overflow line).
         public var maxLagMicroseconds: UInt64 = 30_000_000
         public var maxLine = LineFramer.defaultMaxLine
+        /// Connections served at once, everyone's together; past it a client is refused.
+        public var maxConnections = 16384
+        /// Connections one uid may hold at once, except the uids in `unlimitedUIDs` (root, the daemon's own).
+        public var maxConnectionsPerUID = 256
+        public var unlimitedUIDs: Set<UInt32> = [0]
+        /// Connections accepted per pass of the loop: the clients already connected are served between batches.
+        public var acceptBatch = 64
+        /// When accept fails for want of descriptors or memory, the socket is not watched for this long (doubling
+        /// up to `maxAcceptPause` while it keeps failing), or until a client leaves.
+        public var firstAcceptPause: UInt64 = 10_000
+        public var maxAcceptPause: UInt64 = 1_000_000
         public init() {}
+    }
+
+    /// Why a connection was refused.
+    public enum Refusal: Equatable, Sendable {
+        /// `limit` connections are open.
+        case total(limit: Int)
+        /// `uid` holds `limit` connections.
+        case perUID(uid: UInt32, limit: Int)
     }
 
     private let loop: EventLoop
@@ -33,10 +58,19 @@ public final class ControlServer {
     /// The clients' descriptors, served a batch per pass of the loop.
     private let clientGroup: IOGroup
     private var clients: [UInt64: ClientConnection] = [:]
+    /// Open connections by the uid that connected.
+    private var perUID: [UInt32: Int] = [:]
     private var nextID: UInt64 = 1
     private var releaseTimer: TimerSource?
     /// Clients released from a hold, whose buffered requests wait for `serveReleased()`.
     private var released: [UInt64] = []
+    /// Accepting is paused (out of descriptors) until this timer fires or a client leaves.
+    private var acceptRetry: TimerSource?
+    private var acceptPaused = false
+    private var acceptPause: UInt64
+    private var failedAccepts = 0
+    private var acceptWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
+    private var refusalWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
     let limits: Limits
     unowned let delegate: ControlDelegate
     /// One read buffer for all clients: the loop is single-threaded.
@@ -49,17 +83,25 @@ public final class ControlServer {
         self.listenFD = listenFD
         self.limits = limits
         self.delegate = delegate
+        acceptPause = limits.firstAcceptPause
         clientGroup = try loop.makeIOGroup()
         try FD.setNonBlocking(listenFD)
+        // Ours has it from before listen(); one passed by the service manager may not (PassCredentials=).
+        try? UnixSocket.passCredentials(listenFD)
         listenSource = try loop.addIO(fd: listenFD, events: IOEvents.readable) { [unowned self] _ in
-            self.acceptAll()
+            self.acceptSome()
         }
+        // The loop makes the descriptor behind its timers at the first one (sd-event: a timerfd per clock, kept
+        // from then on). Make it now: the retry timer is needed exactly when no descriptor can be had.
+        try loop.addTimer(afterMicroseconds: 3_600_000_000) {}.cancel()
     }
 
     /// Stops accepting; existing clients are left to `closeAll`.
     public func stopListening() {
         listenSource?.cancel()
         listenSource = nil
+        acceptRetry?.cancel()
+        acceptRetry = nil
     }
 
     public func closeAll() {
@@ -104,30 +146,30 @@ public final class ControlServer {
 
     public func queuedBytes(_ id: UInt64) -> Int? { clients[id]?.queuedBytes }
 
-    // MARK: - Clients
+    // MARK: - Accepting
 
-    private func acceptAll() {
-        while true {
+    /// A batch of pending connections. The socket stays readable while more wait, so the loop comes back after
+    /// serving what else is ready: a burst of thousands of connects never holds up the clients already there.
+    private func acceptSome() {
+        var accepted = 0
+        while accepted < limits.acceptBatch {
             let fd: Int32
             do {
-                guard let accepted = try UnixSocket.accept(listenFD) else { return }
-                fd = accepted
+                guard let a = try UnixSocket.accept(listenFD) else { return }
+                fd = a
+            } catch where error.code == ECONNABORTED {
+                continue   // that client gave up while waiting; the next may not have
             } catch {
-                Log.warning("control socket: accept failed: \(error)")
+                acceptFailed(error)
                 return
             }
-            let id = nextID
-            nextID += 1
-            let client = ClientConnection(id: id, fd: fd, server: self)
-            do {
-                try client.start(in: clientGroup)
-            } catch {
-                Log.warning("control socket: cannot watch client: \(error)")
-                FD.close(fd)
-                continue
+            accepted += 1
+            if failedAccepts > 0 {
+                Log.notice("control socket: accepting again after \(failedAccepts) failed accept(s)")
+                failedAccepts = 0
+                acceptPause = limits.firstAcceptPause
             }
-            clients[id] = client
-            delegate.opened(id, fd: fd)
+            admit(fd)
         }
     }
 
@@ -137,8 +179,92 @@ public final class ControlServer {
         try? loop.addTimer(afterMicroseconds: limits.maxLagMicroseconds, body)
     }
 
+    /// Out of descriptors (EMFILE, ENFILE) or memory: the listening socket stays readable, and watching it would
+    /// spin the loop on the same failure. Stop watching it for a while, and say so at a limited rate.
+    private func acceptFailed(_ error: Errno) {
+        failedAccepts += 1
+        acceptWarnings.emit(4, "control socket: accept failed: \(error); pausing for \(acceptPause / 1000) ms "
+            + "or until a client leaves (\(clients.count) connections open)")
+        acceptPaused = true
+        listenSource?.setEvents(0)
+        acceptRetry?.cancel()
+        do {
+            acceptRetry = try loop.addTimer(afterMicroseconds: acceptPause) { [unowned self] in
+                self.acceptRetry = nil
+                self.resumeAccepting()
+            }
+        } catch {
+            // Then only a client leaving resumes accepting: retrying at once would spin.
+            Log.warning("control socket: cannot arm the retry timer: \(error)")
+        }
+        acceptPause = min(acceptPause * 2, limits.maxAcceptPause)
+    }
+
+    private func resumeAccepting() {
+        guard acceptPaused else { return }
+        acceptPaused = false
+        acceptRetry?.cancel()
+        acceptRetry = nil
+        listenSource?.setEvents(IOEvents.readable)
+    }
+
+    /// Serves the connection, or refuses it past a limit.
+    private func admit(_ fd: Int32) {
+        // The client may be gone already (then there is no one to answer).
+        guard let cred = try? UnixSocket.peerCredentials(fd) else {
+            FD.close(fd)
+            return
+        }
+        if clients.count >= limits.maxConnections {
+            return refuse(fd, .total(limit: limits.maxConnections), uid: cred.uid)
+        }
+        let held = perUID[cred.uid, default: 0]
+        if held >= limits.maxConnectionsPerUID && !limits.unlimitedUIDs.contains(cred.uid) {
+            return refuse(fd, .perUID(uid: cred.uid, limit: limits.maxConnectionsPerUID), uid: cred.uid)
+        }
+        // Also on each accepted socket: since Linux 6.16 a socket takes the listener's flags at connect(), and
+        // clients that connected before the daemon started (socket activation) would read no credentials at all.
+        try? UnixSocket.passCredentials(fd)
+        let id = nextID
+        nextID += 1
+        let client = ClientConnection(id: id, fd: fd, connector: cred, server: self)
+        do {
+            try client.start(in: clientGroup)
+        } catch {
+            Log.warning("control socket: cannot watch client: \(error)")
+            FD.close(fd)
+            return
+        }
+        clients[id] = client
+        perUID[cred.uid] = held + 1
+        delegate.opened(id, fd: fd, connector: cred)
+    }
+
+    /// One line saying why, then the end of the stream.
+    private func refuse(_ fd: Int32, _ refusal: Refusal, uid: UInt32) {
+        refusalWarnings.emit(4, "control socket: refused a connection of uid \(uid) (too-many-connections): " + {
+            switch refusal {
+            case let .total(limit): return "\(limit) connections are open, the most allowed"
+            case let .perUID(_, limit): return "it has \(limit) open, the most one uid may have"
+            }
+        }())
+        // A new socket's send buffer is empty: one short line fits without blocking.
+        _ = try? FD.send(fd, delegate.refusalLine(refusal))
+        // Take what the client sent already: closing a Unix socket with unread bytes resets the connection,
+        // and the client might then never read the line.
+        for _ in 0..<4 {
+            let r = scratch.withUnsafeMutableBytes { b in try? FD.read(fd, into: b) }
+            guard case .bytes? = r else { break }
+        }
+        FD.close(fd)
+    }
+
     func remove(_ client: ClientConnection) {
         guard clients.removeValue(forKey: client.id) != nil else { return }
+        let uid = client.connector.uid
+        if let n = perUID[uid] { perUID[uid] = n > 1 ? n - 1 : nil }
+        // A descriptor came free: the next client need not wait for the retry.
+        resumeAccepting()
         delegate.closed(client.id)
         releaseMemorySoon()
     }

@@ -16,19 +16,33 @@ public struct LineFramer: Sendable {
     /// Bytes before this index (from `start`) are known to hold no newline.
     private var scanned = 0
     private var discarding = false
+    /// The stream offset of `buffer[0]`: bytes appended before it are gone.
+    private var base = 0
+    /// The stream offset of the first byte of the frame `next()` returned last (for `.tooLong`, of what it
+    /// discarded), so the transport can tell who sent it.
+    public private(set) var frameStart = 0
 
     public init(maxLine: Int = LineFramer.defaultMaxLine) { self.maxLine = maxLine }
 
     /// Bytes received but not yet returned as a frame.
     public var buffered: Int { buffer.count - start }
 
+    /// The stream offset the next byte appended will have (every byte ever appended counts).
+    public var received: Int { base + buffer.count }
+
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if start > 0 && start >= buffer.count / 2 {
             buffer.removeSubrange(0..<start)
+            base += start
             scanned -= start
             start = 0
         }
         buffer.append(contentsOf: bytes)
+    }
+
+    private mutating func clear() {
+        base += buffer.count
+        buffer.removeAll(keepingCapacity: true); start = 0; scanned = 0
     }
 
     public mutating func append(_ bytes: [UInt8]) {
@@ -46,9 +60,10 @@ public struct LineFramer: Sendable {
             guard let end = nl else {
                 scanned = buffer.count
                 if discarding {
-                    buffer.removeAll(keepingCapacity: true); start = 0; scanned = 0
+                    clear()
                 } else if buffered > maxLine + 1 {
-                    buffer.removeAll(keepingCapacity: true); start = 0; scanned = 0
+                    frameStart = base + start
+                    clear()
                     discarding = true
                     return .tooLong
                 }
@@ -58,6 +73,7 @@ public struct LineFramer: Sendable {
             start = end + 1
             scanned = start
             if discarding { discarding = false; continue }
+            frameStart = base + lineStart
             var lineEnd = end
             if lineEnd > lineStart && buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
             if lineEnd - lineStart > maxLine { return .tooLong }

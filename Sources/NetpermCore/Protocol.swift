@@ -12,6 +12,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case noIdentity = "no-identity"
     case timeout
     case internalError = "internal"
+    /// Sent, as the only line, to a connection refused past a limit; then it is closed.
+    case tooManyConnections = "too-many-connections"
 }
 
 public enum Verb: String, Sendable, CaseIterable {
@@ -88,6 +90,16 @@ public struct ProtocolError: Error, Equatable, Sendable {
         s.field("ok", false)
         s.field("error", code.rawValue)
         s.field("message", message)
+    }
+
+    /// The whole reply line, for an edge that answers by itself (a refused connection).
+    public var line: [UInt8] {
+        let b = ByteBuffer(capacity: 256)
+        var w = JSONWriter(b)
+        write(to: &w)
+        w.close()
+        b.append(0x0A)
+        return Array(UnsafeBufferPointer(start: b.base, count: b.count))
     }
 }
 

@@ -1,40 +1,94 @@
 import NetpermCore
 import NetpermIO
 
-/// Identifies the process at the other end of a Unix socket from the kernel's word only.
-public enum Peer {
-    /// SO_PEERCRED gives pid/uid/gid as of connect(), SO_PEERGROUPS the supplementary groups. With SO_PEERPIDFD
-    /// the pid is pinned: after reading /proc/PID we check the pidfd still names a live process with that pid, so a
-    /// recycled pid is never mistaken for the peer. Without a pidfd (older kernels) we fall back to the pid.
-    public static func identify(fd: Int32) -> PeerIdentity? {
-        guard let cred = try? UnixSocket.peerCredentials(fd) else { return nil }
-        let pidfd = UnixSocket.peerPidfd(fd)
-        defer { if let pidfd { FD.close(pidfd) } }
-
-        var problems: [String] = []
-        var exe: String?
-        do { exe = try Files.readLink("/proc/\(cred.pid)/exe") } catch {
-            problems.append("cannot read /proc/\(cred.pid)/exe: \(error)")
-        }
-        let cgroup = FD.readText("/proc/\(cred.pid)/cgroup")
-        let gids = [cred.gid] + ((try? UnixSocket.peerGroups(fd)) ?? [])
-        if let pidfd {
-            // fdinfo's "Pid:" is -1 once the process is gone; then what we read may belong to a newcomer.
-            guard pidOf(pidfd: pidfd) == cred.pid else {
-                return PeerIdentity(pid: cred.pid, uid: cred.uid, gids: gids, executable: nil, unit: nil,
-                                    problem: "the peer exited before it could be identified")
-            }
-        }
-        return PeerIdentity(pid: cred.pid, uid: cred.uid, gids: gids, executable: exe,
-                            unit: cgroup.flatMap(PeerIdentity.unit(fromCgroup:)),
-                            problem: problems.isEmpty ? nil : problems.joined(separator: "; "))
+/// Identifies the processes that send requests, from the kernel's word only: the credentials it attaches to each
+/// message (SCM_CREDENTIALS) or recorded at connect (SO_PEERCRED, SO_PEERGROUPS), a pidfd to pin the process, and
+/// /proc/PID/exe and /proc/PID/cgroup. Identities are kept per process (pid and pidfd), so many connections from
+/// one process cost one reading of /proc; a kept identity is used again only while the process's executable is
+/// the one it was read with.
+public final class PeerIdentities {
+    /// A process, as long as the system runs: its pid and the number of its pidfd's inode (pidfs).
+    private struct Process: Hashable {
+        var pid: Int32
+        var inode: UInt64
     }
 
-    static func pidOf(pidfd: Int32) -> Int32? {
-        guard let info = FD.readText("/proc/self/fdinfo/\(pidfd)") else { return nil }
-        for line in info.split(separator: "\n") where line.hasPrefix("Pid:") {
-            return Int32(line.dropFirst(4).split(whereSeparator: { $0 == "\t" || $0 == " " }).first ?? "")
+    public static let capacity = 1024
+    private var known: [Process: PeerIdentity] = [:]
+    /// In the order they were added: the oldest goes first when the cache is full.
+    private var order: [Process] = []
+
+    public init() {}
+
+    /// Who sent a request on the connection `fd` that `connector` opened. `sender` is what the kernel attached to
+    /// the request's bytes.
+    public func identify(sender attached: Credentials, socket fd: Int32, connector: Credentials) -> PeerIdentity {
+        // Bytes nobody vouched for were sent on a socket that had no SO_PASSCRED yet (a client that connected
+        // before the daemon set it on a listener passed to it, and wrote just as it was accepted): the process that
+        // connected is the best the kernel can say.
+        let sender = attached == .unknown || attached.isUnattached ? connector : attached
+        guard sender.pid > 0 else {
+            // No credentials, or a process in a pid namespace the daemon cannot see: nothing to read in /proc.
+            return PeerIdentity(pid: 0, uid: sender.uid, gids: sender == .unknown ? [] : [sender.gid],
+                                executable: nil, unit: nil,
+                                problem: sender == .unknown ? "the kernel did not say who sent the request"
+                                                            : "the sender is not visible in the daemon's pid namespace")
         }
-        return nil
+        if sender.pid == connector.pid {
+            // The process that connected: the kernel's record of connect(), its effective ids and groups, and a
+            // pidfd of exactly that process.
+            let gids = [connector.gid] + ((try? UnixSocket.peerGroups(fd)) ?? [])
+            return identify(connector, groups: gids, pidfd: UnixSocket.peerPidfd(fd))
+        }
+        // Another process that holds the socket: the ids the kernel attached to its message (its real ones unless
+        // it named another of its own), its groups from /proc.
+        return identify(sender, groups: nil, pidfd: Pidfd.open(sender.pid))
+    }
+
+    /// `groups`: primary then supplementary, when the kernel recorded them; nil to read them from /proc.
+    private func identify(_ cred: Credentials, groups: [UInt32]?, pidfd: Int32?) -> PeerIdentity {
+        defer { if let pidfd { FD.close(pidfd) } }
+        let pid = cred.pid
+        var exe: String?
+        var problem: String?
+        do { exe = try Files.readLink("/proc/\(pid)/exe") } catch { problem = "cannot read /proc/\(pid)/exe: \(error)" }
+        let process = pidfd.flatMap(Pidfd.processID).map { Process(pid: pid, inode: $0) }
+        if let process, let pidfd, let kept = known[process], let exe, kept.executable == exe, kept.uid == cred.uid,
+           kept.gids == groups ?? kept.gids, kept.gids.first == cred.gid,
+           // Alive now, so the pid was never anyone else's while exe was read.
+           Pidfd.isAlive(pidfd) {
+            return kept
+        }
+        let cgroup = FD.readText("/proc/\(pid)/cgroup")
+        let gids = groups ?? ([cred.gid] + Self.supplementaryGroups(pid))
+        if let pidfd, !Pidfd.isAlive(pidfd) {
+            // Gone: what was read may belong to a newcomer with its pid.
+            return PeerIdentity(pid: pid, uid: cred.uid, gids: gids, executable: nil, unit: nil,
+                                problem: "the process exited before it could be identified")
+        }
+        let identity = PeerIdentity(pid: pid, uid: cred.uid, gids: gids, executable: exe,
+                                    unit: cgroup.flatMap(PeerIdentity.unit(fromCgroup:)), problem: problem)
+        if let process, problem == nil { keep(identity, for: process) }
+        return identity
+    }
+
+    private func keep(_ identity: PeerIdentity, for process: Process) {
+        if known.updateValue(identity, forKey: process) == nil { order.append(process) }
+        if order.count > Self.capacity {
+            let evicted = order.count - Self.capacity * 3 / 4
+            for p in order.prefix(evicted) { known[p] = nil }
+            order.removeFirst(evicted)
+        }
+    }
+
+    /// The supplementary groups in /proc/PID/status ("Groups:\t60 100 ..."); none when it cannot be read, so a
+    /// privilege that depends on a group is refused rather than guessed.
+    static func supplementaryGroups(_ pid: Int32) -> [UInt32] {
+        guard let status = FD.readText("/proc/\(pid)/status") else { return [] }
+        for line in status.split(separator: "\n") where line.hasPrefix("Groups:") {
+            return line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" })
+                .compactMap { UInt32($0) }
+        }
+        return []
     }
 }

@@ -46,17 +46,23 @@ public enum Files {
     }
 
     /// `mkdir -p`: missing parents 0755 (others may need to pass through them, e.g. to a socket beside), the
-    /// directory itself `mode`. An existing directory is left as it is.
+    /// directory itself `mode`, whatever the umask (which mkdir applies: under 077 a socket's directory came out
+    /// 0700). An existing directory is left as it is.
     public static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(Errno) {
         let components = path.split(separator: "/")
         var prefix = path.hasPrefix("/") ? "/" : ""
         for (i, c) in components.enumerated() {
             prefix += (prefix.isEmpty || prefix == "/" ? "" : "/") + c
+            let m = i == components.count - 1 ? mode : 0o755
             do {
-                _ = try sys { mkdir(prefix, i == components.count - 1 ? mode : 0o755) }
+                _ = try sys { mkdir(prefix, m) }
             } catch where error.code == EEXIST {
                 continue
             }
+            // Through a descriptor of the directory itself: never the target of a symlink put in its place.
+            let fd = try sys { open(prefix, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            defer { FD.close(fd) }
+            _ = try sys { fchmod(fd, m) }
         }
     }
 

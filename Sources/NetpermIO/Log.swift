@@ -35,3 +35,27 @@ public enum Output {
     public static func out(_ text: String) { write(STDOUT_FILENO, text) }
     public static func err(_ text: String) { write(STDERR_FILENO, text) }
 }
+
+/// A line about something that can happen thousands of times a second (descriptors running out, clients refused):
+/// at most one per `interval`; the next one says how many were left out meanwhile. A client must not be able to
+/// fill the journal.
+public struct RateLimitedLog {
+    public let interval: UInt64
+    private var last: UInt64?
+    /// Lines left out since the last one written.
+    public private(set) var suppressed = 0
+
+    public init(intervalMicroseconds: UInt64) { interval = intervalMicroseconds }
+
+    public mutating func emit(_ priority: Int32, _ message: @autoclosure () -> String,
+                              now: UInt64 = Clock.monotonicMicroseconds()) {
+        if let last, now &- last < interval {
+            suppressed += 1
+            return
+        }
+        last = now
+        let left = suppressed
+        suppressed = 0
+        Log.emit(priority, message() + (left > 0 ? " (\(left) more like it not logged)" : ""))
+    }
+}

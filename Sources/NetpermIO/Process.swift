@@ -21,6 +21,13 @@ public enum Limits {
         nofile.rlim_cur = nofile.rlim_max
         _ = try sys { setrlimit(Int32(RLIMIT_NOFILE.rawValue), &nofile) }
     }
+
+    /// The soft limit of open files (descriptors numbered from 0 up to it), nil if it cannot be read.
+    public static func openFiles() -> Int? {
+        var nofile = rlimit()
+        guard (try? sys { getrlimit(Int32(RLIMIT_NOFILE.rawValue), &nofile) }) != nil else { return nil }
+        return nofile.rlim_cur >= rlim_t(Int.max) ? Int.max : Int(nofile.rlim_cur)
+    }
 }
 
 extension Signals {

@@ -48,6 +48,10 @@ public enum UnixSocket {
     /// and listens.
     public static func listen(_ path: String, mode: mode_t, backlog: Int32 = 4096) throws(Errno) -> Int32 {
         let fd = try streamSocket()
+        do { try passCredentials(fd) } catch {
+            FD.close(fd)
+            throw error
+        }
         let old = umask(~mode & 0o777)
         defer { umask(old) }
         do {
@@ -65,12 +69,35 @@ public enum UnixSocket {
         try sysNonBlocking { CLinux.accept4(listenFD, nil, nil, Int32(SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)) }
     }
 
-    /// The peer's pid, uid and gid as of connect() (SO_PEERCRED).
-    public static func peerCredentials(_ fd: Int32) throws(Errno) -> (pid: Int32, uid: UInt32, gid: UInt32) {
+    /// The peer's pid, effective uid and gid as of connect() (SO_PEERCRED).
+    public static func peerCredentials(_ fd: Int32) throws(Errno) -> Credentials {
         var cred = np_ucred()
         var len = socklen_t(MemoryLayout<np_ucred>.size)
         _ = try sys { getsockopt(fd, SOL_SOCKET, NP_SO_PEERCRED, &cred, &len) }
-        return (cred.pid, cred.uid, cred.gid)
+        return Credentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
+    }
+
+    /// SO_PASSCRED: every read of the socket then says who sent its bytes (`receive`). Since Linux 6.16 a socket
+    /// takes its listener's flags at connect(), so both need it: the listener before clients connect (then their
+    /// every byte carries credentials), and each accepted socket for clients that connected before (their bytes
+    /// sent before the accept carry credentials; bytes sent between accept and this call carry none).
+    public static func passCredentials(_ fd: Int32) throws(Errno) {
+        var on: Int32 = 1
+        _ = try sys { setsockopt(fd, SOL_SOCKET, NP_SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size)) }
+    }
+
+    /// One non-blocking read of a socket with SO_PASSCRED, and the credentials the kernel attached to its bytes
+    /// (SCM_CREDENTIALS), nil when there were none. With SO_PASSCRED the kernel never merges bytes of different
+    /// senders into one read of a stream socket, so the credentials hold for every byte read.
+    public static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno)
+        -> (read: FD.Read, sender: Credentials?) {
+        var cred = np_ucred()
+        var has: Int32 = 0
+        guard let n = try sysNonBlocking({ np_recv_credentials(fd, buffer.baseAddress, UInt(buffer.count), &cred, &has) }) else {
+            return (.wouldBlock, nil)
+        }
+        let sender = has != 0 ? Credentials(pid: cred.pid, uid: cred.uid, gid: cred.gid) : nil
+        return (n == 0 ? .end : .bytes(n), sender)
     }
 
     /// The peer's supplementary groups as of connect() (SO_PEERGROUPS).
@@ -95,6 +122,22 @@ public enum UnixSocket {
         guard (try? sys { getsockopt(fd, SOL_SOCKET, NP_SO_PEERPIDFD, &pidfd, &len) }) != nil, pidfd >= 0 else { return nil }
         return pidfd
     }
+}
+
+/// Who connected or sent bytes, in the kernel's words. `pid` is 0 when the process lives in a pid namespace this
+/// one cannot see (or the kernel attached no credentials); uid and gid are then the overflow ids.
+public struct Credentials: Equatable, Hashable, Sendable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+    public init(pid: Int32, uid: UInt32, gid: UInt32) { self.pid = pid; self.uid = uid; self.gid = gid }
+
+    /// Bytes nobody vouched for: no process, and ids that match no one.
+    public static let unknown = Credentials(pid: 0, uid: UInt32.max, gid: UInt32.max)
+
+    /// What SCM_CREDENTIALS says of bytes the kernel attached no credentials to (sent before either socket had
+    /// SO_PASSCRED): no pid, and the overflow ids (65534 unless the admin changed kernel.overflowuid).
+    public var isUnattached: Bool { pid == 0 && uid == 65534 && gid == 65534 }
 }
 
 /// Socket options the edges set.

@@ -25,6 +25,10 @@ final class Interpreter: ControlDelegate {
     private var timers: [TimerID: TimerSource] = [:]
     /// sysfs is read once per link (and again on rename), not on every netlink message.
     private var sysfsCache: [Int32: (name: String, facts: SysfsFacts)] = [:]
+    /// Each open connection: its socket, who connected, and the pid the engine has the identity of (nil until
+    /// its first request: a connection that sends nothing costs no reading of /proc).
+    private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
+    private let identities = PeerIdentities()
 
     init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
          loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
@@ -125,18 +129,37 @@ final class Interpreter: ControlDelegate {
 
     func caughtUp(_ id: UInt64, dropped: Int) { feed(.caughtUp(id, dropped: dropped)) }
 
-    func opened(_ id: UInt64, fd: Int32) {
-        let identity = Peer.identify(fd: fd)
-            ?? PeerIdentity(pid: 0, uid: UInt32.max, gids: [], executable: nil, unit: nil, problem: "SO_PEERCRED failed")
-        feed(.opened(id, identity))
+    func opened(_ id: UInt64, fd: Int32, connector: Credentials) {
+        connections[id] = (fd, connector, nil)
     }
 
-    func frame(_ id: UInt64, _ frame: LineFramer.Frame) {
+    /// Each request is answered for the process that sent it. The engine learns who that is before the first
+    /// request, and again only when a request comes from another pid than the last one did: the same sender
+    /// costs a comparison.
+    func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials) {
+        guard let c = connections[id] else { return }
+        if c.pid != sender.pid {
+            let identity = identities.identify(sender: sender, socket: c.fd, connector: c.connector)
+            connections[id]?.pid = sender.pid
+            feed(c.pid == nil ? .opened(id, identity) : .identityChanged(id, identity))
+        }
         switch frame {
         case let .line(bytes): feed(.line(id, bytes))
         case .tooLong: feed(.lineTooLong(id))
         }
     }
 
-    func closed(_ id: UInt64) { feed(.closed(id)) }
+    func closed(_ id: UInt64) {
+        guard let c = connections.removeValue(forKey: id), c.pid != nil else { return }
+        feed(.closed(id))
+    }
+
+    func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8] {
+        switch refusal {
+        case let .total(limit):
+            return ProtocolError(.tooManyConnections, "netpermd serves at most \(limit) connections at once; try again later").line
+        case let .perUID(uid, limit):
+            return ProtocolError(.tooManyConnections, "uid \(uid) has \(limit) connections open, the most one user may have").line
+        }
+    }
 }

@@ -14,9 +14,15 @@ struct Options {
     /// How long a subscriber that fell behind may take to catch up before it is disconnected.
     var subscriberTimeoutSeconds: UInt64 = 30
 
+    /// Connections at once, everyone's together (fewer if the descriptor limit leaves less room).
+    var maxConnections = 16384
+    /// Connections at once per uid other than root and the daemon's own.
+    var maxConnectionsPerUID = 256
+
     static let usage = """
         usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
-                        [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--version] [--help]
+                        [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--max-connections N]
+                        [--max-connections-per-uid N] [--version] [--help]
           --socket PATH      control socket (default /run/netpermd/netpermd.sock)
           --config PATH      configuration file (default /etc/netpermd/netpermd.conf; drop-ins in PATH.d/*.conf)
           --state-dir PATH   where decisions are kept (default /var/lib/netpermd)
@@ -25,6 +31,10 @@ struct Options {
           --netlink-rcvbuf BYTES  receive buffer of the netlink socket (default 4194304)
           --subscriber-timeout SECONDS  how long a subscriber that fell 1 MiB behind may take to read its
                              queue empty before it is disconnected (default 30)
+          --max-connections N  clients served at once (default 16384, and never more than the descriptor limit
+                             leaves room for); others get a too-many-connections error
+          --max-connections-per-uid N  clients one uid may have at once (default 256; root and the daemon's
+                             own uid are not limited)
           --version          print the version and exit
           -h, --help         print this help and exit
         """
@@ -60,6 +70,11 @@ struct Options {
                     return .exit(2, "netpermd: --subscriber-timeout takes a number of seconds from 1 to 86400\n")
                 }
                 o.subscriberTimeoutSeconds = n
+            case "--max-connections", "--max-connections-per-uid":
+                guard let v = value(), let n = Int(v), n > 0 else {
+                    return .exit(2, "netpermd: \(a) takes a positive number\n")
+                }
+                if a == "--max-connections" { o.maxConnections = n } else { o.maxConnectionsPerUID = n }
             case "--version": return .exit(0, "netpermd \(DaemonState.version)\n")
             case "-h", "--help": return .exit(0, usage + "\n")
             default: return .exit(2, "netpermd: unknown argument '\(a)'\n" + usage + "\n")

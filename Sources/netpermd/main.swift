@@ -13,6 +13,9 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
+/// Descriptors kept for the daemon itself when the limit on descriptors bounds the connections.
+let reservedDescriptors = 32
+
 func run() -> Int32 {
     let options: Options
     switch Options.parse(Array(CommandLine.arguments.dropFirst())) {
@@ -65,6 +68,19 @@ func run() -> Int32 {
     var limits = ControlServer.Limits()
     limits.maxLine = Request.maxLine
     limits.maxLagMicroseconds = options.subscriberTimeoutSeconds * 1_000_000
+    limits.maxConnections = options.maxConnections
+    limits.maxConnectionsPerUID = options.maxConnectionsPerUID
+    limits.unlimitedUIDs = [0, geteuid()]
+    // Every client is a descriptor: promise no more than the limit leaves after the daemon's own (its sockets,
+    // the loop's, /proc and policy files being read, a pidfd), so clients past it are told rather than left to
+    // make accept fail.
+    var descriptors = ""
+    if let nofile = Limits.openFiles(), nofile - reservedDescriptors < limits.maxConnections {
+        limits.maxConnections = max(nofile - reservedDescriptors, 1)
+        descriptors = " (the descriptor limit is \(nofile))"
+    }
+    Log.info("control socket: at most \(limits.maxConnections) connections\(descriptors), "
+        + "\(limits.maxConnectionsPerUID) per uid other than root's and the daemon's")
     let server: ControlServer
     do { server = try ControlServer(loop: loop, listenFD: listenFD, limits: limits, delegate: interpreter) } catch {
         fail("cannot serve the control socket: \(error)")

@@ -23,6 +23,26 @@ final class LineFramerTests: XCTestCase {
         XCTAssertEqual(f.buffered, 0)
     }
 
+    /// Each frame says where in the stream it began, however the stream was cut and whatever was discarded
+    /// before it: the transport finds a line's sender by it.
+    func testFramesKnowWhereTheyBegan() {
+        let stream = bytes("PING\n" + String(repeating: "x", count: 40) + "\nQUERY\n\nWAIT\n")
+        // PING at 0, the long line at 5, QUERY at 46, the blank line at 52, WAIT at 53.
+        for size in 1...stream.count {
+            var f = LineFramer(maxLine: 16)
+            var starts: [Int] = []
+            var i = 0
+            while i < stream.count {
+                let chunk = Array(stream[i..<min(i + size, stream.count)])
+                XCTAssertEqual(f.received, i)
+                f.append(chunk)
+                while f.next() != nil { starts.append(f.frameStart) }
+                i += size
+            }
+            XCTAssertEqual(starts, [0, 5, 46, 52, 53], "chunks of \(size)")
+        }
+    }
+
     /// Every way of cutting the same stream gives the same frames (exercises buffer compaction too).
     func testAnyChunkingGivesSameFrames() {
         let stream = bytes("PING\r\nSTATUS\n\nLINKS extra\nQUIT\n")

@@ -9,19 +9,26 @@ final class TransportTests: XCTestCase {
     final class Recorder: ControlDelegate {
         var server: ControlServer!
         var opened: [UInt64] = []
+        var connectors: [Credentials] = []
         var frames: [(UInt64, LineFramer.Frame)] = []
+        var senders: [Credentials] = []
         var closed: [UInt64] = []
         /// What to do with each frame; the default replies "r:LINE".
         var onFrame: ((UInt64, LineFramer.Frame) -> Void)?
 
-        func opened(_ id: UInt64, fd: Int32) { opened.append(id) }
-        func frame(_ id: UInt64, _ frame: LineFramer.Frame) {
+        func opened(_ id: UInt64, fd: Int32, connector: Credentials) {
+            opened.append(id)
+            connectors.append(connector)
+        }
+        func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials) {
             frames.append((id, frame))
+            senders.append(sender)
             if let onFrame { onFrame(id, frame) } else { reply(id, frame) }
         }
         func closed(_ id: UInt64) { closed.append(id) }
         var caughtUp: [(UInt64, Int)] = []
         func caughtUp(_ id: UInt64, dropped: Int) { caughtUp.append((id, dropped)) }
+        func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8] { Array("refused \(refusal)\n".utf8) }
 
         func reply(_ id: UInt64, _ frame: LineFramer.Frame) {
             let text: String
@@ -95,6 +102,118 @@ final class TransportTests: XCTestCase {
             return ended || done(String(decoding: got, as: UTF8.self))
         }, timeout: timeout)
         return String(decoding: got, as: UTF8.self)
+    }
+
+    /// Runs `sh -c SCRIPT` with the client's socket as its stdout, to completion; returns its pid.
+    private func runWriter(_ fd: Int32, _ script: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fd, 1)
+        let argv = ["/bin/sh", "-c", script]
+        let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { for p in cArgs { free(p) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, "/bin/sh", &actions, nil, cArgs, nil) == 0 else { throw Errno(errno) }
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+        return pid
+    }
+
+    /// Each line comes with the credentials of the process that sent it, also when several share the socket; a
+    /// line begun by one and ended by another is the first one's. With SO_PASSCRED the kernel never hands over
+    /// bytes of two senders in one read.
+    func testEachLineCarriesItsSender() throws {
+        try start()
+        let c = try connect()
+        XCTAssertEqual(recorder.connectors.map(\.pid), [getpid()])
+        try write(c, "A\n")
+        let child = try runWriter(c, "printf 'B\\n'")
+        try write(c, "C\nD")
+        let finisher = try runWriter(c, "printf 'E\\n'")
+        XCTAssertTrue(loop.run(until: { recorder.frames.count == 4 }), "\(recorder.lines)")
+        XCTAssertEqual(recorder.lines, ["A", "B", "C", "DE"])
+        XCTAssertEqual(recorder.senders.map(\.pid), [getpid(), child, getpid(), getpid()])
+        XCTAssertNotEqual(finisher, getpid())
+        XCTAssertEqual(recorder.senders.map(\.uid), Array(repeating: getuid(), count: 4))
+    }
+
+    /// Socket activation: the client connected and wrote before the daemon existed, so before anyone set
+    /// SO_PASSCRED on the listener. Since Linux 6.16 a socket takes the listener's flags at connect(): the request
+    /// must still come with its sender (it came with none under a real systemd).
+    func testAClientThatWroteBeforeTheServerStartedStillHasItsSender() throws {
+        var template = Array("/tmp/npt-transport-XXXXXX".utf8CString)
+        guard let dir = mkdtemp(&template) else { throw Errno(errno) }
+        path = String(cString: dir) + "/s.sock"
+        let d = String(cString: dir)
+        let listenFD = try SocketPath.bindListening(path)
+        // As systemd passes it without PassCredentials=yes.
+        var off: Int32 = 0
+        XCTAssertEqual(setsockopt(listenFD, SOL_SOCKET, SO_PASSCRED, &off, socklen_t(MemoryLayout<Int32>.size)), 0)
+        let early = try UnixSocket.connect(path)
+        clients.append(early)
+        addTeardownBlock { [unowned self] in
+            for c in clients { FD.close(c) }
+            server?.closeAll()
+            try? Files.remove(path)
+            rmdir(d)
+        }
+        try FD.setNonBlocking(early)
+        let bytes = Array("EARLY\n".utf8)
+        XCTAssertEqual(try FD.send(early, bytes), bytes.count)
+        loop = TestLoop()
+        recorder = Recorder()
+        server = try ControlServer(loop: loop, listenFD: listenFD, limits: ControlServer.Limits(), delegate: recorder)
+        recorder.server = server
+        XCTAssertTrue(loop.run(until: { recorder.frames.count == 1 }), "\(recorder.lines)")
+        XCTAssertEqual(recorder.lines, ["EARLY"])
+        XCTAssertEqual(recorder.senders.map(\.pid), [getpid()])
+        XCTAssertEqual(recorder.senders.map(\.uid), [getuid()])
+    }
+
+    /// A burst of connections is accepted a batch per pass of the loop, so clients already there are served in
+    /// between.
+    func testConnectionsAreAcceptedABatchPerPass() throws {
+        var limits = ControlServer.Limits()
+        limits.acceptBatch = 4
+        try start(limits)
+        for _ in 0..<10 { clients.append(try UnixSocket.connect(path)) }
+        loop.runOnce(timeoutMilliseconds: 100)
+        XCTAssertEqual(recorder.opened.count, 4, "one batch in one pass")
+        XCTAssertTrue(loop.run(until: { recorder.opened.count == 10 }))
+    }
+
+    /// Past a uid's share, a client gets one line saying why and the end of the stream.
+    func testAConnectionPastItsUIDsShareIsRefusedWithOneLine() throws {
+        var limits = ControlServer.Limits()
+        limits.maxConnectionsPerUID = 2
+        limits.unlimitedUIDs = []
+        try start(limits)
+        _ = try connect()
+        _ = try connect()
+        let third = try UnixSocket.connect(path)
+        try FD.setNonBlocking(third)
+        defer { FD.close(third) }
+        XCTAssertEqual(read(third) { _ in false }, "refused perUID(uid: \(getuid()), limit: 2)\n", "then the end")
+        XCTAssertEqual(recorder.opened.count, 2)
+    }
+
+    /// Past the total, everyone is refused, the uids set apart from the per-uid share too; one leaving makes room.
+    func testAConnectionPastTheTotalIsRefusedUntilOneLeaves() throws {
+        var limits = ControlServer.Limits()
+        limits.maxConnections = 3
+        limits.maxConnectionsPerUID = 1
+        limits.unlimitedUIDs = [getuid()]
+        try start(limits)
+        for _ in 0..<3 { _ = try connect() }
+        let fourth = try UnixSocket.connect(path)
+        try FD.setNonBlocking(fourth)
+        XCTAssertEqual(read(fourth) { _ in false }, "refused total(limit: 3)\n")
+        FD.close(fourth)
+        FD.close(clients.removeLast())
+        XCTAssertTrue(loop.run(until: { recorder.closed.count == 1 }))
+        clients.append(try UnixSocket.connect(path))
+        XCTAssertTrue(loop.run(until: { recorder.opened.count == 4 }), "the next one is served")
     }
 
     func testRepliesComeInOrderAndRequestsAfterAHeldOneWait() throws {

@@ -240,6 +240,12 @@ final class EngineHarness {
         return id
     }
 
+    /// The connection's next request comes from another process (the transport saw another sender). Like a
+    /// request, it waits while the connection is held.
+    func changeIdentity(_ id: ConnectionID, to identity: PeerIdentity) {
+        _ = submit(id, .identityChanged(id, identity))
+    }
+
     func disconnect(_ id: ConnectionID) {
         connections[id]?.closed = true
         connections[id]?.pending = []

@@ -8,7 +8,11 @@ public enum Input: Sendable {
     case reload
     /// The first picture and the policy are in: answer for real from now on.
     case started
+    /// A connection's first request is coming, from this process.
     case opened(ConnectionID, PeerIdentity)
+    /// The connection's next request comes from another process than the last one (a child that inherited the
+    /// socket, a process it was passed to): what follows is answered for this one.
+    case identityChanged(ConnectionID, PeerIdentity)
     case closed(ConnectionID)
     /// One request line (newline excluded).
     case line(ConnectionID, [UInt8])
@@ -126,6 +130,11 @@ public final class Engine {
         case let .opened(id, identity):
             if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
             sessions[id] = Session(id: id, identity: identity, caller: makeCaller(identity))
+        case let .identityChanged(id, identity):
+            guard let session = sessions[id] else { break }
+            if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
+            log(.debug, "connection \(id): requests now come from pid \(identity.pid), not \(session.identity.pid)")
+            changeIdentity(session, to: identity)
         case let .closed(id):
             closed(id)
         case let .line(id, bytes):
@@ -264,17 +273,7 @@ public final class Engine {
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
         for s in sessions.values {
-            changeListening(s) {
-                s.caller = makeCaller(s.identity)
-                s.subscription?.privileged = s.caller.privileged
-                s.subscription?.appID = s.caller.match.id
-                guard let w = s.waiting else { return }
-                if w.match.matchedBy != .name {
-                    s.waiting?.match = s.caller.match
-                } else if let app = config.app(named: w.match.id) {
-                    s.waiting?.match = AppMatch(id: app.id, matchedBy: .name, app: app)
-                }
-            }
+            remakeCaller(s)
             if let w = s.waiting, w.match.matchedBy == .name, config.app(named: w.match.id) == nil {
                 // The app it waits for by name has left the policy: answered as a QUERY of it would be.
                 finishWait(s, failed: ProtocolError(.notFound, "no [App \(w.match.id)] in the policy any more"))
@@ -338,6 +337,38 @@ public final class Engine {
 
     func makeCaller(_ identity: PeerIdentity) -> Caller {
         Caller(identity: identity, config: state.config, daemonUID: settings.daemonUID, adminGID: adminGID)
+    }
+
+    /// The session's app and privilege from its identity under the policy in force; what it listens to and
+    /// waits for follows (its own app, and whether it may hear about others and answer prompts).
+    private func remakeCaller(_ s: Session) {
+        changeListening(s) {
+            s.caller = makeCaller(s.identity)
+            s.subscription?.privileged = s.caller.privileged
+            s.subscription?.appID = s.caller.match.id
+            guard let w = s.waiting else { return }
+            if w.match.matchedBy != .name {
+                s.waiting?.match = s.caller.match
+            } else if let app = state.config.app(named: w.match.id) {
+                s.waiting?.match = AppMatch(id: app.id, matchedBy: .name, app: app)
+            }
+        }
+    }
+
+    /// Another process speaks on the connection. Its requests are answered for it, and its own app and privilege
+    /// become the connection's: a subscriber hears about the new app from its next event (SUBSCRIBE again for a
+    /// snapshot), and stops or starts being an agent with its privilege. A held WAIT cannot be affected: no
+    /// request is taken from a held connection, so no other process can be seen on it until the WAIT is answered.
+    private func changeIdentity(_ s: Session, to identity: PeerIdentity) {
+        let listened = s.listened
+        let wasAgent = s.isAgent
+        s.identity = identity
+        // The cached reply was the other process's.
+        s.cache = nil
+        remakeCaller(s)
+        if s.subscription != nil { tracker.track(s.caller.match, state: state) }
+        untrackIfUnwanted(listened)
+        if wasAgent != s.isAgent { setAgents(countAgents()) }
     }
 
     private func adminGID() -> UInt32? {

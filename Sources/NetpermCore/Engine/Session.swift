@@ -1,7 +1,8 @@
 /// One connection as the engine keeps it: who is on the other end, what it listens to, what it waits for.
 final class Session {
     let id: ConnectionID
-    let identity: PeerIdentity
+    /// The process that sent the connection's latest request.
+    var identity: PeerIdentity
     /// Redone when the policy changes (the match and the privilege depend on it).
     var caller: Caller
     /// Set by SUBSCRIBE: the connection is a subscriber (an agent if privileged and subscribed to prompts).

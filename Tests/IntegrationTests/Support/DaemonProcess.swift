@@ -12,14 +12,14 @@ final class DaemonProcess: @unchecked Sendable {
     let argv: [String]
     var exitStatus: Int32? { process.exitStatus }
 
-    /// Starts `ip netns exec NS netpermd --socket ... --config ... --state-dir ... --log-level debug EXTRA...`.
-    /// `ip netns exec` execs the daemon in place, so `pid` is the daemon's own.
-    /// `stateDir` keeps the daemon away from the host's /var/lib/netpermd.
+    /// Starts `ip netns exec NS [WRAPPER...] netpermd --socket ... --config ... --state-dir ... --log-level debug
+    /// EXTRA...`. `ip netns exec` execs the daemon in place (and so must a wrapper such as `prlimit --nofile=64:64`),
+    /// so `pid` is the daemon's own. `stateDir` keeps the daemon away from the host's /var/lib/netpermd.
     init(binary: String, namespace: String, socketPath: String, configPath: String, stateDir: String,
-         logPath: String, extraArgs: [String] = []) throws {
+         logPath: String, extraArgs: [String] = [], wrapper: [String] = []) throws {
         self.socketPath = socketPath
         self.logPath = logPath
-        argv = ["ip", "netns", "exec", namespace, binary, "--socket", socketPath, "--config", configPath,
+        argv = ["ip", "netns", "exec", namespace] + wrapper + [binary, "--socket", socketPath, "--config", configPath,
                 "--state-dir", stateDir, "--log-level", "debug"] + extraArgs
         process = try Subprocess.spawn(argv, stdin: .devNull, stdout: .appendFile(logPath), stderr: .appendFile(logPath))
     }
