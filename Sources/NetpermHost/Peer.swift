@@ -1,3 +1,4 @@
+import Glibc
 import NetpermCore
 import NetpermIO
 
@@ -52,6 +53,10 @@ public final class PeerIdentities {
         var exe: String?
         var problem: String?
         do { exe = try Files.readLink("/proc/\(pid)/exe") } catch { problem = "cannot read /proc/\(pid)/exe: \(error)" }
+        if let path = exe, let lie = Self.pathMisnames(pid: pid, path: path) {
+            exe = nil
+            problem = lie
+        }
         let process = pidfd.flatMap(Pidfd.processID).map { Process(pid: pid, inode: $0) }
         if let process, let pidfd, let kept = known[process], let exe, kept.executable == exe, kept.uid == cred.uid,
            kept.gids == groups ?? kept.gids, kept.gids.first == cred.gid,
@@ -70,6 +75,26 @@ public final class PeerIdentities {
                                     unit: cgroup.flatMap(PeerIdentity.unit(fromCgroup:)), problem: problem)
         if let process, problem == nil { keep(identity, for: process) }
         return identity
+    }
+
+    /// /proc/PID/exe is the path of the executable in the process's own mount namespace. Anyone may make one of
+    /// their own (unshare -Urm; unprivileged user namespaces are on by default) and bind any file over
+    /// /usr/bin/anything in it: the path would then name another program than the one running. So the path counts
+    /// only if it names, as the daemon sees it, the very file that runs. A path the daemon cannot see (its sandbox
+    /// hides /home and has its own /tmp) is taken as it is: there is nothing to compare.
+    static func pathMisnames(pid: Int32, path: String) -> String? {
+        guard let running = try? Files.fileID("/proc/\(pid)/exe") else { return nil }
+        switch Result(catching: { () throws(Errno) -> Files.FileID in try Files.fileID(path) }) {
+        case let .success(named) where named == running:
+            return nil
+        case .success:
+            return "/proc/\(pid)/exe says \(SafeText.excerpt(path, maxBytes: 200)), but that path names another file for netpermd "
+                + "(the process runs in a mount namespace of its own): not used to match Executable="
+        case let .failure(e) where e == .notFound || e == .accessDenied || e == Errno(ENOTDIR):
+            return nil
+        case let .failure(e):
+            return "cannot check \(SafeText.excerpt(path, maxBytes: 200)): \(e); not used to match Executable="
+        }
     }
 
     private func keep(_ identity: PeerIdentity, for process: Process) {

@@ -77,6 +77,18 @@ public enum Files {
         path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
     }
 
+    /// Which file a path names (device and inode, symlinks followed): two paths name the same file when equal.
+    public struct FileID: Equatable, Sendable {
+        public var device: UInt64
+        public var inode: UInt64
+    }
+
+    public static func fileID(_ path: String) throws(Errno) -> FileID {
+        var st = stat()
+        _ = try sys { stat(path, &st) }
+        return FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
     public static func isSocket(_ path: String) throws(Errno) -> Bool {
         var st = stat()
         _ = try sys { lstat(path, &st) }

@@ -80,4 +80,34 @@ final class IdentityRaceTests: IntegrationTestCase {
         XCTAssertEqual(wrong.count, 0, "\(wrong.count) of \(tries) tries answered for another process, \(asOther) of them "
             + "as the program the parent became:\n" + wrong.prefix(5).joined(separator: "\n"))
     }
+
+    /// /proc/PID/exe is a path in the process's own mount namespace. A process that binds another program over a
+    /// policy's Executable= path in a mount namespace of its own (unshare -Urm needs no privilege here) and runs it
+    /// from there must not be answered as that app: the path names another file for the daemon.
+    func testAProgramBoundOverAPolicyPathInItsOwnMountNamespaceIsNotThatApp() throws {
+        let ns = try makeNamespace()
+        let dir = try makeTempDir()
+        let updater = dir + "/updater"
+        try FileManager.default.copyItem(atPath: Subprocess.resolve("cat"), toPath: updater)
+        chmod(updater, 0o755)
+        let socat = try Subprocess.resolve("socat")
+        let config = try writeConfig("""
+            [App updater]
+            Executable=\(updater)
+            WWAN=allow
+
+            """, in: dir)
+        let socket = dir + "/netpermd.sock"
+        _ = try startDaemon(in: ns, socket: socket, config: config)
+
+        // The real updater's path, run honestly, is the app (a copy of socat would not be: it checks the file).
+        let spoof = "mount --bind \(socat) \(updater) && exec \(updater) -t 5 - UNIX-CONNECT:\(socket)"
+        let r = try Subprocess.run(["unshare", "-Urm", "sh", "-c", spoof], input: Array("QUERY\n".utf8), timeout: 10)
+        XCTAssertEqual(r.status, 0, r.summary)
+        let reply = try JSONValue.object(r.lines.first ?? "")
+        let identity = reply["identity"] as? [String: Any] ?? [:]
+        XCTAssertNotEqual(reply["app"] as? String, "updater", "answered as the app whose path it borrowed: \(r.stdout)")
+        XCTAssertNil(identity["executable"] as? String, r.stdout)
+        XCTAssertTrue((identity["problem"] as? String ?? "").contains("mount namespace of its own"), r.stdout)
+    }
 }
