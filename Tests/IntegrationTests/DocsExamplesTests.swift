@@ -10,7 +10,7 @@ import Glibc
 /// sends must be named in docs/PROTOCOL.md.
 final class DocsExamplesTests: IntegrationTestCase {
     static let documents = ["README.md", "docs/PROTOCOL.md", "docs/POLICY.md", "docs/CLASSIFICATION.md", "docs/ROUTING.md",
-                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md"]
+                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md", "docs/SECURITY.md"]
 
     struct Block {
         var file: String

@@ -20,6 +20,7 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/doc/netpermd/ROUTING.md", 0o644),
         ("usr/local/share/doc/netpermd/ARCHITECTURE.md", 0o644),
         ("usr/local/share/doc/netpermd/SYSTEMD.md", 0o644),
+        ("usr/local/share/doc/netpermd/SECURITY.md", 0o644),
         ("usr/local/share/doc/netpermd/netpermd.conf.example", 0o644),
         ("usr/local/share/man/man1/netpermctl.1", 0o644),
         ("usr/local/share/man/man5/netpermd.conf.5", 0o644),
