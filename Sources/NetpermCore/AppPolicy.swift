@@ -3,8 +3,10 @@ public struct AppPolicy: Equatable, Sendable {
     public var id: String
     /// Absolute paths or globs, matched against /proc/PID/exe.
     public var executables: [Glob] = []
-    /// systemd unit names or globs, matched against the unit from /proc/PID/cgroup.
+    /// systemd unit names or globs, matched against the unit from /proc/PID/cgroup: `units` against the system
+    /// manager's, `userUnits` against those of users' own managers.
     public var units: [Glob] = []
+    public var userUnits: [Glob] = []
     public var uids: [UInt32] = []
     public var permissions = PartialPermissions()
     /// Where the section was first defined, for error messages.
@@ -13,7 +15,7 @@ public struct AppPolicy: Equatable, Sendable {
 
     public init(id: String, path: String, line: Int) { self.id = id; self.path = path; self.line = line }
 
-    public var hasIdentity: Bool { !executables.isEmpty || !units.isEmpty || !uids.isEmpty }
+    public var hasIdentity: Bool { !executables.isEmpty || !units.isEmpty || !userUnits.isEmpty || !uids.isEmpty }
 
     /// App ids start with a letter, then letters, digits, '.', '-', '_'.
     public static func isValidID(_ s: String) -> Bool {

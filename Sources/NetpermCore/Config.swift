@@ -38,7 +38,7 @@ public struct Config: Equatable, Sendable {
         // Only now, when every drop-in has had its say.
         for app in parser.config.apps where !app.hasIdentity && !parser.badIdentity.contains(app.id) {
             parser.problems.error(app.path, app.line, IniSection.label("App", app.id)
-                + ": no Executable=, Unit= or User=, so nothing matches it")
+                + ": no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
         }
         parser.problems.sort(files: files.map(\.path))
         var config: Config?
@@ -76,7 +76,8 @@ public struct Config: Equatable, Sendable {
             }
             if let i = best { return AppMatch(id: apps[i].id, matchedBy: .executable, app: apps[i]) }
         }
-        if let unit = peer.unit, let app = apps.first(where: { $0.units.contains { $0.matches(unit) } }) {
+        if let unit = peer.unit,
+           let app = apps.first(where: { (peer.userUnit ? $0.userUnits : $0.units).contains { $0.matches(unit) } }) {
             return AppMatch(id: app.id, matchedBy: .unit, app: app)
         }
         if let app = apps.first(where: { $0.uids.contains(peer.uid) }) {
@@ -222,7 +223,7 @@ public struct Config: Equatable, Sendable {
                     if let p = permission(s, e) { app.permissions.values[k] = p }
                     continue
                 }
-                guard e.key == "Executable" || e.key == "Unit" || e.key == "User" else {
+                guard e.key == "Executable" || e.key == "Unit" || e.key == "UserUnit" || e.key == "User" else {
                     unknownKey(s, e, .app)
                     continue
                 }
@@ -241,6 +242,11 @@ public struct Config: Equatable, Sendable {
                     if replaced.insert(e.key).inserted || words.isEmpty { app.units = [] }
                     for w in words {
                         do { app.units.append(try Glob(w)) } catch { badWord(e.line, error.message) }
+                    }
+                case "UserUnit":
+                    if replaced.insert(e.key).inserted || words.isEmpty { app.userUnits = [] }
+                    for w in words {
+                        do { app.userUnits.append(try Glob(w)) } catch { badWord(e.line, error.message) }
                     }
                 default: // User
                     if replaced.insert(e.key).inserted || words.isEmpty { app.uids = [] }
@@ -362,7 +368,7 @@ enum SectionKind: CaseIterable {
         let kinds = PermissionSet.keys.map(\.key)
         switch self {
         case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec"]
-        case .app: return ["Executable", "Unit", "User"] + kinds
+        case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds
         case .interface: return ["Kind", "Metered"]
         }
     }

@@ -9,17 +9,26 @@ public struct PeerIdentity: Equatable, Sendable {
     public var executable: String?
     /// The innermost systemd service or scope the process runs in.
     public var unit: String?
+    /// `unit` belongs to a user's own service manager (it runs inside `user@UID.service`), whose user names it:
+    /// it matches `UserUnit=`, never `Unit=`.
+    public var userUnit: Bool
     /// Why something could not be read, e.g. "cannot read /proc/1234/exe: Permission denied".
     public var problem: String?
 
-    public init(pid: Int32, uid: UInt32, gids: [UInt32], executable: String?, unit: String?, problem: String? = nil) {
+    public init(pid: Int32, uid: UInt32, gids: [UInt32], executable: String?, unit: String?, userUnit: Bool = false,
+                problem: String? = nil) {
         self.pid = pid; self.uid = uid; self.gids = gids
-        self.executable = executable; self.unit = unit; self.problem = problem
+        self.executable = executable; self.unit = unit; self.userUnit = userUnit; self.problem = problem
     }
 
     /// The innermost service or scope in a /proc/PID/cgroup text (cgroup v2 line "0::/path", or the
     /// name=systemd line on hybrid hierarchies).
-    public static func unit(fromCgroup text: String) -> String? {
+    public static func unit(fromCgroup text: String) -> String? { unitAndManager(fromCgroup: text)?.unit }
+
+    /// The innermost service or scope, and whether a user's service manager runs it (a `user@UID.service` above
+    /// it in the path): any user may start a unit of theirs with any name, so such a unit says only what its user
+    /// chose to call it.
+    public static func unitAndManager(fromCgroup text: String) -> (unit: String, user: Bool)? {
         var path: Substring?
         for line in text.split(separator: "\n") {
             // "hierarchy-ID:controllers:path"
@@ -29,10 +38,10 @@ public struct PeerIdentity: Equatable, Sendable {
             if f[1] == "name=systemd" { path = f[2] }
         }
         guard let path else { return nil }
-        for part in path.split(separator: "/").reversed() where part.hasSuffix(".service") || part.hasSuffix(".scope") {
-            return String(part)
-        }
-        return nil
+        let parts = path.split(separator: "/")
+        guard let i = parts.lastIndex(where: { $0.hasSuffix(".service") || $0.hasSuffix(".scope") }) else { return nil }
+        let user = parts[..<i].contains { $0.hasPrefix("user@") && $0.hasSuffix(".service") }
+        return (String(parts[i]), user)
     }
 
     public func write(to s: inout JSONWriter) {
@@ -40,6 +49,7 @@ public struct PeerIdentity: Equatable, Sendable {
         s.field("uid", Int(uid))
         s.field("executable", executable)
         s.field("unit", unit)
+        if userUnit { s.field("user_unit", true) }
         if let problem { s.field("problem", problem) }
     }
 }

@@ -71,8 +71,9 @@ public final class PeerIdentities {
             return PeerIdentity(pid: pid, uid: cred.uid, gids: gids, executable: nil, unit: nil,
                                 problem: "the process exited before it could be identified")
         }
-        let identity = PeerIdentity(pid: pid, uid: cred.uid, gids: gids, executable: exe,
-                                    unit: cgroup.flatMap(PeerIdentity.unit(fromCgroup:)), problem: problem)
+        let unit = cgroup.flatMap(PeerIdentity.unitAndManager(fromCgroup:))
+        let identity = PeerIdentity(pid: pid, uid: cred.uid, gids: gids, executable: exe, unit: unit?.unit,
+                                    userUnit: unit?.user ?? false, problem: problem)
         if let process, problem == nil { keep(identity, for: process) }
         return identity
     }

@@ -308,7 +308,7 @@ final class ConfigTests: XCTestCase {
             + "...]: unknown section (expected [Defaults], [App NAME] or [Interface GLOB]); ignored"])
         let app = "a" + megabyte
         XCTAssertEqual(problems("[App \(app)]\nWWAN=deny\n"),
-                       ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit= or User=, so nothing matches it"])
+                       ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it"])
         for p in problems("[Defaults]\n" + megabyte + "\nWWAN=" + megabyte + "\n[App " + megabyte + "\n") {
             XCTAssertLessThan(p.utf8.count, 300, p)
         }

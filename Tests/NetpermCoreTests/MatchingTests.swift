@@ -223,6 +223,36 @@ final class MatchingTests: XCTestCase {
                        "init.scope")
     }
 
+    /// A unit of a user's own manager is that user's to name: it never matches Unit=, only UserUnit=.
+    func testAUserUnitNamedLikeASystemServiceIsNotThatService() throws {
+        let config = try parsePolicy("""
+        [App apt]
+        Unit=apt-daily.service
+        [App browser]
+        UserUnit=app-gnome-firefox-*.scope
+        """)
+        let spoof = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/apt-daily.service\n"
+        let parsed = try XCTUnwrap(PeerIdentity.unitAndManager(fromCgroup: spoof))
+        XCTAssertEqual(parsed.unit, "apt-daily.service")
+        XCTAssertTrue(parsed.user)
+        var peer = makePeer(uid: 1000, exe: "/usr/bin/sleep")
+        peer.unit = parsed.unit
+        peer.userUnit = parsed.user
+        XCTAssertNotEqual(config.match(peer).id, "apt", "a user's apt-daily.service passed for the system's")
+        peer.userUnit = false
+        XCTAssertEqual(config.match(peer).id, "apt")
+
+        let firefox = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-firefox-4242.scope\n"
+        let f = try XCTUnwrap(PeerIdentity.unitAndManager(fromCgroup: firefox))
+        peer.unit = f.unit
+        peer.userUnit = f.user
+        XCTAssertEqual(config.match(peer).id, "browser")
+        XCTAssertEqual(config.match(peer).matchedBy, .unit)
+        XCTAssertFalse(try XCTUnwrap(PeerIdentity.unitAndManager(fromCgroup: "0::/system.slice/apt-daily.service")).user)
+        XCTAssertFalse(try XCTUnwrap(PeerIdentity.unitAndManager(
+            fromCgroup: "0::/user.slice/user-1000.slice/session-2.scope")).user, "a login session is the system's")
+    }
+
     /// cgroup v1 / hybrid: only the name=systemd line counts; controller hierarchies may be anywhere.
     func testUnitFromCgroupHybrid() {
         let text = """

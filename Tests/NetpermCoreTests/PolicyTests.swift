@@ -188,7 +188,7 @@ final class PolicyTests: XCTestCase {
 
     func testUnknownKeyInApp() throws {
         assertWarning("[App curl]\nExecutable=/usr/bin/curl\nPath=/usr/bin\n", line: 3, "[App curl]: unknown key 'Path' "
-            + "(expected Executable=, Unit=, User=, WiFi=, WWAN=, Ethernet= or Other=); ignored")
+            + "(expected Executable=, Unit=, UserUnit=, User=, WiFi=, WWAN=, Ethernet= or Other=); ignored")
         assertWarning("[App curl]\nUser=alice\nAdminGroup=wheel\n", line: 3,
                       "[App curl]: unknown key 'AdminGroup' (AdminGroup= belongs in [Defaults]); ignored")
         assertWarning("[App curl]\nUser=alice\nKind=wwan\n", line: 3,
@@ -216,7 +216,7 @@ final class PolicyTests: XCTestCase {
     /// When a typo leaves an [App] with no identity, the load fails: the app would silently never match.
     func testTypoThatEmptiesAnAppIsAnError() {
         XCTAssertEqual(problems([(main, "[App a]\nexecutable=/usr/bin/a\n")]), [
-            "\(main):1: [App a]: no Executable=, Unit= or User=, so nothing matches it",
+            "\(main):1: [App a]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it",
             "\(main):2: warning: [App a]: unknown key 'executable' (did you mean Executable=? keys are case-sensitive); "
                 + "ignored",
         ])
@@ -268,13 +268,13 @@ final class PolicyTests: XCTestCase {
 
     func testAppWithNoWayToMatch() {
         assertError("[App a]\nUser=1\n\n[App b]\nWWAN=deny\n", line: 4,
-                    "[App b]: no Executable=, Unit= or User=, so nothing matches it")
+                    "[App b]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
         // Empty lists count as nothing.
         assertError("[App c]\nExecutable=\nUnit=\nUser=\n", line: 1,
-                    "[App c]: no Executable=, Unit= or User=, so nothing matches it")
+                    "[App c]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
         // Reported at the section's first definition, in the file that defined it.
         assertError([(main, "[Defaults]\nWWAN=ask\n"), (dropA, "\n\n[App d]\nWiFi=deny\n")], path: dropA, line: 3,
-                    "[App d]: no Executable=, Unit= or User=, so nothing matches it")
+                    "[App d]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
     }
 
     func testDefaultsWithArgument() {
@@ -332,7 +332,7 @@ final class PolicyTests: XCTestCase {
             "\(main):2: [Defaults]: bad value 'perhaps' for WWAN= (expected allow, deny or ask)",
             "\(main):3: warning: [Defaults]: unknown key 'Wifi' (did you mean WiFi=? keys are case-sensitive); ignored",
             "\(main):6: [App a]: Executable= must be an absolute path or glob, got 'bin/a'",
-            "\(main):7: [App b]: no Executable=, Unit= or User=, so nothing matches it",
+            "\(main):7: [App b]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it",
             "\(dropA):2: [App a]: unknown user 'mallory' in User=",
             "\(dropA):3: warning: [Network]: unknown section (expected [Defaults], [App NAME] or [Interface GLOB]); "
                 + "ignored",
@@ -362,7 +362,7 @@ final class PolicyTests: XCTestCase {
         XCTAssertEqual(problems([(main, "[App 7zip]\nWWAN=maybe\nColour=red\n")]), [
             "\(main):1: [App 7zip]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'",
             "\(main):2: [App 7zip]: bad value 'maybe' for WWAN= (expected allow, deny or ask)",
-            "\(main):3: warning: [App 7zip]: unknown key 'Colour' (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
+            "\(main):3: warning: [App 7zip]: unknown key 'Colour' (expected Executable=, Unit=, UserUnit=, User=, WiFi=, WWAN=, "
                 + "Ethernet= or Other=); ignored",
         ])
         XCTAssertEqual(problems([(main, "[App a]\nUser=1\n[App a]\nWiFi=sometimes\n")]), [
