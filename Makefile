@@ -11,7 +11,7 @@ RUN_CONFIG ?= config/run.conf
 SWIFT ?= swift
 # libstdc++-12-dev: the release link takes libstdc++ from its static archive (toolchain/libstdc++.so).
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config systemd util-linux \
-        libstdc++-12-dev
+        libstdc++-12-dev nftables libnftables-dev
 RELEASE_FLAGS := -c release --static-swift-stdlib
 
 BENCH_DEBS := gcc libc6-dev python3 iproute2 socat

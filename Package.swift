@@ -33,6 +33,12 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // libnftables: the enforcement rules, as `nft -f` loads them, without a process.
+        .systemLibrary(
+            name: "CNftables",
+            pkgConfig: "libnftables",
+            providers: [.apt(["libnftables-dev"])]
+        ),
         // Pure core: no C modules, no I/O.
         .target(name: "NetpermCore"),
         // Syscall plumbing: the chokepoint, descriptors, files, Unix sockets, the event-loop protocol, logging.
@@ -41,12 +47,14 @@ let package = Package(
         .target(name: "NetpermHost", dependencies: ["NetpermCore", "NetpermIO"]),
         .target(name: "NetpermNetlink", dependencies: ["CNetlink", "NetpermCore", "NetpermIO"]),
         .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO"]),
+        // Enforcement's edge: one libnftables context (scripts as transactions) and the nftables event socket.
+        .target(name: "NetpermNftables", dependencies: ["CNftables", "NetpermIO"]),
         // The control socket's transport: client ids and bytes, no core types.
         .target(name: "NetpermControl", dependencies: ["NetpermIO"]),
         .executableTarget(
             name: "netpermd",
             dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
-                           "NetpermControl"],
+                           "NetpermControl", "NetpermNftables"],
             linkerSettings: releaseLink
         ),
         .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO", "NetpermHost"],

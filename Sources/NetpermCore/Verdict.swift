@@ -35,6 +35,8 @@ public struct Verdict: Equatable, Sendable {
     public var deniedKinds: [LinkKind]
     /// Kinds of usable links set to `ask` with no decision yet.
     public var pendingKinds: [LinkKind]
+    /// Whether the kernel enforces the app's permissions (Mode=block); the engine fills it in per app.
+    public var enforcement: Enforcement = .notEnforced(.modeOff)
 
     /// Kinds denied only because no agent listens to ask the user (`no-agent`).
     public var unaskedKinds: [LinkKind] { deniedKinds.filter { sources[$0] == .noAgent } }
@@ -139,5 +141,6 @@ public struct Verdict: Equatable, Sendable {
         s.object("sources") {
             for k in PermissionSet.keys { $0.field(k.kind.key, effective.source(k.kind).rawValue) }
         }
+        enforcement.write(to: &s)
     }
 }

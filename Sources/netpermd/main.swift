@@ -64,6 +64,7 @@ func run() -> Int32 {
     }
     watcher.onChange = { interpreter.kernelChanged($0) }
     interpreter.kernelChanged(watcher.snapshot())
+    let cgroups = CgroupWatcher(loop: loop) { interpreter.feed(.cgroups($0)) }
 
     var limits = ControlServer.Limits()
     limits.maxLine = Request.maxLine
@@ -113,7 +114,7 @@ func run() -> Int32 {
     CodePages.release()
     Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
-    withExtendedLifetime((watcher, server, reloader)) {}
+    withExtendedLifetime((watcher, server, reloader, cgroups)) {}
     return code < 0 ? 1 : code
 }
 

@@ -53,6 +53,9 @@ public enum Effect: Equatable, Sendable {
     case loadPolicy
     case notify(NotifyMessage)
     case log(Priority, String)
+    /// Run this nft script as one transaction (the enforcement rules, or `Ruleset.removal`); with `report`, say
+    /// how it went with `Input.rulesLoaded`.
+    case loadRules(String, report: Bool)
 }
 
 /// The effects of one input, in order, and the bytes they refer to. Reused from input to input, so a request's

@@ -1,0 +1,54 @@
+import NetpermCore
+import NetpermIO
+import NetpermNftables
+
+/// Carries out `Effect.loadRules` through libnftables, and keeps the rules in force: another process changing
+/// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded
+/// again at once. The context and the socket are made only when first needed, so Mode=off costs nothing.
+final class Enforcer {
+    private let loop: EventLoop
+    private var nft: Nftables?
+    private var monitor: NftablesMonitor?
+    /// The rules last loaded successfully; nil while none are (Mode=off, or after removal).
+    private var inForce: String?
+    /// Called when loading the rules again after a foreign change fails: the engine retries.
+    var repairFailed: (String) -> Void = { _ in }
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    /// Runs the script as one transaction; nil, or why it failed.
+    func load(_ script: String) -> String? {
+        do {
+            if nft == nil { nft = try Nftables() }
+            try nft!.run(script)
+        } catch {
+            return "\(error)"
+        }
+        if script == Ruleset.removal {
+            inForce = nil
+            monitor = nil
+            return nil
+        }
+        inForce = script
+        if monitor == nil {
+            do {
+                monitor = try NftablesMonitor(loop: loop, table: Ruleset.table)
+                monitor?.changed = { [unowned self] pid, name in self.foreignChange(pid: pid, name: name) }
+            } catch {
+                Log.warning("enforcement: cannot watch nftables for changes by others (\(error)); "
+                    + "a flushed ruleset stays flushed until the next change")
+            }
+        }
+        return nil
+    }
+
+    private func foreignChange(pid: UInt32?, name: String?) {
+        guard let rules = inForce else { return }
+        let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") } ?? "another process (events were lost)"
+        Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
+        if let error = load(rules) {
+            Log.err("enforcement: loading the rules again failed: \(error)")
+            repairFailed(error)
+        }
+    }
+}
