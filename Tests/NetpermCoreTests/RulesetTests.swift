@@ -87,6 +87,7 @@ final class RulesetTests: XCTestCase {
             		type cgroupsv2 : verdict
             	}
             	chain deny {
+            		meta nfproto ipv6 meta l4proto tcp counter reject with tcp reset
             		counter reject with icmpx admin-prohibited
             	}
             	chain kind_wifi {

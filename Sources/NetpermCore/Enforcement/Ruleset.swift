@@ -99,9 +99,11 @@ public struct Ruleset: Equatable, Sendable {
                     owned.map { "\"\($0.path)\" : \(allowed($0.app, k) ? "accept" : "goto deny")" })
             }
         }
-        // icmpx admin-prohibited: connect() fails at once with EHOSTUNREACH, sendto() with EPERM; a drop would
-        // leave TCP retrying until its time-out.
-        t += "\tchain deny {\n\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
+        // icmpx admin-prohibited: IPv4's connect() fails at once with EHOSTUNREACH, sendto() with EPERM; a drop
+        // would leave TCP retrying until its time-out. IPv6's TCP gets a reset (ECONNREFUSED at once): the ICMPv6
+        // error reached connect() only after the SYN was sent again a second later (EACCES after 1 s).
+        t += "\tchain deny {\n\t\tmeta nfproto ipv6 meta l4proto tcp counter reject with tcp reset\n"
+        t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
         for k in kinds {
             t += "\tchain kind_\(k.rawValue) {\n"
             for level in UnitCgroups.levels.reversed() {
