@@ -33,12 +33,9 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
-        // libnftables: the enforcement rules, as `nft -f` loads them, without a process.
-        .systemLibrary(
-            name: "CNftables",
-            pkgConfig: "libnftables",
-            providers: [.apt(["libnftables-dev"])]
-        ),
+        // libnftables' header and the netfilter netlink constants; the library itself is loaded with dlopen when
+        // enforcement first needs it (NetpermNftables), so it is not linked.
+        .systemLibrary(name: "CNftables", providers: [.apt(["libnftables-dev"])]),
         // Pure core: no C modules, no I/O.
         .target(name: "NetpermCore"),
         // Syscall plumbing: the chokepoint, descriptors, files, Unix sockets, the event-loop protocol, logging.

@@ -18,6 +18,16 @@ final class Enforcer {
 
     /// Runs the script as one transaction; nil, or why it failed.
     func load(_ script: String) -> String? {
+        // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
+        // that Mode=off never loads libnftables.
+        if script == Ruleset.removal, nft == nil {
+            switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: Ruleset.table) }) {
+            case .success(false?): return nil
+            case .success(nil): return "not permitted to look at nftables"
+            case let .failure(e): return "cannot ask nftables: \(e)"
+            case .success(true?): break
+            }
+        }
         do {
             if nft == nil { nft = try Nftables() }
             try nft!.run(script)

@@ -186,9 +186,19 @@ final class EnforcementTests: IntegrationTestCase {
         XCTAssertTrue(try bed.probe(uid: 4002, link: "wwan0").passed, "restarted, allowed")
         d.forceStop()
 
-        try start(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
+        d = try start(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
         try waitUntil("Mode=off removes what the killed daemon left") { (try self.bed.table() == nil, "still there") }
         XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "off")
+        XCTAssertTrue(try String(contentsOfFile: "/proc/\(d.pid)/maps", encoding: .utf8).contains("libnftables"),
+                      "it loaded libnftables to remove the table")
+    }
+
+    /// Mode=off with no table left behind asks the kernel once and never loads libnftables.
+    func testModeOffNeverLoadsLibnftables() throws {
+        let d = try start(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
+        XCTAssertEqual(try request(socket, "STATUS")["enforcement"] as? [String: String], ["mode": "off", "state": "off"])
+        XCTAssertFalse(try String(contentsOfFile: "/proc/\(d.pid)/maps", encoding: .utf8).contains("libnftables"))
+        XCTAssertNil(try bed.table())
     }
 
     /// Unit= apps by their cgroups: matched while the cgroup exists, re-matched when it is re-created (a new
