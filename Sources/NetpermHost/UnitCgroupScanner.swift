@@ -17,16 +17,18 @@ public struct UnitCgroupScanner {
         guard let root = mountPoint else { return (UnitCgroups(), []) }
         var units: [UnitCgroup] = []
         var dirs = [root]
+        func id(_ path: String) -> UInt64 { (try? Files.fileID(root + "/" + path).inode) ?? 0 }
         for top in ((try? Files.list(root)) ?? []) where UnitCgroups.isSlice(top) {
             dirs.append(root + "/" + top)
             for name in ((try? Files.list(root + "/" + top)) ?? []) {
                 if UnitCgroups.isMatchedUnit(name) {
-                    units.append(UnitCgroup(path: top + "/" + name, level: 2, unit: name))
+                    units.append(UnitCgroup(path: top + "/" + name, level: 2, unit: name, id: id(top + "/" + name)))
                 } else if UnitCgroups.isSlice(name) {
                     let slice = top + "/" + name
                     dirs.append(root + "/" + slice)
                     for unit in ((try? Files.list(root + "/" + slice)) ?? []) where UnitCgroups.isMatchedUnit(unit) {
-                        units.append(UnitCgroup(path: slice + "/" + unit, level: 3, unit: unit))
+                        units.append(UnitCgroup(path: slice + "/" + unit, level: 3, unit: unit,
+                                                id: id(slice + "/" + unit)))
                     }
                 }
             }

@@ -234,6 +234,22 @@ final class EnforcementTests: IntegrationTestCase {
                 return (why == "cgroup-absent", why ?? "nil")
             }
         }
+        // Made again at once, as a service restart does: the same path and rules text, but a new cgroup id.
+        XCTAssertEqual(mkdir(svcDir, 0o755), 0)
+        try waitUntil("svc is enforced") { (try self.query("svc")["enforced"] as? Bool == true, "") }
+        assertBlocked(try bed.probe(cgroup: svcDir, link: "wwan0"), "in \(svc) before it is made again")
+        func loads() throws -> Int {
+            try String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8)
+                .components(separatedBy: "enforcement: loading rules for").count - 1
+        }
+        let before = try loads()
+        try waitUntil("\(svcDir) removed") { (rmdir(svcDir) == 0, String(cString: strerror(errno))) }
+        XCTAssertEqual(mkdir(svcDir, 0o755), 0, "made again within the rescan's 10 ms")
+        try waitUntil("the rules are loaded for the new cgroup", timeout: 2) {
+            let n = try loads()
+            return (n > before, "\(n) loads")
+        }
+        assertBlocked(try bed.probe(cgroup: svcDir, link: "wwan0"), "in \(svc) made again")
         XCTAssertTrue(try bed.probe(uid: 4001, cgroup: okDir, link: "wwan0").passed,
                       "a denied uid in an allowed unit: the unit's verdict comes first")
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "the same uid outside the unit")

@@ -77,7 +77,10 @@ final class EngineEnforcementTests: XCTestCase {
         let h = EngineHarness(policy: policy + "\n[App cron]\nUnit=cron.service\nWWAN=deny\n", links: [Links.lo, Links.wwan])
         let q = { h.request(h.connect(), "QUERY cron") }
         XCTAssertEqual(q()["enforced_why"], "cgroup-absent")
-        let cron = UnitCgroups(nftRoot: "", units: [UnitCgroup(path: "system.slice/cron.service", level: 2, unit: "cron.service")])
+        func cgroups(id: UInt64) -> UnitCgroups {
+            UnitCgroups(nftRoot: "", units: [UnitCgroup(path: "system.slice/cron.service", level: 2, unit: "cron.service", id: id)])
+        }
+        let cron = cgroups(id: 7)
         h.feed(.cgroups(cron))
         XCTAssertTrue(h.rules.last?.contains(#""system.slice/cron.service" : goto deny"#) == true)
         XCTAssertEqual(q()["enforced"], true)
@@ -85,8 +88,14 @@ final class EngineEnforcementTests: XCTestCase {
         let n = h.rules.count
         h.feed(.cgroups(cron))
         XCTAssertEqual(h.rules.count, n, "the same cgroups: nothing to load")
+        h.feed(.cgroups(cgroups(id: 8)))
+        XCTAssertEqual(h.rules.count, n + 1, "made again at the same path (cron restarted): the same text, loaded again")
+        XCTAssertEqual(h.rules.last, h.rules.dropLast().last)
+        h.feed(.cgroups(UnitCgroups(nftRoot: "", units: cgroups(id: 8).units
+            + [UnitCgroup(path: "system.slice/other.service", level: 2, unit: "other.service", id: 9)])))
+        XCTAssertEqual(h.rules.count, n + 1, "a cgroup no app owns changes nothing")
         h.feed(.cgroups(UnitCgroups(nftRoot: "")))
-        XCTAssertEqual(h.rules.count, n + 1)
+        XCTAssertEqual(h.rules.count, n + 2)
         XCTAssertEqual(q()["enforced_why"], "cgroup-absent")
     }
 

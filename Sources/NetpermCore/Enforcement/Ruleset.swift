@@ -27,6 +27,9 @@ public struct Ruleset: Equatable, Sendable {
     /// Link names or cgroup paths nft cannot be given safely (a quote, a wildcard, a control character): left
     /// out, so those links or cgroups are not enforced. The daemon logs them.
     public var skipped: [String]
+    /// The ids of the unit cgroups the rules name, in the order of their paths: not in the text (nft resolves the
+    /// paths when loading), so a cgroup made again at the same path shows here only.
+    public var unitIDs: [UInt64]
 
     /// The script that removes the table, whether or not it exists.
     public static let removal = "table \(family) \(table) {}\ndelete table \(family) \(table)\n"
@@ -135,7 +138,8 @@ public struct Ruleset: Equatable, Sendable {
             notEnforced[app.id] = why
         }
         return Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
-                       links: linkNames.values.reduce(0) { $0 + $1.count }, elements: elements, skipped: skipped)
+                       links: linkNames.values.reduce(0) { $0 + $1.count }, elements: elements, skipped: skipped,
+                       unitIDs: cgroupOwner.map(\.cgroup.id))
     }
 
     private static func set<S: Sequence>(_ t: inout String, _ name: String, type: String, _ elements: S)

@@ -6,8 +6,14 @@ public struct UnitCgroup: Equatable, Hashable, Sendable {
     public var level: Int
     /// The unit's name, the path's last component: what `Unit=` globs are matched against.
     public var unit: String
+    /// The cgroup's id (its directory's inode number). nft turns a path into this id when the rules are loaded,
+    /// so a cgroup removed and made again at the same path (a service restarted) needs the rules loaded again
+    /// even though their text is the same.
+    public var id: UInt64
 
-    public init(path: String, level: Int, unit: String) { self.path = path; self.level = level; self.unit = unit }
+    public init(path: String, level: Int, unit: String, id: UInt64 = 0) {
+        self.path = path; self.level = level; self.unit = unit; self.id = id
+    }
 }
 
 /// The unit cgroups that exist, as the edge found them under the cgroup v2 hierarchy (docs/ENFORCEMENT.md).

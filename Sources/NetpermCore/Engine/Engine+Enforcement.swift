@@ -10,6 +10,8 @@ struct EnforcementBook {
     var ruleset: Ruleset?
     /// The script last handed to the kernel (`Ruleset.removal` once the table is to be gone); nil before any.
     var loaded: String?
+    /// The ids of the cgroups the loaded script names, as nft resolved them.
+    var loadedUnitIDs: [UInt64] = []
     var state = EnforcementState.off
     var attempts = 0
     var retry: TimerID?
@@ -49,7 +51,9 @@ extension Engine {
                     + r.skipped.prefix(10).joined(separator: ", ") + (r.skipped.count > 10 ? ", ..." : ""))
             }
             enforcement.ruleset = r
-            guard r.text != enforcement.loaded else { return }
+            // The same text names new cgroups when one was made again at the same path (new id).
+            guard r.text != enforcement.loaded || r.unitIDs != enforcement.loadedUnitIDs else { return }
+            enforcement.loadedUnitIDs = r.unitIDs
             log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links")
             load(r.text, report: true)
             if enforcement.state != .enforcing { enforcement.state = .applying }
