@@ -93,7 +93,8 @@ MANDIR = $(DESTDIR)$(PREFIX)/share/man
 BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
-DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md
+DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
+       docs/ENFORCEMENT.md
 
 # Then: systemctl daemon-reload && systemctl enable --now netpermd.socket
 install: release
@@ -118,6 +119,8 @@ install-files:
 	install -D -m 0644 completions/netpermctl.bash $(BASHCOMPDIR)/netpermctl
 	install -D -m 0644 completions/_netpermctl $(ZSHCOMPDIR)/_netpermctl
 	install -m 0644 config/netpermd.conf $(DOCDIR)/netpermd.conf.example
+	@# Not installed as a drop-in: enforcement's CAP_NET_ADMIN is the administrator's choice (docs/ENFORCEMENT.md).
+	install -m 0644 systemd/netpermd-enforcement.conf $(DOCDIR)/netpermd-enforcement.conf
 	@# Never overwrite an administrator's configuration.
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
 

@@ -5,16 +5,18 @@ import NetpermIO
 /// Tells when another process changes one table: the kernel's nftables notifications (NFNLGRP_NFTABLES), so
 /// `nft flush ruleset` is seen as it happens, and an idle daemon never wakes up to look.
 ///
-/// A transaction's notifications end with NFT_MSG_NEWGEN, which names the process that made it: any change to
-/// the table (a deletion, an added rule or element) in a transaction of another process calls `changed`, once
-/// per transaction. Messages lost to a
+/// A transaction's notifications end with NFT_MSG_NEWGEN: any change to the table (a deletion, an added rule or
+/// element) in a transaction of another socket than `ownPortIDs` calls `changed`, once per transaction. Every
+/// notification's header carries the netlink port id of the socket that sent the transaction; the process id in
+/// NEWGEN cannot tell: it is the init namespace's, never what getpid() says in a container. Messages lost to a
 /// full receive buffer call it too: what they said is unknown.
 public final class NftablesMonitor {
     private let fd: Int32
     private var source: IOSource?
     private let family: UInt8
     private let table: [UInt8]
-    private let ownPID = UInt32(getpid())
+    /// The daemon's own netfilter sockets (libnftables'): their transactions are the daemon's.
+    public var ownPortIDs: Set<UInt32> = []
     /// A change to the table was seen in the transaction whose messages are being read.
     private var touched = false
     public var changed: (_ byPID: UInt32?, _ byName: String?) -> Void = { _, _ in }
@@ -45,6 +47,25 @@ public final class NftablesMonitor {
         FD.close(fd)
     }
 
+    /// The port ids of this process's netlink sockets of `protocol` (from /proc/self/net/netlink, whose inodes
+    /// are matched against /proc/self/fd): how to recognise libnftables' socket, which it does not expose.
+    public static func ownPortIDs(protocol proto: Int32 = NETLINK_NETFILTER) -> Set<UInt32> {
+        var inodes: Set<Substring> = []
+        var links: [String] = []
+        for fd in (try? Files.list("/proc/self/fd")) ?? [] {
+            if let target = try? Files.readLink("/proc/self/fd/" + fd) { links.append(target) }
+        }
+        for t in links where t.hasPrefix("socket:[") { inodes.insert(t.dropFirst(8).dropLast()) }
+        var ports: Set<UInt32> = []
+        for line in (FD.readText("/proc/self/net/netlink") ?? "").split(separator: "\n").dropFirst() {
+            // sk Eth Pid Groups Rmem Wmem Dump Locks Drops Inode
+            let f = line.split(separator: " ")
+            guard f.count >= 10, Int32(f[1]) == proto, inodes.contains(f[9]), let port = UInt32(f[2]) else { continue }
+            ports.insert(port)
+        }
+        return ports
+    }
+
     private func readAll() {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -71,6 +92,7 @@ public final class NftablesMonitor {
         while off + 16 <= b.count {
             let len = Int(b.loadUnaligned(fromByteOffset: off, as: UInt32.self))
             let type = b.loadUnaligned(fromByteOffset: off + 4, as: UInt16.self)
+            let port = b.loadUnaligned(fromByteOffset: off + 12, as: UInt32.self)
             guard len >= 16, off + len <= b.count else { return }
             let msg = UnsafeRawBufferPointer(rebasing: b[(off + 16)..<(off + len)])
             off += (len + 3) & ~3
@@ -82,7 +104,7 @@ public final class NftablesMonitor {
                 let pid = attribute(msg, UInt16(NFTA_GEN_PROC_PID.rawValue)).flatMap { a -> UInt32? in
                     a.count >= 4 ? UInt32(bigEndian: a.loadUnaligned(as: UInt32.self)) : nil
                 }
-                guard pid != ownPID else { continue }
+                guard !ownPortIDs.contains(port) else { continue }
                 let name = attribute(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map {
                     String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
                 }

@@ -11,6 +11,10 @@ final class Enforcer {
     private var monitor: NftablesMonitor?
     /// The rules last loaded successfully; nil while none are (Mode=off, or after removal).
     private var inForce: String?
+    /// This process's netfilter sockets, libnftables' among them: changes they make are the daemon's own.
+    private var ownPortIDs: Set<UInt32> = []
+    /// When the last repairs were made (monotonic µs).
+    private var repairs: [UInt64] = []
     /// Called when loading the rules again after a foreign change fails: the engine retries.
     var repairFailed: (String) -> Void = { _ in }
 
@@ -31,6 +35,11 @@ final class Enforcer {
         do {
             if nft == nil { nft = try Nftables() }
             try nft!.run(script)
+            // Looked up once libnftables' socket surely exists (after its first transaction).
+            if ownPortIDs.isEmpty {
+                ownPortIDs = NftablesMonitor.ownPortIDs()
+                monitor?.ownPortIDs = ownPortIDs
+            }
         } catch {
             return "\(error)"
         }
@@ -43,6 +52,7 @@ final class Enforcer {
         if monitor == nil {
             do {
                 monitor = try NftablesMonitor(loop: loop, table: Ruleset.table)
+                monitor?.ownPortIDs = ownPortIDs
                 monitor?.changed = { [unowned self] pid, name in self.foreignChange(pid: pid, name: name) }
             } catch {
                 Log.warning("enforcement: cannot watch nftables for changes by others (\(error)); "
@@ -54,6 +64,15 @@ final class Enforcer {
 
     private func foreignChange(pid: UInt32?, name: String?) {
         guard let rules = inForce else { return }
+        // Never a loop with another tool that keeps changing the table (or with ourselves, were our own socket
+        // ever mistaken for another's): at most 5 repairs a second, then the engine's bounded retries.
+        let now = Clock.monotonicMicroseconds()
+        repairs = repairs.filter { now - $0 < 1_000_000 } + [now]
+        guard repairs.count <= 5 else {
+            Log.err("enforcement: table \(Ruleset.family) \(Ruleset.table) keeps being changed by others; not loading it again")
+            repairFailed("the table keeps being changed by another process")
+            return
+        }
         let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") } ?? "another process (events were lost)"
         Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
         if let error = load(rules) {
