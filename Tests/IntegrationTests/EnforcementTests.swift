@@ -156,12 +156,12 @@ final class EnforcementTests: IntegrationTestCase {
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "block")
         _ = try writeConfig(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"), in: dir)
         XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
-        try waitUntil("the table is gone") { (try self.bed.table() == nil, "still there") }
+        XCTAssertNil(try bed.table(), "gone before RELOAD is answered")
         XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "off")
         XCTAssertEqual(try query("denied")["enforced_why"] as? String, "mode-off")
         _ = try writeConfig(Self.policy, in: dir)
         XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
-        try waitForEnforcing()
+        XCTAssertNotNil(try bed.table(), "in force before RELOAD is answered")
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "block again")
     }
 

@@ -72,6 +72,24 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.last, Ruleset.removal, "a clean stop removes the table")
     }
 
+    /// RELOAD is answered once the new policy's rules are handed over, as DECIDE is: a client that reloads and
+    /// then connects meets the new rules.
+    func testReloadAndDecideAreAnsweredAfterTheirRules() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])
+        let admin = h.connect()
+        h.policyFiles = [("/etc/netpermd/netpermd.conf", policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))]
+        var mark = h.steps.count
+        XCTAssertEqual(h.request(admin, "RELOAD")["ok"], true)
+        var after = Array(h.steps[mark...])
+        XCTAssertLessThan(after.firstIndex(of: "remove-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
+        h.policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
+        XCTAssertEqual(h.request(admin, "RELOAD")["ok"], true)
+        mark = h.steps.count
+        XCTAssertEqual(h.request(admin, "DECIDE phone wwan allow --once")["ok"], true)
+        after = Array(h.steps[mark...])
+        XCTAssertLessThan(after.firstIndex(of: "load-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
+    }
+
     /// A unit's cgroup appearing or going is a new ruleset.
     func testCgroupsChangeTheRules() {
         let h = EngineHarness(policy: policy + "\n[App cron]\nUnit=cron.service\nWWAN=deny\n", links: [Links.lo, Links.wwan])

@@ -15,6 +15,8 @@ struct EnforcementBook {
     var state = EnforcementState.off
     var attempts = 0
     var retry: TimerID?
+    /// A policy load settled enforcement before its reply; the input's settle() need not build again.
+    var settledEarly = false
 
     struct LinkKey: Equatable { var name: String; var kind: LinkKind }
 

@@ -177,7 +177,11 @@ public final class Engine {
 
     /// Turns what changed into events, answers waiters, asks agents, and keeps STATUS= current.
     func settle() {
-        settleEnforcement(permissionsChanged: permissionsChanged)
+        if enforcement.settledEarly {
+            enforcement.settledEarly = false
+        } else {
+            settleEnforcement(permissionsChanged: permissionsChanged)
+        }
         if permissionsChanged {
             pendingEvents += tracker.reset(state: state, extra: extraMatches())
         } else if networkChanged {
@@ -300,6 +304,9 @@ public final class Engine {
         setAgents(countAgents())
         setNetwork(classify(kernel))
         permissionsChanged = true
+        // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules.
+        settleEnforcement(permissionsChanged: true)
+        enforcement.settledEarly = true
         finishReload(error: nil)
     }
 
