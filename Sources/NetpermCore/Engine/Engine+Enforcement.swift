@@ -28,8 +28,9 @@ extension Engine {
     /// Builds the rules when what they depend on changed, and hands them to the kernel when they differ from
     /// the last ones handed over: links appearing, going or changing kind, the policy, decisions (lasting and
     /// once), agents (an undecided `ask` is rejected either way, so no new text), unit cgroups.
-    func settleEnforcement(permissionsChanged: Bool) {
-        guard state.ready else { return }
+    /// Called by every input's settle(): a request that changed nothing costs one test.
+    func settleEnforcement(permissionsChanged: Bool, networkChanged: Bool) {
+        guard state.ready, enforcement.dirty || permissionsChanged || networkChanged else { return }
         let links = state.network.links.map { EnforcementBook.LinkKey(name: $0.name, kind: $0.kind) }
         guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }
         enforcement.dirty = false

@@ -180,7 +180,7 @@ public final class Engine {
         if enforcement.settledEarly {
             enforcement.settledEarly = false
         } else {
-            settleEnforcement(permissionsChanged: permissionsChanged)
+            settleEnforcement(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
         }
         if permissionsChanged {
             pendingEvents += tracker.reset(state: state, extra: extraMatches())
@@ -305,7 +305,7 @@ public final class Engine {
         setNetwork(classify(kernel))
         permissionsChanged = true
         // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules.
-        settleEnforcement(permissionsChanged: true)
+        settleEnforcement(permissionsChanged: true, networkChanged: true)
         enforcement.settledEarly = true
         finishReload(error: nil)
     }
