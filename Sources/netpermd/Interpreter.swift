@@ -108,7 +108,10 @@ final class Interpreter: ControlDelegate {
             }
         case let .log(priority, message): Log.emit(priority.rawValue, message)
         case let .loadRules(script, report):
+            let start = Clock.monotonicMicroseconds()
             let error = enforcer.load(script)
+            Log.debug("enforcement: nft transaction of \(script.utf8.count) bytes took "
+                + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {
                 queue.append(.rulesLoaded(error: error))
             } else if let error {
