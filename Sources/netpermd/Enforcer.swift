@@ -20,8 +20,9 @@ final class Enforcer {
 
     init(loop: EventLoop) { self.loop = loop }
 
-    /// Runs the script as one transaction; nil, or why it failed.
-    func load(_ script: String) -> String? {
+    /// Runs the script as one transaction; nil, or why it failed. `inForce`: the whole ruleset it leads to, loaded
+    /// again should another process change the table (the script itself may change only part of it).
+    func load(_ script: String, inForce whole: String? = nil) -> String? {
         // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
         // that Mode=off never loads libnftables.
         if script == Ruleset.removal, nft == nil {
@@ -48,7 +49,7 @@ final class Enforcer {
             monitor = nil
             return nil
         }
-        inForce = script
+        inForce = whole ?? script
         if monitor == nil {
             do {
                 monitor = try NftablesMonitor(loop: loop, table: Ruleset.table)

@@ -107,9 +107,9 @@ final class Interpreter: ControlDelegate {
             case .stopping: Notify.send("STOPPING=1")
             }
         case let .log(priority, message): Log.emit(priority.rawValue, message)
-        case let .loadRules(script, report):
+        case let .loadRules(script, report, inForce):
             let start = Clock.monotonicMicroseconds()
-            let error = enforcer.load(script)
+            let error = enforcer.load(script, inForce: inForce)
             Log.debug("enforcement: nft transaction of \(script.utf8.count) bytes took "
                 + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {

@@ -121,6 +121,14 @@ final class EnforcementTests: IntegrationTestCase {
         XCTAssertTrue(try bed.probe(uid: 4002, link: "wwan1").passed, "allowed on new wwan1")
         let set = try bed.nft("list", "set", "inet", "netpermd", "links_wwan").stdout
         XCTAssertTrue(set.contains(#""wwan0""#) && set.contains(#""wwan1""#), set)
+        // Links change only their sets; a repair after a flush loads the whole table, links included.
+        XCTAssertTrue(try String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8).contains("(link sets only)"))
+        XCTAssertEqual(try bed.nft("flush", "ruleset").status, 0)
+        try waitUntil("the table is back with both links", timeout: 1, interval: 0.005) {
+            let t = try self.bed.table() ?? ""
+            return (t.contains(#""wwan0""#) && t.contains(#""wwan1""#), t)
+        }
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan1"), "wwan1 after the repair")
     }
 
     /// Another tool's `nft flush ruleset` is seen on the nftables event socket and repaired within a second.

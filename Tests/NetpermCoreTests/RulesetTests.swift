@@ -150,6 +150,23 @@ final class RulesetTests: XCTestCase {
                                        "mine": .userUnitOnly])
     }
 
+    /// Links changing alone give a script for their sets; anything else, none.
+    func testLinkUpdate() throws {
+        let policy = "[App a]\nUser=1\nWWAN=deny\n"
+        let old = try build(policy, links: [Links.eth, Links.wwan])
+        let new = try build(policy, links: [Links.eth, Links.wwan, makeLink(9, "wwan1", .wwan), makeLink(8, "wlan0", .wifi)])
+        XCTAssertEqual(new.linkUpdate(from: old), """
+            flush set inet netpermd links_wifi
+            add element inet netpermd links_wifi { "wlan0" }
+            flush set inet netpermd links_wwan
+            add element inet netpermd links_wwan { "wwan0", "wwan1" }
+
+            """)
+        XCTAssertNil(old.linkUpdate(from: old), "nothing changed")
+        XCTAssertNil(try build("[App a]\nUser=1\nWWAN=allow\n", links: [Links.eth]).linkUpdate(from: old),
+                     "a permission changed too")
+    }
+
     /// Names nft cannot take inside quotes are left out (and reported), never spliced into the script.
     func testUnsafeNamesAreSkipped() throws {
         let r = try build("[App a]\nUser=1\nWWAN=deny\n",

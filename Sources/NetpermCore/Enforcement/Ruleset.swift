@@ -30,6 +30,11 @@ public struct Ruleset: Equatable, Sendable {
     /// The ids of the unit cgroups the rules name, in the order of their paths: not in the text (nft resolves the
     /// paths when loading), so a cgroup made again at the same path shows here only.
     public var unitIDs: [UInt64]
+    /// The link names of each kind's set, as in the text.
+    public var linkNames: [LinkKind: [String]]
+    /// Where the text after the link sets starts (a UTF-8 offset): two builds that agree from there on differ in
+    /// their links only.
+    var appRulesOffset: Int
 
     /// The script that removes the table, whether or not it exists.
     public static let removal = "table \(family) \(table) {}\ndelete table \(family) \(table)\n"
@@ -86,6 +91,7 @@ public struct Ruleset: Equatable, Sendable {
             elements += names.count
             set(&t, "links_\(k.rawValue)", type: "ifname", names.map { "\"\($0)\"" })
         }
+        let appRulesOffset = t.utf8.count
         // Only denials need a uid element: a uid no element names passes anyway.
         let sortedUIDs = uidOwner.keys.sorted()
         for k in kinds {
@@ -139,7 +145,25 @@ public struct Ruleset: Equatable, Sendable {
         }
         return Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
                        links: linkNames.values.reduce(0) { $0 + $1.count }, elements: elements, skipped: skipped,
-                       unitIDs: cgroupOwner.map(\.cgroup.id))
+                       unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, appRulesOffset: appRulesOffset)
+    }
+
+    /// When these rules differ from `old` only in their links (a link appeared, went or changed kind), the script
+    /// that changes just those sets, as one transaction: a few set elements instead of a table of 10,000 apps
+    /// (measured: 60-150 ms for the whole table of 10,000 apps). nil when anything else differs.
+    public func linkUpdate(from old: Ruleset) -> String? {
+        guard unitIDs == old.unitIDs,
+              text.utf8.dropFirst(appRulesOffset).elementsEqual(old.text.utf8.dropFirst(old.appRulesOffset))
+        else { return nil }
+        var s = ""
+        for k in Self.kinds where (linkNames[k] ?? []) != (old.linkNames[k] ?? []) {
+            s += "flush set \(Self.family) \(Self.table) links_\(k.rawValue)\n"
+            if let names = linkNames[k], !names.isEmpty {
+                s += "add element \(Self.family) \(Self.table) links_\(k.rawValue) { "
+                    + names.map { "\"\($0)\"" }.joined(separator: ", ") + " }\n"
+            }
+        }
+        return s.isEmpty ? nil : s
     }
 
     private static func set<S: Sequence>(_ t: inout String, _ name: String, type: String, _ elements: S)

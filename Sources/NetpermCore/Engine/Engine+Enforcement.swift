@@ -53,21 +53,30 @@ extension Engine {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "
                     + r.skipped.prefix(10).joined(separator: ", ") + (r.skipped.count > 10 ? ", ..." : ""))
             }
+            let previous = enforcement.ruleset
             enforcement.ruleset = r
             // The same text names new cgroups when one was made again at the same path (new id).
             guard r.text != enforcement.loaded || r.unitIDs != enforcement.loadedUnitIDs else { return }
             enforcement.loadedUnitIDs = r.unitIDs
-            log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links")
-            load(r.text, report: true)
+            // Only links changed, and the last rules are in force: change just their sets.
+            var update: String?
+            if enforcement.state == .enforcing, let previous, previous.text == enforcement.loaded {
+                update = r.linkUpdate(from: previous)
+            }
+            log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links"
+                + (update != nil ? " (link sets only)" : ""))
+            load(r.text, script: update, report: true)
             if enforcement.state != .enforcing { enforcement.state = .applying }
         }
     }
 
-    private func load(_ text: String, report: Bool) {
+    /// `text` is the whole ruleset (what a retry or a repair loads); `script`, when given, the smaller script that
+    /// gets there from the rules in force.
+    private func load(_ text: String, script: String? = nil, report: Bool) {
         if let t = enforcement.retry { cancelTimer(t); enforcement.retry = nil }
         enforcement.attempts = 0
         enforcement.loaded = text
-        out.append(.loadRules(text, report: report))
+        out.append(.loadRules(script ?? text, report: report, inForce: text))
     }
 
     /// The kernel's answer to the last `loadRules` that asked for one.
@@ -97,7 +106,7 @@ extension Engine {
     func retryRules() {
         enforcement.retry = nil
         guard let text = enforcement.loaded else { return }
-        out.append(.loadRules(text, report: true))
+        out.append(.loadRules(text, report: true, inForce: text))
     }
 
     /// Whether an app's permissions are in force in the kernel.
