@@ -45,6 +45,18 @@ struct KernelTables {
         }
     }
 
+    /// Applies every message of a datagram as the socket delivered it; returns how many were links or addresses.
+    mutating func apply(datagram: UnsafeMutableRawBufferPointer) -> Int {
+        var applied = 0
+        var remaining = Int32(datagram.count)
+        var header: UnsafeMutablePointer<nlmsghdr>? = datagram.baseAddress?.assumingMemoryBound(to: nlmsghdr.self)
+        while let h = header, nlmsg_ok(h, remaining) != 0 {
+            if apply(h) { applied += 1 }
+            header = nlmsg_next(h, &remaining)
+        }
+        return applied
+    }
+
     /// IFLA_INFO_DATA's remote endpoint attribute, per tunnel kind (<linux/if_tunnel.h>, not among the headers
     /// the module imports): IFLA_IPTUN_REMOTE for ipip, sit, ip6tnl; IFLA_GRE_REMOTE for the GRE family;
     /// IFLA_VTI_REMOTE for vti.
