@@ -106,7 +106,7 @@ final class EngineWaitTests: XCTestCase {
         XCTAssertEqual(r.first?["error"], "timeout")
         XCTAssertEqual(r.first?["message"], "backup may not use the network yet: routed-elsewhere")
         XCTAssertEqual(r.first?["bind_to"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
-                                                     ("metered", false)]))
+                                                     ("metered", false), ("over", .null)]))
     }
 
     /// Doubtful: an app waiting for itself whose traffic the kernel sends by a link of a kind it must be asked

@@ -471,7 +471,7 @@ public final class Engine {
             } else if o.kind != l.kind || o.over != l.over || o.metered != l.metered {
                 log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))"
                     + (o.over != l.over ? ", over \(o.over ?? "-") -> \(l.over ?? "-")" : "")
-                    + (o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""))
+                    + (o.kind == l.kind && o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""))
             } else if o != l {
                 log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))")
             }
