@@ -91,8 +91,9 @@ public enum Stacking {
                 if !kindSet {
                     result.kind = taken.kind
                     result.classifiedBy = by(taken)
-                    // metered_by: inherited from the carrier here (the carrier's provenance, unless Metered= on
-                    // this link set it: then "config"). Join with Classification's metered_by at merge.
+                    // MERGE(metered_by): the metered flag is inherited here; its provenance is the carrier's
+                    // (`carriers`' metered_by), or "config" when Metered= on this link set it. Classification's
+                    // metered_by (issue 15, classify) is joined here at merge.
                     result.metered = metered ?? carriers.contains { $0.metered }
                     result.over = taken.name
                 }
