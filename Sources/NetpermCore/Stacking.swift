@@ -6,13 +6,15 @@
 /// - vlan, macvlan, macvtap, ipvlan, ipvtap: its lower link (IFLA_LINK), `classified_by` "lower:eth0";
 /// - bond, bridge, team: its ports (links whose IFLA_MASTER is it), the most restrictive of them
 ///   (`restrictiveness`), metered if any is; "ports:eth0,wlan0";
-/// - a tunnel (`tunnelKinds`): the link the kernel routes its remote endpoint by, where the kernel knows the
-///   endpoint ("endpoint:eth0"); else the device it is bound to ("lower:eth0"); else, for a userspace VPN (tun),
-///   the links of the host routes VPN clients install to their server ("host-route:wwan0"), the most
-///   restrictive; else the best usable link that is not a tunnel ("primary:eth0").
+/// - a tunnel (`tunnelKinds`, unless it is a bridge's port: a VM's tap): the link the kernel routes its remote
+///   endpoint by, where the kernel knows the endpoint ("endpoint:eth0"); else the device it is bound to
+///   ("lower:eth0"); else, for a userspace VPN (tun), the links of the host routes VPN clients install to their
+///   server ("host-route:wwan0"), the most restrictive; else the best usable link that is not a tunnel
+///   ("primary:eth0").
 /// Carriers are resolved first (a VLAN on a bond of NICs is wired). The kernel allows no cycle, but a picture
-/// taken mid-change could show one: the walk stops at a link it reaches again, which counts as its own rules said. An `[Interface]` section setting `Kind=` on the stacked link itself wins over all this, and one
-/// setting `Metered=` wins for metered.
+/// taken mid-change could show one: the walk stops at a link it reaches again, which counts as its own rules
+/// said. An `[Interface]` section setting `Kind=` on the stacked link itself wins over all this, and one setting
+/// `Metered=` wins for metered.
 public enum Stacking {
     /// Kinds that sit on one lower link and send by it.
     public static let lowerKinds: Set<String> = ["vlan", "macvlan", "macvtap", "ipvlan", "ipvtap"]
@@ -37,10 +39,16 @@ public enum Stacking {
         }
     }
 
+    /// A tunnel's packets leave by another link. A tap that is a bridge's (or bond's) port is no tunnel: it is a
+    /// VM's side of the bridge, and the bridge sends by its other ports.
+    public static func isTunnel(_ facts: LinkFacts) -> Bool {
+        guard let k = facts.rtnlKind, tunnelKinds.contains(k) else { return false }
+        return facts.masterIndex == nil
+    }
+
     /// A tunnel whose carrier is found from host routes or the primary link: the kernel cannot know its endpoint.
     public static func needsHostRoutes(_ facts: LinkFacts) -> Bool {
-        guard let k = facts.rtnlKind, tunnelKinds.contains(k) else { return false }
-        return facts.tunnelRemote == nil && facts.lowerIndex == nil
+        isTunnel(facts) && facts.tunnelRemote == nil && facts.lowerIndex == nil
     }
 
     /// `links` as classified one by one (from `snapshot.links`), with stacked links and tunnels given the kind and
@@ -71,7 +79,7 @@ public enum Stacking {
             self.overrides = overrides
         }
 
-        func isTunnel(_ index: Int32) -> Bool { facts[index]?.rtnlKind.map(tunnelKinds.contains) ?? false }
+        func isTunnel(_ index: Int32) -> Bool { facts[index].map(Stacking.isTunnel) ?? false }
 
         /// The link as stacking leaves it; nil for an unknown index.
         mutating func resolve(_ index: Int32) -> Link? {
@@ -120,7 +128,7 @@ public enum Stacking {
                 let names = found.map(\.name).joined(separator: ",")
                 return (found, { _ in "ports:\(names)" })
             }
-            guard tunnelKinds.contains(kind) else { return nil }
+            guard Stacking.isTunnel(f) else { return nil }
             if f.tunnelRemote != nil {
                 // The kernel knows where the tunnel's packets go; no route to it: nothing carries them.
                 guard case let .link(out)? = endpoints[index], let l = resolveOther(out, from: index) else { return nil }

@@ -100,6 +100,16 @@ final class StackingTests: XCTestCase {
         try assertLink(s, "br0", .ethernet, by: "ports:enp3s0,vnet0", metered: false, over: "enp3s0")
     }
 
+    /// A VM's tap on the bridge is a port, not a tunnel: it takes no carrier (the bridge itself would be one).
+    func testTapOnBridgeIsAPortNotATunnel() throws {
+        let s = state(KernelSnapshot(links: [facts(2, "enp3s0", master: 5), facts(3, "vnet0", kind: "tun", master: 5),
+                                             facts(5, "br0", kind: "bridge")],
+                                     defaultRoutes: [route(5)]))
+        try assertLink(s, "vnet0", .other, by: "rtnl-kind:tun", metered: false, over: nil)
+        try assertLink(s, "br0", .ethernet, by: "ports:enp3s0,vnet0", metered: false, over: "enp3s0")
+        XCTAssertFalse(Stacking.needsHostRoutes(facts(3, "vnet0", kind: "tun", master: 5)))
+    }
+
     func testBridgeWithWlanIsWifiTheMostRestrictive() throws {
         let s = state(KernelSnapshot(links: [facts(2, "eth0", master: 5), facts(3, "wlan0", master: 5),
                                              facts(5, "br0", kind: "bridge")]))

@@ -154,7 +154,9 @@ struct KernelTruth {
                 }
             }
             t.links[name] = f
-            if let k = (l["linkinfo"] as? [String: Any])?["info_kind"] as? String, tunnelKinds.contains(k) {
+            // A tap on a bridge is the bridge's port, not a tunnel.
+            if let k = (l["linkinfo"] as? [String: Any])?["info_kind"] as? String, tunnelKinds.contains(k),
+               l["master"] == nil {
                 t.tunnels.insert(name)
             }
         }
