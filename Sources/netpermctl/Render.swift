@@ -86,7 +86,7 @@ extension Render {
         for p in r["prompts"]?.arrayValue ?? [] {
             t.rows.append([
                 String(p["id"]?.intValue ?? 0), p["app"]?.stringValue ?? "?", p["kind"]?.stringValue ?? "?",
-                (p["link"]?["name"]?.stringValue ?? "?") + (p["link"]?["metered"]?.boolValue == true ? " (metered)" : ""),
+                nameOver(p["link"]) + (p["link"]?["metered"]?.boolValue == true ? " (metered)" : ""),
                 p["identity"]?["executable"]?.stringValue ?? "-", p["identity"]?["unit"]?.stringValue ?? "-",
                 p["identity"]?["uid"]?.intValue.map(String.init) ?? "-",
             ])
