@@ -55,6 +55,8 @@ let package = Package(
                     resources: [.copy("Fixtures")]),
         // Syscall plumbing that can be tested in-process (releasing code pages).
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
+        // The rtnetlink parser on message bytes built by the tests (no socket, no C import).
+        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
         .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container; the tests find it beside their sources.

@@ -51,11 +51,21 @@ public struct LinkFacts: Equatable, Sendable {
     public var adminUp: Bool
     public var carrier: Bool
     public var operstate: String
+    /// IFLA_LINK: the link this one is stacked on (the lower link of a vlan, macvlan, ipvlan, macvtap; the
+    /// device a tunnel is bound to). Nil when there is none, or when it lives in another namespace (a veth's
+    /// peer, a macvlan moved into a container): an index there means nothing here.
+    public var lowerIndex: Int32?
+    /// IFLA_MASTER: the bond, bridge or team this link is a port of.
+    public var masterIndex: Int32?
+    /// The remote endpoint of a tunnel whose kernel knows it (ipip, gre, sit, ip6tnl, vti: IFLA_INFO_DATA),
+    /// 4 or 16 bytes; nil when unknown or the wildcard address.
+    public var tunnelRemote: [UInt8]?
 
     public init(index: Int32, name: String, arphrd: UInt32, rtnlKind: String?, adminUp: Bool, carrier: Bool,
-                operstate: String) {
+                operstate: String, lowerIndex: Int32? = nil, masterIndex: Int32? = nil, tunnelRemote: [UInt8]? = nil) {
         self.index = index; self.name = name; self.arphrd = arphrd; self.rtnlKind = rtnlKind
         self.adminUp = adminUp; self.carrier = carrier; self.operstate = operstate
+        self.lowerIndex = lowerIndex; self.masterIndex = masterIndex; self.tunnelRemote = tunnelRemote
     }
 }
 
@@ -81,6 +91,15 @@ public struct DefaultRouteFacts: Equatable, Sendable {
     }
 }
 
+/// A host route (/32 or /128) through a link, as VPN clients install one to their server so that the tunnel's
+/// own packets do not enter the tunnel: the kernel's lookup of `destination` leaves by `index`.
+public struct HostRouteFacts: Equatable, Sendable {
+    public var index: Int32
+    /// "192.0.2.7" or "2001:db8::7".
+    public var destination: String
+    public init(index: Int32, destination: String) { self.index = index; self.destination = destination }
+}
+
 /// Everything the kernel told us, as one consistent picture, with what sysfs says of each link's device.
 public struct KernelSnapshot: Equatable, Sendable {
     public var links: [LinkFacts]
@@ -90,6 +109,11 @@ public struct KernelSnapshot: Equatable, Sendable {
     public var egress: [AddressFamily: Egress]
     /// By ifindex; a link without an entry has no sysfs facts (the classifier falls back to netlink's).
     public var sysfs: [Int32: SysfsFacts]
+    /// By tunnel ifindex: where the kernel routes the tunnel's remote endpoint (`LinkFacts.tunnelRemote`).
+    public var endpointRoutes: [Int32: Egress] = [:]
+    /// Host routes through links other than tunnels, read only while a tunnel without a known endpoint (tun)
+    /// is there: the candidates for the link a userspace VPN's packets leave by.
+    public var hostRoutes: [HostRouteFacts] = []
     /// How many times messages were lost (the event socket overran) and everything was read again; a change
     /// tells subscribers their events since are only the net change.
     public var resyncs = 0
@@ -110,6 +134,9 @@ public struct Link: Equatable, Sendable {
     public var adminUp: Bool
     public var carrier: Bool
     public var operstate: String
+    /// The link whose kind this one took (its lower link, its most restrictive port, the link a tunnel's own
+    /// packets leave by); nil when not stacked, or when config set its kind.
+    public var over: String?
     public var addresses: [String]
     public var defaultRouteV4: Bool
     public var defaultRouteV6: Bool
@@ -123,17 +150,22 @@ public struct Link: Equatable, Sendable {
                 defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?) {
         index = facts.index; name = facts.name
         kind = classification.kind; classifiedBy = classification.by; metered = classification.metered
+        over = nil
         adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
         self.addresses = addresses
         self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
     }
 
-    /// A link as verdicts name it: `index`, `name`, `kind`, `metered`.
+    /// "tun0 over wwan0", or the name alone.
+    public var nameOver: String { over.map { "\(name) over \($0)" } ?? name }
+
+    /// A link as verdicts name it: `index`, `name`, `kind`, `metered`, `over`.
     public func writeReference(to s: inout JSONWriter) {
         s.field("index", Int(index))
         s.field("name", name)
         s.field("kind", kind.rawValue)
         s.field("metered", metered)
+        s.field("over", over)
     }
 
     /// The members of a LINKS entry and a link event's `link`.
@@ -143,6 +175,7 @@ public struct Link: Equatable, Sendable {
         s.field("kind", kind.rawValue)
         s.field("classified_by", classifiedBy)
         s.field("metered", metered)
+        s.field("over", over)
         s.field("admin_up", adminUp)
         s.field("carrier", carrier)
         s.field("operstate", operstate)

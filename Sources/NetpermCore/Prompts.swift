@@ -8,6 +8,8 @@ public struct Prompt: Equatable, Sendable {
     /// The link the app would use.
     public var link: String
     public var metered: Bool
+    /// The link's carrier when it is stacked or a tunnel ("wwan0" for tun0 over wwan0).
+    public var over: String? = nil
 
     /// The members of a PROMPTS entry and a `prompt` event.
     public func write(to s: inout JSONWriter) {
@@ -22,6 +24,7 @@ public struct Prompt: Equatable, Sendable {
         s.object("link") {
             $0.field("name", link)
             $0.field("metered", metered)
+            $0.field("over", over)
         }
     }
 }
@@ -44,7 +47,7 @@ public struct PromptBook: Sendable {
             // The best link of that kind is the one the app would use.
             guard let link = network.best(of: network.usableLinks.lazy.filter { $0.kind == kind }) else { continue }
             let p = Prompt(id: nextID, app: verdict.app, identity: identity, kind: kind, link: link.name,
-                           metered: link.metered)
+                           metered: link.metered, over: link.over)
             nextID += 1
             open.append(p)
             raised.append(p)

@@ -17,7 +17,7 @@ enum Agent {
         let kind = p["kind"]?.stringValue ?? "?"
         let link = p["link"]
         return "\(p["app"]?.stringValue ?? "?")\(who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")") wants "
-            + "to use \(kindNames[kind] ?? kind) via \(link?["name"]?.stringValue ?? "?")"
+            + "to use \(kindNames[kind] ?? kind) via \(Render.nameOver(link))"
             + (link?["metered"]?.boolValue == true ? " (metered)" : "") + ". Allow? [y]es / [n]o / [o]nce / [s]kip "
     }
 

@@ -134,20 +134,22 @@ enum Help {
         case .status:
             return """
                 With -t, key:value lines: version, ready (yes|no), links, available (yes|no), primary,
-                primary-kind, policy-generation, policy-apps, policy-error (empty unless the last reload failed).
+                primary-kind, primary-over (the carrier of a stacked link or tunnel, else empty), policy-generation,
+                policy-apps, policy-error (empty unless the last reload failed).
                 """
         case .links:
             return """
                 With -t, one line per link:
                   index:name:kind:metered:state:default-route:metric:usable:addresses
-                and with IFACE, key:value lines: index, name, kind, classified-by, metered, state, admin-up,
-                carrier, operstate, default-route, metric, usable, unusable-because, addresses.
+                and with IFACE, key:value lines: index, name, kind, classified-by, over (the link whose kind a
+                stacked link or tunnel took, else empty), metered, state, admin-up, carrier, operstate,
+                default-route, metric, usable, unusable-because, addresses.
                 default-route lists ipv4 and ipv6 when there is one; unusable-because lists admin-down,
                 no-carrier and no-default-route; addresses lists every address. Lists are separated by ','.
                 """
         case .query:
             return """
-                With -t, key:value lines: app, matched-by, available, reason, via, via-kind, via-metered,
+                With -t, key:value lines: app, matched-by, available, reason, via, via-kind, via-metered, via-over,
                 denied-kinds, pending-kinds, the permissions wifi, wwan, ethernet, other (allow, deny, ask), where
                 each comes from: wifi-source, wwan-source, ethernet-source, other-source (policy, decision,
                 once), and who asked: pid, uid, executable, unit, problem (empty when APP is named).

@@ -11,6 +11,8 @@ struct LinkView {
     var kind: String { json["kind"]?.stringValue ?? "?" }
     var classifiedBy: String { json["classified_by"]?.stringValue ?? "?" }
     var metered: Bool { json["metered"]?.boolValue == true }
+    /// The carrier whose kind a stacked link or tunnel took.
+    var over: String? { json["over"]?.stringValue }
     var adminUp: Bool { json["admin_up"]?.boolValue == true }
     var carrier: Bool { json["carrier"]?.boolValue == true }
     var operstate: String { json["operstate"]?.stringValue ?? "?" }

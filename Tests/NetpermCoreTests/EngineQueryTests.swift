@@ -34,10 +34,10 @@ final class EngineQueryTests: XCTestCase {
             XCTAssertEqual(r["matched_by"], "executable", line)
             XCTAssertEqual(r["available"], true, line)
             XCTAssertEqual(r["reason"], "ok", line)
-            XCTAssertEqual(r["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true)]),
+            XCTAssertEqual(r["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]),
                            line)
             XCTAssertEqual(r["egress"], .object([
-                ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true),
+                ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null),
                                   ("usable", true), ("allowed", true)])),
                 ("ipv6", .null),
             ]), line)

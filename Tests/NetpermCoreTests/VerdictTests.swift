@@ -122,7 +122,7 @@ final class VerdictTests: XCTestCase {
     private func fromJSON(_ j: JSON) -> Expected {
         func ref(_ r: JSON?) -> String? {
             guard let r, r != .null else { return nil }
-            guard r.keys == ["index", "name", "kind", "metered"], let i = r["index"]?.intValue,
+            guard r.keys == ["index", "name", "kind", "metered", "over"], r["over"] == .null, let i = r["index"]?.intValue,
                   let n = r["name"]?.stringValue, let k = r["kind"]?.stringValue, let m = r["metered"]?.boolValue
             else { return "malformed \(r.encoded())" }
             return Self.ref(i, n, k, m)
@@ -130,7 +130,7 @@ final class VerdictTests: XCTestCase {
         func route(_ r: JSON?) -> String? {
             guard let r, r != .null else { return nil }
             if r.keys == ["blocked"], let b = r["blocked"]?.stringValue { return "blocked \(b)" }
-            guard r.keys == ["index", "name", "kind", "metered", "usable", "allowed"],
+            guard r.keys == ["index", "name", "kind", "metered", "over", "usable", "allowed"], r["over"] == .null,
                   let i = r["index"]?.intValue, let n = r["name"]?.stringValue, let k = r["kind"]?.stringValue,
                   let m = r["metered"]?.boolValue, let u = r["usable"]?.boolValue, let a = r["allowed"]?.boolValue
             else { return "malformed \(r.encoded())" }
@@ -324,14 +324,14 @@ final class VerdictTests: XCTestCase {
             Verdict.compute(app: "x", matchedBy: .name, network: n ?? network, wifi, wwan, eth)
         }
         func egress(_ allowed: Bool) -> JSON {
-            .object([("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true),
+            .object([("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null),
                                        ("usable", true), ("allowed", .bool(allowed))])), ("ipv6", .null)])
         }
         let all = v(.allow, .allow, .allow)
         XCTAssertTrue(all.available)
         XCTAssertEqual(all.reason, .ok)
         XCTAssertEqual(all.via?.name, "wwan0")
-        XCTAssertEqual(all.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true)]))
+        XCTAssertEqual(all.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
         XCTAssertEqual(all.json["egress"], egress(true))
         XCTAssertEqual(all.json["bind_to"], .null)
 
@@ -345,7 +345,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(noWWAN.json["reason"], "routed-elsewhere")
         XCTAssertEqual(noWWAN.json["via"], .null)
         XCTAssertEqual(noWWAN.json["bind_to"],
-                       .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false)]))
+                       .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("over", .null)]))
         XCTAssertEqual(noWWAN.json["egress"], egress(false))
         XCTAssertEqual(noWWAN.deniedKinds, [.wwan])
         XCTAssertEqual(noWWAN.pendingKinds, [])
@@ -364,7 +364,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertTrue(viaEth.available)
         XCTAssertEqual(viaEth.reason, .ok)
         XCTAssertEqual(viaEth.json["via"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
-                                                    ("metered", false)]))
+                                                    ("metered", false), ("over", .null)]))
         XCTAssertEqual(viaEth.json["bind_to"], .null)
         XCTAssertEqual(viaEth.deniedKinds, [.wwan])
 
@@ -406,7 +406,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(leaky.bindTo?.name, "eth0")
         XCTAssertEqual(leaky.json["egress"]?["ipv4"]?["allowed"], true)
         XCTAssertEqual(leaky.json["egress"]?["ipv6"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"),
-                                                               ("metered", true), ("usable", true),
+                                                               ("metered", true), ("over", .null), ("usable", true),
                                                                ("allowed", false)]))
         // Allowed on both: ok, via IPv4's link.
         let both = v(split, .allow, .allow, .allow)
@@ -445,7 +445,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(intoNothing.reason, .routedElsewhere)
         XCTAssertEqual(intoNothing.bindTo?.name, "wlan0")
         XCTAssertEqual(intoNothing.json["egress"]?["ipv4"], .object([("index", 2), ("name", "eth0"),
-                                                                     ("kind", "ethernet"), ("metered", false),
+                                                                     ("kind", "ethernet"), ("metered", false), ("over", .null),
                                                                      ("usable", false), ("allowed", true)]))
         // A dead link neither works nor leaks: denied, not routed-elsewhere, when Wi-Fi is not allowed; and no
         // network when nothing else is usable, whatever the permissions.
@@ -520,18 +520,18 @@ final class VerdictTests: XCTestCase {
                                                   makeLink(4, "wwan0", .wwan, metric: 10, metered: false)])
         let allow = PermissionSet(wifi: .allow, wwan: .allow, ethernet: .allow, other: .allow)
         let v = Verdict.compute(app: "a", matchedBy: .name, permissions: allow, network: wwanFirst, ready: true)
-        XCTAssertEqual(v.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", false)]))
+        XCTAssertEqual(v.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", false), ("over", .null)]))
         XCTAssertEqual(v.json["egress"]?["ipv4"]?["metered"], false)
         var wifiOnly = allow
         wifiOnly.wwan = .deny
         let w = Verdict.compute(app: "a", matchedBy: .name, permissions: wifiOnly, network: wwanFirst, ready: true)
         XCTAssertEqual(w.reason, .routedElsewhere)
         XCTAssertEqual(w.json["bind_to"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"),
-                                                   ("metered", true)]))
+                                                   ("metered", true), ("over", .null)]))
         let wifiFirst = NetworkState(routedLinks: [makeLink(3, "wlan0", .wifi, metric: 5, metered: true),
                                                   makeLink(4, "wwan0", .wwan, metric: 10, metered: false)])
         let f = Verdict.compute(app: "a", matchedBy: .name, permissions: wifiOnly, network: wifiFirst, ready: true)
-        XCTAssertEqual(f.json["via"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", true)]))
+        XCTAssertEqual(f.json["via"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", true), ("over", .null)]))
         XCTAssertEqual(f.json["egress"]?["ipv4"]?["metered"], true)
     }
 
@@ -542,14 +542,14 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(members.map(\.0), ["app", "matched_by", "available", "reason", "via", "egress", "bind_to",
                                           "denied_kinds", "pending_kinds", "permissions", "sources"])
         XCTAssertEqual(v.json["matched_by"], "executable")
-        XCTAssertEqual(v.json["via"]?.keys, ["index", "name", "kind", "metered"])
+        XCTAssertEqual(v.json["via"]?.keys, ["index", "name", "kind", "metered", "over"])
         XCTAssertEqual(v.json["egress"]?.keys, ["ipv4", "ipv6"])
-        XCTAssertEqual(v.json["egress"]?["ipv4"]?.keys, ["index", "name", "kind", "metered", "usable", "allowed"])
+        XCTAssertEqual(v.json["egress"]?["ipv4"]?.keys, ["index", "name", "kind", "metered", "over", "usable", "allowed"])
         let elsewhere = Verdict.compute(
             app: "a", matchedBy: .executable, permissions: .builtIn,
             network: NetworkState(links: [makeLink(2, "eth0", .ethernet)], egress: [.ipv6: .blocked(.blackhole)]),
             ready: true)
-        XCTAssertEqual(elsewhere.json["bind_to"]?.keys, ["index", "name", "kind", "metered"])
+        XCTAssertEqual(elsewhere.json["bind_to"]?.keys, ["index", "name", "kind", "metered", "over"])
         XCTAssertEqual(elsewhere.json["egress"]?.keys, ["ipv4", "ipv6"])
         XCTAssertEqual(elsewhere.json["egress"]?["ipv6"]?.keys, ["blocked"])
     }

@@ -127,6 +127,7 @@ extension Engine {
         w.field("available", net.available)
         w.field("primary", primary?.name)
         w.field("primary_kind", primary?.kind.rawValue)
+        w.field("primary_over", primary?.over)
         w.object("egress") { e in
             for family in AddressFamily.allCases {
                 e.object(family.key, net.egress[family]) { w, egress in

@@ -290,7 +290,7 @@ public final class Engine {
     private func classify(_ snapshot: KernelSnapshot) -> NetworkState {
         let overrides = state.config.interfaces
         var seen = 0
-        let network = NetworkState(snapshot: snapshot) { facts in
+        let network = NetworkState(snapshot: snapshot, overrides: overrides) { facts in
             seen += 1
             let sysfs = snapshot.sysfs[facts.index] ?? SysfsFacts()
             let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs)
@@ -468,8 +468,10 @@ public final class Engine {
             if o.usable != l.usable {
                 log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.adminUp ? "up" : "down"), "
                     + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))")
-            } else if o.kind != l.kind {
-                log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))")
+            } else if o.kind != l.kind || o.over != l.over || o.metered != l.metered {
+                log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))"
+                    + (o.over != l.over ? ", over \(o.over ?? "-") -> \(l.over ?? "-")" : "")
+                    + (o.kind == l.kind && o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""))
             } else if o != l {
                 log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))")
             }
@@ -478,8 +480,9 @@ public final class Engine {
         // The egress link losing its carrier while another link is usable changes neither which link it is nor
         // whether a link is usable, but traffic now goes nowhere: that is news too.
         if old.primary?.index != new.primary?.index || old.primary?.usable != new.primary?.usable
-            || old.available != new.available {
-            let via = new.primary.map { "\($0.name) (\($0.kind.rawValue))" }
+            || old.available != new.available || old.primary?.over != new.primary?.over
+            || old.primary?.kind != new.primary?.kind {
+            let via = new.primary.map { "\($0.nameOver) (\($0.kind.rawValue))" }
             let dead = new.primary?.usable == false ? ", which is not usable" : ""
             log(.notice, "network: " + (new.available ? via.map { "via " + $0 + dead } ?? "usable links, but no route"
                                                        : "unavailable" + (via.map { ", traffic still routed via " + $0 } ?? "")))
@@ -497,7 +500,7 @@ public final class Engine {
 
     var statusSummary: StatusSummary {
         let p = state.network.primary
-        return StatusSummary(links: state.network.links.count, primary: p?.name, primaryKind: p?.kind,
+        return StatusSummary(links: state.network.links.count, primary: p?.nameOver, primaryKind: p?.kind,
                              primaryUsable: p?.usable ?? false, apps: state.config.apps.count, generation: state.policyGeneration,
                              policyError: state.policyError)
     }
