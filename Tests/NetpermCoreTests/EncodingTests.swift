@@ -196,7 +196,7 @@ final class ReplyEncodingTests: XCTestCase {
                 XCTAssertEqual(tree["reason"]?.stringValue, v.reason.rawValue)
                 XCTAssertEqual(tree["denied_kinds"]?.arrayValue?.compactMap(\.stringValue), v.deniedKinds.map(\.rawValue))
                 XCTAssertEqual(tree["pending_kinds"]?.arrayValue?.compactMap(\.stringValue), v.pendingKinds.map(\.rawValue))
-                for kind in [LinkKind.wifi, .wwan, .ethernet, .other] {
+                for kind in PolicyDimension.allCases {
                     XCTAssertEqual(tree["permissions"]?[kind.rawValue]?.stringValue, v.permissions[kind].rawValue)
                     XCTAssertEqual(tree["sources"]?[kind.rawValue]?.stringValue, (v.sources[kind] ?? .policy).rawValue)
                 }

@@ -166,7 +166,7 @@ final class PolicyTests: XCTestCase {
 
     func testUnknownKeyInDefaults() throws {
         assertWarning("[Defaults]\nWiFi=deny\n\nBogus=yes\n", line: 4, "[Defaults]: unknown key 'Bogus' (expected WiFi=, "
-            + "WWAN=, Ethernet=, Other=, AdminGroup= or PromptTimeoutSec=); ignored")
+            + "WWAN=, Ethernet=, Other=, Metered=, AdminGroup= or PromptTimeoutSec=); ignored")
         // Keys are case-sensitive, and the warning says which key was meant.
         assertWarning("[Defaults]\nwifi=allow\n", line: 2,
                       "[Defaults]: unknown key 'wifi' (did you mean WiFi=? keys are case-sensitive); ignored")
@@ -320,7 +320,7 @@ final class PolicyTests: XCTestCase {
         let dropText = """
         [App a]
         User=mallory
-        [Network]
+        [Match]
         DHCP=yes
         [Defaults]
         PromptTimeoutSec=forever
@@ -334,7 +334,7 @@ final class PolicyTests: XCTestCase {
             "\(main):6: [App a]: Executable= must be an absolute path or glob, got 'bin/a'",
             "\(main):7: [App b]: no Executable=, Unit= or User=, so nothing matches it",
             "\(dropA):2: [App a]: unknown user 'mallory' in User=",
-            "\(dropA):3: warning: [Network]: unknown section (expected [Defaults], [App NAME] or [Interface GLOB]); "
+            "\(dropA):3: warning: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB] or [Network SSID]); "
                 + "ignored",
             "\(dropA):6: [Defaults]: bad value 'forever' for PromptTimeoutSec= (expected seconds, 1 to 86400)",
         ])
@@ -379,7 +379,7 @@ final class PolicyTests: XCTestCase {
     func testWarningsDoNotFailTheLoad() throws {
         let parsed = Config.parse(files: [
             (path: main, text: "[Defaults]\nWWAN=deny\nColour=red\n[App a]\nUser=alice\nwifi=deny\n"),
-            (path: dropA, text: "[Network]\nDHCP=yes\n"),
+            (path: dropA, text: "[Match]\nDHCP=yes\n"),
         ], accounts: FakeAccounts())
         XCTAssertEqual(parsed.errorCount, 0)
         XCTAssertEqual(parsed.warningCount, 3)

@@ -289,13 +289,16 @@ public final class Engine {
 
     private func classify(_ snapshot: KernelSnapshot) -> NetworkState {
         let overrides = state.config.interfaces
+        let networks = state.config.networks
         var seen = 0
         let network = NetworkState(snapshot: snapshot) { facts in
             seen += 1
             let sysfs = snapshot.sysfs[facts.index] ?? SysfsFacts()
-            let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs)
+            let wifi = snapshot.wifi[facts.index]
+            let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs,
+                                      ssid: wifi?.ssid)
             if let c = classifications[facts.index], c.facts == key { return c.result }
-            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides)
+            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides, wifi: wifi, networks: networks)
             classifications[facts.index] = (key, result)
             return result
         }
@@ -524,6 +527,8 @@ struct ClassifiedFacts: Equatable {
     var arphrd: UInt32
     var rtnlKind: String?
     var sysfs: SysfsFacts
+    /// The Wi-Fi network: [Network] sections apply while associated to it.
+    var ssid: [UInt8]?
 }
 
 /// A DECIDE or FORGET whose lasting decisions are being written: what to change once they are on disk, and whom
