@@ -237,6 +237,46 @@ final class ConfigTests: XCTestCase {
         assertError("[Interface]\n", line: 1, mentions: ["[Interface]: needs a name or glob"])
     }
 
+    // MARK: Metered= and [Network SSID]
+
+    func testMeteredInAppAndDefaults() throws {
+        let c = try parse("[Defaults]\nMetered=ask\n[App u]\nUnit=u.service\nMetered=DENY\n[App v]\nUnit=v.service\n")
+        XCTAssertEqual(c.defaults.metered, .ask)
+        XCTAssertEqual(c.permissions(for: c.app(named: "u")).metered, .deny)
+        XCTAssertEqual(c.permissions(for: c.app(named: "v")).metered, .ask, "unset: [Defaults]'s")
+        XCTAssertEqual(try parse("").defaults.metered, .allow, "the built-in default changes nothing")
+        // In [App] and [Defaults] it is a permission, not [Interface]'s yes/no.
+        assertError("[Defaults]\nWiFi=allow\nMetered=yes\n", line: 3,
+                    mentions: ["[Defaults]: bad value 'yes' for Metered= (expected allow, deny or ask)"])
+        assertError("[App u]\nUnit=u.service\nMetered=sometimes\n", line: 3,
+                    mentions: ["[App u]: bad value 'sometimes' for Metered="])
+        assertWarnings("[Defaults]\nmetered=deny\n", ["2: [Defaults]: unknown key 'metered' (did you mean Metered=? keys are case-sensitive); ignored"])
+    }
+
+    func testNetworkSections() throws {
+        let c = try parse("""
+        [Network Phone*]
+        Metered=yes
+        [Network My Cafe]
+        Kind=ethernet
+        Metered=no
+        """)
+        XCTAssertEqual(c.networks.map(\.glob.pattern), ["Phone*", "My Cafe"], "in file order; spaces inside are kept")
+        XCTAssertEqual(c.networks.map(\.metered), [true, false])
+        XCTAssertEqual(c.networks.map(\.kind), [nil, .ethernet])
+        XCTAssertTrue(c.networks[0].matches(ssid: Array("Phone 12".utf8)))
+        XCTAssertFalse(c.networks[0].matches(ssid: Array("phone".utf8)), "exact case, like [Interface]")
+    }
+
+    func testNetworkSectionErrorsNameFileAndLine() {
+        assertError("\n[Network]\nMetered=yes\n", line: 2, mentions: ["[Network]: needs a name or glob, e.g. [Network CoffeeShop]"])
+        assertError("[Network Cafe]\n# nothing\n", line: 1, mentions: ["[Network Cafe]: sets neither Kind= nor Metered="])
+        assertError("[Network Cafe]\nMetered=often\n", line: 2, mentions: ["[Network Cafe]: bad value 'often' for Metered= (expected yes or no)"])
+        assertError("[Network Cafe]\nKind=cellular\n", line: 2, mentions: ["[Network Cafe]: bad value 'cellular' for Kind="])
+        assertError("[Network Cafe[1]\nMetered=no\n", line: 1, mentions: ["[Network Cafe[1]: unclosed '['"])
+        assertWarnings("[Network Cafe]\nMetered=no\nDHCP=yes\n", ["3: [Network Cafe]: unknown key 'DHCP' (expected Kind= or Metered=); ignored"])
+    }
+
     // MARK: every problem in one pass
 
     func testEveryProblemOfAFileInOrder() {

@@ -177,8 +177,8 @@ final class PolicyTests: XCTestCase {
         assertWarning("[Defaults]\nAdminGrop=wheel\n", line: 2,
                       "[Defaults]: unknown key 'AdminGrop' (did you mean AdminGroup=?); ignored")
         // A key of another section says where it belongs.
-        assertWarning("[Defaults]\nMetered=yes\n", line: 2,
-                      "[Defaults]: unknown key 'Metered' (Metered= belongs in [Interface GLOB]); ignored")
+        assertWarning("[Defaults]\nKind=wifi\n", line: 2,
+                      "[Defaults]: unknown key 'Kind' (Kind= belongs in [Interface GLOB] or [Network SSID]); ignored")
         assertWarning("[Defaults]\nUser=alice\n", line: 2,
                       "[Defaults]: unknown key 'User' (User= belongs in [App NAME]); ignored")
         // The value of an ignored key is not even looked at.
@@ -188,11 +188,11 @@ final class PolicyTests: XCTestCase {
 
     func testUnknownKeyInApp() throws {
         assertWarning("[App curl]\nExecutable=/usr/bin/curl\nPath=/usr/bin\n", line: 3, "[App curl]: unknown key 'Path' "
-            + "(expected Executable=, Unit=, User=, WiFi=, WWAN=, Ethernet= or Other=); ignored")
+            + "(expected Executable=, Unit=, User=, WiFi=, WWAN=, Ethernet=, Other= or Metered=); ignored")
         assertWarning("[App curl]\nUser=alice\nAdminGroup=wheel\n", line: 3,
                       "[App curl]: unknown key 'AdminGroup' (AdminGroup= belongs in [Defaults]); ignored")
         assertWarning("[App curl]\nUser=alice\nKind=wwan\n", line: 3,
-                      "[App curl]: unknown key 'Kind' (Kind= belongs in [Interface GLOB]); ignored")
+                      "[App curl]: unknown key 'Kind' (Kind= belongs in [Interface GLOB] or [Network SSID]); ignored")
         assertWarning("[App curl]\nUser=alice\nwwan=deny\n", line: 3,
                       "[App curl]: unknown key 'wwan' (did you mean WWAN=? keys are case-sensitive); ignored")
         assertWarning("[App curl]\nExecutible=/usr/bin/x\nUser=1\n", line: 2,
@@ -363,7 +363,7 @@ final class PolicyTests: XCTestCase {
             "\(main):1: [App 7zip]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'",
             "\(main):2: [App 7zip]: bad value 'maybe' for WWAN= (expected allow, deny or ask)",
             "\(main):3: warning: [App 7zip]: unknown key 'Colour' (expected Executable=, Unit=, User=, WiFi=, WWAN=, "
-                + "Ethernet= or Other=); ignored",
+                + "Ethernet=, Other= or Metered=); ignored",
         ])
         XCTAssertEqual(problems([(main, "[App a]\nUser=1\n[App a]\nWiFi=sometimes\n")]), [
             "\(main):3: [App a]: duplicate app (already defined at line 1 of this file)",
