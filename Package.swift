@@ -53,6 +53,8 @@ let package = Package(
                           linkerSettings: releaseLink),
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux"],
                     resources: [.copy("Fixtures")]),
+        // Kernel messages read from bytes built by hand (nl80211: no Wi-Fi hardware on the test machines).
+        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore"]),
         // Syscall plumbing that can be tested in-process (releasing code pages).
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
