@@ -87,7 +87,7 @@ public enum Nl80211 {
               let nested = m.attributes[attrBSS], let bss = attributes(nested[...]),
               let status = bss[bssStatus], status.count == 4,
               u32(status, 0) == NL80211_BSS_STATUS_ASSOCIATED.rawValue
-                || u32(status, 0) == NL80211_BSS_STATUS_IBSS_JOINED.rawValue || true,
+                || u32(status, 0) == NL80211_BSS_STATUS_IBSS_JOINED.rawValue,
               let mac = bss[bssBSSID], let text = macText(mac) else { return nil }
         return (Int32(bitPattern: u32(i, 0)), text)
     }
