@@ -277,6 +277,26 @@ final class ConfigTests: XCTestCase {
         assertWarnings("[Network Cafe]\nMetered=no\nDHCP=yes\n", ["3: [Network Cafe]: unknown key 'DHCP' (expected Kind= or Metered=); ignored"])
     }
 
+    /// decisions.conf stores Metered= next to the kinds, reads back the same, and a file from before Metered=
+    /// still loads; Metered=ask is no decision.
+    func testDecisionsFileWithMetered() throws {
+        var d = Decisions()
+        d.set("maps", .wwan, .allow, once: false)
+        d.set("maps", .metered, .deny, once: false)
+        d.set("nav", .metered, .allow, once: true)
+        let text = d.encoded()
+        XCTAssertTrue(text.contains("[App maps]\nWWAN=allow\nMetered=deny\n"), text)
+        XCTAssertFalse(text.contains("nav"), "once-decisions are not written")
+        let back = try Decisions.parse(text, path: "/state/decisions.conf")
+        XCTAssertEqual(back.lasting, d.lasting)
+        let old = try Decisions.parse("[App maps]\nWWAN=allow\nWiFi=deny\n", path: "/state/decisions.conf")
+        XCTAssertEqual(old.decision("maps", .wwan)?.0, .allow)
+        XCTAssertNil(old.decision("maps", .metered))
+        XCTAssertThrowsError(try Decisions.parse("[App a]\nMetered=ask\n", path: "/d")) {
+            XCTAssertEqual("\($0)", "/d:2: bad decision 'ask'")
+        }
+    }
+
     // MARK: every problem in one pass
 
     func testEveryProblemOfAFileInOrder() {
