@@ -68,5 +68,10 @@ final class MeteredPolicyTests: IntegrationTestCase {
         // The hotspot goes away: nothing metered is usable, so nothing is denied any more.
         try f.setPeer(of: "wlan0", up: false)
         _ = try waitForVerdict(f.socket, "backup", "no metered link usable") { $0.reason == "ok" && $0.denied.isEmpty }
+
+        // No Wi-Fi driver in this kernel: the daemon said so once, at info, and nothing more about Wi-Fi.
+        let wifiLines = f.daemon.log.split(separator: "\n").filter { $0.contains("wifi: ") }
+        XCTAssertEqual(wifiLines.count, 1, f.daemon.log)
+        XCTAssertTrue(wifiLines.first?.hasPrefix("<6>wifi: no nl80211") == true, "\(wifiLines)")
     }
 }

@@ -179,6 +179,7 @@ final class EngineMeteredTests: XCTestCase {
         XCTAssertEqual(r["reason"], "denied")
         XCTAssertEqual(r["denied_kinds"], .array(["metered"]))
         XCTAssertEqual(h.send(c, "WAIT"), [])
+        XCTAssertEqual(h.logged(containing: "wlan0: Wi-Fi network none -> 'PhoneAP' (02:00:00:00:00:01), metered true").count, 1)
         // Roaming home: unmetered again, and the waiter goes.
         h.setLinks([Links.wlan], wifi: [3: WifiFacts(ssid: Array("HomeNet".utf8), bssid: "02:00:00:00:00:02")])
         XCTAssertEqual(h.takeParsed(c).first?["via"]?["metered"], false)

@@ -473,6 +473,11 @@ public final class Engine {
                     + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))")
             } else if o.kind != l.kind {
                 log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))")
+            } else if o.ssid != l.ssid || o.bssid != l.bssid {
+                func network(_ x: Link) -> String {
+                    x.ssidText.map { "'\($0)'" + (x.bssid.map { " (\($0))" } ?? "") } ?? "none"
+                }
+                log(.info, "\(l.name): Wi-Fi network \(network(o)) -> \(network(l))\(o.metered != l.metered ? ", metered \(l.metered)" : "")")
             } else if o != l {
                 log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))")
             }
