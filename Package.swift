@@ -23,10 +23,11 @@ let package = Package(
         // One module per C library; each is imported by exactly one Swift module.
         // CLinux: the kernel's and glibc's headers Swift's Glibc module leaves out (constants, struct ucred).
         .systemLibrary(name: "CLinux"),
+        // CNetlink: libnl's core, route and genl (nl80211) parts, one library family, linked by the modulemap.
         .systemLibrary(
             name: "CNetlink",
             pkgConfig: "libnl-route-3.0",
-            providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
+            providers: [.apt(["libnl-3-dev", "libnl-route-3-dev", "libnl-genl-3-dev"])]
         ),
         .systemLibrary(
             name: "CSystemd",
