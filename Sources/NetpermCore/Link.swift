@@ -69,6 +69,16 @@ public struct LinkFacts: Equatable, Sendable {
     }
 }
 
+/// What nl80211 says of a Wi-Fi link: the network it is associated to. A link without an entry is not Wi-Fi, or
+/// nl80211 is absent.
+public struct WifiFacts: Equatable, Sendable {
+    /// The SSID: up to 32 arbitrary bytes (not necessarily UTF-8); nil when not associated.
+    public var ssid: [UInt8]?
+    /// The access point's MAC address, "aa:bb:cc:dd:ee:ff"; nil when not associated.
+    public var bssid: String?
+    public init(ssid: [UInt8]? = nil, bssid: String? = nil) { self.ssid = ssid; self.bssid = bssid }
+}
+
 public struct AddressFacts: Equatable, Sendable {
     public var index: Int32
     public var family: AddressFamily
@@ -114,6 +124,8 @@ public struct KernelSnapshot: Equatable, Sendable {
     /// Host routes through links other than tunnels, read only while a tunnel without a known endpoint (tun)
     /// is there: the candidates for the link a userspace VPN's packets leave by.
     public var hostRoutes: [HostRouteFacts] = []
+    /// By ifindex: the Wi-Fi network of each wifi link nl80211 reports (none where nl80211 is absent).
+    public var wifi: [Int32: WifiFacts] = [:]
     /// How many times messages were lost (the event socket overran) and everything was read again; a change
     /// tells subscribers their events since are only the net change.
     public var resyncs = 0
@@ -142,22 +154,29 @@ public struct Link: Equatable, Sendable {
     public var defaultRouteV6: Bool
     /// Lowest metric among this link's default routes, nil without one.
     public var metric: UInt32?
+    /// The Wi-Fi network it is associated to (nl80211); nil when not Wi-Fi or not associated.
+    public var ssid: [UInt8]?
+    public var bssid: String?
 
     /// Admin up, carrier, and a default route through it: traffic bound to it would get out.
     public var usable: Bool { adminUp && carrier && metric != nil }
 
     public init(facts: LinkFacts, classification: Classification, addresses: [String],
-                defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?) {
+                defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?, wifi: WifiFacts? = nil) {
         index = facts.index; name = facts.name
         kind = classification.kind; classifiedBy = classification.by; metered = classification.metered
         over = nil
         adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
         self.addresses = addresses
         self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
+        ssid = wifi?.ssid; bssid = wifi?.bssid
     }
 
     /// "tun0 over wwan0", or the name alone.
     public var nameOver: String { over.map { "\(name) over \($0)" } ?? name }
+
+    /// The SSID as shown: arbitrary bytes, so invalid UTF-8 is `\xNN` and controls are escaped (SafeText).
+    public var ssidText: String? { ssid.map { SafeText.escape(utf8: $0) } }
 
     /// A link as verdicts name it: `index`, `name`, `kind`, `metered`, `over`.
     public func writeReference(to s: inout JSONWriter) {
@@ -186,5 +205,7 @@ public struct Link: Equatable, Sendable {
         }
         s.field("metric", metric.map { Int($0) })
         s.field("usable", usable)
+        s.field("ssid", ssidText)
+        s.field("bssid", bssid)
     }
 }

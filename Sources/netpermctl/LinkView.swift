@@ -19,6 +19,9 @@ struct LinkView {
     var addresses: [String] { (json["addresses"]?.arrayValue ?? []).compactMap(\.stringValue) }
     var metric: Int? { json["metric"]?.intValue }
     var usable: Bool { json["usable"]?.boolValue == true }
+    /// The Wi-Fi network (already escaped by the daemon: an SSID is arbitrary bytes).
+    var ssid: String? { json["ssid"]?.stringValue }
+    var bssid: String? { json["bssid"]?.stringValue }
 
     /// "ipv4", "ipv6": the families with a default route through the link.
     var defaultRouteFamilies: [String] {

@@ -28,7 +28,7 @@ enum MonitorText {
             guard let old else { return "[\(seq)] app \(name): \(Render.because(new))" }
             let (before, after) = (Render.because(old), Render.because(new))
             var parts = [before == after ? "still " + after : "\(before) -> \(after)"]
-            for kind in ["wifi", "wwan", "ethernet", "other"] where permission(old, kind) != permission(new, kind) {
+            for kind in ["wifi", "wwan", "ethernet", "other", "metered"] where permission(old, kind) != permission(new, kind) {
                 parts.append("\(kind) \(permission(old, kind)) -> \(permission(new, kind))")
             }
             // The verdict's words name only the kinds that decided it; the others can change underneath.

@@ -26,7 +26,7 @@ enum Render {
 
 extension Render {
     static func permissions(_ v: JSON) -> String {
-        ["wifi", "wwan", "ethernet", "other"].map { "\($0)=\(v["permissions"]?[$0]?.stringValue ?? "?")" }
+        ["wifi", "wwan", "ethernet", "other", "metered"].map { "\($0)=\(v["permissions"]?[$0]?.stringValue ?? "?")" }
             .joined(separator: " ")
     }
 
@@ -60,7 +60,7 @@ extension Render {
     }
 
     static func apps(_ r: JSON) -> String {
-        var t = Table(header: ["APP", "AVAILABLE", "WIFI", "WWAN", "ETHERNET", "OTHER", "WHY"])
+        var t = Table(header: ["APP", "AVAILABLE", "WIFI", "WWAN", "ETHERNET", "OTHER", "METERED", "WHY"])
         for v in r["apps"]?.arrayValue ?? [] {
             t.rows.append([
                 v["app"]?.stringValue ?? "?",
@@ -69,6 +69,7 @@ extension Render {
                 v["permissions"]?["wwan"]?.stringValue ?? "?",
                 v["permissions"]?["ethernet"]?.stringValue ?? "?",
                 v["permissions"]?["other"]?.stringValue ?? "?",
+                v["permissions"]?["metered"]?.stringValue ?? "?",
                 because(v),
             ])
         }

@@ -21,7 +21,7 @@ extension Terse {
          ("carrier", yesNo(l.carrier)), ("operstate", l.operstate),
          ("default-route", l.defaultRouteFamilies.joined(separator: ",")), ("metric", l.metric.map(String.init) ?? ""),
          ("usable", yesNo(l.usable)), ("unusable-because", l.obstacles.map(\.rawValue).joined(separator: ",")),
-         ("addresses", l.addresses.joined(separator: ","))]
+         ("addresses", l.addresses.joined(separator: ",")), ("ssid", l.ssid ?? ""), ("bssid", l.bssid ?? "")]
     }
 
     static let linkRow = ["index", "name", "kind", "metered", "state", "default-route", "metric", "usable", "addresses"]
@@ -32,7 +32,7 @@ extension Terse {
 
     /// What an app's verdict is, as QUERY replies and app events both carry it.
     static func verdictState(_ v: JSON) -> [(String, String)] {
-        let kinds = ["wifi", "wwan", "ethernet", "other"]
+        let kinds = ["wifi", "wwan", "ethernet", "other", "metered"]
         return [("available", value(v["available"])), ("reason", value(v["reason"])),
                 ("via", value(v["via"]?["name"])), ("via-kind", value(v["via"]?["kind"])),
                 ("via-metered", value(v["via"]?["metered"])), ("via-over", value(v["via"]?["over"])),
@@ -49,7 +49,7 @@ extension Terse {
     }
 
     static let appRow = ["app", "available", "reason", "via", "via-kind", "via-metered", "denied-kinds",
-                         "pending-kinds", "wifi", "wwan", "ethernet", "other"]
+                         "pending-kinds", "wifi", "wwan", "ethernet", "other", "metered"]
 
     static func apps(_ r: JSON) -> String {
         (r["apps"]?.arrayValue ?? []).map { row(query($0), appRow) }.joined()

@@ -156,7 +156,7 @@ extension NetpermctlTests {
         XCTAssertEqual(one.lines, [
             "index:\(wlan0.index)", "name:wlan0", "kind:wifi", "classified-by:config\\:[Interface wlan0]", "over:", "metered:no",
             "state:routable", "admin-up:yes", "carrier:yes", "operstate:up", "default-route:ipv4", "metric:100",
-            "usable:yes", "unusable-because:", "addresses:10.1.0.1/24",
+            "usable:yes", "unusable-because:", "addresses:10.1.0.1/24", "ssid:", "bssid:",
         ], one.stdout)
         let wwan = try ctl(["--socket", f.socket, "-t", "links", "wwan0"])
         XCTAssertTrue(wwan.lines.contains("unusable-because:no-default-route"), wwan.stdout)
@@ -166,8 +166,8 @@ extension NetpermctlTests {
         XCTAssertEqual(query.lines, [
             "app:updater", "matched-by:name", "available:yes", "reason:ok", "via:wlan0", "via-kind:wifi",
             "via-metered:no", "via-over:", "denied-kinds:", "pending-kinds:", "wifi:allow", "wwan:deny", "ethernet:allow",
-            "other:allow", "wifi-source:policy", "wwan-source:policy", "ethernet-source:policy", "other-source:policy",
-            "pid:", "uid:", "executable:", "unit:", "problem:",
+            "other:allow", "metered:allow", "wifi-source:policy", "wwan-source:policy", "ethernet-source:policy",
+            "other-source:policy", "metered-source:policy", "pid:", "uid:", "executable:", "unit:", "problem:",
         ], query.stdout)
         // Asking about itself, netpermctl has an identity.
         let own = try ctl(["--socket", f.socket, "-t", "query"])
@@ -183,7 +183,7 @@ extension NetpermctlTests {
 
         let apps = try ctl(["--socket", f.socket, "-t", "apps"])
         XCTAssertEqual(apps.status, 0, apps.summary)
-        XCTAssertEqual(apps.lines, ["updater:yes:ok:wlan0:wifi:no:::allow:deny:allow:allow"], apps.stdout)
+        XCTAssertEqual(apps.lines, ["updater:yes:ok:wlan0:wifi:no:::allow:deny:allow:allow:allow"], apps.stdout)
 
         let reload = try ctl(["--socket", f.socket, "-t", "reload"])
         XCTAssertEqual(reload.status, 0, reload.summary)
@@ -241,7 +241,7 @@ extension NetpermctlTests {
             "reason:ok", "via:wwan0", "via-kind:wwan", "via-metered:yes", "via-over:", "denied-kinds:", "pending-kinds:",
         ], decide.stdout)
         XCTAssertTrue(decide.lines.contains("wwan:allow") && decide.lines.contains("wwan-source:once"), decide.stdout)
-        XCTAssertEqual(decide.lines.count, 21, decide.stdout)
+        XCTAssertEqual(decide.lines.count, 23, decide.stdout)
 
         let forget = try ctl(["--socket", socket, "-t", "forget", "asker"])
         XCTAssertEqual(forget.status, 0, forget.summary)

@@ -44,7 +44,7 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertEqual(r["pending_kinds"], .array([]))
         XCTAssertEqual(r["permissions"]?["wwan"], "deny")
         XCTAssertEqual(r["sources"], .object([("wifi", "policy"), ("wwan", "no-agent"), ("ethernet", "policy"),
-                                              ("other", "policy")]))
+                                              ("other", "policy"), ("metered", "policy")]))
         // An explicit deny is the policy's, not for want of an agent.
         let backup = h.request(h.connect(makePeer(uid: 5, exe: nil, unit: "backup.service")), "QUERY")
         XCTAssertEqual(backup["sources"]?["wwan"], "policy")

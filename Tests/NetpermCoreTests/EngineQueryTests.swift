@@ -45,9 +45,9 @@ final class EngineQueryTests: XCTestCase {
             XCTAssertEqual(r["denied_kinds"], .array([]), line)
             XCTAssertEqual(r["pending_kinds"], .array([]), line)
             XCTAssertEqual(r["permissions"], .object([("wifi", "allow"), ("wwan", "allow"), ("ethernet", "allow"),
-                                                      ("other", "allow")]), line)
+                                                      ("other", "allow"), ("metered", "allow")]), line)
             XCTAssertEqual(r["sources"], .object([("wifi", "policy"), ("wwan", "policy"), ("ethernet", "policy"),
-                                                  ("other", "policy")]), line)
+                                                  ("other", "policy"), ("metered", "policy")]), line)
             XCTAssertEqual(r["identity"], .object([("pid", 4242), ("uid", 1000), ("executable", "/usr/bin/curl"),
                                                    ("unit", .null)]), line)
         }

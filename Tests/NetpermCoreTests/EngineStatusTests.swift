@@ -153,12 +153,15 @@ final class EngineStatusTests: XCTestCase {
     func testLinkAsDocumented() {
         var wlan = makeLink(3, "wlan0", .wifi, metric: 600)
         wlan.addresses = ["fe80::1/64", "192.0.2.10/24"]
+        wlan.ssid = Array("HomeNet".utf8)
+        wlan.bssid = "02:00:5e:10:00:01"
         let h = EngineHarness(links: [wlan])
         let r = h.send(h.connect(Peers.curl), "LINKS")
         XCTAssertEqual(r, [#"{"ok":true,"links":[{"index":3,"name":"wlan0","kind":"wifi","#
             + #""classified_by":"sysfs:devtype=wlan","metered":false,"over":null,"admin_up":true,"carrier":true,"#
             + #""operstate":"up","addresses":["192.0.2.10/24","fe80::1/64"],"#
-            + #""default_route":{"ipv4":true,"ipv6":false},"metric":600,"usable":true}]}"#])
+            + #""default_route":{"ipv4":true,"ipv6":false},"metric":600,"usable":true,"#
+            + #""ssid":"HomeNet","bssid":"02:00:5e:10:00:01"}]}"#])
     }
 
     /// Sorted by index, each as classified, usable only with admin up, carrier and a default route.

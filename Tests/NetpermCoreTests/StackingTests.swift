@@ -64,8 +64,8 @@ final class StackingTests: XCTestCase {
                                   defaultRoutes: [route(3)])
         snap.egress = [.ipv4: .link(3)]
         var p = PermissionSet(wifi: .deny, wwan: .deny, ethernet: .deny, other: .deny)
-        p[.other] = .allow
-        p[.ethernet] = .allow
+        p[LinkKind.other] = .allow
+        p[LinkKind.ethernet] = .allow
         let v = Verdict.compute(app: "a", matchedBy: .name, permissions: p, network: state(snap), ready: true)
         XCTAssertFalse(v.available)
         XCTAssertEqual(v.reason, .denied)
@@ -275,7 +275,7 @@ final class StackingTests: XCTestCase {
         snap.hostRoutes = [HostRouteFacts(index: 2, destination: "192.0.2.1")]
         snap.egress = [.ipv4: .link(3)]
         var p = PermissionSet(wifi: .deny, wwan: .deny, ethernet: .deny, other: .deny)
-        p[.wifi] = .allow
+        p[LinkKind.wifi] = .allow
         let v = Verdict.compute(app: "a", matchedBy: .name, permissions: p, network: state(snap), ready: true)
         XCTAssertEqual(v.reason, .ok)
         XCTAssertEqual(v.via?.nameOver, "tun0 over wlan0")

@@ -289,13 +289,16 @@ public final class Engine {
 
     private func classify(_ snapshot: KernelSnapshot) -> NetworkState {
         let overrides = state.config.interfaces
+        let networks = state.config.networks
         var seen = 0
         let network = NetworkState(snapshot: snapshot, overrides: overrides) { facts in
             seen += 1
             let sysfs = snapshot.sysfs[facts.index] ?? SysfsFacts()
-            let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs)
+            let wifi = snapshot.wifi[facts.index]
+            let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs,
+                                      ssid: wifi?.ssid)
             if let c = classifications[facts.index], c.facts == key { return c.result }
-            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides)
+            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides, wifi: wifi, networks: networks)
             classifications[facts.index] = (key, result)
             return result
         }
@@ -468,10 +471,15 @@ public final class Engine {
             if o.usable != l.usable {
                 log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.adminUp ? "up" : "down"), "
                     + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))")
-            } else if o.kind != l.kind || o.over != l.over || o.metered != l.metered {
+            } else if o.kind != l.kind || o.over != l.over || (o.metered != l.metered && o.ssid == l.ssid) {
                 log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))"
                     + (o.over != l.over ? ", over \(o.over ?? "-") -> \(l.over ?? "-")" : "")
                     + (o.kind == l.kind && o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""))
+            } else if o.ssid != l.ssid || o.bssid != l.bssid {
+                func network(_ x: Link) -> String {
+                    x.ssidText.map { "'\($0)'" + (x.bssid.map { " (\($0))" } ?? "") } ?? "none"
+                }
+                log(.info, "\(l.name): Wi-Fi network \(network(o)) -> \(network(l))\(o.metered != l.metered ? ", metered \(l.metered)" : "")")
             } else if o != l {
                 log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))")
             }
@@ -527,6 +535,8 @@ struct ClassifiedFacts: Equatable {
     var arphrd: UInt32
     var rtnlKind: String?
     var sysfs: SysfsFacts
+    /// The Wi-Fi network: [Network] sections apply while associated to it.
+    var ssid: [UInt8]?
 }
 
 /// A DECIDE or FORGET whose lasting decisions are being written: what to change once they are on disk, and whom
