@@ -60,7 +60,7 @@ test: deps test-deps
 	$(MAKE) bench-smoke
 
 unit: deps
-	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests'
+	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests'
 
 integration: deps test-deps
 	$(SWIFT) build --build-tests

@@ -23,10 +23,11 @@ let package = Package(
         // One module per C library; each is imported by exactly one Swift module.
         // CLinux: the kernel's and glibc's headers Swift's Glibc module leaves out (constants, struct ucred).
         .systemLibrary(name: "CLinux"),
+        // CNetlink: libnl's core, route and genl (nl80211) parts, one library family, linked by the modulemap.
         .systemLibrary(
             name: "CNetlink",
             pkgConfig: "libnl-route-3.0",
-            providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]
+            providers: [.apt(["libnl-3-dev", "libnl-route-3-dev", "libnl-genl-3-dev"])]
         ),
         .systemLibrary(
             name: "CSystemd",
@@ -58,6 +59,9 @@ let package = Package(
                           linkerSettings: releaseLink),
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux"],
                     resources: [.copy("Fixtures")]),
+        // Kernel messages (rtnetlink, nl80211) read from bytes built by the tests: no socket, no C import, no Wi-Fi
+        // hardware on the test machines.
+        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore"]),
         // Syscall plumbing that can be tested in-process (releasing code pages).
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).

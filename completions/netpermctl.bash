@@ -4,7 +4,7 @@
 
 _netpermctl_commands="status links query apps reload check monitor wait prompts decide forget agent ping help"
 _netpermctl_options="--socket --json -t --terse -h --help --version"
-_netpermctl_kinds="wifi wwan ethernet other"
+_netpermctl_kinds="wifi wwan ethernet other metered"
 
 # The app ids of the policy, from the first field of `netpermctl --terse apps`. Quick and quiet: nothing at
 # all when the daemon is not running, the caller may not list apps, or it takes more than a second.

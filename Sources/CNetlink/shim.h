@@ -3,3 +3,6 @@
 #include <netlink/route/link.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/route.h>
+#include <netlink/genl/genl.h>
+#include <netlink/genl/ctrl.h>
+#include <linux/nl80211.h>

@@ -22,6 +22,20 @@ public struct InterfaceOverride: Equatable, Sendable {
     }
 }
 
+/// `[Network SSID]` from the config: forces the kind and/or metered flag of a Wi-Fi link while it is associated
+/// to a network whose SSID matches.
+public struct NetworkOverride: Equatable, Sendable {
+    public var glob: Glob
+    public var kind: LinkKind?
+    public var metered: Bool?
+    public init(glob: Glob, kind: LinkKind?, metered: Bool?) {
+        self.glob = glob; self.kind = kind; self.metered = metered
+    }
+
+    /// An SSID is bytes; a glob is text. Bytes that are not UTF-8 become U+FFFD, which only a wildcard matches.
+    public func matches(ssid: [UInt8]) -> Bool { glob.matches(String(decoding: ssid, as: UTF8.self)) }
+}
+
 public struct Classification: Equatable, Sendable {
     public var kind: LinkKind
     /// Which rule decided, e.g. "config:[Interface wwan*]", "sysfs:devtype=wlan", "arphrd:ether".
@@ -48,8 +62,11 @@ public enum Classifier {
         "ifb", "nlmon", "xfrm", "batadv", "hsr", "netkit",
     ]
 
-    /// First match wins; the winning rule is reported in `by`.
-    public static func classify(_ link: LinkFacts, sysfs: SysfsFacts, overrides: [InterfaceOverride]) -> Classification {
+    /// First match wins; the winning rule is reported in `by`. Then the `[Interface]` overrides, then, for a
+    /// Wi-Fi link associated to a network (`wifi`), the `[Network]` ones: what the network is beats what the
+    /// device is (a laptop's wlan0 is unmetered at home and metered on a phone's hotspot).
+    public static func classify(_ link: LinkFacts, sysfs: SysfsFacts, overrides: [InterfaceOverride],
+                                wifi: WifiFacts? = nil, networks: [NetworkOverride] = []) -> Classification {
         let base = builtIn(link, sysfs: sysfs)
         // Later [Interface] sections override earlier ones (systemd's rule for repeated settings).
         var result = base
@@ -64,6 +81,19 @@ public enum Classifier {
             if let m = o.metered {
                 result.metered = m
                 meteredSet = true
+            }
+        }
+        guard let ssid = wifi?.ssid else { return result }
+        for o in networks where o.matches(ssid: ssid) {
+            if let k = o.kind {
+                result.kind = k
+                result.by = "config:[Network \(o.glob.pattern)]"
+                if !meteredSet { result.metered = k == .wwan }
+            }
+            if let m = o.metered {
+                result.metered = m
+                meteredSet = true
+                // metered_by: config (the [Network] section) — set here once Classification carries it.
             }
         }
         return result

@@ -1,6 +1,8 @@
 /// The daemon's configuration and per-app policy: the main file plus drop-ins, merged in order.
 public struct Config: Equatable, Sendable {
     public var interfaces: [InterfaceOverride] = []
+    /// `[Network SSID]` sections, in file order: later ones win, as for `[Interface]`.
+    public var networks: [NetworkOverride] = []
     public var defaults = PermissionSet.builtIn
     /// Members of this group (and root) may name any app.
     public var adminGroup = "netperm"
@@ -18,7 +20,7 @@ public struct Config: Equatable, Sendable {
     public init() {}
 
     public static func == (a: Config, b: Config) -> Bool {
-        a.interfaces == b.interfaces && a.defaults == b.defaults && a.adminGroup == b.adminGroup
+        a.interfaces == b.interfaces && a.networks == b.networks && a.defaults == b.defaults && a.adminGroup == b.adminGroup
             && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
     }
 
@@ -132,7 +134,7 @@ public struct Config: Equatable, Sendable {
         let accounts: AccountResolver
         /// [App] sections of the file being read, by id: the same app twice in one file is a mistake.
         var appsInThisFile: [String: Int] = [:]
-        /// Apps with a wrong Executable=, Unit= or User= word: "nothing matches it" would only repeat that.
+        /// Apps with a wrong Executable=, Unit=, UserUnit= or User= word: "nothing matches it" would only repeat that.
         var badIdentity: Set<String> = []
 
         init(accounts: AccountResolver, limit: Int) {
@@ -160,7 +162,9 @@ public struct Config: Equatable, Sendable {
             return p
         }
 
-        static func kind(forKey key: String) -> LinkKind? { PermissionSet.keys.first { $0.key == key }?.kind }
+        static func dimension(forKey key: String) -> PolicyDimension? {
+            PermissionSet.dimensions.first { $0.key == key }?.dimension
+        }
 
         mutating func apply(_ s: IniSection) {
             switch SectionKind(name: s.name) {
@@ -168,6 +172,7 @@ public struct Config: Equatable, Sendable {
             case .app?: applyApp(s)
             case .interface?: applyInterface(s)
             case .enforcement?: applyEnforcement(s)
+            case .network?: applyNetwork(s)
             case nil:
                 // Its entries go unread: they would only repeat the warning.
                 problems.warning(s.path, s.line, s.label + ": unknown section (" + Hint.unknownSection(s) + "); ignored")
@@ -177,7 +182,7 @@ public struct Config: Equatable, Sendable {
         mutating func applyDefaults(_ s: IniSection) {
             if s.argument != nil { fail(s, s.line, "[Defaults] takes no name") }
             for e in s.entries {
-                if let k = Parser.kind(forKey: e.key) {
+                if let k = Parser.dimension(forKey: e.key) {
                     if let p = permission(s, e) { config.defaults[k] = p }
                 } else if e.key == "PromptTimeoutSec" {
                     if let n = Int(e.value), n > 0, n <= 86400 {
@@ -222,7 +227,7 @@ public struct Config: Equatable, Sendable {
             // Identity lists set in a later file replace the earlier ones; within a section they accumulate.
             var replaced: Set<String> = []
             for e in s.entries {
-                if let k = Parser.kind(forKey: e.key) {
+                if let k = Parser.dimension(forKey: e.key) {
                     if let p = permission(s, e) { app.permissions.values[k] = p }
                     continue
                 }
@@ -280,11 +285,24 @@ public struct Config: Equatable, Sendable {
         }
 
         mutating func applyInterface(_ s: IniSection) {
+            guard let (glob, kind, metered) = overrideSection(s, example: "[Interface wwan*]", kind: .interface) else { return }
+            config.interfaces.append(InterfaceOverride(glob: glob, kind: kind, metered: metered))
+        }
+
+        /// `[Network SSID]`: the same keys as `[Interface]`, for a Wi-Fi network by its SSID (exact or glob).
+        mutating func applyNetwork(_ s: IniSection) {
+            guard let (glob, kind, metered) = overrideSection(s, example: "[Network CoffeeShop]", kind: .network) else { return }
+            config.networks.append(NetworkOverride(glob: glob, kind: kind, metered: metered))
+        }
+
+        /// The glob and the Kind= and Metered= of an `[Interface]` or `[Network]` section; nil when it has an error.
+        mutating func overrideSection(_ s: IniSection, example: String,
+                                      kind sectionKind: SectionKind) -> (Glob, LinkKind?, Bool?)? {
             var glob: Glob?
             if let arg = s.argument {
                 do { glob = try Glob(arg) } catch { fail(s, s.line, error.message) }
             } else {
-                fail(s, s.line, "needs a name or glob, e.g. [Interface wwan*]")
+                fail(s, s.line, "needs a name or glob, e.g. \(example)")
             }
             var kind: LinkKind?, metered: Bool?
             // A bad value is its own error; "sets neither" is for a section with no Kind= or Metered= at all.
@@ -307,15 +325,15 @@ public struct Config: Equatable, Sendable {
                         fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Metered= (expected yes or no)")
                     }
                 default:
-                    unknownKey(s, e, .interface)
+                    unknownKey(s, e, sectionKind)
                 }
             }
-            guard let glob else { return }
+            guard let glob else { return nil }
             guard setsOne else {
                 fail(s, s.line, "sets neither Kind= nor Metered=")
-                return
+                return nil
             }
-            config.interfaces.append(InterfaceOverride(glob: glob, kind: kind, metered: metered))
+            return (glob, kind, metered)
         }
     }
 }
@@ -357,7 +375,7 @@ extension ConfigParseResult {
 
 /// The sections a policy may have, with their keys: what tells a typo from a key of another section.
 enum SectionKind: CaseIterable {
-    case defaults, app, interface, enforcement
+    case defaults, app, interface, network, enforcement
 
     init?(name: String) {
         guard let k = SectionKind.allCases.first(where: { $0.name == name }) else { return nil }
@@ -369,6 +387,7 @@ enum SectionKind: CaseIterable {
         case .defaults: return "Defaults"
         case .app: return "App"
         case .interface: return "Interface"
+        case .network: return "Network"
         case .enforcement: return "Enforcement"
         }
     }
@@ -379,16 +398,17 @@ enum SectionKind: CaseIterable {
         case .defaults: return "[Defaults]"
         case .app: return "[App NAME]"
         case .interface: return "[Interface GLOB]"
+        case .network: return "[Network SSID]"
         case .enforcement: return "[Enforcement]"
         }
     }
 
     var keys: [String] {
-        let kinds = PermissionSet.keys.map(\.key)
+        let kinds = PermissionSet.dimensions.map(\.key)
         switch self {
         case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec"]
         case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds
-        case .interface: return ["Kind", "Metered"]
+        case .interface, .network: return ["Kind", "Metered"]
         case .enforcement: return ["Mode"]
         }
     }

@@ -14,21 +14,21 @@ public enum PermissionSource: String, Sendable {
 /// The user's answers to prompts. They only ever apply where the policy says `ask`: an explicit allow or deny in
 /// the policy file always wins.
 public struct Decisions: Equatable, Sendable {
-    public private(set) var lasting: [String: [LinkKind: Permission]] = [:]
-    public private(set) var once: [String: [LinkKind: Permission]] = [:]
+    public private(set) var lasting: [String: [PolicyDimension: Permission]] = [:]
+    public private(set) var once: [String: [PolicyDimension: Permission]] = [:]
 
     public init() {}
 
     public var isEmpty: Bool { lasting.isEmpty && once.isEmpty }
 
-    public func decision(_ app: String, _ kind: LinkKind) -> (Permission, PermissionSource)? {
+    public func decision(_ app: String, _ kind: PolicyDimension) -> (Permission, PermissionSource)? {
         if let p = once[app]?[kind] { return (p, .once) }
         if let p = lasting[app]?[kind] { return (p, .decision) }
         return nil
     }
 
     /// A lasting decision replaces a once-decision for the same app and kind, and vice versa.
-    public mutating func set(_ app: String, _ kind: LinkKind, _ p: Permission, once isOnce: Bool) {
+    public mutating func set(_ app: String, _ kind: PolicyDimension, _ p: Permission, once isOnce: Bool) {
         if isOnce {
             once[app, default: [:]][kind] = p
         } else {
@@ -40,9 +40,9 @@ public struct Decisions: Equatable, Sendable {
 
     /// Removes the app's decisions (for one kind, or all); returns whether anything was removed.
     @discardableResult
-    public mutating func forget(_ app: String, kind: LinkKind?) -> Bool {
+    public mutating func forget(_ app: String, kind: PolicyDimension?) -> Bool {
         var removed = false
-        for table in [\Decisions.lasting, \Decisions.once] as [WritableKeyPath<Decisions, [String: [LinkKind: Permission]]>] {
+        for table in [\Decisions.lasting, \Decisions.once] as [WritableKeyPath<Decisions, [String: [PolicyDimension: Permission]]>] {
             if let k = kind {
                 if self[keyPath: table][app]?.removeValue(forKey: k) != nil { removed = true }
                 if self[keyPath: table][app]?.isEmpty == true { self[keyPath: table][app] = nil }
@@ -58,7 +58,7 @@ public struct Decisions: Equatable, Sendable {
     /// The policy's permissions with decisions applied where the policy says `ask`, and where each came from.
     public func apply(to policy: PermissionSet, app: String) -> EffectivePermissions {
         var e = EffectivePermissions(permissions: policy)
-        for (_, kind) in PermissionSet.keys where policy[kind] == .ask {
+        for (_, kind) in PermissionSet.dimensions where policy[kind] == .ask {
             if let (p, source) = decision(app, kind) {
                 e.permissions[kind] = p
                 e.sources[kind] = source
@@ -69,12 +69,13 @@ public struct Decisions: Equatable, Sendable {
 
     // MARK: - The decisions file
 
-    /// A readable INI file: one `[App NAME]` per app, `WWAN=allow`. Only lasting decisions are written.
+    /// A readable INI file: one `[App NAME]` per app, `WWAN=allow`, `Metered=deny`. Only lasting decisions are
+    /// written. A file written before `Metered=` existed has only kind keys, and loads as it is.
     public func encoded() -> String {
         var out = "# netpermd's stored decisions, written by the daemon (netpermctl decide / forget).\n"
         for app in lasting.keys.sorted() {
             out += "\n[App \(app)]\n"
-            for (key, kind) in PermissionSet.keys {
+            for (key, kind) in PermissionSet.dimensions {
                 if let p = lasting[app]?[kind] { out += "\(key)=\(p.rawValue)\n" }
             }
         }
@@ -88,7 +89,7 @@ public struct Decisions: Equatable, Sendable {
                 throw ConfigError(path: path, line: s.line, message: "expected [App NAME]")
             }
             for e in s.entries {
-                guard let kind = PermissionSet.keys.first(where: { $0.key == e.key })?.kind else {
+                guard let kind = PermissionSet.dimensions.first(where: { $0.key == e.key })?.dimension else {
                     throw ConfigError(path: path, line: e.line, message: "unknown key \(ConfigError.quote(e.key))")
                 }
                 guard let p = Permission(rawValue: e.value), p != .ask else {
@@ -104,17 +105,17 @@ public struct Decisions: Equatable, Sendable {
 /// An app's permissions after decisions, with the source of each.
 public struct EffectivePermissions: Hashable, Sendable {
     public var permissions: PermissionSet
-    public var sources: [LinkKind: PermissionSource] = [:]
+    public var sources: [PolicyDimension: PermissionSource] = [:]
 
-    public init(permissions: PermissionSet, sources: [LinkKind: PermissionSource] = [:]) {
+    public init(permissions: PermissionSet, sources: [PolicyDimension: PermissionSource] = [:]) {
         self.permissions = permissions; self.sources = sources
     }
 
-    public func source(_ kind: LinkKind) -> PermissionSource { sources[kind] ?? .policy }
+    public func source(_ kind: PolicyDimension) -> PermissionSource { sources[kind] ?? .policy }
 
     /// With nobody to ask, every `ask` still undecided is a deny (its source says why).
     mutating func denyUndecided() {
-        for (_, kind) in PermissionSet.keys where permissions[kind] == .ask {
+        for (_, kind) in PermissionSet.dimensions where permissions[kind] == .ask {
             permissions[kind] = .deny
             sources[kind] = .noAgent
         }

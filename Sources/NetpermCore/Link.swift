@@ -51,12 +51,32 @@ public struct LinkFacts: Equatable, Sendable {
     public var adminUp: Bool
     public var carrier: Bool
     public var operstate: String
+    /// IFLA_LINK: the link this one is stacked on (the lower link of a vlan, macvlan, ipvlan, macvtap; the
+    /// device a tunnel is bound to). Nil when there is none, or when it lives in another namespace (a veth's
+    /// peer, a macvlan moved into a container): an index there means nothing here.
+    public var lowerIndex: Int32?
+    /// IFLA_MASTER: the bond, bridge or team this link is a port of.
+    public var masterIndex: Int32?
+    /// The remote endpoint of a tunnel whose kernel knows it (ipip, gre, sit, ip6tnl, vti: IFLA_INFO_DATA),
+    /// 4 or 16 bytes; nil when unknown or the wildcard address.
+    public var tunnelRemote: [UInt8]?
 
     public init(index: Int32, name: String, arphrd: UInt32, rtnlKind: String?, adminUp: Bool, carrier: Bool,
-                operstate: String) {
+                operstate: String, lowerIndex: Int32? = nil, masterIndex: Int32? = nil, tunnelRemote: [UInt8]? = nil) {
         self.index = index; self.name = name; self.arphrd = arphrd; self.rtnlKind = rtnlKind
         self.adminUp = adminUp; self.carrier = carrier; self.operstate = operstate
+        self.lowerIndex = lowerIndex; self.masterIndex = masterIndex; self.tunnelRemote = tunnelRemote
     }
+}
+
+/// What nl80211 says of a Wi-Fi link: the network it is associated to. A link without an entry is not Wi-Fi, or
+/// nl80211 is absent.
+public struct WifiFacts: Equatable, Sendable {
+    /// The SSID: up to 32 arbitrary bytes (not necessarily UTF-8); nil when not associated.
+    public var ssid: [UInt8]?
+    /// The access point's MAC address, "aa:bb:cc:dd:ee:ff"; nil when not associated.
+    public var bssid: String?
+    public init(ssid: [UInt8]? = nil, bssid: String? = nil) { self.ssid = ssid; self.bssid = bssid }
 }
 
 public struct AddressFacts: Equatable, Sendable {
@@ -81,6 +101,15 @@ public struct DefaultRouteFacts: Equatable, Sendable {
     }
 }
 
+/// A host route (/32 or /128) through a link, as VPN clients install one to their server so that the tunnel's
+/// own packets do not enter the tunnel: the kernel's lookup of `destination` leaves by `index`.
+public struct HostRouteFacts: Equatable, Sendable {
+    public var index: Int32
+    /// "192.0.2.7" or "2001:db8::7".
+    public var destination: String
+    public init(index: Int32, destination: String) { self.index = index; self.destination = destination }
+}
+
 /// Everything the kernel told us, as one consistent picture, with what sysfs says of each link's device.
 public struct KernelSnapshot: Equatable, Sendable {
     public var links: [LinkFacts]
@@ -90,6 +119,13 @@ public struct KernelSnapshot: Equatable, Sendable {
     public var egress: [AddressFamily: Egress]
     /// By ifindex; a link without an entry has no sysfs facts (the classifier falls back to netlink's).
     public var sysfs: [Int32: SysfsFacts]
+    /// By tunnel ifindex: where the kernel routes the tunnel's remote endpoint (`LinkFacts.tunnelRemote`).
+    public var endpointRoutes: [Int32: Egress] = [:]
+    /// Host routes through links other than tunnels, read only while a tunnel without a known endpoint (tun)
+    /// is there: the candidates for the link a userspace VPN's packets leave by.
+    public var hostRoutes: [HostRouteFacts] = []
+    /// By ifindex: the Wi-Fi network of each wifi link nl80211 reports (none where nl80211 is absent).
+    public var wifi: [Int32: WifiFacts] = [:]
     /// How many times messages were lost (the event socket overran) and everything was read again; a change
     /// tells subscribers their events since are only the net change.
     public var resyncs = 0
@@ -110,30 +146,45 @@ public struct Link: Equatable, Sendable {
     public var adminUp: Bool
     public var carrier: Bool
     public var operstate: String
+    /// The link whose kind this one took (its lower link, its most restrictive port, the link a tunnel's own
+    /// packets leave by); nil when not stacked, or when config set its kind.
+    public var over: String?
     public var addresses: [String]
     public var defaultRouteV4: Bool
     public var defaultRouteV6: Bool
     /// Lowest metric among this link's default routes, nil without one.
     public var metric: UInt32?
+    /// The Wi-Fi network it is associated to (nl80211); nil when not Wi-Fi or not associated.
+    public var ssid: [UInt8]?
+    public var bssid: String?
 
     /// Admin up, carrier, and a default route through it: traffic bound to it would get out.
     public var usable: Bool { adminUp && carrier && metric != nil }
 
     public init(facts: LinkFacts, classification: Classification, addresses: [String],
-                defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?) {
+                defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?, wifi: WifiFacts? = nil) {
         index = facts.index; name = facts.name
         kind = classification.kind; classifiedBy = classification.by; metered = classification.metered
+        over = nil
         adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
         self.addresses = addresses
         self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
+        ssid = wifi?.ssid; bssid = wifi?.bssid
     }
 
-    /// A link as verdicts name it: `index`, `name`, `kind`, `metered`.
+    /// "tun0 over wwan0", or the name alone.
+    public var nameOver: String { over.map { "\(name) over \($0)" } ?? name }
+
+    /// The SSID as shown: arbitrary bytes, so invalid UTF-8 is `\xNN` and controls are escaped (SafeText).
+    public var ssidText: String? { ssid.map { SafeText.escape(utf8: $0) } }
+
+    /// A link as verdicts name it: `index`, `name`, `kind`, `metered`, `over`.
     public func writeReference(to s: inout JSONWriter) {
         s.field("index", Int(index))
         s.field("name", name)
         s.field("kind", kind.rawValue)
         s.field("metered", metered)
+        s.field("over", over)
     }
 
     /// The members of a LINKS entry and a link event's `link`.
@@ -143,6 +194,7 @@ public struct Link: Equatable, Sendable {
         s.field("kind", kind.rawValue)
         s.field("classified_by", classifiedBy)
         s.field("metered", metered)
+        s.field("over", over)
         s.field("admin_up", adminUp)
         s.field("carrier", carrier)
         s.field("operstate", operstate)
@@ -153,5 +205,7 @@ public struct Link: Equatable, Sendable {
         }
         s.field("metric", metric.map { Int($0) })
         s.field("usable", usable)
+        s.field("ssid", ssidText)
+        s.field("bssid", bssid)
     }
 }

@@ -13,7 +13,9 @@ public struct NetworkState: Equatable, Sendable {
     }
 
     /// Joins the kernel's facts into links. `classify` is asked once per link; the caller caches sysfs reads.
-    public init(snapshot: KernelSnapshot, classify: (LinkFacts) -> Classification) {
+    /// Stacked links and tunnels then take the kind of what carries them (`Stacking`); `overrides` are the
+    /// `[Interface]` sections, which win on the stacked link itself.
+    public init(snapshot: KernelSnapshot, overrides: [InterfaceOverride] = [], classify: (LinkFacts) -> Classification) {
         var addrs: [Int32: [String]] = [:]
         for a in snapshot.addresses { addrs[a.index, default: []].append(a.text) }
         var v4: Set<Int32> = [], v6: Set<Int32> = []
@@ -25,10 +27,12 @@ public struct NetworkState: Equatable, Sendable {
             }
             metric[r.index] = min(metric[r.index] ?? .max, r.metric)
         }
-        self.init(links: snapshot.links.map { f in
+        let own = snapshot.links.map { f in
             Link(facts: f, classification: classify(f), addresses: (addrs[f.index] ?? []).sorted(),
-                 defaultRouteV4: v4.contains(f.index), defaultRouteV6: v6.contains(f.index), metric: metric[f.index])
-        }, egress: snapshot.egress)
+                 defaultRouteV4: v4.contains(f.index), defaultRouteV6: v6.contains(f.index), metric: metric[f.index],
+                 wifi: snapshot.wifi[f.index])
+        }
+        self.init(links: Stacking.apply(own, snapshot: snapshot, overrides: overrides), egress: snapshot.egress)
     }
 
     public var usableLinks: [Link] { links.filter { $0.usable && $0.kind != .loopback } }

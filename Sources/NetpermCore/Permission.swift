@@ -3,18 +3,61 @@ public enum Permission: String, Sendable, CaseIterable {
     case allow, deny, ask
 }
 
-/// The four per-kind permissions of an app (loopback is never a way out, so it has none).
+/// What one permission is about: a kind of link, or `metered`, which applies on top of the kind to links that
+/// cost money (a link is usable by an app only if its kind and, when it is metered, `metered` both allow it).
+/// Decisions, prompts, `denied_kinds` and `pending_kinds` name them alike: `DECIDE maps metered allow`.
+public enum PolicyDimension: String, Sendable, CaseIterable {
+    case wifi, wwan, ethernet, other, metered
+
+    /// Loopback is never a way out, so it has none.
+    public init?(kind: LinkKind) {
+        switch kind {
+        case .wifi: self = .wifi
+        case .wwan: self = .wwan
+        case .ethernet: self = .ethernet
+        case .other: self = .other
+        case .loopback: return nil
+        }
+    }
+
+    /// The kind it is about; nil for `metered`.
+    public var kind: LinkKind? {
+        switch self {
+        case .wifi: return .wifi
+        case .wwan: return .wwan
+        case .ethernet: return .ethernet
+        case .other: return .other
+        case .metered: return nil
+        }
+    }
+
+    /// `rawValue` as a literal, for JSON keys.
+    public var key: StaticString {
+        switch self {
+        case .wifi: "wifi"
+        case .wwan: "wwan"
+        case .ethernet: "ethernet"
+        case .other: "other"
+        case .metered: "metered"
+        }
+    }
+}
+
+/// The permissions of an app: one per kind, and `metered` on top.
 public struct PermissionSet: Hashable, Sendable {
     public var wifi: Permission
     public var wwan: Permission
     public var ethernet: Permission
     public var other: Permission
+    /// Applies to metered links on top of their kind; `allow` (the default) leaves the kind alone.
+    public var metered: Permission
 
     /// The built-in `[Defaults]`: cellular asks, everything else is allowed.
     public static let builtIn = PermissionSet(wifi: .allow, wwan: .ask, ethernet: .allow, other: .allow)
 
-    public init(wifi: Permission, wwan: Permission, ethernet: Permission, other: Permission) {
-        self.wifi = wifi; self.wwan = wwan; self.ethernet = ethernet; self.other = other
+    public init(wifi: Permission, wwan: Permission, ethernet: Permission, other: Permission,
+                metered: Permission = .allow) {
+        self.wifi = wifi; self.wwan = wwan; self.ethernet = ethernet; self.other = other; self.metered = metered
     }
 
     /// The config key for each kind, in the order they are reported.
@@ -22,32 +65,55 @@ public struct PermissionSet: Hashable, Sendable {
         ("WiFi", .wifi), ("WWAN", .wwan), ("Ethernet", .ethernet), ("Other", .other),
     ]
 
+    /// The config key for each dimension (the kinds, then Metered=), in the order they are reported.
+    public static let dimensions: [(key: String, dimension: PolicyDimension)] =
+        keys.map { ($0.key, PolicyDimension(kind: $0.kind)!) } + [("Metered", .metered)]
+
     public subscript(kind: LinkKind) -> Permission {
+        get { PolicyDimension(kind: kind).map { self[$0] } ?? .allow }
+        set { if let d = PolicyDimension(kind: kind) { self[d] = newValue } }
+    }
+
+    public subscript(dimension: PolicyDimension) -> Permission {
         get {
-            switch kind {
+            switch dimension {
             case .wifi: return wifi
             case .wwan: return wwan
             case .ethernet: return ethernet
             case .other: return other
-            case .loopback: return .allow
+            case .metered: return metered
             }
         }
         set {
-            switch kind {
+            switch dimension {
             case .wifi: wifi = newValue
             case .wwan: wwan = newValue
             case .ethernet: ethernet = newValue
             case .other: other = newValue
-            case .loopback: break
+            case .metered: metered = newValue
             }
         }
     }
+
+    /// May the app use `link`: its kind allows it and, when it is metered, so does `metered`.
+    public func allows(_ link: Link) -> Bool {
+        self[link.kind] == .allow && (!link.metered || metered == .allow)
+    }
+
+    /// What keeps the app off `link`, by dimension: its kind's and (when metered) `metered`'s setting where it is
+    /// not allow. Empty: the app may use it.
+    public func blocking(_ link: Link) -> [(PolicyDimension, Permission)] {
+        var out: [(PolicyDimension, Permission)] = []
+        if let d = PolicyDimension(kind: link.kind), self[d] != .allow { out.append((d, self[d])) }
+        if link.metered, metered != .allow { out.append((.metered, metered)) }
+        return out
+    }
 }
 
-/// The per-kind settings one `[App]` section makes; unset ones fall back to `[Defaults]`.
+/// The settings one `[App]` section makes; unset ones fall back to `[Defaults]`.
 public struct PartialPermissions: Equatable, Sendable {
-    public var values: [LinkKind: Permission] = [:]
-    public init(_ values: [LinkKind: Permission] = [:]) { self.values = values }
+    public var values: [PolicyDimension: Permission] = [:]
+    public init(_ values: [PolicyDimension: Permission] = [:]) { self.values = values }
 
     public func resolved(over defaults: PermissionSet) -> PermissionSet {
         var p = defaults

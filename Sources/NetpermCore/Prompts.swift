@@ -1,13 +1,15 @@
-/// A question to the user: may this app use this kind of network?
+/// A question to the user: may this app use this kind of network, or (kind `metered`) metered links?
 public struct Prompt: Equatable, Sendable {
     public var id: Int
     public var app: String
     /// How the app was identified when it asked (nil when a privileged caller named it).
     public var identity: PeerIdentity?
-    public var kind: LinkKind
-    /// The link the app would use.
+    public var kind: PolicyDimension
+    /// The link the app would use (for `metered`: the metered link it would use).
     public var link: String
     public var metered: Bool
+    /// The link's carrier when it is stacked or a tunnel ("wwan0" for tun0 over wwan0).
+    public var over: String? = nil
 
     /// The members of a PROMPTS entry and a `prompt` event.
     public func write(to s: inout JSONWriter) {
@@ -22,6 +24,7 @@ public struct Prompt: Equatable, Sendable {
         s.object("link") {
             $0.field("name", link)
             $0.field("metered", metered)
+            $0.field("over", over)
         }
     }
 }
@@ -33,7 +36,7 @@ public struct PromptBook: Sendable {
 
     public init() {}
 
-    public func find(app: String, kind: LinkKind) -> Prompt? { open.first { $0.app == app && $0.kind == kind } }
+    public func find(app: String, kind: PolicyDimension) -> Prompt? { open.first { $0.app == app && $0.kind == kind } }
     public func find(id: Int) -> Prompt? { open.first { $0.id == id } }
 
     /// Prompts to raise for a verdict awaiting a decision: one per pending kind not already asked about.
@@ -41,10 +44,11 @@ public struct PromptBook: Sendable {
         guard verdict.reason == .awaitingDecision else { return [] }
         var raised: [Prompt] = []
         for kind in verdict.pendingKinds where find(app: verdict.app, kind: kind) == nil {
-            // The best link of that kind is the one the app would use.
-            guard let link = network.best(of: network.usableLinks.lazy.filter { $0.kind == kind }) else { continue }
+            // The best link of that kind (or metered) is the one the app would use.
+            let candidates = network.usableLinks.lazy.filter { l in kind.kind.map { $0 == l.kind } ?? l.metered }
+            guard let link = network.best(of: candidates) else { continue }
             let p = Prompt(id: nextID, app: verdict.app, identity: identity, kind: kind, link: link.name,
-                           metered: link.metered)
+                           metered: link.metered, over: link.over)
             nextID += 1
             open.append(p)
             raised.append(p)
@@ -59,7 +63,7 @@ public struct PromptBook: Sendable {
     }
 
     /// Closes every open prompt for the app (and kind); returns them.
-    public mutating func close(app: String, kind: LinkKind?) -> [Prompt] {
+    public mutating func close(app: String, kind: PolicyDimension?) -> [Prompt] {
         let closing = open.filter { $0.app == app && (kind == nil || $0.kind == kind) }
         open.removeAll { $0.app == app && (kind == nil || $0.kind == kind) }
         return closing

@@ -64,7 +64,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .subscribe: return "a snapshot, then an event line for every change, for as long as the connection lives"
         case .wait: return "reply once the app (default: the caller) may use the network, or when SECONDS pass"
         case .prompts: return "the open prompts (privileged)"
-        case .decide: return "answer for an app and kind set to ask; lasting unless --once (privileged)"
+        case .decide: return "answer for an app and kind (or metered) set to ask; lasting unless --once (privileged)"
         case .forget: return "remove stored decisions of an app (privileged)"
         case .quit: return "close this connection"
         }

@@ -22,7 +22,7 @@ public struct Verdict: Equatable, Sendable {
     public var matchedBy: MatchedBy
     /// Effective permissions: the policy's, with decisions applied where it says `ask`.
     public var permissions: PermissionSet
-    public var sources: [LinkKind: PermissionSource]
+    public var sources: [PolicyDimension: PermissionSource]
     public var available: Bool
     public var reason: Reason
     /// When available: the link its traffic leaves by (IPv4's, else IPv6's).
@@ -31,22 +31,23 @@ public struct Verdict: Equatable, Sendable {
     public var egress: [AddressFamily: Route]
     /// With `routed-elsewhere`: a usable link the app may use, to bind its sockets to (the lowest metric).
     public var bindTo: Link?
-    /// Kinds of usable links the app may not use.
-    public var deniedKinds: [LinkKind]
-    /// Kinds of usable links set to `ask` with no decision yet.
-    public var pendingKinds: [LinkKind]
+    /// What keeps the app off usable links: their kinds set to deny, and `metered` when a usable metered link
+    /// is kept off by Metered=deny.
+    public var deniedKinds: [PolicyDimension]
+    /// What a decision could open: the `ask` dimensions (kinds, `metered`) of usable links nothing denies.
+    public var pendingKinds: [PolicyDimension]
     /// Whether the kernel enforces the app's permissions (Mode=block); the engine fills it in per app.
     public var enforcement: Enforcement = .notEnforced(.modeOff)
 
     /// Kinds denied only because no agent listens to ask the user (`no-agent`).
-    public var unaskedKinds: [LinkKind] { deniedKinds.filter { sources[$0] == .noAgent } }
+    public var unaskedKinds: [PolicyDimension] { deniedKinds.filter { sources[$0] == .noAgent } }
 
     /// Asking about itself, the app should make someone ask the user: an agent (prompts), or, with none, the
     /// log (that nobody can).
     public var wantsAsking: Bool { reason == .awaitingDecision || !unaskedKinds.isEmpty }
 
     /// Kinds in reporting order.
-    static let reportedKinds: [LinkKind] = [.wifi, .wwan, .ethernet, .other]
+    static let reportedKinds: [PolicyDimension] = [.wifi, .wwan, .ethernet, .other, .metered]
 
     public static func compute(app: String, matchedBy: MatchedBy, permissions: PermissionSet,
                                network: NetworkState, ready: Bool) -> Verdict {
@@ -64,9 +65,9 @@ public struct Verdict: Equatable, Sendable {
                         available: false, reason: .starting, via: nil, egress: [:], bindTo: nil, deniedKinds: [],
                         pendingKinds: [])
         guard ready else { return v }
-        func allowed(_ l: Link) -> Bool { permissions[l.kind] == .allow }
+        func allowed(_ l: Link) -> Bool { permissions.allows(l) }
         let usable = network.usableLinks
-        var denied: Set<LinkKind> = [], pending: Set<LinkKind> = []
+        var denied: Set<PolicyDimension> = [], pending: Set<PolicyDimension> = []
         var working: Link?, leaking = false
         for family in AddressFamily.allCases {
             switch network.egress[family] {
@@ -81,11 +82,13 @@ public struct Verdict: Equatable, Sendable {
             }
         }
         for link in usable {
-            switch permissions[link.kind] {
-            case .allow: break
-            case .deny: denied.insert(link.kind)
-            // Until a decision exists, `ask` is not allowed.
-            case .ask: pending.insert(link.kind)
+            // Until a decision exists, `ask` is not allowed; a decision helps only on a link nothing denies
+            // (a Wi-Fi set to ask on a hotspot kept off by Metered=deny is not worth asking about).
+            let blocking = permissions.blocking(link)
+            if blocking.contains(where: { $0.1 == .deny }) {
+                for (d, p) in blocking where p == .deny { denied.insert(d) }
+            } else {
+                for (d, _) in blocking { pending.insert(d) }
             }
         }
         v.deniedKinds = reportedKinds.filter(denied.contains)
@@ -135,11 +138,11 @@ public struct Verdict: Equatable, Sendable {
         s.field("denied_kinds", strings: deniedKinds.lazy.map(\.rawValue))
         s.field("pending_kinds", strings: pendingKinds.lazy.map(\.rawValue))
         s.object("permissions") {
-            for k in PermissionSet.keys { $0.field(k.kind.key, permissions[k.kind].rawValue) }
+            for k in PermissionSet.dimensions { $0.field(k.dimension.key, permissions[k.dimension].rawValue) }
         }
         let effective = EffectivePermissions(permissions: permissions, sources: sources)
         s.object("sources") {
-            for k in PermissionSet.keys { $0.field(k.kind.key, effective.source(k.kind).rawValue) }
+            for k in PermissionSet.dimensions { $0.field(k.dimension.key, effective.source(k.dimension).rawValue) }
         }
         enforcement.write(to: &s)
     }

@@ -96,6 +96,7 @@ extension Link {
     /// Equal in what a verdict says of a link (`writeReference`).
     static func sameReference(_ a: Link?, _ b: Link?) -> Bool {
         a?.index == b?.index && a?.name == b?.name && a?.kind == b?.kind && a?.metered == b?.metered
+            && a?.over == b?.over
     }
 }
 

@@ -45,24 +45,68 @@ struct KernelTables {
         }
     }
 
+    /// Applies every message of a datagram as the socket delivered it; returns how many were links or addresses.
+    mutating func apply(datagram: UnsafeMutableRawBufferPointer) -> Int {
+        var applied = 0
+        var remaining = Int32(datagram.count)
+        var header: UnsafeMutablePointer<nlmsghdr>? = datagram.baseAddress?.assumingMemoryBound(to: nlmsghdr.self)
+        while let h = header, nlmsg_ok(h, remaining) != 0 {
+            if apply(h) { applied += 1 }
+            header = nlmsg_next(h, &remaining)
+        }
+        return applied
+    }
+
+    /// IFLA_INFO_DATA's remote endpoint attribute, per tunnel kind (<linux/if_tunnel.h>, not among the headers
+    /// the module imports): IFLA_IPTUN_REMOTE for ipip, sit, ip6tnl; IFLA_GRE_REMOTE for the GRE family;
+    /// IFLA_VTI_REMOTE for vti.
+    static let remoteAttribute: [String: Int32] = [
+        "ipip": 3, "sit": 3, "ip6tnl": 3,
+        "gre": 7, "gretap": 7, "ip6gre": 7, "ip6gretap": 7, "erspan": 7, "ip6erspan": 7,
+        "vti": 5, "vti6": 5,
+    ]
+
     private static func link(_ h: UnsafeMutablePointer<nlmsghdr>, _ info: ifinfomsg) -> LinkFacts {
         var name = "", kind: String?, operstate: UInt8 = 0
+        var lower: Int32?, master: Int32?, otherNamespace = false
+        var data: UnsafeMutablePointer<nlattr>?
         each(h, header: MemoryLayout<ifinfomsg>.size) { a in
             switch Int32(nla_type(a)) {
             case Int32(IFLA_IFNAME): name = String(cString: nla_get_string(a))
             case Int32(IFLA_OPERSTATE): operstate = nla_get_u8(a)
+            case Int32(IFLA_LINK): lower = Int32(bitPattern: nla_get_u32(a))
+            case Int32(IFLA_MASTER): master = Int32(bitPattern: nla_get_u32(a))
+            case Int32(IFLA_LINK_NETNSID): otherNamespace = true
             case Int32(IFLA_LINKINFO):
                 eachNested(a) { i in
-                    if Int32(nla_type(i)) == Int32(IFLA_INFO_KIND) { kind = String(cString: nla_get_string(i)) }
+                    switch Int32(nla_type(i)) {
+                    case Int32(IFLA_INFO_KIND): kind = String(cString: nla_get_string(i))
+                    case Int32(IFLA_INFO_DATA): data = i
+                    default: break
+                    }
                 }
             default: break
             }
         }
+        var remote: [UInt8]?
+        if let data, let kind, let wanted = remoteAttribute[kind] {
+            eachNested(data) { d in
+                guard Int32(nla_type(d)) == wanted else { return }
+                let b = bytes(d)
+                // The wildcard (a tunnel taking any remote) names no endpoint.
+                if b.count == 4 || b.count == 16, b.contains(where: { $0 != 0 }) { remote = b }
+            }
+        }
         var buf = [CChar](repeating: 0, count: 32)
         let oper = String(cString: rtnl_link_operstate2str(operstate, &buf, buf.count))
+        // IFLA_LINK names the link itself on some devices and 0 when there is none; with IFLA_LINK_NETNSID it is
+        // an index in another namespace.
+        let lowerIndex = lower.flatMap { $0 == 0 || $0 == info.ifi_index || otherNamespace ? nil : $0 }
         return LinkFacts(index: info.ifi_index, name: name, arphrd: UInt32(info.ifi_type), rtnlKind: kind,
                          adminUp: info.ifi_flags & Kernel.interfaceUp != 0,
-                         carrier: info.ifi_flags & Kernel.interfaceLowerUp != 0, operstate: oper)
+                         carrier: info.ifi_flags & Kernel.interfaceLowerUp != 0, operstate: oper,
+                         lowerIndex: lowerIndex, masterIndex: master.flatMap { $0 == 0 ? nil : $0 },
+                         tunnelRemote: remote)
     }
 
     /// The address and its identity, or nil for one netpermd does not report (other families). IPv4 sends its
@@ -112,7 +156,7 @@ struct KernelTables {
         Array(UnsafeRawBufferPointer(start: nla_data(a), count: Int(nla_len(a))))
     }
 
-    private static func text(_ address: [UInt8], _ family: AddressFamily) -> String {
+    static func text(_ address: [UInt8], _ family: AddressFamily) -> String {
         var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         let af = family == .ipv4 ? AF_INET : AF_INET6
         guard address.count == (family == .ipv4 ? 4 : 16), inet_ntop(af, address, &buf, socklen_t(buf.count)) != nil else {

@@ -246,6 +246,23 @@ public final class NetlinkWatcher {
                 questions.append(RouteLookup.Question(family: family, oif: link.index, fibMatch: true))
             }
         }
+        // Where each tunnel's packets leave by: the kernel's route to its endpoint where it knows one.
+        let routed = questions.count
+        for link in last.links where link.adminUp {
+            guard let remote = link.tunnelRemote else { continue }
+            questions.append(RouteLookup.Question(family: remote.count == 4 ? .ipv4 : .ipv6, destination: remote))
+        }
+        let endpointCount = questions.count - routed
+        // A userspace VPN's endpoint is unknown to the kernel; its client routes the server by a host route.
+        // Read them only while such a tunnel is up: a machine without one never dumps routes.
+        var hosts: [(destination: [UInt8], oif: Int32)] = []
+        if last.links.contains(where: { $0.adminUp && Stacking.needsHostRoutes($0) }) {
+            do { hosts = try lookup.hostRoutes() } catch { Log.err("netlink: reading host routes: \(error)") }
+            for h in hosts {
+                questions.append(RouteLookup.Question(family: h.destination.count == 4 ? .ipv4 : .ipv6,
+                                                      destination: h.destination))
+            }
+        }
         let answers: [RouteLookup.Answer]
         do { answers = try lookup.lookUp(questions) } catch {
             Log.err("netlink: route lookups: \(error)")
@@ -253,7 +270,22 @@ public final class NetlinkWatcher {
         }
         var egress: [AddressFamily: Egress] = [:]
         var defaults: [DefaultRouteFacts] = []
-        for (q, a) in zip(questions, answers) {
+        var endpoints: [Int32: Egress] = [:]
+        var hostRoutes: [HostRouteFacts] = []
+        let tunnels = last.links.filter { $0.adminUp && $0.tunnelRemote != nil }
+        for (i, a) in answers.enumerated().dropFirst(routed) {
+            let k = i - routed
+            if k < endpointCount {
+                endpoints[tunnels[k].index] = a.egress
+            } else if case let .link(oif)? = a.egress {
+                // The kernel's choice for the destination (rules, metrics), not the dumped entry's own link.
+                let d = hosts[k - endpointCount].destination
+                hostRoutes.append(HostRouteFacts(index: oif, destination: KernelTables.text(d, d.count == 4 ? .ipv4 : .ipv6)))
+            }
+        }
+        last.endpointRoutes = endpoints
+        last.hostRoutes = hostRoutes
+        for (q, a) in zip(questions.prefix(routed), answers) {
             if q.oif == nil {
                 egress[q.family] = a.egress
             } else if case let .route(_, 0, metric) = a {

@@ -31,10 +31,12 @@ struct RouteLookup {
     /// route through that link covers the probe (without it, the kernel would assume the probe on-link and answer
     /// anyway).
     /// One question: `ip route get PROBE [oif LINK] [fibmatch]`.
+    /// `destination`: another address than the family's probe (a tunnel's endpoint), 4 or 16 bytes.
     struct Question {
         var family: AddressFamily
         var oif: Int32? = nil
         var fibMatch = false
+        var destination: [UInt8]? = nil
     }
 
     /// Asks all `questions` at once (one datagram out); the answers come in the same order.
@@ -42,7 +44,7 @@ struct RouteLookup {
         var answers = [Answer](repeating: .failed(0), count: questions.count)
         try queries.exchange(count: questions.count, type: Int32(RTM_GETROUTE), build: { i, msg in
             let q = questions[i]
-            let address = Self.probes[q.family]!
+            let address = q.destination ?? Self.probes[q.family]!
             var rtm = rtmsg()
             rtm.rtm_family = UInt8(q.family == .ipv4 ? AF_INET : AF_INET6)
             rtm.rtm_dst_len = UInt8(address.count * 8)
@@ -63,6 +65,42 @@ struct RouteLookup {
             }
         }
         return answers
+    }
+
+    /// Host routes (/32, /128) of unicast type outside the local table, as a route dump lists them: the
+    /// destinations VPN clients route to their server. At most `limit`: a router with a full table is no
+    /// machine a userspace VPN's carrier is guessed on.
+    func hostRoutes(limit: Int = 64) throws(NetlinkError) -> [(destination: [UInt8], oif: Int32)] {
+        var found: [(destination: [UInt8], oif: Int32)] = []
+        var rtm = rtmsg()
+        rtm.rtm_family = UInt8(AF_UNSPEC)
+        try withUnsafeBytes(of: &rtm) { b throws(NetlinkError) in
+            try queries.request(type: Int32(RTM_GETROUTE), flags: NLM_F_DUMP, body: b) { h in
+                guard Int32(h.pointee.nlmsg_type) == Int32(RTM_NEWROUTE), found.count < limit,
+                      nlmsg_valid_hdr(h, Int32(MemoryLayout<rtmsg>.size)) != 0 else { return .more }
+                let r = nlmsg_data(h).assumingMemoryBound(to: rtmsg.self).pointee
+                let full: UInt8 = r.rtm_family == UInt8(AF_INET) ? 32 : 128
+                guard r.rtm_family == UInt8(AF_INET) || r.rtm_family == UInt8(AF_INET6), r.rtm_dst_len == full,
+                      r.rtm_type == UInt8(RTN_UNICAST), r.rtm_flags & UInt32(RTM_F_CLONED) == 0 else { return .more }
+                var table = UInt32(r.rtm_table), dst: [UInt8]?, oif: Int32?
+                var attr = nlmsg_attrdata(h, Int32(MemoryLayout<rtmsg>.size))
+                var left = nlmsg_attrlen(h, Int32(MemoryLayout<rtmsg>.size))
+                while let a = attr, nla_ok(a, left) != 0 {
+                    switch UInt32(nla_type(a)) {
+                    case RTA_TABLE.rawValue: table = nla_get_u32(a)
+                    case RTA_DST.rawValue: dst = Array(UnsafeRawBufferPointer(start: nla_data(a), count: Int(nla_len(a))))
+                    case RTA_OIF.rawValue: oif = Int32(bitPattern: nla_get_u32(a))
+                    default: break
+                    }
+                    attr = nla_next(a, &left)
+                }
+                if table != UInt32(RT_TABLE_LOCAL.rawValue), let dst, dst.count == Int(full) / 8, let oif {
+                    found.append((dst, oif))
+                }
+                return .more
+            }
+        }
+        return found
     }
 
     private func parse(_ h: UnsafeMutablePointer<nlmsghdr>) -> Answer {

@@ -4,7 +4,8 @@ import NetpermIO
 
 /// `netpermctl agent`: answers prompts on the terminal (or from a pipe), one at a time.
 enum Agent {
-    static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "WWAN", "ethernet": "Ethernet", "other": "Other"]
+    static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "WWAN", "ethernet": "Ethernet", "other": "Other",
+                                                "metered": "metered links"]
 
     /// `p` as the daemon sent it: every string is escaped here (JSON.forTerminal).
     static func question(_ prompt: JSON) -> String {
@@ -17,7 +18,7 @@ enum Agent {
         let kind = p["kind"]?.stringValue ?? "?"
         let link = p["link"]
         return "\(p["app"]?.stringValue ?? "?")\(who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")") wants "
-            + "to use \(kindNames[kind] ?? kind) via \(link?["name"]?.stringValue ?? "?")"
+            + "to use \(kindNames[kind] ?? kind) via \(Render.nameOver(link))"
             + (link?["metered"]?.boolValue == true ? " (metered)" : "") + ". Allow? [y]es / [n]o / [o]nce / [s]kip "
     }
 

@@ -106,19 +106,21 @@ enum Help {
                 """
         case .decide:
             return """
-                Answers for APP and KIND (wifi, wwan, ethernet or other) where the policy says ask: kept in the
-                daemon's state directory, or with --once only until the daemon restarts or the policy changes.
-                Open prompts for that app and kind close. Needs root or the admin group.
+                Answers for APP and KIND (wifi, wwan, ethernet or other, or metered: may APP use metered links)
+                where the policy says ask: kept in the daemon's state directory, or with --once only until the
+                daemon restarts or the policy changes. Open prompts for that app and kind close. Needs root or
+                the admin group.
                 """
         case .forget:
             return """
-                Removes APP's stored and --once decisions, for KIND or for every kind. Needs root or the admin
-                group.
+                Removes APP's stored and --once decisions, for KIND (a kind, or metered) or for every kind. Needs
+                root or the admin group.
                 """
         case .agent:
             return """
                 Registers with the daemon as its agent and asks on this terminal, one prompt at a time, whether
-                an app may use a kind of network: [y]es, [n]o, [o]nce or [s]kip. Answers may come from a pipe.
+                an app may use a kind of network (or metered links, for Metered=ask): [y]es, [n]o, [o]nce or
+                [s]kip. Answers may come from a pipe.
                 Ctrl-D (the end of input) or Ctrl-C stops it. Needs root or the admin group.
                 """
         case .ping:
@@ -134,29 +136,34 @@ enum Help {
         case .status:
             return """
                 With -t, key:value lines: version, ready (yes|no), links, available (yes|no), primary,
-                primary-kind, policy-generation, policy-apps, policy-error (empty unless the last reload failed).
+                primary-kind, primary-over (the carrier of a stacked link or tunnel, else empty), policy-generation,
+                policy-apps, policy-error (empty unless the last reload failed).
                 """
         case .links:
             return """
                 With -t, one line per link:
                   index:name:kind:metered:state:default-route:metric:usable:addresses
-                and with IFACE, key:value lines: index, name, kind, classified-by, metered, state, admin-up,
-                carrier, operstate, default-route, metric, usable, unusable-because, addresses.
+                and with IFACE, key:value lines: index, name, kind, classified-by, over (the link whose kind a
+                stacked link or tunnel took, else empty), metered, state, admin-up, carrier, operstate,
+                default-route, metric, usable, unusable-because, addresses, ssid, bssid (the Wi-Fi network, empty
+                when none).
                 default-route lists ipv4 and ipv6 when there is one; unusable-because lists admin-down,
                 no-carrier and no-default-route; addresses lists every address. Lists are separated by ','.
                 """
         case .query:
             return """
-                With -t, key:value lines: app, matched-by, available, reason, via, via-kind, via-metered,
-                denied-kinds, pending-kinds, the permissions wifi, wwan, ethernet, other (allow, deny, ask), where
-                each comes from: wifi-source, wwan-source, ethernet-source, other-source (policy, decision,
-                once), and who asked: pid, uid, executable, unit, problem (empty when APP is named).
+                With -t, key:value lines: app, matched-by, available, reason, via, via-kind, via-metered, via-over,
+                denied-kinds, pending-kinds, the permissions wifi, wwan, ethernet, other, metered (allow, deny,
+                ask), where each comes from: wifi-source, wwan-source, ethernet-source, other-source,
+                metered-source (policy, decision, once, no-agent), and who asked: pid, uid, executable, unit,
+                problem (empty when APP is named).
                 reason is ok, no-network, denied, awaiting-decision or starting.
                 """
         case .apps:
             return """
-                With -t, one line per app (the fields of query -t):
-                  app:available:reason:via:via-kind:via-metered:denied-kinds:pending-kinds:wifi:wwan:ethernet:other
+                With -t, one line per app, these fields of query -t separated by ':':
+                  app available reason via via-kind via-metered denied-kinds pending-kinds
+                  wifi wwan ethernet other metered
                 """
         case .reload:
             return "With -t, key:value lines: policy-generation, policy-apps."
@@ -168,7 +175,7 @@ enum Help {
                 EVENT is link, link-added, link-removed, app, policy, stopping, resync or overflow (which has no
                 SEQ);
                 SUBJECT is the link's or the app's name, empty for the others. The FIELDs of links are those of
-                links -t IFACE; of apps, those of query -t from available to other-source; of the policy,
+                links -t IFACE; of apps, those of query -t from available to metered-source; of the policy,
                 policy-generation, policy-apps and policy-error. The snapshot that starts each connection is a
                 link line per link, an app line per app and a policy line, each with every field and an empty
                 OLD, as is link-added; link-removed, stopping and overflow have no fields. A resync (events were
@@ -188,7 +195,7 @@ enum Help {
             return """
                 With -t, key:value lines: app, kind, decision, once, overridden-by-policy (yes when the policy
                 sets this kind and wins), then the app's verdict as query -t prints it from available to
-                other-source.
+                metered-source.
                 """
         case .forget:
             return "With -t, key:value lines: forgotten (yes|no), app, kind (empty for every kind)."

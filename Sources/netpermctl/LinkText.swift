@@ -12,7 +12,7 @@ enum LinkText {
         let links = (r["links"]?.arrayValue ?? []).map(LinkView.init)
         for l in links {
             t.rows.append([
-                String(l.index), l.name, l.kind, yesNo(l.metered), l.state,
+                String(l.index), l.name, l.kind + (l.over.map { " (" + $0 + ")" } ?? ""), yesNo(l.metered), l.state,
                 l.defaultRouteFamilies.isEmpty ? "-" : l.defaultRouteFamilies.map { $0 == "ipv4" ? "v4" : "v6" }
                     .joined(separator: ","),
                 l.metric.map(String.init) ?? "-", yesNo(l.usable), firstAddress(l),
@@ -40,7 +40,9 @@ enum LinkText {
             out += key + ":" + String(repeating: " ", count: max(1, 14 - key.count)) + value + "\n"
         }
         line("kind", "\(l.kind) (classified by \(l.classifiedBy))")
+        if let over = l.over { line("over", over) }
         line("metered", yesNo(l.metered))
+        if let ssid = l.ssid { line("network", "\(ssid)" + (l.bssid.map { " (\($0))" } ?? "")) }
         line("state", l.state)
         line("admin", l.adminUp ? "up" : "down")
         line("carrier", l.carrier ? "on" : "off")

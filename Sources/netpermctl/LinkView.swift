@@ -11,12 +11,17 @@ struct LinkView {
     var kind: String { json["kind"]?.stringValue ?? "?" }
     var classifiedBy: String { json["classified_by"]?.stringValue ?? "?" }
     var metered: Bool { json["metered"]?.boolValue == true }
+    /// The carrier whose kind a stacked link or tunnel took.
+    var over: String? { json["over"]?.stringValue }
     var adminUp: Bool { json["admin_up"]?.boolValue == true }
     var carrier: Bool { json["carrier"]?.boolValue == true }
     var operstate: String { json["operstate"]?.stringValue ?? "?" }
     var addresses: [String] { (json["addresses"]?.arrayValue ?? []).compactMap(\.stringValue) }
     var metric: Int? { json["metric"]?.intValue }
     var usable: Bool { json["usable"]?.boolValue == true }
+    /// The Wi-Fi network (already escaped by the daemon: an SSID is arbitrary bytes).
+    var ssid: String? { json["ssid"]?.stringValue }
+    var bssid: String? { json["bssid"]?.stringValue }
 
     /// "ipv4", "ipv6": the families with a default route through the link.
     var defaultRouteFamilies: [String] {

@@ -28,7 +28,7 @@ enum MonitorText {
             guard let old else { return "[\(seq)] app \(name): \(Render.because(new))" }
             let (before, after) = (Render.because(old), Render.because(new))
             var parts = [before == after ? "still " + after : "\(before) -> \(after)"]
-            for kind in ["wifi", "wwan", "ethernet", "other"] where permission(old, kind) != permission(new, kind) {
+            for kind in ["wifi", "wwan", "ethernet", "other", "metered"] where permission(old, kind) != permission(new, kind) {
                 parts.append("\(kind) \(permission(old, kind)) -> \(permission(new, kind))")
             }
             // The verdict's words name only the kinds that decided it; the others can change underneath.
@@ -65,13 +65,13 @@ enum MonitorText {
         }
     }
 
-    static func subject(_ l: LinkView) -> String { "\(l.name) (\(l.kind))" }
+    static func subject(_ l: LinkView) -> String { "\(l.name) (\(l.kind)\(l.over.map { " over " + $0 } ?? ""))" }
 
     /// The fields a link event may change, in people's words, in the order they are told.
     static func fields(_ l: LinkView) -> [(String, String)] {
         let families = l.defaultRouteFamilies
         return [
-            ("name", l.name), ("kind", l.kind), ("classified by", l.classifiedBy),
+            ("name", l.name), ("kind", l.kind), ("classified by", l.classifiedBy), ("over", l.over ?? "-"),
             ("metered", LinkText.yesNo(l.metered)), ("admin", l.adminUp ? "up" : "down"),
             ("carrier", l.carrier ? "on" : "off"), ("operstate", l.operstate),
             ("default route", families.isEmpty ? "none"
@@ -82,7 +82,7 @@ enum MonitorText {
 
     static func summary(_ l: LinkView) -> String {
         let addresses = l.addresses
-        return fields(l).dropFirst(3).map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+        return fields(l).dropFirst(4).map { "\($0.0) \($0.1)" }.joined(separator: ", ")
             + (addresses.isEmpty ? ", no addresses" : ", addresses " + addresses.joined(separator: ","))
     }
 

@@ -11,7 +11,8 @@ enum Render {
         out += "links:     \(r["links"]?.intValue ?? 0)\n"
         out += "network:   \(r["available"]?.boolValue == true ? "available" : "unavailable")\n"
         if let p = r["primary"]?.stringValue {
-            out += "primary:   \(p) (\(r["primary_kind"]?.stringValue ?? "?"))\n"
+            let over = r["primary_over"]?.stringValue.map { " over " + $0 } ?? ""
+            out += "primary:   \(p)\(over) (\(r["primary_kind"]?.stringValue ?? "?"))\n"
         } else {
             out += "primary:   -\n"
         }
@@ -25,7 +26,7 @@ enum Render {
 
 extension Render {
     static func permissions(_ v: JSON) -> String {
-        ["wifi", "wwan", "ethernet", "other"].map { "\($0)=\(v["permissions"]?[$0]?.stringValue ?? "?")" }
+        ["wifi", "wwan", "ethernet", "other", "metered"].map { "\($0)=\(v["permissions"]?[$0]?.stringValue ?? "?")" }
             .joined(separator: " ")
     }
 
@@ -35,10 +36,10 @@ extension Render {
         switch v["reason"]?.stringValue ?? "?" {
         case "ok":
             let via = v["via"]
-            return "yes, via \(via?["name"]?.stringValue ?? "?") (\(via?["kind"]?.stringValue ?? "?")"
+            return "yes, via \(nameOver(via)) (\(via?["kind"]?.stringValue ?? "?")"
                 + (via?["metered"]?.boolValue == true ? ", metered)" : ")")
         case "no-network": return "no: no usable network"
-        case "denied": return "no: denied on \(kinds("denied_kinds"))"
+        case "denied": return "no: denied on \(kinds("denied_kinds"))" + stackedEgress(v)
         case "awaiting-decision": return "no: awaiting a decision for \(kinds("pending_kinds"))"
         case "routed-elsewhere": return "no: " + routedElsewhere(v)
         case "starting": return "no: netpermd is starting"
@@ -59,7 +60,7 @@ extension Render {
     }
 
     static func apps(_ r: JSON) -> String {
-        var t = Table(header: ["APP", "AVAILABLE", "WIFI", "WWAN", "ETHERNET", "OTHER", "WHY"])
+        var t = Table(header: ["APP", "AVAILABLE", "WIFI", "WWAN", "ETHERNET", "OTHER", "METERED", "WHY"])
         for v in r["apps"]?.arrayValue ?? [] {
             t.rows.append([
                 v["app"]?.stringValue ?? "?",
@@ -68,6 +69,7 @@ extension Render {
                 v["permissions"]?["wwan"]?.stringValue ?? "?",
                 v["permissions"]?["ethernet"]?.stringValue ?? "?",
                 v["permissions"]?["other"]?.stringValue ?? "?",
+                v["permissions"]?["metered"]?.stringValue ?? "?",
                 because(v),
             ])
         }
@@ -85,7 +87,7 @@ extension Render {
         for p in r["prompts"]?.arrayValue ?? [] {
             t.rows.append([
                 String(p["id"]?.intValue ?? 0), p["app"]?.stringValue ?? "?", p["kind"]?.stringValue ?? "?",
-                (p["link"]?["name"]?.stringValue ?? "?") + (p["link"]?["metered"]?.boolValue == true ? " (metered)" : ""),
+                nameOver(p["link"]) + (p["link"]?["metered"]?.boolValue == true ? " (metered)" : ""),
                 p["identity"]?["executable"]?.stringValue ?? "-", p["identity"]?["unit"]?.stringValue ?? "-",
                 p["identity"]?["uid"]?.intValue.map(String.init) ?? "-",
             ])
@@ -109,8 +111,22 @@ extension Render {
 }
 
 extension Render {
+    /// "tun0 over wwan0", or the name alone.
+    static func nameOver(_ l: JSON?) -> String {
+        (l?["name"]?.stringValue ?? "?") + (l?["over"]?.stringValue.map { " over " + $0 } ?? "")
+    }
+
+    /// " (via tun0 over wwan0)" when the traffic leaves by a stacked link or tunnel, whose carrier decided.
+    static func stackedEgress(_ v: JSON) -> String {
+        for family in ["ipv4", "ipv6"] {
+            guard let e = v["egress"]?[family], e["over"]?.stringValue != nil else { continue }
+            return " (via \(nameOver(e)))"
+        }
+        return ""
+    }
+
     static func linkRef(_ l: JSON?) -> String {
-        "\(l?["name"]?.stringValue ?? "?") (\(l?["kind"]?.stringValue ?? "?")"
+        "\(nameOver(l)) (\(l?["kind"]?.stringValue ?? "?")"
             + (l?["metered"]?.boolValue == true ? ", metered)" : ")")
     }
 

@@ -5,7 +5,7 @@ extension Terse {
     static func status(_ r: JSON) -> [(String, String)] {
         [("version", value(r["version"])), ("ready", value(r["ready"])), ("links", value(r["links"])),
          ("available", value(r["available"])), ("primary", value(r["primary"])),
-         ("primary-kind", value(r["primary_kind"]))] + policy(r["policy"])
+         ("primary-kind", value(r["primary_kind"])), ("primary-over", value(r["primary_over"]))] + policy(r["policy"])
     }
 
     /// STATUS's policy object, a policy event, or the snapshot's policy.
@@ -16,11 +16,12 @@ extension Terse {
 
     static func link(_ l: LinkView) -> [(String, String)] {
         [("index", String(l.index)), ("name", l.name), ("kind", l.kind), ("classified-by", l.classifiedBy),
+         ("over", l.over ?? ""),
          ("metered", yesNo(l.metered)), ("state", l.state), ("admin-up", yesNo(l.adminUp)),
          ("carrier", yesNo(l.carrier)), ("operstate", l.operstate),
          ("default-route", l.defaultRouteFamilies.joined(separator: ",")), ("metric", l.metric.map(String.init) ?? ""),
          ("usable", yesNo(l.usable)), ("unusable-because", l.obstacles.map(\.rawValue).joined(separator: ",")),
-         ("addresses", l.addresses.joined(separator: ","))]
+         ("addresses", l.addresses.joined(separator: ",")), ("ssid", l.ssid ?? ""), ("bssid", l.bssid ?? "")]
     }
 
     static let linkRow = ["index", "name", "kind", "metered", "state", "default-route", "metric", "usable", "addresses"]
@@ -31,10 +32,10 @@ extension Terse {
 
     /// What an app's verdict is, as QUERY replies and app events both carry it.
     static func verdictState(_ v: JSON) -> [(String, String)] {
-        let kinds = ["wifi", "wwan", "ethernet", "other"]
+        let kinds = ["wifi", "wwan", "ethernet", "other", "metered"]
         return [("available", value(v["available"])), ("reason", value(v["reason"])),
                 ("via", value(v["via"]?["name"])), ("via-kind", value(v["via"]?["kind"])),
-                ("via-metered", value(v["via"]?["metered"])),
+                ("via-metered", value(v["via"]?["metered"])), ("via-over", value(v["via"]?["over"])),
                 ("denied-kinds", value(v["denied_kinds"])), ("pending-kinds", value(v["pending_kinds"]))]
             + kinds.map { ($0, value(v["permissions"]?[$0])) }
             + kinds.map { ("\($0)-source", value(v["sources"]?[$0])) }
@@ -48,7 +49,7 @@ extension Terse {
     }
 
     static let appRow = ["app", "available", "reason", "via", "via-kind", "via-metered", "denied-kinds",
-                         "pending-kinds", "wifi", "wwan", "ethernet", "other"]
+                         "pending-kinds", "wifi", "wwan", "ethernet", "other", "metered"]
 
     static func apps(_ r: JSON) -> String {
         (r["apps"]?.arrayValue ?? []).map { row(query($0), appRow) }.joined()

@@ -26,6 +26,10 @@ final class Interpreter: ControlDelegate {
     private var timers: [TimerID: TimerSource] = [:]
     /// sysfs is read once per link (and again on rename), not on every netlink message.
     private var sysfsCache: [Int32: (name: String, facts: SysfsFacts)] = [:]
+    /// The last kernel picture and the Wi-Fi networks (nl80211), joined into what the engine gets: either may
+    /// change without the other.
+    private var lastKernel: KernelSnapshot?
+    private var wifi: [Int32: WifiFacts] = [:]
     /// Each open connection: its socket, who connected, and the pid the engine has the identity of (nil until
     /// its first request: a connection that sends nothing costs no reading of /proc).
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
@@ -122,7 +126,9 @@ final class Interpreter: ControlDelegate {
 
     /// The kernel's picture, with what sysfs says of each link.
     func kernelChanged(_ snapshot: KernelSnapshot) {
+        lastKernel = snapshot
         var s = snapshot
+        s.wifi = wifi
         var seen: Set<Int32> = []
         for link in s.links {
             seen.insert(link.index)
@@ -136,6 +142,12 @@ final class Interpreter: ControlDelegate {
         }
         if sysfsCache.count != seen.count { sysfsCache = sysfsCache.filter { seen.contains($0.key) } }
         feed(.kernel(s))
+    }
+
+    /// A Wi-Fi link's network changed (associated, roamed, disconnected): the same kernel picture, new networks.
+    func wifiChanged(_ networks: [Int32: WifiFacts]) {
+        wifi = networks
+        if let k = lastKernel { kernelChanged(k) }
     }
 
     // MARK: - ControlDelegate

@@ -63,6 +63,12 @@ func run() -> Int32 {
         fail("cannot watch netlink: \(error)")
     }
     watcher.onChange = { interpreter.kernelChanged($0) }
+    // Wi-Fi networks, where the kernel has nl80211: one info line where it does not.
+    let wifi = WifiWatcher.start(loop: loop)
+    if let wifi {
+        interpreter.wifiChanged(wifi.networks)
+        wifi.onChange = { interpreter.wifiChanged($0) }
+    }
     interpreter.kernelChanged(watcher.snapshot())
     let cgroups = CgroupWatcher(loop: loop) { interpreter.feed(.cgroups($0)) }
 
@@ -114,7 +120,7 @@ func run() -> Int32 {
     CodePages.release()
     Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
-    withExtendedLifetime((watcher, server, reloader, cgroups)) {}
+    withExtendedLifetime((watcher, wifi, server, reloader, cgroups)) {}
     return code < 0 ? 1 : code
 }
 

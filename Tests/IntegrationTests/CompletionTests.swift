@@ -70,7 +70,7 @@ final class CompletionTests: XCTestCase {
     }
 
     func testBashCompletesDecideAndForget() throws {
-        XCTAssertEqual(try bash(["netpermctl", "decide", "maps", ""]), ["wifi", "wwan", "ethernet", "other"])
+        XCTAssertEqual(try bash(["netpermctl", "decide", "maps", ""]), ["wifi", "wwan", "ethernet", "other", "metered"])
         XCTAssertEqual(try bash(["netpermctl", "decide", "maps", "w"]), ["wifi", "wwan"])
         XCTAssertEqual(try bash(["netpermctl", "decide", "maps", "wwan", ""]), ["allow", "deny"])
         XCTAssertEqual(try bash(["netpermctl", "decide", "maps", "wwan", "d"]), ["deny"])
@@ -78,7 +78,7 @@ final class CompletionTests: XCTestCase {
         XCTAssertEqual(try bash(["netpermctl", "decide", "maps", "wwan", "allow", "--o"]), ["--once"])
         XCTAssertEqual(try bash(["netpermctl", "decide", "maps", "wwan", "allow", "--once", ""]), [])
         XCTAssertEqual(try bash(["netpermctl", "--json", "decide", "maps", "e"]), ["ethernet"])
-        XCTAssertEqual(try bash(["netpermctl", "forget", "maps", ""]), ["wifi", "wwan", "ethernet", "other"])
+        XCTAssertEqual(try bash(["netpermctl", "forget", "maps", ""]), ["wifi", "wwan", "ethernet", "other", "metered"])
         XCTAssertEqual(try bash(["netpermctl", "forget", "maps", "wwan", ""]), [])
     }
 
@@ -216,7 +216,7 @@ final class CompletionTests: XCTestCase {
         XCTAssertEqual(try zsh("netpermctl --j"), ["--json"])
         XCTAssertEqual(try zsh("netpermctl links --te"), ["--terse"])
         XCTAssertEqual(try zsh("netpermctl wait ").sorted(), ["--", "--app", "--timeout"])
-        XCTAssertEqual(try zsh("netpermctl decide maps ").sorted(), ["ethernet", "other", "wifi", "wwan"])
+        XCTAssertEqual(try zsh("netpermctl decide maps ").sorted(), ["ethernet", "metered", "other", "wifi", "wwan"])
         XCTAssertEqual(try zsh("netpermctl decide maps wwan ").sorted(), ["allow", "deny"])
         XCTAssertEqual(try zsh("netpermctl decide maps wwan allow "), ["--once"])
         XCTAssertEqual(try zsh("netpermctl forget maps w").sorted(), ["wifi", "wwan"])

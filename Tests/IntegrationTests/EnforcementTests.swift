@@ -19,6 +19,9 @@ final class EnforcementTests: IntegrationTestCase {
         [Interface eth*]
         Kind=ethernet
 
+        [Interface eth1]
+        Metered=yes
+
         [App denied]
         User=4001
         WWAN=deny
@@ -30,6 +33,10 @@ final class EnforcementTests: IntegrationTestCase {
         [App pending]
         User=4003
         WWAN=ask
+
+        [App frugal]
+        User=4005
+        Metered=deny
 
         """
 
@@ -82,8 +89,10 @@ final class EnforcementTests: IntegrationTestCase {
     func testBlocksPerAppAndKindForBothFamilies() throws {
         try bed.addLink("wwan0", subnet: 71)
         try bed.addLink("eth0", subnet: 72)
+        try bed.addLink("eth1", subnet: 74)
         try start()
         try waitForPeer("eth0")
+        try waitForPeer("eth1")
         try waitForPeer("wwan0")
         for family in ["4", "6"] {
             assertBlocked(try bed.probe(uid: 4001, link: "wwan0", family: family), "denied on wwan, IPv\(family)")
@@ -91,13 +100,16 @@ final class EnforcementTests: IntegrationTestCase {
             XCTAssertTrue(try bed.probe(uid: 4002, link: "wwan0", family: family).passed, "allowed on wwan, IPv\(family)")
             XCTAssertTrue(try bed.probe(uid: 4001, link: "eth0", family: family).passed, "denied app on ethernet, IPv\(family)")
             XCTAssertTrue(try bed.probe(uid: 4004, link: "wwan0", family: family).passed, "a uid no [App] names, IPv\(family)")
+            assertBlocked(try bed.probe(uid: 4005, link: "eth1", family: family), "Metered=deny on a metered ethernet, IPv\(family)")
+            XCTAssertTrue(try bed.probe(uid: 4005, link: "eth0", family: family).passed, "Metered=deny on an unmetered one, IPv\(family)")
+            XCTAssertTrue(try bed.probe(uid: 4002, link: "eth1", family: family).passed, "Metered= allowed, IPv\(family)")
         }
         XCTAssertEqual(try query("denied")["enforced"] as? Bool, true)
         XCTAssertNil(try query("denied")["enforced_why"])
         let status = try XCTUnwrap(try request(socket, "STATUS")["enforcement"] as? [String: Any])
         XCTAssertEqual(status["mode"] as? String, "block")
-        XCTAssertEqual(status["apps"] as? Int, 3)
-        XCTAssertEqual(status["links"] as? Int, 2)
+        XCTAssertEqual(status["apps"] as? Int, 4)
+        XCTAssertEqual(status["links"] as? Int, 3)
         XCTAssertTrue(try bed.nft("list", "ruleset").stdout.contains("reject with icmpx admin-prohibited"))
     }
 

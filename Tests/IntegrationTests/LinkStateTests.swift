@@ -142,7 +142,9 @@ final class LinkStateTests: IntegrationTestCase {
         }
         let l = try links(f.socket)
         XCTAssertEqual(l[name: "br0"]?.kind, "other")
-        XCTAssertEqual(l[name: "br0"]?.classifiedBy, "rtnl-kind:bridge")
+        // A bridge takes the kind of its ports: port0, a veth, is other.
+        XCTAssertEqual(l[name: "br0"]?.classifiedBy, "ports:port0")
+        XCTAssertEqual(l[name: "br0"]?.over, "port0")
         XCTAssertEqual(l[name: "port0"]?.kind, "other")
         XCTAssertEqual(l[name: "port0"]?.classifiedBy, "rtnl-kind:veth")
 

@@ -137,8 +137,8 @@ extension NetpermctlTests {
         let status = try ctl(["--socket", f.socket, "-t", "status"])
         XCTAssertEqual(status.status, 0, status.summary)
         XCTAssertEqual(status.lines, ["version:0.1.0", "ready:yes", "links:\(links.count)", "available:yes",
-                                      "primary:wlan0", "primary-kind:wifi", "policy-generation:1", "policy-apps:1",
-                                      "policy-error:"], status.stdout)
+                                      "primary:wlan0", "primary-kind:wifi", "primary-over:", "policy-generation:1",
+                                      "policy-apps:1", "policy-error:"], status.stdout)
 
         // Tables: no header, one line per row, nine fields each.
         let table = try ctl(["--socket", f.socket, "links", "--terse"])
@@ -154,9 +154,9 @@ extension NetpermctlTests {
         let one = try ctl(["--socket", f.socket, "-t", "links", "wlan0"])
         XCTAssertEqual(one.status, 0, one.summary)
         XCTAssertEqual(one.lines, [
-            "index:\(wlan0.index)", "name:wlan0", "kind:wifi", "classified-by:config\\:[Interface wlan0]", "metered:no",
+            "index:\(wlan0.index)", "name:wlan0", "kind:wifi", "classified-by:config\\:[Interface wlan0]", "over:", "metered:no",
             "state:routable", "admin-up:yes", "carrier:yes", "operstate:up", "default-route:ipv4", "metric:100",
-            "usable:yes", "unusable-because:", "addresses:10.1.0.1/24",
+            "usable:yes", "unusable-because:", "addresses:10.1.0.1/24", "ssid:", "bssid:",
         ], one.stdout)
         let wwan = try ctl(["--socket", f.socket, "-t", "links", "wwan0"])
         XCTAssertTrue(wwan.lines.contains("unusable-because:no-default-route"), wwan.stdout)
@@ -165,9 +165,9 @@ extension NetpermctlTests {
         XCTAssertEqual(query.status, 0, query.summary)
         XCTAssertEqual(query.lines, [
             "app:updater", "matched-by:name", "available:yes", "reason:ok", "via:wlan0", "via-kind:wifi",
-            "via-metered:no", "denied-kinds:", "pending-kinds:", "wifi:allow", "wwan:deny", "ethernet:allow",
-            "other:allow", "wifi-source:policy", "wwan-source:policy", "ethernet-source:policy", "other-source:policy",
-            "pid:", "uid:", "executable:", "unit:", "problem:",
+            "via-metered:no", "via-over:", "denied-kinds:", "pending-kinds:", "wifi:allow", "wwan:deny", "ethernet:allow",
+            "other:allow", "metered:allow", "wifi-source:policy", "wwan-source:policy", "ethernet-source:policy",
+            "other-source:policy", "metered-source:policy", "pid:", "uid:", "executable:", "unit:", "problem:",
         ], query.stdout)
         // Asking about itself, netpermctl has an identity.
         let own = try ctl(["--socket", f.socket, "-t", "query"])
@@ -183,7 +183,7 @@ extension NetpermctlTests {
 
         let apps = try ctl(["--socket", f.socket, "-t", "apps"])
         XCTAssertEqual(apps.status, 0, apps.summary)
-        XCTAssertEqual(apps.lines, ["updater:yes:ok:wlan0:wifi:no:::allow:deny:allow:allow"], apps.stdout)
+        XCTAssertEqual(apps.lines, ["updater:yes:ok:wlan0:wifi:no:::allow:deny:allow:allow:allow"], apps.stdout)
 
         let reload = try ctl(["--socket", f.socket, "-t", "reload"])
         XCTAssertEqual(reload.status, 0, reload.summary)
@@ -236,12 +236,12 @@ extension NetpermctlTests {
 
         let decide = try ctl(["--socket", socket, "-t", "decide", "asker", "wwan", "allow", "--once"])
         XCTAssertEqual(decide.status, 0, decide.summary)
-        XCTAssertEqual(Array(decide.lines.prefix(12)), [
+        XCTAssertEqual(Array(decide.lines.prefix(13)), [
             "app:asker", "kind:wwan", "decision:allow", "once:yes", "overridden-by-policy:no", "available:yes",
-            "reason:ok", "via:wwan0", "via-kind:wwan", "via-metered:yes", "denied-kinds:", "pending-kinds:",
+            "reason:ok", "via:wwan0", "via-kind:wwan", "via-metered:yes", "via-over:", "denied-kinds:", "pending-kinds:",
         ], decide.stdout)
         XCTAssertTrue(decide.lines.contains("wwan:allow") && decide.lines.contains("wwan-source:once"), decide.stdout)
-        XCTAssertEqual(decide.lines.count, 20, decide.stdout)
+        XCTAssertEqual(decide.lines.count, 23, decide.stdout)
 
         let forget = try ctl(["--socket", socket, "-t", "forget", "asker"])
         XCTAssertEqual(forget.status, 0, forget.summary)

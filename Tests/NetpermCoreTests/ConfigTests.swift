@@ -132,9 +132,9 @@ final class ConfigTests: XCTestCase {
     // MARK: warnings: ignored, with the file, the line and the section
 
     func testUnknownSectionIsIgnoredWithAWarning() throws {
-        let text = "# c\n[Interface wl*]\nKind=wifi\n[Network]\nDHCP=yes\nKind=wwan\n"
+        let text = "# c\n[Interface wl*]\nKind=wifi\n[Match]\nDHCP=yes\nKind=wwan\n"
         // Its entries are not read: no warning for DHCP=, and Kind=wwan does not reach [Interface wl*].
-        assertWarnings(text, ["4: [Network]: unknown section (expected [Defaults], [App NAME], [Interface GLOB] or [Enforcement]); "
+        assertWarnings(text, ["4: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID] or [Enforcement]); "
             + "ignored"])
         XCTAssertEqual(try parse(text), try parse("[Interface wl*]\nKind=wifi\n"))
     }
@@ -237,6 +237,66 @@ final class ConfigTests: XCTestCase {
         assertError("[Interface]\n", line: 1, mentions: ["[Interface]: needs a name or glob"])
     }
 
+    // MARK: Metered= and [Network SSID]
+
+    func testMeteredInAppAndDefaults() throws {
+        let c = try parse("[Defaults]\nMetered=ask\n[App u]\nUnit=u.service\nMetered=DENY\n[App v]\nUnit=v.service\n")
+        XCTAssertEqual(c.defaults.metered, .ask)
+        XCTAssertEqual(c.permissions(for: c.app(named: "u")).metered, .deny)
+        XCTAssertEqual(c.permissions(for: c.app(named: "v")).metered, .ask, "unset: [Defaults]'s")
+        XCTAssertEqual(try parse("").defaults.metered, .allow, "the built-in default changes nothing")
+        // In [App] and [Defaults] it is a permission, not [Interface]'s yes/no.
+        assertError("[Defaults]\nWiFi=allow\nMetered=yes\n", line: 3,
+                    mentions: ["[Defaults]: bad value 'yes' for Metered= (expected allow, deny or ask)"])
+        assertError("[App u]\nUnit=u.service\nMetered=sometimes\n", line: 3,
+                    mentions: ["[App u]: bad value 'sometimes' for Metered="])
+        assertWarnings("[Defaults]\nmetered=deny\n", ["2: [Defaults]: unknown key 'metered' (did you mean Metered=? keys are case-sensitive); ignored"])
+    }
+
+    func testNetworkSections() throws {
+        let c = try parse("""
+        [Network Phone*]
+        Metered=yes
+        [Network My Cafe]
+        Kind=ethernet
+        Metered=no
+        """)
+        XCTAssertEqual(c.networks.map(\.glob.pattern), ["Phone*", "My Cafe"], "in file order; spaces inside are kept")
+        XCTAssertEqual(c.networks.map(\.metered), [true, false])
+        XCTAssertEqual(c.networks.map(\.kind), [nil, .ethernet])
+        XCTAssertTrue(c.networks[0].matches(ssid: Array("Phone 12".utf8)))
+        XCTAssertFalse(c.networks[0].matches(ssid: Array("phone".utf8)), "exact case, like [Interface]")
+    }
+
+    func testNetworkSectionErrorsNameFileAndLine() {
+        assertError("\n[Network]\nMetered=yes\n", line: 2, mentions: ["[Network]: needs a name or glob, e.g. [Network CoffeeShop]"])
+        assertError("[Network Cafe]\n# nothing\n", line: 1, mentions: ["[Network Cafe]: sets neither Kind= nor Metered="])
+        assertError("[Network Cafe]\nMetered=often\n", line: 2, mentions: ["[Network Cafe]: bad value 'often' for Metered= (expected yes or no)"])
+        assertError("[Network Cafe]\nKind=cellular\n", line: 2, mentions: ["[Network Cafe]: bad value 'cellular' for Kind="])
+        assertError("[Network Cafe[1]\nMetered=no\n", line: 1, mentions: ["[Network Cafe[1]: unclosed '['"])
+        assertWarnings("[Network Cafe]\nMetered=no\nDHCP=yes\n", ["3: [Network Cafe]: unknown key 'DHCP' (expected Kind= or Metered=); ignored"])
+    }
+
+    /// decisions.conf stores Metered= next to the kinds, reads back the same, and a file from before Metered=
+    /// still loads; Metered=ask is no decision.
+    func testDecisionsFileWithMetered() throws {
+        var d = Decisions()
+        d.set("maps", .wwan, .allow, once: false)
+        d.set("maps", .metered, .deny, once: false)
+        d.set("nav", .metered, .allow, once: true)
+        let text = d.encoded()
+        XCTAssertTrue(text.contains("[App maps]\nWWAN=allow\nMetered=deny\n"), text)
+        XCTAssertFalse(text.contains("nav"), "once-decisions are not written")
+        let back = try Decisions.parse(text, path: "/state/decisions.conf")
+        XCTAssertEqual(back.lasting, d.lasting)
+        let old = try Decisions.parse("[App maps]\nWWAN=allow\nWiFi=deny\n", path: "/state/decisions.conf")
+        XCTAssertEqual(old.decision("maps", .wwan)?.0, .allow)
+        XCTAssertNil(old.decision("maps", .metered))
+        XCTAssertThrowsError(try Decisions.parse("[App a]\nMetered=ask\n", path: "/d")) {
+            XCTAssertEqual("\($0)", "/d:2: bad decision 'ask'")
+        }
+    }
+
     // MARK: every problem in one pass
 
     func testEveryProblemOfAFileInOrder() {
@@ -301,11 +361,11 @@ final class ConfigTests: XCTestCase {
                        ["\(path):2: [Defaults]: bad value '\(x60)...' for WWAN= (expected allow, deny or ask)"])
         XCTAssertEqual(problems("[Defaults]\n" + megabyte + "=1\n"),
                        ["\(path):2: warning: [Defaults]: unknown key '\(x60)...' (expected WiFi=, WWAN=, Ethernet=, Other=, "
-                           + "AdminGroup= or PromptTimeoutSec=); ignored"])
+                           + "Metered=, AdminGroup= or PromptTimeoutSec=); ignored"])
         XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x60)...=' appears before any [Section]"])
         // The section a message names is cut too.
         XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x60.dropLast(5)
-            + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB] or [Enforcement]); ignored"])
+            + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID] or [Enforcement]); ignored"])
         let app = "a" + megabyte
         XCTAssertEqual(problems("[App \(app)]\nWWAN=deny\n"),
                        ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it"])

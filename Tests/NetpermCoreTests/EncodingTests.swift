@@ -196,7 +196,7 @@ final class ReplyEncodingTests: XCTestCase {
                 XCTAssertEqual(tree["reason"]?.stringValue, v.reason.rawValue)
                 XCTAssertEqual(tree["denied_kinds"]?.arrayValue?.compactMap(\.stringValue), v.deniedKinds.map(\.rawValue))
                 XCTAssertEqual(tree["pending_kinds"]?.arrayValue?.compactMap(\.stringValue), v.pendingKinds.map(\.rawValue))
-                for kind in [LinkKind.wifi, .wwan, .ethernet, .other] {
+                for kind in PolicyDimension.allCases {
                     XCTAssertEqual(tree["permissions"]?[kind.rawValue]?.stringValue, v.permissions[kind].rawValue)
                     XCTAssertEqual(tree["sources"]?[kind.rawValue]?.stringValue, (v.sources[kind] ?? .policy).rawValue)
                 }
@@ -212,8 +212,8 @@ final class ReplyEncodingTests: XCTestCase {
         let tree = try JSONParser.parse(written { $0.field("ok", true); v.write(to: &$0) })
         XCTAssertEqual(tree.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
                                    "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
-        XCTAssertEqual(tree["permissions"]?.keys, ["wifi", "wwan", "ethernet", "other"])
-        XCTAssertEqual(tree["sources"]?.keys, ["wifi", "wwan", "ethernet", "other"])
+        XCTAssertEqual(tree["permissions"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered"])
+        XCTAssertEqual(tree["sources"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered"])
         XCTAssertEqual(try JSONParser.parse(written { v.write(to: &$0, matchedBy: false) }).keys,
                        ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds", "pending_kinds",
                         "permissions", "sources", "enforced", "enforced_why"])
@@ -338,6 +338,8 @@ final class ProtocolDocTests: XCTestCase {
         let doc = try example(under: "### `LINKS`", startingWith: ["index", "name"])
         var wlan = makeLink(3, "wlan0", .wifi, metric: 600)
         wlan.addresses = ["192.0.2.10/24", "fe80::1/64"]
+        wlan.ssid = Array("HomeNet".utf8)
+        wlan.bssid = "02:00:5e:10:00:01"
         let h = EngineHarness(links: [wlan])
         XCTAssertEqual(h.request(h.connect(), "LINKS")["links"]?.arrayValue?.first, doc)
     }

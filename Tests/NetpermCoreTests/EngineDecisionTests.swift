@@ -16,7 +16,7 @@ final class EngineDecisionTests: XCTestCase {
         EngineHarness(policy: policy, links: [Links.wwan], agents: agents)
     }
 
-    private func decision(_ d: Decisions?, _ app: String, _ kind: LinkKind) -> String? {
+    private func decision(_ d: Decisions?, _ app: String, _ kind: PolicyDimension) -> String? {
         d?.decision(app, kind).map { "\($0.0.rawValue) \($0.1.rawValue)" }
     }
 
@@ -46,8 +46,8 @@ final class EngineDecisionTests: XCTestCase {
             ("DECIDE maps wwan allow --once x", usage),
             ("DECIDE 1maps wwan allow", "invalid app id '1maps'"),
             ("DECIDE ma/ps wwan allow", "invalid app id 'ma/ps'"),
-            ("DECIDE maps loopback allow", "bad kind 'loopback' (expected wifi, wwan, ethernet or other)"),
-            ("DECIDE maps lte allow", "bad kind 'lte' (expected wifi, wwan, ethernet or other)"),
+            ("DECIDE maps loopback allow", "bad kind 'loopback' (expected wifi, wwan, ethernet, other or metered)"),
+            ("DECIDE maps lte allow", "bad kind 'lte' (expected wifi, wwan, ethernet, other or metered)"),
             ("DECIDE maps wwan ask", "bad decision 'ask' (expected allow or deny)"),
             ("DECIDE maps wwan maybe", "bad decision 'maybe' (expected allow or deny)"),
         ]
@@ -209,7 +209,7 @@ final class EngineDecisionTests: XCTestCase {
             XCTAssertEqual(h.requestError(c, line, .badArguments), "usage: FORGET APP [KIND]", line)
         }
         XCTAssertEqual(h.requestError(c, "FORGET maps lte", .badArguments),
-                       "bad kind 'lte' (expected wifi, wwan, ethernet or other)")
+                       "bad kind 'lte' (expected wifi, wwan, ethernet, other or metered)")
     }
 
     // MARK: One write at a time

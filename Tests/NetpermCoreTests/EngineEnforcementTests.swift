@@ -27,7 +27,7 @@ final class EngineEnforcementTests: XCTestCase {
         let bad = Config.parse(files: [(path, "[Enforcement]\nMode=on\nKind=wwan\n")])
         XCTAssertEqual(bad.problems.map(\.description), [
             "\(path):2: [Enforcement]: bad value 'on' for Mode= (expected off or block)",
-            "\(path):3: warning: [Enforcement]: unknown key 'Kind' (Kind= belongs in [Interface GLOB]); ignored",
+            "\(path):3: warning: [Enforcement]: unknown key 'Kind' (Kind= belongs in [Interface GLOB] or [Network SSID]); ignored",
         ])
     }
 
@@ -55,8 +55,9 @@ final class EngineEnforcementTests: XCTestCase {
         h.setLinks([Links.lo, Links.eth, wwan])
         XCTAssertEqual(h.rules.count, 2, "a new link is a new set element")
         XCTAssertTrue(h.rules[1].contains(#"elements = { "wwan0" }"#))
-        XCTAssertEqual(h.scripts[1], "flush set inet netpermd links_wwan\nadd element inet netpermd links_wwan { \"wwan0\" }\n",
-                       "only links changed: only their set is loaded")
+        XCTAssertEqual(h.scripts[1], "flush set inet netpermd links_metered\nadd element inet netpermd links_metered { \"wwan0\" }\n"
+                       + "flush set inet netpermd links_wwan\nadd element inet netpermd links_wwan { \"wwan0\" }\n",
+                       "only links changed: only their sets (wwan0 is metered) are loaded")
         wwan.carrier = false
         h.setLinks([Links.lo, Links.eth, wwan])
         XCTAssertEqual(h.rules.count, 2, "carrier is not in the rules")
@@ -66,7 +67,8 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.count, 3)
         XCTAssertEqual(h.scripts[2], h.rules[2], "a decision loads the whole table")
         h.setLinks([Links.lo, Links.eth])
-        XCTAssertEqual(h.scripts.last, "flush set inet netpermd links_wwan\n", "the last wwan link went")
+        XCTAssertEqual(h.scripts.last, "flush set inet netpermd links_metered\nflush set inet netpermd links_wwan\n",
+                       "the last wwan (and metered) link went")
         h.setLinks([Links.lo, Links.eth, wwan])
         XCTAssertEqual(h.rules.count, 5)
         XCTAssertFalse(h.rules[2].contains("1000 : goto deny"))

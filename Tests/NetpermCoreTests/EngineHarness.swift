@@ -184,8 +184,10 @@ final class EngineHarness {
     /// What the next `setLinks` reports as the kernel's resync count (bump it to play a netlink overrun).
     var kernelResyncs = 0
 
-    func setLinks(_ links: [Link], egress: [AddressFamily: Egress]? = nil) {
+    /// `wifi`: what nl80211 says of the Wi-Fi links (their network), by ifindex.
+    func setLinks(_ links: [Link], egress: [AddressFamily: Egress]? = nil, wifi: [Int32: WifiFacts] = [:]) {
         var snap = KernelSnapshot()
+        snap.wifi = wifi
         for l in links {
             let arphrd = l.kind == .loopback ? ARPHRD.loopback : ARPHRD.ether
             snap.links.append(LinkFacts(index: l.index, name: l.name, arphrd: arphrd,
@@ -197,6 +199,9 @@ final class EngineHarness {
             }
             for a in l.addresses { snap.addresses.append(AddressFacts(index: l.index, family: .ipv4, text: a)) }
             snap.sysfs[l.index] = SysfsFacts(devtype: l.kind == .wifi ? "wlan" : l.kind == .wwan ? "wwan" : nil)
+            if snap.wifi[l.index] == nil, l.ssid != nil || l.bssid != nil {
+                snap.wifi[l.index] = WifiFacts(ssid: l.ssid, bssid: l.bssid)
+            }
         }
         snap.egress = egress ?? simpleEgress(links)
         snap.resyncs = kernelResyncs

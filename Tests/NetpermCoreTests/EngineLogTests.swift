@@ -111,4 +111,39 @@ final class EngineLogTests: XCTestCase {
         XCTAssertEqual(h.logged(containing: "network: via eth0 (ethernet)").count, 1)
         XCTAssertEqual(h.logged(containing: "eth0: appeared"), [])
     }
+
+    /// A tunnel's carrier in the journal and STATUS=: "tun0 over vw0", and the change when its server's route moves.
+    func testTunnelCarrierIsLoggedAndInStatus() {
+        let h = EngineHarness(links: [])
+        func snapshot(hostRouteVia carrier: Int32) -> KernelSnapshot {
+            var snap = KernelSnapshot(
+                links: [LinkFacts(index: 2, name: "vw0", arphrd: ARPHRD.ether, rtnlKind: nil, adminUp: true, carrier: true,
+                                  operstate: "up"),
+                        LinkFacts(index: 3, name: "wl0", arphrd: ARPHRD.ether, rtnlKind: nil, adminUp: true, carrier: true,
+                                  operstate: "up"),
+                        LinkFacts(index: 4, name: "tun0", arphrd: ARPHRD.none, rtnlKind: "tun", adminUp: true,
+                                  carrier: true, operstate: "unknown")],
+                defaultRoutes: [DefaultRouteFacts(index: 4, family: .ipv4, metric: 0)],
+                egress: [.ipv4: .link(4)],
+                sysfs: [2: SysfsFacts(devtype: "wwan"), 3: SysfsFacts(devtype: "wlan")])
+            snap.hostRoutes = [HostRouteFacts(index: carrier, destination: "192.0.2.7")]
+            return snap
+        }
+        var mark = h.log.count
+        h.feed(.kernel(snapshot(hostRouteVia: 2)))
+        XCTAssertEqual(lines(h, from: mark), [
+            "<6> vw0: appeared, kind wwan (sysfs:devtype=wwan)",
+            "<6> wl0: appeared, kind wifi (sysfs:devtype=wlan)",
+            "<6> tun0: appeared, kind wwan (host-route:vw0), usable",
+            "<5> network: via tun0 over vw0 (wwan)",
+        ])
+        XCTAssertTrue(h.engine.statusText.contains("via tun0 over vw0 (wwan)"), h.engine.statusText)
+        mark = h.log.count
+        h.feed(.kernel(snapshot(hostRouteVia: 3)))
+        XCTAssertEqual(lines(h, from: mark), [
+            "<6> tun0: kind wwan -> wifi (host-route:wl0), over vw0 -> wl0",
+            "<5> network: via tun0 over wl0 (wifi)",
+        ])
+        XCTAssertTrue(h.engine.statusText.contains("via tun0 over wl0 (wifi)"), h.engine.statusText)
+    }
 }

@@ -44,7 +44,7 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertEqual(r["pending_kinds"], .array([]))
         XCTAssertEqual(r["permissions"]?["wwan"], "deny")
         XCTAssertEqual(r["sources"], .object([("wifi", "policy"), ("wwan", "no-agent"), ("ethernet", "policy"),
-                                              ("other", "policy")]))
+                                              ("other", "policy"), ("metered", "policy")]))
         // An explicit deny is the policy's, not for want of an agent.
         let backup = h.request(h.connect(makePeer(uid: 5, exe: nil, unit: "backup.service")), "QUERY")
         XCTAssertEqual(backup["sources"]?["wwan"], "policy")
@@ -179,7 +179,7 @@ final class EnginePromptTests: XCTestCase {
             XCTAssertEqual(prompts.first?.keys, ["event", "seq", "id", "app", "identity", "kind", "link"])
             XCTAssertEqual(prompts.first?["identity"], .object([("executable", "/usr/bin/maps"), ("unit", .null),
                                                                  ("uid", 1000)]))
-            XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan1"), ("metered", true)]))
+            XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan1"), ("metered", true), ("over", .null)]))
         }
         XCTAssertEqual(h.takeEvents(plain, named: "prompt"), [], "prompts are for agents")
         XCTAssertEqual(h.logged(containing: "maps wants to use wwan via wwan1: prompt 1 sent to 2 agent(s)").count, 1)

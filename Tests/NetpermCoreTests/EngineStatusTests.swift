@@ -28,7 +28,7 @@ final class EngineStatusTests: XCTestCase {
         let h = EngineHarness(policy: policy, links: links)
         let r = h.request(h.connect(Peers.curl), "STATUS")
         XCTAssertEqual(r.keys, ["ok", "version", "ready", "agents", "links", "available", "primary", "primary_kind",
-                                "egress", "policy", "enforcement"])
+                                "primary_over", "egress", "policy", "enforcement"])
         XCTAssertEqual(r["ok"], true)
         XCTAssertEqual(r["version"], .string(DaemonState.version))
         XCTAssertEqual(r["ready"], true)
@@ -38,7 +38,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["primary"], "wwan0")
         XCTAssertEqual(r["primary_kind"], "wwan")
         XCTAssertEqual(r["egress"], .object([
-            ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("usable", true)])),
+            ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null), ("usable", true)])),
             ("ipv6", .null),
         ]))
         XCTAssertEqual(r["policy"], .object([("generation", 1), ("apps", 2), ("error", .null)]))
@@ -58,7 +58,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["primary"], "eth0")
         XCTAssertEqual(r["primary_kind"], "ethernet")
         XCTAssertEqual(r["egress"], .object([
-            ("ipv4", .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false),
+            ("ipv4", .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("over", .null),
                               ("usable", false)])),
             ("ipv6", .null),
         ]))
@@ -71,7 +71,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["primary_kind"], "wifi")
         XCTAssertEqual(r["egress"], .object([
             ("ipv4", .object([("blocked", "blackhole")])),
-            ("ipv6", .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", false), ("usable", true)])),
+            ("ipv6", .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", false), ("over", .null), ("usable", true)])),
         ]))
         XCTAssertEqual(h.statusTexts.last, "2 links, via wlan0 (wifi), 2 apps, policy gen 1")
 
@@ -153,12 +153,15 @@ final class EngineStatusTests: XCTestCase {
     func testLinkAsDocumented() {
         var wlan = makeLink(3, "wlan0", .wifi, metric: 600)
         wlan.addresses = ["fe80::1/64", "192.0.2.10/24"]
+        wlan.ssid = Array("HomeNet".utf8)
+        wlan.bssid = "02:00:5e:10:00:01"
         let h = EngineHarness(links: [wlan])
         let r = h.send(h.connect(Peers.curl), "LINKS")
         XCTAssertEqual(r, [#"{"ok":true,"links":[{"index":3,"name":"wlan0","kind":"wifi","#
-            + #""classified_by":"sysfs:devtype=wlan","metered":false,"admin_up":true,"carrier":true,"#
+            + #""classified_by":"sysfs:devtype=wlan","metered":false,"over":null,"admin_up":true,"carrier":true,"#
             + #""operstate":"up","addresses":["192.0.2.10/24","fe80::1/64"],"#
-            + #""default_route":{"ipv4":true,"ipv6":false},"metric":600,"usable":true}]}"#])
+            + #""default_route":{"ipv4":true,"ipv6":false},"metric":600,"usable":true,"#
+            + #""ssid":"HomeNet","bssid":"02:00:5e:10:00:01"}]}"#])
     }
 
     /// Sorted by index, each as classified, usable only with admin up, carrier and a default route.

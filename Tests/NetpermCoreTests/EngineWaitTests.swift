@@ -106,7 +106,7 @@ final class EngineWaitTests: XCTestCase {
         XCTAssertEqual(r.first?["error"], "timeout")
         XCTAssertEqual(r.first?["message"], "backup may not use the network yet: routed-elsewhere")
         XCTAssertEqual(r.first?["bind_to"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
-                                                     ("metered", false)]))
+                                                     ("metered", false), ("over", .null)]))
     }
 
     /// Doubtful: an app waiting for itself whose traffic the kernel sends by a link of a kind it must be asked
@@ -272,7 +272,7 @@ final class EngineWaitTests: XCTestCase {
         XCTAssertEqual(prompts.first?["identity"], .object([("executable", "/usr/bin/maps"), ("unit", .null),
                                                              ("uid", 1000)]))
         XCTAssertEqual(prompts.first?["kind"], "wwan")
-        XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("metered", true)]))
+        XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("metered", true), ("over", .null)]))
         XCTAssertTrue(h.connections[maps]!.held)
         // Someone else waiting for modem by name: no prompt.
         XCTAssertEqual(h.send(h.connect(Peers.admin), "WAIT modem"), [])

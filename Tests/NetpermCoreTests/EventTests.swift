@@ -206,7 +206,7 @@ final class SubscriptionTests: XCTestCase {
         XCTAssertEqual(policy[4].1, "a \"b\"\nc")
         let prompt = try members(line(&s, .prompt(p)))
         XCTAssertEqual(prompt[4].1, .object([("executable", "/usr/bin/q\"uote"), ("unit", "a.service"), ("uid", 1000)]))
-        XCTAssertEqual(prompt[6].1, .object([("name", "wwan0"), ("metered", true)]))
+        XCTAssertEqual(prompt[6].1, .object([("name", "wwan0"), ("metered", true), ("over", .null)]))
         let named = try members(line(&s, .prompt(Prompt(id: 8, app: "x", identity: nil, kind: .wifi, link: "w",
                                                         metered: false))))
         XCTAssertEqual(named[4].1, .null, "a prompt without an asker's identity")

@@ -31,6 +31,10 @@ final class RulesetTests: XCTestCase {
             table inet netpermd {}
             delete table inet netpermd
             table inet netpermd {
+            	set links_metered {
+            		type ifname
+            		elements = { "wwan0" }
+            	}
             	set links_wifi {
             		type ifname
             	}
@@ -45,6 +49,9 @@ final class RulesetTests: XCTestCase {
             	set links_other {
             		type ifname
             	}
+            	map uid_metered {
+            		type uid : verdict
+            	}
             	map uid_wifi {
             		type uid : verdict
             	}
@@ -57,6 +64,10 @@ final class RulesetTests: XCTestCase {
             	}
             	map uid_other {
             		type uid : verdict
+            	}
+            	map unit2_metered {
+            		type cgroupsv2 : verdict
+            		elements = { "unified/system.slice/cron.service" : return }
             	}
             	map unit2_wifi {
             		type cgroupsv2 : verdict
@@ -74,6 +85,9 @@ final class RulesetTests: XCTestCase {
             		type cgroupsv2 : verdict
             		elements = { "unified/system.slice/cron.service" : accept }
             	}
+            	map unit3_metered {
+            		type cgroupsv2 : verdict
+            	}
             	map unit3_wifi {
             		type cgroupsv2 : verdict
             	}
@@ -89,6 +103,11 @@ final class RulesetTests: XCTestCase {
             	chain deny {
             		meta nfproto ipv6 meta l4proto tcp counter reject with tcp reset
             		counter reject with icmpx admin-prohibited
+            	}
+            	chain metered {
+            		socket cgroupv2 level 3 vmap @unit3_metered
+            		socket cgroupv2 level 2 vmap @unit2_metered
+            		meta skuid vmap @uid_metered
             	}
             	chain kind_wifi {
             		socket cgroupv2 level 3 vmap @unit3_wifi
@@ -113,6 +132,7 @@ final class RulesetTests: XCTestCase {
             	chain output {
             		type filter hook output priority filter; policy accept;
             		oifname "lo" accept
+            		oifname @links_metered jump metered
             		oifname @links_wifi goto kind_wifi
             		oifname @links_wwan goto kind_wwan
             		oifname @links_ethernet goto kind_ethernet
@@ -156,6 +176,8 @@ final class RulesetTests: XCTestCase {
         let old = try build(policy, links: [Links.eth, Links.wwan])
         let new = try build(policy, links: [Links.eth, Links.wwan, makeLink(9, "wwan1", .wwan), makeLink(8, "wlan0", .wifi)])
         XCTAssertEqual(new.linkUpdate(from: old), """
+            flush set inet netpermd links_metered
+            add element inet netpermd links_metered { "wwan0", "wwan1" }
             flush set inet netpermd links_wifi
             add element inet netpermd links_wifi { "wlan0" }
             flush set inet netpermd links_wwan
@@ -165,6 +187,28 @@ final class RulesetTests: XCTestCase {
         XCTAssertNil(old.linkUpdate(from: old), "nothing changed")
         XCTAssertNil(try build("[App a]\nUser=1\nWWAN=allow\n", links: [Links.eth]).linkUpdate(from: old),
                      "a permission changed too")
+    }
+
+    /// Metered= is checked on metered links before their kind: a denial rejects, an allowed unit returns to the
+    /// kind's check (its uid is not consulted), an allowed uid needs no element.
+    func testMeteredIsCheckedBeforeTheKind() throws {
+        let r = try build("""
+            [App backup]
+            User=1000
+            Metered=deny
+            [App cron]
+            Unit=cron.service
+            Metered=allow
+            [App getty]
+            Unit=getty@*.service
+            Metered=ask
+            """)
+        XCTAssertTrue(r.text.contains("map uid_metered {\n\t\ttype uid : verdict\n\t\telements = { 1000 : goto deny }"), r.text)
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/cron.service" : return"#))
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto deny"#))
+        XCTAssertTrue(r.text.contains("\t\toifname @links_metered jump metered\n\t\toifname @links_wifi goto kind_wifi"))
+        XCTAssertTrue(r.text.contains(#"set links_metered {"# + "\n\t\ttype ifname\n\t\t" + #"elements = { "wwan0" }"#),
+                      "Links.wwan is metered, eth0 is not")
     }
 
     /// Names nft cannot take inside quotes are left out (and reported), never spliced into the script.
@@ -196,9 +240,9 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(r.uids, 10_000)
         XCTAssertEqual(r.notEnforced.count, 0)
         func lines(_ s: String) -> Int { r.text.split(separator: "\n").filter { $0.contains(s) }.count }
-        XCTAssertEqual(lines("vmap @"), 12, "3 lookups per kind, whatever the number of apps")
+        XCTAssertEqual(lines("vmap @"), 15, "3 lookups per kind and for metered, whatever the number of apps")
         XCTAssertEqual(lines(" : goto deny"), 5_000, "one element per denied uid on wwan, none elsewhere")
-        XCTAssertEqual(r.elements, 2 + 5_000)
+        XCTAssertEqual(r.elements, 2 + 1 + 5_000, "two links, wwan0 metered too, 5,000 denied uids")
         XCTAssertLessThan(took, .seconds(2), "built in \(took)")
     }
 

@@ -14,6 +14,11 @@ import XCTest
 ///   bind_to the one with the lowest metric (tie: lowest index); else `awaiting-decision` if some usable link's kind
 ///   is `ask`, else `denied`;
 /// - denied_kinds / pending_kinds: kinds of usable links set to deny / ask, in the order wifi, wwan, ethernet, other.
+/// - Metered= on top: a metered link (cellular always; Wi-Fi in the "hotspot" rows) is allowed only if its kind is
+///   allowed and Metered= is allow. `metered` is denied when a usable metered link exists and Metered=deny. A link
+///   that something denies contributes nothing to pending (a decision would not open it): a pending setting is an
+///   `ask` (its kind's, or Metered='s on a metered link) of a usable link with no deny in the way. `metered` is
+///   reported after the kinds.
 final class VerdictTests: XCTestCase {
     private static let kinds: [LinkKind] = [.wifi, .wwan, .ethernet, .other]
 
@@ -60,7 +65,9 @@ final class VerdictTests: XCTestCase {
         var e = Expected.starting()
         guard ready else { return e }
         func usable(_ l: Link) -> Bool { l.adminUp && l.carrier && l.metric != nil && l.kind != .loopback }
-        func allowed(_ l: Link) -> Bool { Self.perm(p, l.kind) == .allow }
+        func allowed(_ l: Link) -> Bool { Self.perm(p, l.kind) == .allow && (p.metered == .allow || !l.metered) }
+        /// Something says deny for this link: its kind, or Metered= when it is metered.
+        func deniedOutright(_ l: Link) -> Bool { Self.perm(p, l.kind) == .deny || (l.metered && p.metered == .deny) }
         let usableLinks = links.filter(usable)
         var working: [Link] = []
         var leaks = false
@@ -79,8 +86,11 @@ final class VerdictTests: XCTestCase {
         }
         e.denied = Self.kinds.filter { k in usableLinks.contains { $0.kind == k } && Self.perm(p, k) == .deny }
             .map(\.rawValue)
-        e.pending = Self.kinds.filter { k in usableLinks.contains { $0.kind == k } && Self.perm(p, k) == .ask }
+        if p.metered == .deny && usableLinks.contains(where: \.metered) { e.denied.append("metered") }
+        let openable = usableLinks.filter { !deniedOutright($0) }
+        e.pending = Self.kinds.filter { k in openable.contains { $0.kind == k } && Self.perm(p, k) == .ask }
             .map(\.rawValue)
+        if p.metered == .ask && openable.contains(where: \.metered) { e.pending.append("metered") }
         if let first = working.first, !leaks {
             e.available = true
             e.reason = "ok"
@@ -122,7 +132,7 @@ final class VerdictTests: XCTestCase {
     private func fromJSON(_ j: JSON) -> Expected {
         func ref(_ r: JSON?) -> String? {
             guard let r, r != .null else { return nil }
-            guard r.keys == ["index", "name", "kind", "metered"], let i = r["index"]?.intValue,
+            guard r.keys == ["index", "name", "kind", "metered", "over"], r["over"] == .null, let i = r["index"]?.intValue,
                   let n = r["name"]?.stringValue, let k = r["kind"]?.stringValue, let m = r["metered"]?.boolValue
             else { return "malformed \(r.encoded())" }
             return Self.ref(i, n, k, m)
@@ -130,7 +140,7 @@ final class VerdictTests: XCTestCase {
         func route(_ r: JSON?) -> String? {
             guard let r, r != .null else { return nil }
             if r.keys == ["blocked"], let b = r["blocked"]?.stringValue { return "blocked \(b)" }
-            guard r.keys == ["index", "name", "kind", "metered", "usable", "allowed"],
+            guard r.keys == ["index", "name", "kind", "metered", "over", "usable", "allowed"], r["over"] == .null,
                   let i = r["index"]?.intValue, let n = r["name"]?.stringValue, let k = r["kind"]?.stringValue,
                   let m = r["metered"]?.boolValue, let u = r["usable"]?.boolValue, let a = r["allowed"]?.boolValue
             else { return "malformed \(r.encoded())" }
@@ -156,6 +166,15 @@ final class VerdictTests: XCTestCase {
     /// Distractors are always there and are never usable: a loopback with the best default route, admin-down links
     /// with good routes (the kernel drops those), links without a route, and links without carrier whose routes are
     /// worse than any present link's (the kernel picks them only when nothing else has a route).
+    private func layouts(_ present: [LinkKind], hotspot: Bool) -> [Layout] {
+        layouts(present).map { l in
+            var l = l
+            // The Wi-Fi links are a phone's hotspot: metered.
+            if hotspot { l.links = l.links.map { var k = $0; if k.kind == .wifi { k.metered = true }; return k } }
+            return l
+        }
+    }
+
     private func layouts(_ present: [LinkKind]) -> [Layout] {
         var distractors: [Link] = [makeLink(1, "lo", .loopback, metric: 0)]
         for (i, k) in Self.kinds.enumerated() {
@@ -237,12 +256,16 @@ final class VerdictTests: XCTestCase {
         var seen: [String: Int] = [:]
         for mask in 0..<16 {
             let present = Self.kinds.enumerated().filter { mask & (1 << $0.offset) != 0 }.map(\.element)
-            let all = layouts(present)
+          // Metered= and whether the Wi-Fi is metered (a hotspot); not-ready rows once per permission set.
+          for (metered, hotspot) in [(Permission.allow, false), (.allow, true), (.deny, false), (.deny, true),
+                                     (.ask, false), (.ask, true)] {
+            let all = layouts(present, hotspot: hotspot)
             XCTAssertEqual(all.count, 13)
             for layout in all {
                 let network = NetworkState(links: layout.links, egress: layout.egress)
-                for p in allPermissionSets {
-                    for ready in [true, false] {
+                for var p in allPermissionSets {
+                    p.metered = metered
+                    for ready in metered == .allow && !hotspot ? [true, false] : [true] {
                         let v = Verdict.compute(app: "a", matchedBy: .unit, permissions: p, network: network,
                                                 ready: ready)
                         let json = v.json
@@ -259,11 +282,13 @@ final class VerdictTests: XCTestCase {
                         XCTAssertEqual(json["permissions"], .object([
                             ("wifi", .string(p.wifi.rawValue)), ("wwan", .string(p.wwan.rawValue)),
                             ("ethernet", .string(p.ethernet.rawValue)), ("other", .string(p.other.rawValue)),
+                            ("metered", .string(p.metered.rawValue)),
                         ]), label)
-                        // makeLink meters exactly the cellular links.
+                        // makeLink meters exactly the cellular links, and the Wi-Fi ones in hotspot rows.
                         for member in ["via", "bind_to"] {
                             if let kind = json[member]?["kind"]?.stringValue {
-                                XCTAssertEqual(json[member]?["metered"]?.boolValue, kind == "wwan", label)
+                                XCTAssertEqual(json[member]?["metered"]?.boolValue,
+                                               kind == "wwan" || (hotspot && kind == "wifi"), label)
                             }
                         }
                         checked += 1
@@ -293,11 +318,25 @@ final class VerdictTests: XCTestCase {
                            want.egress.contains(where: { $0?.hasSuffix(" usable not-allowed") == true }) {
                             seen["\(want.reason) with traffic leaking", default: 0] += 1
                         }
+                        if want.reason == "denied", want.denied == ["metered"] {
+                            seen["denied by Metered= alone", default: 0] += 1
+                        }
+                        if want.reason == "awaiting-decision", want.pending == ["metered"] {
+                            seen["awaiting a decision on metered alone", default: 0] += 1
+                        }
+                        if want.reason == "denied", p.wifi == .ask, hotspot, metered == .deny, present == [.wifi] {
+                            seen["an ask kept off by Metered=deny is not pending", default: 0] += 1
+                        }
+                        if want.reason == "routed-elsewhere", hotspot, metered != .allow, want.bindTo?.contains(" wifi ") == false,
+                           want.egress.contains(where: { $0?.contains(" wifi metered usable not-allowed") == true }) {
+                            seen["routed by a hotspot Metered= keeps it off", default: 0] += 1
+                        }
                     }
                 }
             }
+          }
         }
-        XCTAssertEqual(checked, 16 * 13 * 81 * 2)
+        XCTAssertEqual(checked, 16 * 13 * 81 * (6 + 1))
         // The table reaches every reason, and each new rule, so the oracle is not vacuous.
         XCTAssertEqual(Set(reasons.keys), ["ok", "denied", "awaiting-decision", "no-network", "routed-elsewhere",
                                            "starting"])
@@ -310,6 +349,10 @@ final class VerdictTests: XCTestCase {
             "ok while the other family goes into a dead link",
             "denied with traffic leaking",
             "awaiting-decision with traffic leaking",
+            "denied by Metered= alone",
+            "awaiting a decision on metered alone",
+            "an ask kept off by Metered=deny is not pending",
+            "routed by a hotspot Metered= keeps it off",
         ], "\(seen)")
     }
 
@@ -324,14 +367,14 @@ final class VerdictTests: XCTestCase {
             Verdict.compute(app: "x", matchedBy: .name, network: n ?? network, wifi, wwan, eth)
         }
         func egress(_ allowed: Bool) -> JSON {
-            .object([("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true),
+            .object([("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null),
                                        ("usable", true), ("allowed", .bool(allowed))])), ("ipv6", .null)])
         }
         let all = v(.allow, .allow, .allow)
         XCTAssertTrue(all.available)
         XCTAssertEqual(all.reason, .ok)
         XCTAssertEqual(all.via?.name, "wwan0")
-        XCTAssertEqual(all.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true)]))
+        XCTAssertEqual(all.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
         XCTAssertEqual(all.json["egress"], egress(true))
         XCTAssertEqual(all.json["bind_to"], .null)
 
@@ -345,7 +388,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(noWWAN.json["reason"], "routed-elsewhere")
         XCTAssertEqual(noWWAN.json["via"], .null)
         XCTAssertEqual(noWWAN.json["bind_to"],
-                       .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false)]))
+                       .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("over", .null)]))
         XCTAssertEqual(noWWAN.json["egress"], egress(false))
         XCTAssertEqual(noWWAN.deniedKinds, [.wwan])
         XCTAssertEqual(noWWAN.pendingKinds, [])
@@ -364,7 +407,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertTrue(viaEth.available)
         XCTAssertEqual(viaEth.reason, .ok)
         XCTAssertEqual(viaEth.json["via"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
-                                                    ("metered", false)]))
+                                                    ("metered", false), ("over", .null)]))
         XCTAssertEqual(viaEth.json["bind_to"], .null)
         XCTAssertEqual(viaEth.deniedKinds, [.wwan])
 
@@ -406,7 +449,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(leaky.bindTo?.name, "eth0")
         XCTAssertEqual(leaky.json["egress"]?["ipv4"]?["allowed"], true)
         XCTAssertEqual(leaky.json["egress"]?["ipv6"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"),
-                                                               ("metered", true), ("usable", true),
+                                                               ("metered", true), ("over", .null), ("usable", true),
                                                                ("allowed", false)]))
         // Allowed on both: ok, via IPv4's link.
         let both = v(split, .allow, .allow, .allow)
@@ -445,7 +488,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(intoNothing.reason, .routedElsewhere)
         XCTAssertEqual(intoNothing.bindTo?.name, "wlan0")
         XCTAssertEqual(intoNothing.json["egress"]?["ipv4"], .object([("index", 2), ("name", "eth0"),
-                                                                     ("kind", "ethernet"), ("metered", false),
+                                                                     ("kind", "ethernet"), ("metered", false), ("over", .null),
                                                                      ("usable", false), ("allowed", true)]))
         // A dead link neither works nor leaks: denied, not routed-elsewhere, when Wi-Fi is not allowed; and no
         // network when nothing else is usable, whatever the permissions.
@@ -520,18 +563,18 @@ final class VerdictTests: XCTestCase {
                                                   makeLink(4, "wwan0", .wwan, metric: 10, metered: false)])
         let allow = PermissionSet(wifi: .allow, wwan: .allow, ethernet: .allow, other: .allow)
         let v = Verdict.compute(app: "a", matchedBy: .name, permissions: allow, network: wwanFirst, ready: true)
-        XCTAssertEqual(v.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", false)]))
+        XCTAssertEqual(v.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", false), ("over", .null)]))
         XCTAssertEqual(v.json["egress"]?["ipv4"]?["metered"], false)
         var wifiOnly = allow
         wifiOnly.wwan = .deny
         let w = Verdict.compute(app: "a", matchedBy: .name, permissions: wifiOnly, network: wwanFirst, ready: true)
         XCTAssertEqual(w.reason, .routedElsewhere)
         XCTAssertEqual(w.json["bind_to"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"),
-                                                   ("metered", true)]))
+                                                   ("metered", true), ("over", .null)]))
         let wifiFirst = NetworkState(routedLinks: [makeLink(3, "wlan0", .wifi, metric: 5, metered: true),
                                                   makeLink(4, "wwan0", .wwan, metric: 10, metered: false)])
         let f = Verdict.compute(app: "a", matchedBy: .name, permissions: wifiOnly, network: wifiFirst, ready: true)
-        XCTAssertEqual(f.json["via"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", true)]))
+        XCTAssertEqual(f.json["via"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", true), ("over", .null)]))
         XCTAssertEqual(f.json["egress"]?["ipv4"]?["metered"], true)
     }
 
@@ -542,14 +585,14 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(members.map(\.0), ["app", "matched_by", "available", "reason", "via", "egress", "bind_to",
                                           "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
         XCTAssertEqual(v.json["matched_by"], "executable")
-        XCTAssertEqual(v.json["via"]?.keys, ["index", "name", "kind", "metered"])
+        XCTAssertEqual(v.json["via"]?.keys, ["index", "name", "kind", "metered", "over"])
         XCTAssertEqual(v.json["egress"]?.keys, ["ipv4", "ipv6"])
-        XCTAssertEqual(v.json["egress"]?["ipv4"]?.keys, ["index", "name", "kind", "metered", "usable", "allowed"])
+        XCTAssertEqual(v.json["egress"]?["ipv4"]?.keys, ["index", "name", "kind", "metered", "over", "usable", "allowed"])
         let elsewhere = Verdict.compute(
             app: "a", matchedBy: .executable, permissions: .builtIn,
             network: NetworkState(links: [makeLink(2, "eth0", .ethernet)], egress: [.ipv6: .blocked(.blackhole)]),
             ready: true)
-        XCTAssertEqual(elsewhere.json["bind_to"]?.keys, ["index", "name", "kind", "metered"])
+        XCTAssertEqual(elsewhere.json["bind_to"]?.keys, ["index", "name", "kind", "metered", "over"])
         XCTAssertEqual(elsewhere.json["egress"]?.keys, ["ipv4", "ipv6"])
         XCTAssertEqual(elsewhere.json["egress"]?["ipv6"]?.keys, ["blocked"])
     }

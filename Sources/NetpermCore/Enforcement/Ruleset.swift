@@ -1,17 +1,20 @@
 /// The nftables ruleset that makes the kernel follow the verdicts (Mode=block), built from the engine's state:
 /// one `table inet netpermd` (IPv4 and IPv6 alike), loaded as one transaction. Pure: text in, text out.
 ///
-/// Shape (docs/ENFORCEMENT.md): a set of link names per kind (`oifname` matches survive a link being deleted and
-/// re-created, and a link that appears later is one set element); per kind a chain that looks the socket's unit
-/// cgroup up, then its uid, in verdict maps (`accept` or `goto deny`), so 10,000 apps are map elements, not
-/// rules. The first matching `[App]` wins, as in the daemon's own matching; a unit's cgroup comes before a uid
-/// (the kernel has no executables). Loopback and links of no kind's set always pass, as does every socket no
-/// map names.
+/// Shape (docs/ENFORCEMENT.md): a set of link names per kind, and one of the metered links (`oifname` matches
+/// survive a link being deleted and re-created, and a link that appears later is one set element); per kind a
+/// chain that looks the socket's unit cgroup up, then its uid, in verdict maps (`accept` or `goto deny`), so
+/// 10,000 apps are map elements, not rules. A metered link is first checked against `Metered=` the same way
+/// (`return` or `goto deny`), then against its kind. The first matching `[App]` wins, as in the daemon's own
+/// matching; a unit's cgroup comes before a uid (the kernel has no executables). Loopback and links of no kind's
+/// set always pass, as does every socket no map names.
 public struct Ruleset: Equatable, Sendable {
     public static let family = "inet"
     public static let table = "netpermd"
     /// The kinds with a permission, in the order their rules come.
     public static let kinds: [LinkKind] = [.wifi, .wwan, .ethernet, .other]
+    /// What the sets and maps are per: `metered` (checked first, on metered links only), then the kinds.
+    public static let dimensions: [PolicyDimension] = [.metered] + kinds.compactMap { PolicyDimension(kind: $0) }
 
     /// The nft script: creates the table if absent, deletes it, and adds it whole. nft runs a script as one
     /// transaction, so the old rules hold until the new ones are in force (no window), and a failure changes
@@ -30,8 +33,8 @@ public struct Ruleset: Equatable, Sendable {
     /// The ids of the unit cgroups the rules name, in the order of their paths: not in the text (nft resolves the
     /// paths when loading), so a cgroup made again at the same path shows here only.
     public var unitIDs: [UInt64]
-    /// The link names of each kind's set, as in the text.
-    public var linkNames: [LinkKind: [String]]
+    /// The link names of each kind's set and of the metered set, as in the text.
+    public var linkNames: [PolicyDimension: [String]]
     /// Where the text after the link sets starts (a UTF-8 offset): two builds that agree from there on differ in
     /// their links only.
     var appRulesOffset: Int
@@ -44,11 +47,13 @@ public struct Ruleset: Equatable, Sendable {
     public static func build(apps: [AppPolicy], permissions: (AppPolicy) -> PermissionSet, links: [Link],
                              cgroups: UnitCgroups) -> Ruleset {
         var skipped: [String] = []
-        // Link names per kind.
-        var linkNames: [LinkKind: [String]] = [:]
-        for l in links where kinds.contains(l.kind) {
+        // Link names per kind, and the metered ones.
+        var linkNames: [PolicyDimension: [String]] = [:]
+        for l in links {
+            guard let d = PolicyDimension(kind: l.kind) else { continue }
             guard isSafe(l.name) else { skipped.append(l.name); continue }
-            linkNames[l.kind, default: []].append(l.name)
+            linkNames[d, default: []].append(l.name)
+            if l.metered { linkNames[.metered, default: []].append(l.name) }
         }
         // Each uid and unit cgroup belongs to the first app that names it.
         var uidOwner: [UInt32: Int] = [:]
@@ -75,7 +80,7 @@ public struct Ruleset: Equatable, Sendable {
         }
         // What each owning app may do, computed once per app.
         var perms: [Int: PermissionSet] = [:]
-        func allowed(_ i: Int, _ k: LinkKind) -> Bool {
+        func allowed(_ i: Int, _ k: PolicyDimension) -> Bool {
             let p = perms[i] ?? permissions(apps[i])
             perms[i] = p
             return p[k] == .allow
@@ -86,7 +91,7 @@ public struct Ruleset: Equatable, Sendable {
         t += removal
         t += "table \(family) \(table) {\n"
         var elements = 0
-        for k in kinds {
+        for k in dimensions {
             let names = linkNames[k] ?? []
             elements += names.count
             set(&t, "links_\(k.rawValue)", type: "ifname", names.map { "\"\($0)\"" })
@@ -94,18 +99,20 @@ public struct Ruleset: Equatable, Sendable {
         let appRulesOffset = t.utf8.count
         // Only denials need a uid element: a uid no element names passes anyway.
         let sortedUIDs = uidOwner.keys.sorted()
-        for k in kinds {
+        for k in dimensions {
             let denied = sortedUIDs.filter { !allowed(uidOwner[$0]!, k) }
             elements += denied.count
             set(&t, "uid_\(k.rawValue)", type: "uid : verdict", denied.map { "\($0) : goto deny" })
         }
-        // A unit's element says accept too: its sockets must not fall through to their uid's verdict.
+        // A unit's element says accept (return, for metered: the kind is checked next) too: its sockets must not
+        // fall through to their uid's verdict.
         for level in UnitCgroups.levels {
             let owned = cgroupOwner.filter { $0.cgroup.level == level }
-            for k in kinds {
+            for k in dimensions {
                 elements += owned.count
+                let pass = k == .metered ? "return" : "accept"
                 set(&t, "unit\(level)_\(k.rawValue)", type: "cgroupsv2 : verdict",
-                    owned.map { "\"\($0.path)\" : \(allowed($0.app, k) ? "accept" : "goto deny")" })
+                    owned.map { "\"\($0.path)\" : \(allowed($0.app, k) ? pass : "goto deny")" })
             }
         }
         // icmpx admin-prohibited: IPv4's connect() fails at once with EHOSTUNREACH, sendto() with EPERM; a drop
@@ -113,8 +120,8 @@ public struct Ruleset: Equatable, Sendable {
         // error reached connect() only after the SYN was sent again a second later (EACCES after 1 s).
         t += "\tchain deny {\n\t\tmeta nfproto ipv6 meta l4proto tcp counter reject with tcp reset\n"
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
-        for k in kinds {
-            t += "\tchain kind_\(k.rawValue) {\n"
+        for k in dimensions {
+            t += "\tchain \(k == .metered ? "metered" : "kind_" + k.rawValue) {\n"
             for level in UnitCgroups.levels.reversed() {
                 t += "\t\tsocket cgroupv2 level \(level) vmap @unit\(level)_\(k.rawValue)\n"
             }
@@ -122,7 +129,8 @@ public struct Ruleset: Equatable, Sendable {
         }
         t += "\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n"
         t += "\t\toifname \"lo\" accept\n"
-        for k in kinds { t += "\t\toifname @links_\(k.rawValue) goto kind_\(k.rawValue)\n" }
+        t += "\t\toifname @links_metered jump metered\n"
+        for k in dimensions where k != .metered { t += "\t\toifname @links_\(k.rawValue) goto kind_\(k.rawValue)\n" }
         t += "\t}\n}\n"
 
         var notEnforced: [String: Enforcement.Why] = [:]
@@ -144,7 +152,8 @@ public struct Ruleset: Equatable, Sendable {
             notEnforced[app.id] = why
         }
         return Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
-                       links: linkNames.values.reduce(0) { $0 + $1.count }, elements: elements, skipped: skipped,
+                       links: links.filter { PolicyDimension(kind: $0.kind) != nil && isSafe($0.name) }.count,
+                       elements: elements, skipped: skipped,
                        unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, appRulesOffset: appRulesOffset)
     }
 
@@ -156,7 +165,7 @@ public struct Ruleset: Equatable, Sendable {
               text.utf8.dropFirst(appRulesOffset).elementsEqual(old.text.utf8.dropFirst(old.appRulesOffset))
         else { return nil }
         var s = ""
-        for k in Self.kinds where (linkNames[k] ?? []) != (old.linkNames[k] ?? []) {
+        for k in Self.dimensions where (linkNames[k] ?? []) != (old.linkNames[k] ?? []) {
             s += "flush set \(Self.family) \(Self.table) links_\(k.rawValue)\n"
             if let names = linkNames[k], !names.isEmpty {
                 s += "add element \(Self.family) \(Self.table) links_\(k.rawValue) { "

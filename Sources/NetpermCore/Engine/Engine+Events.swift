@@ -36,7 +36,7 @@ extension Engine {
             return
         }
         for p in state.prompts.raise(for: v, identity: identity, network: state.network) {
-            log(.info, "\(p.app) wants to use \(p.kind.rawValue) via \(p.link): prompt \(p.id) sent to \(state.agents) agent(s)")
+            log(.info, "\(p.app) wants to use \(p.kind.rawValue) via \(p.link)\(p.over.map { " over " + $0 } ?? ""): prompt \(p.id) sent to \(state.agents) agent(s)")
             pendingEvents.append(.prompt(p))
             _ = armTimer(.promptExpiry(promptID: p.id), microseconds: UInt64(state.config.promptTimeoutSec) * 1_000_000)
         }

@@ -127,6 +127,7 @@ extension Engine {
         w.field("available", net.available)
         w.field("primary", primary?.name)
         w.field("primary_kind", primary?.kind.rawValue)
+        w.field("primary_over", primary?.over)
         w.object("egress") { e in
             for family in AddressFamily.allCases {
                 e.object(family.key, net.egress[family]) { w, egress in
@@ -324,7 +325,7 @@ extension Engine {
                 return
             }
             guard let kind = Self.decidableKind(args[1]) else {
-                replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet or other)"))
+                replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet, other or metered)"))
                 return
             }
             guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
@@ -362,10 +363,10 @@ extension Engine {
                 replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
                 return
             }
-            var kind: LinkKind?
+            var kind: PolicyDimension?
             if args.count == 2 {
                 guard let k = Self.decidableKind(args[1]) else {
-                    replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet or other)"))
+                    replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet, other or metered)"))
                     return
                 }
                 kind = k
@@ -436,10 +437,8 @@ extension Engine {
         }
     }
 
-    static func decidableKind(_ s: String) -> LinkKind? {
-        guard let k = LinkKind(rawValue: s.lowercased()), k != .loopback else { return nil }
-        return k
-    }
+    /// A kind of link other than loopback, or `metered`.
+    static func decidableKind(_ s: String) -> PolicyDimension? { PolicyDimension(rawValue: s.lowercased()) }
 }
 
 extension Verb {

@@ -312,13 +312,16 @@ public final class Engine {
 
     private func classify(_ snapshot: KernelSnapshot) -> NetworkState {
         let overrides = state.config.interfaces
+        let networks = state.config.networks
         var seen = 0
-        let network = NetworkState(snapshot: snapshot) { facts in
+        let network = NetworkState(snapshot: snapshot, overrides: overrides) { facts in
             seen += 1
             let sysfs = snapshot.sysfs[facts.index] ?? SysfsFacts()
-            let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs)
+            let wifi = snapshot.wifi[facts.index]
+            let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs,
+                                      ssid: wifi?.ssid)
             if let c = classifications[facts.index], c.facts == key { return c.result }
-            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides)
+            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides, wifi: wifi, networks: networks)
             classifications[facts.index] = (key, result)
             return result
         }
@@ -493,8 +496,15 @@ public final class Engine {
             if o.usable != l.usable {
                 log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.adminUp ? "up" : "down"), "
                     + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))")
-            } else if o.kind != l.kind {
-                log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))")
+            } else if o.kind != l.kind || o.over != l.over || (o.metered != l.metered && o.ssid == l.ssid) {
+                log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))"
+                    + (o.over != l.over ? ", over \(o.over ?? "-") -> \(l.over ?? "-")" : "")
+                    + (o.kind == l.kind && o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""))
+            } else if o.ssid != l.ssid || o.bssid != l.bssid {
+                func network(_ x: Link) -> String {
+                    x.ssidText.map { "'\($0)'" + (x.bssid.map { " (\($0))" } ?? "") } ?? "none"
+                }
+                log(.info, "\(l.name): Wi-Fi network \(network(o)) -> \(network(l))\(o.metered != l.metered ? ", metered \(l.metered)" : "")")
             } else if o != l {
                 log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))")
             }
@@ -503,8 +513,9 @@ public final class Engine {
         // The egress link losing its carrier while another link is usable changes neither which link it is nor
         // whether a link is usable, but traffic now goes nowhere: that is news too.
         if old.primary?.index != new.primary?.index || old.primary?.usable != new.primary?.usable
-            || old.available != new.available {
-            let via = new.primary.map { "\($0.name) (\($0.kind.rawValue))" }
+            || old.available != new.available || old.primary?.over != new.primary?.over
+            || old.primary?.kind != new.primary?.kind {
+            let via = new.primary.map { "\($0.nameOver) (\($0.kind.rawValue))" }
             let dead = new.primary?.usable == false ? ", which is not usable" : ""
             log(.notice, "network: " + (new.available ? via.map { "via " + $0 + dead } ?? "usable links, but no route"
                                                        : "unavailable" + (via.map { ", traffic still routed via " + $0 } ?? "")))
@@ -523,7 +534,7 @@ public final class Engine {
 
     var statusSummary: StatusSummary {
         let p = state.network.primary
-        return StatusSummary(links: state.network.links.count, primary: p?.name, primaryKind: p?.kind,
+        return StatusSummary(links: state.network.links.count, primary: p?.nameOver, primaryKind: p?.kind,
                              primaryUsable: p?.usable ?? false, apps: state.config.apps.count, generation: state.policyGeneration,
                              policyError: state.policyError, enforcement: enforcementStatus)
     }
@@ -551,6 +562,8 @@ struct ClassifiedFacts: Equatable {
     var arphrd: UInt32
     var rtnlKind: String?
     var sysfs: SysfsFacts
+    /// The Wi-Fi network: [Network] sections apply while associated to it.
+    var ssid: [UInt8]?
 }
 
 /// A DECIDE or FORGET whose lasting decisions are being written: what to change once they are on disk, and whom

@@ -54,6 +54,7 @@ struct KernelTruth {
         "all": ["wifi", "wwan", "ethernet", "other"], "wifionly": ["wifi"], "nocell": ["wifi", "ethernet", "other"],
     ]
 
+    /// A link's own kind, by name as the policy's `[Interface]` sections (and loopback) make it.
     static func kind(of name: String) -> String {
         if name == "lo" { return "loopback" }
         if name.hasPrefix("wl") || name == "va" { return "wifi" }
@@ -93,11 +94,41 @@ struct KernelTruth {
 
     var links: [String: LinkFacts] = [:]
     var egress: [String: Egress] = [:]
+    /// Links whose rtnl kind (`ip -d link`'s info_kind) is a tunnel's.
+    var tunnels: Set<String> = []
+    /// For each host route (/32, /128, unicast, outside the local table, through one link), the link
+    /// `ip route get HOST` leaves by.
+    var hostRouteLinks: [String] = []
+
+    static let tunnelKinds: Set<String> = ["tun", "wireguard", "ipip", "gre", "sit", "ip6tnl", "vti", "vxlan", "geneve"]
+    /// The order docs/CLASSIFICATION.md gives "most restrictive".
+    static let restrictiveness = ["loopback": 0, "other": 1, "ethernet": 2, "wifi": 3, "wwan": 4]
+
+    /// The kind the daemon should report, per docs/CLASSIFICATION.md, "Stacked links and tunnels": a tunnel no
+    /// `[Interface]` names takes the most restrictive kind of the host routes' links that are not tunnels, else the
+    /// kind of the best usable link that is not a tunnel, else its own. (The policy names every bridge, so config
+    /// decides theirs; the test makes no vlan or macvlan.)
+    func kind(of name: String) -> String {
+        let own = Self.kind(of: name)
+        guard tunnels.contains(name), own == "other", !Self.configured(name) else { return own }
+        let viaHosts = hostRouteLinks.filter { !tunnels.contains($0) && $0 != name }.map(Self.kind(of:))
+            .filter { $0 != "loopback" }
+        if let k = viaHosts.max(by: { Self.restrictiveness[$0]! < Self.restrictiveness[$1]! }) { return k }
+        let candidates = links.values.filter { usable($0.name) && !tunnels.contains($0.name) && Self.kind(of: $0.name) != "loopback" }
+        guard let best = candidates.min(by: { ($0.defaultMetric.values.min()!, $0.index) < ($1.defaultMetric.values.min()!, $1.index) })
+        else { return own }
+        return Self.kind(of: best.name)
+    }
+
+    /// An `[Interface]` section of the policy names the link.
+    static func configured(_ name: String) -> Bool {
+        ["wl", "ww", "eth", "br"].contains { name.hasPrefix($0) } || name == "va" || name == "vb"
+    }
 
     /// Reads it all from the namespace.
     static func read(_ ns: TestNamespace) throws -> KernelTruth {
         var t = KernelTruth()
-        let linksJSON = try jsonArray(ns, ["-j", "link"])
+        let linksJSON = try jsonArray(ns, ["-d", "-j", "link"])
         let addrsJSON = try jsonArray(ns, ["-j", "addr"])
         var addrs: [String: Set<String>] = [:]
         for entry in addrsJSON {
@@ -123,6 +154,22 @@ struct KernelTruth {
                 }
             }
             t.links[name] = f
+            // A tap on a bridge is the bridge's port, not a tunnel.
+            if let k = (l["linkinfo"] as? [String: Any])?["info_kind"] as? String, tunnelKinds.contains(k),
+               l["master"] == nil {
+                t.tunnels.insert(name)
+            }
+        }
+        for family in ["-4", "-6"] {
+            for r in try jsonArray(ns, [family, "-j", "route", "show", "table", "all"]) {
+                guard let dst = r["dst"] as? String, dst != "default", !dst.contains("/"), r["dev"] != nil,
+                      (r["type"] as? String ?? "unicast") == "unicast", r["table"] as? String != "local" else { continue }
+                let get = try Subprocess.run(["ip", "-n", ns.name, "-j", "route", "get", dst])
+                guard get.status == 0,
+                      let dev = (try JSONSerialization.jsonObject(with: Data(get.stdoutBytes)) as? [[String: Any]])?.first?["dev"] as? String
+                else { continue }
+                t.hostRouteLinks.append(dev)
+            }
         }
         for family in families {
             let r = try Subprocess.run(["ip", "-n", ns.name, family == "ipv4" ? "-4" : "-6", "-j", "route", "get",
@@ -181,6 +228,7 @@ struct KernelTruth {
             }
             if d.metric != k.defaultMetric.values.min() { out.append("\(name): metric \(d.metric.map(String.init) ?? "null") != kernel \(k.defaultMetric)") }
             if d.usable != usable(name) { out.append("\(name): usable \(d.usable) != kernel \(usable(name))") }
+            if d.kind != kind(of: name) { out.append("\(name): kind \(d.kind) (\(d.classifiedBy)) != expected \(kind(of: name))") }
         }
         for family in Self.families where (daemonEgress[family] ?? nil) != egress[family] {
             out.append("egress \(family): \((daemonEgress[family] ?? nil)?.description ?? "none") != kernel "
@@ -233,7 +281,7 @@ extension IntegrationTestCase {
                                          }))
             for (app, allowed) in KernelTruth.apps.sorted(by: { $0.key < $1.key }) {
                 let v = try request(socket, "QUERY \(app)")
-                let want = truth.expectedVerdict(allowed: allowed, kindOf: KernelTruth.kind)
+                let want = truth.expectedVerdict(allowed: allowed, kindOf: truth.kind(of:))
                 let via = (v["via"] as? [String: Any])?["name"] as? String
                 let bind = (v["bind_to"] as? [String: Any])?["name"] as? String
                 if v["reason"] as? String != want.reason || via != want.via || bind != want.bindTo {

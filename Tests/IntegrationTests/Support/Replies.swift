@@ -62,6 +62,8 @@ struct DaemonLink: CustomStringConvertible {
     var defaultRouteV6: Bool
     var metric: Int?
     var usable: Bool
+    /// The carrier of a stacked link or tunnel; the member is always there, null when not stacked.
+    var over: String?
 
     init(_ o: [String: Any]) throws {
         index = try JSONValue.int(o, "index")
@@ -79,6 +81,11 @@ struct DaemonLink: CustomStringConvertible {
         defaultRouteV6 = try JSONValue.bool(dr, "ipv6")
         metric = try JSONValue.optionalInt(o, "metric")
         usable = try JSONValue.bool(o, "usable")
+        switch o["over"] {
+        case let name as String: over = name
+        case is NSNull: over = nil
+        default: throw HarnessError("\"over\" is neither a name nor null in \(o)")
+        }
     }
 
     /// The part `ip -j link` can confirm.
@@ -89,7 +96,8 @@ struct DaemonLink: CustomStringConvertible {
     var description: String {
         "\(name)#\(index)(kind \(kind) by \(classifiedBy), metered \(metered), admin \(adminUp ? "up" : "down"), "
             + "carrier \(carrier ? "on" : "off"), oper \(operstate), addrs \(addresses), v4 \(defaultRouteV4), "
-            + "metric \(metric.map(String.init) ?? "null"), usable \(usable))"
+            + "metric \(metric.map(String.init) ?? "null"), usable \(usable)"
+            + (over.map { ", over \($0)" } ?? "") + ")"
     }
 }
 
