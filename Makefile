@@ -11,13 +11,13 @@ RUN_CONFIG ?= config/run.conf
 SWIFT ?= swift
 # libstdc++-12-dev: the release link takes libstdc++ from its static archive (toolchain/libstdc++.so).
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config systemd util-linux \
-        libstdc++-12-dev
+        libstdc++-12-dev nftables libnftables-dev
 RELEASE_FLAGS := -c release --static-swift-stdlib
 
 BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
-# to run the zsh completion for real.
-TEST_DEBS := groff-base man-db mandoc zsh
+# to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid).
+TEST_DEBS := groff-base man-db mandoc zsh python3
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
@@ -93,7 +93,8 @@ MANDIR = $(DESTDIR)$(PREFIX)/share/man
 BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
-DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md
+DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
+       docs/ENFORCEMENT.md
 
 # Then: systemctl daemon-reload && systemctl enable --now netpermd.socket
 install: release
@@ -118,6 +119,8 @@ install-files:
 	install -D -m 0644 completions/netpermctl.bash $(BASHCOMPDIR)/netpermctl
 	install -D -m 0644 completions/_netpermctl $(ZSHCOMPDIR)/_netpermctl
 	install -m 0644 config/netpermd.conf $(DOCDIR)/netpermd.conf.example
+	@# Not installed as a drop-in: enforcement's CAP_NET_ADMIN is the administrator's choice (docs/ENFORCEMENT.md).
+	install -m 0644 systemd/netpermd-enforcement.conf $(DOCDIR)/netpermd-enforcement.conf
 	@# Never overwrite an administrator's configuration.
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
 

@@ -34,6 +34,9 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // libnftables' header and the netfilter netlink constants; the library itself is loaded with dlopen when
+        // enforcement first needs it (NetpermNftables), so it is not linked.
+        .systemLibrary(name: "CNftables", providers: [.apt(["libnftables-dev"])]),
         // Pure core: no C modules, no I/O.
         .target(name: "NetpermCore"),
         // Syscall plumbing: the chokepoint, descriptors, files, Unix sockets, the event-loop protocol, logging.
@@ -42,12 +45,14 @@ let package = Package(
         .target(name: "NetpermHost", dependencies: ["NetpermCore", "NetpermIO"]),
         .target(name: "NetpermNetlink", dependencies: ["CNetlink", "NetpermCore", "NetpermIO"]),
         .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO"]),
+        // Enforcement's edge: one libnftables context (scripts as transactions) and the nftables event socket.
+        .target(name: "NetpermNftables", dependencies: ["CNftables", "NetpermIO"]),
         // The control socket's transport: client ids and bytes, no core types.
         .target(name: "NetpermControl", dependencies: ["NetpermIO"]),
         .executableTarget(
             name: "netpermd",
             dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
-                           "NetpermControl"],
+                           "NetpermControl", "NetpermNftables"],
             linkerSettings: releaseLink
         ),
         .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO", "NetpermHost"],

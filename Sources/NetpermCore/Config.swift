@@ -8,6 +8,8 @@ public struct Config: Equatable, Sendable {
     public var adminGroup = "netperm"
     /// How long a prompt waits for an agent's answer.
     public var promptTimeoutSec = 60
+    /// `[Enforcement] Mode=`: whether the kernel is made to follow the verdicts (docs/ENFORCEMENT.md).
+    public var enforcement = EnforcementMode.off
     /// In the order first defined: the first matching `[App]` wins.
     public private(set) var apps: [AppPolicy] = []
     private var appIndex: [String: Int] = [:]
@@ -19,7 +21,7 @@ public struct Config: Equatable, Sendable {
 
     public static func == (a: Config, b: Config) -> Bool {
         a.interfaces == b.interfaces && a.networks == b.networks && a.defaults == b.defaults && a.adminGroup == b.adminGroup
-            && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec
+            && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
     }
 
     public func app(named id: String) -> AppPolicy? { appIndex[id].map { apps[$0] } }
@@ -169,6 +171,7 @@ public struct Config: Equatable, Sendable {
             case .defaults?: applyDefaults(s)
             case .app?: applyApp(s)
             case .interface?: applyInterface(s)
+            case .enforcement?: applyEnforcement(s)
             case .network?: applyNetwork(s)
             case nil:
                 // Its entries go unread: they would only repeat the warning.
@@ -267,6 +270,20 @@ public struct Config: Equatable, Sendable {
             if id != nil { config.put(app) }
         }
 
+        mutating func applyEnforcement(_ s: IniSection) {
+            if s.argument != nil { fail(s, s.line, "[Enforcement] takes no name") }
+            for e in s.entries {
+                guard e.key == "Mode" else { unknownKey(s, e, .enforcement); continue }
+                switch e.value.lowercased() {
+                case "off": config.enforcement = .off
+                case "block": config.enforcement = .block
+                // Refused rather than taken as block: blocking cuts an app off where steering would move it.
+                case "steer": fail(s, e.line, "Mode=steer is not implemented yet (use off or block)")
+                default: fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Mode= (expected off or block)")
+                }
+            }
+        }
+
         mutating func applyInterface(_ s: IniSection) {
             guard let (glob, kind, metered) = overrideSection(s, example: "[Interface wwan*]", kind: .interface) else { return }
             config.interfaces.append(InterfaceOverride(glob: glob, kind: kind, metered: metered))
@@ -358,7 +375,7 @@ extension ConfigParseResult {
 
 /// The sections a policy may have, with their keys: what tells a typo from a key of another section.
 enum SectionKind: CaseIterable {
-    case defaults, app, interface, network
+    case defaults, app, interface, network, enforcement
 
     init?(name: String) {
         guard let k = SectionKind.allCases.first(where: { $0.name == name }) else { return nil }
@@ -371,6 +388,7 @@ enum SectionKind: CaseIterable {
         case .app: return "App"
         case .interface: return "Interface"
         case .network: return "Network"
+        case .enforcement: return "Enforcement"
         }
     }
 
@@ -381,6 +399,7 @@ enum SectionKind: CaseIterable {
         case .app: return "[App NAME]"
         case .interface: return "[Interface GLOB]"
         case .network: return "[Network SSID]"
+        case .enforcement: return "[Enforcement]"
         }
     }
 
@@ -390,6 +409,7 @@ enum SectionKind: CaseIterable {
         case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec"]
         case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds
         case .interface, .network: return ["Kind", "Metered"]
+        case .enforcement: return ["Mode"]
         }
     }
 }

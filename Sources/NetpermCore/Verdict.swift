@@ -36,6 +36,8 @@ public struct Verdict: Equatable, Sendable {
     public var deniedKinds: [PolicyDimension]
     /// What a decision could open: the `ask` dimensions (kinds, `metered`) of usable links nothing denies.
     public var pendingKinds: [PolicyDimension]
+    /// Whether the kernel enforces the app's permissions (Mode=block); the engine fills it in per app.
+    public var enforcement: Enforcement = .notEnforced(.modeOff)
 
     /// Kinds denied only because no agent listens to ask the user (`no-agent`).
     public var unaskedKinds: [PolicyDimension] { deniedKinds.filter { sources[$0] == .noAgent } }
@@ -142,5 +144,6 @@ public struct Verdict: Equatable, Sendable {
         s.object("sources") {
             for k in PermissionSet.dimensions { $0.field(k.dimension.key, effective.source(k.dimension).rawValue) }
         }
+        enforcement.write(to: &s)
     }
 }

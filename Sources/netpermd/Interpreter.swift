@@ -16,6 +16,7 @@ final class Interpreter: ControlDelegate {
     /// Policies are read and parsed on a thread of their own: a file of many megabytes must not stop the loop.
     private let policyLoader: OffLoop<ConfigParseResult>?
     private let sysfs: Sysfs
+    private let enforcer: Enforcer
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     var server: ControlServer?
 
@@ -37,10 +38,12 @@ final class Interpreter: ControlDelegate {
     init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
          loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
         self.engine = engine; self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
+        enforcer = Enforcer(loop: loop)
         do { policyLoader = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
             policyLoader = nil
         }
+        enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
@@ -108,6 +111,16 @@ final class Interpreter: ControlDelegate {
             case .stopping: Notify.send("STOPPING=1")
             }
         case let .log(priority, message): Log.emit(priority.rawValue, message)
+        case let .loadRules(script, report, inForce):
+            let start = Clock.monotonicMicroseconds()
+            let error = enforcer.load(script, inForce: inForce)
+            Log.debug("enforcement: nft transaction of \(script.utf8.count) bytes took "
+                + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
+            if report {
+                queue.append(.rulesLoaded(error: error))
+            } else if let error {
+                Log.debug("enforcement: removing a table left by an earlier run: \(error)")
+            }
         }
     }
 

@@ -70,6 +70,7 @@ func run() -> Int32 {
         wifi.onChange = { interpreter.wifiChanged($0) }
     }
     interpreter.kernelChanged(watcher.snapshot())
+    let cgroups = CgroupWatcher(loop: loop) { interpreter.feed(.cgroups($0)) }
 
     var limits = ControlServer.Limits()
     limits.maxLine = Request.maxLine
@@ -119,7 +120,7 @@ func run() -> Int32 {
     CodePages.release()
     Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
-    withExtendedLifetime((watcher, wifi, server, reloader)) {}
+    withExtendedLifetime((watcher, wifi, server, reloader, cgroups)) {}
     return code < 0 ? 1 : code
 }
 

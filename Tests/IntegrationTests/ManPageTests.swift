@@ -269,13 +269,13 @@ final class ManPageTests: XCTestCase {
     func testConfPageDocumentsEveryKeyAndSection() throws {
         let keys = try Self.documentedKeys()
         XCTAssertTrue(keys.isSuperset(of: ["WiFi", "WWAN", "Ethernet", "Other", "AdminGroup", "PromptTimeoutSec",
-                                           "Executable", "Unit", "User", "Kind", "Metered"]),
+                                           "Executable", "Unit", "User", "Kind", "Metered", "Mode"]),
                       "reading the docs found only \(keys.sorted())")
         let text = try page("netpermd.conf.5").text
         for key in keys.sorted() {
             XCTAssertTrue(ManPage.contains(text, word: key + "="), "netpermd.conf.5 never mentions \(key)=")
         }
-        for section in ["[Defaults]", "[App NAME]", "[Interface GLOB]"] {
+        for section in ["[Defaults]", "[App NAME]", "[Interface GLOB]", "[Enforcement]"] {
             XCTAssertTrue(text.contains(section), "netpermd.conf.5 never mentions \(section)")
         }
         for word in ["allow", "deny", "ask", "wifi", "wwan", "ethernet", "loopback", "other",

@@ -279,4 +279,53 @@ final class RealSystemdTests: IntegrationTestCase {
         let again = try ctlAsService(sd, ["User=nobody"], ["query"])
         XCTAssertEqual((again.reply?["permissions"] as? [String: Any])?["wwan"] as? String, "allow", again.result.summary)
     }
+
+    // MARK: - Enforcement
+
+    /// [Enforcement] Mode=block under the shipped sandbox: without the documented drop-in the daemon has no
+    /// CAP_NET_ADMIN and says so in STATUS (and keeps serving); with it, the DynamicUser daemon loads its table,
+    /// follows a real service's cgroup as systemd makes it, and that service's traffic out of wwan0 (the default
+    /// route) is refused at once while root's passes.
+    func testEnforcementNeedsTheDropInAndThenFollowsAService() throws {
+        let policy = Self.policy.replacingOccurrences(of: "[Defaults]", with: "[Enforcement]\nMode=block\n\n[Defaults]")
+        let sd = try boot(policy: policy)
+        try sd.check(["systemctl", "start", "netpermd.service"])
+        try waitUntil("STATUS says enforcement failed", timeout: 10, interval: 0.05) {
+            let e = try self.daemonStatus(sd)["enforcement"] as? [String: Any]
+            return (e?["state"] as? String == "failed", "\(e ?? [:])")
+        }
+
+        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-enforcement.conf", encoding: .utf8)
+        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/enforcement.conf")
+        try sd.check(["systemctl", "daemon-reload"])
+        try sd.check(["systemctl", "restart", "netpermd.service"])
+        try waitUntil("STATUS says enforcing", timeout: 10, interval: 0.05) {
+            let e = try self.daemonStatus(sd)["enforcement"] as? [String: Any]
+            return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
+        }
+        XCTAssertEqual(try sd.run(["nft", "list", "table", "inet", "netpermd"]).status, 0)
+
+        // The unit's main process only keeps its cgroup alive while the test runs a client inside it.
+        try sd.check(["systemd-run", "--unit=npt-client.service", "sleep", "300"])
+        try waitUntil("client is enforced", timeout: 10, interval: 0.05) {
+            let q = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "query", "client"]).lines.last ?? "")
+            return (q["enforced"] as? Bool == true, "\(q["enforced_why"] ?? "")")
+        }
+        let script = """
+            import errno, socket
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                u.sendto(b"x", ("192.0.2.1", 9)); print("ok")
+            except OSError as e:
+                print(errno.errorcode.get(e.errno, e.errno))
+            """
+        let inUnit = try sd.check(["sh", "-c", #"echo $$ > /sys/fs/cgroup/system.slice/npt-client.service/cgroup.procs && exec python3 -c "$0""#, script])
+        XCTAssertEqual(inUnit.lines.last, "EPERM", "a process of npt-client.service, out of wwan0: \(inUnit.summary)")
+        let outside = try sd.check(["python3", "-c", script])
+        XCTAssertEqual(outside.lines.last, "ok", "root, in no [App]: \(outside.summary)")
+        try sd.check(["systemctl", "stop", "npt-client.service"])
+        // The daemon's own loads are its own, in a pid namespace too (the kernel names the init namespace's pid).
+        let repairs = try sd.journal(unit: "netpermd.service").filter { $0.message.contains("changed table") }
+        XCTAssertEqual(repairs.map(\.message), [], "no repair of its own changes")
+    }
 }

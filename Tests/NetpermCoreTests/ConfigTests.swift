@@ -134,7 +134,7 @@ final class ConfigTests: XCTestCase {
     func testUnknownSectionIsIgnoredWithAWarning() throws {
         let text = "# c\n[Interface wl*]\nKind=wifi\n[Match]\nDHCP=yes\nKind=wwan\n"
         // Its entries are not read: no warning for DHCP=, and Kind=wwan does not reach [Interface wl*].
-        assertWarnings(text, ["4: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB] or [Network SSID]); "
+        assertWarnings(text, ["4: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID] or [Enforcement]); "
             + "ignored"])
         XCTAssertEqual(try parse(text), try parse("[Interface wl*]\nKind=wifi\n"))
     }
@@ -365,7 +365,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x60)...=' appears before any [Section]"])
         // The section a message names is cut too.
         XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x60.dropLast(5)
-            + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB] or [Network SSID]); ignored"])
+            + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID] or [Enforcement]); ignored"])
         let app = "a" + megabyte
         XCTAssertEqual(problems("[App \(app)]\nWWAN=deny\n"),
                        ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it"])

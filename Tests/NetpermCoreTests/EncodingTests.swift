@@ -211,12 +211,12 @@ final class ReplyEncodingTests: XCTestCase {
         let v = verdicts[5]
         let tree = try JSONParser.parse(written { $0.field("ok", true); v.write(to: &$0) })
         XCTAssertEqual(tree.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
-                                   "denied_kinds", "pending_kinds", "permissions", "sources"])
+                                   "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
         XCTAssertEqual(tree["permissions"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered"])
         XCTAssertEqual(tree["sources"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered"])
         XCTAssertEqual(try JSONParser.parse(written { v.write(to: &$0, matchedBy: false) }).keys,
                        ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds", "pending_kinds",
-                        "permissions", "sources"])
+                        "permissions", "sources", "enforced", "enforced_why"])
     }
 
     /// A link whose name needs escaping, through the engine: LINKS, QUERY's via, and a link event read it back.

@@ -63,7 +63,8 @@ final class EngineDecisionTests: XCTestCase {
         let h = harness()
         let r = h.request(h.connect(Peers.admin), "DECIDE maps WWAN Allow")
         XCTAssertEqual(r.keys, ["ok", "decided", "app", "matched_by", "available", "reason", "via", "egress",
-                                "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources"])
+                                "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources",
+                                "enforced", "enforced_why"])
         XCTAssertEqual(r["decided"], .object([("app", "maps"), ("kind", "wwan"), ("decision", "allow"),
                                               ("once", false), ("overridden_by_policy", false)]))
         XCTAssertEqual(r["app"], "maps")

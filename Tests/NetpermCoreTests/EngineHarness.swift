@@ -46,6 +46,11 @@ final class EngineHarness {
 
     private(set) var log: [(Priority, String)] = []
     private(set) var notifications: [NotifyMessage] = []
+    /// Every nft script the engine handed over, and what the fake kernel answers (nil: loaded).
+    private(set) var rules: [String] = []
+    /// What was actually run each time: the whole ruleset, or only the link sets' update.
+    private(set) var scripts: [String] = []
+    var rulesError: String?
     /// Every effect in order, in words ("reply 3", "event 3 prompt", "persist", "notify reloading"...), for tests of
     /// what comes before what.
     private(set) var steps: [String] = []
@@ -144,6 +149,11 @@ final class EngineHarness {
         case let .log(p, m):
             steps.append("log \(p)")
             log.append((p, m))
+        case let .loadRules(script, report, inForce):
+            steps.append(script == Ruleset.removal ? "remove-rules" : script == inForce ? "load-rules" : "update-links")
+            rules.append(inForce)
+            scripts.append(script)
+            if report { queue.append(.rulesLoaded(error: rulesError)) }
         }
     }
 

@@ -28,7 +28,8 @@ final class EngineQueryTests: XCTestCase {
         for line in ["QUERY", "query curl"] {
             let r = h.request(c, line)
             XCTAssertEqual(r.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
-                                    "denied_kinds", "pending_kinds", "permissions", "sources", "identity"], line)
+                                    "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why",
+                                    "identity"], line)
             XCTAssertEqual(r["ok"], true, line)
             XCTAssertEqual(r["app"], "curl", line)
             XCTAssertEqual(r["matched_by"], "executable", line)

@@ -49,7 +49,7 @@ final class EngineSubscribeTests: XCTestCase {
         let apps = try XCTUnwrap(snapshot["apps"]?.arrayValue)
         XCTAssertEqual(apps.map { $0["app"] }, ["a"])
         XCTAssertEqual(apps.first?.keys, ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds",
-                                         "pending_kinds", "permissions", "sources"])
+                                         "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
         XCTAssertEqual(apps.first?["via"]?["name"], "eth0")
         XCTAssertEqual(snapshot["policy"], .object([("generation", 1), ("apps", 5), ("error", .null)]))
     }
@@ -209,7 +209,8 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(byApp["b"]?["reason"], "denied")
         XCTAssertEqual(byApp["d"]?["reason"], "awaiting-decision")
         XCTAssertEqual(byApp["a"]?.keys, ["event", "seq", "app", "available", "reason", "via", "egress", "bind_to",
-                                          "denied_kinds", "pending_kinds", "permissions", "sources"])
+                                          "denied_kinds", "pending_kinds", "permissions", "sources", "enforced",
+                                          "enforced_why"])
     }
 
     /// Cellular gets a better metric, so the kernel sends traffic by it: the apps allowed on it switch to it; the

@@ -31,7 +31,7 @@ final class EngineWaitTests: XCTestCase {
         for line in ["WAIT", "WAIT 5", "WAIT curl", "WAIT curl 0.5", "wait 0"] {
             let r = h.request(c, line)
             XCTAssertEqual(r.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
-                                    "denied_kinds", "pending_kinds", "permissions", "sources"], line)
+                                    "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"], line)
             XCTAssertEqual(r["app"], "curl", line)
             XCTAssertEqual(r["matched_by"], "executable", line)
             XCTAssertEqual(r["available"], true, line)
@@ -144,7 +144,7 @@ final class EngineWaitTests: XCTestCase {
         let r = h.takeParsed(admin)
         XCTAssertEqual(r.count, 1)
         XCTAssertEqual(r.first?.keys, ["ok", "error", "message", "app", "matched_by", "available", "reason", "via",
-                                       "egress", "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources"])
+                                       "egress", "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
         XCTAssertEqual(r.first?["ok"], false)
         XCTAssertEqual(r.first?["error"], "timeout")
         XCTAssertEqual(r.first?["message"], "backup may not use the network yet: denied")

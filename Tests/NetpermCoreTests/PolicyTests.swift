@@ -334,7 +334,7 @@ final class PolicyTests: XCTestCase {
             "\(main):6: [App a]: Executable= must be an absolute path or glob, got 'bin/a'",
             "\(main):7: [App b]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it",
             "\(dropA):2: [App a]: unknown user 'mallory' in User=",
-            "\(dropA):3: warning: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB] or [Network SSID]); "
+            "\(dropA):3: warning: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID] or [Enforcement]); "
                 + "ignored",
             "\(dropA):6: [Defaults]: bad value 'forever' for PromptTimeoutSec= (expected seconds, 1 to 86400)",
         ])

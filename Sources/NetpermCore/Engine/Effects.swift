@@ -53,6 +53,10 @@ public enum Effect: Equatable, Sendable {
     case loadPolicy
     case notify(NotifyMessage)
     case log(Priority, String)
+    /// Run this nft script as one transaction (the enforcement rules, just their link sets, or `Ruleset.removal`);
+    /// with `report`, say how it went with `Input.rulesLoaded`. `inForce` is the whole ruleset the script leads
+    /// to: what the edge loads again when another process changes the table.
+    case loadRules(String, report: Bool, inForce: String)
 }
 
 /// The effects of one input, in order, and the bytes they refer to. Reused from input to input, so a request's

@@ -146,6 +146,7 @@ extension Engine {
             }
         }
         w.object("policy") { writePolicy(to: &$0) }
+        w.object("enforcement") { writeEnforcement(to: &$0) }
     }
 
     func writePolicy(to w: inout JSONWriter) {
@@ -285,7 +286,7 @@ extension Engine {
         if sub.topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
         if sub.topics.contains(.apps) {
             w.objects("apps", tracker.all.filter { sub.privileged || $0.app == sub.appID }) {
-                $1.write(to: &$0, matchedBy: false)
+                withEnforcement($1, .name).write(to: &$0, matchedBy: false)
             }
         }
         if sub.topics.contains(.prompts) && sub.privileged { w.objects("prompts", state.prompts.open) { $1.write(to: &$0) } }

@@ -25,6 +25,10 @@ public enum Input: Sendable {
     case stopping
     /// A subscriber that fell behind has read its queue empty; `dropped` events were not sent to it.
     case caughtUp(ConnectionID, dropped: Int)
+    /// The system units' cgroups that exist now (at start-up, and whenever one appears or goes).
+    case cgroups(UnitCgroups)
+    /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
+    case rulesLoaded(error: String?)
 }
 
 /// The daemon's whole state machine: sessions, subscriptions, waiters, prompts, decisions, verdicts and the reply
@@ -70,7 +74,7 @@ public final class Engine {
     /// Kernel messages were lost: every subscriber gets a `resync` once this input's events are out.
     private var resyncAll = false
 
-    enum TimerPurpose { case waitTimeout(ConnectionID), promptExpiry(promptID: Int) }
+    enum TimerPurpose { case waitTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry }
     var timers: [TimerID: TimerPurpose] = [:]
     private var nextTimer: TimerID = 1
     /// Policy loads run away from the event loop, one at a time: the files read while one is in flight may
@@ -90,6 +94,9 @@ public final class Engine {
     static let unaskedLogLimit = 256
     /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
     private var adminGIDCache: (generation: Int, gid: UInt32?)?
+
+    /// Enforcement in the kernel (Engine+Enforcement.swift).
+    var enforcement = EnforcementBook()
 
     /// The effects of the input being handled.
     private(set) var out = Effects()
@@ -149,10 +156,15 @@ public final class Engine {
         case .stopping:
             pendingEvents.append(.stopping)
             out.append(.notify(.stopping))
+            stopEnforcing()
         case let .caughtUp(id, dropped):
             guard let session = sessions[id], session.subscription != nil else { break }
             log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
             resync(session, .fellBehind, dropped: dropped)
+        case let .cgroups(c):
+            if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true }
+        case let .rulesLoaded(error):
+            rulesLoaded(error: error)
         }
         settle()
         if case .started = input {
@@ -165,6 +177,11 @@ public final class Engine {
 
     /// Turns what changed into events, answers waiters, asks agents, and keeps STATUS= current.
     func settle() {
+        if enforcement.settledEarly {
+            enforcement.settledEarly = false
+        } else {
+            settleEnforcement(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
+        }
         if permissionsChanged {
             pendingEvents += tracker.reset(state: state, extra: extraMatches())
         } else if networkChanged {
@@ -175,7 +192,10 @@ public final class Engine {
         networkChanged = false
         if changed || !pendingEvents.isEmpty { answerWaiters() }
         while !pendingEvents.isEmpty {
-            let events = pendingEvents
+            let events = pendingEvents.map { e -> Event in
+                if case let .app(v) = e { return .app(withEnforcement(v, .name)) }
+                return e
+            }
             pendingEvents = []
             push(events)
             // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts.
@@ -208,8 +228,8 @@ public final class Engine {
     /// The verdict an app has now: the tracker's when it is tracked (every app someone may hear about),
     /// otherwise computed.
     func verdict(for match: AppMatch) -> Verdict {
-        if let v = tracker.verdict(match.id) { return v.renamed(match.id, match.matchedBy) }
-        return state.verdict(for: match)
+        if let v = tracker.verdict(match.id) { return withEnforcement(v.renamed(match.id, match.matchedBy), match.matchedBy) }
+        return withEnforcement(state.verdict(for: match), match.matchedBy)
     }
 
     // MARK: - The setters
@@ -284,6 +304,9 @@ public final class Engine {
         setAgents(countAgents())
         setNetwork(classify(kernel))
         permissionsChanged = true
+        // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules.
+        settleEnforcement(permissionsChanged: true, networkChanged: true)
+        enforcement.settledEarly = true
         finishReload(error: nil)
     }
 
@@ -409,6 +432,8 @@ public final class Engine {
             guard let p = state.prompts.close(id: promptID) else { return }
             log(.info, "prompt \(p.id) for \(p.app) (\(p.kind.rawValue)) expired unanswered")
             pendingEvents.append(.promptExpired(p))
+        case .rulesRetry:
+            retryRules()
         }
     }
 
@@ -504,13 +529,14 @@ public final class Engine {
     struct StatusSummary: Equatable {
         var links: Int, primary: String?, primaryKind: LinkKind?, primaryUsable: Bool, apps: Int, generation: Int
         var policyError: String?
+        var enforcement: String?
     }
 
     var statusSummary: StatusSummary {
         let p = state.network.primary
         return StatusSummary(links: state.network.links.count, primary: p?.nameOver, primaryKind: p?.kind,
                              primaryUsable: p?.usable ?? false, apps: state.config.apps.count, generation: state.policyGeneration,
-                             policyError: state.policyError)
+                             policyError: state.policyError, enforcement: enforcementStatus)
     }
 
     /// The STATUS= line: `systemctl status` shows it, so a failed reload names its error there too.
@@ -521,6 +547,7 @@ public final class Engine {
             via = "via \(name) (\(kind.rawValue)\(s.primaryUsable ? "" : ", not usable"))"
         }
         var line = "\(s.links) links, \(via), \(s.apps) apps, policy gen \(s.generation)"
+        if let e = s.enforcement { line += ", " + e }
         if let e = s.policyError {
             let short = e.utf8.count > 300 ? String(decoding: e.utf8.prefix(300), as: UTF8.self) + "..." : e
             line += "; reload failed: " + short.map { $0 == "\n" ? " " : String($0) }.joined()

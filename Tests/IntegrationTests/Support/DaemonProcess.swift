@@ -15,11 +15,13 @@ final class DaemonProcess: @unchecked Sendable {
     /// Starts `ip netns exec NS [WRAPPER...] netpermd --socket ... --config ... --state-dir ... --log-level debug
     /// EXTRA...`. `ip netns exec` execs the daemon in place (and so must a wrapper such as `prlimit --nofile=64:64`),
     /// so `pid` is the daemon's own. `stateDir` keeps the daemon away from the host's /var/lib/netpermd.
+    /// With `nsenter`, `nsenter --net=/run/netns/NS` instead: it enters only the network namespace, where `ip netns
+    /// exec` also remounts /sys and so hides the cgroup hierarchy (enforcement needs it; FACTS.md).
     init(binary: String, namespace: String, socketPath: String, configPath: String, stateDir: String,
-         logPath: String, extraArgs: [String] = [], wrapper: [String] = []) throws {
+         logPath: String, extraArgs: [String] = [], wrapper: [String] = [], nsenter: Bool = false) throws {
         self.socketPath = socketPath
         self.logPath = logPath
-        argv = ["ip", "netns", "exec", namespace] + wrapper + [binary, "--socket", socketPath, "--config", configPath,
+        argv = (nsenter ? ["nsenter", "--net=/run/netns/\(namespace)"] : ["ip", "netns", "exec", namespace]) + wrapper + [binary, "--socket", socketPath, "--config", configPath,
                 "--state-dir", stateDir, "--log-level", "debug"] + extraArgs
         process = try Subprocess.spawn(argv, stdin: .devNull, stdout: .appendFile(logPath), stderr: .appendFile(logPath))
     }

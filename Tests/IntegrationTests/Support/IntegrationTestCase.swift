@@ -96,11 +96,12 @@ class IntegrationTestCase: XCTestCase {
     /// `waitForAnswer` is false, returns once it answers PING. If the test leaves it running, teardown stops it
     /// with SIGTERM and checks that it exits 0 and removes its socket (SIGKILL if it does not exit).
     func startDaemon(in ns: TestNamespace, socket: String, config: String, logName: String = "netpermd.log",
-                     extraArgs: [String] = [], wrapper: [String] = [], waitForAnswer: Bool = true) throws -> DaemonProcess {
+                     extraArgs: [String] = [], wrapper: [String] = [], waitForAnswer: Bool = true,
+                     nsenter: Bool = false) throws -> DaemonProcess {
         let dir = (config as NSString).deletingLastPathComponent
         let d = try DaemonProcess(binary: netpermd, namespace: ns.name, socketPath: socket, configPath: config,
                                   stateDir: dir + "/state", logPath: dir + "/" + logName, extraArgs: extraArgs,
-                                  wrapper: wrapper)
+                                  wrapper: wrapper, nsenter: nsenter)
         daemons.append(d)
         addTeardownBlock { [weak self, d] in
             guard d.isRunning else { return }

@@ -1,0 +1,64 @@
+/// `[Enforcement] Mode=`: whether the kernel is made to follow the verdicts (docs/ENFORCEMENT.md).
+public enum EnforcementMode: String, Sendable, CaseIterable {
+    /// Advice only: nothing is loaded into the kernel (and a table left by an earlier run is removed).
+    case off
+    /// Traffic of an app out of a link of a kind it may not use (or not yet: `ask`) is rejected in the kernel.
+    case block
+}
+
+/// Whether an app's permissions are in force in the kernel, and if not, why not. Per app (the policy's
+/// `[App]`), not per process: a process of the app that the kernel cannot tell apart escapes (docs/ENFORCEMENT.md).
+public enum Enforcement: Equatable, Sendable {
+    case enforced
+    case notEnforced(Why)
+
+    public enum Why: String, Sendable {
+        /// `Mode=off`.
+        case modeOff = "mode-off"
+        /// Mode=block, but the rules are not loaded yet.
+        case starting
+        /// The last attempt to load the rules failed (STATUS says why).
+        case rulesFailed = "rules-failed"
+        /// No `[App]` covers it: processes only `[Defaults]` covers are never matched in the kernel.
+        case notInPolicy = "not-in-policy"
+        /// Only `Executable=`: the kernel has no match for an executable.
+        case executableOnly = "executable-only"
+        /// Only `UserUnit=` (and maybe `Executable=`): users' own units are not followed in the kernel yet.
+        case userUnitOnly = "user-unit-only"
+        /// `Unit=` (and no `User=`), but no cgroup of a matching unit exists now.
+        case cgroupAbsent = "cgroup-absent"
+        /// Its uids and unit cgroups all belong to apps defined before it (the first matching `[App]` wins).
+        case shadowed
+    }
+
+    public var isEnforced: Bool { self == .enforced }
+
+    public func write(to s: inout JSONWriter) {
+        switch self {
+        case .enforced:
+            s.field("enforced", true)
+        case let .notEnforced(why):
+            s.field("enforced", false)
+            s.field("enforced_why", why.rawValue)
+        }
+    }
+}
+
+/// Where the last ruleset stands in the kernel, for STATUS.
+public enum EnforcementState: Equatable, Sendable {
+    case off
+    /// Rules built and handed to the kernel; no answer yet.
+    case applying
+    case enforcing
+    /// The kernel refused the rules (or libnftables failed): the message, and how many attempts were made.
+    case failed(String, attempts: Int)
+
+    public var name: String {
+        switch self {
+        case .off: return "off"
+        case .applying: return "applying"
+        case .enforcing: return "enforcing"
+        case .failed: return "failed"
+        }
+    }
+}

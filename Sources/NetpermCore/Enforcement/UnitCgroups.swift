@@ -1,0 +1,93 @@
+/// One cgroup of a system unit (a service or scope of the system's manager) that exists now.
+public struct UnitCgroup: Equatable, Hashable, Sendable {
+    /// Relative to the root of the cgroup v2 hierarchy, as /proc/PID/cgroup names it: `system.slice/cron.service`.
+    public var path: String
+    /// Its depth below the root (`system.slice/cron.service` is 2): what `socket cgroupv2 level N` matches at.
+    public var level: Int
+    /// The unit's name, the path's last component: what `Unit=` globs are matched against.
+    public var unit: String
+    /// The cgroup's id (its directory's inode number). nft turns a path into this id when the rules are loaded,
+    /// so a cgroup removed and made again at the same path (a service restarted) needs the rules loaded again
+    /// even though their text is the same.
+    public var id: UInt64
+
+    public init(path: String, level: Int, unit: String, id: UInt64 = 0) {
+        self.path = path; self.level = level; self.unit = unit; self.id = id
+    }
+}
+
+/// The unit cgroups that exist, as the edge found them under the cgroup v2 hierarchy (docs/ENFORCEMENT.md).
+public struct UnitCgroups: Equatable, Sendable {
+    /// How nft names the hierarchy's root: nft resolves a cgroup path relative to /sys/fs/cgroup, so this is ""
+    /// where the unified hierarchy is mounted there, "unified" on a hybrid system. nil: no cgroup v2 hierarchy
+    /// was found, and no unit can be matched.
+    public var nftRoot: String?
+    /// Sorted by path.
+    public var units: [UnitCgroup]
+
+    public init(nftRoot: String? = nil, units: [UnitCgroup] = []) {
+        self.nftRoot = nftRoot
+        self.units = units.sorted { $0.path < $1.path }
+    }
+
+    /// The levels `socket cgroupv2 level N` rules exist for: units directly in a top-level slice
+    /// (`system.slice/x.service`) and in a slice below it (`system.slice/system-getty.slice/getty@tty1.service`).
+    public static let levels = [2, 3]
+
+    /// The path nft is given for a cgroup.
+    public func nftPath(_ c: UnitCgroup) -> String? {
+        guard let nftRoot else { return nil }
+        return nftRoot.isEmpty ? c.path : nftRoot + "/" + c.path
+    }
+
+    /// Whether a directory name below a slice is a unit whose cgroup is matched: a service or scope of the system
+    /// manager. `user@UID.service` is not one: what runs below it are a user's own units, which any user may name
+    /// as they like (the daemon's `Unit=` does not match them either).
+    public static func isMatchedUnit(_ name: String) -> Bool {
+        (name.hasSuffix(".service") || name.hasSuffix(".scope")) && !name.hasPrefix("user@")
+    }
+
+    /// Slices walked for units: every top-level `*.slice`, and the slices in them (`system-getty.slice`).
+    public static func isSlice(_ name: String) -> Bool { name.hasSuffix(".slice") }
+
+    /// The mount point of the cgroup v2 hierarchy from /proc/self/mountinfo: the first `cgroup2` mount of the
+    /// hierarchy's root (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a hybrid system).
+    public static func unifiedMountPoint(mountinfo: String) -> String? {
+        for line in mountinfo.split(separator: "\n") {
+            // "36 35 0:30 / /sys/fs/cgroup/unified rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate"
+            let halves = line.split(separator: " - ", maxSplits: 1)
+            guard halves.count == 2, halves[1].split(separator: " ").first == "cgroup2" else { continue }
+            let f = halves[0].split(separator: " ")
+            guard f.count >= 5, f[3] == "/" else { continue }
+            return unescapeMountinfo(String(f[4]))
+        }
+        return nil
+    }
+
+    /// nft resolves cgroup paths as "/sys/fs/cgroup/" + path: a hierarchy mounted elsewhere is reached from there.
+    public static func nftRoot(forMountPoint mp: String) -> String {
+        let base = "/sys/fs/cgroup"
+        if mp == base { return "" }
+        if mp.hasPrefix(base + "/") { return String(mp.dropFirst(base.count + 1)) }
+        return "../../.." + mp
+    }
+
+    /// mountinfo writes space, tab, newline and backslash as octal escapes (`\040`).
+    static func unescapeMountinfo(_ s: String) -> String {
+        guard s.contains("\\") else { return s }
+        var out: [UInt8] = []
+        let b = Array(s.utf8)
+        var i = 0
+        while i < b.count {
+            if b[i] == 0x5C, i + 3 < b.count,
+               let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
+                out.append(v)
+                i += 4
+            } else {
+                out.append(b[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,177 @@
+/// What the engine keeps of enforcement: the unit cgroups that exist, the ruleset last built, the text last
+/// handed to the kernel and how that went.
+struct EnforcementBook {
+    var cgroups = UnitCgroups()
+    /// Something the rules depend on changed outside the permission and network flags (cgroups, start-up).
+    var dirty = true
+    /// The links' names and kinds the last build saw: a carrier or address change does not rebuild.
+    var links: [LinkKey] = []
+    /// The last build (Mode=block); nil in Mode=off.
+    var ruleset: Ruleset?
+    /// The script last handed to the kernel (`Ruleset.removal` once the table is to be gone); nil before any.
+    var loaded: String?
+    /// The ids of the cgroups the loaded script names, as nft resolved them.
+    var loadedUnitIDs: [UInt64] = []
+    var state = EnforcementState.off
+    var attempts = 0
+    var retry: TimerID?
+    /// A policy load settled enforcement before its reply; the input's settle() need not build again.
+    var settledEarly = false
+
+    struct LinkKey: Equatable { var name: String; var kind: LinkKind }
+
+    /// Failed loads are tried again after 1, 2, 4 and 8 s, then left until the next change.
+    static let maxAttempts = 5
+}
+
+extension Engine {
+    /// Builds the rules when what they depend on changed, and hands them to the kernel when they differ from
+    /// the last ones handed over: links appearing, going or changing kind, the policy, decisions (lasting and
+    /// once), agents (an undecided `ask` is rejected either way, so no new text), unit cgroups.
+    /// Called by every input's settle(): a request that changed nothing costs one test.
+    func settleEnforcement(permissionsChanged: Bool, networkChanged: Bool) {
+        guard state.ready, enforcement.dirty || permissionsChanged || networkChanged else { return }
+        let links = state.network.links.map { EnforcementBook.LinkKey(name: $0.name, kind: $0.kind) }
+        guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }
+        enforcement.dirty = false
+        enforcement.links = links
+        switch state.config.enforcement {
+        case .off:
+            enforcement.ruleset = nil
+            guard enforcement.loaded != Ruleset.removal else { return }
+            // At start-up a table a killed daemon left is removed; quietly, as a daemon that never enforces may
+            // lack the privilege even to look.
+            let first = enforcement.loaded == nil
+            if !first { log(.notice, "enforcement: Mode=off, removing the rules") }
+            load(Ruleset.removal, report: !first)
+            enforcement.state = .off
+        case .block:
+            let r = Ruleset.build(apps: state.config.apps, permissions: { app in
+                state.effectivePermissions(for: AppMatch(id: app.id, matchedBy: .name, app: app)).permissions
+            }, links: state.network.links, cgroups: enforcement.cgroups)
+            if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
+                log(.warning, "enforcement: not enforced on names nft cannot be given: "
+                    + r.skipped.prefix(10).joined(separator: ", ") + (r.skipped.count > 10 ? ", ..." : ""))
+            }
+            let previous = enforcement.ruleset
+            enforcement.ruleset = r
+            // The same text names new cgroups when one was made again at the same path (new id).
+            guard r.text != enforcement.loaded || r.unitIDs != enforcement.loadedUnitIDs else { return }
+            enforcement.loadedUnitIDs = r.unitIDs
+            // Only links changed, and the last rules are in force: change just their sets.
+            var update: String?
+            if enforcement.state == .enforcing, let previous, previous.text == enforcement.loaded {
+                update = r.linkUpdate(from: previous)
+            }
+            log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links"
+                + (update != nil ? " (link sets only)" : ""))
+            load(r.text, script: update, report: true)
+            if enforcement.state != .enforcing { enforcement.state = .applying }
+        }
+    }
+
+    /// `text` is the whole ruleset (what a retry or a repair loads); `script`, when given, the smaller script that
+    /// gets there from the rules in force.
+    private func load(_ text: String, script: String? = nil, report: Bool) {
+        if let t = enforcement.retry { cancelTimer(t); enforcement.retry = nil }
+        enforcement.attempts = 0
+        enforcement.loaded = text
+        out.append(.loadRules(script ?? text, report: report, inForce: text))
+    }
+
+    /// The kernel's answer to the last `loadRules` that asked for one.
+    func rulesLoaded(error: String?) {
+        let removal = enforcement.loaded == Ruleset.removal
+        guard let error else {
+            let was = enforcement.state
+            enforcement.attempts = 0
+            enforcement.state = removal ? .off : .enforcing
+            if !removal, was != .enforcing, let r = enforcement.ruleset {
+                log(.notice, "enforcement: rules in force (\(state.config.apps.count - r.notEnforced.count) apps "
+                    + "enforced, \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links)")
+            }
+            return
+        }
+        enforcement.attempts += 1
+        let n = enforcement.attempts
+        enforcement.state = removal ? .off : .failed(error, attempts: n)
+        guard n < EnforcementBook.maxAttempts else {
+            log(.err, "enforcement: loading the rules failed \(n) times, giving up until the next change: \(error)")
+            return
+        }
+        log(.err, "enforcement: loading the rules failed (attempt \(n)), retrying in \(1 << (n - 1)) s: \(error)")
+        enforcement.retry = armTimer(.rulesRetry, microseconds: 1_000_000 << UInt64(n - 1))
+    }
+
+    func retryRules() {
+        enforcement.retry = nil
+        guard let text = enforcement.loaded else { return }
+        out.append(.loadRules(text, report: true, inForce: text))
+    }
+
+    /// Whether an app's permissions are in force in the kernel.
+    func enforcementFact(for match: AppMatch) -> Enforcement {
+        switch state.config.enforcement {
+        case .off: return .notEnforced(.modeOff)
+        case .block: break
+        }
+        guard match.matchedBy != .defaults, state.config.app(named: match.id) != nil else {
+            return .notEnforced(.notInPolicy)
+        }
+        switch enforcement.state {
+        case .off, .applying: return .notEnforced(.starting)
+        case .failed: return .notEnforced(.rulesFailed)
+        case .enforcing: break
+        }
+        if let why = enforcement.ruleset?.notEnforced[match.id] { return .notEnforced(why) }
+        return .enforced
+    }
+
+    /// The verdict with its app's enforcement.
+    func withEnforcement(_ v: Verdict, _ matchedBy: MatchedBy) -> Verdict {
+        var v = v
+        v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: matchedBy, app: nil))
+        return v
+    }
+
+    /// STATUS's `enforcement` member.
+    func writeEnforcement(to w: inout JSONWriter) {
+        w.field("mode", state.config.enforcement.rawValue)
+        w.field("state", enforcement.state.name)
+        if let r = enforcement.ruleset, state.config.enforcement == .block {
+            w.field("apps", state.config.apps.count - r.notEnforced.count)
+            w.field("uids", r.uids)
+            w.field("unit_cgroups", r.cgroups)
+            w.field("links", r.links)
+        }
+        if case let .failed(error, attempts) = enforcement.state {
+            w.field("error", error)
+            w.field("attempts", attempts)
+        }
+    }
+
+    /// What STATUS= says of enforcement: nothing in Mode=off.
+    var enforcementStatus: String? {
+        switch state.config.enforcement {
+        case .off: return nil
+        case .block: break
+        }
+        switch enforcement.state {
+        case .off, .applying: return "enforcement starting"
+        case .enforcing: return "enforcing"
+        case let .failed(e, _):
+            return "enforcement failed: " + (e.utf8.count > 200 ? String(decoding: e.utf8.prefix(200), as: UTF8.self) + "..." : e)
+        }
+    }
+}
+
+extension Engine {
+    /// A clean stop removes the table: a stopped daemon follows no link or decision, so rules it left would go
+    /// stale (docs/ENFORCEMENT.md, "Stop and crash").
+    func stopEnforcing() {
+        guard let loaded = enforcement.loaded, loaded != Ruleset.removal else { return }
+        log(.notice, "enforcement: stopping, removing the rules")
+        load(Ruleset.removal, report: false)
+        enforcement.state = .off
+    }
+}

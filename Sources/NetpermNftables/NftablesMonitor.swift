@@ -1,0 +1,132 @@
+import CNftables
+import Glibc
+import NetpermIO
+
+/// Tells when another process changes one table: the kernel's nftables notifications (NFNLGRP_NFTABLES), so
+/// `nft flush ruleset` is seen as it happens, and an idle daemon never wakes up to look.
+///
+/// A transaction's notifications end with NFT_MSG_NEWGEN: any change to the table (a deletion, an added rule or
+/// element) in a transaction of another socket than `ownPortIDs` calls `changed`, once per transaction. Every
+/// notification's header carries the netlink port id of the socket that sent the transaction; the process id in
+/// NEWGEN cannot tell: it is the init namespace's, never what getpid() says in a container. Messages lost to a
+/// full receive buffer call it too: what they said is unknown.
+public final class NftablesMonitor {
+    private let fd: Int32
+    private var source: IOSource?
+    private let family: UInt8
+    private let table: [UInt8]
+    /// The daemon's own netfilter sockets (libnftables'): their transactions are the daemon's.
+    public var ownPortIDs: Set<UInt32> = []
+    /// A change to the table was seen in the transaction whose messages are being read.
+    private var touched = false
+    public var changed: (_ byPID: UInt32?, _ byName: String?) -> Void = { _, _ in }
+
+    public init(loop: EventLoop, family: UInt8 = UInt8(NFPROTO_INET), table: String) throws(Errno) {
+        self.family = family
+        self.table = Array(table.utf8)
+        fd = try sys { socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+                                | Int32(SOCK_NONBLOCK.rawValue), NETLINK_NETFILTER) }
+        var addr = sockaddr_nl()
+        addr.nl_family = sa_family_t(AF_NETLINK)
+        addr.nl_groups = 1 << (UInt32(NFNLGRP_NFTABLES.rawValue) - 1)
+        do {
+            _ = try sys { withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_nl>.size))
+                }
+            } }
+            source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.readAll() }
+        } catch {
+            FD.close(fd)
+            throw error
+        }
+    }
+
+    deinit {
+        source?.cancel()
+        FD.close(fd)
+    }
+
+    /// The port ids of this process's netlink sockets of `protocol` (from /proc/self/net/netlink, whose inodes
+    /// are matched against /proc/self/fd): how to recognise libnftables' socket, which it does not expose.
+    public static func ownPortIDs(protocol proto: Int32 = NETLINK_NETFILTER) -> Set<UInt32> {
+        var inodes: Set<Substring> = []
+        var links: [String] = []
+        for fd in (try? Files.list("/proc/self/fd")) ?? [] {
+            if let target = try? Files.readLink("/proc/self/fd/" + fd) { links.append(target) }
+        }
+        for t in links where t.hasPrefix("socket:[") { inodes.insert(t.dropFirst(8).dropLast()) }
+        var ports: Set<UInt32> = []
+        for line in (FD.readText("/proc/self/net/netlink") ?? "").split(separator: "\n").dropFirst() {
+            // sk Eth Pid Groups Rmem Wmem Dump Locks Drops Inode
+            let f = line.split(separator: " ")
+            guard f.count >= 10, Int32(f[1]) == proto, inodes.contains(f[9]), let port = UInt32(f[2]) else { continue }
+            ports.insert(port)
+        }
+        return ports
+    }
+
+    private func readAll() {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let result = buffer.withUnsafeMutableBytes { b in
+                Result { () throws(Errno) -> Int? in try sysNonBlocking { recv(fd, b.baseAddress, b.count, 0) } }
+            }
+            let n: Int?
+            switch result {
+            case let .success(r): n = r
+            case let .failure(e) where e.code == ENOBUFS:
+                touched = false
+                changed(nil, nil)
+                continue
+            case .failure: return
+            }
+            guard let n, n > 0 else { return }
+            buffer.withUnsafeBytes { parse(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+    }
+
+    private func parse(_ b: UnsafeRawBufferPointer) {
+        var off = 0
+        let subsys = UInt16(NFNL_SUBSYS_NFTABLES) << 8
+        while off + 16 <= b.count {
+            let len = Int(b.loadUnaligned(fromByteOffset: off, as: UInt32.self))
+            let type = b.loadUnaligned(fromByteOffset: off + 4, as: UInt16.self)
+            let port = b.loadUnaligned(fromByteOffset: off + 12, as: UInt32.self)
+            guard len >= 16, off + len <= b.count else { return }
+            let msg = UnsafeRawBufferPointer(rebasing: b[(off + 16)..<(off + len)])
+            off += (len + 3) & ~3
+            guard type & 0xFF00 == subsys, msg.count >= 4 else { continue }
+            let kind = UInt32(type & 0xFF)
+            if kind == NFT_MSG_NEWGEN.rawValue {
+                guard touched else { continue }
+                touched = false
+                let pid = attribute(msg, UInt16(NFTA_GEN_PROC_PID.rawValue)).flatMap { a -> UInt32? in
+                    a.count >= 4 ? UInt32(bigEndian: a.loadUnaligned(as: UInt32.self)) : nil
+                }
+                guard !ownPortIDs.contains(port) else { continue }
+                let name = attribute(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map {
+                    String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                changed(pid, name)
+            } else if kind != NFT_MSG_TRACE.rawValue, msg[0] == family,
+                      let name = attribute(msg, 1), Array(name.prefix { $0 != 0 }) == table {
+                // Attribute 1 is the table's name in every message that belongs to a table.
+                touched = true
+            }
+        }
+    }
+
+    /// The payload of the first attribute of `type` after the 4-byte nfgenmsg.
+    private func attribute(_ msg: UnsafeRawBufferPointer, _ type: UInt16) -> UnsafeRawBufferPointer? {
+        var off = 4
+        while off + 4 <= msg.count {
+            let len = Int(msg.loadUnaligned(fromByteOffset: off, as: UInt16.self))
+            let t = msg.loadUnaligned(fromByteOffset: off + 2, as: UInt16.self) & 0x3FFF
+            guard len >= 4, off + len <= msg.count else { return nil }
+            if t == type { return UnsafeRawBufferPointer(rebasing: msg[(off + 4)..<(off + len)]) }
+            off += (len + 3) & ~3
+        }
+        return nil
+    }
+}

@@ -1,0 +1,42 @@
+import NetpermCore
+import NetpermHost
+import NetpermIO
+
+/// Follows the system units' cgroups (inotify on the hierarchy's root and the slices in it): a unit's rules need
+/// its cgroup to exist when they are loaded, and a cgroup re-created at the same path is a new one to the kernel.
+/// A burst (a boot starting many units) is one rescan after `debounceMicroseconds`.
+final class CgroupWatcher {
+    static let debounceMicroseconds: UInt64 = 10_000
+
+    private let loop: EventLoop
+    private let scanner = UnitCgroupScanner()
+    private var watches: [String: TimerSource] = [:]
+    private var timer: TimerSource?
+    private let changed: (UnitCgroups) -> Void
+
+    init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
+        self.loop = loop
+        self.changed = changed
+        if scanner.mountPoint == nil { Log.info("no cgroup v2 hierarchy: Unit= apps cannot be enforced") }
+        rescan()
+    }
+
+    private func rescan() {
+        timer = nil
+        let (cgroups, dirs) = scanner.scan()
+        let wanted = Set(dirs)
+        for (dir, w) in watches where !wanted.contains(dir) { w.cancel(); watches[dir] = nil }
+        for dir in dirs where watches[dir] == nil {
+            watches[dir] = try? loop.watch(directory: dir) { [unowned self] name in
+                if let name, !UnitCgroups.isSlice(name) && !UnitCgroups.isMatchedUnit(name) { return }
+                self.schedule()
+            }
+        }
+        changed(cgroups)
+    }
+
+    private func schedule() {
+        guard timer == nil else { return }
+        timer = try? loop.addTimer(afterMicroseconds: Self.debounceMicroseconds) { [unowned self] in self.rescan() }
+    }
+}

@@ -1,0 +1,84 @@
+import NetpermCore
+import NetpermIO
+import NetpermNftables
+
+/// Carries out `Effect.loadRules` through libnftables, and keeps the rules in force: another process changing
+/// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded
+/// again at once. The context and the socket are made only when first needed, so Mode=off costs nothing.
+final class Enforcer {
+    private let loop: EventLoop
+    private var nft: Nftables?
+    private var monitor: NftablesMonitor?
+    /// The rules last loaded successfully; nil while none are (Mode=off, or after removal).
+    private var inForce: String?
+    /// This process's netfilter sockets, libnftables' among them: changes they make are the daemon's own.
+    private var ownPortIDs: Set<UInt32> = []
+    /// When the last repairs were made (monotonic µs).
+    private var repairs: [UInt64] = []
+    /// Called when loading the rules again after a foreign change fails: the engine retries.
+    var repairFailed: (String) -> Void = { _ in }
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    /// Runs the script as one transaction; nil, or why it failed. `inForce`: the whole ruleset it leads to, loaded
+    /// again should another process change the table (the script itself may change only part of it).
+    func load(_ script: String, inForce whole: String? = nil) -> String? {
+        // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
+        // that Mode=off never loads libnftables.
+        if script == Ruleset.removal, nft == nil {
+            switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: Ruleset.table) }) {
+            case .success(false?): return nil
+            case .success(nil): return "not permitted to look at nftables"
+            case let .failure(e): return "cannot ask nftables: \(e)"
+            case .success(true?): break
+            }
+        }
+        do {
+            if nft == nil { nft = try Nftables() }
+            try nft!.run(script)
+            // Looked up once libnftables' socket surely exists (after its first transaction).
+            if ownPortIDs.isEmpty {
+                ownPortIDs = NftablesMonitor.ownPortIDs()
+                monitor?.ownPortIDs = ownPortIDs
+            }
+        } catch {
+            return "\(error)"
+        }
+        if script == Ruleset.removal {
+            inForce = nil
+            monitor = nil
+            return nil
+        }
+        inForce = whole ?? script
+        if monitor == nil {
+            do {
+                monitor = try NftablesMonitor(loop: loop, table: Ruleset.table)
+                monitor?.ownPortIDs = ownPortIDs
+                monitor?.changed = { [unowned self] pid, name in self.foreignChange(pid: pid, name: name) }
+            } catch {
+                Log.warning("enforcement: cannot watch nftables for changes by others (\(error)); "
+                    + "a flushed ruleset stays flushed until the next change")
+            }
+        }
+        return nil
+    }
+
+    private func foreignChange(pid: UInt32?, name: String?) {
+        guard let rules = inForce else { return }
+        // Never a loop with another tool that keeps changing the table (or with ourselves, were our own socket
+        // ever mistaken for another's): at most 5 repairs a second, then the engine's bounded retries.
+        let now = Clock.monotonicMicroseconds()
+        repairs = repairs.filter { now - $0 < 1_000_000 } + [now]
+        guard repairs.count <= 5 else {
+            Log.err("enforcement: table \(Ruleset.family) \(Ruleset.table) keeps being changed by others; not loading it again")
+            repairFailed("the table keeps being changed by another process")
+            return
+        }
+        let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") } ?? "another process (events were lost)"
+        Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
+        if let error = load(rules) {
+            Log.err("enforcement: loading the rules again failed: \(error)")
+            repairFailed(error)
+        }
+    }
+}

@@ -1,0 +1,277 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// [Enforcement] Mode=block against the real kernel: the real daemon in a namespace of its own loads its nft table
+/// there, and clients (by uid with setpriv, by cgroup) see connect() and sendto() fail at once on a link of a
+/// kind their app may not use, for IPv4 and IPv6; links re-created or new, cgroups re-created, a foreign flush,
+/// Mode=off, a clean stop, a kill and a restart. Nothing here touches the host's ruleset.
+final class EnforcementTests: IntegrationTestCase {
+    static let policy = """
+        [Enforcement]
+        Mode=block
+
+        [Interface wwan*]
+        Kind=wwan
+
+        [Interface eth*]
+        Kind=ethernet
+
+        [Interface eth1]
+        Metered=yes
+
+        [App denied]
+        User=4001
+        WWAN=deny
+
+        [App allowed]
+        User=4002
+        WWAN=allow
+
+        [App pending]
+        User=4003
+        WWAN=ask
+
+        [App frugal]
+        User=4005
+        Metered=deny
+
+        """
+
+    private var bed: EnforcementBed!
+    private var dir = ""
+    private var socket: String { dir + "/netpermd.sock" }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        for tool in ["nft", "nsenter", "setpriv"] where !Subprocess.resolve(tool).hasPrefix("/") {
+            throw HarnessError("\(tool) is not installed (make deps installs nftables and util-linux)")
+        }
+        guard access(EnforcementBed.python, X_OK) == 0 else { throw HarnessError("\(EnforcementBed.python) is missing") }
+        bed = try EnforcementBed(self)
+        dir = try makeTempDir()
+        showOnFailure("nft list ruleset") { (try? self.bed.nft("list", "ruleset").stdout) ?? "(nft failed)" }
+    }
+
+    /// Starts the daemon in the bed's namespace and waits until its rules are in force.
+    @discardableResult
+    private func start(_ config: String = EnforcementTests.policy) throws -> DaemonProcess {
+        let path = try writeConfig(config, in: dir)
+        let d = try startDaemon(in: bed.ns, socket: socket, config: path, nsenter: true)
+        if config.contains("Mode=block") { try waitForEnforcing() }
+        return d
+    }
+
+    private func waitForEnforcing() throws {
+        try waitUntil("the rules are in force") {
+            let e = try self.request(self.socket, "STATUS")["enforcement"] as? [String: Any]
+            return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
+        }
+    }
+
+    /// The peer answers (the listener is up): root is in no [App], so its traffic always passes.
+    private func waitForPeer(_ link: String) throws {
+        try waitUntil("the peer of \(link) accepts connections") {
+            let p = try self.bed.probe(link: link)
+            return (p.passed, "\(p)")
+        }
+    }
+
+    private func assertBlocked(_ p: EnforcementBed.Probe, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertTrue(p.blocked, "\(what): \(p)", file: file, line: line)
+        XCTAssertLessThan(p.ms, 1000, "\(what): rejected at once, not after a time-out", file: file, line: line)
+    }
+
+    private func query(_ app: String) throws -> [String: Any] { try request(socket, "QUERY \(app)") }
+
+    func testBlocksPerAppAndKindForBothFamilies() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        try bed.addLink("eth0", subnet: 72)
+        try bed.addLink("eth1", subnet: 74)
+        try start()
+        try waitForPeer("eth0")
+        try waitForPeer("eth1")
+        try waitForPeer("wwan0")
+        for family in ["4", "6"] {
+            assertBlocked(try bed.probe(uid: 4001, link: "wwan0", family: family), "denied on wwan, IPv\(family)")
+            assertBlocked(try bed.probe(uid: 4003, link: "wwan0", family: family), "pending (ask) on wwan, IPv\(family)")
+            XCTAssertTrue(try bed.probe(uid: 4002, link: "wwan0", family: family).passed, "allowed on wwan, IPv\(family)")
+            XCTAssertTrue(try bed.probe(uid: 4001, link: "eth0", family: family).passed, "denied app on ethernet, IPv\(family)")
+            XCTAssertTrue(try bed.probe(uid: 4004, link: "wwan0", family: family).passed, "a uid no [App] names, IPv\(family)")
+            assertBlocked(try bed.probe(uid: 4005, link: "eth1", family: family), "Metered=deny on a metered ethernet, IPv\(family)")
+            XCTAssertTrue(try bed.probe(uid: 4005, link: "eth0", family: family).passed, "Metered=deny on an unmetered one, IPv\(family)")
+            XCTAssertTrue(try bed.probe(uid: 4002, link: "eth1", family: family).passed, "Metered= allowed, IPv\(family)")
+        }
+        XCTAssertEqual(try query("denied")["enforced"] as? Bool, true)
+        XCTAssertNil(try query("denied")["enforced_why"])
+        let status = try XCTUnwrap(try request(socket, "STATUS")["enforcement"] as? [String: Any])
+        XCTAssertEqual(status["mode"] as? String, "block")
+        XCTAssertEqual(status["apps"] as? Int, 4)
+        XCTAssertEqual(status["links"] as? Int, 3)
+        XCTAssertTrue(try bed.nft("list", "ruleset").stdout.contains("reject with icmpx admin-prohibited"))
+    }
+
+    /// Rules name links by name: a link deleted and re-created is still blocked, and a new link of a denied kind
+    /// is blocked as soon as the daemon has seen it.
+    func testLinksRecreatedAndNewLinksAreBlocked() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        try start()
+        try waitForPeer("wwan0")
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "before")
+        try bed.deleteLink("wwan0")
+        try waitForLinks(socket, "wwan0 gone") { !$0.contains { $0.name == "wwan0" } }
+        try bed.addLink("wwan0", subnet: 71)
+        try waitForLinks(socket, "wwan0 back") { $0.contains { $0.name == "wwan0" } }
+        try waitForPeer("wwan0")
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "re-created wwan0")
+        try bed.addLink("wwan1", subnet: 73)
+        try waitForLinks(socket, "wwan1 seen") { $0.contains { $0.name == "wwan1" && $0.kind == "wwan" } }
+        try waitForPeer("wwan1")
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan1"), "new wwan1")
+        XCTAssertTrue(try bed.probe(uid: 4002, link: "wwan1").passed, "allowed on new wwan1")
+        let set = try bed.nft("list", "set", "inet", "netpermd", "links_wwan").stdout
+        XCTAssertTrue(set.contains(#""wwan0""#) && set.contains(#""wwan1""#), set)
+        // Links change only their sets; a repair after a flush loads the whole table, links included.
+        XCTAssertTrue(try String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8).contains("(link sets only)"))
+        XCTAssertEqual(try bed.nft("flush", "ruleset").status, 0)
+        try waitUntil("the table is back with both links", timeout: 1, interval: 0.005) {
+            let t = try self.bed.table() ?? ""
+            return (t.contains(#""wwan0""#) && t.contains(#""wwan1""#), t)
+        }
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan1"), "wwan1 after the repair")
+    }
+
+    /// Another tool's `nft flush ruleset` is seen on the nftables event socket and repaired within a second.
+    func testForeignFlushIsRepairedWithinASecond() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        let d = try start()
+        try waitForPeer("wwan0")
+        XCTAssertEqual(try bed.nft("flush", "ruleset").status, 0)
+        let flushed = monotonicNow()
+        try waitUntil("the table is back", timeout: 1, interval: 0.005) {
+            (try self.bed.table() != nil, "no table")
+        }
+        let took = monotonicNow() - flushed
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "after the repair")
+        XCTAssertTrue(d.log.contains("changed table inet netpermd; loading the rules again"), "logged")
+        print("enforcement: repaired \(Int(took * 1000)) ms after `nft flush ruleset`")
+        // A rule deleted from the table is repaired too.
+        let handle = try XCTUnwrap(try bed.nft("-a", "list", "chain", "inet", "netpermd", "output").stdout
+            .split(separator: "\n").first { $0.contains("goto kind_wwan") }?.split(separator: " ").last)
+        XCTAssertEqual(try bed.nft("delete", "rule", "inet", "netpermd", "output", "handle", String(handle)).status, 0)
+        try waitUntil("the rule is back", timeout: 1, interval: 0.005) {
+            let t = try self.bed.table() ?? ""
+            return (t.contains("goto kind_wwan"), t)
+        }
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "after a deleted rule")
+    }
+
+    /// Mode=off on reload removes the table; Mode=block on the next reload brings it back.
+    func testModeOffOnReloadRemovesTheTable() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        try start()
+        try waitForPeer("wwan0")
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "block")
+        _ = try writeConfig(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        XCTAssertNil(try bed.table(), "gone before RELOAD is answered")
+        XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "off")
+        XCTAssertEqual(try query("denied")["enforced_why"] as? String, "mode-off")
+        _ = try writeConfig(Self.policy, in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        XCTAssertNotNil(try bed.table(), "in force before RELOAD is answered")
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "block again")
+    }
+
+    /// A clean stop removes the table; SIGKILL leaves the last rules in force (fail closed); a restart replaces
+    /// them in one transaction; a restart with Mode=off removes what a killed daemon left.
+    func testStopKillAndRestart() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        var d = try start()
+        try waitForPeer("wwan0")
+        stopDaemon(d)
+        XCTAssertNil(try bed.table(), "a clean stop removes the table")
+        XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "stopped: nothing enforced")
+
+        d = try start()
+        d.forceStop()
+        XCTAssertNotNil(try bed.table(), "SIGKILL leaves the rules")
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "after SIGKILL")
+
+        d = try start()
+        XCTAssertEqual(try bed.nft("list", "tables").stdout.split(separator: "\n"), ["table inet netpermd"])
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "restarted")
+        XCTAssertTrue(try bed.probe(uid: 4002, link: "wwan0").passed, "restarted, allowed")
+        d.forceStop()
+
+        d = try start(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
+        try waitUntil("Mode=off removes what the killed daemon left") { (try self.bed.table() == nil, "still there") }
+        XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "off")
+        XCTAssertTrue(try String(contentsOfFile: "/proc/\(d.pid)/maps", encoding: .utf8).contains("libnftables"),
+                      "it loaded libnftables to remove the table")
+    }
+
+    /// Mode=off with no table left behind asks the kernel once and never loads libnftables.
+    func testModeOffNeverLoadsLibnftables() throws {
+        let d = try start(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
+        XCTAssertEqual(try request(socket, "STATUS")["enforcement"] as? [String: String], ["mode": "off", "state": "off"])
+        XCTAssertFalse(try String(contentsOfFile: "/proc/\(d.pid)/maps", encoding: .utf8).contains("libnftables"))
+        XCTAssertNil(try bed.table())
+    }
+
+    /// Unit= apps by their cgroups: matched while the cgroup exists, re-matched when it is re-created (a new
+    /// cgroup id at the same path), and a unit's verdict comes before its processes' uid.
+    func testUnitCgroupsAreFollowed() throws {
+        let root = try EnforcementBed.cgroupRoot()
+        let slice = root + "/system.slice"
+        guard FileManager.default.fileExists(atPath: slice) else { throw XCTSkip("no \(slice)") }
+        let svc = "npt-enf-\(getpid()).service", ok = "npt-enf-ok-\(getpid()).service"
+        let svcDir = slice + "/" + svc, okDir = slice + "/" + ok
+        addTeardownBlock { for d in [svcDir, okDir] { rmdir(d) } }
+        XCTAssertEqual(mkdir(okDir, 0o755), 0)
+        try bed.addLink("wwan0", subnet: 71)
+        try start(Self.policy + "[App svc]\nUnit=\(svc)\nWWAN=deny\n\n[App svcok]\nUnit=\(ok)\nWWAN=allow\n")
+        try waitForPeer("wwan0")
+        XCTAssertEqual(try query("svc")["enforced_why"] as? String, "cgroup-absent")
+
+        for round in 1...2 {
+            XCTAssertEqual(mkdir(svcDir, 0o755), 0, "round \(round)")
+            try waitUntil("svc is enforced (round \(round))") {
+                let q = try self.query("svc")
+                return (q["enforced"] as? Bool == true, "\(q["enforced_why"] ?? "")")
+            }
+            assertBlocked(try bed.probe(cgroup: svcDir, link: "wwan0"), "in \(svc), round \(round)")
+            XCTAssertTrue(try bed.probe(link: "wwan0").passed, "outside it, round \(round)")
+            // The clients have exited and been reaped: the cgroup is empty and can go (bounded: the kernel may
+            // take a moment to see it unpopulated).
+            try waitUntil("\(svcDir) removed (round \(round))") {
+                (rmdir(svcDir) == 0, String(cString: strerror(errno)))
+            }
+            try waitUntil("svc's cgroup is gone (round \(round))") {
+                let why = try self.query("svc")["enforced_why"] as? String
+                return (why == "cgroup-absent", why ?? "nil")
+            }
+        }
+        // Made again at once, as a service restart does: the same path and rules text, but a new cgroup id.
+        XCTAssertEqual(mkdir(svcDir, 0o755), 0)
+        try waitUntil("svc is enforced") { (try self.query("svc")["enforced"] as? Bool == true, "") }
+        assertBlocked(try bed.probe(cgroup: svcDir, link: "wwan0"), "in \(svc) before it is made again")
+        func loads() throws -> Int {
+            try String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8)
+                .components(separatedBy: "enforcement: loading rules for").count - 1
+        }
+        let before = try loads()
+        try waitUntil("\(svcDir) removed") { (rmdir(svcDir) == 0, String(cString: strerror(errno))) }
+        XCTAssertEqual(mkdir(svcDir, 0o755), 0, "made again within the rescan's 10 ms")
+        try waitUntil("the rules are loaded for the new cgroup", timeout: 2) {
+            let n = try loads()
+            return (n > before, "\(n) loads")
+        }
+        assertBlocked(try bed.probe(cgroup: svcDir, link: "wwan0"), "in \(svc) made again")
+        XCTAssertTrue(try bed.probe(uid: 4001, cgroup: okDir, link: "wwan0").passed,
+                      "a denied uid in an allowed unit: the unit's verdict comes first")
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "the same uid outside the unit")
+    }
+}

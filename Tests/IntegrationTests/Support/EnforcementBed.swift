@@ -1,0 +1,127 @@
+import Foundation
+import NetpermCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two namespaces for enforcement tests: the daemon's and its clients' (`ns`), and a peer (`peer`) at the other
+/// end of each veth, listening on TCP port 7777 for IPv4 and IPv6. Links are named in `ns` as the policy's
+/// [Interface] sections classify them. Clients are entered with `nsenter --net` (never `ip netns exec`, which
+/// hides the cgroup hierarchy); nothing touches the host's ruleset.
+final class EnforcementBed {
+    let ns: TestNamespace
+    let peer: TestNamespace
+    private var listener: ChildProcess?
+    /// Each link's peer addresses (IPv4, IPv6), by the link's name in `ns`.
+    private(set) var peers: [String: (v4: String, v6: String)] = [:]
+    static let port = "7777"
+    static let python = "/usr/bin/python3"
+
+    init(_ test: IntegrationTestCase) throws {
+        ns = try test.makeNamespace(ipv6: true)
+        peer = try test.makeNamespace(ipv6: true)
+        let l = try Subprocess.spawn(["ip", "netns", "exec", peer.name, "socat", "-u",
+                                      "TCP6-LISTEN:\(Self.port),fork,reuseaddr,ipv6only=0", "/dev/null"],
+                                     stdin: .devNull, stdout: .devNull, stderr: .devNull)
+        listener = l
+        test.addTeardownBlock { l.killAndReap() }
+    }
+
+    /// A veth `name` in `ns`, its other end in `peer`, with 10.N.0.1/24 and fd00:N::1/64 on this side.
+    func addLink(_ name: String, subnet n: Int) throws {
+        let other = "p\(n)"
+        try ns.ip("link", "add", name, "type", "veth", "peer", "name", other, "netns", peer.name)
+        try ns.ip("addr", "add", "10.\(n).0.1/24", "dev", name)
+        try ns.ip("-6", "addr", "add", "fd00:\(n)::1/64", "dev", name, "nodad")
+        try ns.ip("link", "set", name, "up")
+        try peer.ip("addr", "add", "10.\(n).0.2/24", "dev", other)
+        try peer.ip("-6", "addr", "add", "fd00:\(n)::2/64", "dev", other, "nodad")
+        try peer.ip("link", "set", other, "up")
+        peers[name] = ("10.\(n).0.2", "fd00:\(n)::2")
+    }
+
+    func deleteLink(_ name: String) throws {
+        try ns.ip("link", "del", name)
+        peers[name] = nil
+    }
+
+    /// What a client saw: `tcp` is "ok" or connect()'s errno name ("EHOSTUNREACH", "timeout"), `udp` the same for
+    /// sendto(), `ms` how long connect() took.
+    struct Probe: Equatable, CustomStringConvertible {
+        var family: String
+        var tcp: String
+        var udp: String
+        var ms: Int
+        var description: String { "IPv\(family): tcp \(tcp) (\(ms) ms), udp \(udp)" }
+        /// What docs/ENFORCEMENT.md promises: IPv4 connect() EHOSTUNREACH, IPv6 connect() ECONNREFUSED (the peer
+        /// listens, so a real refusal cannot be mistaken for it), sendto() EPERM.
+        var blocked: Bool { tcp == (family == "6" ? "ECONNREFUSED" : "EHOSTUNREACH") && udp == "EPERM" }
+        var passed: Bool { tcp == "ok" && udp == "ok" }
+    }
+
+    private static let script = """
+        import errno, json, socket, sys, time
+        host, port = sys.argv[1], int(sys.argv[2])
+        fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+        def name(e):
+            return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+        out = {}
+        t = time.monotonic()
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        s.settimeout(3)
+        try:
+            s.connect((host, port)); out["tcp"] = "ok"
+        except socket.timeout:
+            out["tcp"] = "timeout"
+        except OSError as e:
+            out["tcp"] = name(e)
+        out["ms"] = int((time.monotonic() - t) * 1000)
+        u = socket.socket(fam, socket.SOCK_DGRAM)
+        try:
+            u.sendto(b"x", (host, port)); out["udp"] = "ok"
+        except OSError as e:
+            out["udp"] = name(e)
+        print(json.dumps(out))
+        """
+
+    /// A client as `uid` (nil: root), in the cgroup directory `cgroup` (nil: the test's own), sending to the peer
+    /// of `link` by `family` ("4" or "6").
+    func probe(uid: UInt32? = nil, cgroup: String? = nil, link: String, family: String = "4") throws -> Probe {
+        guard let addrs = peers[link] else { throw HarnessError("no link \(link)") }
+        let host = family == "6" ? addrs.v6 : addrs.v4
+        var argv = ["nsenter", "--net=/run/netns/\(ns.name)"]
+        // Into the cgroup first, as root; then the uid.
+        if let cgroup {
+            argv += ["sh", "-c", #"echo $$ > "$0/cgroup.procs" && exec "$@""#, cgroup]
+        }
+        if let uid { argv += ["setpriv", "--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups"] }
+        argv += [Self.python, "-c", Self.script, host, Self.port]
+        let r = try Subprocess.run(argv, timeout: 10)
+        guard r.status == 0,
+              let o = try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any],
+              let tcp = o["tcp"] as? String, let udp = o["udp"] as? String, let ms = o["ms"] as? Int else {
+            throw HarnessError("probe failed: \(r.summary)")
+        }
+        return Probe(family: family, tcp: tcp, udp: udp, ms: ms)
+    }
+
+    /// `nft ARGS` in `ns`.
+    func nft(_ args: String...) throws -> CommandResult {
+        try Subprocess.run(["nsenter", "--net=/run/netns/\(ns.name)", "nft"] + args)
+    }
+
+    /// The daemon's table as nft lists it, or nil when there is none.
+    func table() throws -> String? {
+        let r = try nft("list", "table", "inet", "netpermd")
+        return r.status == 0 ? r.stdout : nil
+    }
+
+    /// The cgroup v2 hierarchy's mount point in the test's own mount namespace.
+    static func cgroupRoot() throws -> String {
+        let text = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+        guard let root = UnitCgroups.unifiedMountPoint(mountinfo: text) else {
+            throw HarnessError("no cgroup2 mount in /proc/self/mountinfo")
+        }
+        return root
+    }
+}

@@ -1,0 +1,172 @@
+@testable import NetpermCore
+import XCTest
+
+/// [Enforcement] Mode= in the config, and the engine's `loadRules`: emitted when the rules would change and only
+/// then, retried when the kernel refuses them, removed on Mode=off and at a clean stop; verdicts say whether they
+/// are enforced.
+final class EngineEnforcementTests: XCTestCase {
+    private let policy = """
+        [Enforcement]
+        Mode=block
+        [App phone]
+        User=1000
+        WWAN=ask
+        [App browser]
+        Executable=/usr/bin/firefox
+        """
+
+    func testModeParses() throws {
+        XCTAssertEqual(try parsePolicy("").enforcement, .off)
+        XCTAssertEqual(try parsePolicy("[Enforcement]\nMode=block\n").enforcement, .block)
+        XCTAssertEqual(try parsePolicy("[Enforcement]\nMode=Off\n").enforcement, .off)
+        let path = "/etc/netpermd/netpermd.conf"
+        let steer = Config.parse(files: [(path, "\n[Enforcement]\nMode=steer\n")])
+        XCTAssertNil(steer.config, "steer is refused, not taken as something else")
+        XCTAssertEqual(steer.errors.map(\.description),
+                       ["\(path):3: [Enforcement]: Mode=steer is not implemented yet (use off or block)"])
+        let bad = Config.parse(files: [(path, "[Enforcement]\nMode=on\nKind=wwan\n")])
+        XCTAssertEqual(bad.problems.map(\.description), [
+            "\(path):2: [Enforcement]: bad value 'on' for Mode= (expected off or block)",
+            "\(path):3: warning: [Enforcement]: unknown key 'Kind' (Kind= belongs in [Interface GLOB] or [Network SSID]); ignored",
+        ])
+    }
+
+    /// Mode=off: one quiet removal at start-up (a table a killed daemon left), then nothing, whatever changes.
+    func testModeOffRemovesQuietlyOnceAndNeverLoads() {
+        let h = EngineHarness(policy: "[App phone]\nUser=1000\n", links: [Links.lo, Links.eth])
+        XCTAssertEqual(h.rules, [Ruleset.removal])
+        h.setLinks([Links.lo, Links.eth, Links.wwan])
+        h.reload(policy: "[App phone]\nUser=1000\nWWAN=deny\n")
+        XCTAssertEqual(h.rules, [Ruleset.removal])
+        let q = h.request(h.connect(), "QUERY phone")
+        XCTAssertEqual(q["enforced"], false)
+        XCTAssertEqual(q["enforced_why"], "mode-off")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"], .object([("mode", "off"), ("state", "off")]))
+    }
+
+    /// Loaded once the first picture is in; a change of carrier rebuilds nothing; a link appearing, a decision,
+    /// a reload each load new rules; Mode=off removes them; stopping removes them.
+    func testLoadsWhenTheRulesChangeAndOnlyThen() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth])
+        XCTAssertEqual(h.rules.count, 1)
+        XCTAssertTrue(h.rules[0].contains("1000 : goto deny"), "ask with no decision is rejected, links or not")
+        XCTAssertFalse(h.rules[0].contains("wwan0"))
+        var wwan = Links.wwan
+        h.setLinks([Links.lo, Links.eth, wwan])
+        XCTAssertEqual(h.rules.count, 2, "a new link is a new set element")
+        XCTAssertTrue(h.rules[1].contains(#"elements = { "wwan0" }"#))
+        XCTAssertEqual(h.scripts[1], "flush set inet netpermd links_metered\nadd element inet netpermd links_metered { \"wwan0\" }\n"
+                       + "flush set inet netpermd links_wwan\nadd element inet netpermd links_wwan { \"wwan0\" }\n",
+                       "only links changed: only their sets (wwan0 is metered) are loaded")
+        wwan.carrier = false
+        h.setLinks([Links.lo, Links.eth, wwan])
+        XCTAssertEqual(h.rules.count, 2, "carrier is not in the rules")
+        _ = h.connectAgent()
+        XCTAssertEqual(h.rules.count, 2, "an agent arriving leaves undecided ask rejected: same text, no load")
+        XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow --once")["ok"], true)
+        XCTAssertEqual(h.rules.count, 3)
+        XCTAssertEqual(h.scripts[2], h.rules[2], "a decision loads the whole table")
+        h.setLinks([Links.lo, Links.eth])
+        XCTAssertEqual(h.scripts.last, "flush set inet netpermd links_metered\nflush set inet netpermd links_wwan\n",
+                       "the last wwan (and metered) link went")
+        h.setLinks([Links.lo, Links.eth, wwan])
+        XCTAssertEqual(h.rules.count, 5)
+        XCTAssertFalse(h.rules[2].contains("1000 : goto deny"))
+        h.reload(policy: policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
+        XCTAssertEqual(h.rules.last, Ruleset.removal, "Mode=off on reload removes the table")
+        XCTAssertEqual(h.rules.count, 6)
+        h.reload(policy: policy)
+        XCTAssertEqual(h.rules.count, 7)
+        XCTAssertEqual(h.scripts.last, h.rules.last, "after Mode=off, the whole table")
+        h.feed(.stopping)
+        XCTAssertEqual(h.rules.last, Ruleset.removal, "a clean stop removes the table")
+    }
+
+    /// RELOAD is answered once the new policy's rules are handed over, as DECIDE is: a client that reloads and
+    /// then connects meets the new rules.
+    func testReloadAndDecideAreAnsweredAfterTheirRules() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])
+        let admin = h.connect()
+        h.policyFiles = [("/etc/netpermd/netpermd.conf", policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))]
+        var mark = h.steps.count
+        XCTAssertEqual(h.request(admin, "RELOAD")["ok"], true)
+        var after = Array(h.steps[mark...])
+        XCTAssertLessThan(after.firstIndex(of: "remove-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
+        h.policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
+        XCTAssertEqual(h.request(admin, "RELOAD")["ok"], true)
+        mark = h.steps.count
+        XCTAssertEqual(h.request(admin, "DECIDE phone wwan allow --once")["ok"], true)
+        after = Array(h.steps[mark...])
+        XCTAssertLessThan(after.firstIndex(of: "load-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
+    }
+
+    /// A unit's cgroup appearing or going is a new ruleset.
+    func testCgroupsChangeTheRules() {
+        let h = EngineHarness(policy: policy + "\n[App cron]\nUnit=cron.service\nWWAN=deny\n", links: [Links.lo, Links.wwan])
+        let q = { h.request(h.connect(), "QUERY cron") }
+        XCTAssertEqual(q()["enforced_why"], "cgroup-absent")
+        func cgroups(id: UInt64) -> UnitCgroups {
+            UnitCgroups(nftRoot: "", units: [UnitCgroup(path: "system.slice/cron.service", level: 2, unit: "cron.service", id: id)])
+        }
+        let cron = cgroups(id: 7)
+        h.feed(.cgroups(cron))
+        XCTAssertTrue(h.rules.last?.contains(#""system.slice/cron.service" : goto deny"#) == true)
+        XCTAssertEqual(q()["enforced"], true)
+        XCTAssertNil(q()["enforced_why"])
+        let n = h.rules.count
+        h.feed(.cgroups(cron))
+        XCTAssertEqual(h.rules.count, n, "the same cgroups: nothing to load")
+        h.feed(.cgroups(cgroups(id: 8)))
+        XCTAssertEqual(h.rules.count, n + 1, "made again at the same path (cron restarted): the same text, loaded again")
+        XCTAssertEqual(h.rules.last, h.rules.dropLast().last)
+        h.feed(.cgroups(UnitCgroups(nftRoot: "", units: cgroups(id: 8).units
+            + [UnitCgroup(path: "system.slice/other.service", level: 2, unit: "other.service", id: 9)])))
+        XCTAssertEqual(h.rules.count, n + 1, "a cgroup no app owns changes nothing")
+        h.feed(.cgroups(UnitCgroups(nftRoot: "")))
+        XCTAssertEqual(h.rules.count, n + 2)
+        XCTAssertEqual(q()["enforced_why"], "cgroup-absent")
+    }
+
+    /// Verdicts per app: enforced by uid; an executable cannot be; an app no section covers is not.
+    func testVerdictsSayWhetherEnforced() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])
+        XCTAssertEqual(h.request(h.connect(), "QUERY phone")["enforced"], true)
+        let browser = h.request(h.connect(), "QUERY browser")
+        XCTAssertEqual(browser["enforced"], false)
+        XCTAssertEqual(browser["enforced_why"], "executable-only")
+        let own = h.request(h.connect(makePeer(uid: 1001, exe: "/usr/bin/curl")), "QUERY")
+        XCTAssertEqual(own["enforced_why"], "not-in-policy")
+        let apps = h.request(h.connect(), "APPS")["apps"]?.arrayValue ?? []
+        XCTAssertEqual(apps.map { $0["enforced"] }, [true, false])
+        let status = h.request(h.connect(), "STATUS")["enforcement"]
+        XCTAssertEqual(status?["state"], "enforcing")
+        XCTAssertEqual(status?["apps"], 1)
+        XCTAssertEqual(status?["uids"], 1)
+    }
+
+    /// A refused load is retried after 1, 2, 4 and 8 s, then left until the next change; STATUS and the verdicts
+    /// say so.
+    func testFailuresAreRetriedBounded() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth], started: false)
+        h.rulesError = "Operation not permitted"
+        h.feed(.started)
+        XCTAssertEqual(h.rules.count, 1)
+        XCTAssertEqual(h.request(h.connect(), "QUERY phone")["enforced_why"], "rules-failed")
+        let status = h.request(h.connect(), "STATUS")["enforcement"]
+        XCTAssertEqual(status?["state"], "failed")
+        XCTAssertEqual(status?["error"], "Operation not permitted")
+        XCTAssertTrue(h.notifications.contains(.status("2 links, via eth0 (ethernet), 2 apps, policy gen 1, "
+            + "enforcement failed: Operation not permitted")), "\(h.notifications)")
+        for (wait, count) in [(999_999 as UInt64, 1), (1, 2), (2_000_000, 3), (4_000_000, 4), (8_000_000, 5),
+                              (60_000_000, 5)] {
+            h.advance(byMicroseconds: wait)
+            XCTAssertEqual(h.rules.count, count, "after \(wait) µs more")
+        }
+        XCTAssertEqual(h.logged(containing: "giving up until the next change").count, 1)
+        h.rulesError = nil
+        h.setLinks([Links.lo, Links.eth, Links.wwan])
+        XCTAssertEqual(h.rules.count, 6, "the next change tries again")
+        XCTAssertEqual(h.request(h.connect(), "QUERY phone")["enforced"], true)
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["state"], "enforcing")
+    }
+}

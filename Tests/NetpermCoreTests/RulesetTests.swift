@@ -1,0 +1,271 @@
+@testable import NetpermCore
+import XCTest
+
+/// The nft ruleset built from a policy, links and unit cgroups: the exact text for a small case, who owns what,
+/// and that 10,000 apps are map elements, not rules.
+final class RulesetTests: XCTestCase {
+    private let cgroups = UnitCgroups(nftRoot: "unified", units: [
+        UnitCgroup(path: "system.slice/cron.service", level: 2, unit: "cron.service"),
+        UnitCgroup(path: "system.slice/system-getty.slice/getty@tty1.service", level: 3, unit: "getty@tty1.service"),
+    ])
+
+    private func build(_ policy: String, links: [Link] = [Links.lo, Links.eth, Links.wwan],
+                       cgroups: UnitCgroups? = nil) throws -> Ruleset {
+        let config = try parsePolicy(policy)
+        return Ruleset.build(apps: config.apps, permissions: { config.permissions(for: $0) }, links: links,
+                             cgroups: cgroups ?? self.cgroups)
+    }
+
+    func testGoldenText() throws {
+        let r = try build("""
+            [App phone]
+            User=1000
+            WWAN=deny
+            [App cron]
+            Unit=cron.service
+            Ethernet=ask
+            [App browser]
+            Executable=/usr/bin/firefox
+            """)
+        XCTAssertEqual(r.text, #"""
+            table inet netpermd {}
+            delete table inet netpermd
+            table inet netpermd {
+            	set links_metered {
+            		type ifname
+            		elements = { "wwan0" }
+            	}
+            	set links_wifi {
+            		type ifname
+            	}
+            	set links_wwan {
+            		type ifname
+            		elements = { "wwan0" }
+            	}
+            	set links_ethernet {
+            		type ifname
+            		elements = { "eth0" }
+            	}
+            	set links_other {
+            		type ifname
+            	}
+            	map uid_metered {
+            		type uid : verdict
+            	}
+            	map uid_wifi {
+            		type uid : verdict
+            	}
+            	map uid_wwan {
+            		type uid : verdict
+            		elements = { 1000 : goto deny }
+            	}
+            	map uid_ethernet {
+            		type uid : verdict
+            	}
+            	map uid_other {
+            		type uid : verdict
+            	}
+            	map unit2_metered {
+            		type cgroupsv2 : verdict
+            		elements = { "unified/system.slice/cron.service" : return }
+            	}
+            	map unit2_wifi {
+            		type cgroupsv2 : verdict
+            		elements = { "unified/system.slice/cron.service" : accept }
+            	}
+            	map unit2_wwan {
+            		type cgroupsv2 : verdict
+            		elements = { "unified/system.slice/cron.service" : goto deny }
+            	}
+            	map unit2_ethernet {
+            		type cgroupsv2 : verdict
+            		elements = { "unified/system.slice/cron.service" : goto deny }
+            	}
+            	map unit2_other {
+            		type cgroupsv2 : verdict
+            		elements = { "unified/system.slice/cron.service" : accept }
+            	}
+            	map unit3_metered {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit3_wifi {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit3_wwan {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit3_ethernet {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit3_other {
+            		type cgroupsv2 : verdict
+            	}
+            	chain deny {
+            		meta nfproto ipv6 meta l4proto tcp counter reject with tcp reset
+            		counter reject with icmpx admin-prohibited
+            	}
+            	chain metered {
+            		socket cgroupv2 level 3 vmap @unit3_metered
+            		socket cgroupv2 level 2 vmap @unit2_metered
+            		meta skuid vmap @uid_metered
+            	}
+            	chain kind_wifi {
+            		socket cgroupv2 level 3 vmap @unit3_wifi
+            		socket cgroupv2 level 2 vmap @unit2_wifi
+            		meta skuid vmap @uid_wifi
+            	}
+            	chain kind_wwan {
+            		socket cgroupv2 level 3 vmap @unit3_wwan
+            		socket cgroupv2 level 2 vmap @unit2_wwan
+            		meta skuid vmap @uid_wwan
+            	}
+            	chain kind_ethernet {
+            		socket cgroupv2 level 3 vmap @unit3_ethernet
+            		socket cgroupv2 level 2 vmap @unit2_ethernet
+            		meta skuid vmap @uid_ethernet
+            	}
+            	chain kind_other {
+            		socket cgroupv2 level 3 vmap @unit3_other
+            		socket cgroupv2 level 2 vmap @unit2_other
+            		meta skuid vmap @uid_other
+            	}
+            	chain output {
+            		type filter hook output priority filter; policy accept;
+            		oifname "lo" accept
+            		oifname @links_metered jump metered
+            		oifname @links_wifi goto kind_wifi
+            		oifname @links_wwan goto kind_wwan
+            		oifname @links_ethernet goto kind_ethernet
+            		oifname @links_other goto kind_other
+            	}
+            }
+
+            """#)
+        XCTAssertEqual(r.notEnforced, ["browser": .executableOnly])
+        XCTAssertEqual([r.uids, r.cgroups, r.links], [1, 1, 2])
+    }
+
+    /// The first [App] naming a uid or a unit owns it, as in the daemon's own matching; later ones are shadowed.
+    func testFirstAppWinsAndWhyOthersAreNotEnforced() throws {
+        let r = try build("""
+            [App first]
+            User=1000
+            WWAN=allow
+            [App second]
+            User=1000
+            WWAN=deny
+            [App gettys]
+            Unit=getty@*.service
+            WWAN=deny
+            [App getty1]
+            Unit=getty@tty1.service
+            [App gone]
+            Unit=absent.service
+            [App mine]
+            UserUnit=app-foo.scope
+            """)
+        XCTAssertFalse(r.text.contains("1000 : "), "first allows: no element for its uid")
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto deny"#))
+        XCTAssertEqual(r.notEnforced, ["second": .shadowed, "getty1": .shadowed, "gone": .cgroupAbsent,
+                                       "mine": .userUnitOnly])
+    }
+
+    /// Links changing alone give a script for their sets; anything else, none.
+    func testLinkUpdate() throws {
+        let policy = "[App a]\nUser=1\nWWAN=deny\n"
+        let old = try build(policy, links: [Links.eth, Links.wwan])
+        let new = try build(policy, links: [Links.eth, Links.wwan, makeLink(9, "wwan1", .wwan), makeLink(8, "wlan0", .wifi)])
+        XCTAssertEqual(new.linkUpdate(from: old), """
+            flush set inet netpermd links_metered
+            add element inet netpermd links_metered { "wwan0", "wwan1" }
+            flush set inet netpermd links_wifi
+            add element inet netpermd links_wifi { "wlan0" }
+            flush set inet netpermd links_wwan
+            add element inet netpermd links_wwan { "wwan0", "wwan1" }
+
+            """)
+        XCTAssertNil(old.linkUpdate(from: old), "nothing changed")
+        XCTAssertNil(try build("[App a]\nUser=1\nWWAN=allow\n", links: [Links.eth]).linkUpdate(from: old),
+                     "a permission changed too")
+    }
+
+    /// Metered= is checked on metered links before their kind: a denial rejects, an allowed unit returns to the
+    /// kind's check (its uid is not consulted), an allowed uid needs no element.
+    func testMeteredIsCheckedBeforeTheKind() throws {
+        let r = try build("""
+            [App backup]
+            User=1000
+            Metered=deny
+            [App cron]
+            Unit=cron.service
+            Metered=allow
+            [App getty]
+            Unit=getty@*.service
+            Metered=ask
+            """)
+        XCTAssertTrue(r.text.contains("map uid_metered {\n\t\ttype uid : verdict\n\t\telements = { 1000 : goto deny }"), r.text)
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/cron.service" : return"#))
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto deny"#))
+        XCTAssertTrue(r.text.contains("\t\toifname @links_metered jump metered\n\t\toifname @links_wifi goto kind_wifi"))
+        XCTAssertTrue(r.text.contains(#"set links_metered {"# + "\n\t\ttype ifname\n\t\t" + #"elements = { "wwan0" }"#),
+                      "Links.wwan is metered, eth0 is not")
+    }
+
+    /// Names nft cannot take inside quotes are left out (and reported), never spliced into the script.
+    func testUnsafeNamesAreSkipped() throws {
+        let r = try build("[App a]\nUser=1\nWWAN=deny\n",
+                          links: [makeLink(5, "ww\"an", .wwan), makeLink(6, "wl*", .wifi), makeLink(7, "wwan1", .wwan)])
+        XCTAssertEqual(r.skipped, ["ww\"an", "wl*"])
+        XCTAssertFalse(r.text.contains("ww\"an"))
+        XCTAssertTrue(r.text.contains(#"elements = { "wwan1" }"#))
+        XCTAssertEqual(r.links, 1)
+    }
+
+    /// Without a cgroup v2 hierarchy no unit is matched; loopback-kind links are in no set.
+    func testNoHierarchyAndLoopback() throws {
+        let r = try build("[App cron]\nUnit=cron.service\n", links: [Links.lo], cgroups: UnitCgroups())
+        XCTAssertEqual(r.notEnforced, ["cron": .cgroupAbsent])
+        XCTAssertFalse(r.text.contains("elements"))
+    }
+
+    /// 10,000 apps are elements of a few maps: the number of rules does not grow, and building stays fast.
+    func testTenThousandAppsAreElementsNotRules() throws {
+        var policy = ""
+        for i in 0..<10_000 { policy += "[App a\(i)]\nUser=\(20_000 + i)\nWWAN=\(i % 2 == 0 ? "deny" : "allow")\n" }
+        let config = try parsePolicy(policy)
+        let start = ContinuousClock.now
+        let r = Ruleset.build(apps: config.apps, permissions: { config.permissions(for: $0) },
+                              links: [Links.eth, Links.wwan], cgroups: cgroups)
+        let took = ContinuousClock.now - start
+        XCTAssertEqual(r.uids, 10_000)
+        XCTAssertEqual(r.notEnforced.count, 0)
+        func lines(_ s: String) -> Int { r.text.split(separator: "\n").filter { $0.contains(s) }.count }
+        XCTAssertEqual(lines("vmap @"), 15, "3 lookups per kind and for metered, whatever the number of apps")
+        XCTAssertEqual(lines(" : goto deny"), 5_000, "one element per denied uid on wwan, none elsewhere")
+        XCTAssertEqual(r.elements, 2 + 1 + 5_000, "two links, wwan0 metered too, 5,000 denied uids")
+        XCTAssertLessThan(took, .seconds(2), "built in \(took)")
+    }
+
+    func testMountinfo() {
+        let hybrid = """
+            25 30 0:23 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
+            33 25 0:28 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:9 - tmpfs tmpfs ro,mode=755
+            34 33 0:29 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:10 - cgroup2 cgroup2 rw,nsdelegate
+            35 33 0:30 / /sys/fs/cgroup/systemd rw,nosuid shared:11 - cgroup cgroup rw,xattr,name=systemd
+            """
+        XCTAssertEqual(UnitCgroups.unifiedMountPoint(mountinfo: hybrid), "/sys/fs/cgroup/unified")
+        let unified = "30 24 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n"
+        XCTAssertEqual(UnitCgroups.unifiedMountPoint(mountinfo: unified), "/sys/fs/cgroup")
+        // A bind mount of a subtree is not the hierarchy's root.
+        XCTAssertNil(UnitCgroups.unifiedMountPoint(mountinfo: "40 24 0:26 /system.slice /mnt/x rw - cgroup2 cgroup2 rw\n"))
+        XCTAssertEqual(UnitCgroups.unifiedMountPoint(mountinfo: "40 24 0:26 / /mnt/my\\040cg rw - cgroup2 cgroup2 rw\n"),
+                       "/mnt/my cg")
+        XCTAssertEqual(UnitCgroups.nftRoot(forMountPoint: "/sys/fs/cgroup"), "")
+        XCTAssertEqual(UnitCgroups.nftRoot(forMountPoint: "/sys/fs/cgroup/unified"), "unified")
+        XCTAssertEqual(UnitCgroups.nftRoot(forMountPoint: "/mnt/cg"), "../../../mnt/cg")
+        XCTAssertTrue(UnitCgroups.isMatchedUnit("cron.service"))
+        XCTAssertTrue(UnitCgroups.isMatchedUnit("session-2.scope"))
+        XCTAssertFalse(UnitCgroups.isMatchedUnit("user@1000.service"), "users' own managers: their units are theirs")
+        XCTAssertFalse(UnitCgroups.isMatchedUnit("cgroup.procs"))
+    }
+}
