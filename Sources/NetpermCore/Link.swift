@@ -107,6 +107,8 @@ public struct Link: Equatable, Sendable {
     public var kind: LinkKind
     public var classifiedBy: String
     public var metered: Bool
+    /// What made `metered` what it is.
+    public var meteredBy: MeteredSource
     public var adminUp: Bool
     public var carrier: Bool
     public var operstate: String
@@ -123,6 +125,7 @@ public struct Link: Equatable, Sendable {
                 defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?) {
         index = facts.index; name = facts.name
         kind = classification.kind; classifiedBy = classification.by; metered = classification.metered
+        meteredBy = classification.meteredBy
         adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
         self.addresses = addresses
         self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
@@ -143,6 +146,7 @@ public struct Link: Equatable, Sendable {
         s.field("kind", kind.rawValue)
         s.field("classified_by", classifiedBy)
         s.field("metered", metered)
+        s.field("metered_by", meteredBy.rawValue)
         s.field("admin_up", adminUp)
         s.field("carrier", carrier)
         s.field("operstate", operstate)

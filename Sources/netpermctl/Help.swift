@@ -140,8 +140,9 @@ enum Help {
             return """
                 With -t, one line per link:
                   index:name:kind:metered:state:default-route:metric:usable:addresses
-                and with IFACE, key:value lines: index, name, kind, classified-by, metered, state, admin-up,
-                carrier, operstate, default-route, metric, usable, unusable-because, addresses.
+                and with IFACE, key:value lines: index, name, kind, classified-by, metered, metered-by, state,
+                admin-up, carrier, operstate, default-route, metric, usable, unusable-because, addresses.
+                metered-by is config, kind, tethering, dhcp or default.
                 default-route lists ipv4 and ipv6 when there is one; unusable-because lists admin-down,
                 no-carrier and no-default-route; addresses lists every address. Lists are separated by ','.
                 """

@@ -40,7 +40,7 @@ enum LinkText {
             out += key + ":" + String(repeating: " ", count: max(1, 14 - key.count)) + value + "\n"
         }
         line("kind", "\(l.kind) (classified by \(l.classifiedBy))")
-        line("metered", yesNo(l.metered))
+        line("metered", "\(yesNo(l.metered)) (by \(l.meteredBy))")
         line("state", l.state)
         line("admin", l.adminUp ? "up" : "down")
         line("carrier", l.carrier ? "on" : "off")

@@ -11,6 +11,8 @@ struct LinkView {
     var kind: String { json["kind"]?.stringValue ?? "?" }
     var classifiedBy: String { json["classified_by"]?.stringValue ?? "?" }
     var metered: Bool { json["metered"]?.boolValue == true }
+    /// Where `metered` came from (config, kind, tethering, dhcp, default); "?" from a daemon that does not say.
+    var meteredBy: String { json["metered_by"]?.stringValue ?? "?" }
     var adminUp: Bool { json["admin_up"]?.boolValue == true }
     var carrier: Bool { json["carrier"]?.boolValue == true }
     var operstate: String { json["operstate"]?.stringValue ?? "?" }

@@ -23,8 +23,9 @@ final class Interpreter: ControlDelegate {
     private var queue: [Input] = []
     private var draining = false
     private var timers: [TimerID: TimerSource] = [:]
-    /// sysfs is read once per link (and again on rename), not on every netlink message.
-    private var sysfsCache: [Int32: (name: String, facts: SysfsFacts)] = [:]
+    /// sysfs is read once per link (and again on rename or when its addresses or default routes change), not on
+    /// every netlink message.
+    private var sysfsCache: [Int32: (name: String, stamp: Int, facts: SysfsFacts)] = [:]
     /// Each open connection: its socket, who connected, and the pid the engine has the identity of (nil until
     /// its first request: a connection that sends nothing costs no reading of /proc).
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
@@ -111,13 +112,19 @@ final class Interpreter: ControlDelegate {
     func kernelChanged(_ snapshot: KernelSnapshot) {
         var s = snapshot
         var seen: Set<Int32> = []
+        // What the link's addresses and default routes are: a DHCP lease and a PPP unit's pid file are written
+        // around the time those change, so the facts are read again then (and on rename), not per message.
+        var configured: [Int32: Hasher] = [:]
+        for a in s.addresses { configured[a.index, default: Hasher()].combine(a.text) }
+        for r in s.defaultRoutes { configured[r.index, default: Hasher()].combine(r.family.rawValue) }
         for link in s.links {
             seen.insert(link.index)
-            if let cached = sysfsCache[link.index], cached.name == link.name {
+            let stamp = configured[link.index]?.finalize() ?? 0
+            if let cached = sysfsCache[link.index], cached.name == link.name, cached.stamp == stamp {
                 s.sysfs[link.index] = cached.facts
             } else {
-                let facts = sysfs.facts(forInterface: link.name)
-                sysfsCache[link.index] = (link.name, facts)
+                let facts = sysfs.facts(forInterface: link.name, index: link.index)
+                sysfsCache[link.index] = (link.name, stamp, facts)
                 s.sysfs[link.index] = facts
             }
         }

@@ -134,7 +134,7 @@ final class ClassificationTests: XCTestCase {
     func testArphrdNoneAndRawIPWithoutKindAreWwan() {
         let none = Classifier.classify(link("mbim0", ARPHRD.none), sysfs: SysfsFacts(), overrides: [])
         XCTAssertEqual(none, Classification(kind: .wwan, by: "arphrd:none", metered: true))
-        let raw = Classifier.classify(link("rmnet0", ARPHRD.rawip), sysfs: SysfsFacts(), overrides: [])
+        let raw = Classifier.classify(link("qmimux0", ARPHRD.rawip), sysfs: SysfsFacts(), overrides: [])
         XCTAssertEqual(raw, Classification(kind: .wwan, by: "arphrd:rawip", metered: true))
     }
 
