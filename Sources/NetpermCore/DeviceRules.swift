@@ -48,14 +48,14 @@ enum DeviceRules {
     }
 
     static func byDevice(_ s: SysfsFacts) -> Classifier.Found? {
+        if let driver = s.driver, tetheringDrivers.contains(driver) {
+            return .init(kind: Classifier.tetheringKind, by: "driver:\(driver)", tethering: true)
+        }
         if let usb = s.usbInterface, rndisClasses.contains(usb), s.driver != "rndis_wlan" {
-            // Whatever driver bound it (rndis_host, or cdc_ether on old kernels), RNDIS means a phone.
+            // Whatever other driver bound it, an RNDIS interface is a phone's (rndis_wlan sticks have phy80211).
             return .init(kind: Classifier.tetheringKind, by: "usb:rndis", tethering: true)
         }
         guard let driver = s.driver else { return nil }
-        if tetheringDrivers.contains(driver) {
-            return .init(kind: Classifier.tetheringKind, by: "driver:\(driver)", tethering: true)
-        }
         if isWifi(driver) { return .init(kind: .wifi, by: "driver:\(driver)") }
         if wwanDrivers.contains(driver) { return .init(kind: .wwan, by: "driver:\(driver)") }
         if s.usbInterface == mbimClass { return .init(kind: .wwan, by: "usb:mbim") }
