@@ -156,7 +156,8 @@ final class EngineStatusTests: XCTestCase {
         let h = EngineHarness(links: [wlan])
         let r = h.send(h.connect(Peers.curl), "LINKS")
         XCTAssertEqual(r, [#"{"ok":true,"links":[{"index":3,"name":"wlan0","kind":"wifi","#
-            + #""classified_by":"sysfs:devtype=wlan","metered":false,"admin_up":true,"carrier":true,"#
+            + #""classified_by":"sysfs:devtype=wlan","metered":false,"metered_by":"default","admin_up":true,"#
+            + #""carrier":true,"#
             + #""operstate":"up","addresses":["192.0.2.10/24","fe80::1/64"],"#
             + #""default_route":{"ipv4":true,"ipv6":false},"metric":600,"usable":true}]}"#])
     }
