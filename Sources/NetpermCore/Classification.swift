@@ -1,15 +1,62 @@
-/// What sysfs says about a link's device, read by the edge with an injectable root.
+/// What the edge reads about a link's device besides netlink, with an injectable root: sysfs, and for PPP and
+/// DHCP a few files of /proc and /run. Everything the built-in rules look at; the core does no I/O.
 public struct SysfsFacts: Equatable, Sendable {
-    /// DEVTYPE= from /sys/class/net/NAME/uevent ("wlan", "wwan", "bridge", ...).
+    /// DEVTYPE= from /sys/class/net/NAME/uevent ("wlan", "wwan", "bluetooth", "bridge", ...).
     public var devtype: String?
     /// /sys/class/net/NAME/phy80211 exists.
     public var hasPhy80211: Bool
     /// /sys/class/net/NAME/wireless exists.
     public var hasWireless: Bool
+    /// The device's driver: the basename of the `device/driver` symlink ("iwlwifi", "qmi_wwan", "rndis_host").
+    public var driver: String?
+    /// The device's bus: the basename of the `device/subsystem` symlink ("pci", "usb", "sdio", "mhi").
+    public var bus: String?
+    /// For a USB network interface, its interface class, subclass and protocol (`device/bInterfaceClass` ...).
+    public var usbInterface: USBInterfaceClass?
+    /// For a USB network interface, the USB device's vendor id (`device/../idVendor`).
+    public var usbVendor: UInt16?
+    /// For a PPP link, what carries it (from /proc and pppd's pid file); nil when not known.
+    public var pppChannel: PPPChannel?
+    /// The link's DHCP lease carries Android's ANDROID_METERED vendor option (as the DHCP client recorded it).
+    public var dhcpAndroidMetered: Bool
 
-    public init(devtype: String? = nil, hasPhy80211: Bool = false, hasWireless: Bool = false) {
+    public init(devtype: String? = nil, hasPhy80211: Bool = false, hasWireless: Bool = false, driver: String? = nil,
+                bus: String? = nil, usbInterface: USBInterfaceClass? = nil, usbVendor: UInt16? = nil,
+                pppChannel: PPPChannel? = nil, dhcpAndroidMetered: Bool = false) {
         self.devtype = devtype; self.hasPhy80211 = hasPhy80211; self.hasWireless = hasWireless
+        self.driver = driver; self.bus = bus; self.usbInterface = usbInterface; self.usbVendor = usbVendor
+        self.pppChannel = pppChannel; self.dhcpAndroidMetered = dhcpAndroidMetered
     }
+}
+
+/// A USB interface's class triple, as `bInterfaceClass`, `bInterfaceSubClass`, `bInterfaceProtocol` give it.
+public struct USBInterfaceClass: Equatable, Hashable, Sendable, CustomStringConvertible {
+    public var interfaceClass: UInt8
+    public var subclass: UInt8
+    public var interfaceProtocol: UInt8
+    public init(_ interfaceClass: UInt8, _ subclass: UInt8, _ interfaceProtocol: UInt8) {
+        self.interfaceClass = interfaceClass; self.subclass = subclass; self.interfaceProtocol = interfaceProtocol
+    }
+
+    /// "e0/01/03", as lsusb and sysfs write the bytes.
+    public var description: String {
+        [interfaceClass, subclass, interfaceProtocol].map { b in
+            let h = String(b, radix: 16)
+            return h.count == 1 ? "0" + h : h
+        }.joined(separator: "/")
+    }
+}
+
+/// What a PPP unit runs over, as far as the edge can tell.
+public enum PPPChannel: Equatable, Sendable {
+    /// A serial line: a modem's AT/PPP port (/dev/ttyUSB*, ttyACM*, ...). The device path.
+    case tty(String)
+    /// A pseudo-terminal: pppd driven by another program (the PPTP client, PPP over SSH).
+    case pty
+    /// A PPPoE session; the Ethernet device it runs on when one can be told.
+    case pppoe(device: String?)
+    /// An L2TP session (/proc/net/pppol2tp names the unit).
+    case l2tp
 }
 
 /// `[Interface GLOB]` from the config: forces the kind and/or metered flag of matching links.
@@ -36,12 +83,37 @@ public struct NetworkOverride: Equatable, Sendable {
     public func matches(ssid: [UInt8]) -> Bool { glob.matches(String(decoding: ssid, as: UTF8.self)) }
 }
 
+/// Where a link's metered flag came from.
+public enum MeteredSource: String, Sendable, CaseIterable {
+    /// `Metered=` in a matching `[Interface]` or `[Network]` section (either way).
+    case config
+    /// The kind: wwan is metered.
+    case kind
+    /// A phone's or a cellular router's tethering (USB, Bluetooth).
+    case tethering
+    /// The DHCP server said so (Android's ANDROID_METERED vendor option).
+    case dhcp
+    /// Nothing said metered.
+    case `default`
+}
+
 public struct Classification: Equatable, Sendable {
     public var kind: LinkKind
-    /// Which rule decided, e.g. "config:[Interface wwan*]", "sysfs:devtype=wlan", "arphrd:ether".
+    /// Which rule decided, e.g. "config:[Interface wwan*]", "sysfs:devtype=wlan", "driver:rndis_host".
     public var by: String
     public var metered: Bool
-    public init(kind: LinkKind, by: String, metered: Bool) { self.kind = kind; self.by = by; self.metered = metered }
+    public var meteredBy: MeteredSource
+
+    public init(kind: LinkKind, by: String, metered: Bool, meteredBy: MeteredSource) {
+        self.kind = kind; self.by = by; self.metered = metered; self.meteredBy = meteredBy
+    }
+
+    /// The provenance the rules before tethering and DHCP gave: wwan metered by kind, others unmetered by default,
+    /// anything else by config.
+    public init(kind: LinkKind, by: String, metered: Bool) {
+        let source: MeteredSource = metered == (kind == .wwan) ? (metered ? .kind : .default) : .config
+        self.init(kind: kind, by: by, metered: metered, meteredBy: source)
+    }
 }
 
 /// Link-layer types from <linux/if_arp.h> that the rules look at.
@@ -54,74 +126,99 @@ public enum ARPHRD {
 }
 
 public enum Classifier {
-    /// rtnl kinds of purely virtual links. A tunnel (tun, wireguard) is ARPHRD_NONE like a cellular modem,
-    /// but it is not cellular, so these are excluded from the ARPHRD none/raw-ip rule.
-    public static let virtualKinds: Set<String> = [
-        "veth", "bridge", "tun", "tap", "wireguard", "bond", "vlan", "macvlan", "macvtap", "ipvlan", "vxlan",
-        "gre", "gretap", "ip6gre", "ipip", "sit", "ip6tnl", "vti", "vti6", "dummy", "vrf", "team", "geneve",
-        "ifb", "nlmon", "xfrm", "batadv", "hsr", "netkit",
-    ]
+    /// What a built-in rule found, before the config and the metered sources.
+    struct Found {
+        var kind: LinkKind
+        var by: String
+        var tethering = false
+    }
 
-    /// First match wins; the winning rule is reported in `by`. Then the `[Interface]` overrides, then, for a
+    /// Kind first (config, then the built-in rules, first match wins, reported in `by`), then metered with its
+    /// source: config, tethering, kind (wwan), dhcp, default. The `[Interface]` overrides come first, then, for a
     /// Wi-Fi link associated to a network (`wifi`), the `[Network]` ones: what the network is beats what the
     /// device is (a laptop's wlan0 is unmetered at home and metered on a phone's hotspot).
     public static func classify(_ link: LinkFacts, sysfs: SysfsFacts, overrides: [InterfaceOverride],
                                 wifi: WifiFacts? = nil, networks: [NetworkOverride] = []) -> Classification {
-        let base = builtIn(link, sysfs: sysfs)
+        var found = builtIn(link, sysfs: sysfs)
         // Later [Interface] sections override earlier ones (systemd's rule for repeated settings).
-        var result = base
-        var meteredSet = false
+        var metered: Bool?
         for o in overrides where o.glob.matches(link.name) {
             if let k = o.kind {
-                result.kind = k
-                result.by = "config:[Interface \(o.glob.pattern)]"
-                // An explicit Metered= (from any matching section) beats the kind's default.
-                if !meteredSet { result.metered = k == .wwan }
+                // A configured kind replaces all the rules said, tethering included.
+                found = Found(kind: k, by: "config:[Interface \(o.glob.pattern)]")
             }
-            if let m = o.metered {
-                result.metered = m
-                meteredSet = true
+            if let m = o.metered { metered = m }
+        }
+        if let ssid = wifi?.ssid {
+            for o in networks where o.matches(ssid: ssid) {
+                if let k = o.kind { found = Found(kind: k, by: "config:[Network \(o.glob.pattern)]") }
+                if let m = o.metered { metered = m }
             }
         }
-        guard let ssid = wifi?.ssid else { return result }
-        for o in networks where o.matches(ssid: ssid) {
-            if let k = o.kind {
-                result.kind = k
-                result.by = "config:[Network \(o.glob.pattern)]"
-                if !meteredSet { result.metered = k == .wwan }
-            }
-            if let m = o.metered {
-                result.metered = m
-                meteredSet = true
-                // metered_by: config (the [Network] section) — set here once Classification carries it.
-            }
-        }
-        return result
+        let (m, source): (Bool, MeteredSource) =
+            if let metered { (metered, .config) }
+            else if found.tethering { (true, .tethering) }
+            else if found.kind == .wwan { (true, .kind) }
+            else if sysfs.dhcpAndroidMetered { (true, .dhcp) }
+            else { (false, .default) }
+        return Classification(kind: found.kind, by: found.by, metered: m, meteredBy: source)
     }
 
-    static func builtIn(_ link: LinkFacts, sysfs: SysfsFacts) -> Classification {
-        func make(_ kind: LinkKind, _ by: String) -> Classification {
-            Classification(kind: kind, by: by, metered: kind == .wwan)
-        }
+    /// The built-in rules in order; docs/CLASSIFICATION.md has them as a table.
+    static func builtIn(_ link: LinkFacts, sysfs: SysfsFacts) -> Found {
         switch sysfs.devtype {
-        case "wlan": return make(.wifi, "sysfs:devtype=wlan")
-        case "wwan": return make(.wwan, "sysfs:devtype=wwan")
+        case "wlan": return Found(kind: .wifi, by: "sysfs:devtype=wlan")
+        case "wwan": return Found(kind: .wwan, by: "sysfs:devtype=wwan")
         default: break
         }
-        if sysfs.hasPhy80211 { return make(.wifi, "sysfs:phy80211") }
-        if sysfs.hasWireless { return make(.wifi, "sysfs:wireless") }
+        if sysfs.hasPhy80211 { return Found(kind: .wifi, by: "sysfs:phy80211") }
+        if sysfs.hasWireless { return Found(kind: .wifi, by: "sysfs:wireless") }
+        // bnep: Bluetooth PAN, a phone sharing its connection.
+        if sysfs.devtype == "bluetooth" { return Found(kind: tetheringKind, by: "sysfs:devtype=bluetooth", tethering: true) }
+        if let found = DeviceRules.byDevice(sysfs) { return found }
         let virtual = link.rtnlKind.map { virtualKinds.contains($0) } ?? false
+        if !virtual, let prefix = modemNamePrefixes.first(where: { link.name.hasPrefix($0) }) {
+            return Found(kind: .wwan, by: "name:\(prefix)")
+        }
         switch link.arphrd {
-        case ARPHRD.loopback: return make(.loopback, "arphrd:loopback")
-        case ARPHRD.ppp: return make(.wwan, "arphrd:ppp")
-        case ARPHRD.none where !virtual: return make(.wwan, "arphrd:none")
-        case ARPHRD.rawip where !virtual: return make(.wwan, "arphrd:rawip")
+        case ARPHRD.loopback: return Found(kind: .loopback, by: "arphrd:loopback")
+        case ARPHRD.ppp: return ppp(sysfs.pppChannel)
+        case ARPHRD.none where !virtual: return Found(kind: .wwan, by: "arphrd:none")
+        case ARPHRD.rawip where !virtual: return Found(kind: .wwan, by: "arphrd:rawip")
         default: break
         }
-        if let k = link.rtnlKind, virtual { return make(.other, "rtnl-kind:\(k)") }
-        if link.arphrd == ARPHRD.ether { return make(.ethernet, "arphrd:ether") }
-        if link.name.hasPrefix("wl") { return make(.wifi, "name:wl") }
-        if link.name.hasPrefix("ww") { return make(.wwan, "name:ww") }
-        return make(.other, "fallback")
+        if let k = link.rtnlKind, virtual { return Found(kind: .other, by: "rtnl-kind:\(k)") }
+        if link.arphrd == ARPHRD.ether { return Found(kind: .ethernet, by: "arphrd:ether") }
+        if link.name.hasPrefix("wl") { return Found(kind: .wifi, by: "name:wl") }
+        if link.name.hasPrefix("ww") { return Found(kind: .wwan, by: "name:ww") }
+        return Found(kind: .other, by: "fallback")
     }
+
+    /// PPP is cellular only over a modem's serial port; PPPoE is the wired line it runs on; L2TP and PPTP (a pty)
+    /// are tunnels. Unknown channels stay wwan, the costlier guess.
+    static func ppp(_ channel: PPPChannel?) -> Found {
+        switch channel {
+        case .tty?: return Found(kind: .wwan, by: "ppp:tty")
+        case .pppoe?: return Found(kind: .ethernet, by: "ppp:pppoe")
+        case .l2tp?: return Found(kind: .other, by: "ppp:l2tp")
+        case .pty?: return Found(kind: .other, by: "ppp:pty")
+        case nil: return Found(kind: .wwan, by: "arphrd:ppp")
+        }
+    }
+
+    /// The kind tethering links get: a phone's or a HiLink stick's uplink is usually cellular (docs/CLASSIFICATION.md).
+    public static let tetheringKind = LinkKind.wwan
+
+    /// Names the modem drivers give their links: Qualcomm rmnet, MediaTek ccmni, the WWAN framework's wwan%d.
+    public static let modemNamePrefixes = ["rmnet", "ccmni", "wwan"]
+
+    /// rtnl kinds of links that are not hardware: tunnels, stacked and software links. A tunnel (tun, wireguard,
+    /// ovpn) is ARPHRD_NONE like a cellular modem, but it is not cellular, so these are excluded from the ARPHRD
+    /// none/raw-ip rule. `tap` is absent on purpose: tap devices report kind `tun`.
+    public static let virtualKinds: Set<String> = [
+        "veth", "bridge", "tun", "wireguard", "bond", "vlan", "macvlan", "macvtap", "ipvlan", "ipvtap", "vxlan",
+        "gre", "gretap", "ip6gre", "ip6gretap", "erspan", "ip6erspan", "ipip", "sit", "ip6tnl", "vti", "vti6",
+        "dummy", "vrf", "team", "geneve", "bareudp", "amt", "gtp", "ovpn", "ovpn-dco", "openvswitch", "ifb",
+        "nlmon", "xfrm", "batadv", "hsr", "netkit",
+    ]
 }

@@ -143,6 +143,8 @@ public struct Link: Equatable, Sendable {
     public var kind: LinkKind
     public var classifiedBy: String
     public var metered: Bool
+    /// What made `metered` what it is.
+    public var meteredBy: MeteredSource
     public var adminUp: Bool
     public var carrier: Bool
     public var operstate: String
@@ -166,6 +168,7 @@ public struct Link: Equatable, Sendable {
         index = facts.index; name = facts.name
         kind = classification.kind; classifiedBy = classification.by; metered = classification.metered
         over = nil
+        meteredBy = classification.meteredBy
         adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
         self.addresses = addresses
         self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
@@ -194,6 +197,7 @@ public struct Link: Equatable, Sendable {
         s.field("kind", kind.rawValue)
         s.field("classified_by", classifiedBy)
         s.field("metered", metered)
+        s.field("metered_by", meteredBy.rawValue)
         s.field("over", over)
         s.field("admin_up", adminUp)
         s.field("carrier", carrier)

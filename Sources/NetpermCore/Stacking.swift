@@ -99,10 +99,17 @@ public enum Stacking {
                 if !kindSet {
                     result.kind = taken.kind
                     result.classifiedBy = by(taken)
-                    // MERGE(metered_by): the metered flag is inherited here; its provenance is the carrier's
-                    // (`carriers`' metered_by), or "config" when Metered= on this link set it. Classification's
-                    // metered_by (issue 15, classify) is joined here at merge.
-                    result.metered = metered ?? carriers.contains { $0.metered }
+                    // Metered if any carrier is, with that carrier's provenance; Metered= on this link wins.
+                    if let metered {
+                        result.metered = metered
+                        result.meteredBy = .config
+                    } else if let m = taken.metered ? taken : carriers.first(where: \.metered) {
+                        result.metered = true
+                        result.meteredBy = m.meteredBy
+                    } else {
+                        result.metered = false
+                        result.meteredBy = taken.meteredBy
+                    }
                     result.over = taken.name
                 }
             }

@@ -144,9 +144,9 @@ enum Help {
                 With -t, one line per link:
                   index:name:kind:metered:state:default-route:metric:usable:addresses
                 and with IFACE, key:value lines: index, name, kind, classified-by, over (the link whose kind a
-                stacked link or tunnel took, else empty), metered, state, admin-up, carrier, operstate,
-                default-route, metric, usable, unusable-because, addresses, ssid, bssid (the Wi-Fi network, empty
-                when none).
+                stacked link or tunnel took, else empty), metered, metered-by (config, kind, tethering, dhcp or
+                default), state, admin-up, carrier, operstate, default-route, metric, usable, unusable-because,
+                addresses, ssid, bssid (the Wi-Fi network, empty when none).
                 default-route lists ipv4 and ipv6 when there is one; unusable-because lists admin-down,
                 no-carrier and no-default-route; addresses lists every address. Lists are separated by ','.
                 """

@@ -41,7 +41,7 @@ enum LinkText {
         }
         line("kind", "\(l.kind) (classified by \(l.classifiedBy))")
         if let over = l.over { line("over", over) }
-        line("metered", yesNo(l.metered))
+        line("metered", "\(yesNo(l.metered)) (by \(l.meteredBy))")
         if let ssid = l.ssid { line("network", "\(ssid)" + (l.bssid.map { " (\($0))" } ?? "")) }
         line("state", l.state)
         line("admin", l.adminUp ? "up" : "down")

@@ -13,6 +13,8 @@ struct LinkView {
     var metered: Bool { json["metered"]?.boolValue == true }
     /// The carrier whose kind a stacked link or tunnel took.
     var over: String? { json["over"]?.stringValue }
+    /// Where `metered` came from (config, kind, tethering, dhcp, default); "?" from a daemon that does not say.
+    var meteredBy: String { json["metered_by"]?.stringValue ?? "?" }
     var adminUp: Bool { json["admin_up"]?.boolValue == true }
     var carrier: Bool { json["carrier"]?.boolValue == true }
     var operstate: String { json["operstate"]?.stringValue ?? "?" }

@@ -72,7 +72,7 @@ enum MonitorText {
         let families = l.defaultRouteFamilies
         return [
             ("name", l.name), ("kind", l.kind), ("classified by", l.classifiedBy), ("over", l.over ?? "-"),
-            ("metered", LinkText.yesNo(l.metered)), ("admin", l.adminUp ? "up" : "down"),
+            ("metered", LinkText.yesNo(l.metered)), ("metered by", l.meteredBy), ("admin", l.adminUp ? "up" : "down"),
             ("carrier", l.carrier ? "on" : "off"), ("operstate", l.operstate),
             ("default route", families.isEmpty ? "none"
                 : families.joined(separator: ",") + (l.metric.map { " metric \($0)" } ?? "")),

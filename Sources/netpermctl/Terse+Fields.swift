@@ -17,7 +17,7 @@ extension Terse {
     static func link(_ l: LinkView) -> [(String, String)] {
         [("index", String(l.index)), ("name", l.name), ("kind", l.kind), ("classified-by", l.classifiedBy),
          ("over", l.over ?? ""),
-         ("metered", yesNo(l.metered)), ("state", l.state), ("admin-up", yesNo(l.adminUp)),
+         ("metered", yesNo(l.metered)), ("metered-by", l.meteredBy), ("state", l.state), ("admin-up", yesNo(l.adminUp)),
          ("carrier", yesNo(l.carrier)), ("operstate", l.operstate),
          ("default-route", l.defaultRouteFamilies.joined(separator: ",")), ("metric", l.metric.map(String.init) ?? ""),
          ("usable", yesNo(l.usable)), ("unusable-because", l.obstacles.map(\.rawValue).joined(separator: ",")),

@@ -24,8 +24,9 @@ final class Interpreter: ControlDelegate {
     private var queue: [Input] = []
     private var draining = false
     private var timers: [TimerID: TimerSource] = [:]
-    /// sysfs is read once per link (and again on rename), not on every netlink message.
-    private var sysfsCache: [Int32: (name: String, facts: SysfsFacts)] = [:]
+    /// sysfs is read once per link (and again on rename or when its addresses or default routes change), not on
+    /// every netlink message.
+    private var sysfsCache: [Int32: (name: String, stamp: Int, facts: SysfsFacts)] = [:]
     /// The last kernel picture and the Wi-Fi networks (nl80211), joined into what the engine gets: either may
     /// change without the other.
     private var lastKernel: KernelSnapshot?
@@ -130,13 +131,19 @@ final class Interpreter: ControlDelegate {
         var s = snapshot
         s.wifi = wifi
         var seen: Set<Int32> = []
+        // What the link's addresses and default routes are: a DHCP lease and a PPP unit's pid file are written
+        // around the time those change, so the facts are read again then (and on rename), not per message.
+        var configured: [Int32: Hasher] = [:]
+        for a in s.addresses { configured[a.index, default: Hasher()].combine(a.text) }
+        for r in s.defaultRoutes { configured[r.index, default: Hasher()].combine(r.family.rawValue) }
         for link in s.links {
             seen.insert(link.index)
-            if let cached = sysfsCache[link.index], cached.name == link.name {
+            let stamp = configured[link.index]?.finalize() ?? 0
+            if let cached = sysfsCache[link.index], cached.name == link.name, cached.stamp == stamp {
                 s.sysfs[link.index] = cached.facts
             } else {
-                let facts = sysfs.facts(forInterface: link.name)
-                sysfsCache[link.index] = (link.name, facts)
+                let facts = sysfs.facts(forInterface: link.name, index: link.index)
+                sysfsCache[link.index] = (link.name, stamp, facts)
                 s.sysfs[link.index] = facts
             }
         }

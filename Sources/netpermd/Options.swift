@@ -8,6 +8,9 @@ struct Options {
     var configGiven = false
     var stateDir = "/var/lib/netpermd"
     var sysfsRoot = "/sys"
+    /// Where classification reads PPP sessions and pppd's descriptors, and pppd's and networkd's run-time files.
+    var procRoot = "/proc"
+    var runRoot = "/run"
     var logLevel = Priority.info
     /// SO_RCVBUF of the netlink event socket; tests shrink it to force overruns.
     var netlinkReceiveBuffer: Int32 = 4 << 20
@@ -21,13 +24,16 @@ struct Options {
 
     static let usage = """
         usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
-                        [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--max-connections N]
+                        [--proc PATH] [--run PATH] [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--max-connections N]
                         [--max-connections-per-uid N] [--version] [--help]
           --socket PATH      control socket (default /run/netpermd/netpermd.sock)
           --config PATH      configuration file (default /etc/netpermd/netpermd.conf; drop-ins in PATH.d/*.conf)
           --state-dir PATH   where decisions are kept (default /var/lib/netpermd)
           --log-level LEVEL  err, warning, notice, info (default) or debug
           --sysfs PATH       sysfs root used for classification (default /sys)
+          --proc PATH        proc root classification reads PPP sessions from (default /proc)
+          --run PATH         run-time root classification reads pppd pid files and networkd leases from
+                             (default /run)
           --netlink-rcvbuf BYTES  receive buffer of the netlink socket (default 4194304)
           --subscriber-timeout SECONDS  how long a subscriber that fell 1 MiB behind may take to read its
                              queue empty before it is disconnected (default 30)
@@ -55,6 +61,8 @@ struct Options {
             case "--config": guard let v = value() else { return missing(a) }; o.configPath = v; o.configGiven = true
             case "--state-dir": guard let v = value() else { return missing(a) }; o.stateDir = v
             case "--sysfs": guard let v = value() else { return missing(a) }; o.sysfsRoot = v
+            case "--proc": guard let v = value() else { return missing(a) }; o.procRoot = v
+            case "--run": guard let v = value() else { return missing(a) }; o.runRoot = v
             case "--log-level":
                 guard let v = value(), let l = Priority(name: v) else {
                     return .exit(2, "netpermd: --log-level takes err, warning, notice, info or debug\n")

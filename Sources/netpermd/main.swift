@@ -39,7 +39,8 @@ func run() -> Int32 {
     let store = DecisionStore(stateDir: options.stateDir)
     let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel), accounts: accounts,
                         decisions: store.load())
-    let interpreter = Interpreter(engine: engine, loop: loop, store: store, sysfs: Sysfs(root: options.sysfsRoot)) {
+    let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
+    let interpreter = Interpreter(engine: engine, loop: loop, store: store, sysfs: sysfs) {
         ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)
     }
     let policy = ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)

@@ -20,6 +20,7 @@ final class LinkStateTests: IntegrationTestCase {
         XCTAssertEqual(wlan.kind, "wifi")
         XCTAssertEqual(wlan.classifiedBy, "config:[Interface wlan0]")
         XCTAssertFalse(wlan.metered, "wifi is not metered by default")
+        XCTAssertEqual(wlan.meteredBy, "default")
         XCTAssertTrue(wlan.adminUp)
         XCTAssertFalse(wlan.usable, "no default route yet, so not usable: \(wlan)")
         XCTAssertNil(wlan.metric)
@@ -29,6 +30,7 @@ final class LinkStateTests: IntegrationTestCase {
         XCTAssertEqual(wwan.kind, "wwan")
         XCTAssertEqual(wwan.classifiedBy, "config:[Interface wwan0]")
         XCTAssertTrue(wwan.metered, "wwan is metered by default")
+        XCTAssertEqual(wwan.meteredBy, "kind")
 
         let lo = try XCTUnwrap(links[name: "lo"])
         XCTAssertEqual(lo.kind, "loopback")

@@ -54,7 +54,7 @@ extension NetpermctlTests {
         XCTAssertEqual(r.lines, [
             "\(wlan0.index): wlan0",
             "kind:          wifi (classified by config:[Interface wlan0])",
-            "metered:       no",
+            "metered:       no (by default)",
             "state:         routable",
             "admin:         up",
             "carrier:       on",
@@ -155,8 +155,8 @@ extension NetpermctlTests {
         XCTAssertEqual(one.status, 0, one.summary)
         XCTAssertEqual(one.lines, [
             "index:\(wlan0.index)", "name:wlan0", "kind:wifi", "classified-by:config\\:[Interface wlan0]", "over:", "metered:no",
-            "state:routable", "admin-up:yes", "carrier:yes", "operstate:up", "default-route:ipv4", "metric:100",
-            "usable:yes", "unusable-because:", "addresses:10.1.0.1/24", "ssid:", "bssid:",
+            "metered-by:default", "state:routable", "admin-up:yes", "carrier:yes", "operstate:up", "default-route:ipv4",
+            "metric:100", "usable:yes", "unusable-because:", "addresses:10.1.0.1/24", "ssid:", "bssid:",
         ], one.stdout)
         let wwan = try ctl(["--socket", f.socket, "-t", "links", "wwan0"])
         XCTAssertTrue(wwan.lines.contains("unusable-because:no-default-route"), wwan.stdout)
@@ -296,7 +296,7 @@ extension NetpermctlTests {
         // The snapshot: the state every later line is told against.
         let snapshot = try lines(human, until: "ending the snapshot") { $0.hasPrefix("  policy:") }
         XCTAssertEqual(snapshot.first, "[1] snapshot:", snapshot.joined(separator: "\n"))
-        for line in ["  wlan0 (wifi): metered no, admin up, carrier on, operstate up, default route ipv4 metric 100, "
+        for line in ["  wlan0 (wifi): metered no, metered by default, admin up, carrier on, operstate up, default route ipv4 metric 100, "
                         + "usable yes, addresses 10.1.0.1/24",
                      "  app updater: yes, via wlan0 (wifi)", "  policy: generation 1, 1 apps"] {
             XCTAssertTrue(snapshot.contains(line), "'\(line)' in:\n" + snapshot.joined(separator: "\n"))
@@ -328,7 +328,7 @@ extension NetpermctlTests {
         // A link that comes and goes (a veth pair: two links, both admin down).
         try f.ns.ip("link", "add", "extra0", "type", "veth", "peer", "name", "extra0p")
         let added = try lines(human, until: "adding extra0") { $0.contains("link added: extra0 (") }
-        XCTAssertEqual(added.last.flatMap(Self.unnumbered)?.text, "link added: extra0 (other): metered no, admin down, "
+        XCTAssertEqual(added.last.flatMap(Self.unnumbered)?.text, "link added: extra0 (other): metered no, metered by default, admin down, "
             + "carrier off, operstate down, default route none, usable no, no addresses")
         XCTAssertTrue(try lines(terse, until: "adding extra0") { $0.contains(":link-added:extra0:") }.last?
             .contains(":name::extra0:kind::other:") == true)

@@ -10,10 +10,11 @@ import XCTest
 final class ClassificationTests: XCTestCase {
     // MARK: helpers
 
+    /// The fixture trees beside this file, in the source tree: SwiftPM does not copy them (their symlinks loop).
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+
     private func fixtureRoot(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws -> String {
-        let base = try XCTUnwrap(Bundle.module.url(forResource: "Fixtures", withExtension: nil),
-                                 "Fixtures resource missing from the test bundle", file: file, line: line)
-        let root = base.appendingPathComponent("sysfs-\(name)")
+        let root = Self.fixtures.appendingPathComponent("sysfs-\(name)")
         var isDir: ObjCBool = false
         XCTAssertTrue(FileManager.default.fileExists(atPath: root.path, isDirectory: &isDir) && isDir.boolValue,
                       "no fixture tree \(root.path)", file: file, line: line)
@@ -49,13 +50,16 @@ final class ClassificationTests: XCTestCase {
     /// The reader must pick DEVTYPE out of the middle of uevent and see phy80211/wireless as present.
     func testSysfsReadsIwlwifiFacts() throws {
         let facts = Sysfs(root: try fixtureRoot("iwlwifi")).facts(forInterface: "wlp2s0")
-        XCTAssertEqual(facts, SysfsFacts(devtype: "wlan", hasPhy80211: true, hasWireless: true))
+        XCTAssertEqual(facts, SysfsFacts(devtype: "wlan", hasPhy80211: true, hasWireless: true, driver: "iwlwifi",
+                                         bus: "pci"))
     }
 
-    /// device/uevent says DEVTYPE=usb_interface; only the net device's own uevent may count.
+    /// device/uevent says DEVTYPE=usb_interface; only the net device's own uevent may count. The driver and bus
+    /// come from the parent device's symlinks, the vendor from the USB device above the interface.
     func testSysfsReadsNetDeviceUeventNotParentDevice() throws {
         let facts = Sysfs(root: try fixtureRoot("qmi_wwan")).facts(forInterface: "wwp0s20u4i4")
-        XCTAssertEqual(facts, SysfsFacts(devtype: "wwan", hasPhy80211: false, hasWireless: false))
+        XCTAssertEqual(facts, SysfsFacts(devtype: "wwan", hasPhy80211: false, hasWireless: false, driver: "qmi_wwan",
+                                         bus: "usb", usbInterface: USBInterfaceClass(0xff, 0xff, 0xff), usbVendor: 0x2c7c))
     }
 
     /// A uevent without DEVTYPE (e1000e) gives nil, not an empty string.
@@ -134,7 +138,7 @@ final class ClassificationTests: XCTestCase {
     func testArphrdNoneAndRawIPWithoutKindAreWwan() {
         let none = Classifier.classify(link("mbim0", ARPHRD.none), sysfs: SysfsFacts(), overrides: [])
         XCTAssertEqual(none, Classification(kind: .wwan, by: "arphrd:none", metered: true))
-        let raw = Classifier.classify(link("rmnet0", ARPHRD.rawip), sysfs: SysfsFacts(), overrides: [])
+        let raw = Classifier.classify(link("qmimux0", ARPHRD.rawip), sysfs: SysfsFacts(), overrides: [])
         XCTAssertEqual(raw, Classification(kind: .wwan, by: "arphrd:rawip", metered: true))
     }
 

@@ -158,7 +158,8 @@ final class EngineStatusTests: XCTestCase {
         let h = EngineHarness(links: [wlan])
         let r = h.send(h.connect(Peers.curl), "LINKS")
         XCTAssertEqual(r, [#"{"ok":true,"links":[{"index":3,"name":"wlan0","kind":"wifi","#
-            + #""classified_by":"sysfs:devtype=wlan","metered":false,"over":null,"admin_up":true,"carrier":true,"#
+            + #""classified_by":"sysfs:devtype=wlan","metered":false,"metered_by":"default","over":null,"admin_up":true,"#
+            + #""carrier":true,"#
             + #""operstate":"up","addresses":["192.0.2.10/24","fe80::1/64"],"#
             + #""default_route":{"ipv4":true,"ipv6":false},"metric":600,"usable":true,"#
             + #""ssid":"HomeNet","bssid":"02:00:5e:10:00:01"}]}"#])

@@ -9,7 +9,8 @@ import XCTest
 /// stacking pass runs as in the engine.
 final class StackingFixtureTests: XCTestCase {
     private func root(_ name: String) throws -> String {
-        let base = try XCTUnwrap(Bundle.module.url(forResource: "Fixtures", withExtension: nil))
+        // Beside this source: the target excludes the trees (see ClassificationTests).
+        let base = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
         let path = base.appendingPathComponent("sysfs-stack-\(name)").path
         XCTAssertTrue(FileManager.default.fileExists(atPath: path), "no fixture \(path)")
         return path

@@ -54,6 +54,7 @@ struct DaemonLink: CustomStringConvertible {
     var kind: String
     var classifiedBy: String
     var metered: Bool
+    var meteredBy: String
     var adminUp: Bool
     var carrier: Bool
     var operstate: String
@@ -71,6 +72,7 @@ struct DaemonLink: CustomStringConvertible {
         kind = try JSONValue.string(o, "kind")
         classifiedBy = try JSONValue.string(o, "classified_by")
         metered = try JSONValue.bool(o, "metered")
+        meteredBy = try JSONValue.string(o, "metered_by")
         adminUp = try JSONValue.bool(o, "admin_up")
         carrier = try JSONValue.bool(o, "carrier")
         operstate = try JSONValue.string(o, "operstate")
