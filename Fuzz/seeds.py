@@ -54,6 +54,8 @@ def engine_seeds():
                                        "2 SUBSCRIBE apps policy\nx\n")
     seeds["framing"] = "\n   \n0 ping\n0 PING extra\n0\tQUERY\tfirefox\r\nL0\n0 NOSUCHVERB\n0 WAIT 1 2\n0 QUIT\n0 PING\n"
     seeds["peers"] = "o04\n0 QUERY\n0 SUBSCRIBE prompts\no15\n1 RELOAD\no23\n2 QUERY firefox\n2 QUERY\nc0\nc1\n"
+    seeds["identity-changes"] = ("0 SUBSCRIBE prompts\n1 SUBSCRIBE\ni12\n1 QUERY\ni06\n0 PROMPTS\n0 QUERY\n"
+                                 "o26\n2 WAIT\ni20\n2 QUERY\ni01\nr1\n")
     return seeds
 
 

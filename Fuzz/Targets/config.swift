@@ -32,6 +32,7 @@ func checkMatching(_ config: Config, exe: String) {
         PeerIdentity(pid: 2, uid: 1000, gids: [1000, 990], executable: "/usr/bin/firefox", unit: "app-x.scope"),
         PeerIdentity(pid: 3, uid: 1001, gids: [], executable: nil, unit: "apt-daily.service"),
         PeerIdentity(pid: 4, uid: 1001, gids: [], executable: "/" + exe, unit: exe),
+        PeerIdentity(pid: 5, uid: 1000, gids: [], executable: nil, unit: exe, userUnit: true),
     ]
     for peer in peers {
         let m = config.match(peer)
@@ -41,6 +42,11 @@ func checkMatching(_ config: Config, exe: String) {
             require(AppPolicy.isValidID(m.id), "a derived id that is not a valid id: \(m.id.debugDescription)")
         case .executable, .unit, .user:
             require(m.app != nil && config.app(named: m.id) == m.app, "matched \(m.id), which the policy does not hold")
+            // A user's own unit never matches Unit=, a system unit never UserUnit=.
+            if m.matchedBy == .unit, let unit = peer.unit, let app = m.app {
+                require((peer.userUnit ? app.userUnits : app.units).contains { $0.matches(unit) },
+                        "\(m.id) matched unit \(unit) (user: \(peer.userUnit)) by the wrong key")
+            }
         case .name:
             require(false, "matched by name without a name")
         }
@@ -48,7 +54,7 @@ func checkMatching(_ config: Config, exe: String) {
     for app in config.apps {
         require(AppPolicy.isValidID(app.id), "an app with an invalid id: \(app.id.debugDescription)")
         require(app.hasIdentity, "an app with no identity in a valid policy: \(app.id)")
-        for g in app.executables + app.units where g.isLiteral {
+        for g in app.executables + app.units + app.userUnits where g.isLiteral {
             require(g.matches(g.pattern), "literal glob \(g.pattern.debugDescription) does not match itself")
         }
     }
@@ -100,7 +106,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             require(a.apps.map(\.id) == b.apps.map(\.id), "apps \(a.apps.map(\.id)) became \(b.apps.map(\.id))")
             for (x, y) in zip(a.apps, b.apps) {
                 require(x.permissions == y.permissions && x.executables == y.executables && x.units == y.units
-                        && x.uids == y.uids, "app \(x.id) read twice differs")
+                        && x.userUnits == y.userUnits && x.uids == y.uids, "app \(x.id) read twice differs")
             }
             require(a.defaults == b.defaults && a.adminGroup == b.adminGroup && a.promptTimeoutSec == b.promptTimeoutSec,
                     "defaults read twice differ")

@@ -4,7 +4,8 @@
 // request on connection 0. The harness plays the transport (no request is taken from a held or closed
 // connection), the clock, the decision store and the policy files, and checks every effect as it comes.
 //
-//   o<slot><peer>   reopen a slot as a new connection of peer 0-5       c<slot>   close it
+//   o<slot><peer>   reopen a slot as a new connection of peer 0-6       c<slot>   close it
+//   i<slot><peer>   the slot's next requests come from peer 0-6 (a child that inherited the socket)
 //   t<seconds>      move the clock (timers fire in order)               L<slot>   a line too long for the framer
 //   k<n> / K<n>     the kernel's picture n (K: after a netlink overrun) r<n>      the policy files become n; SIGHUP
 //   m               policy loads wait for p (toggle)                    p         one waiting policy load completes
@@ -22,6 +23,8 @@ let peers: [PeerIdentity] = [
     PeerIdentity(pid: 103, uid: 1001, gids: [1001], executable: "/opt/tool/bin/x y", unit: nil),
     PeerIdentity(pid: 104, uid: 1002, gids: [], executable: nil, unit: nil, problem: "cannot read /proc/104/exe: gone"),
     PeerIdentity(pid: 105, uid: 64000, gids: [64000], executable: "/usr/sbin/netpermd", unit: "netpermd.service"),
+    // A user's own unit named like the system's: matches UserUnit=, never Unit=.
+    PeerIdentity(pid: 106, uid: 1000, gids: [1000], executable: "/usr/bin/wget", unit: "updater.service", userUnit: true),
 ]
 
 let policies: [String] = [
@@ -46,6 +49,10 @@ let policies: [String] = [
     [App bob]
     User=bob
     WiFi=deny
+
+    [App sync]
+    UserUnit=updater.service
+    WiFi=ask
 
     [Interface usb*]
     Kind=wwan
@@ -248,6 +255,7 @@ final class World {
             }
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
+            require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")
         }
     }
 
@@ -347,6 +355,10 @@ final class World {
             return
         case UInt8(ascii: "o"): open(slot, peer: rest.dropFirst().first.map(Int.init) ?? slot)
         case UInt8(ascii: "c"): close(slot)
+        case UInt8(ascii: "i"):
+            // The transport sees the sender of the next request, so it comes in order with the requests.
+            send(.identityChanged(connection(slot).id, peers[(rest.dropFirst().first.map(Int.init) ?? 0) % peers.count]),
+                 slot: slot)
         case UInt8(ascii: "t"): advance(UInt64(number(rest, limit: 200_000) ?? 1) * 1_000_000 + 1)
         case UInt8(ascii: "L"): send(.lineTooLong(connection(slot).id), slot: slot)
         case UInt8(ascii: "k"), UInt8(ascii: "K"):
