@@ -140,6 +140,13 @@ final class Connection {
 final class World {
     let engine = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
     let effects = Effects()
+    /// The same engine fed the same inputs, except that a connection's request lines alternate with and without a
+    /// trailing space: the same requests, but never the bytes of the one before, so it never answers from its
+    /// reply cache. Its effects must be the same as the first engine's, byte for byte: a cached reply is what a
+    /// fresh one would have been.
+    let uncached = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
+    let uncachedEffects = Effects()
+    var padNext: Set<ConnectionID> = []
     var queue: [Input] = []
     var draining = false
     var slots: [ConnectionID?] = [nil, nil, nil, nil]
@@ -164,6 +171,11 @@ final class World {
                 if case let .closed(id) = next { live[id] = nil }
                 effects.reset()
                 engine.handle(next, into: effects)
+                uncachedEffects.reset()
+                uncached.handle(padded(next), into: uncachedEffects)
+                let a = render(effects), b = render(uncachedEffects)
+                require(a == b, "a cached reply differs from a fresh one after \(next):\n\(a.joined(separator: "\n"))\n-- fresh:\n"
+                    + b.joined(separator: "\n"))
                 for e in effects.list { carryOut(e) }
                 checkAfterInput()
             }
@@ -173,6 +185,46 @@ final class World {
             deliver(c.pending.removeFirst(), to: c)
         }
         draining = false
+    }
+
+    func padded(_ input: Input) -> Input {
+        guard case let .line(id, bytes) = input else { return input }
+        if padNext.remove(id) != nil { return .line(id, bytes + [0x20]) }
+        padNext.insert(id)
+        return input
+    }
+
+    /// Effects as text, for comparing two engines': each connection's in order, then the rest sorted (sessions
+    /// are kept in a dictionary, whose order differs from one engine to another). Events that come one after
+    /// another are compared as a set without their seq: the app events of one network change come in the order of
+    /// a dictionary of permission sets, which differs between engines (seq itself is checked on every line).
+    /// Log lines are left out.
+    func render(_ fx: Effects) -> [String] {
+        var perConnection: [ConnectionID: [String]] = [:]
+        var runs: [ConnectionID: [String]] = [:]
+        func endRun(_ id: ConnectionID) {
+            perConnection[id, default: []] += (runs.removeValue(forKey: id) ?? []).sorted()
+        }
+        var rest: [String] = []
+        for e in fx.list {
+            switch e {
+            case let .reply(id, r):
+                endRun(id)
+                perConnection[id, default: []].append("reply " + String(decoding: fx[r], as: UTF8.self))
+            case let .event(id, h, t):
+                let head = String(decoding: fx[h], as: UTF8.self)
+                runs[id, default: []].append("event " + head.prefix { $0 != "," } + String(decoding: fx[t], as: UTF8.self))
+            case let .hold(id), let .resume(id), let .close(id), let .keepOpenAfterInputEnds(id):
+                endRun(id)
+                perConnection[id, default: []].append("\(e)")
+            case .log: break
+            // Dictionaries print in their own order: the decisions as the file has them.
+            case let .persist(d): rest.append("persist " + d.encoded())
+            case .armTimer, .cancelTimer, .loadPolicy, .notify: rest.append("\(e)")
+            }
+        }
+        for id in Array(runs.keys) { endRun(id) }
+        return perConnection.keys.sorted().flatMap { id in perConnection[id]!.map { "\(id): " + $0 } } + rest.sorted()
     }
 
     func policyResult() -> ConfigParseResult {
