@@ -122,6 +122,30 @@ fuzz-smoke: fuzz-seeds fuzz-build
 	    || { cat $(FUZZ_DIR)/smoke-$$t.log; echo "fuzz-smoke: $$t failed on a seed"; exit 1; }; \
 	done; echo "fuzz-smoke: every seed passes $(FUZZ_TARGETS)"
 
+# The unit tests, then the real daemon under a few integration tests, built with AddressSanitizer in a build
+# directory of its own. Every report (from a test process or a daemon) is written under .build-asan/reports and
+# fails the target. Needs root for the integration part. No leak checking: Swift keeps a weak reference's side
+# table behind a tagged pointer LeakSanitizer cannot follow, so every live object ever weakly referenced is
+# reported as a leak, and XCTest keeps its test cases to the end.
+ASAN_BUILD := --build-path .build-asan -Xswiftc -sanitize=address
+ASAN_REPORTS := $(CURDIR)/.build-asan/reports
+ASAN_INTEGRATION ?= PolicyVerdictTests|EventsWaitTests|ProtocolTests|PromptTests|DecisionFileTests
+# Bounds latency (a QUERY within 1 s while 300 apps' events flood a subscriber), which a debug build under ASan,
+# two to three times slower, need not meet: measured 1.04 s.
+ASAN_SKIP ?= testASubscriberThatNeverReadsIsDisconnected
+ASAN_ENV := SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=log_path=$(ASAN_REPORTS)/asan:detect_leaks=0
+
+asan: deps test-deps
+	$(SWIFT) build --build-tests $(ASAN_BUILD)
+	rm -rf $(ASAN_REPORTS); mkdir -p $(ASAN_REPORTS)
+	$(ASAN_ENV) $(SWIFT) test --skip-build $(ASAN_BUILD) --filter 'NetpermCoreTests|NetpermControlTests|NetpermIOTests'
+	@# The daemon that the integration tests start is the ASan build too: NETPERMD_BIN, and ASAN_OPTIONS inherited.
+	$(ASAN_ENV) NETPERMD_BIN=$$($(SWIFT) build $(ASAN_BUILD) --show-bin-path) \
+	  $(SWIFT) test --skip-build $(ASAN_BUILD) --filter '$(ASAN_INTEGRATION)' --skip '$(ASAN_SKIP)'
+	@if ls $(ASAN_REPORTS)/asan.* >/dev/null 2>&1; then \
+	  head -n 40 $(ASAN_REPORTS)/asan.*; echo "asan: reports in $(ASAN_REPORTS)"; exit 1; \
+	fi; echo "asan: no AddressSanitizer report"
+
 # Randomized link, address, route, rule and nexthop changes compared with the kernel's answers for FUZZ_SECONDS;
 # a seed is printed, NETPERMD_FUZZ_SEED=N replays it. Needs root.
 fuzz-routes: deps test-deps
