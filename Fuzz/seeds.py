@@ -54,6 +54,9 @@ def engine_seeds():
                                        "2 SUBSCRIBE apps policy\nx\n")
     seeds["framing"] = "\n   \n0 ping\n0 PING extra\n0\tQUERY\tfirefox\r\nL0\n0 NOSUCHVERB\n0 WAIT 1 2\n0 QUIT\n0 PING\n"
     seeds["peers"] = "o04\n0 QUERY\n0 SUBSCRIBE prompts\no15\n1 RELOAD\no23\n2 QUERY firefox\n2 QUERY\nc0\nc1\n"
+    seeds["own-policy"] = ("0 SUBSCRIBE prompts\n1 SUBSCRIBE\nR[Defaults]|WiFi=ask|AdminGroup=wheel|[App firefox]|"
+                           "Executable=/usr/bin/f*|WWAN=ask\n1 QUERY\n0 APPS\n0 DECIDE firefox wwan allow\n"
+                           "R[App x\n0 RELOAD\n0 STATUS\n")
     seeds["identity-changes"] = ("0 SUBSCRIBE prompts\n1 SUBSCRIBE\ni12\n1 QUERY\ni06\n0 PROMPTS\n0 QUERY\n"
                                  "o26\n2 WAIT\ni20\n2 QUERY\ni01\nr1\n")
     return seeds

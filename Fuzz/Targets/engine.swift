@@ -8,6 +8,7 @@
 //   i<slot><peer>   the slot's next requests come from peer 0-6 (a child that inherited the socket)
 //   t<seconds>      move the clock (timers fire in order)               L<slot>   a line too long for the framer
 //   k<n> / K<n>     the kernel's picture n (K: after a netlink overrun) r<n>      the policy files become n; SIGHUP
+//   R<text>         the policy file becomes text, with '|' for a newline; SIGHUP
 //   m               policy loads wait for p (toggle)                    p         one waiting policy load completes
 //   s               decision writes wait for d / e (toggle)             d / e     the oldest write succeeds / fails
 //   E               automatic writes fail (toggle)                      x         SIGTERM
@@ -155,6 +156,8 @@ final class World {
     var now: UInt64 = 0
     var timers: [TimerID: UInt64] = [:]
     var policy = 0
+    /// Set by R: a policy of the input's own instead of one of `policies`.
+    var customPolicy: String?
     var loadsManual = false, pendingLoads = 0
     var storesManual = false, storeFails = false
     var pendingStores = 0
@@ -214,13 +217,24 @@ final class World {
             case let .event(id, h, t):
                 let head = String(decoding: fx[h], as: UTF8.self)
                 runs[id, default: []].append("event " + head.prefix { $0 != "," } + String(decoding: fx[t], as: UTF8.self))
-            case let .hold(id), let .resume(id), let .close(id), let .keepOpenAfterInputEnds(id):
-                endRun(id)
-                perConnection[id, default: []].append("\(e)")
+            // Written out by hand: printing an enum by reflection cost more than the engine.
+            case let .hold(id): endRun(id); perConnection[id, default: []].append("hold")
+            case let .resume(id): endRun(id); perConnection[id, default: []].append("resume")
+            case let .close(id): endRun(id); perConnection[id, default: []].append("close")
+            case let .keepOpenAfterInputEnds(id): endRun(id); perConnection[id, default: []].append("keep-open")
             case .log: break
-            // Dictionaries print in their own order: the decisions as the file has them.
-            case let .persist(d): rest.append("persist " + d.encoded())
-            case .armTimer, .cancelTimer, .loadPolicy, .notify: rest.append("\(e)")
+            // The decisions as the file has them (a dictionary prints in its own order).
+            case let .persist(d): rest.append("persist " + d.encoded() + " once \(d.once.count)")
+            case let .armTimer(id, usec): rest.append("arm \(id) \(usec)")
+            case let .cancelTimer(id): rest.append("cancel \(id)")
+            case .loadPolicy: rest.append("load-policy")
+            case let .notify(n):
+                switch n {
+                case let .ready(status): rest.append("ready " + status)
+                case let .status(status): rest.append("status " + status)
+                case .reloading: rest.append("reloading")
+                case .stopping: rest.append("stopping")
+                }
             }
         }
         for id in Array(runs.keys) { endRun(id) }
@@ -228,7 +242,7 @@ final class World {
     }
 
     func policyResult() -> ConfigParseResult {
-        Config.parse(files: [("/etc/netpermd/netpermd.conf", policies[policy])], accounts: Accounts())
+        Config.parse(files: [("/etc/netpermd/netpermd.conf", customPolicy ?? policies[policy])], accounts: Accounts())
     }
 
     // MARK: - Effects, each checked
@@ -418,6 +432,10 @@ final class World {
             feed(.kernel(snapshot(number(rest, limit: 100) ?? 0, resyncs: resyncs)))
         case UInt8(ascii: "r"):
             policy = (number(rest, limit: 100) ?? 0) % policies.count
+            customPolicy = nil
+            feed(.reload)
+        case UInt8(ascii: "R"):
+            customPolicy = String(decoding: rest.map { $0 == UInt8(ascii: "|") ? 0x0A : $0 }, as: UTF8.self)
             feed(.reload)
         case UInt8(ascii: "m"): loadsManual.toggle()
         case UInt8(ascii: "p"):
