@@ -6,8 +6,9 @@ struct Accounts: AccountResolver {
     func gid(forGroup name: String) -> UInt32? { ["netperm": 990, "wheel": 10][name] }
 }
 
-/// A message meant for one line of a log, a reply or STATUS=: short, and no control characters.
+/// A message meant for one line of a log, a reply or STATUS=: short, and nothing a terminal would act on (no
+/// control characters, line separators or bidi controls, as SafeText defines them).
 func requireOneShortLine(_ s: String, max: Int, _ what: @autoclosure () -> String) {
     require(s.utf8.count <= max, "\(what()) is \(s.utf8.count) bytes: \(s.prefix(300))")
-    require(!s.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "\(what()) holds a control character: \(s.debugDescription.prefix(300))")
+    require(!s.unicodeScalars.contains(where: SafeText.isUnsafe), "\(what()) holds an unsafe character: \(s.debugDescription.prefix(300))")
 }

@@ -1,5 +1,6 @@
 // The config / policy parser: Ini, then Config with drop-ins merged. The input is up to four files separated by
-// NUL bytes: the main file, then drop-ins in the order the daemon reads them.
+// NUL bytes: the main file, then drop-ins in the order the daemon reads them. The same bytes go through SafeText,
+// which every message quoting them uses.
 @testable import NetpermCore
 
 let paths = ["/etc/netpermd/netpermd.conf"] + (1...3).map { "/etc/netpermd/netpermd.conf.d/\($0)0-local.conf" }
@@ -20,9 +21,9 @@ func check(_ r: ConfigParseResult, files: [(path: String, text: String)]) {
         require((file, p.line) >= last, "problems out of file order: \(r.problems)")
         last = (file, p.line)
         // Issue 14.3: a problem quotes a short excerpt, escaped, never the whole line.
-        requireOneShortLine(p.description, max: 1024, "a problem")
+        requireOneShortLine(p.description, max: 300, "a problem")
     }
-    if let f = r.failure { requireOneShortLine(f, max: 1200, "the failure line") }
+    if let f = r.failure { requireOneShortLine(f, max: 340, "the failure line") }
 }
 
 /// What a valid policy answers: every peer gets an app, from the policy or a derived id the policy does not use.
@@ -60,9 +61,36 @@ func checkMatching(_ config: Config, exe: String) {
     }
 }
 
+/// SafeText's promises: nothing unsafe comes out, escaping twice changes nothing, bytes that are valid UTF-8
+/// escape as their string does, and an excerpt is a bounded prefix of the escaped text.
+func checkSafeText(_ b: [UInt8]) {
+    let s = String(decoding: b, as: UTF8.self)
+    let e = SafeText.escape(s)
+    require(!e.unicodeScalars.contains(where: SafeText.isUnsafe), "escape left an unsafe scalar: \(e.debugDescription.prefix(300))")
+    require(SafeText.escape(e) == e, "escaping twice changed \(e.debugDescription.prefix(300))")
+    let kept = SafeText.escape(s, keepingNewlines: true)
+    require(kept.split(separator: "\n", omittingEmptySubsequences: false).map { SafeText.escape($0) }
+            .joined(separator: "\\n") == e, "keepingNewlines differs on more than newlines")
+    let u = SafeText.escape(utf8: b)
+    require(!u.unicodeScalars.contains(where: SafeText.isUnsafe), "escape(utf8:) left an unsafe scalar: \(u.debugDescription.prefix(300))")
+    require(SafeText.escape(utf8: Array(u.utf8)) == u, "escape(utf8:) twice changed \(u.debugDescription.prefix(300))")
+    if String(validating: b, as: UTF8.self) != nil {
+        require(u == e, "valid UTF-8 escapes differently as bytes: \(u.debugDescription.prefix(200)) vs \(e.debugDescription.prefix(200))")
+    }
+    for maxBytes in [0, 1, 7, 60, 240] {
+        let x = SafeText.excerpt(s, maxBytes: maxBytes)
+        // By scalar: a cut may fall inside a grapheme (a letter and its combining mark).
+        let cut = x.utf8.last == UInt8(ascii: ".") && x.utf8.count - 3 <= maxBytes
+            && e.utf8.starts(with: x.utf8.dropLast(3)) && x.utf8.suffix(3).elementsEqual("...".utf8)
+        require(x.utf8.elementsEqual(e.utf8) && e.utf8.count <= maxBytes || cut, "excerpt \(maxBytes) of \(e.debugDescription.prefix(200)): \(x.debugDescription)")
+    }
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let pieces = split(bytes(data, size), on: 0)
+    let input = bytes(data, size)
+    checkSafeText(input)
+    let pieces = split(input, on: 0)
     let files = zip(paths, pieces).map { (path: $0, text: String(decoding: $1, as: UTF8.self)) }
     let r = Config.parse(files: files, accounts: Accounts(), limit: limit)
     check(r, files: files)
