@@ -18,4 +18,24 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertEqual(events.map { $0["seq"]?.intValue }, Array(2..<(2 + events.count)))
         XCTAssertEqual(events.last?["event"], "snapshot")
     }
+
+    /// Fuzz/classify, seed sysfs-stack-bond with its links listed in reverse: a bond's `classified_by` named its
+    /// ports in the order the kernel's picture listed them ("ports:enp4s0,enp3s0"), so the same bond read again in
+    /// another order was a changed link (a `link` event, a log line) though nothing had changed.
+    func testABondNamesItsPortsInTheSameOrderWhateverTheKernelsOrder() {
+        func link(_ index: Int32, _ name: String, kind: String? = nil, master: Int32? = nil) -> LinkFacts {
+            LinkFacts(index: index, name: name, arphrd: ARPHRD.ether, rtnlKind: kind, adminUp: true, carrier: true,
+                      operstate: "up", masterIndex: master)
+        }
+        let links = [link(10, "bond0", kind: "bond"), link(11, "enp3s0", master: 10), link(12, "enp4s0", master: 10)]
+        func bond(_ order: [LinkFacts]) -> Link? {
+            let state = NetworkState(snapshot: KernelSnapshot(links: order)) {
+                Classifier.classify($0, sysfs: SysfsFacts(), overrides: [])
+            }
+            return state.link(named: "bond0")
+        }
+        XCTAssertEqual(bond(links)?.classifiedBy, "ports:enp3s0,enp4s0")
+        XCTAssertEqual(bond(links.reversed())?.classifiedBy, "ports:enp3s0,enp4s0")
+        XCTAssertEqual(bond([links[0], links[2], links[1]]), bond(links))
+    }
 }
