@@ -99,7 +99,9 @@ def classify_seeds():
     fixtures = "Tests/NetpermCoreTests/Fixtures"
     for fx in sorted(os.listdir(os.path.join(ROOT, fixtures))):
         net = os.path.join(ROOT, fixtures, fx, "class", "net")
-        for name in sorted(os.listdir(net)):
+        names = sorted(os.listdir(net))
+        facts = {}
+        for name in names:
             d = os.path.join(net, name)
             arphrd = open(os.path.join(d, "type")).read().strip() if os.path.exists(os.path.join(d, "type")) else "1"
             devtype = ""
@@ -108,8 +110,38 @@ def classify_seeds():
                     if line.startswith("DEVTYPE="):
                         devtype = line.strip()[len("DEVTYPE="):]
             flags = " ".join(f for f in ["phy80211", "wireless"] if os.path.exists(os.path.join(d, f)))
+            lowers = sorted(e[len("lower_"):] for e in os.listdir(d) if e.startswith("lower_"))
+            ports = sorted(os.listdir(os.path.join(d, "brif"))) if os.path.isdir(os.path.join(d, "brif")) else []
             kind = {"sysfs-veth": "veth", "sysfs-tun": "tun"}.get(fx, "")
-            seeds[fx] = f"{name}\n{arphrd}\n{kind}\n{devtype}\n{flags}\n"
+            if devtype in ("vlan", "bond", "bridge"):
+                kind = devtype
+            elif lowers:
+                kind = "macvlan"
+            elif name.startswith("vnet"):
+                kind = "tun"
+            facts[name] = dict(arphrd=arphrd, devtype=devtype, flags=flags, kind=kind, lowers=lowers, ports=ports)
+        # The first link as the single link; a fixture of several links adds them all as a stack (+ lines):
+        # vlan and macvlan name their lower link, bonds and bridges their ports.
+        first = facts[names[0]]
+        text = f"{names[0]}\n{first['arphrd']}\n{first['kind']}\n{first['devtype']}\n{first['flags']}\n"
+        if len(names) > 1:
+            index = {n: 10 + i for i, n in enumerate(names)}
+            master, lower = {}, {}
+            for n, f in facts.items():
+                for l in f["lowers"]:
+                    if f["kind"] in ("bond", "bridge"):
+                        master[l] = n
+                    else:
+                        lower[n] = l
+                for p in f["ports"]:
+                    master[p] = n
+            for n in names:
+                f = facts[n]
+                text += " ".join(["+" + str(index[n]), n, f["arphrd"], f["kind"] or "-",
+                                  str(index[lower[n]]) if n in lower else "-",
+                                  str(index[master[n]]) if n in master else "-", f["devtype"] or "-"]) + "\n"
+            text += f"={index[names[0]]} 100\n"
+        seeds[fx] = text
     # The classification doc's overrides, applied to a link they match.
     for n, b in enumerate(ini_blocks("docs/CLASSIFICATION.md") + ini_blocks("docs/POLICY.md")):
         for m in re.finditer(r"\[Interface ([^\]]+)\]\n((?:[A-Za-z]+=.*\n)*)", b):

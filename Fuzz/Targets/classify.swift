@@ -2,6 +2,9 @@
 // overrides, then the same link through the engine to LINKS. The input is lines:
 //   name / ARPHRD (decimal) / rtnl kind (empty: none) / DEVTYPE (empty: none) / "phy80211" and/or "wireless"
 //   then one [Interface] override a line: GLOB<TAB>Kind<TAB>Metered (a bad kind or metered: not set)
+// and, for the stacking pass, a picture of more links, in lines starting with:
+//   +INDEX NAME ARPHRD KIND LOWER MASTER DEVTYPE ('-' for none)   @TUNNEL EGRESS (where a tunnel's remote goes)
+//   =INDEX METRIC (a default route)                                ^INDEX (a host route through the link)
 @testable import NetpermCore
 
 func field(_ lines: [[UInt8]], _ i: Int) -> String? {
@@ -18,7 +21,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let flags = field(lines, 4) ?? ""
     let sysfs = SysfsFacts(devtype: devtype, hasPhy80211: flags.contains("phy80211"), hasWireless: flags.contains("wireless"))
     var overrides: [InterfaceOverride] = []
-    for l in lines.dropFirst(5).prefix(16) {
+    for l in lines.dropFirst(5).prefix(16) where !"+@=^".utf8.contains(l.first ?? 0) {
         let f = l.split(separator: 0x09, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
         guard let glob = try? Glob(f[0]) else { continue }
         overrides.append(InterfaceOverride(glob: glob, kind: f.count > 1 ? LinkKind(rawValue: f[1]) : nil,
@@ -87,5 +90,77 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
                     "LINKS says \(l["kind"]?.string ?? "?") metered \(l["metered"]?.bool.map { "\($0)" } ?? "?"), classify \(viaPolicy)")
         }
     }
+    checkStacking(lines.filter { "+@=^".utf8.contains($0.first ?? 0) }.prefix(24), overrides: overrides)
     return 0
+}
+
+/// The stacking pass over a picture of several links: it ends, whatever the graph (the kernel allows no cycle,
+/// but a picture taken mid-change may show one); every `over` names a link of the picture; a link that is not
+/// stacked keeps its own classification; and, when the graph has no cycle, the kernel's order of the links does
+/// not matter.
+func checkStacking(_ lines: ArraySlice<[UInt8]>, overrides: [InterfaceOverride]) {
+    guard !lines.isEmpty else { return }
+    var snap = KernelSnapshot()
+    var seen: Set<Int32> = []
+    for l in lines {
+        let w = String(decoding: l.dropFirst(), as: UTF8.self).split(separator: " ").map(String.init)
+        func int(_ i: Int) -> Int32? { i < w.count ? Int32(w[i]).map { max(1, min(64, $0)) } : nil }
+        switch l.first {
+        case UInt8(ascii: "+"):
+            guard let index = int(0), seen.insert(index).inserted else { continue }
+            let name = w.count > 1 ? w[1] : "l\(index)"
+            let kind = w.count > 3 && w[3] != "-" ? w[3] : nil
+            snap.links.append(LinkFacts(index: index, name: name, arphrd: w.count > 2 ? UInt32(w[2]) ?? 1 : 1, rtnlKind: kind,
+                                        adminUp: true, carrier: true, operstate: "up", lowerIndex: int(4), masterIndex: int(5),
+                                        tunnelRemote: kind.map(Stacking.tunnelKinds.contains) == true && index % 2 == 0 ? [192, 0, 2, 1] : nil))
+            if w.count > 6, w[6] != "-" { snap.sysfs[index] = SysfsFacts(devtype: w[6]) }
+        case UInt8(ascii: "@"): if let t = int(0), let e = int(1) { snap.endpointRoutes[t] = .link(e) }
+        case UInt8(ascii: "="): if let i = int(0) { snap.defaultRoutes.append(DefaultRouteFacts(index: i, family: .ipv4, metric: UInt32(int(1) ?? 100))) }
+        default: if let i = int(0) { snap.hostRoutes.append(HostRouteFacts(index: i, destination: "192.0.2.\(i)")) }
+        }
+    }
+    func picture(_ s: KernelSnapshot) -> NetworkState {
+        NetworkState(snapshot: s, overrides: overrides) { f in
+            Classifier.classify(f, sysfs: s.sysfs[f.index] ?? SysfsFacts(), overrides: overrides)
+        }
+    }
+    let state = picture(snap)
+    let names = Set(snap.links.map(\.name))
+    require(state.links.count == snap.links.count, "\(snap.links.count) links became \(state.links.count)")
+    for l in state.links {
+        require(!l.classifiedBy.isEmpty, "\(l.name): no classified_by")
+        if let over = l.over { require(names.contains(over), "\(l.name) over \(over), which is not in the picture") }
+        if l.over == nil, let f = snap.links.first(where: { $0.index == l.index }) {
+            let own = Classifier.classify(f, sysfs: snap.sysfs[f.index] ?? SysfsFacts(), overrides: overrides)
+            require(l.kind == own.kind && l.classifiedBy == own.by, "\(l.name) is over nothing, yet \(l.kind) by \(l.classifiedBy), not \(own)")
+        }
+    }
+    // Order: only when nothing reaches itself by lower, master or endpoint links.
+    var edges: [Int32: [Int32]] = [:]
+    for f in snap.links {
+        if let lo = f.lowerIndex { edges[f.index, default: []].append(lo) }
+        if let m = f.masterIndex { edges[m, default: []].append(f.index) }
+        if case let .link(e)? = snap.endpointRoutes[f.index] { edges[f.index, default: []].append(e) }
+    }
+    func cyclic() -> Bool {
+        var state: [Int32: Int] = [:]
+        func visit(_ n: Int32) -> Bool {
+            if state[n] == 1 { return true }
+            if state[n] == 2 { return false }
+            state[n] = 1
+            for m in edges[n] ?? [] where visit(m) { return true }
+            state[n] = 2
+            return false
+        }
+        return edges.keys.contains { visit($0) }
+    }
+    let hasTunnel = snap.links.contains(where: Stacking.isTunnel)
+    if !cyclic() && !hasTunnel {
+        var reversed = snap
+        reversed.links.reverse()
+        let other = picture(reversed)
+        let a = state.links.sorted { $0.index < $1.index }, b = other.links.sorted { $0.index < $1.index }
+        require(a == b, "the links' order changed the result:\n\(a.map { "\($0.name) \($0.kind) \($0.classifiedBy)" })\n"
+            + "\(b.map { "\($0.name) \($0.kind) \($0.classifiedBy)" })")
+    }
 }
