@@ -15,8 +15,8 @@ func roundTrip(_ d: Decisions, _ what: @autoclosure () -> String) {
     }
 }
 
-// Not loopback: DECIDE refuses it (it is always allowed).
-let kinds: [LinkKind] = [.wifi, .wwan, .ethernet, .other]
+// Every dimension a decision can be about (loopback has none: it is always allowed).
+let kinds = PolicyDimension.allCases
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
