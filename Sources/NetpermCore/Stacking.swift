@@ -130,7 +130,8 @@ public enum Stacking {
                 return ([l], { "lower:\($0.name)" })
             }
             if portKinds.contains(kind) {
-                let found = (ports[index] ?? []).compactMap { resolveOther($0, from: index) }
+                // By ifindex, not in the picture's order: the same bond read again must be the same link.
+                let found = (ports[index] ?? []).sorted().compactMap { resolveOther($0, from: index) }
                 guard !found.isEmpty else { return nil }
                 let names = found.map(\.name).joined(separator: ",")
                 return (found, { _ in "ports:\(names)" })

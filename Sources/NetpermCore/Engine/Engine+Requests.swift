@@ -263,6 +263,9 @@ extension Engine {
         let others = state.agents - (session.isAgent ? 1 : 0)
         setAgents(others + (sub.isAgent ? 1 : 0))
         settle()
+        // The events settle() just sent went to the old subscription and were counted there: go on from them.
+        sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id,
+                           continuing: session.subscription)
         tracker.track(caller.match, state: state)
         reply(session.id) { w in
             w.field("ok", true)

@@ -1,0 +1,486 @@
+// The request parser with the engine behind it. The input is a script, one line per step: a line that starts
+// with a connection digit 0-3 sends the rest of the line (one space after the digit dropped) as a request on that
+// connection; a line starting with a letter below is a step of the world around the engine; any other line is a
+// request on connection 0. The harness plays the transport (no request is taken from a held or closed
+// connection), the clock, the decision store and the policy files, and checks every effect as it comes.
+//
+//   o<slot><peer>   reopen a slot as a new connection of peer 0-6       c<slot>   close it
+//   i<slot><peer>   the slot's next requests come from peer 0-6 (a child that inherited the socket)
+//   t<seconds>      move the clock (timers fire in order)               L<slot>   a line too long for the framer
+//   k<n> / K<n>     the kernel's picture n (K: after a netlink overrun) r<n>      the policy files become n; SIGHUP
+//   R<text>         the policy file becomes text, with '|' for a newline; SIGHUP
+//   m               policy loads wait for p (toggle)                    p         one waiting policy load completes
+//   s               decision writes wait for d / e (toggle)             d / e     the oldest write succeeds / fails
+//   E               automatic writes fail (toggle)                      x         SIGTERM
+//   u<slot><n>      the slot's subscriber caught up after n dropped events
+@testable import NetpermCore
+
+/// Who may connect: root, an admin-group member, ordinary users matched by executable, unit and user, a peer
+/// whose /proc could not be read, and the daemon's own uid.
+let peers: [PeerIdentity] = [
+    PeerIdentity(pid: 100, uid: 0, gids: [0], executable: "/usr/bin/netpermctl", unit: "session-1.scope"),
+    PeerIdentity(pid: 101, uid: 1000, gids: [1000, 990], executable: "/usr/bin/firefox", unit: "app-firefox.scope"),
+    PeerIdentity(pid: 102, uid: 1001, gids: [1001], executable: "/usr/bin/curl", unit: "updater.service"),
+    PeerIdentity(pid: 103, uid: 1001, gids: [1001], executable: "/opt/tool/bin/x y", unit: nil),
+    PeerIdentity(pid: 104, uid: 1002, gids: [], executable: nil, unit: nil, problem: "cannot read /proc/104/exe: gone"),
+    PeerIdentity(pid: 105, uid: 64000, gids: [64000], executable: "/usr/sbin/netpermd", unit: "netpermd.service"),
+    // A user's own unit named like the system's: matches UserUnit=, never Unit=.
+    PeerIdentity(pid: 106, uid: 1000, gids: [1000], executable: "/usr/bin/wget", unit: "updater.service", userUnit: true),
+]
+
+let policies: [String] = [
+    """
+    [Defaults]
+    WiFi=allow
+    WWAN=ask
+    Ethernet=allow
+    Other=ask
+    PromptTimeoutSec=30
+
+    [App firefox]
+    Executable=/usr/bin/firefox
+    WiFi=ask
+    WWAN=ask
+    Ethernet=ask
+
+    [App updater]
+    Unit=updater.service
+    WWAN=deny
+
+    [App bob]
+    User=bob
+    WiFi=deny
+
+    [App sync]
+    UserUnit=updater.service
+    WiFi=ask
+
+    [Interface usb*]
+    Kind=wwan
+    """,
+    """
+    [Defaults]
+    WiFi=ask
+    WWAN=ask
+    Ethernet=ask
+    Other=ask
+    AdminGroup=wheel
+    PromptTimeoutSec=5
+
+    [App curl]
+    Executable=/usr/bin/c*
+    WiFi=allow
+    """,
+    "[App broken\nWiFi=maybe\n",
+    "",
+]
+
+func link(_ index: Int32, _ name: String, arphrd: UInt32 = ARPHRD.ether, kind: String? = nil, up: Bool = true,
+          carrier: Bool = true) -> LinkFacts {
+    LinkFacts(index: index, name: name, arphrd: arphrd, rtnlKind: kind, adminUp: up, carrier: carrier,
+              operstate: up && carrier ? "up" : "down")
+}
+
+/// Kernel pictures: Wi-Fi and Ethernet, cellular alone, nothing, a blackhole, a flapping carrier, a veth.
+func snapshot(_ n: Int, resyncs: Int) -> KernelSnapshot {
+    var s = KernelSnapshot()
+    let lo = link(1, "lo", arphrd: ARPHRD.loopback)
+    switch n % 6 {
+    case 0:
+        s.links = [lo, link(2, "eth0"), link(3, "wlan0")]
+        s.sysfs[3] = SysfsFacts(devtype: "wlan", hasPhy80211: true)
+        s.defaultRoutes = [DefaultRouteFacts(index: 2, family: .ipv4, metric: 100),
+                           DefaultRouteFacts(index: 3, family: .ipv4, metric: 600),
+                           DefaultRouteFacts(index: 3, family: .ipv6, metric: 600)]
+        s.addresses = [AddressFacts(index: 2, family: .ipv4, text: "192.0.2.2/24"),
+                       AddressFacts(index: 3, family: .ipv6, text: "2001:db8::3/64")]
+        s.egress = [.ipv4: .link(2), .ipv6: .link(3)]
+    case 1:
+        s.links = [lo, link(4, "wwan0", arphrd: ARPHRD.none), link(5, "usb0")]
+        s.defaultRoutes = [DefaultRouteFacts(index: 4, family: .ipv4, metric: 700)]
+        s.egress = [.ipv4: .link(4)]
+    case 2:
+        s.links = [lo]
+    case 3:
+        s.links = [lo, link(2, "eth0")]
+        s.defaultRoutes = [DefaultRouteFacts(index: 2, family: .ipv4, metric: 100)]
+        s.egress = [.ipv4: .blocked(.blackhole), .ipv6: .blocked(.unreachable)]
+    case 4:
+        s.links = [lo, link(2, "eth0", carrier: false), link(3, "wlan0", up: false)]
+        s.sysfs[3] = SysfsFacts(devtype: "wlan")
+        s.defaultRoutes = [DefaultRouteFacts(index: 2, family: .ipv4, metric: 100)]
+        s.egress = [.ipv4: .link(2)]
+    default:
+        s.links = [lo, link(7, "veth-x", kind: "veth"), link(8, "ppp0", arphrd: ARPHRD.ppp)]
+        s.defaultRoutes = [DefaultRouteFacts(index: 7, family: .ipv4, metric: 10),
+                           DefaultRouteFacts(index: 8, family: .ipv4, metric: 20)]
+        s.egress = [.ipv4: .link(7)]
+    }
+    s.resyncs = resyncs
+    return s
+}
+
+let errorCodes = Set(ErrorCode.allCases.map(\.rawValue))
+
+final class Connection {
+    let id: ConnectionID
+    var held = false
+    /// QUIT's close effect: the transport takes nothing more from it.
+    var closing = false
+    /// Requests framed while the connection was held, in order.
+    var pending: [Input] = []
+    /// Requests the engine was given that call for a reply, and the replies it sent.
+    var asked = 0
+    var answered = 0
+    var lastSeq = 0
+    /// SUBSCRIBE's reply is followed by its snapshot, which is a second reply line.
+    var snapshotsExpected = 0
+    init(id: ConnectionID) { self.id = id }
+}
+
+final class World {
+    let engine = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
+    let effects = Effects()
+    /// The same engine fed the same inputs, except that a connection's request lines alternate with and without a
+    /// trailing space: the same requests, but never the bytes of the one before, so it never answers from its
+    /// reply cache. Its effects must be the same as the first engine's, byte for byte: a cached reply is what a
+    /// fresh one would have been.
+    let uncached = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
+    let uncachedEffects = Effects()
+    var padNext: Set<ConnectionID> = []
+    var queue: [Input] = []
+    var draining = false
+    var slots: [ConnectionID?] = [nil, nil, nil, nil]
+    var live: [ConnectionID: Connection] = [:]
+    var nextID: ConnectionID = 1
+    var now: UInt64 = 0
+    var timers: [TimerID: UInt64] = [:]
+    var policy = 0
+    /// Set by R: a policy of the input's own instead of one of `policies`.
+    var customPolicy: String?
+    var loadsManual = false, pendingLoads = 0
+    var storesManual = false, storeFails = false
+    var pendingStores = 0
+    var resyncs = 0
+
+    func feed(_ input: Input) {
+        queue.append(input)
+        guard !draining else { return }
+        draining = true
+        while true {
+            while !queue.isEmpty {
+                let next = queue.removeFirst()
+                // From its close on, nothing may be sent to a connection.
+                if case let .closed(id) = next { live[id] = nil }
+                effects.reset()
+                engine.handle(next, into: effects)
+                uncachedEffects.reset()
+                uncached.handle(padded(next), into: uncachedEffects)
+                let a = render(effects), b = render(uncachedEffects)
+                require(a == b, "a cached reply differs from a fresh one after \(next):\n\(a.joined(separator: "\n"))\n-- fresh:\n"
+                    + b.joined(separator: "\n"))
+                for e in effects.list { carryOut(e) }
+                checkAfterInput()
+            }
+            // Then, as the transport does, the requests of connections that are no longer held.
+            guard let c = live.values.sorted(by: { $0.id < $1.id })
+                .first(where: { !$0.held && !$0.closing && !$0.pending.isEmpty }) else { break }
+            deliver(c.pending.removeFirst(), to: c)
+        }
+        draining = false
+    }
+
+    func padded(_ input: Input) -> Input {
+        guard case let .line(id, bytes) = input else { return input }
+        if padNext.remove(id) != nil { return .line(id, bytes + [0x20]) }
+        padNext.insert(id)
+        return input
+    }
+
+    /// Effects as text, for comparing two engines': each connection's in order, then the rest sorted (sessions
+    /// are kept in a dictionary, whose order differs from one engine to another). Events that come one after
+    /// another are compared as a set without their seq: the app events of one network change come in the order of
+    /// a dictionary of permission sets, which differs between engines (seq itself is checked on every line).
+    /// Log lines are left out.
+    func render(_ fx: Effects) -> [String] {
+        var perConnection: [ConnectionID: [String]] = [:]
+        var runs: [ConnectionID: [String]] = [:]
+        func endRun(_ id: ConnectionID) {
+            perConnection[id, default: []] += (runs.removeValue(forKey: id) ?? []).sorted()
+        }
+        var rest: [String] = []
+        for e in fx.list {
+            switch e {
+            case let .reply(id, r):
+                endRun(id)
+                perConnection[id, default: []].append("reply " + String(decoding: fx[r], as: UTF8.self))
+            case let .event(id, h, t):
+                let head = String(decoding: fx[h], as: UTF8.self)
+                runs[id, default: []].append("event " + head.prefix { $0 != "," } + String(decoding: fx[t], as: UTF8.self))
+            // Written out by hand: printing an enum by reflection cost more than the engine.
+            case let .hold(id): endRun(id); perConnection[id, default: []].append("hold")
+            case let .resume(id): endRun(id); perConnection[id, default: []].append("resume")
+            case let .close(id): endRun(id); perConnection[id, default: []].append("close")
+            case let .keepOpenAfterInputEnds(id): endRun(id); perConnection[id, default: []].append("keep-open")
+            case .log: break
+            // The decisions as the file has them (a dictionary prints in its own order).
+            case let .persist(d): rest.append("persist " + d.encoded() + " once \(d.once.count)")
+            case let .armTimer(id, usec): rest.append("arm \(id) \(usec)")
+            case let .cancelTimer(id): rest.append("cancel \(id)")
+            case .loadPolicy: rest.append("load-policy")
+            case let .notify(n):
+                switch n {
+                case let .ready(status): rest.append("ready " + status)
+                case let .status(status): rest.append("status " + status)
+                case .reloading: rest.append("reloading")
+                case .stopping: rest.append("stopping")
+                }
+            }
+        }
+        for id in Array(runs.keys) { endRun(id) }
+        return perConnection.keys.sorted().flatMap { id in perConnection[id]!.map { "\(id): " + $0 } } + rest.sorted()
+    }
+
+    func policyResult() -> ConfigParseResult {
+        Config.parse(files: [("/etc/netpermd/netpermd.conf", customPolicy ?? policies[policy])], accounts: Accounts())
+    }
+
+    // MARK: - Effects, each checked
+
+    func carryOut(_ e: Effect) {
+        switch e {
+        case let .reply(id, r):
+            guard let c = live[id] else { return require(false, "reply to connection \(id), which is gone") }
+            let line = Array(effects[r])
+            let obj = oneLine(line, what: "reply")
+            if c.snapshotsExpected > 0, obj.keys.first == "event" {
+                // SUBSCRIBE's snapshot comes as a reply effect, right after SUBSCRIBE's own reply.
+                c.snapshotsExpected -= 1
+                checkEvent(obj, line, c)
+                require(obj["event"]?.string == "snapshot", "a reply-effect event that is not a snapshot: \(show(line))")
+                return
+            }
+            require(obj.keys.first == "ok", "a reply does not start with ok: \(show(line))")
+            require(!obj.keys.contains("event"), "a reply with an event member: \(show(line))")
+            if obj["ok"]?.bool == false {
+                require(obj["error"]?.string.map(errorCodes.contains) == true, "unknown error code: \(show(line))")
+                require(obj["message"]?.string != nil, "an error without a message: \(show(line))")
+            } else {
+                require(obj["ok"]?.bool == true, "ok is not a boolean: \(show(line))")
+                if obj["subscribed"] != nil { c.snapshotsExpected += 1 }
+            }
+            c.answered += 1
+            require(c.answered <= c.asked, "connection \(id): \(c.answered) replies to \(c.asked) requests: \(show(line))")
+        case let .event(id, head, tail):
+            guard let c = live[id] else { return require(false, "event to connection \(id), which is gone") }
+            let line = Array(effects[head]) + Array(effects[tail])
+            checkEvent(oneLine(line, what: "event"), line, c)
+        case let .hold(id):
+            guard let c = live[id] else { return require(false, "hold of connection \(id), which is gone") }
+            // A flag, as in the transport: holding a held connection again (a DECIDE that waited for a write, then
+            // starts its own) changes nothing.
+            c.held = true
+        case let .resume(id):
+            guard let c = live[id] else { return require(false, "resume of connection \(id), which is gone") }
+            c.held = false
+        case let .close(id):
+            guard let c = live[id] else { return require(false, "close of connection \(id), which is gone") }
+            c.closing = true
+            c.pending = []
+            queue.append(.closed(id))
+        case let .keepOpenAfterInputEnds(id):
+            require(live[id] != nil, "keep-open of connection \(id), which is gone")
+        case let .armTimer(id, usec):
+            require(timers[id] == nil, "timer \(id) armed twice")
+            timers[id] = now + usec
+        case let .cancelTimer(id):
+            require(timers.removeValue(forKey: id) != nil, "cancelled timer \(id) was not armed")
+        case let .persist(d):
+            // What is written must read back as the same lasting decisions.
+            let text = d.encoded()
+            do {
+                let back = try Decisions.parse(text, path: "d")
+                var lasting = d
+                lasting.dropOnce()
+                require(back == lasting, "decisions do not read back as written:\n\(text)")
+            } catch {
+                require(false, "the decisions written do not parse (\(error)):\n\(text)")
+            }
+            if storesManual {
+                pendingStores += 1
+            } else {
+                queue.append(.stored(error: storeFails ? "disk full" : nil))
+            }
+        case .loadPolicy:
+            if loadsManual { pendingLoads += 1 } else { queue.append(.policy(policyResult())) }
+        case let .notify(n):
+            switch n {
+            case let .ready(status), let .status(status):
+                require(!status.utf8.contains(0x0A), "a STATUS= with a newline: \(status)")
+            case .reloading, .stopping: break
+            }
+        case let .log(_, message):
+            require(!message.isEmpty, "an empty log line")
+            require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")
+        }
+    }
+
+    /// One JSON object and one newline, at the end.
+    func oneLine(_ line: [UInt8], what: String) -> StrictJSON.Value {
+        require(line.last == 0x0A, "\(what) does not end with a newline: \(show(line))")
+        let body = Array(line.dropLast())
+        require(!body.contains(0x0A), "\(what) holds a newline: \(show(line))")
+        switch StrictJSON.parseObject(body) {
+        case let .success(v): return v
+        case let .failure(f): require(false, "\(what) is not JSON (\(f.message) at \(f.offset)): \(show(line))"); return .null
+        }
+    }
+
+    /// `event` then `seq`, counting the connection's events without a gap.
+    func checkEvent(_ obj: StrictJSON.Value, _ line: [UInt8], _ c: Connection) {
+        let keys = obj.keys
+        require(keys.count >= 2 && keys[0] == "event" && keys[1] == "seq", "an event not led by event, seq: \(show(line))")
+        require(obj["seq"]?.int == c.lastSeq + 1, "seq \(obj["seq"].map { "\($0)" } ?? "?") after \(c.lastSeq): \(show(line))")
+        c.lastSeq += 1
+    }
+
+    /// After every input: the engine's listener counts agree with its sessions, and a connection that is not held
+    /// has had every request answered.
+    func checkAfterInput() {
+        var counted: [String: Int] = [:]
+        for s in engine.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
+        require(engine.listeners == counted, "listener counts \(engine.listeners) drifted from the sessions' \(counted)")
+        require(engine.state.agents == engine.countAgents(), "agents \(engine.state.agents) != \(engine.countAgents())")
+        for c in live.values where !c.held && !c.closing {
+            require(c.answered == c.asked, "connection \(c.id) not held, \(c.asked - c.answered) request(s) unanswered")
+            require(c.snapshotsExpected == 0, "connection \(c.id): SUBSCRIBE's snapshot missing")
+        }
+        require(Set(engine.sessions.keys) == Set(live.keys), "sessions \(engine.sessions.keys.sorted()) != open \(live.keys.sorted())")
+    }
+
+    // MARK: - Steps
+
+    func connection(_ slot: Int) -> Connection {
+        if let id = slots[slot], let c = live[id], !c.closing { return c }
+        return open(slot, peer: slot)
+    }
+
+    @discardableResult
+    func open(_ slot: Int, peer: Int) -> Connection {
+        close(slot)
+        let c = Connection(id: nextID)
+        nextID += 1
+        slots[slot] = c.id
+        live[c.id] = c
+        feed(.opened(c.id, peers[peer % peers.count]))
+        return c
+    }
+
+    func close(_ slot: Int) {
+        guard let id = slots[slot] else { return }
+        slots[slot] = nil
+        guard live[id] != nil else { return }
+        feed(.closed(id))
+    }
+
+    /// Takes an input from the connection as the transport would: now, or once it is no longer held.
+    func send(_ input: Input, slot: Int) {
+        let c = connection(slot)
+        if c.held || !c.pending.isEmpty { c.pending.append(input) } else { deliver(input, to: c) }
+    }
+
+    func deliver(_ input: Input, to c: Connection) {
+        switch input {
+        case let .line(_, bytes): if RequestParser.parse(bytes) != nil { c.asked += 1 }
+        case .lineTooLong: c.asked += 1
+        default: break
+        }
+        feed(input)
+    }
+
+    func advance(_ usec: UInt64) {
+        let until = now + usec
+        while let (id, at) = timers.filter({ $0.value <= until }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
+            now = at
+            timers[id] = nil
+            feed(.timer(id))
+        }
+        now = until
+    }
+
+    func step(_ line: [UInt8]) {
+        guard let first = line.first else { return send(.line(connection(0).id, []), slot: 0) }
+        let rest = line.dropFirst()
+        let slot = rest.first.map { Int($0) % 4 } ?? 0
+        switch first {
+        case 0x30...0x33:
+            let s = Int(first - 0x30)
+            let request = Array(rest.first == 0x20 ? rest.dropFirst() : rest)
+            let id = connection(s).id
+            send(request.count > Request.maxLine ? .lineTooLong(id) : .line(id, request), slot: s)
+            return
+        case UInt8(ascii: "o"): open(slot, peer: rest.dropFirst().first.map(Int.init) ?? slot)
+        case UInt8(ascii: "c"): close(slot)
+        case UInt8(ascii: "i"):
+            // The transport sees the sender of the next request, so it comes in order with the requests.
+            send(.identityChanged(connection(slot).id, peers[(rest.dropFirst().first.map(Int.init) ?? 0) % peers.count]),
+                 slot: slot)
+        case UInt8(ascii: "t"): advance(UInt64(number(rest, limit: 200_000) ?? 1) * 1_000_000 + 1)
+        case UInt8(ascii: "L"): send(.lineTooLong(connection(slot).id), slot: slot)
+        case UInt8(ascii: "k"), UInt8(ascii: "K"):
+            if first == UInt8(ascii: "K") { resyncs += 1 }
+            feed(.kernel(snapshot(number(rest, limit: 100) ?? 0, resyncs: resyncs)))
+        case UInt8(ascii: "r"):
+            policy = (number(rest, limit: 100) ?? 0) % policies.count
+            customPolicy = nil
+            feed(.reload)
+        case UInt8(ascii: "R"):
+            customPolicy = String(decoding: rest.map { $0 == UInt8(ascii: "|") ? 0x0A : $0 }, as: UTF8.self)
+            feed(.reload)
+        case UInt8(ascii: "m"): loadsManual.toggle()
+        case UInt8(ascii: "p"):
+            if pendingLoads > 0 { pendingLoads -= 1; feed(.policy(policyResult())) }
+        case UInt8(ascii: "s"): storesManual.toggle()
+        case UInt8(ascii: "d"), UInt8(ascii: "e"):
+            if pendingStores > 0 { pendingStores -= 1; feed(.stored(error: first == UInt8(ascii: "e") ? "EIO" : nil)) }
+        case UInt8(ascii: "E"): storeFails.toggle()
+        case UInt8(ascii: "x"): feed(.stopping)
+        case UInt8(ascii: "u"):
+            if let id = slots[slot], live[id] != nil {
+                feed(.caughtUp(id, dropped: number(rest.dropFirst(), limit: 1_000_000) ?? 1))
+            }
+        default:
+            let id = connection(0).id
+            send(line.count > Request.maxLine ? .lineTooLong(id) : .line(id, line), slot: 0)
+        }
+    }
+
+    /// Every deferred thing finishes, every connection goes: nothing may be left behind.
+    func finish() {
+        loadsManual = false
+        storesManual = false
+        while pendingLoads > 0 { pendingLoads -= 1; feed(.policy(policyResult())) }
+        while pendingStores > 0 { pendingStores -= 1; feed(.stored(error: nil)) }
+        // WAIT takes time-outs below 10^8 seconds.
+        advance(200_000_000 * 1_000_000)
+        for slot in 0..<slots.count { close(slot) }
+        advance(200_000_000 * 1_000_000)
+        require(engine.sessions.isEmpty, "sessions left: \(engine.sessions.keys.sorted())")
+        require(engine.listeners.isEmpty, "listeners left: \(engine.listeners)")
+        require(timers.isEmpty && engine.timers.isEmpty, "timers left: \(timers.keys.sorted()), engine \(engine.timers.keys.sorted())")
+        require(engine.state.agents == 0, "agents left: \(engine.state.agents)")
+        require(engine.reloadRequesters.isEmpty && engine.nextRequesters.isEmpty && engine.waitingForStore.isEmpty,
+                "requesters left")
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let world = World()
+    world.feed(.policy(world.policyResult()))
+    world.feed(.kernel(snapshot(0, resyncs: 0)))
+    world.feed(.started)
+    for line in split(bytes(data, size), on: 0x0A).prefix(400) { world.step(line) }
+    world.finish()
+    return 0
+}

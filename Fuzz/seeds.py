@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpus (Fuzz/corpus/TARGET/) from the docs' examples and the test fixtures.
+
+    python3 Fuzz/seeds.py          regenerate Fuzz/corpus
+    python3 Fuzz/seeds.py --check  fail if Fuzz/corpus is not what this script writes (make fuzz runs this)
+
+Input formats are described at the top of each target in Fuzz/Targets/.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(ROOT, "Fuzz", "corpus")
+
+
+def read(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def ini_blocks(path):
+    return re.findall(r"```ini\n(.*?)```", read(path), re.S)
+
+
+def engine_seeds():
+    seeds = {}
+    # Every verb as the protocol's headings write it, with its placeholders filled in, from a root client (0),
+    # an admin (1) and an unprivileged one (2).
+    fill = {"APP": "firefox", "KIND": "wifi", "SECONDS": "5", "allow|deny": "allow", "TOPIC": "links"}
+    requests = []
+    for m in re.finditer(r"^### `([A-Z]+[^`]*)`", read("docs/PROTOCOL.md"), re.M):
+        usage = m.group(1)
+        full = re.sub(r"[\[\]]|\.\.\.", "", usage)
+        for k, v in fill.items():
+            full = re.sub(r"(?<![\w|])" + re.escape(k) + r"(?![\w|])", v, full)
+        requests.append(" ".join(full.split()))
+        requests.append(usage.split()[0])
+    requests += re.findall(r"<<< '([^']*)'", read("docs/PROTOCOL.md"))
+    for m in re.finditer(r"printf '([^']*)'", read("README.md")):
+        requests += [r for r in m.group(1).split("\\n") if r]
+    requests = list(dict.fromkeys(requests))
+    seeds["doc-requests"] = "".join(f"{n % 3} {r}\n" for n, r in enumerate(requests))
+    # Scenarios: sequences the protocol doc describes (prompts answered and expiring, WAIT held and timing out,
+    # reloads during loads, writes failing, subscribers falling behind, QUIT, closes).
+    seeds["prompt-answered"] = ("0 SUBSCRIBE prompts\n1 SUBSCRIBE apps\n1 WAIT 30\n0 PROMPTS\n"
+                                "0 DECIDE firefox wifi allow\n0 DECIDE firefox wwan deny --once\n1 QUERY\nc1\n")
+    seeds["prompt-expires"] = "0 SUBSCRIBE links apps prompts\n1 QUERY\nt31\n1 QUERY\nt60\n0 PROMPTS\n"
+    seeds["wait-timeout"] = "2 WAIT 0.5\n1 WAIT updater 2\nk2\nt1\nk0\nt3\n3 WAIT\nc3\n"
+    seeds["reload-during-load"] = "m\n0 RELOAD\nr1\n1 RELOAD\np\np\nm\nr2\n0 RELOAD\n0 STATUS\nr0\n0 RELOAD\n"
+    seeds["store-slow-and-failing"] = ("s\n0 DECIDE firefox wifi allow\n1 DECIDE firefox wwan deny\n0 FORGET firefox\n"
+                                       "e\nd\nd\ns\nE\n0 DECIDE firefox wifi deny\nE\n0 FORGET firefox wifi\n")
+    seeds["subscribers-and-kernel"] = ("2 SUBSCRIBE\n3 SUBSCRIBE links\nk1\nK1\nk3\nk4\nu20\nu31000\nk5\n"
+                                       "2 SUBSCRIBE apps policy\nx\n")
+    seeds["framing"] = "\n   \n0 ping\n0 PING extra\n0\tQUERY\tfirefox\r\nL0\n0 NOSUCHVERB\n0 WAIT 1 2\n0 QUIT\n0 PING\n"
+    seeds["peers"] = "o04\n0 QUERY\n0 SUBSCRIBE prompts\no15\n1 RELOAD\no23\n2 QUERY firefox\n2 QUERY\nc0\nc1\n"
+    seeds["own-policy"] = ("0 SUBSCRIBE prompts\n1 SUBSCRIBE\nR[Defaults]|WiFi=ask|AdminGroup=wheel|[App firefox]|"
+                           "Executable=/usr/bin/f*|WWAN=ask\n1 QUERY\n0 APPS\n0 DECIDE firefox wwan allow\n"
+                           "R[App x\n0 RELOAD\n0 STATUS\n")
+    seeds["identity-changes"] = ("0 SUBSCRIBE prompts\n1 SUBSCRIBE\ni12\n1 QUERY\ni06\n0 PROMPTS\n0 QUERY\n"
+                                 "o26\n2 WAIT\ni20\n2 QUERY\ni01\nr1\n")
+    return seeds
+
+
+def config_seeds():
+    seeds = {}
+    blocks = []
+    for doc in ["docs/POLICY.md", "docs/CLASSIFICATION.md", "README.md"]:
+        for n, b in enumerate(ini_blocks(doc)):
+            if "decisions.conf" in b or "[Service]" in b:
+                continue
+            name = f"doc-{os.path.basename(doc).split('.')[0]}-{n}"
+            seeds[name] = b
+            blocks.append(b)
+    for conf in sorted(os.listdir(os.path.join(ROOT, "config"))):
+        seeds[f"config-{conf}"] = read(f"config/{conf}")
+    # Drop-ins: the shipped file, then each example merged over it.
+    main = read("config/netpermd.conf")
+    for n, b in enumerate(blocks):
+        seeds[f"dropin-{n}"] = main + "\0" + b
+    seeds["dropin-override"] = ("[App a]\nUser=0\nWiFi=deny\n\0[App a]\nWiFi=allow\nExecutable=/usr/bin/a\n"
+                                "\0[Defaults]\nAdminGroup=wheel\nPromptTimeoutSec=5\n\0[Interface wl*]\nKind=wwan\n")
+    return seeds
+
+
+def decisions_seeds():
+    seeds = {}
+    for doc in ["docs/POLICY.md"]:
+        for n, b in enumerate(ini_blocks(doc)):
+            if "decisions.conf" in b:
+                seeds[f"doc-{n}"] = b
+    seeds["written"] = ("# netpermd's stored decisions, written by the daemon (netpermctl decide / forget).\n\n"
+                        "[App firefox]\nWiFi=allow\nWWAN=deny\n\n[App maps]\nEthernet=deny\nOther=allow\n")
+    return seeds
+
+
+def classify_seeds():
+    seeds = {}
+    fixtures = "Tests/NetpermCoreTests/Fixtures"
+    for fx in sorted(os.listdir(os.path.join(ROOT, fixtures))):
+        net = os.path.join(ROOT, fixtures, fx, "class", "net")
+        names = sorted(os.listdir(net))
+        facts = {}
+        for name in names:
+            d = os.path.join(net, name)
+            arphrd = open(os.path.join(d, "type")).read().strip() if os.path.exists(os.path.join(d, "type")) else "1"
+            devtype = ""
+            if os.path.exists(os.path.join(d, "uevent")):
+                for line in open(os.path.join(d, "uevent")):
+                    if line.startswith("DEVTYPE="):
+                        devtype = line.strip()[len("DEVTYPE="):]
+            flags = " ".join(f for f in ["phy80211", "wireless"] if os.path.exists(os.path.join(d, f)))
+            lowers = sorted(e[len("lower_"):] for e in os.listdir(d) if e.startswith("lower_"))
+            ports = sorted(os.listdir(os.path.join(d, "brif"))) if os.path.isdir(os.path.join(d, "brif")) else []
+            kind = {"sysfs-veth": "veth", "sysfs-tun": "tun"}.get(fx, "")
+            if devtype in ("vlan", "bond", "bridge"):
+                kind = devtype
+            elif lowers:
+                kind = "macvlan"
+            elif name.startswith("vnet"):
+                kind = "tun"
+            facts[name] = dict(arphrd=arphrd, devtype=devtype, flags=flags, kind=kind, lowers=lowers, ports=ports)
+        # The first link as the single link; a fixture of several links adds them all as a stack (+ lines):
+        # vlan and macvlan name their lower link, bonds and bridges their ports.
+        first = facts[names[0]]
+        text = f"{names[0]}\n{first['arphrd']}\n{first['kind']}\n{first['devtype']}\n{first['flags']}\n"
+        if len(names) > 1:
+            index = {n: 10 + i for i, n in enumerate(names)}
+            master, lower = {}, {}
+            for n, f in facts.items():
+                for l in f["lowers"]:
+                    if f["kind"] in ("bond", "bridge"):
+                        master[l] = n
+                    else:
+                        lower[n] = l
+                for p in f["ports"]:
+                    master[p] = n
+            for n in names:
+                f = facts[n]
+                text += " ".join(["+" + str(index[n]), n, f["arphrd"], f["kind"] or "-",
+                                  str(index[lower[n]]) if n in lower else "-",
+                                  str(index[master[n]]) if n in master else "-", f["devtype"] or "-"]) + "\n"
+            text += f"={index[names[0]]} 100\n"
+        seeds[fx] = text
+    # The classification doc's overrides, applied to a link they match.
+    for n, b in enumerate(ini_blocks("docs/CLASSIFICATION.md") + ini_blocks("docs/POLICY.md")):
+        for m in re.finditer(r"\[Interface ([^\]]+)\]\n((?:[A-Za-z]+=.*\n)*)", b):
+            keys = dict(l.split("=", 1) for l in m.group(2).splitlines())
+            name = m.group(1).replace("*", "0").replace("?", "x")
+            seeds[f"override-{n}-{name}"] = (f"{name}\n1\n\n\n\n{m.group(1)}\t{keys.get('Kind', '')}"
+                                             f"\t{keys.get('Metered', '')}\n")
+    return seeds
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    want = {"engine": engine_seeds(), "config": config_seeds(), "decisions": decisions_seeds(),
+            "classify": classify_seeds()}
+    stale = []
+    for target, seeds in want.items():
+        d = os.path.join(CORPUS, target)
+        have = set(os.listdir(d)) if os.path.isdir(d) else set()
+        for name, text in seeds.items():
+            path = os.path.join(d, name)
+            data = text.encode("utf-8")
+            if check:
+                if name not in have or open(path, "rb").read() != data:
+                    stale.append(path)
+            else:
+                os.makedirs(d, exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(data)
+        for extra in sorted(have - set(seeds)):
+            if check:
+                stale.append(os.path.join(d, extra))
+            else:
+                os.remove(os.path.join(d, extra))
+    if stale:
+        print("Fuzz/corpus is stale (run python3 Fuzz/seeds.py):", *[os.path.relpath(p, ROOT) for p in stale],
+              sep="\n  ", file=sys.stderr)
+        return 1
+    if not check:
+        print("seeds:", ", ".join(f"{t} {len(s)}" for t, s in want.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
