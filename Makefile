@@ -58,6 +58,7 @@ test: deps test-deps
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build
 	$(MAKE) bench-smoke
+	$(MAKE) fuzz-smoke
 
 unit: deps
 	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests'

@@ -99,6 +99,8 @@ def classify_seeds():
     fixtures = "Tests/NetpermCoreTests/Fixtures"
     for fx in sorted(os.listdir(os.path.join(ROOT, fixtures))):
         net = os.path.join(ROOT, fixtures, fx, "class", "net")
+        if not fx.startswith("sysfs-") or not os.path.isdir(net):
+            continue  # lease directories (run-*) and the like hold no links
         names = sorted(os.listdir(net))
         facts = {}
         for name in names:

@@ -33,23 +33,36 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let base = Classifier.builtIn(facts, sysfs: sysfs)
 
     // The built-in rules: sysfs first, then the link type, then the rtnl kind, the name last.
-    require(!c.by.isEmpty && base.metered == (base.kind == .wwan), "built-in \(base)")
+    require(!c.by.isEmpty && !base.by.isEmpty, "built-in \(base)")
+    let modemName = ["rmnet", "ccmni", "wwan"].contains { name.hasPrefix($0) }
     switch devtype {
     case "wlan": require(base.kind == .wifi && base.by == "sysfs:devtype=wlan", "devtype wlan: \(base)")
     case "wwan": require(base.kind == .wwan && base.by == "sysfs:devtype=wwan", "devtype wwan: \(base)")
     default:
         if sysfs.hasPhy80211 || sysfs.hasWireless { require(base.kind == .wifi, "a wireless device: \(base)") }
+        else if devtype == "bluetooth" { require(base.kind == .wwan && base.tethering, "bluetooth PAN: \(base)") }
+        else if modemName && !(rtnlKind.map(Classifier.virtualKinds.contains) ?? false) {
+            require(base.kind == .wwan, "a modem's name: \(base)")
+        }
         else if arphrd == ARPHRD.loopback { require(base.kind == .loopback, "ARPHRD loopback: \(base)") }
-        else if arphrd == ARPHRD.ppp { require(base.kind == .wwan, "ARPHRD ppp: \(base)") }
+        else if arphrd == ARPHRD.ppp { require(base.kind == .wwan, "ARPHRD ppp, channel unknown: \(base)") }
     }
 
-    // Overrides: the last matching Kind= wins; the last matching Metered= wins, else the kind's default.
+    // Overrides: the last matching Kind= wins (and drops tethering); the last matching Metered= wins, else the
+    // metered sources in order: tethering, the kind (wwan), DHCP, the default.
     let matching = overrides.filter { $0.glob.matches(name) }
     let kind = matching.last(where: { $0.kind != nil })?.kind
     let metered = matching.last(where: { $0.metered != nil })?.metered
-    if matching.isEmpty { require(c == base, "no override matches, yet \(c) != \(base)") }
-    require(c.kind == (kind ?? base.kind), "kind \(c.kind), expected \(kind ?? base.kind)")
-    require(c.metered == (metered ?? (kind.map { $0 == .wwan } ?? base.metered)), "metered \(c.metered): \(c)")
+    let finalKind = kind ?? base.kind
+    let expected: (Bool, MeteredSource) =
+        if let metered { (metered, .config) }
+        else if kind == nil && base.tethering { (true, .tethering) }
+        else if finalKind == .wwan { (true, .kind) }
+        else if sysfs.dhcpAndroidMetered { (true, .dhcp) }
+        else { (false, .default) }
+    if matching.isEmpty { require(c.kind == base.kind && c.by == base.by, "no override matches, yet \(c) != \(base)") }
+    require(c.kind == finalKind, "kind \(c.kind), expected \(finalKind)")
+    require(c.metered == expected.0 && c.meteredBy == expected.1, "metered \(c.metered) by \(c.meteredBy): \(c)")
     if let kind { require(c.by.hasPrefix("config:[Interface ") && kind == c.kind, "by \(c.by)") } else { require(c.by == base.by, "by \(c.by)") }
 
     // The link through the engine: LINKS lists it under its own name, as classified, in valid JSON.

@@ -228,6 +228,7 @@ final class World {
             case let .armTimer(id, usec): rest.append("arm \(id) \(usec)")
             case let .cancelTimer(id): rest.append("cancel \(id)")
             case .loadPolicy: rest.append("load-policy")
+            case let .loadRules(script, report, _): rest.append("load-rules \(report) " + script)
             case let .notify(n):
                 switch n {
                 case let .ready(status): rest.append("ready " + status)
@@ -319,6 +320,10 @@ final class World {
                 require(!status.utf8.contains(0x0A), "a STATUS= with a newline: \(status)")
             case .reloading, .stopping: break
             }
+        case let .loadRules(script, report, inForce):
+            // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
+            require(!script.isEmpty && !inForce.isEmpty, "an empty ruleset")
+            if report { queue.append(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")
