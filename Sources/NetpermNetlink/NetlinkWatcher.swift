@@ -19,7 +19,7 @@ public final class NetlinkWatcher {
     private let lookup: RouteLookup
     private var source: IOSource?
     /// One event datagram at a time (an event is one message; a link's can pass 4 KiB).
-    private var buffer = [UInt8](repeating: 0, count: 65536)
+    private var datagrams = EventDatagrams()
 
     private var tables = KernelTables()
     /// Read links and addresses again by a dump: at start, after lost messages.
@@ -105,42 +105,28 @@ public final class NetlinkWatcher {
 
     /// Reads every datagram queued, without blocking.
     private func readEvents() {
-        let fd = nl_socket_get_fd(events)
-        while true {
-            let n: Int?
-            do throws(Errno) {
-                n = try buffer.withUnsafeMutableBytes { b in
-                    Result { () throws(Errno) -> Int? in
-                        try sysNonBlocking { recv(fd, b.baseAddress, b.count, Int32(MSG_TRUNC) | Int32(MSG_DONTWAIT)) }
-                    }
-                }.get()
-            } catch where error.code == ENOBUFS {
-                // The kernel dropped messages: nothing is known to be current.
-                overruns += 1
-                Log.warning("netlink: reading events: \(error); reading everything again")
+        do throws(Errno) {
+            try datagrams.drain(nl_socket_get_fd(events), lost: { loss in
+                switch loss {
+                case let .overrun(error):
+                    // The kernel dropped messages: nothing is known to be current.
+                    overruns += 1
+                    Log.warning("netlink: reading events: \(error); reading everything again")
+                case let .cut(n):
+                    Log.warning("netlink: an event of \(n) bytes was cut; reading everything again")
+                }
                 needDump = true
                 lostMessages = true
-                continue
-            } catch {
-                Log.err("netlink: reading events: \(error)")
-                return
-            }
-            guard let n else { return }
-            guard n <= buffer.count else {
-                buffer = [UInt8](repeating: 0, count: n)
-                Log.warning("netlink: an event of \(n) bytes was cut; reading everything again")
-                needDump = true
-                lostMessages = true
-                continue
-            }
-            var remaining = Int32(n)
-            buffer.withUnsafeMutableBytes { b in
+            }) { b in
+                var remaining = Int32(b.count)
                 var header: UnsafeMutablePointer<nlmsghdr>? = b.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
                 while let h = header, nlmsg_ok(h, remaining) != 0 {
                     received(h)
                     header = nlmsg_next(h, &remaining)
                 }
             }
+        } catch {
+            Log.err("netlink: reading events: \(error)")
         }
     }
 

@@ -13,7 +13,7 @@ public final class WifiWatcher {
     private let queries: QuerySocket
     private let family: UInt16
     private var source: IOSource?
-    private var buffer = [UInt8](repeating: 0, count: 65536)
+    private var datagrams = EventDatagrams()
 
     /// By ifindex: every nl80211 interface, with its network when it is a client associated to one.
     public private(set) var networks: [Int32: WifiFacts] = [:]
@@ -74,32 +74,19 @@ public final class WifiWatcher {
 
     /// Reads every queued event; if one may have changed a link's network (or some were lost), asks again.
     private func dataReady() {
-        let fd = nl_socket_get_fd(events)
         var askAgain = false
-        while true {
-            let n: Int?
-            do throws(Errno) {
-                n = try buffer.withUnsafeMutableBytes { b in
-                    Result { () throws(Errno) -> Int? in
-                        try sysNonBlocking { recv(fd, b.baseAddress, b.count, Int32(MSG_TRUNC) | Int32(MSG_DONTWAIT)) }
-                    }
-                }.get()
-            } catch where error.code == ENOBUFS {
-                Log.warning("wifi: reading nl80211 events: \(error); reading the networks again")
+        do throws(Errno) {
+            try datagrams.drain(nl_socket_get_fd(events), lost: { loss in
+                if case let .overrun(error) = loss {
+                    Log.warning("wifi: reading nl80211 events: \(error); reading the networks again")
+                }
                 askAgain = true
-                continue
-            } catch {
-                Log.err("wifi: reading nl80211 events: \(error)")
-                break
+            }) { b in
+                let messages = Nl80211.messages(in: Array(b), family: family)
+                if messages.contains(where: { Nl80211.associationCommands.contains($0.command) }) { askAgain = true }
             }
-            guard let n else { break }
-            guard n <= buffer.count else {
-                buffer = [UInt8](repeating: 0, count: n)
-                askAgain = true
-                continue
-            }
-            let messages = Nl80211.messages(in: Array(buffer[..<n]), family: family)
-            if messages.contains(where: { Nl80211.associationCommands.contains($0.command) }) { askAgain = true }
+        } catch {
+            Log.err("wifi: reading nl80211 events: \(error)")
         }
         guard askAgain else { return }
         let fresh = read()

@@ -1,0 +1,41 @@
+import Glibc
+import NetpermIO
+
+/// The datagrams queued on a netlink event socket, read without blocking into one buffer that grows to fit. Both
+/// event sockets (rtnetlink, nl80211) read this way, and both must notice when messages were lost.
+struct EventDatagrams {
+    enum Loss {
+        /// The kernel dropped messages (ENOBUFS): the socket's buffer overran.
+        case overrun(Errno)
+        /// A datagram was longer than the buffer (now grown to fit the next one): its end was lost.
+        case cut(bytes: Int)
+    }
+
+    private var buffer = [UInt8](repeating: 0, count: 65536)
+
+    /// Reads every datagram queued; `datagram` gets each one's bytes, `lost` each loss. Throws the first other
+    /// error, after which nothing more is read.
+    mutating func drain(_ fd: Int32, lost: (Loss) -> Void,
+                        datagram: (UnsafeMutableRawBufferPointer) -> Void) throws(Errno) {
+        while true {
+            let n: Int?
+            do throws(Errno) {
+                n = try buffer.withUnsafeMutableBytes { b in
+                    Result { () throws(Errno) -> Int? in
+                        try sysNonBlocking { recv(fd, b.baseAddress, b.count, Int32(MSG_TRUNC) | Int32(MSG_DONTWAIT)) }
+                    }
+                }.get()
+            } catch where error.code == ENOBUFS {
+                lost(.overrun(error))
+                continue
+            }
+            guard let n else { return }
+            guard n <= buffer.count else {
+                buffer = [UInt8](repeating: 0, count: n)
+                lost(.cut(bytes: n))
+                continue
+            }
+            buffer.withUnsafeMutableBytes { b in datagram(UnsafeMutableRawBufferPointer(rebasing: b[..<n])) }
+        }
+    }
+}
