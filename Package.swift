@@ -61,9 +61,9 @@ let package = Package(
         // them where they are, beside their source, rather than from a copy SwiftPM makes.
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux"],
                     exclude: ["Fixtures"]),
-        // Kernel messages (rtnetlink, nl80211) read from bytes built by the tests: no socket, no C import, no Wi-Fi
-        // hardware on the test machines.
-        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore"]),
+        // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
+        // Wi-Fi hardware on the test machines.
+        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables"]),
         // Syscall plumbing that can be tested in-process (releasing code pages).
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).

@@ -1,7 +1,7 @@
-// libnftables (the nft command's library) and the netfilter netlink constants its event socket needs. The library
-// is not linked: NetpermNftables loads it with dlopen when enforcement first needs it, so a daemon in Mode=off
-// never maps it (or the five libraries it pulls in). glibc's <netinet/in.h> comes first so that the kernel's
-// <linux/in.h> (through <linux/netfilter.h>) defers to it.
+// libnftables (the nft command's library) and the netfilter netlink constants its event socket and the NFLOG
+// reader need. The library is not linked: NetpermNftables loads it with dlopen when enforcement first needs it, so
+// a daemon in Mode=off never maps it (or the five libraries it pulls in). glibc's <netinet/in.h> comes first so
+// that the kernel's <linux/in.h> (through <linux/netfilter.h>) defers to it.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <dlfcn.h>
@@ -10,6 +10,7 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink_log.h>
 
 // The functions NetpermNftables looks up with dlsym, as the header declares them.
 typedef struct nft_ctx *(*np_nft_ctx_new_fn)(uint32_t);

@@ -10,6 +10,8 @@ public struct Prompt: Equatable, Sendable {
     public var metered: Bool
     /// The link's carrier when it is stacked or a tunnel ("wwan0" for tun0 over wwan0).
     public var over: String? = nil
+    /// Raised by a rejected packet of the app (Mode=block), not by the app asking: `"source":"blocked"`.
+    public var blocked = false
 
     /// The members of a PROMPTS entry and a `prompt` event.
     public func write(to s: inout JSONWriter) {
@@ -26,6 +28,7 @@ public struct Prompt: Equatable, Sendable {
             $0.field("metered", metered)
             $0.field("over", over)
         }
+        if blocked { s.field("source", "blocked") }
     }
 }
 
@@ -43,17 +46,27 @@ public struct PromptBook: Sendable {
     public mutating func raise(for verdict: Verdict, identity: PeerIdentity?, network: NetworkState) -> [Prompt] {
         guard verdict.reason == .awaitingDecision else { return [] }
         var raised: [Prompt] = []
-        for kind in verdict.pendingKinds where find(app: verdict.app, kind: kind) == nil {
-            // The best link of that kind (or metered) is the one the app would use.
-            let candidates = network.usableLinks.lazy.filter { l in kind.kind.map { $0 == l.kind } ?? l.metered }
-            guard let link = network.best(of: candidates) else { continue }
-            let p = Prompt(id: nextID, app: verdict.app, identity: identity, kind: kind, link: link.name,
-                           metered: link.metered, over: link.over)
-            nextID += 1
-            open.append(p)
-            raised.append(p)
+        for kind in verdict.pendingKinds {
+            if let p = raise(app: verdict.app, kind: kind, identity: identity, network: network) { raised.append(p) }
         }
         return raised
+    }
+
+    /// A prompt for one app and kind, unless one is open or no usable link of that kind exists.
+    public mutating func raise(app: String, kind: PolicyDimension, identity: PeerIdentity?, network: NetworkState,
+                               blocked: Bool = false) -> Prompt? {
+        guard find(app: app, kind: kind) == nil else { return nil }
+        // The best link of that kind (or metered) is the one the app would use. A rejected packet left by a link
+        // of that kind even if none is usable (no default route: the app chose the link or a route of its own).
+        func ofKind(_ l: Link) -> Bool { kind.kind.map { $0 == l.kind } ?? l.metered }
+        let usable = network.best(of: network.usableLinks.lazy.filter(ofKind))
+        guard let link = usable ?? (blocked ? network.links.first { ofKind($0) && $0.kind != .loopback } : nil)
+        else { return nil }
+        let p = Prompt(id: nextID, app: app, identity: identity, kind: kind, link: link.name,
+                       metered: link.metered, over: link.over, blocked: blocked)
+        nextID += 1
+        open.append(p)
+        return p
     }
 
     @discardableResult

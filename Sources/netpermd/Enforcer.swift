@@ -4,11 +4,15 @@ import NetpermNftables
 
 /// Carries out `Effect.loadRules` through libnftables, and keeps the rules in force: another process changing
 /// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded
-/// again at once. The context and the socket are made only when first needed, so Mode=off costs nothing.
+/// again at once. The context and the sockets are made only when first needed, so Mode=off costs nothing. While
+/// rules are in force, the packets they log (a pending app's first rejected ones) are read from their NFLOG group.
 final class Enforcer {
     private let loop: EventLoop
     private var nft: Nftables?
     private var monitor: NftablesMonitor?
+    private var nflog: NflogReader?
+    /// Binding the NFLOG group failed and the log said so: not said again at every load.
+    private var nflogFailed = false
     /// The rules last loaded successfully; nil while none are (Mode=off, or after removal).
     private var inForce: String?
     /// This process's netfilter sockets, libnftables' among them: changes they make are the daemon's own.
@@ -17,6 +21,8 @@ final class Enforcer {
     private var repairs: [UInt64] = []
     /// Called when loading the rules again after a foreign change fails: the engine retries.
     var repairFailed: (String) -> Void = { _ in }
+    /// The kernel rejected and logged a packet of this app and pending kind.
+    var blocked: (String, PolicyDimension) -> Void = { _, _ in }
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -47,9 +53,26 @@ final class Enforcer {
         if script == Ruleset.removal {
             inForce = nil
             monitor = nil
+            nflog = nil
             return nil
         }
         inForce = whole ?? script
+        if nflog == nil {
+            do {
+                nflog = try NflogReader(loop: loop, group: Ruleset.logGroup)
+                nflog?.logged = { [unowned self] prefix in
+                    guard let (app, kind) = Ruleset.parseLogPrefix(prefix) else { return }
+                    self.blocked(app, kind)
+                }
+                nflogFailed = false
+            } catch {
+                if !nflogFailed {
+                    Log.warning("enforcement: cannot read NFLOG group \(Ruleset.logGroup) (\(error)); a pending app's "
+                        + "rejected traffic raises no prompt")
+                }
+                nflogFailed = true
+            }
+        }
         if monitor == nil {
             do {
                 monitor = try NftablesMonitor(loop: loop, table: Ruleset.table)

@@ -45,6 +45,7 @@ final class Interpreter: ControlDelegate {
             policyLoader = nil
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
+        enforcer.blocked = { [unowned self] app, kind in self.feed(.blocked(app: app, kind: kind)) }
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.

@@ -143,6 +143,63 @@ final class EnforcementTests: IntegrationTestCase {
         assertBlocked(try bed.probe(uid: 4001, link: "wwan1"), "wwan1 after the repair")
     }
 
+    /// The first rejected connect() of a pending app raises the prompt (issue 16): with no agent the log says
+    /// so once; with one, exactly one prompt (`"source":"blocked"`) however many connects; DECIDE allow reloads the
+    /// rules and the retry connects.
+    func testFirstBlockedConnectRaisesOnePrompt() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        let d = try start()
+        try waitForPeer("wwan0")
+        let noAgent = "pending may not use wwan, which its policy sets to ask: its traffic was rejected and no agent"
+        assertBlocked(try bed.probe(uid: 4003, link: "wwan0"), "pending, no agent")
+        try waitUntil("the rejected packet is logged (no agent)") { (d.log.contains(noAgent), d.log) }
+
+        let agent = try EvChannel.connect(socket, name: "agent")
+        defer { agent.close() }
+        XCTAssertEqual(try agent.request("SUBSCRIBE prompts")["ok"] as? Bool, true)
+        let first = monotonicNow()
+        assertBlocked(try bed.probe(uid: 4003, link: "wwan0"), "pending, first connect with an agent")
+        var prompts: [[String: Any]] = []
+        func drainPrompts() throws {
+            _ = try agent.readAvailable()
+            while let line = agent.bufferedLine() {
+                let o = try JSONValue.object(line)
+                if o["event"] as? String == "prompt" { prompts.append(o) }
+            }
+        }
+        try waitUntil("a prompt arrives", timeout: 5) {
+            try drainPrompts()
+            return (!prompts.isEmpty, agent.transcript.joined(separator: "\n"))
+        }
+        print("enforcement: prompt raised \(Int((monotonicNow() - first) * 1000)) ms after the first rejected connect")
+        // More connects, for longer than the rules' logging limit (5 a second) holds back: still that one prompt.
+        var probes = 0
+        while monotonicNow() - first < 1.5 || probes < 3 {
+            assertBlocked(try bed.probe(uid: 4003, link: "wwan0"), "pending, connect \(probes + 2)")
+            probes += 1
+        }
+        // A late second prompt would come within the daemon's handling of a log message: half a second is ample.
+        let quietUntil = monotonicNow() + 0.5
+        while monotonicNow() < quietUntil {
+            try drainPrompts()
+            var p = pollfd(fd: agent.readFD, events: Int16(POLLIN), revents: 0)
+            _ = poll(&p, 1, 20)
+        }
+        try drainPrompts()
+        XCTAssertEqual(prompts.count, 1, "one prompt for \(probes + 1) rejected connects: \(prompts)")
+        XCTAssertEqual(prompts.first?["app"] as? String, "pending")
+        XCTAssertEqual(prompts.first?["kind"] as? String, "wwan")
+        XCTAssertEqual(prompts.first?["source"] as? String, "blocked")
+        XCTAssertEqual(d.log.components(separatedBy: noAgent).count - 1, 1, "the no-agent line once")
+
+        XCTAssertEqual(try request(socket, "DECIDE pending wwan allow")["ok"] as? Bool, true)
+        try waitUntil("the retry connects", timeout: 2) {
+            let p = try self.bed.probe(uid: 4003, link: "wwan0")
+            return (p.passed, "\(p)")
+        }
+        XCTAssertFalse(try bed.table()?.contains("netpermd:pending:wwan") ?? true, "decided: no longer logged")
+    }
+
     /// Another tool's `nft flush ruleset` is seen on the nftables event socket and repaired within a second.
     func testForeignFlushIsRepairedWithinASecond() throws {
         try bed.addLink("wwan0", subnet: 71)

@@ -49,7 +49,13 @@ final class EngineEnforcementTests: XCTestCase {
     func testLoadsWhenTheRulesChangeAndOnlyThen() {
         let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth])
         XCTAssertEqual(h.rules.count, 1)
-        XCTAssertTrue(h.rules[0].contains("1000 : goto deny"), "ask with no decision is rejected, links or not")
+        XCTAssertTrue(h.rules[0].contains("1000 : goto ask_0_wwan"), "ask with no decision is rejected, links or not")
+        XCTAssertTrue(h.rules[0].contains("""
+                \tchain ask_0_wwan {
+                \t\tlimit rate 5/second burst 5 packets log group 28272 prefix "netpermd:phone:wwan"
+                \t\tgoto deny
+                \t}
+                """), "after being logged (at most 5 a second)")
         XCTAssertFalse(h.rules[0].contains("wwan0"))
         var wwan = Links.wwan
         h.setLinks([Links.lo, Links.eth, wwan])
@@ -71,7 +77,8 @@ final class EngineEnforcementTests: XCTestCase {
                        "the last wwan (and metered) link went")
         h.setLinks([Links.lo, Links.eth, wwan])
         XCTAssertEqual(h.rules.count, 5)
-        XCTAssertFalse(h.rules[2].contains("1000 : goto deny"))
+        XCTAssertFalse(h.rules[2].contains("1000 : goto"))
+        XCTAssertFalse(h.rules[2].contains("ask_0_wwan"), "decided: nothing to log")
         h.reload(policy: policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
         XCTAssertEqual(h.rules.last, Ruleset.removal, "Mode=off on reload removes the table")
         XCTAssertEqual(h.rules.count, 6)

@@ -265,4 +265,71 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-answered"), [])
         XCTAssertEqual(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"]?.arrayValue?.map { $0["app"] }, ["maps"])
     }
+
+    // MARK: Rejected packets (Mode=block)
+
+    /// A packet the kernel rejected and logged for a pending app and kind raises its prompt as if the app had
+    /// asked, marked `"source":"blocked"`; more packets while it is open raise nothing; DECIDE answers it.
+    func testBlockedPacketRaisesOnePrompt() throws {
+        let h = harness(agents: true)
+        let agent = h.connections.keys.max()!
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        let prompts = h.takeEvents(agent, named: "prompt")
+        XCTAssertEqual(prompts.map { $0["app"] }, ["maps"])
+        XCTAssertEqual(prompts.map { $0["kind"] }, ["wwan"])
+        XCTAssertEqual(prompts.first?["source"], "blocked")
+        XCTAssertEqual(prompts.first?["identity"], .null, "a packet names no process")
+        XCTAssertEqual(prompts.first?["link"]?["name"], "wwan0")
+        XCTAssertEqual(h.logged(containing: "maps wants to use wwan via wwan0 (its traffic was rejected): prompt 1").count, 1)
+        for _ in 0..<5 { h.feed(.blocked(app: "maps", kind: .wwan)) }
+        _ = h.request(h.connect(Peers.maps), "QUERY")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "one open prompt per app and kind, whoever raised it")
+        XCTAssertEqual(h.request(h.connect(), "DECIDE maps wwan allow")["ok"], true)
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt-answered").map { $0["id"] }, [1])
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "decided: a late packet raises nothing")
+    }
+
+    /// Nothing for a kind that is denied, allowed, not the app's, or an app the policy does not have (the rules
+    /// were loaded before a reload or a decision).
+    func testBlockedPacketOfAKindNotPendingRaisesNothing() {
+        let h = harness([Links.wlan, Links.wwan, Links.eth], agents: true)
+        let agent = h.connections.keys.max()!
+        h.feed(.blocked(app: "backup", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wifi))
+        h.feed(.blocked(app: "maps", kind: .ethernet))
+        h.feed(.blocked(app: "nosuchapp", kind: .wwan))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [])
+        XCTAssertEqual(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"], .array([]))
+        h.feed(.blocked(app: "nav", kind: .wifi))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["link"]?["name"] }, ["wlan0"])
+    }
+
+    /// With no agent, nobody can be asked: no prompt, and the log says so once per app and kind.
+    func testBlockedPacketWithNoAgentIsLoggedOnce() {
+        let h = harness()
+        for _ in 0..<3 { h.feed(.blocked(app: "maps", kind: .wwan)) }
+        XCTAssertEqual(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"], .array([]))
+        XCTAssertEqual(h.logged(containing: "maps may not use wwan, which its policy sets to ask: its traffic was "
+            + "rejected and no agent is listening").count, 1)
+        _ = h.request(h.connect(Peers.maps), "QUERY")
+        XCTAssertEqual(h.logged(containing: "maps may not use wwan").count, 1, "one line per app and kind, whatever raised it")
+    }
+
+    /// A prompt that expired unanswered is not raised again by packets for a quiet minute; asking raises it at once.
+    func testExpiredPromptIsQuietForAMinute() {
+        let h = harness(agents: true)
+        let agent = h.connections.keys.max()!
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [1])
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [1])
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.advance(bySeconds: 59)
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [])
+        h.advance(bySeconds: 1)
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
+    }
 }

@@ -75,11 +75,11 @@ final class RulesetTests: XCTestCase {
             	}
             	map unit2_wwan {
             		type cgroupsv2 : verdict
-            		elements = { "unified/system.slice/cron.service" : goto deny }
+            		elements = { "unified/system.slice/cron.service" : goto ask_1_wwan }
             	}
             	map unit2_ethernet {
             		type cgroupsv2 : verdict
-            		elements = { "unified/system.slice/cron.service" : goto deny }
+            		elements = { "unified/system.slice/cron.service" : goto ask_1_ethernet }
             	}
             	map unit2_other {
             		type cgroupsv2 : verdict
@@ -103,6 +103,14 @@ final class RulesetTests: XCTestCase {
             	chain deny {
             		meta nfproto ipv6 meta l4proto tcp counter reject with tcp reset
             		counter reject with icmpx admin-prohibited
+            	}
+            	chain ask_1_wwan {
+            		limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:cron:wwan"
+            		goto deny
+            	}
+            	chain ask_1_ethernet {
+            		limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:cron:ethernet"
+            		goto deny
             	}
             	chain metered {
             		socket cgroupv2 level 3 vmap @unit3_metered
@@ -205,10 +213,53 @@ final class RulesetTests: XCTestCase {
             """)
         XCTAssertTrue(r.text.contains("map uid_metered {\n\t\ttype uid : verdict\n\t\telements = { 1000 : goto deny }"), r.text)
         XCTAssertTrue(r.text.contains(#""unified/system.slice/cron.service" : return"#))
-        XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto deny"#))
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto ask_2_metered"#))
+        XCTAssertTrue(r.text.contains(#"log group 28272 prefix "netpermd:getty:metered""#), "Metered=ask is logged too")
         XCTAssertTrue(r.text.contains("\t\toifname @links_metered jump metered\n\t\toifname @links_wifi goto kind_wifi"))
         XCTAssertTrue(r.text.contains(#"set links_metered {"# + "\n\t\ttype ifname\n\t\t" + #"elements = { "wwan0" }"#),
                       "Links.wwan is metered, eth0 is not")
+    }
+
+    /// An undecided `ask` is logged before it is rejected, in a chain per app and kind (the prefix names both);
+    /// one chain however many uids and cgroups the app has; an app whose name would not fit a prefix is rejected
+    /// unlogged; `deny` and `allow` log nothing.
+    func testPendingKindsAreLoggedOncePerAppAndKind() throws {
+        let long = "a" + String(repeating: "b", count: 120)
+        let r = try build("""
+            [App phone]
+            User=1000 1001
+            Unit=cron.service
+            WWAN=ask
+            WiFi=ask
+            [App \(long)]
+            User=2000
+            WWAN=ask
+            [App denied]
+            User=3000
+            WWAN=deny
+            """)
+        XCTAssertEqual(r.pendingChains, 2)
+        XCTAssertTrue(r.text.contains("elements = { 1000 : goto ask_0_wwan,\n\t\t\t     1001 : goto ask_0_wwan,\n\t\t\t     2000 : goto deny,\n\t\t\t     3000 : goto deny }"), r.text)
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/cron.service" : goto ask_0_wifi"#))
+        XCTAssertEqual(r.text.components(separatedBy: "log group").count - 1, 2)
+        XCTAssertTrue(r.text.contains(#"prefix "netpermd:phone:wifi""#))
+        XCTAssertTrue(r.text.contains(#"prefix "netpermd:phone:wwan""#))
+        XCTAssertFalse(r.text.contains(long + ":"), "a prefix of more than 127 bytes is not made")
+    }
+
+    /// The prefix names the app and kind, and is read back; anything else on the group is not taken for it.
+    func testLogPrefix() {
+        XCTAssertEqual(Ruleset.logPrefix(app: "org.gnome.Maps", kind: .wwan), "netpermd:org.gnome.Maps:wwan")
+        let fits = "a" + String(repeating: "b", count: 127 - 9 - 1 - 8 - 1)
+        XCTAssertEqual(Ruleset.logPrefix(app: fits, kind: .ethernet)?.utf8.count, 127)
+        XCTAssertNil(Ruleset.logPrefix(app: fits + "b", kind: .ethernet))
+        let parsed = Ruleset.parseLogPrefix("netpermd:org.gnome.Maps:metered")
+        XCTAssertEqual(parsed?.app, "org.gnome.Maps")
+        XCTAssertEqual(parsed?.kind, .metered)
+        for bad in ["", "netpermd:", "netpermd:a", "netpermd:a:", "netpermd::wwan", "netpermd:a:cellular",
+                    "netpermd:1a:wwan", "netpermd:a b:wwan", "ulogd:a:wwan", "netpermd:a:wwan\0", "netpermd:a:wwa"] {
+            XCTAssertNil(Ruleset.parseLogPrefix(bad), bad)
+        }
     }
 
     /// Names nft cannot take inside quotes are left out (and reported), never spliced into the script.

@@ -27,6 +27,8 @@ public struct Ruleset: Equatable, Sendable {
     public var links: Int
     /// Elements of every set and map together.
     public var elements: Int
+    /// Chains that log a pending app and kind before rejecting: one per app and undecided `ask` kind.
+    public var pendingChains: Int
     /// Link names or cgroup paths nft cannot be given safely (a quote, a wildcard, a control character): left
     /// out, so those links or cgroups are not enforced. The daemon logs them.
     public var skipped: [String]
@@ -39,11 +41,40 @@ public struct Ruleset: Equatable, Sendable {
     /// their links only.
     var appRulesOffset: Int
 
+    /// The NFLOG group the rules log an app's first rejected packets of a pending (`ask`) kind to, and the daemon
+    /// reads (docs/ENFORCEMENT.md, "The first blocked connection"). One process per network namespace can bind a
+    /// group: an unusual number keeps clear of ulogd's and others' (0, 1, 2, ...).
+    public static let logGroup: UInt16 = 28272
+    /// Every log prefix starts so: "netpermd:APP:KIND".
+    static let logPrefixHead = "netpermd:"
+    /// nft refuses a log prefix of more than 127 bytes (the kernel's NF_LOG_PREFIXLEN is 128 with its NUL).
+    static let logPrefixMax = 127
+
+    /// The log prefix that names the app and kind of a rejected packet; nil when it would not fit (an app name of
+    /// more than 100 or so bytes: its packets are rejected without being logged).
+    public static func logPrefix(app: String, kind: PolicyDimension) -> String? {
+        let p = logPrefixHead + app + ":" + kind.rawValue
+        return p.utf8.count <= logPrefixMax && isSafe(p) ? p : nil
+    }
+
+    /// The app and kind a log prefix names; nil for anything else (another tool's prefix on the same group, a
+    /// truncated or malformed one).
+    public static func parseLogPrefix(_ prefix: String) -> (app: String, kind: PolicyDimension)? {
+        guard prefix.hasPrefix(logPrefixHead) else { return nil }
+        let rest = prefix.dropFirst(logPrefixHead.count)
+        guard let colon = rest.lastIndex(of: ":"), let kind = PolicyDimension(rawValue: String(rest[rest.index(after: colon)...]))
+        else { return nil }
+        let app = String(rest[..<colon])
+        guard AppPolicy.isValidID(app) else { return nil }
+        return (app, kind)
+    }
+
     /// The script that removes the table, whether or not it exists.
     public static let removal = "table \(family) \(table) {}\ndelete table \(family) \(table)\n"
 
-    /// One app's permissions are looked up through `permissions` (the policy's, with decisions applied and, with
-    /// no agent, undecided `ask` denied): only `allow` passes; `deny` and `ask` are rejected.
+    /// One app's permissions are looked up through `permissions` (the policy's, with decisions applied): only
+    /// `allow` passes; `deny` and `ask` are rejected, and an undecided `ask` is logged first (rate-limited) to
+    /// `logGroup`, so that the daemon can raise the prompt.
     public static func build(apps: [AppPolicy], permissions: (AppPolicy) -> PermissionSet, links: [Link],
                              cgroups: UnitCgroups) -> Ruleset {
         var skipped: [String] = []
@@ -80,10 +111,19 @@ public struct Ruleset: Equatable, Sendable {
         }
         // What each owning app may do, computed once per app.
         var perms: [Int: PermissionSet] = [:]
-        func allowed(_ i: Int, _ k: PolicyDimension) -> Bool {
+        func permission(_ i: Int, _ k: PolicyDimension) -> Permission {
             let p = perms[i] ?? permissions(apps[i])
             perms[i] = p
-            return p[k] == .allow
+            return p[k]
+        }
+        // Pending kinds go to a chain of their own that logs before it rejects: the prefix must name the app.
+        var asks: [String: String] = [:]
+        var askOrder: [String] = []
+        func reject(_ i: Int, _ k: PolicyDimension) -> String {
+            guard permission(i, k) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return "goto deny" }
+            let chain = "ask_\(i)_\(k.rawValue)"
+            if asks.updateValue(prefix, forKey: chain) == nil { askOrder.append(chain) }
+            return "goto " + chain
         }
 
         var t = ""
@@ -100,9 +140,9 @@ public struct Ruleset: Equatable, Sendable {
         // Only denials need a uid element: a uid no element names passes anyway.
         let sortedUIDs = uidOwner.keys.sorted()
         for k in dimensions {
-            let denied = sortedUIDs.filter { !allowed(uidOwner[$0]!, k) }
+            let denied = sortedUIDs.filter { permission(uidOwner[$0]!, k) != .allow }
             elements += denied.count
-            set(&t, "uid_\(k.rawValue)", type: "uid : verdict", denied.map { "\($0) : goto deny" })
+            set(&t, "uid_\(k.rawValue)", type: "uid : verdict", denied.map { "\($0) : \(reject(uidOwner[$0]!, k))" })
         }
         // A unit's element says accept (return, for metered: the kind is checked next) too: its sockets must not
         // fall through to their uid's verdict.
@@ -112,7 +152,7 @@ public struct Ruleset: Equatable, Sendable {
                 elements += owned.count
                 let pass = k == .metered ? "return" : "accept"
                 set(&t, "unit\(level)_\(k.rawValue)", type: "cgroupsv2 : verdict",
-                    owned.map { "\"\($0.path)\" : \(allowed($0.app, k) ? pass : "goto deny")" })
+                    owned.map { "\"\($0.path)\" : \(permission($0.app, k) == .allow ? pass : reject($0.app, k))" })
             }
         }
         // icmpx admin-prohibited: IPv4's connect() fails at once with EHOSTUNREACH, sendto() with EPERM; a drop
@@ -120,6 +160,12 @@ public struct Ruleset: Equatable, Sendable {
         // error reached connect() only after the SYN was sent again a second later (EACCES after 1 s).
         t += "\tchain deny {\n\t\tmeta nfproto ipv6 meta l4proto tcp counter reject with tcp reset\n"
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
+        // At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
+        // raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
+        for chain in askOrder {
+            t += "\tchain \(chain) {\n\t\tlimit rate 5/second burst 5 packets log group \(logGroup) prefix \"\(asks[chain]!)\"\n"
+            t += "\t\tgoto deny\n\t}\n"
+        }
         for k in dimensions {
             t += "\tchain \(k == .metered ? "metered" : "kind_" + k.rawValue) {\n"
             for level in UnitCgroups.levels.reversed() {
@@ -153,7 +199,7 @@ public struct Ruleset: Equatable, Sendable {
         }
         return Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
                        links: links.filter { PolicyDimension(kind: $0.kind) != nil && isSafe($0.name) }.count,
-                       elements: elements, skipped: skipped,
+                       elements: elements, pendingChains: askOrder.count, skipped: skipped,
                        unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, appRulesOffset: appRulesOffset)
     }
 

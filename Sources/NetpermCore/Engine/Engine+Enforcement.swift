@@ -46,8 +46,10 @@ extension Engine {
             load(Ruleset.removal, report: !first)
             enforcement.state = .off
         case .block:
+            // An undecided `ask` is logged (and rejected) whether or not an agent listens: agents coming and going
+            // load nothing, and with none the log says once that a prompt could not be raised.
             let r = Ruleset.build(apps: state.config.apps, permissions: { app in
-                state.effectivePermissions(for: AppMatch(id: app.id, matchedBy: .name, app: app)).permissions
+                state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
             }, links: state.network.links, cgroups: enforcement.cgroups)
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "

@@ -24,21 +24,48 @@ extension Engine {
     /// once per app and kind until an agent comes (a headless device must not fill its log).
     func raisePrompts(_ v: Verdict, identity: PeerIdentity?) {
         guard state.agents > 0 else {
-            for kind in v.unaskedKinds where unaskedLogged.count <= Self.unaskedLogLimit {
-                guard unaskedLogged.insert("\(v.app) \(kind.rawValue)").inserted else { continue }
-                if unaskedLogged.count > Self.unaskedLogLimit {
-                    log(.notice, "more apps asked with no agent to prompt; not logging each until an agent comes")
-                    break
-                }
-                log(.notice, "\(v.app) may not use \(kind.rawValue), which its policy sets to ask: no agent is listening "
-                    + "to ask the user (run 'netpermctl agent', or 'netpermctl decide \(v.app) \(kind.rawValue) allow')")
-            }
+            for kind in v.unaskedKinds { logUnasked(app: v.app, kind: kind, blocked: false) }
             return
         }
-        for p in state.prompts.raise(for: v, identity: identity, network: state.network) {
-            log(.info, "\(p.app) wants to use \(p.kind.rawValue) via \(p.link)\(p.over.map { " over " + $0 } ?? ""): prompt \(p.id) sent to \(state.agents) agent(s)")
-            pendingEvents.append(.prompt(p))
-            _ = armTimer(.promptExpiry(promptID: p.id), microseconds: UInt64(state.config.promptTimeoutSec) * 1_000_000)
+        for p in state.prompts.raise(for: v, identity: identity, network: state.network) { sendPrompt(p) }
+    }
+
+    /// Once per app and kind until an agent comes, and for at most `unaskedLogLimit` of them.
+    func logUnasked(app: String, kind: PolicyDimension, blocked: Bool) {
+        guard unaskedLogged.count <= Self.unaskedLogLimit,
+              unaskedLogged.insert("\(app) \(kind.rawValue)").inserted else { return }
+        if unaskedLogged.count > Self.unaskedLogLimit {
+            log(.notice, "more apps asked with no agent to prompt; not logging each until an agent comes")
+            return
         }
+        log(.notice, "\(app) may not use \(kind.rawValue), which its policy sets to ask: "
+            + (blocked ? "its traffic was rejected and " : "") + "no agent is listening "
+            + "to ask the user (run 'netpermctl agent', or 'netpermctl decide \(app) \(kind.rawValue) allow')")
+    }
+
+    func sendPrompt(_ p: Prompt) {
+        log(.info, "\(p.app) wants to use \(p.kind.rawValue) via \(p.link)\(p.over.map { " over " + $0 } ?? "")"
+            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(state.agents) agent(s)")
+        pendingEvents.append(.prompt(p))
+        _ = armTimer(.promptExpiry(promptID: p.id), microseconds: UInt64(state.config.promptTimeoutSec) * 1_000_000)
+    }
+
+    /// The kernel rejected a packet of an app whose kind is pending (Mode=block logs them, at most 5
+    /// a second per app and kind): the prompt is raised as if the app had asked. Nothing when the kind is no
+    /// longer pending (decided, or the policy changed since the rules were loaded), a prompt is open, or one for
+    /// it expired less than `blockedQuietSec` ago: a packet never raises more than one prompt.
+    func blocked(app id: String, kind: PolicyDimension) {
+        guard let app = state.config.app(named: id),
+              state.decisions.apply(to: state.config.permissions(for: app), app: id).permissions[kind] == .ask
+        else {
+            log(.debug, "enforcement: a rejected packet of \(id) (\(kind.rawValue)), which is not pending")
+            return
+        }
+        guard state.agents > 0 else { return logUnasked(app: id, kind: kind, blocked: true) }
+        let key = "\(id) \(kind.rawValue)"
+        guard !quietBlocked.contains(key),
+              let p = state.prompts.raise(app: id, kind: kind, identity: nil, network: state.network, blocked: true)
+        else { return }
+        sendPrompt(p)
     }
 }

@@ -29,6 +29,8 @@ public enum Input: Sendable {
     case cgroups(UnitCgroups)
     /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
     case rulesLoaded(error: String?)
+    /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided).
+    case blocked(app: String, kind: PolicyDimension)
 }
 
 /// The daemon's whole state machine: sessions, subscriptions, waiters, prompts, decisions, verdicts and the reply
@@ -74,7 +76,11 @@ public final class Engine {
     /// Kernel messages were lost: every subscriber gets a `resync` once this input's events are out.
     private var resyncAll = false
 
-    enum TimerPurpose { case waitTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry }
+    enum TimerPurpose {
+        case waitTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
+        /// A prompt for this "app kind" expired: rejected packets raise it again only once this fires.
+        case blockedQuiet(String)
+    }
     var timers: [TimerID: TimerPurpose] = [:]
     private var nextTimer: TimerID = 1
     /// Policy loads run away from the event loop, one at a time: the files read while one is in flight may
@@ -92,6 +98,10 @@ public final class Engine {
     /// "app kind" pairs already logged as asked with no agent; emptied when an agent comes.
     var unaskedLogged: Set<String> = []
     static let unaskedLogLimit = 256
+    /// "app kind" pairs whose prompt expired unanswered a moment ago: the app's rejected packets do not raise it
+    /// again until `blockedQuietSec` have passed (an app retrying in a loop must not prompt the user in a loop).
+    var quietBlocked: Set<String> = []
+    static let blockedQuietSec: UInt64 = 60
     /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
     private var adminGIDCache: (generation: Int, gid: UInt32?)?
 
@@ -165,6 +175,8 @@ public final class Engine {
             if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true }
         case let .rulesLoaded(error):
             rulesLoaded(error: error)
+        case let .blocked(app, kind):
+            blocked(app: app, kind: kind)
         }
         settle()
         if case .started = input {
@@ -432,6 +444,12 @@ public final class Engine {
             guard let p = state.prompts.close(id: promptID) else { return }
             log(.info, "prompt \(p.id) for \(p.app) (\(p.kind.rawValue)) expired unanswered")
             pendingEvents.append(.promptExpired(p))
+            let key = "\(p.app) \(p.kind.rawValue)"
+            if quietBlocked.insert(key).inserted {
+                _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)
+            }
+        case let .blockedQuiet(key):
+            quietBlocked.remove(key)
         case .rulesRetry:
             retryRules()
         }
