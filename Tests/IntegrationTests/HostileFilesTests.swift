@@ -44,7 +44,7 @@ final class HostileFilesTests: IntegrationTestCase {
             if fifo == config {
                 try FileManager.default.removeItem(atPath: config)
             } else {
-                try writeConfig(IntegrationTestCase.standardConfig + "\n[App kept]\nUser=4242\n", in: dir)
+                _ = try writeConfig(IntegrationTestCase.standardConfig + "\n[App kept]\nUser=4242\n", in: dir)
                 try FileManager.default.createDirectory(atPath: config + ".d", withIntermediateDirectories: true)
             }
             XCTAssertEqual(mkfifo(fifo, 0o644), 0, "mkfifo \(fifo)")
@@ -61,7 +61,7 @@ final class HostileFilesTests: IntegrationTestCase {
             XCTAssertEqual(q["app"] as? String, "kept", "the last good policy stays: \(q)")
             try FileManager.default.removeItem(atPath: fifo)
         }
-        try writeConfig(IntegrationTestCase.standardConfig + "\n[App kept]\nUser=4242\n", in: dir)
+        _ = try writeConfig(IntegrationTestCase.standardConfig + "\n[App kept]\nUser=4242\n", in: dir)
         XCTAssertEqual(try client.request("RELOAD", timeout: 5)["ok"] as? Bool, true)
     }
 

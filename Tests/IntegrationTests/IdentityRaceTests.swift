@@ -90,7 +90,7 @@ final class IdentityRaceTests: IntegrationTestCase {
         let updater = dir + "/updater"
         try FileManager.default.copyItem(atPath: Subprocess.resolve("cat"), toPath: updater)
         chmod(updater, 0o755)
-        let socat = try Subprocess.resolve("socat")
+        let socat = Subprocess.resolve("socat")
         let config = try writeConfig("""
             [App updater]
             Executable=\(updater)
