@@ -99,6 +99,9 @@ struct KernelTruth {
     /// For each host route (/32, /128, unicast, outside the local table, through one link), the link
     /// `ip route get HOST` leaves by.
     var hostRouteLinks: [String] = []
+    /// Bridges (`info_kind` bridge) and, by bridge, the names of their ports (`master`).
+    var bridges: Set<String> = []
+    var ports: [String: [String]] = [:]
 
     static let tunnelKinds: Set<String> = ["tun", "wireguard", "ipip", "gre", "sit", "ip6tnl", "vti", "vxlan", "geneve"]
     /// The order docs/CLASSIFICATION.md gives "most restrictive".
@@ -106,10 +109,15 @@ struct KernelTruth {
 
     /// The kind the daemon should report, per docs/CLASSIFICATION.md, "Stacked links and tunnels": a tunnel no
     /// `[Interface]` names takes the most restrictive kind of the host routes' links that are not tunnels, else the
-    /// kind of the best usable link that is not a tunnel, else its own. (The policy names every bridge, so config
-    /// decides theirs; the test makes no vlan or macvlan.)
+    /// kind of the best usable link that is not a tunnel, else its own. A bridge no `[Interface]` names takes
+    /// the most restrictive kind of its ports; the test makes no vlan or macvlan.)
     func kind(of name: String) -> String {
         let own = Self.kind(of: name)
+        // A bridge no [Interface] names (the fuzz renames them) takes the most restrictive of its ports' kinds.
+        if bridges.contains(name), !Self.configured(name) {
+            let kinds = (ports[name] ?? []).map { kind(of: $0) }
+            return kinds.max(by: { Self.restrictiveness[$0]! < Self.restrictiveness[$1]! }) ?? own
+        }
         guard tunnels.contains(name), own == "other", !Self.configured(name) else { return own }
         let viaHosts = hostRouteLinks.filter { !tunnels.contains($0) && $0 != name }.map(Self.kind(of:))
             .filter { $0 != "loopback" }
@@ -154,6 +162,8 @@ struct KernelTruth {
                 }
             }
             t.links[name] = f
+            if (l["linkinfo"] as? [String: Any])?["info_kind"] as? String == "bridge" { t.bridges.insert(name) }
+            if let master = l["master"] as? String { t.ports[master, default: []].append(name) }
             // A tap on a bridge is the bridge's port, not a tunnel.
             if let k = (l["linkinfo"] as? [String: Any])?["info_kind"] as? String, tunnelKinds.contains(k),
                l["master"] == nil {
