@@ -40,20 +40,8 @@ final class QuerySocket {
         let sent = nl_send_auto(socket, msg)
         guard sent >= 0 else { throw NetlinkError(code: sent, operation: "sending a request") }
         let sequence = nlmsg_hdr(msg).pointee.nlmsg_seq
-        let fd = nl_socket_get_fd(socket)
         while true {
-            let n: Int
-            do throws(Errno) {
-                n = try buffer.withUnsafeMutableBytes { b in
-                    Result { () throws(Errno) -> Int in try sys { recv(fd, b.baseAddress, b.count, Int32(MSG_TRUNC)) } }
-                }.get()
-            } catch {
-                throw NetlinkError(code: -NLE_FAILURE, operation: "reading an answer (\(error))")
-            }
-            guard n <= buffer.count else {
-                buffer = [UInt8](repeating: 0, count: n)
-                throw NetlinkError(code: -NLE_MSG_TRUNC, operation: "reading an answer (\(n) bytes, buffer grown)")
-            }
+            let n = try receive("reading an answer")
             let step = try buffer.withUnsafeMutableBytes { b in
                 Result { () throws(NetlinkError) -> Step in try Self.walk(b.baseAddress!, count: n, sequence: sequence, handle) }
             }.get()
@@ -95,18 +83,7 @@ final class QuerySocket {
         }
         var answered = 0
         while answered < count {
-            let n: Int
-            do throws(Errno) {
-                n = try buffer.withUnsafeMutableBytes { b in
-                    Result { () throws(Errno) -> Int in try sys { recv(fd, b.baseAddress, b.count, Int32(MSG_TRUNC)) } }
-                }.get()
-            } catch {
-                throw NetlinkError(code: -NLE_FAILURE, operation: "reading answers (\(error))")
-            }
-            guard n <= buffer.count else {
-                buffer = [UInt8](repeating: 0, count: n)
-                throw NetlinkError(code: -NLE_MSG_TRUNC, operation: "reading answers (\(n) bytes, buffer grown)")
-            }
+            let n = try receive("reading answers")
             buffer.withUnsafeMutableBytes { b in
                 var remaining = Int32(n)
                 var header: UnsafeMutablePointer<nlmsghdr>? = b.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
@@ -120,6 +97,25 @@ final class QuerySocket {
                 }
             }
         }
+    }
+
+    /// One datagram into `buffer`, blocking; its length. One longer than the buffer is lost (the buffer grows for
+    /// the next), and so is the exchange.
+    private func receive(_ operation: String) throws(NetlinkError) -> Int {
+        let fd = nl_socket_get_fd(socket)
+        let n: Int
+        do throws(Errno) {
+            n = try buffer.withUnsafeMutableBytes { b in
+                Result { () throws(Errno) -> Int in try sys { recv(fd, b.baseAddress, b.count, Int32(MSG_TRUNC)) } }
+            }.get()
+        } catch {
+            throw NetlinkError(code: -NLE_FAILURE, operation: "\(operation) (\(error))")
+        }
+        guard n <= buffer.count else {
+            buffer = [UInt8](repeating: 0, count: n)
+            throw NetlinkError(code: -NLE_MSG_TRUNC, operation: "\(operation) (\(n) bytes, buffer grown)")
+        }
+        return n
     }
 
     /// The messages of one datagram that answer `sequence` (a late answer to an earlier request is skipped).
