@@ -47,12 +47,14 @@ let package = Package(
         .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO"]),
         // Enforcement's edge: one libnftables context (scripts as transactions) and the nftables event socket.
         .target(name: "NetpermNftables", dependencies: ["CNftables", "NetpermIO"]),
+        // Steering's program (Mode=steer): assembled in Swift, loaded with bpf(2) through NetpermIO's chokepoint.
+        .target(name: "NetpermBPF", dependencies: ["NetpermIO"]),
         // The control socket's transport: client ids and bytes, no core types.
         .target(name: "NetpermControl", dependencies: ["NetpermIO"]),
         .executableTarget(
             name: "netpermd",
             dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
-                           "NetpermControl", "NetpermNftables"],
+                           "NetpermControl", "NetpermNftables", "NetpermBPF"],
             linkerSettings: releaseLink
         ),
         .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO", "NetpermHost"],
@@ -64,6 +66,8 @@ let package = Package(
         // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
         // Wi-Fi hardware on the test machines.
         .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables"]),
+        // The steering program's bytes, and loading it (as root) into the test's own namespace.
+        .testTarget(name: "NetpermBPFTests", dependencies: ["NetpermBPF", "NetpermIO"]),
         // Syscall plumbing that can be tested in-process (releasing code pages).
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).

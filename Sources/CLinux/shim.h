@@ -106,3 +106,14 @@ static inline int np_pidfd_send_signal(int pidfd, int sig) {
 // A pidfd's file system: pidfs (Linux 6.9) gives each process an inode number of its own, unique while the system
 // runs; before it, every pidfd shared one anonymous inode.
 #define NP_PIDFS_MAGIC 0x50494446
+
+// bpf(2) has no glibc wrapper, and syscall(2) is variadic. Steering (Mode=steer) loads one small program with it.
+static inline long np_bpf(int cmd, void *attr, unsigned int size) {
+    return syscall(SYS_bpf, cmd, attr, size);
+}
+// Linux 5.14; Debian 12's headers predate it: the network namespace's cookie, from any socket in it.
+#ifdef SO_NETNS_COOKIE
+static const int NP_SO_NETNS_COOKIE = SO_NETNS_COOKIE;
+#else
+static const int NP_SO_NETNS_COOKIE = 71;
+#endif

@@ -1,0 +1,53 @@
+/// The `cgroup/sock_create` program of Mode=steer (docs/ENFORCEMENT.md, "Steer"): at a socket's creation, in the
+/// daemon's own network namespace only, it sets the socket's mark from the creating task's unit cgroup (deepest
+/// level first), else from its uid, so the kernel's routing rules send the socket to its app's table. It always
+/// allows the socket: rejecting is nft's job.
+public enum SteerProgram {
+    /// Kernel helper numbers (include/uapi/linux/bpf.h).
+    static let mapLookupElem: Int32 = 1
+    static let getCurrentUIDGID: Int32 = 15
+    static let getNetnsCookie: Int32 = 122
+    static let getCurrentAncestorCgroupID: Int32 = 123
+    /// `struct bpf_sock`'s `mark` (u32), writable at socket creation.
+    static let markOffset: Int16 = 16
+
+    /// `cookie`: the daemon's network namespace's; `levels`: the cgroup levels to look up, deepest first (the
+    /// order of the nft rules); `cgroupMap`: u64 cgroup id -> u32 mark (0: the unit's app is not steered, and its
+    /// uid is not consulted); `uidMap`: u32 uid -> u32 mark.
+    public static func instructions(cookie: UInt64, levels: [Int], cgroupMap: Int32, uidMap: Int32) -> [UInt8] {
+        var a = BPFAssembler()
+        let out = a.label()
+        a.mov(.r6, .r1)                         // r6 = ctx (struct bpf_sock *), kept across calls
+        a.call(getNetnsCookie)                  // r0 = the socket's namespace cookie (r1 = ctx)
+        a.load64(.r1, cookie)
+        a.jumpIfNotEqual(.r0, .r1, to: out)     // another namespace (the host's, a container's): untouched
+        for level in levels {
+            let next = a.label()
+            a.mov(.r1, Int32(level))
+            a.call(getCurrentAncestorCgroupID)  // 0 when the task's cgroup is not that deep: no element has id 0
+            a.store64(.r10, -8, .r0)
+            a.loadMap(.r1, fd: cgroupMap)
+            a.mov(.r2, .r10)
+            a.add(.r2, -8)
+            a.call(mapLookupElem)
+            a.jumpIfEqual(.r0, 0, to: next)
+            a.load32(.r1, .r0, 0)
+            a.store32(.r6, markOffset, .r1)
+            a.jump(to: out)                     // a unit's app decides: its uid is not consulted
+            a.bind(next)
+        }
+        a.call(getCurrentUIDGID)                // uid in the low 32 bits
+        a.store32(.r10, -4, .r0)
+        a.loadMap(.r1, fd: uidMap)
+        a.mov(.r2, .r10)
+        a.add(.r2, -4)
+        a.call(mapLookupElem)
+        a.jumpIfEqual(.r0, 0, to: out)
+        a.load32(.r1, .r0, 0)
+        a.store32(.r6, markOffset, .r1)
+        a.bind(out)
+        a.mov(.r0, 1)                           // allow
+        a.exit()
+        return a.bytes()
+    }
+}
