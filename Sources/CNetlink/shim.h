@@ -6,3 +6,4 @@
 #include <netlink/genl/genl.h>
 #include <netlink/genl/ctrl.h>
 #include <linux/nl80211.h>
+#include <netlink/route/rule.h>

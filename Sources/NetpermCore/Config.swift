@@ -277,9 +277,8 @@ public struct Config: Equatable, Sendable {
                 switch e.value.lowercased() {
                 case "off": config.enforcement = .off
                 case "block": config.enforcement = .block
-                // Refused rather than taken as block: blocking cuts an app off where steering would move it.
-                case "steer": fail(s, e.line, "Mode=steer is not implemented yet (use off or block)")
-                default: fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Mode= (expected off or block)")
+                case "steer": config.enforcement = .steer
+                default: fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Mode= (expected off, block or steer)")
                 }
             }
         }

@@ -17,6 +17,7 @@ final class Interpreter: ControlDelegate {
     private let policyLoader: OffLoop<ConfigParseResult>?
     private let sysfs: Sysfs
     private let enforcer: Enforcer
+    private let steerer = Steerer()
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     var server: ControlServer?
 
@@ -123,6 +124,8 @@ final class Interpreter: ControlDelegate {
             } else if let error {
                 Log.debug("enforcement: removing a table left by an earlier run: \(error)")
             }
+        case let .steer(plan):
+            queue.append(.steered(error: steerer.apply(plan)))
         }
     }
 
@@ -150,6 +153,8 @@ final class Interpreter: ControlDelegate {
         }
         if sysfsCache.count != seen.count { sysfsCache = sysfsCache.filter { seen.contains($0.key) } }
         feed(.kernel(s))
+        // Mode=steer's tables copy the main table's routes: any change of it is followed here.
+        if case let .some(error) = steerer.follow() { feed(.steered(error: error)) }
     }
 
     /// A Wi-Fi link's network changed (associated, roamed, disconnected): the same kernel picture, new networks.

@@ -4,6 +4,9 @@ public enum EnforcementMode: String, Sendable, CaseIterable {
     case off
     /// Traffic of an app out of a link of a kind it may not use (or not yet: `ask`) is rejected in the kernel.
     case block
+    /// As block, and an app kept off some links has its sockets routed out of the links it may use, with their
+    /// source addresses, or fail at once when none is left (SteeringPlan).
+    case steer
 }
 
 /// Whether an app's permissions are in force in the kernel, and if not, why not. Per app (the policy's

@@ -40,6 +40,9 @@ public struct Ruleset: Equatable, Sendable {
     /// Where the text after the link sets starts (a UTF-8 offset): two builds that agree from there on differ in
     /// their links only.
     var appRulesOffset: Int
+    /// Who owns each uid and unit cgroup (an index into the policy's apps): what steering marks (SteeringPlan).
+    public var uidOwners: [UInt32: Int] = [:]
+    public var unitOwners: [UnitOwner] = []
 
     /// The NFLOG group the rules log an app's first rejected packets of a pending (`ask`) kind to, and the daemon
     /// reads (docs/ENFORCEMENT.md, "The first blocked connection"). One process per network namespace can bind a
@@ -200,7 +203,9 @@ public struct Ruleset: Equatable, Sendable {
         return Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
                        links: links.filter { PolicyDimension(kind: $0.kind) != nil && isSafe($0.name) }.count,
                        elements: elements, pendingChains: askOrder.count, skipped: skipped,
-                       unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, appRulesOffset: appRulesOffset)
+                       unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, appRulesOffset: appRulesOffset,
+                       uidOwners: uidOwner,
+                       unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app) })
     }
 
     /// When these rules differ from `old` only in their links (a link appeared, went or changed kind), the script

@@ -57,6 +57,9 @@ public enum Effect: Equatable, Sendable {
     /// with `report`, say how it went with `Input.rulesLoaded`. `inForce` is the whole ruleset the script leads
     /// to: what the edge loads again when another process changes the table.
     case loadRules(String, report: Bool, inForce: String)
+    /// Mode=steer: put this plan in the kernel (the program and its maps, the rules, the tables, kept following the
+    /// main table); nil removes all of it. Say how it went with `Input.steered`.
+    case steer(SteeringPlan?)
 }
 
 /// The effects of one input, in order, and the bytes they refer to. Reused from input to input, so a request's

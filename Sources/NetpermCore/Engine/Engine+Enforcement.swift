@@ -17,8 +17,17 @@ struct EnforcementBook {
     var retry: TimerID?
     /// A policy load settled enforcement before its reply; the input's settle() need not build again.
     var settledEarly = false
+    /// Mode=steer: the plan last handed to the edge, whether anything of steering may be in the kernel, and the
+    /// edge's last error.
+    var steering: SteeringPlan?
+    var steeringActive = false
+    var steeringError: String?
 
-    struct LinkKey: Equatable { var name: String; var kind: LinkKind }
+    /// `index`, `up`, `metered`: Mode=steer only (its tables follow links up, down and re-created).
+    struct LinkKey: Equatable {
+        var name: String; var kind: LinkKind
+        var index: Int32 = 0; var up = false; var metered = false
+    }
 
     /// Failed loads are tried again after 1, 2, 4 and 8 s, then left until the next change.
     static let maxAttempts = 5
@@ -31,7 +40,12 @@ extension Engine {
     /// Called by every input's settle(): a request that changed nothing costs one test.
     func settleEnforcement(permissionsChanged: Bool, networkChanged: Bool) {
         guard state.ready, enforcement.dirty || permissionsChanged || networkChanged else { return }
-        let links = state.network.links.map { EnforcementBook.LinkKey(name: $0.name, kind: $0.kind) }
+        let steer = state.config.enforcement == .steer
+        let links = state.network.links.map {
+            steer ? EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, index: $0.index, up: $0.adminUp && $0.carrier,
+                                            metered: $0.metered)
+                  : EnforcementBook.LinkKey(name: $0.name, kind: $0.kind)
+        }
         guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }
         enforcement.dirty = false
         enforcement.links = links
@@ -45,7 +59,8 @@ extension Engine {
             if !first { log(.notice, "enforcement: Mode=off, removing the rules") }
             load(Ruleset.removal, report: !first)
             enforcement.state = .off
-        case .block:
+            settleSteering(nil)
+        case .block, .steer:
             // An undecided `ask` is logged (and rejected) whether or not an agent listens: agents coming and going
             // load nothing, and with none the log says once that a prompt could not be raised.
             let r = Ruleset.build(apps: state.config.apps, permissions: { app in
@@ -57,6 +72,7 @@ extension Engine {
             }
             let previous = enforcement.ruleset
             enforcement.ruleset = r
+            settleSteering(r)
             // The same text names new cgroups when one was made again at the same path (new id).
             guard r.text != enforcement.loaded || r.unitIDs != enforcement.loadedUnitIDs else { return }
             enforcement.loadedUnitIDs = r.unitIDs
@@ -116,6 +132,7 @@ extension Engine {
         switch state.config.enforcement {
         case .off: return .notEnforced(.modeOff)
         case .block: break
+        case .steer: if enforcement.steeringError != nil { return .notEnforced(.rulesFailed) }
         }
         guard match.matchedBy != .defaults, state.config.app(named: match.id) != nil else {
             return .notEnforced(.notInPolicy)
@@ -133,14 +150,14 @@ extension Engine {
     func withEnforcement(_ v: Verdict, _ matchedBy: MatchedBy) -> Verdict {
         var v = v
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: matchedBy, app: nil))
-        return v
+        return steered(v)
     }
 
     /// STATUS's `enforcement` member.
     func writeEnforcement(to w: inout JSONWriter) {
         w.field("mode", state.config.enforcement.rawValue)
         w.field("state", enforcement.state.name)
-        if let r = enforcement.ruleset, state.config.enforcement == .block {
+        if let r = enforcement.ruleset, state.config.enforcement != .off {
             w.field("apps", state.config.apps.count - r.notEnforced.count)
             w.field("uids", r.uids)
             w.field("unit_cgroups", r.cgroups)
@@ -150,6 +167,7 @@ extension Engine {
             w.field("error", error)
             w.field("attempts", attempts)
         }
+        writeSteering(to: &w)
     }
 
     /// What STATUS= says of enforcement: nothing in Mode=off.
@@ -157,6 +175,10 @@ extension Engine {
         switch state.config.enforcement {
         case .off: return nil
         case .block: break
+        case .steer:
+            if let e = enforcement.steeringError {
+                return "steering failed: " + (e.utf8.count > 200 ? String(decoding: e.utf8.prefix(200), as: UTF8.self) + "..." : e)
+            }
         }
         switch enforcement.state {
         case .off, .applying: return "enforcement starting"
@@ -175,5 +197,6 @@ extension Engine {
         log(.notice, "enforcement: stopping, removing the rules")
         load(Ruleset.removal, report: false)
         enforcement.state = .off
+        settleSteering(nil)
     }
 }

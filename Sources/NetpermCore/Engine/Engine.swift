@@ -31,6 +31,8 @@ public enum Input: Sendable {
     case rulesLoaded(error: String?)
     /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided).
     case blocked(app: String, kind: PolicyDimension)
+    /// The outcome of the last `Effect.steer`: nil, or what failed.
+    case steered(error: String?)
 }
 
 /// The daemon's whole state machine: sessions, subscriptions, waiters, prompts, decisions, verdicts and the reply
@@ -177,6 +179,8 @@ public final class Engine {
             rulesLoaded(error: error)
         case let .blocked(app, kind):
             blocked(app: app, kind: kind)
+        case let .steered(error):
+            steered(error: error)
         }
         settle()
         if case .started = input {

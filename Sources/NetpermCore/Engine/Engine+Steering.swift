@@ -1,0 +1,65 @@
+/// Mode=steer in the engine: the plan follows the ruleset (same owners, same permissions) and the links that are
+/// up; the edge puts it in the kernel. A steered app's verdict says where its marked sockets really go.
+extension Engine {
+    /// Hands the edge a new plan when it differs from the last one; `ruleset` nil (or a mode other than steer)
+    /// removes whatever steering put in the kernel.
+    func settleSteering(_ ruleset: Ruleset?) {
+        guard state.config.enforcement == .steer, let ruleset else {
+            guard enforcement.steeringActive else { return }
+            enforcement.steeringActive = false
+            enforcement.steering = nil
+            enforcement.steeringError = nil
+            log(.notice, "steering: removing the program, rules and tables")
+            out.append(.steer(nil))
+            return
+        }
+        let plan = SteeringPlan.build(ruleset: ruleset, apps: state.config.apps, permissions: { app in
+            state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
+        }, links: state.network.links)
+        guard plan != enforcement.steering || !enforcement.steeringActive else { return }
+        log(.debug, "steering: \(plan.uidMarks.count) uids and \(plan.cgroupMarks.count) unit cgroups, "
+            + "\(plan.allowances.count) tables")
+        enforcement.steering = plan
+        enforcement.steeringActive = true
+        out.append(.steer(plan))
+    }
+
+    /// The edge's answer to the last `Effect.steer`.
+    func steered(error: String?) {
+        guard enforcement.steeringActive else { return }
+        if error != enforcement.steeringError {
+            if let error {
+                log(.err, "steering: \(error)")
+            } else if enforcement.steeringError != nil {
+                log(.notice, "steering: in force again")
+            }
+        }
+        enforcement.steeringError = error
+    }
+
+    /// An enforced app kept off some links, in Mode=steer: its sockets are marked and routed by its table, so its
+    /// verdict's `egress` and `via` are that table's answer, not the main table's (no `routed-elsewhere`).
+    func steered(_ v: Verdict) -> Verdict {
+        guard state.config.enforcement == .steer, v.enforcement.isEnforced, let plan = enforcement.steering else { return v }
+        let allowance = SteeringPlan.Allowance(v.permissions)
+        guard allowance != .everything else { return v }
+        let network = NetworkState(links: state.network.links, egress: plan.egress(for: allowance, network: state.network))
+        var s = Verdict.compute(app: v.app, matchedBy: v.matchedBy,
+                                effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
+                                network: network, ready: state.ready)
+        s.enforcement = v.enforcement
+        return s
+    }
+
+    /// STATUS's steering members (Mode=steer).
+    func writeSteering(to w: inout JSONWriter) {
+        guard state.config.enforcement == .steer, let plan = enforcement.steering else { return }
+        w.object("steering") {
+            $0.field("state", enforcement.steeringError == nil ? "steering" : "failed")
+            $0.field("tables", plan.allowances.count)
+            $0.field("marked_uids", plan.uidMarks.count)
+            $0.field("marked_unit_cgroups", plan.cgroupMarks.values.filter { $0 != 0 }.count)
+            if let e = enforcement.steeringError { $0.field("error", e) }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import NetpermBPF
+import NetpermCore
+import NetpermHost
+import NetpermIO
+import NetpermNetlink
+
+/// Carries out `Effect.steer` (docs/ENFORCEMENT.md, "Steer"): the `netpermd_steer` program attached to the root of
+/// the cgroup v2 hierarchy through a bpf_link (gone when the daemon exits, however it exits), its two maps written
+/// in place, and the routing rules and tables, which follow the main table: every kernel picture (links,
+/// addresses, routes changed) re-reads it and applies what differs.
+final class Steerer {
+    private var tables: SteeringTables?
+    private var cgroupMap: BPFHashMap?
+    private var uidMap: BPFHashMap?
+    private var link: BPFCgroupLink?
+    private var linkLevels: [Int] = []
+    /// The plan in force (nil: none, or removed).
+    private var plan: SteeringPlan?
+    /// What the maps hold, as written.
+    private var cgroupMarks: [UInt64: UInt32] = [:]
+    private var uidMarks: [UInt32: UInt32] = [:]
+    /// The last error reported, so that following the main table reports only changes.
+    private(set) var lastError: String?
+
+    /// Puts `plan` in the kernel (nil: removes everything of steering's); nil or what failed.
+    func apply(_ plan: SteeringPlan?) -> String? {
+        self.plan = plan
+        let error: String?
+        if let plan {
+            error = install(plan)
+        } else {
+            // Program first (no new socket is marked), then rules, then tables.
+            link = nil
+            cgroupMap = nil
+            uidMap = nil
+            cgroupMarks = [:]
+            uidMarks = [:]
+            linkLevels = []
+            error = syncTables(nil, addsOnly: false)
+            tables = nil
+        }
+        lastError = error
+        return error
+    }
+
+    /// The kernel's picture changed: the tables follow the main table. An error, or its end, is returned only when it
+    /// differs from the last one reported (`.none`: nothing to report).
+    func follow() -> String?? {
+        guard let plan else { return .none }
+        let error = syncTables(plan, addsOnly: false)
+        guard error != lastError else { return .none }
+        lastError = error
+        return .some(error)
+    }
+
+    private func install(_ plan: SteeringPlan) -> String? {
+        // Tables and rules before any mark that leads to them, stale ones removed after the marks moved on.
+        if let e = syncTables(plan, addsOnly: true) { return e }
+        do {
+            if cgroupMap == nil || uidMap == nil {
+                cgroupMap = try BPFHashMap(name: "netpermd_cgroup", keySize: 8, valueSize: 4, maxEntries: 65536)
+                uidMap = try BPFHashMap(name: "netpermd_uid", keySize: 4, valueSize: 4, maxEntries: 65536)
+                cgroupMarks = [:]
+                uidMarks = [:]
+            }
+            for (k, v) in plan.cgroupMarks where cgroupMarks[k] != v { try cgroupMap!.update(key: k, value: v) }
+            for k in cgroupMarks.keys where plan.cgroupMarks[k] == nil { try cgroupMap!.delete(key: k) }
+            cgroupMarks = plan.cgroupMarks
+            for (k, v) in plan.uidMarks where uidMarks[k] != v { try uidMap!.update(key: UInt64(k), value: v) }
+            for k in uidMarks.keys where plan.uidMarks[k] == nil { try uidMap!.delete(key: UInt64(k)) }
+            uidMarks = plan.uidMarks
+        } catch {
+            return "writing the steering maps: \(error)"
+        }
+        if link == nil || linkLevels != plan.levels {
+            guard let root = UnitCgroupScanner().mountPoint else { return "no cgroup v2 hierarchy to attach to" }
+            do {
+                let cookie = try BPFSyscall.netnsCookie()
+                let code = SteerProgram.instructions(cookie: cookie, levels: plan.levels, cgroupMap: cgroupMap!.fd,
+                                                     uidMap: uidMap!.fd)
+                // The new program is attached before the old one goes: no socket is created unmarked meanwhile.
+                let new = try BPFCgroupLink(name: "netpermd_steer", instructions: code, cgroup: root)
+                link = new
+                linkLevels = plan.levels
+                Log.info("steering: program netpermd_steer attached to \(root) (\(code.count / 8) instructions)")
+            } catch let e as BPFError {
+                return "\(e)"
+            } catch {
+                return "reading the network namespace's cookie: \(error)"
+            }
+        }
+        return syncTables(plan, addsOnly: false)
+    }
+
+    /// Reads what is in the kernel and applies the difference (only its additions with `addsOnly`).
+    private func syncTables(_ plan: SteeringPlan?, addsOnly: Bool) -> String? {
+        do {
+            if tables == nil { tables = try SteeringTables() }
+            let now = try tables!.read()
+            var diff = SteeringDiff(plan: plan, main: now.main, tables: now.tables, rules: now.rules)
+            if addsOnly { diff.deleteRules = []; diff.deleteRoutes = [] }
+            guard !diff.isEmpty else { return nil }
+            Log.debug("steering: +\(diff.addRoutes.count) -\(diff.deleteRoutes.count) routes, "
+                + "+\(diff.addRules.count) -\(diff.deleteRules.count) rules")
+            try tables!.apply(diff)
+            return nil
+        } catch {
+            return "routing rules and tables: \(error)"
+        }
+    }
+}
