@@ -229,6 +229,7 @@ final class World {
             case let .cancelTimer(id): rest.append("cancel \(id)")
             case .loadPolicy: rest.append("load-policy")
             case let .loadRules(script, report, _): rest.append("load-rules \(report) " + script)
+            case let .steer(plan): rest.append(plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)")
             case let .notify(n):
                 switch n {
                 case let .ready(status): rest.append("ready " + status)
@@ -324,6 +325,9 @@ final class World {
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
             require(!script.isEmpty && !inForce.isEmpty, "an empty ruleset")
             if report { queue.append(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
+        case .steer:
+            // Policies here have no [Enforcement]: steering is never asked for.
+            require(false, "steering in Mode=off")
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")

@@ -97,6 +97,9 @@ final class EngineHarness {
         XCTAssertEqual(engine.listeners, counted, "listener counts drifted from the sessions")
     }
 
+    /// Each `Effect.steer`'s plan, in order (nil: removal).
+    var steering: [SteeringPlan?] = []
+
     private func carryOut(_ e: Effect) {
         func text(_ r: Range<Int>) -> String { String(decoding: effects[r], as: UTF8.self) }
         switch e {
@@ -154,6 +157,10 @@ final class EngineHarness {
             rules.append(inForce)
             scripts.append(script)
             if report { queue.append(.rulesLoaded(error: rulesError)) }
+        case let .steer(plan):
+            steps.append(plan == nil ? "remove-steering" : "steer")
+            steering.append(plan)
+            queue.append(.steered(error: nil))
         }
     }
 
