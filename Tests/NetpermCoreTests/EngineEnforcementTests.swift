@@ -20,13 +20,10 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(try parsePolicy("[Enforcement]\nMode=block\n").enforcement, .block)
         XCTAssertEqual(try parsePolicy("[Enforcement]\nMode=Off\n").enforcement, .off)
         let path = "/etc/netpermd/netpermd.conf"
-        let steer = Config.parse(files: [(path, "\n[Enforcement]\nMode=steer\n")])
-        XCTAssertNil(steer.config, "steer is refused, not taken as something else")
-        XCTAssertEqual(steer.errors.map(\.description),
-                       ["\(path):3: [Enforcement]: Mode=steer is not implemented yet (use off or block)"])
+        XCTAssertEqual(try parsePolicy("[Enforcement]\nMode=steer\n").enforcement, .steer)
         let bad = Config.parse(files: [(path, "[Enforcement]\nMode=on\nKind=wwan\n")])
         XCTAssertEqual(bad.problems.map(\.description), [
-            "\(path):2: [Enforcement]: bad value 'on' for Mode= (expected off or block)",
+            "\(path):2: [Enforcement]: bad value 'on' for Mode= (expected off, block or steer)",
             "\(path):3: warning: [Enforcement]: unknown key 'Kind' (Kind= belongs in [Interface GLOB] or [Network SSID]); ignored",
         ])
     }
