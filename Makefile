@@ -203,6 +203,7 @@ install-files:
 	install -m 0644 config/netpermd.conf $(DOCDIR)/netpermd.conf.example
 	@# Not installed as a drop-in: enforcement's CAP_NET_ADMIN is the administrator's choice (docs/ENFORCEMENT.md).
 	install -m 0644 systemd/netpermd-enforcement.conf $(DOCDIR)/netpermd-enforcement.conf
+	install -m 0644 systemd/netpermd-steer.conf $(DOCDIR)/netpermd-steer.conf
 	@# Never overwrite an administrator's configuration.
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
 

@@ -23,6 +23,7 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/doc/netpermd/SECURITY.md", 0o644),
         ("usr/local/share/doc/netpermd/ENFORCEMENT.md", 0o644),
         ("usr/local/share/doc/netpermd/netpermd-enforcement.conf", 0o644),
+        ("usr/local/share/doc/netpermd/netpermd-steer.conf", 0o644),
         ("usr/local/share/doc/netpermd/netpermd.conf.example", 0o644),
         ("usr/local/share/man/man1/netpermctl.1", 0o644),
         ("usr/local/share/man/man5/netpermd.conf.5", 0o644),

@@ -81,6 +81,27 @@ final class SystemdTests: IntegrationTestCase {
         XCTAssertEqual([without, with], [1.4, 1.5], "docs/ENFORCEMENT.md gives these figures")
     }
 
+    /// The steer drop-in (docs/ENFORCEMENT.md, "Steer") alone: CAP_NET_ADMIN, CAP_BPF and the bpf() system call,
+    /// and the figure the docs give (1.7; 1.4 without).
+    func testSteerDropInAddsBPFAndNetAdmin() throws {
+        let staged = try stageInstall()
+        let root = try makeTempDir()
+        let system = root + "/etc/systemd/system"
+        try FileManager.default.createDirectory(atPath: system + "/netpermd.service.d", withIntermediateDirectories: true)
+        for u in ["netpermd.service", "netpermd.socket"] {
+            try FileManager.default.copyItem(atPath: staged + "/usr/local/lib/systemd/system/" + u, toPath: system + "/" + u)
+        }
+        try FileManager.default.copyItem(atPath: staged + "/usr/local/share/doc/netpermd/netpermd-steer.conf",
+                                         toPath: system + "/netpermd.service.d/steer.conf")
+        let r = try Subprocess.run(["systemd-analyze", "security", "--offline=yes", "--root=\(root)", "netpermd.service"],
+                                   timeout: 30)
+        for finding in ["CapabilityBoundingSet=~CAP_NET_ADMIN", "CapabilityBoundingSet=~CAP_BPF",
+                        "SystemCallFilter=~@privileged"] {
+            XCTAssertTrue(r.stdout.contains("✗ " + finding), "\(finding):\n\(r.stdout)")
+        }
+        XCTAssertEqual(try exposure(r), 1.7, "docs/ENFORCEMENT.md gives this figure")
+    }
+
     // MARK: - Socket activation
 
     func testSocketActivationAnswersAClientThatConnectedBeforeTheDaemonRan() throws {
