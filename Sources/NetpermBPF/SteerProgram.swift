@@ -11,8 +11,13 @@ public enum SteerProgram {
     /// `struct bpf_sock`'s `mark` (u32), writable at socket creation.
     static let markOffset: Int16 = 16
 
-    /// `cookie`: the daemon's network namespace's; `levels`: the cgroup levels to look up, deepest first (the
-    /// order of the nft rules); `cgroupMap`: u64 cgroup id -> u32 mark (0: the unit's app is not steered, and its
+    /// The cgroup levels looked up, deepest first (a unit in a slice below a slice before one directly in a
+    /// top-level slice, as the nft rules). Every level, because the helper counts from the hierarchy's real root,
+    /// while the daemon, in a cgroup namespace (a container), sees its units a few levels higher; cgroup ids are
+    /// unique, so a level too deep or too shallow finds nothing.
+    public static let levels = Array((1...12).reversed())
+
+    /// `cookie`: the daemon's network namespace's; `levels`: the cgroup levels to look up, deepest first; `cgroupMap`: u64 cgroup id -> u32 mark (0: the unit's app is not steered, and its
     /// uid is not consulted); `uidMap`: u32 uid -> u32 mark.
     public static func instructions(cookie: UInt64, levels: [Int], cgroupMap: Int32, uidMap: Int32) -> [UInt8] {
         var a = BPFAssembler()

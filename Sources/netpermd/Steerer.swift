@@ -13,7 +13,6 @@ final class Steerer {
     private var cgroupMap: BPFHashMap?
     private var uidMap: BPFHashMap?
     private var link: BPFCgroupLink?
-    private var linkLevels: [Int] = []
     /// The plan in force (nil: none, or removed).
     private var plan: SteeringPlan?
     /// What the maps hold, as written.
@@ -35,7 +34,6 @@ final class Steerer {
             uidMap = nil
             cgroupMarks = [:]
             uidMarks = [:]
-            linkLevels = []
             error = syncTables(nil, addsOnly: false)
             tables = nil
         }
@@ -72,16 +70,13 @@ final class Steerer {
         } catch {
             return "writing the steering maps: \(error)"
         }
-        if link == nil || linkLevels != plan.levels {
+        if link == nil {
             guard let root = UnitCgroupScanner().mountPoint else { return "no cgroup v2 hierarchy to attach to" }
             do {
                 let cookie = try BPFSyscall.netnsCookie()
-                let code = SteerProgram.instructions(cookie: cookie, levels: plan.levels, cgroupMap: cgroupMap!.fd,
+                let code = SteerProgram.instructions(cookie: cookie, levels: SteerProgram.levels, cgroupMap: cgroupMap!.fd,
                                                      uidMap: uidMap!.fd)
-                // The new program is attached before the old one goes: no socket is created unmarked meanwhile.
-                let new = try BPFCgroupLink(name: "netpermd_steer", instructions: code, cgroup: root)
-                link = new
-                linkLevels = plan.levels
+                link = try BPFCgroupLink(name: "netpermd_steer", instructions: code, cgroup: root)
                 Log.info("steering: program netpermd_steer attached to \(root) (\(code.count / 8) instructions)")
             } catch let e as BPFError {
                 return "\(e)"

@@ -59,7 +59,6 @@ final class SteeringPlanTests: XCTestCase {
                        "an undecided ask is not allowed; an app allowed everywhere has no mark; 4001 is wifionly's")
         XCTAssertEqual(p.cgroupMarks, [77: 0, 78: wifiOnly.mark], "a unit allowed everywhere is 0: its uid is not consulted")
         XCTAssertEqual(p.allowances, [unmetered, wifiOnly])
-        XCTAssertEqual(p.levels, [3, 2], "deepest first, as the nft rules")
         XCTAssertEqual(p.rules.count, 4, "one rule per family and table")
 
         let main = [route(3, [0, 0, 0, 0], 0, via: [10, 3, 0, 2], metric: 600), route(3, [10, 3, 0, 0], 24, metric: 0),

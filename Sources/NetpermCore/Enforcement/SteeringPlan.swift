@@ -49,16 +49,14 @@ public struct SteeringPlan: Equatable, Sendable {
     public var cgroupMarks: [UInt64: UInt32]
     /// Uid -> mark, for apps that may not use every link.
     public var uidMarks: [UInt32: UInt32]
-    /// The cgroup levels the program looks up, deepest first (the nft rules' order).
-    public var levels: [Int]
     /// The allowances some app has (sorted): one rule per family and one table each.
     public var allowances: [Allowance]
     /// The links whose routes are copied: up with carrier (a link without carrier would swallow the traffic).
     public var links: [SteerLink]
 
-    public init(cgroupMarks: [UInt64: UInt32] = [:], uidMarks: [UInt32: UInt32] = [:], levels: [Int] = [],
+    public init(cgroupMarks: [UInt64: UInt32] = [:], uidMarks: [UInt32: UInt32] = [:],
                 allowances: [Allowance] = [], links: [SteerLink] = []) {
-        self.cgroupMarks = cgroupMarks; self.uidMarks = uidMarks; self.levels = levels
+        self.cgroupMarks = cgroupMarks; self.uidMarks = uidMarks
         self.allowances = allowances; self.links = links
     }
 
@@ -73,7 +71,7 @@ public struct SteeringPlan: Equatable, Sendable {
             allowance[i] = a
             return a
         }
-        var plan = SteeringPlan(levels: UnitCgroups.levels.sorted(by: >))
+        var plan = SteeringPlan()
         var used: Set<Allowance> = []
         for u in ruleset.unitOwners {
             let a = of(u.app)
