@@ -20,6 +20,9 @@ final class Steerer {
     private var uidMarks: [UInt32: UInt32] = [:]
     /// The last error reported, so that following the main table reports only changes.
     private(set) var lastError: String?
+    /// The last install of the plan went through (program, maps, tables); until it does, every kernel change
+    /// tries it again, and a later table sync that succeeds does not hide the failure.
+    private var installed = false
 
     /// Puts `plan` in the kernel (nil: removes everything of steering's); nil or what failed.
     func apply(_ plan: SteeringPlan?) -> String? {
@@ -27,7 +30,9 @@ final class Steerer {
         let error: String?
         if let plan {
             error = install(plan)
+            installed = error == nil
         } else {
+            installed = false
             // Program first (no new socket is marked), then rules, then tables.
             link = nil
             cgroupMap = nil
@@ -45,7 +50,8 @@ final class Steerer {
     /// differs from the last one reported (`.none`: nothing to report).
     func follow() -> String?? {
         guard let plan else { return .none }
-        let error = syncTables(plan, addsOnly: false)
+        let error = installed ? syncTables(plan, addsOnly: false) : install(plan)
+        installed = error == nil
         guard error != lastError else { return .none }
         lastError = error
         return .some(error)

@@ -331,4 +331,46 @@ final class RealSystemdTests: IntegrationTestCase {
         // The sandbox with the drop-in lets the daemon bind its NFLOG group (a pending app's rejected packets).
         XCTAssertEqual(journal.filter { $0.message.contains("NFLOG") }.map(\.message), [])
     }
+
+    /// [Enforcement] Mode=steer under the shipped sandbox with the steer drop-in: the DynamicUser daemon attaches
+    /// its program (in the container's cgroup namespace) and a real service's socket is marked, routed by its table
+    /// out of wlan0 with wlan0's address while the main table's default is wwan0.
+    func testSteerDropInSteersAService() throws {
+        let policy = Self.policy.replacingOccurrences(of: "[Defaults]", with: "[Enforcement]\nMode=steer\n\n[Defaults]")
+        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wwan0", 100), ("wlan0", 600)])
+        let staged = try stageInstall()
+        try policy.write(toFile: staged + "/etc/netpermd/netpermd.conf", atomically: true, encoding: .utf8)
+        let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
+        addTeardownBlock { sd.shutdown() }
+        showOnFailure("journal of \(sd.name)") {
+            (try? sd.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60"]))?.stdout ?? "(no journal)"
+        }
+        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-steer.conf", encoding: .utf8)
+        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/steer.conf")
+        try sd.check(["systemctl", "daemon-reload"])
+        try sd.check(["systemctl", "enable", "--now", "netpermd.socket"])
+        try sd.check(["systemctl", "start", "netpermd.service"])
+        try sd.check(["systemd-run", "--unit=npt-client.service", "sleep", "300"])
+        try waitUntil("client is enforced and steered", timeout: 10, interval: 0.05) {
+            let q = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "query", "client"]).lines.last ?? "")
+            let e = try self.daemonStatus(sd)["enforcement"] as? [String: Any]
+            let via = (q["via"] as? [String: Any])?["name"] as? String
+            return (q["enforced"] as? Bool == true && via == "wlan0"
+                    && (e?["steering"] as? [String: Any])?["state"] as? String == "steering", "\(q) \(e ?? [:])")
+        }
+        let script = """
+            import socket
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            u.connect(("192.0.2.1", 9))
+            print(hex(u.getsockopt(socket.SOL_SOCKET, 36)), u.getsockname()[0])
+            """
+        let inUnit = try sd.check(["sh", "-c", #"echo $$ > /sys/fs/cgroup/system.slice/npt-client.service/cgroup.procs && exec python3 -c "$0""#, script])
+        XCTAssertEqual(inUnit.lines.last, "0x6e70001d 10.1.0.1", "a process of npt-client.service: marked, wlan0's address: \(inUnit.summary)")
+        let outside = try sd.check(["python3", "-c", script])
+        XCTAssertEqual(outside.lines.last, "0x0 10.2.0.1", "root, in no [App]: unmarked, wwan0's address: \(outside.summary)")
+        XCTAssertTrue(try sd.check(["ip", "rule"]).stdout.contains("fwmark 0x6e70001d lookup 28269"))
+        try sd.check(["systemctl", "stop", "npt-client.service"])
+        try sd.check(["systemctl", "stop", "netpermd.service"])
+        XCTAssertFalse(try sd.check(["ip", "rule"]).stdout.contains("fwmark"), "a clean stop removes the rules")
+    }
 }
