@@ -139,4 +139,20 @@ final class SteeringPlanTests: XCTestCase {
         XCTAssertNil(h.steering.last!, "Mode=block removes steering")
         XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["reason"], "denied", "blocked, not steered: wlan0 has no carrier")
     }
+
+    /// A WAIT held while the rules are refused (not enforced: the main table's verdict, routed elsewhere) is answered
+    /// when they are in force (steered: via wlan0), though nothing in the network changed.
+    func testWaitIsAnsweredWhenSteeringTakesEffect() {
+        let h = EngineHarness(policy: "[Enforcement]\nMode=steer\n[App wifionly]\nUser=4001\nWWAN=deny\n",
+                              links: [Links.lo, wlan, wwan], started: false)
+        h.rulesError = "Operation not permitted"
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)])
+        h.feed(.started)
+        XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["reason"], "routed-elsewhere")
+        let waiter = h.connect(Peers.admin)
+        XCTAssertEqual(h.send(waiter, "WAIT wifionly 30"), [], "held")
+        h.rulesError = nil
+        h.advance(bySeconds: 1)
+        XCTAssertEqual(h.takeParsed(waiter).last?["via"]?["name"], "wlan0", "answered once steering holds")
+    }
 }

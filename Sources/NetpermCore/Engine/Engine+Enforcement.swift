@@ -107,6 +107,7 @@ extension Engine {
             if !removal, was != .enforcing, let r = enforcement.ruleset {
                 log(.notice, "enforcement: rules in force (\(state.config.apps.count - r.notEnforced.count) apps "
                     + "enforced, \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links)")
+                steeringTookEffect()
             }
             return
         }

@@ -34,7 +34,16 @@ extension Engine {
                 log(.notice, "steering: in force again")
             }
         }
+        let recovered = enforcement.steeringError != nil && error == nil
         enforcement.steeringError = error
+        if recovered { steeringTookEffect() }
+    }
+
+    /// Steered verdicts hold from now on (the rules are in force, steering works again): a steered app's verdict
+    /// can be available where its main-table verdict is not (routed elsewhere), so held WAITs are looked at again.
+    func steeringTookEffect() {
+        guard state.config.enforcement == .steer, enforcement.steeringError == nil else { return }
+        answerWaiters()
     }
 
     /// An enforced app kept off some links, in Mode=steer: its sockets are marked and routed by its table, so its
