@@ -325,9 +325,14 @@ final class World {
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
             require(!script.isEmpty && !inForce.isEmpty, "an empty ruleset")
             if report { queue.append(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
-        case .steer:
-            // Policies here have no [Enforcement]: steering is never asked for.
-            require(false, "steering in Mode=off")
+        case let .steer(plan):
+            // A plan's marks name only the tables it has rules for.
+            if let plan {
+                let marks = Set(plan.allowances.map(\.mark))
+                require(plan.uidMarks.values.allSatisfy(marks.contains), "a uid marked for a table not in the plan")
+                require(plan.cgroupMarks.values.allSatisfy { $0 == 0 || marks.contains($0) }, "a cgroup marked for no table")
+            }
+            queue.append(.steered(error: storeFails ? "bpf: Operation not permitted" : nil))
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")
