@@ -213,5 +213,19 @@ final class SteerTests: IntegrationTestCase {
         XCTAssertFalse(try SteerBed.programNames().contains("netpermd_steer"), "and the program")
         let q = try bed.probe(uid: 4001)
         XCTAssertTrue(q.passed && q.source == Self.wwan.v4, "stopped: nothing enforced or steered: \(q)")
+
+        // Killed again, and started in Mode=block: what steering left is removed, the nft table loaded.
+        d = try start()
+        d.forceStop()
+        XCTAssertEqual(try bed.rules().count, 2)
+        let block = try startDaemon(in: bed.ns, socket: socket, config: try writeConfig(
+            Self.policy.replacingOccurrences(of: "Mode=steer", with: "Mode=block"), in: dir), nsenter: true)
+        try waitUntil("Mode=block removes steering's leftovers") {
+            let r = try self.bed.rules() + self.bed.steeringRoutes()
+            return (r.isEmpty, "\(r)")
+        }
+        let b = try bed.probe(uid: 4001)
+        XCTAssertEqual(b.tcp, "EHOSTUNREACH", "block mode: by wwan0, rejected: \(b)")
+        stopDaemon(block)
     }
 }

@@ -21,6 +21,8 @@ struct EnforcementBook {
     /// edge's last error.
     var steering: SteeringPlan?
     var steeringActive = false
+    /// Whether steering's leftovers (a killed steer daemon's rules and tables) were looked for: once, at start-up.
+    var steeringChecked = false
     var steeringError: String?
 
     /// `index`, `up`, `metered`: Mode=steer only (its tables follow links up, down and re-created).

@@ -5,6 +5,11 @@ extension Engine {
     /// removes whatever steering put in the kernel.
     func settleSteering(_ ruleset: Ruleset?) {
         guard state.config.enforcement == .steer, let ruleset else {
+            // At start-up in another mode, what a killed steer daemon left is removed, quietly (as the nft table).
+            if !enforcement.steeringChecked {
+                enforcement.steeringChecked = true
+                if !enforcement.steeringActive { out.append(.steer(nil)) }
+            }
             guard enforcement.steeringActive else { return }
             enforcement.steeringActive = false
             enforcement.steering = nil
@@ -21,6 +26,7 @@ extension Engine {
             + "\(plan.allowances.count) tables")
         enforcement.steering = plan
         enforcement.steeringActive = true
+        enforcement.steeringChecked = true
         out.append(.steer(plan))
     }
 
