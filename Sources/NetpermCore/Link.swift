@@ -126,6 +126,9 @@ public struct KernelSnapshot: Equatable, Sendable {
     public var hostRoutes: [HostRouteFacts] = []
     /// By ifindex: the Wi-Fi network of each wifi link nl80211 reports (none where nl80211 is absent).
     public var wifi: [Int32: WifiFacts] = [:]
+    /// Mode=steer: by mark in use, where a socket so marked sends each family's traffic (the kernel's lookup with
+    /// `mark`); no entry for a family: no route.
+    public var markedEgress: [UInt32: [AddressFamily: Egress]] = [:]
     /// How many times messages were lost (the event socket overran) and everything was read again; a change
     /// tells subscribers their events since are only the net change.
     public var resyncs = 0

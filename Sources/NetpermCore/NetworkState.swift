@@ -4,6 +4,8 @@ public struct NetworkState: Equatable, Sendable {
     public private(set) var links: [Link]
     /// Where each family's traffic goes (see `Egress`); no entry: no route.
     public private(set) var egress: [AddressFamily: Egress]
+    /// Mode=steer: where marked sockets' traffic goes, by mark (`KernelSnapshot.markedEgress`).
+    public private(set) var markedEgress: [UInt32: [AddressFamily: Egress]] = [:]
 
     /// One link per index (the first wins), sorted by index.
     public init(links: [Link] = [], egress: [AddressFamily: Egress] = [:]) {
@@ -33,6 +35,7 @@ public struct NetworkState: Equatable, Sendable {
                  wifi: snapshot.wifi[f.index])
         }
         self.init(links: Stacking.apply(own, snapshot: snapshot, overrides: overrides), egress: snapshot.egress)
+        markedEgress = snapshot.markedEgress
     }
 
     public var usableLinks: [Link] { links.filter { $0.usable && $0.kind != .loopback } }

@@ -37,6 +37,12 @@ public final class NetlinkWatcher {
 
     public var onChange: ((KernelSnapshot) -> Void)?
 
+    /// Mode=steer's marks in use: where a socket with each goes is asked too (`KernelSnapshot.markedEgress`). A new
+    /// set is asked about at the next picture, which the rules and tables being changed bring about anyway.
+    public var marks: [UInt32] = [] {
+        didSet { if marks != oldValue { routesChanged = true } }
+    }
+
     /// Storms. The picture goes out as soon as its messages are read, up to `burst` times in a row faster than
     /// one per `interval`; past that, a storm's messages are gathered and the picture goes out once per
     /// `interval` (the changes from the last one, so events still mean change). A lone change (2-3 messages)
@@ -232,6 +238,11 @@ public final class NetlinkWatcher {
                 questions.append(RouteLookup.Question(family: family, oif: link.index, fibMatch: true))
             }
         }
+        // Where a marked socket's traffic goes (Mode=steer), per mark and family.
+        let unmarked = questions.count
+        for mark in marks {
+            for family in AddressFamily.allCases { questions.append(RouteLookup.Question(family: family, mark: mark)) }
+        }
         // Where each tunnel's packets leave by: the kernel's route to its endpoint where it knows one.
         let routed = questions.count
         for link in last.links where link.adminUp {
@@ -271,7 +282,12 @@ public final class NetlinkWatcher {
         }
         last.endpointRoutes = endpoints
         last.hostRoutes = hostRoutes
-        for (q, a) in zip(questions.prefix(routed), answers) {
+        var marked: [UInt32: [AddressFamily: Egress]] = [:]
+        for (q, a) in zip(questions[unmarked..<routed], answers[unmarked..<routed]) {
+            marked[q.mark!, default: [:]][q.family] = a.egress
+        }
+        last.markedEgress = marked
+        for (q, a) in zip(questions.prefix(unmarked), answers) {
             if q.oif == nil {
                 egress[q.family] = a.egress
             } else if case let .route(_, 0, metric) = a {

@@ -37,6 +37,8 @@ struct RouteLookup {
         var oif: Int32? = nil
         var fibMatch = false
         var destination: [UInt8]? = nil
+        /// `mark M`: as a socket with that mark (Mode=steer's marked sockets).
+        var mark: UInt32? = nil
     }
 
     /// Asks all `questions` at once (one datagram out); the answers come in the same order.
@@ -52,6 +54,7 @@ struct RouteLookup {
             var r = nlmsg_append(msg, &rtm, MemoryLayout<rtmsg>.size, Int32(NLMSG_ALIGNTO))
             guard r >= 0 else { return r }
             r = address.withUnsafeBytes { nla_put(msg, Int32(RTA_DST.rawValue), Int32($0.count), $0.baseAddress) }
+            if r >= 0, let mark = q.mark { r = nla_put_u32(msg, Int32(RTA_MARK.rawValue), mark) }
             guard r >= 0, let oif = q.oif else { return r }
             return nla_put_u32(msg, Int32(RTA_OIF.rawValue), UInt32(bitPattern: oif))
         }) { i, h in

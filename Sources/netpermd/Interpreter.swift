@@ -18,6 +18,8 @@ final class Interpreter: ControlDelegate {
     private let sysfs: Sysfs
     private let enforcer: Enforcer
     private let steerer = Steerer()
+    /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
+    var steeringMarks: ([UInt32]) -> Void = { _ in }
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     var server: ControlServer?
 
@@ -126,6 +128,7 @@ final class Interpreter: ControlDelegate {
             }
         case let .steer(plan):
             queue.append(.steered(error: steerer.apply(plan)))
+            steeringMarks(plan?.allowances.map(\.mark) ?? [])
         }
     }
 

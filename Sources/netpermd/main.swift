@@ -64,6 +64,7 @@ func run() -> Int32 {
         fail("cannot watch netlink: \(error)")
     }
     watcher.onChange = { interpreter.kernelChanged($0) }
+    interpreter.steeringMarks = { watcher.marks = $0 }
     // Wi-Fi networks, where the kernel has nl80211: one info line where it does not.
     let wifi = WifiWatcher.start(loop: loop)
     if let wifi {

@@ -113,6 +113,15 @@ final class SteerTests: IntegrationTestCase {
         let s = try XCTUnwrap((try request(socket, "STATUS")["enforcement"] as? [String: Any])?["steering"] as? [String: Any])
         XCTAssertEqual(s["tables"] as? Int, 1)
         XCTAssertEqual(s["marked_uids"] as? Int, 2)
+        // The verdict is the kernel's answer with the mark: another tool's rule ahead of steering's shows in it.
+        try bed.ns.ip("rule", "add", "pref", "100", "fwmark", "0x" + String(Self.wifiOnlyMark, radix: 16), "lookup", "main")
+        try waitUntil("the verdict follows the foreign rule") {
+            let q = try self.query("wifionly")
+            let e = (q["egress"] as? [String: Any])?["ipv4"] as? [String: Any]
+            return (e?["name"] as? String == "wwan0" && q["available"] as? Bool == false, "\(q)")
+        }
+        try bed.ns.ip("rule", "del", "pref", "100")
+        try waitUntil("and back") { ((try self.query("wifionly")["via"] as? [String: Any])?["name"] as? String == "wifi0", "") }
         // Blocking stays: a socket bound to wwan0 escapes steering and is rejected by the nft table.
         XCTAssertNotNil(try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "nft", "list", "table", "inet",
                                             "netpermd"]).stdout.range(of: "uid_wwan"))

@@ -192,9 +192,11 @@ final class EngineHarness {
     var kernelResyncs = 0
 
     /// `wifi`: what nl80211 says of the Wi-Fi links (their network), by ifindex.
-    func setLinks(_ links: [Link], egress: [AddressFamily: Egress]? = nil, wifi: [Int32: WifiFacts] = [:]) {
+    func setLinks(_ links: [Link], egress: [AddressFamily: Egress]? = nil, wifi: [Int32: WifiFacts] = [:],
+                  markedEgress: [UInt32: [AddressFamily: Egress]] = [:]) {
         var snap = KernelSnapshot()
         snap.wifi = wifi
+        snap.markedEgress = markedEgress
         for l in links {
             let arphrd = l.kind == .loopback ? ARPHRD.loopback : ARPHRD.ether
             snap.links.append(LinkFacts(index: l.index, name: l.name, arphrd: arphrd,

@@ -155,4 +155,18 @@ final class SteeringPlanTests: XCTestCase {
         h.advance(bySeconds: 1)
         XCTAssertEqual(h.takeParsed(waiter).last?["via"]?["name"], "wlan0", "answered once steering holds")
     }
+
+    /// Once the kernel has been asked with the mark (`ip route get ... mark M`), its answer is the verdict's: here
+    /// another tool's rule sends the mark elsewhere than the copied table would.
+    func testTheKernelsMarkedAnswerWins() {
+        let h = EngineHarness(policy: "[Enforcement]\nMode=steer\n[App wifionly]\nUser=4001\nWWAN=deny\n",
+                              links: [Links.lo, wlan, wwan])
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)],
+                   markedEgress: [0x6E70_001D: [.ipv4: .blocked(.unreachable), .ipv6: .blocked(.unreachable)]])
+        let v = h.request(h.connect(), "QUERY wifionly")
+        XCTAssertEqual(v["available"], false)
+        XCTAssertEqual(v["egress"]?["ipv4"]?["blocked"], "unreachable")
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)], markedEgress: [0x6E70_001D: [.ipv4: .link(3)]])
+        XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["via"]?["name"], "wlan0")
+    }
 }

@@ -58,7 +58,10 @@ extension Engine {
         guard state.config.enforcement == .steer, v.enforcement.isEnforced, let plan = enforcement.steering else { return v }
         let allowance = SteeringPlan.Allowance(v.permissions)
         guard allowance != .everything else { return v }
-        let network = NetworkState(links: state.network.links, egress: plan.egress(for: allowance, network: state.network))
+        // The kernel's answer for the mark once it has been asked (a moment after the plan is in force); until then
+        // what the table holds says the same.
+        let egress = state.network.markedEgress[allowance.mark] ?? plan.egress(for: allowance, network: state.network)
+        let network = NetworkState(links: state.network.links, egress: egress)
         var s = Verdict.compute(app: v.app, matchedBy: v.matchedBy,
                                 effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
                                 network: network, ready: state.ready)
