@@ -169,4 +169,24 @@ final class SteeringPlanTests: XCTestCase {
         h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)], markedEgress: [0x6E70_001D: [.ipv4: .link(3)]])
         XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["via"]?["name"], "wlan0")
     }
+
+    /// A steered app hears of its steered verdict changing though its main-table verdict (which the tracker
+    /// compares) did not: here only the kernel's answer for its mark changes.
+    func testAppEventWhenOnlyTheSteeredVerdictChanges() {
+        let h = EngineHarness(policy: "[Enforcement]\nMode=steer\n[App wifionly]\nUser=4001\nWWAN=deny\n",
+                              links: [Links.lo, wlan, wwan])
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)], markedEgress: [0x6E70_001D: [.ipv4: .link(3)]])
+        let c = h.connect(Peers.admin)
+        _ = h.send(c, "SUBSCRIBE apps")
+        _ = h.take(c)
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)],
+                   markedEgress: [0x6E70_001D: [.ipv4: .blocked(.unreachable)]])
+        let events = h.takeEvents(c, named: "app")
+        XCTAssertEqual(events.count, 1, "\(events)")
+        XCTAssertEqual(events.first?["app"], "wifionly")
+        XCTAssertEqual(events.first?["available"], false)
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)],
+                   markedEgress: [0x6E70_001D: [.ipv4: .blocked(.unreachable)]])
+        XCTAssertEqual(h.takeEvents(c, named: "app"), [], "nothing changed: no event")
+    }
 }

@@ -23,6 +23,11 @@ struct EnforcementBook {
     var steeringActive = false
     /// Whether steering's leftovers (a killed steer daemon's rules and tables) were looked for: once, at start-up.
     var steeringChecked = false
+    /// Mode=steer: each app's verdict as last shown (steered or not), so an app whose steered verdict changes gets its
+    /// event though its main-table verdict, which the tracker compares, did not; and whether steering's standing
+    /// (rules in force, the edge's errors) changed since.
+    var shown: [String: Verdict] = [:]
+    var steeringMoved = false
     var steeringError: String?
 
     /// `index`, `up`, `metered`: Mode=steer only (its tables follow links up, down and re-created).
@@ -111,8 +116,10 @@ extension Engine {
                     + "enforced, \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links)")
                 steeringTookEffect()
             }
+            if state.config.enforcement == .steer, was != enforcement.state { enforcement.steeringMoved = true }
             return
         }
+        if state.config.enforcement == .steer { enforcement.steeringMoved = true }
         enforcement.attempts += 1
         let n = enforcement.attempts
         enforcement.state = removal ? .off : .failed(error, attempts: n)

@@ -40,6 +40,7 @@ extension Engine {
                 log(.notice, "steering: in force again")
             }
         }
+        if error != enforcement.steeringError { enforcement.steeringMoved = true }
         let recovered = enforcement.steeringError != nil && error == nil
         enforcement.steeringError = error
         if recovered { steeringTookEffect() }
@@ -69,6 +70,46 @@ extension Engine {
         return s
     }
 
+    /// App events the tracker cannot see: in Mode=steer an enforced app's verdict is its mark's, which changes with the
+    /// marked lookups and with steering's standing while its main-table verdict stays. Each tracked app's verdict as
+    /// shown is compared with the last one; steered verdicts are computed once per permission set.
+    func steeredVerdictEvents() -> [Event] {
+        enforcement.steeringMoved = false
+        guard state.config.enforcement == .steer else {
+            enforcement.shown = [:]
+            return []
+        }
+        let pending = Set(pendingEvents.compactMap { e -> String? in
+            if case let .app(v) = e { return v.app }
+            return nil
+        })
+        var events: [Event] = []
+        var shown: [String: Verdict] = [:]
+        var bySet: [Verdict.SteeringKey: Verdict] = [:]
+        for v in tracker.all {
+            let enforced = enforcementFact(for: AppMatch(id: v.app, matchedBy: .name, app: nil))
+            let why: Enforcement.Why?
+            switch enforced {
+            case .enforced: why = nil
+            case let .notEnforced(w): why = w
+            }
+            let key = Verdict.SteeringKey(effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
+                                          notEnforced: why)
+            let s = (bySet[key] ?? {
+                let w = withEnforcement(v, .name)
+                bySet[key] = w
+                return w
+            }()).renamed(v.app, v.matchedBy)
+            if let last = enforcement.shown[v.app], !last.sameState(as: s) || last.enforcement != s.enforcement,
+               !pending.contains(v.app) {
+                events.append(.app(v))
+            }
+            shown[v.app] = s
+        }
+        enforcement.shown = shown
+        return events
+    }
+
     /// STATUS's steering members (Mode=steer).
     func writeSteering(to w: inout JSONWriter) {
         guard state.config.enforcement == .steer, let plan = enforcement.steering else { return }
@@ -79,5 +120,15 @@ extension Engine {
             $0.field("marked_unit_cgroups", plan.cgroupMarks.values.filter { $0 != 0 }.count)
             if let e = enforcement.steeringError { $0.field("error", e) }
         }
+    }
+}
+
+extension Verdict {
+    /// What a steered verdict depends on besides the network: the app's permissions, where they come from, and
+    /// whether it is enforced.
+    struct SteeringKey: Hashable {
+        var effective: EffectivePermissions
+        /// nil: enforced; else why not.
+        var notEnforced: Enforcement.Why?
     }
 }

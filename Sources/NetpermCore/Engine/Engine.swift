@@ -204,6 +204,7 @@ public final class Engine {
             pendingEvents += tracker.refresh(state: state)
         }
         let changed = permissionsChanged || networkChanged
+        if changed || enforcement.steeringMoved { pendingEvents += steeredVerdictEvents() }
         permissionsChanged = false
         networkChanged = false
         if changed || !pendingEvents.isEmpty { answerWaiters() }
