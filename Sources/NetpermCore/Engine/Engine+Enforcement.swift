@@ -28,6 +28,9 @@ struct EnforcementBook {
     /// (rules in force, the edge's errors) changed since.
     var shown: [String: Verdict] = [:]
     var steeringMoved = false
+    /// Steered verdicts by what they depend on, while the state's version and the plan stay the same.
+    var steeredCache: [Verdict.SteeringKey: Verdict] = [:]
+    var steeredCacheVersion = -1
     var steeringError: String?
 
     /// `index`, `up`, `metered`: Mode=steer only (its tables follow links up, down and re-created).

@@ -13,6 +13,7 @@ extension Engine {
             guard enforcement.steeringActive else { return }
             enforcement.steeringActive = false
             enforcement.steering = nil
+            enforcement.steeredCache = [:]
             enforcement.steeringError = nil
             log(.notice, "steering: removing the program, rules and tables")
             out.append(.steer(nil))
@@ -25,6 +26,7 @@ extension Engine {
         log(.debug, "steering: \(plan.uidMarks.count) uids and \(plan.cgroupMarks.count) unit cgroups, "
             + "\(plan.allowances.count) tables")
         enforcement.steering = plan
+        enforcement.steeredCache = [:]
         enforcement.steeringActive = true
         enforcement.steeringChecked = true
         out.append(.steer(plan))
@@ -59,6 +61,13 @@ extension Engine {
         guard state.config.enforcement == .steer, v.enforcement.isEnforced, let plan = enforcement.steering else { return v }
         let allowance = SteeringPlan.Allowance(v.permissions)
         guard allowance != .everything else { return v }
+        if enforcement.steeredCacheVersion != version {
+            enforcement.steeredCache = [:]
+            enforcement.steeredCacheVersion = version
+        }
+        let key = Verdict.SteeringKey(effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
+                                      notEnforced: nil)
+        if let cached = enforcement.steeredCache[key] { return cached.renamed(v.app, v.matchedBy) }
         // The kernel's answer for the mark once it has been asked (a moment after the plan is in force); until then
         // what the table holds says the same.
         let egress = state.network.markedEgress[allowance.mark] ?? plan.egress(for: allowance, network: state.network)
@@ -67,6 +76,7 @@ extension Engine {
                                 effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
                                 network: network, ready: state.ready)
         s.enforcement = v.enforcement
+        enforcement.steeredCache[key] = s
         return s
     }
 
@@ -85,21 +95,8 @@ extension Engine {
         })
         var events: [Event] = []
         var shown: [String: Verdict] = [:]
-        var bySet: [Verdict.SteeringKey: Verdict] = [:]
         for v in tracker.all {
-            let enforced = enforcementFact(for: AppMatch(id: v.app, matchedBy: .name, app: nil))
-            let why: Enforcement.Why?
-            switch enforced {
-            case .enforced: why = nil
-            case let .notEnforced(w): why = w
-            }
-            let key = Verdict.SteeringKey(effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
-                                          notEnforced: why)
-            let s = (bySet[key] ?? {
-                let w = withEnforcement(v, .name)
-                bySet[key] = w
-                return w
-            }()).renamed(v.app, v.matchedBy)
+            let s = withEnforcement(v, .name)
             if let last = enforcement.shown[v.app], !last.sameState(as: s) || last.enforcement != s.enforcement,
                !pending.contains(v.app) {
                 events.append(.app(v))
