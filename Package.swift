@@ -57,7 +57,8 @@ let package = Package(
                            "NetpermControl", "NetpermNftables", "NetpermBPF"],
             linkerSettings: releaseLink
         ),
-        .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO", "NetpermHost"],
+        // NetpermSystemd for `run`'s transient scope over sd-bus.
+        .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermSystemd"],
                           linkerSettings: releaseLink),
         // Fixtures are sysfs-shaped trees with symlinks (some to /dev paths that only name things): the tests read
         // them where they are, beside their source, rather than from a copy SwiftPM makes.

@@ -2,7 +2,7 @@
 # Installed as $(PREFIX)/share/bash-completion/completions/netpermctl. Self-contained: it needs nothing from
 # the bash-completion package, but uses its _command_offset for `wait -- COMMAND ARGS` when present.
 
-_netpermctl_commands="status links query apps reload check monitor wait prompts decide forget agent ping help"
+_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget agent ping help"
 _netpermctl_options="--socket --json -t --terse -h --help --version"
 _netpermctl_kinds="wifi wwan ethernet other metered"
 
@@ -45,7 +45,7 @@ _netpermctl()
         w=${COMP_WORDS[i]}
         case $w in
             --)
-                if [[ $cmd == wait ]]; then
+                if [[ $cmd == wait || $cmd == run ]]; then
                     dashdash=$i
                     break
                 fi
@@ -99,6 +99,7 @@ _netpermctl()
         local opts=$_netpermctl_options
         case $cmd in
             wait) opts+=" --app --timeout --" ;;
+            run) opts+=" --app --" ;;
             decide) ((n >= 3)) && [[ -z $once ]] && opts+=" --once" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")

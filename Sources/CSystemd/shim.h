@@ -1,3 +1,4 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 #include <systemd/sd-journal.h>
+#include <systemd/sd-bus.h>

@@ -70,8 +70,13 @@ public struct Config: Equatable, Sendable {
         }
     }
 
-    /// Executable, then Unit, then User; within each, the first `[App]` (in definition order) that matches.
+    /// A `netpermctl run --app NAME` scope (RunScope) is app NAME; then Executable, then Unit, then User; within
+    /// each, the first `[App]` (in definition order) that matches. The scope comes first because the rules match it
+    /// too (an executable they cannot): the daemon's answer and the kernel's agree.
     public func match(_ peer: PeerIdentity) -> AppMatch {
+        if let unit = peer.unit, let name = RunScope.app(fromUnit: unit), let i = appIndex[name] {
+            return AppMatch(id: apps[i].id, matchedBy: .unit, app: apps[i])
+        }
         if let exe = peer.executable {
             var best = exactExecutables[exe]
             for i in globExecutableApps {

@@ -1,8 +1,9 @@
 import NetpermCore
 import NetpermIO
 
-/// Finds the system units' cgroups under the cgroup v2 hierarchy: every `*.service` and `*.scope` in a top-level
-/// slice (level 2) or in a slice of one (level 3), except users' own managers (`user@UID.service`).
+/// Finds the units' cgroups under the cgroup v2 hierarchy: every system `*.service` and `*.scope` in a top-level
+/// slice (level 2) or in a slice of one (level 3); and below each user manager (`user@UID.service`, level 3) that
+/// user's own units at its root (4), in its slices (5) and in their slices (6): `UnitCgroups.userLevels`.
 public struct UnitCgroupScanner {
     /// Where the hierarchy is mounted (from /proc/self/mountinfo); nil when there is none.
     public let mountPoint: String?
@@ -11,24 +12,43 @@ public struct UnitCgroupScanner {
         mountPoint = mountinfo.flatMap(UnitCgroups.unifiedMountPoint(mountinfo:))
     }
 
-    /// The cgroups now, and the directories whose entries appearing or going changes them (the root and the
-    /// slices walked).
+    /// The cgroups now, and the directories whose entries appearing or going changes them (the root, the slices
+    /// walked and the user managers).
     public func scan() -> (cgroups: UnitCgroups, directories: [String]) {
         guard let root = mountPoint else { return (UnitCgroups(), []) }
         var units: [UnitCgroup] = []
         var dirs = [root]
         func id(_ path: String) -> UInt64 { (try? Files.fileID(root + "/" + path).inode) ?? 0 }
-        for top in ((try? Files.list(root)) ?? []) where UnitCgroups.isSlice(top) {
+        func list(_ path: String) -> [String] { (try? Files.list(root + "/" + path)) ?? [] }
+        func unit(_ parent: String, _ name: String, level: Int, user: Bool) {
+            let path = parent + "/" + name
+            units.append(UnitCgroup(path: path, level: level, unit: name, id: id(path), user: user))
+        }
+        /// A user manager's subtree: units, and slices holding units, down to the deepest user level.
+        func walkUser(_ dir: String, level: Int) {
+            dirs.append(root + "/" + dir)
+            for name in list(dir) {
+                if UnitCgroups.isUnit(name) {
+                    unit(dir, name, level: level, user: true)
+                } else if UnitCgroups.isSlice(name), level < UnitCgroups.userLevels.last! {
+                    walkUser(dir + "/" + name, level: level + 1)
+                }
+            }
+        }
+        for top in list("") where UnitCgroups.isSlice(top) {
             dirs.append(root + "/" + top)
-            for name in ((try? Files.list(root + "/" + top)) ?? []) {
+            for name in list(top) {
                 if UnitCgroups.isMatchedUnit(name) {
-                    units.append(UnitCgroup(path: top + "/" + name, level: 2, unit: name, id: id(top + "/" + name)))
+                    unit(top, name, level: 2, user: false)
                 } else if UnitCgroups.isSlice(name) {
                     let slice = top + "/" + name
                     dirs.append(root + "/" + slice)
-                    for unit in ((try? Files.list(root + "/" + slice)) ?? []) where UnitCgroups.isMatchedUnit(unit) {
-                        units.append(UnitCgroup(path: slice + "/" + unit, level: 3, unit: unit,
-                                                id: id(slice + "/" + unit)))
+                    for u in list(slice) {
+                        if UnitCgroups.isMatchedUnit(u) {
+                            unit(slice, u, level: 3, user: false)
+                        } else if UnitCgroups.isUserManager(u) {
+                            walkUser(slice + "/" + u, level: 4)
+                        }
                     }
                 }
             }

@@ -1,12 +1,12 @@
 /// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {
-    case status, links, query, apps, reload, check, monitor, wait, prompts, decide, forget, agent, ping, help
+    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, agent, ping, help
 
     /// Positional arguments that must be given, then those that may follow.
     var arguments: (required: [String], optional: [String]) {
         switch self {
-        case .status, .apps, .reload, .prompts, .agent, .ping, .wait: return ([], [])
+        case .status, .apps, .reload, .prompts, .agent, .ping, .wait, .run: return ([], [])
         case .links: return ([], ["IFACE"])
         case .query, .monitor: return ([], ["APP"])
         case .check: return ([], ["PATH"])
@@ -20,6 +20,7 @@ enum Command: String, CaseIterable {
     var ownOptions: String? {
         switch self {
         case .wait: return "[--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]"
+        case .run: return "--app APP -- COMMAND [ARGS...]"
         case .decide: return "[--once]"
         case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .agent, .ping, .help:
             return nil
@@ -43,6 +44,7 @@ enum Command: String, CaseIterable {
         case .check: return "validate a policy file and its drop-ins offline"
         case .monitor: return "follow what changes: links, apps (or only APP), the policy"
         case .wait: return "wait until the app may use the network, then run COMMAND (or exit 0)"
+        case .run: return "run COMMAND as APP, in a scope of its own the kernel's rules match"
         case .prompts: return "the open prompts (privileged)"
         case .decide: return "answer for an app and a kind of network set to ask (privileged)"
         case .forget: return "remove an app's decisions (privileged)"

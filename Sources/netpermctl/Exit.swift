@@ -10,6 +10,8 @@ enum ExitCode: Int32 {
     case usage = 2
     case unreachable = 3
     case timedOut = 4
+    /// `run` could not start its scope: no service manager reachable, or it refused.
+    case scopeFailed = 5
 }
 
 func exit(_ code: ExitCode) -> Never { exit(code.rawValue) }

@@ -23,7 +23,8 @@ enum Help {
               --version       print netpermctl's version and exit
 
             exit codes: 0 ok, 1 the daemon answered with an error (or check found one), 2 usage error,
-              3 daemon not reachable, 4 wait timed out; wait -- COMMAND exits with COMMAND's status
+              3 daemon not reachable, 4 wait timed out, 5 run could not start its scope;
+              wait -- COMMAND and run exit with COMMAND's status
 
             'netpermctl help COMMAND' shows one command's usage, description and -t fields.
 
@@ -97,6 +98,18 @@ enum Help {
                 time-out passes it exits 4 and says why the app may not use the network. While the daemon
                 cannot be reached because it is not running (yet), it keeps trying within the time-out.
                 Meant for ExecStartPre= of services that need the network.
+                """
+        case .run:
+            return """
+                Runs COMMAND as app APP of the policy, so that with [Enforcement] Mode=block the kernel enforces
+                APP's permissions for it and its children, whatever APP's keys (an app matched only by
+                Executable= has no other way into the kernel's rules). netpermctl moves itself into a new
+                transient scope, app-netpermd-APP-TAG.scope, through the caller's own service manager over
+                D-Bus (the system's as root, else the user's own), checks that netpermd now takes it for APP,
+                and execs COMMAND: its exit status, signals and terminal are COMMAND's. Root's scope is a
+                system unit; a user's is their own unit, which can only narrow what their uid may do. Exits 1
+                when APP is not in the policy, 3 when netpermd cannot be reached, 5 when no service manager
+                could start the scope.
                 """
         case .prompts:
             return """
@@ -187,6 +200,8 @@ enum Help {
                 With -t, the verdict as query -t prints it, once the app may use the network or when the
                 time-out passes (then nothing on stderr).
                 """
+        case .run:
+            return "-t does not apply: COMMAND's own output is all there is."
         case .prompts:
             return """
                 With -t, one line per prompt: id:app:kind:link:metered:executable:unit:uid

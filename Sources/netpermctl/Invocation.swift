@@ -25,7 +25,7 @@ struct Invocation {
         var help = false, version = false, dashDash = false, json = false, terse = false
         // Kept until the command is known, so the message can show that command's usage.
         var problem: UsageError?
-        var onlyFor: [(option: String, command: Command)] = []
+        var onlyFor: [(option: String, commands: [Command])] = []
         var i = 0
         func value(_ option: String, _ what: String, for command: Command? = nil) -> String? {
             guard i < argv.count, !argv[i].hasPrefix("-") else {
@@ -50,12 +50,12 @@ struct Invocation {
             case "--version": version = true
             case "--once":
                 inv.once = true
-                onlyFor.append((a, .decide))
+                onlyFor.append((a, [.decide]))
             case "--app":
                 inv.waitApp = value(a, "an app id", for: .wait)
-                onlyFor.append((a, .wait))
+                onlyFor.append((a, [.wait, .run]))
             case "--timeout":
-                onlyFor.append((a, .wait))
+                onlyFor.append((a, [.wait]))
                 guard let v = value(a, "seconds, e.g. 30 or 0.5", for: .wait) else { break }
                 guard let usec = Seconds.parseMicroseconds(v) else {
                     problem = problem ?? .bad("--timeout needs seconds, e.g. 30 or 0.5, not '\(v)'", .wait)
@@ -85,9 +85,9 @@ struct Invocation {
         if case let .unknownOption(option, _)? = problem { throw .unknownOption(option, command) }
         if json && terse { throw .bad("--json and --terse do not go together", command) }
         inv.mode = json ? .json : terse ? .terse : .human
-        if dashDash && command != .wait { throw .bad("'-- COMMAND' is only for wait", command) }
-        if let wrong = onlyFor.first(where: { $0.command != command }) {
-            throw .bad("\(wrong.option) is only for \(wrong.command.rawValue)", command)
+        if dashDash && command != .wait && command != .run { throw .bad("'-- COMMAND' is only for wait and run", command) }
+        if let wrong = onlyFor.first(where: { !$0.commands.contains(command) }) {
+            throw .bad("\(wrong.option) is only for " + wrong.commands.map(\.rawValue).joined(separator: " and "), command)
         }
         switch problem {
         case let .bad(message, nil)?: throw .bad(message, command)
@@ -107,6 +107,10 @@ struct Invocation {
             guard let c = Command(rawValue: topic) else { throw .unknownCommand(topic) }
             inv.action = .help(c)
             return inv
+        }
+        if command == .run {
+            guard inv.waitApp != nil else { throw .bad("run needs --app APP", command) }
+            guard !inv.program.isEmpty else { throw .bad("run needs -- COMMAND", command) }
         }
         inv.action = .run(command)
         return inv

@@ -68,6 +68,7 @@ case .monitor: Monitor.run(socketPath: socketPath, app: args.first, mode: mode)
 case .wait:
     Wait.run(socketPath: socketPath, app: invocation.waitApp, timeout: invocation.waitTimeout,
              command: invocation.program, mode: mode)
+case .run: Run.run(socketPath: socketPath, app: invocation.waitApp!, command: invocation.program)
 case .prompts: ask("PROMPTS", human: Render.prompts, terse: Terse.prompts)
 case .decide:
     ask((["DECIDE"] + args + (invocation.once ? ["--once"] : [])).joined(separator: " "), human: Render.decided) {

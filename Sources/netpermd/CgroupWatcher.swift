@@ -2,7 +2,8 @@ import NetpermCore
 import NetpermHost
 import NetpermIO
 
-/// Follows the system units' cgroups (inotify on the hierarchy's root and the slices in it): a unit's rules need
+/// Follows the units' cgroups (inotify on the hierarchy's root, the slices in it, each user manager and the slices
+/// in that, as UnitCgroupScanner walks them): a unit's rules need
 /// its cgroup to exist when they are loaded, and a cgroup re-created at the same path is a new one to the kernel.
 /// A burst (a boot starting many units) is one rescan after `debounceMicroseconds`.
 final class CgroupWatcher {
@@ -28,7 +29,8 @@ final class CgroupWatcher {
         for (dir, w) in watches where !wanted.contains(dir) { w.cancel(); watches[dir] = nil }
         for dir in dirs where watches[dir] == nil {
             watches[dir] = try? loop.watch(directory: dir) { [unowned self] name in
-                if let name, !UnitCgroups.isSlice(name) && !UnitCgroups.isMatchedUnit(name) { return }
+                // Units of either manager, and user managers (`user@UID.service`) coming and going.
+                if let name, !UnitCgroups.isSlice(name) && !UnitCgroups.isUnit(name) { return }
                 self.schedule()
             }
         }

@@ -96,7 +96,7 @@ struct ManPage {
 final class ManPageTests: XCTestCase {
     /// netpermctl's commands, options and exit statuses, from its specification. When `netpermctl help`
     /// lists its commands, compare this list with it.
-    static let netpermctlCommands = ["status", "links", "query", "apps", "reload", "check", "monitor", "wait",
+    static let netpermctlCommands = ["status", "links", "query", "apps", "reload", "check", "monitor", "wait", "run",
                                      "prompts", "decide", "forget", "agent", "ping", "help"]
     static let netpermctlOptions = ["--socket", "--json", "-t", "--terse", "-h", "--help", "--version",
                                     "--app", "--timeout", "--once"]

@@ -251,9 +251,9 @@ final class NetpermctlTests: IntegrationTestCase {
             (["frob"], ["netpermctl: unknown command 'frob'", "try 'netpermctl help'"]),
             (["status", "--once"], ["netpermctl: --once is only for decide", "usage: netpermctl status",
                                     "try 'netpermctl help status'"]),
-            (["ping", "--app", "x"], ["netpermctl: --app is only for wait", "usage: netpermctl ping",
+            (["ping", "--app", "x"], ["netpermctl: --app is only for wait and run", "usage: netpermctl ping",
                                       "try 'netpermctl help ping'"]),
-            (["links", "--", "true"], ["netpermctl: '-- COMMAND' is only for wait", "usage: netpermctl links [IFACE]",
+            (["links", "--", "true"], ["netpermctl: '-- COMMAND' is only for wait and run", "usage: netpermctl links [IFACE]",
                                        "try 'netpermctl help links'"]),
             (["wait", "--timeout", "soon"], [
                 "netpermctl: --timeout needs seconds, e.g. 30 or 0.5, not 'soon'",

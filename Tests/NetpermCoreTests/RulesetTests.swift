@@ -65,6 +65,51 @@ final class RulesetTests: XCTestCase {
             	map uid_other {
             		type uid : verdict
             	}
+            	map user4_metered {
+            		type cgroupsv2 : verdict
+            	}
+            	map user4_wifi {
+            		type cgroupsv2 : verdict
+            	}
+            	map user4_wwan {
+            		type cgroupsv2 : verdict
+            	}
+            	map user4_ethernet {
+            		type cgroupsv2 : verdict
+            	}
+            	map user4_other {
+            		type cgroupsv2 : verdict
+            	}
+            	map user5_metered {
+            		type cgroupsv2 : verdict
+            	}
+            	map user5_wifi {
+            		type cgroupsv2 : verdict
+            	}
+            	map user5_wwan {
+            		type cgroupsv2 : verdict
+            	}
+            	map user5_ethernet {
+            		type cgroupsv2 : verdict
+            	}
+            	map user5_other {
+            		type cgroupsv2 : verdict
+            	}
+            	map user6_metered {
+            		type cgroupsv2 : verdict
+            	}
+            	map user6_wifi {
+            		type cgroupsv2 : verdict
+            	}
+            	map user6_wwan {
+            		type cgroupsv2 : verdict
+            	}
+            	map user6_ethernet {
+            		type cgroupsv2 : verdict
+            	}
+            	map user6_other {
+            		type cgroupsv2 : verdict
+            	}
             	map unit2_metered {
             		type cgroupsv2 : verdict
             		elements = { "unified/system.slice/cron.service" : return }
@@ -113,26 +158,41 @@ final class RulesetTests: XCTestCase {
             		goto deny
             	}
             	chain metered {
+            		socket cgroupv2 level 6 vmap @user6_metered
+            		socket cgroupv2 level 5 vmap @user5_metered
+            		socket cgroupv2 level 4 vmap @user4_metered
             		socket cgroupv2 level 3 vmap @unit3_metered
             		socket cgroupv2 level 2 vmap @unit2_metered
             		meta skuid vmap @uid_metered
             	}
             	chain kind_wifi {
+            		socket cgroupv2 level 6 vmap @user6_wifi
+            		socket cgroupv2 level 5 vmap @user5_wifi
+            		socket cgroupv2 level 4 vmap @user4_wifi
             		socket cgroupv2 level 3 vmap @unit3_wifi
             		socket cgroupv2 level 2 vmap @unit2_wifi
             		meta skuid vmap @uid_wifi
             	}
             	chain kind_wwan {
+            		socket cgroupv2 level 6 vmap @user6_wwan
+            		socket cgroupv2 level 5 vmap @user5_wwan
+            		socket cgroupv2 level 4 vmap @user4_wwan
             		socket cgroupv2 level 3 vmap @unit3_wwan
             		socket cgroupv2 level 2 vmap @unit2_wwan
             		meta skuid vmap @uid_wwan
             	}
             	chain kind_ethernet {
+            		socket cgroupv2 level 6 vmap @user6_ethernet
+            		socket cgroupv2 level 5 vmap @user5_ethernet
+            		socket cgroupv2 level 4 vmap @user4_ethernet
             		socket cgroupv2 level 3 vmap @unit3_ethernet
             		socket cgroupv2 level 2 vmap @unit2_ethernet
             		meta skuid vmap @uid_ethernet
             	}
             	chain kind_other {
+            		socket cgroupv2 level 6 vmap @user6_other
+            		socket cgroupv2 level 5 vmap @user5_other
+            		socket cgroupv2 level 4 vmap @user4_other
             		socket cgroupv2 level 3 vmap @unit3_other
             		socket cgroupv2 level 2 vmap @unit2_other
             		meta skuid vmap @uid_other
@@ -175,7 +235,100 @@ final class RulesetTests: XCTestCase {
         XCTAssertFalse(r.text.contains("1000 : "), "first allows: no element for its uid")
         XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto deny"#))
         XCTAssertEqual(r.notEnforced, ["second": .shadowed, "getty1": .shadowed, "gone": .cgroupAbsent,
-                                       "mine": .userUnitOnly])
+                                       "mine": .cgroupAbsent])
+    }
+
+    /// Users' own units (below user@UID.service, levels 4-6) only narrow: their maps hold denials only, looked up
+    /// deepest first before the system units' and the uid's, so a user unit whose app allows goes on to its uid's
+    /// verdict (a user cannot name a unit out of `User=`'s WWAN=deny). A system unit's allow accepts, as before.
+    /// `netpermctl run` scopes are their app's whatever its keys, at either manager.
+    func testUserUnitsOnlyNarrow() throws {
+        let home = "user.slice/user-1000.slice/user@1000.service"
+        let run = RunScope.unitName(app: "tool", tag: "77")!
+        let cgroups = UnitCgroups(nftRoot: "", units: [
+            UnitCgroup(path: home + "/app.slice/app-gnome-firefox-1234.scope", level: 5, unit: "app-gnome-firefox-1234.scope",
+                       id: 51, user: true),
+            UnitCgroup(path: home + "/app.slice/app-org.gnome.Terminal.slice/vte-spawn-9.scope", level: 6,
+                       unit: "vte-spawn-9.scope", id: 61, user: true),
+            UnitCgroup(path: home + "/app.slice/" + run, level: 5, unit: run, id: 52, user: true),
+            UnitCgroup(path: home + "/init.scope", level: 4, unit: "init.scope", id: 41, user: true),
+            UnitCgroup(path: "system.slice/" + run, level: 2, unit: run, id: 21),
+            // A system unit's name under a user's manager is the user's, not the system's: Unit= does not take it.
+            UnitCgroup(path: home + "/app.slice/cron.service", level: 5, unit: "cron.service", id: 53, user: true),
+        ])
+        let r = try build("""
+            [App phone]
+            User=1000
+            WWAN=deny
+            [App firefox]
+            UserUnit=app-gnome-firefox-*.scope
+            WWAN=allow
+            Ethernet=deny
+            [App terminal]
+            UserUnit=vte-spawn-*.scope
+            WWAN=ask
+            [App tool]
+            Executable=/usr/bin/tool
+            WWAN=deny
+            [App cron]
+            Unit=cron.service
+            WWAN=allow
+            [App absent]
+            UserUnit=nothing-*.scope
+            """, cgroups: cgroups)
+        func map(_ name: String) -> String {
+            guard let start = r.text.range(of: "\tmap \(name) {\n") else { return "(no map \(name))" }
+            return String(r.text[start.lowerBound..<r.text[start.upperBound...].range(of: "\t}\n")!.upperBound])
+        }
+        XCTAssertEqual(map("user5_wwan"), #"""
+            	map user5_wwan {
+            		type cgroupsv2 : verdict
+            		elements = { "user.slice/user-1000.slice/user@1000.service/app.slice/app-netpermd-tool-77.scope" : goto deny }
+            	}
+
+            """#, "firefox allows WWAN: no element, so uid 1000's deny holds; the run scope of tool denies")
+        XCTAssertEqual(map("user5_ethernet"), #"""
+            	map user5_ethernet {
+            		type cgroupsv2 : verdict
+            		elements = { "user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-firefox-1234.scope" : goto deny }
+            	}
+
+            """#)
+        XCTAssertEqual(map("user6_wwan"), #"""
+            	map user6_wwan {
+            		type cgroupsv2 : verdict
+            		elements = { "user.slice/user-1000.slice/user@1000.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-9.scope" : goto ask_2_wwan }
+            	}
+
+            """#)
+        XCTAssertEqual(map("unit2_wwan"), #"""
+            	map unit2_wwan {
+            		type cgroupsv2 : verdict
+            		elements = { "system.slice/app-netpermd-tool-77.scope" : goto deny }
+            	}
+
+            """#, "root's run scope is a system unit")
+        XCTAssertEqual(map("unit2_wifi"), #"""
+            	map unit2_wifi {
+            		type cgroupsv2 : verdict
+            		elements = { "system.slice/app-netpermd-tool-77.scope" : accept }
+            	}
+
+            """#, "a system unit's allow accepts")
+        XCTAssertFalse(r.text.contains("\"" + home + "/app.slice/cron.service\""), "cron.service of a user is not Unit=cron.service")
+        XCTAssertFalse(r.text.contains("init.scope"), "no app names it")
+        XCTAssertTrue(r.text.contains("""
+            	chain kind_wwan {
+            		socket cgroupv2 level 6 vmap @user6_wwan
+            		socket cgroupv2 level 5 vmap @user5_wwan
+            		socket cgroupv2 level 4 vmap @user4_wwan
+            		socket cgroupv2 level 3 vmap @unit3_wwan
+            		socket cgroupv2 level 2 vmap @unit2_wwan
+            		meta skuid vmap @uid_wwan
+            	}
+            """), r.text)
+        XCTAssertEqual(r.notEnforced, ["cron": .cgroupAbsent, "absent": .cgroupAbsent])
+        XCTAssertEqual(r.unitIDs, [21, 51, 52, 61], "user units' ids too, by path")
     }
 
     /// Links changing alone give a script for their sets; anything else, none.
@@ -291,7 +444,7 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(r.uids, 10_000)
         XCTAssertEqual(r.notEnforced.count, 0)
         func lines(_ s: String) -> Int { r.text.split(separator: "\n").filter { $0.contains(s) }.count }
-        XCTAssertEqual(lines("vmap @"), 15, "3 lookups per kind and for metered, whatever the number of apps")
+        XCTAssertEqual(lines("vmap @"), 30, "6 lookups per kind and for metered, whatever the number of apps")
         XCTAssertEqual(lines(" : goto deny"), 5_000, "one element per denied uid on wwan, none elsewhere")
         XCTAssertEqual(r.elements, 2 + 1 + 5_000, "two links, wwan0 metered too, 5,000 denied uids")
         XCTAssertLessThan(took, .seconds(2), "built in \(took)")
@@ -318,5 +471,7 @@ final class RulesetTests: XCTestCase {
         XCTAssertTrue(UnitCgroups.isMatchedUnit("session-2.scope"))
         XCTAssertFalse(UnitCgroups.isMatchedUnit("user@1000.service"), "users' own managers: their units are theirs")
         XCTAssertFalse(UnitCgroups.isMatchedUnit("cgroup.procs"))
+        XCTAssertTrue(UnitCgroups.isUserManager("user@1000.service"))
+        XCTAssertTrue(UnitCgroups.isUnit("user@1000.service"), "followed: its units appear below it")
     }
 }

@@ -26,6 +26,39 @@ final class SteeringPlanTests: XCTestCase {
                    scope: via == nil ? 253 : 0)
     }
 
+    /// A user's own unit only narrows its uid (Ruleset): its mark is the intersection of both allowances, never a 0
+    /// entry that would skip the uid's mark.
+    func testUserUnitsOnlyNarrowTheirUid() throws {
+        let users = UnitCgroups(nftRoot: "", units: [
+            UnitCgroup(path: "user.slice/user-4001.slice/user@4001.service/app.slice/app-wide.scope", level: 5,
+                       unit: "app-wide.scope", id: 91, user: true),
+            UnitCgroup(path: "user.slice/user-4003.slice/user@4003.service/app.slice/app-frugal.scope", level: 5,
+                       unit: "app-frugal.scope", id: 92, user: true),
+        ])
+        let config = try parsePolicy("""
+            [App wifionly]
+            User=4001
+            WWAN=deny
+            [App anywhere]
+            User=4003
+            WWAN=allow
+            [App wide]
+            UserUnit=app-wide.scope
+            WWAN=allow
+            [App frugal]
+            UserUnit=app-frugal.scope
+            WWAN=allow
+            Metered=deny
+            """)
+        let links = [Links.lo, wlan, wwan]
+        let r = Ruleset.build(apps: config.apps, permissions: { config.permissions(for: $0) }, links: links, cgroups: users)
+        let p = SteeringPlan.build(ruleset: r, apps: config.apps, permissions: { config.permissions(for: $0) }, links: links)
+        XCTAssertEqual(p.uidMarks, [4001: SteeringPlan.Allowance(bits: 0b11101).mark])
+        XCTAssertEqual(p.cgroupMarks, [91: SteeringPlan.Allowance(bits: 0b11101).mark,
+                                       92: SteeringPlan.Allowance(bits: 0b01111).mark],
+                       "app-wide allows everything but keeps uid 4001's wifi-only mark; app-frugal narrows 4003")
+    }
+
     func testMarksTablesAndRoutes() throws {
         let p = try plan("""
             [App wifionly]

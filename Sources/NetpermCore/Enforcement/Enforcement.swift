@@ -26,9 +26,8 @@ public enum Enforcement: Equatable, Sendable {
         case notInPolicy = "not-in-policy"
         /// Only `Executable=`: the kernel has no match for an executable.
         case executableOnly = "executable-only"
-        /// Only `UserUnit=` (and maybe `Executable=`): users' own units are not followed in the kernel yet.
-        case userUnitOnly = "user-unit-only"
-        /// `Unit=` (and no `User=`), but no cgroup of a matching unit exists now.
+        /// `Unit=` or `UserUnit=` (and no `User=`), but no cgroup of a matching unit (nor a `netpermctl run` scope
+        /// of the app) exists now.
         case cgroupAbsent = "cgroup-absent"
         /// Its uids and unit cgroups all belong to apps defined before it (the first matching `[App]` wins).
         case shadowed

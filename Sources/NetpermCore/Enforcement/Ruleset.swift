@@ -8,6 +8,15 @@
 /// (`return` or `goto deny`), then against its kind. The first matching `[App]` wins, as in the daemon's own
 /// matching; a unit's cgroup comes before a uid (the kernel has no executables). Loopback and links of no kind's
 /// set always pass, as does every socket no map names.
+///
+/// **Users' own units only narrow** (docs/SECURITY.md). A user names the units of their own manager
+/// (`user@UID.service/...`, `UserUnit=`, and the scopes `netpermctl run` starts as a user) as they like, so such a
+/// unit may take away what its uid may do, never add to it: its maps (`user6_KIND`, `user5_KIND`, `user4_KIND`,
+/// deepest first, before the system units' and the uid's) hold only the unit's denials (`goto deny` or its ask
+/// chain); where the unit's app allows, there is no element and the packet goes on to the system units' maps (which
+/// never match below `user@UID.service`) and then to its uid's verdict. A system unit's allow accepts (or, for
+/// metered, returns to the kind's check): root or the system's manager named it. Anything that reads this order
+/// (steering's marks) must keep it: a user unit's allow is "no opinion", never "allowed".
 public struct Ruleset: Equatable, Sendable {
     public static let family = "inet"
     public static let table = "netpermd"
@@ -101,12 +110,27 @@ public struct Ruleset: Equatable, Sendable {
             }
             if hasGlob { globUnitApps.append(i) }
         }
+        var exactUserUnits: [String: Int] = [:]
+        var globUserUnitApps: [Int] = []
+        var appIndex: [String: Int] = [:]
+        for (i, app) in apps.enumerated() {
+            if appIndex[app.id] == nil { appIndex[app.id] = i }
+            var hasGlob = false
+            for g in app.userUnits {
+                if g.isLiteral { if exactUserUnits[g.pattern] == nil { exactUserUnits[g.pattern] = i } } else { hasGlob = true }
+            }
+            if hasGlob { globUserUnitApps.append(i) }
+        }
         var cgroupOwner: [(cgroup: UnitCgroup, path: String, app: Int)] = []
         for c in cgroups.units {
-            var best = exactUnits[c.unit]
-            for i in globUnitApps {
-                if let b = best, b < i { break }
-                if apps[i].units.contains(where: { $0.matches(c.unit) }) { best = i; break }
+            // A `netpermctl run` scope is its app's, whatever that app's keys; then Unit= (UserUnit= for a user's unit).
+            var best = RunScope.app(fromUnit: c.unit).flatMap { appIndex[$0] }
+            if best == nil {
+                best = c.user ? exactUserUnits[c.unit] : exactUnits[c.unit]
+                for i in c.user ? globUserUnitApps : globUnitApps {
+                    if let b = best, b < i { break }
+                    if (c.user ? apps[i].userUnits : apps[i].units).contains(where: { $0.matches(c.unit) }) { best = i; break }
+                }
             }
             guard let owner = best, let path = cgroups.nftPath(c) else { continue }
             guard isSafe(path) else { skipped.append(path); continue }
@@ -149,8 +173,18 @@ public struct Ruleset: Equatable, Sendable {
         }
         // A unit's element says accept (return, for metered: the kind is checked next) too: its sockets must not
         // fall through to their uid's verdict.
+        // A user's unit names only what it takes away: where its app allows, the packet goes on to its uid's verdict.
+        for level in UnitCgroups.userLevels {
+            let owned = cgroupOwner.filter { $0.cgroup.user && $0.cgroup.level == level }
+            for k in dimensions {
+                let denied = owned.filter { permission($0.app, k) != .allow }
+                elements += denied.count
+                set(&t, "user\(level)_\(k.rawValue)", type: "cgroupsv2 : verdict",
+                    denied.map { "\"\($0.path)\" : \(reject($0.app, k))" })
+            }
+        }
         for level in UnitCgroups.levels {
-            let owned = cgroupOwner.filter { $0.cgroup.level == level }
+            let owned = cgroupOwner.filter { !$0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
                 elements += owned.count
                 let pass = k == .metered ? "return" : "accept"
@@ -171,6 +205,9 @@ public struct Ruleset: Equatable, Sendable {
         }
         for k in dimensions {
             t += "\tchain \(k == .metered ? "metered" : "kind_" + k.rawValue) {\n"
+            for level in UnitCgroups.userLevels.reversed() {
+                t += "\t\tsocket cgroupv2 level \(level) vmap @user\(level)_\(k.rawValue)\n"
+            }
             for level in UnitCgroups.levels.reversed() {
                 t += "\t\tsocket cgroupv2 level \(level) vmap @unit\(level)_\(k.rawValue)\n"
             }
@@ -189,12 +226,10 @@ public struct Ruleset: Equatable, Sendable {
             let why: Enforcement.Why
             if !app.uids.isEmpty {
                 why = .shadowed
-            } else if !app.units.isEmpty {
+            } else if !app.units.isEmpty || !app.userUnits.isEmpty {
                 // Its unit's cgroup exists but belongs to an earlier app: shadowed; none exists: absent.
-                let exists = cgroups.units.contains { c in app.units.contains { $0.matches(c.unit) } }
+                let exists = cgroups.units.contains { c in (c.user ? app.userUnits : app.units).contains { $0.matches(c.unit) } }
                 why = exists ? .shadowed : .cgroupAbsent
-            } else if !app.userUnits.isEmpty {
-                why = .userUnitOnly
             } else {
                 why = .executableOnly
             }
@@ -205,7 +240,8 @@ public struct Ruleset: Equatable, Sendable {
                        elements: elements, pendingChains: askOrder.count, skipped: skipped,
                        unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, appRulesOffset: appRulesOffset,
                        uidOwners: uidOwner,
-                       unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app) })
+                       unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
+                                                                 userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
     }
 
     /// When these rules differ from `old` only in their links (a link appeared, went or changed kind), the script

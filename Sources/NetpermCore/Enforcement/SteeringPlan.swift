@@ -74,7 +74,12 @@ public struct SteeringPlan: Equatable, Sendable {
         var plan = SteeringPlan()
         var used: Set<Allowance> = []
         for u in ruleset.unitOwners {
-            let a = of(u.app)
+            var a = of(u.app)
+            if let uid = u.userUID {
+                // A user's own unit only narrows (Ruleset): where it allows, the uid's allowance still holds.
+                a = Allowance(bits: a.bits & (ruleset.uidOwners[uid].map { of($0).bits } ?? Allowance.everything.bits))
+                guard a != .everything else { continue }
+            }
             plan.cgroupMarks[u.id] = a == .everything ? 0 : a.mark
             if a != .everything { used.insert(a) }
         }
@@ -215,5 +220,16 @@ extension Ruleset {
         public var id: UInt64
         public var level: Int
         public var app: Int
+        /// For a unit of a user's own manager, that manager's uid (`user@UID.service` in its path): the unit may only
+        /// narrow what the uid may do, so its mark is the intersection of both allowances.
+        public var userUID: UInt32? = nil
+
+        /// The uid of the user manager a cgroup path lies under, if any.
+        public static func userUID(path: String) -> UInt32? {
+            for c in path.split(separator: "/") where UnitCgroups.isUserManager(String(c)) {
+                return UInt32(c.dropFirst("user@".count).dropLast(".service".count))
+            }
+            return nil
+        }
     }
 }

@@ -1,18 +1,23 @@
-/// One cgroup of a system unit (a service or scope of the system's manager) that exists now.
+/// One cgroup of a unit that exists now: a service or scope of the system's manager, or (`user`) of a user's own
+/// manager (`user@UID.service`).
 public struct UnitCgroup: Equatable, Hashable, Sendable {
     /// Relative to the root of the cgroup v2 hierarchy, as /proc/PID/cgroup names it: `system.slice/cron.service`.
     public var path: String
     /// Its depth below the root (`system.slice/cron.service` is 2): what `socket cgroupv2 level N` matches at.
     public var level: Int
-    /// The unit's name, the path's last component: what `Unit=` globs are matched against.
+    /// The unit's name, the path's last component: what `Unit=` (or, for a user unit, `UserUnit=`) globs are
+    /// matched against.
     public var unit: String
+    /// A unit of a user's own service manager, below `user@UID.service`: its user named it as they liked, so its
+    /// rules may only narrow what the uid may do (Ruleset).
+    public var user: Bool
     /// The cgroup's id (its directory's inode number). nft turns a path into this id when the rules are loaded,
     /// so a cgroup removed and made again at the same path (a service restarted) needs the rules loaded again
     /// even though their text is the same.
     public var id: UInt64
 
-    public init(path: String, level: Int, unit: String, id: UInt64 = 0) {
-        self.path = path; self.level = level; self.unit = unit; self.id = id
+    public init(path: String, level: Int, unit: String, id: UInt64 = 0, user: Bool = false) {
+        self.path = path; self.level = level; self.unit = unit; self.id = id; self.user = user
     }
 }
 
@@ -34,6 +39,13 @@ public struct UnitCgroups: Equatable, Sendable {
     /// (`system.slice/x.service`) and in a slice below it (`system.slice/system-getty.slice/getty@tty1.service`).
     public static let levels = [2, 3]
 
+    /// The levels of users' own units, below `user.slice/user-UID.slice/user@UID.service` (level 3): units at its
+    /// root (4: `Slice=-.slice`, the manager's `init.scope`), in its slices (5: `app.slice/app-gnome-firefox-1234.scope`,
+    /// `session.slice/pipewire.service`, `background.slice/...`) and in one slice more (6: desktops' per-app slices,
+    /// `app.slice/app-org.gnome.Terminal.slice/vte-spawn-X.scope`). Deeper units are not followed: each level is a
+    /// lookup per packet in every kind's chain, and no desktop was seen nesting deeper.
+    public static let userLevels = [4, 5, 6]
+
     /// The path nft is given for a cgroup.
     public func nftPath(_ c: UnitCgroup) -> String? {
         guard let nftRoot else { return nil }
@@ -44,8 +56,14 @@ public struct UnitCgroups: Equatable, Sendable {
     /// manager. `user@UID.service` is not one: what runs below it are a user's own units, which any user may name
     /// as they like (the daemon's `Unit=` does not match them either).
     public static func isMatchedUnit(_ name: String) -> Bool {
-        (name.hasSuffix(".service") || name.hasSuffix(".scope")) && !name.hasPrefix("user@")
+        isUnit(name) && !isUserManager(name)
     }
+
+    /// A service or scope, of any manager.
+    public static func isUnit(_ name: String) -> Bool { name.hasSuffix(".service") || name.hasSuffix(".scope") }
+
+    /// A user's service manager, `user@UID.service`: its subtree holds that user's own units.
+    public static func isUserManager(_ name: String) -> Bool { name.hasPrefix("user@") && name.hasSuffix(".service") }
 
     /// Slices walked for units: every top-level `*.slice`, and the slices in them (`system-getty.slice`).
     public static func isSlice(_ name: String) -> Bool { name.hasSuffix(".slice") }

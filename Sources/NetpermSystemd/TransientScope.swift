@@ -1,0 +1,169 @@
+import CSystemd
+import Glibc
+import NetpermIO
+
+/// A transient scope started over sd-bus, as `systemd-run --scope` does: the caller's pids move into a new unit of
+/// the system's manager (as root) or of the caller's own user manager (`netpermctl run`, docs/ENFORCEMENT.md).
+public enum TransientScope {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Starts the scope `name` holding `pids` and waits (at most `timeout` seconds) for its start job to end.
+    /// `user`: through the caller's own user manager (`$XDG_RUNTIME_DIR/systemd/private`, else the user bus);
+    /// otherwise the system's (`/run/systemd/private`, else the system bus). Returns which manager was reached.
+    @discardableResult
+    public static func start(name: String, pids: [UInt32], description: String, user: Bool,
+                             timeout: Double = 10) throws(Failure) -> String {
+        let (bus, reached) = try connect(user: user)
+        defer { _ = sd_bus_flush_close_unref(bus) }
+
+        // JobRemoved is matched before the call, so a job that ends before its reply is read is not missed.
+        let jobs = Jobs()
+        let context = Unmanaged.passUnretained(jobs).toOpaque()
+        // A private socket is a direct connection: its messages carry no sender name.
+        let sender: String? = reached.hasSuffix("/private") ? nil : "org.freedesktop.systemd1"
+        var slot: OpaquePointer?
+        var r = sd_bus_match_signal(bus, &slot, sender, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                                    "JobRemoved", { m, userdata, _ in
+            guard let m, let userdata else { return 0 }
+            var id: UInt32 = 0
+            var path: UnsafePointer<CChar>?
+            var unit: UnsafePointer<CChar>?
+            var result: UnsafePointer<CChar>?
+            guard sd_bus_message_read_basic(m, CChar(UInt8(ascii: "u")), &id) > 0,
+                  sd_bus_message_read_basic(m, CChar(UInt8(ascii: "o")), &path) > 0,
+                  sd_bus_message_read_basic(m, CChar(UInt8(ascii: "s")), &unit) > 0,
+                  sd_bus_message_read_basic(m, CChar(UInt8(ascii: "s")), &result) > 0,
+                  let path, let result else { return 0 }
+            Unmanaged<Jobs>.fromOpaque(userdata).takeUnretainedValue().removed[String(cString: path)] = String(cString: result)
+            return 0
+        }, context)
+        guard r >= 0 else { throw Failure(description: "cannot watch \(reached) for jobs: \(Errno(-r))") }
+        defer { _ = sd_bus_slot_unref(slot) }
+        // On the system or user bus the manager sends job signals only to subscribers; on its private socket always.
+        if sender != nil { _ = call(bus, "Subscribe") { _ in 0 } }
+
+        var reply: OpaquePointer?
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error); _ = sd_bus_message_unref(reply) }
+        r = call(bus, "StartTransientUnit", error: &error, reply: &reply) { m in
+            var r = append(m, "s", name)
+            if r >= 0 { r = append(m, "s", "fail") }
+            if r >= 0 { r = sd_bus_message_open_container(m, Self.type("a"), "(sv)") }
+            if r >= 0 {
+                r = property(m, "PIDs", "au") { m in
+                    var r = sd_bus_message_open_container(m, Self.type("a"), "u")
+                    for var pid in pids where r >= 0 { r = sd_bus_message_append_basic(m, Self.type("u"), &pid) }
+                    return r >= 0 ? sd_bus_message_close_container(m) : r
+                }
+            }
+            if r >= 0 { r = property(m, "Description", "s") { append($0, "s", description) } }
+            if r >= 0 { r = sd_bus_message_close_container(m) }
+            // No auxiliary units.
+            if r >= 0 { r = sd_bus_message_open_container(m, Self.type("a"), "(sa(sv))") }
+            if r >= 0 { r = sd_bus_message_close_container(m) }
+            return r
+        }
+        guard r >= 0 else {
+            let why = error.message.map { String(cString: $0) } ?? "\(Errno(-r))"
+            throw Failure(description: "\(reached) refused to start \(name): \(why)")
+        }
+        var job: UnsafePointer<CChar>?
+        guard sd_bus_message_read_basic(reply, type("o"), &job) > 0, let job else {
+            throw Failure(description: "\(reached) answered StartTransientUnit without a job")
+        }
+        let jobPath = String(cString: job)
+
+        let deadline = Clock.monotonicSeconds() + timeout
+        while jobs.removed[jobPath] == nil {
+            r = sd_bus_process(bus, nil)
+            if r > 0 { continue }
+            if r < 0 { throw Failure(description: "lost \(reached) while \(name) started: \(Errno(-r))") }
+            let left = deadline - Clock.monotonicSeconds()
+            guard left > 0 else { throw Failure(description: "\(name) did not start within \(Int(timeout)) s (\(reached))") }
+            r = sd_bus_wait(bus, UInt64(left * 1_000_000))
+            if r < 0 && r != -EINTR { throw Failure(description: "lost \(reached) while \(name) started: \(Errno(-r))") }
+        }
+        guard let result = jobs.removed[jobPath], result == "done" else {
+            throw Failure(description: "\(name) failed to start (\(reached)): the job's result is \(jobs.removed[jobPath] ?? "")")
+        }
+        return reached
+    }
+
+    private final class Jobs {
+        /// Job object path -> result ("done", "failed", ...).
+        var removed: [String: String] = [:]
+    }
+
+    /// The manager's private socket first (no dbus-daemon needed, as systemd-run does), then the bus.
+    private static func connect(user: Bool) throws(Failure) -> (OpaquePointer, String) {
+        var tried: [String] = []
+        let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) }
+        let privatePath = user ? runtime.map { $0 + "/systemd/private" } : "/run/systemd/private"
+        if let privatePath {
+            var bus: OpaquePointer?
+            var r = sd_bus_new(&bus)
+            if r >= 0 { r = sd_bus_set_address(bus, "unix:path=" + addressEscape(privatePath)) }
+            if r >= 0 { r = sd_bus_start(bus) }
+            if r >= 0, let bus { return (bus, privatePath) }
+            _ = sd_bus_close_unref(bus)
+            tried.append("\(privatePath): \(Errno(-r))")
+        } else {
+            tried.append("no XDG_RUNTIME_DIR for the user manager's private socket")
+        }
+        var bus: OpaquePointer?
+        let r = user ? sd_bus_open_user(&bus) : sd_bus_open_system(&bus)
+        if r >= 0, let bus { return (bus, user ? "the user bus" : "the system bus") }
+        _ = sd_bus_close_unref(bus)
+        tried.append("\(user ? "the user bus" : "the system bus"): \(Errno(-r))")
+        throw Failure(description: "no \(user ? "user" : "system") service manager reachable (" + tried.joined(separator: "; ") + ")")
+    }
+
+    /// A method of org.freedesktop.systemd1.Manager, its arguments appended by `build`.
+    private static func call(_ bus: OpaquePointer, _ method: String, error: UnsafeMutablePointer<sd_bus_error>? = nil,
+                             reply: UnsafeMutablePointer<OpaquePointer?>? = nil,
+                             _ build: (OpaquePointer) -> Int32) -> Int32 {
+        var m: OpaquePointer?
+        var r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                               "org.freedesktop.systemd1.Manager", method)
+        defer { _ = sd_bus_message_unref(m) }
+        guard r >= 0, let m else { return r }
+        r = build(m)
+        guard r >= 0 else { return r }
+        return sd_bus_call(bus, m, 0, error, reply)
+    }
+
+    /// One `(sv)` of a property array.
+    private static func property(_ m: OpaquePointer, _ name: String, _ signature: String,
+                                 _ value: (OpaquePointer) -> Int32) -> Int32 {
+        var r = sd_bus_message_open_container(m, type("r"), "sv")
+        if r >= 0 { r = append(m, "s", name) }
+        if r >= 0 { r = sd_bus_message_open_container(m, type("v"), signature) }
+        if r >= 0 { r = value(m) }
+        if r >= 0 { r = sd_bus_message_close_container(m) }
+        if r >= 0 { r = sd_bus_message_close_container(m) }
+        return r
+    }
+
+    private static func append(_ m: OpaquePointer, _ t: Unicode.Scalar, _ s: String) -> Int32 {
+        s.withCString { sd_bus_message_append_basic(m, type(t), $0) }
+    }
+
+    private static func type(_ t: Unicode.Scalar) -> CChar { CChar(UInt8(ascii: t)) }
+
+    /// D-Bus addresses escape every byte but `[A-Za-z0-9_/.\-]` as %XX.
+    static func addressEscape(_ s: String) -> String {
+        var out = ""
+        for b in s.utf8 {
+            let c = Unicode.Scalar(b)
+            if ("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c) || "_/.-".unicodeScalars.contains(c) {
+                out.unicodeScalars.append(c)
+            } else {
+                let hex = String(b, radix: 16)
+                out += "%" + (hex.count == 1 ? "0" : "") + hex
+            }
+        }
+        return out
+    }
+}
