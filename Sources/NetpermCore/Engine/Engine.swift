@@ -444,10 +444,14 @@ public final class Engine {
             guard let p = state.prompts.close(id: promptID) else { return }
             log(.info, "prompt \(p.id) for \(p.app) (\(p.kind.rawValue)) expired unanswered")
             pendingEvents.append(.promptExpired(p))
+            // The quiet minute runs from the last expiry: a prompt raised by asking during the quiet and left to
+            // expire starts it again.
             let key = "\(p.app) \(p.kind.rawValue)"
-            if quietBlocked.insert(key).inserted {
-                _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)
+            if !quietBlocked.insert(key).inserted,
+               let old = timers.first(where: { if case .blockedQuiet(key) = $0.value { true } else { false } })?.key {
+                cancelTimer(old)
             }
+            _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)
         case let .blockedQuiet(key):
             quietBlocked.remove(key)
         case .rulesRetry:
