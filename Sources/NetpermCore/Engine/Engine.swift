@@ -240,8 +240,17 @@ public final class Engine {
     /// The verdict an app has now: the tracker's when it is tracked (every app someone may hear about),
     /// otherwise computed.
     func verdict(for match: AppMatch) -> Verdict {
-        if let v = tracker.verdict(match.id) { return withEnforcement(v.renamed(match.id, match.matchedBy), match.matchedBy) }
-        return withEnforcement(state.verdict(for: match), match.matchedBy)
+        // One copy, changed in place: a Verdict holds a dozen references, each copy retains them all.
+        var v: Verdict
+        if let tracked = tracker.verdict(match.id) {
+            v = tracked
+            v.app = match.id
+            v.matchedBy = match.matchedBy
+        } else {
+            v = state.verdict(for: match)
+        }
+        v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: match.matchedBy, app: nil))
+        return v
     }
 
     // MARK: - The setters
