@@ -59,6 +59,14 @@ def engine_seeds():
                            "R[App x\n0 RELOAD\n0 STATUS\n")
     seeds["identity-changes"] = ("0 SUBSCRIBE prompts\n1 SUBSCRIBE\ni12\n1 QUERY\ni06\n0 PROMPTS\n0 QUERY\n"
                                  "o26\n2 WAIT\ni20\n2 QUERY\ni01\nr1\n")
+    # Rejected packets (Mode=block's NFLOG): with no agent (logged once), then raising one prompt however many come,
+    # quiet after it expires (an asking app still raises it at once), again after the quiet; then for apps and kinds
+    # that are not pending (allowed, denied, unknown), and a decision ending it.
+    seeds["blocked-prompt"] = ("b01\nb01\n0 SUBSCRIBE prompts\nb00\nb00\nb01\n0 PROMPTS\nt31\nb00\nt31\nb00\n"
+                               "1 QUERY\nt31\nb00\nt61\nb00\nb11\nb21\nb51\nb44\n0 DECIDE firefox wifi allow\nb00\n"
+                               "r1\nb40\nb41\nc0\nb01\n")
+    # The quiet minute runs from the last expiry (a prompt raised by asking expired during it): found by fuzzing.
+    seeds["blocked-quiet-twice"] = "0 SUBSCRIBE prompts\nb00\nt31\n1 QUERY\nt31\nb00\nt35\nb00\nt30\nb00\n"
     return seeds
 
 

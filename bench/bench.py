@@ -29,25 +29,28 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm"]
+TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce"]
 
 # Link names inside the namespace. bwifi0 is classified wifi by an [Interface] override and carries the default
 # route; toggling its peer bwifi0p flips its carrier and with it benchapp's verdict. bfo0 (peer bfo0p kept down)
 # is toggled by the fan-out rounds: one kernel message and one link event per toggle, no verdict change.
 WIFI, WIFI_PEER, FANOUT_LINK, FANOUT_PEER = "bwifi0", "bwifi0p", "bfo0", "bfo0p"
 APP = "benchapp"
+# The enforcement figure: btp0 (classified wifi) in the bench namespace, its peer btp0p in a second namespace that
+# runs the receiver; the sender runs as TPUT_UID, an app the policy allows on wifi.
+TPUT_LINK, TPUT_PEER, TPUT_UID, TPUT_PORT = "btp0", "btp0p", 4242, "5201"
 
 FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_gap_ms=15, q1=20000, q8=100000,
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
-            big_routes=100000, route_changes=1000, route_latency_toggles=50, alarm_s=1200)
+            big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=3, tput_s=3, inforce_rounds=10, alarm_s=1200)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
-             route_latency_toggles=4, alarm_s=180)
+             route_latency_toggles=4, tput_rounds=1, tput_s=0.3, inforce_rounds=2, alarm_s=180)
 
 
-PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes"]
+PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce"]
 
 
 class BenchError(Exception):
@@ -72,6 +75,7 @@ class Bench:
         self.bin = args.bin
         self.ns = f"npbench-{os.getpid()}"
         self.ns_created = False
+        self.peer_ns = None
         self.procs = []  # every process we start, stopped in cleanup()
         self.dir = tempfile.mkdtemp(prefix="npbench-", dir="/tmp")
         self.tools = os.path.join(ROOT, ".build", "bench")
@@ -157,6 +161,8 @@ class Bench:
                     p.wait(timeout=3)
                 except ProcessLookupError:
                     pass
+        if self.peer_ns:
+            run(["ip", "netns", "del", self.peer_ns], check=False)
         if self.ns_created:
             run(["ip", "netns", "del", self.ns], check=False)
             if self.ns in run(["ip", "netns", "list"], check=False).stdout.split():
@@ -540,6 +546,132 @@ class Bench:
         self.stop(big)
         self.results["big_policy"] = out
 
+    def nft_table_loaded(self):
+        return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd"], check=False).returncode == 0
+
+    def tput_send(self, uid, check=True):
+        cmd = ["ip", "netns", "exec", self.ns, "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+               self.tool("tput"), "send", "10.97.0.2", TPUT_PORT, str(self.c["tput_s"])]
+        if check:
+            return self.tool_json(cmd, timeout=60, name="tput send")
+        return run(cmd, check=False, timeout=60)
+
+    def tput_links(self):
+        """btp0 in the bench namespace, btp0p in a second one (deleted by cleanup), the receiver there."""
+        if self.peer_ns:
+            return
+        self.peer_ns = self.ns + "-peer"
+        run(["ip", "netns", "add", self.peer_ns])
+        ipn, ipp = ["ip", "-n", self.ns], ["ip", "-n", self.peer_ns]
+        run(ipn + ["link", "add", TPUT_LINK, "type", "veth", "peer", "name", TPUT_PEER, "netns", self.peer_ns])
+        run(ipn + ["addr", "add", "10.97.0.1/24", "dev", TPUT_LINK])
+        run(ipn + ["link", "set", TPUT_LINK, "up"])
+        run(ipp + ["addr", "add", "10.97.0.2/24", "dev", TPUT_PEER])
+        run(ipp + ["link", "set", TPUT_PEER, "up"])
+        run(ipp + ["link", "set", "lo", "up"])
+        self.tput_recv = self.spawn(["ip", "netns", "exec", self.peer_ns, self.tool("tput"), "recv", TPUT_PORT],
+                                    log_name="tput.log")
+        self.wait_for(lambda: run(["ip", "netns", "exec", self.peer_ns, "ss", "-ltnH", f"sport = :{TPUT_PORT}"]).stdout.strip(),
+                      "the tput receiver", 5)
+
+    def enforce_conf(self, path, apps, wifi="allow"):
+        """Mode=block; the app TPUT_UID with WiFi=`wifi`, then `apps` User= apps over all 81 permission sets."""
+        perms = ["allow", "deny", "ask"]
+        parts = [f"[Interface {TPUT_LINK}]\nKind=wifi\n\n[Enforcement]\nMode=block\n\n"
+                 f"[App tputapp]\nUser={TPUT_UID}\nWiFi={wifi}\nWWAN=deny\nEthernet=deny\nOther=deny\n"]
+        for i in range(apps):
+            parts.append(f"\n[App uapp{i:05d}]\nUser={200000 + i}\nWiFi={perms[i % 3]}\nWWAN={perms[(i // 3) % 3]}\n"
+                         f"Ethernet={perms[(i // 9) % 3]}\nOther={perms[(i // 27) % 3]}\n")
+        with open(path + ".tmp", "w") as f:
+            f.write("".join(parts))
+        os.replace(path + ".tmp", path)
+
+    def start_enforcing(self, sock, conf):
+        # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree the daemon reads.
+        d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
+                       + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-enforce")), log_name="netpermd-enforce.log")
+
+        def enforcing():
+            if d.poll() is not None:
+                raise BenchError(f"netpermd (Mode=block) exited with {d.returncode}" + self.daemon_log_tail())
+            return json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] == "enforcing"
+        self.wait_for(enforcing, "the rules in force", 30)
+        if not self.nft_table_loaded():
+            raise BenchError("STATUS says enforcing but the kernel has no table inet netpermd")
+        return d
+
+    def udp_passes(self):
+        return run(["ip", "netns", "exec", self.ns, "setpriv", "--reuid", str(TPUT_UID), "--regid", str(TPUT_UID),
+                    "--clear-groups", "bash", "-c", "echo x >/dev/udp/10.97.0.2/9"], check=False).returncode == 0
+
+    def bench_inforce(self):
+        """11: a policy change (the app's WiFi= allow -> deny, SIGHUP) to the kernel rejecting the app's datagram,
+        with 10 and 10,000 apps; beside `nft -f` of the same table (as the daemon loads it) making the same change."""
+        c = self.c
+        self.tput_links()
+        conf = os.path.join(self.dir, "inforce.conf")
+        sock = os.path.join(self.dir, "inforce.sock")
+        probe = [self.tool("inforce"), str(TPUT_UID), "10.97.0.2", "9"]
+        out = {}
+        for n in (10, c["big_apps"]):
+            log(f"change -> in force: {c['inforce_rounds']} policy changes with {n} apps, then nft -f")
+            self.enforce_conf(conf, n)
+            d = self.start_enforcing(sock, conf)
+            times = []
+            for _ in range(c["inforce_rounds"]):
+                self.wait_for(self.udp_passes, "the app allowed again", 30)
+                self.enforce_conf(conf, n, wifi="deny")
+                times.append(self.tool_json(probe + ["hup", str(d.pid)], in_ns=True, name="inforce")["in_force_us"])
+                denied_text = run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd"]).stdout
+                self.enforce_conf(conf, n)
+                os.kill(d.pid, signal.SIGHUP)
+            self.wait_for(self.udp_passes, "the app allowed again", 30)
+            allowed_text = run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd"]).stdout
+            self.stop(d)
+            if os.path.exists(sock):
+                os.unlink(sock)
+            # The baseline: the daemon's own transaction (an empty table, its deletion, the whole table) by nft -f.
+            scripts = {}
+            for name, text in (("allow", allowed_text), ("deny", denied_text)):
+                scripts[name] = os.path.join(self.dir, f"inforce-{name}.nft")
+                with open(scripts[name], "w") as f:
+                    f.write("table inet netpermd {}\ndelete table inet netpermd\n" + text)
+            nft = []
+            nftx = ["ip", "netns", "exec", self.ns, "nft", "-f"]
+            for _ in range(c["inforce_rounds"]):
+                run(nftx + [scripts["allow"]])
+                self.wait_for(self.udp_passes, "the app allowed by nft", 10)
+                nft.append(self.tool_json(probe + ["run", "nft", "-f", scripts["deny"]], in_ns=True,
+                                          name="inforce (nft -f)")["in_force_us"])
+            run(["ip", "netns", "exec", self.ns, "nft", "delete", "table", "inet", "netpermd"])
+            out[f"apps_{n}"] = {"apps": n + 1, "netpermd_us": stats(times), "nft_us": stats(nft)}
+        self.results["inforce"] = out
+
+    def bench_enforcement(self):
+        """10: TCP bulk of an allowed app to another namespace with Mode=block and a 10,000-app policy in force
+        (its uid maps full), against the same with no rules (the daemon stopped cleanly removes its table), in turn."""
+        c = self.c
+        log(f"enforcement: TCP bulk, {c['tput_rounds']} round(s) of {c['tput_s']} s with the rules and without")
+        self.tput_links()
+        conf = os.path.join(self.dir, "enforce.conf")
+        self.enforce_conf(conf, c["big_apps"])
+        sock = os.path.join(self.dir, "enforce.sock")
+        on, off = [], []
+        for _ in range(c["tput_rounds"]):
+            d = self.start_enforcing(sock, conf)
+            # The rules are in force: an app denied wifi (uapp00001) is refused at once.
+            denied = self.tput_send(200001, check=False)
+            if denied.returncode == 0 or "connect:" not in denied.stderr:
+                raise BenchError(f"a denied app's connect was not refused: {denied.returncode} {denied.stderr.strip()}")
+            on.append(self.tput_send(TPUT_UID)["mbit_s"])
+            self.stop(d)
+            os.unlink(sock) if os.path.exists(sock) else None
+            if self.nft_table_loaded():
+                raise BenchError("the table is still loaded after netpermd stopped")
+            off.append(self.tput_send(TPUT_UID)["mbit_s"])
+        self.results["enforcement"] = {"apps": c["big_apps"] + 1, "seconds": c["tput_s"], "on_mbit_s": on,
+                                       "off_mbit_s": off}
+
     # ---- the whole run -------------------------------------------------------------------------------------
 
     def main(self):
@@ -768,6 +900,20 @@ def build_rows(r, smoke):
                      "1-app policy: " + triple(bp["query_small"]["rtt_us"], "us"),
                      f"median x{bp['query_big']['rtt_us']['median'] / bp['query_small']['rtt_us']['median']:.2f}"
                      f" ({nb} queries; RSS {bp['rss_kb'] / 1024:.1f} MiB)", "", ""))
+    if "enforcement" in r:
+        e = r["enforcement"]
+        on, off = sorted(e["on_mbit_s"]), sorted(e["off_mbit_s"])
+        ratio = pct(on, 50) / pct(off, 50)
+        rows.append((f"10 TCP bulk of an allowed app, Mode=block, {e['apps']}-app policy (Mbit/s)",
+                     f"{on[0]:.0f} / {pct(on, 50):.0f} / {on[-1]:.0f}",
+                     f"no rules: {off[0]:.0f} / {pct(off, 50):.0f} / {off[-1]:.0f}",
+                     f"median x{ratio:.3f} ({len(on)} runs of {e['seconds']} s each, in turn)", ">= 0.95x of no rules",
+                     target("throughput with enforcement within 5% of none", ratio >= 0.95, f"ratio {ratio:.3f}")))
+    for key, e in sorted(r.get("inforce", {}).items(), key=lambda kv: kv[1]["apps"]):
+        ratio = e["netpermd_us"]["median"] / e["nft_us"]["median"]
+        rows.append((f"11 policy change (SIGHUP) -> the kernel rejects the app, {e['apps']} apps (ms)",
+                     triple(e["netpermd_us"], "ms"), "nft -f of the same table: " + triple(e["nft_us"], "ms"),
+                     f"median x{ratio:.2f}", "", ""))
     if "routes" in r:
         rt = r["routes"]
         ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)

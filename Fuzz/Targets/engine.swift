@@ -13,6 +13,8 @@
 //   s               decision writes wait for d / e (toggle)             d / e     the oldest write succeeds / fails
 //   E               automatic writes fail (toggle)                      x         SIGTERM
 //   u<slot><n>      the slot's subscriber caught up after n dropped events
+//   b<app><kind>    the kernel rejected a packet of app 0-5 (firefox, updater, bob, sync, curl, an unknown name)
+//                   out of a link of kind 0-4 (wifi, wwan, ethernet, other, metered): the NFLOG-raised prompt
 @testable import NetpermCore
 
 /// Who may connect: root, an admin-group member, ordinary users matched by executable, unit and user, a peer
@@ -122,6 +124,9 @@ func snapshot(_ n: Int, resyncs: Int) -> KernelSnapshot {
 
 let errorCodes = Set(ErrorCode.allCases.map(\.rawValue))
 
+/// The apps of `policies` (and one no policy has) a rejected packet can name.
+let blockedApps = ["firefox", "updater", "bob", "sync", "curl", "nosuch"]
+
 final class Connection {
     let id: ConnectionID
     var held = false
@@ -162,6 +167,9 @@ final class World {
     var storesManual = false, storeFails = false
     var pendingStores = 0
     var resyncs = 0
+    /// When each app and kind's last prompt expired unanswered: packets may not raise it again for
+    /// `Engine.blockedQuietSec` after that.
+    var expiredAt: [String: UInt64] = [:]
 
     func feed(_ input: Input) {
         queue.append(input)
@@ -173,7 +181,9 @@ final class World {
                 // From its close on, nothing may be sent to a connection.
                 if case let .closed(id) = next { live[id] = nil }
                 effects.reset()
+                let before = engine.state.prompts.open
                 engine.handle(next, into: effects)
+                checkPrompts(after: next, before: before)
                 uncachedEffects.reset()
                 uncached.handle(padded(next), into: uncachedEffects)
                 let a = render(effects), b = render(uncachedEffects)
@@ -339,6 +349,30 @@ final class World {
         }
     }
 
+    /// At most one open prompt per app and kind, whoever raised it; a rejected packet raises at most one, for its
+    /// own app and kind, marked `blocked`, and none within `blockedQuietSec` of that app and kind's last expiry.
+    func checkPrompts(after input: Input, before: [Prompt]) {
+        let open = engine.state.prompts.open
+        let keys = open.map { "\($0.app) \($0.kind.rawValue)" }
+        require(Set(keys).count == keys.count, "two open prompts for one app and kind: \(keys.sorted())")
+        let beforeIDs = Set(before.map(\.id)), openIDs = Set(open.map(\.id))
+        let raised = open.filter { !beforeIDs.contains($0.id) }
+        switch input {
+        case .timer:
+            // Only an expiry closes a prompt when a timer fires.
+            for p in before where !openIDs.contains(p.id) { expiredAt["\(p.app) \(p.kind.rawValue)"] = now }
+        case let .blocked(app, kind):
+            require(raised.count <= 1 && raised.allSatisfy { $0.app == app && $0.kind == kind && $0.blocked },
+                    "a rejected packet of \(app) (\(kind.rawValue)) raised \(raised.map { "\($0.app) \($0.kind.rawValue)" })")
+            if let at = expiredAt["\(app) \(kind.rawValue)"], now < at + Engine.blockedQuietSec * 1_000_000 {
+                require(raised.isEmpty, "a rejected packet of \(app) (\(kind.rawValue)) raised a prompt \(now - at) µs "
+                    + "after the last one expired")
+            }
+        default:
+            require(raised.allSatisfy { !$0.blocked }, "a prompt marked blocked raised by \(input)")
+        }
+    }
+
     /// One JSON object and one newline, at the end.
     func oneLine(_ line: [UInt8], what: String) -> StrictJSON.Value {
         require(line.last == 0x0A, "\(what) does not end with a newline: \(show(line))")
@@ -459,6 +493,11 @@ final class World {
             if pendingStores > 0 { pendingStores -= 1; feed(.stored(error: first == UInt8(ascii: "e") ? "EIO" : nil)) }
         case UInt8(ascii: "E"): storeFails.toggle()
         case UInt8(ascii: "x"): feed(.stopping)
+        case UInt8(ascii: "b"):
+            let digits = Array(rest)
+            let app = blockedApps[digits.first.map { Int($0 &- 0x30) % blockedApps.count } ?? 0]
+            let kinds = PolicyDimension.allCases
+            feed(.blocked(app: app, kind: kinds[digits.dropFirst().first.map { Int($0 &- 0x30) % kinds.count } ?? 0]))
         case UInt8(ascii: "u"):
             if let id = slots[slot], live[id] != nil {
                 feed(.caughtUp(id, dropped: number(rest.dropFirst(), limit: 1_000_000) ?? 1))

@@ -52,23 +52,37 @@ public final class ByteBuffer {
         guard let src = bytes.baseAddress, bytes.count > 0 else { return }
         let n = bytes.count
         reserve(n)
-        let dst = UnsafeMutableRawPointer(s.pointee.base + s.pointee.count)
-        let from = UnsafeRawPointer(src)
-        // Most pieces of a reply are keys and short values: two overlapping word copies beat a call to memcpy.
+        Self.copy(UnsafeRawPointer(src), to: UnsafeMutableRawPointer(s.pointee.base + s.pointee.count), count: n)
+        s.pointee.count += n
+    }
+
+    /// A JSON member's key: `,` unless first, then `"key":`, with one capacity check (a reply has ~40 keys).
+    @inline(__always) public func appendKey(_ key: UnsafePointer<UInt8>, count n: Int, first: Bool) {
+        reserve(n + 4)
+        var at = s.pointee.base + s.pointee.count
+        if !first { at.pointee = 0x2C; at += 1 }
+        at.pointee = 0x22
+        Self.copy(UnsafeRawPointer(key), to: UnsafeMutableRawPointer(at + 1), count: n)
+        (at + 1 + n).pointee = 0x22
+        (at + 2 + n).pointee = 0x3A
+        s.pointee.count = at + 3 + n - s.pointee.base
+    }
+
+    /// Most pieces of a reply are keys and short values: two overlapping word copies beat a call to memcpy.
+    @inline(__always) private static func copy(_ from: UnsafeRawPointer, to dst: UnsafeMutableRawPointer, count n: Int) {
         if n >= 8 && n <= 16 {
             dst.storeBytes(of: from.loadUnaligned(as: UInt64.self), as: UInt64.self)
             (dst + n - 8).storeBytes(of: from.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self), as: UInt64.self)
         } else if n >= 4 && n < 8 {
             dst.storeBytes(of: from.loadUnaligned(as: UInt32.self), as: UInt32.self)
             (dst + n - 4).storeBytes(of: from.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self), as: UInt32.self)
-        } else if n < 4 {
-            dst.storeBytes(of: src[0], as: UInt8.self)
-            (dst + n / 2).storeBytes(of: src[n / 2], as: UInt8.self)
-            (dst + n - 1).storeBytes(of: src[n - 1], as: UInt8.self)
-        } else {
+        } else if n > 0 && n < 4 {
+            dst.storeBytes(of: from.load(as: UInt8.self), as: UInt8.self)
+            (dst + n / 2).storeBytes(of: from.load(fromByteOffset: n / 2, as: UInt8.self), as: UInt8.self)
+            (dst + n - 1).storeBytes(of: from.load(fromByteOffset: n - 1, as: UInt8.self), as: UInt8.self)
+        } else if n > 0 {
             dst.copyMemory(from: from, byteCount: n)
         }
-        s.pointee.count += n
     }
 
     public func append(_ bytes: [UInt8]) {

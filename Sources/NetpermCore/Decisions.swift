@@ -9,6 +9,16 @@ public enum PermissionSource: String, Sendable {
     /// The policy says `ask`, nothing was decided, and no agent is listening to ask the user: a deny, as
     /// polkit denies when no authentication agent is registered.
     case noAgent = "no-agent"
+
+    /// `rawValue` as a literal, written without escaping (every reply has five).
+    public var literal: StaticString {
+        switch self {
+        case .policy: "policy"
+        case .decision: "decision"
+        case .once: "once"
+        case .noAgent: "no-agent"
+        }
+    }
 }
 
 /// The user's answers to prompts. They only ever apply where the policy says `ask`: an explicit allow or deny in
@@ -105,9 +115,9 @@ public struct Decisions: Equatable, Sendable {
 /// An app's permissions after decisions, with the source of each.
 public struct EffectivePermissions: Hashable, Sendable {
     public var permissions: PermissionSet
-    public var sources: [PolicyDimension: PermissionSource] = [:]
+    public var sources: PermissionSources = [:]
 
-    public init(permissions: PermissionSet, sources: [PolicyDimension: PermissionSource] = [:]) {
+    public init(permissions: PermissionSet, sources: PermissionSources = [:]) {
         self.permissions = permissions; self.sources = sources
     }
 

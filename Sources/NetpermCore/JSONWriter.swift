@@ -22,21 +22,33 @@ public struct JSONWriter {
 
     /// Keys are plain ASCII names: no escaping.
     private mutating func key(_ k: StaticString) {
-        if !first { out.append(0x2C) }
-        first = false
-        out.append(0x22)
         // Multi-byte literals are stored as pointers; withUTF8Buffer's closure would retain `out` on every key.
         if k.hasPointerRepresentation {
-            out.append(UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount))
+            out.appendKey(k.utf8Start, count: k.utf8CodeUnitCount, first: first)
         } else {
+            if !first { out.append(0x2C) }
+            out.append(0x22)
             k.withUTF8Buffer { out.append($0) }
+            out.append(ascii: 0x3A22, count: 2)   // ":
         }
-        out.append(ascii: 0x3A22, count: 2)   // ":
+        first = false
     }
 
     public mutating func field(_ key: StaticString, _ value: String) { self.key(key); Self.write(value, into: out) }
     public mutating func field(_ key: StaticString, _ value: Bool) { self.key(key); Self.write(value, into: out) }
     public mutating func field(_ key: StaticString, _ value: Int) { self.key(key); Self.write(value, into: out) }
+
+    /// A value known to need no escaping (an enum's literal): copied, not scanned.
+    public mutating func field(_ key: StaticString, literal value: StaticString) {
+        self.key(key)
+        out.append(0x22)
+        if value.hasPointerRepresentation {
+            out.append(UnsafeBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount))
+        } else {
+            value.withUTF8Buffer { out.append($0) }
+        }
+        out.append(0x22)
+    }
 
     /// `null` when nil.
     public mutating func field(_ key: StaticString, _ value: String?) {

@@ -1,6 +1,15 @@
 /// What an app may do on one kind of network.
 public enum Permission: String, Sendable, CaseIterable {
     case allow, deny, ask
+
+    /// `rawValue` as a literal, written without escaping (every reply has five).
+    public var literal: StaticString {
+        switch self {
+        case .allow: "allow"
+        case .deny: "deny"
+        case .ask: "ask"
+        }
+    }
 }
 
 /// What one permission is about: a kind of link, or `metered`, which applies on top of the kind to links that

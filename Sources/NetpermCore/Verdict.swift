@@ -22,13 +22,13 @@ public struct Verdict: Equatable, Sendable {
     public var matchedBy: MatchedBy
     /// Effective permissions: the policy's, with decisions applied where it says `ask`.
     public var permissions: PermissionSet
-    public var sources: [PolicyDimension: PermissionSource]
+    public var sources: PermissionSources
     public var available: Bool
     public var reason: Reason
     /// When available: the link its traffic leaves by (IPv4's, else IPv6's).
     public var via: Link?
     /// Per family, where the kernel sends the app's traffic now; no entry: no route.
-    public var egress: [AddressFamily: Route]
+    public var egress: PerFamily<Route>
     /// With `routed-elsewhere`: a usable link the app may use, to bind its sockets to (the lowest metric).
     public var bindTo: Link?
     /// What keeps the app off usable links: their kinds set to deny, and `metered` when a usable metered link
@@ -138,11 +138,10 @@ public struct Verdict: Equatable, Sendable {
         s.field("denied_kinds", strings: deniedKinds.lazy.map(\.rawValue))
         s.field("pending_kinds", strings: pendingKinds.lazy.map(\.rawValue))
         s.object("permissions") {
-            for k in PermissionSet.dimensions { $0.field(k.dimension.key, permissions[k.dimension].rawValue) }
+            for k in PermissionSet.dimensions { $0.field(k.dimension.key, literal: permissions[k.dimension].literal) }
         }
-        let effective = EffectivePermissions(permissions: permissions, sources: sources)
         s.object("sources") {
-            for k in PermissionSet.dimensions { $0.field(k.dimension.key, effective.source(k.dimension).rawValue) }
+            for k in PermissionSet.dimensions { $0.field(k.dimension.key, literal: (sources[k.dimension] ?? .policy).literal) }
         }
         enforcement.write(to: &s)
     }

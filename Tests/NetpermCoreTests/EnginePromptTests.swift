@@ -332,4 +332,24 @@ final class EnginePromptTests: XCTestCase {
         h.feed(.blocked(app: "maps", kind: .wwan))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
     }
+
+    /// The quiet minute runs from the last expiry: a prompt the app raised by asking during the quiet and left to
+    /// expire starts it again (the fuzz target's `.blocked` input found it running from the first).
+    func testQuietRestartsAtEachExpiry() {
+        let h = harness(agents: true)
+        let agent = h.connections.keys.max()!
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.advance(bySeconds: 11)
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [1])
+        _ = h.request(h.connect(Peers.maps), "QUERY")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [2])
+        h.advance(bySeconds: 50)
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "60 s after the first expiry, 50 s after the last")
+        h.advance(bySeconds: 10)
+        h.feed(.blocked(app: "maps", kind: .wwan))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [3])
+    }
 }

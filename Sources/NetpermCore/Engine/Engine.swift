@@ -245,8 +245,17 @@ public final class Engine {
     /// The verdict an app has now: the tracker's when it is tracked (every app someone may hear about),
     /// otherwise computed.
     func verdict(for match: AppMatch) -> Verdict {
-        if let v = tracker.verdict(match.id) { return withEnforcement(v.renamed(match.id, match.matchedBy), match.matchedBy) }
-        return withEnforcement(state.verdict(for: match), match.matchedBy)
+        // One copy, changed in place: a Verdict holds a dozen references, each copy retains them all.
+        var v: Verdict
+        if let tracked = tracker.verdict(match.id) {
+            v = tracked
+            v.app = match.id
+            v.matchedBy = match.matchedBy
+        } else {
+            v = state.verdict(for: match)
+        }
+        v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: match.matchedBy, app: nil))
+        return v
     }
 
     // MARK: - The setters
@@ -449,10 +458,14 @@ public final class Engine {
             guard let p = state.prompts.close(id: promptID) else { return }
             log(.info, "prompt \(p.id) for \(p.app) (\(p.kind.rawValue)) expired unanswered")
             pendingEvents.append(.promptExpired(p))
+            // The quiet minute runs from the last expiry: a prompt raised by asking during the quiet and left to
+            // expire starts it again.
             let key = "\(p.app) \(p.kind.rawValue)"
-            if quietBlocked.insert(key).inserted {
-                _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)
+            if !quietBlocked.insert(key).inserted,
+               let old = timers.first(where: { if case .blockedQuiet(key) = $0.value { true } else { false } })?.key {
+                cancelTimer(old)
             }
+            _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)
         case let .blockedQuiet(key):
             quietBlocked.remove(key)
         case .rulesRetry:

@@ -1,0 +1,54 @@
+/* TCP bulk throughput between two network namespaces (the enforcement figure: an allowed app's throughput with
+ * netpermd's rules loaded against none).
+ *
+ *   tput recv PORT                  accept connections on PORT one after another, read each to EOF (runs until killed)
+ *   tput send ADDR PORT SECONDS     connect, write 128 KiB buffers for SECONDS, print {"bytes":..,"seconds":..,"mbit_s":..}
+ *
+ * The sender is started as the app's uid (setpriv), so its packets are the app's in the kernel's rules. */
+#include "common.h"
+#include <netinet/in.h>
+
+#define CHUNK (128 * 1024)
+
+static _Noreturn void do_recv(int port) {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_ANY)};
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4) < 0) die("listen: %s\n", strerror(errno));
+    static char buf[CHUNK];
+    for (;;) {
+        int c = accept(l, NULL, NULL);
+        if (c < 0) die("accept: %s\n", strerror(errno));
+        while (read(c, buf, sizeof buf) > 0) {}
+        close(c);
+    }
+}
+
+static int do_send(const char *addr, int port, double seconds) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (s < 0 || inet_pton(AF_INET, addr, &a.sin_addr) != 1) die("bad address %s\n", addr);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) die("connect: %s\n", strerror(errno));
+    static char buf[CHUNK];
+    memset(buf, 0x5a, sizeof buf);
+    double t0 = now_us(), end = t0 + seconds * 1e6, t = t0;
+    long long bytes = 0;
+    while (t < end) {
+        ssize_t n = write(s, buf, sizeof buf);
+        if (n < 0) die("write: %s\n", strerror(errno));
+        bytes += n;
+        t = now_us();
+    }
+    close(s);
+    double secs = (t - t0) / 1e6;
+    printf("{\"bytes\":%lld,\"seconds\":%.3f,\"mbit_s\":%.1f}\n", bytes, secs, bytes * 8 / secs / 1e6);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "recv")) do_recv(atoi(argv[2]));
+    if (argc == 5 && !strcmp(argv[1], "send")) return do_send(argv[2], atoi(argv[3]), atof(argv[4]));
+    die("usage: tput recv PORT | tput send ADDR PORT SECONDS\n");
+    return 2;
+}
