@@ -255,7 +255,7 @@ public final class Engine {
             v = state.verdict(for: match)
         }
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: match.matchedBy, app: nil))
-        return v
+        return steered(v)
     }
 
     // MARK: - The setters
