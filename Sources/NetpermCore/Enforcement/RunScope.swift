@@ -37,21 +37,7 @@ public enum RunScope {
     }
 
     static func unescape(_ s: String) -> String? {
-        var out: [UInt8] = []
-        let b = Array(s.utf8)
-        var i = 0
-        while i < b.count {
-            if b[i] == UInt8(ascii: "\\") {
-                guard i + 3 < b.count, b[i + 1] == UInt8(ascii: "x"),
-                      let v = UInt8(String(decoding: b[(i + 2)...(i + 3)], as: UTF8.self), radix: 16) else { return nil }
-                out.append(v)
-                i += 4
-            } else {
-                out.append(b[i])
-                i += 1
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        BackslashEscapes.decode(s, marker: UInt8(ascii: "x"), radix: 16, digits: 2, strict: true)
     }
 
     static func isTag<S: StringProtocol>(_ s: S) -> Bool {

@@ -92,20 +92,6 @@ public struct UnitCgroups: Equatable, Sendable {
 
     /// mountinfo writes space, tab, newline and backslash as octal escapes (`\040`).
     static func unescapeMountinfo(_ s: String) -> String {
-        guard s.contains("\\") else { return s }
-        var out: [UInt8] = []
-        let b = Array(s.utf8)
-        var i = 0
-        while i < b.count {
-            if b[i] == 0x5C, i + 3 < b.count,
-               let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
-                out.append(v)
-                i += 4
-            } else {
-                out.append(b[i])
-                i += 1
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        BackslashEscapes.decode(s, radix: 8, digits: 3, strict: false) ?? s
     }
 }
