@@ -29,7 +29,14 @@ final class EnforcementBed {
 
     /// A veth `name` in `ns`, its other end in `peer`, with 10.N.0.1/24 and fd00:N::1/64 on this side.
     func addLink(_ name: String, subnet n: Int) throws {
-        let other = "p\(n)"
+        try Self.addVeth(name, in: ns, peerName: "p\(n)", in: peer, subnet: n)
+        peers[name] = ("10.\(n).0.2", "fd00:\(n)::2")
+    }
+
+    /// A veth `name` in `ns` and `peerName` in `peer`, both up: 10.N.0.1/24 and fd00:N::1/64 on this side, .2 on the
+    /// peer's (the beds of the block and steer tests share it).
+    static func addVeth(_ name: String, in ns: TestNamespace, peerName other: String, in peer: TestNamespace,
+                        subnet n: Int) throws {
         try ns.ip("link", "add", name, "type", "veth", "peer", "name", other, "netns", peer.name)
         try ns.ip("addr", "add", "10.\(n).0.1/24", "dev", name)
         try ns.ip("-6", "addr", "add", "fd00:\(n)::1/64", "dev", name, "nodad")
@@ -37,7 +44,6 @@ final class EnforcementBed {
         try peer.ip("addr", "add", "10.\(n).0.2/24", "dev", other)
         try peer.ip("-6", "addr", "add", "fd00:\(n)::2/64", "dev", other, "nodad")
         try peer.ip("link", "set", other, "up")
-        peers[name] = ("10.\(n).0.2", "fd00:\(n)::2")
     }
 
     func deleteLink(_ name: String) throws {

@@ -43,13 +43,7 @@ final class SteerBed {
         try peer.ip("addr", "add", "10.99.0.1/32", "dev", "lo")
         try peer.ip("-6", "addr", "add", "fd99::1/128", "dev", "lo")
         for (name, n, other) in [("wwan0", 81, "p1"), ("wifi0", 82, "p2")] {
-            try ns.ip("link", "add", name, "type", "veth", "peer", "name", other, "netns", peer.name)
-            try ns.ip("addr", "add", "10.\(n).0.1/24", "dev", name)
-            try ns.ip("-6", "addr", "add", "fd00:\(n)::1/64", "dev", name, "nodad")
-            try ns.ip("link", "set", name, "up")
-            try peer.ip("addr", "add", "10.\(n).0.2/24", "dev", other)
-            try peer.ip("-6", "addr", "add", "fd00:\(n)::2/64", "dev", other, "nodad")
-            try peer.ip("link", "set", other, "up")
+            try EnforcementBed.addVeth(name, in: ns, peerName: other, in: peer, subnet: n)
         }
         try addDefaults(wifi: true, wwan: true)
         FileManager.default.createFile(atPath: seenPath, contents: nil)
