@@ -217,7 +217,7 @@ final class AbuseTests: IntegrationTestCase {
     /// Anonymous resident memory (RssAnon): the heap and stacks. File-backed pages are the binary's code and
     /// data, which grow as more of it runs (start-up's pages are released once ready) and are not a leak.
     private func rssKiB(_ pid: pid_t) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let status = try readProcFile("/proc/\(pid)/status")
         guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") }),
               let kb = Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) else {
             throw HarnessError("no VmRSS for \(pid)")

@@ -10,7 +10,7 @@ import Glibc
 final class ConfigErrorSizeTests: IntegrationTestCase {
     /// The daemon's resident set, from /proc/PID/status.
     private func rssKiB(_ pid: pid_t) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let status = try readProcFile("/proc/\(pid)/status")
         guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
               let kib = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else {
             throw HarnessError("no VmRSS in /proc/\(pid)/status")

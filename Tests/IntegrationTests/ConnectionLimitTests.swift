@@ -85,7 +85,7 @@ final class ConnectionLimitTests: IntegrationTestCase {
         let socket = dir + "/netpermd.sock"
         let daemon = try startDaemon(in: ns, socket: socket, config: config)
         // Only the soft limit: raising a hard limit again takes CAP_SYS_RESOURCE, which a test may not have.
-        let limits = try String(contentsOfFile: "/proc/\(daemon.pid)/limits", encoding: .utf8)
+        let limits = try readProcFile("/proc/\(daemon.pid)/limits")
         let nofile = try XCTUnwrap(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?
             .split(separator: " ").dropFirst(3).prefix(2).map(String.init), limits)
         let original = nofile.joined(separator: ":")

@@ -266,7 +266,7 @@ final class EnforcementTests: IntegrationTestCase {
         d = try start(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
         try waitUntil("Mode=off removes what the killed daemon left") { (try self.bed.table() == nil, "still there") }
         XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "off")
-        XCTAssertTrue(try String(contentsOfFile: "/proc/\(d.pid)/maps", encoding: .utf8).contains("libnftables"),
+        XCTAssertTrue(try readProcFile("/proc/\(d.pid)/maps").contains("libnftables"),
                       "it loaded libnftables to remove the table")
     }
 
@@ -274,7 +274,7 @@ final class EnforcementTests: IntegrationTestCase {
     func testModeOffNeverLoadsLibnftables() throws {
         let d = try start(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
         XCTAssertEqual(try request(socket, "STATUS")["enforcement"] as? [String: String], ["mode": "off", "state": "off"])
-        XCTAssertFalse(try String(contentsOfFile: "/proc/\(d.pid)/maps", encoding: .utf8).contains("libnftables"))
+        XCTAssertFalse(try readProcFile("/proc/\(d.pid)/maps").contains("libnftables"))
         XCTAssertNil(try bed.table())
     }
 

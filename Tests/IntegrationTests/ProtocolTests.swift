@@ -138,7 +138,7 @@ final class ProtocolTests: IntegrationTestCase {
         // 32 KiB (5461 requests, whose replies are over 6 MB: far more than the daemon's 256 KiB queue plus every
         // socket and pipe buffer), the daemon holds a full queue for it and has stopped reading from it.
         func sent() -> Int {
-            let info = (try? String(contentsOfFile: "/proc/\(flood.pid)/fdinfo/0", encoding: .utf8)) ?? ""
+            let info = (try? readProcFile("/proc/\(flood.pid)/fdinfo/0")) ?? ""
             return info.split(separator: "\n").first { $0.hasPrefix("pos:") }
                 .flatMap { Int($0.dropFirst(4).trimmingCharacters(in: .whitespaces)) } ?? -1
         }

@@ -52,7 +52,7 @@ final class SteerProgramTests: XCTestCase {
     /// hierarchy's root). Root only.
     func testKernelAcceptsAndAttaches() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root") }
-        guard let info = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8),
+        guard let info = try? String(decoding: Files.read("/proc/self/mountinfo"), as: UTF8.self),
               let mp = info.split(separator: "\n").lazy.compactMap({ line -> String? in
                   let h = line.split(separator: " - ", maxSplits: 1)
                   guard h.count == 2, h[1].hasPrefix("cgroup2 ") else { return nil }

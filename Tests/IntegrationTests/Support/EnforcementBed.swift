@@ -124,7 +124,7 @@ final class EnforcementBed {
 
     /// The cgroup v2 hierarchy's mount point in the test's own mount namespace.
     static func cgroupRoot() throws -> String {
-        let text = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+        let text = try readProcFile("/proc/self/mountinfo")
         guard let root = UnitCgroups.unifiedMountPoint(mountinfo: text) else {
             throw HarnessError("no cgroup2 mount in /proc/self/mountinfo")
         }

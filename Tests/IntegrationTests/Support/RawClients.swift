@@ -69,7 +69,7 @@ final class RawClient {
 enum ProcessStats {
     /// User plus system CPU time in seconds (/proc/PID/stat, fields 14 and 15, in clock ticks).
     static func cpuSeconds(_ pid: pid_t) throws -> Double {
-        let text = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        let text = try readProcFile("/proc/\(pid)/stat")
         // The command name may hold spaces; the fields after its closing parenthesis do not.
         guard let close = text.lastIndex(of: ")") else { throw HarnessError("bad /proc/\(pid)/stat: \(text)") }
         let fields = text[text.index(after: close)...].split(separator: " ")

@@ -60,7 +60,7 @@ final class RealSystemd: @unchecked Sendable {
     /// The unified (v2) hierarchy's mount point from /proc/self/mountinfo: /sys/fs/cgroup on ordinary systems,
     /// /sys/fs/cgroup/unified on hybrid ones.
     static func cgroup2Mount() throws -> String {
-        let info = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+        let info = try readProcFile("/proc/self/mountinfo")
         for line in info.split(separator: "\n") {
             // "... MOUNTPOINT OPTIONS [optional fields] - FSTYPE SOURCE SUPEROPTIONS"
             let halves = line.components(separatedBy: " - ")
@@ -80,8 +80,7 @@ final class RealSystemd: @unchecked Sendable {
             if let status = launcher.poll() {
                 throw HarnessError("the container's init exited with status \(status) before systemd ran:\n\(console)")
             }
-            if pid1 == 0, let text = try? String(contentsOfFile: "/proc/\(launcher.pid)/task/\(launcher.pid)/children",
-                                                 encoding: .utf8),
+            if pid1 == 0, let text = try? readProcFile("/proc/\(launcher.pid)/task/\(launcher.pid)/children"),
                let child = text.split(separator: " ").first.flatMap({ pid_t($0) }) {
                 pid1 = child
             }
