@@ -131,10 +131,10 @@ final class EnforcementTests: IntegrationTestCase {
         try waitForPeer("wwan1")
         assertBlocked(try bed.probe(uid: 4001, link: "wwan1"), "new wwan1")
         XCTAssertTrue(try bed.probe(uid: 4002, link: "wwan1").passed, "allowed on new wwan1")
-        let set = try bed.nft("list", "set", "inet", "netpermd", "links_wwan").stdout
-        XCTAssertTrue(set.contains(#""wwan0""#) && set.contains(#""wwan1""#), set)
-        // Links change only their sets; a repair after a flush loads the whole table, links included.
-        XCTAssertTrue(try String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8).contains("(link sets only)"))
+        let set = try bed.nft("list", "map", "inet", "netpermd", "links").stdout
+        XCTAssertTrue(set.contains(#""wwan0" : goto metered_wwan"#) && set.contains(#""wwan1" : goto metered_wwan"#), set)
+        // Links change only the links map; a repair after a flush loads the whole table, links included.
+        XCTAssertTrue(try String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8).contains("(links map only)"))
         XCTAssertEqual(try bed.nft("flush", "ruleset").status, 0)
         try waitUntil("the table is back with both links", timeout: 1, interval: 0.005) {
             let t = try self.bed.table() ?? ""
@@ -216,11 +216,11 @@ final class EnforcementTests: IntegrationTestCase {
         print("enforcement: repaired \(Int(took * 1000)) ms after `nft flush ruleset`")
         // A rule deleted from the table is repaired too.
         let handle = try XCTUnwrap(try bed.nft("-a", "list", "chain", "inet", "netpermd", "output").stdout
-            .split(separator: "\n").first { $0.contains("goto kind_wwan") }?.split(separator: " ").last)
+            .split(separator: "\n").first { $0.contains("oifname vmap @links") }?.split(separator: " ").last)
         XCTAssertEqual(try bed.nft("delete", "rule", "inet", "netpermd", "output", "handle", String(handle)).status, 0)
         try waitUntil("the rule is back", timeout: 1, interval: 0.005) {
             let t = try self.bed.table() ?? ""
-            return (t.contains("goto kind_wwan"), t)
+            return (t.contains("oifname vmap @links"), t)
         }
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "after a deleted rule")
     }

@@ -56,11 +56,11 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertFalse(h.rules[0].contains("wwan0"))
         var wwan = Links.wwan
         h.setLinks([Links.lo, Links.eth, wwan])
-        XCTAssertEqual(h.rules.count, 2, "a new link is a new set element")
-        XCTAssertTrue(h.rules[1].contains(#"elements = { "wwan0" }"#))
-        XCTAssertEqual(h.scripts[1], "flush set inet netpermd links_metered\nadd element inet netpermd links_metered { \"wwan0\" }\n"
-                       + "flush set inet netpermd links_wwan\nadd element inet netpermd links_wwan { \"wwan0\" }\n",
-                       "only links changed: only their sets (wwan0 is metered) are loaded")
+        XCTAssertEqual(h.rules.count, 2, "a new link is a new map element")
+        XCTAssertTrue(h.rules[1].contains(#""wwan0" : goto metered_wwan }"#), h.rules[1])
+        XCTAssertEqual(h.scripts[1], "flush map inet netpermd links\nadd element inet netpermd links { "
+                       + "\"eth0\" : goto kind_ethernet, \"wwan0\" : goto metered_wwan }\n",
+                       "only links changed: only the links map is loaded (wwan0 is metered)")
         wwan.carrier = false
         h.setLinks([Links.lo, Links.eth, wwan])
         XCTAssertEqual(h.rules.count, 2, "carrier is not in the rules")
@@ -70,7 +70,7 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.count, 3)
         XCTAssertEqual(h.scripts[2], h.rules[2], "a decision loads the whole table")
         h.setLinks([Links.lo, Links.eth])
-        XCTAssertEqual(h.scripts.last, "flush set inet netpermd links_metered\nflush set inet netpermd links_wwan\n",
+        XCTAssertEqual(h.scripts.last, "flush map inet netpermd links\nadd element inet netpermd links { \"eth0\" : goto kind_ethernet }\n",
                        "the last wwan (and metered) link went")
         h.setLinks([Links.lo, Links.eth, wwan])
         XCTAssertEqual(h.rules.count, 5)

@@ -31,23 +31,10 @@ final class RulesetTests: XCTestCase {
             table inet netpermd {}
             delete table inet netpermd
             table inet netpermd {
-            	set links_metered {
-            		type ifname
-            		elements = { "wwan0" }
-            	}
-            	set links_wifi {
-            		type ifname
-            	}
-            	set links_wwan {
-            		type ifname
-            		elements = { "wwan0" }
-            	}
-            	set links_ethernet {
-            		type ifname
-            		elements = { "eth0" }
-            	}
-            	set links_other {
-            		type ifname
+            	map links {
+            		type ifname : verdict
+            		elements = { "eth0" : goto kind_ethernet,
+            			     "wwan0" : goto metered_wwan }
             	}
             	map uid_metered {
             		type uid : verdict
@@ -158,53 +145,40 @@ final class RulesetTests: XCTestCase {
             		goto deny
             	}
             	chain metered {
-            		socket cgroupv2 level 6 vmap @user6_metered
-            		socket cgroupv2 level 5 vmap @user5_metered
-            		socket cgroupv2 level 4 vmap @user4_metered
-            		socket cgroupv2 level 3 vmap @unit3_metered
             		socket cgroupv2 level 2 vmap @unit2_metered
-            		meta skuid vmap @uid_metered
             	}
             	chain kind_wifi {
-            		socket cgroupv2 level 6 vmap @user6_wifi
-            		socket cgroupv2 level 5 vmap @user5_wifi
-            		socket cgroupv2 level 4 vmap @user4_wifi
-            		socket cgroupv2 level 3 vmap @unit3_wifi
             		socket cgroupv2 level 2 vmap @unit2_wifi
-            		meta skuid vmap @uid_wifi
             	}
             	chain kind_wwan {
-            		socket cgroupv2 level 6 vmap @user6_wwan
-            		socket cgroupv2 level 5 vmap @user5_wwan
-            		socket cgroupv2 level 4 vmap @user4_wwan
-            		socket cgroupv2 level 3 vmap @unit3_wwan
             		socket cgroupv2 level 2 vmap @unit2_wwan
             		meta skuid vmap @uid_wwan
             	}
             	chain kind_ethernet {
-            		socket cgroupv2 level 6 vmap @user6_ethernet
-            		socket cgroupv2 level 5 vmap @user5_ethernet
-            		socket cgroupv2 level 4 vmap @user4_ethernet
-            		socket cgroupv2 level 3 vmap @unit3_ethernet
             		socket cgroupv2 level 2 vmap @unit2_ethernet
-            		meta skuid vmap @uid_ethernet
             	}
             	chain kind_other {
-            		socket cgroupv2 level 6 vmap @user6_other
-            		socket cgroupv2 level 5 vmap @user5_other
-            		socket cgroupv2 level 4 vmap @user4_other
-            		socket cgroupv2 level 3 vmap @unit3_other
             		socket cgroupv2 level 2 vmap @unit2_other
-            		meta skuid vmap @uid_other
+            	}
+            	chain metered_wifi {
+            		jump metered
+            		goto kind_wifi
+            	}
+            	chain metered_wwan {
+            		jump metered
+            		goto kind_wwan
+            	}
+            	chain metered_ethernet {
+            		jump metered
+            		goto kind_ethernet
+            	}
+            	chain metered_other {
+            		jump metered
+            		goto kind_other
             	}
             	chain output {
             		type filter hook output priority filter; policy accept;
-            		oifname "lo" accept
-            		oifname @links_metered jump metered
-            		oifname @links_wifi goto kind_wifi
-            		oifname @links_wwan goto kind_wwan
-            		oifname @links_ethernet goto kind_ethernet
-            		oifname @links_other goto kind_other
+            		oifname vmap @links
             	}
             }
 
@@ -321,12 +295,10 @@ final class RulesetTests: XCTestCase {
             	chain kind_wwan {
             		socket cgroupv2 level 6 vmap @user6_wwan
             		socket cgroupv2 level 5 vmap @user5_wwan
-            		socket cgroupv2 level 4 vmap @user4_wwan
-            		socket cgroupv2 level 3 vmap @unit3_wwan
             		socket cgroupv2 level 2 vmap @unit2_wwan
             		meta skuid vmap @uid_wwan
             	}
-            """), r.text)
+            """), "deepest first, users' units before the system's, the uid last; empty maps (user4, unit3) not looked up\n" + r.text)
         XCTAssertEqual(r.notEnforced, ["cron": .cgroupAbsent, "absent": .cgroupAbsent])
         XCTAssertEqual(r.unitIDs, [21, 51, 52, 61], "user units' ids too, by path")
     }
@@ -337,14 +309,11 @@ final class RulesetTests: XCTestCase {
         let old = try build(policy, links: [Links.eth, Links.wwan])
         let new = try build(policy, links: [Links.eth, Links.wwan, makeLink(9, "wwan1", .wwan), makeLink(8, "wlan0", .wifi)])
         XCTAssertEqual(new.linkUpdate(from: old), """
-            flush set inet netpermd links_metered
-            add element inet netpermd links_metered { "wwan0", "wwan1" }
-            flush set inet netpermd links_wifi
-            add element inet netpermd links_wifi { "wlan0" }
-            flush set inet netpermd links_wwan
-            add element inet netpermd links_wwan { "wwan0", "wwan1" }
+            flush map inet netpermd links
+            add element inet netpermd links { "eth0" : goto kind_ethernet, "wwan0" : goto metered_wwan, "wwan1" : goto metered_wwan, "wlan0" : goto kind_wifi }
 
             """)
+        XCTAssertEqual(try build(policy, links: []).linkUpdate(from: old), "flush map inet netpermd links\n", "every link went")
         XCTAssertNil(old.linkUpdate(from: old), "nothing changed")
         XCTAssertNil(try build("[App a]\nUser=1\nWWAN=allow\n", links: [Links.eth]).linkUpdate(from: old),
                      "a permission changed too")
@@ -368,9 +337,10 @@ final class RulesetTests: XCTestCase {
         XCTAssertTrue(r.text.contains(#""unified/system.slice/cron.service" : return"#))
         XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto ask_2_metered"#))
         XCTAssertTrue(r.text.contains(#"log group 28272 prefix "netpermd:getty:metered""#), "Metered=ask is logged too")
-        XCTAssertTrue(r.text.contains("\t\toifname @links_metered jump metered\n\t\toifname @links_wifi goto kind_wifi"))
-        XCTAssertTrue(r.text.contains(#"set links_metered {"# + "\n\t\ttype ifname\n\t\t" + #"elements = { "wwan0" }"#),
-                      "Links.wwan is metered, eth0 is not")
+        XCTAssertTrue(r.text.contains(#"elements = { "eth0" : goto kind_ethernet,"# + "\n\t\t\t     " + #""wwan0" : goto metered_wwan }"#),
+                      "Links.wwan is metered, eth0 is not\n" + r.text)
+        XCTAssertTrue(r.text.contains("\tchain metered_wwan {\n\t\tjump metered\n\t\tgoto kind_wwan\n\t}\n"),
+                      "a metered link's chain checks Metered= first, then its kind")
     }
 
     /// An undecided `ask` is logged before it is rejected, in a chain per app and kind (the prefix names both);
@@ -421,7 +391,7 @@ final class RulesetTests: XCTestCase {
                           links: [makeLink(5, "ww\"an", .wwan), makeLink(6, "wl*", .wifi), makeLink(7, "wwan1", .wwan)])
         XCTAssertEqual(r.skipped, ["ww\"an", "wl*"])
         XCTAssertFalse(r.text.contains("ww\"an"))
-        XCTAssertTrue(r.text.contains(#"elements = { "wwan1" }"#))
+        XCTAssertTrue(r.text.contains(#"elements = { "wwan1" : goto metered_wwan }"#), r.text)
         XCTAssertEqual(r.links, 1)
     }
 
@@ -444,9 +414,9 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(r.uids, 10_000)
         XCTAssertEqual(r.notEnforced.count, 0)
         func lines(_ s: String) -> Int { r.text.split(separator: "\n").filter { $0.contains(s) }.count }
-        XCTAssertEqual(lines("vmap @"), 30, "6 lookups per kind and for metered, whatever the number of apps")
+        XCTAssertEqual(lines("vmap @"), 2, "the links, then wwan's uids (the only map with elements), however many apps")
         XCTAssertEqual(lines(" : goto deny"), 5_000, "one element per denied uid on wwan, none elsewhere")
-        XCTAssertEqual(r.elements, 2 + 1 + 5_000, "two links, wwan0 metered too, 5,000 denied uids")
+        XCTAssertEqual(r.elements, 2 + 5_000, "two links, 5,000 denied uids")
         XCTAssertLessThan(took, .seconds(2), "built in \(took)")
     }
 

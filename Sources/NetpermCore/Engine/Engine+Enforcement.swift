@@ -92,7 +92,7 @@ extension Engine {
                 update = r.linkUpdate(from: previous)
             }
             log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links"
-                + (update != nil ? " (link sets only)" : ""))
+                + (update != nil ? " (links map only)" : ""))
             load(r.text, script: update, report: true)
             if enforcement.state != .enforcing { enforcement.state = .applying }
         }
