@@ -126,6 +126,13 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
         XCTAssertTrue(tool.probe.refused, "4010 in tool's scope, out of wwan0: \(tool.probe)\n\(tool.output)")
         let outside = try Probe(sd.check(sd.asUser(Self.allowed, ["python3", "-c", Self.probe])).lines)
         XCTAssertTrue(outside.passed, "4010 outside any scope: \(outside)")
+        // Through the user bus when only DBUS_SESSION_BUS_ADDRESS is set (no private socket to try): the same scope.
+        let viaBus = try sd.check(sd.asUser(Self.allowed, ["netpermctl", "run", "--app", "tool", "--", "grep", "^0::/",
+                                                           "/proc/self/cgroup"],
+                                            environment: ["PATH=/usr/local/bin:/usr/bin:/bin",
+                                                          "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/4010/bus"]))
+        XCTAssertTrue(viaBus.stdout.hasPrefix("0::/user.slice/user-4010.slice/user@4010.service/app.slice/app-netpermd-tool-"),
+                      viaBus.summary)
 
         // 4011 may not use WWAN; app wide may. Its scope is in the rules (Ethernet=deny) but has no WWAN element,
         // and its uid's deny still refuses it.
