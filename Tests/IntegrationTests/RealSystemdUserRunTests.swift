@@ -92,9 +92,11 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
         var cgroup: String
         var unit: String
         var query: [String: Any]
-        var probe: Probe
-        /// `nft list table inet netpermd` once it named the scope, while the command ran.
-        var rules: String
+        /// The command's output after the test's go.
+        var lines: [String]
+        /// What `ready` saw when it let the command go (for block, the rules as nft listed them).
+        var seen: String
+        var probe: Probe { get throws { try Probe(lines) } }
     }
 
     func testRunAsAUserIsAScopeOfTheirOwnManagerThatOnlyNarrows() throws {
@@ -103,19 +105,12 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
         showOnFailure("nft list table inet netpermd") {
             (try? sd.run(["nft", "list", "table", "inet", "netpermd"]))?.stdout ?? "(nft failed)"
         }
-        for (name, uid) in [("npt-allowed", Self.allowed), ("npt-denied", Self.denied)] {
-            try sd.addUser(name, uid: uid)
-            // Teardown blocks run last-added first: the managers stop before the container goes.
-            addTeardownBlock { sd.stopUserManager(uid: uid) }
-            try sd.startUserManager(uid: uid)
-            XCTAssertEqual(try sd.property("user@\(uid).service", "ActiveState"), "active")
-            XCTAssertEqual(try sd.property("user@\(uid).service", "ControlGroup"),
-                           "/user.slice/user-\(uid).slice/user@\(uid).service")
-        }
+        try startUsers(sd)
 
         // 4010 may use WWAN; app tool may not. In tool's scope the uid's allow is narrowed.
-        let tool = try runInScope(sd, uid: Self.allowed, app: "tool") { table, cgroup in
-            Self.elements(of: "user5_wwan", in: table).contains("\"\(cgroup)\" : goto deny")
+        let tool = try runInScope(sd, uid: Self.allowed, app: "tool") { cgroup in
+            let table = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
+            return (Self.elements(of: "user5_wwan", in: table).contains("\"\(cgroup)\" : goto deny"), table)
         }
         XCTAssertTrue(tool.unit.hasPrefix("app-netpermd-tool-") && tool.unit.hasSuffix(".scope"), tool.unit)
         XCTAssertEqual(tool.cgroup, "user.slice/user-4010.slice/user@4010.service/app.slice/\(tool.unit)", tool.output)
@@ -125,9 +120,10 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
         XCTAssertEqual(toolID?["unit"] as? String, tool.unit, "\(tool.query)")
         XCTAssertEqual(toolID?["user_unit"] as? Bool, true, "\(tool.query)")
         XCTAssertEqual(toolID?["uid"] as? Int, Self.allowed, "\(tool.query)")
-        XCTAssertTrue(tool.probe.refused, "4010 in tool's scope, out of wwan0: \(tool.probe)\n\(tool.output)")
-        let outside = try Probe(sd.check(sd.asUser(Self.allowed, ["python3", "-c", Self.probe])).lines)
-        XCTAssertTrue(outside.passed, "4010 outside any scope: \(outside)")
+        let toolProbe = try tool.probe
+        XCTAssertTrue(toolProbe.refused, "4010 in tool's scope, out of wwan0: \(toolProbe)\n\(tool.output)")
+        let outsideAllowed = try Probe(outside(sd, Self.allowed, Self.probe))
+        XCTAssertTrue(outsideAllowed.passed, "4010 outside tool's scope: \(outsideAllowed)")
         // Through the user bus when only DBUS_SESSION_BUS_ADDRESS is set (no private socket to try): the same scope.
         let viaBus = try sd.check(sd.asUser(Self.allowed, ["netpermctl", "run", "--app", "tool", "--", "grep", "^0::/",
                                                            "/proc/self/cgroup"],
@@ -138,18 +134,20 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
 
         // 4011 may not use WWAN; app wide may. Its scope is in the rules (Ethernet=deny) but has no WWAN element,
         // and its uid's deny still refuses it.
-        let wide = try runInScope(sd, uid: Self.denied, app: "wide") { table, cgroup in
-            Self.elements(of: "user5_ethernet", in: table).contains("\"\(cgroup)\" : goto deny")
+        let wide = try runInScope(sd, uid: Self.denied, app: "wide") { cgroup in
+            let table = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
+            return (Self.elements(of: "user5_ethernet", in: table).contains("\"\(cgroup)\" : goto deny"), table)
         }
         XCTAssertEqual(wide.cgroup, "user.slice/user-4011.slice/user@4011.service/app.slice/\(wide.unit)", wide.output)
         XCTAssertEqual(wide.query["app"] as? String, "wide", "\(wide.query)")
         XCTAssertEqual((wide.query["permissions"] as? [String: Any])?["wwan"] as? String, "allow",
                        "the verdict says what the app may do: \(wide.query)")
-        XCTAssertFalse(wide.rules.contains(wide.unit + "\" : accept"), "a user unit never accepts:\n\(wide.rules)")
-        XCTAssertFalse(Self.elements(of: "user5_wwan", in: wide.rules).contains(wide.unit), wide.rules)
-        XCTAssertTrue(wide.probe.refused, "4011 in wide's scope, out of wwan0: \(wide.probe)\n\(wide.output)")
-        let outsideDenied = try Probe(sd.check(sd.asUser(Self.denied, ["python3", "-c", Self.probe])).lines)
-        XCTAssertTrue(outsideDenied.refused, "4011 outside any scope: \(outsideDenied)")
+        XCTAssertFalse(wide.seen.contains(wide.unit + "\" : accept"), "a user unit never accepts:\n\(wide.seen)")
+        XCTAssertFalse(Self.elements(of: "user5_wwan", in: wide.seen).contains(wide.unit), wide.seen)
+        let wideProbe = try wide.probe
+        XCTAssertTrue(wideProbe.refused, "4011 in wide's scope, out of wwan0: \(wideProbe)\n\(wide.output)")
+        let outsideDenied = try Probe(outside(sd, Self.denied, Self.probe))
+        XCTAssertTrue(outsideDenied.refused, "4011 outside wide's scope: \(outsideDenied)")
 
         // What a user meets when the manager cannot be reached: exit 5, nothing run, and why.
         func refused(_ uid: Int, environment: [String]? = nil) throws -> CommandResult {
@@ -180,12 +178,79 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
             + "logged in, and always after `loginctl enable-linger`\n"), loggedOut.summary)
     }
 
+    /// Mode=steer: a user's scope is marked as a user unit, with what its app and its uid both allow (docs/
+    /// ENFORCEMENT.md, "Steer"), and its socket leaves by the link that mark's table routes to, with its address.
+    func testRunAsAUserIsSteeredByWhatItsAppAndItsUidBothAllow() throws {
+        let sd = try bootRealSystemd(policy: Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=steer"),
+                                     defaultRoutes: [("wwan0", 100), ("wlan0", 600)])
+        try startEnforcing(sd, dropIn: "netpermd-steer.conf")
+        try startUsers(sd)
+        let markProbe = """
+            import socket
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            u.connect(("192.0.2.1", 9))
+            print("mark", hex(u.getsockopt(socket.SOL_SOCKET, 36)), u.getsockname()[0])
+            """
+        func markedUnits() throws -> (Int, String) {
+            let status = try JSONValue.object(sd.check(["netpermctl", "--json", "status"]).lines.last ?? "")
+            let steering = (status["enforcement"] as? [String: Any])?["steering"] as? [String: Any]
+            return (steering?["marked_unit_cgroups"] as? Int ?? -1, "\(steering ?? [:])")
+        }
+        func mark(_ lines: [String]) -> String? { lines.first { $0.hasPrefix("mark ") } }
+        XCTAssertEqual(try markedUnits().0, 0, "no unit cgroup is marked before the scopes")
+
+        // 4010 may use everything (its uid is not marked); tool everything but WWAN: wifi, ethernet, other, metered.
+        let tool = try runInScope(sd, uid: Self.allowed, app: "tool", probe: markProbe) { _ in
+            let (n, seen) = try markedUnits()
+            return (n == 1, seen)
+        }
+        XCTAssertEqual(tool.cgroup, "user.slice/user-4010.slice/user@4010.service/app.slice/\(tool.unit)", tool.output)
+        XCTAssertEqual(mark(tool.lines), "mark 0x6e70001d 10.1.0.1", "out of wlan0, with its address: \(tool.output)")
+        XCTAssertEqual(mark(try outside(sd, Self.allowed, markProbe)),
+                       "mark 0x0 10.2.0.1", "4010 outside: unmarked, out of wwan0 (the main table)")
+        try waitUntil("tool's scope is gone from the marks", timeout: 10, interval: 0.02) {
+            let (n, seen) = try markedUnits()
+            return (n == 0, seen)
+        }
+
+        // 4011 may use everything but WWAN; wide everything but Ethernet: its scope gets what both allow, wifi,
+        // other and metered (0x19), not its app's WWAN.
+        let wide = try runInScope(sd, uid: Self.denied, app: "wide", probe: markProbe) { _ in
+            let (n, seen) = try markedUnits()
+            return (n == 1, seen)
+        }
+        XCTAssertEqual(mark(wide.lines), "mark 0x6e700019 10.1.0.1", wide.output)
+        XCTAssertEqual(mark(try outside(sd, Self.denied, markProbe)),
+                       "mark 0x6e70001d 10.1.0.1", "4011 outside: its uid's own mark")
+    }
+
+    /// `probe` (Python) as `uid` outside any `netpermctl run` scope, where a user's programs run: in a scope of
+    /// their own manager that no app names (`systemd-run --user --scope`), so only the uid's app applies. (Not in
+    /// the test's own cgroup: that is outside the container's hierarchy, which steering's program never sees.)
+    private func outside(_ sd: RealSystemd, _ uid: Int, _ probe: String) throws -> [String] {
+        try sd.check(sd.asUser(uid, ["systemd-run", "--user", "--scope", "--quiet", "python3", "-c", probe])).lines
+    }
+
+    /// useradd npt-allowed (4010) and npt-denied (4011) and start their user managers; stopped at teardown.
+    private func startUsers(_ sd: RealSystemd) throws {
+        for (name, uid) in [("npt-allowed", Self.allowed), ("npt-denied", Self.denied)] {
+            try sd.addUser(name, uid: uid)
+            // Teardown blocks run last-added first: the managers stop before the container goes.
+            addTeardownBlock { sd.stopUserManager(uid: uid) }
+            try sd.startUserManager(uid: uid)
+            XCTAssertEqual(try sd.property("user@\(uid).service", "ActiveState"), "active")
+            XCTAssertEqual(try sd.property("user@\(uid).service", "ControlGroup"),
+                           "/user.slice/user-\(uid).slice/user@\(uid).service")
+        }
+    }
+
     /// Runs `netpermctl run --app APP` as `uid` with a command that prints its cgroup and the daemon's QUERY reply
-    /// from inside the scope, then waits for a line on its stdin before probing: the rules follow a new cgroup a
-    /// moment after it appears (docs/ENFORCEMENT.md, "What escapes"), and a user cannot list them, so the test
-    /// sends the line once `loaded(table, cgroup)` says nft lists the scope. Every wait is bounded.
-    private func runInScope(_ sd: RealSystemd, uid: Int, app: String,
-                            loaded: (_ table: String, _ cgroup: String) -> Bool) throws -> InScope {
+    /// from inside the scope, then waits for a line on its stdin before running `probe` (Python): the rules follow
+    /// a new cgroup a moment after it appears (docs/ENFORCEMENT.md, "What escapes"), and a user cannot list them,
+    /// so the test sends the line once `ready(cgroup)` says the daemon has put the scope in the kernel (returning
+    /// what it saw). Every wait is bounded.
+    private func runInScope(_ sd: RealSystemd, uid: Int, app: String, probe: String = RealSystemdUserRunTests.probe,
+                            ready: (_ cgroup: String) throws -> (Bool, String)) throws -> InScope {
         let dir = try makeTempDir()
         let out = dir + "/out", err = dir + "/err"
         let script = #"""
@@ -195,7 +260,7 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
             exec python3 -c "$0"
             """#
         let argv = ["nsenter", "-t", String(sd.pid1), "-a"]
-            + sd.asUser(uid, ["netpermctl", "run", "--app", app, "--", "sh", "-c", script, Self.probe])
+            + sd.asUser(uid, ["netpermctl", "run", "--app", app, "--", "sh", "-c", script, probe])
         let (r, w) = try Subprocess.makePipe()
         var writer: Int32? = w
         let child: ChildProcess
@@ -223,10 +288,11 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
             cgroup = l.first { $0.hasPrefix("0::/") }.map { String($0.dropFirst(4)) } ?? ""
             return (!cgroup.isEmpty && l.contains { $0.hasPrefix("{") }, text(out) + text(err))
         }
-        var rules = ""
-        try waitUntil("nft lists \(cgroup)", timeout: 10, interval: 0.02) {
-            rules = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
-            return (loaded(rules, cgroup), rules)
+        var seen = ""
+        try waitUntil("the daemon has put \(cgroup) in the kernel", timeout: 10, interval: 0.02) {
+            let (ok, state) = try ready(cgroup)
+            seen = state
+            return (ok, state)
         }
         guard write(w, "go\n", 3) == 3 else { throw HarnessError("write to the command: \(String(cString: strerror(errno)))") }
         close(w)
@@ -237,7 +303,7 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
         let l = lines()
         let query = try JSONValue.object(try XCTUnwrap(l.first { $0.hasPrefix("{") }, output))
         return InScope(output: output, cgroup: cgroup, unit: String(cgroup.split(separator: "/").last ?? ""),
-                       query: query, probe: try Probe(l), rules: rules)
+                       query: query, lines: l, seen: seen)
     }
 
     /// The elements of map `name` as `nft list table` prints them ("" when it has none).
