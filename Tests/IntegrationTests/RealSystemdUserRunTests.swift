@@ -192,7 +192,7 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
             print("mark", hex(u.getsockopt(socket.SOL_SOCKET, 36)), u.getsockname()[0])
             """
         func markedUnits() throws -> (Int, String) {
-            let status = try JSONValue.object(sd.check(["netpermctl", "--json", "status"]).lines.last ?? "")
+            let status = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "status"]).lines.last ?? "")
             let steering = (status["enforcement"] as? [String: Any])?["steering"] as? [String: Any]
             return (steering?["marked_unit_cgroups"] as? Int ?? -1, "\(steering ?? [:])")
         }
