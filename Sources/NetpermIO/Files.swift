@@ -89,6 +89,13 @@ public enum Files {
         return FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 
+    /// The uid that owns `path` (symlinks followed).
+    public static func owner(_ path: String) throws(Errno) -> uid_t {
+        var st = stat()
+        _ = try sys { stat(path, &st) }
+        return st.st_uid
+    }
+
     public static func isSocket(_ path: String) throws(Errno) -> Bool {
         var st = stat()
         _ = try sys { lstat(path, &st) }

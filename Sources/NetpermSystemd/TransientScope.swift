@@ -15,14 +15,14 @@ public enum TransientScope {
     @discardableResult
     public static func start(name: String, pids: [UInt32], description: String, user: Bool,
                              timeout: Double = 10) throws(Failure) -> String {
-        let (bus, reached) = try connect(user: user)
+        let (bus, reached, direct) = try connect(user: user)
         defer { _ = sd_bus_flush_close_unref(bus) }
 
         // JobRemoved is matched before the call, so a job that ends before its reply is read is not missed.
         let jobs = Jobs()
         let context = Unmanaged.passUnretained(jobs).toOpaque()
         // A private socket is a direct connection: its messages carry no sender name.
-        let sender: String? = reached.hasSuffix("/private") ? nil : "org.freedesktop.systemd1"
+        let sender: String? = direct ? nil : "org.freedesktop.systemd1"
         var slot: OpaquePointer?
         var r = sd_bus_match_signal(bus, &slot, sender, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
                                     "JobRemoved", { m, userdata, _ in
@@ -96,28 +96,76 @@ public enum TransientScope {
         var removed: [String: String] = [:]
     }
 
-    /// The manager's private socket first (no dbus-daemon needed, as systemd-run does), then the bus.
-    private static func connect(user: Bool) throws(Failure) -> (OpaquePointer, String) {
-        var tried: [String] = []
-        let runtime = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) }
-        let privatePath = user ? runtime.map { $0 + "/systemd/private" } : "/run/systemd/private"
-        if let privatePath {
+    /// The manager's private socket first (no dbus-daemon needed, as systemd-run does), then the bus. Returns the
+    /// connection, what it reached (for messages), and whether it is the private socket (a direct connection).
+    private static func connect(user: Bool) throws(Failure) -> (OpaquePointer, String, Bool) {
+        guard user else {
+            var tried: [String] = []
+            if let bus = openPrivate("/run/systemd/private", failures: &tried) { return (bus, "/run/systemd/private", true) }
             var bus: OpaquePointer?
-            var r = sd_bus_new(&bus)
-            if r >= 0 { r = sd_bus_set_address(bus, "unix:path=" + addressEscape(privatePath)) }
-            if r >= 0 { r = sd_bus_start(bus) }
-            if r >= 0, let bus { return (bus, privatePath) }
+            let r = sd_bus_open_system(&bus)
+            if r >= 0, let bus { return (bus, "the system bus", false) }
             _ = sd_bus_close_unref(bus)
-            tried.append("\(privatePath): \(Errno(-r))")
-        } else {
-            tried.append("no XDG_RUNTIME_DIR for the user manager's private socket")
+            tried.append("the system bus (\(Errno(-r)))")
+            throw Failure(description: "no system service manager reachable: tried " + tried.joined(separator: " and "))
         }
+        // What a user meets most: no session environment (a bare `su`, a cron job), or another user's kept by
+        // su or sudo. Each gets a sentence that names the way out rather than sd-bus's errno.
+        let uid = getuid()
+        let own = "/run/user/\(uid)"
+        let running = "is your user manager (user@\(uid).service) running? It runs while you are logged in, "
+            + "and always after `loginctl enable-linger`"
+        let runtime = environment("XDG_RUNTIME_DIR")
+        let busAddress = environment("DBUS_SESSION_BUS_ADDRESS")
+        var tried: [String] = []
+        if let runtime {
+            let owner: uid_t
+            do { owner = try Files.owner(runtime) } catch {
+                // Gone: the manager's runtime directory goes with the user's last session.
+                throw Failure(description: "no user service manager reachable: XDG_RUNTIME_DIR is \(runtime): \(error)"
+                              + (error == .notFound ? "; " + running : ""))
+            }
+            // Its manager would refuse us anyway (its private socket is 0700); say why instead.
+            guard owner == uid else {
+                throw Failure(description: "no user service manager reachable: XDG_RUNTIME_DIR is \(runtime), which "
+                              + "belongs to uid \(owner), not to you (uid \(uid)); was it kept from another user's session "
+                              + "(su, sudo)? Yours is \(own)")
+            }
+            let path = runtime + "/systemd/private"
+            if let bus = openPrivate(path, failures: &tried) { return (bus, path, true) }
+        }
+        // sd_bus_open_user takes DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus.
+        if let address = busAddress ?? runtime.map({ "unix:path=" + addressEscape($0 + "/bus") }) {
+            var bus: OpaquePointer?
+            let r = sd_bus_open_user(&bus)
+            if r >= 0, let bus { return (bus, "the user bus (\(address))", false) }
+            _ = sd_bus_close_unref(bus)
+            tried.append("the user bus \(address) (\(Errno(-r)))")
+        }
+        guard runtime != nil || busAddress != nil else {
+            throw Failure(description: "no user service manager reachable: XDG_RUNTIME_DIR is not set (it names the "
+                          + "directory of your user manager's socket, \(own) in a login session) and neither is "
+                          + "DBUS_SESSION_BUS_ADDRESS")
+        }
+        throw Failure(description: "no user service manager reachable: tried " + tried.joined(separator: " and ")
+                      + "; " + running)
+    }
+
+    /// A direct connection to a manager's private socket, or nil with the failure appended to `failures`.
+    private static func openPrivate(_ path: String, failures: inout [String]) -> OpaquePointer? {
         var bus: OpaquePointer?
-        let r = user ? sd_bus_open_user(&bus) : sd_bus_open_system(&bus)
-        if r >= 0, let bus { return (bus, user ? "the user bus" : "the system bus") }
+        var r = sd_bus_new(&bus)
+        if r >= 0 { r = sd_bus_set_address(bus, "unix:path=" + addressEscape(path)) }
+        if r >= 0 { r = sd_bus_start(bus) }
+        if r >= 0, let bus { return bus }
         _ = sd_bus_close_unref(bus)
-        tried.append("\(user ? "the user bus" : "the system bus"): \(Errno(-r))")
-        throw Failure(description: "no \(user ? "user" : "system") service manager reachable (" + tried.joined(separator: "; ") + ")")
+        failures.append("\(path) (\(Errno(-r)))")
+        return nil
+    }
+
+    private static func environment(_ name: String) -> String? {
+        guard let v = getenv(name), v.pointee != 0 else { return nil }
+        return String(cString: v)
     }
 
     /// A method of org.freedesktop.systemd1.Manager, its arguments appended by `build`.

@@ -107,9 +107,11 @@ enum Help {
                 transient scope, app-netpermd-APP-TAG.scope, through the caller's own service manager over
                 D-Bus (the system's as root, else the user's own), checks that netpermd now takes it for APP,
                 and execs COMMAND: its exit status, signals and terminal are COMMAND's. Root's scope is a
-                system unit; a user's is their own unit, which can only narrow what their uid may do. Exits 1
+                system unit; a user's is their own unit, which can only narrow what their uid may do. A user
+                needs their user manager running (user@UID.service: while logged in, or after loginctl
+                enable-linger) and XDG_RUNTIME_DIR set as a login session sets it (/run/user/UID). Exits 1
                 when APP is not in the policy, 3 when netpermd cannot be reached, 5 when no service manager
-                could start the scope.
+                could start the scope (saying what was tried).
                 """
         case .prompts:
             return """

@@ -31,22 +31,9 @@ final class RealSystemdTests: IntegrationTestCase {
 
         """
 
-    /// A container with netpermd installed by `make install-files`, `policy` as /etc/netpermd/netpermd.conf,
-    /// links wlan0/wlan0p and wwan0/wwan0p (wwan0 with a default route, wlan0 without), and netpermd.socket
-    /// enabled and started the way docs/SYSTEMD.md says. The service itself has not started.
+    /// A container with netpermd installed, `policy` in place, and netpermd.socket started (bootRealSystemd).
     private func boot(policy: String = RealSystemdTests.policy) throws -> RealSystemd {
-        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wwan0", 100)])
-        let staged = try stageInstall()
-        try policy.write(toFile: staged + "/etc/netpermd/netpermd.conf", atomically: true, encoding: .utf8)
-
-        let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
-        addTeardownBlock { sd.shutdown() }
-        // Failures carry the container's journal, so what the daemon and systemd said is in the test log.
-        showOnFailure("journal of \(sd.name)") {
-            (try? sd.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60"]))?.stdout ?? "(no journal)"
-        }
-        try sd.check(["systemctl", "enable", "--now", "netpermd.socket"])
-        return sd
+        try bootRealSystemd(policy: policy)
     }
 
     /// netpermctl inside the container as a transient service (`systemd-run --wait --pipe`), with `properties`
@@ -382,14 +369,7 @@ final class RealSystemdTests: IntegrationTestCase {
         let policy = Self.policy.replacingOccurrences(of: "[Defaults]", with: "[Enforcement]\nMode=block\n\n[Defaults]")
             + "[App tool]\nExecutable=/nonexistent/tool\nWWAN=deny\n"
         let sd = try boot(policy: policy)
-        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-enforcement.conf", encoding: .utf8)
-        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/enforcement.conf")
-        try sd.check(["systemctl", "daemon-reload"])
-        try sd.check(["systemctl", "start", "netpermd.service"])
-        try waitUntil("STATUS says enforcing", timeout: 10, interval: 0.05) {
-            let e = try self.daemonStatus(sd)["enforcement"] as? [String: Any]
-            return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
-        }
+        try startEnforcing(sd)
         let probe = """
             import errno, socket, time
             def name(e): return errno.errorcode.get(e.errno, str(e.errno))

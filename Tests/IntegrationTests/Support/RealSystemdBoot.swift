@@ -1,0 +1,39 @@
+import Foundation
+import XCTest
+
+extension IntegrationTestCase {
+    /// A container with netpermd installed by `make install-files`, `policy` as /etc/netpermd/netpermd.conf,
+    /// links wlan0/wlan0p and wwan0/wwan0p (by default wwan0 with a default route, wlan0 without), and
+    /// netpermd.socket enabled and started the way docs/SYSTEMD.md says. The service itself has not started.
+    func bootRealSystemd(policy: String, defaultRoutes: [(link: String, metric: Int)] = [("wwan0", 100)]) throws
+        -> RealSystemd {
+        let ns = try makeTwoLinkNamespace(defaultRoutes: defaultRoutes)
+        let staged = try stageInstall()
+        try policy.write(toFile: staged + "/etc/netpermd/netpermd.conf", atomically: true, encoding: .utf8)
+
+        let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
+        addTeardownBlock { sd.shutdown() }
+        // Failures carry the container's journal, so what the daemon and systemd said is in the test log.
+        showOnFailure("journal of \(sd.name)") {
+            (try? sd.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60"]))?.stdout ?? "(no journal)"
+        }
+        try sd.check(["systemctl", "enable", "--now", "netpermd.socket"])
+        return sd
+    }
+
+    /// Starts netpermd.service with a shipped drop-in (docs/ENFORCEMENT.md: `netpermd-enforcement.conf` for
+    /// Mode=block, `netpermd-steer.conf` for Mode=steer) and waits until STATUS says its rules are in force (and
+    /// in steer mode, that it steers).
+    func startEnforcing(_ sd: RealSystemd, dropIn: String = "netpermd-enforcement.conf") throws {
+        let text = try String(contentsOfFile: Repository.root + "/systemd/" + dropIn, encoding: .utf8)
+        try sd.write(text, to: "/etc/systemd/system/netpermd.service.d/" + dropIn)
+        try sd.check(["systemctl", "daemon-reload"])
+        try sd.check(["systemctl", "start", "netpermd.service"])
+        try waitUntil("STATUS says enforcing", timeout: 10, interval: 0.05) {
+            let status = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "status"]).lines.last ?? "")
+            let e = status["enforcement"] as? [String: Any]
+            let steering = (e?["steering"] as? [String: Any])?["state"] as? String
+            return (e?["state"] as? String == "enforcing" && [nil, "steering"].contains(steering), "\(e ?? [:])")
+        }
+    }
+}
