@@ -23,7 +23,8 @@ enum Help {
               --version       print netpermctl's version and exit
 
             exit codes: 0 ok, 1 the daemon answered with an error (or check found one), 2 usage error,
-              3 daemon not reachable, 4 wait timed out, 5 run could not start its scope;
+              3 daemon not reachable, 4 wait (or run's wait for the rules) timed out, 5 run could not start
+              its scope;
               wait -- COMMAND and run exit with COMMAND's status
 
             'netpermctl help COMMAND' shows one command's usage, description and -t fields.
@@ -106,12 +107,14 @@ enum Help {
                 Executable= has no other way into the kernel's rules). netpermctl moves itself into a new
                 transient scope, app-netpermd-APP-TAG.scope, through the caller's own service manager over
                 D-Bus (the system's as root, else the user's own), checks that netpermd now takes it for APP,
-                and execs COMMAND: its exit status, signals and terminal are COMMAND's. Root's scope is a
+                waits (at most 10 s) until the kernel's rules name the scope, and execs COMMAND: its exit
+                status, signals and terminal are COMMAND's. Root's scope is a
                 system unit; a user's is their own unit, which can only narrow what their uid may do. A user
                 needs their user manager running (user@UID.service: while logged in, or after loginctl
                 enable-linger) and XDG_RUNTIME_DIR set as a login session sets it (/run/user/UID). Exits 1
-                when APP is not in the policy, 3 when netpermd cannot be reached, 5 when no service manager
-                could start the scope (saying what was tried).
+                when APP is not in the policy, 3 when netpermd cannot be reached, 4 when the rules did not
+                name the scope within 10 s, 5 when no service manager could start the scope (saying what
+                was tried).
                 """
         case .prompts:
             return """

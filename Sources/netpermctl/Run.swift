@@ -5,8 +5,9 @@ import NetpermSystemd
 
 /// `netpermctl run --app NAME -- COMMAND`: moves itself into a new transient scope named for app NAME (RunScope),
 /// through the caller's own service manager (the system's as root, the user's own otherwise), checks that the
-/// daemon now takes it for NAME, and execs COMMAND there: COMMAND and its children are app NAME, for the daemon and
-/// for the kernel's rules (docs/ENFORCEMENT.md). Exit status, signals and the terminal are then COMMAND's.
+/// daemon now takes it for NAME, waits (with enforcement on) until the kernel's rules name the scope, and execs
+/// COMMAND there: COMMAND and its children are app NAME, for the daemon and for the kernel's rules from their first
+/// packet (docs/ENFORCEMENT.md). Exit status, signals and the terminal are then COMMAND's.
 enum Run {
     static func run(socketPath: String, app: String, command: [String]) -> Never {
         let tag = "\(getpid())_" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
@@ -32,8 +33,27 @@ enum Run {
                 + "\(inside["app"]?.stringValue ?? inside["error"]?.stringValue ?? "nothing"), unit "
                 + "\(unitSeen ?? "none"))", .failed)
         }
+        waitForRules(socketPath, unit: unit, command: command[0], first: inside)
         Wait.exec(command)
     }
+
+    /// The daemon follows a new cgroup with inotify and loads the rules again, a few milliseconds (a whole table of
+    /// 10,000 apps: up to seconds); until then its answer to this process says `cgroup-pending`. The daemon has no
+    /// event for it, so it is asked again every 2 ms, for at most `waitLimit`: COMMAND never starts uncovered.
+    private static func waitForRules(_ socketPath: String, unit: String, command: String, first: JSON) {
+        let start = Clock.monotonicSeconds()
+        var answer = first
+        while answer["enforced_why"]?.stringValue == "cgroup-pending" {
+            guard Clock.monotonicSeconds() - start < waitLimit else {
+                die("netpermd's rules do not name \(unit) after \(Int(waitLimit)) s; not running \(command) "
+                    + "(netpermd's log or `netpermctl status` says why)", .timedOut)
+            }
+            usleep(2000)
+            answer = query(socketPath, "QUERY")
+        }
+    }
+
+    static let waitLimit = 10.0
 
     private static func notInPolicy(_ app: String) -> Never {
         die("app '\(app)' is not in netpermd's policy (netpermctl apps lists them)", .failed)

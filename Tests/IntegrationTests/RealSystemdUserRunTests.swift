@@ -120,6 +120,7 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
         XCTAssertEqual(toolID?["unit"] as? String, tool.unit, "\(tool.query)")
         XCTAssertEqual(toolID?["user_unit"] as? Bool, true, "\(tool.query)")
         XCTAssertEqual(toolID?["uid"] as? Int, Self.allowed, "\(tool.query)")
+        XCTAssertEqual(tool.query["enforced"] as? Bool, true, "run started the command once the rules named its scope: \(tool.query)")
         let toolProbe = try tool.probe
         XCTAssertTrue(toolProbe.refused, "4010 in tool's scope, out of wwan0: \(toolProbe)\n\(tool.output)")
         let outsideAllowed = try Probe(outside(sd, Self.allowed, Self.probe))
@@ -140,6 +141,7 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
         }
         XCTAssertEqual(wide.cgroup, "user.slice/user-4011.slice/user@4011.service/app.slice/\(wide.unit)", wide.output)
         XCTAssertEqual(wide.query["app"] as? String, "wide", "\(wide.query)")
+        XCTAssertEqual(wide.query["enforced"] as? Bool, true, "\(wide.query)")
         XCTAssertEqual((wide.query["permissions"] as? [String: Any])?["wwan"] as? String, "allow",
                        "the verdict says what the app may do: \(wide.query)")
         XCTAssertFalse(wide.seen.contains(wide.unit + "\" : accept"), "a user unit never accepts:\n\(wide.seen)")

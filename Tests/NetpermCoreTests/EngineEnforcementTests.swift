@@ -131,6 +131,34 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(q()["enforced_why"], "cgroup-absent")
     }
 
+    /// A process asking about its own app from a unit's cgroup hears whether that cgroup is in the rules: a
+    /// `netpermctl run` scope just made is `cgroup-pending` (its app executable-only, or enforced through another
+    /// scope) until the rules name it; asked by name, or by another process, the app's own fact holds.
+    func testOwnCgroupPendingUntilTheRulesNameIt() {
+        let h = EngineHarness(policy: policy + "\n[App tool]\nExecutable=/usr/bin/tool\nWWAN=deny\n", links: [Links.lo, Links.wwan])
+        let scope = RunScope.unitName(app: "tool", tag: "77_a")!
+        let other = RunScope.unitName(app: "tool", tag: "78_b")!
+        let inside = h.connect(makePeer(uid: 0, exe: "/usr/bin/netpermctl", unit: scope, pid: 77))
+        XCTAssertEqual(h.request(inside, "QUERY")["app"], "tool")
+        XCTAssertEqual(h.request(inside, "QUERY")["enforced_why"], "cgroup-pending")
+        XCTAssertEqual(h.request(h.connect(), "QUERY tool")["enforced_why"], "executable-only", "by name: the app's fact")
+        func cgroups(_ units: [String]) -> UnitCgroups {
+            UnitCgroups(nftRoot: "", units: units.enumerated().map {
+                UnitCgroup(path: "system.slice/" + $1, level: 2, unit: $1, id: UInt64(100 + $0))
+            })
+        }
+        h.feed(.cgroups(cgroups([other])))
+        XCTAssertEqual(h.request(h.connect(), "QUERY tool")["enforced"], true, "enforced through the other scope")
+        XCTAssertEqual(h.request(inside, "QUERY")["enforced_why"], "cgroup-pending", "but not this one yet")
+        h.feed(.cgroups(cgroups([other, scope])))
+        XCTAssertTrue(h.rules.last?.contains(#""system.slice/\#(scope)" : goto deny"#) == true)
+        XCTAssertEqual(h.request(inside, "QUERY")["enforced"], true)
+        XCTAssertNil(h.request(inside, "QUERY")["enforced_why"])
+        h.rulesError = "refused"
+        h.feed(.cgroups(cgroups([scope])))
+        XCTAssertEqual(h.request(inside, "QUERY")["enforced_why"], "rules-failed", "nothing in force says so, not pending")
+    }
+
     /// Verdicts per app: enforced by uid; an executable cannot be; an app no section covers is not.
     func testVerdictsSayWhetherEnforced() {
         let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])

@@ -31,6 +31,10 @@ public enum Enforcement: Equatable, Sendable {
         case cgroupAbsent = "cgroup-absent"
         /// Its uids and unit cgroups all belong to apps defined before it (the first matching `[App]` wins).
         case shadowed
+        /// Said only to a process asking about its own app from a unit's cgroup (QUERY): that cgroup is not in the
+        /// rules in force, though the app may be through others. Just made (a `netpermctl run` scope: the rules
+        /// follow within milliseconds, and `run` waits for them), or deeper than the levels the rules follow.
+        case cgroupPending = "cgroup-pending"
     }
 
     public var isEnforced: Bool { self == .enforced }

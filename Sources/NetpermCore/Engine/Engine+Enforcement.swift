@@ -28,9 +28,6 @@ struct EnforcementBook {
     /// (rules in force, the edge's errors) changed since.
     var shown: [String: Verdict] = [:]
     var steeringMoved = false
-    /// Steered verdicts by what they depend on, while the state's version and the plan stay the same.
-    var steeredCache: [Verdict.SteeringKey: Verdict] = [:]
-    var steeredCacheVersion = -1
     var steeringError: String?
 
     /// `index`, `up`, `metered`: Mode=steer only (its tables follow links up, down and re-created).
@@ -157,6 +154,26 @@ extension Engine {
         }
         if let why = enforcement.ruleset?.notEnforced[match.id] { return .notEnforced(why) }
         return .enforced
+    }
+
+    /// What a process asking about its own app from a unit's cgroup hears: whether that cgroup is in the rules in
+    /// force. Its app may be enforced through other cgroups (or not yet at all, executable-only) while the asker's,
+    /// just made, is not yet: `netpermctl run` starts its command only once its scope is in the rules.
+    func ownEnforcement(_ e: Enforcement, _ caller: Caller) -> Enforcement {
+        guard caller.match.matchedBy == .unit, let unit = caller.identity.unit else { return e }
+        if case let .notEnforced(why) = e {
+            switch why {
+            case .executableOnly, .cgroupAbsent, .cgroupPending: break
+            // Nothing in force, or nothing of this app: the asker's cgroup changes none of these.
+            case .modeOff, .starting, .rulesFailed, .notInPolicy, .shadowed: return e
+            }
+        }
+        let user = caller.identity.userUnit
+        let inForce = enforcement.cgroups.units.contains { c in
+            c.unit == unit && c.user == user && (!user || Ruleset.UnitOwner.userUID(path: c.path) == caller.identity.uid)
+                && enforcement.loadedUnitIDs.contains(c.id)
+        }
+        return inForce ? .enforced : .notEnforced(.cgroupPending)
     }
 
     /// The verdict with its app's enforcement.

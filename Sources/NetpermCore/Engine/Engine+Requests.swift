@@ -51,7 +51,8 @@ extension Engine {
             case let .success(m): match = m
             }
             let own = caller.owns(match)
-            let v = verdict(for: match)
+            var v = verdict(for: match)
+            if own { v.enforcement = ownEnforcement(v.enforcement, caller) }
             let range = reply(id) { w in
                 w.field("ok", true)
                 v.write(to: &w)

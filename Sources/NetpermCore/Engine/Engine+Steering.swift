@@ -13,7 +13,7 @@ extension Engine {
             guard enforcement.steeringActive else { return }
             enforcement.steeringActive = false
             enforcement.steering = nil
-            enforcement.steeredCache = [:]
+            steeredCache.verdicts = [:]
             enforcement.steeringError = nil
             log(.notice, "steering: removing the program, rules and tables")
             out.append(.steer(nil))
@@ -26,7 +26,7 @@ extension Engine {
         log(.debug, "steering: \(plan.uidMarks.count) uids and \(plan.cgroupMarks.count) unit cgroups, "
             + "\(plan.allowances.count) tables")
         enforcement.steering = plan
-        enforcement.steeredCache = [:]
+        steeredCache.verdicts = [:]
         enforcement.steeringActive = true
         enforcement.steeringChecked = true
         out.append(.steer(plan))
@@ -61,13 +61,10 @@ extension Engine {
         guard state.config.enforcement == .steer, v.enforcement.isEnforced, let plan = enforcement.steering else { return v }
         let allowance = SteeringPlan.Allowance(v.permissions)
         guard allowance != .everything else { return v }
-        if enforcement.steeredCacheVersion != version {
-            enforcement.steeredCache = [:]
-            enforcement.steeredCacheVersion = version
-        }
+        if steeredCache.version != version { steeredCache = (version, [:]) }
         let key = Verdict.SteeringKey(effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
                                       notEnforced: nil)
-        if let cached = enforcement.steeredCache[key] { return cached.renamed(v.app, v.matchedBy) }
+        if let cached = steeredCache.verdicts[key] { return cached.renamed(v.app, v.matchedBy) }
         // The kernel's answer for the mark once it has been asked (a moment after the plan is in force); until then
         // what the table holds says the same.
         let egress = state.network.markedEgress[allowance.mark] ?? plan.egress(for: allowance, network: state.network)
@@ -76,7 +73,7 @@ extension Engine {
                                 effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
                                 network: network, ready: state.ready)
         s.enforcement = v.enforcement
-        enforcement.steeredCache[key] = s
+        steeredCache.verdicts[key] = s
         return s
     }
 

@@ -107,8 +107,12 @@ public final class Engine {
     /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
     private var adminGIDCache: (generation: Int, gid: UInt32?)?
 
-    /// Enforcement in the kernel (Engine+Enforcement.swift).
-    var enforcement = EnforcementBook()
+    /// Enforcement in the kernel (Engine+Enforcement.swift). Replies say whether an app is enforced, so a change
+    /// here is a new version, as one of `state` is: a cached reply must not keep saying `cgroup-pending`.
+    var enforcement = EnforcementBook() { didSet { version &+= 1 } }
+    /// Steered verdicts by what they depend on, for one version (Engine+Steering.swift): kept apart from
+    /// `enforcement`, as filling it is no change.
+    var steeredCache: (version: Int, verdicts: [Verdict.SteeringKey: Verdict]) = (-1, [:])
 
     /// The effects of the input being handled.
     private(set) var out = Effects()
