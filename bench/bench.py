@@ -29,7 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce"]
+TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce"]
 
 # Link names inside the namespace. bwifi0 is classified wifi by an [Interface] override and carries the default
 # route; toggling its peer bwifi0p flips its carrier and with it benchapp's verdict. bfo0 (peer bfo0p kept down)
@@ -39,18 +39,21 @@ APP = "benchapp"
 # The enforcement figure: btp0 (classified wifi) in the bench namespace, its peer btp0p in a second namespace that
 # runs the receiver; the sender runs as TPUT_UID, an app the policy allows on wifi.
 TPUT_LINK, TPUT_PEER, TPUT_UID, TPUT_PORT = "btp0", "btp0p", 4242, "5201"
+# The link-change figure: bwwan1 (classified wwan by an [Interface] override, denied to TPUT_UID) appears with its
+# peer in the second namespace and the prefix of WWAN_NET; before, that prefix is routed to `unreachable`.
+WWAN_LINK, WWAN_PEER, WWAN_NET, WWAN_ADDR, WWAN_PROBE = "bwwan1", "bwwan1p", "10.96.0.0/24", "10.96.0.1/24", "10.96.0.2"
 
 FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_gap_ms=15, q1=20000, q8=100000,
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
-            big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=3, tput_s=3, inforce_rounds=10, alarm_s=1200)
+            big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=3, tput_s=3, inforce_rounds=10, linkforce_rounds=20, alarm_s=1200)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
-             route_latency_toggles=4, tput_rounds=1, tput_s=0.3, inforce_rounds=2, alarm_s=180)
+             route_latency_toggles=4, tput_rounds=1, tput_s=0.3, inforce_rounds=2, linkforce_rounds=2, alarm_s=180)
 
 
-PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce"]
+PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce"]
 
 
 class BenchError(Exception):
@@ -647,6 +650,84 @@ class Bench:
             out[f"apps_{n}"] = {"apps": n + 1, "netpermd_us": stats(times), "nft_us": stats(nft)}
         self.results["inforce"] = out
 
+    def set_elements(self, name):
+        """The elements of the set `name` of table inet netpermd; [] when there is no such set."""
+        r = run(["ip", "netns", "exec", self.ns, "nft", "-j", "list", "set", "inet", "netpermd", name], check=False)
+        if r.returncode != 0:
+            return []
+        for item in json.loads(r.stdout)["nftables"]:
+            if "set" in item:
+                return item["set"].get("elem", [])
+        return []
+
+    def bench_linkforce(self):
+        """12: a link of a denied kind appearing (bwwan1, wwan by an [Interface] override; the app may not use wwan)
+        to the kernel rejecting the app's datagram through it, with 10 and 10,000 apps; beside `nft -f` of the same
+        link-set change the daemon makes (flush set + add element), started by the probe once the link exists, with
+        the daemon stopped and its table as it had it."""
+        c = self.c
+        self.tput_links()  # the second namespace, for the peer
+        ipn = ["ip", "-n", self.ns]
+        nftx = ["ip", "netns", "exec", self.ns, "nft"]
+        # Until bwwan1 brings its prefix route (metric 0), the probe's address is unreachable (not by the default).
+        run(ipn + ["route", "add", "unreachable", WWAN_NET, "metric", "4000"])
+        conf = os.path.join(self.dir, "linkforce.conf")
+        sock = os.path.join(self.dir, "linkforce.sock")
+        probe = [self.tool("linkforce"), str(TPUT_UID), WWAN_LINK, WWAN_PEER, self.peer_ns, WWAN_ADDR, WWAN_PROBE, "9"]
+        link_sets = [f"links_{k}" for k in ("wifi", "wwan", "ethernet", "other", "metered")]
+        rounds = c["linkforce_rounds"]
+        out = {}
+        try:
+            for n in (10, c["big_apps"]):
+                log(f"link -> in force: {rounds} links appearing with {n} apps, then nft -f")
+                self.enforce_conf(conf, n)
+                with open(conf, "a") as f:
+                    f.write(f"\n[Interface {WWAN_LINK}]\nKind=wwan\n")
+                d = self.start_enforcing(sock, conf)
+                samples, named = [], None
+                for _ in range(rounds):
+                    samples.append(self.tool_json(probe + ["daemon"], in_ns=True, name="linkforce"))
+                    if named is None:
+                        # The sets the daemon put the link in (wwan, and metered: a wwan link is metered).
+                        named = [s for s in link_sets if WWAN_LINK in self.set_elements(s)]
+                        if "links_wwan" not in named:
+                            raise BenchError(f"the daemon did not put {WWAN_LINK} in links_wwan (sets: {named})")
+                    run(ipn + ["link", "del", WWAN_LINK])
+                    self.wait_for(lambda: not any(WWAN_LINK in self.set_elements(s) for s in named),
+                                  f"{WWAN_LINK} gone from the daemon's sets", 10)
+                before = run(nftx + ["list", "table", "inet", "netpermd"]).stdout
+                self.stop(d)
+                if os.path.exists(sock):
+                    os.unlink(sock)
+                # The baseline: the table as the daemon had it, then the daemon's link-set script by nft -f.
+                load = os.path.join(self.dir, "linkforce-table.nft")
+                with open(load, "w") as f:
+                    f.write("table inet netpermd {}\ndelete table inet netpermd\n" + before)
+                change = os.path.join(self.dir, "linkforce-change.nft")
+                with open(change, "w") as f:
+                    f.write("".join(f"flush set inet netpermd {s}\nadd element inet netpermd {s} {{ \"{WWAN_LINK}\" }}\n"
+                                    for s in named))
+                base = []
+                for _ in range(rounds):
+                    run(nftx + ["-f", load], timeout=120)
+                    base.append(self.tool_json(probe + ["run", "nft", "-f", change], in_ns=True,
+                                               name="linkforce (nft -f)"))
+                    run(ipn + ["link", "del", WWAN_LINK])
+                run(nftx + ["delete", "table", "inet", "netpermd"])
+                out[f"apps_{n}"] = {
+                    "apps": n + 1, "sets": named,
+                    "netpermd_us": stats([s["in_force_us"] for s in samples]),
+                    "nft_us": stats([s["in_force_us"] for s in base]),
+                    "configured_us": stats([s["configured_us"] for s in samples + base]),
+                    "nft_exit_us": stats([s["cmd_us"] for s in base]),
+                    "netpermd_passed": [int(s["passed"]) for s in samples],
+                    "nft_passed": [int(s["passed"]) for s in base],
+                    "buffer_full": sum(int(s["buffer_full"]) for s in samples + base)}
+        finally:
+            run(ipn + ["link", "del", WWAN_LINK], check=False)
+            run(ipn + ["route", "del", "unreachable", WWAN_NET, "metric", "4000"], check=False)
+        self.results["linkforce"] = out
+
     def bench_enforcement(self):
         """10: TCP bulk of an allowed app to another namespace with Mode=block and a 10,000-app policy in force
         (its uid maps full), against the same with no rules (the daemon stopped cleanly removes its table), in turn."""
@@ -914,6 +995,18 @@ def build_rows(r, smoke):
         rows.append((f"11 policy change (SIGHUP) -> the kernel rejects the app, {e['apps']} apps (ms)",
                      triple(e["netpermd_us"], "ms"), "nft -f of the same table: " + triple(e["nft_us"], "ms"),
                      f"median x{ratio:.2f}", "", ""))
+    for key, e in sorted(r.get("linkforce", {}).items(), key=lambda kv: kv[1]["apps"]):
+        ratio = e["netpermd_us"]["median"] / e["nft_us"]["median"]
+        leaked = sum(1 for p in e["netpermd_passed"] if p)
+        tgt, met = "", ""
+        if e["apps"] > 1000:
+            tgt = "median <= nft -f's"
+            met = target("link change in force no later than nft -f of the same change", ratio <= 1,
+                         f"ratio {ratio:.2f}")
+        rows.append((f"12 link change (a wwan link appears) -> the kernel rejects the app, {e['apps']} apps (ms)",
+                     triple(e["netpermd_us"], "ms"), "nft -f of the same set change: " + triple(e["nft_us"], "ms"),
+                     f"median x{ratio:.2f}; datagrams out before, in {leaked} of {len(e['netpermd_passed'])} rounds",
+                     tgt, met))
     if "routes" in r:
         rt = r["routes"]
         ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)
