@@ -42,6 +42,8 @@ TPUT_LINK, TPUT_PEER, TPUT_UID, TPUT_PORT = "btp0", "btp0p", 4242, "5201"
 # The link-change figure: bwwan1 (classified wwan by an [Interface] override, denied to TPUT_UID) appears with its
 # peer in the second namespace and the prefix of WWAN_NET; before, that prefix is routed to `unreachable`.
 WWAN_LINK, WWAN_PEER, WWAN_NET, WWAN_ADDR, WWAN_PROBE = "bwwan1", "bwwan1p", "10.96.0.0/24", "10.96.0.1/24", "10.96.0.2"
+# And bwl1 (wifi, allowed) routing WIFI_NET, renamed bwwan1: a link changing kind.
+WIFI_LINK, WIFI_LINK_PEER, WIFI_ADDR, WIFI_PROBE = "bwl1", "bwl1p", "10.95.0.1/24", "10.95.0.2"
 
 FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_gap_ms=15, q1=20000, q8=100000,
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
@@ -660,76 +662,117 @@ class Bench:
                 return item["set"].get("elem", [])
         return []
 
+    def link_sets(self):
+        """The elements of each link set of table inet netpermd, in the order the daemon's scripts change them."""
+        return {k: self.set_elements(f"links_{k}") for k in ("metered", "wifi", "wwan", "ethernet", "other")}
+
+    def wifi_link(self):
+        """bwl1 (wifi by an [Interface] override, allowed to the app), up and routing WIFI_NET, its peer in the
+        second namespace; NOARP like bwwan1."""
+        ipn = ["ip", "-n", self.ns]
+        run(ipn + ["link", "add", WIFI_LINK, "type", "veth", "peer", "name", WIFI_LINK_PEER, "netns", self.peer_ns])
+        run(ipn + ["link", "set", WIFI_LINK, "arp", "off"])
+        run(ipn + ["addr", "add", WIFI_ADDR, "dev", WIFI_LINK])
+        run(["ip", "-n", self.peer_ns, "link", "set", WIFI_LINK_PEER, "up"])
+        run(ipn + ["link", "set", WIFI_LINK, "up"])
+
     def bench_linkforce(self):
-        """12: a link of a denied kind appearing (bwwan1, wwan by an [Interface] override; the app may not use wwan)
-        to the kernel rejecting the app's datagram through it, with 10 and 10,000 apps; beside `nft -f` of the same
-        link-set change the daemon makes (flush set + add element), started by the probe once the link exists, with
-        the daemon stopped and its table as it had it."""
+        """12: a link becoming one of a denied kind (wwan, by an [Interface] override; the app may not use wwan) to
+        the kernel rejecting the app's datagram through it, with 10 and 10,000 apps: bwwan1 appearing, and bwl1
+        (wifi) renamed bwwan1. Beside `nft -f` of the same link-set change the daemon makes (flush set + add
+        element), started by the probe once the change's first request is answered, with the daemon stopped and
+        its table as it had it before the change."""
         c = self.c
-        self.tput_links()  # the second namespace, for the peer
+        self.tput_links()  # the second namespace, for the peers
         ipn = ["ip", "-n", self.ns]
         nftx = ["ip", "netns", "exec", self.ns, "nft"]
         # Until bwwan1 brings its prefix route (metric 0), the probe's address is unreachable (not by the default).
         run(ipn + ["route", "add", "unreachable", WWAN_NET, "metric", "4000"])
         conf = os.path.join(self.dir, "linkforce.conf")
         sock = os.path.join(self.dir, "linkforce.sock")
-        probe = [self.tool("linkforce"), str(TPUT_UID), WWAN_LINK, WWAN_PEER, self.peer_ns, WWAN_ADDR, WWAN_PROBE, "9"]
-        link_sets = [f"links_{k}" for k in ("wifi", "wwan", "ethernet", "other", "metered")]
+        probe = [self.tool("linkforce"), str(TPUT_UID)]
+        changes = {
+            "create": (WWAN_PROBE, ["create", WWAN_LINK, WWAN_PEER, self.peer_ns, WWAN_ADDR], lambda: None),
+            "rename": (WIFI_PROBE, ["rename", WIFI_LINK, WWAN_LINK], self.wifi_link),
+        }
         rounds = c["linkforce_rounds"]
         out = {}
+
+        def gone():
+            return not any(WWAN_LINK in v or WIFI_LINK in v for v in self.link_sets().values())
         try:
             for n in (10, c["big_apps"]):
-                log(f"link -> in force: {rounds} links appearing with {n} apps, then nft -f")
                 self.enforce_conf(conf, n)
                 with open(conf, "a") as f:
-                    f.write(f"\n[Interface {WWAN_LINK}]\nKind=wwan\n")
+                    f.write(f"\n[Interface {WWAN_LINK}]\nKind=wwan\n\n[Interface {WIFI_LINK}]\nKind=wifi\n")
                 d = self.start_enforcing(sock, conf)
-                samples, named = [], None
-                for _ in range(rounds):
-                    samples.append(self.tool_json(probe + ["daemon"], in_ns=True, name="linkforce"))
-                    if named is None:
-                        # The sets the daemon put the link in (wwan, and metered: a wwan link is metered).
-                        named = [s for s in link_sets if WWAN_LINK in self.set_elements(s)]
-                        if "links_wwan" not in named:
-                            raise BenchError(f"the daemon did not put {WWAN_LINK} in links_wwan (sets: {named})")
-                    run(ipn + ["link", "del", WWAN_LINK])
-                    self.wait_for(lambda: not any(WWAN_LINK in self.set_elements(s) for s in named),
-                                  f"{WWAN_LINK} gone from the daemon's sets", 10)
-                before = run(nftx + ["list", "table", "inet", "netpermd"]).stdout
+                samples, before, after = {}, {}, {}
+                for change, (addr, args, prepare) in changes.items():
+                    log(f"link -> in force: {rounds} links {change}d with {n} apps")
+                    cmd = probe + [addr, "9"] + args + ["--", "daemon"]
+                    samples[change] = []
+                    for i in range(rounds + 1):
+                        prepare()
+                        # The daemon has seen the link as it is before the change (bwl1 in links_wifi).
+                        self.wait_for(lambda: change == "create" or WIFI_LINK in self.link_sets()["wifi"],
+                                      f"{WIFI_LINK} in the daemon's links_wifi", 10)
+                        if i == rounds:
+                            # Once more, unchanged: the table and sets as the daemon has them before the change.
+                            before[change] = (run(nftx + ["list", "table", "inet", "netpermd"]).stdout, self.link_sets())
+                            run(ipn + ["link", "del", WIFI_LINK], check=False)
+                        else:
+                            samples[change].append(self.tool_json(cmd, in_ns=True, name=f"linkforce ({change})"))
+                            if i == 0:
+                                after[change] = self.link_sets()
+                                if WWAN_LINK not in after[change]["wwan"]:
+                                    raise BenchError(f"the daemon did not put {WWAN_LINK} in links_wwan ({after[change]})")
+                            run(ipn + ["link", "del", WWAN_LINK])
+                        self.wait_for(gone, f"{WWAN_LINK} and {WIFI_LINK} gone from the daemon's sets", 10)
                 self.stop(d)
                 if os.path.exists(sock):
                     os.unlink(sock)
-                # The baseline: the table as the daemon had it, then the daemon's link-set script by nft -f.
-                load = os.path.join(self.dir, "linkforce-table.nft")
-                with open(load, "w") as f:
-                    f.write("table inet netpermd {}\ndelete table inet netpermd\n" + before)
-                change = os.path.join(self.dir, "linkforce-change.nft")
-                with open(change, "w") as f:
-                    f.write("".join(f"flush set inet netpermd {s}\nadd element inet netpermd {s} {{ \"{WWAN_LINK}\" }}\n"
-                                    for s in named))
-                base = []
-                for _ in range(rounds):
-                    run(nftx + ["-f", load], timeout=120)
-                    base.append(self.tool_json(probe + ["run", "nft", "-f", change], in_ns=True,
-                                               name="linkforce (nft -f)"))
-                    run(ipn + ["link", "del", WWAN_LINK])
-                run(nftx + ["delete", "table", "inet", "netpermd"])
-                out[f"apps_{n}"] = {
-                    "apps": n + 1, "sets": named,
-                    "netpermd_us": stats([s["in_force_us"] for s in samples]),
-                    "nft_us": stats([s["in_force_us"] for s in base]),
-                    "configured_us": stats([s["configured_us"] for s in samples + base]),
-                    "nft_exit_us": stats([s["cmd_us"] for s in base]),
-                    "netpermd_passed": [int(s["passed"]) for s in samples],
-                    "nft_passed": [int(s["passed"]) for s in base],
-                    # From the first datagram that left through the link to the first rejected: how long it was open.
-                    "netpermd_open_us": stats([s["in_force_us"] - s["first_passed_us"] for s in samples
-                                               if s["first_passed_us"] >= 0]),
-                    "nft_open_us": stats([s["in_force_us"] - s["first_passed_us"] for s in base
-                                          if s["first_passed_us"] >= 0]),
-                    "buffer_full": sum(int(s["buffer_full"]) for s in samples + base)}
+                for change, (addr, args, prepare) in changes.items():
+                    # The baseline: the table as the daemon had it, then the daemon's link-set script by nft -f.
+                    text, sets = before[change]
+                    load = os.path.join(self.dir, f"linkforce-{change}-table.nft")
+                    with open(load, "w") as f:
+                        f.write("table inet netpermd {}\ndelete table inet netpermd\n" + text)
+                    script = os.path.join(self.dir, f"linkforce-{change}.nft")
+                    text = ""
+                    for k, names in after[change].items():
+                        if names != sets[k]:
+                            text += f"flush set inet netpermd links_{k}\n"
+                            if names:
+                                text += f"add element inet netpermd links_{k} {{ " + ", ".join(f'"{x}"' for x in names) + " }\n"
+                    with open(script, "w") as f:
+                        f.write(text)
+                    base = []
+                    for _ in range(rounds):
+                        run(nftx + ["-f", load], timeout=120)
+                        prepare()
+                        base.append(self.tool_json(probe + [addr, "9"] + args + ["--", "run", "nft", "-f", script],
+                                                   in_ns=True, name=f"linkforce ({change}, nft -f)"))
+                        run(ipn + ["link", "del", WWAN_LINK])
+                    run(nftx + ["delete", "table", "inet", "netpermd"])
+                    daemon = samples[change]
+                    out[f"{change}_{n}"] = {
+                        "change": change, "apps": n + 1, "script": text,
+                        "netpermd_us": stats([s["in_force_us"] for s in daemon]),
+                        "nft_us": stats([s["in_force_us"] for s in base]),
+                        "configured_us": stats([s["configured_us"] for s in daemon + base]),
+                        "nft_exit_us": stats([s["cmd_us"] for s in base]),
+                        "netpermd_passed": [int(s["passed"]) for s in daemon],
+                        "nft_passed": [int(s["passed"]) for s in base],
+                        # From the first datagram that left through the link after the change to the first
+                        # rejected: how long it was open.
+                        "netpermd_open_us": stats([s["in_force_us"] - s["first_passed_us"] for s in daemon
+                                                   if s["first_passed_us"] >= 0]),
+                        "nft_open_us": stats([s["in_force_us"] - s["first_passed_us"] for s in base
+                                              if s["first_passed_us"] >= 0]),
+                        "buffer_full": sum(int(s["buffer_full"]) for s in daemon + base)}
         finally:
-            run(ipn + ["link", "del", WWAN_LINK], check=False)
+            for link in (WWAN_LINK, WIFI_LINK):
+                run(ipn + ["link", "del", link], check=False)
             run(ipn + ["route", "del", "unreachable", WWAN_NET, "metric", "4000"], check=False)
         self.results["linkforce"] = out
 
@@ -1000,15 +1043,16 @@ def build_rows(r, smoke):
         rows.append((f"11 policy change (SIGHUP) -> the kernel rejects the app, {e['apps']} apps (ms)",
                      triple(e["netpermd_us"], "ms"), "nft -f of the same table: " + triple(e["nft_us"], "ms"),
                      f"median x{ratio:.2f}", "", ""))
-    for key, e in sorted(r.get("linkforce", {}).items(), key=lambda kv: kv[1]["apps"]):
+    what = {"create": "a wwan link appears", "rename": "a wifi link renamed to wwan"}
+    for key, e in sorted(r.get("linkforce", {}).items(), key=lambda kv: (kv[1]["change"] != "create", kv[1]["apps"])):
         ratio = e["netpermd_us"]["median"] / e["nft_us"]["median"]
         leaked, window = sum(1 for p in e["netpermd_passed"] if p), e["netpermd_open_us"]
         tgt, met = "", ""
         if e["apps"] > 1000:
             tgt = "median <= nft -f's"
-            met = target("link change in force no later than nft -f of the same change", ratio <= 1,
+            met = target(f"link change ({e['change']}) in force no later than nft -f of the same change", ratio <= 1,
                          f"ratio {ratio:.2f}")
-        rows.append((f"12 link change (a wwan link appears) -> the kernel rejects the app, {e['apps']} apps (ms)",
+        rows.append((f"12 link change ({what[e['change']]}) -> the kernel rejects the app, {e['apps']} apps (ms)",
                      triple(e["netpermd_us"], "ms"), "nft -f of the same set change: " + triple(e["nft_us"], "ms"),
                      f"median x{ratio:.2f}; open before in {leaked} of {len(e['netpermd_passed'])} rounds"
                      + (f", for a median {fmt(window['median'], 'ms')} ms" if leaked else ""),
