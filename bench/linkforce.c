@@ -151,6 +151,8 @@ int main(int argc, char **argv) {
     if (pipe(go) < 0 || pipe(back) < 0) die("pipe");
     pid_t child = fork();
     if (child == 0) {
+        close(go[1]);
+        close(back[0]);
         if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0) die("setuid");
         int s = socket(AF_INET, SOCK_DGRAM, 0);
         char byte = 0;
@@ -183,6 +185,9 @@ int main(int argc, char **argv) {
         if (write(back[1], r, sizeof r) != sizeof r) die("pipe\n");
         _exit(0);
     }
+    /* Only the child writes back: should it die, the reads below see the end of the pipe, not a wait forever. */
+    close(go[0]);
+    close(back[1]);
     int fd = rtnl_open(0, 0), pfd = -1;
     if (create) {
         /* A socket in the peer's namespace, made before the change: sockets keep the namespace they were made in. */
