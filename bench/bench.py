@@ -29,7 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce"]
+TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce"]
 
 # Link names inside the namespace. bwifi0 is classified wifi by an [Interface] override and carries the default
 # route; toggling its peer bwifi0p flips its carrier and with it benchapp's verdict. bfo0 (peer bfo0p kept down)
@@ -39,18 +39,23 @@ APP = "benchapp"
 # The enforcement figure: btp0 (classified wifi) in the bench namespace, its peer btp0p in a second namespace that
 # runs the receiver; the sender runs as TPUT_UID, an app the policy allows on wifi.
 TPUT_LINK, TPUT_PEER, TPUT_UID, TPUT_PORT = "btp0", "btp0p", 4242, "5201"
+# The link-change figure: bwwan1 (classified wwan by an [Interface] override, denied to TPUT_UID) appears with its
+# peer in the second namespace and the prefix of WWAN_NET; before, that prefix is routed to `unreachable`.
+WWAN_LINK, WWAN_PEER, WWAN_NET, WWAN_ADDR, WWAN_PROBE = "bwwan1", "bwwan1p", "10.96.0.0/24", "10.96.0.1/24", "10.96.0.2"
+# And bwl1 (wifi, allowed) routing WIFI_NET, renamed bwwan1: a link changing kind.
+WIFI_LINK, WIFI_LINK_PEER, WIFI_ADDR, WIFI_PROBE = "bwl1", "bwl1p", "10.95.0.1/24", "10.95.0.2"
 
 FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_gap_ms=15, q1=20000, q8=100000,
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
-            big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, alarm_s=1200)
+            big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20, alarm_s=1200)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
-             route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, alarm_s=180)
+             route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2, alarm_s=180)
 
 
-PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce"]
+PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce"]
 
 
 class BenchError(Exception):
@@ -652,6 +657,129 @@ class Bench:
                                "--clear-groups", self.tool("tput"), "dgram", "10.97.0.2", "9", str(self.c["dgrams"])],
                               timeout=60, name="tput dgram")
 
+    def link_map(self):
+        """The `links` map of table inet netpermd: each link name and the chain it goes to (`kind_wifi`,
+        `metered_wwan`, ...); {} when there is no table."""
+        r = run(["ip", "netns", "exec", self.ns, "nft", "-j", "list", "map", "inet", "netpermd", "links"], check=False)
+        if r.returncode != 0:
+            return {}
+        for item in json.loads(r.stdout)["nftables"]:
+            if "map" in item:
+                return {name: verdict["goto"]["target"] for name, verdict in item["map"].get("elem", [])}
+        return {}
+
+    def wifi_link(self):
+        """bwl1 (wifi by an [Interface] override, allowed to the app), up and routing WIFI_NET, its peer in the
+        second namespace; NOARP like bwwan1."""
+        ipn = ["ip", "-n", self.ns]
+        run(ipn + ["link", "add", WIFI_LINK, "type", "veth", "peer", "name", WIFI_LINK_PEER, "netns", self.peer_ns])
+        run(ipn + ["link", "set", WIFI_LINK, "arp", "off"])
+        run(ipn + ["addr", "add", WIFI_ADDR, "dev", WIFI_LINK])
+        run(["ip", "-n", self.peer_ns, "link", "set", WIFI_LINK_PEER, "up"])
+        run(ipn + ["link", "set", WIFI_LINK, "up"])
+
+    def bench_linkforce(self):
+        """12: a link becoming one of a denied kind (wwan, by an [Interface] override; the app may not use wwan) to
+        the kernel rejecting the app's datagram through it, with 10 and 10,000 apps: bwwan1 appearing, and bwl1
+        (wifi) renamed bwwan1. Beside `nft -f` of the same change of the `links` map the daemon makes (flush map + add
+        element), started by the probe once the change's first request is answered, with the daemon stopped and
+        its table as it had it before the change."""
+        c = self.c
+        self.tput_links()  # the second namespace, for the peers
+        ipn = ["ip", "-n", self.ns]
+        nftx = ["ip", "netns", "exec", self.ns, "nft"]
+        # Until bwwan1 brings its prefix route (metric 0), the probe's address is unreachable (not by the default).
+        run(ipn + ["route", "add", "unreachable", WWAN_NET, "metric", "4000"])
+        conf = os.path.join(self.dir, "linkforce.conf")
+        sock = os.path.join(self.dir, "linkforce.sock")
+        probe = [self.tool("linkforce"), str(TPUT_UID)]
+        changes = {
+            "create": (WWAN_PROBE, ["create", WWAN_LINK, WWAN_PEER, self.peer_ns, WWAN_ADDR], lambda: None),
+            "rename": (WIFI_PROBE, ["rename", WIFI_LINK, WWAN_LINK], self.wifi_link),
+        }
+        rounds = c["linkforce_rounds"]
+        out = {}
+
+        def gone():
+            m = self.link_map()
+            return WWAN_LINK not in m and WIFI_LINK not in m
+        try:
+            for n in (10, c["big_apps"]):
+                self.enforce_conf(conf, n)
+                with open(conf, "a") as f:
+                    f.write(f"\n[Interface {WWAN_LINK}]\nKind=wwan\n\n[Interface {WIFI_LINK}]\nKind=wifi\n")
+                d = self.start_enforcing(sock, conf)
+                samples, before, after = {}, {}, {}
+                for change, (addr, args, prepare) in changes.items():
+                    log(f"link -> in force: {rounds} links {change}d with {n} apps")
+                    cmd = probe + [addr, "9"] + args + ["--", "daemon"]
+                    samples[change] = []
+                    for i in range(rounds + 1):
+                        prepare()
+                        # The daemon has seen the link as it is before the change (bwl1 a wifi link).
+                        self.wait_for(lambda: change == "create" or self.link_map().get(WIFI_LINK) == "kind_wifi",
+                                      f"{WIFI_LINK} in the daemon's links map as wifi", 10)
+                        if i == rounds:
+                            # Once more, unchanged: the table and links as the daemon has them before the change.
+                            before[change] = (run(nftx + ["list", "table", "inet", "netpermd"]).stdout, self.link_map())
+                            run(ipn + ["link", "del", WIFI_LINK], check=False)
+                        else:
+                            samples[change].append(self.tool_json(cmd, in_ns=True, name=f"linkforce ({change})"))
+                            if i == 0:
+                                after[change] = self.link_map()
+                                if not after[change].get(WWAN_LINK, "").endswith("_wwan"):
+                                    raise BenchError(f"the daemon did not send {WWAN_LINK} to wwan's chain ({after[change]})")
+                            run(ipn + ["link", "del", WWAN_LINK])
+                        self.wait_for(gone, f"{WWAN_LINK} and {WIFI_LINK} gone from the daemon's links map", 10)
+                self.stop(d)
+                if os.path.exists(sock):
+                    os.unlink(sock)
+                for change, (addr, args, prepare) in changes.items():
+                    # The baseline: the table as the daemon had it, then the daemon's script for the map by nft -f
+                    # (Ruleset.linkUpdate: the whole map again, in one transaction).
+                    text, links = before[change]
+                    load = os.path.join(self.dir, f"linkforce-{change}-table.nft")
+                    with open(load, "w") as f:
+                        f.write("table inet netpermd {}\ndelete table inet netpermd\n" + text)
+                    script = os.path.join(self.dir, f"linkforce-{change}.nft")
+                    if after[change] == links:
+                        raise BenchError(f"the {change} did not change the links map ({links})")
+                    text = "flush map inet netpermd links\n"
+                    if after[change]:
+                        text += "add element inet netpermd links { " + ", ".join(
+                            f'"{name}" : goto {chain}' for name, chain in after[change].items()) + " }\n"
+                    with open(script, "w") as f:
+                        f.write(text)
+                    base = []
+                    for _ in range(rounds):
+                        run(nftx + ["-f", load], timeout=120)
+                        prepare()
+                        base.append(self.tool_json(probe + [addr, "9"] + args + ["--", "run", "nft", "-f", script],
+                                                   in_ns=True, name=f"linkforce ({change}, nft -f)"))
+                        run(ipn + ["link", "del", WWAN_LINK])
+                    run(nftx + ["delete", "table", "inet", "netpermd"])
+                    daemon = samples[change]
+                    out[f"{change}_{n}"] = {
+                        "change": change, "apps": n + 1, "script": text,
+                        "netpermd_us": stats([s["in_force_us"] for s in daemon]),
+                        "nft_us": stats([s["in_force_us"] for s in base]),
+                        "configured_us": stats([s["configured_us"] for s in daemon + base]),
+                        "nft_exit_us": stats([s["cmd_us"] for s in base]),
+                        "netpermd_passed": [int(s["passed"]) for s in daemon],
+                        "nft_passed": [int(s["passed"]) for s in base],
+                        # From the first datagram that left through the link after the change to the first
+                        # rejected: how long it was open.
+                        "netpermd_open_us": stats([s["in_force_us"] - s["first_passed_us"] for s in daemon
+                                                   if s["first_passed_us"] >= 0]),
+                        "nft_open_us": stats([s["in_force_us"] - s["first_passed_us"] for s in base
+                                              if s["first_passed_us"] >= 0]),
+                        "buffer_full": sum(int(s["buffer_full"]) for s in daemon + base)}
+        finally:
+            for link in (WWAN_LINK, WIFI_LINK):
+                run(ipn + ["link", "del", link], check=False)
+            run(ipn + ["route", "del", "unreachable", WWAN_NET, "metric", "4000"], check=False)
+        self.results["linkforce"] = out
+
     def bench_enforcement(self):
         """10: an allowed app's TCP bulk and 64-byte datagrams to another namespace with Mode=block and a 10,000-app
         policy in force (its uid maps full), against the same with no rules (the daemon stopped cleanly removes its
@@ -951,6 +1079,20 @@ def build_rows(r, smoke):
         rows.append((f"11 policy change (SIGHUP) -> the kernel rejects the app, {e['apps']} apps (ms)",
                      triple(e["netpermd_us"], "ms"), "nft -f of the same table: " + triple(e["nft_us"], "ms"),
                      f"median x{ratio:.2f}", "", ""))
+    what = {"create": "a wwan link appears", "rename": "a wifi link renamed to wwan"}
+    for key, e in sorted(r.get("linkforce", {}).items(), key=lambda kv: (kv[1]["change"] != "create", kv[1]["apps"])):
+        ratio = e["netpermd_us"]["median"] / e["nft_us"]["median"]
+        leaked, window = sum(1 for p in e["netpermd_passed"] if p), e["netpermd_open_us"]
+        tgt, met = "", ""
+        if e["apps"] > 1000:
+            tgt = "median <= nft -f's"
+            met = target(f"link change ({e['change']}) in force no later than nft -f of the same change", ratio <= 1,
+                         f"ratio {ratio:.2f}")
+        rows.append((f"12 link change ({what[e['change']]}) -> the kernel rejects the app, {e['apps']} apps (ms)",
+                     triple(e["netpermd_us"], "ms"), "nft -f of the same links-map change: " + triple(e["nft_us"], "ms"),
+                     f"median x{ratio:.2f}; open before in {leaked} of {len(e['netpermd_passed'])} rounds"
+                     + (f", for a median {fmt(window['median'], 'ms')} ms" if leaked else ""),
+                     tgt, met))
     if "routes" in r:
         rt = r["routes"]
         ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)

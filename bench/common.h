@@ -187,8 +187,8 @@ static inline void rtnl_set_up(int fd, unsigned ifindex, int up, int ack) {
     }
 }
 
-/* RTM_NEWADDR of an IPv4 /32 (host byte order), with ack. */
-static inline void rtnl_add_addr4(int fd, unsigned ifindex, uint32_t addr) {
+/* RTM_NEWADDR of an IPv4 address (host byte order) with a prefix length, with ack. */
+static inline void rtnl_add_addr4_prefix(int fd, unsigned ifindex, uint32_t addr, unsigned char prefixlen) {
     struct {
         struct nlmsghdr nh;
         struct ifaddrmsg ifa;
@@ -198,7 +198,7 @@ static inline void rtnl_add_addr4(int fd, unsigned ifindex, uint32_t addr) {
     req.nh.nlmsg_type = RTM_NEWADDR;
     req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
     req.ifa.ifa_family = AF_INET;
-    req.ifa.ifa_prefixlen = 32;
+    req.ifa.ifa_prefixlen = prefixlen;
     req.ifa.ifa_index = ifindex;
     uint32_t be = htonl(addr);
     char *p = req.attrs;
@@ -223,6 +223,9 @@ static inline void rtnl_add_addr4(int fd, unsigned ifindex, uint32_t addr) {
         }
     }
 }
+
+/* RTM_NEWADDR of an IPv4 /32 (host byte order), with ack. */
+static inline void rtnl_add_addr4(int fd, unsigned ifindex, uint32_t addr) { rtnl_add_addr4_prefix(fd, ifindex, addr, 32); }
 
 typedef struct {
     unsigned flags;

@@ -104,6 +104,35 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertLessThan(after.firstIndex(of: "load-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
     }
 
+    /// A link appearing or going, alone, builds only the `links` map, not every app's maps (a link appearing with
+    /// 10,000 apps took 40-180 ms of building, BENCHMARKS.md figure 12); the rules are what a whole build gives.
+    /// Anything else (a decision, links and a decision in one input) builds the whole ruleset.
+    func testALinkChangeBuildsOnlyTheLinksMap() throws {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth])
+        XCTAssertEqual(h.engine.enforcement.fullBuilds, 1)
+        let config = try parsePolicy(policy)
+        func whole(_ links: [Link]) -> String {
+            Ruleset.build(apps: config.apps, permissions: {
+                h.engine.state.decisions.apply(to: config.permissions(for: $0), app: $0.id).permissions
+            }, links: links, cgroups: UnitCgroups()).text
+        }
+        let wwan1 = makeLink(9, "wwan1", .wwan)
+        h.setLinks([Links.lo, Links.eth, Links.wwan, wwan1])
+        XCTAssertEqual(h.engine.enforcement.fullBuilds, 1, "links alone: their map only")
+        XCTAssertEqual(h.rules.last, whole([Links.lo, Links.eth, Links.wwan, wwan1]))
+        XCTAssertTrue(h.scripts.last?.hasPrefix("flush map inet netpermd links\n") == true)
+        h.setLinks([Links.lo, Links.wwan])
+        XCTAssertEqual(h.engine.enforcement.fullBuilds, 1)
+        XCTAssertEqual(h.rules.last, whole([Links.lo, Links.wwan]))
+        XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow")["ok"], true)
+        XCTAssertEqual(h.engine.enforcement.fullBuilds, 2, "a decision builds every app's maps")
+        XCTAssertEqual(h.rules.last, whole([Links.lo, Links.wwan]))
+        XCTAssertFalse(h.rules.last!.contains("ask_0_wwan"))
+        h.setLinks([Links.lo, Links.eth, Links.wwan])
+        XCTAssertEqual(h.engine.enforcement.fullBuilds, 2)
+        XCTAssertEqual(h.rules.last, whole([Links.lo, Links.eth, Links.wwan]), "the decision stays in the rules")
+    }
+
     /// A unit's cgroup appearing or going is a new ruleset.
     func testCgroupsChangeTheRules() {
         let h = EngineHarness(policy: policy + "\n[App cron]\nUnit=cron.service\nWWAN=deny\n", links: [Links.lo, Links.wwan])

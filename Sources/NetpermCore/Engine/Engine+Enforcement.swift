@@ -8,6 +8,9 @@ struct EnforcementBook {
     var links: [LinkKey] = []
     /// The last build (Mode=block); nil in Mode=off.
     var ruleset: Ruleset?
+    /// How many times the whole ruleset was built (every app's maps); a change of links alone builds only their
+    /// sets. Counted for the tests.
+    var fullBuilds = 0
     /// The script last handed to the kernel (`Ruleset.removal` once the table is to be gone); nil before any.
     var loaded: String?
     /// The ids of the cgroups the loaded script names, as nft resolved them.
@@ -54,6 +57,7 @@ extension Engine {
                   : EnforcementBook.LinkKey(name: $0.name, kind: $0.kind)
         }
         guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }
+        let onlyLinks = !enforcement.dirty && !permissionsChanged
         enforcement.dirty = false
         enforcement.links = links
         switch state.config.enforcement {
@@ -70,9 +74,17 @@ extension Engine {
         case .block, .steer:
             // An undecided `ask` is logged (and rejected) whether or not an agent listens: agents coming and going
             // load nothing, and with none the log says once that a prompt could not be raised.
-            let r = Ruleset.build(apps: state.config.apps, permissions: { app in
-                state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
-            }, links: state.network.links, cgroups: enforcement.cgroups)
+            // Only links changed (apps, permissions and cgroups are as the last build saw them): only the link
+            // sets are made again, not the maps of every app.
+            let r: Ruleset
+            if onlyLinks, let last = enforcement.ruleset {
+                r = last.withLinks(state.network.links)
+            } else {
+                enforcement.fullBuilds += 1
+                r = Ruleset.build(apps: state.config.apps, permissions: { app in
+                    state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
+                }, links: state.network.links, cgroups: enforcement.cgroups)
+            }
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "
                     + r.skipped.prefix(10).joined(separator: ", ") + (r.skipped.count > 10 ? ", ..." : ""))
