@@ -324,19 +324,8 @@ final class RealSystemdTests: IntegrationTestCase {
     /// out of wlan0 with wlan0's address while the main table's default is wwan0.
     func testSteerDropInSteersAService() throws {
         let policy = Self.policy.replacingOccurrences(of: "[Defaults]", with: "[Enforcement]\nMode=steer\n\n[Defaults]")
-        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wwan0", 100), ("wlan0", 600)])
-        let staged = try stageInstall()
-        try policy.write(toFile: staged + "/etc/netpermd/netpermd.conf", atomically: true, encoding: .utf8)
-        let sd = try RealSystemd(namespace: ns, staged: staged, scratch: try makeTempDir())
-        addTeardownBlock { sd.shutdown() }
-        showOnFailure("journal of \(sd.name)") {
-            (try? sd.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60"]))?.stdout ?? "(no journal)"
-        }
-        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-steer.conf", encoding: .utf8)
-        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/steer.conf")
-        try sd.check(["systemctl", "daemon-reload"])
-        try sd.check(["systemctl", "enable", "--now", "netpermd.socket"])
-        try sd.check(["systemctl", "start", "netpermd.service"])
+        let sd = try bootRealSystemd(policy: policy, defaultRoutes: [("wwan0", 100), ("wlan0", 600)])
+        try startEnforcing(sd, dropIn: "netpermd-steer.conf")
         try sd.check(["systemd-run", "--unit=npt-client.service", "sleep", "300"])
         try waitUntil("client is enforced and steered", timeout: 10, interval: 0.05) {
             let q = try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "query", "client"]).lines.last ?? "")
@@ -374,25 +363,7 @@ final class RealSystemdTests: IntegrationTestCase {
             + "[App tool]\nExecutable=/nonexistent/tool\nWWAN=deny\n\n" + filler
         let sd = try boot(policy: policy)
         try startEnforcing(sd)
-        let probe = """
-            import errno, socket, time
-            def name(e): return errno.errorcode.get(e.errno, str(e.errno))
-            t = time.monotonic()
-            s = socket.socket(); s.settimeout(1)
-            try:
-                s.connect(("192.0.2.1", 9)); r = "ok"
-            except socket.timeout:
-                r = "timeout"
-            except OSError as e:
-                r = name(e)
-            ms = int((time.monotonic() - t) * 1000)
-            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            try:
-                u.sendto(b"x", ("192.0.2.1", 9)); r2 = "ok"
-            except OSError as e:
-                r2 = name(e)
-            print("probe", r, ms, r2)
-            """
+        let probe = wwanProbe
         // The rules follow a new cgroup within milliseconds, and `run` starts the command only once they name its
         // scope: the probe is the command's first act.
         let inside = try sd.run(["/usr/local/bin/netpermctl", "run", "--app", "tool", "--", "sh", "-c", #"""

@@ -37,3 +37,26 @@ extension IntegrationTestCase {
         }
     }
 }
+
+/// connect() and sendto() out of wwan0 (the default route): "probe TCP MS UDP", each "ok" or the errno's name
+/// ("timeout" for a connect() nobody answers within 1 s: the gateway has no address, so a passing SYN goes
+/// unanswered).
+let wwanProbe = """
+    import errno, socket, time
+    def name(e): return errno.errorcode.get(e.errno, str(e.errno))
+    t = time.monotonic()
+    s = socket.socket(); s.settimeout(1)
+    try:
+        s.connect(("192.0.2.1", 9)); r = "ok"
+    except socket.timeout:
+        r = "timeout"
+    except OSError as e:
+        r = name(e)
+    ms = int((time.monotonic() - t) * 1000)
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.sendto(b"x", ("192.0.2.1", 9)); r2 = "ok"
+    except OSError as e:
+        r2 = name(e)
+    print("probe", r, ms, r2)
+    """
