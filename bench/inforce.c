@@ -20,6 +20,9 @@ int main(int argc, char **argv) {
     if (pipe(go) < 0 || pipe(back) < 0) die("pipe: %s\n", strerror(errno));
     pid_t child = fork();
     if (child == 0) {
+        // Each side keeps only its own ends: a side that dies then ends the other's read at once (EOF).
+        close(go[1]);
+        close(back[0]);
         if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0) die("setuid: %s\n", strerror(errno));
         int s = socket(AF_INET, SOCK_DGRAM, 0);
         char byte = 0;
@@ -38,6 +41,8 @@ int main(int argc, char **argv) {
         if (write(back[1], &t, sizeof t) != sizeof t) die("pipe\n");
         _exit(0);
     }
+    close(go[0]);
+    close(back[1]);
     char byte = 0;
     if (read(back[0], &byte, 1) != 1) die("the probe failed before the change\n");
     double t0 = now_us();
