@@ -68,7 +68,8 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.count, 2, "an agent arriving leaves undecided ask rejected: same text, no load")
         XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow --once")["ok"], true)
         XCTAssertEqual(h.rules.count, 3)
-        XCTAssertEqual(h.scripts[2], h.rules[2], "a decision loads the whole table")
+        XCTAssertEqual(h.scripts[2], "delete element inet netpermd uid_wwan { 1000 }\ndelete chain inet netpermd ask_0_wwan\n",
+                       "a decision changes only its elements (and its pending chain goes)")
         h.setLinks([Links.lo, Links.eth])
         XCTAssertEqual(h.scripts.last, "flush set inet netpermd links_metered\nflush set inet netpermd links_wwan\n",
                        "the last wwan (and metered) link went")
@@ -101,7 +102,25 @@ final class EngineEnforcementTests: XCTestCase {
         mark = h.steps.count
         XCTAssertEqual(h.request(admin, "DECIDE phone wwan allow --once")["ok"], true)
         after = Array(h.steps[mark...])
-        XCTAssertLessThan(after.firstIndex(of: "load-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
+        XCTAssertLessThan(after.firstIndex(of: "update-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
+    }
+
+    /// A change made element by element that the kernel refuses (its table is not what the change was made
+    /// against: another tool's change not yet repaired) is followed at once by the whole table, not by a retry a
+    /// second later; a whole table refused is retried as before.
+    func testARefusedUpdateLoadsTheWholeTableAtOnce() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])
+        XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }, ["load-rules"])
+        h.rulesError = "Could not process rule: No such file or directory"
+        XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow --once")["ok"], true)
+        XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }, ["load-rules", "update-rules", "load-rules"])
+        XCTAssertEqual(h.rules.last, h.scripts.last)
+        XCTAssertEqual(h.logged(containing: "changing only what differs failed").count, 1)
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["attempts"], 1, "the whole table's failure counts")
+        h.rulesError = nil
+        h.advance(byMicroseconds: 1_000_000)
+        XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }.last, "load-rules", "the retry is the whole table")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["state"], "enforcing")
     }
 
     /// A unit's cgroup appearing or going is a new ruleset.
@@ -123,6 +142,7 @@ final class EngineEnforcementTests: XCTestCase {
         h.feed(.cgroups(cgroups(id: 8)))
         XCTAssertEqual(h.rules.count, n + 1, "made again at the same path (cron restarted): the same text, loaded again")
         XCTAssertEqual(h.rules.last, h.rules.dropLast().last)
+        XCTAssertEqual(h.scripts.last, h.rules.last, "whole: the old id's element cannot be deleted by its path")
         h.feed(.cgroups(UnitCgroups(nftRoot: "", units: cgroups(id: 8).units
             + [UnitCgroup(path: "system.slice/other.service", level: 2, unit: "other.service", id: 9)])))
         XCTAssertEqual(h.rules.count, n + 1, "a cgroup no app owns changes nothing")

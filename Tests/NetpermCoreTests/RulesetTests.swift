@@ -331,12 +331,13 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(r.unitIDs, [21, 51, 52, 61], "user units' ids too, by path")
     }
 
-    /// Links changing alone give a script for their sets; anything else, none.
+    /// Links changing alone give a script for their sets, and nothing else.
     func testLinkUpdate() throws {
         let policy = "[App a]\nUser=1\nWWAN=deny\n"
         let old = try build(policy, links: [Links.eth, Links.wwan])
         let new = try build(policy, links: [Links.eth, Links.wwan, makeLink(9, "wwan1", .wwan), makeLink(8, "wlan0", .wifi)])
-        XCTAssertEqual(new.linkUpdate(from: old), """
+        let u = try XCTUnwrap(new.update(from: old))
+        XCTAssertEqual(u.script, """
             flush set inet netpermd links_metered
             add element inet netpermd links_metered { "wwan0", "wwan1" }
             flush set inet netpermd links_wifi
@@ -345,9 +346,114 @@ final class RulesetTests: XCTestCase {
             add element inet netpermd links_wwan { "wwan0", "wwan1" }
 
             """)
-        XCTAssertNil(old.linkUpdate(from: old), "nothing changed")
-        XCTAssertNil(try build("[App a]\nUser=1\nWWAN=allow\n", links: [Links.eth]).linkUpdate(from: old),
-                     "a permission changed too")
+        XCTAssertEqual(u.size, Ruleset.UpdateSize(linkSets: 3, elements: 0, chains: 0))
+        XCTAssertEqual(old.update(from: old)?.script, "", "nothing changed")
+    }
+
+    /// A permission changing (a decision, a policy edit) changes only its elements: a changed verdict is deleted
+    /// and added again in the same transaction, a new pending kind's chain is added before the element that names
+    /// it, and a chain no element names any more is deleted after its elements.
+    func testPermissionUpdateChangesOnlyElements() throws {
+        let old = try build("""
+            [App phone]
+            User=1000
+            WWAN=ask
+            [App tv]
+            User=1001 1002
+            WiFi=deny
+            WWAN=deny
+            [App cron]
+            Unit=cron.service
+            Ethernet=deny
+            WWAN=allow
+            """)
+        let new = try build("""
+            [App phone]
+            User=1000
+            WWAN=deny
+            [App tv]
+            User=1001 1002
+            WiFi=allow
+            WWAN=ask
+            [App cron]
+            Unit=cron.service
+            Ethernet=allow
+            WWAN=allow
+            Metered=deny
+            """)
+        let u = try XCTUnwrap(new.update(from: old))
+        XCTAssertEqual(u.script, #"""
+            add chain inet netpermd ask_1_wwan
+            add rule inet netpermd ask_1_wwan limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:tv:wwan"
+            add rule inet netpermd ask_1_wwan goto deny
+            delete element inet netpermd uid_wifi { 1001, 1002 }
+            delete element inet netpermd uid_wwan { 1000, 1001, 1002 }
+            delete element inet netpermd unit2_metered { "unified/system.slice/cron.service" }
+            delete element inet netpermd unit2_ethernet { "unified/system.slice/cron.service" }
+            add element inet netpermd uid_wwan { 1000 : goto deny, 1001 : goto ask_1_wwan, 1002 : goto ask_1_wwan }
+            add element inet netpermd unit2_metered { "unified/system.slice/cron.service" : goto deny }
+            add element inet netpermd unit2_ethernet { "unified/system.slice/cron.service" : accept }
+            delete chain inet netpermd ask_0_wwan
+
+            """#)
+        XCTAssertEqual(u.size, Ruleset.UpdateSize(linkSets: 0, elements: 12, chains: 2))
+        // The way back is the mirror image.
+        let back = try XCTUnwrap(old.update(from: new)).script
+        XCTAssertTrue(back.hasPrefix("add chain inet netpermd ask_0_wwan\n"), back)
+        XCTAssertTrue(back.hasSuffix("delete chain inet netpermd ask_1_wwan\n"), back)
+    }
+
+    /// An app whose index moves keeps its chain's name for another app: the chain is filled again with the new
+    /// prefix (flush, then its rules), never deleted while elements name it.
+    func testAChainWhoseAppChangedIsFilledAgain() throws {
+        // Chains come in the order the maps first name them: uid 1 (app a) first.
+        let old = try build("[App a]\nUser=1\nWWAN=ask\n[App b]\nUser=2\nWWAN=ask\n")
+        let new = try build("[App b]\nUser=2\nWWAN=ask\n[App a]\nUser=1\nWWAN=ask\n")
+        let script = try XCTUnwrap(new.update(from: old)).script
+        XCTAssertEqual(script, #"""
+            flush chain inet netpermd ask_1_wwan
+            add rule inet netpermd ask_1_wwan limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:a:wwan"
+            add rule inet netpermd ask_1_wwan goto deny
+            flush chain inet netpermd ask_0_wwan
+            add rule inet netpermd ask_0_wwan limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:b:wwan"
+            add rule inet netpermd ask_0_wwan goto deny
+            delete element inet netpermd uid_wwan { 1, 2 }
+            add element inet netpermd uid_wwan { 1 : goto ask_1_wwan, 2 : goto ask_0_wwan }
+
+            """#)
+    }
+
+    /// nft names a cgroup by its path and resolves it when loading: an element of a cgroup that went, or was made
+    /// again (a new id at the same path), cannot be deleted by path, so the whole table is loaded. A cgroup that
+    /// appears is only elements added.
+    func testCgroupsThatGoOrComeBackLoadTheWholeTable() throws {
+        let policy = "[App cron]\nUnit=cron.service\nWWAN=deny\n"
+        let with = UnitCgroups(nftRoot: "unified", units: [UnitCgroup(path: "system.slice/cron.service", level: 2,
+                                                                       unit: "cron.service", id: 7)])
+        let old = try build(policy, cgroups: UnitCgroups(nftRoot: "unified"))
+        let came = try build(policy, cgroups: with)
+        let u = try XCTUnwrap(came.update(from: old), "a cgroup appearing is elements added")
+        XCTAssertEqual(u.size.elements, 5)
+        XCTAssertFalse(u.script.contains("delete"), u.script)
+        XCTAssertNil(old.update(from: came), "its element cannot be deleted by a path that may be gone")
+        var again = with
+        again.units[0].id = 8
+        XCTAssertNil(try build(policy, cgroups: again).update(from: came), "made again: the old id stays in the map")
+        XCTAssertEqual(try build("[App cron]\nUnit=cron.service\nWWAN=allow\n", cgroups: with).update(from: came)?.size.elements,
+                       2, "a permission of a cgroup that stays: its element deleted and added")
+    }
+
+    /// A change touching more than about half of the table is loaded whole.
+    func testLargeChangesLoadTheWholeTable() throws {
+        var deny = "", allow = ""
+        for i in 0..<100 {
+            deny += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=deny\n"
+            allow += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=\(i < 10 ? "allow" : "deny")\n"
+        }
+        let old = try build(deny), few = try build(allow)
+        XCTAssertEqual(few.update(from: old)?.size.elements, 10)
+        let all = try build(deny.replacingOccurrences(of: "WWAN=deny", with: "WWAN=allow"))
+        XCTAssertNil(all.update(from: old))
     }
 
     /// Metered= is checked on metered links before their kind: a denial rejects, an allowed unit returns to the

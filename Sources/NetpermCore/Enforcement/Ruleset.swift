@@ -46,9 +46,12 @@ public struct Ruleset: Equatable, Sendable {
     public var unitIDs: [UInt64]
     /// The link names of each kind's set and of the metered set, as in the text.
     public var linkNames: [PolicyDimension: [String]]
-    /// Where the text after the link sets starts (a UTF-8 offset): two builds that agree from there on differ in
-    /// their links only.
-    var appRulesOffset: Int
+    /// Every verdict map's elements and every pending app's chain, as in the text: all of the text that depends on
+    /// the apps (the rest is the same for every build), so that `update(from:)` can change just what differs.
+    var maps: [VerdictMap]
+    var askChains: [AskChain]
+    /// The id of each unit cgroup the maps name, by the path nft is given (nft resolves a path when it loads it).
+    var cgroupIDs: [String: UInt64]
     /// Who owns each uid and unit cgroup (an index into the policy's apps): what steering marks (SteeringPlan).
     public var uidOwners: [UInt32: Int] = [:]
     public var unitOwners: [UnitOwner] = []
@@ -144,13 +147,13 @@ public struct Ruleset: Equatable, Sendable {
             return p[k]
         }
         // Pending kinds go to a chain of their own that logs before it rejects: the prefix must name the app.
-        var asks: [String: String] = [:]
-        var askOrder: [String] = []
-        func reject(_ i: Int, _ k: PolicyDimension) -> String {
-            guard permission(i, k) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return "goto deny" }
-            let chain = "ask_\(i)_\(k.rawValue)"
-            if asks.updateValue(prefix, forKey: chain) == nil { askOrder.append(chain) }
-            return "goto " + chain
+        var askChains: [AskChain] = []
+        var askSeen: Set<AskChain.ID> = []
+        func reject(_ i: Int, _ k: PolicyDimension) -> MapVerdict {
+            guard permission(i, k) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
+            let id = AskChain.ID(app: i, kind: k)
+            if askSeen.insert(id).inserted { askChains.append(AskChain(id: id, prefix: prefix)) }
+            return .ask(id)
         }
 
         var t = ""
@@ -163,34 +166,38 @@ public struct Ruleset: Equatable, Sendable {
             elements += names.count
             set(&t, "links_\(k.rawValue)", type: "ifname", names.map { "\"\($0)\"" })
         }
-        let appRulesOffset = t.utf8.count
+        var maps: [VerdictMap] = []
         // Only denials need a uid element: a uid no element names passes anyway.
         let sortedUIDs = uidOwner.keys.sorted()
         for k in dimensions {
-            let denied = sortedUIDs.filter { permission(uidOwner[$0]!, k) != .allow }
-            elements += denied.count
-            set(&t, "uid_\(k.rawValue)", type: "uid : verdict", denied.map { "\($0) : \(reject(uidOwner[$0]!, k))" })
+            maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: sortedUIDs.compactMap { uid in
+                let app = uidOwner[uid]!
+                return permission(app, k) == .allow ? nil : MapElement(key: .uid(uid), verdict: reject(app, k))
+            }))
         }
-        // A unit's element says accept (return, for metered: the kind is checked next) too: its sockets must not
-        // fall through to their uid's verdict.
         // A user's unit names only what it takes away: where its app allows, the packet goes on to its uid's verdict.
         for level in UnitCgroups.userLevels {
             let owned = cgroupOwner.filter { $0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
-                let denied = owned.filter { permission($0.app, k) != .allow }
-                elements += denied.count
-                set(&t, "user\(level)_\(k.rawValue)", type: "cgroupsv2 : verdict",
-                    denied.map { "\"\($0.path)\" : \(reject($0.app, k))" })
+                maps.append(VerdictMap(name: "user\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.compactMap {
+                    permission($0.app, k) == .allow ? nil : MapElement(key: .cgroup($0.path), verdict: reject($0.app, k))
+                }))
             }
         }
+        // A unit's element says accept (return, for metered: the kind is checked next) too: its sockets must not
+        // fall through to their uid's verdict.
         for level in UnitCgroups.levels {
             let owned = cgroupOwner.filter { !$0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
-                elements += owned.count
-                let pass = k == .metered ? "return" : "accept"
-                set(&t, "unit\(level)_\(k.rawValue)", type: "cgroupsv2 : verdict",
-                    owned.map { "\"\($0.path)\" : \(permission($0.app, k) == .allow ? pass : reject($0.app, k))" })
+                let pass: MapVerdict = k == .metered ? .pass : .accept
+                maps.append(VerdictMap(name: "unit\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.map {
+                    MapElement(key: .cgroup($0.path), verdict: permission($0.app, k) == .allow ? pass : reject($0.app, k))
+                }))
             }
+        }
+        for m in maps {
+            elements += m.elements.count
+            set(&t, m.name, type: m.key + " : verdict", m.elements.lazy.map(\.text))
         }
         // icmpx admin-prohibited: IPv4's connect() fails at once with EHOSTUNREACH, sendto() with EPERM; a drop
         // would leave TCP retrying until its time-out. IPv6's TCP gets a reset (ECONNREFUSED at once): the ICMPv6
@@ -199,9 +206,10 @@ public struct Ruleset: Equatable, Sendable {
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
         // At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
         // raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
-        for chain in askOrder {
-            t += "\tchain \(chain) {\n\t\tlimit rate 5/second burst 5 packets log group \(logGroup) prefix \"\(asks[chain]!)\"\n"
-            t += "\t\tgoto deny\n\t}\n"
+        for chain in askChains {
+            t += "\tchain \(chain.name) {\n"
+            for rule in chain.rules { t += "\t\t" + rule + "\n" }
+            t += "\t}\n"
         }
         for k in dimensions {
             t += "\tchain \(k == .metered ? "metered" : "kind_" + k.rawValue) {\n"
@@ -237,29 +245,12 @@ public struct Ruleset: Equatable, Sendable {
         }
         return Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
                        links: links.filter { PolicyDimension(kind: $0.kind) != nil && isSafe($0.name) }.count,
-                       elements: elements, pendingChains: askOrder.count, skipped: skipped,
-                       unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, appRulesOffset: appRulesOffset,
+                       elements: elements, pendingChains: askChains.count, skipped: skipped,
+                       unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, maps: maps, askChains: askChains,
+                       cgroupIDs: Dictionary(cgroupOwner.map { ($0.path, $0.cgroup.id) }, uniquingKeysWith: { a, _ in a }),
                        uidOwners: uidOwner,
                        unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
                                                                  userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
-    }
-
-    /// When these rules differ from `old` only in their links (a link appeared, went or changed kind), the script
-    /// that changes just those sets, as one transaction: a few set elements instead of a table of 10,000 apps
-    /// (measured: 60-150 ms for the whole table of 10,000 apps). nil when anything else differs.
-    public func linkUpdate(from old: Ruleset) -> String? {
-        guard unitIDs == old.unitIDs,
-              text.utf8.dropFirst(appRulesOffset).elementsEqual(old.text.utf8.dropFirst(old.appRulesOffset))
-        else { return nil }
-        var s = ""
-        for k in Self.dimensions where (linkNames[k] ?? []) != (old.linkNames[k] ?? []) {
-            s += "flush set \(Self.family) \(Self.table) links_\(k.rawValue)\n"
-            if let names = linkNames[k], !names.isEmpty {
-                s += "add element \(Self.family) \(Self.table) links_\(k.rawValue) { "
-                    + names.map { "\"\($0)\"" }.joined(separator: ", ") + " }\n"
-            }
-        }
-        return s.isEmpty ? nil : s
     }
 
     private static func set<S: Sequence>(_ t: inout String, _ name: String, type: String, _ elements: S)

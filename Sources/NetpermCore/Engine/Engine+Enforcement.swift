@@ -12,6 +12,9 @@ struct EnforcementBook {
     var loaded: String?
     /// The ids of the cgroups the loaded script names, as nft resolved them.
     var loadedUnitIDs: [UInt64] = []
+    /// The last script handed over changed only part of the table (`Ruleset.update(from:)`): if it fails, the
+    /// whole table is loaded at once.
+    var partial = false
     var state = EnforcementState.off
     var attempts = 0
     var retry: TimerID?
@@ -86,14 +89,22 @@ extension Engine {
             // The same text names new cgroups when one was made again at the same path (new id).
             guard r.text != enforcement.loaded || r.unitIDs != enforcement.loadedUnitIDs else { return }
             enforcement.loadedUnitIDs = r.unitIDs
-            // Only links changed, and the last rules are in force: change just their sets.
-            var update: String?
+            // The last rules are in force: change just what differs (link sets, map elements, pending chains).
+            var update: (script: String, size: Ruleset.UpdateSize)?
             if enforcement.state == .enforcing, let previous, previous.text == enforcement.loaded {
-                update = r.linkUpdate(from: previous)
+                update = r.update(from: previous)
+            }
+            if let update, update.script.isEmpty {
+                // The same elements (a cgroup no element names came or went): nothing to tell the kernel.
+                enforcement.loaded = r.text
+                return
             }
             log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links"
-                + (update != nil ? " (link sets only)" : ""))
-            load(r.text, script: update, report: true)
+                + (update.map { u in
+                    u.size.elements + u.size.chains == 0 ? " (link sets only)"
+                        : " (changes only: \(u.size.linkSets) link sets, \(u.size.elements) elements, \(u.size.chains) chains)"
+                } ?? ""))
+            load(r.text, script: update?.script, report: true)
             if enforcement.state != .enforcing { enforcement.state = .applying }
         }
     }
@@ -104,6 +115,7 @@ extension Engine {
         if let t = enforcement.retry { cancelTimer(t); enforcement.retry = nil }
         enforcement.attempts = 0
         enforcement.loaded = text
+        enforcement.partial = script != nil
         out.append(.loadRules(script ?? text, report: report, inForce: text))
     }
 
@@ -122,6 +134,14 @@ extension Engine {
             if state.config.enforcement == .steer, was != enforcement.state { enforcement.steeringMoved = true }
             return
         }
+        if enforcement.partial, !removal, let text = enforcement.loaded {
+            // The kernel's table is not what the change was made against (another tool's change not yet repaired,
+            // a cgroup gone since the scan): the whole table, at once, as a repair would.
+            enforcement.partial = false
+            log(.notice, "enforcement: changing only what differs failed (\(error)); loading the whole table")
+            out.append(.loadRules(text, report: true, inForce: text))
+            return
+        }
         if state.config.enforcement == .steer { enforcement.steeringMoved = true }
         enforcement.attempts += 1
         let n = enforcement.attempts
@@ -137,6 +157,7 @@ extension Engine {
     func retryRules() {
         enforcement.retry = nil
         guard let text = enforcement.loaded else { return }
+        enforcement.partial = false
         out.append(.loadRules(text, report: true, inForce: text))
     }
 
