@@ -123,7 +123,9 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["state"], "enforcing")
     }
 
-    /// A unit's cgroup appearing or going is a new ruleset.
+    /// A unit's cgroup appearing, going or made again changes the rules; only by elements added, those of a cgroup
+    /// gone left stale (nft could not delete them by a path that no longer names their id), until so many are
+    /// stale that the whole table is loaded.
     func testCgroupsChangeTheRules() {
         let h = EngineHarness(policy: policy + "\n[App cron]\nUnit=cron.service\nWWAN=deny\n", links: [Links.lo, Links.wwan])
         let q = { h.request(h.connect(), "QUERY cron") }
@@ -134,6 +136,7 @@ final class EngineEnforcementTests: XCTestCase {
         let cron = cgroups(id: 7)
         h.feed(.cgroups(cron))
         XCTAssertTrue(h.rules.last?.contains(#""system.slice/cron.service" : goto deny"#) == true)
+        XCTAssertTrue(h.scripts.last?.hasPrefix("add element inet netpermd unit2_metered") == true, h.scripts.last ?? "")
         XCTAssertEqual(q()["enforced"], true)
         XCTAssertNil(q()["enforced_why"])
         let n = h.rules.count
@@ -142,13 +145,25 @@ final class EngineEnforcementTests: XCTestCase {
         h.feed(.cgroups(cgroups(id: 8)))
         XCTAssertEqual(h.rules.count, n + 1, "made again at the same path (cron restarted): the same text, loaded again")
         XCTAssertEqual(h.rules.last, h.rules.dropLast().last)
-        XCTAssertEqual(h.scripts.last, h.rules.last, "whole: the old id's element cannot be deleted by its path")
+        XCTAssertFalse(h.scripts.last?.contains("delete") ?? true, "the new id's elements added, the old left")
+        XCTAssertEqual(h.logged(containing: "5 left stale").count, 1)
         h.feed(.cgroups(UnitCgroups(nftRoot: "", units: cgroups(id: 8).units
             + [UnitCgroup(path: "system.slice/other.service", level: 2, unit: "other.service", id: 9)])))
         XCTAssertEqual(h.rules.count, n + 1, "a cgroup no app owns changes nothing")
         h.feed(.cgroups(UnitCgroups(nftRoot: "")))
-        XCTAssertEqual(h.rules.count, n + 2)
+        XCTAssertEqual(h.rules.count, n + 1, "gone: nothing nft can be told")
         XCTAssertEqual(q()["enforced_why"], "cgroup-absent")
+        // Restarted over and over: 5 stale elements each time, until past 1,024 the whole table clears them.
+        var id: UInt64 = 100
+        while h.scripts.last != h.rules.last, id < 400 {
+            id += 1
+            h.feed(.cgroups(cgroups(id: id)))
+        }
+        XCTAssertEqual(h.scripts.last, h.rules.last)
+        // 10 stale before (made again, gone); id 101 appears, each later one leaves 5: 10 + 5 * 203 > 1,024.
+        XCTAssertEqual(id, 101 + 203, "the restart that would leave more than 1,024 stale elements loads the whole table")
+        h.feed(.cgroups(cgroups(id: id + 1)))
+        XCTAssertNotEqual(h.scripts.last, h.rules.last, "and none are stale after it")
     }
 
     /// Verdicts per app: enforced by uid; an executable cannot be; an app no section covers is not.

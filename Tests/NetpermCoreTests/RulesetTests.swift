@@ -423,24 +423,37 @@ final class RulesetTests: XCTestCase {
             """#)
     }
 
-    /// nft names a cgroup by its path and resolves it when loading: an element of a cgroup that went, or was made
-    /// again (a new id at the same path), cannot be deleted by path, so the whole table is loaded. A cgroup that
-    /// appears is only elements added.
-    func testCgroupsThatGoOrComeBackLoadTheWholeTable() throws {
+    /// nft names a cgroup by its path and resolves it when loading: the element of a cgroup that went, or was made
+    /// again (a new id at the same path), cannot be deleted by its path, so it is left stale (its id is never used
+    /// again) and counted; a cgroup appearing, or made again, is elements added. A stale element that names a
+    /// pending chain makes it the whole table: the chain could then not be deleted.
+    func testCgroupsThatGoLeaveStaleElements() throws {
         let policy = "[App cron]\nUnit=cron.service\nWWAN=deny\n"
         let with = UnitCgroups(nftRoot: "unified", units: [UnitCgroup(path: "system.slice/cron.service", level: 2,
                                                                        unit: "cron.service", id: 7)])
         let old = try build(policy, cgroups: UnitCgroups(nftRoot: "unified"))
         let came = try build(policy, cgroups: with)
         let u = try XCTUnwrap(came.update(from: old), "a cgroup appearing is elements added")
-        XCTAssertEqual(u.size.elements, 5)
+        XCTAssertEqual(u.size, Ruleset.UpdateSize(elements: 5))
         XCTAssertFalse(u.script.contains("delete"), u.script)
-        XCTAssertNil(old.update(from: came), "its element cannot be deleted by a path that may be gone")
+        let went = try XCTUnwrap(old.update(from: came))
+        XCTAssertEqual(went.script, "", "nothing nft can be told: the path no longer names the id")
+        XCTAssertEqual(went.size, Ruleset.UpdateSize(stale: 5))
         var again = with
         again.units[0].id = 8
-        XCTAssertNil(try build(policy, cgroups: again).update(from: came), "made again: the old id stays in the map")
-        XCTAssertEqual(try build("[App cron]\nUnit=cron.service\nWWAN=allow\n", cgroups: with).update(from: came)?.size.elements,
-                       2, "a permission of a cgroup that stays: its element deleted and added")
+        let remade = try XCTUnwrap(try build(policy, cgroups: again).update(from: came))
+        XCTAssertEqual(remade.size, Ruleset.UpdateSize(elements: 5, stale: 5), "made again: the new id added, the old left")
+        XCTAssertFalse(remade.script.contains("delete"), remade.script)
+        XCTAssertEqual(try build("[App cron]\nUnit=cron.service\nWWAN=allow\n", cgroups: with).update(from: came)?.size,
+                       Ruleset.UpdateSize(elements: 2), "a permission of a cgroup that stays: its element deleted and added")
+        // Still there but no longer owned (the policy changed): its path still names its id, so it is deleted.
+        let unowned = try XCTUnwrap(try build("[App other]\nUser=5\n", cgroups: with).update(from: came))
+        XCTAssertEqual(unowned.size.stale, 0)
+        XCTAssertTrue(unowned.script.contains(#"delete element inet netpermd unit2_wwan { "unified/system.slice/cron.service" }"#),
+                      unowned.script)
+        let pending = "[App cron]\nUnit=cron.service\nWWAN=ask\n"
+        XCTAssertNil(try build(pending, cgroups: UnitCgroups(nftRoot: "unified")).update(from: try build(pending, cgroups: with)),
+                     "the stale element would name ask_0_wwan")
     }
 
     /// A change touching more than about half of the table is loaded whole.

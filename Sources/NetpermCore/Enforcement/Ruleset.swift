@@ -50,7 +50,8 @@ public struct Ruleset: Equatable, Sendable {
     /// the apps (the rest is the same for every build), so that `update(from:)` can change just what differs.
     var maps: [VerdictMap]
     var askChains: [AskChain]
-    /// The id of each unit cgroup the maps name, by the path nft is given (nft resolves a path when it loads it).
+    /// The id of every unit cgroup that existed at this build (named by the maps or not), by the path nft is given:
+    /// an element can be deleted by its path only while the path still resolves to the id it holds.
     var cgroupIDs: [String: UInt64]
     /// Who owns each uid and unit cgroup (an index into the policy's apps): what steering marks (SteeringPlan).
     public var uidOwners: [UInt32: Int] = [:]
@@ -180,7 +181,7 @@ public struct Ruleset: Equatable, Sendable {
             let owned = cgroupOwner.filter { $0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
                 maps.append(VerdictMap(name: "user\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.compactMap {
-                    permission($0.app, k) == .allow ? nil : MapElement(key: .cgroup($0.path), verdict: reject($0.app, k))
+                    permission($0.app, k) == .allow ? nil : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k))
                 }))
             }
         }
@@ -191,7 +192,7 @@ public struct Ruleset: Equatable, Sendable {
             for k in dimensions {
                 let pass: MapVerdict = k == .metered ? .pass : .accept
                 maps.append(VerdictMap(name: "unit\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.map {
-                    MapElement(key: .cgroup($0.path), verdict: permission($0.app, k) == .allow ? pass : reject($0.app, k))
+                    MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: permission($0.app, k) == .allow ? pass : reject($0.app, k))
                 }))
             }
         }
@@ -247,7 +248,8 @@ public struct Ruleset: Equatable, Sendable {
                        links: links.filter { PolicyDimension(kind: $0.kind) != nil && isSafe($0.name) }.count,
                        elements: elements, pendingChains: askChains.count, skipped: skipped,
                        unitIDs: cgroupOwner.map(\.cgroup.id), linkNames: linkNames, maps: maps, askChains: askChains,
-                       cgroupIDs: Dictionary(cgroupOwner.map { ($0.path, $0.cgroup.id) }, uniquingKeysWith: { a, _ in a }),
+                       cgroupIDs: Dictionary(cgroups.units.compactMap { c in cgroups.nftPath(c).map { ($0, c.id) } },
+                                             uniquingKeysWith: { a, _ in a }),
                        uidOwners: uidOwner,
                        unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
                                                                  userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })

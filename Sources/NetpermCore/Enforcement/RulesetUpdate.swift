@@ -20,13 +20,14 @@ extension Ruleset {
 
     enum Key: Hashable, Sendable {
         case uid(UInt32)
-        /// A unit cgroup's path as nft takes it (nft turns it into the cgroup's id when it loads it).
-        case cgroup(String)
+        /// A unit cgroup's path as nft takes it, and the id nft turns it into when it loads it: a cgroup made again
+        /// at the same path is another key.
+        case cgroup(String, UInt64)
 
         var text: String {
             switch self {
             case let .uid(u): return String(u)
-            case let .cgroup(path): return "\"" + path + "\""
+            case let .cgroup(path, _): return "\"" + path + "\""
             }
         }
     }
@@ -72,18 +73,21 @@ extension Ruleset {
         public var linkSets = 0
         public var elements = 0
         public var chains = 0
+        /// Elements of cgroups that went (or were made again) left in the maps: nft can delete an element only by a
+        /// path, which no longer names its id. Harmless, as cgroup ids are never used again; gone at the next load
+        /// of the whole table.
+        public var stale = 0
     }
 
     /// The script that turns the rules `old` put in force into these, as one transaction that touches only what
     /// differs: link sets (flushed and filled again), map elements (deleted, added; a changed verdict is both),
     /// pending apps' chains (added, filled again when their prefix changed, deleted once no element names them).
-    /// nil when the whole table must be loaded instead: a unit cgroup made again at the same path, or one whose
-    /// element must go while the cgroup may be gone (nft names a cgroup by its path, and resolves it when it
-    /// loads), or a change so large that loading the table is as cheap. Empty when nothing differs.
+    /// The element of a unit cgroup that went or was made again stays (`UpdateSize.stale`): nft names a cgroup by
+    /// its path and resolves it when it loads, so it cannot be deleted. nil when the whole table must be loaded
+    /// instead: such an element names a pending app's chain (which could then not be deleted, nor reused), or the
+    /// change is so large that loading the table is as cheap. Empty when nothing differs.
     public func update(from old: Ruleset) -> (script: String, size: UpdateSize)? {
         guard maps.count == old.maps.count else { return nil }
-        // A path whose cgroup was made again: its element holds the old id, which no path names any more.
-        for (path, id) in cgroupIDs where old.cgroupIDs[path].map({ $0 != id }) ?? false { return nil }
         let t = "\(Self.family) \(Self.table)"
         var size = UpdateSize()
         var s = ""
@@ -110,8 +114,12 @@ extension Ruleset {
             let after = Dictionary(new.elements.map { ($0.key, $0.verdict) }, uniquingKeysWith: { a, _ in a })
             var deleted: [String] = []
             for e in was.elements where after[e.key] != e.verdict {
-                // Deleting by path needs the cgroup still there, with the id it had: only for a path these rules name.
-                if case let .cgroup(path) = e.key, cgroupIDs[path] == nil { return nil }
+                // Deleting by path needs the path to resolve to the id the element holds, as it did at this build.
+                if case let .cgroup(path, id) = e.key, cgroupIDs[path] != id {
+                    if case .ask = e.verdict { return nil }
+                    size.stale += 1
+                    continue
+                }
                 deleted.append(e.key.text)
             }
             let added = new.elements.filter { before[$0.key] != $0.verdict }.map(\.text)

@@ -15,6 +15,9 @@ struct EnforcementBook {
     /// The last script handed over changed only part of the table (`Ruleset.update(from:)`): if it fails, the
     /// whole table is loaded at once.
     var partial = false
+    /// Elements of unit cgroups that went, left in the kernel's maps by changes of elements only
+    /// (`Ruleset.UpdateSize.stale`); none after a load of the whole table.
+    var stale = 0
     var state = EnforcementState.off
     var attempts = 0
     var retry: TimerID?
@@ -44,6 +47,9 @@ struct EnforcementBook {
 
     /// Failed loads are tried again after 1, 2, 4 and 8 s, then left until the next change.
     static let maxAttempts = 5
+    /// Past this many stale elements the whole table is loaded, which clears them: a host starting and stopping
+    /// scopes all day must not grow its maps for good.
+    static let maxStale = 1024
 }
 
 extension Engine {
@@ -93,16 +99,21 @@ extension Engine {
             var update: (script: String, size: Ruleset.UpdateSize)?
             if enforcement.state == .enforcing, let previous, previous.text == enforcement.loaded {
                 update = r.update(from: previous)
+                if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
             }
             if let update, update.script.isEmpty {
-                // The same elements (a cgroup no element names came or went): nothing to tell the kernel.
+                // Nothing the kernel can be told (a cgroup no element names came or went; a cgroup's elements left
+                // stale): the rules in force are these.
                 enforcement.loaded = r.text
+                enforcement.stale += update.size.stale
                 return
             }
+            enforcement.stale = update.map { enforcement.stale + $0.size.stale } ?? 0
             log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links"
                 + (update.map { u in
                     u.size.elements + u.size.chains == 0 ? " (link sets only)"
-                        : " (changes only: \(u.size.linkSets) link sets, \(u.size.elements) elements, \(u.size.chains) chains)"
+                        : " (changes only: \(u.size.linkSets) link sets, \(u.size.elements) elements, \(u.size.chains) chains"
+                        + (u.size.stale > 0 ? ", \(u.size.stale) left stale" : "") + ")"
                 } ?? ""))
             load(r.text, script: update?.script, report: true)
             if enforcement.state != .enforcing { enforcement.state = .applying }
@@ -138,6 +149,7 @@ extension Engine {
             // The kernel's table is not what the change was made against (another tool's change not yet repaired,
             // a cgroup gone since the scan): the whole table, at once, as a repair would.
             enforcement.partial = false
+            enforcement.stale = 0
             log(.notice, "enforcement: changing only what differs failed (\(error)); loading the whole table")
             out.append(.loadRules(text, report: true, inForce: text))
             return
@@ -158,6 +170,7 @@ extension Engine {
         enforcement.retry = nil
         guard let text = enforcement.loaded else { return }
         enforcement.partial = false
+        enforcement.stale = 0
         out.append(.loadRules(text, report: true, inForce: text))
     }
 
