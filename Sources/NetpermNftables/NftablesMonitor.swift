@@ -10,6 +10,11 @@ import NetpermIO
 /// notification's header carries the netlink port id of the socket that sent the transaction; the process id in
 /// NEWGEN cannot tell: it is the init namespace's, never what getpid() says in a container. Messages lost to a
 /// full receive buffer call it too: what they said is unknown.
+///
+/// The daemon's own transactions run between `quiet()` and `listen(ownCommits:)`, out of the group: loading a
+/// table of 10,000 apps is about 100,000 notifications (every chain, rule and element deleted and added), which
+/// the kernel would build for nothing and which overran the buffer, so that every whole load was followed by a
+/// "repair" loading it again. What others commit meanwhile is told by the ruleset's generation instead.
 public final class NftablesMonitor {
     private let fd: Int32
     private var source: IOSource?
@@ -20,6 +25,8 @@ public final class NftablesMonitor {
     /// A change to the table was seen in the transaction whose messages are being read.
     private var touched = false
     public var changed: (_ byPID: UInt32?, _ byName: String?) -> Void = { _, _ in }
+    /// The generation when `quiet()` left the group; nil while in it.
+    private var quietSince: UInt32?
 
     public init(loop: EventLoop, family: UInt8 = UInt8(NFPROTO_INET), table: String) throws(Errno) {
         self.family = family
@@ -45,6 +52,31 @@ public final class NftablesMonitor {
     deinit {
         source?.cancel()
         FD.close(fd)
+    }
+
+    /// Leaves the group for the daemon's own transaction; stays in it if the generation cannot be read (then the
+    /// transaction's notifications are heard, and an overrun is taken for another's change, as before).
+    public func quiet() {
+        guard quietSince == nil, let generation = try? NftablesRequest.generation() else { return }
+        // The generation first: a commit between the two is both heard and counted, never neither.
+        guard setMembership(NETLINK_DROP_MEMBERSHIP) else { return }
+        quietSince = generation
+    }
+
+    /// Joins the group again after the daemon's own transaction, which committed `ownCommits` times (1, or 0 if it
+    /// failed): whether anyone else committed since `quiet()` (any table: notifications are not there to say which).
+    public func listen(ownCommits: UInt32) -> Bool {
+        guard let before = quietSince else { return false }
+        quietSince = nil
+        // Joined first, then the generation read: a commit between the two is both heard and counted.
+        guard setMembership(NETLINK_ADD_MEMBERSHIP) else { return true }
+        guard let after = try? NftablesRequest.generation() else { return true }
+        return after &- before > ownCommits
+    }
+
+    private func setMembership(_ option: Int32) -> Bool {
+        var group = UInt32(NFNLGRP_NFTABLES.rawValue)
+        return (try? sys { setsockopt(fd, SOL_NETLINK, option, &group, socklen_t(MemoryLayout<UInt32>.size)) }) != nil
     }
 
     /// The port ids of this process's netlink sockets of `protocol` (from /proc/self/net/netlink, whose inodes
@@ -101,32 +133,17 @@ public final class NftablesMonitor {
             if kind == NFT_MSG_NEWGEN.rawValue {
                 guard touched else { continue }
                 touched = false
-                let pid = attribute(msg, UInt16(NFTA_GEN_PROC_PID.rawValue)).flatMap { a -> UInt32? in
-                    a.count >= 4 ? UInt32(bigEndian: a.loadUnaligned(as: UInt32.self)) : nil
-                }
+                let pid = NftablesRequest.attribute(msg, UInt16(NFTA_GEN_PROC_PID.rawValue))
                 guard !ownPortIDs.contains(port) else { continue }
-                let name = attribute(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map {
+                let name = NftablesRequest.attributeBytes(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map {
                     String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
                 }
                 changed(pid, name)
             } else if kind != NFT_MSG_TRACE.rawValue, msg[0] == family,
-                      let name = attribute(msg, 1), Array(name.prefix { $0 != 0 }) == table {
+                      let name = NftablesRequest.attributeBytes(msg, 1), Array(name.prefix { $0 != 0 }) == table {
                 // Attribute 1 is the table's name in every message that belongs to a table.
                 touched = true
             }
         }
-    }
-
-    /// The payload of the first attribute of `type` after the 4-byte nfgenmsg.
-    private func attribute(_ msg: UnsafeRawBufferPointer, _ type: UInt16) -> UnsafeRawBufferPointer? {
-        var off = 4
-        while off + 4 <= msg.count {
-            let len = Int(msg.loadUnaligned(fromByteOffset: off, as: UInt16.self))
-            let t = msg.loadUnaligned(fromByteOffset: off + 2, as: UInt16.self) & 0x3FFF
-            guard len >= 4, off + len <= msg.count else { return nil }
-            if t == type { return UnsafeRawBufferPointer(rebasing: msg[(off + 4)..<(off + len)]) }
-            off += (len + 3) & ~3
-        }
-        return nil
     }
 }

@@ -17,6 +17,8 @@ final class Enforcer {
     private var inForce: String?
     /// This process's netfilter sockets, libnftables' among them: changes they make are the daemon's own.
     private var ownPortIDs: Set<UInt32> = []
+    /// A repair asked for by a commit of another process during the daemon's own transaction.
+    private var repairTimer: TimerSource?
     /// When the last repairs were made (monotonic µs).
     private var repairs: [UInt64] = []
     /// Called when loading the rules again after a foreign change fails: the engine retries.
@@ -39,6 +41,10 @@ final class Enforcer {
             case .success(true?): break
             }
         }
+        // Out of the nftables group meanwhile: the kernel builds no notification of our own changes, and the
+        // generation tells whether another process committed in between.
+        monitor?.quiet()
+        var failure: String?
         do {
             if nft == nil { nft = try Nftables() }
             try nft!.run(script)
@@ -48,10 +54,17 @@ final class Enforcer {
                 monitor?.ownPortIDs = ownPortIDs
             }
         } catch {
-            return "\(error)"
+            failure = "\(error)"
         }
+        if monitor?.listen(ownCommits: failure == nil ? 1 : 0) == true {
+            // Repaired on the next pass of the loop, once this load is accounted for.
+            repairSoon()
+        }
+        if let failure { return failure }
         if script == Ruleset.removal {
             inForce = nil
+            repairTimer?.cancel()
+            repairTimer = nil
             monitor = nil
             nflog = nil
             return nil
@@ -86,7 +99,16 @@ final class Enforcer {
         return nil
     }
 
-    private func foreignChange(pid: UInt32?, name: String?) {
+    /// Another process committed while the daemon's own transaction ran: it may have touched the table.
+    private func repairSoon() {
+        guard repairTimer == nil else { return }
+        repairTimer = try? loop.addTimer(afterMicroseconds: 0) { [unowned self] in
+            self.repairTimer = nil
+            self.foreignChange(pid: nil, name: nil, during: true)
+        }
+    }
+
+    private func foreignChange(pid: UInt32?, name: String?, during: Bool = false) {
         guard let rules = inForce else { return }
         // Never a loop with another tool that keeps changing the table (or with ourselves, were our own socket
         // ever mistaken for another's): at most 5 repairs a second, then the engine's bounded retries.
@@ -97,7 +119,8 @@ final class Enforcer {
             repairFailed("the table keeps being changed by another process")
             return
         }
-        let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") } ?? "another process (events were lost)"
+        let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") }
+            ?? (during ? "another process (it committed during the daemon's own load)" : "another process (events were lost)")
         Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
         if let error = load(rules) {
             Log.err("enforcement: loading the rules again failed: \(error)")

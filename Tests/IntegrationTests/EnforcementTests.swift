@@ -225,6 +225,58 @@ final class EnforcementTests: IntegrationTestCase {
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "after a deleted rule")
     }
 
+    /// A policy change that moves some apps' verdicts changes only their map elements: the kernel follows before
+    /// RELOAD is answered, the table is the same object (its handle), and a pending kind's chain goes with its
+    /// last element.
+    func testPolicyChangeChangesOnlyItsElements() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        let d = try start()
+        try waitForPeer("wwan0")
+        func handle() throws -> String {
+            let first = try bed.nft("-a", "list", "table", "inet", "netpermd").stdout.split(separator: "\n").first ?? ""
+            return try XCTUnwrap(first.components(separatedBy: "# handle ").last, String(first))
+        }
+        let before = try handle()
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "denied")
+        XCTAssertTrue(try bed.probe(uid: 4002, link: "wwan0").passed, "allowed")
+        XCTAssertTrue(try bed.table()?.contains("netpermd:pending:wwan") ?? false)
+        _ = try writeConfig(Self.policy.replacingOccurrences(of: "WWAN=deny", with: "WWAN=x")
+            .replacingOccurrences(of: "WWAN=allow", with: "WWAN=deny").replacingOccurrences(of: "WWAN=x", with: "WWAN=allow")
+            .replacingOccurrences(of: "WWAN=ask", with: "WWAN=deny"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "allowed now")
+        assertBlocked(try bed.probe(uid: 4002, link: "wwan0"), "denied now")
+        assertBlocked(try bed.probe(uid: 4003, link: "wwan0"), "pending, then denied")
+        XCTAssertEqual(try handle(), before, "the table was changed, not replaced")
+        XCTAssertFalse(try bed.table()?.contains("netpermd:pending:wwan") ?? true, "the pending chain went")
+        XCTAssertTrue(d.log.contains("(changes only: 4 elements, 1 chains)"), d.log)
+    }
+
+    /// The daemon's own loads of the whole table (hundreds of chains and elements, far more notifications than
+    /// its event socket holds) are not taken for another process's change: no second load follows them.
+    func testOwnWholeLoadsAreNotTakenForAForeignChange() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        func policy(_ wwan: String) -> String {
+            Self.policy + (0..<300).map { "[App many\($0)]\nUser=\(5000 + $0)\nWWAN=\(wwan)\n" }.joined(separator: "\n")
+        }
+        let d = try start(policy("ask"))
+        try waitForPeer("wwan0")
+        // Every app's element and chain change: more than half the table, so the whole table is loaded.
+        _ = try writeConfig(policy("deny"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        _ = try writeConfig(policy("ask"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        assertBlocked(try bed.probe(uid: 5299, link: "wwan0"), "pending again")
+        XCTAssertEqual(d.log.components(separatedBy: "loading rules for").count - 1, 3, d.log)
+        XCTAssertFalse(d.log.contains("(changes only"), "whole loads")
+        // A repair would follow within the loop's next passes: half a second of quiet is ample.
+        let quietUntil = monotonicNow() + 0.5
+        while monotonicNow() < quietUntil, !d.log.contains("changed table inet netpermd") {
+            XCTAssertEqual(try request(socket, "PING")["ok"] as? Bool, true)
+        }
+        XCTAssertFalse(d.log.contains("changed table inet netpermd"), d.log)
+    }
+
     /// Mode=off on reload removes the table; Mode=block on the next reload brings it back.
     func testModeOffOnReloadRemovesTheTable() throws {
         try bed.addLink("wwan0", subnet: 71)
@@ -330,5 +382,13 @@ final class EnforcementTests: IntegrationTestCase {
         XCTAssertTrue(try bed.probe(uid: 4001, cgroup: okDir, link: "wwan0").passed,
                       "a denied uid in an allowed unit: the unit's verdict comes first")
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "the same uid outside the unit")
+        // Only elements changed all along: the old ids' elements are left (nft lists them by number), the table
+        // was never loaded again whole.
+        let log = try String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8)
+        XCTAssertTrue(log.contains("left stale)"), log)
+        let loads = log.split(separator: "\n").filter { $0.contains("enforcement: loading rules for") }
+        XCTAssertGreaterThanOrEqual(loads.count, 4, log)
+        XCTAssertEqual(loads.dropFirst().filter { !$0.contains("(changes only") }, [], "after the first, whole loads")
+        XCTAssertNotNil(try bed.table(), "nft still lists the table")
     }
 }

@@ -68,7 +68,9 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.count, 2, "an agent arriving leaves undecided ask rejected: same text, no load")
         XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow --once")["ok"], true)
         XCTAssertEqual(h.rules.count, 3)
-        XCTAssertEqual(h.scripts[2], h.rules[2], "a decision loads the whole table")
+        XCTAssertEqual(h.scripts[2], "delete element inet netpermd uid_wwan { 1000 }\nflush chain inet netpermd kind_wwan\n"
+                       + "delete chain inet netpermd ask_0_wwan\n",
+                       "a decision changes only its elements (the emptied map's lookup and its pending chain go)")
         h.setLinks([Links.lo, Links.eth])
         XCTAssertEqual(h.scripts.last, "flush map inet netpermd links\nadd element inet netpermd links { \"eth0\" : goto kind_ethernet }\n",
                        "the last wwan (and metered) link went")
@@ -101,7 +103,7 @@ final class EngineEnforcementTests: XCTestCase {
         mark = h.steps.count
         XCTAssertEqual(h.request(admin, "DECIDE phone wwan allow --once")["ok"], true)
         after = Array(h.steps[mark...])
-        XCTAssertLessThan(after.firstIndex(of: "load-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
+        XCTAssertLessThan(after.firstIndex(of: "update-rules") ?? .max, after.firstIndex(of: "reply \(admin)") ?? -1, "\(after)")
     }
 
     /// A link appearing or going, alone, builds only the `links` map, not every app's maps (a link appearing with
@@ -133,7 +135,27 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.last, whole([Links.lo, Links.eth, Links.wwan]), "the decision stays in the rules")
     }
 
-    /// A unit's cgroup appearing or going is a new ruleset.
+    /// A change made element by element that the kernel refuses (its table is not what the change was made
+    /// against: another tool's change not yet repaired) is followed at once by the whole table, not by a retry a
+    /// second later; a whole table refused is retried as before.
+    func testARefusedUpdateLoadsTheWholeTableAtOnce() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])
+        XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }, ["load-rules"])
+        h.rulesError = "Could not process rule: No such file or directory"
+        XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow --once")["ok"], true)
+        XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }, ["load-rules", "update-rules", "load-rules"])
+        XCTAssertEqual(h.rules.last, h.scripts.last)
+        XCTAssertEqual(h.logged(containing: "changing only what differs failed").count, 1)
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["attempts"], 1, "the whole table's failure counts")
+        h.rulesError = nil
+        h.advance(byMicroseconds: 1_000_000)
+        XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }.last, "load-rules", "the retry is the whole table")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["state"], "enforcing")
+    }
+
+    /// A unit's cgroup appearing, going or made again changes the rules; only by elements added, those of a cgroup
+    /// gone left stale (nft could not delete them by a path that no longer names their id), until so many are
+    /// stale that the whole table is loaded.
     func testCgroupsChangeTheRules() {
         let h = EngineHarness(policy: policy + "\n[App cron]\nUnit=cron.service\nWWAN=deny\n", links: [Links.lo, Links.wwan])
         let q = { h.request(h.connect(), "QUERY cron") }
@@ -144,6 +166,7 @@ final class EngineEnforcementTests: XCTestCase {
         let cron = cgroups(id: 7)
         h.feed(.cgroups(cron))
         XCTAssertTrue(h.rules.last?.contains(#""system.slice/cron.service" : goto deny"#) == true)
+        XCTAssertTrue(h.scripts.last?.hasPrefix("add element inet netpermd unit2_metered") == true, h.scripts.last ?? "")
         XCTAssertEqual(q()["enforced"], true)
         XCTAssertNil(q()["enforced_why"])
         let n = h.rules.count
@@ -152,12 +175,26 @@ final class EngineEnforcementTests: XCTestCase {
         h.feed(.cgroups(cgroups(id: 8)))
         XCTAssertEqual(h.rules.count, n + 1, "made again at the same path (cron restarted): the same text, loaded again")
         XCTAssertEqual(h.rules.last, h.rules.dropLast().last)
+        XCTAssertFalse(h.scripts.last?.contains("delete") ?? true, "the new id's elements added, the old left")
+        XCTAssertEqual(h.logged(containing: "5 left stale").count, 1)
         h.feed(.cgroups(UnitCgroups(nftRoot: "", units: cgroups(id: 8).units
             + [UnitCgroup(path: "system.slice/other.service", level: 2, unit: "other.service", id: 9)])))
         XCTAssertEqual(h.rules.count, n + 1, "a cgroup no app owns changes nothing")
         h.feed(.cgroups(UnitCgroups(nftRoot: "")))
         XCTAssertEqual(h.rules.count, n + 2)
+        XCTAssertFalse(h.scripts.last?.contains("element") ?? true, "gone: no element nft can be told of; the lookups go")
         XCTAssertEqual(q()["enforced_why"], "cgroup-absent")
+        // Restarted over and over: 5 stale elements each time, until past 1,024 the whole table clears them.
+        var id: UInt64 = 100
+        while h.scripts.last != h.rules.last, id < 400 {
+            id += 1
+            h.feed(.cgroups(cgroups(id: id)))
+        }
+        XCTAssertEqual(h.scripts.last, h.rules.last)
+        // 10 stale before (made again, gone); id 101 appears, each later one leaves 5: 10 + 5 * 203 > 1,024.
+        XCTAssertEqual(id, 101 + 203, "the restart that would leave more than 1,024 stale elements loads the whole table")
+        h.feed(.cgroups(cgroups(id: id + 1)))
+        XCTAssertNotEqual(h.scripts.last, h.rules.last, "and none are stale after it")
     }
 
     /// A process asking about its own app from a unit's cgroup hears whether that cgroup is in the rules: a

@@ -48,7 +48,7 @@ final class EngineHarness {
     private(set) var notifications: [NotifyMessage] = []
     /// Every nft script the engine handed over, and what the fake kernel answers (nil: loaded).
     private(set) var rules: [String] = []
-    /// What was actually run each time: the whole ruleset, or only the link sets' update.
+    /// What was actually run each time: the whole ruleset, or only what changed (`Ruleset.update(from:)`).
     private(set) var scripts: [String] = []
     var rulesError: String?
     /// Every effect in order, in words ("reply 3", "event 3 prompt", "persist", "notify reloading"...), for tests of
@@ -153,7 +153,7 @@ final class EngineHarness {
             steps.append("log \(p)")
             log.append((p, m))
         case let .loadRules(script, report, inForce):
-            steps.append(script == Ruleset.removal ? "remove-rules" : script == inForce ? "load-rules" : "update-links")
+            steps.append(script == Ruleset.removal ? "remove-rules" : script == inForce ? "load-rules" : "update-rules")
             rules.append(inForce)
             scripts.append(script)
             if report { queue.append(.rulesLoaded(error: rulesError)) }

@@ -12,7 +12,8 @@
 /// **Every packet out of a link pays for these rules**, so there are as few as the policy needs: one link lookup,
 /// and in the kind's chain only the lookups whose maps have elements (measured with 64-byte datagrams on this
 /// project's 2-vCPU VM: ~80 ns per rule evaluated, ~900 ns a packet with every lookup present against a ~4 µs
-/// `sendto()`). A map that gains its first element changes the chain, so it is a whole-table load.
+/// `sendto()`). A map that gains its first element or loses its last changes its chain: `update(from:)` writes
+/// that chain again in the same transaction.
 ///
 /// **Users' own units only narrow** (docs/SECURITY.md). A user names the units of their own manager
 /// (`user@UID.service/...`, `UserUnit=`, and the scopes `netpermctl run` starts as a user) as they like, so such a
@@ -51,11 +52,17 @@ public struct Ruleset: Equatable, Sendable {
     public var unitIDs: [UInt64]
     /// The elements of the `links` map, as in the text (`"wwan0" : goto metered_wwan`).
     public var linkElements: [String]
-    /// Where the text after the link sets starts (a UTF-8 offset): two builds that agree from there on differ in
-    /// their links only.
+    /// Where the text after the `links` map starts (a UTF-8 offset): what `withLinks` keeps.
     var appRulesOffset: Int
     /// How many of `skipped` (the first ones) are link names; the rest are cgroup paths.
     var skippedLinks: Int
+    /// Every verdict map's elements and every pending app's chain, as in the text: all of the text that depends on
+    /// the apps (the rest is the same for every build), so that `update(from:)` can change just what differs.
+    var maps: [VerdictMap]
+    var askChains: [AskChain]
+    /// The id of every unit cgroup that existed at this build (named by the maps or not), by the path nft is given:
+    /// an element can be deleted by its path only while the path still resolves to the id it holds.
+    var cgroupIDs: [String: UInt64]
     /// Who owns each uid and unit cgroup (an index into the policy's apps): what steering marks (SteeringPlan).
     public var uidOwners: [UInt32: Int] = [:]
     public var unitOwners: [UnitOwner] = []
@@ -144,13 +151,13 @@ public struct Ruleset: Equatable, Sendable {
             return p[k]
         }
         // Pending kinds go to a chain of their own that logs before it rejects: the prefix must name the app.
-        var asks: [String: String] = [:]
-        var askOrder: [String] = []
-        func reject(_ i: Int, _ k: PolicyDimension) -> String {
-            guard permission(i, k) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return "goto deny" }
-            let chain = "ask_\(i)_\(k.rawValue)"
-            if asks.updateValue(prefix, forKey: chain) == nil { askOrder.append(chain) }
-            return "goto " + chain
+        var askChains: [AskChain] = []
+        var askSeen: Set<AskChain.ID> = []
+        func reject(_ i: Int, _ k: PolicyDimension) -> MapVerdict {
+            guard permission(i, k) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
+            let id = AskChain.ID(app: i, kind: k)
+            if askSeen.insert(id).inserted { askChains.append(AskChain(id: id, prefix: prefix)) }
+            return .ask(id)
         }
 
         var t = ""
@@ -158,38 +165,40 @@ public struct Ruleset: Equatable, Sendable {
         t += linkPart.text
         var elements = linkPart.elements.count
         let appRulesOffset = t.utf8.count
-        // The maps that have elements: only those are looked up (the chains below).
-        var used: Set<String> = []
-        func map(_ name: String, type: String, _ entries: [String]) {
-            elements += entries.count
-            if !entries.isEmpty { used.insert(name) }
-            set(&t, name, type: type, entries)
-        }
+        var maps: [VerdictMap] = []
         // Only denials need a uid element: a uid no element names passes anyway.
         let sortedUIDs = uidOwner.keys.sorted()
         for k in dimensions {
-            let denied = sortedUIDs.filter { permission(uidOwner[$0]!, k) != .allow }
-            map("uid_\(k.rawValue)", type: "uid : verdict", denied.map { "\($0) : \(reject(uidOwner[$0]!, k))" })
+            maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: sortedUIDs.compactMap { uid in
+                let app = uidOwner[uid]!
+                return permission(app, k) == .allow ? nil : MapElement(key: .uid(uid), verdict: reject(app, k))
+            }))
         }
-        // A unit's element says accept (return, for metered: the kind is checked next) too: its sockets must not
-        // fall through to their uid's verdict.
         // A user's unit names only what it takes away: where its app allows, the packet goes on to its uid's verdict.
         for level in UnitCgroups.userLevels {
             let owned = cgroupOwner.filter { $0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
-                let denied = owned.filter { permission($0.app, k) != .allow }
-                map("user\(level)_\(k.rawValue)", type: "cgroupsv2 : verdict",
-                    denied.map { "\"\($0.path)\" : \(reject($0.app, k))" })
+                maps.append(VerdictMap(name: "user\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.compactMap {
+                    permission($0.app, k) == .allow ? nil : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k))
+                }))
             }
         }
+        // A unit's element says accept (return, for metered: the kind is checked next) too: its sockets must not
+        // fall through to their uid's verdict.
         for level in UnitCgroups.levels {
             let owned = cgroupOwner.filter { !$0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
-                let pass = k == .metered ? "return" : "accept"
-                map("unit\(level)_\(k.rawValue)", type: "cgroupsv2 : verdict",
-                    owned.map { "\"\($0.path)\" : \(permission($0.app, k) == .allow ? pass : reject($0.app, k))" })
+                let pass: MapVerdict = k == .metered ? .pass : .accept
+                maps.append(VerdictMap(name: "unit\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.map {
+                    MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: permission($0.app, k) == .allow ? pass : reject($0.app, k))
+                }))
             }
         }
+        for m in maps {
+            elements += m.elements.count
+            set(&t, m.name, type: m.key + " : verdict", m.elements.lazy.map(\.text))
+        }
+        let used = usedMaps(maps)
         // icmpx admin-prohibited: IPv4's connect() fails at once with EHOSTUNREACH, sendto() with EPERM; a drop
         // would leave TCP retrying until its time-out. IPv6's TCP gets a reset (ECONNREFUSED at once): the ICMPv6
         // error reached connect() only after the SYN was sent again a second later (EACCES after 1 s).
@@ -197,19 +206,14 @@ public struct Ruleset: Equatable, Sendable {
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
         // At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
         // raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
-        for chain in askOrder {
-            t += "\tchain \(chain) {\n\t\tlimit rate 5/second burst 5 packets log group \(logGroup) prefix \"\(asks[chain]!)\"\n"
-            t += "\t\tgoto deny\n\t}\n"
+        for chain in askChains {
+            t += "\tchain \(chain.name) {\n"
+            for rule in chain.rules { t += "\t\t" + rule + "\n" }
+            t += "\t}\n"
         }
         for k in dimensions {
-            t += "\tchain \(k == .metered ? "metered" : "kind_" + k.rawValue) {\n"
-            for level in UnitCgroups.userLevels.reversed() where used.contains("user\(level)_\(k.rawValue)") {
-                t += "\t\tsocket cgroupv2 level \(level) vmap @user\(level)_\(k.rawValue)\n"
-            }
-            for level in UnitCgroups.levels.reversed() where used.contains("unit\(level)_\(k.rawValue)") {
-                t += "\t\tsocket cgroupv2 level \(level) vmap @unit\(level)_\(k.rawValue)\n"
-            }
-            if used.contains("uid_\(k.rawValue)") { t += "\t\tmeta skuid vmap @uid_\(k.rawValue)\n" }
+            t += "\tchain \(chainName(k)) {\n"
+            for rule in lookups(k, used: used) { t += "\t\t" + rule + "\n" }
             t += "\t}\n"
         }
         for k in dimensions where k != .metered {
@@ -236,9 +240,12 @@ public struct Ruleset: Equatable, Sendable {
             notEnforced[app.id] = why
         }
         return Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
-                       links: linkPart.elements.count, elements: elements, pendingChains: askOrder.count, skipped: skipped,
-                       unitIDs: cgroupOwner.map(\.cgroup.id), linkElements: linkPart.elements, appRulesOffset: appRulesOffset,
-                       skippedLinks: linkPart.skipped.count, uidOwners: uidOwner,
+                       links: linkPart.elements.count, elements: elements, pendingChains: askChains.count, skipped: skipped,
+                       unitIDs: cgroupOwner.map(\.cgroup.id), linkElements: linkPart.elements,
+                       appRulesOffset: appRulesOffset, skippedLinks: linkPart.skipped.count, maps: maps, askChains: askChains,
+                       cgroupIDs: Dictionary(cgroups.units.compactMap { c in cgroups.nftPath(c).map { ($0, c.id) } },
+                                             uniquingKeysWith: { a, _ in a }),
+                       uidOwners: uidOwner,
                        unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
                                                                  userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
     }
@@ -263,7 +270,7 @@ public struct Ruleset: Equatable, Sendable {
 
     /// These rules with other links: what `build` gives for the same apps, permissions and cgroups and these
     /// links, without building the apps' maps again (a link appearing with 10,000 apps in the policy costs its
-    /// sets, not the whole table; RulesetTests checks both agree).
+    /// map, not the whole table; RulesetTests checks both agree). `update(from:)` then finds only the links changed.
     public func withLinks(_ links: [Link]) -> Ruleset {
         let part = LinkPart(links)
         var r = self
@@ -281,22 +288,24 @@ public struct Ruleset: Equatable, Sendable {
         return r
     }
 
-    /// When these rules differ from `old` only in their links (a link appeared, went or changed kind), the script
-    /// that changes just the `links` map, as one transaction: a few map elements instead of a table of 10,000 apps
-    /// (measured: 60-150 ms for the whole table of 10,000 apps). nil when anything else differs.
-    public func linkUpdate(from old: Ruleset) -> String? {
-        // Compared as substrings, not byte by byte: the tail is megabytes with 10,000 apps, and String compares
-        // ASCII text with memcmp (an elementsEqual over the UTF-8 view took 16-50 ms there).
-        guard unitIDs == old.unitIDs, text.utf8.count - appRulesOffset == old.text.utf8.count - old.appRulesOffset,
-              text[text.utf8.index(text.utf8.startIndex, offsetBy: appRulesOffset)...]
-                  == old.text[old.text.utf8.index(old.text.utf8.startIndex, offsetBy: old.appRulesOffset)...]
-        else { return nil }
-        guard linkElements != old.linkElements else { return nil }
-        var s = "flush map \(Self.family) \(Self.table) links\n"
-        if !linkElements.isEmpty {
-            s += "add element \(Self.family) \(Self.table) links { " + linkElements.joined(separator: ", ") + " }\n"
+    /// The chain that checks dimension `k`: `metered`, or `kind_KIND`.
+    static func chainName(_ k: PolicyDimension) -> String { k == .metered ? "metered" : "kind_" + k.rawValue }
+
+    /// The maps that have elements: only those are looked up.
+    static func usedMaps(_ maps: [VerdictMap]) -> Set<String> { Set(maps.lazy.filter { !$0.elements.isEmpty }.map(\.name)) }
+
+    /// The rules of dimension `k`'s chain, in the order the first matching app wins: users' units deepest first,
+    /// system units, the uid; a lookup only where its map has elements (`used`), as each costs every packet.
+    static func lookups(_ k: PolicyDimension, used: Set<String>) -> [String] {
+        var rules: [String] = []
+        for level in UnitCgroups.userLevels.reversed() where used.contains("user\(level)_\(k.rawValue)") {
+            rules.append("socket cgroupv2 level \(level) vmap @user\(level)_\(k.rawValue)")
         }
-        return s
+        for level in UnitCgroups.levels.reversed() where used.contains("unit\(level)_\(k.rawValue)") {
+            rules.append("socket cgroupv2 level \(level) vmap @unit\(level)_\(k.rawValue)")
+        }
+        if used.contains("uid_\(k.rawValue)") { rules.append("meta skuid vmap @uid_\(k.rawValue)") }
+        return rules
     }
 
     private static func set<S: Sequence>(_ t: inout String, _ name: String, type: String, _ elements: S)

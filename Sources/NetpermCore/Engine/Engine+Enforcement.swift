@@ -15,6 +15,12 @@ struct EnforcementBook {
     var loaded: String?
     /// The ids of the cgroups the loaded script names, as nft resolved them.
     var loadedUnitIDs: [UInt64] = []
+    /// The last script handed over changed only part of the table (`Ruleset.update(from:)`): if it fails, the
+    /// whole table is loaded at once.
+    var partial = false
+    /// Elements of unit cgroups that went, left in the kernel's maps by changes of elements only
+    /// (`Ruleset.UpdateSize.stale`); none after a load of the whole table.
+    var stale = 0
     var state = EnforcementState.off
     var attempts = 0
     var retry: TimerID?
@@ -41,6 +47,9 @@ struct EnforcementBook {
 
     /// Failed loads are tried again after 1, 2, 4 and 8 s, then left until the next change.
     static let maxAttempts = 5
+    /// Past this many stale elements the whole table is loaded, which clears them: a host starting and stopping
+    /// scopes all day must not grow its maps for good.
+    static let maxStale = 1024
 }
 
 extension Engine {
@@ -74,8 +83,8 @@ extension Engine {
         case .block, .steer:
             // An undecided `ask` is logged (and rejected) whether or not an agent listens: agents coming and going
             // load nothing, and with none the log says once that a prompt could not be raised.
-            // Only links changed (apps, permissions and cgroups are as the last build saw them): only the link
-            // sets are made again, not the maps of every app.
+            // Only links changed (apps, permissions and cgroups are as the last build saw them): only the links
+            // map is made again, not the maps of every app.
             let r: Ruleset
             if onlyLinks, let last = enforcement.ruleset {
                 r = last.withLinks(state.network.links)
@@ -95,14 +104,27 @@ extension Engine {
             // The same text names new cgroups when one was made again at the same path (new id).
             guard r.text != enforcement.loaded || r.unitIDs != enforcement.loadedUnitIDs else { return }
             enforcement.loadedUnitIDs = r.unitIDs
-            // Only links changed, and the last rules are in force: change just their sets.
-            var update: String?
+            // The last rules are in force: change just what differs (the links map, map elements, pending chains).
+            var update: (script: String, size: Ruleset.UpdateSize)?
             if enforcement.state == .enforcing, let previous, previous.text == enforcement.loaded {
-                update = r.linkUpdate(from: previous)
+                update = r.update(from: previous)
+                if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
             }
+            if let update, update.script.isEmpty {
+                // Nothing the kernel can be told (a cgroup no element names came or went; a cgroup's elements left
+                // stale): the rules in force are these.
+                enforcement.loaded = r.text
+                enforcement.stale += update.size.stale
+                return
+            }
+            enforcement.stale = update.map { enforcement.stale + $0.size.stale } ?? 0
             log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links"
-                + (update != nil ? " (links map only)" : ""))
-            load(r.text, script: update, report: true)
+                + (update.map { u in
+                    u.size.elements + u.size.chains == 0 ? " (links map only)"
+                        : " (changes only: \(u.size.links ? "the links map, " : "")\(u.size.elements) elements, "
+                        + "\(u.size.chains) chains" + (u.size.stale > 0 ? ", \(u.size.stale) left stale" : "") + ")"
+                } ?? ""))
+            load(r.text, script: update?.script, report: true)
             if enforcement.state != .enforcing { enforcement.state = .applying }
         }
     }
@@ -113,6 +135,7 @@ extension Engine {
         if let t = enforcement.retry { cancelTimer(t); enforcement.retry = nil }
         enforcement.attempts = 0
         enforcement.loaded = text
+        enforcement.partial = script != nil
         out.append(.loadRules(script ?? text, report: report, inForce: text))
     }
 
@@ -131,6 +154,15 @@ extension Engine {
             if state.config.enforcement == .steer, was != enforcement.state { enforcement.steeringMoved = true }
             return
         }
+        if enforcement.partial, !removal, let text = enforcement.loaded {
+            // The kernel's table is not what the change was made against (another tool's change not yet repaired,
+            // a cgroup gone since the scan): the whole table, at once, as a repair would.
+            enforcement.partial = false
+            enforcement.stale = 0
+            log(.notice, "enforcement: changing only what differs failed (\(error)); loading the whole table")
+            out.append(.loadRules(text, report: true, inForce: text))
+            return
+        }
         if state.config.enforcement == .steer { enforcement.steeringMoved = true }
         enforcement.attempts += 1
         let n = enforcement.attempts
@@ -146,6 +178,8 @@ extension Engine {
     func retryRules() {
         enforcement.retry = nil
         guard let text = enforcement.loaded else { return }
+        enforcement.partial = false
+        enforcement.stale = 0
         out.append(.loadRules(text, report: true, inForce: text))
     }
 

@@ -184,15 +184,18 @@ class IntegrationTestCase: XCTestCase {
     // MARK: - Talking to the daemon as users do
 
     /// `socat - UNIX-CONNECT:PATH` with `input` on stdin.
+    /// `linger`: how long socat waits for the daemon after its input ended (socat's `-t`, 0.5 s unless given).
     func socatRun(_ socket: String, input: [UInt8], keepInputOpen: Bool = false,
-                  timeout: Double = 10) throws -> CommandResult {
-        try Subprocess.run(["socat", "-", "UNIX-CONNECT:\(socket)"], input: input, keepInputOpen: keepInputOpen,
-                           timeout: timeout)
+                  timeout: Double = 10, linger: Double? = nil) throws -> CommandResult {
+        try Subprocess.run(["socat"] + (linger.map { ["-t", String($0)] } ?? []) + ["-", "UNIX-CONNECT:\(socket)"],
+                           input: input, keepInputOpen: keepInputOpen, timeout: timeout)
     }
 
-    /// Sends each request as a line through one socat connection; returns the reply lines.
+    /// Sends each request as a line through one socat connection; returns the reply lines. socat waits up to 5 s
+    /// after its input ends: the daemon closes once it has answered, but a DECIDE or RELOAD is answered only once
+    /// its rules are in the kernel, which took longer than socat's default 0.5 s on a loaded machine.
     func socat(_ socket: String, _ requests: [String]) throws -> [String] {
-        let r = try socatRun(socket, input: Array(requests.map { $0 + "\n" }.joined().utf8))
+        let r = try socatRun(socket, input: Array(requests.map { $0 + "\n" }.joined().utf8), linger: 5)
         guard r.status == 0 else { throw HarnessError("socat failed: \(r.summary)") }
         return r.lines
     }
