@@ -60,6 +60,13 @@ final class Enforcer {
             // Repaired on the next pass of the loop, once this load is accounted for.
             repairSoon()
         }
+        // libnftables keeps what it last loaded as its cache until the next run: for a whole table of 10,000 apps
+        // about 40 MB. The context goes with it (a new one costs a millisecond), and the heap is given back.
+        if whole == nil || whole == script {
+            nft = nil
+            ownPortIDs = []
+            Heap.releaseFree()
+        }
         if let failure { return failure }
         if script == Ruleset.removal {
             inForce = nil
