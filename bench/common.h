@@ -161,6 +161,21 @@ static inline unsigned ifindex_or_die(const char *name) {
     return i;
 }
 
+/* Reads the kernel's answer to a request sent with NLM_F_ACK; dies on an error, naming `what`. */
+static inline void nl_ack_or_die(int fd, const char *what) {
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n < 0) die("netlink recv (%s)", what);
+    struct nlmsghdr *h = (struct nlmsghdr *)buf;
+    if (h->nlmsg_type == NLMSG_ERROR) {
+        struct nlmsgerr *e = NLMSG_DATA(h);
+        if (e->error) {
+            errno = -e->error;
+            die("%s", what);
+        }
+    }
+}
+
 /* Sends RTM_NEWLINK setting or clearing IFF_UP; with ack, waits for the kernel's answer and dies on error. */
 static inline void rtnl_set_up(int fd, unsigned ifindex, int up, int ack) {
     static unsigned seq;
@@ -174,17 +189,9 @@ static inline void rtnl_set_up(int fd, unsigned ifindex, int up, int ack) {
     };
     if (send(fd, &req, sizeof req, 0) != (ssize_t)sizeof req) die("netlink send");
     if (!ack) return;
-    char buf[4096];
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n < 0) die("netlink recv ack");
-    struct nlmsghdr *h = (struct nlmsghdr *)buf;
-    if (h->nlmsg_type == NLMSG_ERROR) {
-        struct nlmsgerr *e = NLMSG_DATA(h);
-        if (e->error) {
-            errno = -e->error;
-            die("RTM_NEWLINK on ifindex %u", ifindex);
-        }
-    }
+    char what[48];
+    snprintf(what, sizeof what, "RTM_NEWLINK on ifindex %u", ifindex);
+    nl_ack_or_die(fd, what);
 }
 
 /* RTM_NEWADDR of an IPv4 address (host byte order) with a prefix length, with ack. */

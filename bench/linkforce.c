@@ -39,20 +39,6 @@ static struct rtattr *open_nest(char **p, unsigned short type) {
 
 static void close_nest(char *p, struct rtattr *a) { a->rta_len = (unsigned short)(p - (char *)a); }
 
-static void ack_or_die(int fd, const char *what) {
-    char buf[4096];
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n < 0) die("netlink recv (%s)", what);
-    struct nlmsghdr *h = (struct nlmsghdr *)buf;
-    if (h->nlmsg_type == NLMSG_ERROR) {
-        struct nlmsgerr *e = NLMSG_DATA(h);
-        if (e->error) {
-            errno = -e->error;
-            die("%s", what);
-        }
-    }
-}
-
 /* RTM_NEWLINK: a veth pair, both ends down, `name` (NOARP) here and `peer` in the namespace of `nsfd`, both with the
  * ifindex `index` (so that no request is needed to learn it; veth takes the peer's only if the link's is given
  * too). The peer cannot be created up: veth refuses to open an end whose pair is not complete yet (ENOTCONN). */
@@ -86,7 +72,7 @@ static void create_veth(int fd, const char *name, const char *peer, int nsfd, in
     close_nest(p, info);
     nh->nlmsg_len = (unsigned)(p - buf);
     if (send(fd, buf, nh->nlmsg_len, 0) < 0) die("netlink send RTM_NEWLINK (create)");
-    ack_or_die(fd, "RTM_NEWLINK (create)");
+    nl_ack_or_die(fd, "RTM_NEWLINK (create)");
 }
 
 /* RTM_NEWLINK renaming the link `index`, with ack. */
@@ -103,7 +89,7 @@ static void rename_link(int fd, int index, const char *name) {
     put_attr(&p, IFLA_IFNAME, name, strlen(name) + 1);
     nh->nlmsg_len = (unsigned)(p - buf);
     if (send(fd, buf, nh->nlmsg_len, 0) < 0) die("netlink send RTM_NEWLINK (rename)");
-    ack_or_die(fd, "RTM_NEWLINK (rename)");
+    nl_ack_or_die(fd, "RTM_NEWLINK (rename)");
 }
 
 int main(int argc, char **argv) {
