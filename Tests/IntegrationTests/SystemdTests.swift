@@ -49,6 +49,35 @@ final class SystemdTests: IntegrationTestCase {
         XCTAssertFalse(r.stdout.contains("✗ CapabilityBoundingSet=~CAP_NET_ADMIN"), "the shipped unit has no CAP_NET_ADMIN")
     }
 
+    /// The installed units (`make install-files` staged) under a root of their own, as `systemd-analyze security
+    /// --offline` reads them, and the drop-ins an administrator copies from the docs directory.
+    private struct OfflineUnits {
+        let staged: String
+        let root: String
+        var system: String { root + "/etc/systemd/system" }
+
+        init(_ test: SystemdTests) throws {
+            staged = try test.stageInstall()
+            root = try test.makeTempDir()
+            try FileManager.default.createDirectory(atPath: root + "/etc/systemd/system/netpermd.service.d",
+                                                    withIntermediateDirectories: true)
+            for u in ["netpermd.service", "netpermd.socket"] {
+                try FileManager.default.copyItem(atPath: staged + "/usr/local/lib/systemd/system/" + u,
+                                                 toPath: root + "/etc/systemd/system/" + u)
+            }
+        }
+
+        func addDropIn(_ name: String) throws {
+            try FileManager.default.copyItem(atPath: staged + "/usr/local/share/doc/netpermd/" + name,
+                                             toPath: system + "/netpermd.service.d/" + name)
+        }
+
+        func analyze() throws -> CommandResult {
+            try Subprocess.run(["systemd-analyze", "security", "--offline=yes", "--root=\(root)", "netpermd.service"],
+                               timeout: 30)
+        }
+    }
+
     private func exposure(_ r: CommandResult) throws -> Double {
         XCTAssertEqual(r.status, 0, r.summary)
         let marker = "Overall exposure level for netpermd.service:"
@@ -63,19 +92,10 @@ final class SystemdTests: IntegrationTestCase {
     /// The enforcement drop-in (docs/ENFORCEMENT.md) as an administrator installs it, under a root of its own:
     /// it adds CAP_NET_ADMIN and nothing else, and the figures the docs give (1.4 without, 1.5 with) hold.
     func testEnforcementDropInAddsOnlyNetAdmin() throws {
-        let staged = try stageInstall()
-        let root = try makeTempDir()
-        let system = root + "/etc/systemd/system"
-        try FileManager.default.createDirectory(atPath: system + "/netpermd.service.d", withIntermediateDirectories: true)
-        for u in ["netpermd.service", "netpermd.socket"] {
-            try FileManager.default.copyItem(atPath: staged + "/usr/local/lib/systemd/system/" + u, toPath: system + "/" + u)
-        }
-        let without = try exposure(Subprocess.run(["systemd-analyze", "security", "--offline=yes", "--root=\(root)",
-                                                   "netpermd.service"], timeout: 30))
-        try FileManager.default.copyItem(atPath: staged + "/usr/local/share/doc/netpermd/netpermd-enforcement.conf",
-                                         toPath: system + "/netpermd.service.d/enforcement.conf")
-        let r = try Subprocess.run(["systemd-analyze", "security", "--offline=yes", "--root=\(root)", "netpermd.service"],
-                                   timeout: 30)
+        let units = try OfflineUnits(self)
+        let without = try exposure(units.analyze())
+        try units.addDropIn("netpermd-enforcement.conf")
+        let r = try units.analyze()
         let with = try exposure(r)
         XCTAssertTrue(r.stdout.contains("✗ CapabilityBoundingSet=~CAP_NET_ADMIN"), r.stdout)
         XCTAssertEqual([without, with], [1.4, 1.5], "docs/ENFORCEMENT.md gives these figures")
@@ -84,17 +104,9 @@ final class SystemdTests: IntegrationTestCase {
     /// The steer drop-in (docs/ENFORCEMENT.md, "Steer") alone: CAP_NET_ADMIN, CAP_BPF and the bpf() system call,
     /// and the figure the docs give (1.7; 1.4 without).
     func testSteerDropInAddsBPFAndNetAdmin() throws {
-        let staged = try stageInstall()
-        let root = try makeTempDir()
-        let system = root + "/etc/systemd/system"
-        try FileManager.default.createDirectory(atPath: system + "/netpermd.service.d", withIntermediateDirectories: true)
-        for u in ["netpermd.service", "netpermd.socket"] {
-            try FileManager.default.copyItem(atPath: staged + "/usr/local/lib/systemd/system/" + u, toPath: system + "/" + u)
-        }
-        try FileManager.default.copyItem(atPath: staged + "/usr/local/share/doc/netpermd/netpermd-steer.conf",
-                                         toPath: system + "/netpermd.service.d/steer.conf")
-        let r = try Subprocess.run(["systemd-analyze", "security", "--offline=yes", "--root=\(root)", "netpermd.service"],
-                                   timeout: 30)
+        let units = try OfflineUnits(self)
+        try units.addDropIn("netpermd-steer.conf")
+        let r = try units.analyze()
         for finding in ["CapabilityBoundingSet=~CAP_NET_ADMIN", "CapabilityBoundingSet=~CAP_BPF",
                         "SystemCallFilter=~@privileged"] {
             XCTAssertTrue(r.stdout.contains("✗ " + finding), "\(finding):\n\(r.stdout)")
