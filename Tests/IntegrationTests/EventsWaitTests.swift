@@ -550,6 +550,22 @@ final class EventsWaitTests: IntegrationTestCase {
         XCTAssertEqual(try? String(contentsOfFile: marker, encoding: .utf8), "ran\n", "the command ran once allowed")
     }
 
+    /// The longest time-out netpermctl accepts is one the daemon accepts: `99999999.9995` used to be rounded up to
+    /// the millisecond, sent as `100000000.000`, refused by the daemon, and wait exited 1. One past the daemon's
+    /// limit is a usage error before anything is sent, as WAIT would refuse it.
+    func testNetpermctlWaitTakesEveryTimeOutTheDaemonTakes() throws {
+        let f = try wwanOnly()
+        try f.addDefaultRoute("wlan0", metric: 100)
+        try waitForVerdict(f.socket, "updater", "updater available over wlan0") { $0.available }
+        for timeout in ["99999999.9995", "99999999.999999", "99999999.9999999", "0.0000001"] {
+            let r = try ctl(["--socket", f.socket, "wait", "--app", "updater", "--timeout", timeout])
+            XCTAssertEqual(r.status, 0, "--timeout \(timeout): \(r.summary)")
+        }
+        XCTAssertEqual(try request(f.socket, "WAIT updater 100000000")["error"] as? String, "bad-arguments")
+        let over = try ctl(["--socket", f.socket, "wait", "--app", "updater", "--timeout", "100000000"])
+        XCTAssertEqual(over.status, 2, over.summary)
+    }
+
     func testNetpermctlWaitTimesOutWithExitFour() throws {
         let f = try wwanOnly()
         let marker = "\(f.dir)/ran"
