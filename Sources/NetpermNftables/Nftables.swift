@@ -1,5 +1,6 @@
 import CNftables
 import Glibc
+import NetpermIO
 
 /// What went wrong talking to nftables.
 public enum NftError: Error, CustomStringConvertible, Sendable {
@@ -62,7 +63,8 @@ public final class Nftables {
 
     public init() throws(NftError) {
         lib = try Library.load()
-        guard let ctx = lib.new(UInt32(NFT_CTX_DEFAULT)) else { throw .noContext }
+        // libnftables waits on its netlink socket with select(2): the socket must get a number below 1024.
+        guard let ctx = LowDescriptors.whileFree({ [lib] in lib.new(UInt32(NFT_CTX_DEFAULT)) }) else { throw .noContext }
         self.ctx = ctx
         // Output and errors into buffers, never to the daemon's stdout and stderr.
         guard lib.bufferOutput(ctx) == 0, lib.bufferError(ctx) == 0 else {
@@ -71,12 +73,14 @@ public final class Nftables {
         }
     }
 
-    deinit { lib.free(ctx) }
+    // Its socket's number goes back to the reserve as it closes.
+    deinit { LowDescriptors.whileFree { [lib, ctx] in lib.free(ctx) } }
 
     /// Runs an nft script (as `nft -f`) and returns what it printed (a `list` command's text).
     @discardableResult
     public func run(_ script: String) throws(NftError) -> String {
-        let r = lib.run(ctx, script)
+        // It may open its socket again (after an error): below 1024, as at the start.
+        let r = LowDescriptors.whileFree { lib.run(ctx, script) }
         let output = lib.outputBuffer(ctx).map { String(cString: $0) } ?? ""
         let errors = lib.errorBuffer(ctx).map { String(cString: $0) } ?? ""
         guard r == 0 else {
