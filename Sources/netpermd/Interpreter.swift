@@ -20,6 +20,8 @@ final class Interpreter: ControlDelegate {
     private let steerer = Steerer()
     /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
     var steeringMarks: ([UInt32]) -> Void = { _ in }
+    /// The unit cgroups' descriptors the rules in force name (CgroupWatcher.inForce): after each load that took.
+    var handlesInForce: (Set<Int32>) -> Void = { _ in }
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     var server: ControlServer?
 
@@ -119,6 +121,8 @@ final class Interpreter: ControlDelegate {
         case let .loadRules(script, report, inForce):
             let start = Clock.monotonicMicroseconds()
             let error = enforcer.load(script, inForce: inForce)
+            // What a repair would load again, as the enforcer keeps it: its cgroups' descriptors must stay open.
+            if error == nil { handlesInForce(UnitCgroups.handles(namedIn: inForce)) }
             Log.debug("enforcement: nft transaction of \(script.utf8.count) bytes took "
                 + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {

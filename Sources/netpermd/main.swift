@@ -75,6 +75,7 @@ func run() -> Int32 {
     }
     interpreter.kernelChanged(watcher.snapshot())
     let cgroups = CgroupWatcher(loop: loop) { interpreter.feed(.cgroups($0)) }
+    interpreter.handlesInForce = { cgroups.inForce($0) }
 
     var limits = ControlServer.Limits()
     limits.maxLine = Request.maxLine
