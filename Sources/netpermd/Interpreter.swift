@@ -26,6 +26,9 @@ final class Interpreter: ControlDelegate {
     var server: ControlServer?
 
     private let effects = Effects()
+    /// The bodies of the events in `effects`, by where they are in it: one event's body is written once and held
+    /// once, however many subscribers it goes to.
+    private var bodies: [Range<Int>: EventBody] = [:]
     private var queue: [Input] = []
     private var draining = false
     private var timers: [TimerID: TimerSource] = [:]
@@ -63,6 +66,7 @@ final class Interpreter: ControlDelegate {
             effects.reset()
             engine.handle(next, into: effects)
             for effect in effects.list { carryOut(effect) }
+            bodies.removeAll(keepingCapacity: true)
         }
         draining = false
         server?.serveReleased()
@@ -71,7 +75,11 @@ final class Interpreter: ControlDelegate {
     private func carryOut(_ effect: Effect) {
         switch effect {
         case let .reply(id, range): server?.reply(id, effects[range])
-        case let .event(id, head, tail): server?.event(id, head: effects[head], tail: effects[tail])
+        case let .event(id, head, tail):
+            guard let server else { return }
+            let body = bodies[tail] ?? server.body(effects[tail])
+            bodies[tail] = body
+            server.event(id, head: effects[head], body: body)
         case let .hold(id): server?.hold(id)
         case let .resume(id): server?.resume(id)
         case let .close(id): server?.closeAfterFlush(id)
