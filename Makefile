@@ -16,8 +16,9 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 
 BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
-# to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid).
-TEST_DEBS := groff-base man-db mandoc zsh python3
+# to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
+# e2fsprogs for the small ext4 a test freezes under the daemon's decisions file.
+TEST_DEBS := groff-base man-db mandoc zsh python3 e2fsprogs
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600

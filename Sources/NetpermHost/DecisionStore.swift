@@ -35,7 +35,8 @@ public struct DecisionStore: Sendable {
         Log.err("decisions file is unusable (\(why)); moved it to \(whereTo) and starting with no stored decisions")
     }
 
-    public func save(_ d: Decisions) throws(Errno) {
-        try AtomicFile.write(path, d.encoded())
+    /// The file's text, as `Decisions.encoded()` gives it (made on the loop, written on a thread of its own).
+    public func save(_ text: String) throws(Errno) {
+        try AtomicFile.write(path, text)
     }
 }
