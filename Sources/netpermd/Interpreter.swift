@@ -30,6 +30,10 @@ final class Interpreter: ControlDelegate {
     var server: ControlServer?
 
     private let effects = Effects()
+    /// An input that holds the loop this long is logged, with the effect that took longest (at most once per 10 s):
+    /// nothing slow may run on the loop, and a stall found in a soak is otherwise a guess.
+    static let slowMicroseconds: UInt64 = 250_000
+    private var slowInputs = RateLimitedLog(intervalMicroseconds: 10_000_000)
     /// The bodies of the events in `effects`, by where they are in it: one event's body is written once and held
     /// once, however many subscribers it goes to.
     private var bodies: [Range<Int>: EventBody] = [:]
@@ -72,8 +76,26 @@ final class Interpreter: ControlDelegate {
         while !queue.isEmpty {
             let next = queue.removeFirst()
             effects.reset()
+            let start = Clock.monotonicMicroseconds()
             engine.handle(next, into: effects)
-            for effect in effects.list { carryOut(effect) }
+            var slowest: (effect: Effect?, took: UInt64) = (nil, 0)
+            for effect in effects.list {
+                switch effect {
+                case .reply, .event:
+                    carryOut(effect)
+                case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
+                     .notify, .log, .loadRules, .steer:
+                    let t = Clock.monotonicMicroseconds()
+                    carryOut(effect)
+                    let took = Clock.monotonicMicroseconds() - t
+                    if took > slowest.took { slowest = (effect, took) }
+                }
+            }
+            let held = Clock.monotonicMicroseconds() - start
+            if held > Self.slowMicroseconds {
+                slowInputs.emit(5, "the loop was held \(held / 1000) ms by \(next.name) (\(effects.list.count) effects"
+                    + (slowest.effect.map { ", \($0.name) \(slowest.took / 1000) ms" } ?? "") + ")")
+            }
             bodies.removeAll(keepingCapacity: true)
         }
         draining = false
