@@ -177,14 +177,14 @@ final class SteerTests: IntegrationTestCase {
         XCTAssertEqual((try query("asker")["via"] as? [String: Any])?["name"] as? String, "wwan0")
     }
 
-    /// A Unit= app by its cgroup (a test cgroup under system.slice, removed at teardown), IPv6.
+    /// A Unit= app by its cgroup (in a top-level slice of the test's own, removed at teardown), IPv6.
     func testUnitCgroupIsSteered() throws {
-        let slice = try EnforcementBed.cgroupRoot() + "/system.slice"
-        guard FileManager.default.fileExists(atPath: slice) else { throw XCTSkip("no \(slice)") }
+        let slice = try EnforcementBed.cgroupRoot() + "/npt-steer-\(getpid()).slice"
         let svc = "npt-steer-\(getpid()).service"
         let svcDir = slice + "/" + svc
+        XCTAssertEqual(mkdir(slice, 0o755), 0, "mkdir \(slice): \(String(cString: strerror(errno)))")
         XCTAssertEqual(mkdir(svcDir, 0o755), 0)
-        addTeardownBlock { rmdir(svcDir) }
+        addTeardownBlock { rmdir(svcDir); rmdir(slice) }
         // The unit's app (WWAN=deny) comes before the uid's (allowed everywhere): its sockets are steered.
         try start(Self.policy + "[App svc]\nUnit=\(svc)\nWWAN=deny\n")
         try waitUntil("svc is enforced") { (try self.query("svc")["enforced"] as? Bool == true, "") }
@@ -206,7 +206,7 @@ final class SteerTests: IntegrationTestCase {
         XCTAssertEqual(try bed.rules().count, 2, "SIGKILL leaves the rules")
         let p = try bed.probe(uid: 4001)
         XCTAssertEqual(p.mark, 0, "no program marks new sockets")
-        XCTAssertEqual(p.tcp, "EHOSTUNREACH", "unmarked, by wwan0, rejected by the nft table left behind: \(p)")
+        XCTAssertEqual(p.tcp, "ECONNREFUSED", "unmarked, by wwan0, rejected by the nft table left behind: \(p)")
 
         d = try start()
         assertSteered(try bed.probe(uid: 4001), "restarted")
@@ -214,14 +214,22 @@ final class SteerTests: IntegrationTestCase {
         XCTAssertEqual(again.count, 2, "repaired, not doubled: \(again)")
         XCTAssertEqual(try SteerBed.programNames().filter { $0 == "netpermd_steer" }.count, 1)
 
+        // A stop (a restart, an upgrade) fails closed as a kill does: rules, tables and the nft table stay.
         stopDaemon(d)
-        XCTAssertEqual(try bed.rules(), [], "a clean stop removes the rules")
+        XCTAssertEqual(try bed.rules().count, 2, "a stop leaves the rules")
+        XCTAssertFalse(try bed.steeringRoutes().isEmpty, "and the tables")
+        XCTAssertFalse(try SteerBed.programNames().contains("netpermd_steer"), "the program went with the daemon")
+        XCTAssertEqual(try bed.probe(uid: 4001).tcp, "ECONNREFUSED", "stopped: unmarked, rejected by the nft table")
+        // netpermd --remove-rules (what an uninstall runs) removes all of it.
+        let removed = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", netpermd, "--remove-rules"])
+        XCTAssertEqual(removed.status, 0, removed.summary)
+        XCTAssertTrue(removed.stdout.hasPrefix("netpermd: removed table inet netpermd, "), removed.stdout)
+        XCTAssertEqual(try bed.rules(), [], "--remove-rules removes the rules")
         XCTAssertEqual(try bed.steeringRoutes(), [], "and the tables")
         XCTAssertEqual(try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "nft", "list", "tables"]).stdout,
                        "", "and the nft table")
-        XCTAssertFalse(try SteerBed.programNames().contains("netpermd_steer"), "and the program")
         let q = try bed.probe(uid: 4001)
-        XCTAssertTrue(q.passed && q.source == Self.wwan.v4, "stopped: nothing enforced or steered: \(q)")
+        XCTAssertTrue(q.passed && q.source == Self.wwan.v4, "nothing enforced or steered: \(q)")
 
         // Killed again, and started in Mode=block: what steering left is removed, the nft table loaded.
         d = try start()
