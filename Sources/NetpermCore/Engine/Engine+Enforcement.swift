@@ -39,10 +39,11 @@ struct EnforcementBook {
     var steeringMoved = false
     var steeringError: String?
 
-    /// `index`, `up`, `metered`: Mode=steer only (its tables follow links up, down and re-created).
+    /// `index`, `up`, `metered`, `addresses`: Mode=steer only (its tables follow links up, down and re-created, its
+    /// source rules their addresses).
     struct LinkKey: Equatable {
         var name: String; var kind: LinkKind
-        var index: Int32 = 0; var up = false; var metered = false
+        var index: Int32 = 0; var up = false; var metered = false; var addresses: [String] = []
     }
 
     /// Failed loads are tried again after 1, 2, 4 and 8 s, then left until the next change.
@@ -62,7 +63,7 @@ extension Engine {
         let steer = state.config.enforcement == .steer
         let links = state.network.links.map {
             steer ? EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, index: $0.index, up: $0.adminUp && $0.carrier,
-                                            metered: $0.metered)
+                                            metered: $0.metered, addresses: $0.addresses)
                   : EnforcementBook.LinkKey(name: $0.name, kind: $0.kind)
         }
         guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }
