@@ -59,7 +59,7 @@ final class Sniffer {
     /// Starts sniffing `interface` in `ns` and waits until it listens.
     init(_ test: IntegrationTestCase, in ns: TestNamespace, interface: String, sources: [String], dir: String) throws {
         path = dir + "/sniffed-\(interface).txt"
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         let p = try Subprocess.spawn(["ip", "netns", "exec", ns.name, EnforcementBed.python, "-c", Self.script,
                                       interface, path] + sources,
                                      stdin: .devNull, stdout: .devNull, stderr: .appendFile(dir + "/sniffer.err"))
