@@ -125,6 +125,20 @@ final class DocsExamplesTests: IntegrationTestCase {
         XCTAssertGreaterThan(ran, 15, "the docs' shell examples were found")
     }
 
+    /// Issue 23: README's QUERY example had lost egress, bind_to, enforced, enforced_why and the metered dimension.
+    /// It has the members of the daemon's reply, no more and no fewer.
+    func testReadmeQueryExampleIsTheDaemonsReply() throws {
+        let (sandbox, _, _) = try sandboxWithDaemon()
+        let readme = try Self.blocks(in: "README.md").filter { $0.language == "json" }
+        let example = try XCTUnwrap(readme.first { $0.lines.first?.hasPrefix(#"{"ok":true,"app":"#) == true },
+                                    "README's QUERY example")
+        let r = try Subprocess.run(sandbox.argv(["socat", "-", "UNIX-CONNECT:/run/netpermd/netpermd.sock"]),
+                                   input: Array("QUERY\n".utf8))
+        XCTAssertEqual(r.lines.count, 1, r.summary)
+        XCTAssertEqual(try JSONValue.shape(example.lines.joined()), try JSONValue.shape(r.lines.first ?? ""),
+                       "README.md:\(example.line) against \(r.stdout)")
+    }
+
     /// The docs' systemctl blocks, in a real systemd after the same install as `make install`.
     func testSystemdExamplesWorkUnderARealSystemd() throws {
         let ns = try makeNamespace()
