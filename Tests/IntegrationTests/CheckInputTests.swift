@@ -93,18 +93,7 @@ final class CheckInputTests: IntegrationTestCase {
         let sandbox = try DefaultsSandbox(namespace: ns, scratch: dir + "/sandbox")
         addTeardownBlock { sandbox.close() }
         _ = try Subprocess.run(sandbox.argv(["rm", "-f", "/etc/netpermd/netpermd.conf"]))
-        let log = dir + "/netpermd.log"
-        let daemon = try Subprocess.spawn(sandbox.argv([netpermd]), stdin: .devNull, stdout: .appendFile(log),
-                                          stderr: .appendFile(log))
-        addTeardownBlock {
-            daemon.signal(SIGTERM)
-            if daemon.wait(timeout: 5) == nil { daemon.killAndReap() }
-        }
-        try waitUntil("netpermd answers on its default socket") {
-            if let s = daemon.poll() { throw HarnessError("netpermd exited \(s): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")") }
-            let r = try Subprocess.run(sandbox.argv([netpermctl, "ping"]))
-            return (r.status == 0, r.summary)
-        }
+        _ = try sandbox.startDaemon(self, log: dir + "/netpermd.log")
         let check = try Subprocess.run(sandbox.argv([netpermctl, "check"]))
         XCTAssertEqual(check.status, 0, check.summary)
         XCTAssertEqual(check.stdout, "/etc/netpermd/netpermd.conf: ok (no such file, so netpermd starts on its built-in "

@@ -73,18 +73,7 @@ final class DocsExamplesTests: IntegrationTestCase {
         try sandbox.write(runPolicy + "\n[Interface wlan0]\nKind=wifi\n\n[Interface wwan0]\nKind=wwan\n" + extraPolicy,
                           to: "/etc/netpermd/netpermd.conf")
         let log = dir + "/netpermd.log"
-        let daemon = try Subprocess.spawn(sandbox.argv([netpermd]), stdin: .devNull, stdout: .appendFile(log),
-                                          stderr: .appendFile(log))
-        addTeardownBlock {
-            daemon.signal(SIGTERM)
-            if daemon.wait(timeout: 5) == nil { daemon.killAndReap() }
-        }
-        try waitUntil("netpermd answers on its default socket") {
-            if let s = daemon.poll() { throw HarnessError("netpermd exited \(s): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")") }
-            let r = try Subprocess.run(sandbox.argv([netpermctl, "ping"]))
-            return (r.status == 0, r.summary)
-        }
-        return (sandbox, daemon, log)
+        return (sandbox, try sandbox.startDaemon(self, log: log), log)
     }
 
     /// One example command line, in bash, from the repository's root, with the built programs first on PATH;

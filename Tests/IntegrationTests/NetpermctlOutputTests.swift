@@ -105,25 +105,6 @@ extension NetpermctlTests {
 // MARK: - -t, --terse
 
 extension NetpermctlTests {
-    /// Splits a terse line on the ':' that are not escaped, and unescapes the fields.
-    static func terseFields(_ line: String) -> [String] {
-        var fields = [""]
-        var escaped = false
-        for c in line {
-            if escaped {
-                fields[fields.count - 1].append(c)
-                escaped = false
-            } else if c == "\\" {
-                escaped = true
-            } else if c == ":" {
-                fields.append("")
-            } else {
-                fields[fields.count - 1].append(c)
-            }
-        }
-        return fields
-    }
-
     static let updaterPolicy = "[App updater]\nExecutable=/nonexistent/updater\nWWAN=deny\n"
 
     func testTerseOutputs() throws {
@@ -146,7 +127,7 @@ extension NetpermctlTests {
         let table = try ctl(["--socket", f.socket, "links", "--terse"])
         XCTAssertEqual(table.status, 0, table.summary)
         XCTAssertEqual(table.lines.count, links.count, "no header: \(table.stdout)")
-        XCTAssertTrue(table.lines.allSatisfy { Self.terseFields($0).count == 9 }, table.stdout)
+        XCTAssertTrue(table.lines.allSatisfy { TerseRecords.fields($0).count == 9 }, table.stdout)
         XCTAssertTrue(table.lines.contains("\(wlan0.index):wlan0:wifi:no:routable:ipv4:100:yes:10.1.0.1/24"),
                       table.stdout)
         let wwan0 = try XCTUnwrap(links[name: "wwan0"])
@@ -205,7 +186,7 @@ extension NetpermctlTests {
         let broken = try ctl(["--socket", f.socket, "-t", "status"])
         let errorLine = broken.lines.first { $0.hasPrefix("policy-error:") }
         XCTAssertEqual(errorLine, "policy-error:" + error.replacingOccurrences(of: ":", with: "\\:"), broken.stdout)
-        XCTAssertEqual(errorLine.map(Self.terseFields), ["policy-error", error], "unescaped, it is the error")
+        XCTAssertEqual(errorLine.map(TerseRecords.fields), ["policy-error", error], "unescaped, it is the error")
 
         let both = try ctl(["--socket", f.socket, "--json", "-t", "status"])
         XCTAssertEqual(both.status, 2, both.summary)

@@ -100,7 +100,7 @@ extension MatrixCase {
 
 /// The lines of -t output as records: key:value lines (each key once), or rows of one number of fields.
 enum TerseRecords {
-    /// Splits on the ':' that are not escaped.
+    /// Splits a -t line on the ':' that are not escaped, and unescapes the fields.
     static func fields(_ line: String) -> [String] {
         var fields = [""]
         var escaped = false
