@@ -286,11 +286,11 @@ final class GLibMonitorTests: IntegrationTestCase {
         try f.addAddress("wlan0")
         try f.addDefaultRoute("wlan0", metric: 600)
         try waitForVerdict(f.socket, "browser", "ok") { $0.reason == "ok" }
-        let bus = try PrivateSystemBus(scratch: try makeTempDir())
+        let bus = try PrivateBus(.system, scratch: try makeTempDir())
         addTeardownBlock { bus.stop() }
         let nm = try bus.startNetworkManagerMock(log: f.dir + "/dbusmock.log")
         addTeardownBlock { nm.killAndReap() }
-        let env = ["DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)"]
+        let env = [bus.environment]
 
         try bus.setConnectivity(2)
         let browser = try app(f.ns, socket: f.socket, uid: 65534, environment: env)
@@ -336,6 +336,57 @@ final class GLibMonitorTests: IntegrationTestCase {
         let other = try app(f.ns, socket: f.socket, environment: env, program: [dir + "/probe"])
         XCTAssertEqual(other.type, Self.module)
         XCTAssertEqual(other.initial, state(false, "local"), "maps' own verdict")
+    }
+
+    /// A Flatpak app as Flatpak runs one: bubblewrap, a root of its own with /usr and /etc bound read-only and a
+    /// /.flatpak-info that shares the network, on a session bus where the real xdg-desktop-portal runs, itself with
+    /// the module in reach (GIO_EXTRA_MODULES). GLib in the sandbox takes the portal's monitor, and the portal answers
+    /// with the host's network (GLib's netlink monitor), not anybody's verdict: the module refused to run inside it.
+    /// The same program outside the sandbox hears its own verdict.
+    func testAFlatpakAppHearsTheHostsNetworkThroughThePortal() throws {
+        _ = try Repository.requireTool("bwrap", package: "bubblewrap")
+        let portal = "/usr/libexec/xdg-desktop-portal"
+        guard access(portal, X_OK) == 0 else {
+            throw HarnessError("\(portal) is missing: apt-get install xdg-desktop-portal (make test-deps does)")
+        }
+        // Root's programs are apps of [Defaults]: denied wifi, the only link.
+        let f = try makeAppFixture(policy: "[Defaults]\nWiFi=deny\n")
+        try f.addAddress("wlan0")
+        try f.addDefaultRoute("wlan0", metric: 600)
+        try waitForStatus(f.socket, "wlan0 carries the default route") { $0.available }
+        let scratch = try makeTempDir()
+        let bus = try PrivateBus(.session, scratch: scratch)
+        addTeardownBlock { bus.stop() }
+        let log = scratch + "/xdg-desktop-portal.log"
+        let xdp = try Subprocess.spawn(["nsenter", "--net=/run/netns/\(f.ns.name)", "env", bus.environment,
+                                        "GIO_EXTRA_MODULES=\(GLibApp.moduleDir)", "NETPERMD_SOCKET=\(f.socket)",
+                                        "G_MESSAGES_DEBUG=GLib-GIO", portal],
+                                       stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
+        addTeardownBlock { xdp.killAndReap() }
+        showOnFailure("xdg-desktop-portal's log") { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        try bus.waitForName("org.freedesktop.portal.Desktop", of: xdp, log: log)
+
+        let info = scratch + "/flatpak-info"
+        try "[Application]\nname=org.example.Maps\n\n[Context]\nshared=network;\n"
+            .write(toFile: info, atomically: true, encoding: .utf8)
+        let support = (GLibApp.script as NSString).deletingLastPathComponent
+        let sandbox = ["bwrap", "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
+                       "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+                       "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--bind", scratch, scratch,
+                       "--ro-bind", support, support, "--ro-bind", info, "/.flatpak-info", "--"]
+        let sandboxed = try app(f.ns, socket: f.socket, uid: nil, environment: [bus.environment],
+                                program: sandbox + [GLibApp.python, GLibApp.script])
+        XCTAssertEqual(sandboxed.type, "GNetworkMonitorPortal")
+        // The portal's monitor reads its first answer after get_default() returned.
+        XCTAssertEqual(try sandboxed.waitForChanges(1, "the portal's first answer").state, state(true, "full"),
+                       "the host's network, through the portal")
+        XCTAssertTrue(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+            .contains("Failed to initialize netpermd (NetpermdNetworkMonitor) for gio-network-monitor: netpermd does "
+                      + "not answer inside xdg-desktop-portal"))
+        let outside = try app(f.ns, socket: f.socket, uid: nil, environment: [bus.environment])
+        XCTAssertEqual(outside.type, Self.module)
+        XCTAssertEqual(outside.initial, state(false, "local"), "its own verdict, outside the sandbox")
+        XCTAssertEqual(try outside.reach("192.0.2.1").code, "permission-denied")
     }
 
     /// Prints what get_default() chose, as glib-app.py's first line.
