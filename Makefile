@@ -230,7 +230,7 @@ BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
-       docs/ENFORCEMENT.md
+       docs/ENFORCEMENT.md docs/APPS.md
 
 # Then: systemctl daemon-reload && systemctl enable --now netpermd.socket
 install: release

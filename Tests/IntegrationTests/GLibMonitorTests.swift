@@ -383,6 +383,18 @@ final class GLibMonitorTests: IntegrationTestCase {
         XCTAssertTrue(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
             .contains("Failed to initialize netpermd (NetpermdNetworkMonitor) for gio-network-monitor: netpermd does "
                       + "not answer inside xdg-desktop-portal"))
+        // docs/APPS.md's own example of what the portal tells a Flatpak app.
+        var asked = 0
+        for block in try DocsExamplesTests.blocks(in: "docs/APPS.md") where block.language == "sh" {
+            for command in DocsExamplesTests.commands(block) where DocsExamplesTests.asksThePortal(command) {
+                let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(f.ns.name)", "env", bus.environment,
+                                            "bash", "-c", command])
+                XCTAssertEqual(r.status, 0, "docs/APPS.md:\(block.line): \(r.summary)")
+                XCTAssertTrue(r.stdout.contains("'available': <true>"), "docs/APPS.md:\(block.line): \(r.summary)")
+                asked += 1
+            }
+        }
+        XCTAssertEqual(asked, 1, "docs/APPS.md's portal example was found")
         let outside = try app(f.ns, socket: f.socket, uid: nil, environment: [bus.environment])
         XCTAssertEqual(outside.type, Self.module)
         XCTAssertEqual(outside.initial, state(false, "local"), "its own verdict, outside the sandbox")
