@@ -168,7 +168,8 @@ allowed_now (NetpermdNetworkMonitor *self, GError **error)
   g_mutex_lock (&self->lock);
   gboolean available = self->reported.verdict.available;
   if (!available)
-    g_set_error_literal (error, G_IO_ERROR, self->reported.verdict.code, self->reported.verdict.message);
+    g_set_error_literal (error, G_IO_ERROR, self->reported.verdict.code,
+                         self->reported.verdict.message ? self->reported.verdict.message : "netpermd has not answered");
   g_mutex_unlock (&self->lock);
   return available;
 }
