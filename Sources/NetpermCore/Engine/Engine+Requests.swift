@@ -298,8 +298,8 @@ extension Engine {
     /// What a snapshot and a resync carry: the state of each subscribed topic, as far as the subscriber may see.
     func writeState(for sub: Subscription, to w: inout JSONWriter) {
         if sub.topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
-        if sub.topics.contains(.apps) {
-            w.objects("apps", tracker.all.filter { sub.privileged || $0.app == sub.appID }) {
+        if sub.topics.contains(.apps) || sub.topics.contains(.own) {
+            w.objects("apps", tracker.all.filter { sub.hears(app: $0.app) }) {
                 withEnforcement($1, .name).write(to: &$0, matchedBy: false)
             }
         }
