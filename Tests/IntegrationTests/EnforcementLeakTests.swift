@@ -80,7 +80,7 @@ final class EnforcementLeakTests: IntegrationTestCase {
             return Array(all.dropFirst(counted))
         }
         func describe(_ p: [Sniffer.Packet]) -> String { "\(p.count): " + p.prefix(3).map(\.description).joined(separator: "; ") }
-        var agent = try EvChannel.connect(socket, name: "agent")
+        let agent = try EvChannel.connect(socket, name: "agent")
         for _ in 0..<60 {
             XCTAssertEqual(try agent.request("DECIDE victim wwan deny")["ok"] as? Bool, true)
             XCTAssertEqual(try agent.request("FORGET victim wwan")["ok"] as? Bool, true)
@@ -149,11 +149,8 @@ final class EnforcementLeakTests: IntegrationTestCase {
     /// and a unit's socket after its cgroup went, its app then denied and the daemon restarted (a whole load drops
     /// the cgroup's elements). Before, all of the queued data left by wwan0 each time.
     func testOrphanedSocketsStayTheirAppsAfterEveryKindOfFlip() throws {
-        // A slice of the test's own (a top-level slice, as system.slice is), so that it needs no system manager.
-        let unit = "npt-orphan-\(getpid()).service"
-        let slice = try EnforcementBed.cgroupRoot() + "/npt-orphan-\(getpid()).slice", cgroup = slice + "/" + unit
-        XCTAssertEqual(mkdir(slice, 0o755), 0, "mkdir \(slice): \(String(cString: strerror(errno)))")
-        addTeardownBlock { rmdir(cgroup); rmdir(slice) }
+        let unit = "npt-orphan-\(getpid()).service", cgroup = try EnforcementBed.makeTestSlice(self) + "/" + unit
+        addTeardownBlock { rmdir(cgroup) }
         let bed = try SteerBed(self, dir: dir)
         let held = try HeldPeer(self, in: bed.peer, port: 7779, dir: dir + "/held")
         let sniffer = try Sniffer(self, in: bed.peer, interface: "p1", sources: ["10.81.0.1", "10.82.0.1"], dir: dir)
@@ -222,11 +219,9 @@ final class EnforcementLeakTests: IntegrationTestCase {
     /// first). Before, the SYN-ACK of the first left by wwan0 and the connection was made, and the second's was
     /// refused for its uid.
     func testAUnitsServerAnswersNoSynOverALinkItMayNotUse() throws {
-        let unit = "npt-srv-\(getpid()).service"
-        let slice = try EnforcementBed.cgroupRoot() + "/npt-srv-\(getpid()).slice", cgroup = slice + "/" + unit
-        XCTAssertEqual(mkdir(slice, 0o755), 0, "mkdir \(slice): \(String(cString: strerror(errno)))")
+        let unit = "npt-srv-\(getpid()).service", cgroup = try EnforcementBed.makeTestSlice(self) + "/" + unit
         XCTAssertEqual(mkdir(cgroup, 0o755), 0)
-        addTeardownBlock { rmdir(cgroup); rmdir(slice) }
+        addTeardownBlock { rmdir(cgroup) }
         let bed = try EnforcementBed(self)
         try bed.addLink("wwan0", subnet: 71)
         let sniffer = try Sniffer(self, in: bed.peer, interface: "p71", sources: ["10.71.0.1", "fd00:71::1"], dir: dir)

@@ -7,7 +7,8 @@ import Glibc
 /// [Enforcement] Mode=block against the real kernel: the real daemon in a namespace of its own loads its nft table
 /// there, and clients (by uid with setpriv, by cgroup) see connect() and sendto() fail at once on a link of a
 /// kind their app may not use, for IPv4 and IPv6; links re-created or new, cgroups re-created, a foreign flush,
-/// Mode=off, a clean stop, a kill and a restart. Nothing here touches the host's ruleset.
+/// Mode=off, a stop and a kill (both leave the rules), a restart, `--remove-rules`. Nothing here touches the host's
+/// ruleset.
 final class EnforcementTests: IntegrationTestCase {
     static let policy = """
         [Enforcement]
@@ -341,12 +342,10 @@ final class EnforcementTests: IntegrationTestCase {
     /// Unit= apps by their cgroups: matched while the cgroup exists, re-matched when it is re-created (a new
     /// cgroup id at the same path), and a unit's verdict comes before its processes' uid.
     func testUnitCgroupsAreFollowed() throws {
-        // A top-level slice of the test's own, as system.slice is: no system manager needed.
-        let slice = try EnforcementBed.cgroupRoot() + "/npt-enf-\(getpid()).slice"
+        let slice = try EnforcementBed.makeTestSlice(self)
         let svc = "npt-enf-\(getpid()).service", ok = "npt-enf-ok-\(getpid()).service"
         let svcDir = slice + "/" + svc, okDir = slice + "/" + ok
-        XCTAssertEqual(mkdir(slice, 0o755), 0, "mkdir \(slice): \(String(cString: strerror(errno)))")
-        addTeardownBlock { for d in [svcDir, okDir, slice] { rmdir(d) } }
+        addTeardownBlock { for d in [svcDir, okDir] { rmdir(d) } }
         XCTAssertEqual(mkdir(okDir, 0o755), 0)
         try bed.addLink("wwan0", subnet: 71)
         try start(Self.policy + "[App svc]\nUnit=\(svc)\nWWAN=deny\n\n[App svcok]\nUnit=\(ok)\nWWAN=allow\n")

@@ -382,7 +382,11 @@ final class RealSystemdTests: IntegrationTestCase {
         XCTAssertTrue(try sd.check(["ip", "rule"]).stdout.contains("fwmark 0x6e70001d lookup 28269"))
         try sd.check(["systemctl", "stop", "npt-client.service"])
         try sd.check(["systemctl", "stop", "netpermd.service"])
-        XCTAssertFalse(try sd.check(["ip", "rule"]).stdout.contains("fwmark"), "a clean stop removes the rules")
+        XCTAssertTrue(try sd.check(["ip", "rule"]).stdout.contains("fwmark 0x6e70001d"), "a stop leaves the rules")
+        let removed = try sd.run(["/usr/local/bin/netpermd", "--remove-rules"])
+        XCTAssertEqual(removed.status, 0, removed.summary)
+        XCTAssertFalse(try sd.check(["ip", "rule"]).stdout.contains("fwmark"), "--remove-rules removes them")
+        XCTAssertNotEqual(try sd.run(["nft", "list", "table", "inet", "netpermd"]).status, 0, "and the table")
     }
 
     /// `netpermctl run --app NAME -- COMMAND` as root under the real manager: COMMAND runs in a transient system

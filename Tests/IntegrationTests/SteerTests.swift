@@ -7,7 +7,8 @@ import Glibc
 /// [Enforcement] Mode=steer against the real kernel (docs/ENFORCEMENT.md, "Steer"): with the default route on
 /// cellular and Wi-Fi up, an app denied cellular leaves by Wi-Fi with Wi-Fi's source address (the peer sees it),
 /// fails at once when Wi-Fi goes (never by cellular), follows a decision, by uid and by unit cgroup, IPv4 and
-/// IPv6; a kill leaves the rules failing closed, a restart repairs, a clean stop removes everything.
+/// IPv6; a kill or a stop leaves the rules failing closed, a restart repairs, `--remove-rules` removes everything;
+/// an orphaned socket stays its app's, and one bound to a denied link's address goes nowhere.
 final class SteerTests: IntegrationTestCase {
     static let policy = """
         [Enforcement]
@@ -177,14 +178,13 @@ final class SteerTests: IntegrationTestCase {
         XCTAssertEqual((try query("asker")["via"] as? [String: Any])?["name"] as? String, "wwan0")
     }
 
-    /// A Unit= app by its cgroup (in a top-level slice of the test's own, removed at teardown), IPv6.
+    /// A Unit= app by its cgroup (a test cgroup in a slice of the test's own, removed at teardown), IPv6.
     func testUnitCgroupIsSteered() throws {
-        let slice = try EnforcementBed.cgroupRoot() + "/npt-steer-\(getpid()).slice"
+        let slice = try EnforcementBed.makeTestSlice(self)
         let svc = "npt-steer-\(getpid()).service"
         let svcDir = slice + "/" + svc
-        XCTAssertEqual(mkdir(slice, 0o755), 0, "mkdir \(slice): \(String(cString: strerror(errno)))")
         XCTAssertEqual(mkdir(svcDir, 0o755), 0)
-        addTeardownBlock { rmdir(svcDir); rmdir(slice) }
+        addTeardownBlock { rmdir(svcDir) }
         // The unit's app (WWAN=deny) comes before the uid's (allowed everywhere): its sockets are steered.
         try start(Self.policy + "[App svc]\nUnit=\(svc)\nWWAN=deny\n")
         try waitUntil("svc is enforced") { (try self.query("svc")["enforced"] as? Bool == true, "") }

@@ -166,7 +166,7 @@ final class SteeringPlanTests: XCTestCase {
     }
 
     /// The engine hands the edge a plan in Mode=steer, a new one when links or decisions change it, none when
-    /// nothing it depends on changed, and removes steering on Mode=block and at a clean stop. A steered app's
+    /// nothing it depends on changed, and removes steering on Mode=block (a stop leaves it). A steered app's
     /// verdict is its table's answer: via the allowed link, not routed-elsewhere.
     func testEngineHandsPlansToTheEdge() {
         let policy = "[Enforcement]\nMode=steer\n[App wifionly]\nUser=4001\nWWAN=deny\n[App asker]\nUser=4002\nWWAN=ask\n"
@@ -193,6 +193,10 @@ final class SteeringPlanTests: XCTestCase {
         h.reload(policy: policy.replacingOccurrences(of: "Mode=steer", with: "Mode=block"))
         XCTAssertEqual(h.steering.count, 4)
         XCTAssertNil(h.steering.last!, "Mode=block removes steering")
+        h.reload(policy: policy)
+        let plans = h.steering.count
+        h.feed(.stopping)
+        XCTAssertEqual(h.steering.count, plans, "a stop leaves steering's rules and tables in force")
         XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["reason"], "denied", "blocked, not steered: wlan0 has no carrier")
     }
 
