@@ -36,17 +36,16 @@ final class EnforcementLeakTests: IntegrationTestCase {
         }
     }
 
+    /// Mode=block, and wwan links by name.
+    static let head = "[Enforcement]\nMode=block\n\n[Interface wwan*]\nKind=wwan\n\n"
+    /// An app pending on WWAN, one denied it.
+    static let flipAndDenied = "[App flip]\nUser=4011\nWWAN=ask\n\n[App denied]\nUser=4012\nWWAN=deny\n\n"
+
     /// The victim, another denied app, and 30 more whose WWAN= is `others`: all of them changing is more than half
     /// the table, which is loaded whole.
     static func pendingPolicy(victim: String, others: String = "ask") -> String {
         let apps = (0..<30).map { "[App p\($0)]\nUser=\(5000 + $0)\nWWAN=\(others)\n" }
-        return """
-            [Enforcement]
-            Mode=block
-
-            [Interface wwan*]
-            Kind=wwan
-
+        return head + """
             [App victim]
             User=4001
             WWAN=\(victim)
@@ -118,24 +117,7 @@ final class EnforcementLeakTests: IntegrationTestCase {
     }
 
     static func orphanPolicy(unit: String) -> String {
-        """
-        [Enforcement]
-        Mode=block
-
-        [Interface wwan*]
-        Kind=wwan
-
-        [Interface wifi*]
-        Kind=wifi
-
-        [App flip]
-        User=4011
-        WWAN=ask
-
-        [App denied]
-        User=4012
-        WWAN=deny
-
+        head + "[Interface wifi*]\nKind=wifi\n\n" + flipAndDenied + """
         [App svc]
         Unit=\(unit)
         WWAN=ask
@@ -225,13 +207,7 @@ final class EnforcementLeakTests: IntegrationTestCase {
         let bed = try EnforcementBed(self)
         try bed.addLink("wwan0", subnet: 71)
         let sniffer = try Sniffer(self, in: bed.peer, interface: "p71", sources: ["10.71.0.1", "fd00:71::1"], dir: dir)
-        _ = try start(bed.ns, """
-            [Enforcement]
-            Mode=block
-
-            [Interface wwan*]
-            Kind=wwan
-
+        _ = try start(bed.ns, Self.head + """
             [App srv]
             Unit=\(unit)
             WWAN=ask
@@ -356,22 +332,7 @@ final class EnforcementLeakTests: IntegrationTestCase {
         let bed = try EnforcementBed(self)
         try bed.addLink("wwan0", subnet: 71)
         _ = try Subprocess.run(["ip", "netns", "exec", bed.ns.name, "sysctl", "-qw", "net.ipv4.ping_group_range=0 2147483647"])
-        _ = try start(bed.ns, """
-            [Enforcement]
-            Mode=block
-
-            [Interface wwan*]
-            Kind=wwan
-
-            [App flip]
-            User=4011
-            WWAN=ask
-
-            [App denied]
-            User=4012
-            WWAN=deny
-
-            """)
+        _ = try start(bed.ns, Self.head + Self.flipAndDenied)
         try waitUntil("the peer is reachable") { (try bed.probe(link: "wwan0").passed, "") }
         let asDenied = ["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "4012", "--regid", "4012",
                         "--clear-groups", EnforcementBed.python, "-c"]
