@@ -331,7 +331,10 @@ final class EnforcementLeakTests: IntegrationTestCase {
     func testWhatADeniedAppSeesFailsFast() throws {
         let bed = try EnforcementBed(self)
         try bed.addLink("wwan0", subnet: 71)
-        _ = try Subprocess.run(["ip", "netns", "exec", bed.ns.name, "sysctl", "-qw", "net.ipv4.ping_group_range=0 2147483647"])
+        // Ping sockets for every group, in this namespace only.
+        let sysctl = try Subprocess.run(["ip", "netns", "exec", bed.ns.name, "sh", "-c",
+                                         "echo '0 2147483647' > /proc/sys/net/ipv4/ping_group_range"])
+        XCTAssertEqual(sysctl.status, 0, sysctl.summary)
         _ = try start(bed.ns, Self.head + Self.flipAndDenied)
         try waitUntil("the peer is reachable") { (try bed.probe(link: "wwan0").passed, "") }
         let asDenied = ["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "4012", "--regid", "4012",
