@@ -32,6 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce",
          "pacedq", "cgchurn", "silent", "flap"]
+# Built against GLib (pkg-config gio-2.0): the GLib module's figures.
+GLIB_TOOLS = ["glibmon"]
+# Where `make release` builds the GLib module and its cache (GIO_EXTRA_MODULES points there).
+GIO_MODULES = os.path.join(ROOT, ".build", "gio")
 
 # Link names inside the namespace. bwifi0 is classified wifi by an [Interface] override and carries the default
 # route; toggling its peer bwifi0p flips its carrier and with it benchapp's verdict. bfo0 (peer bfo0p kept down)
@@ -46,7 +50,7 @@ TPUT_LINK, TPUT_PEER, TPUT_UID, TPUT_PORT = "btp0", "btp0p", 4242, "5201"
 WWAN_LINK, WWAN_PEER, WWAN_NET, WWAN_ADDR, WWAN_PROBE = "bwwan1", "bwwan1p", "10.96.0.0/24", "10.96.0.1/24", "10.96.0.2"
 # And bwl1 (wifi, allowed) routing WIFI_NET, renamed bwwan1: a link changing kind.
 WIFI_LINK, WIFI_LINK_PEER, WIFI_ADDR, WIFI_PROBE = "bwl1", "bwl1p", "10.95.0.1/24", "10.95.0.2"
-# Figures 13-15 (issue 22): bsil0 (wifi, many addresses) toggled under silent subscribers; bsoak0 (wwan) flapped in
+# Figures 14-16 (issue 22): bsil0 (wifi, many addresses) toggled under silent subscribers; bsoak0 (wwan) flapped in
 # the soak. A good client asks at a steady pace (PACE_US apart) under each load and at rest.
 SILENT_LINK, SILENT_PEER, SOAK_LINK, SOAK_PEER, PACE_US = "bsil0", "bsil0p", "bsoak0", "bsoak0p", 2000
 
@@ -54,18 +58,20 @@ FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_g
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
             big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
+            glib_inits=30, glib_toggles=200,
             churn_scopes=5000, churn_s=10, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2,
             soak_s=60, soak_clients=16, soak_write_mb=1024, alarm_s=1500)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
              route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
+             glib_inits=2, glib_toggles=4,
              churn_scopes=100, churn_s=1, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1,
              soak_s=2, soak_clients=2, soak_write_mb=8, alarm_s=240)
 
 
 PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",
-          "churn", "silent", "soak"]
+          "glib", "churn", "silent", "soak"]
 
 
 class BenchError(Exception):
@@ -139,6 +145,15 @@ class Bench:
                 continue
             tmp = f"{out}.{os.getpid()}.tmp"   # concurrent runs never see a half-written tool
             run(["gcc", "-O2", "-Wall", "-Wextra", "-o", tmp, src, "-lpthread"], timeout=120)
+            os.replace(tmp, out)
+
+        for t in GLIB_TOOLS:
+            src, out = os.path.join(HERE, t + ".c"), os.path.join(self.tools, t)
+            if os.path.exists(out) and os.path.getmtime(out) >= max(os.path.getmtime(src), os.path.getmtime(common)):
+                continue
+            flags = run(["pkg-config", "--cflags", "--libs", "gio-2.0"]).stdout.split()
+            tmp = f"{out}.{os.getpid()}.tmp"
+            run(["gcc", "-O2", "-Wall", "-Wextra", "-o", tmp, src] + flags + ["-lpthread"], timeout=120)
             os.replace(tmp, out)
 
     def tool(self, name):
@@ -561,6 +576,10 @@ class Bench:
         self.stop(big)
         self.results["big_policy"] = out
 
+    def remove_rules(self):
+        """A stopped daemon leaves its rules in force: `netpermd --remove-rules` takes them out."""
+        run(["ip", "netns", "exec", self.ns, os.path.join(self.bin, "netpermd"), "--remove-rules"])
+
     def nft_table_loaded(self):
         return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd"], check=False).returncode == 0
 
@@ -790,10 +809,42 @@ class Bench:
             run(ipn + ["route", "del", "unreachable", WWAN_NET, "metric", "4000"], check=False)
         self.results["linkforce"] = out
 
+    def bench_glib(self):
+        """13: the GLib module in a GLib process against GLib's own netlink monitor, and its signal's latency."""
+        c = self.c
+        if not os.path.exists(os.path.join(GIO_MODULES, "libgionetpermd.so")):
+            raise BenchError(f"{GIO_MODULES}/libgionetpermd.so is missing: build it (make gio-module)")
+        env = {k: v for k, v in self.env.items() if k not in ("GIO_EXTRA_MODULES", "GIO_USE_NETWORK_MONITOR")}
+        module = dict(env, GIO_EXTRA_MODULES=GIO_MODULES, NETPERMD_SOCKET=self.sock)
+        glib = dict(env, GIO_USE_NETWORK_MONITOR="netlink")
+        out = {"module": [], "netlink": []}
+        log(f"GLib: get_default() and RSS, {c['glib_inits']} processes with the module and as many with GLib's netlink monitor")
+        for _ in range(c["glib_inits"]):
+            for side, e in (("module", module), ("netlink", glib)):
+                r = subprocess.run(["ip", "netns", "exec", self.ns, self.tool("glibmon"), "init"], env=e, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+                if r.returncode != 0:
+                    raise BenchError(f"glibmon init ({side}) failed: {r.stderr.strip()[-2000:]}")
+                o = json.loads(r.stdout.strip().splitlines()[-1])
+                want = "NetpermdNetworkMonitor" if side == "module" else "GNetworkMonitorNetlink"
+                if o["type"] != want:
+                    raise BenchError(f"glibmon init ({side}): GLib chose {o['type']}, not {want}: {r.stderr[-2000:]}")
+                out[side].append(o)
+        self.results["glib"] = {side: {"init_us": stats([o["init_us"] for o in v]),
+                                       "rss_kb": stats([o["rss_kb_after"] for o in v]),
+                                       "rss_kb_before": stats([o["rss_kb_before"] for o in v])}
+                                for side, v in out.items()}
+        log(f"GLib: verdict change -> network-changed, {c['glib_toggles']} toggles")
+        self.results["glib"]["latency"] = self.tool_json(
+            ["env", f"GIO_EXTRA_MODULES={GIO_MODULES}", f"NETPERMD_SOCKET={self.sock}", self.tool("glibmon"),
+             "latency", self.sock, WIFI_PEER, str(c["glib_toggles"]), str(c["latency_gap_ms"])], in_ns=True,
+            timeout=120)
+        self.wait_for(lambda: self.kernel_link(WIFI)["operstate"] == "UP", "bwifi0 back up", 5)
+
     def bench_enforcement(self):
         """10: an allowed app's TCP bulk and 64-byte datagrams to another namespace with Mode=block and a 10,000-app
-        policy in force (its uid maps full), against the same with no rules (the daemon stopped cleanly removes its
-        table). In cycles: each measures both sides back to back, the order turning each cycle (with, without;
+        policy in force (its uid maps full), against the same with no rules (the daemon stopped, then its table
+        removed by `netpermd --remove-rules`, and with it the connection tracking its rules needed). In cycles: each measures both sides back to back, the order turning each cycle (with, without;
         without, with; ...), so that the machine's drift falls on both; the figure is the median of the cycles'
         ratios, not a ratio of medians taken minutes apart."""
         c = self.c
@@ -827,6 +878,7 @@ class Bench:
                 cycle["on"] = measure()
                 self.stop(d)
                 os.unlink(sock) if os.path.exists(sock) else None
+                self.remove_rules()
                 if self.nft_table_loaded():
                     raise BenchError("the table is still loaded after netpermd stopped")
             cycles.append(cycle)
@@ -836,7 +888,7 @@ class Bench:
             "on_dgram_cpu_ns": [x["on"][1] for x in cycles], "off_dgram_cpu_ns": [x["off"][1] for x in cycles]}
 
     def paced(self, sock, request, seconds):
-        """A good client's round trips, one request every PACE_US (figures 13-15)."""
+        """A good client's round trips, one request every PACE_US (figures 14-16)."""
         return self.tool_json([self.tool("pacedq"), sock, request, str(PACE_US), str(seconds)], timeout=seconds + 60,
                               name="pacedq")
 
@@ -876,7 +928,7 @@ class Bench:
         raise BenchError("no cgroup2 hierarchy in /proc/self/mountinfo")
 
     def bench_churn(self):
-        """13: cgroup churn (issue 22, point 11). A slice of the bench's own at the root of the hierarchy, and a
+        """14: cgroup churn (issue 22, point 11). A slice of the bench's own at the root of the hierarchy, and a
         policy whose Unit= glob matches the scopes made in it; 5,000 scopes made and removed in it, round after
         round, for 10 s. Every load must take; a good client's QUERY round trips beside the same at rest."""
         c = self.c
@@ -919,7 +971,7 @@ class Bench:
                                  "notice_lines": len(lines), "err_lines": len(errors)}
 
     def bench_silent(self):
-        """14: subscribers that never read (issue 22, point 12). bsil0 (wifi) with 700 addresses, so that each of
+        """15: subscribers that never read (issue 22, point 12). bsil0 (wifi) with 700 addresses, so that each of
         its link events is about 10 KB; 2,000 subscribers send SUBSCRIBE and never read while bsil0's admin state
         toggles for 5 s; the daemon runs with --subscriber-timeout 2. A good client's QUERY round trips beside the
         same at rest, the daemon's peak RSS beside its RSS before, when the last silent one was closed, and how many
@@ -963,7 +1015,7 @@ class Bench:
             run(ipn + ["link", "del", SILENT_LINK], check=False)
 
     def bench_soak(self):
-        """15: the soak (issue 22, point 13), bounded: 16 query clients (closed loop) for 60 s while bsoak0 (wwan)
+        """16: the soak (issue 22, point 13), bounded: 16 query clients (closed loop) for 60 s while bsoak0 (wwan)
         flaps every 50 ms, SIGHUP reloads the policy every 2 s, a DECIDE lands every second, and another process
         writes 1 GiB at a time with fsync to the file system of the daemon's state directory, as other work on a
         machine does. netpermd with Mode=block and 200 User= apps. Beside the same clients at rest, in the same run."""
@@ -1310,6 +1362,23 @@ def build_rows(r, smoke):
                      f"median x{ratio:.2f}; open before in {leaked} of {len(e['netpermd_passed'])} rounds"
                      + (f", for a median {fmt(window['median'], 'ms')} ms" if leaked else ""),
                      tgt, met))
+    if "glib" in r:
+        g = r["glib"]
+        mi, ni = g["module"]["init_us"], g["netlink"]["init_us"]
+        rows.append(("13 GLib: g_network_monitor_get_default() with the module (ms)", triple(mi, "ms"),
+                     "GLib's netlink monitor: " + triple(ni, "ms"),
+                     f"median x{mi['median'] / max(ni['median'], 0.001):.2f} "
+                     f"({mi['median'] / 1000 - ni['median'] / 1000:+.2f} ms)", "", ""))
+        mr, nr = g["module"]["rss_kb"], g["netlink"]["rss_kb"]
+        rows.append(("13 GLib: RSS of the process after get_default() (MiB)",
+                     f"{mr['min'] / 1024:.1f} / {mr['median'] / 1024:.1f} / {mr['p99'] / 1024:.1f}",
+                     f"GLib's netlink monitor: {nr['min'] / 1024:.1f} / {nr['median'] / 1024:.1f} / {nr['p99'] / 1024:.1f}",
+                     f"extra: median {mr['median'] - nr['median']:+.0f} kB", "", ""))
+        lat = g["latency"]
+        rows.append(("13 GLib: verdict change -> network-changed (µs)", triple(lat["module_us"], "us"),
+                     "the app event read raw: " + triple(lat["raw_us"], "us"),
+                     f"added: median {fmt(lat['added_us']['median'], 'us')}, p99 {fmt(lat['added_us']['p99'], 'us')} µs",
+                     "", ""))
     if "routes" in r:
         rt = r["routes"]
         ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)
@@ -1328,7 +1397,7 @@ def build_rows(r, smoke):
         ch = r["churn"]
         d, rest = ch["during"]["rtt_us"], ch["rest"]["rtt_us"]
         failed = ch["failed_loads"] + ch["failed_changes"]
-        rows.append((f"13 cgroup churn ({ch['scopes']} scopes made and removed, {ch['churn']['rounds']} rounds): good "
+        rows.append((f"14 cgroup churn ({ch['scopes']} scopes made and removed, {ch['churn']['rounds']} rounds): good "
                      "client's QUERY (ms)", triple(d, "ms"), "at rest: " + triple(rest, "ms"),
                      f"p99 x{d['p99'] / max(rest['p99'], 1):.0f}, max {fmt(d['max'], 'ms')} ms; {failed} loads failed, "
                      f"{ch['notice_lines']} lines at notice+", "no load fails",
@@ -1337,12 +1406,12 @@ def build_rows(r, smoke):
     if "silent" in r:
         si = r["silent"]
         d, rest = si["during"]["rtt_us"], si["rest"]["rtt_us"]
-        rows.append((f"14 {si['subscribers']} subscribers that never read, {si['toggles']} toggles: good client's QUERY (ms)",
+        rows.append((f"15 {si['subscribers']} subscribers that never read, {si['toggles']} toggles: good client's QUERY (ms)",
                      triple(d, "ms"), "at rest: " + triple(rest, "ms"),
                      f"p99 x{d['p99'] / max(rest['p99'], 1):.0f}, max {fmt(d['max'], 'ms')} ms", "p99 < 50 ms",
                      target("good client's QUERY p99 < 50 ms with silent subscribers", d["p99"] < 50000,
                             f"p99 {d['p99'] / 1000:.1f} ms")))
-        rows.append((f"14 the same: peak RSS (MiB), closed, overflow lines", f"{si['hwm_kb'] / 1024:.1f}",
+        rows.append((f"15 the same: peak RSS (MiB), closed, overflow lines", f"{si['hwm_kb'] / 1024:.1f}",
                      f"before: {si['rss_kb_before'] / 1024:.1f}",
                      f"{si['closed']} closed, the last at {si['last_closed_s']:.1f} s (time-out {si['timeout_s']} s); "
                      f"{si['overflow']} overflow lines; {si['subscriber_log_lines']} log lines",
@@ -1352,7 +1421,7 @@ def build_rows(r, smoke):
     if "soak" in r:
         so = r["soak"]
         d, rest = so["during"]["rtt_us"], so["rest"]["rtt_us"]
-        rows.append((f"15 soak, {so['seconds']} s, {so['clients']} clients: QUERY round trip (ms)", triple(d, "ms"),
+        rows.append((f"16 soak, {so['seconds']} s, {so['clients']} clients: QUERY round trip (ms)", triple(d, "ms"),
                      "at rest: " + triple(rest, "ms"),
                      f"max {fmt(d['max'], 'ms')} ms (at rest {fmt(rest['max'], 'ms')}); DECIDE p99 "
                      f"{fmt(so['decide_us']['p99'], 'ms')} ms; {len(so['loop_held_lines'])} loop-held lines",

@@ -30,11 +30,18 @@ public struct Subscription: Sendable {
     /// Agents are privileged subscribers of prompts.
     public var isAgent: Bool { privileged && topics.contains(.prompts) }
 
+    /// Whether the subscriber hears of `app`'s verdict: its own under `apps` or `self`, any other under `apps` only
+    /// when privileged.
+    public func hears(app: String) -> Bool {
+        app == appID ? topics.contains(.apps) || topics.contains(.own) : privileged && topics.contains(.apps)
+    }
+
     public func wants(_ event: Event) -> Bool {
+        if case let .app(v) = event { return hears(app: v.app) }
         guard let topic = event.topic else { return true }
         guard topics.contains(topic) else { return false }
         switch event {
-        case let .app(v): return privileged || v.app == appID
+        case .app: return false
         case .prompt, .promptExpired, .promptAnswered: return privileged
         case .link, .policy, .stopping: return true
         }

@@ -146,7 +146,10 @@ extension Engine {
                 }
             }
         }
-        w.object("policy") { writePolicy(to: &$0) }
+        w.object("policy") {
+            writePolicy(to: &$0)
+            writeWarnings(to: &$0)
+        }
         w.object("enforcement") { writeEnforcement(to: &$0) }
     }
 
@@ -154,6 +157,13 @@ extension Engine {
         w.field("generation", state.policyGeneration)
         w.field("apps", state.config.apps.count)
         w.field("error", state.policyError)
+    }
+
+    /// The policy in force's warnings, as `netpermctl check` finds them: how many, and each (up to the parser's
+    /// limit). STATUS's `policy` and RELOAD's reply; events leave them out, they change only with a generation.
+    func writeWarnings(to w: inout JSONWriter) {
+        w.field("warnings", state.policyWarningCount)
+        w.objects("findings", state.policyWarnings) { $1.write(to: &$0) }
     }
 
     /// The app a request names: the caller's own, or (privileged callers only) one from the policy.
@@ -288,8 +298,8 @@ extension Engine {
     /// What a snapshot and a resync carry: the state of each subscribed topic, as far as the subscriber may see.
     func writeState(for sub: Subscription, to w: inout JSONWriter) {
         if sub.topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
-        if sub.topics.contains(.apps) {
-            w.objects("apps", tracker.all.filter { sub.privileged || $0.app == sub.appID }) {
+        if sub.topics.contains(.apps) || sub.topics.contains(.own) {
+            w.objects("apps", tracker.all.filter { sub.hears(app: $0.app) }) {
                 withEnforcement($1, .name).write(to: &$0, matchedBy: false)
             }
         }

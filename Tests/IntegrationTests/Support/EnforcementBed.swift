@@ -1,5 +1,6 @@
 import Foundation
 import NetpermCore
+import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -51,7 +52,7 @@ final class EnforcementBed {
         peers[name] = nil
     }
 
-    /// What a client saw: `tcp` is "ok" or connect()'s errno name ("EHOSTUNREACH", "timeout"), `udp` the same for
+    /// What a client saw: `tcp` is "ok" or connect()'s errno name ("ECONNREFUSED", "timeout"), `udp` the same for
     /// sendto(), `ms` how long connect() took.
     struct Probe: Equatable, CustomStringConvertible {
         var family: String
@@ -59,9 +60,9 @@ final class EnforcementBed {
         var udp: String
         var ms: Int
         var description: String { "IPv\(family): tcp \(tcp) (\(ms) ms), udp \(udp)" }
-        /// What docs/ENFORCEMENT.md promises: IPv4 connect() EHOSTUNREACH, IPv6 connect() ECONNREFUSED (the peer
-        /// listens, so a real refusal cannot be mistaken for it), sendto() EPERM.
-        var blocked: Bool { tcp == (family == "6" ? "ECONNREFUSED" : "EHOSTUNREACH") && udp == "EPERM" }
+        /// What docs/ENFORCEMENT.md promises: connect() ECONNREFUSED, IPv4 and IPv6 (the peer listens, so a real
+        /// refusal cannot be mistaken for it), sendto() EPERM.
+        var blocked: Bool { tcp == "ECONNREFUSED" && udp == "EPERM" }
         var passed: Bool { tcp == "ok" && udp == "ok" }
     }
 
@@ -129,5 +130,39 @@ final class EnforcementBed {
             throw HarnessError("no cgroup2 mount in /proc/self/mountinfo")
         }
         return root
+    }
+
+    /// A slice of the test's own at the hierarchy's root, `netpermtest-PID.slice`, where a test makes its units'
+    /// cgroups as systemd lays them out (`netpermtest-PID.slice/NAME.service`, level 2), so that it runs on a
+    /// machine without systemd's slices as on one with them. Made before the daemon starts (it finds slices when
+    /// it starts); removed at teardown, after what the test made in it (teardown blocks run last first).
+    /// Slices left by test processes that died before their teardown (`netpermtest-PID.slice` whose PID no longer
+    /// runs), with the empty cgroups in them.
+    static func removeLeftoverSlices() {
+        guard let root = try? cgroupRoot(),
+              let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return }
+        for name in names where name.hasPrefix("netpermtest-") && name.hasSuffix(".slice") {
+            guard let pid = pid_t(name.dropFirst("netpermtest-".count).dropLast(".slice".count)), pid != getpid(),
+                  kill(pid, 0) != 0 && errno == ESRCH else { continue }
+            let slice = root + "/" + name
+            for child in (try? FileManager.default.contentsOfDirectory(atPath: slice)) ?? []
+            where !child.contains(".") || child.hasSuffix(".service") || child.hasSuffix(".scope") {
+                rmdir(slice + "/" + child)
+            }
+            rmdir(slice)
+        }
+    }
+
+    static func makeTestSlice(_ test: IntegrationTestCase) throws -> String {
+        let slice = try cgroupRoot() + "/netpermtest-\(getpid()).slice"
+        guard mkdir(slice, 0o755) == 0 || errno == EEXIST else {
+            throw HarnessError("mkdir \(slice): \(String(cString: strerror(errno)))")
+        }
+        test.addTeardownBlock {
+            if rmdir(slice) != 0 && errno != ENOENT {
+                XCTFail("\(slice) is left behind: \(String(cString: strerror(errno)))")
+            }
+        }
+        return slice
     }
 }
