@@ -33,24 +33,13 @@ final class UnitCgroupTests: IntegrationTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        for tool in ["nft", "nsenter", "setpriv"] where !Subprocess.resolve(tool).hasPrefix("/") {
-            throw HarnessError("\(tool) is not installed (make deps installs nftables and util-linux)")
-        }
+        try EnforcementBed.requireTools()
         bed = try EnforcementBed(self)
         dir = try makeTempDir()
         root = try EnforcementBed.cgroupRoot()
         try bed.addLink("wwan0", subnet: 71)
         showOnFailure("nft list ruleset") { (try? self.bed.nft("list", "ruleset").stdout) ?? "(nft failed)" }
-        addTeardownBlock { [unowned self] in self.removeMade() }
-    }
-
-    /// Clients have exited and been reaped, but the kernel may take a moment to see a cgroup unpopulated.
-    private func removeMade() {
-        let deadline = monotonicNow() + 5
-        for d in made.reversed() {
-            while rmdir(d) != 0 && errno == EBUSY && monotonicNow() < deadline { usleep(10_000) }
-        }
-        made = []
+        addTeardownBlock { [unowned self] in EnforcementBed.removeCgroups(self.made) }
     }
 
     /// `parent/name`, where `name` may hold any bytes.

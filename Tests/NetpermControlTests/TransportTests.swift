@@ -329,13 +329,7 @@ final class TransportTests: XCTestCase {
     /// than 1 MiB behind on the same events, used to hold 300 MiB (2,000 held 2.3 GB in the daemon).
     func testSubscribersThatNeverReadShareTheirEvents() throws {
         try start()
-        var ids: [UInt64] = []
-        for i in 0..<300 {
-            _ = try connect()
-            XCTAssertTrue(loop.run(until: { recorder.opened.count == i + 1 }, timeout: 5))
-            ids.append(recorder.opened[i])
-            server.keepOpenAfterInputEnds(recorder.opened[i])
-        }
+        let ids = try subscribers(300)
         let before = try residentBytes()
         let head = Array("{\"event\":\"link\",\"seq\":1".utf8)
         for n in 0..<40 {
@@ -355,13 +349,7 @@ final class TransportTests: XCTestCase {
         var limits = ControlServer.Limits()
         limits.maxTotalQueuedBytes = 16 << 20
         try start(limits)
-        var ids: [UInt64] = []
-        for i in 0..<300 {
-            _ = try connect()
-            XCTAssertTrue(loop.run(until: { recorder.opened.count == i + 1 }, timeout: 5))
-            ids.append(recorder.opened[i])
-            server.keepOpenAfterInputEnds(recorder.opened[i])
-        }
+        let ids = try subscribers(300)
         let head = Array("{\"event\":\"link\",\"seq\":1".utf8)
         let tail = Array((",\"pad\":\"" + String(repeating: "p", count: 32_000) + "\"}\n").utf8)
         var peak = 0
@@ -371,6 +359,17 @@ final class TransportTests: XCTestCase {
         }
         XCTAssertLessThan(peak, limits.maxTotalQueuedBytes + 256 * 1024, "at most one event past the bound")
         XCTAssertEqual(recorder.closed, [])
+    }
+
+    /// `n` connections that stay open after their input ends, as the server knows them; they never read.
+    private func subscribers(_ n: Int) throws -> [UInt64] {
+        let first = recorder.opened.count
+        for i in 0..<n {
+            _ = try connect()
+            XCTAssertTrue(loop.run(until: { recorder.opened.count == first + i + 1 }, timeout: 5))
+            server.keepOpenAfterInputEnds(recorder.opened[first + i])
+        }
+        return Array(recorder.opened[first...])
     }
 
     private func residentBytes() throws -> Int {
