@@ -59,14 +59,14 @@ FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_g
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
             big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
             glib_inits=30, glib_toggles=200,
-            churn_scopes=5000, churn_s=10, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2,
+            churn_scopes=5000, churn_s=10, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2, silent_wait=10,
             soak_s=60, soak_clients=16, soak_write_mb=1024, alarm_s=1500)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
              route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
              glib_inits=2, glib_toggles=4,
-             churn_scopes=100, churn_s=1, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1,
+             churn_scopes=100, churn_s=1, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
              soak_s=2, soak_clients=2, soak_write_mb=8, alarm_s=240)
 
 
@@ -997,7 +997,7 @@ class Bench:
             rest = self.paced(sock, f"QUERY {APP}", c["rest_s"])
             rss_before = self.rss_kb(d.pid)
             log(f"silent: {c['silent_n']} subscribers that never read, {SILENT_LINK} toggling for {c['silent_s']} s")
-            wait = c["silent_timeout"] + 10
+            wait = c["silent_timeout"] + c["silent_wait"]
             sil = self.spawn(["ip", "netns", "exec", self.ns, self.tool("silent"), sock, str(c["silent_n"]), SILENT_LINK,
                               "2000", str(c["silent_s"]), str(wait)], stdout=subprocess.PIPE)
             during = self.paced(sock, f"QUERY {APP}", c["silent_s"])
