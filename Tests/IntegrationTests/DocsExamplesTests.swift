@@ -10,7 +10,8 @@ import Glibc
 /// sends must be named in docs/PROTOCOL.md.
 final class DocsExamplesTests: IntegrationTestCase {
     static let documents = ["README.md", "docs/PROTOCOL.md", "docs/POLICY.md", "docs/CLASSIFICATION.md", "docs/ROUTING.md",
-                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md", "docs/SECURITY.md", "docs/APPS.md"]
+                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md", "docs/SECURITY.md", "docs/APPS.md",
+                            "docs/METRICS.md"]
 
     /// Commands that ask xdg-desktop-portal on a session bus: GLibMonitorTests runs them against the real portal.
     static func asksThePortal(_ command: String) -> Bool { command.contains("org.freedesktop.portal") }
@@ -234,6 +235,30 @@ final class DocsExamplesTests: IntegrationTestCase {
         XCTAssertGreaterThanOrEqual(options(help.stdout).count, 7, help.stdout)
     }
 
+    /// docs/METRICS.md's table is what `netpermctl metrics` writes: every family with its type, and no other; and
+    /// promtool finds nothing to complain about in it.
+    func testEveryMetricIsDocumentedAndPromtoolAcceptsThem() throws {
+        let (sandbox, _, _) = try sandboxWithDaemon()
+        let text = try Subprocess.check(sandbox.argv([netpermctl, "metrics"])).stdout
+        var written: [String: String] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("# TYPE ") {
+            let w = line.split(separator: " ")
+            written[String(w[2])] = String(w[3])
+        }
+        var documented: [String: String] = [:]
+        let doc = try String(contentsOfFile: Repository.root + "/docs/METRICS.md", encoding: .utf8)
+        for line in doc.split(separator: "\n") where line.hasPrefix("| `netpermd_") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            documented[cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))] = cells[1]
+        }
+        XCTAssertEqual(documented, written, "docs/METRICS.md's table against what the daemon writes")
+        XCTAssertGreaterThan(written.count, 20)
+        let promtool = try Repository.requireTool("promtool", package: "prometheus")
+        let check = try Subprocess.run([promtool, "check", "metrics"], input: Array(text.utf8))
+        XCTAssertEqual(check.status, 0, check.summary)
+        XCTAssertEqual(check.stdout + check.stderr, "", "promtool has nothing to say")
+    }
+
     /// A session that makes the daemon send every kind of reply and event; every object key in them must be
     /// named in docs/PROTOCOL.md (as `key` or "key"), and every event name too.
     func testEveryFieldTheDaemonSendsIsDocumented() throws {
@@ -279,7 +304,7 @@ final class DocsExamplesTests: IntegrationTestCase {
         collect(ack)
         collect(snapshot)
         for request in ["PING", "HELP", "STATUS", "LINKS", "QUERY", "QUERY updater", "APPS", "PROMPTS", "RELOAD",
-                        "NOPE", "WAIT tester 0.05", "DECIDE maps wwan allow", "FORGET maps"] {
+                        "NOPE", "WAIT tester 0.05", "DECIDE maps wwan allow", "FORGET maps", "METRICS"] {
             let (seen, reply) = try agent.request(request)
             seen.forEach(collect)
             collect(reply)
