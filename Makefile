@@ -111,22 +111,24 @@ run: release
 	echo "  export NETPERMD_SOCKET=$(SOCKET); $$bin/netpermctl status"; \
 	exec $$bin/netpermd --socket $(SOCKET) --config $(RUN_CONFIG) --state-dir $(STATE_DIR)
 
-# The packages are built (from the release build bench-smoke uses as well) and linted before the tests run: the
-# real-systemd package test installs them.
-test: deps test-deps gio-test
+# The release build comes first (bench-smoke needs it anyway): the command matrix runs its netpermctl too, the one
+# `make install` ships (a crash only that build had: CommandMatrixTests). The packages are built from it and linted
+# before the tests run: the real-systemd package test installs them.
+test: deps test-deps release gio-test
 	$(SWIFT) build --build-tests
 	$(MAKE) deb-lint
-	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) $(SWIFT) test --skip-build
+	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_RELEASE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path) \
+	  NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) $(SWIFT) test --skip-build
 	$(MAKE) bench-smoke
 	$(MAKE) fuzz-smoke
 
 unit: deps
 	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests'
 
-integration: deps test-deps gio-module deb
+integration: deps test-deps release gio-module deb
 	$(SWIFT) build --build-tests
-	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) $(SWIFT) test --skip-build \
-	  --filter IntegrationTests
+	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_RELEASE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path) \
+	  NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) $(SWIFT) test --skip-build --filter IntegrationTests
 
 # Debian packages (debian/, docs/SYSTEMD.md "Install from the package"): netpermd (the daemon, netpermctl, units,
 # man pages, completions) and netpermd-gio (the GLib module), built by dpkg-buildpackage from the release build
