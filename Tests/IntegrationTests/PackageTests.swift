@@ -74,14 +74,19 @@ final class PackageTests: IntegrationTestCase {
         text = text.replacingOccurrences(of: "Version: \(version)\n", with: "Version: \(version)+1\n")
         try text.write(toFile: control, atomically: true, encoding: .utf8)
         let out = dir + "/" + (deb as NSString).lastPathComponent.replacingOccurrences(of: "_\(version)_", with: "_\(version)+1_")
-        try Subprocess.check(["dpkg-deb", "--root-owner-group", "-b", tree, out], timeout: 60)
+        // Uncompressed: xz over 18 MB of programs took longer than the rest of the upgrade.
+        try Subprocess.check(["dpkg-deb", "--root-owner-group", "-Znone", "-b", tree, out], timeout: 60)
         return out
     }
 
+    /// apt-get ARGS in the container; prints how long it took.
     @discardableResult
     private func apt(_ sd: RealSystemd, _ args: [String]) throws -> CommandResult {
-        try sd.check(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y", "-q", "-o", "Dpkg::Use-Pty=0"] + args,
-                     timeout: 180)
+        let start = monotonicNow()
+        let r = try sd.check(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y", "-q", "-o", "Dpkg::Use-Pty=0"]
+                             + args, timeout: 180)
+        print(String(format: "PackageTests: apt-get %@ took %.2f s", args[0], monotonicNow() - start))
+        return r
     }
 
     /// What the daemon says of `QUERY` (the caller's own app) to `user`, or nil while it cannot be asked.
@@ -101,7 +106,9 @@ final class PackageTests: IntegrationTestCase {
         let scratch = try makeTempDir()
         let empty = try makeTempDir()
         chmod(empty, 0o755)
+        let boot = monotonicNow()
         let sd = try RealSystemd(namespace: ns, staged: empty, scratch: try makeTempDir())
+        print(String(format: "PackageTests: systemd booted in %.2f s", monotonicNow() - boot))
         addTeardownBlock { sd.shutdown() }
         showOnFailure("journal of \(sd.name)") {
             (try? sd.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "80"]))?.stdout ?? "(no journal)"
@@ -182,6 +189,7 @@ final class PackageTests: IntegrationTestCase {
         _ = try agent.objects(until: "the prompt for asker") { $0["event"] as? String == "prompt" && $0["app"] as? String == "asker" }
 
         // The packaged writer, then node_exporter serving the directory on the container's own loopback.
+        let scrape = monotonicNow()
         try sd.check(["systemctl", "start", "netpermd-metrics.service"])
         let written = try String(contentsOfFile: sd.root + Self.textfileDir + "/netpermd.prom", encoding: .utf8)
         var st = stat()
@@ -228,10 +236,13 @@ final class PackageTests: IntegrationTestCase {
             XCTAssertEqual(r.stdout + r.stderr, "", "promtool on \(what)")
         }
         agent.close()
+        print(String(format: "PackageTests: the metrics through node_exporter took %.2f s", monotonicNow() - scrape))
 
         // Upgrade to a newer build: the edited config and the decisions stay, the service restarts once, the
         // socket never stops listening.
+        let repack = monotonicNow()
         let newer = try [deb, gioDeb].map { try newerBuild(of: $0, into: scratch) }
+        print(String(format: "PackageTests: the newer build took %.2f s to make", monotonicNow() - repack))
         for f in newer {
             try FileManager.default.copyItem(atPath: f, toPath: sd.root + pkgDir + "/" + (f as NSString).lastPathComponent)
         }

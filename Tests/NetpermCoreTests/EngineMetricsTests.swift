@@ -39,75 +39,76 @@ final class EngineMetricsTests: XCTestCase {
         return out
     }
 
+    /// Each `series: value` is what METRICS says now.
+    private func expect(_ h: EngineHarness, _ expected: [String: String], _ why: String = "",
+                        file: StaticString = #filePath, line: UInt = #line) throws {
+        let m = try samples(h)
+        for (series, value) in expected.sorted(by: { $0.key < $1.key }) {
+            XCTAssertEqual(m[series], value, "\(series) \(why)", file: file, line: line)
+        }
+    }
+
     func testCountsFollowLinksAppsPromptsAndEnforcement() throws {
         let h = harness()
-        var m = try samples(h)
-        XCTAssertEqual(m["netpermd_build_info{version=\"\(DaemonState.version)\"}"], "1")
-        XCTAssertEqual(m["netpermd_ready"], "1")
-        XCTAssertEqual(m["netpermd_start_time_seconds"], "1800000000")
-        XCTAssertEqual(m["netpermd_links{kind=\"wwan\",metered=\"true\",usable=\"true\"}"], "1", "\(m)")
-        XCTAssertEqual(m["netpermd_links{kind=\"loopback\",metered=\"false\",usable=\"false\"}"], "1")
-        XCTAssertEqual(m["netpermd_links{kind=\"wifi\",metered=\"false\",usable=\"true\"}"], "0", "zeros are series too")
-        XCTAssertEqual(m["netpermd_network_available"], "1")
-        XCTAssertEqual(m["netpermd_policy_apps"], "3")
-        // Only wwan0 is usable: maps is asked (no agent: denied), backup denied, web may.
-        XCTAssertEqual(m["netpermd_apps{reason=\"denied\"}"], "2")
-        XCTAssertEqual(m["netpermd_apps{reason=\"ok\"}"], "1")
-        XCTAssertEqual(m["netpermd_apps{reason=\"awaiting-decision\"}"], "0")
-        XCTAssertEqual(m["netpermd_enforcement_mode{mode=\"block\"}"], "1")
-        XCTAssertEqual(m["netpermd_enforcement_mode{mode=\"off\"}"], "0")
-        XCTAssertEqual(m["netpermd_enforcement_state{state=\"enforcing\"}"], "1")
-        XCTAssertEqual(m["netpermd_enforcement_rules_in_force_since_seconds"], "1800000000")
-        XCTAssertEqual(m["netpermd_enforcement_rule_loads_total"], "1")
-        XCTAssertEqual(m["netpermd_connections_total"], "1")
-        XCTAssertEqual(m["netpermd_connections"], "1", "the asker's own connection")
+        // Only wwan0 is usable: maps is asked (no agent: denied), backup denied, web may. Zeros are series too.
+        try expect(h, [
+            "netpermd_build_info{version=\"\(DaemonState.version)\"}": "1", "netpermd_ready": "1",
+            "netpermd_start_time_seconds": "1800000000",
+            "netpermd_links{kind=\"wwan\",metered=\"true\",usable=\"true\"}": "1",
+            "netpermd_links{kind=\"loopback\",metered=\"false\",usable=\"false\"}": "1",
+            "netpermd_links{kind=\"wifi\",metered=\"false\",usable=\"true\"}": "0",
+            "netpermd_network_available": "1", "netpermd_policy_apps": "3",
+            "netpermd_apps{reason=\"denied\"}": "2", "netpermd_apps{reason=\"ok\"}": "1",
+            "netpermd_apps{reason=\"awaiting-decision\"}": "0",
+            "netpermd_enforcement_mode{mode=\"block\"}": "1", "netpermd_enforcement_mode{mode=\"off\"}": "0",
+            "netpermd_enforcement_state{state=\"enforcing\"}": "1",
+            "netpermd_enforcement_rules_in_force_since_seconds": "1800000000",
+            "netpermd_enforcement_rule_loads_total": "1",
+            // The asker's own connection.
+            "netpermd_connections_total": "1", "netpermd_connections": "1",
+        ])
 
         // An agent comes: maps awaits a decision, and its QUERY raises a prompt; a rejected packet of maps while
         // that prompt is open raises none.
         let agent = h.connectAgent()
         _ = h.request(h.connect(Peers.maps), "QUERY")
         h.feed(.blocked(app: "maps", kind: .wwan))
-        m = try samples(h)
-        XCTAssertEqual(m["netpermd_apps{reason=\"awaiting-decision\"}"], "1")
-        XCTAssertEqual(m["netpermd_prompts_raised_total{trigger=\"request\"}"], "1")
-        XCTAssertEqual(m["netpermd_prompts_raised_total{trigger=\"rejected-packet\"}"], "0")
-        XCTAssertEqual(m["netpermd_prompts_open"], "1")
-        XCTAssertEqual(m["netpermd_agents"], "1")
-        XCTAssertEqual(m["netpermd_subscribers"], "1")
+        try expect(h, [
+            "netpermd_apps{reason=\"awaiting-decision\"}": "1",
+            "netpermd_prompts_raised_total{trigger=\"request\"}": "1",
+            "netpermd_prompts_raised_total{trigger=\"rejected-packet\"}": "0",
+            "netpermd_prompts_open": "1", "netpermd_agents": "1", "netpermd_subscribers": "1",
+        ])
         h.advance(bySeconds: 11)
-        m = try samples(h)
-        XCTAssertEqual(m["netpermd_prompts_expired_total"], "1")
-        XCTAssertEqual(m["netpermd_prompts_open"], "0")
-        // After the quiet minute a rejected packet raises it again; the answer is counted, and stored.
+        try expect(h, ["netpermd_prompts_expired_total": "1", "netpermd_prompts_open": "0"])
+        // After the quiet minute a rejected packet raises it again; the answer is counted, and stored. maps is
+        // matched by executable: not in the rules, which stay as they were.
         h.advance(bySeconds: 61)
         h.feed(.blocked(app: "maps", kind: .wwan))
         XCTAssertEqual(h.request(h.connect(), "DECIDE maps wwan allow")["ok"], true)
-        m = try samples(h)
-        XCTAssertEqual(m["netpermd_prompts_raised_total{trigger=\"rejected-packet\"}"], "1")
-        XCTAssertEqual(m["netpermd_prompts_answered_total{decision=\"allow\"}"], "1")
-        XCTAssertEqual(m["netpermd_prompts_answered_total{decision=\"deny\"}"], "0")
-        XCTAssertEqual(m["netpermd_decisions{source=\"lasting\",decision=\"allow\"}"], "1")
-        XCTAssertEqual(m["netpermd_apps{reason=\"ok\"}"], "2")
-        XCTAssertEqual(m["netpermd_enforcement_rule_loads_total"], "1", "maps is matched by executable: not in the rules")
+        try expect(h, [
+            "netpermd_prompts_raised_total{trigger=\"rejected-packet\"}": "1",
+            "netpermd_prompts_answered_total{decision=\"allow\"}": "1",
+            "netpermd_prompts_answered_total{decision=\"deny\"}": "0",
+            "netpermd_decisions{source=\"lasting\",decision=\"allow\"}": "1",
+            "netpermd_apps{reason=\"ok\"}": "2", "netpermd_enforcement_rule_loads_total": "1",
+        ])
         _ = agent
 
         // A broken reload: counted, the generation stays, the last reload is marked failed.
         h.reload(policy: policy + "\nWiFi=maybe\n")
-        m = try samples(h)
-        XCTAssertEqual(m["netpermd_policy_generation"], "1")
-        XCTAssertEqual(m["netpermd_policy_reload_failures_total"], "1")
-        XCTAssertEqual(m["netpermd_policy_last_reload_successful"], "0")
+        try expect(h, ["netpermd_policy_generation": "1", "netpermd_policy_reload_failures_total": "1",
+                       "netpermd_policy_last_reload_successful": "0"])
 
-        // The kernel refuses the rules: counted, and nothing is in force.
+        // The kernel refuses the rules (the change, then the whole table): counted, and nothing is in force.
         h.rulesError = "Operation not permitted"
         h.reload(policy: policy + "\n[App extra]\nUser=5\n")
-        m = try samples(h)
-        XCTAssertEqual(m["netpermd_policy_generation"], "2")
-        XCTAssertEqual(m["netpermd_policy_last_reload_successful"], "1")
-        XCTAssertEqual(m["netpermd_enforcement_state{state=\"failed\"}"], "1")
-        XCTAssertEqual(m["netpermd_enforcement_rule_load_failures_total"], "2", "the change, then the whole table")
-        XCTAssertEqual(m["netpermd_enforcement_rules_in_force_since_seconds"], "0")
-        XCTAssertEqual(m["netpermd_enforcement_apps"], "0")
+        try expect(h, [
+            "netpermd_policy_generation": "2", "netpermd_policy_last_reload_successful": "1",
+            "netpermd_enforcement_state{state=\"failed\"}": "1",
+            "netpermd_enforcement_rule_load_failures_total": "2",
+            "netpermd_enforcement_rules_in_force_since_seconds": "0", "netpermd_enforcement_apps": "0",
+        ])
     }
 
     /// Like APPS: the policy's whole picture is for root and the admin group.
