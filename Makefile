@@ -154,7 +154,8 @@ deb: deps deb-deps gio-deps
 	  --changes-file=$(DEB_DIR)/netpermd_$(VERSION)_$(DEB_ARCH).changes --changes-option=-u$(DEB_DIR)
 	@ls -l $(DEB_DIR)/*.deb
 
-# lintian on what `deb` built: any error or warning fails (overrides in debian/*.lintian-overrides say why).
+# lintian on what `deb` built: any error or warning fails. None is overridden; an override must say why, beside it
+# in debian/PACKAGE.lintian-overrides.
 deb-lint: deb
 	lintian --fail-on error,warning --info $(DEB_DIR)/*.deb
 

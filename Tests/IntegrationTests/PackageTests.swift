@@ -153,6 +153,15 @@ final class PackageTests: IntegrationTestCase {
             XCTAssertEqual(try sd.run(["systemctl", "is-enabled", unit]).stdout, "enabled\n", unit)
         }
         XCTAssertEqual(try sd.property("netpermd-metrics.timer", "ActiveState"), "active")
+        // Started by the postinst, the timer has already run the writer once (OnActiveSec=0), and runs it next 30 s
+        // after that run.
+        try waitUntil("the timer wrote the metrics", timeout: 10, interval: 0.05) {
+            (sd.exists(Self.textfileDir + "/netpermd.prom"), "no \(Self.textfileDir)/netpermd.prom")
+        }
+        let ran = try XCTUnwrap(UInt64(sd.property("netpermd-metrics.service", "ExecMainStartTimestampMonotonic")))
+        let nextText = try sd.property("netpermd-metrics.timer", "NextElapseUSecMonotonic")
+        let next = try XCTUnwrap(Self.microseconds(timespan: nextText), nextText)
+        XCTAssertEqual(Double(next) - Double(ran), 30e6, accuracy: 1.5e6, "the next run is 30 s after this one")
         XCTAssertEqual(try sd.run(["getent", "group", "netperm"]).status, 0, "sysusers made the group")
         let conffiles = try sd.check(["dpkg-query", "-W", "-f", "${Conffiles}", "netpermd"]).stdout
         XCTAssertTrue(conffiles.contains("/etc/netpermd/netpermd.conf "), conffiles)
@@ -196,6 +205,12 @@ final class PackageTests: IntegrationTestCase {
         XCTAssertEqual(stat(sd.root + Self.textfileDir + "/netpermd.prom", &st), 0)
         XCTAssertEqual(st.st_mode & 0o777, 0o644, "node_exporter's user must read it")
         XCTAssertFalse(sd.exists(Self.textfileDir + "/netpermd.prom.tmp"))
+        // Without node_exporter's directory the writer does not run at all.
+        try sd.check(["mv", Self.textfileDir, Self.textfileDir + ".off"])
+        try sd.check(["systemctl", "start", "netpermd-metrics.service"])
+        XCTAssertEqual(try sd.property("netpermd-metrics.service", "ConditionResult"), "no")
+        XCTAssertFalse(sd.exists(Self.textfileDir), "nothing made the directory")
+        try sd.check(["mv", Self.textfileDir + ".off", Self.textfileDir])
         let daemon = samples(try sd.check(["/usr/bin/netpermctl", "metrics"]).stdout)
         let exporter = try Repository.requireTool("prometheus-node-exporter", package: "prometheus-node-exporter")
         try sd.check(["systemd-run", "--unit=npt-node-exporter", "--property=Type=exec", exporter,
@@ -285,6 +300,18 @@ final class PackageTests: IntegrationTestCase {
             XCTAssertFalse(sd.exists(path), "purge removed \(path)")
         }
         XCTAssertNotEqual(try sd.run(["sh", "-c", "dpkg-query -W -f '${Status}' netpermd | grep -q installed"]).status, 0)
+    }
+
+    /// systemd's timespan ("1h 2min 3.456789s", as `systemctl show` prints a monotonic time) in microseconds.
+    static func microseconds(timespan: String) -> UInt64? {
+        let units: [(String, Double)] = [("min", 60e6), ("ms", 1e3), ("us", 1), ("h", 3600e6), ("d", 86400e6), ("s", 1e6)]
+        var total = 0.0
+        for word in timespan.split(separator: " ") {
+            guard let (unit, factor) = units.first(where: { word.hasSuffix($0.0) }),
+                  let n = Double(word.dropLast(unit.count)) else { return nil }
+            total += n * factor
+        }
+        return timespan.isEmpty ? nil : UInt64(total)
     }
 
     /// `{b="1",a="2"}` with its labels in name order, as node_exporter writes them.
