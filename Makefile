@@ -149,7 +149,8 @@ deb: deps deb-deps gio-deps
 	printf '%s\n' "netpermd ($(VERSION)) unstable; urgency=medium" "" \
 	  "  * Built from $$(git describe --always --dirty 2>/dev/null || echo 'a source tree') (docs/SYSTEMD.md)." "" \
 	  " -- $$(sed -n 's/^Maintainer: //p' debian/control)  $$(date -R -u -d @$(DEB_DATE))" > debian/changelog
-	SOURCE_DATE_EPOCH=$(DEB_DATE) dpkg-buildpackage -b --no-sign --no-pre-clean \
+	@# Its clean step (debian/rules clean) empties the package trees and build stamps, never the Swift build.
+	SOURCE_DATE_EPOCH=$(DEB_DATE) dpkg-buildpackage -b --no-sign \
 	  --buildinfo-file=$(DEB_DIR)/netpermd_$(VERSION)_$(DEB_ARCH).buildinfo --buildinfo-option=-u$(DEB_DIR) \
 	  --changes-file=$(DEB_DIR)/netpermd_$(VERSION)_$(DEB_ARCH).changes --changes-option=-u$(DEB_DIR)
 	@ls -l $(DEB_DIR)/*.deb
