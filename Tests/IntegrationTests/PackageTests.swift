@@ -17,7 +17,7 @@ final class PackageTests: IntegrationTestCase {
     static let textfileDir = "/var/lib/prometheus/node-exporter"
     static let socket = "/run/netpermd/netpermd.sock"
 
-    /// The edited policy: the veths taken as Wi-Fi and cellular, an app denied cellular (and asked about Wi-Fi, so
+    /// The edited policy, enforced: the veths taken as Wi-Fi and cellular, an app denied cellular (and asked about Wi-Fi, so
     /// that a decision for it counts), one asked about cellular (the uid of `nobody`), and the admin group as shipped.
     static let policy = """
         # edited by the administrator
@@ -40,6 +40,9 @@ final class PackageTests: IntegrationTestCase {
         [App asker]
         User=nobody
         WWAN=ask
+
+        [Enforcement]
+        Mode=block
 
         """
 
@@ -182,8 +185,17 @@ final class PackageTests: IntegrationTestCase {
         try sd.addUser("npt-updater", uid: 4201)
         try sd.addUser("npt-admin", uid: 4202)
         try sd.check(["usermod", "-a", "-G", "netperm", "npt-admin"])
+        // Its Mode=block needs the drop-in the package ships among its docs (docs/ENFORCEMENT.md).
+        try sd.check(["install", "-D", "-m", "0644", "/usr/share/doc/netpermd/netpermd-enforcement.conf",
+                      "/etc/systemd/system/netpermd.service.d/enforcement.conf"])
+        try sd.check(["systemctl", "daemon-reload"])
         try sd.write(Self.policy, to: "/etc/netpermd/netpermd.conf")
-        try sd.check(["systemctl", "reload", "netpermd.service"])
+        try sd.check(["systemctl", "restart", "netpermd.service"])
+        try waitUntil("the rules are in force", timeout: 10, interval: 0.05) {
+            let s = try JSONValue.object(sd.check(["/usr/bin/netpermctl", "--json", "status"]).lines.last ?? "")
+            let state = (s["enforcement"] as? [String: Any])?["state"] as? String
+            return (state == "enforcing", "\(s["enforcement"] ?? "no enforcement")")
+        }
         let apps = try sd.run(sd.asUser(4202, ["/usr/bin/netpermctl", "--json", "apps"]))
         XCTAssertEqual(apps.status, 0, "group netperm may list the apps: \(apps.summary)")
         XCTAssertEqual(try query(sd, as: 4201)?["reason"] as? String, "denied")
@@ -230,6 +242,7 @@ final class PackageTests: IntegrationTestCase {
             "netpermd_prompts_raised_total{trigger=\"request\"}": "1",
             "netpermd_decisions{decision=\"deny\",source=\"lasting\"}": "1",
             "netpermd_build_info{version=\"\(version)\"}": "1",
+            "netpermd_enforcement_state{state=\"enforcing\"}": "1", "netpermd_enforcement_apps": "2",
         ]
         for (series, value) in expected {
             XCTAssertEqual(served[series], value, "node_exporter's \(series); served:\n\(scraped.prefix(6000))")
@@ -280,8 +293,12 @@ final class PackageTests: IntegrationTestCase {
         XCTAssertEqual((kept["sources"] as? [String: Any])?["wifi"] as? String, "decision", "\(kept)")
         XCTAssertEqual(try query(sd, as: 4201)?["reason"] as? String, "denied", "the edited policy is in force")
 
-        // Remove: stopped, the programs and units gone, config and decisions kept, the metrics file gone.
+        // Remove: stopped, its rules gone with it, the programs and units gone, config and decisions kept, the
+        // metrics file gone.
+        XCTAssertEqual(try sd.run(["nft", "list", "table", "inet", "netpermd"]).status, 0, "the rules before remove")
         try apt(sd, ["remove", "netpermd", "netpermd-gio"])
+        let table = try sd.run(["nft", "list", "table", "inet", "netpermd"])
+        XCTAssertNotEqual(table.status, 0, "a removed daemon's rules must not stay in force: \(table.summary)")
         XCTAssertEqual(try sd.run(["systemctl", "is-active", "netpermd.service", "netpermd.socket"]).stdout,
                        "inactive\ninactive\n")
         XCTAssertFalse(sd.exists(Self.socket))
