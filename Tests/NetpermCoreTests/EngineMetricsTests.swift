@@ -81,8 +81,8 @@ final class EngineMetricsTests: XCTestCase {
         ])
         h.advance(bySeconds: 11)
         try expect(h, ["netpermd_prompts_expired_total": "1", "netpermd_prompts_open": "0"])
-        // After the quiet minute a rejected packet raises it again; the answer is counted, and stored. maps is
-        // matched by executable: not in the rules, which stay as they were.
+        // After the quiet minute a rejected packet raises it again; the answer is counted, and stored, and changes
+        // the rules (maps' connections are no longer asked about): one more load.
         h.advance(bySeconds: 61)
         h.feed(.blocked(app: "maps", kind: .wwan))
         XCTAssertEqual(h.request(h.connect(), "DECIDE maps wwan allow")["ok"], true)
@@ -91,7 +91,7 @@ final class EngineMetricsTests: XCTestCase {
             "netpermd_prompts_answered_total{decision=\"allow\"}": "1",
             "netpermd_prompts_answered_total{decision=\"deny\"}": "0",
             "netpermd_decisions{source=\"lasting\",decision=\"allow\"}": "1",
-            "netpermd_apps{reason=\"ok\"}": "2", "netpermd_enforcement_rule_loads_total": "1",
+            "netpermd_apps{reason=\"ok\"}": "2", "netpermd_enforcement_rule_loads_total": "2",
         ])
         _ = agent
 
