@@ -17,6 +17,8 @@ struct Invocation {
     var waitApp: String?
     /// In microseconds, as the daemon takes a WAIT's time-out.
     var waitTimeout: UInt64?
+    /// `metrics --output FILE`.
+    var output: String?
     /// What follows `--`: the program `wait` runs.
     var program: [String] = []
 
@@ -52,6 +54,9 @@ struct Invocation {
             case "--once":
                 inv.once = true
                 onlyFor.append((a, [.decide]))
+            case "--output":
+                inv.output = value(a, "a file", for: .metrics)
+                onlyFor.append((a, [.metrics]))
             case "--app":
                 inv.waitApp = value(a, "an app id", for: .wait)
                 onlyFor.append((a, [.wait, .run]))
