@@ -51,10 +51,17 @@ let package = Package(
         .target(name: "NetpermBPF", dependencies: ["NetpermIO"]),
         // The control socket's transport: client ids and bytes, no core types.
         .target(name: "NetpermControl", dependencies: ["NetpermIO"]),
+        // The daemon's logic around the engine: the interpreter of its effects and the edges' adapters (rules,
+        // steering, cgroups, policy reloads), unit-tested on a test loop; `netpermd` is only its wiring.
+        .target(
+            name: "NetpermDaemon",
+            dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
+                           "NetpermControl", "NetpermNftables", "NetpermBPF"]
+        ),
         .executableTarget(
             name: "netpermd",
-            dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
-                           "NetpermControl", "NetpermNftables", "NetpermBPF"],
+            dependencies: ["NetpermDaemon", "NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
+                           "NetpermControl"],
             linkerSettings: releaseLink
         ),
         // NetpermSystemd for `run`'s transient scope over sd-bus.

@@ -1,6 +1,7 @@
 import Glibc
 import NetpermControl
 import NetpermCore
+import NetpermDaemon
 import NetpermHost
 import NetpermIO
 import NetpermNetlink

@@ -8,8 +8,8 @@ import NetpermSystemd
 /// Feeds the engine what happens and carries out what it says: the daemon's only logic is which effect is which
 /// system call. Inputs that effects produce (a store's result, a policy read) are queued and handled after the
 /// current effects, never inside them.
-final class Interpreter: ControlDelegate {
-    let engine: Engine
+public final class Interpreter: ControlDelegate {
+    public let engine: Engine
     private let loop: EventLoop
     private let store: DecisionStore
     private let loadPolicy: @Sendable () -> ConfigParseResult
@@ -19,9 +19,9 @@ final class Interpreter: ControlDelegate {
     private let enforcer: Enforcer
     private let steerer = Steerer()
     /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
-    var steeringMarks: ([UInt32]) -> Void = { _ in }
+    public var steeringMarks: ([UInt32]) -> Void = { _ in }
     /// The transport, set once it exists (it needs the interpreter as its delegate).
-    var server: ControlServer?
+    public var server: ControlServer?
 
     private let effects = Effects()
     private var queue: [Input] = []
@@ -39,7 +39,7 @@ final class Interpreter: ControlDelegate {
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
     private let identities = PeerIdentities()
 
-    init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
+    public init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
          loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
         self.engine = engine; self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
         enforcer = Enforcer(loop: loop)
@@ -52,7 +52,7 @@ final class Interpreter: ControlDelegate {
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
-    func feed(_ input: Input) {
+    public func feed(_ input: Input) {
         queue.append(input)
         guard !draining else { return }
         draining = true
@@ -133,7 +133,7 @@ final class Interpreter: ControlDelegate {
     }
 
     /// The kernel's picture, with what sysfs says of each link.
-    func kernelChanged(_ snapshot: KernelSnapshot) {
+    public func kernelChanged(_ snapshot: KernelSnapshot) {
         lastKernel = snapshot
         var s = snapshot
         s.wifi = wifi
@@ -161,23 +161,23 @@ final class Interpreter: ControlDelegate {
     }
 
     /// A Wi-Fi link's network changed (associated, roamed, disconnected): the same kernel picture, new networks.
-    func wifiChanged(_ networks: [Int32: WifiFacts]) {
+    public func wifiChanged(_ networks: [Int32: WifiFacts]) {
         wifi = networks
         if let k = lastKernel { kernelChanged(k) }
     }
 
     // MARK: - ControlDelegate
 
-    func caughtUp(_ id: UInt64, dropped: Int) { feed(.caughtUp(id, dropped: dropped)) }
+    public func caughtUp(_ id: UInt64, dropped: Int) { feed(.caughtUp(id, dropped: dropped)) }
 
-    func opened(_ id: UInt64, fd: Int32, connector: Credentials) {
+    public func opened(_ id: UInt64, fd: Int32, connector: Credentials) {
         connections[id] = (fd, connector, nil)
     }
 
     /// Each request is answered for the process that sent it. The engine learns who that is before the first
     /// request, and again only when a request comes from another pid than the last one did: the same sender
     /// costs a comparison.
-    func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials) {
+    public func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials) {
         guard let c = connections[id] else { return }
         if c.pid != sender.pid {
             let identity = identities.identify(sender: sender, socket: c.fd, connector: c.connector)
@@ -190,12 +190,12 @@ final class Interpreter: ControlDelegate {
         }
     }
 
-    func closed(_ id: UInt64) {
+    public func closed(_ id: UInt64) {
         guard let c = connections.removeValue(forKey: id), c.pid != nil else { return }
         feed(.closed(id))
     }
 
-    func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8] {
+    public func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8] {
         switch refusal {
         case let .total(limit):
             return ProtocolError(.tooManyConnections, "netpermd serves at most \(limit) connections at once; try again later").line
