@@ -143,9 +143,15 @@ final class Connection {
     init(id: ConnectionID) { self.id = id }
 }
 
-final class World {
-    let engine = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
-    let effects = Effects()
+final class World: EngineEdges {
+    let driver = EngineDriver(engine: Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug),
+                                             accounts: Accounts()))
+    var engine: Engine { driver.engine }
+    var effects: Effects { driver.effects }
+    /// The open prompts before the input being carried out.
+    var promptsBefore: [Prompt] = []
+    /// Requests of connections no longer held are being fed.
+    var releasing = false
     /// The same engine fed the same inputs, except that a connection's request lines alternate with and without a
     /// trailing space: the same requests, but never the bytes of the one before, so it never answers from its
     /// reply cache. Its effects must be the same as the first engine's, byte for byte: a cached reply is what a
@@ -153,8 +159,6 @@ final class World {
     let uncached = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
     let uncachedEffects = Effects()
     var padNext: Set<ConnectionID> = []
-    var queue: [Input] = []
-    var draining = false
     var slots: [ConnectionID?] = [nil, nil, nil, nil]
     var live: [ConnectionID: Connection] = [:]
     var nextID: ConnectionID = 1
@@ -171,33 +175,33 @@ final class World {
     /// `Engine.blockedQuietSec` after that.
     var expiredAt: [String: UInt64] = [:]
 
-    func feed(_ input: Input) {
-        queue.append(input)
-        guard !draining else { return }
-        draining = true
-        while true {
-            while !queue.isEmpty {
-                let next = queue.removeFirst()
-                // From its close on, nothing may be sent to a connection.
-                if case let .closed(id) = next { live[id] = nil }
-                effects.reset()
-                let before = engine.state.prompts.open
-                engine.handle(next, into: effects)
-                checkPrompts(after: next, before: before)
-                uncachedEffects.reset()
-                uncached.handle(padded(next), into: uncachedEffects)
-                let a = render(effects), b = render(uncachedEffects)
-                require(a == b, "a cached reply differs from a fresh one after \(next):\n\(a.joined(separator: "\n"))\n-- fresh:\n"
-                    + b.joined(separator: "\n"))
-                for e in effects.list { carryOut(e) }
-                checkAfterInput()
-            }
-            // Then, as the transport does, the requests of connections that are no longer held.
-            guard let c = live.values.sorted(by: { $0.id < $1.id })
-                .first(where: { !$0.held && !$0.closing && !$0.pending.isEmpty }) else { break }
+    init() { driver.edges = self }
+
+    func feed(_ input: Input) { driver.feed(input) }
+
+    func carryOut(_ effects: Effects, of input: Input) {
+        // From its close on, nothing may be sent to a connection.
+        if case let .closed(id) = input { live[id] = nil }
+        checkPrompts(after: input, before: promptsBefore)
+        promptsBefore = engine.state.prompts.open
+        uncachedEffects.reset()
+        uncached.handle(padded(input), into: uncachedEffects)
+        let a = render(effects), b = render(uncachedEffects)
+        require(a == b, "a cached reply differs from a fresh one after \(input):\n\(a.joined(separator: "\n"))\n-- fresh:\n"
+            + b.joined(separator: "\n"))
+        for e in effects.list { carryOut(e) }
+        checkAfterInput()
+    }
+
+    /// Then, as the transport does, the requests of connections that are no longer held, one at a time.
+    func drained() {
+        guard !releasing else { return }
+        releasing = true
+        while let c = live.values.sorted(by: { $0.id < $1.id })
+            .first(where: { !$0.held && !$0.closing && !$0.pending.isEmpty }) {
             deliver(c.pending.removeFirst(), to: c)
         }
-        draining = false
+        releasing = false
     }
 
     func padded(_ input: Input) -> Input {
@@ -299,7 +303,7 @@ final class World {
             guard let c = live[id] else { return require(false, "close of connection \(id), which is gone") }
             c.closing = true
             c.pending = []
-            queue.append(.closed(id))
+            feed(.closed(id))
         case let .keepOpenAfterInputEnds(id):
             require(live[id] != nil, "keep-open of connection \(id), which is gone")
         case let .armTimer(id, usec):
@@ -321,10 +325,10 @@ final class World {
             if storesManual {
                 pendingStores += 1
             } else {
-                queue.append(.stored(error: storeFails ? "disk full" : nil))
+                feed(.stored(error: storeFails ? "disk full" : nil))
             }
         case .loadPolicy:
-            if loadsManual { pendingLoads += 1 } else { queue.append(.policy(policyResult())) }
+            if loadsManual { pendingLoads += 1 } else { feed(.policy(policyResult())) }
         case let .notify(n):
             switch n {
             case let .ready(status), let .status(status):
@@ -334,7 +338,7 @@ final class World {
         case let .loadRules(script, report, inForce):
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
             require(!script.isEmpty && !inForce.isEmpty, "an empty ruleset")
-            if report { queue.append(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
+            if report { feed(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .steer(plan):
             // A plan's marks name only the tables it has rules for.
             if let plan {
@@ -342,7 +346,7 @@ final class World {
                 require(plan.uidMarks.values.allSatisfy(marks.contains), "a uid marked for a table not in the plan")
                 require(plan.cgroupMarks.values.allSatisfy { $0 == 0 || marks.contains($0) }, "a cgroup marked for no table")
             }
-            queue.append(.steered(error: storeFails ? "bpf: Operation not permitted" : nil))
+            feed(.steered(error: storeFails ? "bpf: Operation not permitted" : nil))
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")

@@ -7,9 +7,10 @@ import NetpermSystemd
 
 /// Feeds the engine what happens and carries out what it says: the daemon's only logic is which effect is which
 /// system call. Inputs that effects produce (a store's result, a policy read) are queued and handled after the
-/// current effects, never inside them.
-public final class Interpreter: ControlDelegate {
-    public let engine: Engine
+/// current effects, never inside them (`EngineDriver`).
+public final class Interpreter: ControlDelegate, EngineEdges {
+    public var engine: Engine { driver.engine }
+    private let driver: EngineDriver
     private let loop: EventLoop
     private let store: DecisionStore
     private let loadPolicy: @Sendable () -> ConfigParseResult
@@ -23,9 +24,7 @@ public final class Interpreter: ControlDelegate {
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     public var server: ControlServer?
 
-    private let effects = Effects()
-    private var queue: [Input] = []
-    private var draining = false
+    private var effects: Effects { driver.effects }
     private var timers: [TimerID: TimerSource] = [:]
     /// sysfs is read once per link (and again on rename or when its addresses or default routes change), not on
     /// every netlink message.
@@ -41,7 +40,7 @@ public final class Interpreter: ControlDelegate {
 
     public init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
          loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
-        self.engine = engine; self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
+        driver = EngineDriver(engine: engine); self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
         enforcer = Enforcer(loop: loop)
         do { policyLoader = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
@@ -49,22 +48,17 @@ public final class Interpreter: ControlDelegate {
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
         enforcer.blocked = { [unowned self] app, kind in self.feed(.blocked(app: app, kind: kind)) }
+        driver.edges = self
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
-    public func feed(_ input: Input) {
-        queue.append(input)
-        guard !draining else { return }
-        draining = true
-        while !queue.isEmpty {
-            let next = queue.removeFirst()
-            effects.reset()
-            engine.handle(next, into: effects)
-            for effect in effects.list { carryOut(effect) }
-        }
-        draining = false
-        server?.serveReleased()
+    public func feed(_ input: Input) { driver.feed(input) }
+
+    public func carryOut(_ effects: Effects, of input: Input) {
+        for effect in effects.list { carryOut(effect) }
     }
+
+    public func drained() { server?.serveReleased() }
 
     private func carryOut(_ effect: Effect) {
         switch effect {
@@ -87,9 +81,9 @@ public final class Interpreter: ControlDelegate {
         case let .persist(decisions):
             do {
                 try store.save(decisions)
-                queue.append(.stored(error: nil))
+                feed(.stored(error: nil))
             } catch {
-                queue.append(.stored(error: "\(store.path): \(error)"))
+                feed(.stored(error: "\(store.path): \(error)"))
             }
         case .loadPolicy:
             // The engine has one load in flight at a time; on the loop only if no thread can be had.
@@ -107,7 +101,7 @@ public final class Interpreter: ControlDelegate {
             }
             let result = loadPolicy()
             Heap.releaseFree()
-            queue.append(.policy(result))
+            feed(.policy(result))
         case let .notify(n):
             switch n {
             case let .ready(status): Notify.send("READY=1\nSTATUS=\(status)")
@@ -122,12 +116,12 @@ public final class Interpreter: ControlDelegate {
             Log.debug("enforcement: nft transaction of \(script.utf8.count) bytes took "
                 + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {
-                queue.append(.rulesLoaded(error: error))
+                feed(.rulesLoaded(error: error))
             } else if let error {
                 Log.debug("enforcement: removing a table left by an earlier run: \(error)")
             }
         case let .steer(plan):
-            queue.append(.steered(error: steerer.apply(plan)))
+            feed(.steered(error: steerer.apply(plan)))
             steeringMarks(plan?.allowances.map(\.mark) ?? [])
         }
     }

@@ -5,7 +5,7 @@ import XCTest
 /// to them, timers fire when the test moves the clock, the decision store and the policy files are values the
 /// test sets. Effects that produce inputs (persist, load the policy) feed them back in order, as the daemon does.
 /// Like the transport, it takes no request from a held or closing connection: those wait until it is resumed.
-final class EngineHarness {
+final class EngineHarness: EngineEdges {
     /// What one connection has been sent, and how the engine left it.
     final class Connection {
         var lines: [String] = []
@@ -20,10 +20,11 @@ final class EngineHarness {
         var lastSeq: Int?
     }
 
-    let engine: Engine
-    private let effects = Effects()
-    private var queue: [Input] = []
-    private var draining = false
+    var engine: Engine { driver.engine }
+    private let driver: EngineDriver
+    private var effects: Effects { driver.effects }
+    /// Requests of connections no longer held are being fed.
+    private var releasing = false
     private(set) var connections: [ConnectionID: Connection] = [:]
     private var nextConnection: ConnectionID = 1
 
@@ -59,7 +60,8 @@ final class EngineHarness {
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
          accounts: AccountResolver = FakeAccounts(), started: Bool = true) {
         self.accounts = accounts
-        engine = Engine(settings: settings, accounts: accounts, decisions: decisions)
+        driver = EngineDriver(engine: Engine(settings: settings, accounts: accounts, decisions: decisions))
+        driver.edges = self
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
         feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
         setLinks(links)
@@ -69,24 +71,22 @@ final class EngineHarness {
 
     // MARK: - Inputs
 
-    func feed(_ input: Input) {
-        queue.append(input)
-        guard !draining else { return }
-        draining = true
-        while true {
-            while !queue.isEmpty {
-                let next = queue.removeFirst()
-                effects.reset()
-                engine.handle(next, into: effects)
-                checkListeners()
-                for e in effects.list { carryOut(e) }
-            }
-            // Then, as the transport does, the requests of connections that are no longer held.
-            guard let c = connections.sorted(by: { $0.key < $1.key }).map(\.value)
-                .first(where: { !$0.held && !$0.closed && !$0.pending.isEmpty }) else { break }
-            queue.append(c.pending.removeFirst())
+    func feed(_ input: Input) { driver.feed(input) }
+
+    func carryOut(_ effects: Effects, of input: Input) {
+        checkListeners()
+        for e in effects.list { carryOut(e) }
+    }
+
+    /// Then, as the transport does, the requests of connections that are no longer held, one at a time.
+    func drained() {
+        guard !releasing else { return }
+        releasing = true
+        while let c = connections.sorted(by: { $0.key < $1.key }).map(\.value)
+            .first(where: { !$0.held && !$0.closed && !$0.pending.isEmpty }) {
+            feed(c.pending.removeFirst())
         }
-        draining = false
+        releasing = false
     }
 
     /// The engine counts who listens to each app instead of passing over every session: after every input the
@@ -120,7 +120,7 @@ final class EngineHarness {
             steps.append("close \(id)")
             connections[id]?.closed = true
             connections[id]?.pending = []
-            queue.append(.closed(id))
+            feed(.closed(id))
         case let .keepOpenAfterInputEnds(id):
             steps.append("keep-open \(id)")
             connections[id]?.keepsOpen = true
@@ -137,14 +137,14 @@ final class EngineHarness {
                 pendingStores.append(d)
             } else {
                 if storeError == nil { persisted.append(d) }
-                queue.append(.stored(error: storeError))
+                feed(.stored(error: storeError))
             }
         case .loadPolicy:
             steps.append("load-policy")
             if policyLoadIsManual {
                 pendingPolicyLoads += 1
             } else {
-                queue.append(.policy(Config.parse(files: policyFiles, accounts: accounts)))
+                feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
             }
         case let .notify(n):
             steps.append("notify \(n)")
@@ -156,11 +156,11 @@ final class EngineHarness {
             steps.append(script == Ruleset.removal ? "remove-rules" : script == inForce ? "load-rules" : "update-rules")
             rules.append(inForce)
             scripts.append(script)
-            if report { queue.append(.rulesLoaded(error: rulesError)) }
+            if report { feed(.rulesLoaded(error: rulesError)) }
         case let .steer(plan):
             steps.append(plan == nil ? "remove-steering" : "steer")
             steering.append(plan)
-            queue.append(.steered(error: nil))
+            feed(.steered(error: nil))
         }
     }
 
