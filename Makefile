@@ -135,7 +135,8 @@ FUZZ_DIR := .build/fuzz
 FUZZ_SWIFTC := $(dir $(shell command -v $(SWIFT)))swiftc
 FUZZ_FLAGS := -sanitize=fuzzer,address -O -g -parse-as-library
 CORE_SOURCES := $(shell find Sources/NetpermCore -name '*.swift' | sort)
-FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift)
+# The tests' fake clock is the fuzz target's too.
+FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift) Tests/TestSupport/FakeClock.swift
 # Swift's own crash handler reads memory that AddressSanitizer then reports as its own error: leave crashes to ASan.
 FUZZ_ENV := SWIFT_BACKTRACE=enable=no
 

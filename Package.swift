@@ -69,7 +69,10 @@ let package = Package(
                           linkerSettings: releaseLink),
         // Fixtures are sysfs-shaped trees with symlinks (some to /dev paths that only name things): the tests read
         // them where they are, beside their source, rather than from a copy SwiftPM makes.
-        .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux"],
+        // What the tests share: the test event loop and a clock that moves only when told (the fuzz target compiles
+        // FakeClock.swift too).
+        .target(name: "TestSupport", dependencies: ["NetpermIO"], path: "Tests/TestSupport"),
+        .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux", "TestSupport"],
                     exclude: ["Fixtures"]),
         // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
         // Wi-Fi hardware on the test machines.
@@ -79,7 +82,7 @@ let package = Package(
         // Syscall plumbing that can be tested in-process (releasing code pages).
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
-        .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO"]),
+        .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO", "TestSupport"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container, glib-app.py is the GLib app of the GLib
         // module's tests; the tests find them beside their sources.
         .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"],

@@ -162,8 +162,8 @@ final class World: EngineEdges {
     var slots: [ConnectionID?] = [nil, nil, nil, nil]
     var live: [ConnectionID: Connection] = [:]
     var nextID: ConnectionID = 1
-    var now: UInt64 = 0
-    var timers: [TimerID: UInt64] = [:]
+    let clock = FakeClock<TimerID>()
+    var now: UInt64 { clock.now }
     var policy = 0
     /// Set by R: a policy of the input's own instead of one of `policies`.
     var customPolicy: String?
@@ -307,10 +307,10 @@ final class World: EngineEdges {
         case let .keepOpenAfterInputEnds(id):
             require(live[id] != nil, "keep-open of connection \(id), which is gone")
         case let .armTimer(id, usec):
-            require(timers[id] == nil, "timer \(id) armed twice")
-            timers[id] = now + usec
+            require(!clock.isArmed(id), "timer \(id) armed twice")
+            clock.arm(id, after: usec)
         case let .cancelTimer(id):
-            require(timers.removeValue(forKey: id) != nil, "cancelled timer \(id) was not armed")
+            require(clock.cancel(id), "cancelled timer \(id) was not armed")
         case let .persist(d):
             // What is written must read back as the same lasting decisions.
             let text = d.encoded()
@@ -451,13 +451,7 @@ final class World: EngineEdges {
     }
 
     func advance(_ usec: UInt64) {
-        let until = now + usec
-        while let (id, at) = timers.filter({ $0.value <= until }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
-            now = at
-            timers[id] = nil
-            feed(.timer(id))
-        }
-        now = until
+        clock.advance(by: usec) { feed(.timer($0)) }
     }
 
     func step(_ line: [UInt8]) {
@@ -524,7 +518,7 @@ final class World: EngineEdges {
         advance(200_000_000 * 1_000_000)
         require(engine.sessions.isEmpty, "sessions left: \(engine.sessions.keys.sorted())")
         require(engine.listeners.isEmpty, "listeners left: \(engine.listeners)")
-        require(timers.isEmpty && engine.timers.isEmpty, "timers left: \(timers.keys.sorted()), engine \(engine.timers.keys.sorted())")
+        require(clock.armedCount == 0 && engine.timers.isEmpty, "timers left: \(clock.armedCount), engine \(engine.timers.keys.sorted())")
         require(engine.state.agents == 0, "agents left: \(engine.state.agents)")
         require(engine.reloadRequesters.isEmpty && engine.nextRequesters.isEmpty && engine.waitingForStore.isEmpty,
                 "requesters left")

@@ -1,6 +1,7 @@
 import Glibc
 import NetpermControl
 import NetpermIO
+import TestSupport
 import XCTest
 
 /// The control socket's transport on a test loop, with no daemon behind it: replies in order, held requests
@@ -313,7 +314,10 @@ final class TransportTests: XCTestCase {
         let head = Array("{\"event\":\"link\",\"seq\":1".utf8)
         let tail = Array((",\"pad\":\"" + String(repeating: "p", count: 32_000) + "\"}\n").utf8)
         for _ in 0..<200 { head.withUnsafeBytes { h in tail.withUnsafeBytes { t in server.event(id, head: h, tail: t) } } }
+        XCTAssertTrue(loop.run(until: { loop.armedTimers > 0 }), "its time runs")
+        loop.advance(byMicroseconds: 199_999)
         XCTAssertEqual(recorder.closed, [])
+        loop.advance(byMicroseconds: 1)
         XCTAssertTrue(loop.run(until: { recorder.closed == [id] }, timeout: 5), "closed once its time ran out")
         let got = read(c) { _ in false }
         let lines = got.split(separator: "\n", omittingEmptySubsequences: false).dropLast()

@@ -1,4 +1,5 @@
 @testable import NetpermCore
+import TestSupport
 import XCTest
 
 /// The engine driven as the daemon drives it, without any I/O: connections are ids that collect the lines sent
@@ -28,9 +29,8 @@ final class EngineHarness: EngineEdges {
     private(set) var connections: [ConnectionID: Connection] = [:]
     private var nextConnection: ConnectionID = 1
 
-    /// Microseconds since the harness started; timers fire as `advance` passes their deadline.
-    private(set) var now: UInt64 = 0
-    private var timers: [TimerID: UInt64] = [:]
+    /// Timers fire as `advance` passes their deadline.
+    private let clock = FakeClock<TimerID>()
 
     /// What `Effect.persist` wrote, in order; set `storeError` to make the next writes fail.
     private(set) var persisted: [Decisions] = []
@@ -126,11 +126,10 @@ final class EngineHarness: EngineEdges {
             connections[id]?.keepsOpen = true
         case let .armTimer(id, usec):
             steps.append("arm \(id) \(usec)")
-            timers[id] = now + usec
+            clock.arm(id, after: usec)
         case let .cancelTimer(id):
             steps.append("cancel \(id)")
-            XCTAssertNotNil(timers[id], "cancelled timer \(id) was not armed")
-            timers[id] = nil
+            XCTAssertTrue(clock.cancel(id), "cancelled timer \(id) was not armed")
         case let .persist(d):
             steps.append("persist")
             if storeIsManual {
@@ -219,18 +218,12 @@ final class EngineHarness: EngineEdges {
 
     /// Moves the clock, firing every timer that falls due, earliest first.
     func advance(byMicroseconds usec: UInt64) {
-        let until = now + usec
-        while let (id, at) = timers.filter({ $0.value <= until }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
-            now = at
-            timers[id] = nil
-            feed(.timer(id))
-        }
-        now = until
+        clock.advance(by: usec) { feed(.timer($0)) }
     }
 
     func advance(bySeconds s: UInt64) { advance(byMicroseconds: s * 1_000_000) }
 
-    var armedTimers: Int { timers.count }
+    var armedTimers: Int { clock.armedCount }
 
     /// The slow disk finishes the oldest pending write (successfully unless `error`).
     func completeStore(error: String? = nil) {
