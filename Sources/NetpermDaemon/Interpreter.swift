@@ -79,11 +79,13 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             }
         case let .cancelTimer(id): timers.removeValue(forKey: id)?.cancel()
         case let .persist(decisions):
-            do {
-                try store.save(decisions)
+            switch store.save(decisions) {
+            case .stored: feed(.stored(error: nil))
+            case let .storedNotSynced(why):
+                // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
+                Log.warning("decisions written to \(store.path), but syncing \(why); a crash soon may lose the last decision")
                 feed(.stored(error: nil))
-            } catch {
-                feed(.stored(error: "\(store.path): \(error)"))
+            case let .failed(why): feed(.stored(error: why))
             }
         case .loadPolicy:
             // The engine has one load in flight at a time; on the loop only if no thread can be had.
