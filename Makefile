@@ -118,7 +118,7 @@ test: deps test-deps release gio-test
 	$(MAKE) fuzz-smoke
 
 unit: deps
-	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests'
+	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests|NetpermDaemonTests'
 
 integration: deps test-deps release gio-module
 	$(SWIFT) build --build-tests
@@ -199,7 +199,7 @@ ASAN_ENV := SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=log_path=$(ASAN_REPORTS)/asan
 asan: deps test-deps
 	$(SWIFT) build --build-tests $(ASAN_BUILD)
 	rm -rf $(ASAN_REPORTS); mkdir -p $(ASAN_REPORTS)
-	$(ASAN_ENV) $(SWIFT) test --skip-build $(ASAN_BUILD) --filter 'NetpermCoreTests|NetpermControlTests|NetpermIOTests'
+	$(ASAN_ENV) $(SWIFT) test --skip-build $(ASAN_BUILD) --filter 'NetpermCoreTests|NetpermControlTests|NetpermIOTests|NetpermDaemonTests'
 	@# The daemon that the integration tests start is the ASan build too: NETPERMD_BIN, and ASAN_OPTIONS inherited.
 	$(ASAN_ENV) NETPERMD_BIN=$$($(SWIFT) build $(ASAN_BUILD) --show-bin-path) \
 	  $(SWIFT) test --skip-build $(ASAN_BUILD) --filter '$(ASAN_INTEGRATION)' --skip '$(ASAN_SKIP)'

@@ -71,12 +71,15 @@ let package = Package(
         // them where they are, beside their source, rather than from a copy SwiftPM makes.
         // What the tests share: the test event loop and a clock that moves only when told (the fuzz target compiles
         // FakeClock.swift too).
-        .target(name: "TestSupport", dependencies: ["NetpermIO"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["NetpermIO", "NetpermControl"], path: "Tests/TestSupport"),
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux", "TestSupport"],
                     exclude: ["Fixtures"]),
         // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
         // Wi-Fi hardware on the test machines.
         .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables"]),
+        // The daemon library on a test loop with fake edges: the interpreter's effects, its store, slow policies.
+        .testTarget(name: "NetpermDaemonTests", dependencies: ["NetpermDaemon", "NetpermCore", "NetpermHost", "NetpermIO",
+                                                               "NetpermControl", "TestSupport"]),
         // The steering program's bytes, and loading it (as root) into the test's own namespace.
         .testTarget(name: "NetpermBPFTests", dependencies: ["NetpermBPF", "NetpermIO"]),
         // Syscall plumbing that can be tested in-process (releasing code pages).

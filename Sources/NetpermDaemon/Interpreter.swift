@@ -3,7 +3,6 @@ import NetpermControl
 import NetpermCore
 import NetpermHost
 import NetpermIO
-import NetpermSystemd
 
 /// Feeds the engine what happens and carries out what it says: the daemon's only logic is which effect is which
 /// system call. Inputs that effects produce (a store's result, a policy read) are queued and handled after the
@@ -12,13 +11,14 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     public var engine: Engine { driver.engine }
     private let driver: EngineDriver
     private let loop: EventLoop
-    private let store: DecisionStore
+    private let store: DecisionSaving
     private let loadPolicy: @Sendable () -> ConfigParseResult
     /// Policies are read and parsed on a thread of their own: a file of many megabytes must not stop the loop.
     private let policyLoader: OffLoop<ConfigParseResult>?
     private let sysfs: Sysfs
-    private let enforcer: Enforcer
-    private let steerer = Steerer()
+    private let enforcer: RuleLoading
+    private let steerer: SteeringLoading
+    private let notify: (NotifyMessage) -> Void
     /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
     public var steeringMarks: ([UInt32]) -> Void = { _ in }
     /// The transport, set once it exists (it needs the interpreter as its delegate).
@@ -38,10 +38,14 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
     private let identities = PeerIdentities()
 
-    public init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
-         loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
+    /// `rules` and `steering` nil: the real ones (libnftables, bpf(2) and rtnetlink); the tests give fakes.
+    public init(engine: Engine, loop: EventLoop, store: DecisionSaving, sysfs: Sysfs, rules: RuleLoading? = nil,
+                steering: SteeringLoading? = nil, notify: @escaping (NotifyMessage) -> Void = ServiceManager.notify,
+                loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
         driver = EngineDriver(engine: engine); self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
-        enforcer = Enforcer(loop: loop)
+        enforcer = rules ?? Enforcer(loop: loop)
+        steerer = steering ?? Steerer()
+        self.notify = notify
         do { policyLoader = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
             policyLoader = nil
@@ -104,13 +108,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             let result = loadPolicy()
             Heap.releaseFree()
             feed(.policy(result))
-        case let .notify(n):
-            switch n {
-            case let .ready(status): Notify.send("READY=1\nSTATUS=\(status)")
-            case let .status(status): Notify.send("STATUS=\(status)")
-            case .reloading: Notify.reloading()
-            case .stopping: Notify.send("STOPPING=1")
-            }
+        case let .notify(n): notify(n)
         case let .log(priority, message): Log.emit(priority.rawValue, message)
         case let .loadRules(script, report, inForce):
             let start = Clock.monotonicMicroseconds()
