@@ -15,6 +15,9 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private let loadPolicy: @Sendable () -> ConfigParseResult
     /// Policies are read and parsed on a thread of their own: a file of many megabytes must not stop the loop.
     private let policyLoader: OffLoop<ConfigParseResult>?
+    /// Decisions are written on a thread of their own too: a write and two fsyncs can take long on a busy disk,
+    /// and the engine holds only the requester meanwhile (it waits for `stored`).
+    private let storeWriter: OffLoop<StoreOutcome>?
     private let sysfs: Sysfs
     private let enforcer: RuleLoading
     private let steerer: SteeringLoading
@@ -50,6 +53,10 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
             policyLoader = nil
         }
+        do { storeWriter = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up writing decisions off the loop (\(error)); they will be written on the loop")
+            storeWriter = nil
+        }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
         enforcer.blocked = { [unowned self] app, kind in self.feed(.blocked(app: app, kind: kind)) }
         driver.edges = self
@@ -83,14 +90,17 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             }
         case let .cancelTimer(id): timers.removeValue(forKey: id)?.cancel()
         case let .persist(decisions):
-            switch store.save(decisions) {
-            case .stored: feed(.stored(error: nil))
-            case let .storedNotSynced(why):
-                // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
-                Log.warning("decisions written to \(store.path), but syncing \(why); a crash soon may lose the last decision")
-                feed(.stored(error: nil))
-            case let .failed(why): feed(.stored(error: why))
+            // One write at a time: the engine starts the next only once this one is `stored`.
+            let store = self.store
+            if let storeWriter, !storeWriter.busy {
+                do {
+                    try storeWriter.run({ store.save(decisions) }) { [unowned self] in self.stored($0) }
+                    return
+                } catch {
+                    Log.warning("cannot start a thread to write the decisions (\(error)); writing them on the loop")
+                }
             }
+            stored(store.save(decisions))
         case .loadPolicy:
             // The engine has one load in flight at a time; on the loop only if no thread can be had.
             if let policyLoader, !policyLoader.busy {
@@ -123,6 +133,17 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .steer(plan):
             feed(.steered(error: steerer.apply(plan)))
             steeringMarks(plan?.allowances.map(\.mark) ?? [])
+        }
+    }
+
+    private func stored(_ outcome: StoreOutcome) {
+        switch outcome {
+        case .stored: feed(.stored(error: nil))
+        case let .storedNotSynced(why):
+            // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
+            Log.warning("decisions written to \(store.path), but syncing \(why); a crash soon may lose the last decision")
+            feed(.stored(error: nil))
+        case let .failed(why): feed(.stored(error: why))
         }
     }
 

@@ -66,6 +66,20 @@ final class InterpreterTests: XCTestCase {
         XCTAssertEqual(b.logged("decisions written to \(dir)/decisions.conf, but syncing \(dir): ").count, 1, "\(b.log)")
     }
 
+    /// A disk that takes long to write: the decision waits for it, and nobody else does.
+    func testADecisionIsWrittenOffTheLoop() throws {
+        let gate = Gate()
+        let b = try bed(store: SlowStore(gate: gate))
+        let decider = try b.connect()
+        try b.send(decider, "DECIDE backup ethernet allow")
+        let other = try b.connect()
+        XCTAssertEqual(try b.request(other, "PING")["pong"], true, "answered while the decision is written")
+        XCTAssertEqual(b.lines(decider, timeout: 0.1), [], "held while its decision is written")
+        gate.open()
+        XCTAssertEqual(b.lines(decider).first?["ok"], true)
+        XCTAssertEqual(try b.request(other, "QUERY backup")["available"], true)
+    }
+
     /// A policy that takes long to read: RELOAD waits for it while other clients are answered at once.
     func testASlowPolicyLoadLeavesTheLoopServing() throws {
         let gate = Gate()
@@ -109,4 +123,11 @@ final class InterpreterTests: XCTestCase {
         XCTAssertEqual(b.steering.plans.first.map { $0 == nil }, true)
         XCTAssertEqual(b.notifications.first.map { if case .ready = $0 { true } else { false } }, true, "\(b.notifications)")
     }
+}
+
+/// Decisions written to a disk that answers only once the test opens the gate (or fails after the gate's bound).
+struct SlowStore: DecisionSaving {
+    let gate: Gate
+    var path: String { "/nonexistent/decisions.conf" }
+    func save(_ d: Decisions) -> StoreOutcome { gate.wait() ? .stored : .failed("the disk never answered") }
 }
