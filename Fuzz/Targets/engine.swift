@@ -144,8 +144,7 @@ final class Connection {
 }
 
 final class World: EngineEdges {
-    let driver = EngineDriver(engine: Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug),
-                                             accounts: Accounts()))
+    let driver = EngineDriver(engine: Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug)))
     var engine: Engine { driver.engine }
     var effects: Effects { driver.effects }
     /// The open prompts before the input being carried out.
@@ -156,7 +155,7 @@ final class World: EngineEdges {
     /// trailing space: the same requests, but never the bytes of the one before, so it never answers from its
     /// reply cache. Its effects must be the same as the first engine's, byte for byte: a cached reply is what a
     /// fresh one would have been.
-    let uncached = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
+    let uncached = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug))
     let uncachedEffects = Effects()
     var padNext: Set<ConnectionID> = []
     var slots: [ConnectionID?] = [nil, nil, nil, nil]

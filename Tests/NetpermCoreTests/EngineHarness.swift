@@ -60,7 +60,7 @@ final class EngineHarness: EngineEdges {
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
          accounts: AccountResolver = FakeAccounts(), started: Bool = true) {
         self.accounts = accounts
-        driver = EngineDriver(engine: Engine(settings: settings, accounts: accounts, decisions: decisions))
+        driver = EngineDriver(engine: Engine(settings: settings, decisions: decisions))
         driver.edges = self
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
         feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))

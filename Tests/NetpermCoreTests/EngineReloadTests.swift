@@ -217,23 +217,23 @@ final class EngineReloadTests: XCTestCase {
 
     // MARK: AdminGroup= lookups
 
-    /// The group is looked up only for a peer that is neither root nor the daemon's user, once per policy
-    /// generation (a failed reload is not a new one), and a missing group is said once per generation.
-    func testAdminGroupIsLookedUpLazilyOncePerGeneration() {
+    /// The group is looked up when a policy is read (a policy that cannot be used needs none), never while requests
+    /// are answered, whoever asks; a missing group is said once per generation.
+    func testAdminGroupIsLookedUpWhenThePolicyIsRead() {
         let accounts = CountingAccounts()
         let h = harness(accounts: accounts, settings: Engine.Settings(daemonUID: 500, logLevel: .debug))
+        XCTAssertEqual(accounts.groupLookups, ["netperm"], "with the policy")
         let root = h.connect(Peers.root)
         XCTAssertEqual(h.request(root, "APPS")["ok"], true)
         let daemonUser = h.connect(makePeer(uid: 500, exe: "/usr/bin/netpermctl"))
         XCTAssertEqual(h.request(daemonUser, "APPS")["ok"], true, "the daemon's own user is privileged")
-        XCTAssertEqual(accounts.groupLookups, [], "root and the daemon's user need no group")
         let curl = h.connect(Peers.curl)
         let admin = h.connect(Peers.admin)
         XCTAssertEqual(h.request(admin, "APPS")["ok"], true)
         h.requestError(curl, "APPS", .permissionDenied)
         XCTAssertEqual(accounts.groupLookups, ["netperm"])
         h.reload(policy: "[App x]\nWWAN=allow\n")
-        XCTAssertEqual(accounts.groupLookups, ["netperm"], "a failed reload changes no generation")
+        XCTAssertEqual(accounts.groupLookups, ["netperm"], "a policy with errors is not used")
         h.reload(policy: "[Defaults]\nAdminGroup=nosuch\n" + policy)
         XCTAssertEqual(accounts.groupLookups, ["netperm", "nosuch"])
         h.requestError(admin, "APPS", .permissionDenied)

@@ -52,8 +52,6 @@ public final class Engine {
     }
 
     let settings: Settings
-    /// Names to ids (User=, AdminGroup=): asked only when a policy or a non-root peer needs it.
-    let accounts: AccountResolver
 
     /// What verdicts depend on. Every change goes through a setter below, which marks what settle() must redo.
     public internal(set) var state = DaemonState() { didSet { version &+= 1 } }
@@ -104,8 +102,6 @@ public final class Engine {
     /// again until `blockedQuietSec` have passed (an app retrying in a loop must not prompt the user in a loop).
     var quietBlocked: Set<String> = []
     static let blockedQuietSec: UInt64 = 60
-    /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
-    private var adminGIDCache: (generation: Int, gid: UInt32?)?
 
     /// Enforcement in the kernel (Engine+Enforcement.swift). Replies say whether an app is enforced, so a change
     /// here is a new version, as one of `state` is: a cached reply must not keep saying `cgroup-pending`.
@@ -117,10 +113,9 @@ public final class Engine {
     /// The effects of the input being handled.
     private(set) var out = Effects()
 
-    public init(settings: Settings = Settings(), accounts: AccountResolver = NoAccounts(),
-                decisions: Decisions = Decisions()) {
+    /// Names of users and groups are resolved when the policy is read (`Config.parse`), never here.
+    public init(settings: Settings = Settings(), decisions: Decisions = Decisions()) {
         self.settings = settings
-        self.accounts = accounts
         state.decisions = decisions
     }
 
@@ -315,6 +310,9 @@ public final class Engine {
             return
         }
         state.config = config
+        if config.adminGID == nil {
+            log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
+        }
         classifications = [:]
         state.policyGeneration += 1
         state.policyError = nil
@@ -394,7 +392,7 @@ public final class Engine {
     // MARK: - Callers
 
     func makeCaller(_ identity: PeerIdentity) -> Caller {
-        Caller(identity: identity, config: state.config, daemonUID: settings.daemonUID, adminGID: adminGID)
+        Caller(identity: identity, config: state.config, daemonUID: settings.daemonUID, adminGID: { [gid = state.config.adminGID] in gid })
     }
 
     /// The session's app and privilege from its identity under the policy in force; what it listens to and
@@ -427,16 +425,6 @@ public final class Engine {
         if s.subscription != nil { tracker.track(s.caller.match, state: state) }
         untrackIfUnwanted(listened)
         if wasAgent != s.isAgent { setAgents(countAgents()) }
-    }
-
-    private func adminGID() -> UInt32? {
-        if let c = adminGIDCache, c.generation == state.policyGeneration { return c.gid }
-        let gid = accounts.gid(forGroup: state.config.adminGroup)
-        if gid == nil {
-            log(.info, "group \(ConfigError.quote(state.config.adminGroup)) does not exist; only root may ask about other apps")
-        }
-        adminGIDCache = (state.policyGeneration, gid)
-        return gid
     }
 
     // MARK: - Timers and the service manager
