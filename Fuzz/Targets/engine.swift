@@ -210,50 +210,36 @@ final class World: EngineEdges {
         return input
     }
 
-    /// Effects as text, for comparing two engines': each connection's in order, then the rest sorted (sessions
-    /// are kept in a dictionary, whose order differs from one engine to another). Events that come one after
-    /// another are compared as a set without their seq: the app events of one network change come in the order of
-    /// a dictionary of permission sets, which differs between engines (seq itself is checked on every line).
-    /// Log lines are left out.
+    /// Effects as text, in order, for comparing two engines' byte for byte: the engine iterates nothing in a
+    /// dictionary's order, and the two engines' dictionaries have seeds of their own. Log lines are left out (a
+    /// cached reply is not logged as a fresh one's work may be).
     func render(_ fx: Effects) -> [String] {
-        var perConnection: [ConnectionID: [String]] = [:]
-        var runs: [ConnectionID: [String]] = [:]
-        func endRun(_ id: ConnectionID) {
-            perConnection[id, default: []] += (runs.removeValue(forKey: id) ?? []).sorted()
-        }
-        var rest: [String] = []
-        for e in fx.list {
+        fx.list.compactMap { e -> String? in
             switch e {
-            case let .reply(id, r):
-                endRun(id)
-                perConnection[id, default: []].append("reply " + String(decoding: fx[r], as: UTF8.self))
-            case let .event(id, h, t):
-                let head = String(decoding: fx[h], as: UTF8.self)
-                runs[id, default: []].append("event " + head.prefix { $0 != "," } + String(decoding: fx[t], as: UTF8.self))
+            case let .reply(id, r): return "\(id): reply " + String(decoding: fx[r], as: UTF8.self)
+            case let .event(id, h, t): return "\(id): event " + String(decoding: fx[h], as: UTF8.self) + String(decoding: fx[t], as: UTF8.self)
             // Written out by hand: printing an enum by reflection cost more than the engine.
-            case let .hold(id): endRun(id); perConnection[id, default: []].append("hold")
-            case let .resume(id): endRun(id); perConnection[id, default: []].append("resume")
-            case let .close(id): endRun(id); perConnection[id, default: []].append("close")
-            case let .keepOpenAfterInputEnds(id): endRun(id); perConnection[id, default: []].append("keep-open")
-            case .log: break
+            case let .hold(id): return "\(id): hold"
+            case let .resume(id): return "\(id): resume"
+            case let .close(id): return "\(id): close"
+            case let .keepOpenAfterInputEnds(id): return "\(id): keep-open"
+            case .log: return nil
             // The decisions as the file has them (a dictionary prints in its own order).
-            case let .persist(d): rest.append("persist " + d.encoded() + " once \(d.once.count)")
-            case let .armTimer(id, usec): rest.append("arm \(id) \(usec)")
-            case let .cancelTimer(id): rest.append("cancel \(id)")
-            case .loadPolicy: rest.append("load-policy")
-            case let .loadRules(script, report, _): rest.append("load-rules \(report) " + script)
-            case let .steer(plan): rest.append(plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)")
+            case let .persist(d): return "persist " + d.encoded() + " once \(d.once.count)"
+            case let .armTimer(id, usec): return "arm \(id) \(usec)"
+            case let .cancelTimer(id): return "cancel \(id)"
+            case .loadPolicy: return "load-policy"
+            case let .loadRules(script, report, _): return "load-rules \(report) " + script
+            case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
             case let .notify(n):
                 switch n {
-                case let .ready(status): rest.append("ready " + status)
-                case let .status(status): rest.append("status " + status)
-                case .reloading: rest.append("reloading")
-                case .stopping: rest.append("stopping")
+                case let .ready(status): return "ready " + status
+                case let .status(status): return "status " + status
+                case .reloading: return "reloading"
+                case .stopping: return "stopping"
                 }
             }
         }
-        for id in Array(runs.keys) { endRun(id) }
-        return perConnection.keys.sorted().flatMap { id in perConnection[id]!.map { "\(id): " + $0 } } + rest.sorted()
     }
 
     func policyResult() -> ConfigParseResult {

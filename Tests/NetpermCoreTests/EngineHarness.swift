@@ -55,6 +55,9 @@ final class EngineHarness: EngineEdges {
     /// Every effect in order, in words ("reply 3", "event 3 prompt", "persist", "notify reloading"...), for tests of
     /// what comes before what.
     private(set) var steps: [String] = []
+    /// Every effect in order, whole (the bytes of lines, the decisions and plans in a fixed order): two engines fed
+    /// the same inputs must write the same transcript.
+    private(set) var transcript: [String] = []
 
     init(policy: String = "", links: [Link] = [], agents: Bool = false, decisions: Decisions = Decisions(),
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
@@ -102,6 +105,7 @@ final class EngineHarness: EngineEdges {
 
     private func carryOut(_ e: Effect) {
         func text(_ r: Range<Int>) -> String { String(decoding: effects[r], as: UTF8.self) }
+        transcript.append(Self.render(e, effects))
         switch e {
         case let .reply(id, r):
             steps.append("reply \(id)")
@@ -160,6 +164,26 @@ final class EngineHarness: EngineEdges {
             steps.append(plan == nil ? "remove-steering" : "steer")
             steering.append(plan)
             feed(.steered(error: nil))
+        }
+    }
+
+    /// One effect as the transcript has it.
+    static func render(_ e: Effect, _ fx: Effects) -> String {
+        func text(_ r: Range<Int>) -> String { String(decoding: fx[r], as: UTF8.self) }
+        switch e {
+        case let .reply(id, r): return "reply \(id) " + text(r)
+        case let .event(id, head, tail): return "event \(id) " + text(head) + text(tail)
+        case let .persist(d):
+            let once = d.once.keys.sorted().flatMap { app in
+                d.once[app]!.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\(app) \($0.key.rawValue) \($0.value.rawValue)" }
+            }
+            return "persist " + d.encoded() + " once " + once.joined(separator: ", ")
+        case let .steer(plan?):
+            return "steer \(plan.allowances.map(\.mark)) uids \(plan.uidMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }) "
+                + "cgroups \(plan.cgroupMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" })"
+        case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
+             .steer(nil):
+            return "\(e)"
         }
     }
 

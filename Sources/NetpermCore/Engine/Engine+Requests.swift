@@ -245,7 +245,7 @@ extension Engine {
     }
 
     func answerWaiters() {
-        for session in sessions.values {
+        for session in orderedSessions(where: { $0.waiting != nil }) {
             guard let w = session.waiting, verdict(for: w.match).available else { continue }
             finishWait(session)
         }

@@ -197,6 +197,7 @@ public final class Engine {
         } else {
             settleEnforcement(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
         }
+        let appEvents = pendingEvents.count
         if permissionsChanged {
             pendingEvents += tracker.reset(state: state, extra: extraMatches())
         } else if networkChanged {
@@ -204,6 +205,8 @@ public final class Engine {
         }
         let changed = permissionsChanged || networkChanged
         if changed || enforcement.steeringMoved { pendingEvents += steeredVerdictEvents() }
+        // One change's app events in the order of their apps' names, not of the tracker's dictionaries.
+        pendingEvents[appEvents...].sort(by: Event.byApp)
         permissionsChanged = false
         networkChanged = false
         if changed || !pendingEvents.isEmpty { answerWaiters() }
@@ -214,18 +217,17 @@ public final class Engine {
             }
             pendingEvents = []
             push(events)
-            // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts.
+            // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts, with the
+            // identity of the process that has waited longest (the earliest connection waiting for its own app).
             for case let .app(v) in events where v.wantsAsking {
-                if let s = sessions.values.first(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }) {
+                if let s = orderedSessions(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }).first {
                     raisePrompts(v, identity: s.identity)
                 }
             }
         }
         if resyncAll {
             resyncAll = false
-            for s in sessions.values.sorted(by: { $0.id < $1.id }) where s.subscription != nil {
-                resync(s, .netlinkOverrun, dropped: nil)
-            }
+            for s in orderedSessions(where: { $0.subscription != nil }) { resync(s, .netlinkOverrun, dropped: nil) }
         }
         let summary = statusSummary
         if state.ready, summary != lastStatus {
@@ -236,7 +238,7 @@ public final class Engine {
 
     /// Apps outside the policy that someone listens to or waits for, in the order the connections came.
     func extraMatches() -> [AppMatch] {
-        sessions.values.sorted { $0.id < $1.id }.flatMap { s in
+        orderedSessions { _ in true }.flatMap { s in
             [s.subscription != nil ? s.caller.match : nil, s.waiting?.match].compactMap { $0 }
         }
     }
@@ -291,6 +293,12 @@ public final class Engine {
 
     func countAgents() -> Int { sessions.values.reduce(0) { $0 + ($1.isAgent ? 1 : 0) } }
 
+    /// The sessions `include` picks, oldest connection first: the one order the engine visits sessions in, so that
+    /// its effects never come in a dictionary's order.
+    func orderedSessions(where include: (Session) -> Bool) -> [Session] {
+        sessions.values.filter(include).sorted { $0.id < $1.id }
+    }
+
     /// A new policy, or why the files could not be used; the last good policy stays in force then.
     private func applyPolicy(_ result: ConfigParseResult) {
         for p in result.problems {
@@ -322,7 +330,7 @@ public final class Engine {
         state.decisions.dropOnce()
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
-        for s in sessions.values {
+        for s in orderedSessions(where: { _ in true }) {
             remakeCaller(s)
             if let w = s.waiting, w.match.matchedBy == .name, config.app(named: w.match.id) == nil {
                 // The app it waits for by name has left the policy: answered as a QUERY of it would be.
