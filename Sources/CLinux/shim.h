@@ -9,6 +9,7 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <linux/netlink.h>
+#include <linux/bpf.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <signal.h>
