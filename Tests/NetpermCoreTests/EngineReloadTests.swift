@@ -4,14 +4,7 @@ import XCTest
 /// RELOAD and SIGHUP: the service manager is told, a good policy takes over (sessions re-matched, links
 /// reclassified), a bad one is refused and the old one stays, and the admin group is looked up only when needed.
 final class EngineReloadTests: XCTestCase {
-    private let policy = """
-    [App curl]
-    Executable=/usr/bin/curl
-    WWAN=allow
-    [App backup]
-    Unit=backup.service
-    WWAN=deny
-    """
+    private let policy = Policies.curlAndBackup
 
     private let path = "/etc/netpermd/netpermd.conf"
 
@@ -71,7 +64,7 @@ final class EngineReloadTests: XCTestCase {
         let h = harness()
         let admin = h.connect(Peers.admin)
         h.policyFiles = [(path, policy + "\nWWLAN=deny\n")]
-        let finding = JSON.object([("file", .string(path)), ("line", 7), ("section", "[App backup]"),
+        let finding = JSON.object([("file", .string(path)), ("line", 8), ("section", "[App backup]"),
                                    ("severity", "warning"),
                                    ("message", "unknown key 'WWLAN' (did you mean WWAN=?); ignored")])
         let reply = h.request(admin, "RELOAD")
@@ -100,7 +93,7 @@ final class EngineReloadTests: XCTestCase {
         h.reload(policy: policy + "\nColour=blue\n")
         let warnings = h.log.filter { $0.0 == .warning }.map(\.1)
         XCTAssertEqual(warnings.count, 1)
-        XCTAssertTrue(warnings.first?.hasPrefix("\(path):7: warning: ") == true, warnings.first ?? "")
+        XCTAssertTrue(warnings.first?.hasPrefix("\(path):8: warning: ") == true, warnings.first ?? "")
         XCTAssertEqual(h.logged(containing: "policy generation 2: 2 apps, 1 warning").count, 1)
         h.reload(policy: policy + "\nColour=blue\nShade=dark\n")
         XCTAssertEqual(h.logged(containing: "policy generation 3: 2 apps, 2 warnings").count, 1)
