@@ -229,7 +229,7 @@ final class World: EngineEdges {
             case let .armTimer(id, usec): return "arm \(id) \(usec)"
             case let .cancelTimer(id): return "cancel \(id)"
             case .loadPolicy: return "load-policy"
-            case let .loadRules(script, report, _): return "load-rules \(report) " + script
+            case let .loadRules(scripts, report, _): return "load-rules \(report) " + scripts.joined(separator: "\n--\n")
             case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
             case let .notify(n):
                 switch n {
@@ -320,9 +320,9 @@ final class World: EngineEdges {
                 require(!status.utf8.contains(0x0A), "a STATUS= with a newline: \(status)")
             case .reloading, .stopping: break
             }
-        case let .loadRules(script, report, inForce):
+        case let .loadRules(scripts, report, inForce):
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
-            require(!script.isEmpty && !inForce.isEmpty, "an empty ruleset")
+            require(!scripts.isEmpty && !scripts.contains(where: \.isEmpty) && !inForce.isEmpty, "an empty ruleset")
             if report { feed(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .steer(plan):
             // A plan's marks name only the tables it has rules for.

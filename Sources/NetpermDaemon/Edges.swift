@@ -17,8 +17,9 @@ extension DecisionStore: DecisionSaving {}
 
 /// Enforcement in the kernel (`Enforcer`: libnftables, the nftables event socket, NFLOG).
 public protocol RuleLoading: AnyObject {
-    /// Runs the script as one transaction; nil, or why it failed. `inForce`: the whole ruleset it leads to.
-    func load(_ script: String, inForce: String?) -> String?
+    /// Runs the transactions in order, stopping at the first that fails; nil, or why it failed. `inForce`: the
+    /// whole ruleset they lead to.
+    func load(_ transactions: [String], inForce: String) -> String?
     /// Loading the rules again after another process changed them failed.
     var repairFailed: (String) -> Void { get set }
     /// The kernel rejected and logged a packet of this app and pending kind.

@@ -109,12 +109,12 @@ final class DaemonBed {
 
 /// Enforcement's edge, recording the scripts instead of running them.
 final class FakeRules: RuleLoading {
-    var loaded: [String] = []
+    var loaded: [[String]] = []
     var answer: String?
     var repairFailed: (String) -> Void = { _ in }
     var blocked: (String, PolicyDimension) -> Void = { _, _ in }
-    func load(_ script: String, inForce: String?) -> String? {
-        loaded.append(script)
+    func load(_ transactions: [String], inForce: String) -> String? {
+        loaded.append(transactions)
         return answer
     }
 }

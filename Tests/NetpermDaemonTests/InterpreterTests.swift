@@ -118,7 +118,7 @@ final class InterpreterTests: XCTestCase {
     /// Mode=off at start-up: a table an earlier run left is removed (quietly), and so is steering.
     func testStartUpRemovesWhatAnEarlierRunLeft() throws {
         let b = try bed()
-        XCTAssertEqual(b.rules.loaded, [Ruleset.removal])
+        XCTAssertEqual(b.rules.loaded, [[Ruleset.removal]])
         XCTAssertEqual(b.steering.plans.count, 1)
         XCTAssertEqual(b.steering.plans.first.map { $0 == nil }, true)
         XCTAssertEqual(b.notifications.first.map { if case .ready = $0 { true } else { false } }, true, "\(b.notifications)")
