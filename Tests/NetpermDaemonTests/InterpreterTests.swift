@@ -108,9 +108,9 @@ final class InterpreterTests: XCTestCase {
         b.setLinks([])
         let c = try b.connect()
         try b.send(c, "WAIT backup 2")
-        XCTAssertEqual(b.lines(c, timeout: 0.2), [], "held")
+        XCTAssertEqual(b.lines(c, timeout: 0.05), [], "held")
         b.loop.advance(byMicroseconds: 1_999_999)
-        XCTAssertEqual(b.lines(c, timeout: 0.2), [], "not yet")
+        XCTAssertEqual(b.lines(c, timeout: 0.05), [], "not yet")
         b.loop.advance(byMicroseconds: 1)
         XCTAssertEqual(b.lines(c).first?["error"], "timeout")
     }
