@@ -17,7 +17,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 }
 
 public enum Verb: String, Sendable, CaseIterable {
-    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, decide, forget, quit
+    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, decide, forget, metrics, quit
 
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
     /// lowercased String for `init(rawValue:)` cost more than the rest of parsing.
@@ -48,6 +48,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .prompts: return "PROMPTS"
         case .decide: return "DECIDE APP KIND allow|deny [--once]"
         case .forget: return "FORGET APP [KIND]"
+        case .metrics: return "METRICS"
         case .quit: return "QUIT"
         }
     }
@@ -66,6 +67,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .prompts: return "the open prompts (privileged)"
         case .decide: return "answer for an app and kind (or metered) set to ask; lasting unless --once (privileged)"
         case .forget: return "remove stored decisions of an app (privileged)"
+        case .metrics: return "counters and gauges in Prometheus' text format, as one JSON string (privileged)"
         case .quit: return "close this connection"
         }
     }

@@ -1,12 +1,12 @@
 /// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {
-    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, agent, ping, help
+    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, agent, metrics, ping, help
 
     /// Positional arguments that must be given, then those that may follow.
     var arguments: (required: [String], optional: [String]) {
         switch self {
-        case .status, .apps, .reload, .prompts, .agent, .ping, .wait, .run: return ([], [])
+        case .status, .apps, .reload, .prompts, .agent, .metrics, .ping, .wait, .run: return ([], [])
         case .links: return ([], ["IFACE"])
         case .query, .monitor: return ([], ["APP"])
         case .check: return ([], ["PATH"])
@@ -22,6 +22,7 @@ enum Command: String, CaseIterable {
         case .wait: return "[--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]"
         case .run: return "--app APP -- COMMAND [ARGS...]"
         case .decide: return "[--once]"
+        case .metrics: return "[--output FILE]"
         case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .agent, .ping, .help:
             return nil
         }
@@ -49,6 +50,7 @@ enum Command: String, CaseIterable {
         case .decide: return "answer for an app and a kind of network set to ask (privileged)"
         case .forget: return "remove an app's decisions (privileged)"
         case .agent: return "answer prompts on this terminal, one at a time (privileged)"
+        case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
         case .ping: return "check that the daemon answers"
         case .help: return "all commands, or one command's usage and description"
         }

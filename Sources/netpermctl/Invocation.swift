@@ -16,6 +16,8 @@ struct Invocation {
     var once = false
     var waitApp: String?
     var waitTimeout: Double?
+    /// `metrics --output FILE`.
+    var output: String?
     /// What follows `--`: the program `wait` runs.
     var program: [String] = []
 
@@ -51,6 +53,9 @@ struct Invocation {
             case "--once":
                 inv.once = true
                 onlyFor.append((a, [.decide]))
+            case "--output":
+                inv.output = value(a, "a file", for: .metrics)
+                onlyFor.append((a, [.metrics]))
             case "--app":
                 inv.waitApp = value(a, "an app id", for: .wait)
                 onlyFor.append((a, [.wait, .run]))

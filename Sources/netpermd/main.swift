@@ -39,7 +39,8 @@ func run() -> Int32 {
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
     let accounts = SystemAccounts()
     let store = DecisionStore(stateDir: options.stateDir)
-    let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel), decisions: store.load())
+    let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel,
+                                        wallClock: { Double(Clock.realtimeSeconds()) }), decisions: store.load())
     let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
     let interpreter = Interpreter(engine: engine, loop: loop, store: store, sysfs: sysfs) {
         ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)

@@ -92,6 +92,10 @@ extension Engine {
             }
             decideOrForget(r, session: session)
             return nil
+        case .metrics:
+            // Never from the cache: counters move without the state changing.
+            reply(id) { writeMetrics(to: &$0) }
+            return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
@@ -397,7 +401,7 @@ extension Engine {
                     w.field("kind", kind?.rawValue)
                 }
             }
-        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .quit:
+        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .metrics, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
@@ -464,14 +468,14 @@ extension Verb {
         case .wait, .forget: return 2
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
-        case .ping, .help, .status, .links, .apps, .reload, .prompts, .quit: return 0
+        case .ping, .help, .status, .links, .apps, .reload, .prompts, .metrics, .quit: return 0
         }
     }
 
     /// Verbs only root, the daemon's own user and AdminGroup= members may use.
     var isPrivileged: Bool {
         switch self {
-        case .apps, .reload, .prompts, .decide, .forget: return true
+        case .apps, .reload, .prompts, .decide, .forget, .metrics: return true
         case .ping, .help, .status, .links, .query, .subscribe, .wait, .quit: return false
         }
     }
