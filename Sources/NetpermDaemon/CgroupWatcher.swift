@@ -16,7 +16,7 @@ import NetpermIO
 /// answered meanwhile. While changes keep coming, a scan's result is handed to the engine at most every
 /// `2 × what handing over the last one cost` (at least the debounce, at most a second): the rules of thousands of
 /// cgroups take hundreds of milliseconds to load, and the loop must not spend all its time on them.
-final class CgroupWatcher {
+public final class CgroupWatcher {
     static let debounceMicroseconds: UInt64 = 10_000
     static let maxSpacingMicroseconds: UInt64 = 1_000_000
 
@@ -33,7 +33,7 @@ final class CgroupWatcher {
     /// When the next scan may start (monotonic µs): twice what handing over the last one cost the loop after it.
     private var notBefore: UInt64 = 0
 
-    init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
+    public init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
         self.loop = loop
         self.changed = changed
         if scanner.mountPoint == nil { Log.info("no cgroup v2 hierarchy: Unit= apps cannot be enforced") }
@@ -82,7 +82,7 @@ final class CgroupWatcher {
 
     /// The rules now in force name these descriptors (none: no rules): the descriptors of cgroups gone since that
     /// they do not name are closed (once no scan runs: the scanner is the thread's while it does).
-    func inForce(_ handles: Set<Int32>) {
+    public func inForce(_ handles: Set<Int32>) {
         named = handles
         if thread?.busy != true { scanner.release(keeping: handles) }
     }
