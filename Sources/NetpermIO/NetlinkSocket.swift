@@ -63,6 +63,13 @@ public final class NetlinkSocket {
 
     deinit { FD.close(fd) }
 
+    /// NETLINK_GET_STRICT_CHK: the kernel checks a dump request's header and takes its attributes as filters (a
+    /// route dump's RTA_TABLE: that table alone), where it would otherwise ignore them and dump everything.
+    public func checkStrictly() throws(Errno) {
+        var on: Int32 = 1
+        _ = try sys { setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, &on, socklen_t(MemoryLayout<Int32>.size)) }
+    }
+
     /// What the handler makes of one message of an answer.
     public enum Step { case more, done }
 
