@@ -409,6 +409,7 @@ public final class Engine {
         reloadRequesters.removeAll { $0 == id }
         nextRequesters.removeAll { $0 == id }
         waitingForStore.removeAll { $0.0 == id }
+        enforcement.held.removeAll { $0.id == id }
         if storing?.requester == id { storing?.requester = nil }
         let listened = session.listened
         let wasAgent = session.isAgent
@@ -536,15 +537,18 @@ public final class Engine {
         for id in requesters {
             if let error {
                 replyError(id, ProtocolError(.policyInvalid, error))
+                out.append(.resume(id))
             } else {
-                reply(id) { w in
-                    w.field("ok", true)
-                    w.field("generation", state.policyGeneration)
-                    w.field("apps", state.config.apps.count)
-                    writeWarnings(to: &w)
+                // What it says is written when it goes: the policy as it is then.
+                answerOnceInForce(id, resume: true) { [unowned self] in
+                    reply(id) { w in
+                        w.field("ok", true)
+                        w.field("generation", state.policyGeneration)
+                        w.field("apps", state.config.apps.count)
+                        writeWarnings(to: &w)
+                    }
                 }
             }
-            out.append(.resume(id))
         }
     }
 
