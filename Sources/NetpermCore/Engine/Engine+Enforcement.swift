@@ -17,8 +17,10 @@ struct EnforcementBook {
     var loadedUnitIDs: [UInt64] = []
     /// The ruleset `loaded` is the text of (Mode=block and steer): what a change of only what differs starts from.
     var handedOver: Ruleset?
-    /// The ids of the cgroups the rules in force name: `loadedUnitIDs` once the kernel took them.
+    /// The ids of the cgroups the rules in force name (`loadedUnitIDs` once the kernel took them), and those rules:
+    /// what the verdicts say is enforced while a load is in flight.
     var inForceUnitIDs: [UInt64] = []
+    var inForceRuleset: Ruleset?
     /// Loads run off the loop, one at a time (docs/ENFORCEMENT.md, "Loads off the loop"): what the state asks for
     /// while one is in flight is handed over when its answer comes. `handOvers` counts the loads of new rules handed
     /// over (a retry or a repair of the same text is not one), `inForce` the one the kernel last took, and
@@ -149,6 +151,7 @@ extension Engine {
             // stale): the rules in force are these.
             enforcement.loaded = r.text
             enforcement.inForceUnitIDs = r.unitIDs
+            enforcement.inForceRuleset = r
             enforcement.stale += update.size.stale
             return
         }
@@ -207,6 +210,7 @@ extension Engine {
             counters.ruleLoads += 1
             enforcement.inForce = enforcement.handOvers
             enforcement.inForceUnitIDs = removal ? [] : enforcement.loadedUnitIDs
+            enforcement.inForceRuleset = removal ? nil : enforcement.handedOver
             if !removal, was != .enforcing { counters.rulesInForceSince = settings.wallClock() }
             setEnforcement(removal ? .off : .enforcing)
             if !removal, was != .enforcing, let r = enforcement.handedOver {
@@ -297,7 +301,7 @@ extension Engine {
         case .failed: return .notEnforced(.rulesFailed)
         case .enforcing, .changing, .repairing: break
         }
-        if let why = enforcement.ruleset?.notEnforced[match.id] { return .notEnforced(why) }
+        if let why = (enforcement.inForceRuleset ?? enforcement.ruleset)?.notEnforced[match.id] { return .notEnforced(why) }
         return .enforced
     }
 
