@@ -30,6 +30,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// What the rules in force name, and what each load under way does (by the order they were asked for): a
     /// script names cgroups by descriptor (/proc/self/fd/N), which must stay open until its thread is done with it.
     private var inForceHandles: Set<Int32> = []
+    /// Those of the last load asked for, whatever its answer: after a refusal the engine retries that text.
+    private var lastHandles: Set<Int32> = []
     private var loadHandles: [Int: Set<Int32>] = [:]
     private var loads = 0
     /// The transport, set once it exists (it needs the interpreter as its delegate).
@@ -166,11 +168,12 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             // What a repair would load again, as the enforcer keeps it: its cgroups' descriptors must stay open.
             let handles = UnitCgroups.handles(namedIn: inForce)
             loadHandles[n] = handles
+            lastHandles = handles
             handlesInForce(inForceHandles.union(handles))
             enforcer.load(scripts, inForce: inForce) { [unowned self] error in
                 loadHandles[n] = nil
                 if error == nil { inForceHandles = handles }
-                handlesInForce(loadHandles.values.reduce(inForceHandles) { $0.union($1) })
+                handlesInForce(loadHandles.values.reduce(inForceHandles.union(lastHandles)) { $0.union($1) })
                 Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
                     + "\(Clock.monotonicMicroseconds() - start) µs")
                 if report {
