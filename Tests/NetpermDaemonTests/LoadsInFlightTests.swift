@@ -107,6 +107,21 @@ final class LoadsInFlightTests: XCTestCase {
         XCTAssertEqual(b.rules.loaded.count, loads + 2, "nothing more to load")
     }
 
+    /// A DECIDE whose load ends is answered then, though the change that came during it is loaded next.
+    func testADecideIsAnsweredByItsLoadThoughAnotherFollows() throws {
+        let b = try bed()
+        let decider = try b.connect()
+        try b.send(decider, "DECIDE backup wwan allow")
+        inFlight(b)
+        let loads = b.rules.loaded.count
+        b.setLinks([DaemonBed.eth])
+        b.rules.finish()
+        XCTAssertEqual(b.rules.loaded.count, loads + 1, "the links' change, loaded next")
+        XCTAssertEqual(b.lines(decider).first?["ok"], true, "answered by the load that carried it")
+        XCTAssertEqual(b.rules.pending, 1)
+        b.rules.finish()
+    }
+
     /// A change of only what differs is refused after it left the loop: the whole table follows, and the DECIDE
     /// that asked for it is answered only once the whole table is in force; no retry is left behind.
     func testARefusedLoadInFlightIsFollowedByTheRepair() throws {

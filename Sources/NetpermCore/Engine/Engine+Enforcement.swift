@@ -268,10 +268,10 @@ extension Engine {
     /// The replies whose rules are in force, and all of them once no load is in flight (the rules failed: the
     /// replies go, and STATUS and the verdicts say so), in the order they were held.
     private func releaseHeld() {
-        let idle = !enforcement.lifecycle.phase.awaitsAnswer
-        let ready = enforcement.held.filter { idle || $0.load <= enforcement.inForce }
+        let idle = !enforcement.lifecycle.phase.awaitsAnswer, inForce = enforcement.inForce
+        let ready = enforcement.held.filter { idle || $0.load <= inForce }
         guard !ready.isEmpty else { return }
-        enforcement.held.removeAll { idle || $0.load <= enforcement.inForce }
+        enforcement.held.removeAll { idle || $0.load <= inForce }
         for h in ready where sessions[h.id] != nil {
             h.reply()
             out.append(.resume(h.id))
