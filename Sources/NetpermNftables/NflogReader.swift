@@ -2,15 +2,29 @@ import CNftables
 import Glibc
 import NetpermIO
 
-/// Reads the prefixes of the packets the rules log to one NFLOG group (`log group N prefix "..."`): how the daemon
-/// hears that the kernel rejected a packet of an app whose kind is pending. A raw netfilter netlink socket bound to
-/// the group (NFULNL_CFG_CMD_BIND), copying no packet bytes (the prefix is all that is read); closing it unbinds.
-/// Only one socket in a network namespace can bind a group: another holding it makes `init` fail with EBUSY.
+/// Reads the packets the rules log to one NFLOG group (`log group N prefix "..."`): how the daemon hears that the
+/// kernel rejected a packet of an app whose kind is pending, whose socket it was (its owner's uid) and out of which
+/// link. A raw netfilter netlink socket bound to the group (NFULNL_CFG_CMD_BIND), copying no packet bytes (the
+/// prefix and two attributes are all that is read); closing it unbinds. Only one socket in a network namespace can
+/// bind a group: another holding it makes `init` fail with EBUSY.
 public final class NflogReader {
+    /// What one logged packet says.
+    public struct Packet: Equatable, Sendable {
+        public var prefix: String
+        /// The uid owning the packet's socket (NFULA_UID: the kernel adds it for a packet of a full socket with a
+        /// file, from that file's credentials); nil without.
+        public var uid: UInt32?
+        /// The interface it was to leave by (NFULA_IFINDEX_OUTDEV).
+        public var outIndex: Int32?
+        public init(prefix: String, uid: UInt32? = nil, outIndex: Int32? = nil) {
+            self.prefix = prefix; self.uid = uid; self.outIndex = outIndex
+        }
+    }
+
     private let fd: Int32
     private var source: IOSource?
-    /// Each logged packet's prefix, in order.
-    public var logged: (String) -> Void = { _ in }
+    /// Each logged packet, in order.
+    public var logged: (Packet) -> Void = { _ in }
 
     public init(loop: EventLoop, group: UInt16) throws(Errno) {
         // Blocking while the group is configured (the kernel acknowledges at once); read with MSG_DONTWAIT.
@@ -78,7 +92,7 @@ public final class NflogReader {
             }
             switch result {
             case let .success(n?) where n > 0:
-                for p in buffer.withUnsafeBytes({ Self.prefixes(in: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) {
+                for p in buffer.withUnsafeBytes({ Self.packets(in: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) {
                     logged(p)
                 }
             case let .failure(e) where e.code == ENOBUFS:
@@ -90,9 +104,10 @@ public final class NflogReader {
         }
     }
 
-    /// The NFULA_PREFIX of each NFULNL_MSG_PACKET in a buffer of netlink messages (without its NUL).
-    public static func prefixes(in b: UnsafeRawBufferPointer) -> [String] {
-        var out: [String] = []
+    /// Each NFULNL_MSG_PACKET with an NFULA_PREFIX in a buffer of netlink messages: the prefix (without its NUL),
+    /// and NFULA_UID and NFULA_IFINDEX_OUTDEV when present (big-endian u32s).
+    public static func packets(in b: UnsafeRawBufferPointer) -> [Packet] {
+        var out: [Packet] = []
         var off = 0
         let packet = UInt16(NFNL_SUBSYS_ULOG << 8) | UInt16(NFULNL_MSG_PACKET.rawValue)
         while off + 16 <= b.count {
@@ -103,15 +118,26 @@ public final class NflogReader {
             off += (len + 3) & ~3
             guard type == packet else { continue }
             var a = 4
+            var packet: Packet?
+            var uid: UInt32?, outIndex: Int32?
             while a + 4 <= msg.count {
                 let alen = Int(msg.loadUnaligned(fromByteOffset: a, as: UInt16.self))
                 let atype = msg.loadUnaligned(fromByteOffset: a + 2, as: UInt16.self) & 0x3FFF
                 guard alen >= 4, a + alen <= msg.count else { break }
-                if atype == UInt16(NFULA_PREFIX.rawValue) {
-                    out.append(String(decoding: msg[(a + 4)..<(a + alen)].prefix { $0 != 0 }, as: UTF8.self))
-                    break
+                func u32() -> UInt32? { alen >= 8 ? UInt32(bigEndian: msg.loadUnaligned(fromByteOffset: a + 4, as: UInt32.self)) : nil }
+                switch atype {
+                case UInt16(NFULA_PREFIX.rawValue):
+                    packet = Packet(prefix: String(decoding: msg[(a + 4)..<(a + alen)].prefix { $0 != 0 }, as: UTF8.self))
+                case UInt16(NFULA_UID.rawValue): uid = u32()
+                case UInt16(NFULA_IFINDEX_OUTDEV.rawValue): outIndex = u32().map { Int32(bitPattern: $0) }
+                default: break
                 }
                 a += (alen + 3) & ~3
+            }
+            if var packet {
+                packet.uid = uid
+                packet.outIndex = outIndex
+                out.append(packet)
             }
         }
         return out

@@ -38,6 +38,8 @@ final class Interpreter: ControlDelegate {
     /// its first request: a connection that sends nothing costs no reading of /proc).
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
     private let identities = PeerIdentities()
+    /// The processes that asked an open prompt: each pidfd becomes readable when its process exits.
+    private var askers: [Int32: (fd: Int32, source: IOSource)] = [:]
 
     init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
          loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
@@ -48,7 +50,9 @@ final class Interpreter: ControlDelegate {
             policyLoader = nil
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
-        enforcer.blocked = { [unowned self] app, kind in self.feed(.blocked(app: app, kind: kind)) }
+        enforcer.blocked = { [unowned self] app, kind, uid, index in
+            self.feed(.blocked(app: app, kind: kind, uid: uid, ifindex: index))
+        }
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
@@ -126,10 +130,33 @@ final class Interpreter: ControlDelegate {
             } else if let error {
                 Log.debug("enforcement: removing a table left by an earlier run: \(error)")
             }
+        case let .watchExit(pid):
+            do {
+                let fd = try Pidfd.opening(pid)
+                do {
+                    askers[pid] = (fd, try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in
+                        self.unwatch(pid)
+                        self.feed(.exited(pid: pid))
+                    })
+                } catch {
+                    FD.close(fd)
+                    Log.warning("cannot watch pid \(pid), which asked: \(error); its prompt waits for its time-out")
+                }
+            } catch {
+                // Gone already (ESRCH); anything else leaves the prompt to its time-out.
+                if error.code == ESRCH { queue.append(.exited(pid: pid)) } else { Log.debug("pidfd_open(\(pid)): \(error)") }
+            }
+        case let .unwatchExit(pid): unwatch(pid)
         case let .steer(plan):
             queue.append(.steered(error: steerer.apply(plan)))
             steeringMarks(plan?.allowances.map(\.mark) ?? [])
         }
+    }
+
+    private func unwatch(_ pid: Int32) {
+        guard let a = askers.removeValue(forKey: pid) else { return }
+        a.source.cancel()
+        FD.close(a.fd)
     }
 
     /// The kernel's picture, with what sysfs says of each link.

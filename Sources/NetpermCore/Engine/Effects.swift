@@ -57,6 +57,11 @@ public enum Effect: Equatable, Sendable {
     /// with `report`, say how it went with `Input.rulesLoaded`. `inForce` is the whole ruleset the script leads
     /// to: what the edge loads again when another process changes the table.
     case loadRules(String, report: Bool, inForce: String)
+    /// Tell with `Input.exited` when this process exits (at once if it has already): a prompt it asked is withdrawn
+    /// once nobody who asked is left.
+    case watchExit(Int32)
+    /// No prompt needs to know of the process's exit any more.
+    case unwatchExit(Int32)
     /// Mode=steer: put this plan in the kernel (the program and its maps, the rules, the tables, kept following the
     /// main table); nil removes all of it. Say how it went with `Input.steered`.
     case steer(SteeringPlan?)
