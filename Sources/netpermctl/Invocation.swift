@@ -14,6 +14,8 @@ struct Invocation {
     /// The positional arguments after the command's name.
     var args: [String] = []
     var once = false
+    /// `agent --notify`: desktop notifications, not the terminal.
+    var notify = false
     var waitApp: String?
     var waitTimeout: Double?
     /// What follows `--`: the program `wait` runs.
@@ -51,6 +53,9 @@ struct Invocation {
             case "--once":
                 inv.once = true
                 onlyFor.append((a, [.decide]))
+            case "--notify":
+                inv.notify = true
+                onlyFor.append((a, [.agent]))
             case "--app":
                 inv.waitApp = value(a, "an app id", for: .wait)
                 onlyFor.append((a, [.wait, .run]))
