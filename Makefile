@@ -16,8 +16,10 @@ RELEASE_FLAGS := -c release --static-swift-stdlib
 
 BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
-# to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid).
-TEST_DEBS := groff-base man-db mandoc zsh python3
+# to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
+# for the prompt agents' tests, a session bus (dbus, dbus-user-session for users' managers), python-dbusmock's
+# notification server, dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent.
+TEST_DEBS := groff-base man-db mandoc zsh python3 dbus dbus-user-session python3-dbusmock dunst xvfb xauth tmux
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
@@ -169,6 +171,7 @@ bench-deps:
 
 BINDIR = $(DESTDIR)$(PREFIX)/bin
 UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system
+USERUNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/user
 DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
 CONFDIR = $(DESTDIR)/etc/netpermd
 MANDIR = $(DESTDIR)$(PREFIX)/share/man
@@ -192,6 +195,11 @@ install-files:
 	for u in netpermd.service netpermd.socket; do \
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
 	done
+	@# The desktop agent, for every user's graphical session (a user turns it off with systemctl --user mask).
+	install -d $(USERUNITDIR)/graphical-session.target.wants
+	sed 's|/usr/local|$(PREFIX)|g' systemd/netpermd-agent.service > $(USERUNITDIR)/netpermd-agent.service
+	chmod 0644 $(USERUNITDIR)/netpermd-agent.service
+	ln -sf ../netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service
 	install -m 0644 $(DOCS) $(DOCDIR)/
 	@# The pages name installed paths (the docs, netpermctl in ExecStartPre=), so they follow PREFIX like the units.
 	for m in $(MANPAGES); do \
@@ -211,6 +219,8 @@ install-files:
 uninstall:
 	rm -f $(BINDIR)/netpermd $(BINDIR)/netpermctl
 	rm -f $(UNITDIR)/netpermd.service $(UNITDIR)/netpermd.socket
+	rm -f $(USERUNITDIR)/netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service
+	-rmdir $(USERUNITDIR)/graphical-session.target.wants 2>/dev/null
 	rm -rf $(DOCDIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
