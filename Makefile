@@ -14,17 +14,20 @@ DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat ipro
         libstdc++-12-dev nftables libnftables-dev
 RELEASE_FLAGS := -c release --static-swift-stdlib
 
-BENCH_DEBS := gcc libc6-dev python3 iproute2 socat
+BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
 # to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
-# for the prompt agents' tests, a session bus (dbus, dbus-user-session for users' managers), python-dbusmock's
-# notification server, dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent.
-TEST_DEBS := groff-base man-db mandoc zsh python3 dbus dbus-user-session python3-dbusmock dunst xvfb xauth tmux
+# Debian's GLib for Python (/usr/bin/python3), dbus-daemon, python-dbusmock, xdg-desktop-portal and bubblewrap (a
+# Flatpak app's sandbox) for the GLib module's tests; for the prompt agents' tests, dbus-user-session (users'
+# managers' session bus), dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent.
+TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
+             bubblewrap dbus-user-session dunst xvfb xauth tmux
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps test-deps build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files uninstall clean
+.PHONY: all deps test-deps build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files uninstall clean \
+        gio-deps gio-module gio-test install-gio uninstall-gio
 
 all: build
 
@@ -46,8 +49,58 @@ test-deps:
 build: deps
 	$(SWIFT) build
 
-release: deps
+release: deps gio-module
 	$(SWIFT) build $(RELEASE_FLAGS)
+
+# The GLib network-monitor module (docs/APPS.md): C against GLib/GIO and json-glib, because GLib loads it into every
+# process that asks for its network monitor (no Swift runtime there). Built and installed on its own
+# (gio-module, install-gio, uninstall-gio), so that a package can ship it apart; `make release` and `make test`
+# build it into $(GIO_DIR), with the module cache that GIO_EXTRA_MODULES=$(GIO_DIR) reads.
+GIO_DEBS := gcc libc6-dev pkg-config libglib2.0-dev libjson-glib-dev
+GIO_DIR := .build/gio
+GIO_MODULE := $(GIO_DIR)/libgionetpermd.so
+GIO_PKGS := gio-unix-2.0 json-glib-1.0
+GIO_SOCKET ?= /run/netpermd/netpermd.sock
+GIO_CFLAGS ?= -O2 -g
+GIO_WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
+GIO_SOURCES := $(wildcard gio/*.c)
+# Where GLib looks for modules (not under PREFIX: GLib reads only its own directory), and the program that
+# rebuilds that directory's cache. A package that leaves the cache to its trigger sets GIO_QUERYMODULES=true.
+GIOMODULEDIR ?= $(shell pkg-config --variable=giomoduledir gio-2.0)
+GIO_QUERYMODULES ?= $(shell pkg-config --variable=gio_querymodules gio-2.0)
+
+gio-deps:
+	@$(call install-missing,$(GIO_DEBS))
+
+gio-module: gio-deps
+	@mkdir -p $(GIO_DIR)
+	@$(MAKE) --no-print-directory $(GIO_MODULE) $(GIO_DIR)/giomodule.cache
+
+$(GIO_MODULE): $(GIO_SOURCES) $(wildcard gio/*.h) Makefile
+	gcc $(GIO_CFLAGS) $(GIO_WARNINGS) -fPIC -shared -fvisibility=hidden -DNETPERMD_DEFAULT_SOCKET='"$(GIO_SOCKET)"' \
+	  $$(pkg-config --cflags $(GIO_PKGS)) $(GIO_SOURCES) -o $@.tmp -Wl,-z,defs -Wl,--as-needed \
+	  $$(pkg-config --libs $(GIO_PKGS))
+	mv $@.tmp $@
+
+$(GIO_DIR)/giomodule.cache: $(GIO_MODULE)
+	$(GIO_QUERYMODULES) $(GIO_DIR)
+
+# The module's pure parts (verdicts and protocol lines to what GLib reports), on JSON the daemon writes.
+gio-test: gio-module
+	gcc $(GIO_CFLAGS) $(GIO_WARNINGS) -Igio $$(pkg-config --cflags $(GIO_PKGS)) gio/tests/netpermd-tests.c \
+	  gio/netpermd-verdict.c gio/netpermd-protocol.c gio/netpermd-json.c -o $(GIO_DIR)/netpermd-tests \
+	  $$(pkg-config --libs $(GIO_PKGS))
+	$(GIO_DIR)/netpermd-tests
+
+# Into DESTDIR$(GIOMODULEDIR), then the directory's cache (GLib loads a module only for the extension points the
+# cache lists).
+install-gio: gio-module
+	install -D -m 0644 $(GIO_MODULE) $(DESTDIR)$(GIOMODULEDIR)/libgionetpermd.so
+	$(GIO_QUERYMODULES) $(DESTDIR)$(GIOMODULEDIR)
+
+uninstall-gio:
+	rm -f $(DESTDIR)$(GIOMODULEDIR)/libgionetpermd.so
+	if [ -d $(DESTDIR)$(GIOMODULEDIR) ]; then $(GIO_QUERYMODULES) $(DESTDIR)$(GIOMODULEDIR); fi
 
 # The daemon in the foreground on this machine's real links (Ctrl-C stops it).
 run: release
@@ -56,7 +109,7 @@ run: release
 	echo "  export NETPERMD_SOCKET=$(SOCKET); $$bin/netpermctl status"; \
 	exec $$bin/netpermd --socket $(SOCKET) --config $(RUN_CONFIG) --state-dir $(STATE_DIR)
 
-test: deps test-deps
+test: deps test-deps gio-test
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build
 	$(MAKE) bench-smoke
@@ -65,7 +118,7 @@ test: deps test-deps
 unit: deps
 	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests'
 
-integration: deps test-deps
+integration: deps test-deps gio-module
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build --filter IntegrationTests
 
@@ -179,11 +232,12 @@ BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
-       docs/ENFORCEMENT.md
+       docs/ENFORCEMENT.md docs/APPS.md
 
 # Then: systemctl daemon-reload && systemctl enable --now netpermd.socket
 install: release
 	$(MAKE) --no-print-directory install-files BIN="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
+	$(MAKE) --no-print-directory install-gio
 
 # What `install` copies, taking the programs from BIN. The real-systemd test installs with this very target
 # (into its container's root, with DESTDIR), so the tested units are the installed ones.
@@ -224,6 +278,7 @@ uninstall:
 	rm -rf $(DOCDIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
+	$(MAKE) --no-print-directory uninstall-gio
 
 clean:
 	rm -rf .build

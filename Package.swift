@@ -73,7 +73,9 @@ let package = Package(
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
         .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO"]),
-        // boot-systemd.sh runs as PID 1 of the real-systemd test container; the tests find it beside their sources.
-        .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"], exclude: ["Support/boot-systemd.sh"]),
+        // boot-systemd.sh runs as PID 1 of the real-systemd test container, glib-app.py is the GLib app of the GLib
+        // module's tests; the tests find them beside their sources.
+        .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"],
+                    exclude: ["Support/boot-systemd.sh", "Support/glib-app.py"]),
     ]
 )

@@ -30,6 +30,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce"]
+# Built against GLib (pkg-config gio-2.0): the GLib module's figures.
+GLIB_TOOLS = ["glibmon"]
+# Where `make release` builds the GLib module and its cache (GIO_EXTRA_MODULES points there).
+GIO_MODULES = os.path.join(ROOT, ".build", "gio")
 
 # Link names inside the namespace. bwifi0 is classified wifi by an [Interface] override and carries the default
 # route; toggling its peer bwifi0p flips its carrier and with it benchapp's verdict. bfo0 (peer bfo0p kept down)
@@ -48,14 +52,17 @@ WIFI_LINK, WIFI_LINK_PEER, WIFI_ADDR, WIFI_PROBE = "bwl1", "bwl1p", "10.95.0.1/2
 FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_gap_ms=15, q1=20000, q8=100000,
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
-            big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20, alarm_s=1200)
+            big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
+            glib_inits=30, glib_toggles=200, alarm_s=1200)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
-             route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2, alarm_s=180)
+             route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
+             glib_inits=2, glib_toggles=4, alarm_s=180)
 
 
-PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce"]
+PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",
+          "glib"]
 
 
 class BenchError(Exception):
@@ -129,6 +136,15 @@ class Bench:
                 continue
             tmp = f"{out}.{os.getpid()}.tmp"   # concurrent runs never see a half-written tool
             run(["gcc", "-O2", "-Wall", "-Wextra", "-o", tmp, src, "-lpthread"], timeout=120)
+            os.replace(tmp, out)
+
+        for t in GLIB_TOOLS:
+            src, out = os.path.join(HERE, t + ".c"), os.path.join(self.tools, t)
+            if os.path.exists(out) and os.path.getmtime(out) >= max(os.path.getmtime(src), os.path.getmtime(common)):
+                continue
+            flags = run(["pkg-config", "--cflags", "--libs", "gio-2.0"]).stdout.split()
+            tmp = f"{out}.{os.getpid()}.tmp"
+            run(["gcc", "-O2", "-Wall", "-Wextra", "-o", tmp, src] + flags + ["-lpthread"], timeout=120)
             os.replace(tmp, out)
 
     def tool(self, name):
@@ -780,6 +796,38 @@ class Bench:
             run(ipn + ["route", "del", "unreachable", WWAN_NET, "metric", "4000"], check=False)
         self.results["linkforce"] = out
 
+    def bench_glib(self):
+        """13: the GLib module in a GLib process against GLib's own netlink monitor, and its signal's latency."""
+        c = self.c
+        if not os.path.exists(os.path.join(GIO_MODULES, "libgionetpermd.so")):
+            raise BenchError(f"{GIO_MODULES}/libgionetpermd.so is missing: build it (make gio-module)")
+        env = {k: v for k, v in self.env.items() if k not in ("GIO_EXTRA_MODULES", "GIO_USE_NETWORK_MONITOR")}
+        module = dict(env, GIO_EXTRA_MODULES=GIO_MODULES, NETPERMD_SOCKET=self.sock)
+        glib = dict(env, GIO_USE_NETWORK_MONITOR="netlink")
+        out = {"module": [], "netlink": []}
+        log(f"GLib: get_default() and RSS, {c['glib_inits']} processes with the module and as many with GLib's netlink monitor")
+        for _ in range(c["glib_inits"]):
+            for side, e in (("module", module), ("netlink", glib)):
+                r = subprocess.run(["ip", "netns", "exec", self.ns, self.tool("glibmon"), "init"], env=e, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+                if r.returncode != 0:
+                    raise BenchError(f"glibmon init ({side}) failed: {r.stderr.strip()[-2000:]}")
+                o = json.loads(r.stdout.strip().splitlines()[-1])
+                want = "NetpermdNetworkMonitor" if side == "module" else "GNetworkMonitorNetlink"
+                if o["type"] != want:
+                    raise BenchError(f"glibmon init ({side}): GLib chose {o['type']}, not {want}: {r.stderr[-2000:]}")
+                out[side].append(o)
+        self.results["glib"] = {side: {"init_us": stats([o["init_us"] for o in v]),
+                                       "rss_kb": stats([o["rss_kb_after"] for o in v]),
+                                       "rss_kb_before": stats([o["rss_kb_before"] for o in v])}
+                                for side, v in out.items()}
+        log(f"GLib: verdict change -> network-changed, {c['glib_toggles']} toggles")
+        self.results["glib"]["latency"] = self.tool_json(
+            ["env", f"GIO_EXTRA_MODULES={GIO_MODULES}", f"NETPERMD_SOCKET={self.sock}", self.tool("glibmon"),
+             "latency", self.sock, WIFI_PEER, str(c["glib_toggles"]), str(c["latency_gap_ms"])], in_ns=True,
+            timeout=120)
+        self.wait_for(lambda: self.kernel_link(WIFI)["operstate"] == "UP", "bwifi0 back up", 5)
+
     def bench_enforcement(self):
         """10: an allowed app's TCP bulk and 64-byte datagrams to another namespace with Mode=block and a 10,000-app
         policy in force (its uid maps full), against the same with no rules (the daemon stopped cleanly removes its
@@ -1093,6 +1141,23 @@ def build_rows(r, smoke):
                      f"median x{ratio:.2f}; open before in {leaked} of {len(e['netpermd_passed'])} rounds"
                      + (f", for a median {fmt(window['median'], 'ms')} ms" if leaked else ""),
                      tgt, met))
+    if "glib" in r:
+        g = r["glib"]
+        mi, ni = g["module"]["init_us"], g["netlink"]["init_us"]
+        rows.append(("13 GLib: g_network_monitor_get_default() with the module (ms)", triple(mi, "ms"),
+                     "GLib's netlink monitor: " + triple(ni, "ms"),
+                     f"median x{mi['median'] / max(ni['median'], 0.001):.2f} "
+                     f"({mi['median'] / 1000 - ni['median'] / 1000:+.2f} ms)", "", ""))
+        mr, nr = g["module"]["rss_kb"], g["netlink"]["rss_kb"]
+        rows.append(("13 GLib: RSS of the process after get_default() (MiB)",
+                     f"{mr['min'] / 1024:.1f} / {mr['median'] / 1024:.1f} / {mr['p99'] / 1024:.1f}",
+                     f"GLib's netlink monitor: {nr['min'] / 1024:.1f} / {nr['median'] / 1024:.1f} / {nr['p99'] / 1024:.1f}",
+                     f"extra: median {mr['median'] - nr['median']:+.0f} kB", "", ""))
+        lat = g["latency"]
+        rows.append(("13 GLib: verdict change -> network-changed (µs)", triple(lat["module_us"], "us"),
+                     "the app event read raw: " + triple(lat["raw_us"], "us"),
+                     f"added: median {fmt(lat['added_us']['median'], 'us')}, p99 {fmt(lat['added_us']['p99'], 'us')} µs",
+                     "", ""))
     if "routes" in r:
         rt = r["routes"]
         ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)

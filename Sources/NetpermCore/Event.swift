@@ -3,6 +3,9 @@ public enum Topic: String, Sendable, CaseIterable {
     case links, apps, policy
     /// Prompts for undecided apps; privileged subscribers of this topic are the agents.
     case prompts
+    /// The subscriber's own app only, whatever its privilege: what a process that wants its own verdict (the GLib
+    /// module) listens to, without a privileged one hearing every app's events.
+    case own = "self"
 
     /// What `SUBSCRIBE` alone means: prompts only for those who ask to be agents.
     public static let defaults: Set<Topic> = [.links, .apps, .policy]

@@ -43,7 +43,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .query: return "QUERY [APP]"
         case .apps: return "APPS"
         case .reload: return "RELOAD"
-        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts]"
+        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self]"
         case .wait: return "WAIT [APP] [SECONDS]"
         case .prompts: return "PROMPTS"
         case .answer: return "ANSWER ID allow|deny|once"

@@ -37,11 +37,19 @@ public struct Subscription: Sendable {
     /// Whether it may see (and answer) a prompt: every one when privileged, else its own uid's.
     public func mayAnswer(_ p: Prompt) -> Bool { privileged || (ownUID != nil && p.scope == ownUID) }
 
+    /// Whether the subscriber hears of a verdict: its own app's under `apps` or `self` (as its uid has it, when it
+    /// decides for its own uid), any other's under `apps` only when privileged (everyone's).
+    public func hears(_ v: Verdict) -> Bool {
+        v.app == appID ? (topics.contains(.apps) || topics.contains(.own)) && v.uid == ownUID
+                       : privileged && topics.contains(.apps) && v.uid == nil
+    }
+
     public func wants(_ event: Event) -> Bool {
+        if case let .app(v) = event { return hears(v) }
         guard let topic = event.topic else { return true }
         guard topics.contains(topic) else { return false }
         switch event {
-        case let .app(v): return privileged ? v.uid == nil : v.app == appID && v.uid == ownUID
+        case .app: return false
         case let .prompt(p), let .promptExpired(p), let .promptAnswered(p, _, _, _), let .promptWithdrawn(p):
             return mayAnswer(p)
         case .link, .policy, .stopping: return true

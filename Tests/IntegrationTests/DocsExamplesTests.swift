@@ -10,7 +10,10 @@ import Glibc
 /// sends must be named in docs/PROTOCOL.md.
 final class DocsExamplesTests: IntegrationTestCase {
     static let documents = ["README.md", "docs/PROTOCOL.md", "docs/POLICY.md", "docs/CLASSIFICATION.md", "docs/ROUTING.md",
-                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md", "docs/SECURITY.md"]
+                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md", "docs/SECURITY.md", "docs/APPS.md"]
+
+    /// Commands that ask xdg-desktop-portal on a session bus: GLibMonitorTests runs them against the real portal.
+    static func asksThePortal(_ command: String) -> Bool { command.contains("org.freedesktop.portal") }
 
     struct Block {
         var file: String
@@ -87,11 +90,13 @@ final class DocsExamplesTests: IntegrationTestCase {
         return (sandbox, daemon, log)
     }
 
-    /// One example command line, in bash, from the repository's root, with the built programs first on PATH;
-    /// stopped after 4 s (status 124 then) with everything it printed.
+    /// One example command line, in bash, from the repository's root, with the built programs first on PATH and the
+    /// built GLib module where GLib finds it (as if installed); stopped after 4 s (status 124 then) with everything
+    /// it printed.
     private func run(_ command: String, in sandbox: DefaultsSandbox) throws -> CommandResult {
         try Subprocess.run(sandbox.argv(["timeout", "4", "bash", "-c",
-                                         "cd '\(Repository.root)' && PATH='\(Self.binDir)':$PATH && \(command)"]),
+                                         "cd '\(Repository.root)' && PATH='\(Self.binDir)':$PATH && "
+                                            + "export GIO_EXTRA_MODULES='\(GLibApp.moduleDir)' && \(command)"]),
                            timeout: 20)
     }
 
@@ -103,7 +108,9 @@ final class DocsExamplesTests: IntegrationTestCase {
                 for command in Self.commands(block) {
                     // `make run` and `make test` are what runs this test; `make install` and systemctl are the
                     // real-systemd example below.
-                    if command.hasPrefix("make ") || command.hasPrefix("systemctl ") { continue }
+                    if command.hasPrefix("make ") || command.hasPrefix("systemctl ") || Self.asksThePortal(command) {
+                        continue
+                    }
                     let r = try run(command, in: sandbox)
                     ran += 1
                     let where_ = "\(file):\(block.line): `\(command)`"
@@ -123,6 +130,43 @@ final class DocsExamplesTests: IntegrationTestCase {
             }
         }
         XCTAssertGreaterThan(ran, 15, "the docs' shell examples were found")
+    }
+
+    /// docs/APPS.md's programs: each ```python block under Debian's /usr/bin/python3 (the GLib one through the built
+    /// module), each ```c block compiled against json-glib, run in the sandbox as written; one that follows the
+    /// daemon (`SUBSCRIBE`) must print before it is stopped, the others exit 0 having printed.
+    func testAppsProgramsWorkAsWritten() throws {
+        let (sandbox, _, log) = try sandboxWithDaemon()
+        let dir = try makeTempDir()
+        let flags = try Subprocess.check(["pkg-config", "--cflags", "--libs", "json-glib-1.0"]).stdout
+            .split(whereSeparator: \.isWhitespace).map(String.init)
+        var ran: [String: Int] = [:]
+        for block in try Self.blocks(in: "docs/APPS.md") where ["python", "c"].contains(block.language) {
+            let source = dir + "/\(block.line).\(block.language == "c" ? "c" : "py")"
+            try block.lines.joined(separator: "\n").write(toFile: source, atomically: true, encoding: .utf8)
+            var program = [GLibApp.python, source]
+            if block.language == "c" {
+                let r = try Subprocess.run(["gcc", "-Wall", "-Werror", "-o", source + ".bin", source] + flags, timeout: 60)
+                XCTAssertEqual(r.status, 0, "docs/APPS.md:\(block.line): the C example does not compile: \(r.summary)")
+                program = [source + ".bin"]
+            }
+            let follows = block.lines.contains { $0.contains("SUBSCRIBE") }
+            let r = try Subprocess.run(sandbox.argv(["timeout", follows ? "2" : "4", "env",
+                                                     "GIO_EXTRA_MODULES=\(GLibApp.moduleDir)"] + program), timeout: 20)
+            ran[block.language, default: 0] += 1
+            let where_ = "docs/APPS.md:\(block.line) (\(block.language))"
+            if follows {
+                XCTAssertEqual(r.status, 124, "\(where_) follows until stopped: \(r.summary)")
+            } else {
+                XCTAssertEqual(r.status, 0, "\(where_): \(r.summary)\n--- netpermd log ---\n"
+                    + ((try? String(contentsOfFile: log, encoding: .utf8))?.suffix(3000) ?? ""))
+            }
+            XCTAssertFalse(r.stdout.isEmpty, "\(where_) printed nothing: \(r.summary)")
+            if block.lines.contains(where: { $0.contains("Gio.NetworkMonitor") }) {
+                XCTAssertTrue(r.stdout.hasPrefix("NetpermdNetworkMonitor"), "\(where_): the module answered: \(r.summary)")
+            }
+        }
+        XCTAssertEqual(ran, ["python": 3, "c": 1], "the programs of docs/APPS.md were found")
     }
 
     /// The docs' systemctl blocks, in a real systemd after the same install as `make install`.

@@ -22,6 +22,7 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/doc/netpermd/SYSTEMD.md", 0o644),
         ("usr/local/share/doc/netpermd/SECURITY.md", 0o644),
         ("usr/local/share/doc/netpermd/ENFORCEMENT.md", 0o644),
+        ("usr/local/share/doc/netpermd/APPS.md", 0o644),
         ("usr/local/share/doc/netpermd/netpermd-enforcement.conf", 0o644),
         ("usr/local/share/doc/netpermd/netpermd-steer.conf", 0o644),
         ("usr/local/share/doc/netpermd/netpermd.conf.example", 0o644),
@@ -112,6 +113,32 @@ final class InstallTests: XCTestCase {
         try make("uninstall")
         XCTAssertEqual(try String(contentsOfFile: conf, encoding: .utf8), mine, "uninstall touched the policy")
         XCTAssertEqual(tree().filter { !$0.value.isDirectory }.keys.sorted(), ["etc/netpermd/netpermd.conf"])
+    }
+
+    /// `make install-gio` (part of `make install`) puts the GLib module into DESTDIR + GLib's own module directory
+    /// and rebuilds that directory's cache, which must list it for the network-monitor extension point (GLib loads a
+    /// module only for the points its cache names); `make uninstall` takes both away again. The host's module
+    /// directory is left as it was.
+    func testTheGLibModuleGoesIntoGLibsModuleDirectoryWithItsCache() throws {
+        let moduleDir = try Subprocess.check(["pkg-config", "--variable=giomoduledir", "gio-2.0"]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertTrue(moduleDir.hasPrefix("/"), moduleDir)
+        let hostCache = try? String(contentsOfFile: moduleDir + "/giomodule.cache", encoding: .utf8)
+        let rel = String(moduleDir.dropFirst())
+
+        try make("install-gio")
+        let installed = tree()
+        XCTAssertEqual(installed[rel + "/libgionetpermd.so"].map { String($0.mode, radix: 8) }, "644")
+        XCTAssertEqual(installed.filter { !$0.value.isDirectory }.keys.sorted(),
+                       [rel + "/giomodule.cache", rel + "/libgionetpermd.so"])
+        XCTAssertEqual(try String(contentsOfFile: destdir + "/" + rel + "/giomodule.cache", encoding: .utf8),
+                       "libgionetpermd.so: gio-network-monitor\n")
+
+        try make("uninstall")
+        XCTAssertEqual(tree().filter { !$0.value.isDirectory }.keys.sorted(), [], "the module and its cache are gone")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: moduleDir + "/libgionetpermd.so"),
+                       "the host's module directory was not touched")
+        XCTAssertEqual(try? String(contentsOfFile: moduleDir + "/giomodule.cache", encoding: .utf8), hostCache)
     }
 
     /// With another PREFIX, the pages and units name the installed paths, not /usr/local.

@@ -98,6 +98,37 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(apps(agent["apps"]?.arrayValue ?? []), ["a", "b", "c", "d", "e", "netpermctl", "agent"])
     }
 
+    /// `self` is the subscriber's own app whatever its privilege: a privileged subscriber's snapshot and events
+    /// name no other app, an unprivileged one's are those of `apps`.
+    func testSelfIsTheOwnAppOnlyEvenWhenPrivileged() {
+        let h = harness()
+        let admin = h.connect(Peers.admin)
+        let (ack, snapshot) = h.subscribe(admin, "self")
+        XCTAssertEqual(ack["subscribed"], .array(["self"]))
+        XCTAssertEqual(ack["privileged"], true)
+        XCTAssertEqual(snapshot.keys, ["event", "seq", "apps"])
+        XCTAssertEqual(apps(snapshot["apps"]?.arrayValue ?? []), ["netpermctl"])
+        let a = h.connect(makePeer(uid: 1, exe: "/usr/bin/a"))
+        let (_, own) = h.subscribe(a, "self")
+        XCTAssertEqual(apps(own["apps"]?.arrayValue ?? []), ["a"])
+        // Every app loses its link: each subscriber hears of its own app alone, and no link event.
+        h.setLinks([])
+        XCTAssertEqual(apps(h.takeEvents(admin)), ["netpermctl"])
+        let events = h.takeEvents(a)
+        XCTAssertEqual(events.map { $0["event"] }, ["app"])
+        XCTAssertEqual(apps(events), ["a"])
+        // A change of another app alone sends nothing, privileged or not.
+        h.setLinks([eth, wwan])
+        _ = h.takeEvents(admin)
+        _ = h.takeEvents(a)
+        XCTAssertEqual(h.request(h.connect(), "DECIDE d wwan allow")["ok"], true)
+        XCTAssertEqual(h.take(admin), [])
+        XCTAssertEqual(h.take(a), [])
+        // With apps too, the privileged subscriber hears every app again.
+        let (_, both) = h.subscribe(admin, "apps self")
+        XCTAssertEqual(apps(both["apps"]?.arrayValue ?? []), ["a", "b", "c", "d", "e", "netpermctl"])
+    }
+
     /// After a failed reload the snapshot's policy has the error, with the generation still in force.
     func testSnapshotPolicyAfterAFailedReload() {
         let h = harness()
@@ -113,7 +144,7 @@ final class EngineSubscribeTests: XCTestCase {
         let h = harness()
         let c = h.connect(Peers.curl)
         XCTAssertEqual(h.requestError(c, "SUBSCRIBE links bogus", .badArguments),
-                       "unknown topic 'bogus' (expected links, apps, policy, prompts)")
+                       "unknown topic 'bogus' (expected links, apps, policy, prompts, self)")
         XCTAssertFalse(h.connections[c]!.keepsOpen)
         h.setLinks([eth])
         XCTAssertEqual(h.take(c), [], "not subscribed")

@@ -89,7 +89,7 @@ final class SubscriptionTests: XCTestCase {
             return XCTFail("expected an error")
         }
         XCTAssertEqual(e.code, .badArguments)
-        XCTAssertEqual(e.message, "unknown topic 'bogus' (expected links, apps, policy, prompts)")
+        XCTAssertEqual(e.message, "unknown topic 'bogus' (expected links, apps, policy, prompts, self)")
     }
 
     private func verdict(_ app: String, ready: Bool = true) -> Verdict {
@@ -148,6 +148,21 @@ final class SubscriptionTests: XCTestCase {
         XCTAssertTrue(s.wants(.prompt(prompt)))
         XCTAssertTrue(s.isAgent)
         XCTAssertFalse(Subscription(topics: Topic.defaults, privileged: true, appID: "me").isAgent)
+    }
+
+    /// `self`: the subscriber's own app, privileged or not, and nothing else of the apps topic.
+    func testSelfIsTheOwnAppOnly() {
+        XCTAssertEqual(topics(["self"]), [.own])
+        for privileged in [false, true] {
+            let s = Subscription(topics: [.own], privileged: privileged, appID: "me")
+            XCTAssertTrue(s.wants(.app(verdict("me"))), "privileged: \(privileged)")
+            XCTAssertFalse(s.wants(.app(verdict("other"))), "privileged: \(privileged)")
+            XCTAssertFalse(s.wants(.link(.added, makeLink(2, "eth0", .ethernet))))
+            XCTAssertFalse(s.wants(.policy(generation: 2, apps: 1, error: nil)))
+            XCTAssertTrue(s.wants(.stopping))
+        }
+        let both = Subscription(topics: [.own, .apps], privileged: true, appID: "me")
+        XCTAssertTrue(both.wants(.app(verdict("other"))))
     }
 
     func testTopicsFilter() {

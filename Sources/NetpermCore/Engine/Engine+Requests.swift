@@ -308,9 +308,10 @@ extension Engine {
     /// What a snapshot and a resync carry: the state of each subscribed topic, as far as the subscriber may see.
     func writeState(for sub: Subscription, to w: inout JSONWriter) {
         if sub.topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
-        if sub.topics.contains(.apps) {
-            let apps = sub.privileged ? tracker.all : tracker.verdict(sub.appID, uid: sub.ownUID).map { [$0] } ?? []
-            w.objects("apps", apps) { withEnforcement($1, .name).write(to: &$0, matchedBy: false) }
+        if sub.topics.contains(.apps) || sub.topics.contains(.own) {
+            // Its own app as its uid has it, where it decides for its own uid.
+            let apps = tracker.all.lazy.map { v in v.app == sub.appID ? sub.ownUID.flatMap { self.tracker.verdict(v.app, uid: $0) } ?? v : v }
+            w.objects("apps", apps.filter(sub.hears)) { withEnforcement($1, .name).write(to: &$0, matchedBy: false) }
         }
         if sub.isAgent { w.objects("prompts", state.prompts.open.filter(sub.mayAnswer)) { $1.write(to: &$0) } }
         if sub.topics.contains(.policy) { w.object("policy") { writePolicy(to: &$0) } }

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""A GLib app for the GLib monitor tests: Gio.NetworkMonitor.get_default() in a real GLib, its properties and
+network-changed signals as JSON lines on stdout, and commands on stdin, one per line:
+
+    state                   -> {"state": {...}, "changes": N}
+    reach HOST PORT         -> {"reach": true} or {"reach": false, "code": "PERMISSION_DENIED", "message": ...}
+    reach-async HOST PORT   -> the same, through can_reach_async
+    quit
+
+The first line says which monitor GLib chose and how long get_default() took. Every network-changed signal is
+a line {"changed": N, "available": ..., "state": {...}}, N counting them from 1.
+"""
+import json
+import os
+import sys
+import time
+
+import gi
+
+gi.require_version("Gio", "2.0")
+from gi.repository import Gio, GLib  # noqa: E402
+
+
+def out(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+# GLib writes debug messages (G_MESSAGES_DEBUG) to stdout by default: keep stdout for the JSON lines.
+GLib.log_writer_default_set_use_stderr(True)
+started = time.monotonic()
+monitor = Gio.NetworkMonitor.get_default()
+took = time.monotonic() - started
+changes = 0
+
+
+def state():
+    return {"available": monitor.get_network_available(), "metered": monitor.get_network_metered(),
+            "connectivity": monitor.get_connectivity().value_nick}
+
+
+def error_reply(key, e):
+    code = Gio.IOErrorEnum(e.code).value_nick if e.domain == "g-io-error-quark" else e.code
+    return {key: False, "domain": e.domain, "code": code, "message": e.message}
+
+
+def on_changed(_monitor, available):
+    global changes
+    changes += 1
+    out({"changed": changes, "available": available, "state": state()})
+
+
+monitor.connect("network-changed", on_changed)
+out({"type": type(monitor).__gtype__.name, "init_ms": round(took * 1000, 2), "state": state()})
+loop = GLib.MainLoop()
+
+
+def on_reached(m, result, _data):
+    try:
+        out({"reach-async": m.can_reach_finish(result)})
+    except GLib.Error as e:
+        out(error_reply("reach-async", e))
+
+
+pending = b""
+
+
+def command(words):
+    if words[0] == "state":
+        out({"state": state(), "changes": changes})
+    elif words[0] in ("reach", "reach-async"):
+        address = Gio.NetworkAddress.new(words[1], int(words[2]))
+        if words[0] == "reach":
+            try:
+                out({"reach": monitor.can_reach(address, None)})
+            except GLib.Error as e:
+                out(error_reply("reach", e))
+        else:
+            monitor.can_reach_async(address, None, on_reached, None)
+    elif words[0] == "quit":
+        loop.quit()
+    else:
+        out({"error": f"unknown command {words[0]}"})
+
+
+def on_input(fd, _condition):
+    """Whole lines from stdin as they come (read unbuffered: a buffered reader would hide lines from the loop)."""
+    global pending
+    data = os.read(fd, 65536)
+    if not data:
+        loop.quit()
+        return False
+    pending += data
+    while b"\n" in pending:
+        line, pending = pending.split(b"\n", 1)
+        if line.split():
+            command(line.decode().split())
+    return True
+
+
+GLib.unix_fd_add_full(GLib.PRIORITY_DEFAULT, sys.stdin.fileno(), GLib.IOCondition.IN | GLib.IOCondition.HUP, on_input)
+loop.run()

@@ -1,0 +1,67 @@
+/* The subscription's lines as the module reads them. */
+#include "netpermd-protocol.h"
+
+#include "netpermd-json.h"
+
+#include <string.h>
+
+/* The app's own verdict among a snapshot's or resync's `apps`. */
+static gboolean
+find_verdict (JsonObject *event, const char *app, NetpermdVerdict *verdict)
+{
+  JsonArray *a = netpermd_json_array (event, "apps");
+  if (!app || !a)
+    return FALSE;
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      JsonObject *v = json_array_get_object_element (a, i);
+      if (v && g_strcmp0 (netpermd_json_string (v, "app"), app) == 0)
+        return netpermd_verdict_read (v, verdict);
+    }
+  return FALSE;
+}
+
+NetpermdLine
+netpermd_protocol_read (JsonParser *parser, const char *line, gsize length, const char *app, char **app_out,
+                        NetpermdVerdict *verdict, GError **error)
+{
+  g_autoptr (GError) parse_error = NULL;
+  if (!json_parser_load_from_data (parser, line, (gssize)length, &parse_error))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "netpermd sent a line that is not JSON: %s",
+                   parse_error->message);
+      return NETPERMD_LINE_ERROR;
+    }
+  JsonNode *root = json_parser_get_root (parser);
+  if (!root || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "netpermd sent a line that is not an object");
+      return NETPERMD_LINE_ERROR;
+    }
+  JsonObject *o = json_node_get_object (root);
+  const char *event = netpermd_json_string (o, "event");
+  if (event)
+    {
+      if (strcmp (event, "snapshot") == 0 || strcmp (event, "resync") == 0)
+        return find_verdict (o, app, verdict) ? NETPERMD_LINE_VERDICT : NETPERMD_LINE_OTHER;
+      if (strcmp (event, "app") == 0 && app && g_strcmp0 (netpermd_json_string (o, "app"), app) == 0)
+        return netpermd_verdict_read (o, verdict) ? NETPERMD_LINE_VERDICT : NETPERMD_LINE_OTHER;
+      return NETPERMD_LINE_OTHER;
+    }
+  gboolean ok;
+  if (netpermd_json_has_bool (o, "ok", &ok) && !ok)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "netpermd refused %.*s: %s: %s",
+                   (int)strlen (NETPERMD_SUBSCRIBE) - 1, NETPERMD_SUBSCRIBE,
+                   netpermd_json_string (o, "error") ? netpermd_json_string (o, "error") : "?",
+                   netpermd_json_string (o, "message") ? netpermd_json_string (o, "message") : "");
+      return NETPERMD_LINE_ERROR;
+    }
+  const char *own = netpermd_json_string (o, "app");
+  if (json_object_has_member (o, "subscribed") && own)
+    {
+      *app_out = g_strdup (own);
+      return NETPERMD_LINE_ACK;
+    }
+  return NETPERMD_LINE_OTHER;
+}

@@ -1,0 +1,241 @@
+/* The module's pure parts on the lines netpermd writes: what GLib reports for each verdict, and which lines of a
+ * subscription carry the app's own. Run by `make gio-test` (part of `make test`). */
+#include <string.h>
+
+#include "netpermd-protocol.h"
+#include "netpermd-verdict.h"
+
+#define PERMS_ALL_ALLOW                                                                                                \
+  "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"allow\",\"ethernet\":\"allow\",\"other\":\"allow\","            \
+  "\"metered\":\"allow\"}"
+#define SOURCES_POLICY                                                                                                 \
+  "\"sources\":{\"wifi\":\"policy\",\"wwan\":\"policy\",\"ethernet\":\"policy\",\"other\":\"policy\","             \
+  "\"metered\":\"policy\"}"
+#define WLAN "{\"index\":3,\"name\":\"wlan0\",\"kind\":\"wifi\",\"metered\":false,\"over\":null"
+#define WWAN "{\"index\":4,\"name\":\"wwan0\",\"kind\":\"wwan\",\"metered\":true,\"over\":null"
+
+/* Reads `json` as a verdict; asserts it is one. */
+static NetpermdVerdict
+read_verdict (const char *json)
+{
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  g_assert_true (json_parser_load_from_data (p, json, -1, &error));
+  NetpermdVerdict v = { 0 };
+  g_assert_true (netpermd_verdict_read (json_node_get_object (json_parser_get_root (p)), &v));
+  return v;
+}
+
+static void
+assert_refused (const char *json, GIOErrorEnum code, const char *message)
+{
+  NetpermdVerdict v = read_verdict (json);
+  g_assert_false (v.available);
+  g_assert_cmpint (v.code, ==, code);
+  g_assert_cmpstr (v.message, ==, message);
+  g_assert_cmpint (v.via, ==, 0);
+  netpermd_verdict_clear (&v);
+}
+
+static void
+test_ok (void)
+{
+  NetpermdVerdict v = read_verdict ("{\"app\":\"maps\",\"available\":true,\"reason\":\"ok\",\"via\":" WLAN "},"
+                                    "\"egress\":{\"ipv4\":" WLAN ",\"usable\":true,\"allowed\":true},\"ipv6\":null},"
+                                    "\"bind_to\":null,\"denied_kinds\":[\"wwan\"],\"pending_kinds\":[]," PERMS_ALL_ALLOW
+                                    "," SOURCES_POLICY ",\"enforced\":false,\"enforced_why\":\"mode-off\"}");
+  g_assert_true (v.available);
+  g_assert_false (v.metered);
+  g_assert_cmpint (v.via, ==, 3);
+  g_assert_null (v.message);
+  netpermd_verdict_clear (&v);
+
+  /* Metered is the link the traffic leaves by. */
+  v = read_verdict ("{\"app\":\"maps\",\"available\":true,\"reason\":\"ok\",\"via\":" WWAN "},\"egress\":{}}");
+  g_assert_true (v.metered);
+  g_assert_cmpint (v.via, ==, 4);
+  netpermd_verdict_clear (&v);
+}
+
+static void
+test_no_network (void)
+{
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"no-network\",\"via\":null,\"egress\":{\"ipv4\":null,"
+                  "\"ipv6\":null},\"denied_kinds\":[],\"pending_kinds\":[]}",
+                  G_IO_ERROR_NETWORK_UNREACHABLE, "maps cannot use the network: no link is usable");
+}
+
+static void
+test_denied (void)
+{
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"denied\",\"via\":null,"
+                  "\"egress\":{\"ipv4\":" WWAN ",\"usable\":true,\"allowed\":false},\"ipv6\":null},"
+                  "\"denied_kinds\":[\"wwan\"],\"pending_kinds\":[],"
+                  "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"deny\",\"ethernet\":\"allow\",\"other\":\"allow\","
+                  "\"metered\":\"allow\"}," SOURCES_POLICY "}",
+                  G_IO_ERROR_PERMISSION_DENIED, "maps may not use wwan: its policy denies it");
+  /* Several kinds, each with where its deny comes from. */
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"denied\",\"via\":null,\"egress\":{},"
+                  "\"denied_kinds\":[\"wifi\",\"wwan\",\"metered\"],\"pending_kinds\":[],"
+                  "\"permissions\":{\"wifi\":\"deny\",\"wwan\":\"deny\",\"ethernet\":\"allow\",\"other\":\"allow\","
+                  "\"metered\":\"deny\"},\"sources\":{\"wifi\":\"decision\",\"wwan\":\"no-agent\",\"ethernet\":\"policy\","
+                  "\"other\":\"policy\",\"metered\":\"once\"}}",
+                  G_IO_ERROR_PERMISSION_DENIED,
+                  "maps may not use wifi (a decision denies it), wwan (its policy says ask and no agent is there to ask "
+                  "the user) or metered links (a decision denies it until netpermd restarts)");
+}
+
+static void
+test_awaiting_decision (void)
+{
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"awaiting-decision\",\"via\":null,"
+                  "\"egress\":{\"ipv4\":" WWAN ",\"usable\":true,\"allowed\":false},\"ipv6\":null},"
+                  "\"denied_kinds\":[],\"pending_kinds\":[\"wwan\"],"
+                  "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"ask\",\"ethernet\":\"allow\",\"other\":\"allow\","
+                  "\"metered\":\"allow\"}," SOURCES_POLICY "}",
+                  G_IO_ERROR_PERMISSION_DENIED, "maps may not use wwan: its policy says ask and the user has not decided");
+}
+
+static void
+test_routed_elsewhere (void)
+{
+  const char *perms = "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"deny\",\"ethernet\":\"allow\",\"other\":\"allow\","
+                      "\"metered\":\"allow\"}," SOURCES_POLICY;
+  g_autofree char *by_wwan = g_strdup_printf (
+      "{\"app\":\"maps\",\"available\":false,\"reason\":\"routed-elsewhere\",\"via\":null,"
+      "\"egress\":{\"ipv4\":" WWAN ",\"usable\":true,\"allowed\":false},\"ipv6\":null},\"bind_to\":" WLAN "},"
+      "\"denied_kinds\":[\"wwan\"],\"pending_kinds\":[],%s}", perms);
+  assert_refused (by_wwan, G_IO_ERROR_PERMISSION_DENIED,
+                  "maps may not use wwan: its policy denies it (the kernel routes its traffic by wwan0; it may use wlan0)");
+  NetpermdVerdict v = read_verdict (by_wwan);
+  g_assert_true (v.metered);
+  netpermd_verdict_clear (&v);
+
+  /* An allowed kind on a metered link, under Metered=deny: the metered setting is what refuses it. */
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"routed-elsewhere\",\"via\":null,"
+                  "\"egress\":{\"ipv4\":" WWAN ",\"usable\":true,\"allowed\":false},\"ipv6\":null},\"bind_to\":" WLAN "},"
+                  "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"allow\",\"ethernet\":\"allow\",\"other\":\"allow\","
+                  "\"metered\":\"deny\"}," SOURCES_POLICY "}",
+                  G_IO_ERROR_PERMISSION_DENIED,
+                  "maps may not use metered links: its policy denies it (the kernel routes its traffic by wwan0; it may "
+                  "use wlan0)");
+  /* Not a permission: a blocking route, or a link without carrier. */
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"routed-elsewhere\",\"via\":null,"
+                  "\"egress\":{\"ipv4\":{\"blocked\":\"blackhole\"},\"ipv6\":null},\"bind_to\":" WLAN "}}",
+                  G_IO_ERROR_NETWORK_UNREACHABLE, "the kernel routes maps's traffic into a blackhole route; it may use wlan0");
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"routed-elsewhere\",\"via\":null,"
+                  "\"egress\":{\"ipv4\":" WLAN ",\"usable\":false,\"allowed\":true}},\"bind_to\":" WWAN "}}",
+                  G_IO_ERROR_NETWORK_UNREACHABLE, "the kernel routes maps's traffic by wlan0, which is not usable; it may use wwan0");
+}
+
+static void
+test_not_a_verdict (void)
+{
+  g_autoptr (JsonParser) p = json_parser_new ();
+  NetpermdVerdict v = { .available = TRUE, .via = 9 };
+  for (const char *const *json = (const char *const[]){ "{\"app\":\"maps\"}", "{\"available\":true,\"reason\":\"ok\"}",
+                                                        "{\"app\":\"maps\",\"available\":\"yes\",\"reason\":\"ok\"}",
+                                                        NULL };
+       *json; json++)
+    {
+      g_assert_true (json_parser_load_from_data (p, *json, -1, NULL));
+      g_assert_false (netpermd_verdict_read (json_node_get_object (json_parser_get_root (p)), &v));
+      g_assert_cmpint (v.via, ==, 9);
+    }
+}
+
+static void
+test_equal (void)
+{
+  NetpermdVerdict a = read_verdict ("{\"app\":\"maps\",\"available\":true,\"reason\":\"ok\",\"via\":" WLAN "}}");
+  NetpermdVerdict b = { 0 };
+  netpermd_verdict_copy (&a, &b);
+  g_assert_true (netpermd_verdict_equal (&a, &b));
+  /* The same answer by another link is a change: connections on the old one are gone. */
+  NetpermdVerdict c = read_verdict ("{\"app\":\"maps\",\"available\":true,\"reason\":\"ok\",\"via\":"
+                                    "{\"index\":5,\"name\":\"eth0\",\"kind\":\"ethernet\",\"metered\":false}}");
+  g_assert_false (netpermd_verdict_equal (&a, &c));
+  netpermd_verdict_clear (&a);
+  netpermd_verdict_clear (&b);
+  netpermd_verdict_clear (&c);
+}
+
+static void
+test_connectivity (void)
+{
+  g_assert_cmpint (netpermd_connectivity (FALSE, 4), ==, G_NETWORK_CONNECTIVITY_LOCAL);
+  g_assert_cmpint (netpermd_connectivity (TRUE, -1), ==, G_NETWORK_CONNECTIVITY_FULL);
+  g_assert_cmpint (netpermd_connectivity (TRUE, 0), ==, G_NETWORK_CONNECTIVITY_FULL);
+  g_assert_cmpint (netpermd_connectivity (TRUE, 1), ==, G_NETWORK_CONNECTIVITY_LOCAL);
+  g_assert_cmpint (netpermd_connectivity (TRUE, 2), ==, G_NETWORK_CONNECTIVITY_PORTAL);
+  g_assert_cmpint (netpermd_connectivity (TRUE, 3), ==, G_NETWORK_CONNECTIVITY_LIMITED);
+  g_assert_cmpint (netpermd_connectivity (TRUE, 4), ==, G_NETWORK_CONNECTIVITY_FULL);
+}
+
+static NetpermdLine
+read_line (JsonParser *p, const char *line, const char *app, char **app_out, NetpermdVerdict *v, GError **error)
+{
+  return netpermd_protocol_read (p, line, strlen (line), app, app_out, v, error);
+}
+
+static void
+test_protocol (void)
+{
+  g_autoptr (JsonParser) p = json_parser_new_immutable ();
+  g_autofree char *app = NULL;
+  NetpermdVerdict v = { 0 };
+  g_autoptr (GError) error = NULL;
+
+  g_assert_cmpint (read_line (p, "{\"ok\":true,\"subscribed\":[\"self\"],\"app\":\"maps\",\"privileged\":false}", NULL,
+                              &app, &v, &error), ==, NETPERMD_LINE_ACK);
+  g_assert_cmpstr (app, ==, "maps");
+  /* The snapshot's entry for the app, whatever else it lists. */
+  g_assert_cmpint (read_line (p, "{\"event\":\"snapshot\",\"seq\":1,\"apps\":[{\"app\":\"other\",\"available\":true,"
+                              "\"reason\":\"ok\"},{\"app\":\"maps\",\"available\":false,\"reason\":\"no-network\"}]}",
+                              app, NULL, &v, &error), ==, NETPERMD_LINE_VERDICT);
+  g_assert_false (v.available);
+  g_assert_cmpint (read_line (p, "{\"event\":\"app\",\"seq\":2,\"app\":\"maps\",\"available\":true,\"reason\":\"ok\","
+                              "\"via\":" WLAN "}}", app, NULL, &v, &error), ==, NETPERMD_LINE_VERDICT);
+  g_assert_true (v.available);
+  g_assert_cmpint (v.via, ==, 3);
+  g_assert_cmpint (read_line (p, "{\"event\":\"resync\",\"seq\":9,\"why\":\"fell-behind\",\"dropped\":3,\"apps\":"
+                              "[{\"app\":\"maps\",\"available\":false,\"reason\":\"no-network\"}]}", app, NULL, &v, &error),
+                   ==, NETPERMD_LINE_VERDICT);
+  g_assert_false (v.available);
+  /* Another app's verdict, the stopping event, a snapshot before the acknowledgement: nothing for the module. */
+  g_assert_cmpint (read_line (p, "{\"event\":\"app\",\"seq\":3,\"app\":\"mapsx\",\"available\":true,\"reason\":\"ok\"}",
+                              app, NULL, &v, &error), ==, NETPERMD_LINE_OTHER);
+  g_assert_cmpint (read_line (p, "{\"event\":\"stopping\",\"seq\":4}", app, NULL, &v, &error), ==, NETPERMD_LINE_OTHER);
+  g_assert_cmpint (read_line (p, "{\"event\":\"snapshot\",\"seq\":1,\"apps\":[{\"app\":\"maps\",\"available\":true,"
+                              "\"reason\":\"ok\"}]}", NULL, NULL, &v, &error), ==, NETPERMD_LINE_OTHER);
+  g_assert_false (v.available);
+  g_assert_no_error (error);
+
+  /* A daemon that refuses the request, or a stream that is not netpermd's. */
+  g_assert_cmpint (read_line (p, "{\"ok\":false,\"error\":\"bad-arguments\",\"message\":\"unknown topic 'self'\"}", app,
+                              NULL, &v, &error), ==, NETPERMD_LINE_ERROR);
+  g_assert_cmpstr (error->message, ==, "netpermd refused SUBSCRIBE self: bad-arguments: unknown topic 'self'");
+  g_clear_error (&error);
+  g_assert_cmpint (read_line (p, "HTTP/1.1 400 Bad Request", app, NULL, &v, &error), ==, NETPERMD_LINE_ERROR);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_clear_error (&error);
+  g_assert_cmpint (read_line (p, "[1,2]", app, NULL, &v, &error), ==, NETPERMD_LINE_ERROR);
+  g_clear_error (&error);
+  netpermd_verdict_clear (&v);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/verdict/ok", test_ok);
+  g_test_add_func ("/verdict/no-network", test_no_network);
+  g_test_add_func ("/verdict/denied", test_denied);
+  g_test_add_func ("/verdict/awaiting-decision", test_awaiting_decision);
+  g_test_add_func ("/verdict/routed-elsewhere", test_routed_elsewhere);
+  g_test_add_func ("/verdict/not-a-verdict", test_not_a_verdict);
+  g_test_add_func ("/verdict/equal", test_equal);
+  g_test_add_func ("/verdict/connectivity", test_connectivity);
+  g_test_add_func ("/protocol/lines", test_protocol);
+  return g_test_run ();
+}
