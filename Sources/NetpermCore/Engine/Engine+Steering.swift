@@ -21,7 +21,7 @@ extension Engine {
         }
         let plan = SteeringPlan.build(ruleset: ruleset, apps: state.config.apps, permissions: { app in
             state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
-        }, links: state.network.links)
+        }, ownPermissions: ownPermissions, links: state.network.links)
         guard plan != enforcement.steering || !enforcement.steeringActive else { return }
         log(.debug, "steering: \(plan.uidMarks.count) uids and \(plan.cgroupMarks.count) unit cgroups, "
             + "\(plan.allowances.count) tables")
