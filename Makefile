@@ -109,18 +109,22 @@ run: release
 	echo "  export NETPERMD_SOCKET=$(SOCKET); $$bin/netpermctl status"; \
 	exec $$bin/netpermd --socket $(SOCKET) --config $(RUN_CONFIG) --state-dir $(STATE_DIR)
 
-test: deps test-deps gio-test
+# The release build comes first (bench-smoke needs it anyway): the command matrix runs its netpermctl too, the one
+# `make install` ships (a crash only that build had: CommandMatrixTests).
+test: deps test-deps release gio-test
 	$(SWIFT) build --build-tests
-	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build
+	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_RELEASE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path) \
+	  $(SWIFT) test --skip-build
 	$(MAKE) bench-smoke
 	$(MAKE) fuzz-smoke
 
 unit: deps
 	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests'
 
-integration: deps test-deps gio-module
+integration: deps test-deps release gio-module
 	$(SWIFT) build --build-tests
-	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) $(SWIFT) test --skip-build --filter IntegrationTests
+	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_RELEASE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path) \
+	  $(SWIFT) test --skip-build --filter IntegrationTests
 
 # libFuzzer targets (Fuzz/Targets, see Fuzz/README.md), built with swiftc outside SwiftPM against the core compiled
 # with coverage and AddressSanitizer. `make fuzz` runs each for FUZZ_TIME seconds from its committed seed corpus

@@ -46,7 +46,7 @@ let package = Package(
         .target(name: "NetpermNetlink", dependencies: ["CNetlink", "NetpermCore", "NetpermIO"]),
         .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO"]),
         // Enforcement's edge: one libnftables context (scripts as transactions) and the nftables event socket.
-        .target(name: "NetpermNftables", dependencies: ["CNftables", "NetpermIO"]),
+        .target(name: "NetpermNftables", dependencies: ["CNftables", "NetpermCore", "NetpermIO"]),
         // Steering's program (Mode=steer): assembled in Swift, loaded with bpf(2) through NetpermIO's chokepoint.
         .target(name: "NetpermBPF", dependencies: ["NetpermIO"]),
         // The control socket's transport: client ids and bytes, no core types.

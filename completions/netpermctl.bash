@@ -3,7 +3,7 @@
 # the bash-completion package, but uses its _command_offset for `wait -- COMMAND ARGS` when present.
 
 _netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent ping help"
-_netpermctl_options="--socket --json -t --terse -h --help --version"
+_netpermctl_options="--socket -j --json -t --terse -h --help --version"
 _netpermctl_kinds="wifi wwan ethernet other metered"
 
 # The app ids of the policy, from the first field of `netpermctl --terse apps`. Quick and quiet: nothing at

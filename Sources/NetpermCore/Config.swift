@@ -45,8 +45,8 @@ public struct Config: Equatable, Sendable {
         }
         // Only now, when every drop-in has had its say.
         for app in parser.config.apps where !app.hasIdentity && !parser.badIdentity.contains(app.id) {
-            parser.problems.error(app.path, app.line, IniSection.label("App", app.id)
-                + ": no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+            parser.problems.error(app.path, app.line, in: IniSection.label("App", app.id),
+                                  "no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
         }
         parser.problems.sort(files: files.map(\.path))
         var config: Config?
@@ -153,13 +153,13 @@ public struct Config: Equatable, Sendable {
 
         /// Every message names its section, `[Interface usb*]: ...`, as one file often has many alike.
         mutating func fail(_ s: IniSection, _ line: Int, _ message: @autoclosure () -> String) {
-            problems.error(s.path, line, s.label + ": " + message())
+            problems.error(s.path, line, in: s.label, message())
         }
 
         /// Unknown keys are ignored with a warning, as systemd does: a file written for a newer version still
         /// loads. Likely typos get a hint.
         mutating func unknownKey(_ s: IniSection, _ e: IniEntry, _ kind: SectionKind) {
-            problems.warning(s.path, e.line, s.label + ": unknown key \(ConfigError.quote(e.key)) ("
+            problems.warning(s.path, e.line, in: s.label, "unknown key \(ConfigError.quote(e.key)) ("
                 + Hint.unknownKey(e.key, in: kind) + "); ignored")
         }
 
@@ -184,7 +184,7 @@ public struct Config: Equatable, Sendable {
             case .network?: applyNetwork(s)
             case nil:
                 // Its entries go unread: they would only repeat the warning.
-                problems.warning(s.path, s.line, s.label + ": unknown section (" + Hint.unknownSection(s) + "); ignored")
+                problems.warning(s.path, s.line, in: s.label, "unknown section (" + Hint.unknownSection(s) + "); ignored")
             }
         }
 

@@ -10,6 +10,9 @@ public struct DaemonState: Sendable {
     public var policyGeneration: Int
     /// The last failed reload's error; cleared by a successful one.
     public var policyError: String?
+    /// The warnings of the policy in force (at most the parser's limit of them) and how many it had in all.
+    public var policyWarnings: [ConfigError] = []
+    public var policyWarningCount = 0
     public var decisions = Decisions()
     public var prompts = PromptBook()
     /// Privileged subscribers of `prompts`, who answer for everyone. With none (and no agent of the uid asking),

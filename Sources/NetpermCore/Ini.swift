@@ -5,28 +5,35 @@ public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var path: String
     public var line: Int
+    /// The section the line is in, as messages name it (`[App maps]`, already cut and escaped); nil for a problem
+    /// outside any section (a malformed header, an unreadable file).
+    public var section: String?
     public var message: String
     public var severity: Severity
 
-    /// `message` is cut to `messageLimit` bytes and escaped: whatever a caller quoted, the error stays short and on
-    /// one line.
-    public init(path: String, line: Int, message: String, severity: Severity = .error) {
-        self.path = path; self.line = line; self.severity = severity
-        self.message = SafeText.excerpt(message, maxBytes: ConfigError.messageLimit)
+    /// `message` is cut (with the section, to `messageLimit` bytes) and escaped: whatever a caller quoted, the
+    /// error stays short and on one line.
+    public init(path: String, line: Int, section: String? = nil, message: String, severity: Severity = .error) {
+        self.path = path; self.line = line; self.section = section; self.severity = severity
+        let room = ConfigError.messageLimit - (section.map { $0.utf8.count + 2 } ?? 0)
+        self.message = SafeText.excerpt(message, maxBytes: max(room, ConfigError.quoteLimit))
     }
 
-    /// "path:line: message", the shape compilers and systemd use; warnings say so after the line, as compilers
-    /// do, so a log or a terminal tells them from errors without colours. The path is escaped and cut like a
-    /// quote (a drop-in's name is anyone's choice who may write the directory): the whole is at most about
+    /// "path:line: [Section]: message", the shape compilers and systemd use; warnings say so after the line, as
+    /// compilers do, so a log or a terminal tells them from errors without colours. The path is escaped and cut
+    /// like a quote (a drop-in's name is anyone's choice who may write the directory): the whole is at most about
     /// `pathLimit` + `messageLimit` + 30 bytes.
     public var description: String {
         let shown = SafeText.excerpt(path, maxBytes: ConfigError.pathLimit)
         let place = line > 0 ? "\(shown):\(line): " : "\(shown): "
         switch severity {
-        case .error: return place + message
-        case .warning: return place + "warning: " + message
+        case .error: return place + text
+        case .warning: return place + "warning: " + text
         }
     }
+
+    /// The message after the section that it is in: "[App maps]: bad value ...".
+    public var text: String { (section.map { $0 + ": " } ?? "") + message }
 
     /// How many bytes of a value a message quotes (escaped, before the "..." that says it was cut).
     public static let quoteLimit = 60
@@ -54,18 +61,19 @@ struct ConfigProblems {
 
     init(limit: Int) { self.limit = max(1, limit) }
 
-    mutating func error(_ path: String, _ line: Int, _ message: @autoclosure () -> String) {
+    mutating func error(_ path: String, _ line: Int, in section: String? = nil, _ message: @autoclosure () -> String) {
         errorCount += 1
         guard keptErrors < limit else { return }
         keptErrors += 1
-        kept.append(ConfigError(path: path, line: line, message: message()))
+        kept.append(ConfigError(path: path, line: line, section: section, message: message()))
     }
 
-    mutating func warning(_ path: String, _ line: Int, _ message: @autoclosure () -> String) {
+    mutating func warning(_ path: String, _ line: Int, in section: String? = nil,
+                          _ message: @autoclosure () -> String) {
         warningCount += 1
         guard keptWarnings < limit else { return }
         keptWarnings += 1
-        kept.append(ConfigError(path: path, line: line, message: message(), severity: .warning))
+        kept.append(ConfigError(path: path, line: line, section: section, message: message(), severity: .warning))
     }
 
     /// File order: the files as given, then by line; problems on one line keep the order they were found in.
@@ -141,7 +149,7 @@ public enum Ini {
         var lineNo = 0
         var start = 0
         // Lines inside a section name it.
-        func within() -> String { inBadSection ? "" : sections.last.map { $0.label + ": " } ?? "" }
+        func within() -> String? { inBadSection ? nil : sections.last?.label }
         while start <= bytes.count {
             // One pass finds the line's end and its first '=' (a second pass costs seconds in a debug build).
             var end = start
@@ -176,12 +184,12 @@ public enum Ini {
                 continue
             }
             guard let eq else {
-                problems.error(path, lineNo, within() + "expected 'Key=value' or '[Section]', got \(quote(line))")
+                problems.error(path, lineNo, in: within(), "expected 'Key=value' or '[Section]', got \(quote(line))")
                 continue
             }
             let key = trim(line[..<eq])
             guard !key.isEmpty else {
-                problems.error(path, lineNo, within() + "missing key before '=' in \(quote(line))")
+                problems.error(path, lineNo, in: within(), "missing key before '=' in \(quote(line))")
                 continue
             }
             if inBadSection { continue }

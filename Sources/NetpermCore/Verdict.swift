@@ -1,6 +1,6 @@
 /// "May this app use the network now, and if not, why" — the answer for one app.
 public struct Verdict: Equatable, Sendable {
-    public enum Reason: String, Sendable {
+    public enum Reason: String, CaseIterable, Sendable {
         case ok
         case noNetwork = "no-network"
         case denied

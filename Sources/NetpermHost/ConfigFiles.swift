@@ -12,11 +12,14 @@ public enum ConfigFiles {
     /// `/etc/netpermd/netpermd.conf` -> `/etc/netpermd/netpermd.conf.d`.
     public static func dropInDirectory(for path: String) -> String { path + ".d" }
 
-    /// Reads the main file (a missing one is empty unless `required`) and every drop-in.
-    public static func read(_ path: String, required: Bool) throws(Unreadable) -> [(path: String, text: String)] {
+    /// Reads the main file (a missing one is empty unless `required`) and every drop-in. With `streams` (netpermctl
+    /// check, never the daemon) the main file may be a pipe or another stream, read to its end.
+    public static func read(_ path: String, required: Bool, streams: Bool = false) throws(Unreadable)
+        -> [(path: String, text: String)] {
         var files: [(path: String, text: String)] = []
         do {
-            files.append((path, String(decoding: try Files.read(path), as: UTF8.self)))
+            let bytes = streams ? try Files.readAny(path) : try Files.read(path)
+            files.append((path, String(decoding: bytes, as: UTF8.self)))
         } catch where required || error.errno != .notFound {
             throw Unreadable(path: path, reason: error)
         } catch {}

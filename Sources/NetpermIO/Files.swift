@@ -45,6 +45,35 @@ public enum Files {
         }
     }
 
+    /// What `netpermctl check` reads: a regular file as `read` does, or (unlike the daemon, which must never block
+    /// on one) a pipe, a terminal or another stream to its end, `limit` bytes at most all the same: `check -`,
+    /// `check /dev/stdin`, `check <(...)`. A FIFO with no writer yet waits for one, as cat(1) does.
+    public static func readAny(_ path: String, limit: Int = 16 << 20) throws(ReadError) -> [UInt8] {
+        let fd: Int32
+        do { fd = try sys { open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY) } } catch { throw .system(error) }
+        defer { FD.close(fd) }
+        return try readAny(fd: fd, limit: limit)
+    }
+
+    /// Standard input or another descriptor the caller owns, to its end, at most `limit` bytes.
+    public static func readAny(fd: Int32, limit: Int = 16 << 20) throws(ReadError) -> [UInt8] {
+        var st = stat()
+        do { _ = try sys { fstat(fd, &st) } } catch { throw .system(error) }
+        guard st.st_mode & S_IFMT != S_IFDIR else { throw .notRegular }
+        var out: [UInt8] = []
+        while true {
+            let r: FD.Read
+            do { r = try FD.read(fd, appendingTo: &out, max: 65536) } catch { throw .system(error) }
+            switch r {
+            case .bytes: if out.count > limit { throw .tooLarge(limit: limit) }
+            case .end: return out
+            // Set non-blocking by whoever shares it (a terminal, a pipe): wait for the next bytes.
+            case .wouldBlock:
+                do { try FD.wait(fd, for: Int16(POLLIN)) } catch { throw .system(error) }
+            }
+        }
+    }
+
     /// `mkdir -p`: missing parents 0755 (others may need to pass through them, e.g. to a socket beside), the
     /// directory itself `mode`, whatever the umask (which mkdir applies: under 077 a socket's directory came out
     /// 0700). An existing directory is left as it is.

@@ -1,5 +1,7 @@
 import CNftables
 import Glibc
+import NetpermCore
+import NetpermIO
 
 /// What went wrong talking to nftables.
 public enum NftError: Error, CustomStringConvertible, Sendable {
@@ -61,8 +63,9 @@ public final class Nftables {
     private let ctx: OpaquePointer
 
     public init() throws(NftError) {
-        lib = try Library.load()
-        guard let ctx = lib.new(UInt32(NFT_CTX_DEFAULT)) else { throw .noContext }
+        let lib = try Library.load()
+        self.lib = lib
+        guard let ctx = Self.logStderr(of: { lib.new(UInt32(NFT_CTX_DEFAULT)) }) else { throw .noContext }
         self.ctx = ctx
         // Output and errors into buffers, never to the daemon's stdout and stderr.
         guard lib.bufferOutput(ctx) == 0, lib.bufferError(ctx) == 0 else {
@@ -76,7 +79,7 @@ public final class Nftables {
     /// Runs an nft script (as `nft -f`) and returns what it printed (a `list` command's text).
     @discardableResult
     public func run(_ script: String) throws(NftError) -> String {
-        let r = lib.run(ctx, script)
+        let r = Self.logStderr { lib.run(ctx, script) }
         let output = lib.outputBuffer(ctx).map { String(cString: $0) } ?? ""
         let errors = lib.errorBuffer(ctx).map { String(cString: $0) } ?? ""
         guard r == 0 else {
@@ -84,5 +87,32 @@ public final class Nftables {
             throw .rejected(message.isEmpty ? "nft failed (\(r))" : message)
         }
         return output
+    }
+
+    /// Runs a call into libnftables with C's `stderr` pointed at a memory stream, then logs what it wrote there
+    /// with a priority: besides its error buffer, libnftables prints some failures with fprintf(stderr) itself
+    /// ("Operation not permitted (you must be root)"), a line journald would file at the default level. Only
+    /// stdio's `stderr` moves, never descriptor 2, so the daemon's own lines (written to the descriptor) are not
+    /// caught; the loop's thread is the only one calling in.
+    private static func logStderr<T>(of call: () -> T) -> T {
+        let text = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: 1)
+        let size = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+        text.initialize(to: nil)
+        size.initialize(to: 0)
+        defer {
+            free(text.pointee)
+            text.deallocate()
+            size.deallocate()
+        }
+        guard let stream = open_memstream(text, size) else { return call() }
+        let saved = np_swap_stderr(stream)
+        let result = call()
+        np_swap_stderr(saved)
+        fclose(stream)
+        guard let written = text.pointee, size.pointee > 0 else { return result }
+        for line in String(cString: written).split(separator: "\n") where !line.isEmpty {
+            Log.err("enforcement: libnftables: " + SafeText.escape(line))
+        }
+        return result
     }
 }

@@ -37,7 +37,7 @@ enum Command: String, CaseIterable {
 
     var summary: String {
         switch self {
-        case .status: return "readiness, links, network, policy generation and any policy error"
+        case .status: return "readiness, links, network, agents, policy (warnings, error), enforcement"
         case .links: return "the links table; with IFACE one link in detail"
         case .query: return "may APP (default: this program's app) use the network now, and if not, why"
         case .apps: return "every app of the policy with its verdict (privileged)"

@@ -15,7 +15,7 @@ enum Help {
 
             options (before or after the command, never after --):
               --socket PATH   control socket (default $NETPERMD_SOCKET, else /run/netpermd/netpermd.sock)
-              --json          print the daemon's JSON replies as they are
+              -j, --json      print the daemon's JSON replies as they are, one object a line
               -t, --terse     for scripts: no headers or alignment; tables one line per row, fields
                               separated by ':', else key:value lines; ':' and '\\' in values escaped
                               with '\\' (the fields: netpermctl help COMMAND)
@@ -44,9 +44,10 @@ enum Help {
             return """
                 The daemon's state: its version; whether it is ready (its first look at the links taken and
                 the policy loaded); how many links it sees; whether the network is available (a link other
-                than loopback is usable) and which link is the primary one; the policy's generation (how many
-                successful loads) and number of apps; and the error of the last reload, while it failed and
-                an older policy is still in force.
+                than loopback is usable) and which link is the primary one; how many agents answer prompts;
+                the policy's generation (how many successful loads), number of apps and warnings (each
+                listed); the error of the last reload, while it failed and an older policy is still in
+                force; and enforcement: its mode, its state and, when loading the rules failed, why.
                 """
         case .links:
             return """
@@ -61,25 +62,31 @@ enum Help {
         case .query:
             return """
                 May APP use the network now? If not, why: no usable network, every usable link is of a kind
-                APP is denied, or a decision is awaited. Without APP, the app this program is taken for (by
-                its executable, unit or user), with what the kernel says about it; naming another app needs
-                root or the policy's admin group.
+                APP is denied, a decision is awaited, or the kernel routes its traffic by a link it may not
+                use (and which link it could bind to instead). Each permission says where it comes from when
+                the policy does not: (decided), (once), or (no agent) for an ask with nobody to ask, which
+                counts as a deny. Whether the kernel enforces it, and if not, why. Without APP, the app this
+                program is taken for (by its executable, unit or user), with what the kernel says about it;
+                naming another app needs root or the policy's admin group.
                 """
         case .apps:
             return """
-                Every [App] of the policy with its verdict and its four permissions. Needs root or the admin
-                group.
+                Every [App] of the policy with its verdict and its five permissions (the four kinds and
+                metered). Needs root or the admin group.
                 """
         case .reload:
             return """
-                Reloads the configuration and its drop-ins now. When they are invalid, the error is printed,
-                the exit status is 1, and the previous policy stays in force. Needs root or the admin group.
+                Reloads the configuration and its drop-ins now, and prints the new generation with the
+                policy's warnings, as check does. When they are invalid, the error is printed, the exit status
+                is 1, and the previous policy stays in force. Needs root or the admin group.
                 """
         case .check:
             return """
                 Validates a configuration file and its drop-ins (PATH.d/*.conf) with the daemon's own parser,
-                without asking the daemon. PATH defaults to /etc/netpermd/netpermd.conf. Exits 1 with the
-                error when the policy is invalid.
+                without asking the daemon: every error and warning, then a summary. PATH defaults to
+                /etc/netpermd/netpermd.conf, which may be missing, as for the daemon (built-in defaults); a
+                PATH given must exist. PATH may be - (standard input) or a pipe, read to its end (at most
+                16 MiB, as for a file). Exits 1 when the policy is invalid.
                 """
         case .monitor:
             return """
@@ -173,9 +180,11 @@ enum Help {
         switch c {
         case .status:
             return """
-                With -t, key:value lines: version, ready (yes|no), links, available (yes|no), primary,
+                With -t, key:value lines: version, ready (yes|no), agents, links, available (yes|no), primary,
                 primary-kind, primary-over (the carrier of a stacked link or tunnel, else empty), policy-generation,
-                policy-apps, policy-error (empty unless the last reload failed).
+                policy-apps, policy-error (empty unless the last reload failed), policy-warnings,
+                enforcement-mode (off, block, steer), enforcement-state (off, applying, enforcing, failed),
+                enforcement-error, steering-state and steering-error (empty unless Mode=steer).
                 """
         case .links:
             return """
@@ -193,9 +202,12 @@ enum Help {
                 With -t, key:value lines: app, matched-by, available, reason, via, via-kind, via-metered, via-over,
                 denied-kinds, pending-kinds, the permissions wifi, wwan, ethernet, other, metered (allow, deny,
                 ask), where each comes from: wifi-source, wwan-source, ethernet-source, other-source,
-                metered-source (policy, decision, once, no-agent), and who asked: pid, uid, executable, unit,
-                problem (empty when APP is named).
-                reason is ok, no-network, denied, awaiting-decision or starting.
+                metered-source (policy, decision, once, user-decision, user-once, no-agent), where the kernel
+                sends its traffic per family: egress-ipv4 (the link, empty when none), egress-ipv4-blocked
+                (blackhole, unreachable, prohibit), egress-ipv4-usable, egress-ipv4-allowed, and the same for
+                ipv6; bind-to and bind-to-kind (the link to bind to when routed-elsewhere); enforced (yes|no),
+                enforced-why; and who asked: pid, uid, executable, unit, problem (empty when APP is named).
+                reason is ok, no-network, routed-elsewhere, denied, awaiting-decision or starting.
                 """
         case .apps:
             return """
@@ -204,9 +216,13 @@ enum Help {
                   wifi wwan ethernet other metered
                 """
         case .reload:
-            return "With -t, key:value lines: policy-generation, policy-apps."
+            return "With -t, key:value lines: policy-generation, policy-apps, policy-warnings."
         case .check:
-            return "Prints the same with -t and --json."
+            return """
+                With -t, one line per error or warning: file:line:section:severity:message (line and section
+                empty for a whole file), nothing else; with --json, one object: ok, path, files, defaults,
+                apps, interfaces, errors, warnings and findings, each {file, line, section, severity, message}.
+                """
         case .monitor:
             return """
                 With -t, one line per event: SEQ:EVENT:SUBJECT, then FIELD:OLD:NEW for each field that changed.

@@ -46,7 +46,7 @@ struct Invocation {
                 inv.program = Array(argv[i...])
                 i = argv.count
             case "--socket": inv.socketPath = value(a, "a path") ?? inv.socketPath
-            case "--json": json = true
+            case "-j", "--json": json = true
             case "-t", "--terse": terse = true
             case "-h", "--help": help = true
             case "--version": version = true

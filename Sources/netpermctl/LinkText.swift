@@ -13,8 +13,8 @@ enum LinkText {
         for l in links {
             t.rows.append([
                 String(l.index), l.name, l.kind + (l.over.map { " (" + $0 + ")" } ?? ""), yesNo(l.metered), l.state,
-                l.defaultRouteFamilies.isEmpty ? "-" : l.defaultRouteFamilies.map { $0 == "ipv4" ? "v4" : "v6" }
-                    .joined(separator: ","),
+                // The families as -t and JSON name them.
+                l.defaultRouteFamilies.isEmpty ? "-" : l.defaultRouteFamilies.joined(separator: ","),
                 l.metric.map(String.init) ?? "-", yesNo(l.usable), firstAddress(l),
             ])
         }

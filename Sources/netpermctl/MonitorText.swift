@@ -46,7 +46,7 @@ enum MonitorText {
             let oldGeneration = old["generation"]?.intValue ?? 0
             let apps = new["apps"]?.intValue ?? 0, oldApps = old["apps"]?.intValue ?? 0
             return "[\(seq)] policy: generation \(oldGeneration) -> \(generation), "
-                + (apps == oldApps ? "\(apps) apps" : "apps \(oldApps) -> \(apps)")
+                + (apps == oldApps ? counted(apps, "app") : "apps \(oldApps) -> \(apps)")
                 + (old["error"]?.stringValue == nil ? "" : ", error cleared")
         case let .stopping(seq):
             return "[\(seq)] netpermd is stopping"
@@ -114,7 +114,7 @@ enum MonitorText {
     }
 
     static func policySummary(_ p: JSON) -> String {
-        "policy: generation \(p["generation"]?.intValue ?? 0), \(p["apps"]?.intValue ?? 0) apps"
+        "policy: generation \(p["generation"]?.intValue ?? 0), " + counted(p["apps"]?.intValue ?? 0, "app")
             + (p["error"]?.stringValue.map { "; the last reload failed: \($0)" } ?? "")
     }
 }

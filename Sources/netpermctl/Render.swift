@@ -16,18 +16,83 @@ enum Render {
         } else {
             out += "primary:   -\n"
         }
+        out += "agents:    \(r["agents"]?.intValue ?? 0)\n"
         let policy = r["policy"]
-        out += "policy:    generation \(policy?["generation"]?.intValue ?? 0), \(policy?["apps"]?.intValue ?? 0) apps\n"
+        out += "policy:    generation \(policy?["generation"]?.intValue ?? 0), "
+            + counted(policy?["apps"]?.intValue ?? 0, "app") + warnings(policy) + "\n"
         // Only while a reload failed: the policy in force is then older than the file.
         if let error = policy?["error"]?.stringValue { out += "policy error: \(error)\n" }
+        out += (policy?["findings"]?.arrayValue ?? []).map { "policy warning: \(place($0))\(text($0))\n" }.joined()
+        out += "enforcement: \(enforcement(r["enforcement"]))\n"
+        if let steering = r["enforcement"]?["steering"] { out += "steering:  \(Self.steering(steering))\n" }
         return out
+    }
+
+    /// ", 1 warning": the policy in force's, as STATUS and RELOAD count them.
+    static func warnings(_ p: JSON?) -> String {
+        let n = p?["warnings"]?.intValue ?? 0
+        return n == 0 ? "" : ", " + counted(n, "warning")
+    }
+
+    /// A finding's "FILE:LINE: ", as `check` prints it.
+    static func place(_ f: JSON) -> String {
+        (f["file"]?.stringValue ?? "?") + (f["line"]?.intValue.map { ":\($0)" } ?? "") + ": "
+    }
+
+    /// A finding's "[Section]: message".
+    static func text(_ f: JSON) -> String {
+        (f["section"]?.stringValue.map { $0 + ": " } ?? "") + (f["message"]?.stringValue ?? "")
+    }
+
+    /// "off", "block, enforcing (3 apps, 2 uids, 1 unit cgroup, 2 links)", "block, failed after 5 attempts: ERROR".
+    static func enforcement(_ e: JSON?) -> String {
+        let mode = e?["mode"]?.stringValue ?? "?"
+        let state = e?["state"]?.stringValue ?? "?"
+        guard mode != "off" || state != "off" else { return "off" }
+        var out = "\(mode), \(state)"
+        // What the rules name while in force; a failure says why instead.
+        if e?["apps"] != nil, e?["error"] == nil {
+            func n(_ key: String, _ what: String) -> String { counted(e?[key]?.intValue ?? 0, what) }
+            out += " (\(n("apps", "app")), \(n("uids", "uid")), \(n("unit_cgroups", "unit cgroup")), \(n("links", "link")))"
+        }
+        if let error = e?["error"]?.stringValue {
+            out += " after \(counted(e?["attempts"]?.intValue ?? 0, "attempt")): \(error)"
+        }
+        return out
+    }
+
+    /// "steering, 2 tables, 1 marked uid, 0 marked unit cgroups", or "failed: ERROR".
+    static func steering(_ s: JSON) -> String {
+        if let error = s["error"]?.stringValue { return "\(s["state"]?.stringValue ?? "failed"): \(error)" }
+        func n(_ key: String, _ what: String) -> String { counted(s[key]?.intValue ?? 0, what) }
+        return "\(s["state"]?.stringValue ?? "?"), \(n("tables", "table")), \(n("marked_uids", "marked uid")), "
+            + n("marked_unit_cgroups", "marked unit cgroup")
     }
 }
 
 extension Render {
     static func permissions(_ v: JSON) -> String {
-        ["wifi", "wwan", "ethernet", "other", "metered"].map { "\($0)=\(v["permissions"]?[$0]?.stringValue ?? "?")" }
-            .joined(separator: " ")
+        ["wifi", "wwan", "ethernet", "other", "metered"].map { "\($0)=\(permission(v, $0))" }.joined(separator: " ")
+    }
+
+    /// One permission and, unless the policy says it, where it comes from: "allow", "allow (decided)", "allow
+    /// (once)", "allow (your own decision)" for the asking user's own, and "ask (no agent)" for an `ask` nobody can
+    /// be asked about, which the daemon counts as a deny.
+    static func permission(_ v: JSON, _ kind: String) -> String {
+        let p = v["permissions"]?[kind]?.stringValue ?? "?"
+        switch v["sources"]?[kind]?.stringValue {
+        case "no-agent": return "ask (no agent)"
+        case "decision": return p + " (decided)"
+        case "once": return p + " (once)"
+        case "user-decision": return p + " (your own decision)"
+        case "user-once": return p + " (your own, once)"
+        default: return p
+        }
+    }
+
+    /// "yes", or "no (executable-only)": whether the kernel enforces the app's permissions, and why not.
+    static func enforced(_ v: JSON) -> String {
+        v["enforced"]?.boolValue == true ? "yes" : "no (\(v["enforced_why"]?.stringValue ?? "?"))"
     }
 
     /// One line saying whether and why: "ok via wlan0 (wifi)", "denied: wwan", ...
@@ -51,6 +116,7 @@ extension Render {
         var out = "app:          \(v["app"]?.stringValue ?? "?") (matched by \(v["matched_by"]?.stringValue ?? "?"))\n"
         out += "network:      \(because(v))\n"
         out += "permissions:  \(permissions(v))\n"
+        out += "enforced:     \(enforced(v))\n"
         if let id = v["identity"] {
             out += "identity:     pid \(id["pid"]?.intValue ?? 0), uid \(id["uid"]?.intValue ?? 0), "
                 + "executable \(id["executable"]?.stringValue ?? "unknown"), unit \(id["unit"]?.stringValue ?? "-")\n"
@@ -65,11 +131,8 @@ extension Render {
             t.rows.append([
                 v["app"]?.stringValue ?? "?",
                 yesNo(v["available"]),
-                v["permissions"]?["wifi"]?.stringValue ?? "?",
-                v["permissions"]?["wwan"]?.stringValue ?? "?",
-                v["permissions"]?["ethernet"]?.stringValue ?? "?",
-                v["permissions"]?["other"]?.stringValue ?? "?",
-                v["permissions"]?["metered"]?.stringValue ?? "?",
+                permission(v, "wifi"), permission(v, "wwan"), permission(v, "ethernet"), permission(v, "other"),
+                permission(v, "metered"),
                 because(v),
             ])
         }
@@ -77,7 +140,10 @@ extension Render {
     }
 
     static func reload(_ r: JSON) -> String {
-        "policy reloaded: generation \(r["generation"]?.intValue ?? 0), \(r["apps"]?.intValue ?? 0) apps\n"
+        "policy reloaded: generation \(r["generation"]?.intValue ?? 0), " + counted(r["apps"]?.intValue ?? 0, "app")
+            + warnings(r) + "\n"
+            + (r["findings"]?.arrayValue ?? []).map { "\(place($0))\($0["severity"]?.stringValue ?? "warning"): \(text($0))\n" }
+            .joined()
     }
 }
 

@@ -3,9 +3,15 @@ import NetpermCore
 /// The fields each command prints with -t. `help COMMAND` documents them; keep the two in step.
 extension Terse {
     static func status(_ r: JSON) -> [(String, String)] {
-        [("version", value(r["version"])), ("ready", value(r["ready"])), ("links", value(r["links"])),
-         ("available", value(r["available"])), ("primary", value(r["primary"])),
-         ("primary-kind", value(r["primary_kind"])), ("primary-over", value(r["primary_over"]))] + policy(r["policy"])
+        let e = r["enforcement"]
+        return [("version", value(r["version"])), ("ready", value(r["ready"])), ("agents", value(r["agents"])),
+                ("links", value(r["links"])), ("available", value(r["available"])), ("primary", value(r["primary"])),
+                ("primary-kind", value(r["primary_kind"])), ("primary-over", value(r["primary_over"]))]
+            + policy(r["policy"]) + [("policy-warnings", value(r["policy"]?["warnings"])),
+                                     ("enforcement-mode", value(e?["mode"])), ("enforcement-state", value(e?["state"])),
+                                     ("enforcement-error", value(e?["error"])),
+                                     ("steering-state", value(e?["steering"]?["state"])),
+                                     ("steering-error", value(e?["steering"]?["error"]))]
     }
 
     /// STATUS's policy object, a policy event, or the snapshot's policy.
@@ -44,6 +50,13 @@ extension Terse {
     static func query(_ v: JSON) -> [(String, String)] {
         let id = v["identity"]
         return [("app", value(v["app"])), ("matched-by", value(v["matched_by"]))] + verdictState(v)
+            + ["ipv4", "ipv6"].flatMap { family -> [(String, String)] in
+                let e = v["egress"]?[family]
+                return [("egress-\(family)", value(e?["name"])), ("egress-\(family)-blocked", value(e?["blocked"])),
+                        ("egress-\(family)-usable", value(e?["usable"])), ("egress-\(family)-allowed", value(e?["allowed"]))]
+            }
+            + [("bind-to", value(v["bind_to"]?["name"])), ("bind-to-kind", value(v["bind_to"]?["kind"])),
+               ("enforced", value(v["enforced"])), ("enforced-why", value(v["enforced_why"]))]
             + [("pid", value(id?["pid"])), ("uid", value(id?["uid"])), ("executable", value(id?["executable"])),
                ("unit", value(id?["unit"])), ("problem", value(id?["problem"]))]
     }
@@ -65,7 +78,8 @@ extension Terse {
     }
 
     static func reload(_ r: JSON) -> [(String, String)] {
-        [("policy-generation", value(r["generation"])), ("policy-apps", value(r["apps"]))]
+        [("policy-generation", value(r["generation"])), ("policy-apps", value(r["apps"])),
+         ("policy-warnings", value(r["warnings"]))]
     }
 
     static func decided(_ r: JSON) -> [(String, String)] {

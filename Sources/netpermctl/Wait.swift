@@ -52,6 +52,8 @@ enum Wait {
             }
             if ok { exec(command) }
             if timedOut { exit(.timedOut) }
+            // --json printed the daemon's error reply: that is all, as for every other command.
+            if mode == .json { exit(.failed) }
             Screen.err("netpermctl: \(reply["error"]?.stringValue ?? "error"): "
                 + "\(reply["message"]?.stringValue ?? SafeText.escape(line))\n")
             exit(.failed)

@@ -63,7 +63,7 @@ case .links:
 case .query: ask((["QUERY"] + args).joined(separator: " "), human: Render.query) { Terse.lines(Terse.query($0)) }
 case .apps: ask("APPS", human: Render.apps, terse: Terse.apps)
 case .reload: ask("RELOAD", human: Render.reload) { Terse.lines(Terse.reload($0)) }
-case .check: check(args.first ?? "/etc/netpermd/netpermd.conf")
+case .check: Check.run(args.first, mode: mode)
 case .monitor: Monitor.run(socketPath: socketPath, app: args.first, mode: mode)
 case .wait:
     Wait.run(socketPath: socketPath, app: invocation.waitApp, timeout: invocation.waitTimeout,

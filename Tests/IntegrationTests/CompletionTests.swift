@@ -63,7 +63,8 @@ final class CompletionTests: XCTestCase {
     func testBashCompletesOptionsBeforeAndAfterTheCommand() throws {
         XCTAssertEqual(try bash(["netpermctl", "--j"]), ["--json"])
         XCTAssertEqual(try bash(["netpermctl", "--"]), ["--socket", "--json", "--terse", "--help", "--version"])
-        XCTAssertEqual(try bash(["netpermctl", "-"]), ["--socket", "--json", "-t", "--terse", "-h", "--help", "--version"])
+        XCTAssertEqual(try bash(["netpermctl", "-"]), ["--socket", "-j", "--json", "-t", "--terse", "-h", "--help",
+                                                       "--version"])
         XCTAssertEqual(try bash(["netpermctl", "links", "--te"]), ["--terse"])
         XCTAssertEqual(try bash(["netpermctl", "wait", "--t"]), ["--terse", "--timeout"])
         XCTAssertEqual(try bash(["netpermctl", "wait", ""]), ["--app", "--timeout", "--"])

@@ -80,6 +80,14 @@ final class ConfigWarningTests: IntegrationTestCase {
         XCTAssertEqual(try JSONValue.bool(reloaded, "ok"), true, "\(reloaded)")
         XCTAssertEqual(try JSONValue.int(reloaded, "generation"), 2, "\(reloaded)")
         XCTAssertEqual(count(warning), 2, "logged again at the reload: \(d.logTail)")
+        // Issue 23: netpermctl reload said "generation 4, 4 apps" and nothing of them; now it counts and shows them.
+        let ctlWarned = try ctl(["--socket", socket, "reload"])
+        XCTAssertEqual(ctlWarned.status, 0, ctlWarned.summary)
+        XCTAssertEqual(ctlWarned.stdout, "policy reloaded: generation 3, 0 apps, 1 warning\n\(config):8: warning: "
+            + "[Interface usb*]: unknown key 'Kindd' (did you mean Kind=?); ignored\n", ctlWarned.summary)
+        let terseWarned = try ctl(["--socket", socket, "-t", "reload"])
+        XCTAssertEqual(terseWarned.lines, ["policy-generation:4", "policy-apps:0", "policy-warnings:1"],
+                       terseWarned.summary)
 
         // Three errors: RELOAD names the first and counts the others, whichever reload (this one or
         // inotify's) reads the file first.
@@ -101,13 +109,13 @@ final class ConfigWarningTests: IntegrationTestCase {
         XCTAssertEqual(failed["message"] as? String, first + " (and 2 more errors)", "\(failed)")
         p = try policyStatus(socket)
         XCTAssertEqual(p.error, first + " (and 2 more errors)", "\(p)")
-        XCTAssertEqual(p.generation, 2, "the last good policy stays: \(p)")
+        XCTAssertEqual(p.generation, 4, "the last good policy stays: \(p)")
         for line in [first, "\(config):5: [App a]: bad value 'sometimes' for Other= (expected allow, deny or ask)",
                      "\(config):7: [Interface x]: bad value 'cable' for Kind= (expected one of: wifi, wwan, ethernet, "
                         + "loopback, other)"] {
             XCTAssertTrue(d.log.contains("<3>\(line)\n"), "every error has its own log line: \(line)\n\(d.logTail)")
         }
-        XCTAssertTrue(d.log.contains("<3>policy reload failed, keeping generation 2: \(first) (and 2 more errors)\n"),
+        XCTAssertTrue(d.log.contains("<3>policy reload failed, keeping generation 4: \(first) (and 2 more errors)\n"),
                       d.logTail)
         let ctlReload = try ctl(["--socket", socket, "reload"])
         XCTAssertEqual(ctlReload.status, 1, ctlReload.summary)

@@ -76,18 +76,7 @@ final class DocsExamplesTests: IntegrationTestCase {
         try sandbox.write(runPolicy + "\n[Interface wlan0]\nKind=wifi\n\n[Interface wwan0]\nKind=wwan\n" + extraPolicy,
                           to: "/etc/netpermd/netpermd.conf")
         let log = dir + "/netpermd.log"
-        let daemon = try Subprocess.spawn(sandbox.argv([netpermd]), stdin: .devNull, stdout: .appendFile(log),
-                                          stderr: .appendFile(log))
-        addTeardownBlock {
-            daemon.signal(SIGTERM)
-            if daemon.wait(timeout: 5) == nil { daemon.killAndReap() }
-        }
-        try waitUntil("netpermd answers on its default socket") {
-            if let s = daemon.poll() { throw HarnessError("netpermd exited \(s): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")") }
-            let r = try Subprocess.run(sandbox.argv([netpermctl, "ping"]))
-            return (r.status == 0, r.summary)
-        }
-        return (sandbox, daemon, log)
+        return (sandbox, try sandbox.startDaemon(self, log: log), log)
     }
 
     /// One example command line, in bash, from the repository's root, with the built programs first on PATH and the
@@ -130,6 +119,20 @@ final class DocsExamplesTests: IntegrationTestCase {
             }
         }
         XCTAssertGreaterThan(ran, 15, "the docs' shell examples were found")
+    }
+
+    /// Issue 23: README's QUERY example had lost egress, bind_to, enforced, enforced_why and the metered dimension.
+    /// It has the members of the daemon's reply, no more and no fewer.
+    func testReadmeQueryExampleIsTheDaemonsReply() throws {
+        let (sandbox, _, _) = try sandboxWithDaemon()
+        let readme = try Self.blocks(in: "README.md").filter { $0.language == "json" }
+        let example = try XCTUnwrap(readme.first { $0.lines.first?.hasPrefix(#"{"ok":true,"app":"#) == true },
+                                    "README's QUERY example")
+        let r = try Subprocess.run(sandbox.argv(["socat", "-", "UNIX-CONNECT:/run/netpermd/netpermd.sock"]),
+                                   input: Array("QUERY\n".utf8))
+        XCTAssertEqual(r.lines.count, 1, r.summary)
+        XCTAssertEqual(try JSONValue.shape(example.lines.joined()), try JSONValue.shape(r.lines.first ?? ""),
+                       "README.md:\(example.line) against \(r.stdout)")
     }
 
     /// docs/APPS.md's programs: each ```python block under Debian's /usr/bin/python3 (the GLib one through the built

@@ -1,4 +1,5 @@
 import Foundation
+import NetpermCore
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -98,7 +99,7 @@ final class ManPageTests: XCTestCase {
     /// lists its commands, compare this list with it.
     static let netpermctlCommands = ["status", "links", "query", "apps", "reload", "check", "monitor", "wait", "run",
                                      "prompts", "decide", "forget", "decisions", "agent", "ping", "help"]
-    static let netpermctlOptions = ["--socket", "--json", "-t", "--terse", "-h", "--help", "--version",
+    static let netpermctlOptions = ["--socket", "-j", "--json", "-t", "--terse", "-h", "--help", "--version",
                                     "--app", "--timeout", "--once", "--notify"]
 
     private func page(_ file: String) throws -> ManPage { try ManPage(file) }
@@ -299,6 +300,22 @@ final class ManPageTests: XCTestCase {
         let optionTokens = tokens.filter { $0.hasPrefix("-") && $0.count > 1 && $0 != "--" }
         let words = Set(optionTokens.map { $0.hasSuffix(".") ? String($0.dropLast()) : $0 })
         XCTAssertEqual(words, Set(Self.netpermctlOptions))
+    }
+
+    /// Issue 23: `help query` and the pages listed every reason but routed-elsewhere. Each reason a verdict can
+    /// give is named where admins look: `netpermctl help query` (-t's reason field) and both pages.
+    func testEveryReasonIsNamedByTheHelpAndThePages() throws {
+        let help = try Subprocess.check([IntegrationTestCase.binDir + "/netpermctl", "help", "query"]).stdout
+        let reasons = try XCTUnwrap(help.split(separator: "\n").first { $0.hasPrefix("reason is ") }, help)
+        for reason in Verdict.Reason.allCases {
+            XCTAssertTrue(ManPage.contains(String(reasons), word: reason.rawValue), "help query: \(reasons)")
+            // A man page says "yes" for ok.
+            guard reason != .ok else { continue }
+            for file in ["netpermctl.1", "netpermd.8"] {
+                XCTAssertTrue(ManPage.contains(try page(file).text, word: reason.rawValue),
+                              "\(file) never names the reason \(reason.rawValue)")
+            }
+        }
     }
 
     func testCtlPageDocumentsEveryCommandOptionAndExitStatus() throws {

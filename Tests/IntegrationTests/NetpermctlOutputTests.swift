@@ -24,7 +24,7 @@ extension NetpermctlTests {
         let row = try XCTUnwrap(r.lines.first { $0.split(separator: " ").dropFirst().first == Substring(long) },
                                 r.stdout)
         let cells = row.split(separator: " ").map(String.init)
-        XCTAssertEqual(Array(cells.suffix(6)), ["routable", "v4", "20600", "yes"] + [cells.suffix(2).first!, "+3"], row)
+        XCTAssertEqual(Array(cells.suffix(6)), ["routable", "ipv4", "20600", "yes"] + [cells.suffix(2).first!, "+3"], row)
         XCTAssertTrue(addresses.contains(cells[cells.count - 2]), "the first address is one of the link's: \(row)")
         XCTAssertEqual(cells.count, 10, row)
 
@@ -105,25 +105,6 @@ extension NetpermctlTests {
 // MARK: - -t, --terse
 
 extension NetpermctlTests {
-    /// Splits a terse line on the ':' that are not escaped, and unescapes the fields.
-    static func terseFields(_ line: String) -> [String] {
-        var fields = [""]
-        var escaped = false
-        for c in line {
-            if escaped {
-                fields[fields.count - 1].append(c)
-                escaped = false
-            } else if c == "\\" {
-                escaped = true
-            } else if c == ":" {
-                fields.append("")
-            } else {
-                fields[fields.count - 1].append(c)
-            }
-        }
-        return fields
-    }
-
     static let updaterPolicy = "[App updater]\nExecutable=/nonexistent/updater\nWWAN=deny\n"
 
     func testTerseOutputs() throws {
@@ -136,15 +117,17 @@ extension NetpermctlTests {
 
         let status = try ctl(["--socket", f.socket, "-t", "status"])
         XCTAssertEqual(status.status, 0, status.summary)
-        XCTAssertEqual(status.lines, ["version:0.1.0", "ready:yes", "links:\(links.count)", "available:yes",
+        XCTAssertEqual(status.lines, ["version:0.1.0", "ready:yes", "agents:0", "links:\(links.count)", "available:yes",
                                       "primary:wlan0", "primary-kind:wifi", "primary-over:", "policy-generation:1",
-                                      "policy-apps:1", "policy-error:"], status.stdout)
+                                      "policy-apps:1", "policy-error:", "policy-warnings:0", "enforcement-mode:off",
+                                      "enforcement-state:off", "enforcement-error:", "steering-state:",
+                                      "steering-error:"], status.stdout)
 
         // Tables: no header, one line per row, nine fields each.
         let table = try ctl(["--socket", f.socket, "links", "--terse"])
         XCTAssertEqual(table.status, 0, table.summary)
         XCTAssertEqual(table.lines.count, links.count, "no header: \(table.stdout)")
-        XCTAssertTrue(table.lines.allSatisfy { Self.terseFields($0).count == 9 }, table.stdout)
+        XCTAssertTrue(table.lines.allSatisfy { TerseRecords.fields($0).count == 9 }, table.stdout)
         XCTAssertTrue(table.lines.contains("\(wlan0.index):wlan0:wifi:no:routable:ipv4:100:yes:10.1.0.1/24"),
                       table.stdout)
         let wwan0 = try XCTUnwrap(links[name: "wwan0"])
@@ -167,7 +150,12 @@ extension NetpermctlTests {
             "app:updater", "matched-by:name", "available:yes", "reason:ok", "via:wlan0", "via-kind:wifi",
             "via-metered:no", "via-over:", "denied-kinds:", "pending-kinds:", "wifi:allow", "wwan:deny", "ethernet:allow",
             "other:allow", "metered:allow", "wifi-source:policy", "wwan-source:policy", "ethernet-source:policy",
-            "other-source:policy", "metered-source:policy", "pid:", "uid:", "executable:", "unit:", "problem:",
+            "other-source:policy", "metered-source:policy",
+            // Issue 23: where the kernel sends its traffic, the way out, and enforcement were only in the JSON.
+            "egress-ipv4:wlan0", "egress-ipv4-blocked:", "egress-ipv4-usable:yes", "egress-ipv4-allowed:yes",
+            "egress-ipv6:", "egress-ipv6-blocked:", "egress-ipv6-usable:", "egress-ipv6-allowed:", "bind-to:",
+            "bind-to-kind:", "enforced:no", "enforced-why:mode-off",
+            "pid:", "uid:", "executable:", "unit:", "problem:",
         ], query.stdout)
         // Asking about itself, netpermctl has an identity.
         let own = try ctl(["--socket", f.socket, "-t", "query"])
@@ -188,16 +176,17 @@ extension NetpermctlTests {
         let reload = try ctl(["--socket", f.socket, "-t", "reload"])
         XCTAssertEqual(reload.status, 0, reload.summary)
         let generation = try policyStatus(f.socket).generation
-        XCTAssertEqual(reload.lines, ["policy-generation:\(generation)", "policy-apps:1"], reload.stdout)
+        XCTAssertEqual(reload.lines, ["policy-generation:\(generation)", "policy-apps:1", "policy-warnings:0"],
+                       reload.stdout)
 
         // A failed reload: its error, with its ':' escaped, in status -t.
         _ = try writeConfig(IntegrationTestCase.standardConfig + "\n[App updater]\nWWAN=sometimes\n", in: f.dir)
         XCTAssertEqual(try ctl(["--socket", f.socket, "-t", "reload"]).status, 1)
         let error = try XCTUnwrap(try policyStatus(f.socket).error)
         let broken = try ctl(["--socket", f.socket, "-t", "status"])
-        XCTAssertEqual(broken.lines.last, "policy-error:" + error.replacingOccurrences(of: ":", with: "\\:"),
-                       broken.stdout)
-        XCTAssertEqual(broken.lines.last.map(Self.terseFields), ["policy-error", error], "unescaped, it is the error")
+        let errorLine = broken.lines.first { $0.hasPrefix("policy-error:") }
+        XCTAssertEqual(errorLine, "policy-error:" + error.replacingOccurrences(of: ":", with: "\\:"), broken.stdout)
+        XCTAssertEqual(errorLine.map(TerseRecords.fields), ["policy-error", error], "unescaped, it is the error")
 
         let both = try ctl(["--socket", f.socket, "--json", "-t", "status"])
         XCTAssertEqual(both.status, 2, both.summary)
@@ -257,6 +246,48 @@ extension NetpermctlTests {
     }
 }
 
+// MARK: - what the JSON has, for people and scripts (issue 23)
+
+extension NetpermctlTests {
+    /// The kernel routes by wwan0 (its metric is lower), which updater may not use while wlan0 is usable:
+    /// routed-elsewhere. People see why and where to bind, whether it is enforced, and maps' undecided `ask` with no
+    /// agent as that, not as the deny it counts as; scripts get egress, bind-to and enforcement too.
+    func testQueryShowsWhatTheJSONHas() throws {
+        let f = try makeAppFixture(policy: Self.updaterPolicy + "\n[App maps]\nExecutable=/nonexistent/maps\nWWAN=ask\n")
+        for (link, metric) in [("wlan0", 600), ("wwan0", 100)] {
+            try f.addAddress(link)
+            try f.addDefaultRoute(link, metric: metric)
+        }
+        try waitForVerdict(f.socket, "updater", "routed elsewhere") { $0.reason == "routed-elsewhere" }
+
+        let human = try ctl(["--socket", f.socket, "query", "updater"])
+        XCTAssertEqual(human.status, 0, human.summary)
+        XCTAssertEqual(human.lines, [
+            "app:          updater (matched by name)",
+            "network:      no: its traffic would leave by wwan0 (wwan, metered), which it may not use; it could bind "
+                + "to wlan0 (wifi)",
+            "permissions:  wifi=allow wwan=deny ethernet=allow other=allow metered=allow",
+            "enforced:     no (mode-off)",
+        ], human.stdout)
+        let maps = try ctl(["--socket", f.socket, "query", "maps"])
+        XCTAssertTrue(maps.lines.contains("permissions:  wifi=allow wwan=ask (no agent) ethernet=allow other=allow "
+                                          + "metered=allow"), maps.stdout)
+        XCTAssertFalse(maps.stdout.contains("wwan=deny"), maps.stdout)
+        let apps = try ctl(["--socket", f.socket, "apps"])
+        XCTAssertTrue(apps.lines.contains { $0.hasPrefix("maps ") && $0.contains(" ask (no agent) ") }, apps.stdout)
+        XCTAssertEqual(try ctl(["--socket", f.socket, "decide", "maps", "wwan", "allow", "--once"]).status, 0)
+        let decided = try ctl(["--socket", f.socket, "query", "maps"])
+        XCTAssertTrue(decided.stdout.contains(" wwan=allow (once) "), decided.stdout)
+
+        let terse = try ctl(["--socket", f.socket, "-t", "query", "updater"])
+        for field in ["reason:routed-elsewhere", "egress-ipv4:wwan0", "egress-ipv4-blocked:", "egress-ipv4-usable:yes",
+                      "egress-ipv4-allowed:no", "egress-ipv6:", "bind-to:wlan0", "bind-to-kind:wifi", "enforced:no",
+                      "enforced-why:mode-off"] {
+            XCTAssertTrue(terse.lines.contains(field), "\(field) in:\n\(terse.stdout)")
+        }
+    }
+}
+
 // MARK: - monitor
 
 extension NetpermctlTests {
@@ -304,7 +335,7 @@ extension NetpermctlTests {
         XCTAssertEqual(snapshot.first, "[1] snapshot:", snapshot.joined(separator: "\n"))
         for line in ["  wlan0 (wifi): metered no, metered by default, admin up, carrier on, operstate up, default route ipv4 metric 100, "
                         + "usable yes, addresses 10.1.0.1/24",
-                     "  app updater: yes, via wlan0 (wifi)", "  policy: generation 1, 1 apps"] {
+                     "  app updater: yes, via wlan0 (wifi)", "  policy: generation 1, 1 app"] {
             XCTAssertTrue(snapshot.contains(line), "'\(line)' in:\n" + snapshot.joined(separator: "\n"))
         }
         let terseSnapshot = try lines(terse, until: "ending the snapshot") { $0.hasPrefix("1:policy:") }
@@ -348,7 +379,7 @@ extension NetpermctlTests {
         // The policy: reloaded, broken, fixed.
         XCTAssertEqual(try ctl(["--socket", f.socket, "reload"]).status, 0)
         let reloaded = try lines(human, until: "the reload") { $0.contains("policy") }
-        XCTAssertEqual(reloaded.last.flatMap(Self.unnumbered)?.text, "policy: generation 1 -> 2, 1 apps")
+        XCTAssertEqual(reloaded.last.flatMap(Self.unnumbered)?.text, "policy: generation 1 -> 2, 1 app")
         XCTAssertEqual(try lines(terse, until: "the reload") { $0.contains(":policy:") }.last?
             .split(separator: ":", maxSplits: 1).last, "policy::policy-generation:1:2")
 
@@ -363,7 +394,7 @@ extension NetpermctlTests {
 
         _ = try writeConfig(IntegrationTestCase.standardConfig + "\n" + Self.updaterPolicy, in: f.dir)
         let fixed = try lines(human, until: "the good edit") { $0.contains("policy") }
-        XCTAssertEqual(fixed.last.flatMap(Self.unnumbered)?.text, "policy: generation 2 -> 3, 1 apps, error cleared")
+        XCTAssertEqual(fixed.last.flatMap(Self.unnumbered)?.text, "policy: generation 2 -> 3, 1 app, error cleared")
         XCTAssertEqual(try lines(terse, until: "the good edit") { $0.contains(":policy:") }.last?
             .split(separator: ":", maxSplits: 1).last.map(String.init),
                        "policy::policy-generation:2:3:policy-error:"

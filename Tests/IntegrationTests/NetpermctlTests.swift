@@ -67,8 +67,10 @@ final class NetpermctlTests: IntegrationTestCase {
         let before = try ctl(["--socket", f.socket, "status"])
         XCTAssertEqual(before.status, 0, before.summary)
         XCTAssertEqual(before.stderr, "")
+        // Issue 23: the agents and enforcement were only in the JSON.
         XCTAssertEqual(before.lines, ["version:   \(s.version)", "ready:     yes", "links:     \(s.links)",
-                                      "network:   unavailable", "primary:   -", "policy:    generation 1, 0 apps"],
+                                      "network:   unavailable", "primary:   -", "agents:    0",
+                                      "policy:    generation 1, 0 apps", "enforcement: off"],
                        before.stdout)
 
         try f.ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
@@ -89,19 +91,21 @@ final class NetpermctlTests: IntegrationTestCase {
         XCTAssertTrue(error.hasPrefix("\(f.config):"), error)
         let broken = try ctl(["--socket", f.socket, "status"])
         XCTAssertEqual(broken.status, 0, broken.summary)
-        XCTAssertEqual(Array(broken.lines.suffix(2)), ["policy:    generation 1, 0 apps", "policy error: \(error)"],
-                       broken.stdout)
+        XCTAssertEqual(Array(broken.lines.suffix(3)), ["policy:    generation 1, 0 apps", "policy error: \(error)",
+                                                       "enforcement: off"], broken.stdout)
 
-        // Fixed: a new generation with its app, and the error gone.
-        try (Self.standardConfig + "\n[App updater]\nExecutable=/nonexistent/updater\nWWAN=deny\n")
+        // Fixed, with a typo: a new generation with its app, the error gone, and the warning counted and shown.
+        try (Self.standardConfig + "\n[App updater]\nExecutable=/nonexistent/updater\nWWAN=deny\nWLAN=deny\n")
             .write(toFile: f.config, atomically: true, encoding: .utf8)
         XCTAssertEqual(try ctl(["--socket", f.socket, "reload"]).status, 0)
         let fixed = try ctl(["--socket", f.socket, "status"])
         // inotify may have loaded the file as well as the reload: generation 2 or more.
-        let policyLine = try XCTUnwrap(fixed.lines.last, fixed.stdout)
+        let policyLine = try XCTUnwrap(fixed.lines.first { $0.hasPrefix("policy:") }, fixed.stdout)
         let generation = policyLine.dropFirst("policy:    generation ".count).prefix { $0.isNumber }
-        XCTAssertTrue(policyLine.hasPrefix("policy:    generation ") && policyLine.hasSuffix(", 1 apps")
+        XCTAssertTrue(policyLine.hasPrefix("policy:    generation ") && policyLine.hasSuffix(", 1 app, 1 warning")
                       && (Int(generation) ?? 0) >= 2, fixed.stdout)
+        XCTAssertTrue(fixed.lines.contains("policy warning: \(f.config):10: [App updater]: unknown key 'WLAN' "
+                                           + "(did you mean WWAN=?); ignored"), fixed.stdout)
         XCTAssertFalse(fixed.stdout.contains("policy error"), fixed.stdout)
     }
 
@@ -125,7 +129,7 @@ final class NetpermctlTests: IntegrationTestCase {
                 continue
             }
             let expected = [
-                String(l.index), l.name, l.kind, l.metered ? "yes" : "no", Self.state(l), l.defaultRouteV4 ? "v4" : "-",
+                String(l.index), l.name, l.kind, l.metered ? "yes" : "no", Self.state(l), l.defaultRouteV4 ? "ipv4" : "-",
                 l.metric.map(String.init) ?? "-", l.usable ? "yes" : "no",
             ] + (l.addresses.isEmpty ? ["-"] : [l.addresses[0]])
                 + (l.addresses.count > 1 ? ["+\(l.addresses.count - 1)"] : [])

@@ -324,7 +324,7 @@ final class PolicyVerdictTests: IntegrationTestCase {
         // netpermctl reload and RELOAD: one generation each.
         let reload = try ctl(["--socket", f.socket, "reload"])
         XCTAssertEqual(reload.status, 0, reload.summary)
-        XCTAssertEqual(reload.stdout, "policy reloaded: generation 3, 1 apps\n", reload.summary)
+        XCTAssertEqual(reload.stdout, "policy reloaded: generation 3, 1 app\n", reload.summary)
         XCTAssertEqual(try policyStatus(f.socket).generation, 3)
         let raw = try request(f.socket, "RELOAD")
         XCTAssertEqual(try JSONValue.bool(raw, "ok"), true, "\(raw)")
@@ -374,7 +374,7 @@ final class PolicyVerdictTests: IntegrationTestCase {
         try Self.updaterPolicy(wwan: "deny").write(toFile: good, atomically: true, encoding: .utf8)
         let ok = try ctl(["check", good])
         XCTAssertEqual(ok.status, 0, ok.summary)
-        XCTAssertEqual(ok.stdout, "\(good): ok (1 file, 1 apps, 2 interface overrides)\n", ok.summary)
+        XCTAssertEqual(ok.stdout, "\(good): ok (1 file, 1 app, 2 interface overrides)\n", ok.summary)
         XCTAssertEqual(ok.stderr, "", ok.summary)
 
         let bad = "\(dir)/bad.conf"

@@ -45,7 +45,7 @@ final class StackedLinkTests: IntegrationTestCase {
         let dir = try makeTempDir()
         let config = try writeConfig(Self.config, in: dir)
         let socket = "\(dir)/netpermd.sock"
-        try startDaemon(in: ns, socket: socket, config: config)
+        _ = try startDaemon(in: ns, socket: socket, config: config)
         let sub = try EvSubscriber(EvChannel.connect(socket, name: "subscriber"))
         return Setup(ns: ns, dir: dir, socket: socket, sub: sub)
     }

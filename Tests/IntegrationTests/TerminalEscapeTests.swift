@@ -108,7 +108,8 @@ final class TerminalEscapeTests: IntegrationTestCase {
             + #""sources":{"wifi":§,"wwan":"policy","ethernet":"policy","other":"policy"},"#
         let routedElsewhere = #""app":§,"matched_by":§,"available":false,"reason":"routed-elsewhere","via":null,"#
             + #""egress":{"ipv4":{"index":4,"name":§,"kind":§,"metered":true,"usable":true,"allowed":false},"#
-            + #""ipv6":null},"bind_to":{"index":3,"name":§,"kind":§,"metered":false},"# + kinds + identity
+            + #""ipv6":null},"bind_to":{"index":3,"name":§,"kind":§,"metered":false},"# + kinds
+            + #""enforced":false,"enforced_why":§,"# + identity
         let strange = #""app":§,"matched_by":§,"available":false,"reason":§,"#
             + #""via":{"index":3,"name":§,"kind":§,"metered":true},"# + kinds + identity
         let prompt = #""id":7,"app":§,"identity":{"pid":99,"uid":65534,"executable":§,"unit":§},"kind":§,"#
@@ -117,8 +118,13 @@ final class TerminalEscapeTests: IntegrationTestCase {
         let words = line.split(separator: " ").map(String.init)
         switch words.first ?? "" {
         case "STATUS":
+            // What issue 23 added to the human and terse outputs: the policy's warnings, enforcement's error.
+            let findings = #","warnings":1,"findings":[{"file":§,"line":3,"section":§,"severity":§,"message":§}]"#
+            let enforcement = #""enforcement":{"mode":§,"state":§,"error":§,"attempts":2,"#
+                + #""steering":{"state":§,"error":§}}"#
             return [fill(#"{"ok":true,"version":§,"ready":true,"agents":0,"links":1,"available":true,"primary":§,"#
-                + #""primary_kind":§,"egress":{"ipv4":null,"ipv6":null},"policy":{"# + policy + "}}")]
+                + #""primary_kind":§,"egress":{"ipv4":null,"ipv6":null},"policy":{"# + policy + findings + "},"
+                + enforcement + "}")]
         case "LINKS": return [fill(#"{"ok":true,"links":["# + link + "]}")]
         case "QUERY": return [fill(#"{"ok":true,"# + routedElsewhere + "}")]
         case "APPS": return [fill(#"{"ok":true,"apps":[{"# + routedElsewhere + "},{" + strange + "}]}")]
@@ -198,6 +204,11 @@ final class TerminalEscapeTests: IntegrationTestCase {
         assertSafe(check.stderr, "netpermctl check")
         XCTAssertTrue(check.stderr.contains(#"/\x1b[31m.conf:2: [Defaults]: bad value '\x1b[2K\x1b[1A\r"#),
                       check.stderr.debugDescription)
+        for flag in ["-t", "--json"] {
+            let r = try ctl([flag, "check", conf])
+            XCTAssertEqual(r.status, 1, r.summary.debugDescription)
+            assertSafe(r.stdout, "netpermctl \(flag) check")
+        }
 
         // The monitor, for people (all apps, then only the hostile one) and for scripts; it runs until killed.
         for (args, last) in [(["monitor"], "[6] netpermd is stopping"), (["monitor", hostile], "[6] netpermd is stopping"),

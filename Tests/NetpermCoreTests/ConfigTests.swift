@@ -24,11 +24,11 @@ final class ConfigTests: XCTestCase {
             return XCTFail("expected one error, got \(parsed.problems)", file: file, line: line)
         }
         XCTAssertEqual(error.path, path, file: file, line: line)
-        XCTAssertEqual(error.line, expectedLine, "wrong line for: \(error.message)", file: file, line: line)
+        XCTAssertEqual(error.line, expectedLine, "wrong line for: \(error.text)", file: file, line: line)
         for m in mentions {
-            XCTAssertTrue(error.message.contains(m), "'\(error.message)' should mention '\(m)'", file: file, line: line)
+            XCTAssertTrue(error.text.contains(m), "'\(error.text)' should mention '\(m)'", file: file, line: line)
         }
-        XCTAssertEqual(error.description, "\(path):\(expectedLine): \(error.message)", file: file, line: line)
+        XCTAssertEqual(error.description, "\(path):\(expectedLine): \(error.text)", file: file, line: line)
         XCTAssertEqual(parsed.failure, error.description, file: file, line: line)
     }
 

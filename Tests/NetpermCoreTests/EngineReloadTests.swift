@@ -33,13 +33,14 @@ final class EngineReloadTests: XCTestCase {
         let admin = h.connect(Peers.admin)
         h.policyFiles = [(path, policy + "\n[App x]\nUser=1\n")]
         let mark = h.steps.count
-        XCTAssertEqual(h.send(admin, "reload"), [#"{"ok":true,"generation":2,"apps":3}"#])
+        XCTAssertEqual(h.send(admin, "reload"), [#"{"ok":true,"generation":2,"apps":3,"warnings":0,"findings":[]}"#])
         let steps = h.steps[mark...].filter { !$0.hasPrefix("log") }
         XCTAssertEqual(steps, ["hold \(admin)", "notify reloading", "load-policy",
                                "notify ready(status: \"2 links, via eth0 (ethernet), 3 apps, policy gen 2\")",
                                "reply \(admin)", "resume \(admin)"])
         XCTAssertEqual(h.logged(containing: "policy generation 2: 3 apps").count, 1)
-        XCTAssertEqual(h.request(admin, "STATUS")["policy"], .object([("generation", 2), ("apps", 3), ("error", .null)]))
+        XCTAssertEqual(h.request(admin, "STATUS")["policy"], .object([("generation", 2), ("apps", 3), ("error", .null),
+                                                                     ("warnings", 0), ("findings", .array([]))]))
     }
 
     /// A bad policy: `policy-invalid` with the first error and how many more, every error logged, and the old
@@ -60,7 +61,37 @@ final class EngineReloadTests: XCTestCase {
         let q = h.request(admin, "QUERY curl")
         XCTAssertEqual(q["permissions"]?["wwan"], "allow", "the old policy")
         XCTAssertEqual(h.request(admin, "STATUS")["policy"],
-                       .object([("generation", 1), ("apps", 2), ("error", .string(message))]))
+                       .object([("generation", 1), ("apps", 2), ("error", .string(message)), ("warnings", 0),
+                                ("findings", .array([]))]))
+    }
+
+    /// Issue 23: a typo key was only in the log. RELOAD's reply and STATUS count and show the warnings of the policy
+    /// in force, as `netpermctl check` finds them; a failed reload keeps those of the policy still in force.
+    func testReloadAndStatusShowThePolicysWarnings() {
+        let h = harness()
+        let admin = h.connect(Peers.admin)
+        h.policyFiles = [(path, policy + "\nWWLAN=deny\n")]
+        let finding = JSON.object([("file", .string(path)), ("line", 7), ("section", "[App backup]"),
+                                   ("severity", "warning"),
+                                   ("message", "unknown key 'WWLAN' (did you mean WWAN=?); ignored")])
+        let reply = h.request(admin, "RELOAD")
+        XCTAssertEqual(reply, .object([("ok", true), ("generation", 2), ("apps", 2), ("warnings", 1),
+                                       ("findings", .array([finding]))]))
+        XCTAssertEqual(h.request(admin, "STATUS")["policy"]?["warnings"], 1)
+        XCTAssertEqual(h.request(admin, "STATUS")["policy"]?["findings"], .array([finding]))
+
+        h.policyFiles = [(path, policy + "\nWWLAN=deny\nWiFi=maybe\n")]
+        _ = h.requestError(admin, "RELOAD", .policyInvalid)
+        XCTAssertEqual(h.request(admin, "STATUS")["policy"]?["findings"], .array([finding]), "still in force")
+
+        // Beyond the parser's limit: every one counted, the first 100 shown.
+        h.policyFiles = [(path, policy + "\n" + (0..<150).map { "Unknown\($0)=1" }.joined(separator: "\n") + "\n")]
+        let many = h.request(admin, "RELOAD")
+        XCTAssertEqual(many["warnings"], 150)
+        XCTAssertEqual(many["findings"]?.arrayValue?.count, 100)
+        h.policyFiles = [(path, policy)]
+        XCTAssertEqual(h.request(admin, "RELOAD")["warnings"], 0)
+        XCTAssertEqual(h.request(admin, "STATUS")["policy"]?["findings"], .array([]))
     }
 
     /// Warnings never fail a load: each is logged at warning priority, and counted in the summary.
@@ -113,12 +144,12 @@ final class EngineReloadTests: XCTestCase {
         XCTAssertEqual(h.pendingPolicyLoads, 1, "one load at a time")
         h.disconnect(gone)
         h.completePolicyLoad()
-        XCTAssertEqual(h.take(a), [#"{"ok":true,"generation":2,"apps":2}"#])
+        XCTAssertEqual(h.take(a), [#"{"ok":true,"generation":2,"apps":2,"warnings":0,"findings":[]}"#])
         XCTAssertEqual(h.take(b), [], "asked while the first read was under way")
         XCTAssertEqual(h.pendingPolicyLoads, 1, "the second read, for all who asked meanwhile")
         h.completePolicyLoad()
-        XCTAssertEqual(h.take(b), [#"{"ok":true,"generation":3,"apps":2}"#])
-        XCTAssertEqual(h.take(c), [#"{"ok":true,"generation":3,"apps":2}"#])
+        XCTAssertEqual(h.take(b), [#"{"ok":true,"generation":3,"apps":2,"warnings":0,"findings":[]}"#])
+        XCTAssertEqual(h.take(c), [#"{"ok":true,"generation":3,"apps":2,"warnings":0,"findings":[]}"#])
         XCTAssertEqual(h.connections[gone]!.lines, [], "one that left is not answered")
         XCTAssertEqual(h.pendingPolicyLoads, 0, "nothing more asked, nothing more read")
         XCTAssertEqual(h.notifications.filter { $0 == .reloading }.count, 2, "RELOADING=1 for each read")

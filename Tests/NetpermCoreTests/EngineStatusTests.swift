@@ -41,7 +41,8 @@ final class EngineStatusTests: XCTestCase {
             ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null), ("usable", true)])),
             ("ipv6", .null),
         ]))
-        XCTAssertEqual(r["policy"], .object([("generation", 1), ("apps", 2), ("error", .null)]))
+        XCTAssertEqual(r["policy"], .object([("generation", 1), ("apps", 2), ("error", .null), ("warnings", 0),
+                                             ("findings", .array([]))]))
     }
 
     /// primary is where the kernel sends IPv4 traffic (else IPv6's), usable or not; egress says so per family, and
@@ -131,9 +132,11 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertTrue(expected?.hasSuffix(" (and 1 more error)") == true, expected ?? "")
         h.reload(policy: bad)
         XCTAssertEqual(h.request(c, "STATUS")["policy"],
-                       .object([("generation", 1), ("apps", 2), ("error", .string(expected ?? ""))]))
+                       .object([("generation", 1), ("apps", 2), ("error", .string(expected ?? "")), ("warnings", 0),
+                                ("findings", .array([]))]))
         h.reload(policy: policy + "\n[App x]\nUser=1\n")
-        XCTAssertEqual(h.request(c, "STATUS")["policy"], .object([("generation", 2), ("apps", 3), ("error", .null)]))
+        XCTAssertEqual(h.request(c, "STATUS")["policy"], .object([("generation", 2), ("apps", 3), ("error", .null),
+                                                                 ("warnings", 0), ("findings", .array([]))]))
     }
 
     /// A policy that fails at start-up: generation 0, no apps, and the error.

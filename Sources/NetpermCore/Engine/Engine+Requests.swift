@@ -162,7 +162,10 @@ extension Engine {
                 }
             }
         }
-        w.object("policy") { writePolicy(to: &$0) }
+        w.object("policy") {
+            writePolicy(to: &$0)
+            writeWarnings(to: &$0)
+        }
         w.object("enforcement") { writeEnforcement(to: &$0) }
     }
 
@@ -170,6 +173,13 @@ extension Engine {
         w.field("generation", state.policyGeneration)
         w.field("apps", state.config.apps.count)
         w.field("error", state.policyError)
+    }
+
+    /// The policy in force's warnings, as `netpermctl check` finds them: how many, and each (up to the parser's
+    /// limit). STATUS's `policy` and RELOAD's reply; events leave them out, they change only with a generation.
+    func writeWarnings(to w: inout JSONWriter) {
+        w.field("warnings", state.policyWarningCount)
+        w.objects("findings", state.policyWarnings) { $1.write(to: &$0) }
     }
 
     /// The app a request names: the caller's own, or (privileged callers only) one from the policy.

@@ -354,6 +354,8 @@ public final class Engine {
         classifications = [:]
         state.policyGeneration += 1
         state.policyError = nil
+        state.policyWarnings = result.warnings
+        state.policyWarningCount = result.warningCount
         // A --once decision holds until the policy changes.
         state.decisions.dropOnce()
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
@@ -554,6 +556,7 @@ public final class Engine {
                     w.field("ok", true)
                     w.field("generation", state.policyGeneration)
                     w.field("apps", state.config.apps.count)
+                    writeWarnings(to: &w)
                 }
             }
             out.append(.resume(id))

@@ -61,6 +61,25 @@ final class DefaultsSandbox: @unchecked Sendable {
         try text.write(toFile: root + path, atomically: false, encoding: .utf8)
     }
 
+    /// `netpermd` with no arguments at all (every default path), its output in `log`, stopped at the test's
+    /// teardown; returns once it answers `netpermctl ping` on its default socket.
+    func startDaemon(_ test: IntegrationTestCase, log: String) throws -> ChildProcess {
+        let daemon = try Subprocess.spawn(argv([test.netpermd]), stdin: .devNull, stdout: .appendFile(log),
+                                          stderr: .appendFile(log))
+        test.addTeardownBlock {
+            daemon.signal(SIGTERM)
+            if daemon.wait(timeout: 5) == nil { daemon.killAndReap() }
+        }
+        try test.waitUntil("netpermd answers on its default socket") {
+            if let s = daemon.poll() {
+                throw HarnessError("netpermd exited \(s): \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+            }
+            let r = try Subprocess.run(argv([test.netpermctl, "ping"]))
+            return (r.status == 0, r.summary)
+        }
+        return daemon
+    }
+
     /// Ends the holder; the namespace's mounts go with it.
     func close() {
         holder.killAndReap()

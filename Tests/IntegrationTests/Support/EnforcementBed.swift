@@ -1,5 +1,6 @@
 import Foundation
 import NetpermCore
+import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -129,5 +130,39 @@ final class EnforcementBed {
             throw HarnessError("no cgroup2 mount in /proc/self/mountinfo")
         }
         return root
+    }
+
+    /// A slice of the test's own at the hierarchy's root, `netpermtest-PID.slice`, where a test makes its units'
+    /// cgroups as systemd lays them out (`netpermtest-PID.slice/NAME.service`, level 2), so that it runs on a
+    /// machine without systemd's slices as on one with them. Made before the daemon starts (it finds slices when
+    /// it starts); removed at teardown, after what the test made in it (teardown blocks run last first).
+    /// Slices left by test processes that died before their teardown (`netpermtest-PID.slice` whose PID no longer
+    /// runs), with the empty cgroups in them.
+    static func removeLeftoverSlices() {
+        guard let root = try? cgroupRoot(),
+              let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return }
+        for name in names where name.hasPrefix("netpermtest-") && name.hasSuffix(".slice") {
+            guard let pid = pid_t(name.dropFirst("netpermtest-".count).dropLast(".slice".count)), pid != getpid(),
+                  kill(pid, 0) != 0 && errno == ESRCH else { continue }
+            let slice = root + "/" + name
+            for child in (try? FileManager.default.contentsOfDirectory(atPath: slice)) ?? []
+            where !child.contains(".") || child.hasSuffix(".service") || child.hasSuffix(".scope") {
+                rmdir(slice + "/" + child)
+            }
+            rmdir(slice)
+        }
+    }
+
+    static func makeTestSlice(_ test: IntegrationTestCase) throws -> String {
+        let slice = try cgroupRoot() + "/netpermtest-\(getpid()).slice"
+        guard mkdir(slice, 0o755) == 0 || errno == EEXIST else {
+            throw HarnessError("mkdir \(slice): \(String(cString: strerror(errno)))")
+        }
+        test.addTeardownBlock {
+            if rmdir(slice) != 0 && errno != ENOENT {
+                XCTFail("\(slice) is left behind: \(String(cString: strerror(errno)))")
+            }
+        }
+        return slice
     }
 }

@@ -37,6 +37,7 @@ class IntegrationTestCase: XCTestCase {
         // SIGPIPE would kill the whole test process when a command stops reading its stdin.
         Glibc.signal(SIGPIPE, SIG_IGN)
         TestNamespace.removeLeftovers()
+        EnforcementBed.removeLeftoverSlices()
     }
 
     override func setUpWithError() throws {

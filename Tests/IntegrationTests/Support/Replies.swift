@@ -45,6 +45,19 @@ enum JSONValue {
         }
         return o
     }
+
+    /// A reply's members, recursively, without their values (an array by its first element): what two replies
+    /// share when their values differ, a documented example and the daemon's reply.
+    static func shape(_ line: String) throws -> String {
+        func keys(_ v: Any) -> String {
+            if let o = v as? [String: Any] {
+                return "{" + o.keys.sorted().map { $0 + ":" + keys(o[$0]!) }.joined(separator: ",") + "}"
+            }
+            if let a = v as? [Any] { return "[" + (a.first.map(keys) ?? "") + "]" }
+            return "_"
+        }
+        return keys(try object(line))
+    }
 }
 
 /// One entry of a LINKS reply.

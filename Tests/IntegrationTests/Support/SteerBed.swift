@@ -46,7 +46,7 @@ final class SteerBed {
             try EnforcementBed.addVeth(name, in: ns, peerName: other, in: peer, subnet: n)
         }
         try addDefaults(wifi: true, wwan: true)
-        FileManager.default.createFile(atPath: seenPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: seenPath, contents: nil)
         let l = try Subprocess.spawn(["ip", "netns", "exec", peer.name, Self.python, "-c", Self.listener, seenPath],
                                      stdin: .devNull, stdout: .devNull, stderr: .devNull)
         test.addTeardownBlock { l.killAndReap() }
