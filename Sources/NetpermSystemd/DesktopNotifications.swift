@@ -69,9 +69,10 @@ public final class DesktopNotifications {
         guard let m, let userdata else { return 0 }
         var id: UInt32 = 0
         var key: UnsafePointer<CChar>?
-        guard sd_bus_message_read_basic(m, type("u"), &id) > 0, sd_bus_message_read_basic(m, type("s"), &key) > 0,
-              let key else { return 0 }
-        Unmanaged<Inbox>.fromOpaque(userdata).takeUnretainedValue().signals.append(.actionInvoked(id: id, key: String(cString: key)))
+        guard sd_bus_message_read_basic(m, BusMessage.type("u"), &id) > 0,
+              sd_bus_message_read_basic(m, BusMessage.type("s"), &key) > 0, let key else { return 0 }
+        let signal = Signal.actionInvoked(id: id, key: String(cString: key))
+        Unmanaged<Inbox>.fromOpaque(userdata).takeUnretainedValue().signals.append(signal)
         return 0
     }
 
@@ -79,8 +80,8 @@ public final class DesktopNotifications {
         guard let m, let userdata else { return 0 }
         var id: UInt32 = 0
         var reason: UInt32 = 0
-        guard sd_bus_message_read_basic(m, type("u"), &id) > 0, sd_bus_message_read_basic(m, type("u"), &reason) > 0
-        else { return 0 }
+        guard sd_bus_message_read_basic(m, BusMessage.type("u"), &id) > 0,
+              sd_bus_message_read_basic(m, BusMessage.type("u"), &reason) > 0 else { return 0 }
         Unmanaged<Inbox>.fromOpaque(userdata).takeUnretainedValue().signals.append(.closed(id: id, reason: reason))
         return 0
     }
@@ -92,9 +93,9 @@ public final class DesktopNotifications {
         defer { _ = sd_bus_message_unref(reply) }
         try call("GetCapabilities", reply: &reply) { _ in 0 }
         var caps: [String] = []
-        guard sd_bus_message_enter_container(reply, Self.type("a"), "s") > 0 else { return caps }
+        guard sd_bus_message_enter_container(reply, BusMessage.type("a"), "s") > 0 else { return caps }
         var s: UnsafePointer<CChar>?
-        while sd_bus_message_read_basic(reply, Self.type("s"), &s) > 0, let s { caps.append(String(cString: s)) }
+        while sd_bus_message_read_basic(reply, BusMessage.type("s"), &s) > 0, let s { caps.append(String(cString: s)) }
         return caps
     }
 
@@ -104,8 +105,9 @@ public final class DesktopNotifications {
         defer { _ = sd_bus_message_unref(reply) }
         guard (try? call("GetServerInformation", reply: &reply) { _ in 0 }) != nil else { return nil }
         var name: UnsafePointer<CChar>?, vendor: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?
-        guard sd_bus_message_read_basic(reply, Self.type("s"), &name) > 0, sd_bus_message_read_basic(reply, Self.type("s"), &vendor) > 0,
-              sd_bus_message_read_basic(reply, Self.type("s"), &version) > 0, let name else { return nil }
+        guard sd_bus_message_read_basic(reply, BusMessage.type("s"), &name) > 0,
+              sd_bus_message_read_basic(reply, BusMessage.type("s"), &vendor) > 0,
+              sd_bus_message_read_basic(reply, BusMessage.type("s"), &version) > 0, let name else { return nil }
         return String(cString: name) + (version.map { " " + String(cString: $0) } ?? "")
     }
 
@@ -116,37 +118,37 @@ public final class DesktopNotifications {
         var reply: OpaquePointer?
         defer { _ = sd_bus_message_unref(reply) }
         try call("Notify", reply: &reply) { m in
-            var r = Self.append(m, "s", appName)
+            var r = BusMessage.append(m, "s", appName)
             var replaces: UInt32 = 0
-            if r >= 0 { r = sd_bus_message_append_basic(m, Self.type("u"), &replaces) }
-            for s in [icon, summary, body] where r >= 0 { r = Self.append(m, "s", s) }
-            if r >= 0 { r = sd_bus_message_open_container(m, Self.type("a"), "s") }
+            if r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &replaces) }
+            for s in [icon, summary, body] where r >= 0 { r = BusMessage.append(m, "s", s) }
+            if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "s") }
             for a in actions where r >= 0 {
-                r = Self.append(m, "s", a.key)
-                if r >= 0 { r = Self.append(m, "s", a.label) }
+                r = BusMessage.append(m, "s", a.key)
+                if r >= 0 { r = BusMessage.append(m, "s", a.label) }
             }
             if r >= 0 { r = sd_bus_message_close_container(m) }
-            if r >= 0 { r = sd_bus_message_open_container(m, Self.type("a"), "{sv}") }
+            if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "{sv}") }
             if r >= 0 {
-                r = Self.hint(m, "urgency", "y") { m in
+                r = BusMessage.pair(m, "e", "urgency", "y") { m in
                     var u = urgency
-                    return sd_bus_message_append_basic(m, Self.type("y"), &u)
+                    return sd_bus_message_append_basic(m, BusMessage.type("y"), &u)
                 }
             }
             if r >= 0 {
-                r = Self.hint(m, "resident", "b") { m in
+                r = BusMessage.pair(m, "e", "resident", "b") { m in
                     var yes: Int32 = 1
-                    return sd_bus_message_append_basic(m, Self.type("b"), &yes)
+                    return sd_bus_message_append_basic(m, BusMessage.type("b"), &yes)
                 }
             }
-            if r >= 0 { r = Self.hint(m, "category", "s") { Self.append($0, "s", "network") } }
+            if r >= 0 { r = BusMessage.pair(m, "e", "category", "s") { BusMessage.append($0, "s", "network") } }
             if r >= 0 { r = sd_bus_message_close_container(m) }
             var never: Int32 = 0
-            if r >= 0 { r = sd_bus_message_append_basic(m, Self.type("i"), &never) }
+            if r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("i"), &never) }
             return r
         }
         var id: UInt32 = 0
-        guard sd_bus_message_read_basic(reply, Self.type("u"), &id) > 0 else {
+        guard sd_bus_message_read_basic(reply, BusMessage.type("u"), &id) > 0 else {
             throw Failure(description: "\(Self.name) answered Notify without an id")
         }
         return id
@@ -158,7 +160,7 @@ public final class DesktopNotifications {
         defer { _ = sd_bus_message_unref(reply) }
         try call("CloseNotification", reply: &reply) { m in
             var id = id
-            return sd_bus_message_append_basic(m, Self.type("u"), &id)
+            return sd_bus_message_append_basic(m, BusMessage.type("u"), &id)
         }
     }
 
@@ -191,21 +193,4 @@ public final class DesktopNotifications {
             throw Failure(description: "\(Self.name).\(method) on \(address): \(why)")
         }
     }
-
-    /// One `{sv}` of the hints.
-    private static func hint(_ m: OpaquePointer, _ name: String, _ signature: String, _ value: (OpaquePointer) -> Int32) -> Int32 {
-        var r = sd_bus_message_open_container(m, type("e"), "sv")
-        if r >= 0 { r = append(m, "s", name) }
-        if r >= 0 { r = sd_bus_message_open_container(m, type("v"), signature) }
-        if r >= 0 { r = value(m) }
-        if r >= 0 { r = sd_bus_message_close_container(m) }
-        if r >= 0 { r = sd_bus_message_close_container(m) }
-        return r
-    }
-
-    private static func append(_ m: OpaquePointer, _ t: Unicode.Scalar, _ s: String) -> Int32 {
-        s.withCString { sd_bus_message_append_basic(m, type(t), $0) }
-    }
-
-    private static func type(_ t: Unicode.Scalar) -> CChar { CChar(UInt8(ascii: t)) }
 }

@@ -51,7 +51,8 @@ enum Agent {
                     switch why {
                     case "prompt-expired": clear("prompt \(id) for \(app) expired unanswered: nothing was stored")
                     case "prompt-answered": clear("prompt \(id) for \(app) was answered elsewhere")
-                    case "prompt-withdrawn": clear("prompt \(id) for \(app) was withdrawn: the process that asked has exited")
+                    case "prompt-withdrawn":
+                        clear("prompt \(id) for \(app) was withdrawn: the process that asked has exited")
                     default: clear("prompt \(id) for \(app) is no longer open")
                     }
                 case .stopping:

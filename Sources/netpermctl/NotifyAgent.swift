@@ -48,11 +48,12 @@ enum NotifyAgent {
             let t = p.forTerminal
             let choices = PromptText.choices(t)
             let body = markup(PromptText.question(t) + ".\nAllow once: " + PromptText.onceUntil(t) + ".")
+            // The notification itself (its default action) answers "once": a stray click allows no more than that.
+            let once = choices.first { $0.choice == .once }?.label ?? PromptChoice.once.rawValue
+            let actions = [("default", once)] + choices.map { ($0.choice.rawValue, $0.label) }
             do {
                 let id = try notes.notify(appName: "netpermd", icon: "network-wireless", summary: PromptText.summary(t),
-                                          body: body,
-                                          actions: [("default", choices[2].label)] + choices.map { ($0.choice.rawValue, $0.label) },
-                                          urgency: 2)
+                                          body: body, actions: actions, urgency: 2)
                 shown.prompts[id] = p
                 shown.byPrompt[p["id"]?.intValue ?? 0] = id
                 Screen.out("prompt \(t["id"]?.intValue ?? 0) for \(t["app"]?.stringValue ?? "?"): notification \(id)\n")

@@ -21,7 +21,7 @@ final class PromptTests: IntegrationTestCase {
 
     /// Only wwan0 (a veth end classified wwan by the config) is up with a default route; `asker` may use
     /// WWAN only if someone says so.
-    private func makeSetup(promptTimeout: Int = 30, secondApp: Bool = false, userDecisions: Bool = true) throws -> Setup {
+    func makeSetup(promptTimeout: Int = 30, secondApp: Bool = false, userDecisions: Bool = true) throws -> Setup {
         let ns = try makeNamespace()
         try ns.addVethPair("wwan0", peer: "wwan0p")
         let dir = try makeTempDir()
@@ -65,7 +65,7 @@ final class PromptTests: IntegrationTestCase {
     }
 
     /// The app running on: its own socat, kept until the test ends, so its prompt stays open.
-    private func runningAsker(_ s: Setup, _ program: String? = nil) throws -> HeldAsker {
+    func runningAsker(_ s: Setup, _ program: String? = nil) throws -> HeldAsker {
         try HeldAsker(self, [program ?? s.asker, "-t", "60", "-", "UNIX-CONNECT:\(s.socket)"])
     }
 

@@ -7,33 +7,12 @@ import Glibc
 /// `netpermctl agent` on a real terminal (tmux, a server of the test's own, read with capture-pane): one key answers
 /// and the question says which keys; a prompt that expires is taken off the screen; a key that crosses the expiry is
 /// refused by the daemon and stores nothing; an agent killed mid-question leaves the prompt open for the next.
-final class TerminalAgentTests: IntegrationTestCase {
-    func testOneKeyAnswersAnExpiredPromptIsClearedAndALateKeyIsRefused() throws {
+extension PromptTests {
+    func testTheTerminalAgentUnderTmux() throws {
         _ = try Repository.requireTool("tmux", package: "tmux")
-        let ns = try makeNamespace()
-        try ns.addVethPair("wwan0", peer: "wwan0p")
-        let dir = try makeTempDir()
-        chmod(dir, 0o755)
-        let asker = try copyExecutable(Subprocess.resolve("socat"), to: dir, as: "asker")
-        let config = try writeConfig("""
-            [Interface wwan0]
-            Kind=wwan
-
-            [App asker]
-            Executable=\(asker)
-            WWAN=ask
-
-            [Defaults]
-            PromptTimeoutSec=2
-
-            """, in: dir)
-        let socket = dir + "/netpermd.sock"
-        _ = try startDaemon(in: ns, socket: socket, config: config)
-        try ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
-        try ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0")
-        try waitForLinks(socket, "wwan0 is usable") { $0[name: "wwan0"]?.usable == true }
-        let decisions = dir + "/state/decisions.conf"
-        func stored() -> String { (try? String(contentsOfFile: decisions, encoding: .utf8)) ?? "" }
+        let s = try makeSetup(promptTimeout: 2)
+        let socket = s.socket, asker = s.asker, dir = s.dir
+        func stored() -> String { (try? String(contentsOfFile: s.decisionsFile, encoding: .utf8)) ?? "" }
 
         // A tmux server of the test's own (its socket in the test's directory), one wide window.
         let server = dir + "/tmux.sock"
@@ -65,7 +44,7 @@ final class TerminalAgentTests: IntegrationTestCase {
 
         var agent = try startAgent()
         try waitForScreen("the agent waits") { $0.contains("waiting for prompts") }
-        let app = try HeldAsker(self, [asker, "-t", "60", "-", "UNIX-CONNECT:\(socket)"])
+        let app = try runningAsker(s)
 
         // One key, no Enter: the question says which.
         XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")

@@ -5,18 +5,9 @@ import XCTest
 /// ANSWER with the phone's choices, refused once the prompt has closed (so a late answer stores nothing), withdrawn
 /// when every process that asked has exited.
 final class EngineAnswerTests: XCTestCase {
-    /// maps asks on WWAN and on metered links; nav only on Wi-Fi.
-    private let policy = """
-    [Defaults]
-    PromptTimeoutSec=10
-    [App maps]
-    Executable=/usr/bin/maps
-    WWAN=ask
-    Metered=ask
-    [App nav]
-    Executable=/usr/bin/nav
-    WiFi=ask
-    """
+    /// EnginePromptTests' policy, maps asking on metered links too (it asks on WWAN by [Defaults]).
+    private let policy = EnginePromptTests.policy.replacingOccurrences(of: "Executable=/usr/bin/maps\n",
+                                                                       with: "Executable=/usr/bin/maps\nMetered=ask\n")
 
     private let maps = makePeer(uid: 1000, exe: "/usr/bin/maps", pid: 500)
 

@@ -4,7 +4,7 @@ import XCTest
 /// Prompts and agents (PROTOCOL.md, "Prompts"): an undecided `ask` is a deny while no agent listens, and a prompt
 /// per app and kind while one does; prompts expire, or close when DECIDE answers them.
 final class EnginePromptTests: XCTestCase {
-    private let policy = """
+    static let policy = """
     [Defaults]
     PromptTimeoutSec=10
     [App maps]
@@ -22,7 +22,7 @@ final class EnginePromptTests: XCTestCase {
     private let rootMaps = makePeer(uid: 0, exe: "/usr/bin/maps", pid: 650)
 
     private func harness(_ links: [Link] = [Links.wwan], agents: Bool = false) -> EngineHarness {
-        EngineHarness(policy: policy, links: links, agents: agents)
+        EngineHarness(policy: Self.policy, links: links, agents: agents)
     }
 
     private func noAgentLine(_ app: String, _ kind: String) -> String {
@@ -149,7 +149,7 @@ final class EnginePromptTests: XCTestCase {
         let agent = h.connect(Peers.admin)
         _ = h.subscribe(agent, "prompts")
         XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 1)
-        h.reload(policy: policy.replacingOccurrences(of: "[Defaults]\n", with: "[Defaults]\nAdminGroup=wheel\n"))
+        h.reload(policy: Self.policy.replacingOccurrences(of: "[Defaults]\n", with: "[Defaults]\nAdminGroup=wheel\n"))
         XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 0)
         XCTAssertEqual(h.request(h.connect(), "QUERY maps")["sources"]?["wwan"], "no-agent")
         _ = h.request(h.connect(Peers.maps), "QUERY")
@@ -204,7 +204,7 @@ final class EnginePromptTests: XCTestCase {
 
     /// `[Defaults] UserDecisions=no`: PROMPTS is for root and the admin group only.
     func testPromptsIsPrivilegedWithoutUserDecisions() {
-        let h = EngineHarness(policy: policy.replacingOccurrences(of: "[Defaults]\n", with: "[Defaults]\nUserDecisions=no\n"),
+        let h = EngineHarness(policy: Self.policy.replacingOccurrences(of: "[Defaults]\n", with: "[Defaults]\nUserDecisions=no\n"),
                               links: [Links.wwan])
         XCTAssertEqual(h.requestError(h.connect(Peers.curl), "PROMPTS", .permissionDenied),
                        "PROMPTS needs root or membership of group 'netperm' ([Defaults] UserDecisions=no: users do not "
