@@ -274,7 +274,10 @@ install-files:
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
 
 # Leaves /etc/netpermd (the administrator's policy) and /var/lib/netpermd (decisions) in place.
+# A stopped daemon leaves its enforcement rules in force (a restart must not open them): uninstalling removes them,
+# with the daemon's own `--remove-rules`, unless staging into a DESTDIR.
 uninstall:
+	@if [ -z "$(DESTDIR)" ] && [ -x $(BINDIR)/netpermd ]; then $(BINDIR)/netpermd --remove-rules || true; fi
 	rm -f $(BINDIR)/netpermd $(BINDIR)/netpermctl
 	rm -f $(UNITDIR)/netpermd.service $(UNITDIR)/netpermd.socket
 	rm -f $(USERUNITDIR)/netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service

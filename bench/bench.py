@@ -567,6 +567,10 @@ class Bench:
         self.stop(big)
         self.results["big_policy"] = out
 
+    def remove_rules(self):
+        """A stopped daemon leaves its rules in force: `netpermd --remove-rules` takes them out."""
+        run(["ip", "netns", "exec", self.ns, os.path.join(self.bin, "netpermd"), "--remove-rules"])
+
     def nft_table_loaded(self):
         return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd"], check=False).returncode == 0
 
@@ -830,8 +834,8 @@ class Bench:
 
     def bench_enforcement(self):
         """10: an allowed app's TCP bulk and 64-byte datagrams to another namespace with Mode=block and a 10,000-app
-        policy in force (its uid maps full), against the same with no rules (the daemon stopped cleanly removes its
-        table). In cycles: each measures both sides back to back, the order turning each cycle (with, without;
+        policy in force (its uid maps full), against the same with no rules (the daemon stopped, then its table
+        removed by `netpermd --remove-rules`, and with it the connection tracking its rules needed). In cycles: each measures both sides back to back, the order turning each cycle (with, without;
         without, with; ...), so that the machine's drift falls on both; the figure is the median of the cycles'
         ratios, not a ratio of medians taken minutes apart."""
         c = self.c
@@ -865,6 +869,7 @@ class Bench:
                 cycle["on"] = measure()
                 self.stop(d)
                 os.unlink(sock) if os.path.exists(sock) else None
+                self.remove_rules()
                 if self.nft_table_loaded():
                     raise BenchError("the table is still loaded after netpermd stopped")
             cycles.append(cycle)

@@ -243,7 +243,7 @@ final class World {
             case let .armTimer(id, usec): rest.append("arm \(id) \(usec)")
             case let .cancelTimer(id): rest.append("cancel \(id)")
             case .loadPolicy: rest.append("load-policy")
-            case let .loadRules(script, report, _): rest.append("load-rules \(report) " + script)
+            case let .loadRules(scripts, report, _): rest.append("load-rules \(report) " + scripts.joined(separator: "\n--\n"))
             case let .steer(plan): rest.append(plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)")
             case let .watchExit(pid): rest.append("watch \(pid)")
             case let .unwatchExit(pid): rest.append("unwatch \(pid)")
@@ -338,9 +338,9 @@ final class World {
                 require(!status.utf8.contains(0x0A), "a STATUS= with a newline: \(status)")
             case .reloading, .stopping: break
             }
-        case let .loadRules(script, report, inForce):
+        case let .loadRules(scripts, report, inForce):
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
-            require(!script.isEmpty && !inForce.isEmpty, "an empty ruleset")
+            require(!scripts.isEmpty && !scripts.contains(where: \.isEmpty) && !inForce.isEmpty, "an empty ruleset")
             if report { queue.append(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .steer(plan):
             // A plan's marks name only the tables it has rules for.

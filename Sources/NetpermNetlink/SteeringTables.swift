@@ -91,11 +91,16 @@ public final class SteeringTables {
         frh.family = UInt8(r.family == .ipv4 ? AF_INET : AF_INET6)
         frh.action = UInt8(FR_ACT_TO_TBL)
         frh.table = UInt8(RT_TABLE_UNSPEC.rawValue)
+        let source = r.source.flatMap { Self.bytes($0, r.family) }
+        if let source { frh.src_len = UInt8(source.count * 8) }
         let flags = add ? NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL : NLM_F_ACK
         do throws(NetlinkError) {
             try withUnsafeBytes(of: &frh) { b throws(NetlinkError) in
                 try queries.request(type: Int32(add ? RTM_NEWRULE : RTM_DELRULE), flags: flags, body: b, attributes: { msg in
-                    var e = nla_put_u32(msg, Int32(FRA_PRIORITY), SteeringPlan.rulePriority)
+                    var e = nla_put_u32(msg, Int32(FRA_PRIORITY), r.priority)
+                    if e >= 0, let source {
+                        e = source.withUnsafeBytes { nla_put(msg, Int32(FRA_SRC), Int32($0.count), $0.baseAddress) }
+                    }
                     if e >= 0 { e = nla_put_u32(msg, Int32(FRA_FWMARK), r.mark) }
                     if e >= 0 { e = nla_put_u32(msg, Int32(FRA_FWMASK), 0xFFFF_FFFF) }
                     if e >= 0 { e = nla_put_u32(msg, Int32(FRA_TABLE), r.table) }
@@ -153,7 +158,13 @@ public final class SteeringTables {
                           oif: oif, gateway: gateway, source: source, metric: metric, scope: m.rtm_scope)
     }
 
-    /// Steering's rules: at its priority, a mark, a table.
+    /// An address's bytes (inet_pton), nil for text that is none of `family`'s.
+    static func bytes(_ text: String, _ family: AddressFamily) -> [UInt8]? {
+        var b = [UInt8](repeating: 0, count: family == .ipv4 ? 4 : 16)
+        return inet_pton(family == .ipv4 ? AF_INET : AF_INET6, text, &b) == 1 ? b : nil
+    }
+
+    /// Steering's rules: at its priorities, a mark, a table, and for a source rule one address.
     static func rule(_ h: UnsafeMutablePointer<nlmsghdr>) -> SteerRule? {
         guard nlmsg_valid_hdr(h, Int32(MemoryLayout<fib_rule_hdr>.size)) != 0 else { return nil }
         let f = nlmsg_data(h).assumingMemoryBound(to: fib_rule_hdr.self).pointee
@@ -163,7 +174,7 @@ public final class SteeringTables {
         case AF_INET6: family = .ipv6
         default: return nil
         }
-        var table = UInt32(f.table), priority: UInt32 = 0, mark: UInt32?
+        var table = UInt32(f.table), priority: UInt32 = 0, mark: UInt32?, source: String?
         var attr = nlmsg_attrdata(h, Int32(MemoryLayout<fib_rule_hdr>.size))
         var left = nlmsg_attrlen(h, Int32(MemoryLayout<fib_rule_hdr>.size))
         while let a = attr, nla_ok(a, left) != 0 {
@@ -171,11 +182,19 @@ public final class SteeringTables {
             case UInt32(FRA_TABLE): table = nla_get_u32(a)
             case UInt32(FRA_PRIORITY): priority = nla_get_u32(a)
             case UInt32(FRA_FWMARK): mark = nla_get_u32(a)
+            case UInt32(FRA_SRC):
+                source = KernelTables.text(Array(UnsafeRawBufferPointer(start: nla_data(a), count: Int(nla_len(a)))), family)
             default: break
             }
             attr = nla_next(a, &left)
         }
-        guard priority == SteeringPlan.rulePriority, let mark else { return nil }
-        return SteerRule(family: family, mark: mark, table: table)
+        guard let mark else { return nil }
+        switch priority {
+        case SteeringPlan.rulePriority: return source == nil ? SteerRule(family: family, mark: mark, table: table) : nil
+        case SteeringPlan.sourceRulePriority:
+            guard let source, Int(f.src_len) == (family == .ipv4 ? 32 : 128) else { return nil }
+            return SteerRule(family: family, mark: mark, table: table, source: source)
+        default: return nil
+        }
     }
 }

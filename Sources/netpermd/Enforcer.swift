@@ -28,26 +28,37 @@ final class Enforcer {
 
     init(loop: EventLoop) { self.loop = loop }
 
-    /// Runs the script as one transaction; nil, or why it failed. `inForce`: the whole ruleset it leads to, loaded
-    /// again should another process change the table (the script itself may change only part of it).
-    func load(_ script: String, inForce whole: String? = nil) -> String? {
-        // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
-        // that Mode=off never loads libnftables.
-        if script == Ruleset.removal, nft == nil {
-            switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: Ruleset.table) }) {
-            case .success(false?): return nil
-            case .success(nil): return "not permitted to look at nftables"
+    /// Runs the transactions in order, stopping at the first that fails; nil, or why it failed. `whole`: the whole
+    /// ruleset they lead to, loaded again should another process change the table (they may change only part of
+    /// it). A whole ruleset is handed over from the table in force, if there is one (`Ruleset.wholeLoad`).
+    func load(_ transactions: [String], inForce whole: String) -> String? {
+        let removal = whole == Ruleset.removal
+        var scripts = transactions
+        if removal, nft == nil {
+            // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
+            // that Mode=off never loads libnftables.
+            switch Result(catching: { () throws(Errno) in try Self.tables() }) {
+            case .success((false?, false?)): return nil
+            case .success((nil, _)), .success((_, nil)): return "not permitted to look at nftables"
             case let .failure(e): return "cannot ask nftables: \(e)"
-            case .success(true?): break
+            case .success: break
             }
+        } else if !removal, transactions == [whole] {
+            // Unknown answers take the handover: it is right whatever is there.
+            let (table, handover) = (try? Self.tables()) ?? (nil, nil)
+            scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true)
         }
         // Out of the nftables group meanwhile: the kernel builds no notification of our own changes, and the
         // generation tells whether another process committed in between.
         monitor?.quiet()
         var failure: String?
+        var commits: UInt32 = 0
         do {
             if nft == nil { nft = try Nftables() }
-            try nft!.run(script)
+            for script in scripts {
+                try nft!.run(script)
+                commits += 1
+            }
             // Looked up once libnftables' socket surely exists (after its first transaction).
             if ownPortIDs.isEmpty {
                 ownPortIDs = NftablesMonitor.ownPortIDs()
@@ -56,19 +67,19 @@ final class Enforcer {
         } catch {
             failure = "\(error)"
         }
-        if monitor?.listen(ownCommits: failure == nil ? 1 : 0) == true {
+        if monitor?.listen(ownCommits: commits) == true {
             // Repaired on the next pass of the loop, once this load is accounted for.
             repairSoon()
         }
         // libnftables keeps what it last loaded as its cache until the next run: for a whole table of 10,000 apps
         // about 40 MB. The context goes with it (a new one costs a millisecond), and the heap is given back.
-        if whole == nil || whole == script {
+        if transactions == [whole] {
             nft = nil
             ownPortIDs = []
             Heap.releaseFree()
         }
         if let failure { return failure }
-        if script == Ruleset.removal {
+        if removal {
             inForce = nil
             repairTimer?.cancel()
             repairTimer = nil
@@ -76,7 +87,7 @@ final class Enforcer {
             nflog = nil
             return nil
         }
-        inForce = whole ?? script
+        inForce = whole
         if nflog == nil {
             do {
                 nflog = try NflogReader(loop: loop, group: Ruleset.logGroup)
@@ -106,6 +117,11 @@ final class Enforcer {
         return nil
     }
 
+    /// Whether the kernel has the table and a handover's table (nil where it would not say).
+    private static func tables() throws(Errno) -> (table: Bool?, handover: Bool?) {
+        (try NftablesTable.exists(name: Ruleset.table), try NftablesTable.exists(name: Ruleset.handoverTable))
+    }
+
     /// Another process committed while the daemon's own transaction ran: it may have touched the table.
     private func repairSoon() {
         guard repairTimer == nil else { return }
@@ -129,7 +145,7 @@ final class Enforcer {
         let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") }
             ?? (during ? "another process (it committed during the daemon's own load)" : "another process (events were lost)")
         Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
-        if let error = load(rules) {
+        if let error = load([rules], inForce: rules) {
             Log.err("enforcement: loading the rules again failed: \(error)")
             repairFailed(error)
         }

@@ -120,10 +120,10 @@ final class Interpreter: ControlDelegate {
             case .stopping: Notify.send("STOPPING=1")
             }
         case let .log(priority, message): Log.emit(priority.rawValue, message)
-        case let .loadRules(script, report, inForce):
+        case let .loadRules(scripts, report, inForce):
             let start = Clock.monotonicMicroseconds()
-            let error = enforcer.load(script, inForce: inForce)
-            Log.debug("enforcement: nft transaction of \(script.utf8.count) bytes took "
+            let error = enforcer.load(scripts, inForce: inForce)
+            Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
                 + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {
                 queue.append(.rulesLoaded(error: error))

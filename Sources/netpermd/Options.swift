@@ -21,11 +21,13 @@ struct Options {
     var maxConnections = 16384
     /// Connections at once per uid other than root and the daemon's own.
     var maxConnectionsPerUID = 256
+    /// `--remove-rules`: remove what enforcement left in the kernel and exit.
+    var removeRules = false
 
     static let usage = """
         usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
                         [--proc PATH] [--run PATH] [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--max-connections N]
-                        [--max-connections-per-uid N] [--version] [--help]
+                        [--max-connections-per-uid N] [--remove-rules] [--version] [--help]
           --socket PATH      control socket (default /run/netpermd/netpermd.sock)
           --config PATH      configuration file (default /etc/netpermd/netpermd.conf; drop-ins in PATH.d/*.conf)
           --state-dir PATH   where decisions are kept (default /var/lib/netpermd)
@@ -41,6 +43,8 @@ struct Options {
                              leaves room for); others get a too-many-connections error
           --max-connections-per-uid N  clients one uid may have at once (default 256; root and the daemon's
                              own uid are not limited)
+          --remove-rules     remove what enforcement left in the kernel (the nft table, steering's routing
+                             rules and tables; a stopped daemon leaves them in force) and exit
           --version          print the version and exit
           -h, --help         print this help and exit
         """
@@ -83,6 +87,7 @@ struct Options {
                     return .exit(2, "netpermd: \(a) takes a positive number\n")
                 }
                 if a == "--max-connections" { o.maxConnections = n } else { o.maxConnectionsPerUID = n }
+            case "--remove-rules": o.removeRules = true
             case "--version": return .exit(0, "netpermd \(DaemonState.version)\n")
             case "-h", "--help": return .exit(0, usage + "\n")
             default: return .exit(2, "netpermd: unknown argument '\(a)'\n" + usage + "\n")

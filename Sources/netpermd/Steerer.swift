@@ -93,6 +93,17 @@ final class Steerer {
         return syncTables(plan, addsOnly: false)
     }
 
+    /// Removes steering's routing rules and tables, whoever left them (`netpermd --remove-rules`); how many.
+    static func removeLeftovers() -> Result<Int, NetlinkError> {
+        Result { () throws(NetlinkError) -> Int in
+            let tables = try SteeringTables()
+            let now = try tables.read()
+            let diff = SteeringDiff(plan: nil, main: now.main, tables: now.tables, rules: now.rules)
+            try tables.apply(diff)
+            return diff.deleteRules.count + diff.deleteRoutes.count
+        }
+    }
+
     /// Reads what is in the kernel and applies the difference (only its additions with `addsOnly`).
     private func syncTables(_ plan: SteeringPlan?, addsOnly: Bool) -> String? {
         do {

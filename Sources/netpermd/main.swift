@@ -25,6 +25,7 @@ func run() -> Int32 {
         return code
     }
     Log.maxPriority = options.logLevel.rawValue
+    if options.removeRules { return RuleRemoval.run() }
     Heap.useOneArena()
     Signals.ignore(SIGPIPE)
     // Block the signals the loop handles before the socket exists: a SIGTERM during start-up then waits for

@@ -7,7 +7,8 @@ import Glibc
 /// [Enforcement] Mode=block against the real kernel: the real daemon in a namespace of its own loads its nft table
 /// there, and clients (by uid with setpriv, by cgroup) see connect() and sendto() fail at once on a link of a
 /// kind their app may not use, for IPv4 and IPv6; links re-created or new, cgroups re-created, a foreign flush,
-/// Mode=off, a clean stop, a kill and a restart. Nothing here touches the host's ruleset.
+/// Mode=off, a stop and a kill (both leave the rules), a restart, `--remove-rules`. Nothing here touches the host's
+/// ruleset.
 final class EnforcementTests: IntegrationTestCase {
     static let policy = """
         [Enforcement]
@@ -249,7 +250,7 @@ final class EnforcementTests: IntegrationTestCase {
         assertBlocked(try bed.probe(uid: 4003, link: "wwan0"), "pending, then denied")
         XCTAssertEqual(try handle(), before, "the table was changed, not replaced")
         XCTAssertFalse(try bed.table()?.contains("netpermd:pending:wwan") ?? true, "the pending chain went")
-        XCTAssertTrue(d.log.contains("(changes only: 4 elements, 1 chains)"), d.log)
+        XCTAssertTrue(d.log.contains("(changes only: 8 elements, 1 chains)"), "their uids' and their tags': " + d.log)
     }
 
     /// The daemon's own loads of the whole table (hundreds of chains and elements, far more notifications than
@@ -294,15 +295,23 @@ final class EnforcementTests: IntegrationTestCase {
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "block again")
     }
 
-    /// A clean stop removes the table; SIGKILL leaves the last rules in force (fail closed); a restart replaces
-    /// them in one transaction; a restart with Mode=off removes what a killed daemon left.
+    /// A stop (SIGTERM: a restart, an upgrade) and SIGKILL leave the last rules in force (fail closed); the next
+    /// start takes them over; `netpermd --remove-rules` and a start with Mode=off remove them.
     func testStopKillAndRestart() throws {
         try bed.addLink("wwan0", subnet: 71)
         var d = try start()
         try waitForPeer("wwan0")
         stopDaemon(d)
-        XCTAssertNil(try bed.table(), "a clean stop removes the table")
-        XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "stopped: nothing enforced")
+        XCTAssertNotNil(try bed.table(), "a stop leaves the table")
+        assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "stopped")
+        XCTAssertTrue(d.log.contains("the rules stay in force until the next start"), d.log)
+        let removed = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", netpermd, "--remove-rules"])
+        XCTAssertEqual(removed.status, 0, removed.summary)
+        XCTAssertEqual(removed.stdout, "netpermd: removed table inet netpermd\n")
+        XCTAssertNil(try bed.table(), "--remove-rules removes the table")
+        XCTAssertTrue(try bed.probe(uid: 4001, link: "wwan0").passed, "removed: nothing enforced")
+        XCTAssertEqual(try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", netpermd, "--remove-rules"]).stdout,
+                       "netpermd: no rules to remove\n")
 
         d = try start()
         d.forceStop()

@@ -310,6 +310,41 @@ final class RealSystemdTests: IntegrationTestCase {
         XCTAssertEqual(inUnit.lines.last, "EPERM", "a process of npt-client.service, out of wwan0: \(inUnit.summary)")
         let outside = try sd.check(["python3", "-c", script])
         XCTAssertEqual(outside.lines.last, "ok", "root, in no [App]: \(outside.summary)")
+
+        // A sender in the unit that never stops, across `systemctl restart` (what every upgrade does) and a stop and
+        // start: the rules stay in force until the next process has its own, so wwan0's far end sees nothing of
+        // it. Before, a restart let about 120 datagrams out over 380 ms. (The gateway gets a neighbour entry, so
+        // that what passes is sent.)
+        try sd.check(["ip", "neigh", "replace", "10.2.0.2", "lladdr", "02:00:00:00:00:02", "dev", "wwan0", "nud", "permanent"])
+        let sniffer = try Sniffer(self, in: sd.namespace, interface: "wwan0p", sources: ["10.2.0.1"], dir: try makeTempDir())
+        let sender = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a", "sh", "-c",
+                                           #"echo $$ > /sys/fs/cgroup/system.slice/npt-client.service/cgroup.procs && exec python3 -c "$0""#,
+                                           "import socket\nu = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nwhile True:\n"
+                                           + "    try: u.sendto(b'leak', ('192.0.2.1', 9))\n    except OSError: pass\n"],
+                                          stdin: .devNull, stdout: .devNull, stderr: .devNull)
+        addTeardownBlock { sender.killAndReap() }
+        func enforcing() throws {
+            try waitUntil("STATUS says enforcing", timeout: 10, interval: 0.05) {
+                let e = try self.daemonStatus(sd)["enforcement"] as? [String: Any]
+                return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
+            }
+        }
+        try sd.check(["systemctl", "restart", "netpermd.service"])
+        try enforcing()
+        try sd.check(["systemctl", "stop", "netpermd.service"])
+        XCTAssertEqual(try sd.run(["nft", "list", "table", "inet", "netpermd"]).status, 0, "a stop leaves the rules")
+        try sd.check(["systemctl", "start", "netpermd.service"])
+        try enforcing()
+        XCTAssertNil(sender.poll(), "the sender ran all along")
+        sender.killAndReap()
+        // Root's datagram after it: everything before it was judged.
+        try waitUntil("the sniffer sees root's datagram") {
+            _ = try sd.run(["python3", "-c", "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'end', ('192.0.2.1', 10))"])
+            return (sniffer.packets.contains { $0.destinationPort == 10 }, "")
+        }
+        let leaked = sniffer.packets.filter { $0.destinationPort == 9 }
+        XCTAssertEqual(leaked.count, 0, "the unit's datagrams on wwan0's far end across a restart and a stop: "
+                       + leaked.prefix(3).map(\.description).joined(separator: "; "))
         try sd.check(["systemctl", "stop", "npt-client.service"])
         // The daemon's own loads are its own, in a pid namespace too (the kernel names the init namespace's pid).
         let journal = try sd.journal(unit: "netpermd.service")
@@ -345,9 +380,14 @@ final class RealSystemdTests: IntegrationTestCase {
         let outside = try sd.check(["python3", "-c", script])
         XCTAssertEqual(outside.lines.last, "0x0 10.2.0.1", "root, in no [App]: unmarked, wwan0's address: \(outside.summary)")
         XCTAssertTrue(try sd.check(["ip", "rule"]).stdout.contains("fwmark 0x6e70001d lookup 28269"))
-        try sd.check(["systemctl", "stop", "npt-client.service"])
+        // A stop (the service's, while its app's unit runs) leaves the rules, the tables and the table in force.
         try sd.check(["systemctl", "stop", "netpermd.service"])
-        XCTAssertFalse(try sd.check(["ip", "rule"]).stdout.contains("fwmark"), "a clean stop removes the rules")
+        XCTAssertTrue(try sd.check(["ip", "rule"]).stdout.contains("fwmark 0x6e70001d lookup 28269"), "a stop leaves the rules")
+        let removed = try sd.run(["/usr/local/bin/netpermd", "--remove-rules"])
+        XCTAssertEqual(removed.status, 0, removed.summary)
+        XCTAssertFalse(try sd.check(["ip", "rule"]).stdout.contains("fwmark"), "--remove-rules removes them")
+        XCTAssertNotEqual(try sd.run(["nft", "list", "table", "inet", "netpermd"]).status, 0, "and the table")
+        try sd.check(["systemctl", "stop", "npt-client.service"])
     }
 
     /// `netpermctl run --app NAME -- COMMAND` as root under the real manager: COMMAND runs in a transient system
@@ -382,13 +422,13 @@ final class RealSystemdTests: IntegrationTestCase {
         XCTAssertTrue(inside.lines.contains("0::/system.slice/\(unit)"), inside.summary)
         XCTAssertTrue(inside.lines.contains { $0.contains("\"system.slice/\(unit)\" : goto deny") }, inside.summary)
         let p = try XCTUnwrap(inside.lines.first { $0.hasPrefix("probe ") }, inside.summary).split(separator: " ")
-        XCTAssertEqual(p[1], "EHOSTUNREACH", "connect() in the scope, out of wwan0: \(inside.summary)")
+        XCTAssertEqual(p[1], "ECONNREFUSED", "connect() in the scope, out of wwan0: \(inside.summary)")
         XCTAssertLessThan(Int(p[2]) ?? 9999, 500, "at once")
         XCTAssertEqual(p[3], "EPERM", "sendto() in the scope")
 
         let outside = try sd.check(["python3", "-c", probe])
         let o = try XCTUnwrap(outside.lines.first { $0.hasPrefix("probe ") }, outside.summary).split(separator: " ")
-        XCTAssertNotEqual(o[1], "EHOSTUNREACH", "outside run: not refused by the rules (\(outside.summary))")
+        XCTAssertNotEqual(o[1], "ECONNREFUSED", "outside run: not refused by the rules (\(outside.summary))")
         XCTAssertEqual(o[3], "ok", "sendto() outside run")
 
         let unknown = try sd.run(["/usr/local/bin/netpermctl", "run", "--app", "nosuch", "--", "true"])

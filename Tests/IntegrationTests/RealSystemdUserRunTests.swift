@@ -58,7 +58,7 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
             tcp = String(p[1]); ms = Int(p[2]) ?? -1; udp = String(p[3])
         }
         /// docs/ENFORCEMENT.md, "What apps see", for IPv4: refused at once.
-        var refused: Bool { tcp == "EHOSTUNREACH" && udp == "EPERM" && ms < 500 }
+        var refused: Bool { tcp == "ECONNREFUSED" && udp == "EPERM" && ms < 500 }
         /// Sent: the SYN left (nobody answers it: the link's far end has no address) and so did the datagram.
         var passed: Bool { tcp == "timeout" && udp == "ok" }
         var description: String { "tcp \(tcp) (\(ms) ms), udp \(udp)" }

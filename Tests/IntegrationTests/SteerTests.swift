@@ -7,7 +7,8 @@ import Glibc
 /// [Enforcement] Mode=steer against the real kernel (docs/ENFORCEMENT.md, "Steer"): with the default route on
 /// cellular and Wi-Fi up, an app denied cellular leaves by Wi-Fi with Wi-Fi's source address (the peer sees it),
 /// fails at once when Wi-Fi goes (never by cellular), follows a decision, by uid and by unit cgroup, IPv4 and
-/// IPv6; a kill leaves the rules failing closed, a restart repairs, a clean stop removes everything.
+/// IPv6; a kill or a stop leaves the rules failing closed, a restart repairs, `--remove-rules` removes everything;
+/// an orphaned socket stays its app's, and one bound to a denied link's address goes nowhere.
 final class SteerTests: IntegrationTestCase {
     static let policy = """
         [Enforcement]
@@ -205,7 +206,7 @@ final class SteerTests: IntegrationTestCase {
         XCTAssertEqual(try bed.rules().count, 2, "SIGKILL leaves the rules")
         let p = try bed.probe(uid: 4001)
         XCTAssertEqual(p.mark, 0, "no program marks new sockets")
-        XCTAssertEqual(p.tcp, "EHOSTUNREACH", "unmarked, by wwan0, rejected by the nft table left behind: \(p)")
+        XCTAssertEqual(p.tcp, "ECONNREFUSED", "unmarked, by wwan0, rejected by the nft table left behind: \(p)")
 
         d = try start()
         assertSteered(try bed.probe(uid: 4001), "restarted")
@@ -213,14 +214,22 @@ final class SteerTests: IntegrationTestCase {
         XCTAssertEqual(again.count, 2, "repaired, not doubled: \(again)")
         XCTAssertEqual(try SteerBed.programNames().filter { $0 == "netpermd_steer" }.count, 1)
 
+        // A stop (a restart, an upgrade) fails closed as a kill does: rules, tables and the nft table stay.
         stopDaemon(d)
-        XCTAssertEqual(try bed.rules(), [], "a clean stop removes the rules")
+        XCTAssertEqual(try bed.rules().count, 2, "a stop leaves the rules")
+        XCTAssertFalse(try bed.steeringRoutes().isEmpty, "and the tables")
+        XCTAssertFalse(try SteerBed.programNames().contains("netpermd_steer"), "the program went with the daemon")
+        XCTAssertEqual(try bed.probe(uid: 4001).tcp, "ECONNREFUSED", "stopped: unmarked, rejected by the nft table")
+        // netpermd --remove-rules (what an uninstall runs) removes all of it.
+        let removed = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", netpermd, "--remove-rules"])
+        XCTAssertEqual(removed.status, 0, removed.summary)
+        XCTAssertTrue(removed.stdout.hasPrefix("netpermd: removed table inet netpermd, "), removed.stdout)
+        XCTAssertEqual(try bed.rules(), [], "--remove-rules removes the rules")
         XCTAssertEqual(try bed.steeringRoutes(), [], "and the tables")
         XCTAssertEqual(try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "nft", "list", "tables"]).stdout,
                        "", "and the nft table")
-        XCTAssertFalse(try SteerBed.programNames().contains("netpermd_steer"), "and the program")
         let q = try bed.probe(uid: 4001)
-        XCTAssertTrue(q.passed && q.source == Self.wwan.v4, "stopped: nothing enforced or steered: \(q)")
+        XCTAssertTrue(q.passed && q.source == Self.wwan.v4, "nothing enforced or steered: \(q)")
 
         // Killed again, and started in Mode=block: what steering left is removed, the nft table loaded.
         d = try start()
@@ -233,7 +242,81 @@ final class SteerTests: IntegrationTestCase {
             return (r.isEmpty, "\(r)")
         }
         let b = try bed.probe(uid: 4001)
-        XCTAssertEqual(b.tcp, "EHOSTUNREACH", "block mode: by wwan0, rejected: \(b)")
+        XCTAssertEqual(b.tcp, "ECONNREFUSED", "block mode: by wwan0, rejected: \(b)")
         stopDaemon(block)
+    }
+
+    /// A socket of an app allowed everywhere (unmarked, out of wwan0, the default), closed with its data queued,
+    /// then its app denied WWAN: steering marks only new sockets, and the orphaned one has no file for `meta
+    /// skuid` to name, so its connection's tag keeps it off wwan0. Before, all of its data left by wwan0.
+    func testAnOrphanedSocketStaysItsAppsAfterADecision() throws {
+        let held = try HeldPeer(self, in: bed.peer, port: 7779, dir: dir + "/held")
+        let sniffer = try Sniffer(self, in: bed.peer, interface: "p1", sources: [Self.wwan.v4], dir: dir)
+        try start()
+        XCTAssertEqual(try request(socket, "DECIDE asker wwan allow")["ok"] as? Bool, true)
+        let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "4003", "--regid",
+                                    "4003", "--clear-groups", SteerBed.python, "-c", orphaningClient, SteerBed.server.v4, "7779"])
+        let port = try XCTUnwrap(r.lines.last?.split(separator: " ").first.flatMap { Int($0) }, r.summary)
+        try waitUntil("the sniffer saw it connect over wwan0") { (sniffer.packets.contains { $0.sourcePort == port }, "") }
+        XCTAssertEqual(try request(socket, "DECIDE asker wwan deny")["ok"] as? Bool, true)
+        let denied = monotonicNow()
+        held.release(1)
+        print("steer: orphan: the server read \(try held.read(1, test: self)) bytes")
+        // Root's datagram after it: everything sent before was judged.
+        try waitUntil("the sniffer sees root's datagram") {
+            _ = try Subprocess.run(["nsenter", "--net=/run/netns/\(self.bed.ns.name)", SteerBed.python, "-c",
+                                    "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'end', ('\(SteerBed.server.v4)', 9998))"])
+            return (sniffer.packets.contains { $0.destinationPort == 9998 }, "")
+        }
+        let leaked = sniffer.packets.filter { $0.proto == 6 && $0.sourcePort == port && $0.payload > 0 && $0.time > denied }
+        XCTAssertEqual(leaked.map(\.description), [], "the orphaned socket's data out of wwan0 after the app was denied")
+    }
+
+    /// A steered app's socket bound to wwan0's address: its mark's table would send it out of Wi-Fi with wwan0's
+    /// source (and the replies back over wwan0); the source rule sends it nowhere instead, so connect() and
+    /// sendto() fail at once, IPv4 and IPv6, and Wi-Fi's peer sees nothing from that address. Before, it connected.
+    func testASocketBoundToTheWwanAddressNeverLeavesByWifi() throws {
+        let sniffer = try Sniffer(self, in: bed.peer, interface: "p2", sources: [Self.wwan.v4, Self.wwan.v6], dir: dir)
+        try start()
+        let rules = try bed.ns.ip("rule").stdout
+        XCTAssertTrue(rules.contains("28238:\tfrom 10.81.0.1 fwmark 0x6e70001d lookup 28240"), rules)
+        let bound = """
+            import errno, socket, sys, time
+            src, dst = sys.argv[1], sys.argv[2]
+            fam = socket.AF_INET6 if ":" in dst else socket.AF_INET
+            def name(e): return errno.errorcode.get(e.errno, str(e.errno))
+            s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(2); s.bind((src, 0))
+            t = time.monotonic()
+            try: s.connect((dst, 7777)); r = "ok"
+            except socket.timeout: r = "timeout"
+            except OSError as e: r = name(e)
+            ms = int((time.monotonic() - t) * 1000)
+            u = socket.socket(fam, socket.SOCK_DGRAM); u.bind((src, 0))
+            try: u.sendto(b"x", (dst, 7777)); r2 = "ok"
+            except OSError as e: r2 = name(e)
+            print(r, ms, r2)
+            """
+        for (src, dst) in [(Self.wwan.v4, SteerBed.server.v4), (Self.wwan.v6, SteerBed.server.v6)] {
+            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "4001",
+                                        "--regid", "4001", "--clear-groups", SteerBed.python, "-c", bound, src, dst])
+            let f = (r.lines.last ?? "").split(separator: " ")
+            XCTAssertEqual(f.count, 3, r.summary)
+            XCTAssertEqual(f.first, "EHOSTUNREACH", "connect() from \(src): \(r.summary)")
+            XCTAssertLessThan(Int(f.count > 1 ? f[1] : "") ?? 9999, 200, "at once")
+            XCTAssertEqual(f.last, "EHOSTUNREACH", "sendto() from \(src)")
+        }
+        assertSteered(try bed.probe(uid: 4001), "unbound, the same app leaves by Wi-Fi")
+        XCTAssertEqual(sniffer.packets.map(\.description), [], "nothing with wwan0's source on Wi-Fi's peer")
+        // The rules follow the addresses.
+        try bed.ns.ip("addr", "add", "10.81.0.9/24", "dev", "wwan0")
+        try waitUntil("a rule for wwan0's new address") {
+            let r = try self.bed.ns.ip("rule").stdout
+            return (r.contains("from 10.81.0.9 fwmark"), r)
+        }
+        try bed.ns.ip("addr", "del", "10.81.0.9/24", "dev", "wwan0")
+        try waitUntil("its rule goes with it") {
+            let r = try self.bed.ns.ip("rule").stdout
+            return (!r.contains("from 10.81.0.9 ") && r.contains("from 10.81.0.1 fwmark"), r)
+        }
     }
 }

@@ -2,8 +2,8 @@
 import XCTest
 
 /// [Enforcement] Mode= in the config, and the engine's `loadRules`: emitted when the rules would change and only
-/// then, retried when the kernel refuses them, removed on Mode=off and at a clean stop; verdicts say whether they
-/// are enforced.
+/// then, retried when the kernel refuses them, removed on Mode=off and left in force at a stop; verdicts say
+/// whether they are enforced.
 final class EngineEnforcementTests: XCTestCase {
     private let policy = """
         [Enforcement]
@@ -42,13 +42,14 @@ final class EngineEnforcementTests: XCTestCase {
     }
 
     /// Loaded once the first picture is in; a change of carrier rebuilds nothing; a link appearing, a decision,
-    /// a reload each load new rules; Mode=off removes them; stopping removes them.
+    /// a reload each load new rules; Mode=off removes them; stopping leaves them in force.
     func testLoadsWhenTheRulesChangeAndOnlyThen() {
         let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth])
         XCTAssertEqual(h.rules.count, 1)
-        XCTAssertTrue(h.rules[0].contains("1000 : goto ask_0_wwan"), "ask with no decision is rejected, links or not")
+        let phone = ConnectionTags.text(ConnectionTags.assign(["phone", "browser"])["phone"]!)
+        XCTAssertTrue(h.rules[0].contains("1000 : goto ask_\(phone.dropFirst(2))_wwan"), "ask with no decision is rejected, links or not")
         XCTAssertTrue(h.rules[0].contains("""
-                \tchain ask_0_wwan {
+                \tchain ask_\(phone.dropFirst(2))_wwan {
                 \t\tlimit rate 5/second burst 5 packets log group 28272 prefix "netpermd:phone:wwan"
                 \t\tgoto deny
                 \t}
@@ -68,24 +69,27 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.count, 2, "an agent arriving leaves undecided ask rejected: same text, no load")
         XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow --once")["ok"], true)
         XCTAssertEqual(h.rules.count, 3)
-        XCTAssertEqual(h.scripts[2], "delete element inet netpermd uid_wwan { 1000 }\nflush chain inet netpermd kind_wwan\n"
-                       + "delete chain inet netpermd ask_0_wwan\n",
-                       "a decision changes only its elements (the emptied map's lookup and its pending chain go)")
+        XCTAssertEqual(h.transactionLists[2], [
+            "delete element inet netpermd uid_wwan { 1000 }\ndelete element inet netpermd conn_wwan { \(phone) }\n",
+            "flush chain inet netpermd owned_wwan\ndelete chain inet netpermd ask_\(phone.dropFirst(2))_wwan\n"],
+                       "a decision changes only its elements, then the emptied map's lookup and its pending chain go")
         h.setLinks([Links.lo, Links.eth])
         XCTAssertEqual(h.scripts.last, "flush map inet netpermd links\nadd element inet netpermd links { \"eth0\" : goto kind_ethernet }\n",
                        "the last wwan (and metered) link went")
         h.setLinks([Links.lo, Links.eth, wwan])
         XCTAssertEqual(h.rules.count, 5)
         XCTAssertFalse(h.rules[2].contains("1000 : goto"))
-        XCTAssertFalse(h.rules[2].contains("ask_0_wwan"), "decided: nothing to log")
+        XCTAssertFalse(h.rules[2].contains("ask_\(phone.dropFirst(2))_wwan"), "decided: nothing to log")
         h.reload(policy: policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
         XCTAssertEqual(h.rules.last, Ruleset.removal, "Mode=off on reload removes the table")
         XCTAssertEqual(h.rules.count, 6)
         h.reload(policy: policy)
         XCTAssertEqual(h.rules.count, 7)
         XCTAssertEqual(h.scripts.last, h.rules.last, "after Mode=off, the whole table")
+        let loads = h.rules.count
         h.feed(.stopping)
-        XCTAssertEqual(h.rules.last, Ruleset.removal, "a clean stop removes the table")
+        XCTAssertEqual(h.rules.count, loads, "a stop leaves the rules in force: the next start takes them over")
+        XCTAssertEqual(h.logged(containing: "the rules stay in force until the next start").count, 1)
     }
 
     /// RELOAD is answered once the new policy's rules are handed over, as DECIDE is: a client that reloads and
@@ -129,7 +133,7 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow")["ok"], true)
         XCTAssertEqual(h.engine.enforcement.fullBuilds, 2, "a decision builds every app's maps")
         XCTAssertEqual(h.rules.last, whole([Links.lo, Links.wwan]))
-        XCTAssertFalse(h.rules.last!.contains("ask_0_wwan"))
+        XCTAssertFalse(h.rules.last!.contains("ask_\(ConnectionTags.text(ConnectionTags.assign(["phone"])["phone"]!).dropFirst(2))_wwan"))
         h.setLinks([Links.lo, Links.eth, Links.wwan])
         XCTAssertEqual(h.engine.enforcement.fullBuilds, 2)
         XCTAssertEqual(h.rules.last, whole([Links.lo, Links.eth, Links.wwan]), "the decision stays in the rules")
@@ -166,7 +170,8 @@ final class EngineEnforcementTests: XCTestCase {
         let cron = cgroups(id: 7)
         h.feed(.cgroups(cron))
         XCTAssertTrue(h.rules.last?.contains(#""system.slice/cron.service" : goto deny"#) == true)
-        XCTAssertTrue(h.scripts.last?.hasPrefix("add element inet netpermd unit2_metered") == true, h.scripts.last ?? "")
+        XCTAssertEqual(h.transactionLists.last?.count, 2, "the lookups, then the elements")
+        XCTAssertTrue(h.transactionLists.last?.last?.hasPrefix("add element inet netpermd unit2_metered") == true, h.scripts.last ?? "")
         XCTAssertEqual(q()["enforced"], true)
         XCTAssertNil(q()["enforced_why"])
         let n = h.rules.count
@@ -176,23 +181,23 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.count, n + 1, "made again at the same path (cron restarted): the same text, loaded again")
         XCTAssertEqual(h.rules.last, h.rules.dropLast().last)
         XCTAssertFalse(h.scripts.last?.contains("delete") ?? true, "the new id's elements added, the old left")
-        XCTAssertEqual(h.logged(containing: "5 left stale").count, 1)
+        XCTAssertEqual(h.logged(containing: "6 left stale").count, 1, "its 5 verdicts and its tag")
         h.feed(.cgroups(UnitCgroups(nftRoot: "", units: cgroups(id: 8).units
             + [UnitCgroup(path: "system.slice/other.service", level: 2, unit: "other.service", id: 9)])))
         XCTAssertEqual(h.rules.count, n + 1, "a cgroup no app owns changes nothing")
         h.feed(.cgroups(UnitCgroups(nftRoot: "")))
         XCTAssertEqual(h.rules.count, n + 2)
-        XCTAssertFalse(h.scripts.last?.contains("element") ?? true, "gone: no element nft can be told of; the lookups go")
+        XCTAssertFalse(h.scripts.last?.contains("cron.service") ?? true, "gone: no element nft can be told of")
         XCTAssertEqual(q()["enforced_why"], "cgroup-absent")
-        // Restarted over and over: 5 stale elements each time, until past 1,024 the whole table clears them.
+        // Restarted over and over: 6 stale elements each time, until past 1,024 the whole table clears them.
         var id: UInt64 = 100
         while h.scripts.last != h.rules.last, id < 400 {
             id += 1
             h.feed(.cgroups(cgroups(id: id)))
         }
         XCTAssertEqual(h.scripts.last, h.rules.last)
-        // 10 stale before (made again, gone); id 101 appears, each later one leaves 5: 10 + 5 * 203 > 1,024.
-        XCTAssertEqual(id, 101 + 203, "the restart that would leave more than 1,024 stale elements loads the whole table")
+        // 12 stale before (made again, gone); id 101 appears, each later one leaves 6: 12 + 6 * 169 > 1,024.
+        XCTAssertEqual(id, 101 + 169, "the restart that would leave more than 1,024 stale elements loads the whole table")
         h.feed(.cgroups(cgroups(id: id + 1)))
         XCTAssertNotEqual(h.scripts.last, h.rules.last, "and none are stale after it")
     }

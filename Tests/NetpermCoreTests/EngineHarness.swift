@@ -50,6 +50,8 @@ final class EngineHarness {
     private(set) var rules: [String] = []
     /// What was actually run each time: the whole ruleset, or only what changed (`Ruleset.update(from:)`).
     private(set) var scripts: [String] = []
+    /// Each load's transactions, in the order they run.
+    private(set) var transactionLists: [[String]] = []
     var rulesError: String?
     /// Every effect in order, in words ("reply 3", "event 3 prompt", "persist", "notify reloading"...), for tests of
     /// what comes before what.
@@ -152,10 +154,12 @@ final class EngineHarness {
         case let .log(p, m):
             steps.append("log \(p)")
             log.append((p, m))
-        case let .loadRules(script, report, inForce):
-            steps.append(script == Ruleset.removal ? "remove-rules" : script == inForce ? "load-rules" : "update-rules")
+        case let .loadRules(transactions, report, inForce):
+            steps.append(transactions == [Ruleset.removal] ? "remove-rules" : transactions == [inForce] ? "load-rules"
+                         : "update-rules")
             rules.append(inForce)
-            scripts.append(script)
+            scripts.append(transactions.joined())
+            transactionLists.append(transactions)
             if report { queue.append(.rulesLoaded(error: rulesError)) }
         case let .watchExit(pid):
             steps.append("watch \(pid)")

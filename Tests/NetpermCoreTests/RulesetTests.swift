@@ -107,11 +107,11 @@ final class RulesetTests: XCTestCase {
             	}
             	map unit2_wwan {
             		type cgroupsv2 : verdict
-            		elements = { "unified/system.slice/cron.service" : goto ask_1_wwan }
+            		elements = { "unified/system.slice/cron.service" : goto ask_6ee31989_wwan }
             	}
             	map unit2_ethernet {
             		type cgroupsv2 : verdict
-            		elements = { "unified/system.slice/cron.service" : goto ask_1_ethernet }
+            		elements = { "unified/system.slice/cron.service" : goto ask_6ee31989_ethernet }
             	}
             	map unit2_other {
             		type cgroupsv2 : verdict
@@ -132,32 +132,111 @@ final class RulesetTests: XCTestCase {
             	map unit3_other {
             		type cgroupsv2 : verdict
             	}
+            	map tag_uid {
+            		type uid : mark
+            		elements = { 1000 : 0x6eb611af }
+            	}
+            	map tag_unit2 {
+            		type cgroupsv2 : mark
+            		elements = { "unified/system.slice/cron.service" : 0x6ee31989 }
+            	}
+            	map tag_unit3 {
+            		type cgroupsv2 : mark
+            	}
+            	map conn_metered {
+            		type mark : verdict
+            		elements = { 0x6ee31989 : return }
+            	}
+            	map conn_wifi {
+            		type mark : verdict
+            		elements = { 0x6ee31989 : accept }
+            	}
+            	map conn_wwan {
+            		type mark : verdict
+            		elements = { 0x6eb611af : goto deny,
+            			     0x6ed31d8f : goto ask_6ed31d8f_wwan,
+            			     0x6ee31989 : goto ask_6ee31989_wwan }
+            	}
+            	map conn_ethernet {
+            		type mark : verdict
+            		elements = { 0x6ee31989 : goto ask_6ee31989_ethernet }
+            	}
+            	map conn_other {
+            		type mark : verdict
+            		elements = { 0x6ee31989 : accept }
+            	}
             	chain deny {
-            		meta nfproto ipv6 meta l4proto tcp counter reject with tcp reset
+            		meta l4proto tcp counter reject with tcp reset
             		counter reject with icmpx admin-prohibited
             	}
-            	chain ask_1_wwan {
+            	chain ask_6ee31989_wwan {
             		limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:cron:wwan"
             		goto deny
             	}
-            	chain ask_1_ethernet {
+            	chain ask_6ee31989_ethernet {
             		limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:cron:ethernet"
             		goto deny
             	}
+            	chain ask_6ed31d8f_wwan {
+            		limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:browser:wwan"
+            		goto deny
+            	}
+            	chain tag {
+            		ct mark set meta skuid map @tag_uid
+            		ct mark set socket cgroupv2 level 2 map @tag_unit2
+            	}
+            	chain tag_in {
+            		ct mark set socket cgroupv2 level 2 map @tag_unit2
+            	}
+            	chain owned_metered {
+            		socket cgroupv2 level 2 vmap @unit2_metered
+            		tcp flags & (syn | ack) == syn | ack ct mark vmap @conn_metered
+            	}
             	chain metered {
+            		ct state new ct mark 0 jump tag
+            		meta skuid 0-4294967295 goto owned_metered
+            		ct mark vmap @conn_metered
             		socket cgroupv2 level 2 vmap @unit2_metered
             	}
+            	chain owned_wifi {
+            		socket cgroupv2 level 2 vmap @unit2_wifi
+            		tcp flags & (syn | ack) == syn | ack ct mark vmap @conn_wifi
+            	}
             	chain kind_wifi {
+            		ct state new ct mark 0 jump tag
+            		meta skuid 0-4294967295 goto owned_wifi
+            		ct mark vmap @conn_wifi
             		socket cgroupv2 level 2 vmap @unit2_wifi
             	}
-            	chain kind_wwan {
+            	chain owned_wwan {
             		socket cgroupv2 level 2 vmap @unit2_wwan
+            		tcp flags & (syn | ack) == syn | ack ct mark vmap @conn_wwan
             		meta skuid vmap @uid_wwan
             	}
+            	chain kind_wwan {
+            		ct state new ct mark 0 jump tag
+            		meta skuid 0-4294967295 goto owned_wwan
+            		ct mark vmap @conn_wwan
+            		socket cgroupv2 level 2 vmap @unit2_wwan
+            	}
+            	chain owned_ethernet {
+            		socket cgroupv2 level 2 vmap @unit2_ethernet
+            		tcp flags & (syn | ack) == syn | ack ct mark vmap @conn_ethernet
+            	}
             	chain kind_ethernet {
+            		ct state new ct mark 0 jump tag
+            		meta skuid 0-4294967295 goto owned_ethernet
+            		ct mark vmap @conn_ethernet
             		socket cgroupv2 level 2 vmap @unit2_ethernet
             	}
+            	chain owned_other {
+            		socket cgroupv2 level 2 vmap @unit2_other
+            		tcp flags & (syn | ack) == syn | ack ct mark vmap @conn_other
+            	}
             	chain kind_other {
+            		ct state new ct mark 0 jump tag
+            		meta skuid 0-4294967295 goto owned_other
+            		ct mark vmap @conn_other
             		socket cgroupv2 level 2 vmap @unit2_other
             	}
             	chain metered_wifi {
@@ -179,6 +258,10 @@ final class RulesetTests: XCTestCase {
             	chain output {
             		type filter hook output priority filter; policy accept;
             		oifname vmap @links
+            	}
+            	chain input {
+            		type filter hook input priority filter; policy accept;
+            		ct state new tcp flags & (syn | ack) == syn ct mark 0 jump tag_in
             	}
             }
 
@@ -206,7 +289,9 @@ final class RulesetTests: XCTestCase {
             [App mine]
             UserUnit=app-foo.scope
             """)
-        XCTAssertFalse(r.text.contains("1000 : "), "first allows: no element for its uid")
+        XCTAssertFalse(r.text.contains("1000 : goto"), "first allows: no verdict for its uid")
+        let first = try XCTUnwrap(ConnectionTags.assign(["first", "second", "gettys", "getty1", "gone", "mine"])["first"])
+        XCTAssertTrue(r.text.contains("1000 : \(ConnectionTags.text(first))"), "the uid's connections are first's")
         XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto deny"#))
         XCTAssertEqual(r.notEnforced, ["second": .shadowed, "getty1": .shadowed, "gone": .cgroupAbsent,
                                        "mine": .cgroupAbsent])
@@ -241,9 +326,10 @@ final class RulesetTests: XCTestCase {
         func map(_ name: String) -> [String] {
             r.maps.first { $0.name == name }?.elements.map(\.text) ?? ["(no map \(name))"]
         }
-        XCTAssertEqual(map("uid_wwan"), ["1001 : goto ask_0_wwan"], "uid 1000 allowed itself: no element")
-        XCTAssertEqual(map("user5_wwan"), ["\"user.slice/user-1001.slice/user@1001.service/app.slice/app-maps-2.scope\" : goto ask_0_wwan"])
-        XCTAssertEqual(map("unit2_wwan"), ["\"system.slice/maps.service\" : goto ask_0_wwan"], "a system unit keeps the app's")
+        let ask = try XCTUnwrap(r.askChains.first?.name)
+        XCTAssertEqual(map("uid_wwan"), ["1001 : goto \(ask)"], "uid 1000 allowed itself: no element")
+        XCTAssertEqual(map("user5_wwan"), ["\"user.slice/user-1001.slice/user@1001.service/app.slice/app-maps-2.scope\" : goto \(ask)"])
+        XCTAssertEqual(map("unit2_wwan"), ["\"system.slice/maps.service\" : goto \(ask)"], "a system unit keeps the app's")
         XCTAssertEqual(r.pendingChains, 1, "the app's one chain, for the uids still asked")
         // And steering marks what the uid itself allows.
         let plan = SteeringPlan.build(ruleset: r, apps: config.apps, permissions: { config.permissions(for: $0) },
@@ -307,7 +393,7 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(map("user6_wwan"), #"""
             	map user6_wwan {
             		type cgroupsv2 : verdict
-            		elements = { "user.slice/user-1000.slice/user@1000.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-9.scope" : goto ask_2_wwan }
+            		elements = { "user.slice/user-1000.slice/user@1000.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-9.scope" : goto ask_\#(ConnectionTags.text(ConnectionTags.assign(["terminal"])["terminal"]!).dropFirst(2))_wwan }
             	}
 
             """#)
@@ -328,13 +414,30 @@ final class RulesetTests: XCTestCase {
         XCTAssertFalse(r.text.contains("\"" + home + "/app.slice/cron.service\""), "cron.service of a user is not Unit=cron.service")
         XCTAssertFalse(r.text.contains("init.scope"), "no app names it")
         XCTAssertTrue(r.text.contains("""
-            	chain kind_wwan {
+            	chain owned_wwan {
             		socket cgroupv2 level 6 vmap @user6_wwan
             		socket cgroupv2 level 5 vmap @user5_wwan
             		socket cgroupv2 level 2 vmap @unit2_wwan
+            		tcp flags & (syn | ack) == syn | ack ct mark vmap @conn_wwan
             		meta skuid vmap @uid_wwan
             	}
-            """), "deepest first, users' units before the system's, the uid last; empty maps (user4, unit3) not looked up\n" + r.text)
+            	chain kind_wwan {
+            		ct state new ct mark 0 jump tag
+            		meta skuid 0-4294967295 goto owned_wwan
+            		ct mark vmap @conn_wwan
+            		socket cgroupv2 level 6 vmap @user6_wwan
+            		socket cgroupv2 level 5 vmap @user5_wwan
+            		socket cgroupv2 level 2 vmap @unit2_wwan
+            	}
+            """), "deepest first, users' units before the system's, the uid last; empty maps (user4, unit3) not looked "
+            + "up; a socket with no owner by its tag, then its cgroup\n" + r.text)
+        XCTAssertEqual(map("tag_unit2"), #"""
+            	map tag_unit2 {
+            		type cgroupsv2 : mark
+            		elements = { "system.slice/app-netpermd-tool-77.scope" : \#(ConnectionTags.text(ConnectionTags.assign(["tool"])["tool"]!)) }
+            	}
+
+            """#, "users' units are not tagged; root's run scope is its app's")
         XCTAssertEqual(r.notEnforced, ["cron": .cgroupAbsent, "absent": .cgroupAbsent])
         XCTAssertEqual(r.unitIDs, [21, 51, 52, 61], "user units' ids too, by path")
     }
@@ -345,14 +448,14 @@ final class RulesetTests: XCTestCase {
         let old = try build(policy, links: [Links.eth, Links.wwan])
         let new = try build(policy, links: [Links.eth, Links.wwan, makeLink(9, "wwan1", .wwan), makeLink(8, "wlan0", .wifi)])
         let u = try XCTUnwrap(new.update(from: old))
-        XCTAssertEqual(u.script, """
+        XCTAssertEqual(u.transactions.joined(), """
             flush map inet netpermd links
             add element inet netpermd links { "eth0" : goto kind_ethernet, "wwan0" : goto metered_wwan, "wwan1" : goto metered_wwan, "wlan0" : goto kind_wifi }
 
             """)
         XCTAssertEqual(u.size, Ruleset.UpdateSize(links: true, elements: 0, chains: 0))
-        XCTAssertEqual(try build(policy, links: []).update(from: old)?.script, "flush map inet netpermd links\n", "every link went")
-        XCTAssertEqual(old.update(from: old)?.script, "", "nothing changed")
+        XCTAssertEqual(try build(policy, links: []).update(from: old)?.transactions.joined(), "flush map inet netpermd links\n", "every link went")
+        XCTAssertEqual(old.update(from: old)?.transactions.joined(), "", "nothing changed")
     }
 
     /// A permission changing (a decision, a policy edit) changes only its elements: a changed verdict is deleted
@@ -393,52 +496,68 @@ final class RulesetTests: XCTestCase {
             WiFi=deny
             """)
         let u = try XCTUnwrap(new.update(from: old))
-        XCTAssertEqual(u.script, #"""
-            add chain inet netpermd ask_1_wwan
-            add rule inet netpermd ask_1_wwan limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:tv:wwan"
-            add rule inet netpermd ask_1_wwan goto deny
+        XCTAssertEqual(u.transactions, [#"""
+            add chain inet netpermd ask_6ec5564f_wwan
+            add rule inet netpermd ask_6ec5564f_wwan limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:tv:wwan"
+            add rule inet netpermd ask_6ec5564f_wwan goto deny
+
+            """#, #"""
             delete element inet netpermd uid_wifi { 1001, 1002 }
             delete element inet netpermd uid_wwan { 1000, 1001, 1002 }
             delete element inet netpermd unit2_metered { "unified/system.slice/cron.service" }
             delete element inet netpermd unit2_ethernet { "unified/system.slice/cron.service" }
-            add element inet netpermd uid_wwan { 1000 : goto deny, 1001 : goto ask_1_wwan, 1002 : goto ask_1_wwan }
+            delete element inet netpermd conn_metered { 0x6ee31989 }
+            delete element inet netpermd conn_wifi { 0x6ec5564f }
+            delete element inet netpermd conn_wwan { 0x6eb611af, 0x6ec5564f }
+            delete element inet netpermd conn_ethernet { 0x6ee31989 }
+            add element inet netpermd uid_wwan { 1000 : goto deny, 1001 : goto ask_6ec5564f_wwan, 1002 : goto ask_6ec5564f_wwan }
             add element inet netpermd unit2_metered { "unified/system.slice/cron.service" : goto deny }
             add element inet netpermd unit2_ethernet { "unified/system.slice/cron.service" : accept }
-            delete chain inet netpermd ask_0_wwan
+            add element inet netpermd conn_metered { 0x6ee31989 : goto deny }
+            add element inet netpermd conn_wwan { 0x6eb611af : goto deny, 0x6ec5564f : goto ask_6ec5564f_wwan }
+            add element inet netpermd conn_ethernet { 0x6ee31989 : accept }
 
-            """#)
-        XCTAssertEqual(u.size, Ruleset.UpdateSize(links: false, elements: 12, chains: 2))
-        // A map losing its last element: its lookup leaves its chain; gaining its first: the lookup comes back,
-        // in its place, after the element.
+            """#, """
+            delete chain inet netpermd ask_6eb611af_wwan
+
+            """], "the new chain, then the elements (uids', cron's cgroup's and the apps' tags'), then the old chain")
+        XCTAssertEqual(u.size, Ruleset.UpdateSize(links: false, elements: 21, chains: 2))
+        // A map losing its last element: its lookup leaves its chains after the elements; gaining its first: the
+        // lookups come in before, in their places.
         let denied = try build("[App other]\nUser=2000\nWiFi=deny\n"), allowed = try build("[App other]\nUser=2000\nWiFi=allow\n")
-        XCTAssertEqual(allowed.update(from: denied)?.script,
-                       "delete element inet netpermd uid_wifi { 2000 }\nflush chain inet netpermd kind_wifi\n")
-        XCTAssertEqual(denied.update(from: allowed)?.script, "add element inet netpermd uid_wifi { 2000 : goto deny }\n"
-                       + "flush chain inet netpermd kind_wifi\nadd rule inet netpermd kind_wifi meta skuid vmap @uid_wifi\n")
+        let tag = ConnectionTags.text(ConnectionTags.assign(["other"])["other"]!)
+        XCTAssertEqual(allowed.update(from: denied)?.transactions, [
+            "delete element inet netpermd uid_wifi { 2000 }\ndelete element inet netpermd conn_wifi { \(tag) }\n",
+            "flush chain inet netpermd owned_wifi\nflush chain inet netpermd kind_wifi\n"
+                + "add rule inet netpermd kind_wifi ct state new ct mark 0 jump tag\n"])
+        XCTAssertEqual(denied.update(from: allowed)?.transactions, [
+            "flush chain inet netpermd owned_wifi\nadd rule inet netpermd owned_wifi meta skuid vmap @uid_wifi\n"
+                + "flush chain inet netpermd kind_wifi\nadd rule inet netpermd kind_wifi ct state new ct mark 0 jump tag\n"
+                + "add rule inet netpermd kind_wifi meta skuid 0-4294967295 goto owned_wifi\n"
+                + "add rule inet netpermd kind_wifi ct mark vmap @conn_wifi\n",
+            "add element inet netpermd uid_wifi { 2000 : goto deny }\nadd element inet netpermd conn_wifi { \(tag) : goto deny }\n"])
         // The way back is the mirror image.
-        let back = try XCTUnwrap(old.update(from: new)).script
-        XCTAssertTrue(back.hasPrefix("add chain inet netpermd ask_0_wwan\n"), back)
-        XCTAssertTrue(back.hasSuffix("delete chain inet netpermd ask_1_wwan\n"), back)
+        let back = try XCTUnwrap(old.update(from: new)).transactions
+        XCTAssertEqual(back.count, 3)
+        XCTAssertTrue(back.first?.hasPrefix("add chain inet netpermd ask_6eb611af_wwan\n") == true, "\(back)")
+        XCTAssertEqual(back.last, "delete chain inet netpermd ask_6ec5564f_wwan\n")
     }
 
-    /// An app whose index moves keeps its chain's name for another app: the chain is filled again with the new
-    /// prefix (flush, then its rules), never deleted while elements name it.
-    func testAChainWhoseAppChangedIsFilledAgain() throws {
-        // Chains come in the order the maps first name them: uid 1 (app a) first.
+    /// Apps reordered in the policy change nothing: their pending chains are named by their tags, not their places.
+    /// Tags are per name, distinct, and the same in every build.
+    func testReorderingTheAppsChangesNothing() throws {
         let old = try build("[App a]\nUser=1\nWWAN=ask\n[App b]\nUser=2\nWWAN=ask\n")
         let new = try build("[App b]\nUser=2\nWWAN=ask\n[App a]\nUser=1\nWWAN=ask\n")
-        let script = try XCTUnwrap(new.update(from: old)).script
-        XCTAssertEqual(script, #"""
-            flush chain inet netpermd ask_1_wwan
-            add rule inet netpermd ask_1_wwan limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:a:wwan"
-            add rule inet netpermd ask_1_wwan goto deny
-            flush chain inet netpermd ask_0_wwan
-            add rule inet netpermd ask_0_wwan limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:b:wwan"
-            add rule inet netpermd ask_0_wwan goto deny
-            delete element inet netpermd uid_wwan { 1, 2 }
-            add element inet netpermd uid_wwan { 1 : goto ask_1_wwan, 2 : goto ask_0_wwan }
-
-            """#)
+        XCTAssertEqual(new.update(from: old)?.transactions, [])
+        XCTAssertEqual(new.text, old.text)
+        let tags = ConnectionTags.assign(["a", "b"])
+        XCTAssertTrue(new.text.contains("chain ask_\(ConnectionTags.text(tags["a"]!).dropFirst(2))_wwan {"), new.text)
+        // FNV-1a of the name, 23 bits, under 0x6e800000.
+        XCTAssertEqual(tags["a"], 0x6E80_0000 | (0xE40C_292C & 0x7F_FFFF))
+        let many = ConnectionTags.assign((0..<20_000).map { "app\($0)" })
+        XCTAssertEqual(Set(many.values).count, 20_000, "distinct, collisions moved on")
+        XCTAssertTrue(many.values.allSatisfy { $0 & 0xFF80_0000 == 0x6E80_0000 })
+        XCTAssertEqual(ConnectionTags.assign((0..<20_000).reversed().map { "app\($0)" }), many, "whatever the order")
     }
 
     /// nft names a cgroup by its path and resolves it when loading: the element of a cgroup that went, or was made
@@ -452,28 +571,53 @@ final class RulesetTests: XCTestCase {
         let old = try build(policy, cgroups: UnitCgroups(nftRoot: "unified"))
         let came = try build(policy, cgroups: with)
         let u = try XCTUnwrap(came.update(from: old), "a cgroup appearing is elements added")
-        XCTAssertEqual(u.size, Ruleset.UpdateSize(elements: 5, chains: 5), "and each chain's unit2 lookup, its maps no longer empty")
-        XCTAssertFalse(u.script.contains("delete"), u.script)
-        XCTAssertTrue(u.script.hasSuffix("flush chain inet netpermd kind_other\nadd rule inet netpermd kind_other "
-                                         + "socket cgroupv2 level 2 vmap @unit2_other\n"), u.script)
+        XCTAssertEqual(u.size, Ruleset.UpdateSize(elements: 10, chains: 13),
+                       "its 5 verdicts, its tag, its app's 4 allows by tag; and the chains' lookups, its maps no longer empty")
+        XCTAssertEqual(u.transactions.count, 2, "the lookups first, then the elements")
+        XCTAssertFalse(u.transactions.joined().contains("delete"), u.transactions.joined())
+        XCTAssertTrue(u.transactions[0].hasSuffix("flush chain inet netpermd input\nadd rule inet netpermd input "
+                                                  + "ct state new tcp flags & (syn | ack) == syn ct mark 0 jump tag_in\n"),
+                      u.transactions[0])
+        XCTAssertTrue(u.transactions[1].contains(#"add element inet netpermd unit2_other { "unified/system.slice/cron.service" : accept }"#),
+                      u.transactions[1])
         let went = try XCTUnwrap(old.update(from: came))
-        XCTAssertFalse(went.script.contains("element"), "no element nft can be told of: the path no longer names the id")
-        XCTAssertEqual(went.size, Ruleset.UpdateSize(chains: 5, stale: 5), "the lookups of the maps now empty go")
+        XCTAssertFalse(went.transactions.joined().contains("cron.service"), "no cgroup element nft can be told of: the path no longer names the id")
+        XCTAssertEqual(went.size, Ruleset.UpdateSize(elements: 4, chains: 13, stale: 6),
+                       "its app's allows by tag go, its deny stays; the lookups of the maps now empty go, after the elements")
+        XCTAssertEqual(went.transactions.count, 2)
         var again = with
         again.units[0].id = 8
         let remade = try XCTUnwrap(try build(policy, cgroups: again).update(from: came))
-        XCTAssertEqual(remade.size, Ruleset.UpdateSize(elements: 5, stale: 5), "made again: the new id added, the old left")
-        XCTAssertFalse(remade.script.contains("delete"), remade.script)
+        XCTAssertEqual(remade.size, Ruleset.UpdateSize(elements: 6, stale: 6), "made again: the new id added, the old left")
+        XCTAssertFalse(remade.transactions.joined().contains("delete"), remade.transactions.joined())
         XCTAssertEqual(try build("[App cron]\nUnit=cron.service\nWWAN=allow\n", cgroups: with).update(from: came)?.size,
-                       Ruleset.UpdateSize(elements: 2), "a permission of a cgroup that stays: its element deleted and added")
+                       Ruleset.UpdateSize(elements: 4), "a permission of a cgroup that stays: its element and its tag's, deleted and added")
         // Still there but no longer owned (the policy changed): its path still names its id, so it is deleted.
         let unowned = try XCTUnwrap(try build("[App other]\nUser=5\n", cgroups: with).update(from: came))
         XCTAssertEqual(unowned.size.stale, 0)
-        XCTAssertTrue(unowned.script.contains(#"delete element inet netpermd unit2_wwan { "unified/system.slice/cron.service" }"#),
-                      unowned.script)
+        XCTAssertTrue(unowned.transactions.joined().contains(#"delete element inet netpermd unit2_wwan { "unified/system.slice/cron.service" }"#),
+                      unowned.transactions.joined())
         let pending = "[App cron]\nUnit=cron.service\nWWAN=ask\n"
         XCTAssertNil(try build(pending, cgroups: UnitCgroups(nftRoot: "unified")).update(from: try build(pending, cgroups: with)),
-                     "the stale element would name ask_0_wwan")
+                     "the stale element would name cron's pending chain")
+    }
+
+    /// A whole table replaces one in force by a handover: the new rules in a table of their own, then the table
+    /// replaced while that one holds, then that one removed; with none in force, one transaction (and the removal
+    /// of a handover's table a killed daemon left, after it).
+    func testAWholeLoadHandsOver() throws {
+        let r = try build("[App a]\nUser=1\nWWAN=deny\n")
+        let head = "table inet netpermd {}\ndelete table inet netpermd\ntable inet netpermd {\n"
+        XCTAssertTrue(r.text.hasPrefix(head))
+        let drop = "table inet netpermd_handover {}\ndelete table inet netpermd_handover\n"
+        let steps = Ruleset.wholeLoad(r.text, tableInForce: true, handoverLeft: false)
+        XCTAssertEqual(steps.count, 3)
+        XCTAssertEqual(steps[0], drop + "table inet netpermd_handover {\n" + r.text.dropFirst(head.count))
+        XCTAssertEqual(steps[1], r.text)
+        XCTAssertEqual(steps[2], drop)
+        XCTAssertEqual(Ruleset.wholeLoad(r.text, tableInForce: false, handoverLeft: false), [r.text])
+        XCTAssertEqual(Ruleset.wholeLoad(r.text, tableInForce: false, handoverLeft: true), [r.text, drop])
+        XCTAssertEqual(Ruleset.removal, "table inet netpermd {}\ndelete table inet netpermd\n" + drop)
     }
 
     /// A change touching more than about half of the table is loaded whole.
@@ -484,7 +628,7 @@ final class RulesetTests: XCTestCase {
             allow += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=\(i < 10 ? "allow" : "deny")\n"
         }
         let old = try build(deny), few = try build(allow)
-        XCTAssertEqual(few.update(from: old)?.size.elements, 10)
+        XCTAssertEqual(few.update(from: old)?.size.elements, 20, "each app's uid and tag")
         let all = try build(deny.replacingOccurrences(of: "WWAN=deny", with: "WWAN=allow"))
         XCTAssertNil(all.update(from: old))
     }
@@ -526,7 +670,8 @@ final class RulesetTests: XCTestCase {
             """)
         XCTAssertTrue(r.text.contains("map uid_metered {\n\t\ttype uid : verdict\n\t\telements = { 1000 : goto deny }"), r.text)
         XCTAssertTrue(r.text.contains(#""unified/system.slice/cron.service" : return"#))
-        XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto ask_2_metered"#))
+        let getty = ConnectionTags.text(ConnectionTags.assign(["phone", "cron", "getty"])["getty"]!).dropFirst(2)
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/system-getty.slice/getty@tty1.service" : goto ask_\#(getty)_metered"#))
         XCTAssertTrue(r.text.contains(#"log group 28272 prefix "netpermd:getty:metered""#), "Metered=ask is logged too")
         XCTAssertTrue(r.text.contains(#"elements = { "eth0" : goto kind_ethernet,"# + "\n\t\t\t     " + #""wwan0" : goto metered_wwan }"#),
                       "Links.wwan is metered, eth0 is not\n" + r.text)
@@ -553,8 +698,10 @@ final class RulesetTests: XCTestCase {
             WWAN=deny
             """)
         XCTAssertEqual(r.pendingChains, 2)
-        XCTAssertTrue(r.text.contains("elements = { 1000 : goto ask_0_wwan,\n\t\t\t     1001 : goto ask_0_wwan,\n\t\t\t     2000 : goto deny,\n\t\t\t     3000 : goto deny }"), r.text)
-        XCTAssertTrue(r.text.contains(#""unified/system.slice/cron.service" : goto ask_0_wifi"#))
+        let phone = ConnectionTags.text(ConnectionTags.assign(["phone", long, "denied"])["phone"]!).dropFirst(2)
+        XCTAssertTrue(r.text.contains("elements = { 1000 : goto ask_\(phone)_wwan,\n\t\t\t     1001 : goto ask_\(phone)_wwan,"
+                                      + "\n\t\t\t     2000 : goto deny,\n\t\t\t     3000 : goto deny }"), r.text)
+        XCTAssertTrue(r.text.contains(#""unified/system.slice/cron.service" : goto ask_\#(phone)_wifi"#))
         XCTAssertEqual(r.text.components(separatedBy: "log group").count - 1, 2)
         XCTAssertTrue(r.text.contains(#"prefix "netpermd:phone:wifi""#))
         XCTAssertTrue(r.text.contains(#"prefix "netpermd:phone:wwan""#))
@@ -590,7 +737,8 @@ final class RulesetTests: XCTestCase {
     func testNoHierarchyAndLoopback() throws {
         let r = try build("[App cron]\nUnit=cron.service\n", links: [Links.lo], cgroups: UnitCgroups())
         XCTAssertEqual(r.notEnforced, ["cron": .cgroupAbsent])
-        XCTAssertFalse(r.text.contains("elements"))
+        XCTAssertFalse(r.text.contains("elements = { \""), "no link, no cgroup")
+        XCTAssertEqual(r.elements, 1, "cron's tag says it is pending on wwan (its scopes' connections, were there any)")
     }
 
     /// 10,000 apps are elements of a few maps: the number of rules does not grow, and building stays fast.
@@ -605,9 +753,9 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(r.uids, 10_000)
         XCTAssertEqual(r.notEnforced.count, 0)
         func lines(_ s: String) -> Int { r.text.split(separator: "\n").filter { $0.contains(s) }.count }
-        XCTAssertEqual(lines("vmap @"), 2, "the links, then wwan's uids (the only map with elements), however many apps")
-        XCTAssertEqual(lines(" : goto deny"), 5_000, "one element per denied uid on wwan, none elsewhere")
-        XCTAssertEqual(r.elements, 2 + 5_000, "two links, 5,000 denied uids")
+        XCTAssertEqual(lines("vmap @"), 3, "the links, then wwan's uids and tags (the only maps with elements), however many apps")
+        XCTAssertEqual(lines(" : goto deny"), 10_000, "one element per denied uid on wwan and one per its app's tag, none elsewhere")
+        XCTAssertEqual(r.elements, 2 + 5_000 + 10_000 + 5_000, "two links, 5,000 denied uids, each uid's tag, 5,000 denied tags")
         XCTAssertLessThan(took, .seconds(2), "built in \(took)")
         // A link appearing: the links map made again and compared with the rules in force, far cheaper than a build
         // (it was a build, and a byte-by-byte comparison of the megabytes after the link sets).
@@ -617,7 +765,7 @@ final class RulesetTests: XCTestCase {
         for _ in 0..<3 {
             let linkStart = ContinuousClock.now
             let appeared = r.withLinks([Links.eth, Links.wwan, makeLink(9, "wwan1", .wwan)])
-            script = appeared.update(from: r)?.script
+            script = appeared.update(from: r)?.transactions.joined()
             linkTook = min(linkTook, ContinuousClock.now - linkStart)
         }
         XCTAssertEqual(script, "flush map inet netpermd links\nadd element inet netpermd links { \"eth0\" : goto kind_ethernet, "

@@ -129,6 +129,29 @@ final class SteeringPlanTests: XCTestCase {
         XCTAssertTrue(removal.addRoutes.isEmpty && removal.addRules.isEmpty)
     }
 
+    /// A marked socket bound to an address of a link its mark does not allow goes to the table that allows nothing:
+    /// per mark in use, a source rule for each such address (up or not; IPv6 link-local ones aside), and that
+    /// table's unreachable defaults; none for an allowed link's addresses.
+    func testAddressesOfADeniedLinkGoNowhere() throws {
+        var wwan = self.wwan, wlan = self.wlan, down = makeLink(5, "wwan1", .wwan, up: false)
+        wwan.addresses = ["10.81.0.1/24", "fd00:81::1/64", "fe80::1/64"]
+        wlan.addresses = ["10.82.0.1/24"]
+        down.addresses = ["10.83.0.1/24"]
+        let p = try plan("[App wifionly]\nUser=4001\nWWAN=deny\n[App anywhere]\nUser=4002\nWWAN=allow\n", links: [wlan, wwan, down])
+        let mark: UInt32 = 0x6E70_001D
+        XCTAssertEqual(p.sourceRules, [SteerRule(family: .ipv4, mark: mark, table: 28240, source: "10.81.0.1"),
+                                       SteerRule(family: .ipv6, mark: mark, table: 28240, source: "fd00:81::1"),
+                                       SteerRule(family: .ipv4, mark: mark, table: 28240, source: "10.83.0.1")])
+        XCTAssertEqual(p.sourceRules.map(\.priority), [28238, 28238, 28238], "before the marks' rules (28239)")
+        XCTAssertEqual(p.rules.count, 2 + 3)
+        let d = SteeringDiff(plan: p, main: [], tables: [], rules: [])
+        XCTAssertEqual(Set(d.addRoutes.filter { $0.table == 28240 }), [.unreachableDefault(.ipv4, table: 28240),
+                                                                        .unreachableDefault(.ipv6, table: 28240)])
+        XCTAssertEqual(d.addRules.count, 5)
+        XCTAssertEqual(try plan("[App anywhere]\nUser=4002\nWWAN=allow\n", links: [wlan, wwan]).sourceRules, [],
+                       "no mark in use: no source rule")
+    }
+
     /// 10,000 apps are map elements; the tables stay as many as the combinations in use (at most 31).
     func testTenThousandApps() throws {
         var policy = ""
@@ -143,7 +166,7 @@ final class SteeringPlanTests: XCTestCase {
     }
 
     /// The engine hands the edge a plan in Mode=steer, a new one when links or decisions change it, none when
-    /// nothing it depends on changed, and removes steering on Mode=block and at a clean stop. A steered app's
+    /// nothing it depends on changed, and removes steering on Mode=block (a stop leaves it). A steered app's
     /// verdict is its table's answer: via the allowed link, not routed-elsewhere.
     func testEngineHandsPlansToTheEdge() {
         let policy = "[Enforcement]\nMode=steer\n[App wifionly]\nUser=4001\nWWAN=deny\n[App asker]\nUser=4002\nWWAN=ask\n"
@@ -170,6 +193,10 @@ final class SteeringPlanTests: XCTestCase {
         h.reload(policy: policy.replacingOccurrences(of: "Mode=steer", with: "Mode=block"))
         XCTAssertEqual(h.steering.count, 4)
         XCTAssertNil(h.steering.last!, "Mode=block removes steering")
+        h.reload(policy: policy)
+        let plans = h.steering.count
+        h.feed(.stopping)
+        XCTAssertEqual(h.steering.count, plans, "a stop leaves steering's rules and tables in force")
         XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["reason"], "denied", "blocked, not steered: wlan0 has no carrier")
     }
 

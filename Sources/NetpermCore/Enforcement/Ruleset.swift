@@ -95,8 +95,31 @@ public struct Ruleset: Equatable, Sendable {
         return (app, kind)
     }
 
-    /// The script that removes the table, whether or not it exists.
-    public static let removal = "table \(family) \(table) {}\ndelete table \(family) \(table)\n"
+    /// The table that holds the new rules while a whole load replaces the table (`handover`).
+    public static let handoverTable = "netpermd_handover"
+
+    /// The script that removes a table, whether or not it exists.
+    static func dropping(_ name: String) -> String { "table \(family) \(name) {}\ndelete table \(family) \(name)\n" }
+
+    /// The script that removes the table (and a handover's, left by a daemon killed during one), whether or not
+    /// they exist.
+    public static let removal = dropping(table) + dropping(handoverTable)
+
+    /// How a whole ruleset (`text`) is loaded, given which of the two tables the kernel has. Replacing a table in
+    /// force must leave no moment in which neither holds: the kernel reads a base chain's rules for the generation a
+    /// packet started with, but map elements for the generation now, so a packet racing the commit that deletes one
+    /// table and adds the next saw neither's rules (measured: 26 datagrams of an app denied before and after, in 150
+    /// loads). So the new rules go into a table of their own first, then the table is replaced while that one
+    /// holds, then it goes: three transactions, each leaving one table unchanged that rejects what the new rules
+    /// reject. With no table in force, one transaction (and the removal of a handover's table a daemon killed
+    /// during one left, once the new table holds).
+    public static func wholeLoad(_ text: String, tableInForce: Bool, handoverLeft: Bool) -> [String] {
+        let head = dropping(table) + "table \(family) \(table) {\n"
+        guard text.hasPrefix(head) else { return [text] }
+        guard tableInForce else { return handoverLeft ? [text, dropping(handoverTable)] : [text] }
+        let guardText = dropping(handoverTable) + "table \(family) \(handoverTable) {\n" + text.dropFirst(head.count)
+        return [guardText, text, dropping(handoverTable)]
+    }
 
     /// One app's permissions are looked up through `permissions` (the policy's, with decisions applied): only
     /// `allow` passes; `deny` and `ask` are rejected, and an undecided `ask` is logged first (rate-limited) to
@@ -163,9 +186,11 @@ public struct Ruleset: Equatable, Sendable {
         // Pending kinds go to a chain of their own that logs before it rejects: the prefix must name the app.
         var askChains: [AskChain] = []
         var askSeen: Set<AskChain.ID> = []
+        // Each app's tag (ConnectionTags) names its connections and its pending chains, whatever its place.
+        let tags = ConnectionTags.assign(apps.map(\.id))
         func reject(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> MapVerdict {
             guard permission(i, k, uid: uid) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
-            let id = AskChain.ID(app: i, kind: k)
+            let id = AskChain.ID(tag: tags[apps[i].id]!, kind: k)
             if askSeen.insert(id).inserted { askChains.append(AskChain(id: id, prefix: prefix)) }
             return .ask(id)
         }
@@ -206,15 +231,43 @@ public struct Ruleset: Equatable, Sendable {
                 }))
             }
         }
+        // Each connection's app, in its conntrack mark from its first packet (ConnectionTags): by uid, then by
+        // system unit, deepest last (a unit's verdict comes before its uid's, as above). Users' own units are not
+        // tagged: their orphaned sockets keep their cgroup, and so their unit's elements, while those stay.
+        maps.append(VerdictMap(name: "tag_uid", key: "uid", value: "mark", elements: sortedUIDs.map {
+            MapElement(key: .uid($0), verdict: .mark(tags[apps[uidOwner[$0]!].id]!))
+        }))
+        var unitApps: Set<Int> = []
+        for level in UnitCgroups.levels {
+            let owned = cgroupOwner.filter { !$0.cgroup.user && $0.cgroup.level == level }
+            unitApps.formUnion(owned.map(\.app))
+            maps.append(VerdictMap(name: "tag_unit\(level)", key: "cgroupsv2", value: "mark", elements: owned.map {
+                MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: .mark(tags[apps[$0.app].id]!))
+            }))
+        }
+        // A tag's verdict, for packets no socket owner names: denials, and a unit's allow (whose uid must not be
+        // consulted instead, as above). Every app's, not only those owning something now: a connection outlives
+        // the cgroup it was tagged in.
+        let tagged = Set(appIndex.values).sorted { tags[apps[$0].id]! < tags[apps[$1].id]! }
+        for k in dimensions {
+            let pass: MapVerdict = k == .metered ? .pass : .accept
+            maps.append(VerdictMap(name: "conn_\(k.rawValue)", key: "mark", elements: tagged.compactMap { i in
+                let verdict = permission(i, k) == .allow ? (unitApps.contains(i) ? pass : nil) : reject(i, k)
+                return verdict.map { MapElement(key: .tag(tags[apps[i].id]!), verdict: $0) }
+            }))
+        }
         for m in maps {
             elements += m.elements.count
-            set(&t, m.name, type: m.key + " : verdict", m.elements.lazy.map(\.text))
+            set(&t, m.name, type: m.key + " : " + m.value, m.elements.lazy.map(\.text))
         }
         let used = usedMaps(maps)
-        // icmpx admin-prohibited: IPv4's connect() fails at once with EHOSTUNREACH, sendto() with EPERM; a drop
-        // would leave TCP retrying until its time-out. IPv6's TCP gets a reset (ECONNREFUSED at once): the ICMPv6
-        // error reached connect() only after the SYN was sent again a second later (EACCES after 1 s).
-        t += "\tchain deny {\n\t\tmeta nfproto ipv6 meta l4proto tcp counter reject with tcp reset\n"
+        // A reset for TCP: connect() fails at once with ECONNREFUSED, an established connection with ECONNRESET,
+        // and an orphaned socket goes. The ICMP error reached a connect() only after the SYN was sent again a second
+        // later (IPv4 EHOSTUNREACH, IPv6 EACCES: the error comes while connect() holds the socket, which makes it a
+        // soft one), io_uring's CONNECT reported success, and an established IPv4 connection stalled until its
+        // time-out. Others get ICMP admin-prohibited: sendto() fails at once with EPERM; a drop would leave the app
+        // waiting.
+        t += "\tchain deny {\n\t\tmeta l4proto tcp counter reject with tcp reset\n"
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
         // At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
         // raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
@@ -223,17 +276,18 @@ public struct Ruleset: Equatable, Sendable {
             for rule in chain.rules { t += "\t\t" + rule + "\n" }
             t += "\t}\n"
         }
-        for k in dimensions {
-            t += "\tchain \(chainName(k)) {\n"
-            for rule in lookups(k, used: used) { t += "\t\t" + rule + "\n" }
+        func chain(_ name: String, _ rules: [String]) {
+            t += "\tchain \(name) {\n"
+            if let hook = hooks[name] { t += "\t\t" + hook + "\n" }
+            for rule in rules { t += "\t\t" + rule + "\n" }
             t += "\t}\n"
         }
-        for k in dimensions where k != .metered {
-            t += "\tchain metered_\(k.rawValue) {\n\t\tjump metered\n\t\tgoto kind_\(k.rawValue)\n\t}\n"
-        }
-        t += "\tchain output {\n\t\ttype filter hook output priority filter; policy accept;\n"
-        t += "\t\toifname vmap @links\n"
-        t += "\t}\n}\n"
+        let chains = chainRules(used: used)
+        for c in chains where hooks[c.chain] == nil { chain(c.chain, c.rules) }
+        for k in dimensions where k != .metered { chain("metered_\(k.rawValue)", ["jump metered", "goto kind_\(k.rawValue)"]) }
+        chain("output", ["oifname vmap @links"])
+        for c in chains where hooks[c.chain] != nil { chain(c.chain, c.rules) }
+        t += "}\n"
 
         var notEnforced: [String: Enforcement.Why] = [:]
         var owning = Set(uidOwner.values)
@@ -268,7 +322,7 @@ public struct Ruleset: Equatable, Sendable {
         var elements: [String] = []
         var skipped: [String] = []
         /// The text up to the first of the app rules.
-        var text = removal + "table \(family) \(table) {\n"
+        var text = dropping(table) + "table \(family) \(table) {\n"
 
         init(_ links: [Link]) {
             for l in links {
@@ -306,15 +360,62 @@ public struct Ruleset: Equatable, Sendable {
     /// The maps that have elements: only those are looked up.
     static func usedMaps(_ maps: [VerdictMap]) -> Set<String> { Set(maps.lazy.filter { !$0.elements.isEmpty }.map(\.name)) }
 
-    /// The rules of dimension `k`'s chain, in the order the first matching app wins: users' units deepest first,
-    /// system units, the uid; a lookup only where its map has elements (`used`), as each costs every packet.
+    /// The base chains' hooks. `input` tags a server's connections on their SYN, from the listener's cgroup.
+    static let hooks = ["output": "type filter hook output priority filter; policy accept;",
+                        "input": "type filter hook input priority filter; policy accept;"]
+
+    /// Every chain whose rules depend on which maps have elements, with its rules, in the text's order: the tagging
+    /// chains, then each dimension's (`metered` first: its socket owners' chain, then its own), then `input`.
+    /// Built from `used` alone, so that an update can write a chain with the lookups of two builds together (a map
+    /// with no elements matches nothing).
+    static func chainRules(used: Set<String>) -> [(chain: String, rules: [String])] {
+        let unitTags = UnitCgroups.levels.filter { used.contains("tag_unit\($0)") }
+        var tag: [String] = used.contains("tag_uid") ? ["ct mark set meta skuid map @tag_uid"] : []
+        var tagIn: [String] = []
+        for level in unitTags {
+            tag.append("ct mark set socket cgroupv2 level \(level) map @tag_unit\(level)")
+            tagIn.append(tag.last!)
+        }
+        var out: [(chain: String, rules: [String])] = [("tag", tag), ("tag_in", tagIn)]
+        for k in dimensions {
+            let owned = used.contains("conn_\(k.rawValue)") ? ownerLookups(k, used: used, uid: true) : []
+            out.append(("owned_" + k.rawValue, owned))
+            out.append((chainName(k), lookups(k, used: used)))
+        }
+        out.append(("input", tagIn.isEmpty ? [] : ["ct state new tcp flags & (syn | ack) == syn ct mark 0 jump tag_in"]))
+        return out
+    }
+
+    /// The rules of dimension `k`'s chain. A new connection is tagged with its app first. With tags to look up
+    /// (`conn_KIND`), a packet whose socket has an owner (`meta skuid` says) goes on to `owned_KIND`, the socket's
+    /// own lookups; one whose socket has none (an orphaned socket's: no file; a time-wait socket's) is judged by its
+    /// connection's tag, then by its cgroup, which an orphaned socket keeps (a user's own unit narrows it still).
+    /// Its tag comes first: a cgroup that went leaves its elements, whose verdicts no longer follow its app.
     static func lookups(_ k: PolicyDimension, used: Set<String>) -> [String] {
+        var rules: [String] = []
+        if used.contains("tag_uid") || UnitCgroups.levels.contains(where: { used.contains("tag_unit\($0)") }) {
+            rules.append("ct state new ct mark 0 jump tag")
+        }
+        guard used.contains("conn_\(k.rawValue)") else { return rules + ownerLookups(k, used: used, uid: true) }
+        rules += ["meta skuid 0-4294967295 goto owned_\(k.rawValue)", "ct mark vmap @conn_\(k.rawValue)"]
+        return rules + ownerLookups(k, used: used, uid: false)
+    }
+
+    /// A socket's lookups for dimension `k`, in the order the first matching app wins: users' units deepest first,
+    /// system units, the uid; a lookup only where its map has elements (`used`), as each costs every packet. A
+    /// request socket (a SYN-ACK) has its listener's uid but no cgroup: with `uid`, a unit's server is judged by
+    /// its connection's tag (from the listener's cgroup, on the SYN) before the uid.
+    static func ownerLookups(_ k: PolicyDimension, used: Set<String>, uid: Bool) -> [String] {
         var rules: [String] = []
         for level in UnitCgroups.userLevels.reversed() where used.contains("user\(level)_\(k.rawValue)") {
             rules.append("socket cgroupv2 level \(level) vmap @user\(level)_\(k.rawValue)")
         }
         for level in UnitCgroups.levels.reversed() where used.contains("unit\(level)_\(k.rawValue)") {
             rules.append("socket cgroupv2 level \(level) vmap @unit\(level)_\(k.rawValue)")
+        }
+        guard uid else { return rules }
+        if used.contains("conn_\(k.rawValue)"), UnitCgroups.levels.contains(where: { used.contains("tag_unit\($0)") }) {
+            rules.append("tcp flags & (syn | ack) == syn | ack ct mark vmap @conn_\(k.rawValue)")
         }
         if used.contains("uid_\(k.rawValue)") { rules.append("meta skuid vmap @uid_\(k.rawValue)") }
         return rules

@@ -12,6 +12,12 @@ public struct SteeringPlan: Equatable, Sendable {
     /// The rules' priority: after `local` (0), before `main` (32766) and `default` (32767), so a marked socket's
     /// lookup ends in its table.
     public static let rulePriority: UInt32 = 28239
+    /// The source rules' priority, just before: a marked socket bound to an address of a link its mark does not
+    /// allow looks up the table that allows nothing (`nowhere`), so it fails at once rather than leave by an
+    /// allowed link with that address (whose replies would come back over the denied one).
+    public static let sourceRulePriority: UInt32 = rulePriority - 1
+    /// The table of the allowance that allows nothing: only the unreachable defaults.
+    public static let nowhere = Allowance(bits: 0)
     /// "Highest metric": the unreachable default comes after every copied default.
     public static let unreachableMetric: UInt32 = 0xFFFF_FFFF
 
@@ -53,11 +59,14 @@ public struct SteeringPlan: Equatable, Sendable {
     public var allowances: [Allowance]
     /// The links whose routes are copied: up with carrier (a link without carrier would swallow the traffic).
     public var links: [SteerLink]
+    /// Per mark in use, per address of a link it does not allow (up or not; link-local IPv6 addresses aside, as a
+    /// socket using one is bound to its link anyway): `from ADDRESS fwmark MARK lookup` the `nowhere` table.
+    public var sourceRules: [SteerRule]
 
     public init(cgroupMarks: [UInt64: UInt32] = [:], uidMarks: [UInt32: UInt32] = [:],
-                allowances: [Allowance] = [], links: [SteerLink] = []) {
+                allowances: [Allowance] = [], links: [SteerLink] = [], sourceRules: [SteerRule] = []) {
         self.cgroupMarks = cgroupMarks; self.uidMarks = uidMarks
-        self.allowances = allowances; self.links = links
+        self.allowances = allowances; self.links = links; self.sourceRules = sourceRules
     }
 
     /// Owners as the ruleset found them (the first `[App]` naming a uid or unit cgroup), so steering and blocking
@@ -95,6 +104,17 @@ public struct SteeringPlan: Equatable, Sendable {
         plan.allowances = used.sorted()
         plan.links = links.filter { $0.adminUp && $0.carrier }.sorted { $0.index < $1.index }
             .map { SteerLink(index: $0.index, kind: $0.kind, metered: $0.metered) }
+        for a in plan.allowances {
+            for l in links where !a.allows(l) {
+                for text in l.addresses {
+                    let address = String(text.prefix { $0 != "/" })
+                    let v6 = address.contains(":")
+                    guard !v6 || !["fe8", "fe9", "fea", "feb"].contains(address.prefix(3).lowercased()) else { continue }
+                    plan.sourceRules.append(SteerRule(family: v6 ? .ipv6 : .ipv4, mark: a.mark, table: nowhere.table,
+                                                      source: address))
+                }
+            }
+        }
         return plan
     }
 
@@ -108,9 +128,10 @@ public struct SteeringPlan: Equatable, Sendable {
         return out
     }
 
-    /// The rules in force for this plan: per allowance, one per family.
+    /// The rules in force for this plan: per allowance, one per family; and the source rules.
     public var rules: [SteerRule] {
         allowances.flatMap { a in AddressFamily.allCases.map { SteerRule(family: $0, mark: a.mark, table: a.table) } }
+            + sourceRules
     }
 
     /// Whether a table number is one of steering's (what a clean stop flushes, and a restart repairs).
@@ -180,14 +201,18 @@ public struct SteerRoute: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// One routing rule of steering: `fwmark MARK/0xffffffff lookup TABLE` at `SteeringPlan.rulePriority`.
+/// One routing rule of steering: `fwmark MARK/0xffffffff lookup TABLE` at `SteeringPlan.rulePriority`, or with
+/// `source`, `from SOURCE fwmark MARK/0xffffffff lookup TABLE` at `SteeringPlan.sourceRulePriority`.
 public struct SteerRule: Hashable, Sendable {
     public var family: AddressFamily
     public var mark: UInt32
     public var table: UInt32
-    public init(family: AddressFamily, mark: UInt32, table: UInt32) {
-        self.family = family; self.mark = mark; self.table = table
+    /// An address as the kernel writes it (inet_ntop), without a prefix length: the rule matches it alone.
+    public var source: String?
+    public init(family: AddressFamily, mark: UInt32, table: UInt32, source: String? = nil) {
+        self.family = family; self.mark = mark; self.table = table; self.source = source
     }
+    public var priority: UInt32 { source == nil ? SteeringPlan.rulePriority : SteeringPlan.sourceRulePriority }
 }
 
 /// What must change in the kernel to get from what is there to what is wanted: added first (tables before rules,
@@ -205,15 +230,20 @@ public struct SteeringDiff: Equatable, Sendable {
     public init(plan: SteeringPlan?, main: [SteerRoute], tables: [SteerRoute], rules: [SteerRule]) {
         var wantRoutes: Set<SteerRoute> = []
         if let plan {
-            for a in plan.allowances { wantRoutes.formUnion(plan.routes(for: a, main: main)) }
+            var tables = Set(plan.allowances)
+            if !plan.sourceRules.isEmpty { tables.insert(SteeringPlan.nowhere) }
+            for a in tables { wantRoutes.formUnion(plan.routes(for: a, main: main)) }
         }
         let haveRoutes = Set(tables)
         addRoutes = wantRoutes.subtracting(haveRoutes).sorted { $0.description < $1.description }
         deleteRoutes = haveRoutes.subtracting(wantRoutes).sorted { $0.description < $1.description }
         let wantRules = Set(plan?.rules ?? [])
         let haveRules = Set(rules)
-        addRules = wantRules.subtracting(haveRules).sorted { ($0.table, $0.family.rawValue) < ($1.table, $1.family.rawValue) }
-        deleteRules = haveRules.subtracting(wantRules).sorted { ($0.table, $0.family.rawValue) < ($1.table, $1.family.rawValue) }
+        func order(_ a: SteerRule, _ b: SteerRule) -> Bool {
+            (a.table, a.family.rawValue, a.mark, a.source ?? "") < (b.table, b.family.rawValue, b.mark, b.source ?? "")
+        }
+        addRules = wantRules.subtracting(haveRules).sorted(by: order)
+        deleteRules = haveRules.subtracting(wantRules).sorted(by: order)
     }
 }
 

@@ -53,10 +53,11 @@ public enum Effect: Equatable, Sendable {
     case loadPolicy
     case notify(NotifyMessage)
     case log(Priority, String)
-    /// Run this nft script as one transaction (the enforcement rules, just their link sets, or `Ruleset.removal`);
-    /// with `report`, say how it went with `Input.rulesLoaded`. `inForce` is the whole ruleset the script leads
-    /// to: what the edge loads again when another process changes the table.
-    case loadRules(String, report: Bool, inForce: String)
+    /// Run these nft scripts, each as one transaction, in order, stopping at the first that fails (the whole
+    /// ruleset, `Ruleset.update(from:)`'s transactions, or `Ruleset.removal`); with `report`, say how it went with
+    /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another
+    /// process changes the table. A whole ruleset replacing a table in force is loaded as `Ruleset.handover` says.
+    case loadRules([String], report: Bool, inForce: String)
     /// Tell with `Input.exited` when this process exits (at once if it has already): a prompt it asked is withdrawn
     /// once nobody who asked is left.
     case watchExit(Int32)

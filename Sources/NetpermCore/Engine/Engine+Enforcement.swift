@@ -39,10 +39,11 @@ struct EnforcementBook {
     var steeringMoved = false
     var steeringError: String?
 
-    /// `index`, `up`, `metered`: Mode=steer only (its tables follow links up, down and re-created).
+    /// `index`, `up`, `metered`, `addresses`: Mode=steer only (its tables follow links up, down and re-created, its
+    /// source rules their addresses).
     struct LinkKey: Equatable {
         var name: String; var kind: LinkKind
-        var index: Int32 = 0; var up = false; var metered = false
+        var index: Int32 = 0; var up = false; var metered = false; var addresses: [String] = []
     }
 
     /// Failed loads are tried again after 1, 2, 4 and 8 s, then left until the next change.
@@ -62,7 +63,7 @@ extension Engine {
         let steer = state.config.enforcement == .steer
         let links = state.network.links.map {
             steer ? EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, index: $0.index, up: $0.adminUp && $0.carrier,
-                                            metered: $0.metered)
+                                            metered: $0.metered, addresses: $0.addresses)
                   : EnforcementBook.LinkKey(name: $0.name, kind: $0.kind)
         }
         guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }
@@ -105,12 +106,12 @@ extension Engine {
             guard r.text != enforcement.loaded || r.unitIDs != enforcement.loadedUnitIDs else { return }
             enforcement.loadedUnitIDs = r.unitIDs
             // The last rules are in force: change just what differs (the links map, map elements, pending chains).
-            var update: (script: String, size: Ruleset.UpdateSize)?
+            var update: Ruleset.Update?
             if enforcement.state == .enforcing, let previous, previous.text == enforcement.loaded {
                 update = r.update(from: previous)
                 if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
             }
-            if let update, update.script.isEmpty {
+            if let update, update.transactions.isEmpty {
                 // Nothing the kernel can be told (a cgroup no element names came or went; a cgroup's elements left
                 // stale): the rules in force are these.
                 enforcement.loaded = r.text
@@ -124,19 +125,19 @@ extension Engine {
                         : " (changes only: \(u.size.links ? "the links map, " : "")\(u.size.elements) elements, "
                         + "\(u.size.chains) chains" + (u.size.stale > 0 ? ", \(u.size.stale) left stale" : "") + ")"
                 } ?? ""))
-            load(r.text, script: update?.script, report: true)
+            load(r.text, transactions: update?.transactions, report: true)
             if enforcement.state != .enforcing { enforcement.state = .applying }
         }
     }
 
-    /// `text` is the whole ruleset (what a retry or a repair loads); `script`, when given, the smaller script that
-    /// gets there from the rules in force.
-    private func load(_ text: String, script: String? = nil, report: Bool) {
+    /// `text` is the whole ruleset (what a retry or a repair loads); `transactions`, when given, the smaller scripts
+    /// that get there from the rules in force.
+    private func load(_ text: String, transactions: [String]? = nil, report: Bool) {
         if let t = enforcement.retry { cancelTimer(t); enforcement.retry = nil }
         enforcement.attempts = 0
         enforcement.loaded = text
-        enforcement.partial = script != nil
-        out.append(.loadRules(script ?? text, report: report, inForce: text))
+        enforcement.partial = transactions != nil
+        out.append(.loadRules(transactions ?? [text], report: report, inForce: text))
     }
 
     /// The kernel's answer to the last `loadRules` that asked for one.
@@ -160,7 +161,7 @@ extension Engine {
             enforcement.partial = false
             enforcement.stale = 0
             log(.notice, "enforcement: changing only what differs failed (\(error)); loading the whole table")
-            out.append(.loadRules(text, report: true, inForce: text))
+            out.append(.loadRules([text], report: true, inForce: text))
             return
         }
         if state.config.enforcement == .steer { enforcement.steeringMoved = true }
@@ -180,7 +181,7 @@ extension Engine {
         guard let text = enforcement.loaded else { return }
         enforcement.partial = false
         enforcement.stale = 0
-        out.append(.loadRules(text, report: true, inForce: text))
+        out.append(.loadRules([text], report: true, inForce: text))
     }
 
     /// A uid's own decisions for an app, for its sockets in the rules (nil: it has none, or users do not decide).
@@ -272,13 +273,12 @@ extension Engine {
 }
 
 extension Engine {
-    /// A clean stop removes the table: a stopped daemon follows no link or decision, so rules it left would go
-    /// stale (docs/ENFORCEMENT.md, "Stop and crash").
+    /// A stop leaves the rules in force (and steering's rules and tables; its program goes with the process): a
+    /// restart or an upgrade must not open them, and the next process takes the table over in one handover
+    /// (docs/ENFORCEMENT.md, "Stop, restart and crash"). Only Mode=off and `netpermd --remove-rules` remove them.
     func stopEnforcing() {
         guard let loaded = enforcement.loaded, loaded != Ruleset.removal else { return }
-        log(.notice, "enforcement: stopping, removing the rules")
-        load(Ruleset.removal, report: false)
-        enforcement.state = .off
-        settleSteering(nil)
+        log(.notice, "enforcement: stopping; the rules stay in force until the next start "
+            + "(Mode=off or netpermd --remove-rules removes them)")
     }
 }

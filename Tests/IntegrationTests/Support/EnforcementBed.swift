@@ -52,7 +52,7 @@ final class EnforcementBed {
         peers[name] = nil
     }
 
-    /// What a client saw: `tcp` is "ok" or connect()'s errno name ("EHOSTUNREACH", "timeout"), `udp` the same for
+    /// What a client saw: `tcp` is "ok" or connect()'s errno name ("ECONNREFUSED", "timeout"), `udp` the same for
     /// sendto(), `ms` how long connect() took.
     struct Probe: Equatable, CustomStringConvertible {
         var family: String
@@ -60,9 +60,9 @@ final class EnforcementBed {
         var udp: String
         var ms: Int
         var description: String { "IPv\(family): tcp \(tcp) (\(ms) ms), udp \(udp)" }
-        /// What docs/ENFORCEMENT.md promises: IPv4 connect() EHOSTUNREACH, IPv6 connect() ECONNREFUSED (the peer
-        /// listens, so a real refusal cannot be mistaken for it), sendto() EPERM.
-        var blocked: Bool { tcp == (family == "6" ? "ECONNREFUSED" : "EHOSTUNREACH") && udp == "EPERM" }
+        /// What docs/ENFORCEMENT.md promises: connect() ECONNREFUSED, IPv4 and IPv6 (the peer listens, so a real
+        /// refusal cannot be mistaken for it), sendto() EPERM.
+        var blocked: Bool { tcp == "ECONNREFUSED" && udp == "EPERM" }
         var passed: Bool { tcp == "ok" && udp == "ok" }
     }
 
