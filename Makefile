@@ -9,6 +9,8 @@ SOCKET ?= $(RUN_DIR)/netpermd.sock
 STATE_DIR ?= $(RUN_DIR)/state
 RUN_CONFIG ?= config/run.conf
 SWIFT ?= swift
+# The version, from the one place the programs read it (DaemonState.version): the packages take it from here.
+VERSION := $(shell sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/NetpermCore/DaemonState.swift)
 # libstdc++-12-dev: the release link takes libstdc++ from its static archive (toolchain/libstdc++.so).
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config systemd util-linux \
         libstdc++-12-dev nftables libnftables-dev
@@ -21,12 +23,12 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
 # Flatpak app's sandbox) for the GLib module's tests; for the prompt agents' tests, dbus-user-session (users'
 # managers' session bus), dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent.
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
-             bubblewrap dbus-user-session dunst xvfb xauth tmux
+             bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps test-deps build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files uninstall clean \
+.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files uninstall clean \
         gio-deps gio-module gio-test install-gio uninstall-gio
 
 all: build
@@ -57,11 +59,12 @@ release: deps gio-module
 # (gio-module, install-gio, uninstall-gio), so that a package can ship it apart; `make release` and `make test`
 # build it into $(GIO_DIR), with the module cache that GIO_EXTRA_MODULES=$(GIO_DIR) reads.
 GIO_DEBS := gcc libc6-dev pkg-config libglib2.0-dev libjson-glib-dev
-GIO_DIR := .build/gio
+GIO_DIR ?= .build/gio
 GIO_MODULE := $(GIO_DIR)/libgionetpermd.so
 GIO_PKGS := gio-unix-2.0 json-glib-1.0
 GIO_SOCKET ?= /run/netpermd/netpermd.sock
 GIO_CFLAGS ?= -O2 -g
+GIO_LDFLAGS ?=
 GIO_WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
 GIO_SOURCES := $(wildcard gio/*.c)
 # Where GLib looks for modules (not under PREFIX: GLib reads only its own directory), and the program that
@@ -78,7 +81,7 @@ gio-module: gio-deps
 
 $(GIO_MODULE): $(GIO_SOURCES) $(wildcard gio/*.h) Makefile
 	gcc $(GIO_CFLAGS) $(GIO_WARNINGS) -fPIC -shared -fvisibility=hidden -DNETPERMD_DEFAULT_SOCKET='"$(GIO_SOCKET)"' \
-	  $$(pkg-config --cflags $(GIO_PKGS)) $(GIO_SOURCES) -o $@.tmp -Wl,-z,defs -Wl,--as-needed \
+	  $$(pkg-config --cflags $(GIO_PKGS)) $(GIO_SOURCES) -o $@.tmp $(GIO_LDFLAGS) -Wl,-z,defs -Wl,--as-needed \
 	  $$(pkg-config --libs $(GIO_PKGS))
 	mv $@.tmp $@
 
@@ -110,21 +113,53 @@ run: release
 	exec $$bin/netpermd --socket $(SOCKET) --config $(RUN_CONFIG) --state-dir $(STATE_DIR)
 
 # The release build comes first (bench-smoke needs it anyway): the command matrix runs its netpermctl too, the one
-# `make install` ships (a crash only that build had: CommandMatrixTests).
+# `make install` ships (a crash only that build had: CommandMatrixTests). The packages are built from it and linted
+# before the tests run: the real-systemd package test installs them.
 test: deps test-deps release gio-test
 	$(SWIFT) build --build-tests
+	$(MAKE) deb-lint
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_RELEASE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path) \
-	  $(SWIFT) test --skip-build
+	  NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) $(SWIFT) test --skip-build
 	$(MAKE) bench-smoke
 	$(MAKE) fuzz-smoke
 
 unit: deps
 	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests'
 
-integration: deps test-deps release gio-module
+integration: deps test-deps release gio-module deb
 	$(SWIFT) build --build-tests
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_RELEASE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path) \
-	  $(SWIFT) test --skip-build --filter IntegrationTests
+	  NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) $(SWIFT) test --skip-build --filter IntegrationTests
+
+# Debian packages (debian/, docs/SYSTEMD.md "Install from the package"): netpermd (the daemon, netpermctl, units,
+# man pages, completions) and netpermd-gio (the GLib module), built by dpkg-buildpackage from the release build
+# into $(DEB_DIR). The changelog dpkg reads the version from is written here, from VERSION, so there is one
+# version; SOURCE_DATE_EPOCH (the last commit's time) dates it, so two builds of one commit are alike.
+DEB_DEBS := debhelper dpkg-dev lintian
+DEB_DIR := .build/deb
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB_DATE = $(shell git log -1 --format=%ct 2>/dev/null || stat -c %Y Sources/NetpermCore/DaemonState.swift)
+
+deb-deps:
+	@$(call install-missing,$(DEB_DEBS))
+
+deb: deps deb-deps gio-deps
+	@test -n "$(VERSION)" || { echo "deb: no version in Sources/NetpermCore/DaemonState.swift" >&2; exit 1; }
+	@mkdir -p $(DEB_DIR)
+	rm -f $(DEB_DIR)/*.deb $(DEB_DIR)/*.ddeb $(DEB_DIR)/*.changes $(DEB_DIR)/*.buildinfo
+	printf '%s\n' "netpermd ($(VERSION)) unstable; urgency=medium" "" \
+	  "  * Built from $$(git describe --always --dirty 2>/dev/null || echo 'a source tree') (docs/SYSTEMD.md)." "" \
+	  " -- $$(sed -n 's/^Maintainer: //p' debian/control)  $$(date -R -u -d @$(DEB_DATE))" > debian/changelog
+	@# Its clean step (debian/rules clean) empties the package trees and build stamps, never the Swift build.
+	SOURCE_DATE_EPOCH=$(DEB_DATE) dpkg-buildpackage -b --no-sign \
+	  --buildinfo-file=$(DEB_DIR)/netpermd_$(VERSION)_$(DEB_ARCH).buildinfo --buildinfo-option=-u$(DEB_DIR) \
+	  --changes-file=$(DEB_DIR)/netpermd_$(VERSION)_$(DEB_ARCH).changes --changes-option=-u$(DEB_DIR)
+	@ls -l $(DEB_DIR)/*.deb
+
+# lintian on what `deb` built: any error or warning fails. None is overridden; an override must say why, beside it
+# in debian/PACKAGE.lintian-overrides.
+deb-lint: deb
+	lintian --fail-on error,warning --info $(DEB_DIR)/*.deb
 
 # libFuzzer targets (Fuzz/Targets, see Fuzz/README.md), built with swiftc outside SwiftPM against the core compiled
 # with coverage and AddressSanitizer. `make fuzz` runs each for FUZZ_TIME seconds from its committed seed corpus
@@ -229,6 +264,7 @@ bench-deps:
 BINDIR = $(DESTDIR)$(PREFIX)/bin
 UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system
 USERUNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/user
+SYSUSERSDIR = $(DESTDIR)$(PREFIX)/lib/sysusers.d
 DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
 CONFDIR = $(DESTDIR)/etc/netpermd
 MANDIR = $(DESTDIR)$(PREFIX)/share/man
@@ -236,9 +272,10 @@ BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
-       docs/ENFORCEMENT.md docs/APPS.md
+       docs/ENFORCEMENT.md docs/APPS.md docs/METRICS.md
+UNITS = netpermd.service netpermd.socket netpermd-metrics.service netpermd-metrics.timer
 
-# Then: systemctl daemon-reload && systemctl enable --now netpermd.socket
+# Then: systemd-sysusers && systemctl daemon-reload && systemctl enable --now netpermd.socket
 install: release
 	$(MAKE) --no-print-directory install-files BIN="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
 	$(MAKE) --no-print-directory install-gio
@@ -250,7 +287,7 @@ install-files:
 	install -D -m 0755 $(BIN)/netpermd $(BINDIR)/netpermd
 	install -D -m 0755 $(BIN)/netpermctl $(BINDIR)/netpermctl
 	install -d $(UNITDIR) $(DOCDIR) $(CONFDIR)/netpermd.conf.d
-	for u in netpermd.service netpermd.socket; do \
+	for u in $(UNITS); do \
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
 	done
 	@# The desktop agent, for every user's graphical session (a user turns it off with systemctl --user mask).
@@ -264,6 +301,8 @@ install-files:
 	  s=$${m##*.}; install -d $(MANDIR)/man$$s; \
 	  sed 's|/usr/local|$(PREFIX)|g' man/$$m > $(MANDIR)/man$$s/$$m; chmod 0644 $(MANDIR)/man$$s/$$m; \
 	done
+	@# The group netperm (AdminGroup=): systemd-sysusers creates it.
+	install -D -m 0644 systemd/netpermd.sysusers $(SYSUSERSDIR)/netpermd.conf
 	install -D -m 0644 completions/netpermctl.bash $(BASHCOMPDIR)/netpermctl
 	install -D -m 0644 completions/_netpermctl $(ZSHCOMPDIR)/_netpermctl
 	install -m 0644 config/netpermd.conf $(DOCDIR)/netpermd.conf.example
@@ -279,13 +318,14 @@ install-files:
 uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -x $(BINDIR)/netpermd ]; then $(BINDIR)/netpermd --remove-rules || true; fi
 	rm -f $(BINDIR)/netpermd $(BINDIR)/netpermctl
-	rm -f $(UNITDIR)/netpermd.service $(UNITDIR)/netpermd.socket
+	for u in $(UNITS); do rm -f $(UNITDIR)/$$u; done
 	rm -f $(USERUNITDIR)/netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service
 	-rmdir $(USERUNITDIR)/graphical-session.target.wants 2>/dev/null
+	rm -f $(SYSUSERSDIR)/netpermd.conf
 	rm -rf $(DOCDIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
 	$(MAKE) --no-print-directory uninstall-gio
 
 clean:
-	rm -rf .build
+	rm -rf .build debian/changelog

@@ -2,7 +2,7 @@
 # Installed as $(PREFIX)/share/bash-completion/completions/netpermctl. Self-contained: it needs nothing from
 # the bash-completion package, but uses its _command_offset for `wait -- COMMAND ARGS` when present.
 
-_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent ping help"
+_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent metrics ping help"
 _netpermctl_options="--socket -j --json -t --terse -h --help --version"
 _netpermctl_kinds="wifi wwan ethernet other metered"
 
@@ -54,7 +54,7 @@ _netpermctl()
                 ((i++))
                 socket=${COMP_WORDS[i]}
                 ;;
-            --app | --timeout) ((i++)) ;;
+            --app | --timeout | --output) ((i++)) ;;
             --once) once=1 ;;
             -*) ;;
             *)
@@ -80,7 +80,7 @@ _netpermctl()
     type -P -- "$prog" >/dev/null 2>&1 || prog=netpermctl
 
     case $prev in
-        --socket)
+        --socket | --output)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$cur")
             return 0
@@ -100,6 +100,7 @@ _netpermctl()
         case $cmd in
             wait) opts+=" --app --timeout --" ;;
             run) opts+=" --app --" ;;
+            metrics) opts+=" --output" ;;
             decide) ((n >= 3)) && [[ -z $once ]] && opts+=" --once" ;;
             agent) opts+=" --notify" ;;
         esac

@@ -17,7 +17,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 }
 
 public enum Verb: String, Sendable, CaseIterable {
-    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions, quit
+    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions, metrics,
+         quit
 
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
     /// lowercased String for `init(rawValue:)` cost more than the rest of parsing.
@@ -50,6 +51,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .decide: return "DECIDE APP KIND allow|deny [--once]"
         case .forget: return "FORGET APP [KIND]"
         case .decisions: return "DECISIONS"
+        case .metrics: return "METRICS"
         case .quit: return "QUIT"
         }
     }
@@ -70,6 +72,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .decide: return "decide for an app and kind (or metered) set to ask; lasting unless --once (privileged: for everyone; a user: for their own processes)"
         case .forget: return "remove decisions of an app (privileged: everyone's and every user's; a user: their own)"
         case .decisions: return "every decision, for everyone and per uid (privileged; a user: their own)"
+        case .metrics: return "counters and gauges in Prometheus' text format, as one JSON string (privileged)"
         case .quit: return "close this connection"
         }
     }

@@ -1,12 +1,13 @@
 /// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {
-    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, decisions, agent, ping, help
+    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, decisions, agent, metrics, ping,
+         help
 
     /// Positional arguments that must be given, then those that may follow.
     var arguments: (required: [String], optional: [String]) {
         switch self {
-        case .status, .apps, .reload, .prompts, .decisions, .agent, .ping, .wait, .run: return ([], [])
+        case .status, .apps, .reload, .prompts, .decisions, .agent, .metrics, .ping, .wait, .run: return ([], [])
         case .links: return ([], ["IFACE"])
         case .query, .monitor: return ([], ["APP"])
         case .check: return ([], ["PATH"])
@@ -23,6 +24,7 @@ enum Command: String, CaseIterable {
         case .run: return "--app APP -- COMMAND [ARGS...]"
         case .decide: return "[--once]"
         case .agent: return "[--notify]"
+        case .metrics: return "[--output FILE]"
         case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .decisions, .ping, .help:
             return nil
         }
@@ -51,6 +53,7 @@ enum Command: String, CaseIterable {
         case .forget: return "remove an app's decisions (privileged; a user their own)"
         case .decisions: return "every decision, for everyone and per user (privileged; a user: their own)"
         case .agent: return "answer prompts here, one key each, or as desktop notifications (--notify)"
+        case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
         case .ping: return "check that the daemon answers"
         case .help: return "all commands, or one command's usage and description"
         }

@@ -168,6 +168,15 @@ enum Help {
                 Root and the admin group answer for everyone; with [Defaults] UserDecisions=yes any other user
                 answers the prompts of their own processes, for their own uid.
                 """
+        case .metrics:
+            return """
+                The daemon's counters and gauges in Prometheus' text format (docs/METRICS.md lists each):
+                links by kind, metered and usable; the policy's apps by the reason of their verdict; prompts
+                raised, answered and expired; decisions; enforcement; connections and subscribers; policy
+                loads. With --output FILE, written to FILE.tmp and renamed over FILE (mode 0644), so that a
+                reader such as node_exporter's textfile collector never sees half of it. Needs root or the
+                admin group.
+                """
         case .ping:
             return "Checks that the daemon answers: prints pong."
         case .help:
@@ -260,6 +269,8 @@ enum Help {
             return "With -t, key:value lines: forgotten (yes|no), app, kind (empty for every kind), for-uid."
         case .agent:
             return "Asks and answers in words; -t and --json change nothing."
+        case .metrics:
+            return "Prints the same text with -t; --json prints the daemon's reply, the text in its metrics member."
         case .ping:
             return "Prints pong with -t too."
         case .help:

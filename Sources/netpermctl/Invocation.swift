@@ -18,6 +18,8 @@ struct Invocation {
     var notify = false
     var waitApp: String?
     var waitTimeout: Double?
+    /// `metrics --output FILE`.
+    var output: String?
     /// What follows `--`: the program `wait` runs.
     var program: [String] = []
 
@@ -56,6 +58,9 @@ struct Invocation {
             case "--notify":
                 inv.notify = true
                 onlyFor.append((a, [.agent]))
+            case "--output":
+                inv.output = value(a, "a file", for: .metrics)
+                onlyFor.append((a, [.metrics]))
             case "--app":
                 inv.waitApp = value(a, "an app id", for: .wait)
                 onlyFor.append((a, [.wait, .run]))

@@ -38,7 +38,8 @@ func run() -> Int32 {
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
     let accounts = SystemAccounts()
     let store = DecisionStore(stateDir: options.stateDir)
-    let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel), accounts: accounts,
+    let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel,
+                                        wallClock: { Double(Clock.realtimeSeconds()) }), accounts: accounts,
                         decisions: store.load())
     let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
     let interpreter = Interpreter(engine: engine, loop: loop, store: store, sysfs: sysfs) {

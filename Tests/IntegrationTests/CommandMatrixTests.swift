@@ -135,6 +135,11 @@ final class CommandMatrixTests: IntegrationTestCase {
         c += [.usage("agent", ["agent", "x"]), .unreachable("agent", ["agent"], user: .root),
               .unreachable("agent", ["agent"], user: .nobody)]
 
+        // The exposition text in human and -t modes; counters move between two asks, so --json is compared member by
+        // member.
+        c += C.privileged("metrics", ["metrics"], verb: "METRICS", exact: false, terse: .words, usage: ["metrics", "x"])
+        c.append(.usage("metrics", ["metrics", "--output"]))
+
         c += C.asking("ping", ["ping"], verb: "PING", terse: .words, usage: ["ping", "x"])
 
         c.append(C(command: "help", kind: "success", args: ["help"], exit: 0, json: .words, terse: .words,

@@ -10,7 +10,8 @@ import Glibc
 /// sends must be named in docs/PROTOCOL.md.
 final class DocsExamplesTests: IntegrationTestCase {
     static let documents = ["README.md", "docs/PROTOCOL.md", "docs/POLICY.md", "docs/CLASSIFICATION.md", "docs/ROUTING.md",
-                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md", "docs/SECURITY.md", "docs/APPS.md"]
+                            "docs/ARCHITECTURE.md", "docs/SYSTEMD.md", "docs/SECURITY.md", "docs/APPS.md",
+                            "docs/METRICS.md"]
 
     /// Commands that ask xdg-desktop-portal on a session bus: GLibMonitorTests runs them against the real portal.
     static func asksThePortal(_ command: String) -> Bool { command.contains("org.freedesktop.portal") }
@@ -60,6 +61,11 @@ final class DocsExamplesTests: IntegrationTestCase {
         return out
     }
 
+    /// What the docs tell an administrator to run after `make install`: the real-systemd example runs them.
+    static func isSystemStep(_ command: String) -> Bool {
+        command.hasPrefix("systemctl ") || command.hasPrefix("systemd-sysusers")
+    }
+
     /// Commands that follow the daemon until stopped (documented as such): they pass if they print.
     static func follows(_ command: String) -> Bool {
         command.contains("monitor") || command.contains("SUBSCRIBE")
@@ -95,9 +101,10 @@ final class DocsExamplesTests: IntegrationTestCase {
         for file in Self.documents {
             for block in try Self.blocks(in: file) where block.language == "sh" {
                 for command in Self.commands(block) {
-                    // `make run` and `make test` are what runs this test; `make install` and systemctl are the
-                    // real-systemd example below.
-                    if command.hasPrefix("make ") || command.hasPrefix("systemctl ") || Self.asksThePortal(command) {
+                    // `make run` and `make test` are what runs this test; `make install`, systemd-sysusers and
+                    // systemctl are the real-systemd example below; apt-get installing the packages is PackageTests.
+                    if command.hasPrefix("make ") || Self.isSystemStep(command) || command.hasPrefix("apt-get ")
+                        || Self.asksThePortal(command) {
                         continue
                     }
                     let r = try run(command, in: sandbox)
@@ -181,14 +188,15 @@ final class DocsExamplesTests: IntegrationTestCase {
         var ran = 0
         for file in Self.documents {
             for block in try Self.blocks(in: file) where block.language == "sh" {
-                for command in Self.commands(block) where command.hasPrefix("systemctl ") {
+                for command in Self.commands(block) where Self.isSystemStep(command) {
                     let r = try sd.run(["bash", "-c", command])
                     ran += 1
                     XCTAssertEqual(r.status, 0, "\(file):\(block.line): `\(command)`: \(r.summary)")
                 }
             }
         }
-        XCTAssertGreaterThanOrEqual(ran, 2)
+        XCTAssertGreaterThanOrEqual(ran, 3)
+        XCTAssertEqual(try sd.run(["getent", "group", "netperm"]).status, 0, "systemd-sysusers made the group")
         let ping = try sd.run(["/usr/local/bin/netpermctl", "ping"])
         XCTAssertEqual(ping.status, 0, "after the docs' steps the daemon answers: \(ping.summary)")
     }
@@ -237,6 +245,30 @@ final class DocsExamplesTests: IntegrationTestCase {
         XCTAssertGreaterThanOrEqual(options(help.stdout).count, 7, help.stdout)
     }
 
+    /// docs/METRICS.md's table is what `netpermctl metrics` writes: every family with its type, and no other; and
+    /// promtool finds nothing to complain about in it.
+    func testEveryMetricIsDocumentedAndPromtoolAcceptsThem() throws {
+        let (sandbox, _, _) = try sandboxWithDaemon()
+        let text = try Subprocess.check(sandbox.argv([netpermctl, "metrics"])).stdout
+        var written: [String: String] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("# TYPE ") {
+            let w = line.split(separator: " ")
+            written[String(w[2])] = String(w[3])
+        }
+        var documented: [String: String] = [:]
+        let doc = try String(contentsOfFile: Repository.root + "/docs/METRICS.md", encoding: .utf8)
+        for line in doc.split(separator: "\n") where line.hasPrefix("| `netpermd_") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            documented[cells[0].trimmingCharacters(in: CharacterSet(charactersIn: "`"))] = cells[1]
+        }
+        XCTAssertEqual(documented, written, "docs/METRICS.md's table against what the daemon writes")
+        XCTAssertGreaterThan(written.count, 20)
+        let promtool = try Repository.requireTool("promtool", package: "prometheus")
+        let check = try Subprocess.run([promtool, "check", "metrics"], input: Array(text.utf8))
+        XCTAssertEqual(check.status, 0, check.summary)
+        XCTAssertEqual(check.stdout + check.stderr, "", "promtool has nothing to say")
+    }
+
     /// A session that makes the daemon send every kind of reply and event; every object key in them must be
     /// named in docs/PROTOCOL.md (as `key` or "key"), and every event name too.
     func testEveryFieldTheDaemonSendsIsDocumented() throws {
@@ -282,7 +314,7 @@ final class DocsExamplesTests: IntegrationTestCase {
         collect(ack)
         collect(snapshot)
         for request in ["PING", "HELP", "STATUS", "LINKS", "QUERY", "QUERY updater", "APPS", "PROMPTS", "RELOAD",
-                        "NOPE", "WAIT tester 0.05", "DECIDE maps wwan allow", "FORGET maps"] {
+                        "NOPE", "WAIT tester 0.05", "DECIDE maps wwan allow", "FORGET maps", "METRICS"] {
             let (seen, reply) = try agent.request(request)
             seen.forEach(collect)
             collect(reply)

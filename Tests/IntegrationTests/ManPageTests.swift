@@ -98,9 +98,9 @@ final class ManPageTests: XCTestCase {
     /// netpermctl's commands, options and exit statuses, from its specification. When `netpermctl help`
     /// lists its commands, compare this list with it.
     static let netpermctlCommands = ["status", "links", "query", "apps", "reload", "check", "monitor", "wait", "run",
-                                     "prompts", "decide", "forget", "decisions", "agent", "ping", "help"]
+                                     "prompts", "decide", "forget", "decisions", "agent", "metrics", "ping", "help"]
     static let netpermctlOptions = ["--socket", "-j", "--json", "-t", "--terse", "-h", "--help", "--version",
-                                    "--app", "--timeout", "--once", "--notify"]
+                                    "--app", "--timeout", "--once", "--notify", "--output"]
 
     private func page(_ file: String) throws -> ManPage { try ManPage(file) }
 

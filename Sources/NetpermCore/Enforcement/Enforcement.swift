@@ -59,6 +59,9 @@ public enum EnforcementState: Equatable, Sendable {
     /// The kernel refused the rules (or libnftables failed): the message, and how many attempts were made.
     case failed(String, attempts: Int)
 
+    /// Every state's name, for a gauge per state.
+    public static let names = [EnforcementState.off, .applying, .enforcing, .failed("", attempts: 0)].map(\.name)
+
     public var name: String {
         switch self {
         case .off: return "off"

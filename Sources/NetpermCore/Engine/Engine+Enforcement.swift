@@ -145,6 +145,8 @@ extension Engine {
         let removal = enforcement.loaded == Ruleset.removal
         guard let error else {
             let was = enforcement.state
+            counters.ruleLoads += 1
+            if !removal, was != .enforcing { counters.rulesInForceSince = settings.wallClock() }
             enforcement.attempts = 0
             enforcement.state = removal ? .off : .enforcing
             if !removal, was != .enforcing, let r = enforcement.ruleset {
@@ -155,6 +157,7 @@ extension Engine {
             if state.config.enforcement == .steer, was != enforcement.state { enforcement.steeringMoved = true }
             return
         }
+        counters.ruleLoadFailures += 1
         if enforcement.partial, !removal, let text = enforcement.loaded {
             // The kernel's table is not what the change was made against (another tool's change not yet repaired,
             // a cgroup gone since the scan): the whole table, at once, as a repair would.

@@ -107,6 +107,10 @@ extension Engine {
             }
             decideOrForget(r, session: session)
             return nil
+        case .metrics:
+            // Never from the cache: counters move without the state changing.
+            reply(id) { writeMetrics(to: &$0) }
+            return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
@@ -460,7 +464,8 @@ extension Engine {
                     w.field("for_uid", scope.map { Int($0) })
                 }
             }
-        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .decisions, .quit:
+        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .decisions, .metrics,
+             .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
@@ -541,7 +546,7 @@ extension Verb {
         case .wait, .forget, .answer: return 2
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
-        case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .quit: return 0
+        case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: return 0
         }
     }
 
@@ -551,7 +556,7 @@ extension Verb {
     /// user for their own uid's processes (`[Defaults] UserDecisions=yes`).
     var access: Access {
         switch self {
-        case .apps, .reload: return .privileged
+        case .apps, .reload, .metrics: return .privileged
         case .prompts, .answer, .decide, .forget, .decisions: return .ownUID
         case .ping, .help, .status, .links, .query, .subscribe, .wait, .quit: return .anyone
         }

@@ -49,8 +49,10 @@ public final class Engine {
         public var daemonUID: UInt32
         /// Lines above this priority are not even formatted.
         public var logLevel: Priority
-        public init(daemonUID: UInt32 = 0, logLevel: Priority = .info) {
-            self.daemonUID = daemonUID; self.logLevel = logLevel
+        /// Seconds since the epoch, read only for the timestamps METRICS reports (tests give a fixed one).
+        public var wallClock: @Sendable () -> Double
+        public init(daemonUID: UInt32 = 0, logLevel: Priority = .info, wallClock: @escaping @Sendable () -> Double = { 0 }) {
+            self.daemonUID = daemonUID; self.logLevel = logLevel; self.wallClock = wallClock
         }
     }
 
@@ -119,6 +121,9 @@ public final class Engine {
     /// `enforcement`, as filling it is no change.
     var steeredCache: (version: Int, verdicts: [Verdict.SteeringKey: Verdict]) = (-1, [:])
 
+    /// What METRICS counts as it happens (Engine+Metrics.swift).
+    var counters = MetricCounters()
+
     /// The effects of the input being handled.
     private(set) var out = Effects()
 
@@ -152,11 +157,13 @@ public final class Engine {
         case .started:
             guard !state.ready else { return }
             state.ready = true
+            counters.startedAt = settings.wallClock()
             networkChanged = true
             // READY=1 carries the first STATUS=, below.
             lastStatus = statusSummary
         case let .opened(id, identity):
             if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
+            counters.connections += 1
             sessions[id] = Session(id: id, identity: identity, caller: makeCaller(identity))
         case let .identityChanged(id, identity):
             guard let session = sessions[id] else { break }
@@ -225,6 +232,7 @@ public final class Engine {
                 return e
             }
             pendingEvents = []
+            counters.count(events)
             push(events)
             // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts.
             for case let .app(v) in events where v.wantsAsking {

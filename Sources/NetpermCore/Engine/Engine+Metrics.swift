@@ -1,0 +1,144 @@
+/// What happened since the daemon started, counted as it happens; everything else METRICS reports is read from the
+/// state when asked. Every series is bounded by the policy (its apps, the kinds, the reasons), never by processes,
+/// connections or addresses (docs/METRICS.md).
+struct MetricCounters {
+    var connections = 0
+    /// Prompts raised because the app asked (QUERY, WAIT) and because the kernel rejected its packet (NFLOG).
+    var promptsRaised = 0, promptsRaisedByPackets = 0
+    var promptsAnswered: [Permission: Int] = [:]
+    var promptsExpired = 0
+    /// Prompts whose askers had all exited before an answer.
+    var promptsWithdrawn = 0
+    var reloadFailures = 0
+    var ruleLoads = 0, ruleLoadFailures = 0
+    /// Wall-clock seconds: when the daemon became ready, and when the rules now in force took effect.
+    var startedAt: Double?
+    var rulesInForceSince: Double?
+
+    /// Counted from the events, the one place every prompt and every policy load passes.
+    mutating func count(_ events: [Event]) {
+        for e in events {
+            switch e {
+            case let .prompt(p): if p.blocked { promptsRaisedByPackets += 1 } else { promptsRaised += 1 }
+            case let .promptAnswered(_, decision, _, _): promptsAnswered[decision, default: 0] += 1
+            case .promptExpired: promptsExpired += 1
+            case .promptWithdrawn: promptsWithdrawn += 1
+            case let .policy(_, _, error): if error != nil { reloadFailures += 1 }
+            case .link, .app, .stopping: break
+            }
+        }
+    }
+}
+
+extension Engine {
+    /// METRICS: the exposition text, as one JSON string (every reply is one JSON line).
+    func writeMetrics(to w: inout JSONWriter) {
+        w.field("ok", true)
+        w.field("metrics", metricsText().text)
+    }
+
+    func metricsText() -> MetricsText {
+        var m = MetricsText()
+        let c = counters
+
+        m.family("netpermd_build_info", .gauge, "Always 1; the version of the running daemon is its label.")
+        m.sample(1, ["version": DaemonState.version])
+        m.family("netpermd_ready", .gauge, "1 once the first look at the links is taken and the policy loaded.")
+        m.sample(state.ready)
+        m.family("netpermd_start_time_seconds", .gauge, "When the daemon became ready, in seconds since the epoch.")
+        m.sample(seconds: c.startedAt ?? 0)
+
+        let net = state.network
+        m.family("netpermd_links", .gauge, "Links the kernel has, by kind, metered and usable (admin up, carrier, default route).")
+        for kind in LinkKind.allCases {
+            for metered in [false, true] {
+                for usable in [false, true] {
+                    let n = net.links.reduce(0) { $0 + ($1.kind == kind && $1.metered == metered && $1.usable == usable ? 1 : 0) }
+                    m.sample(n, ["kind": kind.rawValue, "metered": String(metered), "usable": String(usable)])
+                }
+            }
+        }
+        m.family("netpermd_network_available", .gauge, "1 while a link other than loopback is usable.")
+        m.sample(net.available)
+
+        m.family("netpermd_policy_apps", .gauge, "Apps the policy in force defines ([App] sections).")
+        m.sample(state.config.apps.count)
+        var reasons: [Verdict.Reason: Int] = [:]
+        for app in state.config.apps {
+            reasons[verdict(for: AppMatch(id: app.id, matchedBy: .name, app: app)).reason, default: 0] += 1
+        }
+        m.family("netpermd_apps", .gauge, "Apps of the policy by the reason of their verdict now (ok: may use the network).")
+        for r in Verdict.Reason.allCases { m.sample(reasons[r] ?? 0, ["reason": r.rawValue]) }
+        m.family("netpermd_policy_generation", .gauge, "Successful policy loads since the daemon started (1 after start-up).")
+        m.sample(state.policyGeneration)
+        m.family("netpermd_policy_last_reload_successful", .gauge, "0 while the last reload failed and an older policy is in force.")
+        m.sample(state.policyError == nil)
+        m.family("netpermd_policy_reload_failures_total", .counter, "Policy loads that failed (the last good policy stayed).")
+        m.sample(c.reloadFailures)
+
+        m.family("netpermd_prompts_raised_total", .counter,
+                 "Prompts sent to agents, by what raised them: the app asking, or a packet the kernel rejected (NFLOG).")
+        m.sample(c.promptsRaised, ["trigger": "request"])
+        m.sample(c.promptsRaisedByPackets, ["trigger": "rejected-packet"])
+        m.family("netpermd_prompts_answered_total", .counter, "Prompts answered, by the decision.")
+        for p in [Permission.allow, .deny] { m.sample(c.promptsAnswered[p] ?? 0, ["decision": p.rawValue]) }
+        m.family("netpermd_prompts_expired_total", .counter, "Prompts that expired unanswered.")
+        m.sample(c.promptsExpired)
+        m.family("netpermd_prompts_withdrawn_total", .counter, "Prompts withdrawn: every process that asked had exited.")
+        m.sample(c.promptsWithdrawn)
+        m.family("netpermd_prompts_open", .gauge, "Prompts waiting for an answer now.")
+        m.sample(state.prompts.open.count)
+        m.family("netpermd_agents", .gauge, "Agents subscribed to prompts now: privileged ones, for everyone, and users' own.")
+        m.sample(state.agents, ["for": "everyone"])
+        m.sample(state.userAgents.values.reduce(0, +), ["for": "user"])
+        m.family("netpermd_decisions", .gauge, "Stored decisions (an app and a kind each), lasting or until the policy changes (once), by decision.")
+        let entries = state.decisions.entries()
+        for (source, once, users) in [("lasting", false, false), ("once", true, false), ("user-lasting", false, true),
+                                      ("user-once", true, true)] {
+            for p in [Permission.allow, .deny] {
+                let n = entries.reduce(0) { $0 + ($1.once == once && ($1.uid != nil) == users && $1.decision == p ? 1 : 0) }
+                m.sample(n, ["source": source, "decision": p.rawValue])
+            }
+        }
+
+        writeEnforcementMetrics(to: &m)
+
+        let subscribers = sessions.values.reduce(0) { $0 + ($1.subscription != nil ? 1 : 0) }
+        let waiters = sessions.values.reduce(0) { $0 + ($1.waiting != nil ? 1 : 0) }
+        m.family("netpermd_connections", .gauge, "Client connections open now.")
+        m.sample(sessions.count)
+        m.family("netpermd_connections_total", .counter, "Client connections accepted since the daemon started.")
+        m.sample(c.connections)
+        m.family("netpermd_subscribers", .gauge, "Connections following events (SUBSCRIBE) now.")
+        m.sample(subscribers)
+        m.family("netpermd_waiters", .gauge, "Connections whose WAIT is held now.")
+        m.sample(waiters)
+
+        writeUsageMetrics(to: &m)
+        return m
+    }
+
+    private func writeEnforcementMetrics(to m: inout MetricsText) {
+        let c = counters
+        m.family("netpermd_enforcement_mode", .gauge, "1 for the [Enforcement] Mode= in force.")
+        for mode in EnforcementMode.allCases { m.sample(mode == state.config.enforcement, ["mode": mode.rawValue]) }
+        m.family("netpermd_enforcement_state", .gauge, "1 for where the rules stand in the kernel.")
+        for name in EnforcementState.names { m.sample(name == enforcement.state.name, ["state": name]) }
+        m.family("netpermd_enforcement_apps", .gauge, "Apps of the policy whose permissions the rules in force enforce.")
+        let enforced = enforcement.state == .enforcing && state.config.enforcement != .off
+            ? enforcement.ruleset.map { state.config.apps.count - $0.notEnforced.count } ?? 0 : 0
+        m.sample(enforced)
+        m.family("netpermd_enforcement_rules_in_force_since_seconds", .gauge,
+                 "When the rules in force took effect, in seconds since the epoch (0: none in force).")
+        m.sample(seconds: enforcement.state == .enforcing ? c.rulesInForceSince ?? 0 : 0)
+        m.family("netpermd_enforcement_rule_loads_total", .counter, "Rule loads the kernel accepted (whole tables and changes).")
+        m.sample(c.ruleLoads)
+        m.family("netpermd_enforcement_rule_load_failures_total", .counter, "Rule loads the kernel or libnftables refused.")
+        m.sample(c.ruleLoadFailures)
+    }
+
+    /// Per-app usage counters (issue 27): `netpermd_app_sent_bytes_total` and `netpermd_app_received_bytes_total`
+    /// with `app`, `kind` and `metered` labels, one series per app of the policy (and "other processes"), belong
+    /// here once the daemon counts traffic. Nothing is counted yet, so nothing is written.
+    private func writeUsageMetrics(to m: inout MetricsText) {}
+}
