@@ -53,6 +53,11 @@ public struct Decisions: Equatable, Sendable {
         return nil
     }
 
+    /// How many apps `uid` decided for, lasting or once.
+    public func ownApps(uid: UInt32) -> Int {
+        Set((userLasting[uid] ?? [:]).keys).union((userOnce[uid] ?? [:]).keys).count
+    }
+
     /// Whether `uid` decided anything for the app itself.
     public func hasOwn(_ app: String, uid: UInt32) -> Bool {
         userOnce[uid]?[app] != nil || userLasting[uid]?[app] != nil

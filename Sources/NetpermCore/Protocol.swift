@@ -11,6 +11,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case policyInvalid = "policy-invalid"
     case noIdentity = "no-identity"
     case timeout
+    /// A user has decided for `Engine.maxOwnApps` apps of their own: FORGET some first.
+    case tooManyDecisions = "too-many-decisions"
     case internalError = "internal"
     /// Sent, as the only line, to a connection refused past a limit; then it is closed.
     case tooManyConnections = "too-many-connections"

@@ -154,6 +154,26 @@ final class EngineUserDecisionTests: XCTestCase {
         XCTAssertTrue(h.rules.last?.contains("1000 : goto ask_") == true, "user decisions off: asked again")
     }
 
+    /// Any local user may decide for their own apps, and each decision is kept: at most `Engine.maxOwnApps` apps
+    /// per uid; deciding again for one of them is still taken; another uid and everyone's decisions are not bounded
+    /// by it.
+    func testAUsersOwnDecisionsAreBounded() {
+        let h = EngineHarness(policy: policy, links: [Links.wwan])
+        let user = h.connect(makePeer(uid: 1000, exe: "/usr/bin/netpermctl", pid: 80))
+        for i in 0..<Engine.maxOwnApps {
+            XCTAssertEqual(h.request(user, "DECIDE app\(i) wwan allow --once")["ok"], true)
+        }
+        XCTAssertTrue(h.requestError(user, "DECIDE one-more wwan allow", .tooManyDecisions)
+            .hasPrefix("uid 1000 has decided for \(Engine.maxOwnApps) apps"))
+        XCTAssertTrue(h.persisted.isEmpty, "nothing was stored")
+        XCTAssertEqual(h.request(user, "DECIDE app0 metered deny")["ok"], true, "an app already decided for")
+        XCTAssertEqual(h.request(h.connect(makePeer(uid: 1002, exe: "/usr/bin/netpermctl", pid: 81)),
+                                 "DECIDE one-more wwan allow")["ok"], true)
+        XCTAssertEqual(h.request(h.connect(Peers.admin), "DECIDE one-more wwan allow")["ok"], true)
+        XCTAssertEqual(h.request(user, "FORGET app1")["forgotten"], true)
+        XCTAssertEqual(h.request(user, "DECIDE one-more wwan allow")["ok"], true, "room again")
+    }
+
     func testDecisionsFileRoundTripsUsersOwn() throws {
         var d = Decisions()
         d.set("maps", .wwan, .allow, once: false)

@@ -373,6 +373,7 @@ extension Engine {
                 return
             }
             let app = args[0]
+            guard withinOwnLimit(app, scope: scope, session: session) else { return }
             commit({ $0.set(app, kind, p, once: once, uid: scope) }, persist: !once, for: session.id) { [unowned self] in
                 log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")"
                     + (scope.map { " (uid \($0)'s own processes)" } ?? ""))
@@ -404,6 +405,7 @@ extension Engine {
                     + "withdrawn (or is not yours to answer); nothing was stored"))
                 return
             }
+            guard withinOwnLimit(prompt.app, scope: scope, session: session) else { return }
             let (p, once) = choice.decision
             // Taken: its expiry must not overtake the answer while it is written (a failed write arms it again).
             for (t, purpose) in timers {
@@ -468,6 +470,16 @@ extension Engine {
              .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
+    }
+
+    /// A user's own decisions are bounded (any local user may make them, and each is kept, on disk or in memory):
+    /// at most `maxOwnApps` apps per uid; a decision for an app already decided is always taken.
+    private func withinOwnLimit(_ app: String, scope: UInt32?, session: Session) -> Bool {
+        guard let uid = scope, !state.decisions.hasOwn(app, uid: uid),
+              state.decisions.ownApps(uid: uid) >= Self.maxOwnApps else { return true }
+        replyError(session.id, ProtocolError(.tooManyDecisions, "uid \(uid) has decided for \(Self.maxOwnApps) apps, the most "
+            + "one user may; forget some first (netpermctl decisions lists them)"))
+        return false
     }
 
     /// An app by its id, in the policy or derived.

@@ -107,6 +107,8 @@ public final class Engine {
     /// "app kind" pairs already logged as asked with no agent; emptied when an agent comes.
     var unaskedLogged: Set<String> = []
     static let unaskedLogLimit = 256
+    /// The apps one user may decide for, for their own processes.
+    static let maxOwnApps = 256
     /// "app scope" pairs whose prompt expired unanswered a moment ago: the app's rejected packets do not raise it
     /// again until `blockedQuietSec` have passed (an app retrying in a loop must not prompt the user in a loop).
     var quietBlocked: Set<String> = []
