@@ -4,8 +4,12 @@ import NetpermIO
 /// Lasting decisions on disk in the state directory (`decisions.conf`, readable INI).
 public struct DecisionStore: Sendable {
     public let path: String
+    /// fsync(2) of the state directory after the rename; the tests make it fail.
+    private let syncDirectory: @Sendable (Int32) throws(Errno) -> Void
 
-    public init(stateDir: String) {
+    public init(stateDir: String,
+                syncDirectory: @escaping @Sendable (Int32) throws(Errno) -> Void = AtomicFile.fsyncDirectory) {
+        self.syncDirectory = syncDirectory
         path = stateDir + "/decisions.conf"
         do { try Files.makeDirectory(stateDir) } catch {
             Log.err("cannot create the state directory \(stateDir): \(error)")
@@ -35,7 +39,25 @@ public struct DecisionStore: Sendable {
         Log.err("decisions file is unusable (\(why)); moved it to \(whereTo) and starting with no stored decisions")
     }
 
-    public func save(_ d: Decisions) throws(Errno) {
-        try AtomicFile.write(path, d.encoded())
+    /// Writes the decisions in place of the file's; safe on any thread (the daemon writes off its loop).
+    public func save(_ d: Decisions) -> StoreOutcome {
+        do throws(Errno) {
+            if let e = try AtomicFile.write(path, d.encoded(), syncDirectory: syncDirectory) {
+                return .storedNotSynced("\(Files.directory(of: path)): \(e)")
+            }
+            return .stored
+        } catch {
+            return .failed("\(path): \(error)")
+        }
     }
+}
+
+/// How writing the decisions went.
+public enum StoreOutcome: Equatable, Sendable {
+    case stored
+    /// In place (renamed over the old file), but the directory's fsync failed: the decision is on disk and in force,
+    /// though a crash before the kernel writes the directory may bring the old file back.
+    case storedNotSynced(String)
+    /// Nothing replaced: the old file stands.
+    case failed(String)
 }

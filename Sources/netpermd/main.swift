@@ -1,6 +1,7 @@
 import Glibc
 import NetpermControl
 import NetpermCore
+import NetpermDaemon
 import NetpermHost
 import NetpermIO
 import NetpermNetlink
@@ -39,8 +40,7 @@ func run() -> Int32 {
     let accounts = SystemAccounts()
     let store = DecisionStore(stateDir: options.stateDir)
     let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel,
-                                        wallClock: { Double(Clock.realtimeSeconds()) }), accounts: accounts,
-                        decisions: store.load())
+                                        wallClock: { Double(Clock.realtimeSeconds()) }), decisions: store.load())
     let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
     let interpreter = Interpreter(engine: engine, loop: loop, store: store, sysfs: sysfs) {
         ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)

@@ -321,6 +321,33 @@ final class EngineDecisionTests: XCTestCase {
         XCTAssertEqual(decision(h.persisted.last, "maps", .wifi), "deny decision")
     }
 
+    /// A decision waiting its turn is checked again when its turn comes: a reload meanwhile took its sender out of
+    /// the admin group, so with `UserDecisions=no` it is refused and never written, and otherwise it is a decision
+    /// for the sender's own uid only, never everyone's.
+    func testAQueuedDecisionIsRefusedIfItsSenderLostItsPrivilege() {
+        for userDecisions in [false, true] {
+            let h = harness()
+            h.storeIsManual = true
+            let root = h.connect(Peers.root)
+            let admin = h.connect(Peers.admin)
+            _ = h.send(root, "DECIDE maps wwan allow")
+            XCTAssertEqual(h.send(admin, "DECIDE weather wwan allow"), [], "waits for the first write")
+            h.reload(policy: "[Defaults]\nAdminGroup=wheel\n" + (userDecisions ? "" : "UserDecisions=no\n") + policy)
+            h.completeStore()
+            XCTAssertNil(decision(h.engine.state.decisions, "weather", .wwan), "not everyone's")
+            if userDecisions {
+                XCTAssertEqual(h.pendingStores.count, 1, "its own write")
+                h.completeStore()
+                XCTAssertEqual(h.takeParsed(admin).first?["decided"]?["for_uid"], 1001)
+                XCTAssertTrue(h.engine.state.decisions.hasOwn("weather", uid: 1001))
+            } else {
+                XCTAssertEqual(h.takeParsed(admin).first?["error"], "permission-denied")
+                XCTAssertTrue(h.pendingStores.isEmpty, "never written")
+            }
+            XCTAssertFalse(h.connections[admin]!.held)
+        }
+    }
+
     /// The requester leaves while its decision is written: no reply, but the decision stands.
     func testRequesterLeavingDuringTheWrite() {
         let h = harness()

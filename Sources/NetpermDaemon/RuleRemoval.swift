@@ -6,8 +6,8 @@ import NetpermNftables
 /// `netpermd --remove-rules`: what an uninstall runs. A stopped daemon leaves its rules in force (a restart must not
 /// open them), so they go only with Mode=off or this: the nft table (and a handover's), and steering's routing
 /// rules and tables. Prints what it removed; exit 1 if something could not be.
-enum RuleRemoval {
-    static func run() -> Int32 {
+public enum RuleRemoval {
+    public static func run() -> Int32 {
         var failed = false
         var removed: [String] = []
         let tables = [Ruleset.table, Ruleset.handoverTable].filter {

@@ -3,29 +3,31 @@ import NetpermControl
 import NetpermCore
 import NetpermHost
 import NetpermIO
-import NetpermSystemd
 
 /// Feeds the engine what happens and carries out what it says: the daemon's only logic is which effect is which
 /// system call. Inputs that effects produce (a store's result, a policy read) are queued and handled after the
-/// current effects, never inside them.
-final class Interpreter: ControlDelegate {
-    let engine: Engine
+/// current effects, never inside them (`EngineDriver`).
+public final class Interpreter: ControlDelegate, EngineEdges {
+    public var engine: Engine { driver.engine }
+    private let driver: EngineDriver
     private let loop: EventLoop
-    private let store: DecisionStore
+    private let store: DecisionSaving
     private let loadPolicy: @Sendable () -> ConfigParseResult
     /// Policies are read and parsed on a thread of their own: a file of many megabytes must not stop the loop.
     private let policyLoader: OffLoop<ConfigParseResult>?
+    /// Decisions are written on a thread of their own too: a write and two fsyncs can take long on a busy disk,
+    /// and the engine holds only the requester meanwhile (it waits for `stored`).
+    private let storeWriter: OffLoop<StoreOutcome>?
     private let sysfs: Sysfs
-    private let enforcer: Enforcer
-    private let steerer = Steerer()
+    private let enforcer: RuleLoading
+    private let steerer: SteeringLoading
+    private let notify: (NotifyMessage) -> Void
     /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
-    var steeringMarks: ([UInt32]) -> Void = { _ in }
+    public var steeringMarks: ([UInt32]) -> Void = { _ in }
     /// The transport, set once it exists (it needs the interpreter as its delegate).
-    var server: ControlServer?
+    public var server: ControlServer?
 
-    private let effects = Effects()
-    private var queue: [Input] = []
-    private var draining = false
+    private var effects: Effects { driver.effects }
     private var timers: [TimerID: TimerSource] = [:]
     /// sysfs is read once per link (and again on rename or when its addresses or default routes change), not on
     /// every netlink message.
@@ -41,34 +43,37 @@ final class Interpreter: ControlDelegate {
     /// The processes that asked an open prompt: each pidfd becomes readable when its process exits.
     private var askers: [Int32: (fd: Int32, source: IOSource)] = [:]
 
-    init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
-         loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
-        self.engine = engine; self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
-        enforcer = Enforcer(loop: loop)
+    /// `rules` and `steering` nil: the real ones (libnftables, bpf(2) and rtnetlink); the tests give fakes.
+    public init(engine: Engine, loop: EventLoop, store: DecisionSaving, sysfs: Sysfs, rules: RuleLoading? = nil,
+                steering: SteeringLoading? = nil, notify: @escaping (NotifyMessage) -> Void = ServiceManager.notify,
+                loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
+        driver = EngineDriver(engine: engine); self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
+        enforcer = rules ?? Enforcer(loop: loop)
+        steerer = steering ?? Steerer()
+        self.notify = notify
         do { policyLoader = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
             policyLoader = nil
+        }
+        do { storeWriter = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up writing decisions off the loop (\(error)); they will be written on the loop")
+            storeWriter = nil
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
         enforcer.blocked = { [unowned self] app, kind, uid, index in
             self.feed(.blocked(app: app, kind: kind, uid: uid, ifindex: index))
         }
+        driver.edges = self
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
-    func feed(_ input: Input) {
-        queue.append(input)
-        guard !draining else { return }
-        draining = true
-        while !queue.isEmpty {
-            let next = queue.removeFirst()
-            effects.reset()
-            engine.handle(next, into: effects)
-            for effect in effects.list { carryOut(effect) }
-        }
-        draining = false
-        server?.serveReleased()
+    public func feed(_ input: Input) { driver.feed(input) }
+
+    public func carryOut(_ effects: Effects, of input: Input) {
+        for effect in effects.list { carryOut(effect) }
     }
+
+    public func drained() { server?.serveReleased() }
 
     private func carryOut(_ effect: Effect) {
         switch effect {
@@ -89,12 +94,17 @@ final class Interpreter: ControlDelegate {
             }
         case let .cancelTimer(id): timers.removeValue(forKey: id)?.cancel()
         case let .persist(decisions):
-            do {
-                try store.save(decisions)
-                queue.append(.stored(error: nil))
-            } catch {
-                queue.append(.stored(error: "\(store.path): \(error)"))
+            // One write at a time: the engine starts the next only once this one is `stored`.
+            let store = self.store
+            if let storeWriter, !storeWriter.busy {
+                do {
+                    try storeWriter.run({ store.save(decisions) }) { [unowned self] in self.stored($0) }
+                    return
+                } catch {
+                    Log.warning("cannot start a thread to write the decisions (\(error)); writing them on the loop")
+                }
             }
+            stored(store.save(decisions))
         case .loadPolicy:
             // The engine has one load in flight at a time; on the loop only if no thread can be had.
             if let policyLoader, !policyLoader.busy {
@@ -111,14 +121,8 @@ final class Interpreter: ControlDelegate {
             }
             let result = loadPolicy()
             Heap.releaseFree()
-            queue.append(.policy(result))
-        case let .notify(n):
-            switch n {
-            case let .ready(status): Notify.send("READY=1\nSTATUS=\(status)")
-            case let .status(status): Notify.send("STATUS=\(status)")
-            case .reloading: Notify.reloading()
-            case .stopping: Notify.send("STOPPING=1")
-            }
+            feed(.policy(result))
+        case let .notify(n): notify(n)
         case let .log(priority, message): Log.emit(priority.rawValue, message)
         case let .loadRules(scripts, report, inForce):
             let start = Clock.monotonicMicroseconds()
@@ -126,7 +130,7 @@ final class Interpreter: ControlDelegate {
             Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
                 + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {
-                queue.append(.rulesLoaded(error: error))
+                feed(.rulesLoaded(error: error))
             } else if let error {
                 Log.debug("enforcement: removing a table left by an earlier run: \(error)")
             }
@@ -144,11 +148,11 @@ final class Interpreter: ControlDelegate {
                 }
             } catch {
                 // Gone already (ESRCH); anything else leaves the prompt to its time-out.
-                if error.code == ESRCH { queue.append(.exited(pid: pid)) } else { Log.debug("pidfd_open(\(pid)): \(error)") }
+                if error.code == ESRCH { feed(.exited(pid: pid)) } else { Log.debug("pidfd_open(\(pid)): \(error)") }
             }
         case let .unwatchExit(pid): unwatch(pid)
         case let .steer(plan):
-            queue.append(.steered(error: steerer.apply(plan)))
+            feed(.steered(error: steerer.apply(plan)))
             steeringMarks(plan?.allowances.map(\.mark) ?? [])
         }
     }
@@ -159,8 +163,19 @@ final class Interpreter: ControlDelegate {
         FD.close(a.fd)
     }
 
+    private func stored(_ outcome: StoreOutcome) {
+        switch outcome {
+        case .stored: feed(.stored(error: nil))
+        case let .storedNotSynced(why):
+            // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
+            Log.warning("decisions written to \(store.path), but syncing \(why); a crash soon may lose the last decision")
+            feed(.stored(error: nil))
+        case let .failed(why): feed(.stored(error: why))
+        }
+    }
+
     /// The kernel's picture, with what sysfs says of each link.
-    func kernelChanged(_ snapshot: KernelSnapshot) {
+    public func kernelChanged(_ snapshot: KernelSnapshot) {
         lastKernel = snapshot
         var s = snapshot
         s.wifi = wifi
@@ -188,23 +203,23 @@ final class Interpreter: ControlDelegate {
     }
 
     /// A Wi-Fi link's network changed (associated, roamed, disconnected): the same kernel picture, new networks.
-    func wifiChanged(_ networks: [Int32: WifiFacts]) {
+    public func wifiChanged(_ networks: [Int32: WifiFacts]) {
         wifi = networks
         if let k = lastKernel { kernelChanged(k) }
     }
 
     // MARK: - ControlDelegate
 
-    func caughtUp(_ id: UInt64, dropped: Int) { feed(.caughtUp(id, dropped: dropped)) }
+    public func caughtUp(_ id: UInt64, dropped: Int) { feed(.caughtUp(id, dropped: dropped)) }
 
-    func opened(_ id: UInt64, fd: Int32, connector: Credentials) {
+    public func opened(_ id: UInt64, fd: Int32, connector: Credentials) {
         connections[id] = (fd, connector, nil)
     }
 
     /// Each request is answered for the process that sent it. The engine learns who that is before the first
     /// request, and again only when a request comes from another pid than the last one did: the same sender
     /// costs a comparison.
-    func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials) {
+    public func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials) {
         guard let c = connections[id] else { return }
         if c.pid != sender.pid {
             let identity = identities.identify(sender: sender, socket: c.fd, connector: c.connector)
@@ -217,12 +232,12 @@ final class Interpreter: ControlDelegate {
         }
     }
 
-    func closed(_ id: UInt64) {
+    public func closed(_ id: UInt64) {
         guard let c = connections.removeValue(forKey: id), c.pid != nil else { return }
         feed(.closed(id))
     }
 
-    func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8] {
+    public func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8] {
         switch refusal {
         case let .total(limit):
             return ProtocolError(.tooManyConnections, "netpermd serves at most \(limit) connections at once; try again later").line
