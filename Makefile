@@ -275,6 +275,8 @@ MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
        docs/ENFORCEMENT.md docs/APPS.md docs/METRICS.md
 UNITS = netpermd.service netpermd.socket netpermd-metrics.service netpermd-metrics.timer
+# `make install` enables the agent's user unit with a wants link (nothing else would); the package does not.
+USER_UNIT_WANTS = yes
 
 # Then: systemd-sysusers && systemctl daemon-reload && systemctl enable --now netpermd.socket
 install: release
@@ -291,11 +293,15 @@ install-files:
 	for u in $(UNITS); do \
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
 	done
-	@# The desktop agent, for every user's graphical session (a user turns it off with systemctl --user mask).
-	install -d $(USERUNITDIR)/graphical-session.target.wants
+	@# The desktop agent, for every user's graphical session (a user turns it off with systemctl --user mask). The
+	@# package enables it as Debian enables user units instead (USER_UNIT_WANTS=no, then dh_installsystemduser).
+	install -d $(USERUNITDIR)
 	sed 's|/usr/local|$(PREFIX)|g' systemd/netpermd-agent.service > $(USERUNITDIR)/netpermd-agent.service
 	chmod 0644 $(USERUNITDIR)/netpermd-agent.service
-	ln -sf ../netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service
+	if [ "$(USER_UNIT_WANTS)" = yes ]; then \
+	  install -d $(USERUNITDIR)/graphical-session.target.wants; \
+	  ln -sf ../netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service; \
+	fi
 	install -m 0644 $(DOCS) $(DOCDIR)/
 	@# The pages name installed paths (the docs, netpermctl in ExecStartPre=), so they follow PREFIX like the units.
 	for m in $(MANPAGES); do \
