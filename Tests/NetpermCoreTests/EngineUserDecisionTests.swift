@@ -154,6 +154,22 @@ final class EngineUserDecisionTests: XCTestCase {
         XCTAssertTrue(h.rules.last?.contains("1000 : goto ask_") == true, "user decisions off: asked again")
     }
 
+    /// A user's own allow never widens what the policy denies: the policy's deny holds for their processes too, in
+    /// QUERY and in the kernel's rules.
+    func testAUsersAllowNeverWidensThePolicysDeny() {
+        let h = EngineHarness(policy: "[Enforcement]\nMode=block\n[App maps]\nUser=1000\nWiFi=deny\nWWAN=ask\n", links: [Links.wlan])
+        let rules = h.rules.last
+        let app = h.connect(alice)
+        let r = h.request(app, "DECIDE maps wifi allow")
+        XCTAssertEqual(r["decided"]?["for_uid"], 1000)
+        XCTAssertEqual(r["decided"]?["overridden_by_policy"], true)
+        XCTAssertEqual(r["reason"], "denied")
+        XCTAssertEqual(r["sources"]?["wifi"], "policy")
+        XCTAssertEqual(h.request(app, "QUERY")["reason"], "denied")
+        XCTAssertNotNil(rules)
+        XCTAssertEqual(h.rules.last, rules, "the kernel's rules are as they were")
+    }
+
     /// Any local user may decide for their own apps, and each decision is kept: at most `Engine.maxOwnApps` apps
     /// per uid; deciding again for one of them is still taken; another uid and everyone's decisions are not bounded
     /// by it.
