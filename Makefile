@@ -21,9 +21,10 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
 # to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
 # Debian's GLib for Python (/usr/bin/python3), dbus-daemon, python-dbusmock, xdg-desktop-portal and bubblewrap (a
 # Flatpak app's sandbox) for the GLib module's tests; for the prompt agents' tests, dbus-user-session (users'
-# managers' session bus), dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent.
+# managers' session bus), dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent;
+# e2fsprogs for the small ext4 a test freezes under the daemon's decisions file.
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
-             bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux
+             bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux e2fsprogs
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600

@@ -17,7 +17,8 @@ struct Invocation {
     /// `agent --notify`: desktop notifications, not the terminal.
     var notify = false
     var waitApp: String?
-    var waitTimeout: Double?
+    /// In microseconds, as the daemon takes a WAIT's time-out.
+    var waitTimeout: UInt64?
     /// `metrics --output FILE`.
     var output: String?
     /// What follows `--`: the program `wait` runs.
@@ -71,7 +72,7 @@ struct Invocation {
                     problem = problem ?? .bad("--timeout needs seconds, e.g. 30 or 0.5, not '\(v)'", .wait)
                     break
                 }
-                inv.waitTimeout = Double(usec) / 1e6
+                inv.waitTimeout = usec
             default:
                 if a.hasPrefix("-") && a != "-" {
                     problem = problem ?? .unknownOption(a, nil)

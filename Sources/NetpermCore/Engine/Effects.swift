@@ -68,6 +68,30 @@ public enum Effect: Equatable, Sendable {
     case steer(SteeringPlan?)
 }
 
+extension Effect {
+    /// Which effect it is, for a log line (never its contents).
+    public var name: String {
+        switch self {
+        case .reply: return "a reply"
+        case .event: return "an event"
+        case .hold: return "a hold"
+        case .resume: return "a resume"
+        case .close: return "a close"
+        case .keepOpenAfterInputEnds: return "keeping a subscriber"
+        case .armTimer: return "arming a timer"
+        case .cancelTimer: return "cancelling a timer"
+        case .persist: return "writing the decisions"
+        case .loadPolicy: return "reading the policy"
+        case .notify: return "notifying the service manager"
+        case .log: return "a log line"
+        case .loadRules: return "loading the rules"
+        case .watchExit: return "watching an asker"
+        case .unwatchExit: return "no longer watching an asker"
+        case .steer: return "steering"
+        }
+    }
+}
+
 /// The effects of one input, in order, and the bytes they refer to. Reused from input to input, so a request's
 /// reply costs no allocation once the buffers have grown.
 public final class Effects {
