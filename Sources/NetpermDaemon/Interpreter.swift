@@ -171,7 +171,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             }
         case let .watchExit(pid):
             do {
-                let fd = try Pidfd.opening(pid)
+                // Held while its prompt is open: a number no select(2) needs (LowDescriptors).
+                let fd = FD.moveAbove(try Pidfd.opening(pid), LowDescriptors.selectable)
                 do {
                     askers[pid] = (fd, try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in
                         self.unwatch(pid)

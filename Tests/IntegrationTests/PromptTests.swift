@@ -609,6 +609,30 @@ final class PromptTests: IntegrationTestCase {
 
     /// A prompt raised while the agent waits for the answer to another is asked next. The agent used to read past
     /// it while waiting for its DECIDE's reply, and it was never asked.
+    /// The daemon holds a pidfd per process that asked an open prompt, at a number no select(2) needs (libnftables
+    /// waits with select: LowDescriptors), and closes it once the process has exited and the prompt is withdrawn.
+    func testAnAskersPidfdIsHeldAboveSelectsNumbersAndClosedWithItsPrompt() throws {
+        let s = try makeSetup()
+        let agent = try LiveConnection(path: s.socket)
+        addTeardownBlock { agent.close() }
+        try agent.subscribe("prompts")
+        func pidfds() -> [Int32] {
+            let dir = "/proc/\(s.daemon.pid)/fd"
+            return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).compactMap { n in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: dir + "/" + n)) == "anon_inode:[pidfd]" ? Int32(n) : nil
+            }
+        }
+        XCTAssertEqual(pidfds(), [])
+        let app = try runningAsker(s)
+        assertAwaiting(try app.ask("QUERY"), "the app asks")
+        _ = try agent.objects(until: "its prompt") { $0["event"] as? String == "prompt" }
+        try waitUntil("the daemon watches the asker") { (pidfds().count == 1, "\(pidfds())") }
+        XCTAssertGreaterThanOrEqual(pidfds().first ?? 0, 1024, "above FD_SETSIZE")
+        app.close()
+        _ = try agent.objects(until: "the prompt withdrawn") { $0["event"] as? String == "prompt-withdrawn" }
+        try waitUntil("the pidfd is closed") { (pidfds().isEmpty, "\(pidfds())") }
+    }
+
     func testAgentAsksAPromptThatCameWhileAnotherWasOpen() throws {
         let s = try makeSetup(secondApp: true)
         let stdin = try Subprocess.makePipe()
