@@ -240,15 +240,27 @@ final class DesktopAgentTests: IntegrationTestCase {
         try waitUntil("notification \(fifth) is closed") { (try self.closed(bus).contains(fifth), "\(try self.calls(bus))") }
         try out.waitForText("was withdrawn (its asker has exited): notification \(fifth) closed")
 
+        // Dismissed by the person (NotificationClosed, reason 2): no answer; the prompt stays open.
+        let dismissing = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
+        XCTAssertEqual(try dismissing.ask("QUERY")["reason"] as? String, "awaiting-decision")
+        let (sixth, _) = try waitForNotification(bus, count: 6)
+        try emit(bus, ["closed", String(sixth), "2"])
+        try out.waitForText("notification \(sixth) for prompt ")
+        XCTAssertTrue(out.allText.contains("dismissed: the prompt stays open until it expires"), out.allText)
+        let open = try request(d.socket, "PROMPTS")["prompts"] as? [[String: Any]]
+        XCTAssertEqual(open?.filter { $0["uid"] as? Int == Int(Self.alice) }.count, 1, "still open: \(open ?? [])")
+        XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
+        dismissing.close()
+
         // Expiry closes it; an action after that is refused and stores nothing.
         let late = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
         XCTAssertEqual(try late.ask("QUERY")["reason"] as? String, "awaiting-decision")
-        let (sixth, _) = try waitForNotification(bus, count: 6)
-        try waitUntil("notification \(sixth) is closed by its expiry", timeout: 8) {
-            (try self.closed(bus).contains(sixth), "\(try self.calls(bus))")
+        let (seventh, _) = try waitForNotification(bus, count: 7)
+        try waitUntil("notification \(seventh) is closed by its expiry", timeout: 8) {
+            (try self.closed(bus).contains(seventh), "\(try self.calls(bus))")
         }
-        try out.waitForText("expired unanswered: notification \(sixth) closed")
-        try emit(bus, ["action", String(sixth), "allow"])
+        try out.waitForText("expired unanswered: notification \(seventh) closed")
+        try emit(bus, ["action", String(seventh), "allow"])
         try out.waitForText("Allow refused: prompt ")
         XCTAssertTrue(out.allText.contains("is not open: it expired, was answered or withdrawn"), out.allText)
         XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
