@@ -112,6 +112,29 @@ final class EngineMetricsTests: XCTestCase {
         ])
     }
 
+    /// What users deciding for their own apps adds: their agents and decisions apart from everyone's, and prompts
+    /// withdrawn when their askers exit.
+    func testUsersOwnAgentsDecisionsAndWithdrawnPrompts() throws {
+        let h = harness()
+        let own = h.connect(makePeer(uid: 1000, exe: "/usr/bin/netpermctl", pid: 90))
+        _ = h.subscribe(own, "prompts")
+        try expect(h, ["netpermd_agents{for=\"everyone\"}": "0", "netpermd_agents{for=\"user\"}": "1"])
+        // maps of uid 1000 asks and exits: its prompt is withdrawn.
+        _ = h.request(h.connect(Peers.maps), "QUERY")
+        h.exit(pid: 500)
+        try expect(h, ["netpermd_prompts_raised_total{trigger=\"request\"}": "1", "netpermd_prompts_withdrawn_total": "1",
+                       "netpermd_prompts_open": "0"])
+        // The user's own answers: one lasting, one once, counted apart from everyone's.
+        XCTAssertEqual(h.request(own, "DECIDE maps wwan allow")["decided"]?["for_uid"], 1000)
+        XCTAssertEqual(h.request(own, "DECIDE web wifi deny --once")["decided"]?["for_uid"], 1000)
+        try expect(h, [
+            "netpermd_decisions{source=\"user-lasting\",decision=\"allow\"}": "1",
+            "netpermd_decisions{source=\"user-once\",decision=\"deny\"}": "1",
+            "netpermd_decisions{source=\"lasting\",decision=\"allow\"}": "0",
+            "netpermd_decisions{source=\"once\",decision=\"deny\"}": "0",
+        ])
+    }
+
     /// Like APPS: the policy's whole picture is for root and the admin group.
     func testIsPrivileged() {
         let h = harness()
