@@ -11,6 +11,9 @@ public struct Config: Equatable, Sendable {
     public internal(set) var adminGID: UInt32?
     /// How long a prompt waits for an agent's answer.
     public var promptTimeoutSec = 60
+    /// `[Defaults] UserDecisions=`: whether an unprivileged user may answer the prompts of their own processes
+    /// and decide for their own uid (docs/SECURITY.md, "Users deciding for their own apps").
+    public var userDecisions = true
     /// `[Enforcement] Mode=`: whether the kernel is made to follow the verdicts (docs/ENFORCEMENT.md).
     public var enforcement = EnforcementMode.off
     /// In the order first defined: the first matching `[App]` wins.
@@ -25,6 +28,7 @@ public struct Config: Equatable, Sendable {
     public static func == (a: Config, b: Config) -> Bool {
         a.interfaces == b.interfaces && a.networks == b.networks && a.defaults == b.defaults && a.adminGroup == b.adminGroup
             && a.adminGID == b.adminGID && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
+            && a.userDecisions == b.userDecisions
     }
 
     public func app(named id: String) -> AppPolicy? { appIndex[id].map { apps[$0] } }
@@ -202,6 +206,12 @@ public struct Config: Equatable, Sendable {
                     }
                 } else if e.key == "AdminGroup" {
                     if e.value.isEmpty { fail(s, e.line, "AdminGroup= needs a group name") } else { config.adminGroup = e.value }
+                } else if e.key == "UserDecisions" {
+                    if let b = Ini.parseBool(e.value) {
+                        config.userDecisions = b
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for UserDecisions= (expected yes or no)")
+                    }
                 } else {
                     unknownKey(s, e, .defaults)
                 }
@@ -414,7 +424,7 @@ enum SectionKind: CaseIterable {
     var keys: [String] {
         let kinds = PermissionSet.dimensions.map(\.key)
         switch self {
-        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec"]
+        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec", "UserDecisions"]
         case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds
         case .interface, .network: return ["Kind", "Metered"]
         case .enforcement: return ["Mode"]

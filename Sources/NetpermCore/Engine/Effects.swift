@@ -58,6 +58,11 @@ public enum Effect: Equatable, Sendable {
     /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another
     /// process changes the table. A whole ruleset replacing a table in force is loaded as `Ruleset.handover` says.
     case loadRules([String], report: Bool, inForce: String)
+    /// Tell with `Input.exited` when this process exits (at once if it has already): a prompt it asked is withdrawn
+    /// once nobody who asked is left.
+    case watchExit(Int32)
+    /// No prompt needs to know of the process's exit any more.
+    case unwatchExit(Int32)
     /// Mode=steer: put this plan in the kernel (the program and its maps, the rules, the tables, kept following the
     /// main table); nil removes all of it. Say how it went with `Input.steered`.
     case steer(SteeringPlan?)
@@ -80,6 +85,8 @@ extension Effect {
         case .notify: return "notifying the service manager"
         case .log: return "a log line"
         case .loadRules: return "loading the rules"
+        case .watchExit: return "watching an asker"
+        case .unwatchExit: return "no longer watching an asker"
         case .steer: return "steering"
         }
     }

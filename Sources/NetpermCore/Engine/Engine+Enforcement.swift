@@ -102,7 +102,7 @@ extension Engine {
                 enforcement.fullBuilds += 1
                 r = Ruleset.build(apps: state.config.apps, permissions: { app in
                     state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
-                }, links: state.network.links, cgroups: enforcement.cgroups)
+                }, ownPermissions: ownPermissions, links: state.network.links, cgroups: enforcement.cgroups)
             }
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "
@@ -284,6 +284,12 @@ extension Engine {
         enforcement.stale = 0
         setEnforcement(text == Ruleset.removal ? .removing(failures: failures) : .loading(failures: failures))
         out.append(.loadRules([text], report: true, inForce: text))
+    }
+
+    /// A uid's own decisions for an app, for its sockets in the rules (nil: it has none, or users do not decide).
+    func ownPermissions(_ app: AppPolicy, _ uid: UInt32) -> PermissionSet? {
+        guard state.config.userDecisions, state.decisions.hasOwn(app.id, uid: uid) else { return nil }
+        return state.decisions.apply(to: state.config.permissions(for: app), app: app.id, uid: uid).permissions
     }
 
     /// Whether an app's permissions are in force in the kernel.
