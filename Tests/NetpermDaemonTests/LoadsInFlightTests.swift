@@ -10,24 +10,11 @@ import XCTest
 /// answered meanwhile; a RELOAD or DECIDE is answered only once the load that carries it ends; a change that comes
 /// during a load waits behind it; a refused load in flight is followed by the whole table.
 final class LoadsInFlightTests: XCTestCase {
-    static let policy = """
-    [Enforcement]
-    Mode=block
+    /// Enforcement's edge tests' policy, and an app whose `ask` a DECIDE answers.
+    static let policy = EnforcementEdgeTests.policy + "\n\n[App backup]\nUser=4243\nWWAN=ask\n"
 
-    [Interface wwan*]
-    Kind=wwan
-
-    [App updater]
-    User=4242
-    WWAN=deny
-
-    [App backup]
-    User=4243
-    WWAN=ask
-    """
-
-    private func bed(policy: String = LoadsInFlightTests.policy) throws -> DaemonBed {
-        let b = try DaemonBed(policy: policy, links: [DaemonBed.eth, EnforcementEdgeTests.wwan])
+    private func bed() throws -> DaemonBed {
+        let b = try DaemonBed(policy: Self.policy, links: [DaemonBed.eth, EnforcementEdgeTests.wwan])
         addTeardownBlock { b.close() }
         b.rules.holding = true
         // The lifecycle's moves are logged at debug.
@@ -81,8 +68,10 @@ final class LoadsInFlightTests: XCTestCase {
         inFlight(b)
         XCTAssertEqual(b.lines(reloader, timeout: 0.1), [], "held while its rules load")
         XCTAssertEqual(try b.request(other, "STATUS")["policy"]?["generation"], 2, "the policy is in force meanwhile")
+        XCTAssertEqual(b.notifications.last, .reloading, "the reload is not done for systemd either")
         b.rules.finish()
         XCTAssertEqual(b.lines(reloader).first?["generation"], 2)
+        guard case .ready = b.notifications.last else { return XCTFail("\(b.notifications)") }
     }
 
     /// Changes that come during a load are not loaded beside it: the state they lead to is loaded once it ends,
@@ -150,7 +139,7 @@ final class LoadsInFlightTests: XCTestCase {
     /// The descriptors of the cgroups a load names stay open until it ends, beside those of the rules in force;
     /// once it has ended they are the ones in force.
     func testTheDescriptorsALoadNamesAreKeptUntilItEnds() throws {
-        let b = try bed(policy: Self.policy + "\n\n[App cron]\nUnit=cron.service\nWWAN=deny\n")
+        let b = try bed()
         var kept: [Set<Int32>] = []
         b.interpreter.handlesInForce = { kept.append($0) }
         let cron = { (id: UInt64, fd: Int32) in

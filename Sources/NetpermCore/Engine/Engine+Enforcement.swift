@@ -28,9 +28,9 @@ struct EnforcementBook {
     var handOvers = 0
     var inForce = 0
     var waiting = false
-    /// Replies that promise rules (RELOAD, DECIDE, FORGET), held until the load that carries them ends: the load
-    /// they wait for, and the reply.
-    var held: [(id: ConnectionID, load: Int, reply: () -> Void)] = []
+    /// Replies that promise rules (RELOAD, DECIDE, FORGET; READY=1), held until the load that carries them ends:
+    /// the connection (none for READY=1), the load they wait for, and the reply.
+    var held: [(id: ConnectionID?, load: Int, reply: () -> Void)] = []
     /// Elements of unit cgroups that went, left in the kernel's maps by changes of elements only
     /// (`Ruleset.UpdateSize.stale`); none after a load of the whole table.
     var stale = 0
@@ -251,14 +251,24 @@ extension Engine {
     /// for. Holds `id` meanwhile and returns true.
     @discardableResult
     func answerOnceInForce(_ id: ConnectionID, resume: Bool, _ reply: @escaping () -> Void) -> Bool {
-        let load = enforcement.handOvers + (enforcement.waiting ? 1 : 0)
-        guard enforcement.lifecycle.phase.awaitsAnswer, load > enforcement.inForce else {
-            reply()
+        guard onceInForce(id, reply) else {
             if resume { out.append(.resume(id)) }
             return false
         }
         out.append(.hold(id))
-        enforcement.held.append((id, load, reply))
+        return true
+    }
+
+    /// Runs `action` once the rules the state asks for now are in force, or at once (then returns false); for
+    /// `id`, while its connection lasts.
+    @discardableResult
+    func onceInForce(_ id: ConnectionID?, _ action: @escaping () -> Void) -> Bool {
+        let load = enforcement.handOvers + (enforcement.waiting ? 1 : 0)
+        guard enforcement.lifecycle.phase.awaitsAnswer, load > enforcement.inForce else {
+            action()
+            return false
+        }
+        enforcement.held.append((id, load, action))
         return true
     }
 
@@ -272,9 +282,11 @@ extension Engine {
         let ready = enforcement.held.filter { idle || $0.load <= inForce }
         guard !ready.isEmpty else { return }
         enforcement.held.removeAll { idle || $0.load <= inForce }
-        for h in ready where sessions[h.id] != nil {
+        for h in ready {
+            guard let id = h.id else { h.reply(); continue }
+            guard sessions[id] != nil else { continue }
             h.reply()
-            out.append(.resume(h.id))
+            out.append(.resume(id))
         }
     }
 

@@ -225,8 +225,12 @@ public final class Engine {
         }
         settle()
         if case .started = input {
-            out.append(.notify(.ready(status: statusText)))
-            log(.notice, "ready: \(statusText)")
+            // Once the first rules are in force (or their load failed): units ordered after the daemon start
+            // under its rules, as they did while loads ran on the loop.
+            onceInForce(nil) { [unowned self] in
+                out.append(.notify(.ready(status: statusText)))
+                log(.notice, "ready: \(statusText)")
+            }
         }
     }
 
@@ -577,7 +581,8 @@ public final class Engine {
 
     private func finishReload(error: String?) {
         // The start-up load is not a reload: READY=1 comes with `started`.
-        if state.ready { out.append(.notify(.ready(status: statusText))) }
+        // A reload is done (`systemctl reload` returns) once its rules are in force.
+        if state.ready { onceInForce(nil) { [unowned self] in out.append(.notify(.ready(status: statusText))) } }
         lastStatus = statusSummary
         let requesters = reloadRequesters
         reloadRequesters = []
