@@ -240,6 +240,9 @@ final class World {
             case .loadPolicy: rest.append("load-policy")
             case let .loadRules(scripts, report, _): rest.append("load-rules \(report) " + scripts.joined(separator: "\n--\n"))
             case let .steer(plan): rest.append(plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)")
+            case .readUsage: rest.append("read-usage")
+            case let .saveUsage(book): rest.append("save-usage " + book.encoded())
+            case let .loadUsageRules(script, report): rest.append("load-usage \(report) " + script)
             case let .notify(n):
                 switch n {
                 case let .ready(status): rest.append("ready " + status)
@@ -343,6 +346,21 @@ final class World {
                 require(plan.cgroupMarks.values.allSatisfy { $0 == 0 || marks.contains($0) }, "a cgroup marked for no table")
             }
             queue.append(.steered(error: storeFails ? "bpf: Operation not permitted" : nil))
+        case .readUsage:
+            // No usage table in the fuzzer's kernel: counting (if a policy asks for it) reads nothing.
+            queue.append(.usageRead(nil, error: storeFails ? "Operation not permitted" : nil))
+        case let .saveUsage(book):
+            // What is saved must read back as the same totals.
+            let text = book.encoded()
+            do {
+                require(try UsageBook.parse(text, path: "u") == book, "usage totals do not read back as written:\n\(text)")
+            } catch {
+                require(false, "the usage totals written do not parse (\(error)):\n\(text)")
+            }
+            queue.append(.usageSaved(error: storeFails ? "disk full" : nil))
+        case let .loadUsageRules(script, report):
+            require(!script.isEmpty, "an empty usage script")
+            if report { queue.append(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")

@@ -18,6 +18,8 @@ public struct DaemonState: Sendable {
     /// Privileged subscribers of `prompts`. With none, an undecided `ask` is a deny (`no-agent`): a device
     /// without a screen gets an answer, not an endless `awaiting-decision`.
     public var agents = 0
+    /// Apps whose `MeteredBudget=` is used up this period: metered links are denied to them (source `budget`).
+    public var exhausted: Set<String> = []
 
     public init(ready: Bool = false, network: NetworkState = NetworkState(), config: Config = Config(),
                 policyGeneration: Int = 0, policyError: String? = nil) {
@@ -28,6 +30,10 @@ public struct DaemonState: Sendable {
     public func effectivePermissions(for match: AppMatch) -> EffectivePermissions {
         var e = decisions.apply(to: config.permissions(for: match.app), app: match.id)
         if agents == 0 { e.denyUndecided() }
+        if exhausted.contains(match.id), e.permissions.metered != .deny {
+            e.permissions.metered = .deny
+            e.sources[.metered] = .budget
+        }
         return e
     }
 

@@ -9,6 +9,9 @@ public enum PermissionSource: String, Sendable {
     /// The policy says `ask`, nothing was decided, and no agent is listening to ask the user: a deny, as
     /// polkit denies when no authentication agent is registered.
     case noAgent = "no-agent"
+    /// `MeteredBudget=` is used up for this period: metered links are denied until the next period or a reset
+    /// (`metered` only; docs/USAGE.md).
+    case budget
 
     /// `rawValue` as a literal, written without escaping (every reply has five).
     public var literal: StaticString {
@@ -17,6 +20,7 @@ public enum PermissionSource: String, Sendable {
         case .decision: "decision"
         case .once: "once"
         case .noAgent: "no-agent"
+        case .budget: "budget"
         }
     }
 }

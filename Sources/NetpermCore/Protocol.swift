@@ -17,7 +17,9 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 }
 
 public enum Verb: String, Sendable, CaseIterable {
-    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, decide, forget, metrics, quit
+    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, decide, forget, metrics, usage
+    case resetUsage = "reset-usage"
+    case quit
 
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
     /// lowercased String for `init(rawValue:)` cost more than the rest of parsing.
@@ -43,12 +45,14 @@ public enum Verb: String, Sendable, CaseIterable {
         case .query: return "QUERY [APP]"
         case .apps: return "APPS"
         case .reload: return "RELOAD"
-        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self]"
+        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self] [usage]"
         case .wait: return "WAIT [APP] [SECONDS]"
         case .prompts: return "PROMPTS"
         case .decide: return "DECIDE APP KIND allow|deny [--once]"
         case .forget: return "FORGET APP [KIND]"
         case .metrics: return "METRICS"
+        case .usage: return "USAGE [APP]"
+        case .resetUsage: return "RESET-USAGE [APP]"
         case .quit: return "QUIT"
         }
     }
@@ -68,6 +72,8 @@ public enum Verb: String, Sendable, CaseIterable {
         case .decide: return "answer for an app and kind (or metered) set to ask; lasting unless --once (privileged)"
         case .forget: return "remove stored decisions of an app (privileged)"
         case .metrics: return "counters and gauges in Prometheus' text format, as one JSON string (privileged)"
+        case .usage: return "data used per app and kind of link, this period and the last, and budgets (your own apps unless privileged)"
+        case .resetUsage: return "start an app's (default: every app's) counts of this period from zero (privileged)"
         case .quit: return "close this connection"
         }
     }

@@ -38,10 +38,13 @@ public struct Subscription: Sendable {
 
     public func wants(_ event: Event) -> Bool {
         if case let .app(v) = event { return hears(app: v.app) }
+        if case let .usage(n) = event {
+            return topics.contains(.usage) && (n.app == appID || privileged)
+        }
         guard let topic = event.topic else { return true }
         guard topics.contains(topic) else { return false }
         switch event {
-        case .app: return false
+        case .app, .usage: return false
         case .prompt, .promptExpired, .promptAnswered: return privileged
         case .link, .policy, .stopping: return true
         }

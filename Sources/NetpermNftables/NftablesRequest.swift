@@ -7,8 +7,8 @@ import NetpermIO
 /// it would cost more than the question (Mode=off) or around its own transactions.
 public enum NftablesRequest {
     /// The messages the kernel answered before its ACK (their `NFT_MSG_*` type and what follows the nlmsghdr), or
-    /// the error it answered with.
-    static func ask(_ type: UInt32, family: UInt8, attributes: [(type: UInt16, value: [UInt8])] = [])
+    /// the error it answered with; with `dump`, every message of the dump, to its end.
+    static func ask(_ type: UInt32, family: UInt8, attributes: [(type: UInt16, value: [UInt8])] = [], dump: Bool = false)
     throws(Errno) -> Result<[(type: UInt32, message: [UInt8])], Errno> {
         let fd = try sys { socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), NETLINK_NETFILTER) }
         defer { FD.close(fd) }
@@ -19,7 +19,7 @@ public enum NftablesRequest {
         let total = 16 + 4 + attributes.reduce(0) { $0 + ((4 + $1.value.count + 3) & ~3) }
         u32(UInt32(total))
         u16(UInt16(NFNL_SUBSYS_NFTABLES) << 8 | UInt16(type))
-        u16(UInt16(NLM_F_REQUEST | NLM_F_ACK))
+        u16(UInt16(NLM_F_REQUEST | (dump ? NLM_F_DUMP : NLM_F_ACK)))
         u32(1)
         u32(0)
         msg += [family, UInt8(NFNETLINK_V0), 0, 0]
@@ -33,7 +33,8 @@ public enum NftablesRequest {
             Result { () throws(Errno) -> Int in try sys { send(fd, b.baseAddress, b.count, 0) } }
         }.get()
         var answers: [(type: UInt32, message: [UInt8])] = []
-        var buffer = [UInt8](repeating: 0, count: 8192)
+        // A dump's messages are up to 32 KiB each.
+        var buffer = [UInt8](repeating: 0, count: dump ? 65536 : 8192)
         while true {
             // The kernel answers at once; the wait is bounded all the same.
             guard try FD.wait(fd, for: Int16(POLLIN), timeoutMilliseconds: 1000) != 0 else { throw Errno(ETIMEDOUT) }
@@ -45,6 +46,7 @@ public enum NftablesRequest {
                 let len = Int(buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: off, as: UInt32.self) })
                 let type = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: off + 4, as: UInt16.self) }
                 guard len >= 16, off + len <= n else { return .failure(Errno(EPROTO)) }
+                if type == UInt16(NLMSG_DONE) { return .success(answers) }
                 if type == UInt16(NLMSG_ERROR) {
                     guard off + 20 <= n else { return .failure(Errno(EPROTO)) }
                     let error = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: off + 16, as: Int32.self) }

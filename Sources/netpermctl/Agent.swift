@@ -26,7 +26,8 @@ enum Agent {
         let conn = Connection.open(socketPath)
         let input = Connection(reading: STDIN_FILENO)
         do {
-            try conn.send("SUBSCRIBE prompts")
+            // Budgets used up are told too: the agent's user is the one to reset them.
+            try conn.send("SUBSCRIBE prompts usage")
             guard let ack = try conn.readLine(), let r = try? JSONParser.parse(ack) else { throw Errno(ECONNRESET) }
             guard r["ok"]?.boolValue == true else {
                 die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", .failed)
@@ -133,6 +134,8 @@ struct Prompts {
             drop(e)
         case .stopping?:
             Screen.out("netpermd is stopping\n")
+        case .usage?:
+            Screen.out(Usage.notice(e.forTerminal) + "\n")
         case .link?, .app?, .policy?, .overflow?, nil:
             break
         }

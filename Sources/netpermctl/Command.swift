@@ -1,7 +1,8 @@
 /// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {
-    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, agent, metrics, ping, help
+    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, agent, metrics, usage, ping
+    case help
 
     /// Positional arguments that must be given, then those that may follow.
     var arguments: (required: [String], optional: [String]) {
@@ -12,6 +13,7 @@ enum Command: String, CaseIterable {
         case .check: return ([], ["PATH"])
         case .decide: return (["APP", "KIND", "allow|deny"], [])
         case .forget: return (["APP"], ["KIND"])
+        case .usage: return ([], ["reset", "APP"])
         case .help: return ([], ["COMMAND"])
         }
     }
@@ -23,7 +25,7 @@ enum Command: String, CaseIterable {
         case .run: return "--app APP -- COMMAND [ARGS...]"
         case .decide: return "[--once]"
         case .metrics: return "[--output FILE]"
-        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .agent, .ping, .help:
+        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .agent, .usage, .ping, .help:
             return nil
         }
     }
@@ -51,6 +53,7 @@ enum Command: String, CaseIterable {
         case .forget: return "remove an app's decisions (privileged)"
         case .agent: return "answer prompts on this terminal, one at a time (privileged)"
         case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
+        case .usage: return "data used per app and kind of link, and budgets; reset starts counting anew (privileged)"
         case .ping: return "check that the daemon answers"
         case .help: return "all commands, or one command's usage and description"
         }

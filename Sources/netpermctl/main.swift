@@ -78,6 +78,13 @@ case .forget:
     ask((["FORGET"] + args).joined(separator: " "), human: Render.forgotten) { Terse.lines(Terse.forgotten($0)) }
 case .agent: Agent.run(socketPath: socketPath)
 case .metrics: Metrics.run(socketPath: socketPath, output: invocation.output, mode: mode)
+case .usage:
+    if args.first == "reset" {
+        ask((["RESET-USAGE"] + args.dropFirst()).joined(separator: " "), human: Usage.resetHuman) {
+            Terse.lines(Usage.resetTerse($0))
+        }
+    }
+    ask((["USAGE"] + args).joined(separator: " "), human: Usage.human, terse: Usage.terse)
 case .ping: ask("PING", human: { _ in "pong\n" }, terse: { _ in "pong\n" })
 case .help: Screen.out(Help.overview())   // Invocation turns `help [COMMAND]` into .help(_) above
 }

@@ -3,6 +3,7 @@ import NetpermControl
 import NetpermCore
 import NetpermHost
 import NetpermIO
+import NetpermNftables
 import NetpermSystemd
 
 /// Feeds the engine what happens and carries out what it says: the daemon's only logic is which effect is which
@@ -12,6 +13,7 @@ final class Interpreter: ControlDelegate {
     let engine: Engine
     private let loop: EventLoop
     private let store: DecisionStore
+    private let usageStore: UsageStore
     private let loadPolicy: @Sendable () -> ConfigParseResult
     /// Policies are read and parsed on a thread of their own: a file of many megabytes must not stop the loop.
     private let policyLoader: OffLoop<ConfigParseResult>?
@@ -39,9 +41,10 @@ final class Interpreter: ControlDelegate {
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
     private let identities = PeerIdentities()
 
-    init(engine: Engine, loop: EventLoop, store: DecisionStore, sysfs: Sysfs,
+    init(engine: Engine, loop: EventLoop, store: DecisionStore, usageStore: UsageStore, sysfs: Sysfs,
          loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
-        self.engine = engine; self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
+        self.engine = engine; self.loop = loop; self.store = store; self.usageStore = usageStore; self.sysfs = sysfs
+        self.loadPolicy = loadPolicy
         enforcer = Enforcer(loop: loop)
         do { policyLoader = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
@@ -49,6 +52,8 @@ final class Interpreter: ControlDelegate {
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
         enforcer.blocked = { [unowned self] app, kind in self.feed(.blocked(app: app, kind: kind)) }
+        enforcer.usageChanged = { [unowned self] in self.feed(.usageTableChanged) }
+        enforcer.quotaReached = { [unowned self] quota in self.feed(.budgetReached(quota: quota)) }
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
@@ -125,6 +130,29 @@ final class Interpreter: ControlDelegate {
                 queue.append(.rulesLoaded(error: error))
             } else if let error {
                 Log.debug("enforcement: removing a table left by an earlier run: \(error)")
+            }
+        case .readUsage:
+            TestClock.refresh()
+            do {
+                queue.append(.usageRead(try UsageCounters.read(), error: nil))
+            } catch {
+                queue.append(.usageRead(nil, error: "\(error)"))
+            }
+        case let .saveUsage(book):
+            do {
+                try usageStore.save(book)
+                queue.append(.usageSaved(error: nil))
+            } catch {
+                queue.append(.usageSaved(error: "\(usageStore.path): \(error)"))
+            }
+        case let .loadUsageRules(script, report):
+            let start = Clock.monotonicMicroseconds()
+            let error = enforcer.loadUsage(script)
+            Log.debug("usage: nft transaction of \(script.utf8.count) bytes took \((Clock.monotonicMicroseconds() - start) / 1000) ms")
+            if report {
+                queue.append(.usageRulesLoaded(error: error))
+            } else if let error {
+                Log.debug("usage: removing a table left by an earlier run: \(error)")
             }
         case let .steer(plan):
             queue.append(.steered(error: steerer.apply(plan)))

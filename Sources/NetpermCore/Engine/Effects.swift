@@ -58,6 +58,13 @@ public enum Effect: Equatable, Sendable {
     /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another
     /// process changes the table. A whole ruleset replacing a table in force is loaded as `Ruleset.handover` says.
     case loadRules([String], report: Bool, inForce: String)
+    /// Read the usage table's counters and quota objects, then report with `Input.usageRead`.
+    case readUsage
+    /// Write the usage totals to the state directory (atomically), then report with `Input.usageSaved`.
+    case saveUsage(UsageBook)
+    /// Run this nft script as one transaction (`UsageRules.script`, or `UsageRules.removal`, which the edge runs only
+    /// if the table exists); with `report`, say how it went with `Input.usageRulesLoaded`.
+    case loadUsageRules(String, report: Bool)
     /// Mode=steer: put this plan in the kernel (the program and its maps, the rules, the tables, kept following the
     /// main table); nil removes all of it. Say how it went with `Input.steered`.
     case steer(SteeringPlan?)

@@ -91,9 +91,8 @@ extension Engine {
                 r = last.withLinks(state.network.links)
             } else {
                 enforcement.fullBuilds += 1
-                r = Ruleset.build(apps: state.config.apps, permissions: { app in
-                    state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
-                }, links: state.network.links, cgroups: enforcement.cgroups)
+                r = Ruleset.build(apps: state.config.apps, permissions: enforcedPermissions,
+                                  links: state.network.links, cgroups: enforcement.cgroups)
             }
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "
@@ -128,6 +127,17 @@ extension Engine {
             load(r.text, transactions: update?.transactions, report: true)
             if enforcement.state != .enforcing { enforcement.state = .applying }
         }
+    }
+
+    /// What the rules (and steering) hold an app to: the policy with decisions (an undecided `ask` stays `ask`,
+    /// whether or not an agent listens). In Mode=steer, metered links are denied too while the app's budget is used
+    /// up, so that its sockets are routed off them. In Mode=block the usage table's quotas alone refuse it there:
+    /// the rules' denial would also drop the reset the kernel sends a peer whose connection the budget ended
+    /// (docs/USAGE.md).
+    func enforcedPermissions(_ app: AppPolicy) -> PermissionSet {
+        var p = state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
+        if state.config.enforcement == .steer, state.exhausted.contains(app.id), p.metered != .deny { p.metered = .deny }
+        return p
     }
 
     /// `text` is the whole ruleset (what a retry or a repair loads); `transactions`, when given, the smaller scripts
@@ -230,7 +240,9 @@ extension Engine {
     func withEnforcement(_ v: Verdict, _ matchedBy: MatchedBy) -> Verdict {
         var v = v
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: matchedBy, app: nil))
-        return steered(v)
+        var s = steered(v)
+        if matchedBy != .defaults { s.budget = budgetFact(for: v.app) }
+        return s
     }
 
     /// STATUS's `enforcement` member.

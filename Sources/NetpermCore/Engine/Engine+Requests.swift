@@ -96,6 +96,12 @@ extension Engine {
             // Never from the cache: counters move without the state changing.
             reply(id) { writeMetrics(to: &$0) }
             return nil
+        case .usage:
+            usageRequest(r.args, session: session)
+            return nil
+        case .resetUsage:
+            resetUsageRequest(r.args, session: session)
+            return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
@@ -155,6 +161,7 @@ extension Engine {
             writeWarnings(to: &$0)
         }
         w.object("enforcement") { writeEnforcement(to: &$0) }
+        w.object("usage") { writeUsageStatus(to: &$0) }
     }
 
     func writePolicy(to w: inout JSONWriter) {
@@ -401,7 +408,8 @@ extension Engine {
                     w.field("kind", kind?.rawValue)
                 }
             }
-        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .metrics, .quit:
+        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .metrics, .usage,
+             .resetUsage, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
@@ -463,7 +471,7 @@ extension Verb {
     /// How many words may follow the verb.
     var maxArgs: Int {
         switch self {
-        case .query: return 1
+        case .query, .usage, .resetUsage: return 1
         case .wait, .forget: return 2
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
@@ -474,8 +482,8 @@ extension Verb {
     /// Verbs only root, the daemon's own user and AdminGroup= members may use.
     var isPrivileged: Bool {
         switch self {
-        case .apps, .reload, .prompts, .decide, .forget, .metrics: return true
-        case .ping, .help, .status, .links, .query, .subscribe, .wait, .quit: return false
+        case .apps, .reload, .prompts, .decide, .forget, .metrics, .resetUsage: return true
+        case .ping, .help, .status, .links, .query, .subscribe, .wait, .usage, .quit: return false
         }
     }
 }
