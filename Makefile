@@ -123,7 +123,7 @@ test: deps test-deps release gio-test
 	$(MAKE) fuzz-smoke
 
 unit: deps
-	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests'
+	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests|NetpermDaemonTests'
 
 integration: deps test-deps release gio-module deb
 	$(SWIFT) build --build-tests
@@ -170,7 +170,8 @@ FUZZ_DIR := .build/fuzz
 FUZZ_SWIFTC := $(dir $(shell command -v $(SWIFT)))swiftc
 FUZZ_FLAGS := -sanitize=fuzzer,address -O -g -parse-as-library
 CORE_SOURCES := $(shell find Sources/NetpermCore -name '*.swift' | sort)
-FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift)
+# The tests' fake clock is the fuzz target's too.
+FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift) Tests/TestSupport/FakeClock.swift
 # Swift's own crash handler reads memory that AddressSanitizer then reports as its own error: leave crashes to ASan.
 FUZZ_ENV := SWIFT_BACKTRACE=enable=no
 
@@ -233,7 +234,7 @@ ASAN_ENV := SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=log_path=$(ASAN_REPORTS)/asan
 asan: deps test-deps
 	$(SWIFT) build --build-tests $(ASAN_BUILD)
 	rm -rf $(ASAN_REPORTS); mkdir -p $(ASAN_REPORTS)
-	$(ASAN_ENV) $(SWIFT) test --skip-build $(ASAN_BUILD) --filter 'NetpermCoreTests|NetpermControlTests|NetpermIOTests'
+	$(ASAN_ENV) $(SWIFT) test --skip-build $(ASAN_BUILD) --filter 'NetpermCoreTests|NetpermControlTests|NetpermIOTests|NetpermDaemonTests'
 	@# The daemon that the integration tests start is the ASan build too: NETPERMD_BIN, and ASAN_OPTIONS inherited.
 	$(ASAN_ENV) NETPERMD_BIN=$$($(SWIFT) build $(ASAN_BUILD) --show-bin-path) \
 	  $(SWIFT) test --skip-build $(ASAN_BUILD) --filter '$(ASAN_INTEGRATION)' --skip '$(ASAN_SKIP)'

@@ -51,10 +51,17 @@ let package = Package(
         .target(name: "NetpermBPF", dependencies: ["NetpermIO"]),
         // The control socket's transport: client ids and bytes, no core types.
         .target(name: "NetpermControl", dependencies: ["NetpermIO"]),
+        // The daemon's logic around the engine: the interpreter of its effects and the edges' adapters (rules,
+        // steering, cgroups, policy reloads), unit-tested on a test loop; `netpermd` is only its wiring.
+        .target(
+            name: "NetpermDaemon",
+            dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
+                           "NetpermControl", "NetpermNftables", "NetpermBPF"]
+        ),
         .executableTarget(
             name: "netpermd",
-            dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
-                           "NetpermControl", "NetpermNftables", "NetpermBPF"],
+            dependencies: ["NetpermDaemon", "NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
+                           "NetpermControl"],
             linkerSettings: releaseLink
         ),
         // NetpermSystemd for `run`'s transient scope over sd-bus.
@@ -62,17 +69,23 @@ let package = Package(
                           linkerSettings: releaseLink),
         // Fixtures are sysfs-shaped trees with symlinks (some to /dev paths that only name things): the tests read
         // them where they are, beside their source, rather than from a copy SwiftPM makes.
-        .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux"],
+        // What the tests share: the test event loop and a clock that moves only when told (the fuzz target compiles
+        // FakeClock.swift too).
+        .target(name: "TestSupport", dependencies: ["NetpermIO", "NetpermControl"], path: "Tests/TestSupport"),
+        .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux", "TestSupport"],
                     exclude: ["Fixtures"]),
         // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
         // Wi-Fi hardware on the test machines.
         .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables"]),
+        // The daemon library on a test loop with fake edges: the interpreter's effects, its store, slow policies.
+        .testTarget(name: "NetpermDaemonTests", dependencies: ["NetpermDaemon", "NetpermCore", "NetpermHost", "NetpermIO",
+                                                               "NetpermControl", "TestSupport"]),
         // The steering program's bytes, and loading it (as root) into the test's own namespace.
         .testTarget(name: "NetpermBPFTests", dependencies: ["NetpermBPF", "NetpermIO"]),
         // Syscall plumbing that can be tested in-process (releasing code pages).
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
-        .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO"]),
+        .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO", "TestSupport"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container, glib-app.py is the GLib app of the GLib
         // module's tests; the tests find them beside their sources.
         .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"],

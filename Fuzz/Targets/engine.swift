@@ -143,23 +143,26 @@ final class Connection {
     init(id: ConnectionID) { self.id = id }
 }
 
-final class World {
-    let engine = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
-    let effects = Effects()
+final class World: EngineEdges {
+    let driver = EngineDriver(engine: Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug)))
+    var engine: Engine { driver.engine }
+    var effects: Effects { driver.effects }
+    /// The open prompts before the input being carried out.
+    var promptsBefore: [Prompt] = []
+    /// Requests of connections no longer held are being fed.
+    var releasing = false
     /// The same engine fed the same inputs, except that a connection's request lines alternate with and without a
     /// trailing space: the same requests, but never the bytes of the one before, so it never answers from its
     /// reply cache. Its effects must be the same as the first engine's, byte for byte: a cached reply is what a
     /// fresh one would have been.
-    let uncached = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug), accounts: Accounts())
+    let uncached = Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug))
     let uncachedEffects = Effects()
     var padNext: Set<ConnectionID> = []
-    var queue: [Input] = []
-    var draining = false
     var slots: [ConnectionID?] = [nil, nil, nil, nil]
     var live: [ConnectionID: Connection] = [:]
     var nextID: ConnectionID = 1
-    var now: UInt64 = 0
-    var timers: [TimerID: UInt64] = [:]
+    let clock = FakeClock<TimerID>()
+    var now: UInt64 { clock.now }
     var policy = 0
     /// Set by R: a policy of the input's own instead of one of `policies`.
     var customPolicy: String?
@@ -171,33 +174,33 @@ final class World {
     /// `Engine.blockedQuietSec` after that.
     var expiredAt: [String: UInt64] = [:]
 
-    func feed(_ input: Input) {
-        queue.append(input)
-        guard !draining else { return }
-        draining = true
-        while true {
-            while !queue.isEmpty {
-                let next = queue.removeFirst()
-                // From its close on, nothing may be sent to a connection.
-                if case let .closed(id) = next { live[id] = nil }
-                effects.reset()
-                let before = engine.state.prompts.open
-                engine.handle(next, into: effects)
-                checkPrompts(after: next, before: before)
-                uncachedEffects.reset()
-                uncached.handle(padded(next), into: uncachedEffects)
-                let a = render(effects), b = render(uncachedEffects)
-                require(a == b, "a cached reply differs from a fresh one after \(next):\n\(a.joined(separator: "\n"))\n-- fresh:\n"
-                    + b.joined(separator: "\n"))
-                for e in effects.list { carryOut(e) }
-                checkAfterInput()
-            }
-            // Then, as the transport does, the requests of connections that are no longer held.
-            guard let c = live.values.sorted(by: { $0.id < $1.id })
-                .first(where: { !$0.held && !$0.closing && !$0.pending.isEmpty }) else { break }
+    init() { driver.edges = self }
+
+    func feed(_ input: Input) { driver.feed(input) }
+
+    func carryOut(_ effects: Effects, of input: Input) {
+        // From its close on, nothing may be sent to a connection.
+        if case let .closed(id) = input { live[id] = nil }
+        checkPrompts(after: input, before: promptsBefore)
+        promptsBefore = engine.state.prompts.open
+        uncachedEffects.reset()
+        uncached.handle(padded(input), into: uncachedEffects)
+        let a = render(effects), b = render(uncachedEffects)
+        require(a == b, "a cached reply differs from a fresh one after \(input):\n\(a.joined(separator: "\n"))\n-- fresh:\n"
+            + b.joined(separator: "\n"))
+        for e in effects.list { carryOut(e) }
+        checkAfterInput()
+    }
+
+    /// Then, as the transport does, the requests of connections that are no longer held, one at a time.
+    func drained() {
+        guard !releasing else { return }
+        releasing = true
+        while let c = live.values.sorted(by: { $0.id < $1.id })
+            .first(where: { !$0.held && !$0.closing && !$0.pending.isEmpty }) {
             deliver(c.pending.removeFirst(), to: c)
         }
-        draining = false
+        releasing = false
     }
 
     func padded(_ input: Input) -> Input {
@@ -207,53 +210,39 @@ final class World {
         return input
     }
 
-    /// Effects as text, for comparing two engines': each connection's in order, then the rest sorted (sessions
-    /// are kept in a dictionary, whose order differs from one engine to another). Events that come one after
-    /// another are compared as a set without their seq: the app events of one network change come in the order of
-    /// a dictionary of permission sets, which differs between engines (seq itself is checked on every line).
-    /// Log lines are left out.
+    /// Effects as text, in order, for comparing two engines' byte for byte: the engine iterates nothing in a
+    /// dictionary's order, and the two engines' dictionaries have seeds of their own. Log lines are left out (a
+    /// cached reply is not logged as a fresh one's work may be).
     func render(_ fx: Effects) -> [String] {
-        var perConnection: [ConnectionID: [String]] = [:]
-        var runs: [ConnectionID: [String]] = [:]
-        func endRun(_ id: ConnectionID) {
-            perConnection[id, default: []] += (runs.removeValue(forKey: id) ?? []).sorted()
-        }
-        var rest: [String] = []
-        for e in fx.list {
+        fx.list.compactMap { e -> String? in
             switch e {
-            case let .reply(id, r):
-                endRun(id)
-                perConnection[id, default: []].append("reply " + String(decoding: fx[r], as: UTF8.self))
-            case let .event(id, h, t):
-                let head = String(decoding: fx[h], as: UTF8.self)
-                runs[id, default: []].append("event " + head.prefix { $0 != "," } + String(decoding: fx[t], as: UTF8.self))
+            case let .reply(id, r): return "\(id): reply " + String(decoding: fx[r], as: UTF8.self)
+            case let .event(id, h, t): return "\(id): event " + String(decoding: fx[h], as: UTF8.self) + String(decoding: fx[t], as: UTF8.self)
             // Written out by hand: printing an enum by reflection cost more than the engine.
-            case let .hold(id): endRun(id); perConnection[id, default: []].append("hold")
-            case let .resume(id): endRun(id); perConnection[id, default: []].append("resume")
-            case let .close(id): endRun(id); perConnection[id, default: []].append("close")
-            case let .keepOpenAfterInputEnds(id): endRun(id); perConnection[id, default: []].append("keep-open")
-            case .log: break
+            case let .hold(id): return "\(id): hold"
+            case let .resume(id): return "\(id): resume"
+            case let .close(id): return "\(id): close"
+            case let .keepOpenAfterInputEnds(id): return "\(id): keep-open"
+            case .log: return nil
             // The decisions as the file has them (a dictionary prints in its own order).
-            case let .persist(d): rest.append("persist " + d.encoded() + " once \(d.once.count)")
-            case let .armTimer(id, usec): rest.append("arm \(id) \(usec)")
-            case let .cancelTimer(id): rest.append("cancel \(id)")
-            case .loadPolicy: rest.append("load-policy")
-            case let .loadRules(scripts, report, _): rest.append("load-rules \(report) " + scripts.joined(separator: "\n--\n"))
-            case let .steer(plan): rest.append(plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)")
-            case .readUsage: rest.append("read-usage")
-            case let .saveUsage(book): rest.append("save-usage " + book.encoded())
-            case let .loadUsageRules(script, report): rest.append("load-usage \(report) " + script)
+            case let .persist(d): return "persist " + d.encoded() + " once \(d.once.count)"
+            case let .armTimer(id, usec): return "arm \(id) \(usec)"
+            case let .cancelTimer(id): return "cancel \(id)"
+            case .loadPolicy: return "load-policy"
+            case let .loadRules(scripts, report, _): return "load-rules \(report) " + scripts.joined(separator: "\n--\n")
+            case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
+            case .readUsage: return "read-usage"
+            case let .saveUsage(book): return "save-usage " + book.encoded()
+            case let .loadUsageRules(script, report): return "load-usage \(report) " + script
             case let .notify(n):
                 switch n {
-                case let .ready(status): rest.append("ready " + status)
-                case let .status(status): rest.append("status " + status)
-                case .reloading: rest.append("reloading")
-                case .stopping: rest.append("stopping")
+                case let .ready(status): return "ready " + status
+                case let .status(status): return "status " + status
+                case .reloading: return "reloading"
+                case .stopping: return "stopping"
                 }
             }
         }
-        for id in Array(runs.keys) { endRun(id) }
-        return perConnection.keys.sorted().flatMap { id in perConnection[id]!.map { "\(id): " + $0 } } + rest.sorted()
     }
 
     func policyResult() -> ConfigParseResult {
@@ -302,14 +291,14 @@ final class World {
             guard let c = live[id] else { return require(false, "close of connection \(id), which is gone") }
             c.closing = true
             c.pending = []
-            queue.append(.closed(id))
+            feed(.closed(id))
         case let .keepOpenAfterInputEnds(id):
             require(live[id] != nil, "keep-open of connection \(id), which is gone")
         case let .armTimer(id, usec):
-            require(timers[id] == nil, "timer \(id) armed twice")
-            timers[id] = now + usec
+            require(!clock.isArmed(id), "timer \(id) armed twice")
+            clock.arm(id, after: usec)
         case let .cancelTimer(id):
-            require(timers.removeValue(forKey: id) != nil, "cancelled timer \(id) was not armed")
+            require(clock.cancel(id), "cancelled timer \(id) was not armed")
         case let .persist(d):
             // What is written must read back as the same lasting decisions.
             let text = d.encoded()
@@ -324,10 +313,10 @@ final class World {
             if storesManual {
                 pendingStores += 1
             } else {
-                queue.append(.stored(error: storeFails ? "disk full" : nil))
+                feed(.stored(error: storeFails ? "disk full" : nil))
             }
         case .loadPolicy:
-            if loadsManual { pendingLoads += 1 } else { queue.append(.policy(policyResult())) }
+            if loadsManual { pendingLoads += 1 } else { feed(.policy(policyResult())) }
         case let .notify(n):
             switch n {
             case let .ready(status), let .status(status):
@@ -337,7 +326,7 @@ final class World {
         case let .loadRules(scripts, report, inForce):
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
             require(!scripts.isEmpty && !scripts.contains(where: \.isEmpty) && !inForce.isEmpty, "an empty ruleset")
-            if report { queue.append(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
+            if report { feed(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .steer(plan):
             // A plan's marks name only the tables it has rules for.
             if let plan {
@@ -345,10 +334,10 @@ final class World {
                 require(plan.uidMarks.values.allSatisfy(marks.contains), "a uid marked for a table not in the plan")
                 require(plan.cgroupMarks.values.allSatisfy { $0 == 0 || marks.contains($0) }, "a cgroup marked for no table")
             }
-            queue.append(.steered(error: storeFails ? "bpf: Operation not permitted" : nil))
+            feed(.steered(error: storeFails ? "bpf: Operation not permitted" : nil))
         case .readUsage:
             // No usage table in the fuzzer's kernel: counting (if a policy asks for it) reads nothing.
-            queue.append(.usageRead(nil, error: storeFails ? "Operation not permitted" : nil))
+            feed(.usageRead(nil, error: storeFails ? "Operation not permitted" : nil))
         case let .saveUsage(book):
             // What is saved must read back as the same totals.
             let text = book.encoded()
@@ -357,10 +346,10 @@ final class World {
             } catch {
                 require(false, "the usage totals written do not parse (\(error)):\n\(text)")
             }
-            queue.append(.usageSaved(error: storeFails ? "disk full" : nil))
+            feed(.usageSaved(error: storeFails ? "disk full" : nil))
         case let .loadUsageRules(script, report):
             require(!script.isEmpty, "an empty usage script")
-            if report { queue.append(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
+            if report { feed(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")
@@ -465,13 +454,7 @@ final class World {
     }
 
     func advance(_ usec: UInt64) {
-        let until = now + usec
-        while let (id, at) = timers.filter({ $0.value <= until }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
-            now = at
-            timers[id] = nil
-            feed(.timer(id))
-        }
-        now = until
+        clock.advance(by: usec) { feed(.timer($0)) }
     }
 
     func step(_ line: [UInt8]) {
@@ -538,7 +521,7 @@ final class World {
         advance(200_000_000 * 1_000_000)
         require(engine.sessions.isEmpty, "sessions left: \(engine.sessions.keys.sorted())")
         require(engine.listeners.isEmpty, "listeners left: \(engine.listeners)")
-        require(timers.isEmpty && engine.timers.isEmpty, "timers left: \(timers.keys.sorted()), engine \(engine.timers.keys.sorted())")
+        require(clock.armedCount == 0 && engine.timers.isEmpty, "timers left: \(clock.armedCount), engine \(engine.timers.keys.sorted())")
         require(engine.state.agents == 0, "agents left: \(engine.state.agents)")
         require(engine.reloadRequesters.isEmpty && engine.nextRequesters.isEmpty && engine.waitingForStore.isEmpty,
                 "requesters left")

@@ -8,6 +8,8 @@
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
+#include <linux/netlink.h>
+#include <linux/bpf.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <signal.h>
@@ -16,6 +18,9 @@
 
 static const unsigned int NP_IFF_UP = IFF_UP;
 static const unsigned int NP_IFF_LOWER_UP = IFF_LOWER_UP;
+
+// An attribute's type without its nested and byte-order flags (a macro of an expression Swift cannot import).
+static const unsigned short NP_NLA_TYPE_MASK = NLA_TYPE_MASK;
 
 static const unsigned int NP_EPOLLIN = EPOLLIN;
 static const unsigned int NP_EPOLLOUT = EPOLLOUT;

@@ -1,6 +1,8 @@
+import NetpermIO
+
 /// eBPF instructions as the kernel reads them (8 bytes each: opcode, registers, offset, immediate; little-endian),
-/// written by hand: the one program netpermd loads is ~40 instructions, so neither clang nor libbpf is needed.
-/// Pure: bytes out, unit-tested on them.
+/// assembled here: the one program netpermd loads is ~40 instructions, so neither clang nor libbpf is needed. The
+/// opcodes are <linux/bpf.h>'s (`BPFABI`). Pure: bytes out, unit-tested on them.
 public struct BPFAssembler {
     /// r0 (return value, helper result), r1-r5 (helper arguments), r6-r9 (kept across calls), r10 (frame pointer).
     public struct Register: Equatable, Sendable {
@@ -33,41 +35,45 @@ public struct BPFAssembler {
     }
 
     /// dst = src (64-bit).
-    public mutating func mov(_ dst: Register, _ src: Register) { emit(0xBF, dst, src) }
+    public mutating func mov(_ dst: Register, _ src: Register) { emit(BPFABI.mov64Register, dst, src) }
     /// dst = imm (64-bit, sign-extended).
-    public mutating func mov(_ dst: Register, _ imm: Int32) { emit(0xB7, dst, imm: imm) }
+    public mutating func mov(_ dst: Register, _ imm: Int32) { emit(BPFABI.mov64Immediate, dst, imm: imm) }
     /// dst += imm (64-bit).
-    public mutating func add(_ dst: Register, _ imm: Int32) { emit(0x07, dst, imm: imm) }
+    public mutating func add(_ dst: Register, _ imm: Int32) { emit(BPFABI.add64Immediate, dst, imm: imm) }
     /// dst = a 64-bit constant (two instruction slots).
     public mutating func load64(_ dst: Register, _ value: UInt64) {
-        emit(0x18, dst, imm: Int32(bitPattern: UInt32(truncatingIfNeeded: value)))
+        emit(BPFABI.loadImmediate64, dst, imm: Int32(bitPattern: UInt32(truncatingIfNeeded: value)))
         emit(0x00, imm: Int32(bitPattern: UInt32(truncatingIfNeeded: value >> 32)))
     }
     /// dst = the map whose descriptor is `fd` (BPF_PSEUDO_MAP_FD: the verifier turns it into the map's address).
     public mutating func loadMap(_ dst: Register, fd: Int32) {
-        emit(0x18, dst, Register(number: 1), imm: fd)
+        emit(BPFABI.loadImmediate64, dst, Register(number: BPFABI.pseudoMapFD), imm: fd)
         emit(0x00)
     }
     /// *(u64 *)(dst + off) = src.
-    public mutating func store64(_ dst: Register, _ off: Int16, _ src: Register) { emit(0x7B, dst, src, off: off) }
+    public mutating func store64(_ dst: Register, _ off: Int16, _ src: Register) { emit(BPFABI.store64, dst, src, off: off) }
     /// *(u32 *)(dst + off) = src.
-    public mutating func store32(_ dst: Register, _ off: Int16, _ src: Register) { emit(0x63, dst, src, off: off) }
+    public mutating func store32(_ dst: Register, _ off: Int16, _ src: Register) { emit(BPFABI.store32, dst, src, off: off) }
     /// dst = *(u32 *)(src + off).
-    public mutating func load32(_ dst: Register, _ src: Register, _ off: Int16) { emit(0x61, dst, src, off: off) }
+    public mutating func load32(_ dst: Register, _ src: Register, _ off: Int16) { emit(BPFABI.load32, dst, src, off: off) }
     /// A call of kernel helper number `helper`.
-    public mutating func call(_ helper: Int32) { emit(0x85, imm: helper) }
-    public mutating func exit() { emit(0x95) }
+    public mutating func call(_ helper: Int32) { emit(BPFABI.call, imm: helper) }
+    public mutating func exit() { emit(BPFABI.exit) }
 
     private mutating func jump(_ code: UInt8, _ dst: Register, _ src: Register, imm: Int32, to l: Label) {
         fixups.append((words.count, l.id))
         emit(code, dst, src, imm: imm)
     }
     /// goto l.
-    public mutating func jump(to l: Label) { jump(0x05, .r0, .r0, imm: 0, to: l) }
+    public mutating func jump(to l: Label) { jump(BPFABI.jump, .r0, .r0, imm: 0, to: l) }
     /// if a != b goto l (64-bit, registers).
-    public mutating func jumpIfNotEqual(_ a: Register, _ b: Register, to l: Label) { jump(0x5D, a, b, imm: 0, to: l) }
+    public mutating func jumpIfNotEqual(_ a: Register, _ b: Register, to l: Label) {
+        jump(BPFABI.jumpIfNotEqualRegister, a, b, imm: 0, to: l)
+    }
     /// if a == imm goto l (64-bit).
-    public mutating func jumpIfEqual(_ a: Register, _ imm: Int32, to l: Label) { jump(0x15, a, .r0, imm: imm, to: l) }
+    public mutating func jumpIfEqual(_ a: Register, _ imm: Int32, to l: Label) {
+        jump(BPFABI.jumpIfEqualImmediate, a, .r0, imm: imm, to: l)
+    }
 
     /// The program's bytes, jumps resolved (an offset counts instructions after the jump's own).
     public func bytes() -> [UInt8] {

@@ -1,16 +1,10 @@
+import NetpermIO
+
 /// The `cgroup/sock_create` program of Mode=steer (docs/ENFORCEMENT.md, "Steer"): at a socket's creation, in the
 /// daemon's own network namespace only, it sets the socket's mark from the creating task's unit cgroup (deepest
 /// level first), else from its uid, so the kernel's routing rules send the socket to its app's table. It always
 /// allows the socket: rejecting is nft's job.
 public enum SteerProgram {
-    /// Kernel helper numbers (include/uapi/linux/bpf.h).
-    static let mapLookupElem: Int32 = 1
-    static let getCurrentUIDGID: Int32 = 15
-    static let getNetnsCookie: Int32 = 122
-    static let getCurrentAncestorCgroupID: Int32 = 123
-    /// `struct bpf_sock`'s `mark` (u32), writable at socket creation.
-    static let markOffset: Int16 = 16
-
     /// The cgroup levels looked up, deepest first (a unit in a slice below a slice before one directly in a
     /// top-level slice, as the nft rules). Every level, because the helper counts from the hierarchy's real root,
     /// while the daemon, in a cgroup namespace (a container), sees its units a few levels higher; cgroup ids are
@@ -23,36 +17,39 @@ public enum SteerProgram {
         var a = BPFAssembler()
         let out = a.label()
         a.mov(.r6, .r1)                         // r6 = ctx (struct bpf_sock *), kept across calls
-        a.call(getNetnsCookie)                  // r0 = the socket's namespace cookie (r1 = ctx)
+        a.call(BPFABI.helperGetNetnsCookie)     // r0 = the socket's namespace cookie (r1 = ctx)
         a.load64(.r1, cookie)
         a.jumpIfNotEqual(.r0, .r1, to: out)     // another namespace (the host's, a container's): untouched
         for level in levels {
             let next = a.label()
             a.mov(.r1, Int32(level))
-            a.call(getCurrentAncestorCgroupID)  // 0 when the task's cgroup is not that deep: no element has id 0
+            // 0 when the task's cgroup is not that deep: no element has id 0.
+            a.call(BPFABI.helperGetCurrentAncestorCgroupID)
             a.store64(.r10, -8, .r0)
-            a.loadMap(.r1, fd: cgroupMap)
-            a.mov(.r2, .r10)
-            a.add(.r2, -8)
-            a.call(mapLookupElem)
-            a.jumpIfEqual(.r0, 0, to: next)
-            a.load32(.r1, .r0, 0)
-            a.store32(.r6, markOffset, .r1)
-            a.jump(to: out)                     // a unit's app decides: its uid is not consulted
+            // A unit's app decides: its uid is not consulted.
+            markFromMap(&a, cgroupMap, key: -8, notFound: next, then: out)
             a.bind(next)
         }
-        a.call(getCurrentUIDGID)                // uid in the low 32 bits
+        a.call(BPFABI.helperGetCurrentUIDGID)   // uid in the low 32 bits
         a.store32(.r10, -4, .r0)
-        a.loadMap(.r1, fd: uidMap)
-        a.mov(.r2, .r10)
-        a.add(.r2, -4)
-        a.call(mapLookupElem)
-        a.jumpIfEqual(.r0, 0, to: out)
-        a.load32(.r1, .r0, 0)
-        a.store32(.r6, markOffset, .r1)
+        markFromMap(&a, uidMap, key: -4, notFound: out, then: nil)
         a.bind(out)
         a.mov(.r0, 1)                           // allow
         a.exit()
         return a.bytes()
+    }
+
+    /// Looks the key at r10 + `key` up in `map`; not found: on to `notFound`; found: the socket's mark is the
+    /// element's, then on to `then` (nil: the next instruction).
+    private static func markFromMap(_ a: inout BPFAssembler, _ map: Int32, key: Int32, notFound: BPFAssembler.Label,
+                                    then: BPFAssembler.Label?) {
+        a.loadMap(.r1, fd: map)
+        a.mov(.r2, .r10)
+        a.add(.r2, key)
+        a.call(BPFABI.helperMapLookupElem)
+        a.jumpIfEqual(.r0, 0, to: notFound)
+        a.load32(.r1, .r0, 0)
+        a.store32(.r6, BPFABI.sockMarkOffset, .r1)
+        if let then { a.jump(to: then) }
     }
 }

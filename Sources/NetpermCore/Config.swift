@@ -6,6 +6,9 @@ public struct Config: Equatable, Sendable {
     public var defaults = PermissionSet.builtIn
     /// Members of this group (and root) may name any app.
     public var adminGroup = "netperm"
+    /// `adminGroup`'s gid, looked up when the policy was read (nil: no such group): never while a request is
+    /// answered, so that what a request gets depends only on the engine's inputs.
+    public internal(set) var adminGID: UInt32?
     /// How long a prompt waits for an agent's answer.
     public var promptTimeoutSec = 60
     /// `[Enforcement] Mode=`: whether the kernel is made to follow the verdicts (docs/ENFORCEMENT.md).
@@ -25,7 +28,7 @@ public struct Config: Equatable, Sendable {
 
     public static func == (a: Config, b: Config) -> Bool {
         a.interfaces == b.interfaces && a.networks == b.networks && a.defaults == b.defaults && a.adminGroup == b.adminGroup
-            && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
+            && a.adminGID == b.adminGID && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
             && a.usage == b.usage && a.meteredBudget == b.meteredBudget
     }
 
@@ -58,6 +61,7 @@ public struct Config: Equatable, Sendable {
         var config: Config?
         if parser.problems.errorCount == 0 {
             parser.config.buildIndex()
+            parser.config.adminGID = accounts.gid(forGroup: parser.config.adminGroup)
             config = parser.config
         }
         return ConfigParseResult(config: config, problems: parser.problems.kept,

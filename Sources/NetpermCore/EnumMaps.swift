@@ -1,17 +1,19 @@
 /// Maps keyed by our small enums, stored as one optional field per case: a verdict is written for every reply,
 /// and a dictionary there cost a hash, a probe and retains per lookup (about 14 per QUERY reply).
 
-/// Where each dimension's permission comes from; no entry means the policy.
-public struct PermissionSources: Hashable, Sendable, ExpressibleByDictionaryLiteral {
-    private var wifi, wwan, ethernet, other, metered: PermissionSource?
+/// One field per policy dimension, and the one switch from a dimension to its field: `PermissionSet` and
+/// `PermissionSources` keep their values this way.
+protocol DimensionFields {
+    associatedtype Field
+    var wifi: Field { get set }
+    var wwan: Field { get set }
+    var ethernet: Field { get set }
+    var other: Field { get set }
+    var metered: Field { get set }
+}
 
-    public init() {}
-
-    public init(dictionaryLiteral elements: (PolicyDimension, PermissionSource)...) {
-        for (k, v) in elements { self[k] = v }
-    }
-
-    public subscript(dimension: PolicyDimension) -> PermissionSource? {
+extension DimensionFields {
+    subscript(field dimension: PolicyDimension) -> Field {
         get {
             switch dimension {
             case .wifi: return wifi
@@ -30,6 +32,22 @@ public struct PermissionSources: Hashable, Sendable, ExpressibleByDictionaryLite
             case .metered: metered = newValue
             }
         }
+    }
+}
+
+/// Where each dimension's permission comes from; no entry means the policy.
+public struct PermissionSources: Hashable, Sendable, ExpressibleByDictionaryLiteral, DimensionFields {
+    var wifi, wwan, ethernet, other, metered: PermissionSource?
+
+    public init() {}
+
+    public init(dictionaryLiteral elements: (PolicyDimension, PermissionSource)...) {
+        for (k, v) in elements { self[k] = v }
+    }
+
+    public subscript(dimension: PolicyDimension) -> PermissionSource? {
+        get { self[field: dimension] }
+        set { self[field: dimension] = newValue }
     }
 }
 

@@ -53,7 +53,7 @@ public enum PolicyDimension: String, Sendable, CaseIterable {
 }
 
 /// The permissions of an app: one per kind, and `metered` on top.
-public struct PermissionSet: Hashable, Sendable {
+public struct PermissionSet: Hashable, Sendable, DimensionFields {
     public var wifi: Permission
     public var wwan: Permission
     public var ethernet: Permission
@@ -84,24 +84,8 @@ public struct PermissionSet: Hashable, Sendable {
     }
 
     public subscript(dimension: PolicyDimension) -> Permission {
-        get {
-            switch dimension {
-            case .wifi: return wifi
-            case .wwan: return wwan
-            case .ethernet: return ethernet
-            case .other: return other
-            case .metered: return metered
-            }
-        }
-        set {
-            switch dimension {
-            case .wifi: wifi = newValue
-            case .wwan: wwan = newValue
-            case .ethernet: ethernet = newValue
-            case .other: other = newValue
-            case .metered: metered = newValue
-            }
-        }
+        get { self[field: dimension] }
+        set { self[field: dimension] = newValue }
     }
 
     /// May the app use `link`: its kind allows it and, when it is metered, so does `metered`.

@@ -1,8 +1,8 @@
 import Glibc
 import NetpermCore
 
-/// User and group names from the system's databases (NSS). The reentrant calls: policies are parsed on a thread
-/// of their own while the loop may look up the admin group.
+/// User and group names from the system's databases (NSS), asked when a policy is read. The reentrant calls:
+/// policies are parsed on a thread of their own while `netpermctl check` or the start-up read may run elsewhere.
 public struct SystemAccounts: AccountResolver, Sendable {
     public init() {}
 

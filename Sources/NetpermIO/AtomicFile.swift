@@ -3,7 +3,16 @@ import Glibc
 /// Replaces a file so that a crash at any moment leaves the old or the new content, never a torn one:
 /// write a temporary file, fsync it, rename it over the old one, fsync the directory.
 public enum AtomicFile {
-    public static func write(_ path: String, _ text: String, mode: mode_t = 0o600) throws(Errno) {
+    /// fsync(2) of a directory: what makes a rename in it survive a crash.
+    public static let fsyncDirectory: @Sendable (Int32) throws(Errno) -> Void = { fd throws(Errno) in _ = try sys { fsync(fd) } }
+
+    /// Throws what failed before the rename (the old content stays). Once the rename is done the new content is the
+    /// file's, so a failure of the directory's fsync after it is returned, not thrown: the file is replaced, but a
+    /// crash before the kernel writes the directory may still bring the old one back. `syncDirectory` syncs the
+    /// directory's descriptor (the tests make it fail).
+    @discardableResult
+    public static func write(_ path: String, _ text: String, mode: mode_t = 0o600,
+                             syncDirectory: (Int32) throws(Errno) -> Void = fsyncDirectory) throws(Errno) -> Errno? {
         let tmp = path + ".tmp"
         let fd = try sys { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
         do throws(Errno) {
@@ -27,9 +36,14 @@ public enum AtomicFile {
             try? Files.remove(tmp)
             throw error
         }
-        let dfd = try sys { open(Files.directory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        defer { FD.close(dfd) }
-        _ = try sys { fsync(dfd) }
+        do throws(Errno) {
+            let dfd = try sys { open(Files.directory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            defer { FD.close(dfd) }
+            try syncDirectory(dfd)
+            return nil
+        } catch {
+            return error
+        }
     }
 
     /// Moves a bad file aside (`NAME.corrupt-SECONDS`) so it can be inspected; returns the new path.

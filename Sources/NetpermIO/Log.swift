@@ -6,12 +6,14 @@ import Glibc
 public enum Log {
     /// Lines with a larger number (less important) are dropped before they are formatted.
     public nonisolated(unsafe) static var maxPriority: Int32 = 6
+    /// Where each formatted line goes: stderr, where journald reads it (the daemon library's tests collect them).
+    public nonisolated(unsafe) static var sink: (String) -> Void = { Output.write(STDERR_FILENO, $0) }
 
     /// Messages are autoclosures: a line below the level is never formatted (link changes log at info).
     public static func emit(_ priority: Int32, _ message: @autoclosure () -> String) {
         guard priority <= maxPriority else { return }
         // One write(2) per line: lines from a crash-looping daemon never interleave half-way.
-        Output.write(STDERR_FILENO, "<\(priority)>\(message())\n")
+        sink("<\(priority)>\(message())\n")
     }
 
     public static func err(_ m: @autoclosure () -> String) { emit(3, m()) }

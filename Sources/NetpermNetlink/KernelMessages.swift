@@ -48,11 +48,8 @@ struct KernelTables {
     /// Applies every message of a datagram as the socket delivered it; returns how many were links or addresses.
     mutating func apply(datagram: UnsafeMutableRawBufferPointer) -> Int {
         var applied = 0
-        var remaining = Int32(datagram.count)
-        var header: UnsafeMutablePointer<nlmsghdr>? = datagram.baseAddress?.assumingMemoryBound(to: nlmsghdr.self)
-        while let h = header, nlmsg_ok(h, remaining) != 0 {
-            if apply(h) { applied += 1 }
-            header = nlmsg_next(h, &remaining)
+        for m in NetlinkMessages(UnsafeRawBufferPointer(datagram)) {
+            if apply(UnsafeMutableRawPointer(mutating: m.start).assumingMemoryBound(to: nlmsghdr.self)) { applied += 1 }
         }
         return applied
     }

@@ -64,19 +64,15 @@ public final class NetlinkWatcher {
     /// `receiveBuffer`: SO_RCVBUF of the event socket. Small values force overruns in tests.
     public init(loop: EventLoop, receiveBuffer: Int32 = 4 << 20) throws(NetlinkError) {
         self.loop = loop
-        guard let e = nl_socket_alloc(), let q = nl_socket_alloc() else {
+        guard let e = nl_socket_alloc() else {
             throw NetlinkError(code: -NLE_NOMEM, operation: "allocating netlink sockets")
         }
         events = e
-        queries = QuerySocket(q)
+        queries = try QuerySocket()
         lookup = RouteLookup(queries)
         try check(nl_connect(events, NETLINK_ROUTE), "connecting the event socket")
         for g in Self.groups { try check(nl_socket_add_membership(events, Int32(g.rawValue)), "joining group \(g.rawValue)") }
         try check(nl_socket_set_nonblocking(events), "making the event socket non-blocking")
-        try check(nl_connect(q, NETLINK_ROUTE), "connecting the query socket")
-        // Requests are answered by their reply, their dump's end or an error; an acknowledgement on top would
-        // only cost another read.
-        nl_socket_disable_auto_ack(q)
 
         let fd = nl_socket_get_fd(events)
         // FORCE lets root exceed rmem_max; fall back for unprivileged runs (then rmem_max caps it).
@@ -94,7 +90,6 @@ public final class NetlinkWatcher {
         pending?.cancel()
         source?.cancel()
         nl_socket_free(events)
-        nl_socket_free(queries.socket)
     }
 
     private func check(_ r: Int32, _ operation: String) throws(NetlinkError) {
@@ -124,11 +119,8 @@ public final class NetlinkWatcher {
                 needDump = true
                 lostMessages = true
             }) { b in
-                var remaining = Int32(b.count)
-                var header: UnsafeMutablePointer<nlmsghdr>? = b.baseAddress!.assumingMemoryBound(to: nlmsghdr.self)
-                while let h = header, nlmsg_ok(h, remaining) != 0 {
-                    received(h)
-                    header = nlmsg_next(h, &remaining)
+                for m in NetlinkMessages(UnsafeRawBufferPointer(b)) {
+                    received(UnsafeMutableRawPointer(mutating: m.start).assumingMemoryBound(to: nlmsghdr.self))
                 }
             }
         } catch {

@@ -1,4 +1,5 @@
 import CNetlink
+import NetpermIO
 
 /// One nl80211 message: its command and its top-level attributes (the first of each type; payloads copied).
 public struct Nl80211Message: Equatable, Sendable {
@@ -39,40 +40,33 @@ public enum Nl80211 {
     /// The nl80211 messages (netlink type `family`) in one datagram; anything else (NLMSG_DONE, errors, other
     /// families) is skipped. A malformed message ends the walk: what follows it cannot be framed.
     public static func messages(in datagram: [UInt8], family: UInt16) -> [Nl80211Message] {
-        var out: [Nl80211Message] = []
-        var i = 0
-        while datagram.count - i >= 16 {
-            let length = Int(u32(datagram, i))
-            let type = u16(datagram, i + 4)
-            guard length >= 16, i + length <= datagram.count else { break }
-            if type == family, length >= 20, let attrs = attributes(datagram[(i + 20)..<(i + length)]) {
-                out.append(Nl80211Message(command: datagram[i + 16], attributes: attrs))
+        datagram.withUnsafeBytes { b in
+            NetlinkMessages(b).compactMap { m in
+                guard m.type == family, m.payload.count >= MemoryLayout<genlmsghdr>.size,
+                      let attrs = attributes(m.attributes(after: MemoryLayout<genlmsghdr>.size)) else { return nil }
+                return Nl80211Message(command: m.payload[0], attributes: attrs)
             }
-            i += align(length)
         }
-        return out
     }
 
     /// Attributes as type (flags masked off) -> payload; nil when one overruns the bytes.
     public static func attributes(_ bytes: ArraySlice<UInt8>) -> [UInt16: [UInt8]]? {
+        bytes.withUnsafeBytes { attributes(NetlinkAttributes($0)) }
+    }
+
+    private static func attributes(_ walk: NetlinkAttributes) -> [UInt16: [UInt8]]? {
         var out: [UInt16: [UInt8]] = [:]
-        var i = bytes.startIndex
-        while bytes.endIndex - i >= 4 {
-            let length = Int(u16(bytes, i))
-            let type = u16(bytes, i + 2) & 0x3FFF // NLA_TYPE_MASK: without NLA_F_NESTED, NLA_F_NET_BYTEORDER
-            guard length >= 4, i + length <= bytes.endIndex else { return nil }
-            if out[type] == nil { out[type] = Array(bytes[(i + 4)..<(i + length)]) }
-            i += align(length)
-        }
-        return out
+        var w = walk
+        while let a = w.next() { if out[a.type] == nil { out[a.type] = Array(a.payload) } }
+        return w.malformed ? nil : out
     }
 
     /// An interface (answer to NL80211_CMD_GET_INTERFACE, or a NEW_INTERFACE event): its index, and its SSID when
     /// it is a client associated to a network (the kernel includes the SSID only then).
     public static func interface(_ m: Nl80211Message) -> (index: Int32, ssid: [UInt8]?)? {
         guard m.command == cmdNewInterface, let i = m.attributes[attrIfindex], i.count == 4 else { return nil }
-        let index = Int32(bitPattern: u32(i, 0))
-        guard let t = m.attributes[attrIftype], t.count == 4, clientTypes.contains(u32(t, 0)) else {
+        let index = Int32(bitPattern: u32(i))
+        guard let t = m.attributes[attrIftype], t.count == 4, clientTypes.contains(u32(t)) else {
             return (index, nil)
         }
         // An SSID is 1 to 32 bytes (IEEE 802.11); anything else is not one.
@@ -86,10 +80,10 @@ public enum Nl80211 {
         guard m.command == cmdNewScanResults, let i = m.attributes[attrIfindex], i.count == 4,
               let nested = m.attributes[attrBSS], let bss = attributes(nested[...]),
               let status = bss[bssStatus], status.count == 4,
-              u32(status, 0) == NL80211_BSS_STATUS_ASSOCIATED.rawValue
-                || u32(status, 0) == NL80211_BSS_STATUS_IBSS_JOINED.rawValue,
+              u32(status) == NL80211_BSS_STATUS_ASSOCIATED.rawValue
+                || u32(status) == NL80211_BSS_STATUS_IBSS_JOINED.rawValue,
               let mac = bss[bssBSSID], let text = macText(mac) else { return nil }
-        return (Int32(bitPattern: u32(i, 0)), text)
+        return (Int32(bitPattern: u32(i)), text)
     }
 
     /// "aa:bb:cc:dd:ee:ff"; nil unless 6 bytes.
@@ -98,25 +92,6 @@ public enum Nl80211 {
         return b.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined(separator: ":")
     }
 
-    static func align(_ n: Int) -> Int { (n + 3) & ~3 }
-
-    /// Host byte order, as netlink writes it.
-    static func u16<C: Collection<UInt8>>(_ b: C, _ at: C.Index) -> UInt16 where C.Index == Int {
-        (UInt16(b[at]) | UInt16(b[at + 1]) << 8).hostOrder
-    }
-
-    static func u32<C: Collection<UInt8>>(_ b: C, _ at: C.Index) -> UInt32 where C.Index == Int {
-        (UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24).hostOrder
-    }
-}
-
-private extension FixedWidthInteger {
-    /// The bytes were assembled little-endian; on a big-endian host netlink's host order is big-endian.
-    var hostOrder: Self {
-        #if _endian(big)
-        return byteSwapped
-        #else
-        return self
-        #endif
-    }
+    /// A 4-byte payload (host byte order, as netlink writes it).
+    static func u32(_ b: [UInt8]) -> UInt32 { b.withUnsafeBytes { Netlink.u32($0) ?? 0 } }
 }

@@ -44,19 +44,17 @@ struct RouteLookup {
     /// Asks all `questions` at once (one datagram out); the answers come in the same order.
     func lookUp(_ questions: [Question]) throws(NetlinkError) -> [Answer] {
         var answers = [Answer](repeating: .failed(0), count: questions.count)
-        try queries.exchange(count: questions.count, type: Int32(RTM_GETROUTE), build: { i, msg in
+        try queries.exchange(count: questions.count, type: Int32(RTM_GETROUTE), build: { i, m in
             let q = questions[i]
             let address = q.destination ?? Self.probes[q.family]!
             var rtm = rtmsg()
             rtm.rtm_family = UInt8(q.family == .ipv4 ? AF_INET : AF_INET6)
             rtm.rtm_dst_len = UInt8(address.count * 8)
             if q.fibMatch { rtm.rtm_flags = UInt32(RTM_F_FIB_MATCH) }
-            var r = nlmsg_append(msg, &rtm, MemoryLayout<rtmsg>.size, Int32(NLMSG_ALIGNTO))
-            guard r >= 0 else { return r }
-            r = address.withUnsafeBytes { nla_put(msg, Int32(RTA_DST.rawValue), Int32($0.count), $0.baseAddress) }
-            if r >= 0, let mark = q.mark { r = nla_put_u32(msg, Int32(RTA_MARK.rawValue), mark) }
-            guard r >= 0, let oif = q.oif else { return r }
-            return nla_put_u32(msg, Int32(RTA_OIF.rawValue), UInt32(bitPattern: oif))
+            m.append(header: rtm)
+            m.attribute(UInt16(RTA_DST.rawValue), bytes: address)
+            if let mark = q.mark { m.attribute(UInt16(RTA_MARK.rawValue), u32: mark) }
+            if let oif = q.oif { m.attribute(UInt16(RTA_OIF.rawValue), u32: UInt32(bitPattern: oif)) }
         }) { i, h in
             switch Int32(h.pointee.nlmsg_type) {
             case NLMSG_ERROR:

@@ -7,22 +7,11 @@ import NetpermIO
 /// steering's own tables and rules, and carries out a `SteeringDiff` (`ip rule` and `ip route show table N` show
 /// the result).
 public final class SteeringTables {
-    private let socket: OpaquePointer
     private let queries: QuerySocket
 
     public init() throws(NetlinkError) {
-        guard let s = nl_socket_alloc() else { throw NetlinkError(code: -NLE_NOMEM, operation: "allocating a netlink socket") }
-        let r = nl_connect(s, NETLINK_ROUTE)
-        guard r >= 0 else {
-            nl_socket_free(s)
-            throw NetlinkError(code: r, operation: "connecting a netlink socket")
-        }
-        nl_socket_disable_auto_ack(s)
-        socket = s
-        queries = QuerySocket(s)
+        queries = try QuerySocket()
     }
-
-    deinit { nl_socket_free(socket) }
 
     /// What is in the kernel now: the main table's unicast routes through a link (the ones a table may copy), the
     /// routes of steering's tables, and steering's rules (at its priority).
@@ -73,14 +62,13 @@ public final class SteeringTables {
         let flags = add ? NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL : NLM_F_ACK
         do throws(NetlinkError) {
             try withUnsafeBytes(of: &rtm) { b throws(NetlinkError) in
-                try queries.request(type: Int32(add ? RTM_NEWROUTE : RTM_DELROUTE), flags: flags, body: b, attributes: { msg in
-                    var e = nla_put_u32(msg, Int32(RTA_TABLE.rawValue), r.table)
-                    if e >= 0, r.prefixLength > 0 { e = Self.put(msg, RTA_DST, r.destination) }
-                    if e >= 0, let oif = r.oif { e = nla_put_u32(msg, Int32(RTA_OIF.rawValue), UInt32(bitPattern: oif)) }
-                    if e >= 0, let g = r.gateway { e = Self.put(msg, RTA_GATEWAY, g) }
-                    if e >= 0, let s = r.source { e = Self.put(msg, RTA_PREFSRC, s) }
-                    if e >= 0 { e = nla_put_u32(msg, Int32(RTA_PRIORITY.rawValue), r.metric) }
-                    return e
+                try queries.request(type: Int32(add ? RTM_NEWROUTE : RTM_DELROUTE), flags: flags, body: b, attributes: { m in
+                    m.attribute(UInt16(RTA_TABLE.rawValue), u32: r.table)
+                    if r.prefixLength > 0 { m.attribute(UInt16(RTA_DST.rawValue), bytes: r.destination) }
+                    if let oif = r.oif { m.attribute(UInt16(RTA_OIF.rawValue), u32: UInt32(bitPattern: oif)) }
+                    if let g = r.gateway { m.attribute(UInt16(RTA_GATEWAY.rawValue), bytes: g) }
+                    if let s = r.source { m.attribute(UInt16(RTA_PREFSRC.rawValue), bytes: s) }
+                    m.attribute(UInt16(RTA_PRIORITY.rawValue), u32: r.metric)
                 }) { _ in .more }
             }
         } catch where error.errno == (add ? EEXIST : ESRCH) {}
@@ -96,22 +84,15 @@ public final class SteeringTables {
         let flags = add ? NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL : NLM_F_ACK
         do throws(NetlinkError) {
             try withUnsafeBytes(of: &frh) { b throws(NetlinkError) in
-                try queries.request(type: Int32(add ? RTM_NEWRULE : RTM_DELRULE), flags: flags, body: b, attributes: { msg in
-                    var e = nla_put_u32(msg, Int32(FRA_PRIORITY), r.priority)
-                    if e >= 0, let source {
-                        e = source.withUnsafeBytes { nla_put(msg, Int32(FRA_SRC), Int32($0.count), $0.baseAddress) }
-                    }
-                    if e >= 0 { e = nla_put_u32(msg, Int32(FRA_FWMARK), r.mark) }
-                    if e >= 0 { e = nla_put_u32(msg, Int32(FRA_FWMASK), 0xFFFF_FFFF) }
-                    if e >= 0 { e = nla_put_u32(msg, Int32(FRA_TABLE), r.table) }
-                    return e
+                try queries.request(type: Int32(add ? RTM_NEWRULE : RTM_DELRULE), flags: flags, body: b, attributes: { m in
+                    m.attribute(UInt16(FRA_PRIORITY), u32: r.priority)
+                    if let source { m.attribute(UInt16(FRA_SRC), bytes: source) }
+                    m.attribute(UInt16(FRA_FWMARK), u32: r.mark)
+                    m.attribute(UInt16(FRA_FWMASK), u32: 0xFFFF_FFFF)
+                    m.attribute(UInt16(FRA_TABLE), u32: r.table)
                 }) { _ in .more }
             }
         } catch where error.errno == (add ? EEXIST : ENOENT) {}
-    }
-
-    private static func put(_ msg: OpaquePointer, _ type: rtattr_type_t, _ bytes: [UInt8]) -> Int32 {
-        bytes.withUnsafeBytes { nla_put(msg, Int32(type.rawValue), Int32($0.count), $0.baseAddress) }
     }
 
     /// A route message as steering compares routes: unicast or unreachable, single link; others are nil.

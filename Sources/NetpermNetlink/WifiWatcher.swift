@@ -32,11 +32,13 @@ public final class WifiWatcher {
             throw NetlinkError(code: -NLE_NOMEM, operation: "allocating generic netlink sockets")
         }
         events = e
-        queries = QuerySocket(q)
         var ok = false
+        // libnl's socket only resolves nl80211's family and groups; requests go through `queries`.
         defer {
-            if !ok { nl_socket_free(e); nl_socket_free(q) }
+            nl_socket_free(q)
+            if !ok { nl_socket_free(e) }
         }
+        queries = try QuerySocket(protocol: NETLINK_GENERIC)
         try Self.check(genl_connect(q), "connecting to generic netlink")
         let id = genl_ctrl_resolve(q, "nl80211")
         guard id > 0 else { throw NetlinkError(code: id, operation: "no nl80211 in this kernel (no Wi-Fi driver loaded)") }
@@ -48,8 +50,6 @@ public final class WifiWatcher {
             try Self.check(nl_socket_add_membership(e, g), "joining nl80211's \(group) group")
         }
         try Self.check(nl_socket_set_nonblocking(e), "making the nl80211 event socket non-blocking")
-        // Dumps end with NLMSG_DONE; an acknowledgement on top would only cost another read.
-        nl_socket_disable_auto_ack(q)
         do {
             source = try loop.addIO(fd: nl_socket_get_fd(e), events: IOEvents.readable) { [unowned self] _ in
                 self.dataReady()
@@ -65,7 +65,6 @@ public final class WifiWatcher {
     deinit {
         source?.cancel()
         nl_socket_free(events)
-        nl_socket_free(queries.socket)
     }
 
     private static func check(_ r: Int32, _ operation: String) throws(NetlinkError) {
@@ -131,9 +130,8 @@ public final class WifiWatcher {
         header.cmd = UInt8(command.rawValue)
         let family = self.family
         try withUnsafeBytes(of: &header) { body throws(NetlinkError) in
-            try queries.request(type: Int32(family), flags: NLM_F_DUMP, body: body, attributes: { msg in
-                guard let ifindex else { return 0 }
-                return nla_put_u32(msg, Int32(NL80211_ATTR_IFINDEX.rawValue), UInt32(bitPattern: ifindex))
+            try queries.request(type: Int32(family), flags: NLM_F_DUMP, body: body, attributes: { r in
+                if let ifindex { r.attribute(UInt16(NL80211_ATTR_IFINDEX.rawValue), u32: UInt32(bitPattern: ifindex)) }
             }) { h in
                 let bytes = Array(UnsafeRawBufferPointer(start: h, count: Int(h.pointee.nlmsg_len)))
                 for m in Nl80211.messages(in: bytes, family: family) { each(m) }

@@ -18,8 +18,9 @@ import NetpermIO
 /// the kernel would build for nothing and which overran the buffer, so that every whole load was followed by a
 /// "repair" loading it again. What others commit meanwhile is told by the ruleset's generation instead.
 public final class NftablesMonitor {
-    private let fd: Int32
+    private let socket: NetlinkSocket
     private var source: IOSource?
+    private var datagrams = EventDatagrams()
     private let family: UInt8
     private let tables: [[UInt8]]
     /// The daemon's own netfilter sockets (libnftables'): their transactions are the daemon's.
@@ -35,28 +36,12 @@ public final class NftablesMonitor {
     public init(loop: EventLoop, family: UInt8 = UInt8(NFPROTO_INET), tables: [String]) throws(Errno) {
         self.family = family
         self.tables = tables.map { Array($0.utf8) }
-        fd = try sys { socket(AF_NETLINK, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-                                | Int32(SOCK_NONBLOCK.rawValue), NETLINK_NETFILTER) }
-        var addr = sockaddr_nl()
-        addr.nl_family = sa_family_t(AF_NETLINK)
-        addr.nl_groups = 1 << (UInt32(NFNLGRP_NFTABLES.rawValue) - 1)
-        do {
-            _ = try sys { withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_nl>.size))
-                }
-            } }
-            source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.readAll() }
-        } catch {
-            FD.close(fd)
-            throw error
-        }
+        socket = try NetlinkSocket(protocol: NETLINK_NETFILTER, groups: 1 << (UInt32(NFNLGRP_NFTABLES.rawValue) - 1),
+                                   nonBlocking: true)
+        source = try loop.addIO(fd: socket.fd, events: IOEvents.readable) { [unowned self] _ in self.readAll() }
     }
 
-    deinit {
-        source?.cancel()
-        FD.close(fd)
-    }
+    deinit { source?.cancel() }
 
     /// Leaves the group for the daemon's own transaction; stays in it if the generation cannot be read (then the
     /// transaction's notifications are heard, and an overrun is taken for another's change, as before).
@@ -80,7 +65,7 @@ public final class NftablesMonitor {
 
     private func setMembership(_ option: Int32) -> Bool {
         var group = UInt32(NFNLGRP_NFTABLES.rawValue)
-        return (try? sys { setsockopt(fd, SOL_NETLINK, option, &group, socklen_t(MemoryLayout<UInt32>.size)) }) != nil
+        return (try? sys { setsockopt(socket.fd, SOL_NETLINK, option, &group, socklen_t(MemoryLayout<UInt32>.size)) }) != nil
     }
 
     /// The port ids of this process's netlink sockets of `protocol` (from /proc/self/net/netlink, whose inodes
@@ -103,55 +88,34 @@ public final class NftablesMonitor {
     }
 
     private func readAll() {
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let result = buffer.withUnsafeMutableBytes { b in
-                Result { () throws(Errno) -> Int? in try sysNonBlocking { recv(fd, b.baseAddress, b.count, 0) } }
-            }
-            let n: Int?
-            switch result {
-            case let .success(r): n = r
-            case let .failure(e) where e.code == ENOBUFS:
-                touched = []
-                for t in tables { changed(String(decoding: t, as: UTF8.self), nil, nil) }
-                continue
-            case .failure: return
-            }
-            guard let n, n > 0 else { return }
-            buffer.withUnsafeBytes { parse(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-        }
+        // Messages lost to a full buffer (or a datagram cut short): what they said is unknown.
+        try? datagrams.drain(socket.fd, lost: { _ in
+            touched = []
+            for t in tables { changed(String(decoding: t, as: UTF8.self), nil, nil) }
+        }) { parse(UnsafeRawBufferPointer($0)) }
     }
 
     private func parse(_ b: UnsafeRawBufferPointer) {
-        var off = 0
         let subsys = UInt16(NFNL_SUBSYS_NFTABLES) << 8
-        while off + 16 <= b.count {
-            let len = Int(b.loadUnaligned(fromByteOffset: off, as: UInt32.self))
-            let type = b.loadUnaligned(fromByteOffset: off + 4, as: UInt16.self)
-            let port = b.loadUnaligned(fromByteOffset: off + 12, as: UInt32.self)
-            guard len >= 16, off + len <= b.count else { return }
-            let msg = UnsafeRawBufferPointer(rebasing: b[(off + 16)..<(off + len)])
-            off += (len + 3) & ~3
-            guard type & 0xFF00 == subsys, msg.count >= 4 else { continue }
-            let kind = UInt32(type & 0xFF)
+        for m in NetlinkMessages(b) {
+            let msg = m.payload
+            guard m.type & 0xFF00 == subsys, msg.count >= 4 else { continue }
+            let kind = UInt32(m.type & 0xFF)
             if kind == NFT_MSG_NEWGEN.rawValue {
                 guard !touched.isEmpty else { continue }
                 let which = touched.sorted()
                 touched = []
                 let pid = NftablesRequest.attribute(msg, UInt16(NFTA_GEN_PROC_PID.rawValue))
-                guard !ownPortIDs.contains(port) else { continue }
-                let name = NftablesRequest.attributeBytes(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map {
-                    String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-                }
+                guard !ownPortIDs.contains(m.port) else { continue }
+                let name = NftablesRequest.attributeBytes(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map(Netlink.string)
                 for t in which { changed(String(decoding: tables[t], as: UTF8.self), pid, name) }
             } else if kind != NFT_MSG_TRACE.rawValue, msg[0] == family,
                       let name = NftablesRequest.attributeBytes(msg, 1),
                       let t = tables.firstIndex(of: Array(name.prefix { $0 != 0 })) {
                 // Attribute 1 is the table's name in every message that belongs to a table.
-                if kind == NFT_MSG_NEWOBJ.rawValue, port == 0,
+                if kind == NFT_MSG_NEWOBJ.rawValue, m.port == 0,
                    let object = NftablesRequest.attributeBytes(msg, UInt16(NFTA_OBJ_NAME.rawValue)) {
-                    objectNotified(String(decoding: tables[t], as: UTF8.self),
-                                   String(decoding: object.prefix { $0 != 0 }, as: UTF8.self))
+                    objectNotified(String(decoding: tables[t], as: UTF8.self), Netlink.string(object))
                 } else {
                     touched.insert(t)
                 }

@@ -134,24 +134,10 @@ public enum UsageCounters {
         return UsageCounter(bytes: bytes, packets: packets)
     }
 
-    /// The attributes of a nested attribute's payload, in order.
-    static func attributes(_ b: UnsafeRawBufferPointer) -> [(UInt16, UnsafeRawBufferPointer)] {
-        var out: [(UInt16, UnsafeRawBufferPointer)] = []
-        var off = 0
-        while off + 4 <= b.count {
-            let len = Int(b.loadUnaligned(fromByteOffset: off, as: UInt16.self))
-            let t = b.loadUnaligned(fromByteOffset: off + 2, as: UInt16.self) & 0x3FFF
-            guard len >= 4, off + len <= b.count else { break }
-            out.append((t, UnsafeRawBufferPointer(rebasing: b[(off + 4)..<(off + len)])))
-            off += (len + 3) & ~3
-        }
-        return out
-    }
+    static func attributes(_ b: UnsafeRawBufferPointer) -> NetlinkAttributes { NetlinkAttributes(b) }
 
-    static func first(_ b: UnsafeRawBufferPointer, _ type: UInt16) -> UnsafeRawBufferPointer? {
-        attributes(b).first { $0.0 == type }?.1
-    }
+    static func first(_ b: UnsafeRawBufferPointer, _ type: UInt16) -> UnsafeRawBufferPointer? { NetlinkAttributes(b).first(type) }
 
     static func be64(_ b: UnsafeRawBufferPointer) -> UInt64? { b.count == 8 ? UInt64(bigEndian: b.loadUnaligned(as: UInt64.self)) : nil }
-    static func be32(_ b: UnsafeRawBufferPointer) -> UInt32? { b.count == 4 ? UInt32(bigEndian: b.loadUnaligned(as: UInt32.self)) : nil }
+    static func be32(_ b: UnsafeRawBufferPointer) -> UInt32? { Netlink.bigEndianU32(b) }
 }

@@ -7,12 +7,6 @@ public enum Notify {
     public static func send(_ fields: String) {
         _ = sd_notify(0, fields)
     }
-
-
-    /// RELOADING=1 with the monotonic time, as Type=notify-reload expects (and Type=notify accepts).
-    public static func reloading() {
-        send("RELOADING=1\nMONOTONIC_USEC=\(Clock.monotonicMicroseconds())")
-    }
 }
 
 /// Socket activation: the listening socket systemd passed, if any.

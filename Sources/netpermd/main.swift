@@ -1,6 +1,7 @@
 import Glibc
 import NetpermControl
 import NetpermCore
+import NetpermDaemon
 import NetpermHost
 import NetpermIO
 import NetpermNetlink
@@ -44,7 +45,7 @@ func run() -> Int32 {
     let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel,
                                         wallClock: { Double(TestClock.now) },
                                         localDate: { let d = Clock.localDay($0); return CivilDate(year: d.year, month: d.month, day: d.day) }),
-                        accounts: accounts, decisions: store.load(), usage: usageStore.load())
+                        decisions: store.load(), usage: usageStore.load())
     let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
     let interpreter = Interpreter(engine: engine, loop: loop, store: store, usageStore: usageStore, sysfs: sysfs) {
         ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)

@@ -26,16 +26,6 @@ final class EnforcementLeakTests: IntegrationTestCase {
         return d
     }
 
-    /// Waits until the sniffer has seen a datagram root sends after everything before it (root is in no [App]):
-    /// every packet sent earlier out of the same link has been judged.
-    private func flush(_ sniffer: Sniffer, _ ns: TestNamespace, to host: String, port: Int) throws {
-        let script = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'end', ('\(host)', \(port)))"
-        try waitUntil("the sniffer sees root's last datagram") {
-            _ = try Subprocess.run(["nsenter", "--net=/run/netns/\(ns.name)", EnforcementBed.python, "-c", script])
-            return (sniffer.packets.contains { $0.destinationPort == port && $0.payload == 3 }, "")
-        }
-    }
-
     /// Mode=block, and wwan links by name.
     static let head = "[Enforcement]\nMode=block\n\n[Interface wwan*]\nKind=wwan\n\n"
     /// An app pending on WWAN, one denied it.
@@ -73,7 +63,7 @@ final class EnforcementLeakTests: IntegrationTestCase {
         var counted = 0
         /// The sender's datagrams the peer saw since the last phase ended.
         func leakedSinceLastPhase() throws -> [Sniffer.Packet] {
-            try flush(sniffer, bed.ns, to: "10.71.0.2", port: 9998)
+            try sniffer.flush(self, bed.ns, to: "10.71.0.2", port: 9998)
             let all = sniffer.packets.filter { $0.proto == 17 && $0.destinationPort == 9999 }
             defer { counted = all.count }
             return Array(all.dropFirst(counted))
@@ -156,7 +146,7 @@ final class EnforcementLeakTests: IntegrationTestCase {
         func leaked(_ port: Int, after t: Double) throws -> [Sniffer.Packet] {
             held.release(connections)
             let read = try held.read(connections, test: self)
-            try flush(sniffer, bed.ns, to: SteerBed.server.v4, port: 9998)
+            try sniffer.flush(self, bed.ns, to: SteerBed.server.v4, port: 9998)
             print("enforcement: orphan \(connections): the server read \(read) bytes")
             return sniffer.packets.filter { $0.proto == 6 && $0.sourcePort == port && $0.payload > 0 && $0.time > t }
         }

@@ -1,6 +1,7 @@
 import Glibc
 import NetpermControl
 import NetpermIO
+import TestSupport
 import XCTest
 
 /// The control socket's transport on a test loop, with no daemon behind it: replies in order, held requests
@@ -50,58 +51,34 @@ final class TransportTests: XCTestCase {
     }
 
     private var loop: TestLoop!
+    private var bed: SocketBed!
     private var recorder: Recorder!
     private var server: ControlServer!
-    private var path = ""
-    private var clients: [Int32] = []
+    private var path: String { bed.path }
+    private var clients: [Int32] { bed.clients }
 
     private func start(_ limits: ControlServer.Limits = ControlServer.Limits()) throws {
-        var template = Array("/tmp/npt-transport-XXXXXX".utf8CString)
-        guard let dir = mkdtemp(&template) else { throw Errno(errno) }
-        path = String(cString: dir) + "/s.sock"
-        let d = String(cString: dir)
-        addTeardownBlock { [unowned self] in
-            for c in clients { FD.close(c) }
-            server?.closeAll()
-            try? Files.remove(path)
-            rmdir(d)
-        }
         loop = TestLoop()
+        bed = try SocketBed(loop: loop, prefix: "npt-transport")
+        addTeardownBlock { [unowned self] in
+            server?.closeAll()
+            bed.close()
+        }
         recorder = Recorder()
-        server = try ControlServer(loop: loop, listenFD: try SocketPath.bindListening(path), limits: limits,
-                                   delegate: recorder)
+        server = try ControlServer(loop: loop, listenFD: try bed.listen(), limits: limits, delegate: recorder)
         recorder.server = server
     }
 
     private func connect() throws -> Int32 {
-        let fd = try UnixSocket.connect(path)
-        clients.append(fd)
-        try FD.setNonBlocking(fd)
+        let fd = try bed.connect()
         XCTAssertTrue(loop.run(until: { recorder.opened.count == clients.count }), "accepted")
         return fd
     }
 
-    private func write(_ fd: Int32, _ text: String) throws {
-        let bytes = Array(text.utf8)
-        var off = 0
-        while off < bytes.count {
-            if let n = try FD.send(fd, bytes, from: off) { off += n } else { loop.runOnce(timeoutMilliseconds: 1) }
-        }
-    }
+    private func write(_ fd: Int32, _ text: String) throws { try bed.write(fd, text) }
 
-    /// What the client can read now, after letting the loop run until `done` holds for it.
     private func read(_ fd: Int32, until done: (String) -> Bool, timeout: Double = 5) -> String {
-        var got: [UInt8] = []
-        var ended = false
-        _ = loop.run(until: {
-            while !ended, let r = try? FD.read(fd, appendingTo: &got) {
-                if r == .end { ended = true }
-                if r != .end, case .bytes = r { continue }
-                break
-            }
-            return ended || done(String(decoding: got, as: UTF8.self))
-        }, timeout: timeout)
-        return String(decoding: got, as: UTF8.self)
+        bed.read(fd, until: done, timeout: timeout)
     }
 
     /// Runs `sh -c SCRIPT` with the client's socket as its stdout, to completion; returns its pid.
@@ -142,26 +119,19 @@ final class TransportTests: XCTestCase {
     /// SO_PASSCRED on the listener. Since Linux 6.16 a socket takes the listener's flags at connect(): the request
     /// must still come with its sender (it came with none under a real systemd).
     func testAClientThatWroteBeforeTheServerStartedStillHasItsSender() throws {
-        var template = Array("/tmp/npt-transport-XXXXXX".utf8CString)
-        guard let dir = mkdtemp(&template) else { throw Errno(errno) }
-        path = String(cString: dir) + "/s.sock"
-        let d = String(cString: dir)
-        let listenFD = try SocketPath.bindListening(path)
+        loop = TestLoop()
+        bed = try SocketBed(loop: loop, prefix: "npt-transport")
+        addTeardownBlock { [unowned self] in
+            server?.closeAll()
+            bed.close()
+        }
+        let listenFD = try bed.listen()
         // As systemd passes it without PassCredentials=yes.
         var off: Int32 = 0
         XCTAssertEqual(setsockopt(listenFD, SOL_SOCKET, SO_PASSCRED, &off, socklen_t(MemoryLayout<Int32>.size)), 0)
-        let early = try UnixSocket.connect(path)
-        clients.append(early)
-        addTeardownBlock { [unowned self] in
-            for c in clients { FD.close(c) }
-            server?.closeAll()
-            try? Files.remove(path)
-            rmdir(d)
-        }
-        try FD.setNonBlocking(early)
+        let early = try bed.connect()
         let bytes = Array("EARLY\n".utf8)
         XCTAssertEqual(try FD.send(early, bytes), bytes.count)
-        loop = TestLoop()
         recorder = Recorder()
         server = try ControlServer(loop: loop, listenFD: listenFD, limits: ControlServer.Limits(), delegate: recorder)
         recorder.server = server
@@ -177,7 +147,7 @@ final class TransportTests: XCTestCase {
         var limits = ControlServer.Limits()
         limits.acceptBatch = 4
         try start(limits)
-        for _ in 0..<10 { clients.append(try UnixSocket.connect(path)) }
+        for _ in 0..<10 { _ = try bed.connect() }
         loop.runOnce(timeoutMilliseconds: 100)
         XCTAssertEqual(recorder.opened.count, 4, "one batch in one pass")
         XCTAssertTrue(loop.run(until: { recorder.opened.count == 10 }))
@@ -210,9 +180,9 @@ final class TransportTests: XCTestCase {
         try FD.setNonBlocking(fourth)
         XCTAssertEqual(read(fourth) { _ in false }, "refused total(limit: 3)\n")
         FD.close(fourth)
-        FD.close(clients.removeLast())
+        bed.disconnect(clients.last!)
         XCTAssertTrue(loop.run(until: { recorder.closed.count == 1 }))
-        clients.append(try UnixSocket.connect(path))
+        _ = try bed.connect()
         XCTAssertTrue(loop.run(until: { recorder.opened.count == 4 }), "the next one is served")
     }
 
@@ -313,7 +283,10 @@ final class TransportTests: XCTestCase {
         let head = Array("{\"event\":\"link\",\"seq\":1".utf8)
         let tail = Array((",\"pad\":\"" + String(repeating: "p", count: 32_000) + "\"}\n").utf8)
         for _ in 0..<200 { head.withUnsafeBytes { h in tail.withUnsafeBytes { t in server.event(id, head: h, tail: t) } } }
+        XCTAssertTrue(loop.run(until: { loop.armedTimers > 0 }), "its time runs")
+        loop.advance(byMicroseconds: 199_999)
         XCTAssertEqual(recorder.closed, [])
+        loop.advance(byMicroseconds: 1)
         XCTAssertTrue(loop.run(until: { recorder.closed == [id] }, timeout: 5), "closed once its time ran out")
         let got = read(c) { _ in false }
         let lines = got.split(separator: "\n", omittingEmptySubsequences: false).dropLast()

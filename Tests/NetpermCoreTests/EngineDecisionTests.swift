@@ -285,6 +285,23 @@ final class EngineDecisionTests: XCTestCase {
         XCTAssertEqual(decision(h.persisted.last, "maps", .wifi), "deny decision")
     }
 
+    /// A decision waiting its turn is checked again when its turn comes: a reload meanwhile took its sender out of
+    /// the admin group, so it is refused and never written.
+    func testAQueuedDecisionIsRefusedIfItsSenderLostItsPrivilege() {
+        let h = harness()
+        h.storeIsManual = true
+        let root = h.connect(Peers.root)
+        let admin = h.connect(Peers.admin)
+        _ = h.send(root, "DECIDE maps wwan allow")
+        XCTAssertEqual(h.send(admin, "DECIDE weather wwan allow"), [], "waits for the first write")
+        h.reload(policy: "[Defaults]\nAdminGroup=wheel\n" + policy)
+        h.completeStore()
+        XCTAssertEqual(h.takeParsed(admin).first?["error"], "permission-denied")
+        XCTAssertFalse(h.connections[admin]!.held)
+        XCTAssertTrue(h.pendingStores.isEmpty, "never written")
+        XCTAssertNil(decision(h.engine.state.decisions, "weather", .wwan))
+    }
+
     /// The requester leaves while its decision is written: no reply, but the decision stands.
     func testRequesterLeavingDuringTheWrite() {
         let h = harness()

@@ -71,8 +71,13 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.rules.count, 3)
         XCTAssertEqual(h.transactionLists[2], [
             "delete element inet netpermd uid_wwan { 1000 }\ndelete element inet netpermd conn_wwan { \(phone) }\n",
-            "flush chain inet netpermd owned_wwan\ndelete chain inet netpermd ask_\(phone.dropFirst(2))_wwan\n"],
-                       "a decision changes only its elements, then the emptied map's lookup and its pending chain go")
+            "flush chain inet netpermd owned_wwan\nflush chain inet netpermd kind_wwan\n"
+                + "add rule inet netpermd kind_wwan ct state new ct mark 0 jump tag\n"
+                + "add rule inet netpermd kind_wwan meta skuid 0-4294967295 goto owned_wwan\n"
+                + "add rule inet netpermd kind_wwan ct mark vmap @conn_wwan\n"
+                + "delete chain inet netpermd ask_\(phone.dropFirst(2))_wwan\n"],
+                       "a decision changes only its elements, then the emptied map's lookup, wwan's report drops (no app is "
+                       + "kept off it now) and its pending chain go")
         h.setLinks([Links.lo, Links.eth])
         XCTAssertEqual(h.scripts.last, "flush map inet netpermd links\nadd element inet netpermd links { \"eth0\" : goto kind_ethernet }\n",
                        "the last wwan (and metered) link went")

@@ -18,3 +18,45 @@ enum Links {
     static let wlan = makeLink(3, "wlan0", .wifi, metric: 600)
     static let wwan = makeLink(4, "wwan0", .wwan, metric: 700)
 }
+
+/// The policies several engine test files start from.
+enum Policies {
+    /// curl may use WWAN (matched by executable); backup, a unit, may use neither WWAN nor Wi-Fi.
+    static let curlAndBackup = """
+    [App curl]
+    Executable=/usr/bin/curl
+    WWAN=allow
+    [App backup]
+    Unit=backup.service
+    WWAN=deny
+    WiFi=deny
+    """
+
+    /// And modem, matched by uid 7, with the defaults.
+    static let curlBackupAndModem = curlAndBackup + "\n[App modem]\nUser=7"
+
+    /// a may use WWAN, b may not.
+    static let ab = """
+    [App a]
+    User=1
+    WWAN=allow
+    [App b]
+    User=2
+    WWAN=deny
+    """
+
+    /// a and c share a permission set; b differs only on WWAN; d is [Defaults] (WWAN=ask); e is Ethernet-only.
+    static let abcde = ab + """
+
+    [App c]
+    User=3
+    WWAN=allow
+    [App d]
+    User=4
+    [App e]
+    User=5
+    WiFi=deny
+    WWAN=deny
+    Other=deny
+    """
+}

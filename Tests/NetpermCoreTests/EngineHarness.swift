@@ -1,11 +1,12 @@
 @testable import NetpermCore
+import TestSupport
 import XCTest
 
 /// The engine driven as the daemon drives it, without any I/O: connections are ids that collect the lines sent
 /// to them, timers fire when the test moves the clock, the decision store and the policy files are values the
 /// test sets. Effects that produce inputs (persist, load the policy) feed them back in order, as the daemon does.
 /// Like the transport, it takes no request from a held or closing connection: those wait until it is resumed.
-final class EngineHarness {
+final class EngineHarness: EngineEdges {
     /// What one connection has been sent, and how the engine left it.
     final class Connection {
         var lines: [String] = []
@@ -20,16 +21,16 @@ final class EngineHarness {
         var lastSeq: Int?
     }
 
-    let engine: Engine
-    private let effects = Effects()
-    private var queue: [Input] = []
-    private var draining = false
+    var engine: Engine { driver.engine }
+    private let driver: EngineDriver
+    private var effects: Effects { driver.effects }
+    /// Requests of connections no longer held are being fed.
+    private var releasing = false
     private(set) var connections: [ConnectionID: Connection] = [:]
     private var nextConnection: ConnectionID = 1
 
-    /// Microseconds since the harness started; timers fire as `advance` passes their deadline.
-    private(set) var now: UInt64 = 0
-    private var timers: [TimerID: UInt64] = [:]
+    /// Timers fire as `advance` passes their deadline.
+    private let clock = FakeClock<TimerID>()
 
     /// What `Effect.persist` wrote, in order; set `storeError` to make the next writes fail.
     private(set) var persisted: [Decisions] = []
@@ -67,12 +68,16 @@ final class EngineHarness {
     /// Every effect in order, in words ("reply 3", "event 3 prompt", "persist", "notify reloading"...), for tests of
     /// what comes before what.
     private(set) var steps: [String] = []
+    /// Every effect in order, whole (the bytes of lines, the decisions and plans in a fixed order): two engines fed
+    /// the same inputs must write the same transcript.
+    private(set) var transcript: [String] = []
 
     init(policy: String = "", links: [Link] = [], agents: Bool = false, decisions: Decisions = Decisions(),
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
          accounts: AccountResolver = FakeAccounts(), started: Bool = true, usage: UsageBook = UsageBook()) {
         self.accounts = accounts
-        engine = Engine(settings: settings, accounts: accounts, decisions: decisions, usage: usage)
+        driver = EngineDriver(engine: Engine(settings: settings, decisions: decisions, usage: usage))
+        driver.edges = self
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
         feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
         setLinks(links)
@@ -82,24 +87,22 @@ final class EngineHarness {
 
     // MARK: - Inputs
 
-    func feed(_ input: Input) {
-        queue.append(input)
-        guard !draining else { return }
-        draining = true
-        while true {
-            while !queue.isEmpty {
-                let next = queue.removeFirst()
-                effects.reset()
-                engine.handle(next, into: effects)
-                checkListeners()
-                for e in effects.list { carryOut(e) }
-            }
-            // Then, as the transport does, the requests of connections that are no longer held.
-            guard let c = connections.sorted(by: { $0.key < $1.key }).map(\.value)
-                .first(where: { !$0.held && !$0.closed && !$0.pending.isEmpty }) else { break }
-            queue.append(c.pending.removeFirst())
+    func feed(_ input: Input) { driver.feed(input) }
+
+    func carryOut(_ effects: Effects, of input: Input) {
+        checkListeners()
+        for e in effects.list { carryOut(e) }
+    }
+
+    /// Then, as the transport does, the requests of connections that are no longer held, one at a time.
+    func drained() {
+        guard !releasing else { return }
+        releasing = true
+        while let c = connections.sorted(by: { $0.key < $1.key }).map(\.value)
+            .first(where: { !$0.held && !$0.closed && !$0.pending.isEmpty }) {
+            feed(c.pending.removeFirst())
         }
-        draining = false
+        releasing = false
     }
 
     /// The engine counts who listens to each app instead of passing over every session: after every input the
@@ -115,6 +118,7 @@ final class EngineHarness {
 
     private func carryOut(_ e: Effect) {
         func text(_ r: Range<Int>) -> String { String(decoding: effects[r], as: UTF8.self) }
+        transcript.append(Self.render(e, effects))
         switch e {
         case let .reply(id, r):
             steps.append("reply \(id)")
@@ -133,31 +137,30 @@ final class EngineHarness {
             steps.append("close \(id)")
             connections[id]?.closed = true
             connections[id]?.pending = []
-            queue.append(.closed(id))
+            feed(.closed(id))
         case let .keepOpenAfterInputEnds(id):
             steps.append("keep-open \(id)")
             connections[id]?.keepsOpen = true
         case let .armTimer(id, usec):
             steps.append("arm \(id) \(usec)")
-            timers[id] = now + usec
+            clock.arm(id, after: usec)
         case let .cancelTimer(id):
             steps.append("cancel \(id)")
-            XCTAssertNotNil(timers[id], "cancelled timer \(id) was not armed")
-            timers[id] = nil
+            XCTAssertTrue(clock.cancel(id), "cancelled timer \(id) was not armed")
         case let .persist(d):
             steps.append("persist")
             if storeIsManual {
                 pendingStores.append(d)
             } else {
                 if storeError == nil { persisted.append(d) }
-                queue.append(.stored(error: storeError))
+                feed(.stored(error: storeError))
             }
         case .loadPolicy:
             steps.append("load-policy")
             if policyLoadIsManual {
                 pendingPolicyLoads += 1
             } else {
-                queue.append(.policy(Config.parse(files: policyFiles, accounts: accounts)))
+                feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
             }
         case let .notify(n):
             steps.append("notify \(n)")
@@ -171,14 +174,14 @@ final class EngineHarness {
             rules.append(inForce)
             scripts.append(transactions.joined())
             transactionLists.append(transactions)
-            if report { queue.append(.rulesLoaded(error: rulesError)) }
+            if report { feed(.rulesLoaded(error: rulesError)) }
         case .readUsage:
             steps.append("read-usage")
-            queue.append(.usageRead(usageReadError == nil ? usageReading : nil, error: usageReadError))
+            feed(.usageRead(usageReadError == nil ? usageReading : nil, error: usageReadError))
         case let .saveUsage(book):
             steps.append("save-usage")
             if usageSaveError == nil { usageSaves.append(book) }
-            queue.append(.usageSaved(error: usageSaveError))
+            feed(.usageSaved(error: usageSaveError))
         case let .loadUsageRules(script, report):
             steps.append(script == UsageRules.removal ? "remove-usage" : "load-usage")
             usageScripts.append(script)
@@ -198,11 +201,33 @@ final class EngineHarness {
                     usageReading = r
                 }
             }
-            if report { queue.append(.usageRulesLoaded(error: usageRulesError)) }
+            if report { feed(.usageRulesLoaded(error: usageRulesError)) }
         case let .steer(plan):
             steps.append(plan == nil ? "remove-steering" : "steer")
             steering.append(plan)
-            queue.append(.steered(error: nil))
+            feed(.steered(error: nil))
+        }
+    }
+
+    /// One effect as the transcript has it.
+    static func render(_ e: Effect, _ fx: Effects) -> String {
+        func text(_ r: Range<Int>) -> String { String(decoding: fx[r], as: UTF8.self) }
+        switch e {
+        case let .reply(id, r): return "reply \(id) " + text(r)
+        case let .event(id, head, tail): return "event \(id) " + text(head) + text(tail)
+        case let .persist(d):
+            let once = d.once.keys.sorted().flatMap { app in
+                d.once[app]!.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\(app) \($0.key.rawValue) \($0.value.rawValue)" }
+            }
+            return "persist " + d.encoded() + " once " + once.joined(separator: ", ")
+        case let .steer(plan?):
+            return "steer \(plan.allowances.map(\.mark)) uids \(plan.uidMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }) "
+                + "cgroups \(plan.cgroupMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" })"
+        // The totals as the file has them (a dictionary prints in its own order).
+        case let .saveUsage(book): return "save-usage " + book.encoded()
+        case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
+             .steer(nil), .readUsage, .loadUsageRules:
+            return "\(e)"
         }
     }
 
@@ -261,18 +286,12 @@ final class EngineHarness {
 
     /// Moves the clock, firing every timer that falls due, earliest first.
     func advance(byMicroseconds usec: UInt64) {
-        let until = now + usec
-        while let (id, at) = timers.filter({ $0.value <= until }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
-            now = at
-            timers[id] = nil
-            feed(.timer(id))
-        }
-        now = until
+        clock.advance(by: usec) { feed(.timer($0)) }
     }
 
     func advance(bySeconds s: UInt64) { advance(byMicroseconds: s * 1_000_000) }
 
-    var armedTimers: Int { timers.count }
+    var armedTimers: Int { clock.armedCount }
 
     /// The slow disk finishes the oldest pending write (successfully unless `error`).
     func completeStore(error: String? = nil) {

@@ -5,15 +5,7 @@ import XCTest
 /// socket, a process it was passed to): each request is answered for the process that sent it, and what the
 /// connection listens to, waits for and may do follows.
 final class EngineIdentityTests: XCTestCase {
-    /// a may use WWAN, b may not.
-    private let policy = """
-    [App a]
-    User=1
-    WWAN=allow
-    [App b]
-    User=2
-    WWAN=deny
-    """
+    private let policy = Policies.ab
 
     private let a = makePeer(uid: 1, exe: "/usr/bin/a", pid: 101)
     private let b = makePeer(uid: 2, exe: "/usr/bin/b", pid: 102)

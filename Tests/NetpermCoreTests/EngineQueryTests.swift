@@ -3,17 +3,7 @@ import XCTest
 
 /// QUERY and APPS: which app the caller is, what it may ask about, the verdict's fields, and the reply cache.
 final class EngineQueryTests: XCTestCase {
-    private let policy = """
-    [App curl]
-    Executable=/usr/bin/curl
-    WWAN=allow
-    [App backup]
-    Unit=backup.service
-    WWAN=deny
-    WiFi=deny
-    [App modem]
-    User=7
-    """
+    private let policy = Policies.curlBackupAndModem
 
     private func harness(_ links: [Link] = [Links.wwan], agents: Bool = true, started: Bool = true) -> EngineHarness {
         EngineHarness(policy: policy, links: links, agents: agents, started: started)

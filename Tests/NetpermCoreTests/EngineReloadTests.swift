@@ -4,14 +4,7 @@ import XCTest
 /// RELOAD and SIGHUP: the service manager is told, a good policy takes over (sessions re-matched, links
 /// reclassified), a bad one is refused and the old one stays, and the admin group is looked up only when needed.
 final class EngineReloadTests: XCTestCase {
-    private let policy = """
-    [App curl]
-    Executable=/usr/bin/curl
-    WWAN=allow
-    [App backup]
-    Unit=backup.service
-    WWAN=deny
-    """
+    private let policy = Policies.curlAndBackup
 
     private let path = "/etc/netpermd/netpermd.conf"
 
@@ -71,7 +64,7 @@ final class EngineReloadTests: XCTestCase {
         let h = harness()
         let admin = h.connect(Peers.admin)
         h.policyFiles = [(path, policy + "\nWWLAN=deny\n")]
-        let finding = JSON.object([("file", .string(path)), ("line", 7), ("section", "[App backup]"),
+        let finding = JSON.object([("file", .string(path)), ("line", 8), ("section", "[App backup]"),
                                    ("severity", "warning"),
                                    ("message", "unknown key 'WWLAN' (did you mean WWAN=?); ignored")])
         let reply = h.request(admin, "RELOAD")
@@ -100,7 +93,7 @@ final class EngineReloadTests: XCTestCase {
         h.reload(policy: policy + "\nColour=blue\n")
         let warnings = h.log.filter { $0.0 == .warning }.map(\.1)
         XCTAssertEqual(warnings.count, 1)
-        XCTAssertTrue(warnings.first?.hasPrefix("\(path):7: warning: ") == true, warnings.first ?? "")
+        XCTAssertTrue(warnings.first?.hasPrefix("\(path):8: warning: ") == true, warnings.first ?? "")
         XCTAssertEqual(h.logged(containing: "policy generation 2: 2 apps, 1 warning").count, 1)
         h.reload(policy: policy + "\nColour=blue\nShade=dark\n")
         XCTAssertEqual(h.logged(containing: "policy generation 3: 2 apps, 2 warnings").count, 1)
@@ -217,23 +210,23 @@ final class EngineReloadTests: XCTestCase {
 
     // MARK: AdminGroup= lookups
 
-    /// The group is looked up only for a peer that is neither root nor the daemon's user, once per policy
-    /// generation (a failed reload is not a new one), and a missing group is said once per generation.
-    func testAdminGroupIsLookedUpLazilyOncePerGeneration() {
+    /// The group is looked up when a policy is read (a policy that cannot be used needs none), never while requests
+    /// are answered, whoever asks; a missing group is said once per generation.
+    func testAdminGroupIsLookedUpWhenThePolicyIsRead() {
         let accounts = CountingAccounts()
         let h = harness(accounts: accounts, settings: Engine.Settings(daemonUID: 500, logLevel: .debug))
+        XCTAssertEqual(accounts.groupLookups, ["netperm"], "with the policy")
         let root = h.connect(Peers.root)
         XCTAssertEqual(h.request(root, "APPS")["ok"], true)
         let daemonUser = h.connect(makePeer(uid: 500, exe: "/usr/bin/netpermctl"))
         XCTAssertEqual(h.request(daemonUser, "APPS")["ok"], true, "the daemon's own user is privileged")
-        XCTAssertEqual(accounts.groupLookups, [], "root and the daemon's user need no group")
         let curl = h.connect(Peers.curl)
         let admin = h.connect(Peers.admin)
         XCTAssertEqual(h.request(admin, "APPS")["ok"], true)
         h.requestError(curl, "APPS", .permissionDenied)
         XCTAssertEqual(accounts.groupLookups, ["netperm"])
         h.reload(policy: "[App x]\nWWAN=allow\n")
-        XCTAssertEqual(accounts.groupLookups, ["netperm"], "a failed reload changes no generation")
+        XCTAssertEqual(accounts.groupLookups, ["netperm"], "a policy with errors is not used")
         h.reload(policy: "[Defaults]\nAdminGroup=nosuch\n" + policy)
         XCTAssertEqual(accounts.groupLookups, ["netperm", "nosuch"])
         h.requestError(admin, "APPS", .permissionDenied)

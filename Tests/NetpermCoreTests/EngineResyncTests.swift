@@ -4,14 +4,7 @@ import XCTest
 /// `resync`: the whole state again when a subscriber's events were lost, to the kernel (a netlink overrun) or to
 /// its own slowness (the transport dropped what it had not read).
 final class EngineResyncTests: XCTestCase {
-    private let policy = """
-    [App a]
-    User=1
-    WWAN=allow
-    [App b]
-    User=2
-    WWAN=deny
-    """
+    private let policy = Policies.ab
 
     private func harness() -> EngineHarness {
         EngineHarness(policy: policy, links: [Links.eth, Links.wwan], agents: false)

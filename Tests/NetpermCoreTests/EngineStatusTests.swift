@@ -4,15 +4,7 @@ import XCTest
 /// STATUS, LINKS, and what the service manager is told: READY=1 once started, STATUS= when its summary changes,
 /// STOPPING=1.
 final class EngineStatusTests: XCTestCase {
-    private let policy = """
-    [App curl]
-    Executable=/usr/bin/curl
-    WWAN=allow
-    [App backup]
-    Unit=backup.service
-    WWAN=deny
-    WiFi=deny
-    """
+    private let policy = Policies.curlAndBackup
 
     /// Loopback, an Ethernet port without carrier (nor route), and a usable cellular link.
     private var links: [Link] {

@@ -4,25 +4,7 @@ import XCTest
 /// SUBSCRIBE: the acknowledgement, the snapshot, and the events that follow, each subscriber with its own topics,
 /// filter and sequence numbers.
 final class EngineSubscribeTests: XCTestCase {
-    /// a and c share a permission set; b differs only on WWAN; d is [Defaults] (WWAN=ask); e is Ethernet-only.
-    private let policy = """
-    [App a]
-    User=1
-    WWAN=allow
-    [App b]
-    User=2
-    WWAN=deny
-    [App c]
-    User=3
-    WWAN=allow
-    [App d]
-    User=4
-    [App e]
-    User=5
-    WiFi=deny
-    WWAN=deny
-    Other=deny
-    """
+    private let policy = Policies.abcde
 
     private let eth = Links.eth
     private let wwan = Links.wwan

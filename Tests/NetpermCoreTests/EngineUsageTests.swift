@@ -279,10 +279,10 @@ final class EngineUsageTests: XCTestCase {
         h.advance(bySeconds: 10)
         XCTAssertEqual(h.usageSaves.count, saves, "nothing moved")
         count(h, "web", sent: 10)
-        h.request(h.connect(), "USAGE")
+        _ = h.request(h.connect(), "USAGE")
         XCTAssertEqual(h.usageSaves.count, saves + 1, "the first change is saved at once")
         count(h, "web", sent: 20)
-        h.request(h.connect(), "USAGE")
+        _ = h.request(h.connect(), "USAGE")
         XCTAssertEqual(h.usageSaves.count, saves + 1, "not again before the interval")
         h.advance(bySeconds: 10)
         XCTAssertEqual(h.usageSaves.count, saves + 1, "the clock the interval is measured by is the wall clock")
@@ -344,7 +344,7 @@ final class EngineUsageTests: XCTestCase {
     func testMetricsPerAppAndKind() throws {
         let h = harness()
         count(h, "maps", sent: 4000, received: 100)
-        h.request(h.connect(), "USAGE")
+        _ = h.request(h.connect(), "USAGE")
         let text = try XCTUnwrap(h.request(h.connect(), "METRICS")["metrics"]?.stringValue)
         for line in ["netpermd_usage_counting 1", "netpermd_usage_state{state=\"counting\"} 1",
                      "netpermd_app_sent_bytes_total{app=\"maps\",kind=\"wwan\",metered=\"true\"} 4000",

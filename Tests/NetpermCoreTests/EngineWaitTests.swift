@@ -4,17 +4,7 @@ import XCTest
 /// WAIT: answered at once when available, else held until the verdict becomes available or the time-out passes;
 /// the connection's later requests wait behind it.
 final class EngineWaitTests: XCTestCase {
-    private let policy = """
-    [App curl]
-    Executable=/usr/bin/curl
-    WWAN=allow
-    [App backup]
-    Unit=backup.service
-    WWAN=deny
-    WiFi=deny
-    [App modem]
-    User=7
-    """
+    private let policy = Policies.curlBackupAndModem
 
     private func harness(_ links: [Link] = [], agents: Bool = false, started: Bool = true) -> EngineHarness {
         EngineHarness(policy: policy, links: links, agents: agents, started: started)

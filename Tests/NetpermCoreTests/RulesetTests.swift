@@ -216,6 +216,8 @@ final class RulesetTests: XCTestCase {
             	chain kind_wwan {
             		ct state new ct mark 0 jump tag
             		meta skuid 0-4294967295 goto owned_wwan
+            		meta l4proto igmp counter drop
+            		icmpv6 type { mld-listener-report, mld-listener-done, mld2-listener-report } counter drop
             		ct mark vmap @conn_wwan
             		socket cgroupv2 level 2 vmap @unit2_wwan
             	}
@@ -387,6 +389,8 @@ final class RulesetTests: XCTestCase {
             	chain kind_wwan {
             		ct state new ct mark 0 jump tag
             		meta skuid 0-4294967295 goto owned_wwan
+            		meta l4proto igmp counter drop
+            		icmpv6 type { mld-listener-report, mld-listener-done, mld2-listener-report } counter drop
             		ct mark vmap @conn_wwan
             		socket cgroupv2 level 6 vmap @user6_wwan
             		socket cgroupv2 level 5 vmap @user5_wwan
@@ -554,7 +558,9 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(remade.size, Ruleset.UpdateSize(elements: 6, stale: 6), "made again: the new id added, the old left")
         XCTAssertFalse(remade.transactions.joined().contains("delete"), remade.transactions.joined())
         XCTAssertEqual(try build("[App cron]\nUnit=cron.service\nWWAN=allow\n", cgroups: with).update(from: came)?.size,
-                       Ruleset.UpdateSize(elements: 4), "a permission of a cgroup that stays: its element and its tag's, deleted and added")
+                       Ruleset.UpdateSize(elements: 4, chains: 1),
+                       "a permission of a cgroup that stays: its element and its tag's, deleted and added; no app is kept off "
+                       + "wwan now, so its chain drops no membership reports")
         // Still there but no longer owned (the policy changed): its path still names its id, so it is deleted.
         let unowned = try XCTUnwrap(try build("[App other]\nUser=5\n", cgroups: with).update(from: came))
         XCTAssertEqual(unowned.size.stale, 0)
@@ -615,6 +621,37 @@ final class RulesetTests: XCTestCase {
                 XCTAssertEqual(old.withLinks(to), try build(policyQ, links: to, cgroups: quoted))
             }
         }
+    }
+
+    /// The kernel's membership reports (IGMP, MLD) are dropped out of wwan links while some app that owns a uid or a
+    /// unit cgroup may not use them, by its kind or by Metered= (wwan links are metered), after the owner test (a
+    /// chain with no tags to look up gains it); never on other kinds, whatever their denials, nor when every owner
+    /// may use wwan. A change that starts dropping them writes the chain before the elements that deny.
+    func testMembershipReportsAreDroppedOutOfWwanLinksOnly() throws {
+        func chain(_ r: Ruleset, _ name: String) -> [String] {
+            guard let start = r.text.range(of: "\tchain \(name) {\n") else { return ["(no chain \(name))"] }
+            let body = r.text[start.upperBound...]
+            return body[..<body.range(of: "\t}\n")!.lowerBound].split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        let drops = Ruleset.reportDrops
+        let metered = try build("[App a]\nUser=1\nWWAN=allow\nMetered=deny\n[App b]\nUser=2\nWWAN=allow\nMetered=allow\nWiFi=deny\n"
+                                + "Ethernet=ask\n")
+        XCTAssertEqual(chain(metered, "kind_wwan"), ["ct state new ct mark 0 jump tag", "meta skuid 0-4294967295 goto owned_wwan"] + drops)
+        XCTAssertEqual(chain(metered, "owned_wwan"), [])
+        for kind in ["wifi", "ethernet", "other"] {
+            XCTAssertFalse(chain(metered, "kind_" + kind).contains(drops[0]), "no drops on \(kind): \(chain(metered, "kind_" + kind))")
+        }
+        XCTAssertFalse(chain(metered, "metered").contains(drops[0]), "Metered= is every kind's: its chain drops nothing")
+        let allowed = try build("[App a]\nUser=1\nWWAN=allow\nMetered=allow\nWiFi=deny\n[App b]\nExecutable=/bin/b\nWWAN=deny\n")
+        XCTAssertFalse(allowed.text.contains("igmp"), "every owner may use wwan (b owns nothing)")
+        let denied = try build("[App a]\nUser=1\nWWAN=ask\nWiFi=deny\n[App b]\nExecutable=/bin/b\nWWAN=deny\n")
+        let u = try XCTUnwrap(denied.update(from: allowed))
+        XCTAssertEqual(u.transactions.count, 2, "the chains, then the elements: " + u.transactions.joined())
+        XCTAssertTrue(u.transactions[0].contains("add rule inet netpermd kind_wwan " + drops[1] + "\n"), u.transactions[0])
+        XCTAssertTrue(u.transactions[1].contains("add element inet netpermd uid_wwan"), u.transactions[1])
+        XCTAssertNil(try build("[App a]\nUser=1\nWWAN=allow\nMetered=allow\nWiFi=deny\n").text.range(of: "igmp"))
+        XCTAssertEqual(try XCTUnwrap(allowed.update(from: denied)).transactions.last?.contains("flush chain inet netpermd kind_wwan"), true,
+                       "and stops after them")
     }
 
     /// Metered= is checked on metered links before their kind: a denial rejects, an allowed unit returns to the

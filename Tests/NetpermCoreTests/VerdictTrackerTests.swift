@@ -3,27 +3,7 @@ import XCTest
 
 /// Per-app verdicts and the events when they change.
 final class VerdictTrackerTests: XCTestCase {
-    /// a and c share a permission set; b differs only on WWAN; d is defaults (WWAN=ask); e is Ethernet-only.
-    private func config() throws -> Config {
-        try parsePolicy("""
-        [App a]
-        User=1
-        WWAN=allow
-        [App b]
-        User=2
-        WWAN=deny
-        [App c]
-        User=3
-        WWAN=allow
-        [App d]
-        User=4
-        [App e]
-        User=5
-        WiFi=deny
-        WWAN=deny
-        Other=deny
-        """)
-    }
+    private func config() throws -> Config { try parsePolicy(Policies.abcde) }
 
     /// With an agent listening, so that `ask` prompts (no agent: see testLastAgentLeaving...). The kernel routes as
     /// `NetworkState(routedLinks:)` says unless `egress` is given.

@@ -7,7 +7,8 @@
 /// map elements, not rules. A metered link's chain first checks `Metered=` the same way (`return` or `goto deny`),
 /// then its kind. The first matching `[App]` wins, as in the daemon's own matching; a unit's cgroup comes before a
 /// uid (the kernel has no executables). Loopback and links of no kind always pass, as does every socket no map
-/// names.
+/// names. The kernel's membership reports (which no socket of an app's sends) leave no wwan link while some app may
+/// not use it (`reportKinds`).
 ///
 /// **Every packet out of a link pays for these rules**, so there are as few as the policy needs: one link lookup,
 /// and in the kind's chain only the lookups whose maps have elements (measured with 64-byte datagrams on this
@@ -393,8 +394,47 @@ public struct Ruleset: Equatable, Sendable {
     /// The chain that checks dimension `k`: `metered`, or `kind_KIND`.
     static func chainName(_ k: PolicyDimension) -> String { k == .metered ? "metered" : "kind_" + k.rawValue }
 
-    /// The maps that have elements: only those are looked up.
-    static func usedMaps(_ maps: [VerdictMap]) -> Set<String> { Set(maps.lazy.filter { !$0.elements.isEmpty }.map(\.name)) }
+    /// The maps that have elements: only those are looked up. And `reports_KIND` for a kind of `reportKinds` that
+    /// some owner of a uid or unit cgroup may not use (by its kind or by `Metered=`): not a map, but the chains'
+    /// rules depend on it too.
+    static func usedMaps(_ maps: [VerdictMap]) -> Set<String> {
+        var used = Set(maps.lazy.filter { !$0.elements.isEmpty }.map(\.name))
+        // The maps of those who own a uid or a unit cgroup (not the tags': those name apps that may own nothing).
+        let owners = ["uid"] + UnitCgroups.userLevels.map { "user\($0)" } + UnitCgroups.levels.map { "unit\($0)" }
+        for kind in reportKinds {
+            guard let d = PolicyDimension(kind: kind) else { continue }
+            let names = Set([d, .metered].flatMap { dimension in owners.map { "\($0)_\(dimension.rawValue)" } })
+            let keptOff = maps.contains { m in
+                names.contains(m.name) && m.elements.contains { e in
+                    switch e.verdict {
+                    case .deny, .ask: return true
+                    case .accept, .pass, .mark: return false
+                    }
+                }
+            }
+            if keptOff { used.insert("reports_" + d.rawValue) }
+        }
+        return used
+    }
+
+    /// The kinds whose links carry no membership report (IGMP, MLD) while some app may not use them
+    /// (docs/ENFORCEMENT.md, "Membership reports"). The kernel sends a report for every socket's join, with the
+    /// groups and sources the app chose, from a timer and no socket of the app's, so no rule can tell whose it is:
+    /// dropping them all is the only way to keep a denied app's out. Cellular links only: their carriers route no
+    /// multicast to a handset, while on Wi-Fi and ethernet the machine's own memberships need their reports (IPv6
+    /// neighbour discovery through MLD-snooping switches, mDNS, SSDP).
+    static let reportKinds: [LinkKind] = [.wwan]
+
+    /// Every IGMP message (reports, leaves) and MLD's reports and dones. After the owner test: only packets with no
+    /// socket owner (the kernel's) reach them; a socket's own (a raw socket) is judged as its app's.
+    static let reportDrops = ["meta l4proto igmp counter drop",
+                              "icmpv6 type { mld-listener-report, mld-listener-done, mld2-listener-report } counter drop"]
+
+    /// Whether dimension `k`'s chain sends packets with a socket owner to `owned_KIND`: when it judges the others by
+    /// their connection's tag, or drops membership reports (which have none).
+    static func splitsOwners(_ k: PolicyDimension, used: Set<String>) -> Bool {
+        used.contains("conn_\(k.rawValue)") || used.contains("reports_\(k.rawValue)")
+    }
 
     /// The base chains' hooks. `input` tags a server's connections on their SYN, from the listener's cgroup.
     static let hooks = ["output": "type filter hook output priority filter; policy accept;",
@@ -414,7 +454,7 @@ public struct Ruleset: Equatable, Sendable {
         }
         var out: [(chain: String, rules: [String])] = [("tag", tag), ("tag_in", tagIn)]
         for k in dimensions {
-            let owned = used.contains("conn_\(k.rawValue)") ? ownerLookups(k, used: used, uid: true) : []
+            let owned = splitsOwners(k, used: used) ? ownerLookups(k, used: used, uid: true) : []
             out.append(("owned_" + k.rawValue, owned))
             out.append((chainName(k), lookups(k, used: used)))
         }
@@ -423,17 +463,20 @@ public struct Ruleset: Equatable, Sendable {
     }
 
     /// The rules of dimension `k`'s chain. A new connection is tagged with its app first. With tags to look up
-    /// (`conn_KIND`), a packet whose socket has an owner (`meta skuid` says) goes on to `owned_KIND`, the socket's
-    /// own lookups; one whose socket has none (an orphaned socket's: no file; a time-wait socket's) is judged by its
-    /// connection's tag, then by its cgroup, which an orphaned socket keeps (a user's own unit narrows it still).
-    /// Its tag comes first: a cgroup that went leaves its elements, whose verdicts no longer follow its app.
+    /// (`conn_KIND`) or reports to drop, a packet whose socket has an owner (`meta skuid` says) goes on to
+    /// `owned_KIND`, the socket's own lookups; one whose socket has none (the kernel's membership reports, dropped;
+    /// an orphaned socket's: no file; a time-wait socket's) is judged by its connection's tag, then by its cgroup,
+    /// which an orphaned socket keeps (a user's own unit narrows it still). Its tag comes first: a cgroup that went
+    /// leaves its elements, whose verdicts no longer follow its app.
     static func lookups(_ k: PolicyDimension, used: Set<String>) -> [String] {
         var rules: [String] = []
         if used.contains("tag_uid") || UnitCgroups.levels.contains(where: { used.contains("tag_unit\($0)") }) {
             rules.append("ct state new ct mark 0 jump tag")
         }
-        guard used.contains("conn_\(k.rawValue)") else { return rules + ownerLookups(k, used: used, uid: true) }
-        rules += ["meta skuid 0-4294967295 goto owned_\(k.rawValue)", "ct mark vmap @conn_\(k.rawValue)"]
+        guard splitsOwners(k, used: used) else { return rules + ownerLookups(k, used: used, uid: true) }
+        rules.append("meta skuid 0-4294967295 goto owned_\(k.rawValue)")
+        if used.contains("reports_\(k.rawValue)") { rules += reportDrops }
+        if used.contains("conn_\(k.rawValue)") { rules.append("ct mark vmap @conn_\(k.rawValue)") }
         return rules + ownerLookups(k, used: used, uid: false)
     }
 

@@ -2,7 +2,7 @@
 extension Engine {
     /// Each event's members are written once; every subscriber that wants it gets its own head before them.
     func push(_ events: [Event]) {
-        let subscribers = sessions.values.filter { $0.subscription != nil }
+        let subscribers = orderedSessions { $0.subscription != nil }
         guard !subscribers.isEmpty else { return }
         for event in events {
             var tail: Range<Int>?
@@ -67,5 +67,13 @@ extension Engine {
               let p = state.prompts.raise(app: id, kind: kind, identity: nil, network: state.network, blocked: true)
         else { return }
         sendPrompt(p)
+    }
+}
+
+extension Event {
+    /// App events in the order of their apps' ids (what one change's app events are sorted by).
+    static func byApp(_ a: Event, _ b: Event) -> Bool {
+        guard case let .app(x) = a, case let .app(y) = b else { return false }
+        return x.app < y.app
     }
 }

@@ -256,7 +256,7 @@ extension Engine {
     }
 
     func answerWaiters() {
-        for session in sessions.values {
+        for session in orderedSessions(where: { $0.waiting != nil }) {
             guard let w = session.waiting, verdict(for: w.match).available else { continue }
             finishWait(session)
         }
@@ -454,11 +454,12 @@ extension Engine {
             if requester != nil { pending.reply() }
         }
         if let requester { out.append(.resume(requester)) }
-        // Requests that came while the file was being written, in order; each starts from the last one's result.
+        // Requests that came while the file was being written, in order; each starts from the last one's result,
+        // and is checked as if it came now: a reload meanwhile may have taken its sender's privilege.
         while storing == nil, !waitingForStore.isEmpty {
             let (id, r) = waitingForStore.removeFirst()
             guard let session = sessions[id] else { continue }
-            decideOrForget(r, session: session)
+            _ = perform(r, from: session)
             if storing?.requester != id { out.append(.resume(id)) }
         }
     }

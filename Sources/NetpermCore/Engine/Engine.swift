@@ -81,8 +81,6 @@ public final class Engine {
     }
 
     let settings: Settings
-    /// Names to ids (User=, AdminGroup=): asked only when a policy or a non-root peer needs it.
-    let accounts: AccountResolver
 
     /// What verdicts depend on. Every change goes through a setter below, which marks what settle() must redo.
     public internal(set) var state = DaemonState() { didSet { version &+= 1 } }
@@ -135,8 +133,6 @@ public final class Engine {
     /// again until `blockedQuietSec` have passed (an app retrying in a loop must not prompt the user in a loop).
     var quietBlocked: Set<String> = []
     static let blockedQuietSec: UInt64 = 60
-    /// AdminGroup='s gid under one policy generation, looked up when a non-root peer first needs it.
-    private var adminGIDCache: (generation: Int, gid: UInt32?)?
 
     /// Enforcement in the kernel (Engine+Enforcement.swift). Replies say whether an app is enforced, so a change
     /// here is a new version, as one of `state` is: a cached reply must not keep saying `cgroup-pending`.
@@ -154,10 +150,9 @@ public final class Engine {
     /// The effects of the input being handled.
     private(set) var out = Effects()
 
-    public init(settings: Settings = Settings(), accounts: AccountResolver = NoAccounts(),
-                decisions: Decisions = Decisions(), usage book: UsageBook = UsageBook()) {
+    /// Names of users and groups are resolved when the policy is read (`Config.parse`), never here.
+    public init(settings: Settings = Settings(), decisions: Decisions = Decisions(), usage book: UsageBook = UsageBook()) {
         self.settings = settings
-        self.accounts = accounts
         state.decisions = decisions
         usage.book = book
     }
@@ -254,6 +249,7 @@ public final class Engine {
             settleEnforcement(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
         }
         settleUsage()
+        let appEvents = pendingEvents.count
         if permissionsChanged {
             pendingEvents += tracker.reset(state: state, extra: extraMatches())
         } else if networkChanged {
@@ -261,6 +257,8 @@ public final class Engine {
         }
         let changed = permissionsChanged || networkChanged
         if changed || enforcement.steeringMoved { pendingEvents += steeredVerdictEvents() }
+        // One change's app events in the order of their apps' names, not of the tracker's dictionaries.
+        pendingEvents[appEvents...].sort(by: Event.byApp)
         permissionsChanged = false
         networkChanged = false
         if changed || !pendingEvents.isEmpty { answerWaiters() }
@@ -272,18 +270,17 @@ public final class Engine {
             pendingEvents = []
             counters.count(events)
             push(events)
-            // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts.
+            // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts, with the
+            // identity of the process that has waited longest (the earliest connection waiting for its own app).
             for case let .app(v) in events where v.wantsAsking {
-                if let s = sessions.values.first(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }) {
+                if let s = orderedSessions(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }).first {
                     raisePrompts(v, identity: s.identity)
                 }
             }
         }
         if resyncAll {
             resyncAll = false
-            for s in sessions.values.sorted(by: { $0.id < $1.id }) where s.subscription != nil {
-                resync(s, .netlinkOverrun, dropped: nil)
-            }
+            for s in orderedSessions(where: { $0.subscription != nil }) { resync(s, .netlinkOverrun, dropped: nil) }
         }
         let summary = statusSummary
         if state.ready, summary != lastStatus {
@@ -294,7 +291,7 @@ public final class Engine {
 
     /// Apps outside the policy that someone listens to or waits for, in the order the connections came.
     func extraMatches() -> [AppMatch] {
-        sessions.values.sorted { $0.id < $1.id }.flatMap { s in
+        orderedSessions { _ in true }.flatMap { s in
             [s.subscription != nil ? s.caller.match : nil, s.waiting?.match].compactMap { $0 }
         }
     }
@@ -359,6 +356,12 @@ public final class Engine {
 
     func countAgents() -> Int { sessions.values.reduce(0) { $0 + ($1.isAgent ? 1 : 0) } }
 
+    /// The sessions `include` picks, oldest connection first: the one order the engine visits sessions in, so that
+    /// its effects never come in a dictionary's order.
+    func orderedSessions(where include: (Session) -> Bool) -> [Session] {
+        sessions.values.filter(include).sorted { $0.id < $1.id }
+    }
+
     /// A new policy, or why the files could not be used; the last good policy stays in force then.
     private func applyPolicy(_ result: ConfigParseResult) {
         for p in result.problems {
@@ -378,6 +381,9 @@ public final class Engine {
             return
         }
         state.config = config
+        if config.adminGID == nil {
+            log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
+        }
         classifications = [:]
         state.policyGeneration += 1
         state.policyError = nil
@@ -387,7 +393,7 @@ public final class Engine {
         state.decisions.dropOnce()
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
-        for s in sessions.values {
+        for s in orderedSessions(where: { _ in true }) {
             remakeCaller(s)
             if let w = s.waiting, w.match.matchedBy == .name, config.app(named: w.match.id) == nil {
                 // The app it waits for by name has left the policy: answered as a QUERY of it would be.
@@ -457,7 +463,7 @@ public final class Engine {
     // MARK: - Callers
 
     func makeCaller(_ identity: PeerIdentity) -> Caller {
-        Caller(identity: identity, config: state.config, daemonUID: settings.daemonUID, adminGID: adminGID)
+        Caller(identity: identity, config: state.config, daemonUID: settings.daemonUID, adminGID: { [gid = state.config.adminGID] in gid })
     }
 
     /// The session's app and privilege from its identity under the policy in force; what it listens to and
@@ -490,16 +496,6 @@ public final class Engine {
         if s.subscription != nil { tracker.track(s.caller.match, state: state) }
         untrackIfUnwanted(listened)
         if wasAgent != s.isAgent { setAgents(countAgents()) }
-    }
-
-    private func adminGID() -> UInt32? {
-        if let c = adminGIDCache, c.generation == state.policyGeneration { return c.gid }
-        let gid = accounts.gid(forGroup: state.config.adminGroup)
-        if gid == nil {
-            log(.info, "group \(ConfigError.quote(state.config.adminGroup)) does not exist; only root may ask about other apps")
-        }
-        adminGIDCache = (state.policyGeneration, gid)
-        return gid
     }
 
     // MARK: - Timers and the service manager

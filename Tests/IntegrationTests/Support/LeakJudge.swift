@@ -5,8 +5,9 @@ import Glibc
 
 /// The judge of the leak tests: a sniffer on the cellular peer's end of a link (an AF_PACKET socket in the peer's
 /// namespace), which writes a line for every IPv4 and IPv6 packet that arrives from one of `sources`, with the time
-/// it arrived (CLOCK_MONOTONIC, the clock `monotonicNow()` reads). A marker of a denied app seen here is a leak,
-/// whatever the app or the daemon believed.
+/// it arrived (CLOCK_MONOTONIC, the clock `monotonicNow()` reads), and for IGMP and ICMPv6 (past a hop-by-hop
+/// header, as MLD has) its message in hex. A marker of a denied app seen here is a leak, whatever the app or the
+/// daemon believed.
 final class Sniffer {
     struct Packet: CustomStringConvertible {
         var time: Double
@@ -19,9 +20,11 @@ final class Sniffer {
         var payload: Int
         /// TCP flags (SYN 0x02, RST 0x04, ACK 0x10).
         var flags: Int
+        /// An IGMP or ICMPv6 message, in hex (a membership report names its groups and sources); "" for others.
+        var message: String
         var description: String {
             String(format: "%.6f %@ proto %d %d->%d %d bytes flags 0x%02x", time, source, proto, sourcePort,
-                   destinationPort, payload, flags)
+                   destinationPort, payload, flags) + (message.isEmpty ? "" : " " + message)
         }
     }
 
@@ -46,6 +49,7 @@ final class Sniffer {
             else:
                 continue
             if src not in srcs: continue
+            if v == 6 and proto == 0 and len(l4) >= 8: proto, l4 = l4[0], l4[(l4[1] + 1) * 8:]
             sp = dp = flags = 0; payload = len(l4)
             if proto in (6, 17) and len(l4) >= 8:
                 sp, dp = int.from_bytes(l4[0:2], "big"), int.from_bytes(l4[2:4], "big")
@@ -53,7 +57,8 @@ final class Sniffer {
                     payload, flags = len(l4) - (l4[12] >> 4) * 4, l4[13]
                 else:
                     payload = len(l4) - 8
-            out.write("%.6f %s %d %d %d %d %d\\n" % (time.monotonic(), src, proto, sp, dp, payload, flags))
+            msg = l4.hex() if proto in (2, 58) else "-"
+            out.write("%.6f %s %d %d %d %d %d %s\\n" % (time.monotonic(), src, proto, sp, dp, payload, flags, msg))
         """
 
     /// Starts sniffing `interface` in `ns` and waits until it listens.
@@ -76,9 +81,20 @@ final class Sniffer {
         let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         return text.split(separator: "\n").dropFirst().compactMap { line in
             let f = line.split(separator: " ")
-            guard f.count == 7, let t = Double(f[0]), let p = Int(f[2]), let sp = Int(f[3]), let dp = Int(f[4]),
+            guard f.count == 8, let t = Double(f[0]), let p = Int(f[2]), let sp = Int(f[3]), let dp = Int(f[4]),
                   let n = Int(f[5]), let fl = Int(f[6]) else { return nil }
-            return Packet(time: t, source: String(f[1]), proto: p, sourcePort: sp, destinationPort: dp, payload: n, flags: fl)
+            return Packet(time: t, source: String(f[1]), proto: p, sourcePort: sp, destinationPort: dp, payload: n, flags: fl,
+                          message: f[7] == "-" ? "" : String(f[7]))
+        }
+    }
+
+    /// Waits until this sniffer has seen a datagram root sends from `ns` to `host`:`port` after everything before it
+    /// (root is in no [App]): every packet sent earlier out of the same link has been judged.
+    func flush(_ test: IntegrationTestCase, _ ns: TestNamespace, to host: String, port: Int) throws {
+        let script = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'end', ('\(host)', \(port)))"
+        try test.waitUntil("the sniffer sees root's last datagram") {
+            _ = try Subprocess.run(["nsenter", "--net=/run/netns/\(ns.name)", EnforcementBed.python, "-c", script])
+            return (self.packets.contains { $0.destinationPort == port && $0.payload == 3 }, "")
         }
     }
 }

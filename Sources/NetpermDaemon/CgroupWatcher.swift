@@ -6,7 +6,7 @@ import NetpermIO
 /// in that, as UnitCgroupScanner walks them): a unit's rules need
 /// its cgroup to exist when they are loaded, and a cgroup re-created at the same path is a new one to the kernel.
 /// A burst (a boot starting many units) is one rescan after `debounceMicroseconds`.
-final class CgroupWatcher {
+public final class CgroupWatcher {
     static let debounceMicroseconds: UInt64 = 10_000
 
     private let loop: EventLoop
@@ -15,7 +15,7 @@ final class CgroupWatcher {
     private var timer: TimerSource?
     private let changed: (UnitCgroups) -> Void
 
-    init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
+    public init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
         self.loop = loop
         self.changed = changed
         if scanner.mountPoint == nil { Log.info("no cgroup v2 hierarchy: Unit= apps cannot be enforced") }

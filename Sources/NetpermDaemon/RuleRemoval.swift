@@ -7,8 +7,8 @@ import NetpermNftables
 /// open them), so they go only with Mode=off or this: the nft table (and a handover's), the usage table (which goes
 /// on counting for the next process otherwise), and steering's routing rules and tables. Prints what it removed;
 /// exit 1 if something could not be.
-enum RuleRemoval {
-    static func run() -> Int32 {
+public enum RuleRemoval {
+    public static func run() -> Int32 {
         var failed = false
         var removed: [String] = []
         let tables = [Ruleset.table, Ruleset.handoverTable].filter {

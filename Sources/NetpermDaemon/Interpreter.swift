@@ -3,31 +3,36 @@ import NetpermControl
 import NetpermCore
 import NetpermHost
 import NetpermIO
-import NetpermNftables
-import NetpermSystemd
 
 /// Feeds the engine what happens and carries out what it says: the daemon's only logic is which effect is which
 /// system call. Inputs that effects produce (a store's result, a policy read) are queued and handled after the
-/// current effects, never inside them.
-final class Interpreter: ControlDelegate {
-    let engine: Engine
+/// current effects, never inside them (`EngineDriver`).
+public final class Interpreter: ControlDelegate, EngineEdges {
+    public var engine: Engine { driver.engine }
+    private let driver: EngineDriver
     private let loop: EventLoop
-    private let store: DecisionStore
-    private let usageStore: UsageStore
+    private let store: DecisionSaving
     private let loadPolicy: @Sendable () -> ConfigParseResult
     /// Policies are read and parsed on a thread of their own: a file of many megabytes must not stop the loop.
     private let policyLoader: OffLoop<ConfigParseResult>?
+    /// Decisions are written on a thread of their own too: a write and two fsyncs can take long on a busy disk,
+    /// and the engine holds only the requester meanwhile (it waits for `stored`).
+    private let storeWriter: OffLoop<StoreOutcome>?
+    /// The usage totals, written off the loop as the decisions are (on it at a stop: the process is about to go).
+    private let usageStore: UsageSaving
+    private let usageWriter: OffLoop<StoreOutcome>?
+    private let counters: UsageCounting
+    private var stopping = false
     private let sysfs: Sysfs
-    private let enforcer: Enforcer
-    private let steerer = Steerer()
+    private let enforcer: RuleLoading
+    private let steerer: SteeringLoading
+    private let notify: (NotifyMessage) -> Void
     /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
-    var steeringMarks: ([UInt32]) -> Void = { _ in }
+    public var steeringMarks: ([UInt32]) -> Void = { _ in }
     /// The transport, set once it exists (it needs the interpreter as its delegate).
-    var server: ControlServer?
+    public var server: ControlServer?
 
-    private let effects = Effects()
-    private var queue: [Input] = []
-    private var draining = false
+    private var effects: Effects { driver.effects }
     private var timers: [TimerID: TimerSource] = [:]
     /// sysfs is read once per link (and again on rename or when its addresses or default routes change), not on
     /// every netlink message.
@@ -41,35 +46,46 @@ final class Interpreter: ControlDelegate {
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
     private let identities = PeerIdentities()
 
-    init(engine: Engine, loop: EventLoop, store: DecisionStore, usageStore: UsageStore, sysfs: Sysfs,
-         loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
-        self.engine = engine; self.loop = loop; self.store = store; self.usageStore = usageStore; self.sysfs = sysfs
-        self.loadPolicy = loadPolicy
-        enforcer = Enforcer(loop: loop)
+    /// `rules`, `steering` and `counters` nil: the real ones (libnftables, bpf(2) and rtnetlink, netfilter netlink);
+    /// `usageStore` nil: the usage file beside the decisions. The tests give fakes.
+    public init(engine: Engine, loop: EventLoop, store: DecisionSaving, usageStore: UsageSaving? = nil, sysfs: Sysfs,
+                rules: RuleLoading? = nil, steering: SteeringLoading? = nil, counters: UsageCounting? = nil,
+                notify: @escaping (NotifyMessage) -> Void = ServiceManager.notify,
+                loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
+        driver = EngineDriver(engine: engine); self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
+        enforcer = rules ?? Enforcer(loop: loop)
+        steerer = steering ?? Steerer()
+        self.usageStore = usageStore ?? UsageStore(stateDir: Files.directory(of: store.path))
+        self.counters = counters ?? KernelUsageCounters()
+        self.notify = notify
         do { policyLoader = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
             policyLoader = nil
+        }
+        do { storeWriter = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up writing decisions off the loop (\(error)); they will be written on the loop")
+            storeWriter = nil
+        }
+        do { usageWriter = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up writing usage totals off the loop (\(error)); they will be written on the loop")
+            usageWriter = nil
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
         enforcer.blocked = { [unowned self] app, kind in self.feed(.blocked(app: app, kind: kind)) }
         enforcer.usageChanged = { [unowned self] in self.feed(.usageTableChanged) }
         enforcer.quotaReached = { [unowned self] quota in self.feed(.budgetReached(quota: quota)) }
+        driver.edges = self
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
-    func feed(_ input: Input) {
-        queue.append(input)
-        guard !draining else { return }
-        draining = true
-        while !queue.isEmpty {
-            let next = queue.removeFirst()
-            effects.reset()
-            engine.handle(next, into: effects)
-            for effect in effects.list { carryOut(effect) }
-        }
-        draining = false
-        server?.serveReleased()
+    public func feed(_ input: Input) { driver.feed(input) }
+
+    public func carryOut(_ effects: Effects, of input: Input) {
+        if case .stopping = input { stopping = true }
+        for effect in effects.list { carryOut(effect) }
     }
+
+    public func drained() { server?.serveReleased() }
 
     private func carryOut(_ effect: Effect) {
         switch effect {
@@ -90,12 +106,17 @@ final class Interpreter: ControlDelegate {
             }
         case let .cancelTimer(id): timers.removeValue(forKey: id)?.cancel()
         case let .persist(decisions):
-            do {
-                try store.save(decisions)
-                queue.append(.stored(error: nil))
-            } catch {
-                queue.append(.stored(error: "\(store.path): \(error)"))
+            // One write at a time: the engine starts the next only once this one is `stored`.
+            let store = self.store
+            if let storeWriter, !storeWriter.busy {
+                do {
+                    try storeWriter.run({ store.save(decisions) }) { [unowned self] in self.stored($0) }
+                    return
+                } catch {
+                    Log.warning("cannot start a thread to write the decisions (\(error)); writing them on the loop")
+                }
             }
+            stored(store.save(decisions))
         case .loadPolicy:
             // The engine has one load in flight at a time; on the loop only if no thread can be had.
             if let policyLoader, !policyLoader.busy {
@@ -112,14 +133,8 @@ final class Interpreter: ControlDelegate {
             }
             let result = loadPolicy()
             Heap.releaseFree()
-            queue.append(.policy(result))
-        case let .notify(n):
-            switch n {
-            case let .ready(status): Notify.send("READY=1\nSTATUS=\(status)")
-            case let .status(status): Notify.send("STATUS=\(status)")
-            case .reloading: Notify.reloading()
-            case .stopping: Notify.send("STOPPING=1")
-            }
+            feed(.policy(result))
+        case let .notify(n): notify(n)
         case let .log(priority, message): Log.emit(priority.rawValue, message)
         case let .loadRules(scripts, report, inForce):
             let start = Clock.monotonicMicroseconds()
@@ -127,41 +142,65 @@ final class Interpreter: ControlDelegate {
             Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
                 + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {
-                queue.append(.rulesLoaded(error: error))
+                feed(.rulesLoaded(error: error))
             } else if let error {
                 Log.debug("enforcement: removing a table left by an earlier run: \(error)")
             }
         case .readUsage:
             TestClock.refresh()
-            do {
-                queue.append(.usageRead(try UsageCounters.read(), error: nil))
-            } catch {
-                queue.append(.usageRead(nil, error: "\(error)"))
+            switch counters.read() {
+            case let .success(reading): feed(.usageRead(reading, error: nil))
+            case let .failure(e): feed(.usageRead(nil, error: "\(e)"))
             }
         case let .saveUsage(book):
-            do {
-                try usageStore.save(book)
-                queue.append(.usageSaved(error: nil))
-            } catch {
-                queue.append(.usageSaved(error: "\(usageStore.path): \(error)"))
+            let store = usageStore
+            if !stopping, let usageWriter, !usageWriter.busy {
+                do {
+                    try usageWriter.run({ store.save(book) }) { [unowned self] in self.usageSaved($0) }
+                    return
+                } catch {
+                    Log.warning("cannot start a thread to write the usage totals (\(error)); writing them on the loop")
+                }
             }
+            usageSaved(store.save(book))
         case let .loadUsageRules(script, report):
             let start = Clock.monotonicMicroseconds()
             let error = enforcer.loadUsage(script)
             Log.debug("usage: nft transaction of \(script.utf8.count) bytes took \((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {
-                queue.append(.usageRulesLoaded(error: error))
+                feed(.usageRulesLoaded(error: error))
             } else if let error {
                 Log.debug("usage: removing a table left by an earlier run: \(error)")
             }
         case let .steer(plan):
-            queue.append(.steered(error: steerer.apply(plan)))
+            feed(.steered(error: steerer.apply(plan)))
             steeringMarks(plan?.allowances.map(\.mark) ?? [])
         }
     }
 
+    private func stored(_ outcome: StoreOutcome) {
+        switch outcome {
+        case .stored: feed(.stored(error: nil))
+        case let .storedNotSynced(why):
+            // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
+            Log.warning("decisions written to \(store.path), but syncing \(why); a crash soon may lose the last decision")
+            feed(.stored(error: nil))
+        case let .failed(why): feed(.stored(error: why))
+        }
+    }
+
+    private func usageSaved(_ outcome: StoreOutcome) {
+        switch outcome {
+        case .stored: feed(.usageSaved(error: nil))
+        case let .storedNotSynced(why):
+            Log.warning("usage totals written to \(usageStore.path), but syncing \(why)")
+            feed(.usageSaved(error: nil))
+        case let .failed(why): feed(.usageSaved(error: why))
+        }
+    }
+
     /// The kernel's picture, with what sysfs says of each link.
-    func kernelChanged(_ snapshot: KernelSnapshot) {
+    public func kernelChanged(_ snapshot: KernelSnapshot) {
         lastKernel = snapshot
         var s = snapshot
         s.wifi = wifi
@@ -189,23 +228,23 @@ final class Interpreter: ControlDelegate {
     }
 
     /// A Wi-Fi link's network changed (associated, roamed, disconnected): the same kernel picture, new networks.
-    func wifiChanged(_ networks: [Int32: WifiFacts]) {
+    public func wifiChanged(_ networks: [Int32: WifiFacts]) {
         wifi = networks
         if let k = lastKernel { kernelChanged(k) }
     }
 
     // MARK: - ControlDelegate
 
-    func caughtUp(_ id: UInt64, dropped: Int) { feed(.caughtUp(id, dropped: dropped)) }
+    public func caughtUp(_ id: UInt64, dropped: Int) { feed(.caughtUp(id, dropped: dropped)) }
 
-    func opened(_ id: UInt64, fd: Int32, connector: Credentials) {
+    public func opened(_ id: UInt64, fd: Int32, connector: Credentials) {
         connections[id] = (fd, connector, nil)
     }
 
     /// Each request is answered for the process that sent it. The engine learns who that is before the first
     /// request, and again only when a request comes from another pid than the last one did: the same sender
     /// costs a comparison.
-    func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials) {
+    public func frame(_ id: UInt64, _ frame: LineFramer.Frame, sender: Credentials) {
         guard let c = connections[id] else { return }
         if c.pid != sender.pid {
             let identity = identities.identify(sender: sender, socket: c.fd, connector: c.connector)
@@ -218,12 +257,12 @@ final class Interpreter: ControlDelegate {
         }
     }
 
-    func closed(_ id: UInt64) {
+    public func closed(_ id: UInt64) {
         guard let c = connections.removeValue(forKey: id), c.pid != nil else { return }
         feed(.closed(id))
     }
 
-    func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8] {
+    public func refusalLine(_ refusal: ControlServer.Refusal) -> [UInt8] {
         switch refusal {
         case let .total(limit):
             return ProtocolError(.tooManyConnections, "netpermd serves at most \(limit) connections at once; try again later").line

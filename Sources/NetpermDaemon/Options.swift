@@ -2,32 +2,32 @@ import NetpermCore
 import NetpermCore
 
 /// Command-line options of netpermd.
-struct Options {
-    var socketPath = "/run/netpermd/netpermd.sock"
-    var configPath = "/etc/netpermd/netpermd.conf"
-    var configGiven = false
-    var stateDir = "/var/lib/netpermd"
-    var sysfsRoot = "/sys"
+public struct Options: Sendable {
+    public var socketPath = "/run/netpermd/netpermd.sock"
+    public var configPath = "/etc/netpermd/netpermd.conf"
+    public var configGiven = false
+    public var stateDir = "/var/lib/netpermd"
+    public var sysfsRoot = "/sys"
     /// Where classification reads PPP sessions and pppd's descriptors, and pppd's and networkd's run-time files.
-    var procRoot = "/proc"
-    var runRoot = "/run"
-    var logLevel = Priority.info
+    public var procRoot = "/proc"
+    public var runRoot = "/run"
+    public var logLevel = Priority.info
     /// SO_RCVBUF of the netlink event socket; tests shrink it to force overruns.
-    var netlinkReceiveBuffer: Int32 = 4 << 20
+    public var netlinkReceiveBuffer: Int32 = 4 << 20
     /// How long a subscriber that fell behind may take to catch up before it is disconnected.
-    var subscriberTimeoutSeconds: UInt64 = 30
+    public var subscriberTimeoutSeconds: UInt64 = 30
 
     /// Connections at once, everyone's together (fewer if the descriptor limit leaves less room).
-    var maxConnections = 16384
+    public var maxConnections = 16384
     /// Connections at once per uid other than root and the daemon's own.
-    var maxConnectionsPerUID = 256
+    public var maxConnectionsPerUID = 256
     /// `--remove-rules`: remove what enforcement left in the kernel and exit.
-    var removeRules = false
+    public var removeRules = false
     /// `--clock-offset-file PATH`, for tests: seconds added to the wall clock, read again before each reading of
     /// the usage counters, so that a test moves time to the next period.
-    var clockOffsetFile: String?
+    public var clockOffsetFile: String?
 
-    static let usage = """
+    public static let usage = """
         usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
                         [--proc PATH] [--run PATH] [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--max-connections N]
                         [--max-connections-per-uid N] [--remove-rules] [--clock-offset-file PATH] [--version] [--help]
@@ -54,9 +54,9 @@ struct Options {
           -h, --help         print this help and exit
         """
 
-    enum ParseResult { case run(Options), exit(Int32, String) }
+    public enum ParseResult { case run(Options), exit(Int32, String) }
 
-    static func parse(_ args: [String]) -> ParseResult {
+    public static func parse(_ args: [String]) -> ParseResult {
         var o = Options()
         var i = 0
         func value() -> String? {

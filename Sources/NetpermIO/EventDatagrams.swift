@@ -1,10 +1,10 @@
 import Glibc
-import NetpermIO
 
-/// The datagrams queued on a netlink event socket, read without blocking into one buffer that grows to fit. Both
-/// event sockets (rtnetlink, nl80211) read this way, and both must notice when messages were lost.
-struct EventDatagrams {
-    enum Loss {
+/// The datagrams queued on a netlink event socket, read without blocking into one buffer that grows to fit. Every
+/// event socket (rtnetlink, nl80211, nftables notifications, NFLOG) reads this way, and each must notice when
+/// messages were lost.
+public struct EventDatagrams {
+    public enum Loss {
         /// The kernel dropped messages (ENOBUFS): the socket's buffer overran.
         case overrun(Errno)
         /// A datagram was longer than the buffer (now grown to fit the next one): its end was lost.
@@ -13,9 +13,11 @@ struct EventDatagrams {
 
     private var buffer = [UInt8](repeating: 0, count: 65536)
 
+    public init() {}
+
     /// Reads every datagram queued; `datagram` gets each one's bytes, `lost` each loss. Throws the first other
     /// error, after which nothing more is read.
-    mutating func drain(_ fd: Int32, lost: (Loss) -> Void,
+    public mutating func drain(_ fd: Int32, lost: (Loss) -> Void,
                         datagram: (UnsafeMutableRawBufferPointer) -> Void) throws(Errno) {
         while true {
             let n: Int?

@@ -1,9 +1,9 @@
 import Glibc
 import NetpermIO
 
-/// An EventLoop over poll(2) for tests: the transport runs on it exactly as on sd-event, one pass at a time,
-/// with no daemon behind it.
-final class TestLoop: EventLoop {
+/// An EventLoop over poll(2) for tests: the transport and the daemon's interpreter run on it exactly as on
+/// sd-event, one pass at a time. Its timers keep a `FakeClock`: they fire only when the test advances it.
+public final class TestLoop: EventLoop {
     final class Source: IOSource, TimerSource {
         let fd: Int32
         var events: UInt32
@@ -25,37 +25,49 @@ final class TestLoop: EventLoop {
     }
 
     private var sources: [Source] = []
-    private var timers: [(at: UInt64, source: Source)] = []
+    private let clock = FakeClock<Int>()
+    private var timers: [Int: Source] = [:]
+    private var nextTimer = 0
 
-    func addIO(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(Errno) -> IOSource {
+    public init() {}
+
+    public func addIO(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(Errno) -> IOSource {
         let s = Source(fd: fd, events: events, handler: handler)
         sources.append(s)
         return s
     }
 
-    func addTimer(afterMicroseconds usec: UInt64, _ handler: @escaping () -> Void) throws(Errno) -> TimerSource {
+    public func addTimer(afterMicroseconds usec: UInt64, _ handler: @escaping () -> Void) throws(Errno) -> TimerSource {
         let s = Source(fd: -1, events: 0) { _ in handler() }
-        timers.append((Clock.monotonicMicroseconds() + usec, s))
+        nextTimer += 1
+        timers[nextTimer] = s
+        clock.arm(nextTimer, after: usec)
         return s
     }
 
-    func watch(directory path: String, _ handler: @escaping (String?) -> Void) throws(Errno) -> TimerSource {
+    /// Moves the clock, firing each timer that falls due (and was not cancelled), earliest first.
+    public func advance(byMicroseconds usec: UInt64) {
+        clock.advance(by: usec) { id in
+            guard let s = timers.removeValue(forKey: id), s.live else { return }
+            s.live = false
+            s.handler(0)
+        }
+    }
+
+    /// Timers armed and not yet fired or cancelled.
+    public var armedTimers: Int { timers.values.filter(\.live).count }
+
+    public func watch(directory path: String, _ handler: @escaping (String?) -> Void) throws(Errno) -> TimerSource {
         throw Errno(ENOSYS)
     }
 
-    func makeIOGroup() throws(Errno) -> IOGroup { Group(loop: self) }
+    public func makeIOGroup() throws(Errno) -> IOGroup { Group(loop: self) }
 
-    func exit(code: Int32) {}
+    public func exit(code: Int32) {}
 
     /// One pass: waits up to `timeoutMilliseconds` for a ready source, then dispatches each ready one once.
-    func runOnce(timeoutMilliseconds: Int32 = 50) {
+    public func runOnce(timeoutMilliseconds: Int32 = 50) {
         sources.removeAll { !$0.live }
-        let now = Clock.monotonicMicroseconds()
-        for t in timers where t.at <= now && t.source.live {
-            t.source.live = false
-            t.source.handler(0)
-        }
-        timers.removeAll { !$0.source.live }
         let watched = sources.filter { $0.events != 0 }
         var fds = watched.map { pollfd(fd: $0.fd, events: Self.pollEvents($0.events), revents: 0) }
         guard (try? sys { poll(&fds, nfds_t(fds.count), timeoutMilliseconds) }) ?? 0 > 0 else { return }
@@ -65,7 +77,7 @@ final class TestLoop: EventLoop {
     }
 
     /// Passes of the loop until `done` holds; false after `timeout` seconds.
-    func run(until done: () -> Bool, timeout: Double = 5) -> Bool {
+    public func run(until done: () -> Bool, timeout: Double = 5) -> Bool {
         let deadline = Clock.monotonicSeconds() + timeout
         while !done() {
             if Clock.monotonicSeconds() > deadline { return false }

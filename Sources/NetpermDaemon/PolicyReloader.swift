@@ -3,7 +3,7 @@ import NetpermIO
 
 /// Reloads the policy when its files change (inotify on the config's directory and the drop-in directory,
 /// debounced so an editor's write-rename-chmod burst is one reload) or on demand (SIGHUP).
-final class PolicyReloader {
+public final class PolicyReloader {
     static let debounceMicroseconds: UInt64 = 200_000
 
     private let loop: EventLoop
@@ -15,7 +15,7 @@ final class PolicyReloader {
     private var dropInWatch: TimerSource?
     private var timer: TimerSource?
 
-    init(loop: EventLoop, configPath: String, reload: @escaping () -> Void) {
+    public init(loop: EventLoop, configPath: String, reload: @escaping () -> Void) {
         self.loop = loop
         configDir = Files.directory(of: configPath)
         configName = Files.name(of: configPath)
@@ -43,7 +43,7 @@ final class PolicyReloader {
         }
     }
 
-    func reloadNow() {
+    public func reloadNow() {
         timer?.cancel()
         timer = nil
         // The drop-in directory may have appeared or been replaced since the last look.

@@ -1,0 +1,79 @@
+import NetpermCore
+import NetpermHost
+import NetpermIO
+import NetpermNftables
+import NetpermSystemd
+
+/// The edges the interpreter drives besides the loop and the transport, each a protocol: the daemon gives it the
+/// real adapters, its unit tests fakes, so that what the interpreter does with each effect is tested without root,
+/// the kernel or the disk.
+
+/// Where lasting decisions are written (`DecisionStore`). Called off the loop's thread.
+public protocol DecisionSaving: Sendable {
+    var path: String { get }
+    func save(_ d: Decisions) -> StoreOutcome
+}
+
+extension DecisionStore: DecisionSaving {}
+
+/// Enforcement in the kernel (`Enforcer`: libnftables, the nftables event socket, NFLOG).
+public protocol RuleLoading: AnyObject {
+    /// Runs the transactions in order, stopping at the first that fails; nil, or why it failed. `inForce`: the
+    /// whole ruleset they lead to.
+    func load(_ transactions: [String], inForce: String) -> String?
+    /// Loading the rules again after another process changed them failed.
+    var repairFailed: (String) -> Void { get set }
+    /// The kernel rejected and logged a packet of this app and pending kind.
+    var blocked: (String, PolicyDimension) -> Void { get set }
+    /// Runs one script of the usage table as one transaction (the removal only if the table exists); nil, or why
+    /// it failed.
+    func loadUsage(_ script: String) -> String?
+    /// Another process changed the usage table; the kernel said a quota object of it ran out.
+    var usageChanged: () -> Void { get set }
+    var quotaReached: (String) -> Void { get set }
+}
+
+extension Enforcer: RuleLoading {}
+
+/// Where the usage totals are written (`UsageStore`). Called off the loop's thread.
+public protocol UsageSaving: Sendable {
+    var path: String { get }
+    func save(_ book: UsageBook) -> StoreOutcome
+}
+
+extension UsageStore: UsageSaving {}
+
+/// The usage table's counters and quota objects (`UsageCounters`, over netfilter netlink); nil: no table.
+public protocol UsageCounting: AnyObject {
+    func read() -> Result<UsageReading?, Errno>
+}
+
+final class KernelUsageCounters: UsageCounting {
+    func read() -> Result<UsageReading?, Errno> { Result { () throws(Errno) in try UsageCounters.read() } }
+}
+
+/// Mode=steer's program, maps, rules and tables (`Steerer`).
+public protocol SteeringLoading: AnyObject {
+    /// Puts the plan in the kernel (nil: removes steering); nil or what failed.
+    func apply(_ plan: SteeringPlan?) -> String?
+    /// The kernel's picture changed: the tables follow the main table. `.none`: nothing new to report.
+    func follow() -> String??
+}
+
+extension Steerer: SteeringLoading {}
+
+/// What the service manager is told, as sd_notify(3) fields.
+public enum ServiceManager {
+    public static func fields(_ n: NotifyMessage) -> String {
+        switch n {
+        case let .ready(status): return "READY=1\nSTATUS=\(status)"
+        case let .status(status): return "STATUS=\(status)"
+        // As Type=notify-reload expects (and Type=notify accepts).
+        case .reloading: return "RELOADING=1\nMONOTONIC_USEC=\(Clock.monotonicMicroseconds())"
+        case .stopping: return "STOPPING=1"
+        }
+    }
+
+    /// sd_notify(3) of the message (nothing without NOTIFY_SOCKET).
+    public static func notify(_ n: NotifyMessage) { Notify.send(fields(n)) }
+}
