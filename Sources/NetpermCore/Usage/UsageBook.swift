@@ -56,7 +56,8 @@ public struct UsageBook: Equatable, Sendable {
             }
         }
         instance = reading.instance
-        baseline = reading.counters
+        // A counter at zero is as good as none: its growth is its value either way.
+        baseline = reading.counters.filter { $0.value.bytes != 0 || $0.value.packets != 0 }
         return moved
     }
 
