@@ -74,8 +74,10 @@ final class EngineHarness: EngineEdges {
 
     init(policy: String = "", links: [Link] = [], agents: Bool = false, decisions: Decisions = Decisions(),
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
-         accounts: AccountResolver = FakeAccounts(), started: Bool = true, usage: UsageBook = UsageBook()) {
+         accounts: AccountResolver = FakeAccounts(), started: Bool = true, usage: UsageBook = UsageBook(),
+         usageReading: UsageReading? = nil) {
         self.accounts = accounts
+        self.usageReading = usageReading
         driver = EngineDriver(engine: Engine(settings: settings, decisions: decisions, usage: usage))
         driver.edges = self
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]

@@ -32,10 +32,12 @@ final class EngineUsageTests: XCTestCase {
     lazy var tags = ConnectionTags.assign(["maps", "web", "desk"])
     let wwanM = UsageClass(kind: .wwan, metered: true)
 
-    func harness(_ policy: String = EngineUsageTests.policy, usage: UsageBook = UsageBook()) -> EngineHarness {
+    func harness(_ policy: String = EngineUsageTests.policy, usage: UsageBook = UsageBook(),
+                 reading: UsageReading? = nil) -> EngineHarness {
         let wall = self.wall
         return EngineHarness(policy: policy, links: [Links.lo, Links.wwan],
-                             settings: Engine.Settings(daemonUID: 0, logLevel: .debug, wallClock: { wall.now }), usage: usage)
+                             settings: Engine.Settings(daemonUID: 0, logLevel: .debug, wallClock: { wall.now }), usage: usage,
+                             usageReading: reading)
     }
 
     /// The fake kernel's counters: `bytes` sent by `app` over metered wwan (and as many received by other processes).
@@ -339,6 +341,20 @@ final class EngineUsageTests: XCTestCase {
         second.usageReading = first.usageReading
         count(second, "web", sent: 1500)
         XCTAssertEqual(second.request(second.connect(), "USAGE web")["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 1500)
+    }
+
+    /// What the kernel counted while no daemon ran is the app's, read at the first reading (before any rules).
+    func testCountsMadeWhileNoDaemonRanAreTheApps() throws {
+        let first = harness()
+        count(first, "web", sent: 1000)
+        first.feed(.stopping)
+        let saved = first.usageSaves.last!
+        count(first, "web", sent: 1700)
+        let second = harness(usage: saved, reading: first.usageReading)
+        let r = second.request(second.connect(), "USAGE")
+        let web = try XCTUnwrap(r["apps"]?.arrayValue?.first { $0["app"]?.stringValue == "web" })
+        XCTAssertEqual(web["current"]?["sent_bytes"], 1700)
+        XCTAssertEqual(r["other"]?["current"]?["sent_bytes"], 0, "none of it is other processes'")
     }
 
     func testMetricsPerAppAndKind() throws {

@@ -145,6 +145,9 @@ extension Engine {
             usage.synced = true
             usage.tableMayExist = reading != nil || usage.tableMayExist
             if let r = reading {
+                // The tags name the policy's apps from the first reading on: counts made while no daemon ran (a
+                // restart, a crash) are the apps', not other processes'.
+                refreshTagging()
                 let owners = usage.owners
                 let moved = usage.book.absorb(r, owner: { owners[$0] })
                 if !moved.isEmpty || !usage.book.other.current.isEmpty { usage.dirty = true }
@@ -392,7 +395,7 @@ extension Engine {
     }
 
     /// The tags and tagging of the policy and cgroups in force.
-    private func refreshTagging() {
+    func refreshTagging() {
         if let k = usage.taggingKey, k.generation == state.policyGeneration, k.cgroups == enforcement.cgroups,
            usage.tagging != nil { return }
         usage.tagging = Ruleset.tagging(apps: state.config.apps, cgroups: enforcement.cgroups)
