@@ -206,6 +206,21 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertEqual(q["budget"]?["exhausted"], true)
     }
 
+    /// The kernel's 80% and 100% notices came faster than the readings (a fast transfer): both are told, in order.
+    func testBothThresholdsAreToldWhenTheKernelCrossesThemBetweenReadings() {
+        let h = harness()
+        let watcher = h.connect(Peers.admin)
+        _ = h.subscribe(watcher, "usage")
+        count(h, "maps", sent: 500_000)
+        let tag = ConnectionTags.text(tags["maps"]!).dropFirst(2)
+        h.usageReading!.quotas["w_\(tag)"] = true
+        h.feed(.budgetReached(quota: "w_\(tag)"))
+        h.usageReading!.quotas["b_\(tag)"] = true
+        h.feed(.budgetReached(quota: "b_\(tag)"))
+        XCTAssertEqual(h.takeEvents(watcher, named: "usage").map { $0["percent"] }, [80, 100])
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted")
+    }
+
     /// A reset drops what was counted up to a reading made after it, is saved before it is answered, and opens the
     /// budget: its quotas are made again from nothing.
     func testResetReopensTheBudget() throws {

@@ -55,8 +55,9 @@ struct UsageKeeper {
     var loading: UsageRules?
     /// The quota objects the kernel holds, as the last reading or load left them.
     var kernelQuotas: Set<String> = []
-    /// Tags whose budget quota the kernel reported used up since it was made.
+    /// Tags whose budget quota (and 80% quota) the kernel reported used up since it was made.
     var depleted: Set<UInt32> = []
+    var warned: Set<UInt32> = []
     /// The table may be in the kernel: Count=yes loaded it, or a start with Count=no has not looked yet.
     var tableMayExist = true
     var attempts = 0
@@ -153,6 +154,7 @@ extension Engine {
                 if !moved.isEmpty || !usage.book.other.current.isEmpty { usage.dirty = true }
                 usage.kernelQuotas = Set(r.quotas.keys)
                 usage.depleted = Set(r.quotas.compactMap { name, out in out ? UsageRules.Budget.tag(ofBudget: name) : nil })
+                usage.warned = Set(r.quotas.compactMap { name, out in out ? UsageRules.Budget.tag(ofWarning: name) : nil })
                 if !moved.isEmpty, moved.contains(where: { state.config.meteredBudget(for: state.config.app(named: $0)) != nil }) {
                     invalidateReplies()
                 }
@@ -165,6 +167,7 @@ extension Engine {
             log(.notice, "usage: a new period starts on \(start) (the last one started on \(was))")
             usage.book.drop(except: Set(state.config.apps.map(\.id)))
             usage.depleted = []
+            usage.warned = []
             usage.dirty = true
             invalidateReplies()
         } else if usage.book.period == nil {
@@ -175,7 +178,12 @@ extension Engine {
         for r in resets {
             usage.book.reset(r.app, at: now.epoch)
             log(.notice, "usage: " + (r.app.map { "\($0)'s counts reset" } ?? "every app's counts reset"))
-            if let app = r.app { usage.tags[app].map { _ = usage.depleted.remove($0) } } else { usage.depleted = [] }
+            if let app = r.app {
+                usage.tags[app].map { _ = usage.depleted.remove($0); _ = usage.warned.remove($0) }
+            } else {
+                usage.depleted = []
+                usage.warned = []
+            }
             usage.dirty = true
             usage.resetsSaving.append((r.requester, r.app, now.epoch))
             invalidateReplies()
@@ -246,6 +254,7 @@ extension Engine {
     /// A quota object of the usage table ran out (the kernel said so on its own): a budget, or its 80%.
     func budgetReached(_ quota: String) {
         if let tag = UsageRules.Budget.tag(ofBudget: quota) { usage.depleted.insert(tag) }
+        if let tag = UsageRules.Budget.tag(ofWarning: quota) { usage.warned.insert(tag) }
         log(.debug, "usage: quota \(quota) used up")
         settleBudgets()
         requestUsageRead()
@@ -268,16 +277,18 @@ extension Engine {
         for app in state.config.apps {
             guard let fact = budgetFact(for: app.id) else { continue }
             if fact.exhausted { exhausted.insert(app.id) }
-            let warned = fact.used >= UsageRules.Budget.warningLimit(fact.limit)
-            let percent = fact.exhausted ? 100 : warned ? 80 : 0
-            guard percent > usage.book[app.id].announced else { continue }
-            usage.book.apps[app.id, default: AppUsage()].announced = percent
-            usage.dirty = true
-            log(percent == 100 ? .notice : .info, "usage: \(app.id) has used \(percent)% of its metered budget "
-                + "(\(ByteSize.text(fact.used)) of \(ByteSize.text(fact.limit)))"
-                + (percent == 100 ? (fact.enforced ? "; refused on metered links" : "; advice only, nothing refuses it")
-                    + " until the next period or a reset" : ""))
-            pendingEvents.append(.usage(BudgetNotice(app: app.id, percent: percent, budget: fact)))
+            let warned = fact.exhausted || fact.used >= UsageRules.Budget.warningLimit(fact.limit)
+                || usage.tags[app.id].map { usage.warned.contains($0) } ?? false
+            // Each threshold crossed is told, in order, even when one reading or the kernel's notices cross both.
+            for percent in [80, 100] where percent > usage.book[app.id].announced && (percent == 100 ? fact.exhausted : warned) {
+                usage.book.apps[app.id, default: AppUsage()].announced = percent
+                usage.dirty = true
+                log(percent == 100 ? .notice : .info, "usage: \(app.id) has used \(percent)% of its metered budget "
+                    + "(\(ByteSize.text(fact.used)) of \(ByteSize.text(fact.limit)) counted)"
+                    + (percent == 100 ? (fact.enforced ? "; refused on metered links" : "; advice only, nothing refuses it")
+                        + " until the next period or a reset" : ""))
+                pendingEvents.append(.usage(BudgetNotice(app: app.id, percent: percent, budget: fact)))
+            }
         }
         setExhausted(exhausted)
     }
@@ -350,7 +361,10 @@ extension Engine {
             let oldBudgets = Dictionary((old?.budgets ?? []).map { ($0.tag, $0) }, uniquingKeysWith: { a, _ in a })
             // A quota made again starts from the bytes counted, below the budget unless used up.
             for b in r.budgets where old == nil || oldBudgets[b.tag] != b {
-                if let app = usage.owners[b.tag], usage.book[app].current.meteredBytes < b.limit { usage.depleted.remove(b.tag) }
+                guard let app = usage.owners[b.tag] else { continue }
+                let used = usage.book[app].current.meteredBytes
+                if used < b.limit { usage.depleted.remove(b.tag) }
+                if used < b.warningLimit { usage.warned.remove(b.tag) }
             }
             usage.inForce = r
             usage.kernelQuotas = r.quotaNames
@@ -517,6 +531,12 @@ extension UsageRules.Budget {
     /// The tag a budget's quota object is named for (`b_6e8012ab`); nil for other names (its 80% is `w_`).
     static func tag(ofBudget name: String) -> UInt32? {
         guard name.hasPrefix("b_") else { return nil }
+        return UInt32(name.dropFirst(2), radix: 16)
+    }
+
+    /// The tag a budget's 80% quota object is named for (`w_6e8012ab`).
+    static func tag(ofWarning name: String) -> UInt32? {
+        guard name.hasPrefix("w_") else { return nil }
         return UInt32(name.dropFirst(2), radix: 16)
     }
 
