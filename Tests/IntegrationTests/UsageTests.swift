@@ -154,6 +154,20 @@ final class UsageTests: IntegrationTestCase {
             print("usage totals: \(name): \(txPackets) frames sent, \(rxPackets) received, all counted")
         }
 
+        // The same counts as Prometheus counters, which promtool accepts.
+        let metrics = try ctl(["--socket", socket, "metrics"])
+        XCTAssertEqual(metrics.status, 0, metrics.summary)
+        let sinceReset = try counted("sender", kind: "wwan", metered: true, period: "since_reset")
+        for (series, value) in [("netpermd_app_sent_bytes_total", sinceReset.sent),
+                                ("netpermd_app_received_packets_total", sinceReset.receivedPackets)] {
+            XCTAssertTrue(metrics.stdout.contains("\(series){app=\"sender\",kind=\"wwan\",metered=\"true\"} \(value)\n"),
+                          "\(series) \(value): \(metrics.stdout)")
+        }
+        let promtool = try Repository.requireTool("promtool", package: "prometheus")
+        let check = try Subprocess.run([promtool, "check", "metrics"], input: Array(metrics.stdout.utf8))
+        XCTAssertEqual(check.status, 0, check.summary)
+        XCTAssertEqual(check.stdout + check.stderr, "", "promtool has nothing to say")
+
         // An unprivileged user sees their own apps only: no one else's, no other processes, no reset.
         func asSender(_ args: [String]) throws -> CommandResult {
             try Subprocess.run(["setpriv", "--reuid", "\(Self.sender)", "--regid", "\(Self.sender)", "--clear-groups",

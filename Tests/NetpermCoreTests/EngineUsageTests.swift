@@ -382,6 +382,8 @@ final class EngineUsageTests: XCTestCase {
                      "netpermd_app_received_bytes_total{app=\"maps\",kind=\"wwan\",metered=\"true\"} 100",
                      "netpermd_app_sent_bytes_total{app=\"desk\",kind=\"wwan\",metered=\"true\"} 0",
                      "netpermd_app_received_bytes_total{app=\"(other)\",kind=\"wwan\",metered=\"true\"} 4000",
+                     "netpermd_app_sent_packets_total{app=\"maps\",kind=\"wwan\",metered=\"true\"} 4",
+                     "netpermd_app_received_packets_total{app=\"(other)\",kind=\"wwan\",metered=\"true\"} 1",
                      "netpermd_app_metered_budget_bytes{app=\"maps\"} 1048576",
                      "netpermd_app_metered_used_bytes{app=\"maps\"} 4100"] {
             XCTAssertTrue(text.contains(line + "\n"), line)

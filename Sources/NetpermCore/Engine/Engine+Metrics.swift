@@ -143,15 +143,22 @@ extension Engine {
         classes.formUnion(book.other.sinceReset.entries.map(\.usageClass))
         let sorted = classes.sorted()
         let rows: [(String, AppUsage)] = state.config.apps.map { ($0.id, book[$0.id]) } + [("(other)", book.other)]
-        for direction in UsageDirection.allCases {
-            let name = direction == .sent ? "netpermd_app_sent_bytes_total" : "netpermd_app_received_bytes_total"
-            m.family(name, .counter, "Bytes (IP headers included) \(direction.rawValue) by each app over links of a kind, "
-                + "metered or not, since its last reset; (other): every other process, and forwarded traffic.")
-            for (app, u) in rows {
-                for c in sorted {
-                    let counts = u.sinceReset[c]
-                    m.sample(count: direction == .sent ? counts.sentBytes : counts.receivedBytes,
-                             ["app": app, "kind": c.kind.rawValue, "metered": String(c.metered)])
+        for (unit, help) in [("bytes", "Bytes (IP headers included)"), ("packets", "IP packets")] {
+            for direction in UsageDirection.allCases {
+                m.family("netpermd_app_\(direction.rawValue)_\(unit)_total", .counter, "\(help) \(direction.rawValue) by each "
+                    + "app over links of a kind, metered or not, since its last reset; (other): every other process, and "
+                    + "forwarded traffic.")
+                for (app, u) in rows {
+                    for c in sorted {
+                        let counts = u.sinceReset[c]
+                        let n = switch (direction, unit == "bytes") {
+                        case (.sent, true): counts.sentBytes
+                        case (.sent, false): counts.sentPackets
+                        case (.received, true): counts.receivedBytes
+                        case (.received, false): counts.receivedPackets
+                        }
+                        m.sample(count: n, ["app": app, "kind": c.kind.rawValue, "metered": String(c.metered)])
+                    }
                 }
             }
         }
