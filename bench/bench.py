@@ -53,16 +53,16 @@ FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_g
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
             big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
-            glib_inits=30, glib_toggles=200, alarm_s=1200)
+            glib_inits=30, glib_toggles=200, usage_reads=50, alarm_s=1200)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
              route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
-             glib_inits=2, glib_toggles=4, alarm_s=180)
+             glib_inits=2, glib_toggles=4, usage_reads=5, alarm_s=180)
 
 
 PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",
-          "glib"]
+          "glib", "usage"]
 
 
 class BenchError(Exception):
@@ -878,6 +878,132 @@ class Bench:
             "on_mbit_s": [x["on"][0] for x in cycles], "off_mbit_s": [x["off"][0] for x in cycles],
             "on_dgram_cpu_ns": [x["on"][1] for x in cycles], "off_dgram_cpu_ns": [x["off"][1] for x in cycles]}
 
+    def usage_conf(self, path, apps):
+        """[Usage] Count=yes in Mode=off (a counting-only table), btp0 classified wwan (metered), the app TPUT_UID
+        with a budget it never reaches (so its packets also pass the budget's quota objects), then `apps` User= apps."""
+        parts = [f"[Interface {TPUT_LINK}]\nKind=wwan\n\n[Usage]\nCount=yes\nSaveIntervalSec=3600\n\n"
+                 f"[Defaults]\nWWAN=allow\n\n[App tputapp]\nUser={TPUT_UID}\nMeteredBudget=1T\n"]
+        for i in range(apps):
+            parts.append(f"\n[App uapp{i:05d}]\nUser={200000 + i}\n")
+        with open(path + ".tmp", "w") as f:
+            f.write("".join(parts))
+        os.replace(path + ".tmp", path)
+
+    @staticmethod
+    def connection_tags(names):
+        """ConnectionTags.assign: each app's tag, FNV-1a of its name in 23 bits (base 0x6e800000), a collision taking
+        the next free one, in name order."""
+        tags, taken = {}, set()
+        for name in sorted(set(names)):
+            h = 0x811C9DC5
+            for b in name.encode():
+                h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+            t = h & 0x7FFFFF
+            while t in taken:
+                t = (t + 1) & 0x7FFFFF
+            taken.add(t)
+            tags[name] = 0x6E800000 | t
+        return tags
+
+    def usage_table_loaded(self):
+        return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd_usage"],
+                   check=False).returncode == 0
+
+    def start_counting(self, sock, conf):
+        d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
+                       + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-usage")), log_name="netpermd-usage.log")
+
+        def counting():
+            if d.poll() is not None:
+                raise BenchError(f"netpermd ([Usage] Count=yes) exited with {d.returncode}" + self.daemon_log_tail())
+            return json.loads(self.ask(sock, "STATUS", timeout=5))["usage"]["state"] == "counting"
+        self.wait_for(counting, "the counting rules in force", 30)
+        if not self.usage_table_loaded():
+            raise BenchError("STATUS says counting but the kernel has no table inet netpermd_usage")
+        return d
+
+    def usage_sent(self, sock):
+        r = json.loads(self.ask(sock, "USAGE tputapp", timeout=30))
+        return r["apps"][0]["current"]["sent_bytes"]
+
+    def bench_usage(self):
+        """17: a counted app's TCP bulk and 64-byte datagrams ([Usage] Count=yes, Mode=off: the counting-only table,
+        over a metered link, through its budget's quotas, 10,001 apps in the policy) against no rules, in paired cycles
+        as figure 10; then the cost of one reading of every counter with 10,001 apps' elements in the counting sets
+        (the daemon's CPU per `USAGE APP`, which reads the whole table first) against the same with one app's."""
+        c = self.c
+        log(f"usage: {c['tput_rounds']} cycle(s) of TCP bulk ({c['tput_s']} s) and {c['dgrams']} datagrams, "
+            f"counted and not; {c['usage_reads']} readings of {c['big_apps'] + 1} apps' counters")
+        self.tput_links()
+        conf = os.path.join(self.dir, "usage.conf")
+        self.usage_conf(conf, c["big_apps"])
+        sock = os.path.join(self.dir, "usage.sock")
+        cycles = []
+
+        def measure():
+            return self.tput_send(TPUT_UID)["mbit_s"], self.tput_dgrams()["cpu_ns"]
+
+        def read_cost(d, n):
+            """Round trip (µs) of each `USAGE tputapp`, and the daemon's CPU per reading (µs)."""
+            self.settle_cpu(d.pid)
+            times, cpu0 = [], self.cpu_ns(d.pid)
+            for _ in range(n):
+                t = time.monotonic()
+                self.ask(sock, "USAGE tputapp", timeout=30)
+                times.append((time.monotonic() - t) * 1e6)
+            self.settle_cpu(d.pid)
+            return stats(times), (self.cpu_ns(d.pid) - cpu0) / 1000 / n
+
+        reading = {}
+        for i in range(c["tput_rounds"]):
+            cycle = {}
+            for side in (("on", "off") if i % 2 == 0 else ("off", "on")):
+                if side == "off":
+                    if self.usage_table_loaded():
+                        raise BenchError("the counting table is loaded without netpermd running")
+                    cycle["off"] = measure()
+                    continue
+                d = self.start_counting(sock, conf)
+                self.settle_cpu(d.pid)
+                before = self.usage_sent(sock)
+                cycle["on"] = measure()
+                if self.usage_sent(sock) <= before:
+                    raise BenchError("the counted app's bytes did not grow")
+                if i == 0:
+                    # Every app's elements, as if each had sent and received over the metered link.
+                    reading["one_app_us"], reading["one_app_cpu_us"] = read_cost(d, c["usage_reads"])
+                    names = [f"uapp{k:05d}" for k in range(c["big_apps"])]
+                    assigned = self.connection_tags(names + ["tputapp"])
+                    tags = [assigned[n] for n in names]
+                    script = "".join(
+                        f"add element inet netpermd_usage {s} {{ "
+                        + ", ".join(f"0x{t:08x} counter packets {k + 1} bytes {1000 * (k + 1)}"
+                                    for k, t in enumerate(tags[j:j + 1000])) + " }\n"
+                        for s in ("count_sent_wwan_metered", "count_received_wwan_metered")
+                        for j in range(0, len(tags), 1000))
+                    run(["ip", "netns", "exec", self.ns, "nft", "-f", "-"], input=script, timeout=120)
+                    reading["all_apps_us"], reading["all_apps_cpu_us"] = read_cost(d, c["usage_reads"])
+                    t = time.monotonic()
+                    listed = run(["ip", "netns", "exec", self.ns, "nft", "-j", "list", "table", "inet", "netpermd_usage"],
+                                 timeout=120).stdout
+                    reading["nft_list_ms"] = (time.monotonic() - t) * 1000
+                    reading["elements"] = listed.count('"counter"')
+                    r = json.loads(self.ask(sock, "USAGE", timeout=30))
+                    counted = sum(1 for a in r["apps"] if a["current"]["sent_bytes"] > 0)
+                    if counted < c["big_apps"]:
+                        raise BenchError(f"only {counted} of {c['big_apps']} apps' counters were read")
+                self.stop(d)
+                os.unlink(sock) if os.path.exists(sock) else None
+                self.remove_rules()
+                if self.usage_table_loaded():
+                    raise BenchError("the counting table is still loaded after netpermd --remove-rules")
+            cycles.append(cycle)
+        self.results["usage"] = {
+            "apps": c["big_apps"] + 1, "seconds": c["tput_s"], "dgrams": c["dgrams"], "reads": c["usage_reads"],
+            "on_mbit_s": [x["on"][0] for x in cycles], "off_mbit_s": [x["off"][0] for x in cycles],
+            "on_dgram_cpu_ns": [x["on"][1] for x in cycles], "off_dgram_cpu_ns": [x["off"][1] for x in cycles],
+            "reading": reading}
+
     # ---- the whole run -------------------------------------------------------------------------------------
 
     def main(self):
@@ -1163,6 +1289,30 @@ def build_rows(r, smoke):
                      "the app event read raw: " + triple(lat["raw_us"], "us"),
                      f"added: median {fmt(lat['added_us']['median'], 'us')}, p99 {fmt(lat['added_us']['p99'], 'us')} µs",
                      "", ""))
+    if "usage" in r:
+        u = r["usage"]
+        on, off = sorted(u["on_mbit_s"]), sorted(u["off_mbit_s"])
+        ratios = sorted(a / b for a, b in zip(u["on_mbit_s"], u["off_mbit_s"]))
+        ratio = pct(ratios, 50)
+        rows.append((f"17 TCP bulk of a counted app, Count=yes, metered link with a budget, {u['apps']}-app policy (Mbit/s)",
+                     f"{on[0]:.0f} / {pct(on, 50):.0f} / {on[-1]:.0f}",
+                     f"no rules: {off[0]:.0f} / {pct(off, 50):.0f} / {off[-1]:.0f}",
+                     f"cycles' ratios: median x{ratio:.3f} (min x{ratios[0]:.2f}, max x{ratios[-1]:.2f}; "
+                     f"{len(ratios)} cycles of {u['seconds']} s a side)", ">= 0.95x of no rules",
+                     target("throughput with counting within 5% of none", ratio >= 0.95, f"ratio {ratio:.3f}")))
+        don, doff = sorted(u["on_dgram_cpu_ns"]), sorted(u["off_dgram_cpu_ns"])
+        extra = sorted(a - b for a, b in zip(u["on_dgram_cpu_ns"], u["off_dgram_cpu_ns"]))
+        rows.append(("17 64-byte datagram of the same app: sender's CPU per datagram (ns)",
+                     f"{don[0]:.0f} / {pct(don, 50):.0f} / {don[-1]:.0f}",
+                     f"no rules: {doff[0]:.0f} / {pct(doff, 50):.0f} / {doff[-1]:.0f}",
+                     f"counting's cost: median {pct(extra, 50):+.0f} ns a packet "
+                     f"(x{pct(sorted(a / b for a, b in zip(u['on_dgram_cpu_ns'], u['off_dgram_cpu_ns'])), 50):.2f}; "
+                     f"{u['dgrams']} datagrams a side)", "", ""))
+        rd = u["reading"]
+        rows.append((f"17 reading every counter, {u['apps']} apps' elements: USAGE APP round trip (ms)",
+                     triple(rd["all_apps_us"], "ms"), "one app's: " + triple(rd["one_app_us"], "ms"),
+                     f"daemon CPU per reading {rd['all_apps_cpu_us'] / 1000:.2f} ms (one app's {rd['one_app_cpu_us'] / 1000:.2f}); "
+                     f"nft -j list of the table {rd['nft_list_ms']:.0f} ms ({rd['elements']} counters)", "", ""))
     if "routes" in r:
         rt = r["routes"]
         ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)
