@@ -20,9 +20,10 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
 # to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
 # Debian's GLib for Python (/usr/bin/python3), dbus-daemon, python-dbusmock, xdg-desktop-portal and bubblewrap (a
-# Flatpak app's sandbox) for the GLib module's tests.
+# Flatpak app's sandbox) for the GLib module's tests; e2fsprogs for the small ext4 a test freezes under the daemon's
+# decisions file.
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
-             bubblewrap prometheus prometheus-node-exporter curl
+             bubblewrap prometheus prometheus-node-exporter curl e2fsprogs
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600

@@ -25,11 +25,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce"]
+TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce",
+         "pacedq", "cgchurn", "silent", "flap"]
 # Built against GLib (pkg-config gio-2.0): the GLib module's figures.
 GLIB_TOOLS = ["glibmon"]
 # Where `make release` builds the GLib module and its cache (GIO_EXTRA_MODULES points there).
@@ -48,21 +50,28 @@ TPUT_LINK, TPUT_PEER, TPUT_UID, TPUT_PORT = "btp0", "btp0p", 4242, "5201"
 WWAN_LINK, WWAN_PEER, WWAN_NET, WWAN_ADDR, WWAN_PROBE = "bwwan1", "bwwan1p", "10.96.0.0/24", "10.96.0.1/24", "10.96.0.2"
 # And bwl1 (wifi, allowed) routing WIFI_NET, renamed bwwan1: a link changing kind.
 WIFI_LINK, WIFI_LINK_PEER, WIFI_ADDR, WIFI_PROBE = "bwl1", "bwl1p", "10.95.0.1/24", "10.95.0.2"
+# Figures 14-16 (issue 22): bsil0 (wifi, many addresses) toggled under silent subscribers; bsoak0 (wwan) flapped in
+# the soak. A good client asks at a steady pace (PACE_US apart) under each load and at rest.
+SILENT_LINK, SILENT_PEER, SOAK_LINK, SOAK_PEER, PACE_US = "bsil0", "bsil0p", "bsoak0", "bsoak0p", 2000
 
 FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_gap_ms=15, q1=20000, q8=100000,
             q64=100000, q_warmup=2000, q_max_s=60, cli=100, fanout=[1000, 10000], fanout_rounds=20,
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
             big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
-            glib_inits=30, glib_toggles=200, usage_reads=50, alarm_s=1200)
+            glib_inits=30, glib_toggles=200,
+            churn_scopes=5000, churn_s=10, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2, silent_wait=10,
+            soak_s=60, soak_clients=16, soak_write_mb=1024, usage_reads=50, alarm_s=1500)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
              route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
-             glib_inits=2, glib_toggles=4, usage_reads=5, alarm_s=180)
+             glib_inits=2, glib_toggles=4,
+             churn_scopes=100, churn_s=1, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
+             soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, alarm_s=240)
 
 
 PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",
-          "glib", "usage"]
+          "glib", "churn", "silent", "soak", "usage"]
 
 
 class BenchError(Exception):
@@ -1004,6 +1013,213 @@ class Bench:
             "on_dgram_cpu_ns": [x["on"][1] for x in cycles], "off_dgram_cpu_ns": [x["off"][1] for x in cycles],
             "reading": reading}
 
+    def paced(self, sock, request, seconds):
+        """A good client's round trips, one request every PACE_US (figures 14-16)."""
+        return self.tool_json([self.tool("pacedq"), sock, request, str(PACE_US), str(seconds)], timeout=seconds + 60,
+                              name="pacedq")
+
+    def qclient_for(self, sock, request, clients, seconds):
+        """`clients` closed-loop query clients for `seconds` (qclient stopped by its time limit, not a count)."""
+        cmd = [self.tool("qclient"), sock, request, str(clients), "1000000000", "0", str(seconds)]
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=seconds + 60,
+                           env=self.env)
+        try:
+            out = json.loads(r.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            raise BenchError(f"qclient failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+        if out["errors"]:
+            raise BenchError(f"qclient: {out['errors']} replies were errors: {out.get('first_reply')}")
+        out.pop("first_reply", None)
+        return out
+
+    def hwm_kb(self, pid):
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        raise BenchError(f"no VmHWM for pid {pid}")
+
+    def loud_lines(self, log_name):
+        """The daemon's lines at notice and above (what a journal keeps), and at err."""
+        with open(os.path.join(self.dir, log_name), errors="replace") as f:
+            lines = [l for l in f if l[:3] in ("<3>", "<4>", "<5>")]
+        return lines, [l for l in lines if l.startswith("<3>")]
+
+    def cgroup_root(self):
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                head, _, tail = line.partition(" - ")
+                if tail.split(" ")[0] == "cgroup2" and head.split(" ")[3] == "/":
+                    return head.split(" ")[4]
+        raise BenchError("no cgroup2 hierarchy in /proc/self/mountinfo")
+
+    def bench_churn(self):
+        """14: cgroup churn (issue 22, point 11). A slice of the bench's own at the root of the hierarchy, and a
+        policy whose Unit= glob matches the scopes made in it; 5,000 scopes made and removed in it, round after
+        round, for 10 s. Every load must take; a good client's QUERY round trips beside the same at rest."""
+        c = self.c
+        slice_dir = os.path.join(self.cgroup_root(), f"npbench-{os.getpid()}.slice")
+        os.mkdir(slice_dir)
+        conf = os.path.join(self.dir, "churn.conf")
+        sock = os.path.join(self.dir, "churn.sock")
+        with open(conf, "w") as f:
+            f.write(f"[Interface {WIFI}]\nKind=wifi\n\n[Enforcement]\nMode=block\n\n[App churn]\n"
+                    f"Unit=npbench-churn-*.scope\nWiFi=deny\n\n[App tputapp]\nUser={TPUT_UID}\nWiFi=deny\n")
+        d = None
+        try:
+            d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
+                           + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-churn")), log_name="netpermd-churn.log")
+            self.wait_for(lambda: json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] == "enforcing",
+                          "the rules in force (churn)", 30)
+            log(f"churn: {c['churn_scopes']} scopes made and removed for {c['churn_s']} s")
+            rest = self.paced(sock, "QUERY churn", c["rest_s"])
+            churn = self.spawn([self.tool("cgchurn"), slice_dir, "npbench-churn", str(c["churn_scopes"]), str(c["churn_s"])],
+                               stdout=subprocess.PIPE)
+            during = self.paced(sock, "QUERY churn", c["churn_s"])
+            out, _ = churn.communicate(timeout=c["churn_s"] + 60)
+            state = json.loads(self.ask(sock, "STATUS"))["enforcement"]["state"]
+            lines, errors = self.loud_lines("netpermd-churn.log")
+            with open(os.path.join(self.dir, "netpermd-churn.log"), errors="replace") as f:
+                text = f.read()
+            self.stop(d)
+        finally:
+            if d and d.poll() is None:
+                d.kill()
+                d.wait()
+            try:
+                os.rmdir(slice_dir)
+            except OSError as e:
+                log(f"warning: {slice_dir}: {e}")
+        self.results["churn"] = {"scopes": c["churn_scopes"], "seconds": c["churn_s"], "churn": json.loads(out),
+                                 "rest": rest, "during": during, "state_after": state,
+                                 "failed_loads": text.count("loading the rules failed"),
+                                 "failed_changes": text.count("changing only what differs failed"),
+                                 "notice_lines": len(lines), "err_lines": len(errors)}
+
+    def bench_silent(self):
+        """15: subscribers that never read (issue 22, point 12). bsil0 (wifi) with 700 addresses, so that each of
+        its link events is about 10 KB; 2,000 subscribers send SUBSCRIBE and never read while bsil0's admin state
+        toggles for 5 s; the daemon runs with --subscriber-timeout 2. A good client's QUERY round trips beside the
+        same at rest, the daemon's peak RSS beside its RSS before, when the last silent one was closed, and how many
+        got the overflow line."""
+        c = self.c
+        ipn = ["ip", "-n", self.ns]
+        run(ipn + ["link", "add", SILENT_LINK, "type", "veth", "peer", "name", SILENT_PEER])
+        path = os.path.join(self.dir, "silent-addrs.batch")
+        with open(path, "w") as f:
+            for i in range(c["silent_addrs"]):
+                f.write(f"addr add 10.94.{i // 250}.{i % 250 + 1}/32 dev {SILENT_LINK}\n")
+        run(ipn + ["-batch", path], timeout=60)
+        for l in (SILENT_LINK, SILENT_PEER):
+            run(ipn + ["link", "set", l, "up"])
+        conf = os.path.join(self.dir, "silent.conf")
+        sock = os.path.join(self.dir, "silent.sock")
+        with open(conf, "w") as f:
+            f.write(f"[Interface {SILENT_LINK}]\nKind=wifi\n\n[App {APP}]\nExecutable=/opt/npbench/{APP}\nWiFi=allow\n")
+        d = self.spawn(self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-silent"))
+                       + ["--subscriber-timeout", str(c["silent_timeout"])], log_name="netpermd-silent.log", in_ns=True)
+        try:
+            self.wait_for(lambda: self.ask(sock, "PING", timeout=2) == '{"ok":true,"pong":true}', "netpermd (silent)", 15)
+            rest = self.paced(sock, f"QUERY {APP}", c["rest_s"])
+            rss_before = self.rss_kb(d.pid)
+            log(f"silent: {c['silent_n']} subscribers that never read, {SILENT_LINK} toggling for {c['silent_s']} s")
+            wait = c["silent_timeout"] + c["silent_wait"]
+            sil = self.spawn(["ip", "netns", "exec", self.ns, self.tool("silent"), sock, str(c["silent_n"]), SILENT_LINK,
+                              "2000", str(c["silent_s"]), str(wait)], stdout=subprocess.PIPE)
+            during = self.paced(sock, f"QUERY {APP}", c["silent_s"])
+            out, _ = sil.communicate(timeout=c["silent_s"] + wait + 60)
+            res = json.loads(out)
+            lines = [l for l in open(os.path.join(self.dir, "netpermd-silent.log"), errors="replace") if "subscriber fd" in l]
+            self.results["silent"] = {**res, "timeout_s": c["silent_timeout"], "seconds": c["silent_s"], "rest": rest,
+                                      "during": during, "rss_kb_before": rss_before, "hwm_kb": self.hwm_kb(d.pid),
+                                      "subscriber_log_lines": len(lines)}
+            self.stop(d)
+        finally:
+            if d.poll() is None:
+                d.kill()
+                d.wait()
+            run(ipn + ["link", "del", SILENT_LINK], check=False)
+
+    def bench_soak(self):
+        """16: the soak (issue 22, point 13), bounded: 16 query clients (closed loop) for 60 s while bsoak0 (wwan)
+        flaps every 50 ms, SIGHUP reloads the policy every 2 s, a DECIDE lands every second, and another process
+        writes 1 GiB at a time with fsync to the file system of the daemon's state directory, as other work on a
+        machine does. netpermd with Mode=block and 200 User= apps. Beside the same clients at rest, in the same run."""
+        c = self.c
+        ipn = ["ip", "-n", self.ns]
+        run(ipn + ["link", "add", SOAK_LINK, "type", "veth", "peer", "name", SOAK_PEER])
+        for l in (SOAK_LINK, SOAK_PEER):
+            run(ipn + ["link", "set", l, "up"])
+        conf = os.path.join(self.dir, "soak.conf")
+        sock = os.path.join(self.dir, "soak.sock")
+        perms = ["allow", "deny", "ask"]
+        with open(conf, "w") as f:
+            f.write(f"[Interface {WIFI}]\nKind=wifi\n\n[Interface {SOAK_LINK}]\nKind=wwan\n\n[Enforcement]\nMode=block\n\n"
+                    f"[App asker]\nUser={TPUT_UID}\nWWAN=ask\n"
+                    + "".join(f"\n[App s{i}]\nUser={300000 + i}\nWWAN={perms[i % 3]}\n" for i in range(200)))
+        state = os.path.join(self.dir, "state-soak")
+        d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"] + self.daemon_cmd(sock, conf, state),
+                       log_name="netpermd-soak.log")
+        stop = {"v": False}
+        decides, failed = [], []
+        threads = []
+        try:
+            self.wait_for(lambda: json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] == "enforcing",
+                          "the rules in force (soak)", 30)
+            req = "QUERY asker|QUERY s5"
+            rest = self.qclient_for(sock, req, c["soak_clients"], c["rest_s"])
+            log(f"soak: {c['soak_clients']} clients for {c['soak_s']} s; flaps every 50 ms, SIGHUP every 2 s, "
+                f"a DECIDE every second, {c['soak_write_mb']} MiB written with fsync at a time")
+
+            def reloads():
+                while not stop["v"]:
+                    time.sleep(2)
+                    if not stop["v"]:
+                        d.send_signal(signal.SIGHUP)
+
+            def decisions():
+                k = 0
+                while not stop["v"]:
+                    time.sleep(1)
+                    t0 = time.monotonic()
+                    line = self.ask(sock, f"DECIDE asker wwan {'allow' if k % 2 == 0 else 'deny'}", timeout=60)
+                    decides.append((time.monotonic() - t0) * 1e6)
+                    if not line.startswith('{"ok":true'):
+                        failed.append(line)
+                    k += 1
+
+            def writes():
+                target = os.path.join(self.dir, "soak-pressure")
+                while not stop["v"]:
+                    run(["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={c['soak_write_mb']}", "conv=fsync"],
+                        timeout=600)
+                    os.unlink(target)
+            threads = [threading.Thread(target=f, daemon=True) for f in (reloads, decisions, writes)]
+            for t in threads:
+                t.start()
+            flap = self.spawn(["ip", "netns", "exec", self.ns, self.tool("flap"), SOAK_LINK, "50000", str(c["soak_s"])],
+                              stdout=subprocess.PIPE)
+            during = self.qclient_for(sock, req, c["soak_clients"], c["soak_s"])
+            flapped = json.loads(flap.communicate(timeout=60)[0])
+            stop["v"] = True
+            for t in threads:
+                t.join(timeout=120)
+            held = [l for l in open(os.path.join(self.dir, "netpermd-soak.log"), errors="replace") if "the loop was held" in l]
+            self.results["soak"] = {"seconds": c["soak_s"], "clients": c["soak_clients"], "rest": rest, "during": during,
+                                    "toggles": flapped["toggles"], "decide_us": stats(decides), "decide_failed": failed,
+                                    "loop_held_lines": [l.strip() for l in held][:20]}
+            self.stop(d)
+        finally:
+            stop["v"] = True
+            if d.poll() is None:
+                d.kill()
+                d.wait()
+            run(ipn + ["link", "del", SOAK_LINK], check=False)
+            try:
+                os.unlink(os.path.join(self.dir, "soak-pressure"))
+            except OSError:
+                pass
+
     # ---- the whole run -------------------------------------------------------------------------------------
 
     def main(self):
@@ -1289,6 +1505,53 @@ def build_rows(r, smoke):
                      "the app event read raw: " + triple(lat["raw_us"], "us"),
                      f"added: median {fmt(lat['added_us']['median'], 'us')}, p99 {fmt(lat['added_us']['p99'], 'us')} µs",
                      "", ""))
+    if "routes" in r:
+        rt = r["routes"]
+        ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)
+        rows.append((f"9 route change with {rt['fill']['routes']} routes in table 200: daemon CPU (µs)",
+                     f"{rt['full_us_per_change']:.1f}", f"empty table: {rt['empty_us_per_change']:.1f}",
+                     f"x{ratio:.2f} ({rt['changes']} changes each)", "within 2x of an empty table",
+                     target("route change cost bounded by the table's size", ratio <= 2, f"ratio {ratio:.2f}")))
+        rows.append((f"9 adding {rt['fill']['routes']} routes: daemon CPU (ms)", f"{rt['fill']['daemon_cpu_ms']:.0f}",
+                     f"the ip -batch: {rt['fill']['wall_ms']:.0f} ms wall", "", "", ""))
+        lf = rt["latency_full"]
+        rows.append((f"9 event latency with {rt['fill']['routes']} routes in table 200 (µs)", triple(lf["netpermd_us"], "us"),
+                     "raw RTMGRP_LINK listener: " + triple(lf["kernel_us"], "us"),
+                     f"added: median {fmt(lf['added_us']['median'], 'us')} µs; RSS {rt['rss_kb_full'] / 1024:.1f} MiB",
+                     "", ""))
+    if "churn" in r:
+        ch = r["churn"]
+        d, rest = ch["during"]["rtt_us"], ch["rest"]["rtt_us"]
+        failed = ch["failed_loads"] + ch["failed_changes"]
+        rows.append((f"14 cgroup churn ({ch['scopes']} scopes made and removed, {ch['churn']['rounds']} rounds): good "
+                     "client's QUERY (ms)", triple(d, "ms"), "at rest: " + triple(rest, "ms"),
+                     f"p99 x{d['p99'] / max(rest['p99'], 1):.0f}, max {fmt(d['max'], 'ms')} ms; {failed} loads failed, "
+                     f"{ch['notice_lines']} lines at notice+", "no load fails",
+                     target("cgroup churn fails no load", failed == 0 and ch["err_lines"] == 0
+                            and ch["state_after"] == "enforcing", f"{failed} failed, state {ch['state_after']}")))
+    if "silent" in r:
+        si = r["silent"]
+        d, rest = si["during"]["rtt_us"], si["rest"]["rtt_us"]
+        rows.append((f"15 {si['subscribers']} subscribers that never read, {si['toggles']} toggles: good client's QUERY (ms)",
+                     triple(d, "ms"), "at rest: " + triple(rest, "ms"),
+                     f"p99 x{d['p99'] / max(rest['p99'], 1):.0f}, max {fmt(d['max'], 'ms')} ms", "p99 < 50 ms",
+                     target("good client's QUERY p99 < 50 ms with silent subscribers", d["p99"] < 50000,
+                            f"p99 {d['p99'] / 1000:.1f} ms")))
+        rows.append((f"15 the same: peak RSS (MiB), closed, overflow lines", f"{si['hwm_kb'] / 1024:.1f}",
+                     f"before: {si['rss_kb_before'] / 1024:.1f}",
+                     f"{si['closed']} closed, the last at {si['last_closed_s']:.1f} s (time-out {si['timeout_s']} s); "
+                     f"{si['overflow']} overflow lines; {si['subscriber_log_lines']} log lines",
+                     "all closed, all told", target("every silent subscriber closed with the overflow line",
+                                                    si["closed"] == si["subscribers"] == si["overflow"],
+                                                    f"{si['closed']} closed, {si['overflow']} told")))
+    if "soak" in r:
+        so = r["soak"]
+        d, rest = so["during"]["rtt_us"], so["rest"]["rtt_us"]
+        rows.append((f"16 soak, {so['seconds']} s, {so['clients']} clients: QUERY round trip (ms)", triple(d, "ms"),
+                     "at rest: " + triple(rest, "ms"),
+                     f"max {fmt(d['max'], 'ms')} ms (at rest {fmt(rest['max'], 'ms')}); DECIDE p99 "
+                     f"{fmt(so['decide_us']['p99'], 'ms')} ms; {len(so['loop_held_lines'])} loop-held lines",
+                     "no QUERY over 1 s", target("soak: no QUERY over 1 s", d["max"] < 1e6, f"max {d['max'] / 1000:.0f} ms")))
     if "usage" in r:
         u = r["usage"]
         on, off = sorted(u["on_mbit_s"]), sorted(u["off_mbit_s"])
@@ -1313,20 +1576,6 @@ def build_rows(r, smoke):
                      triple(rd["all_apps_us"], "ms"), "one app's: " + triple(rd["one_app_us"], "ms"),
                      f"daemon CPU per reading {rd['all_apps_cpu_us'] / 1000:.2f} ms (one app's {rd['one_app_cpu_us'] / 1000:.2f}); "
                      f"nft -j list of the table {rd['nft_list_ms']:.0f} ms ({rd['elements']} counters)", "", ""))
-    if "routes" in r:
-        rt = r["routes"]
-        ratio = rt["full_us_per_change"] / max(rt["empty_us_per_change"], 0.001)
-        rows.append((f"9 route change with {rt['fill']['routes']} routes in table 200: daemon CPU (µs)",
-                     f"{rt['full_us_per_change']:.1f}", f"empty table: {rt['empty_us_per_change']:.1f}",
-                     f"x{ratio:.2f} ({rt['changes']} changes each)", "within 2x of an empty table",
-                     target("route change cost bounded by the table's size", ratio <= 2, f"ratio {ratio:.2f}")))
-        rows.append((f"9 adding {rt['fill']['routes']} routes: daemon CPU (ms)", f"{rt['fill']['daemon_cpu_ms']:.0f}",
-                     f"the ip -batch: {rt['fill']['wall_ms']:.0f} ms wall", "", "", ""))
-        lf = rt["latency_full"]
-        rows.append((f"9 event latency with {rt['fill']['routes']} routes in table 200 (µs)", triple(lf["netpermd_us"], "us"),
-                     "raw RTMGRP_LINK listener: " + triple(lf["kernel_us"], "us"),
-                     f"added: median {fmt(lf['added_us']['median'], 'us')} µs; RSS {rt['rss_kb_full'] / 1024:.1f} MiB",
-                     "", ""))
     return rows, targets
 
 

@@ -1,8 +1,12 @@
 // Kernel constants and structures from the Linux and glibc headers that Swift's Glibc module does not bring in
 // (or brings in only under _GNU_SOURCE), so that NetpermIO can name them instead of repeating magic numbers.
+#include <fcntl.h>
 #include <linux/if.h>
+#include <linux/fs.h>
 #include <malloc.h>
 #include <linux/if_arp.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -106,6 +110,19 @@ static inline int np_pidfd_open(pid_t pid) {
 }
 static inline int np_pidfd_send_signal(int pidfd, int sig) {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+// renameat2(2) with RENAME_NOREPLACE (Linux 3.15): a rename that never replaces what is at the target (EEXIST
+// instead). glibc declares it only under _GNU_SOURCE, which Swift's Glibc module does not set.
+static inline int np_rename_noreplace(const char *from, const char *to) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}
+
+// SIOCOUTQ: the bytes a socket's send buffer holds (for a Unix stream socket, what the peer has not read yet, as
+// the kernel accounts it); -1 on error. ioctl(2) is variadic.
+static inline int np_send_queue(int fd) {
+    int n = 0;
+    return ioctl(fd, SIOCOUTQ, &n) < 0 ? -1 : n;
 }
 
 // A pidfd's file system: pidfs (Linux 6.9) gives each process an inode number of its own, unique while the system

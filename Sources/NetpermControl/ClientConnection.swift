@@ -12,8 +12,11 @@ final class ClientConnection {
     private var senders: [(from: Int, sender: Credentials)] = []
     private var source: IOSource?
     private var framer: LineFramer
-    private var out: [UInt8] = []
-    private var outStart = 0
+    /// What waits to be sent, in order, from `first` on; `firstSent` bytes of `pieces[first]` went already.
+    private var pieces: [Piece] = []
+    private var first = 0
+    private var firstSent = 0
+    private(set) var queuedBytes = 0
     private var closingAfterFlush = false
     private var inputEOF = false
     /// A deferred reply is pending: later requests wait so replies stay in order.
@@ -26,6 +29,23 @@ final class ClientConnection {
     private var dropped: Int?
     /// Closes a subscriber that has not caught up `maxLagMicroseconds` after falling behind.
     private var stallTimer: TimerSource?
+    /// A subscriber's socket buffer is filled only to half (`room`), so that the last overflow line always fits
+    /// in it, whether the subscriber reads or not: once it stopped reading with its buffer full, the line never
+    /// reached anyone. `sendBuffer` is the buffer's size, `inKernel` what it holds at most (counted up as bytes
+    /// go, read from the kernel when that count says half).
+    private var sendBuffer = 0
+    private var inKernel = 0
+    /// Events were pushed to it; and its last lines go out without holding half its buffer back.
+    private var subscriber = false
+    private var lastLines = false
+
+    /// Replies (and event heads) are the connection's own bytes; an event's body is shared.
+    private struct Piece {
+        var own: [UInt8]
+        var body: EventBody?
+        var count: Int { own.count + (body?.bytes.count ?? 0) }
+        var isEvent: Bool { body != nil }
+    }
 
     init(id: UInt64, fd: Int32, connector: Credentials, server: ControlServer) {
         self.id = id
@@ -41,8 +61,6 @@ final class ClientConnection {
             self.ready(revents)
         }
     }
-
-    var queuedBytes: Int { out.count - outStart }
 
     private func ready(_ revents: UInt32) {
         // HUP: the peer closed both directions; nothing more can be delivered, so clean up at once.
@@ -62,64 +80,96 @@ final class ClientConnection {
     func queue(_ bytes: UnsafeRawBufferPointer) {
         guard !isClosed else { return }
         let wasEmpty = queuedBytes == 0
-        out.append(contentsOf: bytes)
+        // Replies in a row are one piece: a pipelined flood of them costs what one array does.
+        if let last = pieces.indices.last, last >= first, !pieces[last].isEvent {
+            pieces[last].own.append(contentsOf: bytes)
+        } else {
+            pieces.append(Piece(own: Array(bytes), body: nil))
+        }
+        grew(bytes.count, own: bytes.count)
         if wasEmpty { flushAndWatch() }
     }
 
-    /// An event line. Never blocks: a subscriber that has fallen `maxEventBytes` behind loses the events it has
-    /// not read (never a reply), and the events after them, until it has read its queue empty; then the
-    /// processor is told (`caughtUp`), and sends the whole state again. One that has not caught up within
-    /// `maxLagMicroseconds` has stopped reading: it gets a last overflow line (best effort) and is closed.
-    func push(head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer) {
+    /// An event line. Never blocks: a subscriber that has fallen `maxEventBytes` behind (or is behind at all while
+    /// all queues together hold more than `maxTotalQueuedBytes`) loses the events it has not read (never a reply),
+    /// and the events after them, until it has read its queue empty; then the processor is told (`caughtUp`), and
+    /// sends the whole state again. One that has not caught up within `maxLagMicroseconds` has stopped reading: it
+    /// gets a last overflow line and is closed.
+    func push(head: UnsafeRawBufferPointer, body: EventBody) {
         guard !isClosed else { return }
+        subscriber = true
         if let d = dropped {
             dropped = d + 1
             return
         }
-        if queuedBytes > server.limits.maxEventBytes {
+        if queuedBytes > server.limits.maxEventBytes
+            || (queuedBytes > 0 && server.queuedTotal + head.count > server.limits.maxTotalQueuedBytes) {
             let lost = dropUnsentEvents() + 1
             dropped = lost
-            Log.warning("subscriber fd \(fd) fell more than \(server.limits.maxEventBytes) bytes behind: dropped "
-                + "\(lost) events; it gets the whole state again once it has caught up")
+            server.fellBehind(fd: fd, dropped: lost)
             stallTimer = server.afterLagLimit { [weak self] in self?.stalled() }
             return
         }
         let wasEmpty = queuedBytes == 0
-        out.append(contentsOf: head)
-        out.append(contentsOf: tail)
+        pieces.append(Piece(own: Array(head), body: body))
+        grew(head.count + body.bytes.count, own: head.count)
         if wasEmpty { flushAndWatch() }
     }
 
+    private func grew(_ n: Int, own: Int) {
+        queuedBytes += n
+        server.tally.own += own
+    }
+
     /// Drops the unsent event lines, keeping the line already begun (part of it went out) and every reply.
-    /// Returns how many events were dropped. Event lines are told apart by their start, `{"event":`.
+    /// Returns how many events were dropped.
     private func dropUnsentEvents() -> Int {
-        guard let firstEnd = out[outStart...].firstIndex(of: 0x0A) else { return 0 }
-        let eventStart = Array("{\"event\":".utf8)
-        var kept = Array(out[..<(firstEnd + 1)])
+        var kept: [Piece] = []
         var count = 0
-        var start = firstEnd + 1
-        while start < out.count {
-            let end = out[start...].firstIndex(of: 0x0A).map { $0 + 1 } ?? out.count
-            if out[start..<end].starts(with: eventStart) {
+        var freed = 0, freedOwn = 0
+        for i in first..<pieces.count {
+            let p = pieces[i]
+            if p.isEvent && !(i == first && firstSent > 0) {
                 count += 1
+                freed += p.count
+                freedOwn += p.own.count
             } else {
-                kept.append(contentsOf: out[start..<end])
+                kept.append(p)
             }
-            start = end
         }
-        out = kept
+        pieces = kept
+        first = 0
+        queuedBytes -= freed
+        server.tally.own -= freedOwn
         return count
     }
 
-    /// Still behind when its time ran out: it is not reading.
+    /// Still behind when its time ran out: it is not reading. The line it was sent part of is finished, the
+    /// overflow line follows (the half of its socket buffer kept free holds them), and it is closed.
     private func stalled() {
         stallTimer = nil
         guard !isClosed, dropped != nil else { return }
-        Log.warning("subscriber fd \(fd) has not caught up \(server.limits.maxLagMicroseconds / 1_000_000) s after "
-            + "falling behind: disconnecting it")
-        out.append(contentsOf: "{\"event\":\"overflow\"}\n".utf8)
+        server.stalled(fd: fd)
+        // Only the line begun goes before it: replies queued behind it would not fit, and nothing reads them.
+        let begun = firstSent > 0 ? first : nil
+        releasePieces(from: begun.map { $0 + 1 } ?? first)
+        let line = Array("{\"event\":\"overflow\"}\n".utf8)
+        pieces.append(Piece(own: line, body: nil))
+        grew(line.count, own: line.count)
+        lastLines = true
+        dropped = nil
         flush()
         close()
+    }
+
+    /// Forgets the pieces from `index` on, unsent.
+    private func releasePieces(from index: Int) {
+        guard index < pieces.count else { return }
+        for p in pieces[index...] {
+            queuedBytes -= p.count
+            server.tally.own -= p.own.count
+        }
+        pieces.removeSubrange(index...)
     }
 
     private func flushAndWatch() {
@@ -133,9 +183,7 @@ final class ClientConnection {
 
     private func readSome() {
         // Read only while the framer holds less than a line: the rest stays in the kernel's buffer.
-        guard !inputEOF, framer.buffered <= server.limits.maxLine, queuedBytes < server.limits.maxQueuedBytes else {
-            return
-        }
+        guard !inputEOF, framer.buffered <= server.limits.maxLine, mayTakeRequests else { return }
         let r: FD.Read
         do {
             r = try server.scratch.withUnsafeMutableBytes { (b) -> Result<FD.Read, Errno> in
@@ -163,6 +211,13 @@ final class ClientConnection {
         }
     }
 
+    /// Requests are taken while this client's replies fit its queue, and while all queues together fit theirs
+    /// (or this one is empty: a client that reads its replies is always served).
+    private var mayTakeRequests: Bool {
+        queuedBytes < server.limits.maxQueuedBytes
+            && (queuedBytes == 0 || server.queuedTotal < server.limits.maxTotalQueuedBytes)
+    }
+
     /// Hands the buffered requests over and sends, until they run out or the client's socket is full. A queue that
     /// filled up (so taking requests paused) and then went into the socket at once would otherwise leave requests
     /// in the framer with nothing to wake the connection: no bytes to write, and no reading while the framer holds
@@ -170,15 +225,14 @@ final class ClientConnection {
     private func serve() {
         while true {
             processFrames()
-            let paused = queuedBytes >= server.limits.maxQueuedBytes
+            let paused = !mayTakeRequests
             flush()
-            guard paused, !isClosed, queuedBytes < server.limits.maxQueuedBytes else { return }
+            guard paused, !isClosed, mayTakeRequests else { return }
         }
     }
 
     private func processFrames() {
-        while !isClosed && !held && !closingAfterFlush && queuedBytes < server.limits.maxQueuedBytes,
-              let frame = framer.next() {
+        while !isClosed && !held && !closingAfterFlush && mayTakeRequests, let frame = framer.next() {
             server.delegate.frame(id, frame, sender: sender(of: framer.frameStart))
         }
     }
@@ -190,28 +244,105 @@ final class ClientConnection {
         return senders.first?.sender ?? .unknown
     }
 
+    /// How much may go into the socket now: all of it, but for a subscriber only up to half its buffer.
+    private func room() -> Int {
+        guard subscriber || keepAfterEOF, !lastLines, !isClosed else { return .max }
+        if sendBuffer == 0 {
+            guard let b = try? UnixSocket.sendBuffer(fd) else { return .max }
+            sendBuffer = max(b.size, 8192)
+            inKernel = b.used
+        }
+        let half = sendBuffer / 2
+        if inKernel >= half, let used = try? UnixSocket.sendQueue(fd) { inKernel = used }
+        return max(0, half - inKernel)
+    }
+
     private func flush() {
         while queuedBytes > 0 {
+            let limit = room()
+            guard limit > 0 else { break }
             let sent: Int?
-            do { sent = try FD.send(fd, out, from: outStart) } catch {
+            do { sent = try send(upTo: limit) } catch {
                 close()   // EPIPE/ECONNRESET: the client is gone.
                 return
             }
             guard let n = sent else { break }
-            outStart += n
+            // What the kernel holds grows by the bytes and its own bookkeeping of them (at most about 1 KiB a send).
+            inKernel += n + 1024
+            advance(n)
         }
-        if outStart == out.count {
-            out.removeAll(keepingCapacity: out.capacity <= 65536)
-            outStart = 0
+        if queuedBytes == 0 {
+            pieces.removeAll(keepingCapacity: pieces.capacity <= 64)
+            first = 0
+            firstSent = 0
             if let d = dropped, !isClosed {
                 dropped = nil
                 stallTimer?.cancel()
                 stallTimer = nil
                 server.caughtUp(self, dropped: d)
             }
-        } else if outStart > 65536 {
-            out.removeSubrange(0..<outStart)
-            outStart = 0
+        } else if first > 64 && first * 2 > pieces.count {
+            pieces.removeSubrange(0..<first)
+            first = 0
+        }
+    }
+
+    /// One send of at most `limit` bytes from the head of the queue: straight from the first piece when it
+    /// holds them, else gathered in the server's buffer. nil: the socket is full.
+    private func send(upTo limit: Int) throws(Errno) -> Int? {
+        let p = pieces[first]
+        if firstSent < p.own.count, p.body == nil || p.own.count - firstSent >= limit {
+            return try p.own.withUnsafeBytes { b in
+                Result { () throws(Errno) -> Int? in
+                    try FD.send(fd, UnsafeRawBufferPointer(rebasing: b[firstSent..<(firstSent + min(b.count - firstSent, limit))]))
+                }
+            }.get()
+        }
+        if let body = p.body, firstSent >= p.own.count {
+            return try body.bytes.withUnsafeBytes { b in
+                let from = firstSent - p.own.count
+                return Result { () throws(Errno) -> Int? in
+                    try FD.send(fd, UnsafeRawBufferPointer(rebasing: b[from..<(from + min(b.count - from, limit))]))
+                }
+            }.get()
+        }
+        let want = min(limit, queuedBytes, server.gather.count)
+        var n = 0, i = first, skip = firstSent
+        server.gather.withUnsafeMutableBytes { g in
+            while n < want && i < pieces.count {
+                let piece = pieces[i]
+                for part in [piece.own, piece.body?.bytes ?? []] where n < want {
+                    if skip >= part.count { skip -= part.count; continue }
+                    let take = min(part.count - skip, want - n)
+                    part.withUnsafeBytes { src in
+                        g.baseAddress!.advanced(by: n).copyMemory(from: src.baseAddress! + skip, byteCount: take)
+                    }
+                    n += take
+                    skip = 0
+                }
+                i += 1
+            }
+        }
+        return try server.gather.withUnsafeBytes { g in
+            Result { () throws(Errno) -> Int? in try FD.send(fd, UnsafeRawBufferPointer(rebasing: g[0..<n])) }
+        }.get()
+    }
+
+    /// `n` bytes went: the pieces they finish are let go (a body shared with others lives on in their queues).
+    private func advance(_ n: Int) {
+        var left = n
+        queuedBytes -= n
+        while left > 0 {
+            let rest = pieces[first].count - firstSent
+            if left < rest {
+                firstSent += left
+                return
+            }
+            left -= rest
+            server.tally.own -= pieces[first].own.count
+            pieces[first] = Piece(own: [], body: nil)
+            first += 1
+            firstSent = 0
         }
     }
 
@@ -222,7 +353,7 @@ final class ClientConnection {
             return
         }
         var events: UInt32 = 0
-        let canTakeMore = queuedBytes < server.limits.maxQueuedBytes && !closingAfterFlush && !held
+        let canTakeMore = mayTakeRequests && !closingAfterFlush && !held
         if canTakeMore && !inputEOF && framer.buffered <= server.limits.maxLine { events |= IOEvents.readable }
         if queuedBytes > 0 { events |= IOEvents.writable }
         if events != interest {
@@ -239,6 +370,8 @@ final class ClientConnection {
         source?.cancel()
         source = nil
         FD.close(fd)
+        releasePieces(from: first)
+        pieces = []
         server.remove(self)
     }
 }

@@ -26,6 +26,10 @@ public final class ControlServer {
         public var maxQueuedBytes = 256 * 1024
         /// A subscriber with this many bytes unread loses the events it has not read, until it catches up.
         public var maxEventBytes = 1024 * 1024
+        /// All queues together: past this, a client with replies queued takes no more requests, and a subscriber
+        /// with anything queued loses its events as if it had fallen `maxEventBytes` behind. A client whose queue
+        /// is empty (it reads) is always served. Event bodies shared by many queues count once.
+        public var maxTotalQueuedBytes = 64 * 1024 * 1024
         /// A subscriber that has not caught up this long after falling behind is disconnected (after a final
         /// overflow line).
         public var maxLagMicroseconds: UInt64 = 30_000_000
@@ -71,6 +75,20 @@ public final class ControlServer {
     private var failedAccepts = 0
     private var acceptWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
     private var refusalWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
+    /// Subscribers falling behind and disconnected: a crowd of them must not fill the journal.
+    private var behindWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
+    private var stallWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
+
+    /// What all queues hold: the connections' own bytes (replies, event heads) and the event bodies alive.
+    final class Tally {
+        var own = 0
+        var shared = 0
+    }
+    let tally = Tally()
+    /// Bytes queued for all clients together, each event body counted once however many queues hold it.
+    public var queuedTotal: Int { tally.own + tally.shared }
+    /// Where the small pieces at the head of a queue are gathered for one send.
+    var gather = [UInt8](repeating: 0, count: 65536)
     let limits: Limits
     unowned let delegate: ControlDelegate
     /// One read buffer for all clients: the loop is single-threaded.
@@ -113,9 +131,19 @@ public final class ControlServer {
     /// Queues a reply (never dropped: the queue is bounded by not reading more requests).
     public func reply(_ id: UInt64, _ bytes: UnsafeRawBufferPointer) { clients[id]?.queue(bytes) }
 
-    /// Queues an event line, `head` then `tail`; a subscriber too far behind is disconnected instead.
+    /// An event's body, to be queued for each subscriber that wants it (`event(_:head:body:)`), held once.
+    public func body(_ tail: UnsafeRawBufferPointer) -> EventBody { EventBody(Array(tail), tally: tally) }
+
+    /// Queues an event line, `head` (the subscriber's own) then `body` (shared); a subscriber too far behind loses
+    /// it instead, and is closed if it does not catch up in time.
+    public func event(_ id: UInt64, head: UnsafeRawBufferPointer, body: EventBody) {
+        clients[id]?.push(head: head, body: body)
+    }
+
+    /// The same with a body of its own.
     public func event(_ id: UInt64, head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer) {
-        clients[id]?.push(head: head, tail: tail)
+        guard let c = clients[id] else { return }
+        c.push(head: head, body: body(tail))
     }
 
     /// Takes no more of the client's requests until `resume`.
@@ -174,6 +202,17 @@ public final class ControlServer {
     }
 
     func caughtUp(_ client: ClientConnection, dropped: Int) { delegate.caughtUp(client.id, dropped: dropped) }
+
+    func fellBehind(fd: Int32, dropped: Int) {
+        behindWarnings.emit(4, "subscriber fd \(fd) fell more than \(limits.maxEventBytes) bytes behind (or all queues "
+            + "hold \(queuedTotal >> 20) MiB): dropped \(dropped) events; it gets the whole state again once it has "
+            + "caught up")
+    }
+
+    func stalled(fd: Int32) {
+        stallWarnings.emit(4, "subscriber fd \(fd) has not caught up \(limits.maxLagMicroseconds / 1_000_000) s after "
+            + "falling behind: disconnecting it")
+    }
 
     func afterLagLimit(_ body: @escaping () -> Void) -> TimerSource? {
         try? loop.addTimer(afterMicroseconds: limits.maxLagMicroseconds, body)

@@ -12,23 +12,27 @@ public struct PeerIdentity: Equatable, Sendable {
     /// `unit` belongs to a user's own service manager (it runs inside `user@UID.service`), whose user names it:
     /// it matches `UserUnit=`, never `Unit=`.
     public var userUnit: Bool
+    /// The rules can follow `unit`'s cgroup (`UnitCgroups.isFollowed`): not when it is deeper than the levels they
+    /// look up, or inside another unit's cgroup.
+    public var unitFollowed: Bool
     /// Why something could not be read, e.g. "cannot read /proc/1234/exe: Permission denied".
     public var problem: String?
 
     public init(pid: Int32, uid: UInt32, gids: [UInt32], executable: String?, unit: String?, userUnit: Bool = false,
-                problem: String? = nil) {
+                unitFollowed: Bool = true, problem: String? = nil) {
         self.pid = pid; self.uid = uid; self.gids = gids
-        self.executable = executable; self.unit = unit; self.userUnit = userUnit; self.problem = problem
+        self.executable = executable; self.unit = unit; self.userUnit = userUnit; self.unitFollowed = unitFollowed
+        self.problem = problem
     }
 
     /// The innermost service or scope in a /proc/PID/cgroup text (cgroup v2 line "0::/path", or the
     /// name=systemd line on hybrid hierarchies).
     public static func unit(fromCgroup text: String) -> String? { unitAndManager(fromCgroup: text)?.unit }
 
-    /// The innermost service or scope, and whether a user's service manager runs it (a `user@UID.service` above
-    /// it in the path): any user may start a unit of theirs with any name, so such a unit says only what its user
-    /// chose to call it.
-    public static func unitAndManager(fromCgroup text: String) -> (unit: String, user: Bool)? {
+    /// The innermost service or scope, whether a user's service manager runs it (a `user@UID.service` above it in
+    /// the path: any user may start a unit of theirs with any name, so such a unit says only what its user chose
+    /// to call it), and whether the rules can follow its cgroup.
+    public static func unitAndManager(fromCgroup text: String) -> (unit: String, user: Bool, followed: Bool)? {
         var path: Substring?
         for line in text.split(separator: "\n") {
             // "hierarchy-ID:controllers:path"
@@ -41,7 +45,7 @@ public struct PeerIdentity: Equatable, Sendable {
         let parts = path.split(separator: "/")
         guard let i = parts.lastIndex(where: { $0.hasSuffix(".service") || $0.hasSuffix(".scope") }) else { return nil }
         let user = parts[..<i].contains { $0.hasPrefix("user@") && $0.hasSuffix(".service") }
-        return (String(parts[i]), user)
+        return (String(parts[i]), user, UnitCgroups.isFollowed(path: path))
     }
 
     public func write(to s: inout JSONWriter) {

@@ -29,10 +29,19 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private let notify: (NotifyMessage) -> Void
     /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
     public var steeringMarks: ([UInt32]) -> Void = { _ in }
+    /// The unit cgroups' descriptors the rules in force name (CgroupWatcher.inForce): after each load that took.
+    public var handlesInForce: (Set<Int32>) -> Void = { _ in }
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     public var server: ControlServer?
 
     private var effects: Effects { driver.effects }
+    /// An input whose effects hold the loop this long is logged, with the effect that took longest (at most once
+    /// per 10 s): nothing slow may run on the loop, and a stall found in a soak is otherwise a guess.
+    static let slowMicroseconds: UInt64 = 250_000
+    private var slowInputs = RateLimitedLog(intervalMicroseconds: 10_000_000)
+    /// The bodies of the events in `effects`, by where they are in it: one event's body is written once and held
+    /// once, however many subscribers it goes to.
+    private var bodies: [Range<Int>: EventBody] = [:]
     private var timers: [TimerID: TimerSource] = [:]
     /// sysfs is read once per link (and again on rename or when its addresses or default routes change), not on
     /// every netlink message.
@@ -82,7 +91,27 @@ public final class Interpreter: ControlDelegate, EngineEdges {
 
     public func carryOut(_ effects: Effects, of input: Input) {
         if case .stopping = input { stopping = true }
-        for effect in effects.list { carryOut(effect) }
+        let start = Clock.monotonicMicroseconds()
+        var slowest: (effect: Effect?, took: UInt64) = (nil, 0)
+        for effect in effects.list {
+            switch effect {
+            case .reply, .event:
+                carryOut(effect)
+            // Those that may make a system call are timed.
+            case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
+                 .notify, .log, .loadRules, .readUsage, .saveUsage, .loadUsageRules, .steer:
+                let t = Clock.monotonicMicroseconds()
+                carryOut(effect)
+                let took = Clock.monotonicMicroseconds() - t
+                if took > slowest.took { slowest = (effect, took) }
+            }
+        }
+        bodies.removeAll(keepingCapacity: true)
+        let held = Clock.monotonicMicroseconds() - start
+        if held > Self.slowMicroseconds {
+            slowInputs.emit(5, "the loop was held \(held / 1000) ms by the effects of \(input.name) (\(effects.list.count) "
+                + "effects" + (slowest.effect.map { ", \($0.name) \(slowest.took / 1000) ms" } ?? "") + ")")
+        }
     }
 
     public func drained() { server?.serveReleased() }
@@ -90,7 +119,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private func carryOut(_ effect: Effect) {
         switch effect {
         case let .reply(id, range): server?.reply(id, effects[range])
-        case let .event(id, head, tail): server?.event(id, head: effects[head], tail: effects[tail])
+        case let .event(id, head, tail):
+            guard let server else { return }
+            let body = bodies[tail] ?? server.body(effects[tail])
+            bodies[tail] = body
+            server.event(id, head: effects[head], body: body)
         case let .hold(id): server?.hold(id)
         case let .resume(id): server?.resume(id)
         case let .close(id): server?.closeAfterFlush(id)
@@ -139,6 +172,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .loadRules(scripts, report, inForce):
             let start = Clock.monotonicMicroseconds()
             let error = enforcer.load(scripts, inForce: inForce)
+            // What a repair would load again, as the enforcer keeps it: its cgroups' descriptors must stay open.
+            if error == nil { handlesInForce(UnitCgroups.handles(namedIn: inForce)) }
             Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
                 + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
             if report {

@@ -2,57 +2,199 @@ import NetpermCore
 import NetpermIO
 
 /// Finds the units' cgroups under the cgroup v2 hierarchy: every system `*.service` and `*.scope` in a top-level
-/// slice (level 2) or in a slice of one (level 3); and below each user manager (`user@UID.service`, level 3) that
-/// user's own units at its root (4), in its slices (5) and in their slices (6): `UnitCgroups.userLevels`.
-public struct UnitCgroupScanner {
+/// slice (level 2) or in the slices below it, down to `UnitCgroups.deepest`; and below each user manager
+/// (`user@UID.service`, level 3) that user's own units at its root (4), in its slices (5) and in their slices (6):
+/// `UnitCgroups.levels`, `UnitCgroups.userLevels`.
+///
+/// It walks the hierarchy by descriptors and the names' bytes, never by paths built from decoded names (a name
+/// need not be UTF-8), and keeps a descriptor of every unit cgroup it found and every directory it walked, by the
+/// cgroup's id (its inode number, which the kernel never gives again). nft is given a unit's descriptor
+/// (`UnitCgroup.handle`), so the rules name a cgroup however it is named and however soon it goes; a directory's
+/// descriptor is what its watch follows, so a slice removed and made again is a new one, watched again.
+///
+/// Unchecked Sendable: a scan may run on a thread of its own (CgroupWatcher), one at a time, and nothing else
+/// touches the scanner until its result is back.
+public final class UnitCgroupScanner: @unchecked Sendable {
+    /// A user's delegated tree is theirs to fill: units past this many in one user manager are left out (each
+    /// costs the daemon a descriptor; users' units only narrow what their uid may do, so the user loses only
+    /// their own narrowing).
+    public static let maxUnitsPerUser = 1024
+
     /// Where the hierarchy is mounted (from /proc/self/mountinfo); nil when there is none.
     public let mountPoint: String?
+
+    private struct Held {
+        var fd: Int32
+        var unit: Bool
+    }
+    /// Every directory the last scan found, by cgroup id.
+    private var held: [UInt64: Held] = [:]
+    /// Descriptors of unit cgroups that are gone, kept until no rules that may be loaded again name them
+    /// (`release(keeping:)`): closed, their numbers would be another file's.
+    private var retired: [Int32] = []
+    /// The user managers whose units are over the limit, said once until they are under it again.
+    private var crowded: Set<String> = []
+    private var problems = RateLimitedLog(intervalMicroseconds: 60_000_000)
 
     public init(mountinfo: String? = FD.readText("/proc/self/mountinfo")) {
         mountPoint = mountinfo.flatMap(UnitCgroups.unifiedMountPoint(mountinfo:))
     }
 
-    /// The cgroups now, and the directories whose entries appearing or going changes them (the root, the slices
-    /// walked and the user managers).
-    public func scan() -> (cgroups: UnitCgroups, directories: [String]) {
-        guard let root = mountPoint else { return (UnitCgroups(), []) }
+    deinit {
+        if let top { FD.close(top.fd) }
+        for h in held.values { FD.close(h.fd) }
+        for fd in retired { FD.close(fd) }
+    }
+
+    /// A directory this scan found: its id and the descriptor the daemon holds.
+    public struct Found: Equatable, Sendable {
+        public var id: UInt64
+        public var fd: Int32
+    }
+
+    /// What a scan found: the cgroups now, and the directories whose entries appearing or going changes them (the
+    /// root, the slices walked and the user managers).
+    public struct Scan: Sendable {
+        public var cgroups: UnitCgroups
+        public var directories: [Found]
+    }
+
+    public func scan() -> Scan {
+        guard let root = mountPoint else { return Scan(cgroups: UnitCgroups(), directories: []) }
+        var seen: [UInt64: Held] = [:]
         var units: [UnitCgroup] = []
-        var dirs = [root]
-        func id(_ path: String) -> UInt64 { (try? Files.fileID(root + "/" + path).inode) ?? 0 }
-        func list(_ path: String) -> [String] { (try? Files.list(root + "/" + path)) ?? [] }
-        func unit(_ parent: String, _ name: String, level: Int, user: Bool) {
-            let path = parent + "/" + name
-            units.append(UnitCgroup(path: path, level: level, unit: name, id: id(path), user: user))
+        var dirs: [Found] = []
+        var crowdedNow: Set<String> = []
+
+        /// The directory `raw` in `parent`: the descriptor already held for its id, or a new one. nil when it is
+        /// gone, or cannot be opened (`why` then says so).
+        func open(_ parent: Int32, _ raw: [UInt8], unit: Bool) -> (Found?, Errno?) {
+            let id: UInt64
+            do {
+                guard let i = try Directory.inode(at: parent, raw) else { return (nil, nil) }
+                id = i
+            } catch { return (nil, error == .notFound ? nil : error) }
+            if let h = seen[id] ?? held[id] {
+                seen[id] = h
+                return (Found(id: id, fd: h.fd), nil)
+            }
+            let opened: Int32
+            do { opened = try Directory.open(at: parent, raw) } catch { return (nil, error == .notFound ? nil : error) }
+            // Held for as long as the cgroup lives: a number no select(2) needs (LowDescriptors).
+            let fd = FD.moveAbove(opened, LowDescriptors.selectable)
+            // The one opened is what counts: the name may have been made again in between.
+            guard let own = try? Directory.inode(fd) else { FD.close(fd); return (nil, nil) }
+            if let h = seen[own] ?? held[own] {
+                FD.close(fd)
+                seen[own] = h
+                return (Found(id: own, fd: h.fd), nil)
+            }
+            seen[own] = Held(fd: fd, unit: unit)
+            return (Found(id: own, fd: fd), nil)
         }
-        /// A user manager's subtree: units, and slices holding units, down to the deepest user level.
-        func walkUser(_ dir: String, level: Int) {
-            dirs.append(root + "/" + dir)
-            for name in list(dir) {
+        func list(_ fd: Int32) -> [[UInt8]] { (try? Directory.entries(fd)) ?? [] }
+        func walked(_ parent: Int32, _ raw: [UInt8], _ path: String) -> Found? {
+            let (found, error) = open(parent, raw, unit: false)
+            if let error { problems.emit(4, "cgroups: cannot open \(SafeText.excerpt(path, maxBytes: 300)) (\(error)): "
+                + "the units below it are not followed") }
+            if let found { dirs.append(found) }
+            return found
+        }
+        func unit(_ parent: Int32, _ raw: [UInt8], _ path: String, _ name: String, level: Int, user: Bool) {
+            let (found, error) = open(parent, raw, unit: true)
+            if let found {
+                units.append(UnitCgroup(path: path, level: level, unit: name, id: found.id, user: user, handle: found.fd))
+                return
+            }
+            guard let error else { return }
+            // Out of descriptors: a system unit is named by its path (a load may then fail if it goes meanwhile);
+            // a user's unit, or a name that is not text, cannot be named safely and is left out.
+            let text = String(validating: raw, as: UTF8.self) != nil
+            if !user, text, let id = try? Directory.inode(at: parent, raw) {
+                units.append(UnitCgroup(path: path, level: level, unit: name, id: id, user: user))
+            }
+            problems.emit(4, "cgroups: cannot open \(SafeText.excerpt(path, maxBytes: 300)) (\(error)): "
+                + (!user && text ? "named to nft by its path" : "left out of the rules"))
+        }
+        /// A user manager's subtree: units, and slices holding units, down to the deepest user level, at most
+        /// `maxUnitsPerUser` units in all.
+        func walkUser(_ fd: Int32, _ dir: String, level: Int, budget: inout Int, manager: String) {
+            for raw in list(fd) {
+                let name = String(decoding: raw, as: UTF8.self)
                 if UnitCgroups.isUnit(name) {
-                    unit(dir, name, level: level, user: true)
-                } else if UnitCgroups.isSlice(name), level < UnitCgroups.userLevels.last! {
-                    walkUser(dir + "/" + name, level: level + 1)
+                    guard budget > 0 else { crowdedNow.insert(manager); continue }
+                    budget -= 1
+                    unit(fd, raw, dir + "/" + name, name, level: level, user: true)
+                } else if UnitCgroups.isSlice(name), level < UnitCgroups.userLevels.last!,
+                          let slice = walked(fd, raw, dir + "/" + name) {
+                    walkUser(slice.fd, dir + "/" + name, level: level + 1, budget: &budget, manager: manager)
                 }
             }
         }
-        for top in list("") where UnitCgroups.isSlice(top) {
-            dirs.append(root + "/" + top)
-            for name in list(top) {
+        /// A system slice at `level`: its units, its slices, and (at level 2, `user.slice/user-UID.slice`) the user
+        /// managers in it.
+        func walkSystem(_ fd: Int32, _ dir: String, level: Int) {
+            for raw in list(fd) {
+                let name = String(decoding: raw, as: UTF8.self)
+                let path = dir + "/" + name
                 if UnitCgroups.isMatchedUnit(name) {
-                    unit(top, name, level: 2, user: false)
+                    if UnitCgroups.levels.contains(level + 1) { unit(fd, raw, path, name, level: level + 1, user: false) }
                 } else if UnitCgroups.isSlice(name) {
-                    let slice = top + "/" + name
-                    dirs.append(root + "/" + slice)
-                    for u in list(slice) {
-                        if UnitCgroups.isMatchedUnit(u) {
-                            unit(slice, u, level: 3, user: false)
-                        } else if UnitCgroups.isUserManager(u) {
-                            walkUser(slice + "/" + u, level: 4)
-                        }
+                    if level + 1 < UnitCgroups.deepest, let slice = walked(fd, raw, path) {
+                        walkSystem(slice.fd, path, level: level + 1)
                     }
+                } else if level == 2, UnitCgroups.isUserManager(name), let manager = walked(fd, raw, path) {
+                    var budget = Self.maxUnitsPerUser
+                    walkUser(manager.fd, path, level: 4, budget: &budget, manager: name)
                 }
             }
         }
-        return (UnitCgroups(nftRoot: UnitCgroups.nftRoot(forMountPoint: root), units: units), dirs)
+
+        let (top, error) = rootDirectory(root)
+        if let top {
+            dirs.append(top)
+            for raw in list(top.fd) {
+                let name = String(decoding: raw, as: UTF8.self)
+                if UnitCgroups.isSlice(name), let slice = walked(top.fd, raw, name) { walkSystem(slice.fd, name, level: 1) }
+            }
+        } else {
+            problems.emit(4, "cgroups: cannot open \(root)\(error.map { " (\($0))" } ?? ""): no unit is followed")
+        }
+        for manager in crowdedNow.subtracting(crowded) {
+            Log.warning("cgroups: \(SafeText.excerpt(manager, maxBytes: 100)) has more than \(Self.maxUnitsPerUser) units: "
+                + "the first \(Self.maxUnitsPerUser) in name order are followed, the rest are left out of the rules")
+        }
+        crowded = crowdedNow
+        // Gone: a directory's descriptor closes now; a unit's once no rules in force name it.
+        for (id, h) in held where seen[id] == nil {
+            if h.unit { retired.append(h.fd) } else { FD.close(h.fd) }
+        }
+        held = seen
+        return Scan(cgroups: UnitCgroups(nftRoot: UnitCgroups.nftRoot(forMountPoint: root), units: units), directories: dirs)
+    }
+
+    /// The hierarchy's root, opened once (it never goes).
+    private func rootDirectory(_ root: String) -> (Found?, Errno?) {
+        if let top { return (top, nil) }
+        let fd: Int32
+        do { fd = try Directory.open(root) } catch { return (nil, error) }
+        guard let id = try? Directory.inode(fd) else {
+            FD.close(fd)
+            return (nil, nil)
+        }
+        top = Found(id: id, fd: fd)
+        return (top, nil)
+    }
+    private var top: Found?
+
+    /// Closes the descriptors of unit cgroups that are gone, but for those `inForce` names (the rules in force
+    /// name them, and a repair may load those rules again).
+    public func release(keeping inForce: Set<Int32>) {
+        guard !retired.isEmpty else { return }
+        retired.removeAll { fd in
+            guard !inForce.contains(fd) else { return false }
+            FD.close(fd)
+            return true
+        }
     }
 }

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// Replaces a file so that a crash at any moment leaves the old or the new content, never a torn one:
@@ -46,10 +47,20 @@ public enum AtomicFile {
         }
     }
 
-    /// Moves a bad file aside (`NAME.corrupt-SECONDS`) so it can be inspected; returns the new path.
-    public static func moveAside(_ path: String) throws(Errno) -> String {
-        let aside = "\(path).corrupt-\(Clock.realtimeSeconds())"
-        try Files.rename(path, to: aside)
-        return aside
+    /// Moves a bad file aside (`NAME.corrupt-SECONDS`, or `NAME.corrupt-SECONDS.N` when that is taken: two set
+    /// aside within one second) so it can be inspected; returns the new path. Never replaces a file: a rename
+    /// that would (RENAME_NOREPLACE) tries the next name. `seconds` is for the tests.
+    public static func moveAside(_ path: String, seconds: Int = Clock.realtimeSeconds()) throws(Errno) -> String {
+        let base = "\(path).corrupt-\(seconds)"
+        for n in 0..<1000 {
+            let aside = n == 0 ? base : "\(base).\(n)"
+            do {
+                _ = try sys { np_rename_noreplace(path, aside) }
+                return aside
+            } catch where error.code == EEXIST {
+                continue
+            }
+        }
+        throw Errno(EEXIST)
     }
 }

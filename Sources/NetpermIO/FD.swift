@@ -11,6 +11,14 @@ public enum FD {
         _ = try sys { fcntl(fd, F_SETFD, FD_CLOEXEC) }
     }
 
+    /// The same file at a number of at least `floor` (the old one closed), so that low numbers stay free
+    /// (LowDescriptors); `fd` itself when the limit on descriptors leaves no such number.
+    public static func moveAbove(_ fd: Int32, _ floor: Int32) -> Int32 {
+        guard fd < floor, let moved = try? sys({ fcntl(fd, F_DUPFD_CLOEXEC, floor) }) else { return fd }
+        close(fd)
+        return moved
+    }
+
     public static func close(_ fd: Int32) {
         // Never retry close on EINTR: Linux has already released the descriptor.
         _ = Glibc.close(fd)

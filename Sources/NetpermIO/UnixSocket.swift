@@ -81,6 +81,20 @@ public enum UnixSocket {
     /// takes its listener's flags at connect(), so both need it: the listener before clients connect (then their
     /// every byte carries credentials), and each accepted socket for clients that connected before (their bytes
     /// sent before the accept carry credentials; bytes sent between accept and this call carry none).
+    /// The socket's send buffer (SO_SNDBUF, as the kernel counts it) and how much of it holds bytes the peer has
+    /// not read (SIOCOUTQ), in the same units: what is still room for.
+    public static func sendBuffer(_ fd: Int32) throws(Errno) -> (size: Int, used: Int) {
+        var size: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        _ = try sys { getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &len) }
+        return (Int(size), try sendQueue(fd))
+    }
+
+    /// SIOCOUTQ alone.
+    public static func sendQueue(_ fd: Int32) throws(Errno) -> Int {
+        Int(try sys { np_send_queue(fd) })
+    }
+
     public static func passCredentials(_ fd: Int32) throws(Errno) {
         var on: Int32 = 1
         _ = try sys { setsockopt(fd, SOL_SOCKET, NP_SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size)) }

@@ -65,7 +65,10 @@ public final class Nftables {
     public init() throws(NftError) {
         let lib = try Library.load()
         self.lib = lib
-        guard let ctx = Self.logStderr(of: { lib.new(UInt32(NFT_CTX_DEFAULT)) }) else { throw .noContext }
+        // libnftables waits on its netlink socket with select(2): the socket must get a number below 1024.
+        guard let ctx = LowDescriptors.whileFree({ Self.logStderr(of: { lib.new(UInt32(NFT_CTX_DEFAULT)) }) }) else {
+            throw .noContext
+        }
         self.ctx = ctx
         // Output and errors into buffers, never to the daemon's stdout and stderr.
         guard lib.bufferOutput(ctx) == 0, lib.bufferError(ctx) == 0 else {
@@ -74,12 +77,14 @@ public final class Nftables {
         }
     }
 
-    deinit { lib.free(ctx) }
+    // Its socket's number goes back to the reserve as it closes.
+    deinit { LowDescriptors.whileFree { [lib, ctx] in lib.free(ctx) } }
 
     /// Runs an nft script (as `nft -f`) and returns what it printed (a `list` command's text).
     @discardableResult
     public func run(_ script: String) throws(NftError) -> String {
-        let r = Self.logStderr { lib.run(ctx, script) }
+        // It may open its socket again (after an error): below 1024, as at the start.
+        let r = LowDescriptors.whileFree { Self.logStderr { lib.run(ctx, script) } }
         let output = lib.outputBuffer(ctx).map { String(cString: $0) } ?? ""
         let errors = lib.errorBuffer(ctx).map { String(cString: $0) } ?? ""
         guard r == 0 else {

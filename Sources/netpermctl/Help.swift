@@ -103,9 +103,10 @@ enum Help {
             return """
                 Waits until the app may use the network (the app this program is taken for, or with --app a
                 policy app, which needs root or the admin group), then runs COMMAND in its place, or exits 0.
-                Without --timeout it waits for as long as it takes; SECONDS may have a fraction (0.5). When the
-                time-out passes it exits 4 and says why the app may not use the network. While the daemon
-                cannot be reached because it is not running (yet), it keeps trying within the time-out.
+                Without --timeout it waits for as long as it takes; SECONDS may have a fraction (0.5) and is
+                below 100000000, as the daemon takes it. When the time-out passes it exits 4 and says why the app
+                may not use the network. While the daemon cannot be reached because it is not running (yet),
+                it keeps trying within the time-out.
                 Meant for ExecStartPre= of services that need the network.
                 """
         case .run:

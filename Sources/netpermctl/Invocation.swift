@@ -15,7 +15,8 @@ struct Invocation {
     var args: [String] = []
     var once = false
     var waitApp: String?
-    var waitTimeout: Double?
+    /// In microseconds, as the daemon takes a WAIT's time-out.
+    var waitTimeout: UInt64?
     /// `metrics --output FILE`.
     var output: String?
     /// What follows `--`: the program `wait` runs.
@@ -66,7 +67,7 @@ struct Invocation {
                     problem = problem ?? .bad("--timeout needs seconds, e.g. 30 or 0.5, not '\(v)'", .wait)
                     break
                 }
-                inv.waitTimeout = Double(usec) / 1e6
+                inv.waitTimeout = usec
             default:
                 if a.hasPrefix("-") && a != "-" {
                     problem = problem ?? .unknownOption(a, nil)

@@ -4,19 +4,22 @@ import NetpermIO
 
 /// `netpermctl wait`: blocks until the app may use the network, then execs the command.
 enum Wait {
-    static func run(socketPath: String, app: String?, timeout: Double?, command: [String], mode: OutputMode) -> Never {
-        let deadline = timeout.map { Clock.monotonicSeconds() + $0 }
+    /// `timeout` in microseconds, as parsed by the daemon's own rule (Seconds.parseMicroseconds): what is left of
+    /// it is sent to the microsecond, never rounded up, so every time-out accepted here is one the daemon accepts.
+    static func run(socketPath: String, app: String?, timeout: UInt64?, command: [String], mode: OutputMode) -> Never {
+        let deadline = timeout.map { Clock.monotonicMicroseconds() + $0 }
         while true {
-            let remaining = deadline.map { max(0, $0 - Clock.monotonicSeconds()) }
+            let now = Clock.monotonicMicroseconds()
+            let remaining = deadline.map { $0 > now ? $0 - now : 0 }
             var request = "WAIT"
             if let app { request += " \(app)" }
-            if let remaining { request += " " + String(format3(remaining)) }
+            if let remaining { request += " " + seconds(remaining) }
             let conn: Connection
             do { conn = try Connection(path: socketPath) } catch {
                 // Not running yet, or restarting: keep trying within the time-out. A refusal stays a refusal.
                 let why = Unreachable(error)
                 guard why.mayResolveItself else { die(why.message(socketPath), .unreachable) }
-                if let deadline, Clock.monotonicSeconds() >= deadline {
+                if let deadline, Clock.monotonicMicroseconds() >= deadline {
                     die(why.message(socketPath) + "; gave up at the time-out", .unreachable)
                 }
                 usleep(200_000)
@@ -28,7 +31,7 @@ enum Wait {
                 line = l
             } catch {
                 // The daemon went away while we waited (a restart): ask the next one, within the time-out.
-                if let deadline, Clock.monotonicSeconds() >= deadline {
+                if let deadline, Clock.monotonicMicroseconds() >= deadline {
                     die("lost the connection to netpermd: \(error); gave up at the time-out", .unreachable)
                 }
                 usleep(200_000)
@@ -60,10 +63,10 @@ enum Wait {
         }
     }
 
-    static func format3(_ seconds: Double) -> String {
-        let ms = Int((seconds * 1000).rounded(.up))
-        let frac = String(ms % 1000)
-        return "\(ms / 1000)." + String(repeating: "0", count: 3 - frac.count) + frac
+    /// `1500000` -> "1.500000".
+    static func seconds(_ microseconds: UInt64) -> String {
+        let frac = String(microseconds % 1_000_000)
+        return "\(microseconds / 1_000_000)." + String(repeating: "0", count: 6 - frac.count) + frac
     }
 
     static func exec(_ command: [String]) -> Never {

@@ -34,6 +34,8 @@ func run() -> Int32 {
     for s in [SIGTERM, SIGINT, SIGHUP] { try? Signals.block(s) }
     // Every client is a descriptor: take the hard limit (systemd's default soft limit is 1024).
     try? Limits.raiseOpenFilesToHardLimit()
+    // While numbers below 1024 are free: libnftables' socket needs one (select(2)), whoever holds the rest.
+    LowDescriptors.reserve()
 
     let loop: SDEventLoop
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
@@ -80,6 +82,7 @@ func run() -> Int32 {
     }
     interpreter.kernelChanged(watcher.snapshot())
     let cgroups = CgroupWatcher(loop: loop) { interpreter.feed(.cgroups($0)) }
+    interpreter.handlesInForce = { cgroups.inForce($0) }
 
     var limits = ControlServer.Limits()
     limits.maxLine = Request.maxLine

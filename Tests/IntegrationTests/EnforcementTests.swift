@@ -47,9 +47,7 @@ final class EnforcementTests: IntegrationTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        for tool in ["nft", "nsenter", "setpriv"] where !Subprocess.resolve(tool).hasPrefix("/") {
-            throw HarnessError("\(tool) is not installed (make deps installs nftables and util-linux)")
-        }
+        try EnforcementBed.requireTools()
         guard access(EnforcementBed.python, X_OK) == 0 else { throw HarnessError("\(EnforcementBed.python) is missing") }
         bed = try EnforcementBed(self)
         dir = try makeTempDir()

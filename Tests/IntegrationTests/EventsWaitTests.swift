@@ -302,7 +302,7 @@ final class EventsWaitTests: IntegrationTestCase {
     // MARK: - A subscriber that does not read
 
     /// A subscriber that never reads loses its events once it falls 1 MiB behind and is disconnected when it has
-    /// not caught up within --subscriber-timeout (perhaps after an overflow line), while another subscriber keeps
+    /// not caught up within --subscriber-timeout, after a last overflow line, while another subscriber keeps
     /// getting every event and a client keeps getting answers.
     func testASubscriberThatNeverReadsIsDisconnected() throws {
         // 300 apps that all change together when wlan0 comes and goes: each flip is ~100 KB of app events.
@@ -347,7 +347,7 @@ final class EventsWaitTests: IntegrationTestCase {
         XCTAssertTrue(f.daemon.log.contains("behind: disconnecting it"), "the daemon says why")
 
         // What the stalled subscriber got before it was dropped is well-formed: the acknowledgement, the
-        // snapshot, consecutive events, perhaps the overflow line, then the end of the stream.
+        // snapshot, consecutive events, the overflow line, then the end of the stream.
         var lines: [String] = []
         while let line = try stalled.readLine(timeout: 5) { lines.append(line) }
         XCTAssertTrue(stalled.eof, "end of stream after the last line")
@@ -367,7 +367,8 @@ final class EventsWaitTests: IntegrationTestCase {
             XCTAssertEqual(try JSONValue.int(o, "seq"), expectedSeq, "stalled subscriber's line \(i + 1)")
             expectedSeq += 1
         }
-        XCTAssertGreaterThan(expectedSeq, 2, "it got events before it stalled")
+        XCTAssertGreaterThanOrEqual(expectedSeq, 2, "it got the snapshot, and perhaps events, before it stalled")
+        XCTAssertTrue(sawOverflow, "the overflow line came last (half its socket buffer is kept for it)")
         XCTAssertLessThan(expectedSeq - 1, reader.lastSeq, "it was dropped while the reading subscriber went on")
         let leftover = String(decoding: stalled.partial, as: UTF8.self)
         XCTAssertTrue(stalled.partial.isEmpty, "the stream ends on a line boundary; \(stalled.partial.count) bytes of a "
@@ -548,6 +549,22 @@ final class EventsWaitTests: IntegrationTestCase {
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         XCTAssertEqual(status, 0, "netpermctl wait: \(output)")
         XCTAssertEqual(try? String(contentsOfFile: marker, encoding: .utf8), "ran\n", "the command ran once allowed")
+    }
+
+    /// The longest time-out netpermctl accepts is one the daemon accepts: `99999999.9995` used to be rounded up to
+    /// the millisecond, sent as `100000000.000`, refused by the daemon, and wait exited 1. One past the daemon's
+    /// limit is a usage error before anything is sent, as WAIT would refuse it.
+    func testNetpermctlWaitTakesEveryTimeOutTheDaemonTakes() throws {
+        let f = try wwanOnly()
+        try f.addDefaultRoute("wlan0", metric: 100)
+        try waitForVerdict(f.socket, "updater", "updater available over wlan0") { $0.available }
+        for timeout in ["99999999.9995", "99999999.999999", "99999999.9999999", "0.0000001"] {
+            let r = try ctl(["--socket", f.socket, "wait", "--app", "updater", "--timeout", timeout])
+            XCTAssertEqual(r.status, 0, "--timeout \(timeout): \(r.summary)")
+        }
+        XCTAssertEqual(try request(f.socket, "WAIT updater 100000000")["error"] as? String, "bad-arguments")
+        let over = try ctl(["--socket", f.socket, "wait", "--app", "updater", "--timeout", "100000000"])
+        XCTAssertEqual(over.status, 2, over.summary)
     }
 
     func testNetpermctlWaitTimesOutWithExitFour() throws {

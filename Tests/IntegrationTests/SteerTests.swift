@@ -43,9 +43,7 @@ final class SteerTests: IntegrationTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        for tool in ["nft", "nsenter", "setpriv"] where !Subprocess.resolve(tool).hasPrefix("/") {
-            throw HarnessError("\(tool) is not installed (make deps installs nftables and util-linux)")
-        }
+        try EnforcementBed.requireTools()
         guard access(SteerBed.python, X_OK) == 0 else { throw HarnessError("\(SteerBed.python) is missing") }
         dir = try makeTempDir()
         bed = try SteerBed(self, dir: dir)

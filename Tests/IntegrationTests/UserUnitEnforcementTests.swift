@@ -18,19 +18,11 @@ final class UserUnitEnforcementTests: IntegrationTestCase {
 
     override func setUpWithError() throws {
         try super.setUpWithError()
-        for tool in ["nft", "nsenter", "setpriv"] where !Subprocess.resolve(tool).hasPrefix("/") {
-            throw HarnessError("\(tool) is not installed (make deps installs nftables and util-linux)")
-        }
+        try EnforcementBed.requireTools()
         bed = try EnforcementBed(self)
         dir = try makeTempDir()
         showOnFailure("nft list ruleset") { (try? self.bed.nft("list", "ruleset").stdout) ?? "(nft failed)" }
-        addTeardownBlock { [unowned self] in
-            // Clients have exited and been reaped, but the kernel may take a moment to see a cgroup unpopulated.
-            let deadline = monotonicNow() + 5
-            for d in made.reversed() {
-                while rmdir(d) != 0 && errno == EBUSY && monotonicNow() < deadline { usleep(10_000) }
-            }
-        }
+        addTeardownBlock { [unowned self] in EnforcementBed.removeCgroups(self.made.map { Array($0.utf8CString) }) }
     }
 
     private func mkdirs(_ path: String) throws {

@@ -235,6 +235,18 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.request(inside, "QUERY")["enforced_why"], "rules-failed", "nothing in force says so, not pending")
     }
 
+    /// A process in a unit's cgroup that the rules do not follow (deeper than the levels they look up, or inside
+    /// another unit's cgroup) used to hear `cgroup-pending` for ever: it hears `cgroup-unfollowed`, at once.
+    func testOwnCgroupTheRulesDoNotFollowSaysSo() {
+        let h = EngineHarness(policy: policy + "\n[App deep]\nUnit=deep.service\nWWAN=deny\n", links: [Links.lo, Links.wwan])
+        var peer = makePeer(uid: 0, exe: "/usr/bin/tool", unit: "deep.service", pid: 77)
+        peer.unitFollowed = false
+        let inside = h.connect(peer)
+        XCTAssertEqual(h.request(inside, "QUERY")["app"], "deep")
+        XCTAssertEqual(h.request(inside, "QUERY")["enforced_why"], "cgroup-unfollowed")
+        XCTAssertEqual(h.request(h.connect(), "QUERY deep")["enforced_why"], "cgroup-absent", "by name: the app's fact")
+    }
+
     /// Verdicts per app: enforced by uid; an executable cannot be; an app no section covers is not.
     func testVerdictsSayWhetherEnforced() {
         let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])

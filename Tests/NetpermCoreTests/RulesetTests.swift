@@ -16,6 +16,54 @@ final class RulesetTests: XCTestCase {
                              cgroups: cgroups ?? self.cgroups)
     }
 
+    /// A cgroup the daemon holds a descriptor of is named to nft through it, whatever its path: nft resolves
+    /// "/sys/fs/cgroup/" + the path given, and libnftables runs in the daemon.
+    func testAHeldCgroupIsNamedThroughItsDescriptor() throws {
+        let held = UnitCgroups(nftRoot: "unified", units: [
+            UnitCgroup(path: "system.slice/cron.service", level: 2, unit: "cron.service", id: 7, handle: 1041),
+            UnitCgroup(path: "a.slice/a-b.slice/a-b-c.slice/deep.service", level: 4, unit: "deep.service", id: 8),
+        ])
+        let r = try build("[App cron]\nUnit=cron.service\nWWAN=deny\n[App deep]\nUnit=deep.service\nWWAN=deny\n",
+                          cgroups: held)
+        XCTAssertTrue(r.text.contains(#""../../../proc/self/fd/1041" : goto deny"#), r.text)
+        XCTAssertFalse(r.text.contains("system.slice/cron.service"), "never by its path")
+        XCTAssertEqual(UnitCgroups.handles(namedIn: r.text), [1041])
+        // A system unit at level 4 (a slice in a slice in a slice) has its map and its lookup.
+        XCTAssertTrue(r.text.contains(#"map unit4_wwan {"# + "\n\t\ttype cgroupsv2 : verdict\n"
+            + "\t\telements = { " + #""unified/a.slice/a-b.slice/a-b-c.slice/deep.service" : goto deny }"#), r.text)
+        XCTAssertTrue(r.text.contains("socket cgroupv2 level 4 vmap @unit4_wwan"), r.text)
+        XCTAssertEqual(r.notEnforced, [:])
+    }
+
+    func testHandlesNamedInAScript() {
+        XCTAssertEqual(UnitCgroups.handles(namedIn: ""), [])
+        XCTAssertEqual(UnitCgroups.handles(namedIn: #"{ "../../../proc/self/fd/3" : accept, "../../../proc/self/fd/12" : "#
+            + #"goto deny }\#ndelete element x { "../../../proc/self/fd/3", "unified/a.slice/b.service" }"#
+            + #" "../../../proc/self/fd/""#), [3, 12])
+    }
+
+    /// Which cgroups the rules follow: a system unit with only slices above it, levels 2 to 6; a user's unit
+    /// below its manager with only slices between, levels 4 to 6; nothing deeper or inside another unit.
+    func testWhichUnitsAreFollowed() {
+        for path in ["/system.slice/cron.service", "/system.slice/system-getty.slice/getty@tty1.service",
+                     "/a.slice/b.slice/c.slice/d.slice/e.slice/x.service", "/system.slice/docker.service/sub",
+                     "/user.slice/user-1000.slice/user@1000.service/init.scope",
+                     "/user.slice/user-1000.slice/user@1000.service/app.slice/app-x.slice/vte-1.scope",
+                     "/user.slice/user-1000.slice/session-2.scope"] {
+            XCTAssertTrue(UnitCgroups.isFollowed(path: path), path)
+        }
+        for path in ["/", "/init.scope", "/system.slice", "/a.slice/b.slice/c.slice/d.slice/e.slice/f.slice/x.service",
+                     "/system.slice/docker.service/inner.scope", "/x/system.slice/cron.service",
+                     "/user.slice/user-1000.slice/user@1000.service",
+                     "/user.slice/user-1000.slice/user@1000.service/a.slice/b.slice/c.slice/x.scope",
+                     "/user.slice/user-1000.slice/user@1000.service/x.service/y.scope"] {
+            XCTAssertFalse(UnitCgroups.isFollowed(path: path), path)
+        }
+        XCTAssertEqual(PeerIdentity.unitAndManager(fromCgroup: "0::/a.slice/b.slice/c.slice/d.slice/e.slice/f.slice/x.service")?
+            .followed, false)
+        XCTAssertEqual(PeerIdentity.unitAndManager(fromCgroup: "0::/system.slice/a.slice/b.slice/x.service")?.followed, true)
+    }
+
     func testGoldenText() throws {
         let r = try build("""
             [App phone]
@@ -132,6 +180,51 @@ final class RulesetTests: XCTestCase {
             	map unit3_other {
             		type cgroupsv2 : verdict
             	}
+            	map unit4_metered {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit4_wifi {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit4_wwan {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit4_ethernet {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit4_other {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit5_metered {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit5_wifi {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit5_wwan {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit5_ethernet {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit5_other {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit6_metered {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit6_wifi {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit6_wwan {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit6_ethernet {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit6_other {
+            		type cgroupsv2 : verdict
+            	}
             	map tag_uid {
             		type uid : mark
             		elements = { 1000 : 0x6eb611af }
@@ -141,6 +234,15 @@ final class RulesetTests: XCTestCase {
             		elements = { "unified/system.slice/cron.service" : 0x6ee31989 }
             	}
             	map tag_unit3 {
+            		type cgroupsv2 : mark
+            	}
+            	map tag_unit4 {
+            		type cgroupsv2 : mark
+            	}
+            	map tag_unit5 {
+            		type cgroupsv2 : mark
+            	}
+            	map tag_unit6 {
             		type cgroupsv2 : mark
             	}
             	map conn_metered {

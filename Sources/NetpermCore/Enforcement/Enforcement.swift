@@ -33,8 +33,12 @@ public enum Enforcement: Equatable, Sendable {
         case shadowed
         /// Said only to a process asking about its own app from a unit's cgroup (QUERY): that cgroup is not in the
         /// rules in force, though the app may be through others. Just made (a `netpermctl run` scope: the rules
-        /// follow within milliseconds, and `run` waits for them), or deeper than the levels the rules follow.
+        /// follow within milliseconds, and `run` waits for them).
         case cgroupPending = "cgroup-pending"
+        /// Said only to a process asking about its own app from a unit's cgroup that the rules do not follow: deeper
+        /// than the levels they look up, or inside another unit's cgroup (`UnitCgroups.isFollowed`). It never will
+        /// be in them, so it is not pending.
+        case cgroupUnfollowed = "cgroup-unfollowed"
     }
 
     public var isEnforced: Bool { self == .enforced }

@@ -70,6 +70,31 @@ public enum Effect: Equatable, Sendable {
     case steer(SteeringPlan?)
 }
 
+extension Effect {
+    /// Which effect it is, for a log line (never its contents).
+    public var name: String {
+        switch self {
+        case .reply: return "a reply"
+        case .event: return "an event"
+        case .hold: return "a hold"
+        case .resume: return "a resume"
+        case .close: return "a close"
+        case .keepOpenAfterInputEnds: return "keeping a subscriber"
+        case .armTimer: return "arming a timer"
+        case .cancelTimer: return "cancelling a timer"
+        case .persist: return "writing the decisions"
+        case .loadPolicy: return "reading the policy"
+        case .notify: return "notifying the service manager"
+        case .log: return "a log line"
+        case .loadRules: return "loading the rules"
+        case .readUsage: return "reading the usage counters"
+        case .saveUsage: return "writing the usage totals"
+        case .loadUsageRules: return "loading the counting rules"
+        case .steer: return "steering"
+        }
+    }
+}
+
 /// The effects of one input, in order, and the bytes they refer to. Reused from input to input, so a request's
 /// reply costs no allocation once the buffers have grown.
 public final class Effects {

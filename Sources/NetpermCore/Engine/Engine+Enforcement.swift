@@ -223,11 +223,12 @@ extension Engine {
         guard caller.match.matchedBy == .unit, let unit = caller.identity.unit else { return e }
         if case let .notEnforced(why) = e {
             switch why {
-            case .executableOnly, .cgroupAbsent, .cgroupPending: break
+            case .executableOnly, .cgroupAbsent, .cgroupPending, .cgroupUnfollowed: break
             // Nothing in force, or nothing of this app: the asker's cgroup changes none of these.
             case .modeOff, .starting, .rulesFailed, .notInPolicy, .shadowed: return e
             }
         }
+        guard caller.identity.unitFollowed else { return .notEnforced(.cgroupUnfollowed) }
         let user = caller.identity.userUnit
         let inForce = enforcement.cgroups.units.contains { c in
             c.unit == unit && c.user == user && (!user || Ruleset.UnitOwner.userUID(path: c.path) == caller.identity.uid)

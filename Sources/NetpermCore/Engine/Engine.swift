@@ -45,6 +45,36 @@ public enum Input: Sendable {
     case usageTableChanged
 }
 
+extension Input {
+    /// Which input it is, for a log line (never its contents).
+    public var name: String {
+        switch self {
+        case .kernel: return "a kernel picture"
+        case .policy: return "a policy read"
+        case .reload: return "a reload"
+        case .started: return "the start"
+        case .opened: return "a connection's first request"
+        case .identityChanged: return "a request of another process"
+        case .closed: return "a connection closed"
+        case .line: return "a request"
+        case .lineTooLong: return "a request too long"
+        case .timer: return "a timer"
+        case .stored: return "the decisions stored"
+        case .stopping: return "the stop"
+        case .caughtUp: return "a subscriber caught up"
+        case .cgroups: return "the unit cgroups"
+        case .rulesLoaded: return "the rules loaded"
+        case .blocked: return "a blocked packet"
+        case .steered: return "steering applied"
+        case .usageRead: return "the usage counters read"
+        case .usageSaved: return "the usage totals saved"
+        case .usageRulesLoaded: return "the counting rules loaded"
+        case .budgetReached: return "a quota used up"
+        case .usageTableChanged: return "the counting table changed"
+        }
+    }
+}
+
 /// The daemon's whole state machine: sessions, subscriptions, waiters, prompts, decisions, verdicts and the reply
 /// cache. Pure and deterministic: `handle(input)` changes the state and returns the effects for the daemon to carry
 /// out (reply, push an event, hold or close a connection, persist, arm a timer, notify, log). Every change of what

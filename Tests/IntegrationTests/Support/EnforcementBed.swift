@@ -123,6 +123,22 @@ final class EnforcementBed {
         return r.status == 0 ? r.stdout : nil
     }
 
+    /// What the beds' tests run: fails at once, naming the package, when one is missing.
+    static func requireTools() throws {
+        for tool in ["nft", "nsenter", "setpriv"] where !Subprocess.resolve(tool).hasPrefix("/") {
+            throw HarnessError("\(tool) is not installed (make deps installs nftables and util-linux)")
+        }
+    }
+
+    /// Removes cgroup directories (paths as bytes: a name need not be text), deepest last in `paths`, so removed
+    /// first. Clients have exited and been reaped, but the kernel may take a moment to see a cgroup unpopulated.
+    static func removeCgroups(_ paths: [[CChar]]) {
+        let deadline = monotonicNow() + 5
+        for d in paths.reversed() {
+            while rmdir(d) != 0 && errno == EBUSY && monotonicNow() < deadline { usleep(10_000) }
+        }
+    }
+
     /// The cgroup v2 hierarchy's mount point in the test's own mount namespace.
     static func cgroupRoot() throws -> String {
         let text = try readProcFile("/proc/self/mountinfo")
