@@ -210,8 +210,8 @@ enum Help {
                 bind-to-kind (the link to bind to when routed-elsewhere); enforced (yes|no), enforced-why; the
                 metered budget: budget (bytes, empty without one), budget-used, budget-exhausted, budget-enforced;
                 and who asked: pid, uid, executable, unit, problem (empty when APP is named).
-                reason is ok, no-network, routed-elsewhere, denied, budget-exhausted, awaiting-decision or
-                starting; metered-source may also be budget (the budget is used up).
+                reason is ok, no-network, routed-elsewhere, denied, budget-exhausted, awaiting-decision or starting;
+                metered-source may also be budget (the budget is used up).
                 """
         case .apps:
             return """
