@@ -580,8 +580,8 @@ class Bench:
         """A stopped daemon leaves its rules in force: `netpermd --remove-rules` takes them out."""
         run(["ip", "netns", "exec", self.ns, os.path.join(self.bin, "netpermd"), "--remove-rules"])
 
-    def nft_table_loaded(self):
-        return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd"], check=False).returncode == 0
+    def nft_table_loaded(self, table="netpermd"):
+        return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", table], check=False).returncode == 0
 
     def tput_send(self, uid, check=True):
         cmd = ["ip", "netns", "exec", self.ns, "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
@@ -620,19 +620,23 @@ class Bench:
             f.write("".join(parts))
         os.replace(path + ".tmp", path)
 
-    def start_enforcing(self, sock, conf):
-        # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree the daemon reads.
+    def start_in_force(self, sock, conf, part, state, table, what, name):
+        """netpermd until STATUS says its `part` (enforcement, usage) is `state` and the kernel has `table`. Entered
+        with nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree the daemon reads."""
         d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
-                       + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-enforce")), log_name="netpermd-enforce.log")
+                       + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-" + name)), log_name=f"netpermd-{name}.log")
 
-        def enforcing():
+        def ready():
             if d.poll() is not None:
-                raise BenchError(f"netpermd (Mode=block) exited with {d.returncode}" + self.daemon_log_tail())
-            return json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] == "enforcing"
-        self.wait_for(enforcing, "the rules in force", 30)
-        if not self.nft_table_loaded():
-            raise BenchError("STATUS says enforcing but the kernel has no table inet netpermd")
+                raise BenchError(f"netpermd ({what}) exited with {d.returncode}" + self.daemon_log_tail())
+            return json.loads(self.ask(sock, "STATUS", timeout=5))[part]["state"] == state
+        self.wait_for(ready, f"the rules of {what} in force", 30)
+        if not self.nft_table_loaded(table):
+            raise BenchError(f"STATUS says {state} but the kernel has no table inet {table}")
         return d
+
+    def start_enforcing(self, sock, conf):
+        return self.start_in_force(sock, conf, "enforcement", "enforcing", "netpermd", "Mode=block", "enforce")
 
     def udp_passes(self):
         return run(["ip", "netns", "exec", self.ns, "setpriv", "--reuid", str(TPUT_UID), "--regid", str(TPUT_UID),
@@ -914,22 +918,8 @@ class Bench:
             tags[name] = 0x6E800000 | t
         return tags
 
-    def usage_table_loaded(self):
-        return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd_usage"],
-                   check=False).returncode == 0
-
     def start_counting(self, sock, conf):
-        d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
-                       + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-usage")), log_name="netpermd-usage.log")
-
-        def counting():
-            if d.poll() is not None:
-                raise BenchError(f"netpermd ([Usage] Count=yes) exited with {d.returncode}" + self.daemon_log_tail())
-            return json.loads(self.ask(sock, "STATUS", timeout=5))["usage"]["state"] == "counting"
-        self.wait_for(counting, "the counting rules in force", 30)
-        if not self.usage_table_loaded():
-            raise BenchError("STATUS says counting but the kernel has no table inet netpermd_usage")
-        return d
+        return self.start_in_force(sock, conf, "usage", "counting", "netpermd_usage", "[Usage] Count=yes", "usage")
 
     def usage_sent(self, sock):
         r = json.loads(self.ask(sock, "USAGE tputapp", timeout=30))
@@ -968,7 +958,7 @@ class Bench:
             cycle = {}
             for side in (("on", "off") if i % 2 == 0 else ("off", "on")):
                 if side == "off":
-                    if self.usage_table_loaded():
+                    if self.nft_table_loaded("netpermd_usage"):
                         raise BenchError("the counting table is loaded without netpermd running")
                     cycle["off"] = measure()
                     continue
@@ -1004,7 +994,7 @@ class Bench:
                 self.stop(d)
                 os.unlink(sock) if os.path.exists(sock) else None
                 self.remove_rules()
-                if self.usage_table_loaded():
+                if self.nft_table_loaded("netpermd_usage"):
                     raise BenchError("the counting table is still loaded after netpermd --remove-rules")
             cycles.append(cycle)
         self.results["usage"] = {
@@ -1323,6 +1313,28 @@ def build_rows(r, smoke):
         targets.append({"target": name, "met": bool(ok), "detail": detail})
         return "met" if ok else "MISSED"
 
+    def paired_rows(fig, e, title, cost, target_name):
+        """A sender's TCP bulk and 64-byte datagrams with rules and without, in paired cycles (figures 10 and 17):
+        each cycle measured both sides back to back, so the figure is the median of its ratios."""
+        on, off = sorted(e["on_mbit_s"]), sorted(e["off_mbit_s"])
+        ratios = sorted(a / b for a, b in zip(e["on_mbit_s"], e["off_mbit_s"]))
+        ratio = pct(ratios, 50)
+        out = [(f"{fig} {title} (Mbit/s)", f"{on[0]:.0f} / {pct(on, 50):.0f} / {on[-1]:.0f}",
+                f"no rules: {off[0]:.0f} / {pct(off, 50):.0f} / {off[-1]:.0f}",
+                f"cycles' ratios: median x{ratio:.3f} (min x{ratios[0]:.2f}, max x{ratios[-1]:.2f}; "
+                f"{len(ratios)} cycles of {e['seconds']} s a side)", ">= 0.95x of no rules",
+                target(target_name, ratio >= 0.95, f"ratio {ratio:.3f}"))]
+        if "on_dgram_cpu_ns" in e:
+            don, doff = sorted(e["on_dgram_cpu_ns"]), sorted(e["off_dgram_cpu_ns"])
+            extra = sorted(a - b for a, b in zip(e["on_dgram_cpu_ns"], e["off_dgram_cpu_ns"]))
+            times = sorted(a / b for a, b in zip(e["on_dgram_cpu_ns"], e["off_dgram_cpu_ns"]))
+            out.append((f"{fig} 64-byte datagram of the same app: sender's CPU per datagram (ns)",
+                        f"{don[0]:.0f} / {pct(don, 50):.0f} / {don[-1]:.0f}",
+                        f"no rules: {doff[0]:.0f} / {pct(doff, 50):.0f} / {doff[-1]:.0f}",
+                        f"{cost}: median {pct(extra, 50):+.0f} ns a packet (x{pct(times, 50):.2f}; "
+                        f"{e['dgrams']} datagrams a side)", "", ""))
+        return out
+
     if "latency" in r:
         lat = r["latency"]
         added = lat["added_us"]
@@ -1450,25 +1462,8 @@ def build_rows(r, smoke):
                      f" ({nb} queries; RSS {bp['rss_kb'] / 1024:.1f} MiB)", "", ""))
     if "enforcement" in r:
         e = r["enforcement"]
-        on, off = sorted(e["on_mbit_s"]), sorted(e["off_mbit_s"])
-        # Each cycle measured both sides back to back: the median of its ratios.
-        ratios = sorted(a / b for a, b in zip(e["on_mbit_s"], e["off_mbit_s"]))
-        ratio = pct(ratios, 50)
-        rows.append((f"10 TCP bulk of an allowed app, Mode=block, {e['apps']}-app policy (Mbit/s)",
-                     f"{on[0]:.0f} / {pct(on, 50):.0f} / {on[-1]:.0f}",
-                     f"no rules: {off[0]:.0f} / {pct(off, 50):.0f} / {off[-1]:.0f}",
-                     f"cycles' ratios: median x{ratio:.3f} (min x{ratios[0]:.2f}, max x{ratios[-1]:.2f}; "
-                     f"{len(ratios)} cycles of {e['seconds']} s a side)", ">= 0.95x of no rules",
-                     target("throughput with enforcement within 5% of none", ratio >= 0.95, f"ratio {ratio:.3f}")))
-        if "on_dgram_cpu_ns" in e:
-            don, doff = sorted(e["on_dgram_cpu_ns"]), sorted(e["off_dgram_cpu_ns"])
-            extra = sorted(a - b for a, b in zip(e["on_dgram_cpu_ns"], e["off_dgram_cpu_ns"]))
-            rows.append((f"10 64-byte datagram of the same app: sender's CPU per datagram (ns)",
-                         f"{don[0]:.0f} / {pct(don, 50):.0f} / {don[-1]:.0f}",
-                         f"no rules: {doff[0]:.0f} / {pct(doff, 50):.0f} / {doff[-1]:.0f}",
-                         f"the rules' cost: median {pct(extra, 50):+.0f} ns a packet "
-                         f"(x{pct(sorted(a / b for a, b in zip(e['on_dgram_cpu_ns'], e['off_dgram_cpu_ns'])), 50):.2f}; "
-                         f"{e['dgrams']} datagrams a side)", "", ""))
+        rows += paired_rows(10, e, f"TCP bulk of an allowed app, Mode=block, {e['apps']}-app policy", "the rules' cost",
+                            "throughput with enforcement within 5% of none")
     for key, e in sorted(r.get("inforce", {}).items(), key=lambda kv: kv[1]["apps"]):
         ratio = e["netpermd_us"]["median"] / e["nft_us"]["median"]
         rows.append((f"11 policy change (SIGHUP) -> the kernel rejects the app, {e['apps']} apps (ms)",
@@ -1554,23 +1549,8 @@ def build_rows(r, smoke):
                      "no QUERY over 1 s", target("soak: no QUERY over 1 s", d["max"] < 1e6, f"max {d['max'] / 1000:.0f} ms")))
     if "usage" in r:
         u = r["usage"]
-        on, off = sorted(u["on_mbit_s"]), sorted(u["off_mbit_s"])
-        ratios = sorted(a / b for a, b in zip(u["on_mbit_s"], u["off_mbit_s"]))
-        ratio = pct(ratios, 50)
-        rows.append((f"17 TCP bulk of a counted app, Count=yes, metered link with a budget, {u['apps']}-app policy (Mbit/s)",
-                     f"{on[0]:.0f} / {pct(on, 50):.0f} / {on[-1]:.0f}",
-                     f"no rules: {off[0]:.0f} / {pct(off, 50):.0f} / {off[-1]:.0f}",
-                     f"cycles' ratios: median x{ratio:.3f} (min x{ratios[0]:.2f}, max x{ratios[-1]:.2f}; "
-                     f"{len(ratios)} cycles of {u['seconds']} s a side)", ">= 0.95x of no rules",
-                     target("throughput with counting within 5% of none", ratio >= 0.95, f"ratio {ratio:.3f}")))
-        don, doff = sorted(u["on_dgram_cpu_ns"]), sorted(u["off_dgram_cpu_ns"])
-        extra = sorted(a - b for a, b in zip(u["on_dgram_cpu_ns"], u["off_dgram_cpu_ns"]))
-        rows.append(("17 64-byte datagram of the same app: sender's CPU per datagram (ns)",
-                     f"{don[0]:.0f} / {pct(don, 50):.0f} / {don[-1]:.0f}",
-                     f"no rules: {doff[0]:.0f} / {pct(doff, 50):.0f} / {doff[-1]:.0f}",
-                     f"counting's cost: median {pct(extra, 50):+.0f} ns a packet "
-                     f"(x{pct(sorted(a / b for a, b in zip(u['on_dgram_cpu_ns'], u['off_dgram_cpu_ns'])), 50):.2f}; "
-                     f"{u['dgrams']} datagrams a side)", "", ""))
+        rows += paired_rows(17, u, f"TCP bulk of a counted app, Count=yes, metered link with a budget, {u['apps']}-app policy",
+                            "counting's cost", "throughput with counting within 5% of none")
         rd = u["reading"]
         rows.append((f"17 reading every counter, {u['apps']} apps' elements: USAGE APP round trip (ms)",
                      triple(rd["all_apps_us"], "ms"), "one app's: " + triple(rd["one_app_us"], "ms"),

@@ -114,6 +114,20 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         }
     }
 
+    /// A file written off the loop's thread when `writer` is there and free; on the loop otherwise.
+    private func write(_ what: String, with writer: OffLoop<StoreOutcome>?, _ save: @escaping @Sendable () -> StoreOutcome,
+                       then done: @escaping (StoreOutcome) -> Void) {
+        if let writer, !writer.busy {
+            do {
+                try writer.run(save, then: done)
+                return
+            } catch {
+                Log.warning("cannot start a thread to write \(what) (\(error)); writing them on the loop")
+            }
+        }
+        done(save())
+    }
+
     public func drained() { server?.serveReleased() }
 
     private func carryOut(_ effect: Effect) {
@@ -141,15 +155,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .persist(decisions):
             // One write at a time: the engine starts the next only once this one is `stored`.
             let store = self.store
-            if let storeWriter, !storeWriter.busy {
-                do {
-                    try storeWriter.run({ store.save(decisions) }) { [unowned self] in self.stored($0) }
-                    return
-                } catch {
-                    Log.warning("cannot start a thread to write the decisions (\(error)); writing them on the loop")
-                }
-            }
-            stored(store.save(decisions))
+            write("the decisions", with: storeWriter, { store.save(decisions) }) { [unowned self] in self.stored($0) }
         case .loadPolicy:
             // The engine has one load in flight at a time; on the loop only if no thread can be had.
             if let policyLoader, !policyLoader.busy {
@@ -188,16 +194,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             case let .failure(e): feed(.usageRead(nil, error: "\(e)"))
             }
         case let .saveUsage(book):
+            // At a stop, on the loop: the process ends right after.
             let store = usageStore
-            if !stopping, let usageWriter, !usageWriter.busy {
-                do {
-                    try usageWriter.run({ store.save(book) }) { [unowned self] in self.usageSaved($0) }
-                    return
-                } catch {
-                    Log.warning("cannot start a thread to write the usage totals (\(error)); writing them on the loop")
-                }
+            write("the usage totals", with: stopping ? nil : usageWriter, { store.save(book) }) { [unowned self] in
+                self.usageSaved($0)
             }
-            usageSaved(store.save(book))
         case let .loadUsageRules(script, report):
             let start = Clock.monotonicMicroseconds()
             let error = enforcer.loadUsage(script)
@@ -214,23 +215,23 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     }
 
     private func stored(_ outcome: StoreOutcome) {
-        switch outcome {
-        case .stored: feed(.stored(error: nil))
-        case let .storedNotSynced(why):
-            // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
-            Log.warning("decisions written to \(store.path), but syncing \(why); a crash soon may lose the last decision")
-            feed(.stored(error: nil))
-        case let .failed(why): feed(.stored(error: why))
-        }
+        // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
+        feed(.stored(error: Self.error(of: outcome, written: "decisions written to \(store.path)",
+                                       risk: "; a crash soon may lose the last decision")))
     }
 
     private func usageSaved(_ outcome: StoreOutcome) {
+        feed(.usageSaved(error: Self.error(of: outcome, written: "usage totals written to \(usageStore.path)")))
+    }
+
+    /// What the engine hears of a write: a file renamed into place but not synced is written (logged).
+    private static func error(of outcome: StoreOutcome, written what: String, risk: String = "") -> String? {
         switch outcome {
-        case .stored: feed(.usageSaved(error: nil))
+        case .stored: return nil
         case let .storedNotSynced(why):
-            Log.warning("usage totals written to \(usageStore.path), but syncing \(why)")
-            feed(.usageSaved(error: nil))
-        case let .failed(why): feed(.usageSaved(error: why))
+            Log.warning("\(what), but syncing \(why)\(risk)")
+            return nil
+        case let .failed(why): return why
         }
     }
 

@@ -55,6 +55,14 @@ final class RealSystemdTests: IntegrationTestCase {
         }
     }
 
+    /// The shipped drop-in that grants CAP_NET_ADMIN, installed as docs/ENFORCEMENT.md says, and the service restarted.
+    private func installEnforcementDropIn(_ sd: RealSystemd) throws {
+        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-enforcement.conf", encoding: .utf8)
+        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/enforcement.conf")
+        try sd.check(["systemctl", "daemon-reload"])
+        try sd.check(["systemctl", "restart", "netpermd.service"])
+    }
+
     /// The daemon's STATUS reply, asked as root inside the container.
     private func daemonStatus(_ sd: RealSystemd) throws -> [String: Any] {
         try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "status"]).lines.last ?? "")
@@ -281,10 +289,7 @@ final class RealSystemdTests: IntegrationTestCase {
         }
         XCTAssertNotEqual(try sd.run(["nft", "list", "table", "inet", "netpermd_usage"]).status, 0)
 
-        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-enforcement.conf", encoding: .utf8)
-        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/enforcement.conf")
-        try sd.check(["systemctl", "daemon-reload"])
-        try sd.check(["systemctl", "restart", "netpermd.service"])
+        try installEnforcementDropIn(sd)
         try waitUntil("STATUS says counting", timeout: 10, interval: 0.05) {
             let u = try self.daemonStatus(sd)["usage"] as? [String: Any]
             return (u?["state"] as? String == "counting", "\(u ?? [:])")
@@ -307,10 +312,7 @@ final class RealSystemdTests: IntegrationTestCase {
             return (e?["state"] as? String == "failed", "\(e ?? [:])")
         }
 
-        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-enforcement.conf", encoding: .utf8)
-        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/enforcement.conf")
-        try sd.check(["systemctl", "daemon-reload"])
-        try sd.check(["systemctl", "restart", "netpermd.service"])
+        try installEnforcementDropIn(sd)
         try waitUntil("STATUS says enforcing", timeout: 10, interval: 0.05) {
             let e = try self.daemonStatus(sd)["enforcement"] as? [String: Any]
             return (e?["state"] as? String == "enforcing", "\(e ?? [:])")

@@ -181,12 +181,19 @@ extension Engine {
         enforcement.attempts += 1
         let n = enforcement.attempts
         enforcement.state = removal ? .off : .failed(error, attempts: n)
-        guard n < EnforcementBook.maxAttempts else {
-            log(.err, "enforcement: loading the rules failed \(n) times, giving up until the next change: \(error)")
-            return
+        enforcement.retry = retryLater("enforcement: loading the rules", attempt: n, of: EnforcementBook.maxAttempts,
+                                       error: error, timer: .rulesRetry)
+    }
+
+    /// The `n`th failure in a row of a load: tried again after 1, 2, 4... s, until `max` attempts. Returns the retry's
+    /// timer (nil: given up until the next change).
+    func retryLater(_ what: String, attempt n: Int, of max: Int, error: String, timer: TimerPurpose) -> TimerID? {
+        guard n < max else {
+            log(.err, "\(what) failed \(n) times, giving up until the next change: \(error)")
+            return nil
         }
-        log(.err, "enforcement: loading the rules failed (attempt \(n)), retrying in \(1 << (n - 1)) s: \(error)")
-        enforcement.retry = armTimer(.rulesRetry, microseconds: 1_000_000 << UInt64(n - 1))
+        log(.err, "\(what) failed (attempt \(n)), retrying in \(1 << (n - 1)) s: \(error)")
+        return armTimer(timer, microseconds: 1_000_000 << UInt64(n - 1))
     }
 
     func retryRules() {

@@ -384,12 +384,8 @@ extension Engine {
         usage.attempts += 1
         let n = usage.attempts
         usage.state = .failed(error, attempts: n)
-        guard n < UsageKeeper.maxAttempts else {
-            log(.err, "usage: loading the counting rules failed \(n) times, giving up until the next change: \(error)")
-            return
-        }
-        log(.err, "usage: loading the counting rules failed (attempt \(n)), retrying in \(1 << (n - 1)) s: \(error)")
-        usage.retry = armTimer(.usageRulesRetry, microseconds: 1_000_000 << UInt64(n - 1))
+        usage.retry = retryLater("usage: loading the counting rules", attempt: n, of: UsageKeeper.maxAttempts, error: error,
+                                 timer: .usageRulesRetry)
     }
 
     func retryUsageRules() {
