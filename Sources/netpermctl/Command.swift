@@ -53,7 +53,7 @@ enum Command: String, CaseIterable {
         case .forget: return "remove an app's decisions (privileged)"
         case .agent: return "answer prompts on this terminal, one at a time (privileged)"
         case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
-        case .usage: return "data used per app and kind of link, and budgets; reset starts counting anew (privileged)"
+        case .usage: return "data used per app and kind of link, budgets; reset counts anew (privileged)"
         case .ping: return "check that the daemon answers"
         case .help: return "all commands, or one command's usage and description"
         }
