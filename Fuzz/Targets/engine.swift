@@ -342,7 +342,8 @@ final class World: EngineEdges {
             // What is saved must read back as the same totals.
             let text = book.encoded()
             do {
-                require(try UsageBook.parse(text, path: "u") == book, "usage totals do not read back as written:\n\(text)")
+                let read = try UsageBook.parse(text, path: "u")
+                require(read == book, "usage totals do not read back as written:\n\(text)")
             } catch {
                 require(false, "the usage totals written do not parse (\(error)):\n\(text)")
             }
