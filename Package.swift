@@ -76,7 +76,7 @@ let package = Package(
                     exclude: ["Fixtures"]),
         // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
         // Wi-Fi hardware on the test machines.
-        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables"]),
+        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables", "NetpermIO"]),
         // The daemon library on a test loop with fake edges: the interpreter's effects, its store, slow policies.
         .testTarget(name: "NetpermDaemonTests", dependencies: ["NetpermDaemon", "NetpermCore", "NetpermHost", "NetpermIO",
                                                                "NetpermControl", "TestSupport"]),

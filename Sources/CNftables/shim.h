@@ -12,6 +12,13 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink_log.h>
+#include <net/if.h>
+
+// Macros Swift does not import (one defined by another plus one), as constants: an nfnetlink batch's first and
+// last messages, and the size of an `ifname` key (nft pads a link's name to it).
+static const uint16_t np_nfnl_msg_batch_begin = NFNL_MSG_BATCH_BEGIN;
+static const uint16_t np_nfnl_msg_batch_end = NFNL_MSG_BATCH_END;
+static const int np_ifnamsiz = IFNAMSIZ;
 
 // The functions NetpermNftables looks up with dlsym, as the header declares them.
 typedef struct nft_ctx *(*np_nft_ctx_new_fn)(uint32_t);

@@ -11,6 +11,8 @@ import NetpermNftables
 final class Enforcer {
     private let loop: EventLoop
     private var nft: Nftables?
+    /// Where changes of elements alone go (`NftablesElements`).
+    private var elementSocket: NetlinkSocket?
     private var monitor: NftablesMonitor?
     private var nflog: NflogReader?
     /// Binding the NFLOG group failed and the log said so: not said again at every load.
@@ -61,13 +63,24 @@ final class Enforcer {
         var failure: String?
         var commits: UInt32 = 0
         do {
-            if nft == nil { nft = try Nftables() }
             for script in scripts {
+                // Only elements change (and chains go): sent as nf_tables messages, without libnftables' reading
+                // of the whole table first.
+                if transactions != [whole], let changes = ElementChanges.parse(script) {
+                    if elementSocket == nil { elementSocket = try NftablesElements.socket() }
+                    if case let .some(refused) = NftablesElements.run(changes, on: elementSocket!) {
+                        if let refused { failure = refused; break }
+                        commits += 1
+                        Log.debug("enforcement: \(changes.commands.count) commands sent as one nf_tables batch")
+                        continue
+                    }
+                }
+                if nft == nil { nft = try Nftables() }
                 try nft!.run(script)
                 commits += 1
             }
             // Looked up once libnftables' socket surely exists (after its first transaction).
-            if ownPortIDs.isEmpty {
+            if ownPortIDs.isEmpty, nft != nil {
                 ownPortIDs = NftablesMonitor.ownPortIDs()
                 monitor?.ownPortIDs = ownPortIDs
             }
@@ -92,6 +105,7 @@ final class Enforcer {
             repairTimer = nil
             if !usageInForce { monitor = nil }
             nflog = nil
+            elementSocket = nil
             return nil
         }
         inForce = whole

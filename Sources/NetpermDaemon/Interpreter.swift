@@ -181,7 +181,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             // What a repair would load again, as the enforcer keeps it: its cgroups' descriptors must stay open.
             if error == nil { handlesInForce(UnitCgroups.handles(namedIn: inForce)) }
             Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
-                + "\((Clock.monotonicMicroseconds() - start) / 1000) ms")
+                + "\(Clock.monotonicMicroseconds() - start) µs")
             if report {
                 feed(.rulesLoaded(error: error))
             } else if let error {

@@ -23,6 +23,9 @@ final class Steerer {
     /// The last install of the plan went through (program, maps, tables); until it does, every kernel change
     /// tries it again, and a later table sync that succeeds does not hide the failure.
     private var installed = false
+    /// Steering's tables this process's plans used since it last read every table (nil: it has not yet, or a
+    /// removal since): what a later read must look at besides those the rules name, to find routes left behind.
+    private var ownTables: Set<UInt32>?
 
     /// Puts `plan` in the kernel (nil: removes everything of steering's); nil or what failed.
     func apply(_ plan: SteeringPlan?) -> String? {
@@ -104,17 +107,25 @@ final class Steerer {
         }
     }
 
-    /// Reads what is in the kernel and applies the difference (only its additions with `addsOnly`).
+    /// Reads what is in the kernel and applies the difference (only its additions with `addsOnly`). Every table is
+    /// read the first time and for a removal (to find what an earlier run left); after that only the main table and
+    /// steering's own (those its plans used, and those its rules name), so that a kernel change costs the same
+    /// whatever other tables hold.
     private func syncTables(_ plan: SteeringPlan?, addsOnly: Bool) -> String? {
         do {
             if tables == nil { tables = try SteeringTables() }
-            let now = try tables!.read()
+            let used = Set(plan?.allowances.map(\.table) ?? [])
+            let now = try tables!.read(only: plan == nil ? nil : ownTables.map { $0.union(used) })
             var diff = SteeringDiff(plan: plan, main: now.main, tables: now.tables, rules: now.rules)
             if addsOnly { diff.deleteRules = []; diff.deleteRoutes = [] }
-            guard !diff.isEmpty else { return nil }
-            Log.debug("steering: +\(diff.addRoutes.count) -\(diff.deleteRoutes.count) routes, "
-                + "+\(diff.addRules.count) -\(diff.deleteRules.count) rules")
-            try tables!.apply(diff)
+            if !diff.isEmpty {
+                Log.debug("steering: +\(diff.addRoutes.count) -\(diff.deleteRoutes.count) routes, "
+                    + "+\(diff.addRules.count) -\(diff.deleteRules.count) rules")
+                try tables!.apply(diff)
+            }
+            // Only once what the read found is dealt with, leftovers deleted too (a failure, or additions alone,
+            // read every table again next time).
+            if !addsOnly { ownTables = plan == nil ? nil : (ownTables ?? []).union(used) }
             return nil
         } catch {
             return "routing rules and tables: \(error)"

@@ -84,6 +84,17 @@ public struct NetlinkRequest {
         attribute(type, bytes: Array(string.utf8) + [0])
     }
 
+    /// A nested attribute (NLA_F_NESTED): what `fill` appends goes inside it.
+    public mutating func nested(_ type: UInt16, _ fill: (inout NetlinkRequest) -> Void) {
+        let start = bytes.count
+        var a = nlattr()
+        a.nla_type = type | UInt16(NLA_F_NESTED)
+        withUnsafeBytes(of: &a) { bytes += $0 }
+        fill(&self)
+        let length = UInt16(bytes.count - start)
+        bytes.withUnsafeMutableBytes { $0.storeBytes(of: length, toByteOffset: start, as: UInt16.self) }
+    }
+
     private mutating func pad() {
         bytes += repeatElement(0, count: Netlink.align(bytes.count) - bytes.count)
     }

@@ -63,6 +63,13 @@ public final class NetlinkSocket {
 
     deinit { FD.close(fd) }
 
+    /// NETLINK_GET_STRICT_CHK: the kernel checks a dump request's header and takes its attributes as filters (a
+    /// route dump's RTA_TABLE: that table alone), where it would otherwise ignore them and dump everything.
+    public func checkStrictly() throws(Errno) {
+        var on: Int32 = 1
+        _ = try sys { setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, &on, socklen_t(MemoryLayout<Int32>.size)) }
+    }
+
     /// What the handler makes of one message of an answer.
     public enum Step { case more, done }
 
@@ -100,23 +107,31 @@ public final class NetlinkSocket {
 
     /// Sends `requests` in one datagram (the kernel handles each message of it in turn) and hands each one's single
     /// answer, a reply or an error message, to `handle` with the request's index: for requests answered by one
-    /// message (route lookups).
-    public func exchange(_ requests: [NetlinkRequest], _ handle: (Int, NetlinkMessage) -> Void) throws(NetlinkFailure) {
+    /// message (route lookups, the messages of an nf_tables batch). `unanswered`: the indexes of requests the
+    /// kernel answers only when it refuses the whole datagram (a batch's begin and end): not waited for, and an
+    /// answer to one, handed over too, ends the wait. `timeoutMilliseconds` bounds each wait.
+    public func exchange(_ requests: [NetlinkRequest], unanswered: Set<Int> = [], timeoutMilliseconds: Int32? = nil,
+                         _ handle: (Int, NetlinkMessage) -> Void) throws(NetlinkFailure) {
         guard !requests.isEmpty else { return }
         var datagram: [UInt8] = []
-        var index: [UInt32: Int] = [:]
+        var index: [UInt32: Int] = [:], refusals: [UInt32: Int] = [:]
         for (i, r) in requests.enumerated() {
             let seq = nextSequence()
-            index[seq] = i
+            if unanswered.contains(i) { refusals[seq] = i } else { index[seq] = i }
             datagram += r.message(sequence: seq, port: port)
         }
         try send(datagram)
         while !index.isEmpty {
-            let n = try receive(nil)
+            let n = try receive(timeoutMilliseconds)
             buffer.withUnsafeBytes { b in
                 for m in NetlinkMessages(UnsafeRawBufferPointer(rebasing: b[..<n])) where m.port == port {
                     // A late answer to an earlier request is skipped.
-                    if let i = index.removeValue(forKey: m.sequence) { handle(i, m) }
+                    if let i = index.removeValue(forKey: m.sequence) {
+                        handle(i, m)
+                    } else if let i = refusals[m.sequence] {
+                        handle(i, m)
+                        index.removeAll()
+                    }
                 }
             }
         }

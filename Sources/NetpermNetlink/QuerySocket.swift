@@ -10,8 +10,12 @@ final class QuerySocket {
     private let socket: NetlinkSocket
 
     /// `proto`: NETLINK_ROUTE, or NETLINK_GENERIC for nl80211.
-    init(protocol proto: Int32 = NETLINK_ROUTE) throws(NetlinkError) {
-        do { socket = try NetlinkSocket(protocol: proto) } catch {
+    /// `strict`: dump requests' attributes filter (NetlinkSocket.checkStrictly).
+    init(protocol proto: Int32 = NETLINK_ROUTE, strict: Bool = false) throws(NetlinkError) {
+        do {
+            socket = try NetlinkSocket(protocol: proto)
+            if strict { try socket.checkStrictly() }
+        } catch {
             throw NetlinkError(code: -NLE_FAILURE, operation: "opening a netlink socket for requests (\(error))")
         }
     }

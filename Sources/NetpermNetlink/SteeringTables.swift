@@ -10,24 +10,33 @@ public final class SteeringTables {
     private let queries: QuerySocket
 
     public init() throws(NetlinkError) {
-        queries = try QuerySocket()
+        queries = try QuerySocket(strict: true)
     }
 
     /// What is in the kernel now: the main table's unicast routes through a link (the ones a table may copy), the
-    /// routes of steering's tables, and steering's rules (at its priority).
-    public func read() throws(NetlinkError) -> (main: [SteerRoute], tables: [SteerRoute], rules: [SteerRule]) {
+    /// routes of steering's tables, and steering's rules (at its priority). `only`: read just these of steering's
+    /// tables and those its rules name, each (and the main table) by a dump of that table alone, so that what it
+    /// costs is bounded by steering's own routes whatever the size of other tables (a router's 100,000 routes);
+    /// nil: every route of every table, once, to find whatever a killed daemon left.
+    public func read(only: Set<UInt32>? = nil) throws(NetlinkError) -> (main: [SteerRoute], tables: [SteerRoute], rules: [SteerRule]) {
         var main: [SteerRoute] = [], tables: [SteerRoute] = [], rules: [SteerRule] = []
-        var rtm = rtmsg()
-        rtm.rtm_family = UInt8(AF_UNSPEC)
-        try withUnsafeBytes(of: &rtm) { b throws(NetlinkError) in
-            try queries.request(type: Int32(RTM_GETROUTE), flags: NLM_F_DUMP, body: b) { h in
-                guard Int32(h.pointee.nlmsg_type) == Int32(RTM_NEWROUTE), let r = Self.route(h) else { return .more }
-                if r.table == UInt32(RT_TABLE_MAIN.rawValue) {
-                    if r.kind == .unicast, r.oif != nil { main.append(r) }
-                } else if SteeringPlan.isSteeringTable(r.table) {
-                    tables.append(r)
+        func dump(table: UInt32?) throws(NetlinkError) {
+            var rtm = rtmsg()
+            rtm.rtm_family = UInt8(AF_UNSPEC)
+            try withUnsafeBytes(of: &rtm) { b throws(NetlinkError) in
+                try queries.request(type: Int32(RTM_GETROUTE), flags: NLM_F_DUMP, body: b, attributes: { m in
+                    if let table { m.attribute(UInt16(RTA_TABLE.rawValue), u32: table) }
+                }) { h in
+                    // Filtered by the kernel, and here again (a kernel that ignores the filter dumps everything).
+                    guard Int32(h.pointee.nlmsg_type) == Int32(RTM_NEWROUTE), let r = Self.route(h),
+                          table == nil || r.table == table else { return .more }
+                    if r.table == UInt32(RT_TABLE_MAIN.rawValue) {
+                        if r.kind == .unicast, r.oif != nil { main.append(r) }
+                    } else if SteeringPlan.isSteeringTable(r.table) {
+                        tables.append(r)
+                    }
+                    return .more
                 }
-                return .more
             }
         }
         var frh = fib_rule_hdr()
@@ -38,6 +47,12 @@ public final class SteeringTables {
                 rules.append(r)
                 return .more
             }
+        }
+        if let only {
+            try dump(table: UInt32(RT_TABLE_MAIN.rawValue))
+            for t in only.union(rules.map(\.table)).filter(SteeringPlan.isSteeringTable).sorted() { try dump(table: t) }
+        } else {
+            try dump(table: nil)
         }
         return (main, tables, rules)
     }

@@ -249,6 +249,9 @@ final class EnforcementTests: IntegrationTestCase {
         XCTAssertEqual(try handle(), before, "the table was changed, not replaced")
         XCTAssertFalse(try bed.table()?.contains("netpermd:pending:wwan") ?? true, "the pending chain went")
         XCTAssertTrue(d.log.contains("(changes only: 8 elements, 1 chains)"), "their uids' and their tags': " + d.log)
+        // The elements and the chain's deletion went as nf_tables messages of the daemon's own, not through
+        // libnftables: the probes above are the kernel's word that they took.
+        XCTAssertTrue(d.log.contains("commands sent as one nf_tables batch"), d.log)
     }
 
     /// The daemon's own loads of the whole table (hundreds of chains and elements, far more notifications than

@@ -111,11 +111,17 @@ final class DaemonBed {
 final class FakeRules: RuleLoading {
     var loaded: [[String]] = []
     var answer: String?
+    /// Answers for the next loads, in turn, before `answer`.
+    var answers: [String?] = []
+    /// Called inside each load (what else happens meanwhile: a cgroup going); what it returns, if anything, is the
+    /// answer (the kernel refusing what those transactions name).
+    var during: ([String]) -> String? = { _ in nil }
     var repairFailed: (String) -> Void = { _ in }
     var blocked: (String, PolicyDimension) -> Void = { _, _ in }
     func load(_ transactions: [String], inForce: String) -> String? {
         loaded.append(transactions)
-        return answer
+        if let refused = during(transactions) { return refused }
+        return answers.isEmpty ? answer : answers.removeFirst()
     }
     /// The usage table's scripts.
     var usageScripts: [String] = []

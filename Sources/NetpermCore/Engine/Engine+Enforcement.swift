@@ -15,15 +15,12 @@ struct EnforcementBook {
     var loaded: String?
     /// The ids of the cgroups the loaded script names, as nft resolved them.
     var loadedUnitIDs: [UInt64] = []
-    /// The last script handed over changed only part of the table (`Ruleset.update(from:)`): if it fails, the
-    /// whole table is loaded at once.
-    var partial = false
     /// Elements of unit cgroups that went, left in the kernel's maps by changes of elements only
     /// (`Ruleset.UpdateSize.stale`); none after a load of the whole table.
     var stale = 0
-    var state = EnforcementState.off
-    var attempts = 0
-    var retry: TimerID?
+    /// Where the rules stand (EnforcementLifecycle.swift): changed only by `Engine.setEnforcement`.
+    var lifecycle = EnforcementLifecycle()
+    var state: EnforcementState { lifecycle.phase.shown }
     /// A policy load settled enforcement before its reply; the input's settle() need not build again.
     var settledEarly = false
     /// Mode=steer: the plan last handed to the edge, whether anything of steering may be in the kernel, and the
@@ -79,7 +76,6 @@ extension Engine {
             let first = enforcement.loaded == nil
             if !first { log(.notice, "enforcement: Mode=off, removing the rules") }
             load(Ruleset.removal, report: !first)
-            enforcement.state = .off
             settleSteering(nil)
         case .block, .steer:
             // An undecided `ask` is logged (and rejected) whether or not an agent listens: agents coming and going
@@ -106,7 +102,7 @@ extension Engine {
             enforcement.loadedUnitIDs = r.unitIDs
             // The last rules are in force: change just what differs (the links map, map elements, pending chains).
             var update: Ruleset.Update?
-            if enforcement.state == .enforcing, let previous, previous.text == enforcement.loaded {
+            if case .enforcing = enforcement.lifecycle.phase, let previous, previous.text == enforcement.loaded {
                 update = r.update(from: previous)
                 if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
             }
@@ -125,7 +121,6 @@ extension Engine {
                         + "\(u.size.chains) chains" + (u.size.stale > 0 ? ", \(u.size.stale) left stale" : "") + ")"
                 } ?? ""))
             load(r.text, transactions: update?.transactions, report: true)
-            if enforcement.state != .enforcing { enforcement.state = .applying }
         }
     }
 
@@ -142,47 +137,63 @@ extension Engine {
 
     /// `text` is the whole ruleset (what a retry or a repair loads); `transactions`, when given, the smaller scripts
     /// that get there from the rules in force.
+    /// A removal handed over quietly (`report` false: at start-up) hears nothing back, so it is `off` at once.
     private func load(_ text: String, transactions: [String]? = nil, report: Bool) {
-        if let t = enforcement.retry { cancelTimer(t); enforcement.retry = nil }
-        enforcement.attempts = 0
         enforcement.loaded = text
-        enforcement.partial = transactions != nil
+        if text == Ruleset.removal {
+            setEnforcement(report ? .removing(failures: 0) : .off)
+        } else {
+            switch enforcement.lifecycle.phase {
+            case .enforcing, .changing, .repairing: setEnforcement(.changing(partial: transactions != nil))
+            case .off, .removing, .loading, .failed: setEnforcement(.loading(failures: 0))
+            }
+        }
         out.append(.loadRules(transactions ?? [text], report: report, inForce: text))
+    }
+
+    /// The one setter of enforcement's lifecycle: logs old -> new, cancels the retry of a `failed` phase it leaves,
+    /// and in Mode=steer marks the verdicts to be shown again when what they say of enforcement changed.
+    func setEnforcement(_ new: EnforcementPhase) {
+        let was = enforcement.state
+        if let retry = enforcement.lifecycle.set(new, log: { log(.debug, $0) }) { cancelTimer(retry) }
+        if state.config.enforcement == .steer, was != enforcement.state { enforcement.steeringMoved = true }
     }
 
     /// The kernel's answer to the last `loadRules` that asked for one.
     func rulesLoaded(error: String?) {
         let removal = enforcement.loaded == Ruleset.removal
+        let phase = enforcement.lifecycle.phase
         guard let error else {
             let was = enforcement.state
             counters.ruleLoads += 1
             if !removal, was != .enforcing { counters.rulesInForceSince = settings.wallClock() }
-            enforcement.attempts = 0
-            enforcement.state = removal ? .off : .enforcing
+            setEnforcement(removal ? .off : .enforcing)
             if !removal, was != .enforcing, let r = enforcement.ruleset {
                 log(.notice, "enforcement: rules in force (\(state.config.apps.count - r.notEnforced.count) apps "
                     + "enforced, \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links)")
                 steeringTookEffect()
             }
-            if state.config.enforcement == .steer, was != enforcement.state { enforcement.steeringMoved = true }
             return
         }
         counters.ruleLoadFailures += 1
-        if enforcement.partial, !removal, let text = enforcement.loaded {
+        let failures: Int
+        switch phase {
+        case .changing(partial: true) where !removal:
             // The kernel's table is not what the change was made against (another tool's change not yet repaired,
             // a cgroup gone since the scan): the whole table, at once, as a repair would.
-            enforcement.partial = false
+            guard let text = enforcement.loaded else { return }
             enforcement.stale = 0
             log(.notice, "enforcement: changing only what differs failed (\(error)); loading the whole table")
+            setEnforcement(.repairing)
             out.append(.loadRules([text], report: true, inForce: text))
             return
+        case let .removing(n), let .loading(n), let .failed(_, n, _): failures = n + 1
+        // A whole change or a repair refused, or the edge's own repair after another tool's change.
+        case .off, .enforcing, .changing, .repairing: failures = 1
         }
-        if state.config.enforcement == .steer { enforcement.steeringMoved = true }
-        enforcement.attempts += 1
-        let n = enforcement.attempts
-        enforcement.state = removal ? .off : .failed(error, attempts: n)
-        enforcement.retry = retryLater("enforcement: loading the rules", attempt: n, of: EnforcementBook.maxAttempts,
-                                       error: error, timer: .rulesRetry)
+        let retry = retryLater("enforcement: loading the rules", attempt: failures, of: EnforcementBook.maxAttempts,
+                               error: error, timer: .rulesRetry)
+        setEnforcement(.failed(error, failures: failures, retry: retry))
     }
 
     /// The `n`th failure in a row of a load: tried again after 1, 2, 4... s, until `max` attempts. Returns the retry's
@@ -196,11 +207,11 @@ extension Engine {
         return armTimer(timer, microseconds: 1_000_000 << UInt64(n - 1))
     }
 
+    /// The retry timer of a `failed` phase fired: the whole ruleset (or the removal) again.
     func retryRules() {
-        enforcement.retry = nil
-        guard let text = enforcement.loaded else { return }
-        enforcement.partial = false
+        guard case let .failed(_, failures, _) = enforcement.lifecycle.phase, let text = enforcement.loaded else { return }
         enforcement.stale = 0
+        setEnforcement(text == Ruleset.removal ? .removing(failures: failures) : .loading(failures: failures))
         out.append(.loadRules([text], report: true, inForce: text))
     }
 
@@ -214,10 +225,10 @@ extension Engine {
         guard match.matchedBy != .defaults, state.config.app(named: match.id) != nil else {
             return .notEnforced(.notInPolicy)
         }
-        switch enforcement.state {
-        case .off, .applying: return .notEnforced(.starting)
+        switch enforcement.lifecycle.phase {
+        case .off, .removing, .loading: return .notEnforced(.starting)
         case .failed: return .notEnforced(.rulesFailed)
-        case .enforcing: break
+        case .enforcing, .changing, .repairing: break
         }
         if let why = enforcement.ruleset?.notEnforced[match.id] { return .notEnforced(why) }
         return .enforced
@@ -263,9 +274,9 @@ extension Engine {
             w.field("unit_cgroups", r.cgroups)
             w.field("links", r.links)
         }
-        if case let .failed(error, attempts) = enforcement.state {
+        if case let .failed(error, failures, _) = enforcement.lifecycle.phase {
             w.field("error", error)
-            w.field("attempts", attempts)
+            w.field("attempts", failures)
         }
         writeSteering(to: &w)
     }
@@ -280,10 +291,10 @@ extension Engine {
                 return "steering failed: " + (e.utf8.count > 200 ? String(decoding: e.utf8.prefix(200), as: UTF8.self) + "..." : e)
             }
         }
-        switch enforcement.state {
-        case .off, .applying: return "enforcement starting"
-        case .enforcing: return "enforcing"
-        case let .failed(e, _):
+        switch enforcement.lifecycle.phase {
+        case .off, .removing, .loading: return "enforcement starting"
+        case .enforcing, .changing, .repairing: return "enforcing"
+        case let .failed(e, _, _):
             return "enforcement failed: " + (e.utf8.count > 200 ? String(decoding: e.utf8.prefix(200), as: UTF8.self) + "..." : e)
         }
     }
