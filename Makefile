@@ -20,10 +20,11 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
 # to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
 # Debian's GLib for Python (/usr/bin/python3), dbus-daemon, python-dbusmock, xdg-desktop-portal and bubblewrap (a
-# Flatpak app's sandbox) for the GLib module's tests; e2fsprogs for the small ext4 a test freezes under the daemon's
-# decisions file.
+# Flatpak app's sandbox) for the GLib module's tests; for the prompt agents' tests, dbus-user-session (users'
+# managers' session bus), dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent;
+# e2fsprogs for the small ext4 a test freezes under the daemon's decisions file.
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
-             bubblewrap prometheus prometheus-node-exporter curl e2fsprogs
+             bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux e2fsprogs
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
@@ -264,6 +265,7 @@ bench-deps:
 
 BINDIR = $(DESTDIR)$(PREFIX)/bin
 UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system
+USERUNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/user
 SYSUSERSDIR = $(DESTDIR)$(PREFIX)/lib/sysusers.d
 DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
 CONFDIR = $(DESTDIR)/etc/netpermd
@@ -274,6 +276,8 @@ MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
        docs/ENFORCEMENT.md docs/APPS.md docs/METRICS.md docs/USAGE.md
 UNITS = netpermd.service netpermd.socket netpermd-metrics.service netpermd-metrics.timer
+# `make install` enables the agent's user unit with a wants link (nothing else would); the package does not.
+USER_UNIT_WANTS = yes
 
 # Then: systemd-sysusers && systemctl daemon-reload && systemctl enable --now netpermd.socket
 install: release
@@ -290,6 +294,15 @@ install-files:
 	for u in $(UNITS); do \
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
 	done
+	@# The desktop agent, for every user's graphical session (a user turns it off with systemctl --user mask). The
+	@# package enables it as Debian enables user units instead (USER_UNIT_WANTS=no, then dh_installsystemduser).
+	install -d $(USERUNITDIR)
+	sed 's|/usr/local|$(PREFIX)|g' systemd/netpermd-agent.service > $(USERUNITDIR)/netpermd-agent.service
+	chmod 0644 $(USERUNITDIR)/netpermd-agent.service
+	if [ "$(USER_UNIT_WANTS)" = yes ]; then \
+	  install -d $(USERUNITDIR)/graphical-session.target.wants; \
+	  ln -sf ../netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service; \
+	fi
 	install -m 0644 $(DOCS) $(DOCDIR)/
 	@# The pages name installed paths (the docs, netpermctl in ExecStartPre=), so they follow PREFIX like the units.
 	for m in $(MANPAGES); do \
@@ -314,6 +327,8 @@ uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -x $(BINDIR)/netpermd ]; then $(BINDIR)/netpermd --remove-rules || true; fi
 	rm -f $(BINDIR)/netpermd $(BINDIR)/netpermctl
 	for u in $(UNITS); do rm -f $(UNITDIR)/$$u; done
+	rm -f $(USERUNITDIR)/netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service
+	-rmdir $(USERUNITDIR)/graphical-session.target.wants 2>/dev/null
 	rm -f $(SYSUSERSDIR)/netpermd.conf
 	rm -rf $(DOCDIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done

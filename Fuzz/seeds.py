@@ -67,6 +67,11 @@ def engine_seeds():
                                "r1\nb40\nb41\nc0\nb01\n")
     # The quiet minute runs from the last expiry (a prompt raised by asking expired during it): found by fuzzing.
     seeds["blocked-quiet-twice"] = "0 SUBSCRIBE prompts\nb00\nt31\n1 QUERY\nt31\nb00\nt35\nb00\nt30\nb00\n"
+    # Users' own agents (UserDecisions=yes): uid 1001's agent, its app asking and its packets rejected, answers
+    # refused once too late, an asker exiting, a privileged agent answering for everyone.
+    seeds["user-agents"] = ("o22\n2 SUBSCRIBE prompts\no33\n3 WAIT\nb012\nb013\n2 PROMPTS\n2 ANSWER 1 allow\n"
+                            "3 QUERY\nw3\n2 ANSWER 2 once\n2 DECISIONS\n2 DECIDE firefox wwan deny\n2 FORGET firefox\n"
+                            "0 SUBSCRIBE prompts\no33\n3 QUERY\nt31\n2 ANSWER 3 deny\n0 ANSWER 4 allow\nw2\nc2\n")
     return seeds
 
 

@@ -2,7 +2,7 @@
 # Installed as $(PREFIX)/share/bash-completion/completions/netpermctl. Self-contained: it needs nothing from
 # the bash-completion package, but uses its _command_offset for `wait -- COMMAND ARGS` when present.
 
-_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget agent metrics usage ping help"
+_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent metrics usage ping help"
 _netpermctl_options="--socket -j --json -t --terse -h --help --version"
 _netpermctl_kinds="wifi wwan ethernet other metered"
 
@@ -102,6 +102,7 @@ _netpermctl()
             run) opts+=" --app --" ;;
             metrics) opts+=" --output" ;;
             decide) ((n >= 3)) && [[ -z $once ]] && opts+=" --once" ;;
+            agent) opts+=" --notify" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$opts" -- "$cur")
         return 0
@@ -123,6 +124,7 @@ _netpermctl()
         decide:2) words="allow deny" ;;
         decide:3) [[ -z $once ]] && words="--once" ;;
         wait:*) words="--app --timeout --" ;;
+        agent:0) words="--notify" ;;
         check:0)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$cur")

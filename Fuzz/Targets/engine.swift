@@ -13,8 +13,10 @@
 //   s               decision writes wait for d / e (toggle)             d / e     the oldest write succeeds / fails
 //   E               automatic writes fail (toggle)                      x         SIGTERM
 //   u<slot><n>      the slot's subscriber caught up after n dropped events
-//   b<app><kind>    the kernel rejected a packet of app 0-5 (firefox, updater, bob, sync, curl, an unknown name)
-//                   out of a link of kind 0-4 (wifi, wwan, ethernet, other, metered): the NFLOG-raised prompt
+//   b<app><kind><uid>  the kernel rejected a packet of app 0-5 (firefox, updater, bob, sync, curl, an unknown name)
+//                   out of a link of kind 0-4 (wifi, wwan, ethernet, other, metered), its socket's uid 0-3 (root,
+//                   1000, 1001, none): the NFLOG-raised prompt
+//   w<peer>         peer 0-6's process exits (a prompt it alone asked is withdrawn)
 @testable import NetpermCore
 
 /// Who may connect: root, an admin-group member, ordinary users matched by executable, unit and user, a peer
@@ -173,6 +175,9 @@ final class World: EngineEdges {
     /// When each app and kind's last prompt expired unanswered: packets may not raise it again for
     /// `Engine.blockedQuietSec` after that.
     var expiredAt: [String: UInt64] = [:]
+    /// The processes the engine watches for their exit, and those that have exited.
+    var watched: Set<Int32> = []
+    var exited: Set<Int32> = []
 
     init() { driver.edges = self }
 
@@ -234,6 +239,8 @@ final class World: EngineEdges {
             case .readUsage: return "read-usage"
             case let .saveUsage(book): return "save-usage " + book.encoded()
             case let .loadUsageRules(script, report): return "load-usage \(report) " + script
+            case let .watchExit(pid): return "watch \(pid)"
+            case let .unwatchExit(pid): return "unwatch \(pid)"
             case let .notify(n):
                 switch n {
                 case let .ready(status): return "ready " + status
@@ -351,30 +358,44 @@ final class World: EngineEdges {
         case let .loadUsageRules(script, report):
             require(!script.isEmpty, "an empty usage script")
             if report { feed(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
+        case let .watchExit(pid):
+            require(watched.insert(pid).inserted, "pid \(pid) watched twice")
+            if exited.contains(pid) { feed(.exited(pid: pid)) }
+        case let .unwatchExit(pid):
+            require(watched.remove(pid) != nil, "pid \(pid) unwatched but not watched")
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")
         }
     }
 
-    /// At most one open prompt per app and kind, whoever raised it; a rejected packet raises at most one, for its
-    /// own app and kind, marked `blocked`, and none within `blockedQuietSec` of that app and kind's last expiry.
+    /// At most one open prompt per app and scope, whoever raised it, never asking about no kind; a rejected packet
+    /// raises at most one, for its own app, about its kind among others, for its socket's scope, marked `blocked`,
+    /// and none within `blockedQuietSec` of that app and scope's last expiry; only an exit withdraws one, and only
+    /// one that no packet raised.
     func checkPrompts(after input: Input, before: [Prompt]) {
         let open = engine.state.prompts.open
-        let keys = open.map { "\($0.app) \($0.kind.rawValue)" }
-        require(Set(keys).count == keys.count, "two open prompts for one app and kind: \(keys.sorted())")
+        let keys = open.map { Engine.quietKey($0.app, $0.scope) }
+        require(Set(keys).count == keys.count, "two open prompts for one app and scope: \(keys.sorted())")
+        require(open.allSatisfy { !$0.kinds.isEmpty }, "a prompt about no kind")
         let beforeIDs = Set(before.map(\.id)), openIDs = Set(open.map(\.id))
         let raised = open.filter { !beforeIDs.contains($0.id) }
         switch input {
         case .timer:
             // Only an expiry closes a prompt when a timer fires.
-            for p in before where !openIDs.contains(p.id) { expiredAt["\(p.app) \(p.kind.rawValue)"] = now }
-        case let .blocked(app, kind):
-            require(raised.count <= 1 && raised.allSatisfy { $0.app == app && $0.kind == kind && $0.blocked },
-                    "a rejected packet of \(app) (\(kind.rawValue)) raised \(raised.map { "\($0.app) \($0.kind.rawValue)" })")
-            if let at = expiredAt["\(app) \(kind.rawValue)"], now < at + Engine.blockedQuietSec * 1_000_000 {
+            for p in before where !openIDs.contains(p.id) { expiredAt[Engine.quietKey(p.app, p.scope)] = now }
+        case let .blocked(app, kind, uid, _):
+            let scope = engine.blockedScope(uid)
+            require(raised.count <= 1 && raised.allSatisfy { $0.app == app && $0.kinds.contains(kind) && $0.blocked
+                                                            && $0.scope == scope && $0.uid == uid },
+                    "a rejected packet of \(app) (\(kind.rawValue)) raised \(raised.map { "\($0.app) \($0.kinds)" })")
+            if let at = expiredAt[Engine.quietKey(app, scope)], now < at + Engine.blockedQuietSec * 1_000_000 {
                 require(raised.isEmpty, "a rejected packet of \(app) (\(kind.rawValue)) raised a prompt \(now - at) µs "
                     + "after the last one expired")
+            }
+        case let .exited(pid):
+            for p in before where !openIDs.contains(p.id) {
+                require(!p.blocked && p.askers == [pid], "the exit of \(pid) withdrew prompt \(p.id), asked by \(p.askers)")
             }
         default:
             require(raised.allSatisfy { !$0.blocked }, "a prompt marked blocked raised by \(input)")
@@ -403,10 +424,15 @@ final class World: EngineEdges {
     /// After every input: the engine's listener counts agree with its sessions, and a connection that is not held
     /// has had every request answered.
     func checkAfterInput() {
-        var counted: [String: Int] = [:]
+        var counted: [TrackedApp: Int] = [:]
         for s in engine.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
         require(engine.listeners == counted, "listener counts \(engine.listeners) drifted from the sessions' \(counted)")
-        require(engine.state.agents == engine.countAgents(), "agents \(engine.state.agents) != \(engine.countAgents())")
+        let agents = engine.countAgents()
+        require(engine.state.agents == agents.agents && engine.state.userAgents == agents.users,
+                "agents \(engine.state.agents) \(engine.state.userAgents) != \(agents)")
+        // Every process an open prompt was asked by is watched, and nothing else.
+        require(Set(engine.state.prompts.open.flatMap(\.askers)) == watched,
+                "watched \(watched.sorted()) for prompts asked by \(engine.state.prompts.open.map(\.askers))")
         for c in live.values where !c.held && !c.closing {
             require(c.answered == c.asked, "connection \(c.id) not held, \(c.asked - c.answered) request(s) unanswered")
             require(c.snapshotsExpected == 0, "connection \(c.id): SUBSCRIBE's snapshot missing")
@@ -499,7 +525,14 @@ final class World: EngineEdges {
             let digits = Array(rest)
             let app = blockedApps[digits.first.map { Int($0 &- 0x30) % blockedApps.count } ?? 0]
             let kinds = PolicyDimension.allCases
-            feed(.blocked(app: app, kind: kinds[digits.dropFirst().first.map { Int($0 &- 0x30) % kinds.count } ?? 0]))
+            let uids: [UInt32?] = [0, 1000, 1001, nil]
+            feed(.blocked(app: app, kind: kinds[digits.dropFirst().first.map { Int($0 &- 0x30) % kinds.count } ?? 0],
+                          uid: uids[digits.dropFirst(2).first.map { Int($0 &- 0x30) % uids.count } ?? 0],
+                          ifindex: nil))
+        case UInt8(ascii: "w"):
+            let pid = peers[(rest.first.map { Int($0 &- 0x30) } ?? 0) % peers.count].pid
+            exited.insert(pid)
+            if watched.remove(pid) != nil { feed(.exited(pid: pid)) }
         case UInt8(ascii: "u"):
             if let id = slots[slot], live[id] != nil {
                 feed(.caughtUp(id, dropped: number(rest.dropFirst(), limit: 1_000_000) ?? 1))

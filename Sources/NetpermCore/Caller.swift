@@ -4,15 +4,24 @@ public final class Caller: Sendable {
     public let identity: PeerIdentity
     public let match: AppMatch
     public let privileged: Bool
+    /// An unprivileged caller's uid when users decide for their own apps (`[Defaults] UserDecisions=yes`): its own
+    /// app is answered as that uid's processes have it, and it may decide and answer prompts for that uid alone.
+    /// nil: privileged callers decide for everyone; with user decisions off, nobody else decides.
+    public let ownUID: UInt32?
 
-    public init(identity: PeerIdentity, match: AppMatch, privileged: Bool) {
+    public init(identity: PeerIdentity, match: AppMatch, privileged: Bool, userDecisions: Bool = false) {
         self.identity = identity; self.match = match; self.privileged = privileged
+        ownUID = !privileged && userDecisions ? identity.uid : nil
     }
 
     public convenience init(identity: PeerIdentity, config: Config, daemonUID: UInt32 = 0, adminGID: () -> UInt32?) {
         self.init(identity: identity, match: config.match(identity),
-                  privileged: config.isPrivileged(identity, daemonUID: daemonUID, adminGID: adminGID))
+                  privileged: config.isPrivileged(identity, daemonUID: daemonUID, adminGID: adminGID),
+                  userDecisions: config.userDecisions)
     }
+
+    /// Whether it may see and answer a prompt: every one when privileged, else its own uid's.
+    func mayAnswer(_ p: Prompt) -> Bool { privileged || (ownUID != nil && p.scope == ownUID) }
 
     /// Whether `match` (from `resolveApp`) is the caller's own app. resolveApp hands the caller's match back
     /// unchanged, so the id and how it matched suffice; comparing whole policies cost more than the answer.

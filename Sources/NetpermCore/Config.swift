@@ -11,6 +11,9 @@ public struct Config: Equatable, Sendable {
     public internal(set) var adminGID: UInt32?
     /// How long a prompt waits for an agent's answer.
     public var promptTimeoutSec = 60
+    /// `[Defaults] UserDecisions=`: whether an unprivileged user may answer the prompts of their own processes
+    /// and decide for their own uid (docs/SECURITY.md, "Users deciding for their own apps").
+    public var userDecisions = true
     /// `[Enforcement] Mode=`: whether the kernel is made to follow the verdicts (docs/ENFORCEMENT.md).
     public var enforcement = EnforcementMode.off
     /// `[Usage]`: whether traffic is counted per app, and the periods (docs/USAGE.md).
@@ -30,6 +33,7 @@ public struct Config: Equatable, Sendable {
         a.interfaces == b.interfaces && a.networks == b.networks && a.defaults == b.defaults && a.adminGroup == b.adminGroup
             && a.adminGID == b.adminGID && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
             && a.usage == b.usage && a.meteredBudget == b.meteredBudget
+            && a.userDecisions == b.userDecisions
     }
 
     public func app(named id: String) -> AppPolicy? { appIndex[id].map { apps[$0] } }
@@ -230,6 +234,12 @@ public struct Config: Equatable, Sendable {
                         case .unlimited: config.meteredBudget = nil
                         case let .bytes(n): config.meteredBudget = n; noteBudget(s, e)
                         }
+                    }
+                } else if e.key == "UserDecisions" {
+                    if let b = Ini.parseBool(e.value) {
+                        config.userDecisions = b
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for UserDecisions= (expected yes or no)")
                     }
                 } else {
                     unknownKey(s, e, .defaults)
@@ -498,7 +508,7 @@ enum SectionKind: CaseIterable {
     var keys: [String] {
         let kinds = PermissionSet.dimensions.map(\.key)
         switch self {
-        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec", "MeteredBudget"]
+        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec", "UserDecisions", "MeteredBudget"]
         case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds + ["MeteredBudget"]
         case .interface, .network: return ["Kind", "Metered"]
         case .enforcement: return ["Mode"]

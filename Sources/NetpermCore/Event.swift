@@ -19,6 +19,7 @@ public enum EventName: String, Sendable, CaseIterable {
     case snapshot, link, app, policy, prompt, usage
     case promptExpired = "prompt-expired"
     case promptAnswered = "prompt-answered"
+    case promptWithdrawn = "prompt-withdrawn"
     case stopping
     /// The whole state again, as in the snapshot, after events were lost: the kernel's messages (a netlink
     /// overrun) or the subscriber's own (it fell too far behind and its backlog was dropped).
@@ -47,7 +48,10 @@ public enum Event: Equatable, Sendable {
     case prompt(Prompt)
     /// No answer in time: nothing is stored, the app stays awaiting a decision.
     case promptExpired(Prompt)
-    case promptAnswered(Prompt, Permission, once: Bool)
+    /// `uid` nil: answered for everyone; else for that uid's processes.
+    case promptAnswered(Prompt, Permission, once: Bool, uid: UInt32?)
+    /// Nobody is asking any more: every process that asked has exited (and no packet of the app was rejected).
+    case promptWithdrawn(Prompt)
     /// An app crossed 80% or 100% of its metered budget.
     case usage(BudgetNotice)
     /// The daemon is stopping (SIGTERM).
@@ -58,7 +62,7 @@ public enum Event: Equatable, Sendable {
         case .link: return .links
         case .app: return .apps
         case .policy: return .policy
-        case .prompt, .promptExpired, .promptAnswered: return .prompts
+        case .prompt, .promptExpired, .promptAnswered, .promptWithdrawn: return .prompts
         case .usage: return .usage
         // Every subscriber hears it, whatever its topics.
         case .stopping: return nil
@@ -73,6 +77,7 @@ public enum Event: Equatable, Sendable {
         case .prompt: return .prompt
         case .promptExpired: return .promptExpired
         case .promptAnswered: return .promptAnswered
+        case .promptWithdrawn: return .promptWithdrawn
         case .usage: return .usage
         case .stopping: return .stopping
         }
@@ -93,15 +98,15 @@ public enum Event: Equatable, Sendable {
         case let .prompt(p):
             p.write(to: &s)
         case let .promptExpired(p):
-            s.field("id", p.id)
-            s.field("app", p.app)
-            s.field("kind", p.kind.rawValue)
-        case let .promptAnswered(p, decision, once):
-            s.field("id", p.id)
-            s.field("app", p.app)
-            s.field("kind", p.kind.rawValue)
+            p.writeHead(to: &s)
+        case let .promptAnswered(p, decision, once, uid):
+            p.writeHead(to: &s)
             s.field("decision", decision.rawValue)
             s.field("once", once)
+            s.field("for_uid", uid.map { Int($0) })
+        case let .promptWithdrawn(p):
+            p.writeHead(to: &s)
+            s.field("why", "asker-exited")
         case let .usage(n):
             n.write(to: &s)
         case .stopping:

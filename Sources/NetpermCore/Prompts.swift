@@ -1,72 +1,186 @@
-/// A question to the user: may this app use this kind of network, or (kind `metered`) metered links?
+/// What a person may answer a prompt, as a phone offers it: allow; not this kind of network; just this time. Not
+/// answering is the fourth: the prompt stays open until it expires, and stores nothing.
+public enum PromptChoice: String, Sendable, CaseIterable {
+    /// Every kind the prompt asks about, for good.
+    case allow
+    /// None of them, for good: for cellular, "Wi-Fi only".
+    case deny
+    /// Every kind it asks about, until the daemon restarts or the policy changes.
+    case once
+
+    /// What `once` lasts: the same words wherever an answer is offered.
+    public static let onceUntil = "until netpermd restarts or its policy changes"
+
+    /// The decision each kind gets.
+    public var decision: (permission: Permission, once: Bool) {
+        switch self {
+        case .allow: (.allow, false)
+        case .deny: (.deny, false)
+        case .once: (.allow, true)
+        }
+    }
+
+    /// The words on the button: `deny` names what is left ("Wi-Fi only" for a question about cellular), or is a
+    /// plain "Deny" when it takes away several kinds.
+    public func label(kinds: [PolicyDimension]) -> String {
+        switch self {
+        case .allow: return "Allow"
+        case .once: return "Allow once"
+        case .deny:
+            let kinds = kinds.filter { $0 != .metered }
+            guard kinds.count <= 1 else { return "Deny" }
+            switch kinds.first {
+            case .wwan?: return "Wi-Fi only"
+            case .wifi?: return "Not on Wi-Fi"
+            case .ethernet?: return "Not on Ethernet"
+            case .other?: return "Not on this network"
+            case .metered?, nil: return "Unmetered only"
+            }
+        }
+    }
+}
+
+/// A question to a person: may this app use the kinds of network it would use now (`kinds`: the link's kind and,
+/// when the link is metered, `metered`)? One per app and scope while open, whatever asks again.
 public struct Prompt: Equatable, Sendable {
     public var id: Int
     public var app: String
-    /// How the app was identified when it asked (nil when a privileged caller named it).
+    /// Whose decision it asks for: nil, everyone's (a privileged process asked, or `UserDecisions=no`); else that
+    /// uid's own, for its processes (its own agent may answer it, and privileged agents, for everyone).
+    public var scope: UInt32?
+    /// The uid of the process that asked, or the owner of the rejected packet's socket (nil: it had none).
+    public var uid: UInt32?
+    /// How the app was identified when it asked (nil when raised by a rejected packet).
     public var identity: PeerIdentity?
-    public var kind: PolicyDimension
-    /// The link the app would use (for `metered`: the metered link it would use).
+    /// Every pending dimension it asks about, in reporting order: an answer covers them all.
+    public var kinds: [PolicyDimension]
+    /// The link the app would use (or the rejected packet left by).
     public var link: String
+    public var linkKind: LinkKind
     public var metered: Bool
     /// The link's carrier when it is stacked or a tunnel ("wwan0" for tun0 over wwan0).
     public var over: String? = nil
-    /// Raised by a rejected packet of the app (Mode=block), not by the app asking: `"source":"blocked"`.
+    /// Raised (or joined) by a rejected packet of the app (Mode=block): `"source":"blocked"`.
     public var blocked = false
+    /// The processes that asked while it was open: once every one has exited it is withdrawn, unless the app's
+    /// traffic was rejected too (no process is known to have given up then).
+    public var askers: [Int32] = []
+    public var timeoutSec = 60
+
+    /// The first of `kinds`, for agents that answer one kind with DECIDE.
+    public var kind: PolicyDimension { kinds[0] }
 
     /// The members of a PROMPTS entry and a `prompt` event.
     public func write(to s: inout JSONWriter) {
         s.field("id", id)
         s.field("app", app)
+        s.field("uid", uid.map { Int($0) })
         s.object("identity", identity) {
             $0.field("executable", $1.executable)
             $0.field("unit", $1.unit)
             $0.field("uid", Int($1.uid))
         }
         s.field("kind", kind.rawValue)
+        s.field("kinds", strings: kinds.lazy.map(\.rawValue))
         s.object("link") {
             $0.field("name", link)
+            $0.field("kind", linkKind.rawValue)
             $0.field("metered", metered)
             $0.field("over", over)
         }
         if blocked { s.field("source", "blocked") }
+        s.objects("choices", PromptChoice.allCases) {
+            $0.field("choice", $1.rawValue)
+            $0.field("label", $1.label(kinds: kinds))
+        }
+        s.field("once_until", PromptChoice.onceUntil)
+        s.field("timeout_sec", timeoutSec)
+    }
+
+    /// What every event about a prompt after it was raised starts with.
+    public func writeHead(to s: inout JSONWriter) {
+        s.field("id", id)
+        s.field("app", app)
+        s.field("uid", uid.map { Int($0) })
+        s.field("kind", kind.rawValue)
+        s.field("kinds", strings: kinds.lazy.map(\.rawValue))
     }
 }
 
-/// Open prompts: at most one per app and kind. Pure bookkeeping; the daemon owns the timers.
+/// Open prompts: at most one per app and scope. Pure bookkeeping; the daemon owns the timers.
 public struct PromptBook: Sendable {
     public private(set) var open: [Prompt] = []
     private var nextID = 1
 
     public init() {}
 
-    public func find(app: String, kind: PolicyDimension) -> Prompt? { open.first { $0.app == app && $0.kind == kind } }
+    public func find(app: String, scope: UInt32?) -> Prompt? { open.first { $0.app == app && $0.scope == scope } }
     public func find(id: Int) -> Prompt? { open.first { $0.id == id } }
 
-    /// Prompts to raise for a verdict awaiting a decision: one per pending kind not already asked about.
-    public mutating func raise(for verdict: Verdict, identity: PeerIdentity?, network: NetworkState) -> [Prompt] {
-        guard verdict.reason == .awaitingDecision else { return [] }
-        var raised: [Prompt] = []
-        for kind in verdict.pendingKinds {
-            if let p = raise(app: verdict.app, kind: kind, identity: identity, network: network) { raised.append(p) }
+    /// The prompt for a verdict awaiting a decision (one for all its pending kinds, on the best link they keep the
+    /// app off), unless one is open for the app and scope.
+    public mutating func raise(for verdict: Verdict, scope: UInt32?, uid: UInt32?, identity: PeerIdentity?,
+                               network: NetworkState, timeoutSec: Int) -> Prompt? {
+        guard verdict.reason == .awaitingDecision, !verdict.pendingKinds.isEmpty,
+              find(app: verdict.app, scope: scope) == nil else { return nil }
+        let pending = Set(verdict.pendingKinds)
+        // The links a decision would open: usable, kept off only by pending kinds.
+        let candidates = network.usableLinks.lazy.filter { l in
+            let blocking = verdict.permissions.blocking(l)
+            return !blocking.isEmpty && blocking.allSatisfy { pending.contains($0.0) }
         }
-        return raised
+        guard let link = network.best(of: candidates) else { return nil }
+        return add(app: verdict.app, scope: scope, uid: uid, identity: identity, kinds: verdict.pendingKinds,
+                   link: link, blocked: false, timeoutSec: timeoutSec)
     }
 
-    /// A prompt for one app and kind, unless one is open or no usable link of that kind exists.
-    public mutating func raise(app: String, kind: PolicyDimension, identity: PeerIdentity?, network: NetworkState,
-                               blocked: Bool = false) -> Prompt? {
-        guard find(app: app, kind: kind) == nil else { return nil }
-        // The best link of that kind (or metered) is the one the app would use. A rejected packet left by a link
-        // of that kind even if none is usable (no default route: the app chose the link or a route of its own).
+    /// The prompt for a rejected packet of the app on a pending `kind`, out of `link` (nil: not known, the best
+    /// usable link of that kind is taken, else any of it): it asks about every undecided `ask` of `permissions`
+    /// that keeps the app off that link. Nil when one is open for the app and scope, or no such link exists.
+    public mutating func raiseBlocked(app: String, kind: PolicyDimension, link given: Link?, permissions: PermissionSet,
+                                      scope: UInt32?, uid: UInt32?, network: NetworkState, timeoutSec: Int) -> Prompt? {
+        guard find(app: app, scope: scope) == nil else { return nil }
         func ofKind(_ l: Link) -> Bool { kind.kind.map { $0 == l.kind } ?? l.metered }
-        let usable = network.best(of: network.usableLinks.lazy.filter(ofKind))
-        guard let link = usable ?? (blocked ? network.links.first { ofKind($0) && $0.kind != .loopback } : nil)
+        guard let link = given ?? network.best(of: network.usableLinks.lazy.filter(ofKind))
+                ?? network.links.first(where: { ofKind($0) && $0.kind != .loopback })
         else { return nil }
-        let p = Prompt(id: nextID, app: app, identity: identity, kind: kind, link: link.name,
-                       metered: link.metered, over: link.over, blocked: blocked)
+        var kinds = Set(permissions.blocking(link).filter { $0.1 == .ask }.map(\.0))
+        kinds.insert(kind)
+        return add(app: app, scope: scope, uid: uid, identity: nil, kinds: Verdict.reportedKinds.filter(kinds.contains),
+                   link: link, blocked: true, timeoutSec: timeoutSec)
+    }
+
+    private mutating func add(app: String, scope: UInt32?, uid: UInt32?, identity: PeerIdentity?,
+                              kinds: [PolicyDimension], link: Link, blocked: Bool, timeoutSec: Int) -> Prompt {
+        var p = Prompt(id: nextID, app: app, scope: scope, uid: uid, identity: identity, kinds: kinds, link: link.name,
+                       linkKind: link.kind, metered: link.metered, over: link.over, blocked: blocked, timeoutSec: timeoutSec)
+        if let pid = identity?.pid, pid > 0 { p.askers = [pid] }
         nextID += 1
         open.append(p)
         return p
+    }
+
+    /// Another process of the app asks while its prompt is open: it joins the askers. Returns whether it is new.
+    public mutating func join(id: Int, asker pid: Int32) -> Bool {
+        guard pid > 0, let i = open.firstIndex(where: { $0.id == id }), !open[i].askers.contains(pid) else { return false }
+        open[i].askers.append(pid)
+        return true
+    }
+
+    /// The app's traffic was rejected while its prompt is open: no process's exit withdraws it any more.
+    public mutating func markBlocked(id: Int) {
+        if let i = open.firstIndex(where: { $0.id == id }) { open[i].blocked = true }
+    }
+
+    /// A process has exited: the prompts it alone was asking for (and no rejected packet), which are closed.
+    public mutating func askerExited(_ pid: Int32) -> [Prompt] {
+        var gone: [Prompt] = []
+        for i in open.indices where open[i].askers.contains(pid) {
+            open[i].askers.removeAll { $0 == pid }
+            if open[i].askers.isEmpty && !open[i].blocked { gone.append(open[i]) }
+        }
+        open.removeAll { p in gone.contains { $0.id == p.id } }
+        return gone
     }
 
     @discardableResult
@@ -75,10 +189,14 @@ public struct PromptBook: Sendable {
         return open.remove(at: i)
     }
 
-    /// Closes every open prompt for the app (and kind); returns them.
-    public mutating func close(app: String, kind: PolicyDimension?) -> [Prompt] {
-        let closing = open.filter { $0.app == app && (kind == nil || $0.kind == kind) }
-        open.removeAll { $0.app == app && (kind == nil || $0.kind == kind) }
+    /// Closes the app's open prompts about any of `kinds` (nil: every kind), of one scope or (`everyone`) of all
+    /// scopes: what a decision answers. Returns them.
+    public mutating func close(app: String, kinds: [PolicyDimension]?, scope: UInt32?, everyone: Bool) -> [Prompt] {
+        func answered(_ p: Prompt) -> Bool {
+            p.app == app && (everyone || p.scope == scope) && (kinds.map { k in p.kinds.contains(where: k.contains) } ?? true)
+        }
+        let closing = open.filter(answered)
+        open.removeAll(where: answered)
         return closing
     }
 }

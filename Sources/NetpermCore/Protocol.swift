@@ -11,13 +11,16 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case policyInvalid = "policy-invalid"
     case noIdentity = "no-identity"
     case timeout
+    /// A user has decided for `Engine.maxOwnApps` apps of their own: FORGET some first.
+    case tooManyDecisions = "too-many-decisions"
     case internalError = "internal"
     /// Sent, as the only line, to a connection refused past a limit; then it is closed.
     case tooManyConnections = "too-many-connections"
 }
 
 public enum Verb: String, Sendable, CaseIterable {
-    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, decide, forget, metrics, usage
+    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions, metrics,
+         usage
     case resetUsage = "reset-usage"
     case quit
 
@@ -48,8 +51,10 @@ public enum Verb: String, Sendable, CaseIterable {
         case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self] [usage]"
         case .wait: return "WAIT [APP] [SECONDS]"
         case .prompts: return "PROMPTS"
+        case .answer: return "ANSWER ID allow|deny|once"
         case .decide: return "DECIDE APP KIND allow|deny [--once]"
         case .forget: return "FORGET APP [KIND]"
+        case .decisions: return "DECISIONS"
         case .metrics: return "METRICS"
         case .usage: return "USAGE [APP]"
         case .resetUsage: return "RESET-USAGE [APP]"
@@ -68,9 +73,11 @@ public enum Verb: String, Sendable, CaseIterable {
         case .reload: return "reload the configuration and policy now (privileged)"
         case .subscribe: return "a snapshot, then an event line for every change, for as long as the connection lives"
         case .wait: return "reply once the app (default: the caller) may use the network, or when SECONDS pass"
-        case .prompts: return "the open prompts (privileged)"
-        case .decide: return "answer for an app and kind (or metered) set to ask; lasting unless --once (privileged)"
-        case .forget: return "remove stored decisions of an app (privileged)"
+        case .prompts: return "the open prompts (privileged: all; a user: their own)"
+        case .answer: return "answer an open prompt: allow, deny (not this kind) or once; refused once it has closed"
+        case .decide: return "decide for an app and kind (or metered) set to ask; lasting unless --once (privileged: for everyone; a user: for their own processes)"
+        case .forget: return "remove decisions of an app (privileged: everyone's and every user's; a user: their own)"
+        case .decisions: return "every decision, for everyone and per uid (privileged; a user: their own)"
         case .metrics: return "counters and gauges in Prometheus' text format, as one JSON string (privileged)"
         case .usage: return "data used per app and kind of link, this period and the last, and budgets (your own apps unless privileged)"
         case .resetUsage: return "start an app's (default: every app's) counts of this period from zero (privileged)"

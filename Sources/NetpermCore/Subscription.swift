@@ -5,11 +5,15 @@ public struct Subscription: Sendable {
     public var privileged: Bool
     /// The subscriber's own app: the only one an unprivileged subscriber hears about.
     public var appID: String
+    /// An unprivileged subscriber's uid when users decide for their own apps (`[Defaults] UserDecisions=yes`): it
+    /// hears its app as its uid's processes have it, and (subscribed to prompts) its uid's prompts.
+    public var ownUID: UInt32?
     public private(set) var seq = 0
 
     /// `continuing`: the connection's earlier subscription, whose count goes on.
-    public init(topics: Set<Topic>, privileged: Bool, appID: String, continuing earlier: Subscription? = nil) {
-        self.topics = topics; self.privileged = privileged; self.appID = appID
+    public init(topics: Set<Topic>, privileged: Bool, appID: String, ownUID: UInt32? = nil,
+                continuing earlier: Subscription? = nil) {
+        self.topics = topics; self.privileged = privileged; self.appID = appID; self.ownUID = ownUID
         seq = earlier?.seq ?? 0
     }
 
@@ -27,17 +31,21 @@ public struct Subscription: Sendable {
         return .success(topics)
     }
 
-    /// Agents are privileged subscribers of prompts.
-    public var isAgent: Bool { privileged && topics.contains(.prompts) }
+    /// Agents are subscribers of prompts: privileged ones answer for everyone, a user's for its own uid.
+    public var isAgent: Bool { topics.contains(.prompts) && (privileged || ownUID != nil) }
 
-    /// Whether the subscriber hears of `app`'s verdict: its own under `apps` or `self`, any other under `apps` only
-    /// when privileged.
-    public func hears(app: String) -> Bool {
-        app == appID ? topics.contains(.apps) || topics.contains(.own) : privileged && topics.contains(.apps)
+    /// Whether it may see (and answer) a prompt: every one when privileged, else its own uid's.
+    public func mayAnswer(_ p: Prompt) -> Bool { privileged || (ownUID != nil && p.scope == ownUID) }
+
+    /// Whether the subscriber hears of a verdict: its own app's under `apps` or `self` (as its uid has it, when it
+    /// decides for its own uid), any other's under `apps` only when privileged (everyone's).
+    public func hears(_ v: Verdict) -> Bool {
+        v.app == appID ? (topics.contains(.apps) || topics.contains(.own)) && v.uid == ownUID
+                       : privileged && topics.contains(.apps) && v.uid == nil
     }
 
     public func wants(_ event: Event) -> Bool {
-        if case let .app(v) = event { return hears(app: v.app) }
+        if case let .app(v) = event { return hears(v) }
         if case let .usage(n) = event {
             return topics.contains(.usage) && (n.app == appID || privileged)
         }
@@ -45,7 +53,8 @@ public struct Subscription: Sendable {
         guard topics.contains(topic) else { return false }
         switch event {
         case .app, .usage: return false
-        case .prompt, .promptExpired, .promptAnswered: return privileged
+        case let .prompt(p), let .promptExpired(p), let .promptAnswered(p, _, _, _), let .promptWithdrawn(p):
+            return mayAnswer(p)
         case .link, .policy, .stopping: return true
         }
     }

@@ -42,6 +42,9 @@ public struct Verdict: Equatable, Sendable {
     public var enforcement: Enforcement = .notEnforced(.modeOff)
     /// The app's metered budget, when it has one; the engine fills it in per app.
     public var budget: BudgetFact?
+    /// Whose verdict it is: nil for everyone's processes, or one uid's, with its own decisions and agent (a
+    /// user's own app, `[Defaults] UserDecisions=yes`). Not written: it says which subscribers get an event.
+    public var uid: UInt32? = nil
 
     /// Kinds denied only because no agent listens to ask the user (`no-agent`).
     public var unaskedKinds: [PolicyDimension] { deniedKinds.filter { sources[$0] == .noAgent } }

@@ -1,85 +1,155 @@
-/// The verdicts of every app someone may hear about (the policy's apps and the subscribers' and waiters' own),
-/// and the events when they change. Verdicts depend only on the permission set, so they are computed once per
-/// distinct set (at most 81), not once per app: a 10,000-app policy costs the same per link change.
+/// An app's verdict for everyone's processes (`uid` nil), or for one uid's (a user's own app, with the user's own
+/// decisions and agent).
+public struct TrackedApp: Hashable, Sendable {
+    public var id: String
+    public var uid: UInt32?
+    public init(_ id: String, uid: UInt32? = nil) { self.id = id; self.uid = uid }
+}
+
+/// What the tracker keys its verdicts by: an app id for everyone's (most of them, 10,000 in a large policy: a
+/// plain String keeps them as cheap as before there were users' own), or a `TrackedApp` for one uid's.
+protocol TrackerKey: Hashable, Sendable {
+    var appID: String { get }
+    var uidView: UInt32? { get }
+}
+
+extension String: TrackerKey {
+    var appID: String { self }
+    var uidView: UInt32? { nil }
+}
+
+extension TrackedApp: TrackerKey {
+    var appID: String { id }
+    var uidView: UInt32? { uid }
+}
+
+/// The verdicts of every app someone may hear about (the policy's apps and the subscribers' and waiters' own, for
+/// everyone and per uid), and the events when they change. Verdicts depend only on the permission set, so they are
+/// computed once per distinct set (at most 3^5), not once per app: a 10,000-app policy costs the same per link
+/// change.
 public struct VerdictTracker: Sendable {
-    private var matches: [String: AppMatch] = [:]
-    private var order: [String] = []
-    private var verdicts: [String: Verdict] = [:]
-    private var appsBySet: [EffectivePermissions: [String]] = [:]
+    /// Apps of one kind of key, and the sets of permissions their verdicts come from.
+    struct Store<Key: TrackerKey>: Sendable {
+        var matches: [Key: AppMatch] = [:]
+        var order: [Key] = []
+        var verdicts: [Key: Verdict] = [:]
+        var appsBySet: [EffectivePermissions: [Key]] = [:]
+
+        mutating func add(_ match: AppMatch, as key: Key, templates: inout [EffectivePermissions: Verdict],
+                          state: DaemonState) {
+            guard matches[key] == nil else { return }
+            let perms = state.effectivePermissions(for: match, uid: key.uidView)
+            matches[key] = match
+            order.append(key)
+            let template = templates[perms]
+                ?? Verdict.compute(app: "", matchedBy: .name, effective: perms, network: state.network, ready: state.ready)
+            templates[perms] = template
+            appsBySet[perms, default: []].append(key)
+            verdicts[key] = template.renamed(match.id, match.matchedBy, uid: key.uidView)
+        }
+
+        /// Returns the permission set no app of this store has any more, if it was the last.
+        mutating func remove(_ key: Key, state: DaemonState) -> EffectivePermissions? {
+            guard let m = matches[key] else { return nil }
+            let perms = state.effectivePermissions(for: m, uid: key.uidView)
+            matches[key] = nil
+            verdicts[key] = nil
+            order.removeAll { $0 == key }
+            appsBySet[perms]?.removeAll { $0 == key }
+            guard appsBySet[perms]?.isEmpty == true else { return nil }
+            appsBySet[perms] = nil
+            return perms
+        }
+
+        /// The verdicts of the apps of `perms`, now `new`; their events.
+        mutating func renew(_ perms: EffectivePermissions, _ new: Verdict) -> [Event] {
+            (appsBySet[perms] ?? []).map { key in
+                let v = new.renamed(key.appID, matches[key]?.matchedBy ?? .name, uid: key.uidView)
+                verdicts[key] = v
+                return .app(v)
+            }
+        }
+
+        func changed(since old: [Key: Verdict]) -> [Event] {
+            order.compactMap { key in
+                guard let v = verdicts[key], let o = old[key], !o.sameState(as: v) else { return nil }
+                return .app(v)
+            }
+        }
+    }
+
+    private var everyone = Store<String>()
+    private var own = Store<TrackedApp>()
     private var templates: [EffectivePermissions: Verdict] = [:]
 
     public init() {}
 
-    public func verdict(_ app: String) -> Verdict? { verdicts[app] }
-    public var all: [Verdict] { order.compactMap { verdicts[$0] } }
+    public func verdict(_ app: String, uid: UInt32? = nil) -> Verdict? {
+        guard let uid else { return everyone.verdicts[app] }
+        return own.verdicts[TrackedApp(app, uid: uid)]
+    }
 
-    /// Rebuilds the set of apps after a policy load, keeping extra (derived) apps; returns app events.
-    public mutating func reset(state: DaemonState, extra: [AppMatch]) -> [Event] {
-        let old = verdicts
-        matches = [:]; order = []; verdicts = [:]; appsBySet = [:]; templates = [:]
-        for app in state.config.apps { add(AppMatch(id: app.id, matchedBy: .name, app: app), state: state) }
-        for m in extra where matches[m.id] == nil { add(m, state: state) }
-        return order.compactMap { id in
-            guard let v = verdicts[id], let o = old[id], !o.sameState(as: v) else { return nil }
-            return .app(v)
+    /// Everyone's verdicts, in the order tracked.
+    public var all: [Verdict] { everyone.order.compactMap { everyone.verdicts[$0] } }
+
+    /// Rebuilds the set of apps after a policy load, keeping extra ones (derived apps, and apps seen as one uid
+    /// sees them); returns app events.
+    public mutating func reset(state: DaemonState, extra: [(AppMatch, UInt32?)]) -> [Event] {
+        let old = (everyone.verdicts, own.verdicts)
+        everyone = Store()
+        own = Store()
+        templates = [:]
+        for app in state.config.apps {
+            everyone.add(AppMatch(id: app.id, matchedBy: .name, app: app), as: app.id, templates: &templates, state: state)
         }
+        for (m, uid) in extra { track(m, uid: uid, state: state) }
+        return everyone.changed(since: old.0) + own.changed(since: old.1)
     }
 
     /// Starts tracking one app (a subscriber's or waiter's own); no event.
-    public mutating func track(_ match: AppMatch, state: DaemonState) {
-        guard matches[match.id] == nil else { return }
-        add(match, state: state)
-    }
-
-    /// Stops tracking an app nobody listens to any more (never a policy app: those are always tracked).
-    public mutating func untrack(_ id: String, state: DaemonState) {
-        guard let m = matches[id], state.config.app(named: id) == nil else { return }
-        let perms = state.effectivePermissions(for: m)
-        matches[id] = nil
-        verdicts[id] = nil
-        order.removeAll { $0 == id }
-        appsBySet[perms]?.removeAll { $0 == id }
-        if appsBySet[perms]?.isEmpty == true {
-            appsBySet[perms] = nil
-            templates[perms] = nil
+    public mutating func track(_ match: AppMatch, uid: UInt32? = nil, state: DaemonState) {
+        if let uid {
+            own.add(match, as: TrackedApp(match.id, uid: uid), templates: &templates, state: state)
+        } else {
+            everyone.add(match, as: match.id, templates: &templates, state: state)
         }
     }
 
-    private mutating func add(_ match: AppMatch, state: DaemonState) {
-        let perms = state.effectivePermissions(for: match)
-        matches[match.id] = match
-        order.append(match.id)
-        let template = templates[perms]
-            ?? Verdict.compute(app: "", matchedBy: .name, effective: perms, network: state.network, ready: state.ready)
-        templates[perms] = template
-        appsBySet[perms, default: []].append(match.id)
-        verdicts[match.id] = template.renamed(match.id, match.matchedBy)
+    /// Stops tracking an app nobody listens to any more (never a policy app's verdict for everyone: those are
+    /// always tracked).
+    public mutating func untrack(_ id: String, uid: UInt32? = nil, state: DaemonState) {
+        let emptied: EffectivePermissions?
+        if let uid {
+            emptied = own.remove(TrackedApp(id, uid: uid), state: state)
+        } else {
+            guard state.config.app(named: id) == nil else { return }
+            emptied = everyone.remove(id, state: state)
+        }
+        if let perms = emptied, everyone.appsBySet[perms] == nil, own.appsBySet[perms] == nil { templates[perms] = nil }
     }
 
     /// Recomputes after the network changed; events for the apps whose verdict changed.
     public mutating func refresh(state: DaemonState) -> [Event] {
         var events: [Event] = []
-        for (perms, apps) in appsBySet {
+        for perms in Set(everyone.appsBySet.keys).union(own.appsBySet.keys) {
             guard let old = templates[perms] else { continue }
             let new = Verdict.compute(app: "", matchedBy: .name, effective: perms, network: state.network,
                                       ready: state.ready)
             guard !old.sameState(as: new) else { continue }
             templates[perms] = new
-            for id in apps {
-                let v = new.renamed(id, matches[id]?.matchedBy ?? .name)
-                verdicts[id] = v
-                events.append(.app(v))
-            }
+            events += everyone.renew(perms, new)
+            events += own.renew(perms, new)
         }
         return events
     }
 }
 
 extension Verdict {
-    public func renamed(_ id: String, _ by: MatchedBy) -> Verdict {
+    public func renamed(_ id: String, _ by: MatchedBy, uid: UInt32? = nil) -> Verdict {
         var v = self
         v.app = id
         v.matchedBy = by
+        v.uid = uid
         return v
     }
 

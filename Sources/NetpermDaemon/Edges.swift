@@ -24,7 +24,7 @@ public protocol RuleLoading: AnyObject {
     /// Loading the rules again after another process changed them failed.
     var repairFailed: (String) -> Void { get set }
     /// The kernel rejected and logged a packet of this app and pending kind.
-    var blocked: (String, PolicyDimension) -> Void { get set }
+    var blocked: (String, PolicyDimension, UInt32?, Int32?) -> Void { get set }
     /// Runs one script of the usage table as one transaction (the removal only if the table exists); nil, or why
     /// it failed.
     func loadUsage(_ script: String) -> String?

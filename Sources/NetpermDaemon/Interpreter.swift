@@ -54,6 +54,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// its first request: a connection that sends nothing costs no reading of /proc).
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
     private let identities = PeerIdentities()
+    /// The processes that asked an open prompt: each pidfd becomes readable when its process exits.
+    private var askers: [Int32: (fd: Int32, source: IOSource)] = [:]
 
     /// `rules`, `steering` and `counters` nil: the real ones (libnftables, bpf(2) and rtnetlink, netfilter netlink);
     /// `usageStore` nil: the usage file beside the decisions. The tests give fakes.
@@ -80,7 +82,9 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             usageWriter = nil
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
-        enforcer.blocked = { [unowned self] app, kind in self.feed(.blocked(app: app, kind: kind)) }
+        enforcer.blocked = { [unowned self] app, kind, uid, index in
+            self.feed(.blocked(app: app, kind: kind, uid: uid, ifindex: index))
+        }
         enforcer.usageChanged = { [unowned self] in self.feed(.usageTableChanged) }
         enforcer.quotaReached = { [unowned self] quota in self.feed(.budgetReached(quota: quota)) }
         driver.edges = self
@@ -99,7 +103,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
                 carryOut(effect)
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
-                 .notify, .log, .loadRules, .readUsage, .saveUsage, .loadUsageRules, .steer:
+                 .notify, .log, .loadRules, .readUsage, .saveUsage, .loadUsageRules, .watchExit, .unwatchExit, .steer:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -208,10 +212,34 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             } else if let error {
                 Log.debug("usage: removing a table left by an earlier run: \(error)")
             }
+        case let .watchExit(pid):
+            do {
+                // Held while its prompt is open: a number no select(2) needs (LowDescriptors).
+                let fd = FD.moveAbove(try Pidfd.opening(pid), LowDescriptors.selectable)
+                do {
+                    askers[pid] = (fd, try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in
+                        self.unwatch(pid)
+                        self.feed(.exited(pid: pid))
+                    })
+                } catch {
+                    FD.close(fd)
+                    Log.warning("cannot watch pid \(pid), which asked: \(error); its prompt waits for its time-out")
+                }
+            } catch {
+                // Gone already (ESRCH); anything else leaves the prompt to its time-out.
+                if error.code == ESRCH { feed(.exited(pid: pid)) } else { Log.debug("pidfd_open(\(pid)): \(error)") }
+            }
+        case let .unwatchExit(pid): unwatch(pid)
         case let .steer(plan):
             feed(.steered(error: steerer.apply(plan)))
             steeringMarks(plan?.allowances.map(\.mark) ?? [])
         }
+    }
+
+    private func unwatch(_ pid: Int32) {
+        guard let a = askers.removeValue(forKey: pid) else { return }
+        a.source.cancel()
+        FD.close(a.fd)
     }
 
     private func stored(_ outcome: StoreOutcome) {

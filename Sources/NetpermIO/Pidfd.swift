@@ -4,9 +4,12 @@ import Glibc
 /// Process file descriptors: a handle on one process that a recycled pid can never be mistaken for.
 public enum Pidfd {
     /// pidfd_open(2) of `pid`; nil when there is no such process (or the kernel has no pidfds).
-    public static func open(_ pid: Int32) -> Int32? {
-        guard pid > 0, let fd = try? sys({ np_pidfd_open(pid) }) else { return nil }
-        return fd
+    public static func open(_ pid: Int32) -> Int32? { try? opening(pid) }
+
+    /// The same, saying why not: ESRCH is a process that has gone.
+    public static func opening(_ pid: Int32) throws(Errno) -> Int32 {
+        guard pid > 0 else { throw Errno(ESRCH) }
+        return try sys { np_pidfd_open(pid) }
     }
 
     /// Whether the process still exists, so its pid is still its own (a zombie's is too, until it is reaped).

@@ -2,16 +2,30 @@ import CNftables
 import Glibc
 import NetpermIO
 
-/// Reads the prefixes of the packets the rules log to one NFLOG group (`log group N prefix "..."`): how the daemon
-/// hears that the kernel rejected a packet of an app whose kind is pending. A raw netfilter netlink socket bound to
-/// the group (NFULNL_CFG_CMD_BIND), copying no packet bytes (the prefix is all that is read); closing it unbinds.
-/// Only one socket in a network namespace can bind a group: another holding it makes `init` fail with EBUSY.
+/// Reads the packets the rules log to one NFLOG group (`log group N prefix "..."`): how the daemon hears that the
+/// kernel rejected a packet of an app whose kind is pending, whose socket it was (its owner's uid) and out of which
+/// link. A raw netfilter netlink socket bound to the group (NFULNL_CFG_CMD_BIND), copying no packet bytes (the
+/// prefix and two attributes are all that is read); closing it unbinds. Only one socket in a network namespace can
+/// bind a group: another holding it makes `init` fail with EBUSY.
 public final class NflogReader {
+    /// What one logged packet says.
+    public struct Packet: Equatable, Sendable {
+        public var prefix: String
+        /// The uid owning the packet's socket (NFULA_UID: the kernel adds it for a packet of a full socket with a
+        /// file, from that file's credentials); nil without.
+        public var uid: UInt32?
+        /// The interface it was to leave by (NFULA_IFINDEX_OUTDEV).
+        public var outIndex: Int32?
+        public init(prefix: String, uid: UInt32? = nil, outIndex: Int32? = nil) {
+            self.prefix = prefix; self.uid = uid; self.outIndex = outIndex
+        }
+    }
+
     private let socket: NetlinkSocket
     private var source: IOSource?
     private var datagrams = EventDatagrams()
-    /// Each logged packet's prefix, in order.
-    public var logged: (String) -> Void = { _ in }
+    /// Each logged packet, in order.
+    public var logged: (Packet) -> Void = { _ in }
 
     public init(loop: EventLoop, group: UInt16) throws(Errno) {
         // Blocking while the group is configured (the kernel acknowledges at once); read with MSG_DONTWAIT.
@@ -51,16 +65,21 @@ public final class NflogReader {
     private func readAll() {
         // Messages lost: the rules log again a second later while the app keeps trying.
         try? datagrams.drain(socket.fd, lost: { _ in }) { b in
-            for p in Self.prefixes(in: UnsafeRawBufferPointer(b)) { logged(p) }
+            for p in Self.packets(in: UnsafeRawBufferPointer(b)) { logged(p) }
         }
     }
 
-    /// The NFULA_PREFIX of each NFULNL_MSG_PACKET in a buffer of netlink messages (without its NUL).
-    public static func prefixes(in b: UnsafeRawBufferPointer) -> [String] {
+    /// Each NFULNL_MSG_PACKET with an NFULA_PREFIX in a buffer of netlink messages: the prefix (without its NUL),
+    /// and NFULA_UID and NFULA_IFINDEX_OUTDEV when present (big-endian u32s).
+    public static func packets(in b: UnsafeRawBufferPointer) -> [Packet] {
         let packet = UInt16(NFNL_SUBSYS_ULOG << 8) | UInt16(NFULNL_MSG_PACKET.rawValue)
         return NetlinkMessages(b).compactMap { m in
             guard m.type == packet else { return nil }
-            return m.attributes(after: MemoryLayout<nfgenmsg>.size).first(UInt16(NFULA_PREFIX.rawValue)).map(Netlink.string)
+            let attributes = m.attributes(after: MemoryLayout<nfgenmsg>.size)
+            guard let prefix = attributes.first(UInt16(NFULA_PREFIX.rawValue)).map(Netlink.string) else { return nil }
+            return Packet(prefix: prefix, uid: attributes.first(UInt16(NFULA_UID.rawValue)).flatMap(Netlink.bigEndianU32),
+                          outIndex: attributes.first(UInt16(NFULA_IFINDEX_OUTDEV.rawValue)).flatMap(Netlink.bigEndianU32)
+                              .map { Int32(bitPattern: $0) })
         }
     }
 }

@@ -48,20 +48,20 @@ public enum TransientScope {
         var error = sd_bus_error()
         defer { sd_bus_error_free(&error); _ = sd_bus_message_unref(reply) }
         r = call(bus, "StartTransientUnit", error: &error, reply: &reply) { m in
-            var r = append(m, "s", name)
-            if r >= 0 { r = append(m, "s", "fail") }
-            if r >= 0 { r = sd_bus_message_open_container(m, Self.type("a"), "(sv)") }
+            var r = BusMessage.append(m, "s", name)
+            if r >= 0 { r = BusMessage.append(m, "s", "fail") }
+            if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sv)") }
             if r >= 0 {
-                r = property(m, "PIDs", "au") { m in
-                    var r = sd_bus_message_open_container(m, Self.type("a"), "u")
-                    for var pid in pids where r >= 0 { r = sd_bus_message_append_basic(m, Self.type("u"), &pid) }
+                r = BusMessage.pair(m, "r", "PIDs", "au") { m in
+                    var r = sd_bus_message_open_container(m, BusMessage.type("a"), "u")
+                    for var pid in pids where r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &pid) }
                     return r >= 0 ? sd_bus_message_close_container(m) : r
                 }
             }
-            if r >= 0 { r = property(m, "Description", "s") { append($0, "s", description) } }
+            if r >= 0 { r = BusMessage.pair(m, "r", "Description", "s") { BusMessage.append($0, "s", description) } }
             if r >= 0 { r = sd_bus_message_close_container(m) }
             // No auxiliary units.
-            if r >= 0 { r = sd_bus_message_open_container(m, Self.type("a"), "(sa(sv))") }
+            if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sa(sv))") }
             if r >= 0 { r = sd_bus_message_close_container(m) }
             return r
         }
@@ -70,7 +70,7 @@ public enum TransientScope {
             throw Failure(description: "\(reached) refused to start \(name): \(why)")
         }
         var job: UnsafePointer<CChar>?
-        guard sd_bus_message_read_basic(reply, type("o"), &job) > 0, let job else {
+        guard sd_bus_message_read_basic(reply, BusMessage.type("o"), &job) > 0, let job else {
             throw Failure(description: "\(reached) answered StartTransientUnit without a job")
         }
         let jobPath = String(cString: job)
@@ -181,24 +181,6 @@ public enum TransientScope {
         guard r >= 0 else { return r }
         return sd_bus_call(bus, m, 0, error, reply)
     }
-
-    /// One `(sv)` of a property array.
-    private static func property(_ m: OpaquePointer, _ name: String, _ signature: String,
-                                 _ value: (OpaquePointer) -> Int32) -> Int32 {
-        var r = sd_bus_message_open_container(m, type("r"), "sv")
-        if r >= 0 { r = append(m, "s", name) }
-        if r >= 0 { r = sd_bus_message_open_container(m, type("v"), signature) }
-        if r >= 0 { r = value(m) }
-        if r >= 0 { r = sd_bus_message_close_container(m) }
-        if r >= 0 { r = sd_bus_message_close_container(m) }
-        return r
-    }
-
-    private static func append(_ m: OpaquePointer, _ t: Unicode.Scalar, _ s: String) -> Int32 {
-        s.withCString { sd_bus_message_append_basic(m, type(t), $0) }
-    }
-
-    private static func type(_ t: Unicode.Scalar) -> CChar { CChar(UInt8(ascii: t)) }
 
     /// D-Bus addresses escape every byte but `[A-Za-z0-9_/.\-]` as %XX.
     static func addressEscape(_ s: String) -> String {

@@ -2,161 +2,175 @@ import Glibc
 import NetpermCore
 import NetpermIO
 
-/// `netpermctl agent`: answers prompts on the terminal (or from a pipe), one at a time.
+/// `netpermctl agent`: answers prompts on the terminal (or from a pipe), one at a time, one key each: y allow, n not
+/// this kind ("Wi-Fi only" for cellular), o once, s skip (the prompt stays open until it expires). A question whose
+/// prompt closes meanwhile (expired, answered elsewhere, its asker gone) is taken off the screen; a key pressed for
+/// it after that answers nothing, and one that crossed the closing is refused by the daemon, which stores nothing.
 enum Agent {
-    static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "WWAN", "ethernet": "Ethernet", "other": "Other",
-                                                "metered": "metered links"]
+    static let keys: [(key: UInt8, choice: PromptChoice?)] = [
+        (UInt8(ascii: "y"), .allow), (UInt8(ascii: "n"), .deny), (UInt8(ascii: "o"), .once), (UInt8(ascii: "s"), nil),
+    ]
 
-    /// `p` as the daemon sent it: every string is escaped here (JSON.forTerminal).
-    static func question(_ prompt: JSON) -> String {
-        let p = prompt.forTerminal
-        let id = p["identity"]
-        var who: [String] = []
-        if let exe = id?["executable"]?.stringValue { who.append(exe) }
-        if let unit = id?["unit"]?.stringValue { who.append(unit) }
-        if let uid = id?["uid"]?.intValue { who.append("uid \(uid)") }
-        let kind = p["kind"]?.stringValue ?? "?"
-        let link = p["link"]
-        return "\(p["app"]?.stringValue ?? "?")\(who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")") wants "
-            + "to use \(kindNames[kind] ?? kind) via \(Render.nameOver(link))"
-            + (link?["metered"]?.boolValue == true ? " (metered)" : "") + ". Allow? [y]es / [n]o / [o]nce / [s]kip "
+    /// The two lines of a question: what is asked, then the keys (the cursor waits after them).
+    static func question(_ p: JSON) -> (String, String) {
+        let shown = p.forTerminal
+        let labels = PromptText.choices(shown)
+        func label(_ c: PromptChoice) -> String { labels.first { $0.choice == c }?.label ?? c.rawValue }
+        let seconds = shown["timeout_sec"]?.intValue.map { ", it expires within \($0) s" } ?? ""
+        return ("prompt \(shown["id"]?.intValue ?? 0): \(PromptText.question(shown)).",
+                "  [y] \(label(.allow))  [n] \(label(.deny))  [o] \(label(.once)) (\(PromptText.onceUntil(shown)))  "
+                    + "[s] skip (ask again later\(seconds)): ")
     }
 
     static func run(socketPath: String) -> Never {
-        let conn = Connection.open(socketPath)
-        let input = Connection(reading: STDIN_FILENO)
-        do {
-            // Budgets used up are told too: the agent's user is the one to reset them.
-            try conn.send("SUBSCRIBE prompts usage")
-            guard let ack = try conn.readLine(), let r = try? JSONParser.parse(ack) else { throw Errno(ECONNRESET) }
-            guard r["ok"]?.boolValue == true else {
-                die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", .failed)
-            }
-            Screen.out("netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)\n")
-            var inputEnded = false
-            var prompts = Prompts()
-            while let line = try nextLine(conn, watching: input, inputEnded: &inputEnded) {
-                guard let e = try? JSONParser.parse(line) else { continue }
-                prompts.note(e)
-                while let p = prompts.next() { try ask(p, conn: conn, input: input, prompts: &prompts) }
-            }
-            die("netpermd closed the connection", .unreachable)
-        } catch {
-            die("lost the connection to netpermd: \(error)", .unreachable)
-        }
-    }
+        let session = AgentSession(socketPath: socketPath)
+        let terminal = Terminal(fd: STDIN_FILENO)
+        terminal.oneKeyAtATime()
+        Screen.out("netpermctl agent: waiting for prompts; answers are for \(session.answersFor) "
+            + "(one key each; Ctrl-D or Ctrl-C to stop)\n")
+        var queue: [JSON] = []
+        var current: (prompt: JSON, rows: Int)?
 
-    /// The daemon's next line. Meanwhile the answers' input is watched: once it has ended with nothing left to
-    /// read, the agent leaves, so the daemon stops holding prompts for an agent that cannot answer them.
-    /// Lines typed ahead are kept for the next prompt, as the terminal would have kept them.
-    static func nextLine(_ conn: Connection, watching input: Connection, inputEnded: inout Bool) throws(Errno)
-        -> String? {
-        while !conn.hasLine {
-            var fds = [pollfd(fd: conn.fd, events: Int16(POLLIN), revents: 0)]
-            if !inputEnded { fds.append(pollfd(fd: input.fd, events: Int16(POLLIN), revents: 0)) }
-            _ = try sys { poll(&fds, nfds_t(fds.count), -1) }
-            if fds.count > 1, fds[1].revents != 0, try !input.fill() {
-                inputEnded = true
-                if !input.hasLine {
-                    Screen.out("end of input: no more answers\n")
-                    exit(0)
+        /// The question goes (on a terminal it is erased; a pipe's reader gets a line break), then `message`.
+        func clear(_ message: String) {
+            if let c = current {
+                current = nil
+                Output.out(terminal.isTTY ? "\r" + (c.rows > 1 ? "\u{1B}[\(c.rows - 1)A" : "") + "\u{1B}[J" : "\n")
+            }
+            Screen.out(message + "\n")
+        }
+
+        func take(_ changes: [AgentSession.Change]) {
+            for change in changes {
+                switch change {
+                case let .opened(p): queue.append(p)
+                case let .closed(id, why, _):
+                    queue.removeAll { $0["id"]?.intValue == id }
+                    guard let c = current, c.prompt["id"]?.intValue == id else { continue }
+                    let app = c.prompt.forTerminal["app"]?.stringValue ?? "?"
+                    switch why {
+                    case "prompt-expired": clear("prompt \(id) for \(app) expired unanswered: nothing was stored")
+                    case "prompt-answered": clear("prompt \(id) for \(app) was answered elsewhere")
+                    case "prompt-withdrawn":
+                        clear("prompt \(id) for \(app) was withdrawn: the process that asked has exited")
+                    default: clear("prompt \(id) for \(app) is no longer open")
+                    }
+                case let .budget(e):
+                    Screen.out(Usage.notice(e.forTerminal) + "\n")
+                case .stopping:
+                    clear("netpermd is stopping")
                 }
             }
-            if fds[0].revents != 0 { break }
         }
-        return try conn.readLine()
-    }
 
-    /// One prompt: ask until the answer is understood, then DECIDE (or skip). Events that arrive before the
-    /// DECIDE reply are shown, not lost. The DECIDE names the app as the daemon did; what is shown is escaped.
-    static func ask(_ p: JSON, conn: Connection, input: Connection, prompts: inout Prompts) throws(Errno) {
-        let app = p.forTerminal["app"]?.stringValue ?? "?"
+        func endOfInput() -> Never {
+            clear("end of input: no more answers")
+            terminal.restore()
+            exit(.ok)
+        }
+
+        func key(_ b: UInt8) {
+            // Line ends and spaces separate answers typed into a pipe.
+            if [0x0A, 0x0D, 0x20, 0x09].contains(b) { return }
+            if b == 0x04 { endOfInput() }
+            guard let c = current else {
+                Screen.out("no prompt is waiting for an answer: key ignored\n")
+                return
+            }
+            guard let (_, choice) = keys.first(where: { $0.key == b | 0x20 }) else {
+                // The keys' line again, saying so; the question stays.
+                Output.out(terminal.isTTY ? "\r\u{1B}[J" : "\n")
+                Screen.out("press y, n, o or s." + question(c.prompt).1.dropFirst())
+                return
+            }
+            let id = c.prompt["id"]?.intValue ?? 0
+            guard let choice else {
+                clear("skipped: prompt \(id) stays open until it expires (nothing is stored)")
+                return
+            }
+            let label = PromptText.choices(c.prompt.forTerminal).first { $0.choice == choice }?.label ?? choice.rawValue
+            switch session.answer(id, choice) {
+            case let .done(reply): clear(PromptText.answered(reply.forTerminal, label: label))
+            case let .refused(code, message) where code == ErrorCode.notFound.rawValue:
+                clear("too late: \(message)")
+            case let .refused(_, message): clear("netpermd refused: \(message)")
+            }
+        }
+
         while true {
-            Screen.out(question(p))
-            guard let answer = try input.readLine() else {
-                Screen.out("\n")
-                exit(0)   // end of input: nothing more to answer
+            if session.hasChanges { take(session.changes(reading: false)) }
+            if current == nil, !queue.isEmpty {
+                let p = queue.removeFirst()
+                let (first, second) = question(p)
+                current = (p, terminal.rows(first) + terminal.rows(second))
+                Screen.out(first + "\n" + second)
             }
-            let decision: String
-            switch answer.trimmingSpacesLower {
-            case "y", "yes": decision = "allow"
-            case "n", "no": decision = "deny"
-            case "o", "once": decision = "allow --once"
-            case "s", "skip":
-                Screen.out("skipped\n")
-                return
-            default:
-                Screen.out("please answer y, n, o or s\n")
-                continue
+            var fds = [pollfd(fd: session.conn.fd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)]
+            do { _ = try sys { poll(&fds, nfds_t(fds.count), -1) } } catch { die("poll: \(error)", .failed) }
+            // Keys first: one pressed before the agent heard that its prompt closed is sent, and refused.
+            if fds[1].revents != 0 {
+                let bytes = terminal.read()
+                // An agent that can no longer answer leaves, so the daemon stops holding prompts for it.
+                if bytes.isEmpty { endOfInput() }
+                for b in bytes { key(b) }
             }
-            try conn.send("DECIDE \(p["app"]?.stringValue ?? "") \(p["kind"]?.stringValue ?? "") \(decision)")
-            while let line = try conn.readLine() {
-                guard let r = try? JSONParser.parse(line) else { continue }
-                if r["event"] != nil {
-                    // Prompts raised meanwhile are asked next, not lost.
-                    prompts.note(r)
-                    continue
-                }
-                if r["ok"]?.boolValue == true {
-                    Screen.out("\(app): \(decision)\n")
-                } else {
-                    Screen.out("netpermd refused: \(r.forTerminal["message"]?.stringValue ?? SafeText.escape(line))\n")
-                }
-                return
-            }
-            throw Errno(ECONNRESET)
+            if fds[0].revents != 0 { take(session.changes(reading: true)) }
         }
     }
 }
 
-/// The prompts the agent has yet to ask, in the order they came, each asked once: from the snapshot, from
-/// `prompt` events (also those that arrive while another is being answered), and from a `resync` after events
-/// were lost. One that expired or was answered elsewhere is not asked.
-struct Prompts {
-    private var queue: [JSON] = []
-    private var seen: Set<Int> = []
+/// Standard input as the agent reads it: on a terminal, one key at a time without echo (restored however the agent
+/// ends: Ctrl-C, a signal, exit), from a pipe as it comes.
+final class Terminal {
+    let fd: Int32
+    let isTTY: Bool
+    private nonisolated(unsafe) static var saved: termios?
 
-    mutating func note(_ e: JSON) {
-        switch e["event"]?.stringValue.flatMap(EventName.init) {
-        case .snapshot?, .resync?:
-            let open = e["prompts"]?.arrayValue ?? []
-            let openIDs = Set(open.compactMap { $0["id"]?.intValue })
-            queue.removeAll { !openIDs.contains($0["id"]?.intValue ?? -1) }
-            for p in open { add(p) }
-        case .prompt?:
-            add(e)
-        case .promptExpired?:
-            let shown = e.forTerminal
-            Screen.out("prompt \(shown["id"]?.intValue ?? 0) for \(shown["app"]?.stringValue ?? "?") "
-                + "(\(shown["kind"]?.stringValue ?? "?")) expired unanswered\n")
-            drop(e)
-        case .promptAnswered?:
-            drop(e)
-        case .stopping?:
-            Screen.out("netpermd is stopping\n")
-        case .usage?:
-            Screen.out(Usage.notice(e.forTerminal) + "\n")
-        case .link?, .app?, .policy?, .overflow?, nil:
-            break
+    init(fd: Int32) {
+        self.fd = fd
+        isTTY = isatty(fd) == 1
+    }
+
+    func oneKeyAtATime() {
+        guard isTTY else { return }
+        var t = termios()
+        guard tcgetattr(fd, &t) == 0 else { return }
+        Self.saved = t
+        t.c_lflag &= ~tcflag_t(ICANON | ECHO)
+        withUnsafeMutableBytes(of: &t.c_cc) { cc in
+            cc[Int(VMIN)] = 1
+            cc[Int(VTIME)] = 0
+        }
+        tcsetattr(fd, TCSANOW, &t)
+        atexit { Terminal.restoreSaved() }
+        for s in [SIGINT, SIGTERM, SIGHUP] {
+            signal(s) { sig in
+                Terminal.restoreSaved()
+                Glibc.signal(sig, SIG_DFL)
+                raise(sig)
+            }
         }
     }
 
-    mutating func next() -> JSON? { queue.isEmpty ? nil : queue.removeFirst() }
+    func restore() { Self.restoreSaved() }
 
-    private mutating func add(_ p: JSON) {
-        guard let id = p["id"]?.intValue, seen.insert(id).inserted else { return }
-        queue.append(p)
+    private static func restoreSaved() {
+        guard var t = saved else { return }
+        tcsetattr(STDIN_FILENO, TCSANOW, &t)
     }
 
-    private mutating func drop(_ e: JSON) {
-        let id = e["id"]?.intValue
-        queue.removeAll { $0["id"]?.intValue == id }
+    /// What is there to read; empty at the end of input.
+    func read() -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let n = (try? sys { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }) ?? 0
+        return Array(buffer.prefix(max(0, n)))
     }
-}
 
-extension String {
-    var trimmingSpacesLower: String {
-        String(self.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
-            .lowercased()
+    /// How many rows `text` takes on the terminal (one where the width is unknown).
+    func rows(_ text: String) -> Int {
+        var w = winsize()
+        guard isTTY, ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &w) == 0, w.ws_col > 0 else { return 1 }
+        return max(1, (SafeText.escape(text).unicodeScalars.count + Int(w.ws_col) - 1) / Int(w.ws_col))
     }
 }

@@ -1,13 +1,13 @@
 /// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {
-    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, agent, metrics, usage, ping
-    case help
+    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, decisions, agent, metrics, usage,
+         ping, help
 
     /// Positional arguments that must be given, then those that may follow.
     var arguments: (required: [String], optional: [String]) {
         switch self {
-        case .status, .apps, .reload, .prompts, .agent, .metrics, .ping, .wait, .run: return ([], [])
+        case .status, .apps, .reload, .prompts, .decisions, .agent, .metrics, .ping, .wait, .run: return ([], [])
         case .links: return ([], ["IFACE"])
         case .query, .monitor: return ([], ["APP"])
         case .check: return ([], ["PATH"])
@@ -24,8 +24,9 @@ enum Command: String, CaseIterable {
         case .wait: return "[--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]"
         case .run: return "--app APP -- COMMAND [ARGS...]"
         case .decide: return "[--once]"
+        case .agent: return "[--notify]"
         case .metrics: return "[--output FILE]"
-        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .agent, .usage, .ping, .help:
+        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .decisions, .usage, .ping, .help:
             return nil
         }
     }
@@ -48,10 +49,11 @@ enum Command: String, CaseIterable {
         case .monitor: return "follow what changes: links, apps (or only APP), the policy"
         case .wait: return "wait until the app may use the network, then run COMMAND (or exit 0)"
         case .run: return "run COMMAND as APP, in a scope of its own the kernel's rules match"
-        case .prompts: return "the open prompts (privileged)"
-        case .decide: return "answer for an app and a kind of network set to ask (privileged)"
-        case .forget: return "remove an app's decisions (privileged)"
-        case .agent: return "answer prompts on this terminal, one at a time (privileged)"
+        case .prompts: return "the open prompts (privileged; a user sees their own)"
+        case .decide: return "answer for an app and a kind set to ask (privileged; a user for their own)"
+        case .forget: return "remove an app's decisions (privileged; a user their own)"
+        case .decisions: return "every decision, for everyone and per user (privileged; a user: their own)"
+        case .agent: return "answer prompts here, one key each, or as desktop notifications (--notify)"
         case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
         case .usage: return "data used per app and kind of link, budgets; reset counts anew (privileged)"
         case .ping: return "check that the daemon answers"

@@ -12,6 +12,8 @@ enum ExitCode: Int32 {
     case timedOut = 4
     /// `run` could not start its scope: no service manager reachable, or it refused.
     case scopeFailed = 5
+    /// `agent --notify` found no notification server that shows actions on the session bus (or no bus).
+    case noNotifications = 6
 }
 
 func exit(_ code: ExitCode) -> Never { exit(code.rawValue) }

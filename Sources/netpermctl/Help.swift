@@ -24,7 +24,7 @@ enum Help {
 
             exit codes: 0 ok, 1 the daemon answered with an error (or check found one), 2 usage error,
               3 daemon not reachable, 4 wait (or run's wait for the rules) timed out, 5 run could not start
-              its scope;
+              its scope, 6 agent --notify found no notification server that shows actions;
               wait -- COMMAND and run exit with COMMAND's status
 
             'netpermctl help COMMAND' shows one command's usage, description and -t fields.
@@ -127,28 +127,48 @@ enum Help {
                 """
         case .prompts:
             return """
-                The open prompts: apps that asked about themselves while the only usable links they might use
-                are of a kind set to ask for them, undecided, and an agent was there to be asked. Needs root
-                or the admin group.
+                The open prompts: apps that asked about themselves (or whose traffic the kernel rejected) while
+                the only usable links they might use are kept off by kinds set to ask for them, undecided, and an
+                agent was there to be asked. One prompt per app asks about every such kind at once. Root and the
+                admin group see every prompt; with [Defaults] UserDecisions=yes (the default) any other user
+                sees those of their own processes.
                 """
         case .decide:
             return """
                 Answers for APP and KIND (wifi, wwan, ethernet or other, or metered: may APP use metered links)
                 where the policy says ask: kept in the daemon's state directory, or with --once only until the
-                daemon restarts or the policy changes. Open prompts for that app and kind close. Needs root or
-                the admin group.
+                daemon restarts or the policy changes. Open prompts for that app and kind close. Root and the
+                admin group decide for everyone; with [Defaults] UserDecisions=yes any other user decides for
+                their own processes only (a decision for everyone wins over it).
                 """
         case .forget:
             return """
-                Removes APP's stored and --once decisions, for KIND (a kind, or metered) or for every kind. Needs
-                root or the admin group.
+                Removes APP's stored and --once decisions, for KIND (a kind, or metered) or for every kind: as
+                root or the admin group, everyone's and every user's own; as any other user, their own.
+                """
+        case .decisions:
+            return """
+                Every decision: app, kind (or metered), allow or deny, stored or until the daemon restarts or the
+                policy changes (--once), and for whom: everyone, or one uid's own processes. Root and the admin
+                group see them all, any other user their own (with [Defaults] UserDecisions=yes).
                 """
         case .agent:
             return """
-                Registers with the daemon as its agent and asks on this terminal, one prompt at a time, whether
-                an app may use a kind of network (or metered links, for Metered=ask): [y]es, [n]o, [o]nce or
-                [s]kip. Answers may come from a pipe.
-                Ctrl-D (the end of input) or Ctrl-C stops it. Needs root or the admin group.
+                Registers with the daemon as an agent and asks, one prompt at a time, whether an app may use the
+                kinds of network it would use now (its link's kind and, on a metered link, metered links),
+                naming the app, who asked (its executable or unit, or its first blocked connection) and the
+                link. One key answers: y allow, n not this kind (Wi-Fi only, for WWAN), o allow once (until the
+                daemon restarts or its policy changes), s skip (the prompt stays open until it expires). A
+                question whose prompt expires, is answered elsewhere or whose asker exits is taken off the
+                screen; a key that comes too late is refused by the daemon and stores nothing. Answers may come
+                from a pipe. Ctrl-D (the end of input) or Ctrl-C stops it; an agent that stops mid-question
+                leaves its prompt open for the next.
+                With --notify, each prompt is a desktop notification on the session bus
+                (org.freedesktop.Notifications), its choices as actions (the notification's default action is
+                allow once), closed when its prompt closes; without a notification server that shows actions
+                it says so and exits 6. The netpermd-agent.service user unit runs it in graphical sessions.
+                Root and the admin group answer for everyone; with [Defaults] UserDecisions=yes any other user
+                answers the prompts of their own processes, for their own uid.
                 """
         case .metrics:
             return """
@@ -204,12 +224,12 @@ enum Help {
                 With -t, key:value lines: app, matched-by, available, reason, via, via-kind, via-metered, via-over,
                 denied-kinds, pending-kinds, the permissions wifi, wwan, ethernet, other, metered (allow, deny,
                 ask), where each comes from: wifi-source, wwan-source, ethernet-source, other-source,
-                metered-source (policy, decision, once, no-agent), where the kernel sends its traffic per
-                family: egress-ipv4 (the link, empty when none), egress-ipv4-blocked (blackhole, unreachable,
-                prohibit), egress-ipv4-usable, egress-ipv4-allowed, and the same for ipv6; bind-to and
-                bind-to-kind (the link to bind to when routed-elsewhere); enforced (yes|no), enforced-why; the
-                metered budget: budget (bytes, empty without one), budget-used, budget-exhausted, budget-enforced;
-                and who asked: pid, uid, executable, unit, problem (empty when APP is named).
+                metered-source (policy, decision, once, user-decision, user-once, no-agent), where the kernel
+                sends its traffic per family: egress-ipv4 (the link, empty when none), egress-ipv4-blocked
+                (blackhole, unreachable, prohibit), egress-ipv4-usable, egress-ipv4-allowed, and the same for
+                ipv6; bind-to and bind-to-kind (the link to bind to when routed-elsewhere); enforced (yes|no),
+                enforced-why; the metered budget: budget (bytes, empty without one), budget-used, budget-exhausted,
+                budget-enforced; and who asked: pid, uid, executable, unit, problem (empty when APP is named).
                 reason is ok, no-network, routed-elsewhere, denied, budget-exhausted, awaiting-decision or starting;
                 metered-source may also be budget (the budget is used up).
                 """
@@ -249,16 +269,19 @@ enum Help {
             return "-t does not apply: COMMAND's own output is all there is."
         case .prompts:
             return """
-                With -t, one line per prompt: id:app:kind:link:metered:executable:unit:uid
+                With -t, one line per prompt: id:app:kinds:link:metered:executable:unit:uid (kinds separated by
+                ',').
                 """
+        case .decisions:
+            return "With -t, one line per decision: app:kind:decision:once:for-uid (empty for everyone)."
         case .decide:
             return """
                 With -t, key:value lines: app, kind, decision, once, overridden-by-policy (yes when the policy
-                sets this kind and wins), then the app's verdict as query -t prints it from available to
-                metered-source.
+                sets this kind and wins), for-uid (empty: for everyone), then the app's verdict as query -t prints
+                it from available to metered-source.
                 """
         case .forget:
-            return "With -t, key:value lines: forgotten (yes|no), app, kind (empty for every kind)."
+            return "With -t, key:value lines: forgotten (yes|no), app, kind (empty for every kind), for-uid."
         case .agent:
             return "Asks and answers in words; -t and --json change nothing."
         case .metrics:

@@ -14,6 +14,8 @@ struct Invocation {
     /// The positional arguments after the command's name.
     var args: [String] = []
     var once = false
+    /// `agent --notify`: desktop notifications, not the terminal.
+    var notify = false
     var waitApp: String?
     /// In microseconds, as the daemon takes a WAIT's time-out.
     var waitTimeout: UInt64?
@@ -54,6 +56,9 @@ struct Invocation {
             case "--once":
                 inv.once = true
                 onlyFor.append((a, [.decide]))
+            case "--notify":
+                inv.notify = true
+                onlyFor.append((a, [.agent]))
             case "--output":
                 inv.output = value(a, "a file", for: .metrics)
                 onlyFor.append((a, [.metrics]))

@@ -88,13 +88,16 @@ extension Render {
     }
 
     /// One permission and, unless the policy says it, where it comes from: "allow", "allow (decided)", "allow
-    /// (once)", and "ask (no agent)" for an `ask` nobody can be asked about, which the daemon counts as a deny.
+    /// (once)", "allow (your own decision)" for the asking user's own, and "ask (no agent)" for an `ask` nobody can
+    /// be asked about, which the daemon counts as a deny.
     static func permission(_ v: JSON, _ kind: String) -> String {
         let p = v["permissions"]?[kind]?.stringValue ?? "?"
         switch v["sources"]?[kind]?.stringValue {
         case "no-agent": return "ask (no agent)"
         case "decision": return p + " (decided)"
         case "once": return p + " (once)"
+        case "user-decision": return p + " (your own decision)"
+        case "user-once": return p + " (your own, once)"
         default: return p
         }
     }
@@ -164,7 +167,8 @@ extension Render {
         var t = Table(header: ["ID", "APP", "KIND", "LINK", "EXECUTABLE", "UNIT", "UID"])
         for p in r["prompts"]?.arrayValue ?? [] {
             t.rows.append([
-                String(p["id"]?.intValue ?? 0), p["app"]?.stringValue ?? "?", p["kind"]?.stringValue ?? "?",
+                String(p["id"]?.intValue ?? 0), p["app"]?.stringValue ?? "?",
+                (p["kinds"]?.arrayValue?.compactMap(\.stringValue)).map { $0.joined(separator: ",") } ?? p["kind"]?.stringValue ?? "?",
                 nameOver(p["link"]) + (p["link"]?["metered"]?.boolValue == true ? " (metered)" : ""),
                 p["identity"]?["executable"]?.stringValue ?? "-", p["identity"]?["unit"]?.stringValue ?? "-",
                 p["identity"]?["uid"]?.intValue.map(String.init) ?? "-",
@@ -176,7 +180,8 @@ extension Render {
     static func decided(_ r: JSON) -> String {
         let d = r["decided"]
         var out = "\(d?["app"]?.stringValue ?? "?"): \(d?["kind"]?.stringValue ?? "?") \(d?["decision"]?.stringValue ?? "?")"
-            + (d?["once"]?.boolValue == true ? " (until restart or policy change)" : " (stored)") + "\n"
+            + (d?["once"]?.boolValue == true ? " (until restart or policy change)" : " (stored)")
+            + (d?["for_uid"]?.intValue.map { " for uid \($0)'s own processes" } ?? "") + "\n"
         if d?["overridden_by_policy"]?.boolValue == true {
             out += "note: the policy file sets this kind explicitly, and it wins over decisions\n"
         }
@@ -185,6 +190,16 @@ extension Render {
 
     static func forgotten(_ r: JSON) -> String {
         r["forgotten"]?.boolValue == true ? "forgotten\n" : "no stored decision to forget\n"
+    }
+
+    static func decisions(_ r: JSON) -> String {
+        var t = Table(header: ["APP", "KIND", "DECISION", "UNTIL", "FOR"])
+        for d in r["decisions"]?.arrayValue ?? [] {
+            t.rows.append([d["app"]?.stringValue ?? "?", d["kind"]?.stringValue ?? "?", d["decision"]?.stringValue ?? "?",
+                           d["once"]?.boolValue == true ? "restart or policy change" : "stored",
+                           d["for_uid"]?.intValue.map { "uid \($0)" } ?? "everyone"])
+        }
+        return t.render()
     }
 }
 

@@ -75,7 +75,8 @@ extension Terse {
 
     static func prompts(_ r: JSON) -> String {
         (r["prompts"]?.arrayValue ?? []).map { p in
-            row([value(p["id"]), value(p["app"]), value(p["kind"]), value(p["link"]?["name"]),
+            row([value(p["id"]), value(p["app"]),
+                 value(p["kinds"]), value(p["link"]?["name"]),
                  value(p["link"]?["metered"]), value(p["identity"]?["executable"]), value(p["identity"]?["unit"]),
                  value(p["identity"]?["uid"])])
         }.joined()
@@ -89,11 +90,19 @@ extension Terse {
     static func decided(_ r: JSON) -> [(String, String)] {
         let d = r["decided"]
         return [("app", value(d?["app"])), ("kind", value(d?["kind"])), ("decision", value(d?["decision"])),
-                ("once", value(d?["once"])), ("overridden-by-policy", value(d?["overridden_by_policy"]))]
+                ("once", value(d?["once"])), ("overridden-by-policy", value(d?["overridden_by_policy"])),
+                ("for-uid", value(d?["for_uid"]))]
             + verdictState(r)
     }
 
     static func forgotten(_ r: JSON) -> [(String, String)] {
-        [("forgotten", value(r["forgotten"])), ("app", value(r["app"])), ("kind", value(r["kind"]))]
+        [("forgotten", value(r["forgotten"])), ("app", value(r["app"])), ("kind", value(r["kind"])),
+         ("for-uid", value(r["for_uid"]))]
+    }
+
+    static func decisions(_ r: JSON) -> String {
+        (r["decisions"]?.arrayValue ?? []).map { d in
+            row([value(d["app"]), value(d["kind"]), value(d["decision"]), value(d["once"]), value(d["for_uid"])])
+        }.joined()
     }
 }

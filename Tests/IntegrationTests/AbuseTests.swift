@@ -71,8 +71,11 @@ final class AbuseTests: IntegrationTestCase {
             let r = try Subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "socat", "-t", "5",
                                         "-", "UNIX-CONNECT:\(socket)"], input: bytes, timeout: 30)
             XCTAssertEqual(r.lines.count, lines, "unprivileged garbage \(c): one reply per line: \(r.summary.prefix(500))")
+            // A user decides (and forgets) for their own processes only; RELOAD is root's.
             XCTAssertEqual(r.lines.suffix(3).map { (try? JSONValue.object($0))?["error"] as? String },
-                           ["permission-denied", "permission-denied", "permission-denied"])
+                           [nil, "permission-denied", nil])
+            XCTAssertEqual(((try? JSONValue.object(r.lines.suffix(3).first ?? ""))?["decided"] as? [String: Any])?["for_uid"]
+                           as? Int, 65534, r.summary.prefix(500).description)
             inputs += lines
         }
         XCTAssertEqual(try queryAsker(socket)["wwan"], "no-agent", "nothing decided by the unprivileged")

@@ -112,21 +112,26 @@ final class CommandMatrixTests: IntegrationTestCase {
         }
         c += [.usage("run", ["run", "--app", "maps"]), .usage("run", ["run", "--", "true"])]
 
-        c += C.privileged("prompts", ["prompts"], verb: "PROMPTS", terse: .rows(8), usage: ["prompts", "x"])
+        // A user sees, decides and forgets for their own processes (UserDecisions=yes, the default).
+        c += C.own("prompts", ["prompts"], verb: "PROMPTS", terse: .rows(8), usage: ["prompts", "x"])
 
-        c += C.privileged("decide", ["decide", "maps", "wwan", "allow", "--once"], verb: "DECIDE maps wwan allow --once",
-                          usage: ["decide", "maps"])
+        c += C.own("decide", ["decide", "maps", "wwan", "allow", "--once"], verb: "DECIDE maps wwan allow --once",
+                   usage: ["decide", "maps"])
         c.append(.refused("decide", "bad-arguments", ["decide", "maps", "bogus", "allow"], code: "bad-arguments"))
 
-        c += C.privileged("forget", ["forget", "maps", "wwan"], verb: "FORGET maps wwan", exact: false,
-                          usage: ["forget"])
+        c += C.own("forget", ["forget", "maps", "wwan"], verb: "FORGET maps wwan", exact: false, usage: ["forget"])
         c.append(.refused("forget", "bad-arguments", ["forget", "9bad"], code: "bad-arguments"))
 
-        // The agent asks and answers in words in every mode (help agent); its input ends at once here.
-        c.append(C(command: "agent", kind: "success", args: ["agent"], exit: 0, json: .words, terse: .words,
-                   humanOutput: true))
-        c.append(C(command: "agent", kind: "permission-denied", args: ["agent"], user: .nobody, exit: 1,
-                   json: .words, terse: .words, humanOutput: false))
+        c += C.own("decisions", ["decisions"], verb: "DECISIONS", exact: false, terse: .rows(5), usage: ["decisions", "x"])
+
+        // The agent asks and answers in words in every mode (help agent); its input ends at once here. With
+        // --notify and no session bus it says so and exits 6.
+        for user in [MatrixCase.User.root, .nobody] {
+            c.append(C(command: "agent", kind: "success", args: ["agent"], user: user, exit: 0, json: .words,
+                       terse: .words, humanOutput: true))
+            c.append(C(command: "agent", kind: "no-notification-server", args: ["agent", "--notify"], user: user, exit: 6,
+                       json: .nothing, terse: .nothing, humanOutput: false, wrapper: Self.noUserManager))
+        }
         c += [.usage("agent", ["agent", "x"]), .unreachable("agent", ["agent"], user: .root),
               .unreachable("agent", ["agent"], user: .nobody)]
 

@@ -49,7 +49,8 @@ final class CompletionTests: XCTestCase {
     }
 
     func testBashCompletesCommandsAndHelpCommand() throws {
-        XCTAssertEqual(try bash(["netpermctl", "de"]), ["decide"])
+        XCTAssertEqual(try bash(["netpermctl", "de"]), ["decide", "decisions"])
+        XCTAssertEqual(try bash(["netpermctl", "agent", "--n"]), ["--notify"])
         XCTAssertEqual(try bash(["netpermctl", "p"]), ["prompts", "ping"])
         XCTAssertEqual(try bash(["netpermctl", ""]), Self.commands)
         // After options, the command is still the first word that is not one.
@@ -212,7 +213,8 @@ final class CompletionTests: XCTestCase {
     }
 
     func testZshCompletesForReal() throws {
-        XCTAssertEqual(try zsh("netpermctl de"), ["decide"])
+        XCTAssertEqual(try zsh("netpermctl de"), ["decide", "decisions"])
+        XCTAssertEqual(try zsh("netpermctl agent --n"), ["--notify"])
         XCTAssertEqual(try zsh("netpermctl ").sorted(), Self.commands.sorted())
         XCTAssertEqual(try zsh("netpermctl --json re"), ["reload"])
         XCTAssertEqual(try zsh("netpermctl help q"), ["query"])

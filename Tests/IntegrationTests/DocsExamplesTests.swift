@@ -319,18 +319,41 @@ final class DocsExamplesTests: IntegrationTestCase {
             seen.forEach(collect)
             collect(reply)
         }
-        // A prompt (the app asks about itself), answered; another, left to expire.
+        // A prompt whose asker exits at once: withdrawn.
         try asNobody("QUERY")
+        let withdrawn = try agent.objects(until: "a prompt withdrawn") { $0["event"] as? String == "prompt-withdrawn" }
+        withdrawn.forEach(collect)
+        // An app that waits for itself (it stays): its prompt, answered once; forgotten, asked again and left to
+        // expire; an answer too late; its user's own decision, as the privileged see it.
+        let waiter = try HeldAsker(self, sandbox.argv(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                                       copy + "/asker", "-t", "60", "-",
+                                                       "UNIX-CONNECT:/run/netpermd/netpermd.sock"]))
+        try waiter.ask("WAIT", reply: false)
         let prompted = try agent.objects(until: "a prompt") { $0["event"] as? String == "prompt" }
         prompted.forEach(collect)
-        let (answered, decided) = try agent.request("DECIDE tester wifi allow")
+        let id = try JSONValue.int(try XCTUnwrap(prompted.last), "id")
+        let (answered, reply) = try agent.request("ANSWER \(id) once")
         answered.forEach(collect)
-        collect(decided)
-        try asNobody("QUERY")
+        collect(reply)
+        let done = try JSONValue.object(try XCTUnwrap(waiter.replies.nextLine(timeout: 5), "the WAIT's reply"))
+        XCTAssertEqual(done["reason"] as? String, "ok", "\(done)")
+        let (forgotten, forgot) = try agent.request("FORGET tester")
+        forgotten.forEach(collect)
+        collect(forgot)
+        try waiter.ask("WAIT", reply: false)
         let expired = try agent.objects(until: "a prompt expiring", timeout: 5) {
             $0["event"] as? String == "prompt-expired"
         }
         expired.forEach(collect)
+        let (_, late) = try agent.request("ANSWER \(id) allow")
+        collect(late)
+        try asNobody("DECIDE tester wwan deny")
+        for request in ["QUERY tester", "DECISIONS"] {
+            let (seen, reply) = try agent.request(request)
+            seen.forEach(collect)
+            collect(reply)
+        }
+        try asNobody("FORGET tester")
         // A link event, a failed reload's policy event, an error with the verdict (WAIT's timeout), QUIT.
         try sandbox.namespace.ip("link", "set", "wlan0p", "down")
         let linkEvents = try agent.objects(until: "a link event") { $0["event"] as? String == "link" }
@@ -350,7 +373,8 @@ final class DocsExamplesTests: IntegrationTestCase {
         for event in events.sorted() {
             XCTAssertTrue(protocolDoc.contains("| `\(event)` |"), "event '\(event)' has no row in docs/PROTOCOL.md's table")
         }
-        XCTAssertTrue(["snapshot", "link", "app", "prompt", "prompt-answered", "prompt-expired", "stopping"]
+        XCTAssertTrue(["snapshot", "link", "app", "prompt", "prompt-answered", "prompt-expired", "prompt-withdrawn",
+                       "stopping"]
             .allSatisfy(events.contains), "the session produced every kind of event: \(events.sorted())")
         XCTAssertGreaterThan(keys.count, 40, "\(keys.sorted())")
     }

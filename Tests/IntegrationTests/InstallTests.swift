@@ -15,6 +15,9 @@ final class InstallTests: XCTestCase {
         ("usr/local/lib/systemd/system/netpermd.socket", 0o644),
         ("usr/local/lib/systemd/system/netpermd-metrics.service", 0o644),
         ("usr/local/lib/systemd/system/netpermd-metrics.timer", 0o644),
+        ("usr/local/lib/systemd/user/netpermd-agent.service", 0o644),
+        // A symbolic link (its mode is always 777): the desktop agent in every user's graphical session.
+        ("usr/local/lib/systemd/user/graphical-session.target.wants/netpermd-agent.service", 0o777),
         ("usr/local/lib/sysusers.d/netpermd.conf", 0o644),
         ("usr/local/share/doc/netpermd/README.md", 0o644),
         ("usr/local/share/doc/netpermd/PROTOCOL.md", 0o644),
@@ -88,6 +91,9 @@ final class InstallTests: XCTestCase {
         let unexpected = installed.filter { !$0.value.isDirectory }.keys
             .filter { p in !Self.installed.contains { $0.path == p } }
         XCTAssertEqual(unexpected.sorted(), [], "files install-files wrote that this test does not know about")
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(
+            atPath: destdir + "/usr/local/lib/systemd/user/graphical-session.target.wants/netpermd-agent.service"),
+                       "../netpermd-agent.service")
 
         // The installed pages are the repository's (PREFIX=/usr/local changes nothing in them).
         for page in Repository.manPages {
@@ -150,7 +156,8 @@ final class InstallTests: XCTestCase {
     func testPrefixIsWrittenIntoThePagesAndUnits() throws {
         try make("install-files", prefix: "/usr")
         for path in ["usr/share/man/man1/netpermctl.1", "usr/share/man/man5/netpermd.conf.5",
-                     "usr/share/man/man8/netpermd.8", "usr/lib/systemd/system/netpermd.service"] {
+                     "usr/share/man/man8/netpermd.8", "usr/lib/systemd/system/netpermd.service",
+                     "usr/lib/systemd/user/netpermd-agent.service"] {
             let text = try String(contentsOfFile: destdir + "/" + path, encoding: .utf8)
             XCTAssertFalse(text.contains("/usr/local"), "\(path) still names /usr/local")
         }

@@ -98,9 +98,9 @@ final class ManPageTests: XCTestCase {
     /// netpermctl's commands, options and exit statuses, from its specification. When `netpermctl help`
     /// lists its commands, compare this list with it.
     static let netpermctlCommands = ["status", "links", "query", "apps", "reload", "check", "monitor", "wait", "run",
-                                     "prompts", "decide", "forget", "agent", "metrics", "usage", "ping", "help"]
+                                     "prompts", "decide", "forget", "decisions", "agent", "metrics", "usage", "ping", "help"]
     static let netpermctlOptions = ["--socket", "-j", "--json", "-t", "--terse", "-h", "--help", "--version",
-                                    "--app", "--timeout", "--once", "--output"]
+                                    "--app", "--timeout", "--once", "--notify", "--output"]
 
     private func page(_ file: String) throws -> ManPage { try ManPage(file) }
 
@@ -331,7 +331,7 @@ final class ManPageTests: XCTestCase {
             XCTAssertTrue(ManPage.contains(p.text, word: option), "netpermctl.1 never mentions \(option)")
         }
         let exit = sections["EXIT STATUS"] ?? ""
-        for code in 0...4 {
+        for code in 0...6 {
             XCTAssertTrue(exit.split(separator: "\n").contains(Substring(String(code))),
                           "netpermctl.1 EXIT STATUS does not explain \(code)")
         }

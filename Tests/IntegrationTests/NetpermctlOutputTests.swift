@@ -215,10 +215,10 @@ extension NetpermctlTests {
         XCTAssertEqual(none.status, 0, none.summary)
         XCTAssertEqual(none.stdout, "", "no header, no rows: \(none.summary)")
 
-        // With an agent subscribed, the app's own QUERY raises a prompt that stays open.
+        // With an agent subscribed, the app's own QUERY raises a prompt that stays open while the app runs.
         let agent = try EvSubscriber(try EvChannel.connect(socket, name: "agent"), topics: "prompts")
-        let query = try Subprocess.run([asker, "-", "UNIX-CONNECT:\(socket)"], input: Array("QUERY\n".utf8))
-        XCTAssertEqual(query.status, 0, query.summary)
+        let app = try HeldAsker(self, [asker, "-t", "60", "-", "UNIX-CONNECT:\(socket)"])
+        XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
         let prompt = try agent.nextEvent(timeout: 5)
         XCTAssertEqual(prompt["event"] as? String, "prompt", "\(prompt)")
         let id = try JSONValue.int(prompt, "id")
@@ -228,18 +228,24 @@ extension NetpermctlTests {
 
         let decide = try ctl(["--socket", socket, "-t", "decide", "asker", "wwan", "allow", "--once"])
         XCTAssertEqual(decide.status, 0, decide.summary)
-        XCTAssertEqual(Array(decide.lines.prefix(13)), [
-            "app:asker", "kind:wwan", "decision:allow", "once:yes", "overridden-by-policy:no", "available:yes",
+        XCTAssertEqual(Array(decide.lines.prefix(14)), [
+            "app:asker", "kind:wwan", "decision:allow", "once:yes", "overridden-by-policy:no", "for-uid:", "available:yes",
             "reason:ok", "via:wwan0", "via-kind:wwan", "via-metered:yes", "via-over:", "denied-kinds:", "pending-kinds:",
         ], decide.stdout)
         XCTAssertTrue(decide.lines.contains("wwan:allow") && decide.lines.contains("wwan-source:once"), decide.stdout)
-        XCTAssertEqual(decide.lines.count, 23, decide.stdout)
+        XCTAssertEqual(decide.lines.count, 24, decide.stdout)
 
         let forget = try ctl(["--socket", socket, "-t", "forget", "asker"])
         XCTAssertEqual(forget.status, 0, forget.summary)
-        XCTAssertEqual(forget.lines, ["forgotten:yes", "app:asker", "kind:"], forget.stdout)
+        XCTAssertEqual(forget.lines, ["forgotten:yes", "app:asker", "kind:", "for-uid:"], forget.stdout)
         let again = try ctl(["--socket", socket, "-t", "forget", "asker", "wwan"])
-        XCTAssertEqual(again.lines, ["forgotten:no", "app:asker", "kind:wwan"], again.stdout)
+        XCTAssertEqual(again.lines, ["forgotten:no", "app:asker", "kind:wwan", "for-uid:"], again.stdout)
+        let decisions = try ctl(["--socket", socket, "-t", "decisions"])
+        XCTAssertEqual(decisions.lines, [], decisions.stdout)
+        XCTAssertEqual(try ctl(["--socket", socket, "decide", "asker", "wwan", "deny"]).status, 0)
+        XCTAssertEqual(try ctl(["--socket", socket, "-t", "decisions"]).lines, ["asker:wwan:deny:no:"])
+        XCTAssertEqual(try ctl(["--socket", socket, "decisions"]).lines.map { $0.split(separator: " ").map(String.init) },
+                       [["APP", "KIND", "DECISION", "UNTIL", "FOR"], ["asker", "wwan", "deny", "stored", "everyone"]])
     }
 }
 

@@ -169,7 +169,8 @@ final class NetpermctlTests: IntegrationTestCase {
         let f = try makeFixture()
         let r = try ctl(["--socket", f.socket, "agent"])
         XCTAssertEqual(r.status, 0, r.summary)
-        XCTAssertEqual(r.lines, ["netpermctl agent: waiting for prompts (Ctrl-D or Ctrl-C to stop)",
+        XCTAssertEqual(r.lines, ["netpermctl agent: waiting for prompts; answers are for everyone's processes (one key "
+                                    + "each; Ctrl-D or Ctrl-C to stop)",
                                  "end of input: no more answers"], r.summary)
     }
 
@@ -179,7 +180,7 @@ final class NetpermctlTests: IntegrationTestCase {
     static let synopses = [
         "status", "links [IFACE]", "query [APP]", "apps", "reload", "check [PATH]", "monitor [APP]",
         "wait [--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]", "prompts", "decide APP KIND allow|deny [--once]",
-        "forget APP [KIND]", "agent", "usage [reset] [APP]", "ping", "help [COMMAND]",
+        "forget APP [KIND]", "decisions", "agent [--notify]", "usage [reset] [APP]", "ping", "help [COMMAND]",
     ]
 
     func testHelpListsEveryCommandAndDescribesEach() throws {

@@ -121,7 +121,9 @@ final class PackageTests: IntegrationTestCase {
         // a machine's, not a container image's: the image's policy-rc.d (exit 101) keeps packages from starting
         // their services, as a Docker build wants and no installed system has.
         try sd.check(["sh", "-c", "rm -f /usr/sbin/policy-rc.d /usr/local/bin/netpermd /usr/local/bin/netpermctl "
-            + "/usr/local/lib/systemd/system/netpermd* /usr/local/lib/sysusers.d/netpermd.conf; "
+            + "/usr/local/lib/systemd/system/netpermd* /usr/local/lib/sysusers.d/netpermd.conf "
+            + "/usr/local/lib/systemd/user/netpermd-agent.service "
+            + "/usr/local/lib/systemd/user/graphical-session.target.wants/netpermd-agent.service; "
             + "if dpkg-query -W netpermd >/dev/null 2>&1; then dpkg --purge netpermd-gio netpermd; fi; "
             + "rm -rf /etc/netpermd /var/lib/private/netpermd /var/lib/netpermd; "
             + "mkdir -p \(Self.textfileDir); systemctl daemon-reload"])
@@ -185,6 +187,7 @@ final class PackageTests: IntegrationTestCase {
         try sd.addUser("npt-updater", uid: 4201)
         try sd.addUser("npt-admin", uid: 4202)
         try sd.check(["usermod", "-a", "-G", "netperm", "npt-admin"])
+        try agentUnitIsEnabled(sd, forUser: 4201)
         // Its Mode=block needs the drop-in the package ships among its docs (docs/ENFORCEMENT.md).
         try sd.check(["install", "-D", "-m", "0644", "/usr/share/doc/netpermd/netpermd-enforcement.conf",
                       "/etc/systemd/system/netpermd.service.d/enforcement.conf"])
@@ -304,6 +307,7 @@ final class PackageTests: IntegrationTestCase {
         XCTAssertFalse(sd.exists(Self.socket))
         XCTAssertFalse(sd.exists("/usr/bin/netpermd"))
         XCTAssertFalse(sd.exists("/usr/lib/systemd/system/netpermd.service"))
+        XCTAssertFalse(sd.exists(Self.agentUnit), "the agent's user unit goes with the package")
         XCTAssertEqual(try String(contentsOfFile: sd.root + "/etc/netpermd/netpermd.conf", encoding: .utf8), Self.policy)
         XCTAssertTrue(sd.exists("/var/lib/private/netpermd/decisions.conf"), "the decisions are kept")
         XCTAssertFalse(sd.exists(Self.textfileDir + "/netpermd.prom"), "no stale metrics for node_exporter")
@@ -317,6 +321,36 @@ final class PackageTests: IntegrationTestCase {
             XCTAssertFalse(sd.exists(path), "purge removed \(path)")
         }
         XCTAssertNotEqual(try sd.run(["sh", "-c", "dpkg-query -W -f '${Status}' netpermd | grep -q installed"]).status, 0)
+        XCTAssertFalse(sd.exists(Self.agentUnit), "purge removed the agent's user unit")
+        let link = try sd.run(["readlink", Self.agentWants])
+        XCTAssertNotEqual(link.status, 0, "purge removed the agent's enabling link: \(link.summary)")
+        XCTAssertNotEqual(try sd.run(["systemctl", "--global", "is-enabled", "netpermd-agent.service"]).stdout, "enabled\n")
+    }
+
+    static let agentUnit = "/usr/lib/systemd/user/netpermd-agent.service"
+    /// Where `systemctl --global enable` (dh_installsystemduser's postinst) puts the link for every user.
+    static let agentWants = "/etc/systemd/user/graphical-session.target.wants/netpermd-agent.service"
+
+    /// The agent's user unit is where a user's own manager (`user@UID.service`) finds it, enabled for every user's
+    /// graphical session as Debian enables user units: the manager loads it from the package's file, and
+    /// `graphical-session.target` wants it.
+    private func agentUnitIsEnabled(_ sd: RealSystemd, forUser uid: Int) throws {
+        XCTAssertTrue(sd.exists(Self.agentUnit))
+        XCTAssertEqual(try sd.run(["readlink", "-f", Self.agentWants]).stdout, Self.agentUnit + "\n")
+        XCTAssertFalse(sd.exists("/usr/lib/systemd/user/graphical-session.target.wants/netpermd-agent.service"),
+                       "enabled once, by the postinst, not by a link in the package too")
+        XCTAssertEqual(try sd.run(["systemctl", "--global", "is-enabled", "netpermd-agent.service"]).stdout, "enabled\n")
+        try sd.startUserManager(uid: uid)
+        defer { sd.stopUserManager(uid: uid) }
+        let shown = try sd.check(sd.asUser(uid, ["systemctl", "--user", "show", "-p", "FragmentPath", "-p", "UnitFileState",
+                                                 "-p", "ExecStart", "netpermd-agent.service"])).stdout
+        XCTAssertTrue(shown.contains("FragmentPath=\(Self.agentUnit)\n"), shown)
+        XCTAssertTrue(shown.contains("UnitFileState=enabled\n"), shown)
+        XCTAssertTrue(shown.contains("path=/usr/bin/netpermctl ; argv[]=/usr/bin/netpermctl agent --notify"), shown)
+        let wants = try sd.check(sd.asUser(uid, ["systemctl", "--user", "show", "-p", "Wants", "--value",
+                                                 "graphical-session.target"])).stdout
+        XCTAssertTrue(wants.split(separator: " ").contains { $0.trimmingCharacters(in: .whitespacesAndNewlines) == "netpermd-agent.service" },
+                      "the user's graphical-session.target wants it: \(wants)")
     }
 
     /// systemd's timespan ("1h 2min 3.456789s", as `systemctl show` prints a monotonic time) in microseconds.

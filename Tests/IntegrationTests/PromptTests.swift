@@ -21,7 +21,7 @@ final class PromptTests: IntegrationTestCase {
 
     /// Only wwan0 (a veth end classified wwan by the config) is up with a default route; `asker` may use
     /// WWAN only if someone says so.
-    private func makeSetup(promptTimeout: Int = 30, secondApp: Bool = false) throws -> Setup {
+    func makeSetup(promptTimeout: Int = 30, secondApp: Bool = false, userDecisions: Bool = true) throws -> Setup {
         let ns = try makeNamespace()
         try ns.addVethPair("wwan0", peer: "wwan0p")
         let dir = try makeTempDir()
@@ -45,6 +45,7 @@ final class PromptTests: IntegrationTestCase {
 
             [Defaults]
             PromptTimeoutSec=\(promptTimeout)
+            UserDecisions=\(userDecisions ? "yes" : "no")
 
             """, in: dir)
         let socket = dir + "/netpermd.sock"
@@ -55,11 +56,17 @@ final class PromptTests: IntegrationTestCase {
         return Setup(ns: ns, dir: dir, socket: socket, config: config, asker: asker, daemon: daemon)
     }
 
-    /// The app asks about itself: `QUERY` through its own copy of socat.
+    /// The app asks about itself: `QUERY` through its own copy of socat, which exits (so a prompt it raised is
+    /// withdrawn).
     private func askerQuery(_ s: Setup) throws -> [String: Any] {
         let r = try Subprocess.run([s.asker, "-", "UNIX-CONNECT:\(s.socket)"], input: Array("QUERY\n".utf8))
         guard r.status == 0, r.lines.count == 1 else { throw HarnessError("the app's QUERY: \(r.summary)") }
         return try JSONValue.object(r.lines[0])
+    }
+
+    /// The app running on: its own socat, kept until the test ends, so its prompt stays open.
+    func runningAsker(_ s: Setup, _ program: String? = nil) throws -> HeldAsker {
+        try HeldAsker(self, [program ?? s.asker, "-t", "60", "-", "UNIX-CONNECT:\(s.socket)"])
     }
 
     /// Runs `argv` as nobody (uid and gid 65534, no supplementary groups).
@@ -167,8 +174,9 @@ final class PromptTests: IntegrationTestCase {
         XCTAssertEqual(inSnapshot?["reason"] as? String, "awaiting-decision", "with an agent, ask waits: \(snapshot)")
 
         // The app asks twice: one prompt.
-        assertAwaiting(try askerQuery(s), "the app's second QUERY")
-        assertAwaiting(try askerQuery(s), "the app's third QUERY")
+        let app = try runningAsker(s)
+        assertAwaiting(try app.ask("QUERY"), "the app's second QUERY")
+        assertAwaiting(try app.ask("QUERY"), "the app's third QUERY")
         // Events pushed before the PROMPTS reply arrive before it on the agent's connection.
         let (seen, listed) = try agent.request("PROMPTS")
         let prompts = Self.events(seen, "prompt")
@@ -269,7 +277,8 @@ final class PromptTests: IntegrationTestCase {
         XCTAssertEqual(heard.filter { $0["app"] as? String == "asker" }.map { $0["reason"] as? String },
                        ["awaiting-decision"], "\(heard)")
         let asked = monotonicNow()
-        assertAwaiting(try askerQuery(s), "QUERY with a silent agent")
+        let app = try runningAsker(s)
+        assertAwaiting(try app.ask("QUERY"), "QUERY with a silent agent")
         let raised = try agent.objects(until: "a prompt") { $0["event"] as? String == "prompt" }
         let id = try JSONValue.int(try XCTUnwrap(raised.last), "id")
         let expiry = try agent.objects(until: "prompt-expired", timeout: 8) { $0["event"] as? String != nil }
@@ -286,7 +295,7 @@ final class PromptTests: IntegrationTestCase {
         let after = try request(s.socket, "PROMPTS")
         XCTAssertEqual((after["prompts"] as? [Any])?.count, 0, "\(after)")
         XCTAssertNil(try Self.parseDecisions(s.decisionsFile), "expiry stores nothing")
-        assertAwaiting(try askerQuery(s), "QUERY after the expiry")
+        assertAwaiting(try app.ask("QUERY"), "QUERY after the expiry")
         let again = try agent.objects(until: "a new prompt") { $0["event"] as? String != nil }
         let next = try XCTUnwrap(again.last)
         XCTAssertEqual(next["event"] as? String, "prompt", "\(again)")
@@ -352,10 +361,12 @@ final class PromptTests: IntegrationTestCase {
 
     // MARK: - Privilege
 
-    func testUnprivilegedClientsMayNotDecideForgetListOrBeAgents() throws {
-        let s = try makeSetup()
+    /// `[Defaults] UserDecisions=no`: only root and the admin group decide, list prompts or are agents.
+    func testWithoutUserDecisionsUnprivilegedClientsMayNotDecideForgetListOrBeAgents() throws {
+        let s = try makeSetup(userDecisions: false)
         let requests = ["QUERY", "DECIDE asker wwan allow", "DECIDE asker wwan deny --once", "FORGET asker",
-                        "FORGET asker wwan", "PROMPTS", "SUBSCRIBE prompts", "SUBSCRIBE apps prompts"]
+                        "FORGET asker wwan", "PROMPTS", "ANSWER 1 allow", "DECISIONS", "SUBSCRIBE prompts",
+                        "SUBSCRIBE apps prompts"]
         let r = try asNobody(["socat", "-", "UNIX-CONNECT:\(s.socket)"],
                              input: requests.map { $0 + "\n" }.joined())
         XCTAssertEqual(r.status, 0, r.summary)
@@ -372,6 +383,28 @@ final class PromptTests: IntegrationTestCase {
         }
         XCTAssertNil(try Self.parseDecisions(s.decisionsFile), "nothing was stored")
         assertUnasked(try askerQuery(s), "QUERY after nobody's attempts")
+    }
+
+    /// With user decisions (the default), nobody decides for nobody's own processes: stored as its own, never
+    /// reaching root's asker of the same app; nobody's FORGET forgets its own only.
+    func testAUsersDecisionIsForTheirOwnProcessesOnly() throws {
+        let s = try makeSetup()
+        let r = try asNobody(["socat", "-", "UNIX-CONNECT:\(s.socket)"],
+                             input: "DECIDE asker wwan allow\nDECISIONS\nPROMPTS\n")
+        XCTAssertEqual(r.lines.count, 3, r.summary)
+        let decided = try JSONValue.object(r.lines.first ?? "")
+        XCTAssertEqual((decided["decided"] as? [String: Any])?["for_uid"] as? Int, 65534, "\(decided)")
+        let listed = try JSONValue.object(r.lines.dropFirst().first ?? "")
+        XCTAssertEqual((listed["decisions"] as? [[String: Any]])?.count, 1, "\(listed)")
+        let text = try String(contentsOfFile: s.decisionsFile, encoding: .utf8)
+        XCTAssertTrue(text.contains("[User 65534 asker]\nWWAN=allow\n"), text)
+        // Root's process of the same app (the test's own asker) is still undecided.
+        assertUnasked(try askerQuery(s), "root's asker")
+        let root = try request(s.socket, "DECISIONS")
+        XCTAssertEqual((root["decisions"] as? [[String: Any]])?.first?["for_uid"] as? Int, 65534, "\(root)")
+        let forgot = try asNobody(["socat", "-", "UNIX-CONNECT:\(s.socket)"], input: "FORGET asker\n")
+        XCTAssertTrue(forgot.stdout.contains("\"forgotten\":true"), forgot.summary)
+        XCTAssertFalse(try String(contentsOfFile: s.decisionsFile, encoding: .utf8).contains("[User"))
     }
 
     // MARK: - Crash safety
@@ -506,12 +539,15 @@ final class PromptTests: IntegrationTestCase {
         // Printed once its SUBSCRIBE was acknowledged: from then on the daemon has an agent.
         try out.waitForText("waiting for prompts")
 
-        assertAwaiting(try askerQuery(s), "QUERY with netpermctl agent running")
-        try out.waitForText("Allow?")
-        XCTAssertTrue(out.allText.contains("asker (\(s.asker), uid 0) wants to use WWAN via wwan0 (metered). Allow?"),
-                      out.allText)
-        try writeText(toFD: stdin.write, "y\n")
-        try out.waitForText("asker: allow")
+        let app = try runningAsker(s)
+        assertAwaiting(try app.ask("QUERY"), "QUERY with netpermctl agent running")
+        try out.waitForText("[s] skip")
+        XCTAssertTrue(out.allText.contains("prompt 1: asker (\(s.asker), uid 0) wants to use WWAN via wwan0 (wwan, metered).\n"
+            + "  [y] Allow  [n] Wi-Fi only  [o] Allow once (until netpermd restarts or its policy changes)  [s] skip (ask "
+            + "again later, it expires within 30 s): "), out.allText)
+        // One key, no Enter.
+        try writeText(toFD: stdin.write, "y")
+        try out.waitForText("asker: Allow (WWAN allowed, for everyone)")
         assertAllowedByDecision(try askerQuery(s), "QUERY after the agent said y")
         XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), ["asker": ["WWAN": "allow"]])
 
@@ -535,29 +571,32 @@ final class PromptTests: IntegrationTestCase {
         XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), [:])
 
         // Undecided again: the app's next QUERY asks the agent again; `prompts` shows the open prompt meanwhile.
-        assertAwaiting(try askerQuery(s), "QUERY after forget")
-        try out.waitForText("Allow?", count: 2)
+        assertAwaiting(try app.ask("QUERY"), "QUERY after forget")
+        try out.waitForText("[s] skip", count: 2)
         let oneOpen = try ctl(["--socket", s.socket, "prompts"])
         XCTAssertEqual(oneOpen.status, 0, oneOpen.summary)
         XCTAssertEqual(oneOpen.lines.count, 2, oneOpen.summary)
         let row = oneOpen.lines.dropFirst().first.map { $0.components(separatedBy: "  ").map {
             $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } } ?? []
         XCTAssertEqual(Array(row.dropFirst()), ["asker", "wwan", "wwan0 (metered)", s.asker, "-", "0"], oneOpen.summary)
-        try writeText(toFD: stdin.write, "s\n")
-        try out.waitForText("skipped")
+        try writeText(toFD: stdin.write, "s")
+        try out.waitForText("skipped: prompt 2 stays open until it expires")
         XCTAssertNil(try Self.parseDecisions(s.decisionsFile)?["asker"], "skipping stores nothing")
 
         let nothing = try ctl(["--socket", s.socket, "forget", "asker"])
         XCTAssertEqual(nothing.status, 0, nothing.summary)
         XCTAssertEqual(nothing.stdout, "no stored decision to forget\n", nothing.summary)
 
-        // As nobody: refused, with the daemon's reason.
-        for args in [["prompts"], ["decide", "asker", "wwan", "allow"], ["forget", "asker"], ["agent"]] {
-            let r = try asNobody([netpermctl, "--socket", s.socket] + args)
-            XCTAssertEqual(r.status, 1, "netpermctl \(args) as nobody: \(r.summary)")
-            XCTAssertTrue(r.stderr.contains("permission-denied"), "netpermctl \(args) as nobody: \(r.summary)")
-        }
-        XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), [:], "nobody changed nothing")
+        // As nobody (user decisions on): root's open prompt is not its to see, its decision is its own.
+        let theirs = try asNobody([netpermctl, "--socket", s.socket, "-t", "prompts"])
+        XCTAssertEqual(theirs.status, 0, theirs.summary)
+        XCTAssertEqual(theirs.stdout, "", "nobody sees none of root's prompts: \(theirs.summary)")
+        XCTAssertEqual(try request(s.socket, "PROMPTS")["prompts"].map { ($0 as? [Any])?.count }, 1, "root's is open")
+        let own = try asNobody([netpermctl, "--socket", s.socket, "decide", "asker", "wwan", "allow"])
+        XCTAssertTrue(own.stdout.contains("asker: wwan allow (stored) for uid 65534's own processes"), own.summary)
+        XCTAssertTrue(try String(contentsOfFile: s.decisionsFile, encoding: .utf8).contains("[User 65534 asker]\nWWAN=allow\n"))
+        XCTAssertEqual(try asNobody([netpermctl, "--socket", s.socket, "forget", "asker"]).stdout, "forgotten\n")
+        XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), [:], "nothing of nobody's is left")
         XCTAssertTrue(agent.isRunning, "the agent keeps running: \(out.allText)")
 
         // Its input ends while no prompt is open: an agent that can no longer answer leaves at once, rather than
@@ -570,6 +609,30 @@ final class PromptTests: IntegrationTestCase {
 
     /// A prompt raised while the agent waits for the answer to another is asked next. The agent used to read past
     /// it while waiting for its DECIDE's reply, and it was never asked.
+    /// The daemon holds a pidfd per process that asked an open prompt, at a number no select(2) needs (libnftables
+    /// waits with select: LowDescriptors), and closes it once the process has exited and the prompt is withdrawn.
+    func testAnAskersPidfdIsHeldAboveSelectsNumbersAndClosedWithItsPrompt() throws {
+        let s = try makeSetup()
+        let agent = try LiveConnection(path: s.socket)
+        addTeardownBlock { agent.close() }
+        try agent.subscribe("prompts")
+        func pidfds() -> [Int32] {
+            let dir = "/proc/\(s.daemon.pid)/fd"
+            return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).compactMap { n in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: dir + "/" + n)) == "anon_inode:[pidfd]" ? Int32(n) : nil
+            }
+        }
+        XCTAssertEqual(pidfds(), [])
+        let app = try runningAsker(s)
+        assertAwaiting(try app.ask("QUERY"), "the app asks")
+        _ = try agent.objects(until: "its prompt") { $0["event"] as? String == "prompt" }
+        try waitUntil("the daemon watches the asker") { (pidfds().count == 1, "\(pidfds())") }
+        XCTAssertGreaterThanOrEqual(pidfds().first ?? 0, 1024, "above FD_SETSIZE")
+        app.close()
+        _ = try agent.objects(until: "the prompt withdrawn") { $0["event"] as? String == "prompt-withdrawn" }
+        try waitUntil("the pidfd is closed") { (pidfds().isEmpty, "\(pidfds())") }
+    }
+
     func testAgentAsksAPromptThatCameWhileAnotherWasOpen() throws {
         let s = try makeSetup(secondApp: true)
         let stdin = try Subprocess.makePipe()
@@ -585,22 +648,22 @@ final class PromptTests: IntegrationTestCase {
             close(stdout.read)
         }
         try out.waitForText("waiting for prompts")
-        assertAwaiting(try askerQuery(s), "the first app asks")
-        try out.waitForText("Allow?")
+        let first = try runningAsker(s)
+        assertAwaiting(try first.ask("QUERY"), "the first app asks")
+        try out.waitForText("[s] skip")
         // The second asks while the agent waits for the first answer.
-        let second = try Subprocess.run([s.dir + "/asker2-socat", "-", "UNIX-CONNECT:\(s.socket)"],
-                                        input: Array("QUERY\n".utf8))
-        XCTAssertTrue(second.stdout.contains("awaiting-decision"), second.summary)
+        let second = try runningAsker(s, s.dir + "/asker2-socat")
+        XCTAssertEqual(try second.ask("QUERY")["reason"] as? String, "awaiting-decision")
         try waitUntil("two prompts open") {
             let p = try self.request(s.socket, "PROMPTS")
             return ((p["prompts"] as? [Any])?.count == 2, "\(p)")
         }
         try writeText(toFD: stdin.write, "y\n")
-        try out.waitForText("asker: allow")
-        try out.waitForText("Allow?", count: 2)
+        try out.waitForText("asker: Allow")
+        try out.waitForText("[s] skip", count: 2)
         XCTAssertTrue(out.allText.contains("asker2 ("), out.allText)
         try writeText(toFD: stdin.write, "y\n")
-        try out.waitForText("asker2: allow")
+        try out.waitForText("asker2: Allow")
         XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), ["asker": ["WWAN": "allow"], "asker2": ["WWAN": "allow"]])
     }
 }

@@ -72,15 +72,15 @@ final class TerminalEscapeTests: IntegrationTestCase {
         }
         try out.waitForText("waiting for prompts")
 
-        // The program asks about itself, as nobody.
-        let asked = try Subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", program, "-",
-                                        "UNIX-CONNECT:\(socket)"], input: Array("QUERY\n".utf8))
-        let verdict = try JSONValue.object(asked.lines.first ?? "")
-        XCTAssertEqual(verdict["reason"] as? String, "awaiting-decision", asked.summary)
-        XCTAssertEqual((verdict["identity"] as? [String: Any])?["executable"] as? String, program, asked.summary)
-        try out.waitForText("Allow?")
+        // The program asks about itself, as nobody, and stays (its prompt with it).
+        let app = try HeldAsker(self, ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", program, "-t", "60",
+                                       "-", "UNIX-CONNECT:\(socket)"])
+        let verdict = try app.ask("QUERY")
+        XCTAssertEqual(verdict["reason"] as? String, "awaiting-decision", "\(verdict)")
+        XCTAssertEqual((verdict["identity"] as? [String: Any])?["executable"] as? String, program, "\(verdict)")
+        try out.waitForText("[s] skip")
         XCTAssertTrue(out.allText.contains("socat (\(dir)/\(Self.shown)/socat, uid 65534) wants to use WWAN via wwan0 "
-            + "(metered). Allow? "), out.allText.debugDescription)
+            + "(wwan, metered)."), out.allText.debugDescription)
         assertSafe(out.allText, "netpermctl agent")
 
         try writeText(toFD: stdin.write, "s\n")
@@ -129,8 +129,8 @@ final class TerminalEscapeTests: IntegrationTestCase {
         case "QUERY": return [fill(#"{"ok":true,"# + routedElsewhere + "}")]
         case "APPS": return [fill(#"{"ok":true,"apps":[{"# + routedElsewhere + "},{" + strange + "}]}")]
         case "PROMPTS": return [fill(#"{"ok":true,"prompts":[{"# + prompt + "}]}")]
-        case "DECIDE" where words.count > 1 && words[1] != "a":
-            // The agent's answer (its prompt's app): an event first, then a refusal.
+        case "ANSWER":
+            // The agent's answer: an event first, then a refusal.
             return [fill(#"{"event":"prompt-expired","seq":2,"id":7,"app":§,"kind":§}"#),
                     fill(#"{"ok":false,"error":§,"message":§}"#)]
         case "DECIDE":
@@ -231,14 +231,13 @@ final class TerminalEscapeTests: IntegrationTestCase {
             }
         }
 
-        // The agent: the snapshot's prompt, an answer it does not know, "once", and the daemon's refusal.
-        let r = try Subprocess.run([netpermctl] + socket + ["agent"], input: Array("maybe\no\n".utf8))
+        // The agent: the snapshot's prompt, a key it does not know, "once", and the daemon's refusal.
+        let r = try Subprocess.run([netpermctl] + socket + ["agent"], input: Array("x\no\n".utf8))
         XCTAssertEqual(r.status, 0, r.summary.debugDescription)
         assertSafe(r.stdout, "netpermctl agent (stdout)")
         assertSafe(r.stderr, "netpermctl agent (stderr)")
-        for expected in ["\(Self.shown) (\(Self.shown), \(Self.shown), uid 65534) wants to use \(Self.shown) via "
-                            + "\(Self.shown) (metered). Allow? ", "please answer y, n, o or s",
-                         "prompt 7 for \(Self.shown) (\(Self.shown)) expired unanswered", "netpermd refused: \(Self.shown)"] {
+        for expected in ["prompt 7: \(Self.shown) (\(Self.shown), \(Self.shown), uid 65534) wants to use \(Self.shown) via "
+                            + "\(Self.shown) (?, metered).", "press y, n, o or s.", "netpermd refused: \(Self.shown)"] {
             XCTAssertTrue(r.stdout.contains(expected), "\(expected.debugDescription) in \(r.stdout.debugDescription)")
         }
     }

@@ -361,7 +361,7 @@ final class ConfigTests: XCTestCase {
                        ["\(path):2: [Defaults]: bad value '\(x60)...' for WWAN= (expected allow, deny or ask)"])
         XCTAssertEqual(problems("[Defaults]\n" + megabyte + "=1\n"),
                        ["\(path):2: warning: [Defaults]: unknown key '\(x60)...' (expected WiFi=, WWAN=, Ethernet=, Other=, "
-                           + "Metered=, AdminGroup=, PromptTimeoutSec= or MeteredBudget=); ignored"])
+                           + "Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions= or MeteredBudget=); ignored"])
         XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x60)...=' appears before any [Section]"])
         // The section a message names is cut too.
         XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x60.dropLast(5)

@@ -26,14 +26,50 @@ final class EngineDecisionTests: XCTestCase {
         return r["sources"]?["wwan"]
     }
 
-    func testPrivilegedOnly() {
-        let h = harness()
+    /// `[Defaults] UserDecisions=no`: only root and the admin group decide (and forget, and list).
+    func testPrivilegedOnlyWithoutUserDecisions() {
+        let h = EngineHarness(policy: policy + "\n[Defaults]\nUserDecisions=no\n", links: [Links.wwan])
         let c = h.connect(Peers.curl)
+        let why = " ([Defaults] UserDecisions=no: users do not decide for their own apps)"
         XCTAssertEqual(h.requestError(c, "DECIDE maps wwan allow", .permissionDenied),
-                       "DECIDE needs root or membership of group 'netperm'")
+                       "DECIDE needs root or membership of group 'netperm'" + why)
         XCTAssertEqual(h.requestError(c, "FORGET maps", .permissionDenied),
-                       "FORGET needs root or membership of group 'netperm'")
+                       "FORGET needs root or membership of group 'netperm'" + why)
+        XCTAssertEqual(h.requestError(c, "DECISIONS", .permissionDenied),
+                       "DECISIONS needs root or membership of group 'netperm'" + why)
         XCTAssertEqual(h.request(h.connect(Peers.admin), "DECIDE maps wwan allow")["ok"], true)
+    }
+
+    /// A user decides for their own uid's processes only: stored as theirs, applied to their own QUERY and WAIT,
+    /// never to everyone's verdict nor another uid's; a decision for everyone wins over it; FORGET and DECISIONS
+    /// reach their own only.
+    func testAUserDecidesForTheirOwnUidOnly() {
+        let h = harness(agents: true)
+        let alice = h.connect(makePeer(uid: 1000, exe: "/usr/bin/maps", pid: 600))
+        let bob = h.connect(makePeer(uid: 1002, exe: "/usr/bin/maps", pid: 601))
+        let r = h.request(alice, "DECIDE maps wwan allow")
+        XCTAssertEqual(r["decided"]?["for_uid"], 1000)
+        XCTAssertEqual(r["sources"]?["wwan"], "user-decision")
+        XCTAssertEqual(r["available"], true)
+        XCTAssertEqual(decision(h.persisted.last, "maps", .wwan), nil, "not for everyone")
+        XCTAssertEqual(h.persisted.last?.decision("maps", .wwan, uid: 1000).map(\.1), .userDecision)
+        XCTAssertEqual(h.request(alice, "QUERY")["sources"]?["wwan"], "user-decision")
+        XCTAssertEqual(h.request(alice, "QUERY")["available"], true)
+        XCTAssertEqual(h.request(bob, "QUERY")["reason"], "awaiting-decision", "another uid's same app is still asked")
+        XCTAssertEqual(source(h, "maps"), "policy", "everyone's verdict is the policy's")
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["user_decisions"],
+                       .array([.object([("app", "maps"), ("kind", "wwan"), ("decision", "allow"), ("once", false),
+                                        ("for_uid", 1000)])]), "shown to the privileged as alice's own")
+        XCTAssertEqual(h.request(bob, "DECISIONS")["decisions"], .array([]), "bob sees only his own")
+        XCTAssertEqual(h.request(alice, "DECISIONS")["decisions"]?.arrayValue?.count, 1)
+        XCTAssertEqual(h.request(bob, "FORGET maps")["forgotten"], false, "bob cannot forget alice's")
+        XCTAssertEqual(h.request(h.connect(Peers.admin), "DECIDE maps wwan deny")["decided"]?["for_uid"], .null)
+        let q = h.request(alice, "QUERY")
+        XCTAssertEqual(q["sources"]?["wwan"], "decision", "a decision for everyone wins over a user's own")
+        XCTAssertEqual(q["available"], false)
+        XCTAssertEqual(h.request(h.connect(), "DECISIONS")["decisions"]?.arrayValue?.map { $0["for_uid"] }, [.null, 1000])
+        XCTAssertEqual(h.request(alice, "FORGET maps")["for_uid"], 1000)
+        XCTAssertEqual(h.request(h.connect(), "DECISIONS")["decisions"]?.arrayValue?.map { $0["for_uid"] }, [.null])
     }
 
     func testDecideBadArguments() {
@@ -66,7 +102,7 @@ final class EngineDecisionTests: XCTestCase {
                                 "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources",
                                 "enforced", "enforced_why"])
         XCTAssertEqual(r["decided"], .object([("app", "maps"), ("kind", "wwan"), ("decision", "allow"),
-                                              ("once", false), ("overridden_by_policy", false)]))
+                                              ("once", false), ("overridden_by_policy", false), ("for_uid", .null)]))
         XCTAssertEqual(r["app"], "maps")
         XCTAssertEqual(r["matched_by"], "name")
         XCTAssertEqual(r["available"], true)
@@ -184,18 +220,18 @@ final class EngineDecisionTests: XCTestCase {
     func testForget() {
         let h = harness()
         let admin = h.connect(Peers.admin)
-        XCTAssertEqual(h.send(admin, "FORGET maps wwan"), [#"{"ok":true,"forgotten":false,"app":"maps","kind":"wwan"}"#])
+        XCTAssertEqual(h.send(admin, "FORGET maps wwan"), [#"{"ok":true,"forgotten":false,"app":"maps","kind":"wwan","for_uid":null}"#])
         XCTAssertFalse(h.steps.contains("persist"), "nothing to forget, nothing to write")
         _ = h.request(admin, "DECIDE maps wwan allow")
         _ = h.request(admin, "DECIDE maps wifi deny")
-        XCTAssertEqual(h.send(admin, "FORGET maps WWAN"), [#"{"ok":true,"forgotten":true,"app":"maps","kind":"wwan"}"#])
+        XCTAssertEqual(h.send(admin, "FORGET maps WWAN"), [#"{"ok":true,"forgotten":true,"app":"maps","kind":"wwan","for_uid":null}"#])
         XCTAssertNil(decision(h.persisted.last, "maps", .wwan))
         XCTAssertEqual(decision(h.persisted.last, "maps", .wifi), "deny decision")
         XCTAssertEqual(h.logged(containing: "forgot the decisions of maps for wwan").count, 1)
         XCTAssertEqual(source(h, "maps"), "no-agent")
-        XCTAssertEqual(h.send(admin, "FORGET maps"), [#"{"ok":true,"forgotten":true,"app":"maps","kind":null}"#])
+        XCTAssertEqual(h.send(admin, "FORGET maps"), [#"{"ok":true,"forgotten":true,"app":"maps","kind":null,"for_uid":null}"#])
         XCTAssertEqual(h.persisted.last, Decisions())
-        XCTAssertEqual(h.send(admin, "FORGET maps"), [#"{"ok":true,"forgotten":false,"app":"maps","kind":null}"#])
+        XCTAssertEqual(h.send(admin, "FORGET maps"), [#"{"ok":true,"forgotten":false,"app":"maps","kind":null,"for_uid":null}"#])
         // A --once decision is forgotten too.
         _ = h.request(admin, "DECIDE maps wwan allow --once")
         XCTAssertEqual(h.request(admin, "FORGET maps")["forgotten"], true)
@@ -251,7 +287,7 @@ final class EngineDecisionTests: XCTestCase {
         _ = h.send(b, "FORGET maps")
         h.completeStore(error: "EIO")
         XCTAssertEqual(h.takeParsed(a).first?["error"], "internal")
-        XCTAssertEqual(h.takeParsed(b), [[("ok", true), ("forgotten", false), ("app", "maps"), ("kind", .null)]].map(JSON.object))
+        XCTAssertEqual(h.takeParsed(b), [[("ok", true), ("forgotten", false), ("app", "maps"), ("kind", .null), ("for_uid", .null)]].map(JSON.object))
         XCTAssertTrue(h.pendingStores.isEmpty)
     }
 
@@ -286,20 +322,30 @@ final class EngineDecisionTests: XCTestCase {
     }
 
     /// A decision waiting its turn is checked again when its turn comes: a reload meanwhile took its sender out of
-    /// the admin group, so it is refused and never written.
+    /// the admin group, so with `UserDecisions=no` it is refused and never written, and otherwise it is a decision
+    /// for the sender's own uid only, never everyone's.
     func testAQueuedDecisionIsRefusedIfItsSenderLostItsPrivilege() {
-        let h = harness()
-        h.storeIsManual = true
-        let root = h.connect(Peers.root)
-        let admin = h.connect(Peers.admin)
-        _ = h.send(root, "DECIDE maps wwan allow")
-        XCTAssertEqual(h.send(admin, "DECIDE weather wwan allow"), [], "waits for the first write")
-        h.reload(policy: "[Defaults]\nAdminGroup=wheel\n" + policy)
-        h.completeStore()
-        XCTAssertEqual(h.takeParsed(admin).first?["error"], "permission-denied")
-        XCTAssertFalse(h.connections[admin]!.held)
-        XCTAssertTrue(h.pendingStores.isEmpty, "never written")
-        XCTAssertNil(decision(h.engine.state.decisions, "weather", .wwan))
+        for userDecisions in [false, true] {
+            let h = harness()
+            h.storeIsManual = true
+            let root = h.connect(Peers.root)
+            let admin = h.connect(Peers.admin)
+            _ = h.send(root, "DECIDE maps wwan allow")
+            XCTAssertEqual(h.send(admin, "DECIDE weather wwan allow"), [], "waits for the first write")
+            h.reload(policy: "[Defaults]\nAdminGroup=wheel\n" + (userDecisions ? "" : "UserDecisions=no\n") + policy)
+            h.completeStore()
+            XCTAssertNil(decision(h.engine.state.decisions, "weather", .wwan), "not everyone's")
+            if userDecisions {
+                XCTAssertEqual(h.pendingStores.count, 1, "its own write")
+                h.completeStore()
+                XCTAssertEqual(h.takeParsed(admin).first?["decided"]?["for_uid"], 1001)
+                XCTAssertTrue(h.engine.state.decisions.hasOwn("weather", uid: 1001))
+            } else {
+                XCTAssertEqual(h.takeParsed(admin).first?["error"], "permission-denied")
+                XCTAssertTrue(h.pendingStores.isEmpty, "never written")
+            }
+            XCTAssertFalse(h.connections[admin]!.held)
+        }
     }
 
     /// The requester leaves while its decision is written: no reply, but the decision stands.

@@ -50,7 +50,8 @@ final class EngineDeterminismTests: XCTestCase {
 
     /// One run of a scenario that reaches every place the engine iterates a dictionary: several subscribers, one
     /// change moving many apps, several waiters answered at once, several processes of one app waiting for it to
-    /// be asked about, waits ended by a reload, decisions, a rejected packet, a netlink overrun, a stop.
+    /// be asked about, users' own agents and decisions, waits ended by a reload, decisions, a rejected packet, a
+    /// netlink overrun, a stop.
     static func transcript() -> [String] {
         let h = EngineHarness(policy: policy, links: [], agents: true)
         h.feed(.cgroups(UnitCgroups(nftRoot: "", units: [UnitCgroup(path: "system.slice/unit.service", level: 2,
@@ -60,6 +61,9 @@ final class EngineDeterminismTests: XCTestCase {
         // Three processes of one app wait for it, then the network comes: its prompt names one of them.
         let askers = (0..<3).map { h.connect(makePeer(uid: 107, exe: "/usr/bin/asker", pid: 700 + Int32($0))) }
         for a in askers { _ = h.send(a, "WAIT") }
+        // Two users' own agents: their prompts and decisions are per uid.
+        let userAgents = [107, 108].map { h.connect(makePeer(uid: UInt32($0), exe: "/usr/bin/netpermctl", pid: 900 + Int32($0))) }
+        for u in userAgents { _ = h.send(u, "SUBSCRIBE prompts") }
         let byName = (0..<2).map { _ in h.connect(Peers.root) }
         for w in byName { _ = h.send(w, "WAIT gone") }
         let others = (0..<2).map { h.connect(makePeer(uid: 108, exe: "/usr/bin/other", pid: 800 + Int32($0))) }
@@ -68,8 +72,9 @@ final class EngineDeterminismTests: XCTestCase {
         h.setLinks([Links.eth, Links.wlan, Links.wwan])
         let root = h.connect(Peers.root)
         _ = h.send(root, "DECIDE asker wwan allow")
+        _ = h.send(userAgents[1], "DECIDE other wifi allow")
         h.setLinks([Links.wwan])
-        h.feed(.blocked(app: "other", kind: .wwan))
+        h.feed(.blocked(app: "other", kind: .wwan, uid: 108, ifindex: nil))
         h.setLinks([Links.wlan])
         h.kernelResyncs += 1
         h.setLinks([Links.eth])

@@ -110,7 +110,7 @@ final class EngineHarness: EngineEdges {
     /// The engine counts who listens to each app instead of passing over every session: after every input the
     /// count must equal the sessions' own word.
     private func checkListeners() {
-        var counted: [String: Int] = [:]
+        var counted: [TrackedApp: Int] = [:]
         for s in engine.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
         XCTAssertEqual(engine.listeners, counted, "listener counts drifted from the sessions")
     }
@@ -204,6 +204,14 @@ final class EngineHarness: EngineEdges {
                 }
             }
             if report { feed(.usageRulesLoaded(error: usageRulesError)) }
+        case let .watchExit(pid):
+            steps.append("watch \(pid)")
+            XCTAssertFalse(watched.contains(pid), "pid \(pid) watched twice")
+            watched.insert(pid)
+            if exitedProcesses.contains(pid) { feed(.exited(pid: pid)) }
+        case let .unwatchExit(pid):
+            steps.append("unwatch \(pid)")
+            XCTAssertNotNil(watched.remove(pid), "pid \(pid) was not watched")
         case let .steer(plan):
             steps.append(plan == nil ? "remove-steering" : "steer")
             steering.append(plan)
@@ -228,6 +236,7 @@ final class EngineHarness: EngineEdges {
         // The totals as the file has them (a dictionary prints in its own order).
         case let .saveUsage(book): return "save-usage " + book.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
+             .watchExit, .unwatchExit,
              .steer(nil), .readUsage, .loadUsageRules:
             return "\(e)"
         }
@@ -284,6 +293,18 @@ final class EngineHarness: EngineEdges {
         snap.egress = egress ?? simpleEgress(links)
         snap.resyncs = kernelResyncs
         feed(.kernel(snap))
+    }
+
+    /// The processes whose exit the engine watches (`Effect.watchExit`), and those that have exited: a watch on one
+    /// of these reports it at once, as pidfd_open's ESRCH does.
+    private(set) var watched: Set<Int32> = []
+    private var exitedProcesses: Set<Int32> = []
+
+    /// A process exits: the engine hears it if it watches it.
+    func exit(pid: Int32) {
+        exitedProcesses.insert(pid)
+        guard watched.remove(pid) != nil else { return }
+        feed(.exited(pid: pid))
     }
 
     /// Moves the clock, firing every timer that falls due, earliest first.

@@ -68,23 +68,24 @@ final class EngineMetricsTests: XCTestCase {
             "netpermd_connections_total": "1", "netpermd_connections": "1",
         ])
 
-        // An agent comes: maps awaits a decision, and its QUERY raises a prompt; a rejected packet of maps while
-        // that prompt is open raises none.
+        // An agent comes: maps awaits a decision, and its QUERY raises a prompt; a rejected packet of maps (its
+        // socket uid 1000's, as the asker's) while that prompt is open raises none.
         let agent = h.connectAgent()
         _ = h.request(h.connect(Peers.maps), "QUERY")
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 1000, ifindex: nil))
         try expect(h, [
             "netpermd_apps{reason=\"awaiting-decision\"}": "1",
             "netpermd_prompts_raised_total{trigger=\"request\"}": "1",
             "netpermd_prompts_raised_total{trigger=\"rejected-packet\"}": "0",
-            "netpermd_prompts_open": "1", "netpermd_agents": "1", "netpermd_subscribers": "1",
+            "netpermd_prompts_open": "1", "netpermd_agents{for=\"everyone\"}": "1", "netpermd_agents{for=\"user\"}": "0",
+            "netpermd_subscribers": "1",
         ])
         h.advance(bySeconds: 11)
         try expect(h, ["netpermd_prompts_expired_total": "1", "netpermd_prompts_open": "0"])
         // After the quiet minute a rejected packet raises it again; the answer is counted, and stored, and changes
         // the rules (maps' connections are no longer asked about): one more load.
         h.advance(bySeconds: 61)
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 1000, ifindex: nil))
         XCTAssertEqual(h.request(h.connect(), "DECIDE maps wwan allow")["ok"], true)
         try expect(h, [
             "netpermd_prompts_raised_total{trigger=\"rejected-packet\"}": "1",
@@ -108,6 +109,29 @@ final class EngineMetricsTests: XCTestCase {
             "netpermd_enforcement_state{state=\"failed\"}": "1",
             "netpermd_enforcement_rule_load_failures_total": "2",
             "netpermd_enforcement_rules_in_force_since_seconds": "0", "netpermd_enforcement_apps": "0",
+        ])
+    }
+
+    /// What users deciding for their own apps adds: their agents and decisions apart from everyone's, and prompts
+    /// withdrawn when their askers exit.
+    func testUsersOwnAgentsDecisionsAndWithdrawnPrompts() throws {
+        let h = harness()
+        let own = h.connect(makePeer(uid: 1000, exe: "/usr/bin/netpermctl", pid: 90))
+        _ = h.subscribe(own, "prompts")
+        try expect(h, ["netpermd_agents{for=\"everyone\"}": "0", "netpermd_agents{for=\"user\"}": "1"])
+        // maps of uid 1000 asks and exits: its prompt is withdrawn.
+        _ = h.request(h.connect(Peers.maps), "QUERY")
+        h.exit(pid: 500)
+        try expect(h, ["netpermd_prompts_raised_total{trigger=\"request\"}": "1", "netpermd_prompts_withdrawn_total": "1",
+                       "netpermd_prompts_open": "0"])
+        // The user's own answers: one lasting, one once, counted apart from everyone's.
+        XCTAssertEqual(h.request(own, "DECIDE maps wwan allow")["decided"]?["for_uid"], 1000)
+        XCTAssertEqual(h.request(own, "DECIDE web wifi deny --once")["decided"]?["for_uid"], 1000)
+        try expect(h, [
+            "netpermd_decisions{source=\"user-lasting\",decision=\"allow\"}": "1",
+            "netpermd_decisions{source=\"user-once\",decision=\"deny\"}": "1",
+            "netpermd_decisions{source=\"lasting\",decision=\"allow\"}": "0",
+            "netpermd_decisions{source=\"once\",decision=\"deny\"}": "0",
         ])
     }
 

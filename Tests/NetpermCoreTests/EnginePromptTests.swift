@@ -4,7 +4,7 @@ import XCTest
 /// Prompts and agents (PROTOCOL.md, "Prompts"): an undecided `ask` is a deny while no agent listens, and a prompt
 /// per app and kind while one does; prompts expire, or close when DECIDE answers them.
 final class EnginePromptTests: XCTestCase {
-    private let policy = """
+    static let policy = """
     [Defaults]
     PromptTimeoutSec=10
     [App maps]
@@ -18,9 +18,11 @@ final class EnginePromptTests: XCTestCase {
     """
 
     private let nav = makePeer(uid: 1000, exe: "/usr/bin/nav", pid: 600)
+    /// maps run by root: its prompts are everyone's, as a rejected packet of root's is.
+    private let rootMaps = makePeer(uid: 0, exe: "/usr/bin/maps", pid: 650)
 
     private func harness(_ links: [Link] = [Links.wwan], agents: Bool = false) -> EngineHarness {
-        EngineHarness(policy: policy, links: links, agents: agents)
+        EngineHarness(policy: Self.policy, links: links, agents: agents)
     }
 
     private func noAgentLine(_ app: String, _ kind: String) -> String {
@@ -147,7 +149,7 @@ final class EnginePromptTests: XCTestCase {
         let agent = h.connect(Peers.admin)
         _ = h.subscribe(agent, "prompts")
         XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 1)
-        h.reload(policy: policy.replacingOccurrences(of: "[Defaults]\n", with: "[Defaults]\nAdminGroup=wheel\n"))
+        h.reload(policy: Self.policy.replacingOccurrences(of: "[Defaults]\n", with: "[Defaults]\nAdminGroup=wheel\n"))
         XCTAssertEqual(h.request(h.connect(), "STATUS")["agents"], 0)
         XCTAssertEqual(h.request(h.connect(), "QUERY maps")["sources"]?["wwan"], "no-agent")
         _ = h.request(h.connect(Peers.maps), "QUERY")
@@ -156,9 +158,10 @@ final class EnginePromptTests: XCTestCase {
 
     // MARK: Prompts
 
-    /// One prompt per app and kind, to every agent, whoever of the app asks and however often; the link is the
-    /// best usable one of that kind. (A prompt is raised only while nothing the app may use is usable.)
-    func testOnePromptPerAppAndKind() throws {
+    /// One prompt per app and scope, to every agent, however often the app asks: it asks about every pending
+    /// kind at once, on the best usable link they keep the app off. Another uid's process of the same app is asked
+    /// on its own (its answer would be its own). (A prompt is raised only while nothing the app may use is usable.)
+    func testOnePromptPerAppAndScope() throws {
         let h = harness([Links.wwan, makeLink(5, "wwan1", .wwan, metric: 300)])
         let a1 = h.connectAgent(pid: 10)
         let a2 = h.connectAgent(pid: 11)
@@ -172,27 +175,40 @@ final class EnginePromptTests: XCTestCase {
         _ = h.request(h.connect(nav), "QUERY")
         for agent in [a1, a2] {
             let prompts = h.takeEvents(agent, named: "prompt")
-            XCTAssertEqual(prompts.map { $0["app"] }, ["maps", "nav", "nav"])
-            XCTAssertEqual(prompts.map { $0["kind"] }, ["wwan", "wifi", "wwan"])
+            XCTAssertEqual(prompts.map { $0["app"] }, ["maps", "maps", "nav"])
+            XCTAssertEqual(prompts.map { $0["uid"] }, [1000, 1001, 1000])
+            XCTAssertEqual(prompts.map { $0["kinds"] }, [.array(["wwan"]), .array(["wwan"]), .array(["wifi", "wwan"])])
             XCTAssertEqual(prompts.map { $0["id"] }, [1, 2, 3])
-            XCTAssertEqual(prompts.map { $0["link"]?["name"] }, ["wwan1", "wlan0", "wwan1"])
-            XCTAssertEqual(prompts.first?.keys, ["event", "seq", "id", "app", "identity", "kind", "link"])
+            XCTAssertEqual(prompts.map { $0["link"]?["name"] }, ["wwan1", "wwan1", "wwan1"], "the lowest metric")
+            XCTAssertEqual(prompts.first?.keys, ["event", "seq", "id", "app", "uid", "identity", "kind", "kinds", "link",
+                                                 "choices", "once_until", "timeout_sec"])
             XCTAssertEqual(prompts.first?["identity"], .object([("executable", "/usr/bin/maps"), ("unit", .null),
                                                                  ("uid", 1000)]))
-            XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan1"), ("metered", true), ("over", .null)]))
+            XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan1"), ("kind", "wwan"), ("metered", true),
+                                                             ("over", .null)]))
+            XCTAssertEqual(prompts.first?["choices"]?.arrayValue?.map { $0["label"] }, ["Allow", "Wi-Fi only", "Allow once"])
+            XCTAssertEqual(prompts.last?["choices"]?.arrayValue?.map { $0["label"] }, ["Allow", "Deny", "Allow once"])
+            XCTAssertEqual(prompts.first?["timeout_sec"], 10)
         }
         XCTAssertEqual(h.takeEvents(plain, named: "prompt"), [], "prompts are for agents")
-        XCTAssertEqual(h.logged(containing: "maps wants to use wwan via wwan1: prompt 1 sent to 2 agent(s)").count, 1)
+        XCTAssertEqual(h.logged(containing: "maps wants to use wwan via wwan1 (uid 1000): prompt 1 sent to 2 agent(s)").count, 1)
         // PROMPTS lists the open ones, as the events had them.
         let list = try XCTUnwrap(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"]?.arrayValue)
         XCTAssertEqual(list.map { $0["id"] }, [1, 2, 3])
-        XCTAssertEqual(list.first?.keys, ["id", "app", "identity", "kind", "link"])
+        XCTAssertEqual(list.first?.keys, ["id", "app", "uid", "identity", "kind", "kinds", "link", "choices", "once_until",
+                                          "timeout_sec"])
+        // A user sees the prompts of their own processes only.
+        XCTAssertEqual(h.request(h.connect(makePeer(uid: 1001, exe: "/usr/bin/netpermctl", pid: 70)), "PROMPTS")["prompts"]?
+            .arrayValue?.map { $0["id"] }, [2])
     }
 
-    func testPromptsIsPrivileged() {
-        let h = harness()
+    /// `[Defaults] UserDecisions=no`: PROMPTS is for root and the admin group only.
+    func testPromptsIsPrivilegedWithoutUserDecisions() {
+        let h = EngineHarness(policy: Self.policy.replacingOccurrences(of: "[Defaults]\n", with: "[Defaults]\nUserDecisions=no\n"),
+                              links: [Links.wwan])
         XCTAssertEqual(h.requestError(h.connect(Peers.curl), "PROMPTS", .permissionDenied),
-                       "PROMPTS needs root or membership of group 'netperm'")
+                       "PROMPTS needs root or membership of group 'netperm' ([Defaults] UserDecisions=no: users do not "
+                       + "decide for their own apps)")
         XCTAssertEqual(h.send(h.connect(Peers.admin), "PROMPTS"), [#"{"ok":true,"prompts":[]}"#])
     }
 
@@ -210,7 +226,7 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertEqual(h.take(agent), [])
         h.advance(byMicroseconds: 1)
         let expired = h.takeEvents(agent)
-        XCTAssertEqual(expired.map(\.keys), [["event", "seq", "id", "app", "kind"]])
+        XCTAssertEqual(expired.map(\.keys), [["event", "seq", "id", "app", "uid", "kind", "kinds"]])
         XCTAssertEqual(expired.first?["event"], "prompt-expired")
         XCTAssertEqual(expired.first?["id"], 1)
         XCTAssertEqual(expired.first?["app"], "maps")
@@ -222,34 +238,33 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
     }
 
-    /// DECIDE answers the open prompt of that app and kind: `prompt-answered`, then the app's event; its expiry
-    /// timer is cancelled. The app's other kinds stay open.
+    /// DECIDE answers the open prompt of that app about that kind: `prompt-answered`, then the app's event; its
+    /// expiry timer is cancelled. The app's other pending kind is asked the next time it asks.
     func testDecideClosesThePromptAndCancelsItsExpiry() {
         let h = harness([Links.wlan, Links.wwan], agents: true)
         let agent = h.connections.keys.max()!
-        _ = h.request(h.connect(nav), "QUERY")
-        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["kind"] }, ["wifi", "wwan"])
-        XCTAssertEqual(h.armedTimers, 2)
+        let navConnection = h.connect(nav)
+        _ = h.request(navConnection, "QUERY")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["kinds"] }, [.array(["wifi", "wwan"])])
+        XCTAssertEqual(h.armedTimers, 1)
         let mark = h.steps.count
         XCTAssertEqual(h.request(h.connect(), "DECIDE nav wifi allow --once")["ok"], true)
         XCTAssertEqual(h.steps[mark...].filter { $0.hasPrefix("cancel") }, ["cancel 1"])
         let events = h.takeEvents(agent)
         XCTAssertEqual(events.map { $0["event"] }, ["prompt-answered"])
-        XCTAssertEqual(events.first?.keys, ["event", "seq", "id", "app", "kind", "decision", "once"])
+        XCTAssertEqual(events.first?.keys, ["event", "seq", "id", "app", "uid", "kind", "kinds", "decision", "once", "for_uid"])
         XCTAssertEqual(events.first?["id"], 1)
         XCTAssertEqual(events.first?["app"], "nav")
-        XCTAssertEqual(events.first?["kind"], "wifi")
         XCTAssertEqual(events.first?["decision"], "allow")
         XCTAssertEqual(events.first?["once"], true)
-        XCTAssertEqual(h.armedTimers, 1)
-        // A lasting deny answers the other one; an agent subscribed to apps hears the app change too.
+        XCTAssertEqual(events.first?["for_uid"], .null)
+        XCTAssertEqual(h.armedTimers, 0)
+        XCTAssertEqual(h.request(navConnection, "QUERY")["reason"], "ok", "Wi-Fi is allowed now")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "nothing to ask while a link it may use works")
+        // A lasting deny of the other answers nothing open; an agent subscribed to apps hears the app change.
         _ = h.subscribe(agent, "apps prompts")
         XCTAssertEqual(h.request(h.connect(), "DECIDE nav wwan deny")["ok"], true)
-        let more = h.takeEvents(agent)
-        XCTAssertEqual(more.map { $0["event"] }, ["prompt-answered", "app"])
-        XCTAssertEqual(more.first?["decision"], "deny")
-        XCTAssertEqual(more.first?["once"], false)
-        XCTAssertEqual(h.armedTimers, 0)
+        XCTAssertEqual(h.takeEvents(agent).map { $0["event"] }, ["app"])
         h.advance(bySeconds: 60)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired"), [])
     }
@@ -273,20 +288,20 @@ final class EnginePromptTests: XCTestCase {
     func testBlockedPacketRaisesOnePrompt() throws {
         let h = harness(agents: true)
         let agent = h.connections.keys.max()!
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         let prompts = h.takeEvents(agent, named: "prompt")
         XCTAssertEqual(prompts.map { $0["app"] }, ["maps"])
         XCTAssertEqual(prompts.map { $0["kind"] }, ["wwan"])
         XCTAssertEqual(prompts.first?["source"], "blocked")
         XCTAssertEqual(prompts.first?["identity"], .null, "a packet names no process")
         XCTAssertEqual(prompts.first?["link"]?["name"], "wwan0")
-        XCTAssertEqual(h.logged(containing: "maps wants to use wwan via wwan0 (its traffic was rejected): prompt 1").count, 1)
-        for _ in 0..<5 { h.feed(.blocked(app: "maps", kind: .wwan)) }
-        _ = h.request(h.connect(Peers.maps), "QUERY")
+        XCTAssertEqual(h.logged(containing: "maps wants to use wwan via wwan0 (uid 0) (its traffic was rejected): prompt 1").count, 1)
+        for _ in 0..<5 { h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil)) }
+        _ = h.request(h.connect(rootMaps), "QUERY")
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "one open prompt per app and kind, whoever raised it")
         XCTAssertEqual(h.request(h.connect(), "DECIDE maps wwan allow")["ok"], true)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-answered").map { $0["id"] }, [1])
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "decided: a late packet raises nothing")
     }
 
@@ -295,20 +310,20 @@ final class EnginePromptTests: XCTestCase {
     func testBlockedPacketOfAKindNotPendingRaisesNothing() {
         let h = harness([Links.wlan, Links.wwan, Links.eth], agents: true)
         let agent = h.connections.keys.max()!
-        h.feed(.blocked(app: "backup", kind: .wwan))
-        h.feed(.blocked(app: "maps", kind: .wifi))
-        h.feed(.blocked(app: "maps", kind: .ethernet))
-        h.feed(.blocked(app: "nosuchapp", kind: .wwan))
+        h.feed(.blocked(app: "backup", kind: .wwan, uid: 0, ifindex: nil))
+        h.feed(.blocked(app: "maps", kind: .wifi, uid: 0, ifindex: nil))
+        h.feed(.blocked(app: "maps", kind: .ethernet, uid: 0, ifindex: nil))
+        h.feed(.blocked(app: "nosuchapp", kind: .wwan, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [])
         XCTAssertEqual(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"], .array([]))
-        h.feed(.blocked(app: "nav", kind: .wifi))
+        h.feed(.blocked(app: "nav", kind: .wifi, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["link"]?["name"] }, ["wlan0"])
     }
 
     /// With no agent, nobody can be asked: no prompt, and the log says so once per app and kind.
     func testBlockedPacketWithNoAgentIsLoggedOnce() {
         let h = harness()
-        for _ in 0..<3 { h.feed(.blocked(app: "maps", kind: .wwan)) }
+        for _ in 0..<3 { h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil)) }
         XCTAssertEqual(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"], .array([]))
         XCTAssertEqual(h.logged(containing: "maps may not use wwan, which its policy sets to ask: its traffic was "
             + "rejected and no agent is listening").count, 1)
@@ -320,16 +335,16 @@ final class EnginePromptTests: XCTestCase {
     func testExpiredPromptIsQuietForAMinute() {
         let h = harness(agents: true)
         let agent = h.connections.keys.max()!
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [1])
         h.advance(bySeconds: 10)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [1])
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         h.advance(bySeconds: 59)
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [])
         h.advance(bySeconds: 1)
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
     }
 
@@ -338,18 +353,18 @@ final class EnginePromptTests: XCTestCase {
     func testQuietRestartsAtEachExpiry() {
         let h = harness(agents: true)
         let agent = h.connections.keys.max()!
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         h.advance(bySeconds: 11)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [1])
-        _ = h.request(h.connect(Peers.maps), "QUERY")
+        _ = h.request(h.connect(rootMaps), "QUERY")
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
         h.advance(bySeconds: 10)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [2])
         h.advance(bySeconds: 50)
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "60 s after the first expiry, 50 s after the last")
         h.advance(bySeconds: 10)
-        h.feed(.blocked(app: "maps", kind: .wwan))
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [3])
     }
 }

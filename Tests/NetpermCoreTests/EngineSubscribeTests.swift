@@ -132,16 +132,37 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(h.take(c), [], "not subscribed")
     }
 
-    /// Prompts are for agents: privileged only, and an unprivileged attempt subscribes to nothing.
-    func testPromptsNeedsPrivilege() {
-        let h = harness(agents: false)
+    /// With `[Defaults] UserDecisions=no`, prompts are for privileged agents only, and an unprivileged attempt
+    /// subscribes to nothing.
+    func testPromptsNeedsPrivilegeWithoutUserDecisions() {
+        let h = EngineHarness(policy: policy + "\n[Defaults]\nUserDecisions=no\n", links: [eth])
         let c = h.connect(Peers.curl)
         for line in ["SUBSCRIBE prompts", "SUBSCRIBE apps PROMPTS"] {
             XCTAssertEqual(h.requestError(c, line, .permissionDenied),
-                           "only root or members of group 'netperm' may subscribe to prompts")
+                           "only root or members of group 'netperm' may subscribe to prompts ([Defaults] "
+                           + "UserDecisions=no: users do not answer for their own apps)")
         }
         XCTAssertFalse(h.connections[c]!.keepsOpen)
         XCTAssertEqual(h.request(c, "STATUS")["agents"], 0)
+    }
+
+    /// With user decisions (the default), an unprivileged subscriber of prompts is its own uid's agent: counted
+    /// apart (`user_agents`), it makes its uid's undecided `ask` a question, not everyone's.
+    func testAUsersAgentIsItsOwnUidsAgent() {
+        let h = EngineHarness(policy: policy, links: [wwan])
+        let agent = h.connect(makePeer(uid: 4, exe: "/usr/bin/netpermctl", pid: 44))
+        let (ack, snapshot) = h.subscribe(agent, "prompts")
+        XCTAssertEqual(ack["privileged"], false)
+        XCTAssertEqual(snapshot["prompts"], .array([]))
+        let status = h.request(h.connect(), "STATUS")
+        XCTAssertEqual(status["agents"], 0)
+        XCTAssertEqual(status["user_agents"], 1)
+        XCTAssertEqual(h.request(h.connect(makePeer(uid: 4, exe: "/usr/bin/x", pid: 45)), "QUERY")["reason"],
+                       "awaiting-decision", "uid 4's own agent can be asked")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["app"] }, ["d"])
+        XCTAssertEqual(h.request(h.connect(), "QUERY d")["sources"]?["wwan"], "no-agent", "nobody asks for everyone")
+        h.disconnect(agent)
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["user_agents"], 0)
     }
 
     /// Keep-open comes before any reply: a client whose input has already ended is not closed once the reply

@@ -262,7 +262,7 @@ final class EngineWaitTests: XCTestCase {
         XCTAssertEqual(prompts.first?["identity"], .object([("executable", "/usr/bin/maps"), ("unit", .null),
                                                              ("uid", 1000)]))
         XCTAssertEqual(prompts.first?["kind"], "wwan")
-        XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("metered", true), ("over", .null)]))
+        XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
         XCTAssertTrue(h.connections[maps]!.held)
         // Someone else waiting for modem by name: no prompt.
         XCTAssertEqual(h.send(h.connect(Peers.admin), "WAIT modem"), [])

@@ -62,11 +62,12 @@ final class LinkEventTests: XCTestCase {
         XCTAssertEqual(Event.link(.added, l).name.rawValue, "link")
         XCTAssertEqual(Event.app(v).name.rawValue, "app")
         XCTAssertEqual(Event.policy(generation: 1, apps: 0, error: nil).name.rawValue, "policy")
-        let p = Prompt(id: 1, app: "a", identity: nil, kind: .wwan, link: "wwan0", metered: true)
-        XCTAssertEqual([Event.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false)].map(\.topic),
-                       [.prompts, .prompts, .prompts])
-        XCTAssertEqual([Event.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false), .stopping].map(\.name.rawValue),
-                       ["prompt", "prompt-expired", "prompt-answered", "stopping"])
+        let p = Prompt(id: 1, app: "a", scope: nil, uid: 0, identity: nil, kinds: [.wwan], link: "wwan0", linkKind: .wwan,
+                       metered: true)
+        let all: [Event] = [.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false, uid: nil), .promptWithdrawn(p)]
+        XCTAssertEqual(all.map(\.topic), [.prompts, .prompts, .prompts, .prompts])
+        XCTAssertEqual((all + [.stopping]).map(\.name.rawValue),
+                       ["prompt", "prompt-expired", "prompt-answered", "prompt-withdrawn", "stopping"])
         XCTAssertNil(Event.stopping.topic, "every subscriber hears it")
     }
 }
@@ -96,7 +97,11 @@ final class SubscriptionTests: XCTestCase {
                         network: NetworkState(routedLinks: [makeLink(2, "eth0", .ethernet)]), ready: ready)
     }
 
-    private let prompt = Prompt(id: 1, app: "me", identity: nil, kind: .wwan, link: "wwan0", metered: true)
+    private let prompt = Prompt(id: 1, app: "me", scope: nil, uid: 0, identity: nil, kinds: [.wwan], link: "wwan0",
+                                linkKind: .wwan, metered: true)
+    /// The same question about uid 1000's processes (raised by one of them, user decisions on).
+    private let ownPrompt = Prompt(id: 2, app: "me", scope: 1000, uid: 1000, identity: nil, kinds: [.wwan, .metered],
+                                   link: "wwan0", linkKind: .wwan, metered: true)
 
     func testUnprivilegedSeesOnlyItsOwnApp() {
         let s = Subscription(topics: Set(Topic.allCases), privileged: false, appID: "me")
@@ -108,8 +113,32 @@ final class SubscriptionTests: XCTestCase {
         // Prompts are for the privileged, even about the subscriber's own app.
         XCTAssertFalse(s.wants(.prompt(prompt)))
         XCTAssertFalse(s.wants(.promptExpired(prompt)))
-        XCTAssertFalse(s.wants(.promptAnswered(prompt, .deny, once: true)))
+        XCTAssertFalse(s.wants(.promptAnswered(prompt, .deny, once: true, uid: nil)))
         XCTAssertFalse(s.isAgent)
+    }
+
+    /// With user decisions, an unprivileged subscriber of prompts is its uid's agent: its own uid's prompts, never
+    /// another's or everyone's; and its app as its uid has it, not as everyone's.
+    func testAUsersAgentSeesOnlyItsOwnUidsPrompts() {
+        let s = Subscription(topics: Set(Topic.allCases), privileged: false, appID: "me", ownUID: 1000)
+        XCTAssertTrue(s.isAgent)
+        for e in [Event.prompt(ownPrompt), .promptExpired(ownPrompt), .promptWithdrawn(ownPrompt),
+                  .promptAnswered(ownPrompt, .allow, once: false, uid: 1000)] {
+            XCTAssertTrue(s.wants(e), "\(e)")
+        }
+        var other = ownPrompt
+        other.scope = 1001
+        other.uid = 1001
+        XCTAssertFalse(s.wants(.prompt(other)))
+        XCTAssertFalse(s.wants(.prompt(prompt)), "everyone's prompt is for privileged agents")
+        var own = verdict("me")
+        own.uid = 1000
+        XCTAssertTrue(s.wants(.app(own)))
+        XCTAssertFalse(s.wants(.app(verdict("me"))), "everyone's verdict is not its uid's")
+        let privileged = Subscription(topics: Set(Topic.allCases), privileged: true, appID: "me")
+        XCTAssertTrue(privileged.wants(.prompt(other)))
+        XCTAssertFalse(privileged.wants(.app(own)), "a privileged subscriber hears everyone's verdicts")
+        XCTAssertFalse(Subscription(topics: Topic.defaults, privileged: false, appID: "me", ownUID: 1000).isAgent)
     }
 
     func testPrivilegedSeesEveryApp() {
@@ -189,7 +218,12 @@ final class SubscriptionTests: XCTestCase {
         let link = makeLink(4, "wwan0", .wwan, metric: 700)
         let v = verdict("me")
         let who = PeerIdentity(pid: 3, uid: 1000, gids: [], executable: "/usr/bin/q\"uote", unit: "a.service")
-        let p = Prompt(id: 7, app: "me", identity: who, kind: .wwan, link: "wwan0", metered: true)
+        let p = Prompt(id: 7, app: "me", scope: 1000, uid: 1000, identity: who, kinds: [.wwan, .metered], link: "wwan0",
+                       linkKind: .wwan, metered: true)
+        let blocked = Prompt(id: 8, app: "x", scope: nil, uid: nil, identity: nil, kinds: [.wifi], link: "wlan0",
+                             linkKind: .wifi, metered: false, blocked: true)
+        let promptFields = ["id", "app", "uid", "identity", "kind", "kinds", "link", "choices", "once_until", "timeout_sec"]
+        let head = ["id", "app", "uid", "kind", "kinds"]
         let rows: [(Event, [String])] = [
             (.link(.added, link), ["change", "link"]),
             (.link(.changed, link), ["change", "link"]),
@@ -201,11 +235,12 @@ final class SubscriptionTests: XCTestCase {
             (.policy(generation: 7, apps: 12, error: nil), ["generation", "apps", "error"]),
             (.policy(generation: 7, apps: 12, error: "/etc/netpermd/netpermd.conf:3: bad \"quoted\"\nvalue"),
              ["generation", "apps", "error"]),
-            (.prompt(p), ["id", "app", "identity", "kind", "link"]),
-            (.prompt(Prompt(id: 8, app: "x", identity: nil, kind: .wifi, link: "wlan0", metered: false)),
-             ["id", "app", "identity", "kind", "link"]),
-            (.promptExpired(p), ["id", "app", "kind"]),
-            (.promptAnswered(p, .allow, once: true), ["id", "app", "kind", "decision", "once"]),
+            (.prompt(p), promptFields),
+            (.prompt(blocked), ["id", "app", "uid", "identity", "kind", "kinds", "link", "source", "choices", "once_until",
+                                "timeout_sec"]),
+            (.promptExpired(p), head),
+            (.promptAnswered(p, .allow, once: true, uid: 1000), head + ["decision", "once", "for_uid"]),
+            (.promptWithdrawn(p), head + ["why"]),
             (.stopping, []),
         ]
         var s = Subscription(topics: Set(Topic.allCases), privileged: true, appID: "me")
@@ -220,12 +255,17 @@ final class SubscriptionTests: XCTestCase {
         let policy = try members(line(&s, .policy(generation: 7, apps: 1, error: "a \"b\"\nc")))
         XCTAssertEqual(policy[4].1, "a \"b\"\nc")
         let prompt = try members(line(&s, .prompt(p)))
-        XCTAssertEqual(prompt[4].1, .object([("executable", "/usr/bin/q\"uote"), ("unit", "a.service"), ("uid", 1000)]))
-        XCTAssertEqual(prompt[6].1, .object([("name", "wwan0"), ("metered", true), ("over", .null)]))
-        let named = try members(line(&s, .prompt(Prompt(id: 8, app: "x", identity: nil, kind: .wifi, link: "w",
-                                                        metered: false))))
-        XCTAssertEqual(named[4].1, .null, "a prompt without an asker's identity")
-        let answered = try members(line(&s, .promptAnswered(p, .deny, once: false)))
-        XCTAssertEqual(answered.dropFirst(2).map(\.1), [7, "me", "wwan", "deny", false] as [JSON])
+        XCTAssertEqual(prompt[5].1, .object([("executable", "/usr/bin/q\"uote"), ("unit", "a.service"), ("uid", 1000)]))
+        XCTAssertEqual(prompt[7].1, .array(["wwan", "metered"]))
+        XCTAssertEqual(prompt[8].1, .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
+        XCTAssertEqual(prompt[9].1, .array([.object([("choice", "allow"), ("label", "Allow")]),
+                                            .object([("choice", "deny"), ("label", "Wi-Fi only")]),
+                                            .object([("choice", "once"), ("label", "Allow once")])]))
+        XCTAssertEqual(prompt[10].1, "until netpermd restarts or its policy changes")
+        let named = try members(line(&s, .prompt(blocked)))
+        XCTAssertEqual(named[5].1, .null, "a prompt without an asker's identity")
+        XCTAssertEqual(named[4].1, .null, "nor a socket's uid")
+        let answered = try members(line(&s, .promptAnswered(p, .deny, once: false, uid: nil)))
+        XCTAssertEqual(answered.dropFirst(2).map(\.1), [7, "me", 1000, "wwan", .array(["wwan", "metered"]), "deny", false, .null] as [JSON])
     }
 }

@@ -166,7 +166,7 @@ final class PolicyTests: XCTestCase {
 
     func testUnknownKeyInDefaults() throws {
         assertWarning("[Defaults]\nWiFi=deny\n\nBogus=yes\n", line: 4, "[Defaults]: unknown key 'Bogus' (expected WiFi=, "
-            + "WWAN=, Ethernet=, Other=, Metered=, AdminGroup=, PromptTimeoutSec= or MeteredBudget=); ignored")
+            + "WWAN=, Ethernet=, Other=, Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions= or MeteredBudget=); ignored")
         // Keys are case-sensitive, and the warning says which key was meant.
         assertWarning("[Defaults]\nwifi=allow\n", line: 2,
                       "[Defaults]: unknown key 'wifi' (did you mean WiFi=? keys are case-sensitive); ignored")

@@ -68,7 +68,7 @@ final class RequestParserTests: XCTestCase {
             (.unknownVerb, "unknown-verb"), (.badArguments, "bad-arguments"), (.permissionDenied, "permission-denied"),
             (.notFound, "not-found"), (.notReady, "not-ready"), (.policyInvalid, "policy-invalid"),
             (.noIdentity, "no-identity"), (.timeout, "timeout"), (.internalError, "internal"),
-            (.tooManyConnections, "too-many-connections"),
+            (.tooManyConnections, "too-many-connections"), (.tooManyDecisions, "too-many-decisions"),
         ]
         for (code, raw) in expected { XCTAssertEqual(code.rawValue, raw) }
         XCTAssertEqual(expected.count, ErrorCode.allCases.count, "a new code needs its row here")

@@ -405,6 +405,43 @@ final class RulesetTests: XCTestCase {
     /// deepest first before the system units' and the uid's, so a user unit whose app allows goes on to its uid's
     /// verdict (a user cannot name a unit out of `User=`'s WWAN=deny). A system unit's allow accepts, as before.
     /// `netpermctl run` scopes are their app's whatever its keys, at either manager.
+    /// A user's own decision reaches that uid's sockets only: its uid element, and its own units' elements; another
+    /// uid of the same app keeps the app's (still asked), and a system unit's sockets (anyone's) keep the app's.
+    func testAUidsOwnDecisionIsItsElementsOnly() throws {
+        let home = "user.slice/user-1000.slice/user@1000.service"
+        let cgroups = UnitCgroups(nftRoot: "", units: [
+            UnitCgroup(path: home + "/app.slice/app-maps-1.scope", level: 5, unit: "app-maps-1.scope", id: 51, user: true),
+            UnitCgroup(path: "user.slice/user-1001.slice/user@1001.service/app.slice/app-maps-2.scope", level: 5,
+                       unit: "app-maps-2.scope", id: 52, user: true),
+            UnitCgroup(path: "system.slice/maps.service", level: 2, unit: "maps.service", id: 21),
+        ])
+        let config = try parsePolicy("""
+            [App maps]
+            User=1000 1001
+            Unit=maps.service
+            UserUnit=app-maps-*.scope
+            WWAN=ask
+            """)
+        var own = config.permissions(for: config.apps[0])
+        own.wwan = .allow
+        let r = Ruleset.build(apps: config.apps, permissions: { config.permissions(for: $0) },
+                              ownPermissions: { _, uid in uid == 1000 ? own : nil }, links: [Links.lo, Links.wwan],
+                              cgroups: cgroups)
+        func map(_ name: String) -> [String] {
+            r.maps.first { $0.name == name }?.elements.map(\.text) ?? ["(no map \(name))"]
+        }
+        let ask = try XCTUnwrap(r.askChains.first?.name)
+        XCTAssertEqual(map("uid_wwan"), ["1001 : goto \(ask)"], "uid 1000 allowed itself: no element")
+        XCTAssertEqual(map("user5_wwan"), ["\"user.slice/user-1001.slice/user@1001.service/app.slice/app-maps-2.scope\" : goto \(ask)"])
+        XCTAssertEqual(map("unit2_wwan"), ["\"system.slice/maps.service\" : goto \(ask)"], "a system unit keeps the app's")
+        XCTAssertEqual(r.pendingChains, 1, "the app's one chain, for the uids still asked")
+        // And steering marks what the uid itself allows.
+        let plan = SteeringPlan.build(ruleset: r, apps: config.apps, permissions: { config.permissions(for: $0) },
+                                      ownPermissions: { _, uid in uid == 1000 ? own : nil }, links: [Links.wwan])
+        XCTAssertNil(plan.uidMarks[1000], "uid 1000 may use every link")
+        XCTAssertNotNil(plan.uidMarks[1001])
+    }
+
     func testUserUnitsOnlyNarrow() throws {
         let home = "user.slice/user-1000.slice/user@1000.service"
         let run = RunScope.unitName(app: "tool", tag: "77")!

@@ -252,7 +252,7 @@ final class VerdictTrackerTests: XCTestCase {
         [App f]
         User=6
         """)
-        let events = byApp(t.reset(state: try state(links, config: changed), extra: [curl]))
+        let events = byApp(t.reset(state: try state(links, config: changed), extra: [(curl, nil)]))
         XCTAssertEqual(Set(events.keys), ["a", "b"])
         XCTAssertEqual(events["a"]?.permissions.wifi, .ask)
         XCTAssertEqual(events["b"]?.reason, .denied)
@@ -269,7 +269,7 @@ final class VerdictTrackerTests: XCTestCase {
     func testExtraDoesNotReplaceAPolicyApp() throws {
         var t = VerdictTracker()
         let s = try state([eth, wwan])
-        _ = t.reset(state: s, extra: [AppMatch(id: "b", matchedBy: .defaults, app: nil)])
+        _ = t.reset(state: s, extra: [(AppMatch(id: "b", matchedBy: .defaults, app: nil), nil)])
         XCTAssertEqual(t.verdict("b")?.matchedBy, .name)
         XCTAssertEqual(t.verdict("b")?.permissions.wwan, .deny)
         XCTAssertEqual(t.all.count, 5)

@@ -117,7 +117,7 @@ final class FakeRules: RuleLoading {
     /// answer (the kernel refusing what those transactions name).
     var during: ([String]) -> String? = { _ in nil }
     var repairFailed: (String) -> Void = { _ in }
-    var blocked: (String, PolicyDimension) -> Void = { _, _ in }
+    var blocked: (String, PolicyDimension, UInt32?, Int32?) -> Void = { _, _, _, _ in }
     func load(_ transactions: [String], inForce: String) -> String? {
         loaded.append(transactions)
         if let refused = during(transactions) { return refused }

@@ -6,7 +6,7 @@ import XCTest
 final class NflogMessagesTests: XCTestCase {
     // (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET, and attribute numbers.
     static let packet: UInt16 = 4 << 8, config: UInt16 = 4 << 8 | 1
-    static let packetHeader: UInt16 = 1, mark: UInt16 = 2, prefix: UInt16 = 10
+    static let packetHeader: UInt16 = 1, mark: UInt16 = 2, outdev: UInt16 = 5, prefix: UInt16 = 10, uid: UInt16 = 11
 
     private func le<T: FixedWidthInteger>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v.littleEndian) { Array($0) } }
     private func attr(_ type: UInt16, _ payload: [UInt8]) -> [UInt8] {
@@ -18,13 +18,23 @@ final class NflogMessagesTests: XCTestCase {
         let body: [UInt8] = [2, 0, 0x6E, 0x70] + attributes.flatMap { $0 }
         return le(UInt32(16 + body.count)) + le(type) + le(UInt16(0)) + le(UInt32(0)) + le(UInt32(0)) + body
     }
-    private func prefixes(_ bytes: [UInt8]) -> [String] { bytes.withUnsafeBytes { NflogReader.prefixes(in: $0) } }
+    private func packets(_ bytes: [UInt8]) -> [NflogReader.Packet] { bytes.withUnsafeBytes { NflogReader.packets(in: $0) } }
+    private func prefixes(_ bytes: [UInt8]) -> [String] { packets(bytes).map(\.prefix) }
 
     func testPrefixOfEachPacket() {
         let a = message(Self.packet, [attr(Self.packetHeader, [0x08, 0x00, 3, 0]), attr(Self.mark, [0, 0, 0, 7]),
                                       attr(Self.prefix, Array("netpermd:maps:wwan".utf8) + [0])])
         let b = message(Self.packet, [attr(Self.prefix, Array("netpermd:nav:wifi".utf8) + [0])])
         XCTAssertEqual(prefixes(a + b), ["netpermd:maps:wwan", "netpermd:nav:wifi"])
+    }
+
+    /// The socket's owner and the output interface, big-endian, wherever they come among the attributes.
+    func testUidAndOutputInterface() {
+        let a = message(Self.packet, [attr(Self.uid, [0, 0, 0x03, 0xE8]), attr(Self.prefix, Array("netpermd:maps:wwan".utf8) + [0]),
+                                      attr(Self.outdev, [0, 0, 0, 7])])
+        let b = message(Self.packet, [attr(Self.prefix, Array("netpermd:nav:wifi".utf8) + [0])])
+        XCTAssertEqual(packets(a + b), [NflogReader.Packet(prefix: "netpermd:maps:wwan", uid: 1000, outIndex: 7),
+                                        NflogReader.Packet(prefix: "netpermd:nav:wifi")])
     }
 
     /// Not a packet, no prefix, a truncated message or attribute: nothing, and no read past the end.

@@ -124,8 +124,11 @@ public struct Ruleset: Equatable, Sendable {
 
     /// One app's permissions are looked up through `permissions` (the policy's, with decisions applied): only
     /// `allow` passes; `deny` and `ask` are rejected, and an undecided `ask` is logged first (rate-limited) to
-    /// `logGroup`, so that the daemon can raise the prompt.
-    public static func build(apps: [AppPolicy], permissions: (AppPolicy) -> PermissionSet, links: [Link],
+    /// `logGroup`, so that the daemon can raise the prompt. A uid's element, and a unit of that uid's own manager,
+    /// take `ownPermissions` instead where it says something: a user's decisions for their own processes, which
+    /// only that uid's sockets get (a system unit's sockets can be anyone's, so it keeps the app's).
+    public static func build(apps: [AppPolicy], permissions: (AppPolicy) -> PermissionSet,
+                             ownPermissions: (AppPolicy, UInt32) -> PermissionSet? = { _, _ in nil }, links: [Link],
                              cgroups: UnitCgroups) -> Ruleset {
         let linkPart = LinkPart(links)
         let owners = Owners(apps: apps, cgroups: cgroups)
@@ -133,7 +136,14 @@ public struct Ruleset: Equatable, Sendable {
         let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner, appIndex = owners.appIndex
         // What each owning app may do, computed once per app.
         var perms: [Int: PermissionSet] = [:]
-        func permission(_ i: Int, _ k: PolicyDimension) -> Permission {
+        var ownPerms: [UInt64: PermissionSet?] = [:]
+        func permission(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> Permission {
+            if let uid {
+                let key = UInt64(i) << 32 | UInt64(uid)
+                let own = ownPerms[key] ?? ownPermissions(apps[i], uid)
+                ownPerms[key] = own
+                if let own { return own[k] }
+            }
             let p = perms[i] ?? permissions(apps[i])
             perms[i] = p
             return p[k]
@@ -143,8 +153,8 @@ public struct Ruleset: Equatable, Sendable {
         var askSeen: Set<AskChain.ID> = []
         // Each app's tag (ConnectionTags) names its connections and its pending chains, whatever its place.
         let tags = ConnectionTags.assign(apps.map(\.id))
-        func reject(_ i: Int, _ k: PolicyDimension) -> MapVerdict {
-            guard permission(i, k) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
+        func reject(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> MapVerdict {
+            guard permission(i, k, uid: uid) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
             let id = AskChain.ID(tag: tags[apps[i].id]!, kind: k)
             if askSeen.insert(id).inserted { askChains.append(AskChain(id: id, prefix: prefix)) }
             return .ask(id)
@@ -161,7 +171,7 @@ public struct Ruleset: Equatable, Sendable {
         for k in dimensions {
             maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: sortedUIDs.compactMap { uid in
                 let app = uidOwner[uid]!
-                return permission(app, k) == .allow ? nil : MapElement(key: .uid(uid), verdict: reject(app, k))
+                return permission(app, k, uid: uid) == .allow ? nil : MapElement(key: .uid(uid), verdict: reject(app, k, uid: uid))
             }))
         }
         // A user's unit names only what it takes away: where its app allows, the packet goes on to its uid's verdict.
@@ -169,7 +179,9 @@ public struct Ruleset: Equatable, Sendable {
             let owned = cgroupOwner.filter { $0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
                 maps.append(VerdictMap(name: "user\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.compactMap {
-                    permission($0.app, k) == .allow ? nil : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k))
+                    let uid = UnitOwner.userUID(path: $0.cgroup.path)
+                    return permission($0.app, k, uid: uid) == .allow ? nil
+                        : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k, uid: uid))
                 }))
             }
         }

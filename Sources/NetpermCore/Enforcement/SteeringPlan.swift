@@ -70,11 +70,14 @@ public struct SteeringPlan: Equatable, Sendable {
     }
 
     /// Owners as the ruleset found them (the first `[App]` naming a uid or unit cgroup), so steering and blocking
-    /// agree on who is who.
+    /// agree on who is who, and permissions as it took them (`ownPermissions`: a uid's own decisions, for its uid
+    /// and its own units).
     public static func build(ruleset: Ruleset, apps: [AppPolicy], permissions: (AppPolicy) -> PermissionSet,
+                             ownPermissions: (AppPolicy, UInt32) -> PermissionSet? = { _, _ in nil },
                              links: [Link]) -> SteeringPlan {
         var allowance: [Int: Allowance] = [:]
-        func of(_ i: Int) -> Allowance {
+        func of(_ i: Int, uid: UInt32? = nil) -> Allowance {
+            if let uid, let own = ownPermissions(apps[i], uid) { return Allowance(own) }
             if let a = allowance[i] { return a }
             let a = Allowance(permissions(apps[i]))
             allowance[i] = a
@@ -83,17 +86,17 @@ public struct SteeringPlan: Equatable, Sendable {
         var plan = SteeringPlan()
         var used: Set<Allowance> = []
         for u in ruleset.unitOwners {
-            var a = of(u.app)
+            var a = of(u.app, uid: u.userUID)
             if let uid = u.userUID {
                 // A user's own unit only narrows (Ruleset): where it allows, the uid's allowance still holds.
-                a = Allowance(bits: a.bits & (ruleset.uidOwners[uid].map { of($0).bits } ?? Allowance.everything.bits))
+                a = Allowance(bits: a.bits & (ruleset.uidOwners[uid].map { of($0, uid: uid).bits } ?? Allowance.everything.bits))
                 guard a != .everything else { continue }
             }
             plan.cgroupMarks[u.id] = a == .everything ? 0 : a.mark
             if a != .everything { used.insert(a) }
         }
         for (uid, i) in ruleset.uidOwners {
-            let a = of(i)
+            let a = of(i, uid: uid)
             guard a != .everything else { continue }
             plan.uidMarks[uid] = a.mark
             used.insert(a)

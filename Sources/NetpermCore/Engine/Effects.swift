@@ -58,6 +58,11 @@ public enum Effect: Equatable, Sendable {
     /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another
     /// process changes the table. A whole ruleset replacing a table in force is loaded as `Ruleset.handover` says.
     case loadRules([String], report: Bool, inForce: String)
+    /// Tell with `Input.exited` when this process exits (at once if it has already): a prompt it asked is withdrawn
+    /// once nobody who asked is left.
+    case watchExit(Int32)
+    /// No prompt needs to know of the process's exit any more.
+    case unwatchExit(Int32)
     /// Read the usage table's counters and quota objects, then report with `Input.usageRead`.
     case readUsage
     /// Write the usage totals to the state directory (atomically), then report with `Input.usageSaved`.
@@ -87,6 +92,8 @@ extension Effect {
         case .notify: return "notifying the service manager"
         case .log: return "a log line"
         case .loadRules: return "loading the rules"
+        case .watchExit: return "watching an asker"
+        case .unwatchExit: return "no longer watching an asker"
         case .readUsage: return "reading the usage counters"
         case .saveUsage: return "writing the usage totals"
         case .loadUsageRules: return "loading the counting rules"

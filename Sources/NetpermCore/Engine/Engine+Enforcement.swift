@@ -87,7 +87,7 @@ extension Engine {
                 r = last.withLinks(state.network.links)
             } else {
                 enforcement.fullBuilds += 1
-                r = Ruleset.build(apps: state.config.apps, permissions: enforcedPermissions,
+                r = Ruleset.build(apps: state.config.apps, permissions: enforcedPermissions, ownPermissions: ownPermissions,
                                   links: state.network.links, cgroups: enforcement.cgroups)
             }
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
@@ -130,7 +130,12 @@ extension Engine {
     /// the rules' denial would also drop the reset the kernel sends a peer whose connection the budget ended
     /// (docs/USAGE.md).
     func enforcedPermissions(_ app: AppPolicy) -> PermissionSet {
-        var p = state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
+        budgetDenied(state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions, app)
+    }
+
+    /// `p` with metered links denied in Mode=steer while the app's budget is used up.
+    func budgetDenied(_ p: PermissionSet, _ app: AppPolicy) -> PermissionSet {
+        var p = p
         if state.config.enforcement == .steer, state.exhausted.contains(app.id), p.metered != .deny { p.metered = .deny }
         return p
     }
@@ -213,6 +218,12 @@ extension Engine {
         enforcement.stale = 0
         setEnforcement(text == Ruleset.removal ? .removing(failures: failures) : .loading(failures: failures))
         out.append(.loadRules([text], report: true, inForce: text))
+    }
+
+    /// A uid's own decisions for an app, for its sockets in the rules (nil: it has none, or users do not decide).
+    func ownPermissions(_ app: AppPolicy, _ uid: UInt32) -> PermissionSet? {
+        guard state.config.userDecisions, state.decisions.hasOwn(app.id, uid: uid) else { return nil }
+        return budgetDenied(state.decisions.apply(to: state.config.permissions(for: app), app: app.id, uid: uid).permissions, app)
     }
 
     /// Whether an app's permissions are in force in the kernel.

@@ -20,14 +20,23 @@ extension Engine {
         }
     }
 
-    /// One prompt per app and kind, to the agents; with none, the app is denied those kinds and the log says so
-    /// once per app and kind until an agent comes (a headless device must not fill its log).
+    /// One prompt per app and scope (its pending kinds together), to the agents that may answer it; a process of
+    /// the app asking while it is open joins its askers. With no agent for the scope, the app is denied those kinds
+    /// and the log says so once per app and kind until an agent comes (a headless device must not fill its log).
     func raisePrompts(_ v: Verdict, identity: PeerIdentity?) {
-        guard state.agents > 0 else {
+        guard state.hasAgent(for: v.uid) else {
             for kind in v.unaskedKinds { logUnasked(app: v.app, kind: kind, blocked: false) }
             return
         }
-        for p in state.prompts.raise(for: v, identity: identity, network: state.network) { sendPrompt(p) }
+        if let open = state.prompts.find(app: v.app, scope: v.uid) {
+            if let pid = identity?.pid, state.prompts.join(id: open.id, asker: pid) { watchAsker(pid) }
+            return
+        }
+        guard let p = state.prompts.raise(for: v, scope: v.uid, uid: identity?.uid, identity: identity,
+                                          network: state.network, timeoutSec: state.config.promptTimeoutSec)
+        else { return }
+        for pid in p.askers { watchAsker(pid) }
+        sendPrompt(p)
     }
 
     /// Once per app and kind until an agent comes, and for at most `unaskedLogLimit` of them.
@@ -44,29 +53,91 @@ extension Engine {
     }
 
     func sendPrompt(_ p: Prompt) {
-        log(.info, "\(p.app) wants to use \(p.kind.rawValue) via \(p.link)\(p.over.map { " over " + $0 } ?? "")"
-            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(state.agents) agent(s)")
+        let agents = sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count
+        log(.info, "\(p.app) wants to use \(p.kinds.map(\.rawValue).joined(separator: " and ")) via \(p.link)"
+            + (p.over.map { " over " + $0 } ?? "") + (p.uid.map { " (uid \($0))" } ?? "")
+            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(agents) agent(s)")
         pendingEvents.append(.prompt(p))
-        _ = armTimer(.promptExpiry(promptID: p.id), microseconds: UInt64(state.config.promptTimeoutSec) * 1_000_000)
+        _ = armTimer(.promptExpiry(promptID: p.id), microseconds: UInt64(p.timeoutSec) * 1_000_000)
     }
 
-    /// The kernel rejected a packet of an app whose kind is pending (Mode=block logs them, at most 5
-    /// a second per app and kind): the prompt is raised as if the app had asked. Nothing when the kind is no
-    /// longer pending (decided, or the policy changed since the rules were loaded), a prompt is open, or one for
-    /// it expired less than `blockedQuietSec` ago: a packet never raises more than one prompt.
-    func blocked(app id: String, kind: PolicyDimension) {
-        guard let app = state.config.app(named: id),
-              state.decisions.apply(to: state.config.permissions(for: app), app: id).permissions[kind] == .ask
-        else {
+    /// Whose decision a rejected packet of `uid`'s socket asks for: that uid's own when users decide for their
+    /// apps (not root's nor the daemon's, which decide for everyone), else everyone's.
+    func blockedScope(_ uid: UInt32?) -> UInt32? {
+        guard state.config.userDecisions, let uid, uid != 0, uid != settings.daemonUID else { return nil }
+        return uid
+    }
+
+    /// The kernel rejected a packet of an app whose kind is pending (Mode=block logs them, at most 5 a second per
+    /// app and kind): the prompt is raised as if the app had asked, about every undecided `ask` that keeps it off
+    /// the packet's link. Nothing when the kind is no longer pending for the socket's uid (decided, or the policy
+    /// changed since the rules were loaded), a prompt is open (it is marked as raised by rejected traffic too), or
+    /// one for it expired less than `blockedQuietSec` ago: a packet never raises more than one prompt.
+    func blocked(app id: String, kind: PolicyDimension, uid: UInt32?, ifindex: Int32?) {
+        let scope = blockedScope(uid)
+        guard let app = state.config.app(named: id) else {
+            log(.debug, "enforcement: a rejected packet of \(id) (\(kind.rawValue)), which is not in the policy")
+            return
+        }
+        let permissions = state.decisions.apply(to: state.config.permissions(for: app), app: id, uid: scope).permissions
+        guard permissions[kind] == .ask else {
             log(.debug, "enforcement: a rejected packet of \(id) (\(kind.rawValue)), which is not pending")
             return
         }
-        guard state.agents > 0 else { return logUnasked(app: id, kind: kind, blocked: true) }
-        let key = "\(id) \(kind.rawValue)"
-        guard !quietBlocked.contains(key),
-              let p = state.prompts.raise(app: id, kind: kind, identity: nil, network: state.network, blocked: true)
+        guard state.hasAgent(for: scope) else { return logUnasked(app: id, kind: kind, blocked: true) }
+        if let open = state.prompts.find(app: id, scope: scope) { return state.prompts.markBlocked(id: open.id) }
+        guard !quietBlocked.contains(Self.quietKey(id, scope)),
+              let p = state.prompts.raiseBlocked(app: id, kind: kind, link: ifindex.flatMap { state.network.link(index: $0) },
+                                                 permissions: permissions, scope: scope, uid: uid, network: state.network,
+                                                 timeoutSec: state.config.promptTimeoutSec)
         else { return }
         sendPrompt(p)
+    }
+
+    /// "app scope": what the quiet after an expiry is per.
+    static func quietKey(_ app: String, _ scope: UInt32?) -> String { "\(app) \(scope.map { String($0) } ?? "*")" }
+
+    // MARK: - The processes that asked
+
+    func watchAsker(_ pid: Int32) {
+        watchedAskers[pid, default: 0] += 1
+        if watchedAskers[pid] == 1 { out.append(.watchExit(pid)) }
+    }
+
+    /// A prompt closed (answered, expired, withdrawn): its timer goes, and its askers are watched no more for it.
+    func promptClosed(_ p: Prompt) {
+        for (t, purpose) in timers {
+            if case .promptExpiry(p.id) = purpose { cancelTimer(t) }
+        }
+        for pid in p.askers {
+            guard let n = watchedAskers[pid] else { continue }
+            if n > 1 {
+                watchedAskers[pid] = n - 1
+            } else {
+                watchedAskers[pid] = nil
+                out.append(.unwatchExit(pid))
+            }
+        }
+    }
+
+    /// A process that asked has exited: a prompt nobody else asked (and no rejected packet raised) is withdrawn,
+    /// so an agent stops showing a question whose asker has gone.
+    func askerExited(_ pid: Int32) {
+        guard watchedAskers.removeValue(forKey: pid) != nil else { return }
+        for p in state.prompts.askerExited(pid) {
+            log(.info, "prompt \(p.id) for \(p.app) withdrawn: pid \(pid), which asked, has exited")
+            promptClosed(p)
+            pendingEvents.append(.promptWithdrawn(p))
+        }
+    }
+
+    /// A decision answers the app's open prompts about its kinds: for everyone (`scope` nil), every scope's;
+    /// else that uid's own.
+    func closeAnswered(app: String, kinds: [PolicyDimension], scope: UInt32?, _ p: Permission, once: Bool) {
+        for prompt in state.prompts.close(app: app, kinds: kinds, scope: scope, everyone: scope == nil) {
+            promptClosed(prompt)
+            pendingEvents.append(.promptAnswered(prompt, p, once: once, uid: scope))
+        }
     }
 }
 

@@ -7,6 +7,8 @@ struct MetricCounters {
     var promptsRaised = 0, promptsRaisedByPackets = 0
     var promptsAnswered: [Permission: Int] = [:]
     var promptsExpired = 0
+    /// Prompts whose askers had all exited before an answer.
+    var promptsWithdrawn = 0
     var reloadFailures = 0
     var ruleLoads = 0, ruleLoadFailures = 0
     /// Wall-clock seconds: when the daemon became ready, and when the rules now in force took effect.
@@ -18,8 +20,9 @@ struct MetricCounters {
         for e in events {
             switch e {
             case let .prompt(p): if p.blocked { promptsRaisedByPackets += 1 } else { promptsRaised += 1 }
-            case let .promptAnswered(_, decision, _): promptsAnswered[decision, default: 0] += 1
+            case let .promptAnswered(_, decision, _, _): promptsAnswered[decision, default: 0] += 1
             case .promptExpired: promptsExpired += 1
+            case .promptWithdrawn: promptsWithdrawn += 1
             case let .policy(_, _, error): if error != nil { reloadFailures += 1 }
             case .link, .app, .usage, .stopping: break
             }
@@ -81,14 +84,19 @@ extension Engine {
         for p in [Permission.allow, .deny] { m.sample(c.promptsAnswered[p] ?? 0, ["decision": p.rawValue]) }
         m.family("netpermd_prompts_expired_total", .counter, "Prompts that expired unanswered.")
         m.sample(c.promptsExpired)
+        m.family("netpermd_prompts_withdrawn_total", .counter, "Prompts withdrawn: every process that asked had exited.")
+        m.sample(c.promptsWithdrawn)
         m.family("netpermd_prompts_open", .gauge, "Prompts waiting for an answer now.")
         m.sample(state.prompts.open.count)
-        m.family("netpermd_agents", .gauge, "Agents subscribed to prompts now.")
-        m.sample(state.agents)
+        m.family("netpermd_agents", .gauge, "Agents subscribed to prompts now: privileged ones, for everyone, and users' own.")
+        m.sample(state.agents, ["for": "everyone"])
+        m.sample(state.userAgents.values.reduce(0, +), ["for": "user"])
         m.family("netpermd_decisions", .gauge, "Stored decisions (an app and a kind each), lasting or until the policy changes (once), by decision.")
-        for (source, table) in [("lasting", state.decisions.lasting), ("once", state.decisions.once)] {
+        let entries = state.decisions.entries()
+        for (source, once, users) in [("lasting", false, false), ("once", true, false), ("user-lasting", false, true),
+                                      ("user-once", true, true)] {
             for p in [Permission.allow, .deny] {
-                let n = table.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + ($1 == p ? 1 : 0) } }
+                let n = entries.reduce(0) { $0 + ($1.once == once && ($1.uid != nil) == users && $1.decision == p ? 1 : 0) }
                 m.sample(n, ["source": source, "decision": p.rawValue])
             }
         }

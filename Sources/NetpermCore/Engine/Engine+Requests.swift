@@ -25,9 +25,13 @@ extension Engine {
         guard r.args.count <= r.verb.maxArgs else {
             return replyError(id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
         }
-        if r.verb.isPrivileged && !caller.privileged {
+        switch r.verb.access {
+        case .anyone: break
+        case .privileged, .ownUID:
+            guard !caller.privileged, r.verb.access == .privileged || caller.ownUID == nil else { break }
             return replyError(id, ProtocolError(.permissionDenied, "\(r.verb.rawValue.uppercased()) needs root or "
-                + "membership of group \(ConfigError.quote(state.config.adminGroup))"))
+                + "membership of group \(ConfigError.quote(state.config.adminGroup))"
+                + (r.verb.access == .ownUID ? " ([Defaults] UserDecisions=no: users do not decide for their own apps)" : "")))
         }
         switch r.verb {
         case .ping:
@@ -51,11 +55,12 @@ extension Engine {
             case let .success(m): match = m
             }
             let own = caller.owns(match)
-            var v = verdict(for: match)
+            var v = verdict(for: match, uid: own ? caller.ownUID : nil)
             if own { v.enforcement = ownEnforcement(v.enforcement, caller) }
             let range = reply(id) { w in
                 w.field("ok", true)
                 v.write(to: &w)
+                if caller.privileged { writeUserDecisions(of: match.id, to: &w) }
                 if own { w.object("identity") { caller.identity.write(to: &$0) } }
             }
             if own && v.wantsAsking {
@@ -72,7 +77,10 @@ extension Engine {
         case .apps:
             return reply(id) { w in
                 w.field("ok", true)
-                w.objects("apps", state.config.apps) { verdict(for: AppMatch(id: $1.id, matchedBy: .name, app: $1)).write(to: &$0) }
+                w.objects("apps", state.config.apps) {
+                    verdict(for: AppMatch(id: $1.id, matchedBy: .name, app: $1)).write(to: &$0)
+                    writeUserDecisions(of: $1.id, to: &$0)
+                }
             }
         case .reload:
             out.append(.hold(id))
@@ -81,9 +89,16 @@ extension Engine {
         case .prompts:
             return reply(id) { w in
                 w.field("ok", true)
-                w.objects("prompts", state.prompts.open) { $1.write(to: &$0) }
+                w.objects("prompts", state.prompts.open.filter { caller.mayAnswer($0) }) { $1.write(to: &$0) }
             }
-        case .decide, .forget:
+        case .decisions:
+            return reply(id) { w in
+                w.field("ok", true)
+                w.objects("decisions", state.decisions.entries(onlyUID: caller.privileged ? nil : caller.ownUID)) {
+                    $1.write(to: &$0)
+                }
+            }
+        case .decide, .forget, .answer:
             if storing != nil {
                 // A decision is being written: this one waits its turn, so that it starts from that one's result.
                 out.append(.hold(id))
@@ -134,6 +149,7 @@ extension Engine {
         w.field("version", DaemonState.version)
         w.field("ready", state.ready)
         w.field("agents", state.agents)
+        w.field("user_agents", state.userAgents.values.reduce(0, +))
         w.field("links", net.links.count)
         w.field("available", net.available)
         w.field("primary", primary?.name)
@@ -219,17 +235,18 @@ extension Engine {
         case let .failure(e): replyError(session.id, e); return
         case let .success(m): match = m
         }
-        let v = verdict(for: match)
+        let own = session.caller.owns(match)
+        let uid = own ? session.caller.ownUID : nil
+        let v = verdict(for: match, uid: uid)
         if v.available {
             reply(session.id) { $0.field("ok", true); v.write(to: &$0) }
             return
         }
-        let own = session.caller.owns(match)
         log(.debug, "pid \(session.identity.pid) waits for \(own ? "its own app " : "")\(match.id)"
             + (timeout.map { " (up to \($0 / 1000) ms)" } ?? ""))
-        tracker.track(match, state: state)
+        trackOwn(match, uid: uid)
         let timer = timeout.map { armTimer(.waitTimeout(session.id), microseconds: $0) }
-        changeListening(session) { session.waiting = Waiting(match: match, timer: timer, own: own) }
+        changeListening(session) { session.waiting = Waiting(match: match, timer: timer, own: own, uid: uid) }
         out.append(.hold(session.id))
         if own, v.wantsAsking { raisePrompts(v, identity: session.identity) }
     }
@@ -240,7 +257,7 @@ extension Engine {
         guard let w = session.waiting else { return }
         if let t = w.timer { cancelTimer(t) }
         changeListening(session) { session.waiting = nil }
-        untrackIfUnwanted([w.match.id])
+        untrackIfUnwanted([TrackedApp(w.match.id)] + (w.uid.map { [TrackedApp(w.match.id, uid: $0)] } ?? []))
         if let failed {
             replyError(session.id, failed)
         } else if let v = timedOut {
@@ -249,7 +266,7 @@ extension Engine {
                 v.write(to: &out)
             }
         } else {
-            let v = verdict(for: w.match)
+            let v = verdict(for: w.match, uid: w.uid)
             reply(session.id) { $0.field("ok", true); v.write(to: &$0) }
         }
         out.append(.resume(session.id))
@@ -257,7 +274,7 @@ extension Engine {
 
     func answerWaiters() {
         for session in orderedSessions(where: { $0.waiting != nil }) {
-            guard let w = session.waiting, verdict(for: w.match).available else { continue }
+            guard let w = session.waiting, verdict(for: w.match, uid: w.uid).available else { continue }
             finishWait(session)
         }
     }
@@ -271,24 +288,27 @@ extension Engine {
         case let .success(t): topics = t
         }
         let caller = session.caller
-        if topics.contains(.prompts) && !caller.privileged {
+        if topics.contains(.prompts) && !caller.privileged && caller.ownUID == nil {
             replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
-                + "\(ConfigError.quote(state.config.adminGroup)) may subscribe to prompts"))
+                + "\(ConfigError.quote(state.config.adminGroup)) may subscribe to prompts ([Defaults] UserDecisions=no: "
+                + "users do not answer for their own apps)"))
             return
         }
         // SUBSCRIBE again replaces the topics; seq keeps counting the connection's events.
         var sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id,
-                               continuing: session.subscription)
+                               ownUID: caller.ownUID, continuing: session.subscription)
         // Before any reply: a client whose input has already ended must not be closed once they are sent.
         out.append(.keepOpenAfterInputEnds(session.id))
         // A first agent changes verdicts: the other subscribers hear it as events, this one in its snapshot.
-        let others = state.agents - (session.isAgent ? 1 : 0)
-        setAgents(others + (sub.isAgent ? 1 : 0))
+        var agents = countAgents()
+        if session.isAgent { Self.count(session.subscription!, into: &agents, by: -1) }
+        if sub.isAgent { Self.count(sub, into: &agents, by: 1) }
+        setAgents(agents)
         settle()
         // The events settle() just sent went to the old subscription and were counted there: go on from them.
         sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id,
-                           continuing: session.subscription)
-        tracker.track(caller.match, state: state)
+                           ownUID: caller.ownUID, continuing: session.subscription)
+        trackOwn(caller.match, uid: caller.ownUID)
         reply(session.id) { w in
             w.field("ok", true)
             w.field("subscribed", strings: Topic.allCases.filter(topics.contains).lazy.map(\.rawValue))
@@ -310,11 +330,11 @@ extension Engine {
     func writeState(for sub: Subscription, to w: inout JSONWriter) {
         if sub.topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
         if sub.topics.contains(.apps) || sub.topics.contains(.own) {
-            w.objects("apps", tracker.all.filter { sub.hears(app: $0.app) }) {
-                withEnforcement($1, .name).write(to: &$0, matchedBy: false)
-            }
+            // Its own app as its uid has it, where it decides for its own uid.
+            let apps = tracker.all.lazy.map { v in v.app == sub.appID ? sub.ownUID.flatMap { self.tracker.verdict(v.app, uid: $0) } ?? v : v }
+            w.objects("apps", apps.filter(sub.hears)) { withEnforcement($1, .name).write(to: &$0, matchedBy: false) }
         }
-        if sub.topics.contains(.prompts) && sub.privileged { w.objects("prompts", state.prompts.open) { $1.write(to: &$0) } }
+        if sub.isAgent { w.objects("prompts", state.prompts.open.filter(sub.mayAnswer)) { $1.write(to: &$0) } }
         if sub.topics.contains(.policy) { w.object("policy") { writePolicy(to: &$0) } }
     }
 
@@ -337,9 +357,11 @@ extension Engine {
     // MARK: - DECIDE and FORGET
 
     /// Lasting decisions are on disk before the reply says ok: the candidate is persisted, and the state changes
-    /// only once the store reports success (`stored`).
+    /// only once the store reports success (`stored`). A privileged caller decides for everyone; any other (with
+    /// `[Defaults] UserDecisions=yes`, checked in `perform`) for its own uid's processes only.
     func decideOrForget(_ r: Request, session: Session) {
         var args = r.args
+        let scope = session.caller.privileged ? nil : session.caller.ownUID
         switch r.verb {
         case .decide:
             let once = args.last == "--once"
@@ -358,19 +380,14 @@ extension Engine {
                 return
             }
             let app = args[0]
-            commit({ $0.set(app, kind, p, once: once) }, persist: !once, for: session.id) { [unowned self] in
-                log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")")
-                for prompt in state.prompts.close(app: app, kind: kind) {
-                    for (t, purpose) in timers {
-                        if case .promptExpiry(prompt.id) = purpose { cancelTimer(t) }
-                    }
-                    pendingEvents.append(.promptAnswered(prompt, p, once: once))
-                }
+            guard withinOwnLimit(app, scope: scope, session: session) else { return }
+            commit({ $0.set(app, kind, p, once: once, uid: scope) }, persist: !once, for: session.id) { [unowned self] in
+                log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")"
+                    + (scope.map { " (uid \($0)'s own processes)" } ?? ""))
+                closeAnswered(app: app, kinds: [kind], scope: scope, p, once: once)
             } reply: { [unowned self] in
-                let match = state.config.app(named: app).map { AppMatch(id: app, matchedBy: .name, app: $0) }
-                    ?? AppMatch(id: app, matchedBy: .name, app: nil)
-                let v = verdict(for: match)
-                let overridden = v.sources[kind] == nil && state.config.permissions(for: match.app)[kind] != .ask
+                let v = verdict(for: namedMatch(app), uid: scope)
+                let overridden = v.sources[kind] == nil && state.config.permissions(for: namedMatch(app).app)[kind] != .ask
                 reply(session.id) { w in
                     w.field("ok", true)
                     w.object("decided") {
@@ -379,8 +396,52 @@ extension Engine {
                         $0.field("decision", p.rawValue)
                         $0.field("once", once)
                         $0.field("overridden_by_policy", overridden)
+                        $0.field("for_uid", scope.map { Int($0) })
                     }
                     v.write(to: &w)
+                }
+            }
+        case .answer:
+            guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
+                replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
+                return
+            }
+            // A prompt that has closed (or another uid's, which this caller never saw) is answered alike: too late.
+            guard let prompt = state.prompts.find(id: id), session.caller.mayAnswer(prompt) else {
+                replyError(session.id, ProtocolError(.notFound, "prompt \(id) is not open: it expired, was answered or "
+                    + "withdrawn (or is not yours to answer); nothing was stored"))
+                return
+            }
+            guard withinOwnLimit(prompt.app, scope: scope, session: session) else { return }
+            let (p, once) = choice.decision
+            // Taken: its expiry must not overtake the answer while it is written (a failed write arms it again).
+            for (t, purpose) in timers {
+                if case .promptExpiry(id) = purpose { cancelTimer(t) }
+            }
+            commit({ d in for k in prompt.kinds { d.set(prompt.app, k, p, once: once, uid: scope) } }, persist: !once,
+                   for: session.id) { [unowned self] in
+                log(.info, "prompt \(id) answered \(choice.rawValue): \(prompt.app) may \(p == .allow ? "use" : "not use") "
+                    + prompt.kinds.map(\.rawValue).joined(separator: " and ") + (once ? " (once)" : "")
+                    + (scope.map { " (uid \($0)'s own processes)" } ?? ""))
+                closeAnswered(app: prompt.app, kinds: prompt.kinds, scope: scope, p, once: once)
+            } reply: { [unowned self] in
+                let v = verdict(for: namedMatch(prompt.app), uid: scope)
+                reply(session.id) { w in
+                    w.field("ok", true)
+                    w.object("answered") {
+                        $0.field("id", id)
+                        $0.field("app", prompt.app)
+                        $0.field("kinds", strings: prompt.kinds.lazy.map(\.rawValue))
+                        $0.field("choice", choice.rawValue)
+                        $0.field("decision", p.rawValue)
+                        $0.field("once", once)
+                        $0.field("for_uid", scope.map { Int($0) })
+                    }
+                    v.write(to: &w)
+                }
+            } failed: { [unowned self] in
+                if let open = state.prompts.find(id: id) {
+                    _ = armTimer(.promptExpiry(promptID: id), microseconds: UInt64(open.timeoutSec) * 1_000_000)
                 }
             }
         case .forget:
@@ -397,29 +458,57 @@ extension Engine {
                 kind = k
             }
             var probe = state.decisions
-            let removed = probe.forget(app, kind: kind)
-            commit({ $0.forget(app, kind: kind) }, persist: removed, for: session.id) { [unowned self] in
-                if removed { log(.info, "forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")") }
+            let removed = probe.forget(app, kind: kind, uid: scope)
+            commit({ $0.forget(app, kind: kind, uid: scope) }, persist: removed, for: session.id) { [unowned self] in
+                if removed {
+                    log(.info, "forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")"
+                        + (scope.map { " made by uid \($0)" } ?? ""))
+                }
             } reply: { [unowned self] in
                 reply(session.id) { w in
                     w.field("ok", true)
                     w.field("forgotten", removed)
                     w.field("app", app)
                     w.field("kind", kind?.rawValue)
+                    w.field("for_uid", scope.map { Int($0) })
                 }
             }
-        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .metrics, .usage,
-             .resetUsage, .quit:
+        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .decisions, .metrics,
+             .usage, .resetUsage, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
 
+    /// A user's own decisions are bounded (any local user may make them, and each is kept, on disk or in memory):
+    /// at most `maxOwnApps` apps per uid; a decision for an app already decided is always taken.
+    private func withinOwnLimit(_ app: String, scope: UInt32?, session: Session) -> Bool {
+        guard let uid = scope, !state.decisions.hasOwn(app, uid: uid),
+              state.decisions.ownApps(uid: uid) >= Self.maxOwnApps else { return true }
+        replyError(session.id, ProtocolError(.tooManyDecisions, "uid \(uid) has decided for \(Self.maxOwnApps) apps, the most "
+            + "one user may; forget some first (netpermctl decisions lists them)"))
+        return false
+    }
+
+    /// An app by its id, in the policy or derived.
+    func namedMatch(_ app: String) -> AppMatch {
+        state.config.app(named: app).map { AppMatch(id: app, matchedBy: .name, app: $0) }
+            ?? AppMatch(id: app, matchedBy: .name, app: nil)
+    }
+
+    /// The decisions each uid made for its own processes, for a privileged caller (`QUERY APP`, `APPS`); nothing
+    /// when there are none, or users do not decide (`UserDecisions=no`).
+    func writeUserDecisions(of app: String, to w: inout JSONWriter) {
+        guard state.config.userDecisions else { return }
+        let own = state.decisions.users(of: app)
+        if !own.isEmpty { w.objects("user_decisions", own) { $1.write(to: &$0) } }
+    }
+
     /// Applies `change` to the decisions now (`persist` false) or once the lasting ones are on disk, then runs
-    /// `apply`, settles, and replies with `reply`; a failed write changes nothing and says why. The change is
-    /// applied to the decisions as they are when it takes effect (a policy load meanwhile has dropped the --once
-    /// ones, and they stay dropped).
+    /// `apply`, settles, and replies with `reply`; a failed write changes nothing, says why, and runs `failed`. The
+    /// change is applied to the decisions as they are when it takes effect (a policy load meanwhile has dropped the
+    /// --once ones, and they stay dropped).
     private func commit(_ change: @escaping (inout Decisions) -> Void, persist: Bool, for id: ConnectionID,
-                        apply: @escaping () -> Void, reply: @escaping () -> Void) {
+                        apply: @escaping () -> Void, reply: @escaping () -> Void, failed: @escaping () -> Void = {}) {
         guard persist else {
             takeEffect(change, apply)
             reply()
@@ -428,7 +517,7 @@ extension Engine {
         out.append(.hold(id))
         var candidate = state.decisions
         change(&candidate)
-        storing = PendingStore(requester: id, change: change, apply: apply, reply: reply)
+        storing = PendingStore(requester: id, change: change, apply: apply, reply: reply, failed: failed)
         out.append(.persist(candidate))
     }
 
@@ -448,6 +537,7 @@ extension Engine {
         let requester = pending.requester
         if let error {
             log(.err, "cannot store the decisions: \(error)")
+            pending.failed()
             if let requester { replyError(requester, ProtocolError(.internalError, "cannot store the decision: \(error)")) }
         } else {
             takeEffect(pending.change, pending.apply)
@@ -473,18 +563,22 @@ extension Verb {
     var maxArgs: Int {
         switch self {
         case .query, .usage, .resetUsage: return 1
-        case .wait, .forget: return 2
+        case .wait, .forget, .answer: return 2
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
-        case .ping, .help, .status, .links, .apps, .reload, .prompts, .metrics, .quit: return 0
+        case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: return 0
         }
     }
 
-    /// Verbs only root, the daemon's own user and AdminGroup= members may use.
-    var isPrivileged: Bool {
+    enum Access { case anyone, privileged, ownUID }
+
+    /// Who may use the verb: anyone; only root, the daemon's own user and AdminGroup= members; or those, and any
+    /// user for their own uid's processes (`[Defaults] UserDecisions=yes`).
+    var access: Access {
         switch self {
-        case .apps, .reload, .prompts, .decide, .forget, .metrics, .resetUsage: return true
-        case .ping, .help, .status, .links, .query, .subscribe, .wait, .usage, .quit: return false
+        case .apps, .reload, .metrics, .resetUsage: return .privileged
+        case .prompts, .answer, .decide, .forget, .decisions: return .ownUID
+        case .ping, .help, .status, .links, .query, .subscribe, .wait, .usage, .quit: return .anyone
         }
     }
 }

@@ -20,7 +20,7 @@ extension Engine {
             return
         }
         let plan = SteeringPlan.build(ruleset: ruleset, apps: state.config.apps, permissions: enforcedPermissions,
-                                      links: state.network.links)
+                                      ownPermissions: ownPermissions, links: state.network.links)
         guard plan != enforcement.steering || !enforcement.steeringActive else { return }
         log(.debug, "steering: \(plan.uidMarks.count) uids and \(plan.cgroupMarks.count) unit cgroups, "
             + "\(plan.allowances.count) tables")
@@ -63,7 +63,7 @@ extension Engine {
         if steeredCache.version != version { steeredCache = (version, [:]) }
         let key = Verdict.SteeringKey(effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
                                       notEnforced: nil)
-        if let cached = steeredCache.verdicts[key] { return cached.renamed(v.app, v.matchedBy) }
+        if let cached = steeredCache.verdicts[key] { return cached.renamed(v.app, v.matchedBy, uid: v.uid) }
         // The kernel's answer for the mark once it has been asked (a moment after the plan is in force); until then
         // what the table holds says the same.
         let egress = state.network.markedEgress[allowance.mark] ?? plan.egress(for: allowance, network: state.network)
@@ -72,6 +72,7 @@ extension Engine {
                                 effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
                                 network: network, ready: state.ready)
         s.enforcement = v.enforcement
+        s.uid = v.uid
         steeredCache.verdicts[key] = s
         return s
     }

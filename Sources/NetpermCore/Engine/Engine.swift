@@ -29,8 +29,11 @@ public enum Input: Sendable {
     case cgroups(UnitCgroups)
     /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
     case rulesLoaded(error: String?)
-    /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided).
-    case blocked(app: String, kind: PolicyDimension)
+    /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided): the owner of
+    /// its socket and the link it was to leave by, when the log said.
+    case blocked(app: String, kind: PolicyDimension, uid: UInt32?, ifindex: Int32?)
+    /// A process that `Effect.watchExit` named has exited (or was gone already).
+    case exited(pid: Int32)
     /// The outcome of the last `Effect.steer`: nil, or what failed.
     case steered(error: String?)
     /// The usage table's counters (nil: there is no usage table), or why they could not be read (`Effect.readUsage`).
@@ -65,6 +68,7 @@ extension Input {
         case .cgroups: return "the unit cgroups"
         case .rulesLoaded: return "the rules loaded"
         case .blocked: return "a blocked packet"
+        case .exited: return "an asker's exit"
         case .steered: return "steering applied"
         case .usageRead: return "the usage counters read"
         case .usageSaved: return "the usage totals saved"
@@ -125,7 +129,9 @@ public final class Engine {
     var tracker = VerdictTracker()
     var sessions: [ConnectionID: Session] = [:]
     /// How many connections listen to or wait for each app (see `changeListening`).
-    var listeners: [String: Int] = [:]
+    var listeners: [TrackedApp: Int] = [:]
+    /// The processes whose exit is watched (`Effect.watchExit`), with how many open prompts they ask in.
+    var watchedAskers: [Int32: Int] = [:]
 
     /// What settle() must redo: every app's permissions (policy, decisions, agents), or only the network's effect.
     private var permissionsChanged = false
@@ -139,7 +145,7 @@ public final class Engine {
         case waitTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
         /// Usage: read the counters (and save the totals if they moved); load the counting rules again.
         case usageTick, usageRulesRetry
-        /// A prompt for this "app kind" expired: rejected packets raise it again only once this fires.
+        /// A prompt for this "app scope" expired: rejected packets raise it again only once this fires.
         case blockedQuiet(String)
     }
     var timers: [TimerID: TimerPurpose] = [:]
@@ -159,7 +165,9 @@ public final class Engine {
     /// "app kind" pairs already logged as asked with no agent; emptied when an agent comes.
     var unaskedLogged: Set<String> = []
     static let unaskedLogLimit = 256
-    /// "app kind" pairs whose prompt expired unanswered a moment ago: the app's rejected packets do not raise it
+    /// The apps one user may decide for, for their own processes.
+    static let maxOwnApps = 256
+    /// "app scope" pairs whose prompt expired unanswered a moment ago: the app's rejected packets do not raise it
     /// again until `blockedQuietSec` have passed (an app retrying in a loop must not prompt the user in a loop).
     var quietBlocked: Set<String> = []
     static let blockedQuietSec: UInt64 = 60
@@ -247,8 +255,10 @@ public final class Engine {
             if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true }
         case let .rulesLoaded(error):
             rulesLoaded(error: error)
-        case let .blocked(app, kind):
-            blocked(app: app, kind: kind)
+        case let .blocked(app, kind, uid, ifindex):
+            blocked(app: app, kind: kind, uid: uid, ifindex: ifindex)
+        case let .exited(pid):
+            askerExited(pid)
         case let .steered(error):
             steered(error: error)
         case let .usageRead(reading, error):
@@ -303,7 +313,7 @@ public final class Engine {
             // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts, with the
             // identity of the process that has waited longest (the earliest connection waiting for its own app).
             for case let .app(v) in events where v.wantsAsking {
-                if let s = orderedSessions(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app }).first {
+                for s in orderedSessions(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app && $0.waiting?.uid == v.uid }) {
                     raisePrompts(v, identity: s.identity)
                 }
             }
@@ -319,24 +329,33 @@ public final class Engine {
         }
     }
 
-    /// Apps outside the policy that someone listens to or waits for, in the order the connections came.
-    func extraMatches() -> [AppMatch] {
-        orderedSessions { _ in true }.flatMap { s in
-            [s.subscription != nil ? s.caller.match : nil, s.waiting?.match].compactMap { $0 }
+    /// Apps outside the policy, and apps as one uid has them, that someone listens to or waits for, in the order
+    /// the connections came.
+    func extraMatches() -> [(AppMatch, UInt32?)] {
+        orderedSessions { _ in true }.flatMap { s -> [(AppMatch, UInt32?)] in
+            var m: [(AppMatch, UInt32?)] = []
+            func add(_ match: AppMatch, _ uid: UInt32?) {
+                m.append((match, nil))
+                if let uid { m.append((match, uid)) }
+            }
+            if s.subscription != nil { add(s.caller.match, s.caller.ownUID) }
+            if let w = s.waiting { add(w.match, w.uid) }
+            return m
         }
     }
 
     /// The verdict an app has now: the tracker's when it is tracked (every app someone may hear about),
     /// otherwise computed.
-    func verdict(for match: AppMatch) -> Verdict {
+    /// `uid`: as that uid's processes have it (`Caller.ownUID`), nil for everyone's.
+    func verdict(for match: AppMatch, uid: UInt32? = nil) -> Verdict {
         // One copy, changed in place: a Verdict holds a dozen references, each copy retains them all.
         var v: Verdict
-        if let tracked = tracker.verdict(match.id) {
+        if let tracked = tracker.verdict(match.id, uid: uid) {
             v = tracked
             v.app = match.id
             v.matchedBy = match.matchedBy
         } else {
-            v = state.verdict(for: match)
+            v = state.verdict(for: match, uid: uid)
         }
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: match.matchedBy, app: nil))
         var s = steered(v)
@@ -371,20 +390,40 @@ public final class Engine {
         permissionsChanged = true
     }
 
-    /// The one setter for the agent count. The first agent arriving or the last leaving changes every undecided
-    /// `ask` (prompted, or denied for want of someone to ask).
-    func setAgents(_ n: Int) {
-        let old = state.agents
-        guard n != old else { return }
-        state.agents = n
-        guard (old == 0) != (n == 0) else { return }
-        log(.info, n > 0 ? "an agent listens for prompts: undecided 'ask' now prompts"
-                         : "no agent listens for prompts: undecided 'ask' is denied until one does")
-        if n > 0 { unaskedLogged = [] }
+    /// The one setter for the agents: privileged ones (for everyone) and users' own (for their uid). The first
+    /// agent arriving or the last leaving changes every undecided `ask` (prompted, or denied for want of someone to
+    /// ask), for everyone or for that uid.
+    func setAgents(_ n: (agents: Int, users: [UInt32: Int])) {
+        let old = (agents: state.agents, users: state.userAgents)
+        guard n.agents != old.agents || n.users != old.users else { return }
+        state.agents = n.agents
+        state.userAgents = n.users
+        if (old.agents == 0) != (n.agents == 0) {
+            log(.info, n.agents > 0 ? "an agent listens for prompts: undecided 'ask' now prompts"
+                                    : "no agent listens for prompts: undecided 'ask' is denied until one does")
+        }
+        for uid in Set(old.users.keys).symmetricDifference(n.users.keys).sorted() {
+            log(.info, n.users[uid] != nil ? "an agent of uid \(uid) listens for its own prompts"
+                                           : "no agent of uid \(uid) listens for its own prompts any more")
+        }
+        guard (old.agents == 0) != (n.agents == 0) || Set(old.users.keys) != Set(n.users.keys) else { return }
+        if n.agents > 0 || n.users.count > old.users.count { unaskedLogged = [] }
         permissionsChanged = true
     }
 
-    func countAgents() -> Int { sessions.values.reduce(0) { $0 + ($1.isAgent ? 1 : 0) } }
+    /// The agents the sessions are now: privileged ones, and users' own by uid.
+    func countAgents() -> (agents: Int, users: [UInt32: Int]) {
+        var n = (agents: 0, users: [UInt32: Int]())
+        for s in sessions.values where s.isAgent { Self.count(s.subscription!, into: &n, by: 1) }
+        return n
+    }
+
+    /// Counts an agent's subscription in (`by` 1) or out (-1).
+    static func count(_ sub: Subscription, into n: inout (agents: Int, users: [UInt32: Int]), by d: Int) {
+        guard !sub.privileged, let uid = sub.ownUID else { n.agents += d; return }
+        n.users[uid, default: 0] += d
+        if n.users[uid] == 0 { n.users[uid] = nil }
+    }
 
     /// The sessions `include` picks, oldest connection first: the one order the engine visits sessions in, so that
     /// its effects never come in a dictionary's order.
@@ -480,14 +519,20 @@ public final class Engine {
     /// Runs `body`, which may change what the session listens to or waits for, keeping `listeners` counted:
     /// with 10,000 subscribers, finding out whether anyone else still listens must not cost a pass over them all.
     func changeListening(_ session: Session, _ body: () -> Void) {
-        for app in session.listened { listeners[app, default: 1] -= 1; if listeners[app] == 0 { listeners[app] = nil } }
+        for key in session.listened { listeners[key, default: 1] -= 1; if listeners[key] == 0 { listeners[key] = nil } }
         body()
-        for app in session.listened { listeners[app, default: 0] += 1 }
+        for key in session.listened { listeners[key, default: 0] += 1 }
     }
 
-    /// An app outside the policy is tracked only while someone listens to it or waits for it.
-    func untrackIfUnwanted(_ apps: [String]) {
-        for app in apps where listeners[app] == nil { tracker.untrack(app, state: state) }
+    /// Tracks an app someone listens to or waits for: everyone's verdict, and `uid`'s own.
+    func trackOwn(_ match: AppMatch, uid: UInt32?) {
+        tracker.track(match, state: state)
+        if let uid { tracker.track(match, uid: uid, state: state) }
+    }
+
+    /// An app outside the policy, or as one uid has it, is tracked only while someone listens to it or waits for it.
+    func untrackIfUnwanted(_ apps: [TrackedApp]) {
+        for key in apps where listeners[key] == nil { tracker.untrack(key.id, uid: key.uid, state: state) }
     }
 
     // MARK: - Callers
@@ -503,7 +548,9 @@ public final class Engine {
             s.caller = makeCaller(s.identity)
             s.subscription?.privileged = s.caller.privileged
             s.subscription?.appID = s.caller.match.id
+            s.subscription?.ownUID = s.caller.ownUID
             guard let w = s.waiting else { return }
+            if w.own { s.waiting?.uid = s.caller.ownUID }
             if w.match.matchedBy != .name {
                 s.waiting?.match = s.caller.match
             } else if let app = state.config.app(named: w.match.id) {
@@ -518,14 +565,13 @@ public final class Engine {
     /// request is taken from a held connection, so no other process can be seen on it until the WAIT is answered.
     private func changeIdentity(_ s: Session, to identity: PeerIdentity) {
         let listened = s.listened
-        let wasAgent = s.isAgent
         s.identity = identity
         // The cached reply was the other process's.
         s.cache = nil
         remakeCaller(s)
-        if s.subscription != nil { tracker.track(s.caller.match, state: state) }
+        if s.subscription != nil { trackOwn(s.caller.match, uid: s.caller.ownUID) }
         untrackIfUnwanted(listened)
-        if wasAgent != s.isAgent { setAgents(countAgents()) }
+        setAgents(countAgents())
     }
 
     // MARK: - Timers and the service manager
@@ -548,14 +594,15 @@ public final class Engine {
         switch purpose {
         case let .waitTimeout(conn):
             guard let session = sessions[conn], let w = session.waiting else { return }
-            finishWait(session, timedOut: verdict(for: w.match))
+            finishWait(session, timedOut: verdict(for: w.match, uid: w.uid))
         case let .promptExpiry(promptID):
             guard let p = state.prompts.close(id: promptID) else { return }
-            log(.info, "prompt \(p.id) for \(p.app) (\(p.kind.rawValue)) expired unanswered")
+            log(.info, "prompt \(p.id) for \(p.app) (\(p.kinds.map(\.rawValue).joined(separator: ", "))) expired unanswered")
+            promptClosed(p)
             pendingEvents.append(.promptExpired(p))
             // The quiet minute runs from the last expiry: a prompt raised by asking during the quiet and left to
             // expire starts it again.
-            let key = "\(p.app) \(p.kind.rawValue)"
+            let key = Self.quietKey(p.app, p.scope)
             if !quietBlocked.insert(key).inserted,
                let old = timers.first(where: { if case .blockedQuiet(key) = $0.value { true } else { false } })?.key {
                 cancelTimer(old)
@@ -709,4 +756,6 @@ struct PendingStore {
     var change: (inout Decisions) -> Void
     var apply: () -> Void
     var reply: () -> Void
+    /// The write failed (nothing changed).
+    var failed: () -> Void
 }

@@ -20,11 +20,16 @@ final class Session {
 
     var isAgent: Bool { subscription?.isAgent ?? false }
 
-    /// The apps this connection listens to (its own app, as a subscriber) or waits for.
-    var listened: [String] {
-        var apps: [String] = []
-        if subscription != nil { apps.append(caller.match.id) }
-        if let w = waiting { apps.append(w.match.id) }
+    /// The apps this connection listens to (its own app, as a subscriber) or waits for: everyone's verdict of each
+    /// (what privileged subscribers hear), and its uid's own when it has one.
+    var listened: [TrackedApp] {
+        var apps: [TrackedApp] = []
+        func add(_ id: String, _ uid: UInt32?) {
+            apps.append(TrackedApp(id))
+            if let uid { apps.append(TrackedApp(id, uid: uid)) }
+        }
+        if subscription != nil { add(caller.match.id, caller.ownUID) }
+        if let w = waiting { add(w.match.id, w.uid) }
         return apps
     }
 }
@@ -35,4 +40,6 @@ struct Waiting {
     var match: AppMatch
     var timer: TimerID?
     var own: Bool
+    /// Its own app as its uid's processes have it (`Caller.ownUID`); nil for everyone's.
+    var uid: UInt32? = nil
 }

@@ -88,6 +88,13 @@ extension MatrixCase {
          unreachable(command, args, user: .root), unreachable(command, args, user: .nobody)]
     }
 
+    /// A command any user may use for their own processes (`[Defaults] UserDecisions=yes`, the default), root for
+    /// everyone's: success as root and as nobody, a usage error, unreachable.
+    static func own(_ command: String, _ args: [String] = [], verb: String, exact: Bool = true,
+                    terse: TerseOutput = .keyValue, usage: [String]) -> [MatrixCase] {
+        asking(command, args, verb: verb, exact: exact, terse: terse, usage: usage)
+    }
+
     /// A privileged command: success as root, permission-denied as nobody, a usage error, unreachable.
     static func privileged(_ command: String, _ args: [String] = [], verb: String, exact: Bool = true,
                            terse: TerseOutput = .keyValue, usage: [String]) -> [MatrixCase] {

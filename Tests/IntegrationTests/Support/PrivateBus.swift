@@ -4,9 +4,10 @@ import Glibc
 #endif
 
 /// A dbus-daemon of the test's own standing in for the system bus (programs find it through DBUS_SYSTEM_BUS_ADDRESS)
-/// or a session bus (DBUS_SESSION_BUS_ADDRESS): no service directories, so nothing is activated on it, and every uid
-/// with a passwd entry may connect and own names. python-dbusmock's NetworkManager template runs on the first,
-/// xdg-desktop-portal on the second.
+/// or a session bus (DBUS_SESSION_BUS_ADDRESS): no service directories, so nothing is activated on it (not even
+/// dunst, whose activation file Debian installs), and every uid with a passwd entry may connect and own names.
+/// python-dbusmock's NetworkManager template runs on the first, xdg-desktop-portal on the second. A user's session
+/// bus runs as that user (`user`: TestUsers, which give it the passwd entries it resolves).
 final class PrivateBus: @unchecked Sendable {
     enum Kind: String { case system, session }
 
@@ -18,9 +19,10 @@ final class PrivateBus: @unchecked Sendable {
     /// `DBUS_SYSTEM_BUS_ADDRESS=...` or `DBUS_SESSION_BUS_ADDRESS=...`, for `env`.
     var environment: String { "DBUS_\(kind.rawValue.uppercased())_BUS_ADDRESS=\(address)" }
 
-    init(_ kind: Kind, scratch: String) throws {
+    init(_ kind: Kind, scratch: String, user: (users: TestUsers, uid: UInt32)? = nil) throws {
         self.kind = kind
         chmod(scratch, 0o755)
+        if let user { chown(scratch, user.uid, user.uid) }
         let config = scratch + "/bus.conf"
         try """
             <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -39,7 +41,8 @@ final class PrivateBus: @unchecked Sendable {
             """.write(toFile: config, atomically: true, encoding: .utf8)
         let pipe = try Subprocess.makePipe()
         do {
-            process = try Subprocess.spawn(["dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address=1"],
+            let argv = ["dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address=1"]
+            process = try Subprocess.spawn(user.map { $0.users.argv($0.uid, argv) } ?? argv,
                                            stdin: .devNull, stdout: .fd(pipe.write), stderr: .appendFile(scratch + "/bus.log"))
         } catch {
             close(pipe.read)

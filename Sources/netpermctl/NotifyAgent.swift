@@ -1,0 +1,128 @@
+import Glibc
+import NetpermCore
+import NetpermIO
+import NetpermSystemd
+
+/// `netpermctl agent --notify`: each prompt as a desktop notification on the user's session bus, with the choices
+/// as its actions (the notification itself, its default action, answers "once"), critical and resident so it stays
+/// until answered; the answer is the daemon's `ANSWER`. A notification is closed when its prompt closes (expired,
+/// answered elsewhere, its asker gone); an action that comes after that is still sent, and the daemon refuses it. A
+/// notification the person dismisses leaves its prompt open until it expires.
+enum NotifyAgent {
+    /// Notifications shown, by their id, and (to refuse late actions by name) those closed lately.
+    private struct Shown {
+        var prompts: [UInt32: JSON] = [:]
+        var byPrompt: [Int: UInt32] = [:]
+        var closed: [(notification: UInt32, prompt: JSON)] = []
+
+        mutating func close(prompt id: Int) -> UInt32? {
+            guard let n = byPrompt.removeValue(forKey: id), let p = prompts.removeValue(forKey: n) else { return nil }
+            closed.append((n, p))
+            if closed.count > 64 { closed.removeFirst() }
+            return n
+        }
+
+        func prompt(of n: UInt32) -> JSON? { prompts[n] ?? closed.last { $0.notification == n }?.prompt }
+    }
+
+    static func run(socketPath: String) -> Never {
+        let notes: DesktopNotifications
+        let server: String
+        do {
+            notes = try DesktopNotifications()
+            let caps = try notes.capabilities()
+            server = notes.serverName() ?? "the notification server"
+            guard caps.contains("actions") else {
+                die("agent --notify: \(server) on \(notes.address) shows no actions (its capabilities: "
+                    + caps.joined(separator: ", ") + "), so its notifications could not be answered", .noNotifications)
+            }
+        } catch {
+            die("agent --notify: no notification server to show prompts with: \(error)", .noNotifications)
+        }
+        let session = AgentSession(socketPath: socketPath)
+        Screen.out("netpermctl agent --notify: prompts go to \(server) on \(notes.address); answers are for "
+            + "\(session.answersFor) (Ctrl-C to stop)\n")
+        var shown = Shown()
+
+        func show(_ p: JSON) {
+            let t = p.forTerminal
+            let choices = PromptText.choices(t)
+            let body = markup(PromptText.question(t) + ".\nAllow once: " + PromptText.onceUntil(t) + ".")
+            // The notification itself (its default action) answers "once": a stray click allows no more than that.
+            let once = choices.first { $0.choice == .once }?.label ?? PromptChoice.once.rawValue
+            let actions = [("default", once)] + choices.map { ($0.choice.rawValue, $0.label) }
+            do {
+                let id = try notes.notify(appName: "netpermd", icon: "network-wireless", summary: PromptText.summary(t),
+                                          body: body, actions: actions, urgency: 2)
+                shown.prompts[id] = p
+                shown.byPrompt[p["id"]?.intValue ?? 0] = id
+                Screen.out("prompt \(t["id"]?.intValue ?? 0) for \(t["app"]?.stringValue ?? "?"): notification \(id)\n")
+            } catch {
+                die("agent --notify: cannot show prompt \(t["id"]?.intValue ?? 0): \(error)", .noNotifications)
+            }
+        }
+
+        func withdraw(_ prompt: Int, _ why: String) {
+            guard let n = shown.close(prompt: prompt) else { return }
+            Screen.out("prompt \(prompt) \(why): notification \(n) closed\n")
+            do { try notes.close(n) } catch { Screen.err("netpermctl: cannot close notification \(n): \(error)\n") }
+        }
+
+        func take(_ changes: [AgentSession.Change]) {
+            for change in changes {
+                switch change {
+                case let .opened(p): show(p)
+                case let .closed(id, why, _):
+                    withdraw(id, ["prompt-expired": "expired unanswered", "prompt-answered": "was answered",
+                                  "prompt-withdrawn": "was withdrawn (its asker has exited)"][why] ?? "is no longer open")
+                case let .budget(e): Screen.out(Usage.notice(e.forTerminal) + "\n")
+                case .stopping: Screen.out("netpermd is stopping\n")
+                }
+            }
+        }
+
+        func signal(_ s: DesktopNotifications.Signal) {
+            switch s {
+            case let .actionInvoked(n, key):
+                guard let p = shown.prompt(of: n), let id = p["id"]?.intValue else { return }
+                guard let choice = key == "default" ? PromptChoice.once : PromptChoice(rawValue: key) else { return }
+                let label = PromptText.choices(p.forTerminal).first { $0.choice == choice }?.label ?? choice.rawValue
+                switch session.answer(id, choice) {
+                case let .done(reply): Screen.out(PromptText.answered(reply.forTerminal, label: label) + "\n")
+                case let .refused(_, message): Screen.out("prompt \(id): \(label) refused: \(message)\n")
+                }
+                withdraw(id, "answered here")
+            case let .closed(n, reason):
+                // Closed by the person (or the server), not by us: no answer, the prompt stays open.
+                guard reason != 3, let p = shown.prompts[n], let id = p["id"]?.intValue else { return }
+                _ = shown.close(prompt: id)
+                Screen.out("notification \(n) for prompt \(id) dismissed: the prompt stays open until it expires\n")
+            }
+        }
+
+        while true {
+            if session.hasChanges { take(session.changes(reading: false)) }
+            // Signals read during a call are queued by sd-bus, not left on the socket: taken before each poll.
+            do { for s in try notes.process() { signal(s) } } catch { die("agent --notify: \(error)", .noNotifications) }
+            if session.hasChanges { continue }
+            var fds = [pollfd(fd: session.conn.fd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: notes.fd, events: notes.events, revents: 0)]
+            do { _ = try sys { poll(&fds, nfds_t(fds.count), -1) } } catch { die("poll: \(error)", .failed) }
+            if fds[0].revents != 0 { take(session.changes(reading: true)) }
+        }
+    }
+
+    /// The body may be shown as markup (the specification's subset of HTML): the text stays text.
+    static func markup(_ s: String) -> String {
+        var out = ""
+        for c in s {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,324 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `netpermctl agent --notify` as a desktop user meets it: the user (not root, not in group netperm) runs the agent on
+/// their own session bus, with python-dbusmock's notification server (its `actions` capability passed) or a real
+/// dunst under Xvfb; their app's first blocked connection (`Mode=block`) or its asking raises one notification, and
+/// each action decides for that user's uid only. Another user's agent never sees it. Each bus is the test's own, run
+/// as its user, with no service directories (so nothing, dunst included, is activated on it).
+final class DesktopAgentTests: IntegrationTestCase {
+    static let alice: UInt32 = 4201, bob: UInt32 = 4202
+
+    static let policy = """
+        [Enforcement]
+        Mode=block
+
+        [Interface wwan0]
+        Kind=wwan
+
+        [App maps]
+        User=4201 4202
+        WWAN=ask
+
+        [Defaults]
+        PromptTimeoutSec=3
+
+        """
+
+    struct Desk {
+        var bed: EnforcementBed
+        var dir: String
+        var socket: String
+        var users: TestUsers
+        var decisions: String { dir + "/state/decisions.conf" }
+    }
+
+    /// The daemon in an enforcement bed whose only link is wwan0 (metered, as cellular is), its rules in force, and
+    /// alice and bob with passwd entries of their own.
+    private func makeDesk(_ policy: String = DesktopAgentTests.policy) throws -> Desk {
+        let bed = try EnforcementBed(self)
+        try bed.addLink("wwan0", subnet: 2)
+        try bed.ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0")
+        let dir = try makeTempDir()
+        chmod(dir, 0o755)
+        let socket = dir + "/netpermd.sock"
+        _ = try startDaemon(in: bed.ns, socket: socket, config: try writeConfig(policy, in: dir), nsenter: true)
+        if policy.contains("Mode=block") {
+            try waitUntil("the rules are in force") {
+                let e = try self.request(socket, "STATUS")["enforcement"] as? [String: Any]
+                return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
+            }
+        }
+        showOnFailure("netpermd log") { (try? String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8))?.suffix(4000).description ?? "" }
+        return Desk(bed: bed, dir: dir, socket: socket,
+                    users: try TestUsers(self, [("npt-alice", Self.alice), ("npt-bob", Self.bob)]))
+    }
+
+    /// `uid`'s own session bus.
+    private func session(_ d: Desk, _ uid: UInt32) throws -> PrivateBus {
+        let bus = try PrivateBus(.session, scratch: try makeTempDir(), user: (d.users, uid))
+        addTeardownBlock { bus.stop() }
+        return bus
+    }
+
+    /// python-dbusmock's notification server on the bus, as `uid`, once it owns its name.
+    private func notificationMock(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32) throws -> ChildProcess {
+        let log = d.dir + "/mock-\(uid).log"
+        let mock = try Subprocess.spawn(d.users.argv(uid, ["/usr/bin/python3", "-m", "dbusmock", "--session", "--template",
+                                                           "notification_daemon", "-p", #"{"capabilities": "body actions"}"#],
+                                                     environment: [bus.environment]),
+                                        stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
+        addTeardownBlock { mock.killAndReap() }
+        try bus.waitForName("org.freedesktop.Notifications", of: mock, log: log)
+        return mock
+    }
+
+    /// `netpermctl agent --notify` as `uid` on its bus; its output, line by line.
+    private func notifyAgent(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32) throws -> (ChildProcess, FDLineReader) {
+        let out = try Subprocess.makePipe()
+        let agent = try Subprocess.spawn(asUser(uid, [netpermctl, "--socket", d.socket, "agent", "--notify"], bus: bus),
+                                         stdin: .devNull, stdout: .fd(out.write), stderr: .fd(out.write))
+        close(out.write)
+        let reader = FDLineReader(fd: out.read)
+        addTeardownBlock {
+            agent.killAndReap()
+            close(out.read)
+        }
+        showOnFailure("agent --notify of uid \(uid)") { reader.allText }
+        try reader.waitForText("prompts go to")
+        return (agent, reader)
+    }
+
+    private func asUser(_ uid: UInt32, _ argv: [String], bus: PrivateBus? = nil) -> [String] {
+        ["setpriv", "--reuid", String(uid), "--regid", String(uid), "--clear-groups", "env", "-i"]
+            + (bus.map { [$0.environment] } ?? []) + argv
+    }
+
+    /// What the mock was asked, in order.
+    private func calls(_ bus: PrivateBus) throws -> [[String: Any]] {
+        let r = try Subprocess.check(["env", bus.environment, "/usr/bin/python3", Repository.path("Tests/IntegrationTests/Support/notifications.py"), "calls"])
+        return try r.lines.map(JSONValue.object)
+    }
+
+    private func notifications(_ bus: PrivateBus) throws -> [[Any]] {
+        try calls(bus).filter { $0["method"] as? String == "Notify" }.compactMap { $0["args"] as? [Any] }
+    }
+
+    private func closed(_ bus: PrivateBus) throws -> [Int] {
+        try calls(bus).filter { $0["method"] as? String == "CloseNotification" }
+            .compactMap { ($0["args"] as? [Any])?.first as? Int }
+    }
+
+    /// The mock emits a signal, as the person's click would have it do.
+    private func emit(_ bus: PrivateBus, _ args: [String]) throws {
+        try Subprocess.check(["env", bus.environment, "/usr/bin/python3",
+                              Repository.path("Tests/IntegrationTests/Support/notifications.py")] + args)
+    }
+
+    /// Waits for the `n`th notification (1-based) and returns its id (the mock numbers them 1, 2, ...) and arguments.
+    private func waitForNotification(_ bus: PrivateBus, count n: Int) throws -> (id: Int, args: [Any]) {
+        var shown: [[Any]] = []
+        try waitUntil("notification \(n) is shown", timeout: 5) {
+            shown = try self.notifications(bus)
+            return (shown.count >= n, "\(shown)")
+        }
+        XCTAssertEqual(shown.count, n, "exactly \(n) notification(s): \(shown)")
+        return (n, shown[n - 1])
+    }
+
+    /// alice's app connects out of wwan0 and is refused until its `n`th notification is shown: an app retrying, as
+    /// apps do (the rules log at most 5 packets a second per app and kind, whatever the uid, and this test's connects
+    /// come faster than that).
+    private func blockedUntilNotified(_ d: Desk, _ bus: PrivateBus, count n: Int) throws -> (id: Int, args: [Any]) {
+        try waitUntil("a blocked connect of alice's app raises notification \(n)", timeout: 10) {
+            let p = try d.bed.probe(uid: Self.alice, link: "wwan0")
+            guard p.blocked else { throw HarnessError("alice's connect was not refused: \(p)") }
+            return (try self.notifications(bus).count >= n, "\(p)")
+        }
+        return try waitForNotification(bus, count: n)
+    }
+
+    private func ctlAs(_ uid: UInt32, _ d: Desk, _ args: [String]) throws -> CommandResult {
+        try Subprocess.run(asUser(uid, [netpermctl, "--socket", d.socket] + args))
+    }
+
+    private func decisionsText(_ d: Desk) -> String { (try? String(contentsOfFile: d.decisions, encoding: .utf8)) ?? "" }
+
+    // MARK: - python-dbusmock
+
+    func testEachActionDecidesForTheUsersOwnUidAndTheNotificationFollowsThePrompt() throws {
+        let d = try makeDesk()
+        let bus = try session(d, Self.alice)
+
+        // No notification server on alice's bus: the agent says so and exits 6.
+        let none = try Subprocess.run(asUser(Self.alice, [netpermctl, "--socket", d.socket, "agent", "--notify"], bus: bus),
+                                      timeout: 10)
+        XCTAssertEqual(none.status, 6, none.summary)
+        XCTAssertTrue(none.stderr.hasPrefix("netpermctl: agent --notify: no notification server to show prompts with: "
+            + "org.freedesktop.Notifications.GetCapabilities on \(bus.address): "), none.summary)
+
+        _ = try notificationMock(d, bus, Self.alice)
+        let (_, out) = try notifyAgent(d, bus, Self.alice)
+        XCTAssertTrue(out.allText.contains("answers are for your own processes (uid 4201)"), out.allText)
+        // bob's own agent: a plain subscriber of prompts, as bob.
+        let bobAgent = try HeldAsker(self, asUser(Self.bob, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
+        let ack = try bobAgent.ask("SUBSCRIBE prompts")
+        XCTAssertEqual(ack["privileged"] as? Bool, false, "\(ack)")
+        let bobSnapshot = try JSONValue.object(try XCTUnwrap(bobAgent.replies.nextLine(timeout: 5)))
+        XCTAssertEqual((bobSnapshot["prompts"] as? [Any])?.count, 0, "\(bobSnapshot)")
+
+        // alice's app's first blocked connection: one notification, with the choices as actions.
+        let (first, args) = try blockedUntilNotified(d, bus, count: 1)
+        XCTAssertEqual(args[0] as? String, "netpermd")
+        XCTAssertEqual(args[3] as? String, "Allow maps to use WWAN?")
+        XCTAssertEqual(args[4] as? String, "maps (its first blocked connection, uid 4201) wants to use WWAN via wwan0 "
+            + "(wwan, metered).\nAllow once: until netpermd restarts or its policy changes.")
+        XCTAssertEqual(args[5] as? [String], ["default", "Allow once", "allow", "Allow", "deny", "Wi-Fi only", "once", "Allow once"])
+        let hints = args[6] as? [String: Any]
+        XCTAssertEqual(hints?["urgency"] as? Int, 2, "\(args)")
+        XCTAssertEqual(hints?["resident"] as? Bool, true, "\(args)")
+        XCTAssertEqual(args[7] as? Int, 0, "never expires by itself")
+        // bob's agent heard nothing of it.
+        XCTAssertEqual(try bobAgent.ask("PROMPTS")["prompts"].map { ($0 as? [Any])?.count }, 0)
+
+        // Allow: stored for alice's uid; her retry passes, bob's same app is still blocked, and asked of bob alone.
+        try emit(bus, ["action", String(first), "allow"])
+        try out.waitForText("maps: Allow (WWAN allowed, for uid 4201's own processes)")
+        try waitUntil("notification \(first) is closed") { (try self.closed(bus).contains(first), "\(try self.calls(bus))") }
+        XCTAssertTrue(decisionsText(d).contains("[User 4201 maps]\nWWAN=allow\n"), decisionsText(d))
+        XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").passed)
+        // bob's app retries until its prompt comes (the log's rate is per app, and alice's connects just used it).
+        var bobsLine: String?
+        try waitUntil("bob's blocked connect raises bob's prompt", timeout: 10) {
+            let p = try d.bed.probe(uid: Self.bob, link: "wwan0")
+            guard p.blocked else { throw HarnessError("bob's connect was not refused: \(p)") }
+            bobsLine = bobAgent.replies.nextLine(timeout: 0.5)
+            return (bobsLine != nil, "\(p)")
+        }
+        let bobs = try JSONValue.object(try XCTUnwrap(bobsLine, "bob's prompt"))
+        XCTAssertEqual(bobs["event"] as? String, "prompt", "\(bobs)")
+        XCTAssertEqual(bobs["uid"] as? Int, Int(Self.bob), "\(bobs)")
+        XCTAssertEqual(try notifications(bus).count, 1, "alice is not asked about bob's")
+        let stolen = try bobAgent.ask("ANSWER \(first) allow")
+        XCTAssertEqual(stolen["error"] as? String, "not-found", "\(stolen)")
+
+        // Wi-Fi only: a lasting deny for alice's uid; her retry is refused and asks nothing.
+        XCTAssertEqual(try ctlAs(Self.alice, d, ["forget", "maps"]).stdout, "forgotten\n")
+        let (second, _) = try blockedUntilNotified(d, bus, count: 2)
+        try emit(bus, ["action", String(second), "deny"])
+        try out.waitForText("maps: Wi-Fi only (WWAN denied, for uid 4201's own processes)")
+        XCTAssertTrue(decisionsText(d).contains("[User 4201 maps]\nWWAN=deny\n"), decisionsText(d))
+        XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").blocked)
+
+        // Once: allowed, not written down.
+        XCTAssertEqual(try ctlAs(Self.alice, d, ["forget", "maps"]).stdout, "forgotten\n")
+        let (third, _) = try blockedUntilNotified(d, bus, count: 3)
+        try emit(bus, ["action", String(third), "once"])
+        try out.waitForText("maps: Allow once (WWAN allowed until netpermd restarts or its policy changes")
+        XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").passed)
+        XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
+        XCTAssertEqual(try ctlAs(Self.alice, d, ["-t", "decisions"]).lines, ["maps:wwan:allow:yes:4201"])
+        XCTAssertEqual(try notifications(bus).count, 3, "a user's answer for bob's prompt never reaches alice")
+
+        // Answered elsewhere (alice's own decide on a terminal): the notification is withdrawn.
+        XCTAssertEqual(try ctlAs(Self.alice, d, ["forget", "maps"]).stdout, "forgotten\n")
+        let app = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
+        XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
+        let (fourth, asked) = try waitForNotification(bus, count: 4)
+        XCTAssertTrue((asked[4] as? String)?.hasPrefix("maps (/usr/bin/socat, uid 4201) wants") == true, "\(asked)")
+        XCTAssertEqual(try ctlAs(Self.alice, d, ["decide", "maps", "wwan", "allow"]).status, 0)
+        try waitUntil("notification \(fourth) is closed") { (try self.closed(bus).contains(fourth), "\(try self.calls(bus))") }
+
+        // Its asking process exits: withdrawn too.
+        XCTAssertEqual(try ctlAs(Self.alice, d, ["forget", "maps"]).stdout, "forgotten\n")
+        XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
+        let (fifth, _) = try waitForNotification(bus, count: 5)
+        app.close()
+        try waitUntil("notification \(fifth) is closed") { (try self.closed(bus).contains(fifth), "\(try self.calls(bus))") }
+        try out.waitForText("was withdrawn (its asker has exited): notification \(fifth) closed")
+
+        // Dismissed by the person (NotificationClosed, reason 2): no answer; the prompt stays open.
+        let dismissing = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
+        XCTAssertEqual(try dismissing.ask("QUERY")["reason"] as? String, "awaiting-decision")
+        let (sixth, _) = try waitForNotification(bus, count: 6)
+        try emit(bus, ["closed", String(sixth), "2"])
+        try out.waitForText("notification \(sixth) for prompt ")
+        XCTAssertTrue(out.allText.contains("dismissed: the prompt stays open until it expires"), out.allText)
+        let open = try request(d.socket, "PROMPTS")["prompts"] as? [[String: Any]]
+        XCTAssertEqual(open?.filter { $0["uid"] as? Int == Int(Self.alice) }.count, 1, "still open: \(open ?? [])")
+        XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
+        dismissing.close()
+
+        // Expiry closes it; an action after that is refused and stores nothing.
+        let late = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
+        XCTAssertEqual(try late.ask("QUERY")["reason"] as? String, "awaiting-decision")
+        let (seventh, _) = try waitForNotification(bus, count: 7)
+        try waitUntil("notification \(seventh) is closed by its expiry", timeout: 8) {
+            (try self.closed(bus).contains(seventh), "\(try self.calls(bus))")
+        }
+        try out.waitForText("expired unanswered: notification \(seventh) closed")
+        try emit(bus, ["action", String(seventh), "allow"])
+        try out.waitForText("Allow refused: prompt ")
+        XCTAssertTrue(out.allText.contains("is not open: it expired, was answered or withdrawn"), out.allText)
+        XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
+        XCTAssertEqual(try late.ask("QUERY")["sources"].map { ($0 as? [String: Any])?["wwan"] as? String }, "policy")
+    }
+
+    // MARK: - dunst
+
+    /// A real notification server: dunst (Debian's) under xvfb-run on alice's bus shows the prompt (dunst's
+    /// history has it once it is answered) and its default action (a click on the notification) answers it.
+    func testDunstShowsThePromptAndItsDefaultActionAnswersIt() throws {
+        let d = try makeDesk(Self.policy.replacingOccurrences(of: "[Enforcement]\nMode=block\n", with: ""))
+        let bus = try session(d, Self.alice)
+        let log = d.dir + "/dunst.log"
+        let dunst = try Subprocess.spawn(d.users.argv(Self.alice, ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", "dunst"],
+                                                      environment: [bus.environment]),
+                                         stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
+        addTeardownBlock { dunst.killAndReap() }
+        try bus.waitForName("org.freedesktop.Notifications", of: dunst, log: log)
+        let (_, out) = try notifyAgent(d, bus, Self.alice)
+        XCTAssertTrue(out.allText.contains("prompts go to dunst 1."), out.allText)
+        func dunstctl(_ args: [String]) throws -> CommandResult {
+            try Subprocess.check(asUser(Self.alice, ["dunstctl"] + args, bus: bus))
+        }
+
+        let app = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
+        XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
+        try waitUntil("dunst shows it") {
+            let n = try dunstctl(["count", "displayed"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            return (n == "1", n)
+        }
+        _ = try dunstctl(["action", "0"])
+        try out.waitForText("maps: Allow once (WWAN allowed until netpermd restarts or its policy changes, for uid 4201's own processes)")
+        XCTAssertEqual(try app.ask("QUERY")["sources"].map { ($0 as? [String: Any])?["wwan"] as? String }, "user-once")
+        try waitUntil("dunst's history has it") {
+            let h = try dunstctl(["history"]).stdout
+            return (h.contains("Allow maps to use WWAN?") && h.contains("uid 4201) wants to use WWAN via wwan0"), h)
+        }
+        XCTAssertEqual(try dunstctl(["count", "displayed"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines), "0")
+    }
+
+    // MARK: - One question
+
+    /// WWAN=ask and Metered=ask on a cellular link (metered): the first blocked connect raises one prompt about
+    /// both, one answer allows both, and the second connect passes.
+    func testWWANAndMeteredAskOnceAndTheSecondConnectPasses() throws {
+        let d = try makeDesk(Self.policy.replacingOccurrences(of: "WWAN=ask\n", with: "WWAN=ask\nMetered=ask\n"))
+        let agent = try LiveConnection(path: d.socket)
+        addTeardownBlock { agent.close() }
+        try agent.subscribe("prompts")
+        XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").blocked)
+        let prompt = try XCTUnwrap(try agent.objects(until: "a prompt") { $0["event"] as? String == "prompt" }.last)
+        XCTAssertEqual(prompt["kinds"] as? [String], ["wwan", "metered"], "\(prompt)")
+        let (_, open) = try agent.request("PROMPTS")
+        XCTAssertEqual((open["prompts"] as? [Any])?.count, 1, "one question: \(open)")
+        let (_, answer) = try agent.request("ANSWER \(try JSONValue.int(prompt, "id")) allow")
+        XCTAssertEqual((answer["answered"] as? [String: Any])?["kinds"] as? [String], ["wwan", "metered"], "\(answer)")
+        XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").passed, "the second connect passes")
+        XCTAssertTrue(decisionsText(d).contains("[App maps]\nWWAN=allow\nMetered=allow\n"), decisionsText(d))
+    }
+}

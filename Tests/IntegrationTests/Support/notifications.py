@@ -1,0 +1,44 @@
+#!/usr/bin/python3
+"""Drives python-dbusmock's notification_daemon on the session bus ($DBUS_SESSION_BUS_ADDRESS) for the tests.
+
+    notifications.py calls              the calls it received, as JSON lines: {"method": ..., "args": [...]}
+    notifications.py action ID KEY      it emits ActionInvoked(ID, KEY), as a click on an action would
+    notifications.py closed ID REASON   it emits NotificationClosed(ID, REASON)
+"""
+import json
+import sys
+
+import dbus
+
+PATH = "/org/freedesktop/Notifications"
+
+
+def plain(v):
+    if isinstance(v, (dbus.Array, list)):
+        return [plain(x) for x in v]
+    if isinstance(v, (dbus.Dictionary, dict)):
+        return {str(k): plain(x) for k, x in v.items()}
+    if isinstance(v, dbus.Boolean):
+        return bool(v)
+    if isinstance(v, (dbus.Byte, dbus.Int16, dbus.Int32, dbus.Int64, dbus.UInt16, dbus.UInt32, dbus.UInt64)):
+        return int(v)
+    return str(v)
+
+
+def main():
+    mock = dbus.Interface(dbus.SessionBus().get_object("org.freedesktop.Notifications", PATH),
+                          "org.freedesktop.DBus.Mock")
+    if sys.argv[1] == "calls":
+        for _, method, args in mock.GetCalls():
+            print(json.dumps({"method": str(method), "args": plain(args)}))
+    elif sys.argv[1] == "action":
+        mock.EmitSignal("org.freedesktop.Notifications", "ActionInvoked", "us",
+                        [dbus.UInt32(int(sys.argv[2])), sys.argv[3]])
+    elif sys.argv[1] == "closed":
+        mock.EmitSignal("org.freedesktop.Notifications", "NotificationClosed", "uu",
+                        [dbus.UInt32(int(sys.argv[2])), dbus.UInt32(int(sys.argv[3]))])
+    else:
+        sys.exit(__doc__)
+
+
+main()
