@@ -6,6 +6,8 @@ import NetpermNftables
 /// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded
 /// again at once. The context and the sockets are made only when first needed, so Mode=off costs nothing. While
 /// rules are in force, the packets they log (a pending app's first rejected ones) are read from their NFLOG group.
+/// The usage table (`Effect.loadUsageRules`) goes through the same context and event socket: another process's
+/// change to it, and the kernel's notice of a quota used up, are handed to the engine.
 final class Enforcer {
     private let loop: EventLoop
     private var nft: Nftables?
@@ -27,6 +29,11 @@ final class Enforcer {
     var repairFailed: (String) -> Void = { _ in }
     /// The kernel rejected and logged a packet of this app and pending kind.
     var blocked: (String, PolicyDimension, UInt32?, Int32?) -> Void = { _, _, _, _ in }
+    /// Another process changed the usage table; a quota object of it ran out.
+    var usageChanged: () -> Void = {}
+    var quotaReached: (String) -> Void = { _ in }
+    /// The usage table was loaded by this process and not removed since.
+    private var usageInForce = false
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -96,7 +103,7 @@ final class Enforcer {
             inForce = nil
             repairTimer?.cancel()
             repairTimer = nil
-            monitor = nil
+            if !usageInForce { monitor = nil }
             nflog = nil
             elementSocket = nil
             return nil
@@ -118,16 +125,64 @@ final class Enforcer {
                 nflogFailed = true
             }
         }
-        if monitor == nil {
-            do {
-                monitor = try NftablesMonitor(loop: loop, table: Ruleset.table)
-                monitor?.ownPortIDs = ownPortIDs
-                monitor?.changed = { [unowned self] pid, name in self.foreignChange(pid: pid, name: name) }
-            } catch {
-                Log.warning("enforcement: cannot watch nftables for changes by others (\(error)); "
-                    + "a flushed ruleset stays flushed until the next change")
+        ensureMonitor()
+        return nil
+    }
+
+    private func ensureMonitor() {
+        guard monitor == nil else { return }
+        do {
+            monitor = try NftablesMonitor(loop: loop, tables: [Ruleset.table, UsageRules.table])
+            monitor?.ownPortIDs = ownPortIDs
+            monitor?.changed = { [unowned self] table, pid, name in
+                if table == UsageRules.table {
+                    if self.usageInForce { self.usageChanged() }
+                } else {
+                    self.foreignChange(pid: pid, name: name)
+                }
+            }
+            monitor?.objectNotified = { [unowned self] table, object in
+                if table == UsageRules.table { self.quotaReached(object) }
+            }
+        } catch {
+            Log.warning("enforcement: cannot watch nftables for changes by others (\(error)); "
+                + "a flushed ruleset stays flushed until the next change")
+        }
+    }
+
+    /// Runs one script of the usage table (UsageRules) as one transaction; nil, or why it failed. The removal runs
+    /// only if the table exists, so that a daemon that never counts never loads libnftables.
+    func loadUsage(_ script: String) -> String? {
+        let removal = script == UsageRules.removal
+        if removal {
+            switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: UsageRules.table) }) {
+            case .success(false?): usageInForce = false; return nil
+            case .success(nil): return "not permitted to look at nftables"
+            case let .failure(e): return "cannot ask nftables: \(e)"
+            case .success(true?): break
             }
         }
+        monitor?.quiet()
+        var failure: String?
+        var commits: UInt32 = 0
+        do {
+            if nft == nil { nft = try Nftables() }
+            try nft!.run(script)
+            commits = 1
+            if ownPortIDs.isEmpty {
+                ownPortIDs = NftablesMonitor.ownPortIDs()
+                monitor?.ownPortIDs = ownPortIDs
+            }
+        } catch {
+            failure = "\(error)"
+        }
+        if monitor?.listen(ownCommits: commits) == true {
+            repairSoon()
+            if usageInForce { usageChanged() }
+        }
+        if let failure { return failure }
+        usageInForce = !removal
+        if usageInForce { ensureMonitor() } else if inForce == nil { monitor = nil }
         return nil
     }
 

@@ -123,6 +123,14 @@ final class FakeRules: RuleLoading {
         if let refused = during(transactions) { return refused }
         return answers.isEmpty ? answer : answers.removeFirst()
     }
+    /// The usage table's scripts.
+    var usageScripts: [String] = []
+    var usageChanged: () -> Void = {}
+    var quotaReached: (String) -> Void = { _ in }
+    func loadUsage(_ script: String) -> String? {
+        usageScripts.append(script)
+        return answer
+    }
 }
 
 /// Steering's edge, recording the plans.
