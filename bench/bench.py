@@ -60,18 +60,18 @@ FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_g
             big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
             glib_inits=30, glib_toggles=200,
             churn_scopes=5000, churn_s=10, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2, silent_wait=10,
-            soak_s=60, soak_clients=16, soak_write_mb=1024, alarm_s=1500)
+            soak_s=60, soak_clients=16, soak_write_mb=1024, usage_reads=50, alarm_s=1500)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
              route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
              glib_inits=2, glib_toggles=4,
              churn_scopes=100, churn_s=1, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
-             soak_s=2, soak_clients=2, soak_write_mb=8, alarm_s=240)
+             soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, alarm_s=240)
 
 
 PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",
-          "decide", "steer", "reloadq", "glib", "churn", "silent", "soak"]
+          "decide", "steer", "reloadq", "glib", "churn", "silent", "soak", "usage"]
 
 
 class BenchError(Exception):
@@ -580,8 +580,8 @@ class Bench:
         """A stopped daemon leaves its rules in force: `netpermd --remove-rules` takes them out."""
         run(["ip", "netns", "exec", self.ns, os.path.join(self.bin, "netpermd"), "--remove-rules"])
 
-    def nft_table_loaded(self):
-        return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", "netpermd"], check=False).returncode == 0
+    def nft_table_loaded(self, table="netpermd"):
+        return run(["ip", "netns", "exec", self.ns, "nft", "list", "table", "inet", table], check=False).returncode == 0
 
     def tput_send(self, uid, check=True):
         cmd = ["ip", "netns", "exec", self.ns, "setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
@@ -621,20 +621,24 @@ class Bench:
             f.write("".join(parts))
         os.replace(path + ".tmp", path)
 
-    def start_enforcing(self, sock, conf, extra=()):
-        # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree the daemon reads.
+    def start_in_force(self, sock, conf, part, state, table, what, name, extra=()):
+        """netpermd until STATUS says its `part` (enforcement, usage) is `state` and the kernel has `table`. Entered
+        with nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree the daemon reads."""
         d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
-                       + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-enforce")) + list(extra),
-                       log_name="netpermd-enforce.log")
+                       + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-" + name)) + list(extra),
+                       log_name=f"netpermd-{name}.log")
 
-        def enforcing():
+        def ready():
             if d.poll() is not None:
-                raise BenchError(f"netpermd (Mode=block) exited with {d.returncode}" + self.daemon_log_tail())
-            return json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] == "enforcing"
-        self.wait_for(enforcing, "the rules in force", 30)
-        if not self.nft_table_loaded():
-            raise BenchError("STATUS says enforcing but the kernel has no table inet netpermd")
+                raise BenchError(f"netpermd ({what}) exited with {d.returncode}" + self.daemon_log_tail())
+            return json.loads(self.ask(sock, "STATUS", timeout=5))[part]["state"] == state
+        self.wait_for(ready, f"the rules of {what} in force", 30)
+        if not self.nft_table_loaded(table):
+            raise BenchError(f"STATUS says {state} but the kernel has no table inet {table}")
         return d
+
+    def start_enforcing(self, sock, conf, extra=()):
+        return self.start_in_force(sock, conf, "enforcement", "enforcing", "netpermd", "Mode=block", "enforce", extra)
 
     def udp_passes(self):
         return run(["ip", "netns", "exec", self.ns, "setpriv", "--reuid", str(TPUT_UID), "--regid", str(TPUT_UID),
@@ -1057,6 +1061,118 @@ class Bench:
             "on_mbit_s": [x["on"][0] for x in cycles], "off_mbit_s": [x["off"][0] for x in cycles],
             "on_dgram_cpu_ns": [x["on"][1] for x in cycles], "off_dgram_cpu_ns": [x["off"][1] for x in cycles]}
 
+    def usage_conf(self, path, apps):
+        """[Usage] Count=yes in Mode=off (a counting-only table), btp0 classified wwan (metered), the app TPUT_UID
+        with a budget it never reaches (so its packets also pass the budget's quota objects), then `apps` User= apps."""
+        parts = [f"[Interface {TPUT_LINK}]\nKind=wwan\n\n[Usage]\nCount=yes\nSaveIntervalSec=3600\n\n"
+                 f"[Defaults]\nWWAN=allow\n\n[App tputapp]\nUser={TPUT_UID}\nMeteredBudget=1T\n"]
+        for i in range(apps):
+            parts.append(f"\n[App uapp{i:05d}]\nUser={200000 + i}\n")
+        with open(path + ".tmp", "w") as f:
+            f.write("".join(parts))
+        os.replace(path + ".tmp", path)
+
+    @staticmethod
+    def connection_tags(names):
+        """ConnectionTags.assign: each app's tag, FNV-1a of its name in 23 bits (base 0x6e800000), a collision taking
+        the next free one, in name order."""
+        tags, taken = {}, set()
+        for name in sorted(set(names)):
+            h = 0x811C9DC5
+            for b in name.encode():
+                h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+            t = h & 0x7FFFFF
+            while t in taken:
+                t = (t + 1) & 0x7FFFFF
+            taken.add(t)
+            tags[name] = 0x6E800000 | t
+        return tags
+
+    def start_counting(self, sock, conf):
+        return self.start_in_force(sock, conf, "usage", "counting", "netpermd_usage", "[Usage] Count=yes", "usage")
+
+    def usage_sent(self, sock):
+        r = json.loads(self.ask(sock, "USAGE tputapp", timeout=30))
+        return r["apps"][0]["current"]["sent_bytes"]
+
+    def bench_usage(self):
+        """20: a counted app's TCP bulk and 64-byte datagrams ([Usage] Count=yes, Mode=off: the counting-only table,
+        over a metered link, through its budget's quotas, 10,001 apps in the policy) against no rules, in paired cycles
+        as figure 10; then the cost of one reading of every counter with 10,001 apps' elements in the counting sets
+        (the daemon's CPU per `USAGE APP`, which reads the whole table first) against the same with one app's."""
+        c = self.c
+        log(f"usage: {c['tput_rounds']} cycle(s) of TCP bulk ({c['tput_s']} s) and {c['dgrams']} datagrams, "
+            f"counted and not; {c['usage_reads']} readings of {c['big_apps'] + 1} apps' counters")
+        self.tput_links()
+        conf = os.path.join(self.dir, "usage.conf")
+        self.usage_conf(conf, c["big_apps"])
+        sock = os.path.join(self.dir, "usage.sock")
+        cycles = []
+
+        def measure():
+            return self.tput_send(TPUT_UID)["mbit_s"], self.tput_dgrams()["cpu_ns"]
+
+        def read_cost(d, n):
+            """Round trip (µs) of each `USAGE tputapp`, and the daemon's CPU per reading (µs)."""
+            self.settle_cpu(d.pid)
+            times, cpu0 = [], self.cpu_ns(d.pid)
+            for _ in range(n):
+                t = time.monotonic()
+                self.ask(sock, "USAGE tputapp", timeout=30)
+                times.append((time.monotonic() - t) * 1e6)
+            self.settle_cpu(d.pid)
+            return stats(times), (self.cpu_ns(d.pid) - cpu0) / 1000 / n
+
+        reading = {}
+        for i in range(c["tput_rounds"]):
+            cycle = {}
+            for side in (("on", "off") if i % 2 == 0 else ("off", "on")):
+                if side == "off":
+                    if self.nft_table_loaded("netpermd_usage"):
+                        raise BenchError("the counting table is loaded without netpermd running")
+                    cycle["off"] = measure()
+                    continue
+                d = self.start_counting(sock, conf)
+                self.settle_cpu(d.pid)
+                before = self.usage_sent(sock)
+                cycle["on"] = measure()
+                if self.usage_sent(sock) <= before:
+                    raise BenchError("the counted app's bytes did not grow")
+                if i == 0:
+                    # Every app's elements, as if each had sent and received over the metered link.
+                    reading["one_app_us"], reading["one_app_cpu_us"] = read_cost(d, c["usage_reads"])
+                    names = [f"uapp{k:05d}" for k in range(c["big_apps"])]
+                    assigned = self.connection_tags(names + ["tputapp"])
+                    tags = [assigned[n] for n in names]
+                    script = "".join(
+                        f"add element inet netpermd_usage {s} {{ "
+                        + ", ".join(f"0x{t:08x} counter packets {k + 1} bytes {1000 * (k + 1)}"
+                                    for k, t in enumerate(tags[j:j + 1000])) + " }\n"
+                        for s in ("count_sent_wwan_metered", "count_received_wwan_metered")
+                        for j in range(0, len(tags), 1000))
+                    run(["ip", "netns", "exec", self.ns, "nft", "-f", "-"], input=script, timeout=120)
+                    reading["all_apps_us"], reading["all_apps_cpu_us"] = read_cost(d, c["usage_reads"])
+                    t = time.monotonic()
+                    listed = run(["ip", "netns", "exec", self.ns, "nft", "-j", "list", "table", "inet", "netpermd_usage"],
+                                 timeout=120).stdout
+                    reading["nft_list_ms"] = (time.monotonic() - t) * 1000
+                    reading["elements"] = listed.count('"counter"')
+                    r = json.loads(self.ask(sock, "USAGE", timeout=30))
+                    counted = sum(1 for a in r["apps"] if a["current"]["sent_bytes"] > 0)
+                    if counted < c["big_apps"]:
+                        raise BenchError(f"only {counted} of {c['big_apps']} apps' counters were read")
+                self.stop(d)
+                os.unlink(sock) if os.path.exists(sock) else None
+                self.remove_rules()
+                if self.nft_table_loaded("netpermd_usage"):
+                    raise BenchError("the counting table is still loaded after netpermd --remove-rules")
+            cycles.append(cycle)
+        self.results["usage"] = {
+            "apps": c["big_apps"] + 1, "seconds": c["tput_s"], "dgrams": c["dgrams"], "reads": c["usage_reads"],
+            "on_mbit_s": [x["on"][0] for x in cycles], "off_mbit_s": [x["off"][0] for x in cycles],
+            "on_dgram_cpu_ns": [x["on"][1] for x in cycles], "off_dgram_cpu_ns": [x["off"][1] for x in cycles],
+            "reading": reading}
+
     def paced(self, sock, request, seconds):
         """A good client's round trips, one request every PACE_US (figures 14-16)."""
         return self.tool_json([self.tool("pacedq"), sock, request, str(PACE_US), str(seconds)], timeout=seconds + 60,
@@ -1367,6 +1483,28 @@ def build_rows(r, smoke):
         targets.append({"target": name, "met": bool(ok), "detail": detail})
         return "met" if ok else "MISSED"
 
+    def paired_rows(fig, e, title, cost, target_name):
+        """A sender's TCP bulk and 64-byte datagrams with rules and without, in paired cycles (figures 10 and 20):
+        each cycle measured both sides back to back, so the figure is the median of its ratios."""
+        on, off = sorted(e["on_mbit_s"]), sorted(e["off_mbit_s"])
+        ratios = sorted(a / b for a, b in zip(e["on_mbit_s"], e["off_mbit_s"]))
+        ratio = pct(ratios, 50)
+        out = [(f"{fig} {title} (Mbit/s)", f"{on[0]:.0f} / {pct(on, 50):.0f} / {on[-1]:.0f}",
+                f"no rules: {off[0]:.0f} / {pct(off, 50):.0f} / {off[-1]:.0f}",
+                f"cycles' ratios: median x{ratio:.3f} (min x{ratios[0]:.2f}, max x{ratios[-1]:.2f}; "
+                f"{len(ratios)} cycles of {e['seconds']} s a side)", ">= 0.95x of no rules",
+                target(target_name, ratio >= 0.95, f"ratio {ratio:.3f}"))]
+        if "on_dgram_cpu_ns" in e:
+            don, doff = sorted(e["on_dgram_cpu_ns"]), sorted(e["off_dgram_cpu_ns"])
+            extra = sorted(a - b for a, b in zip(e["on_dgram_cpu_ns"], e["off_dgram_cpu_ns"]))
+            times = sorted(a / b for a, b in zip(e["on_dgram_cpu_ns"], e["off_dgram_cpu_ns"]))
+            out.append((f"{fig} 64-byte datagram of the same app: sender's CPU per datagram (ns)",
+                        f"{don[0]:.0f} / {pct(don, 50):.0f} / {don[-1]:.0f}",
+                        f"no rules: {doff[0]:.0f} / {pct(doff, 50):.0f} / {doff[-1]:.0f}",
+                        f"{cost}: median {pct(extra, 50):+.0f} ns a packet (x{pct(times, 50):.2f}; "
+                        f"{e['dgrams']} datagrams a side)", "", ""))
+        return out
+
     if "latency" in r:
         lat = r["latency"]
         added = lat["added_us"]
@@ -1494,25 +1632,8 @@ def build_rows(r, smoke):
                      f" ({nb} queries; RSS {bp['rss_kb'] / 1024:.1f} MiB)", "", ""))
     if "enforcement" in r:
         e = r["enforcement"]
-        on, off = sorted(e["on_mbit_s"]), sorted(e["off_mbit_s"])
-        # Each cycle measured both sides back to back: the median of its ratios.
-        ratios = sorted(a / b for a, b in zip(e["on_mbit_s"], e["off_mbit_s"]))
-        ratio = pct(ratios, 50)
-        rows.append((f"10 TCP bulk of an allowed app, Mode=block, {e['apps']}-app policy (Mbit/s)",
-                     f"{on[0]:.0f} / {pct(on, 50):.0f} / {on[-1]:.0f}",
-                     f"no rules: {off[0]:.0f} / {pct(off, 50):.0f} / {off[-1]:.0f}",
-                     f"cycles' ratios: median x{ratio:.3f} (min x{ratios[0]:.2f}, max x{ratios[-1]:.2f}; "
-                     f"{len(ratios)} cycles of {e['seconds']} s a side)", ">= 0.95x of no rules",
-                     target("throughput with enforcement within 5% of none", ratio >= 0.95, f"ratio {ratio:.3f}")))
-        if "on_dgram_cpu_ns" in e:
-            don, doff = sorted(e["on_dgram_cpu_ns"]), sorted(e["off_dgram_cpu_ns"])
-            extra = sorted(a - b for a, b in zip(e["on_dgram_cpu_ns"], e["off_dgram_cpu_ns"]))
-            rows.append((f"10 64-byte datagram of the same app: sender's CPU per datagram (ns)",
-                         f"{don[0]:.0f} / {pct(don, 50):.0f} / {don[-1]:.0f}",
-                         f"no rules: {doff[0]:.0f} / {pct(doff, 50):.0f} / {doff[-1]:.0f}",
-                         f"the rules' cost: median {pct(extra, 50):+.0f} ns a packet "
-                         f"(x{pct(sorted(a / b for a, b in zip(e['on_dgram_cpu_ns'], e['off_dgram_cpu_ns'])), 50):.2f}; "
-                         f"{e['dgrams']} datagrams a side)", "", ""))
+        rows += paired_rows(10, e, f"TCP bulk of an allowed app, Mode=block, {e['apps']}-app policy", "the rules' cost",
+                            "throughput with enforcement within 5% of none")
     for key, e in sorted(r.get("inforce", {}).items(), key=lambda kv: kv[1]["apps"]):
         ratio = e["netpermd_us"]["median"] / e["nft_us"]["median"]
         rows.append((f"11 policy change (SIGHUP) -> the kernel rejects the app, {e['apps']} apps (ms)",
@@ -1620,6 +1741,15 @@ def build_rows(r, smoke):
                      f"max {fmt(d['max'], 'ms')} ms (at rest {fmt(rest['max'], 'ms')}); DECIDE p99 "
                      f"{fmt(so['decide_us']['p99'], 'ms')} ms; {len(so['loop_held_lines'])} loop-held lines",
                      "no QUERY over 1 s", target("soak: no QUERY over 1 s", d["max"] < 1e6, f"max {d['max'] / 1000:.0f} ms")))
+    if "usage" in r:
+        u = r["usage"]
+        rows += paired_rows(20, u, f"TCP bulk of a counted app, Count=yes, metered link with a budget, {u['apps']}-app policy",
+                            "counting's cost", "throughput with counting within 5% of none")
+        rd = u["reading"]
+        rows.append((f"20 reading every counter, {u['apps']} apps' elements: USAGE APP round trip (ms)",
+                     triple(rd["all_apps_us"], "ms"), "one app's: " + triple(rd["one_app_us"], "ms"),
+                     f"daemon CPU per reading {rd['all_apps_cpu_us'] / 1000:.2f} ms (one app's {rd['one_app_cpu_us'] / 1000:.2f}); "
+                     f"nft -j list of the table {rd['nft_list_ms']:.0f} ms ({rd['elements']} counters)", "", ""))
     return rows, targets
 
 

@@ -2,7 +2,7 @@
 # Installed as $(PREFIX)/share/bash-completion/completions/netpermctl. Self-contained: it needs nothing from
 # the bash-completion package, but uses its _command_offset for `wait -- COMMAND ARGS` when present.
 
-_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent metrics ping help"
+_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent metrics usage ping help"
 _netpermctl_options="--socket -j --json -t --terse -h --help --version"
 _netpermctl_kinds="wifi wwan ethernet other metered"
 
@@ -119,6 +119,8 @@ _netpermctl()
         links:0) words=$(_netpermctl_links) ;;
         query:0 | monitor:0 | decide:0 | forget:0) words=$(_netpermctl_apps "$prog" "$socket") ;;
         decide:1 | forget:1) words=$_netpermctl_kinds ;;
+        usage:0) words="reset $(_netpermctl_apps "$prog" "$socket")" ;;
+        usage:1) [[ ${args[0]} == reset ]] && words=$(_netpermctl_apps "$prog" "$socket") ;;
         decide:2) words="allow deny" ;;
         decide:3) [[ -z $once ]] && words="--once" ;;
         wait:*) words="--app --timeout --" ;;

@@ -26,6 +26,8 @@ why_not (JsonObject *verdict, const char *dimension)
     return "a decision denies it";
   if (g_strcmp0 (source, "once") == 0)
     return "a decision denies it until netpermd restarts";
+  if (g_strcmp0 (source, "budget") == 0)
+    return "its metered budget for this period is used up";
   return "its policy denies it";
 }
 
@@ -96,6 +98,25 @@ routed_elsewhere (JsonObject *verdict, const char *app, NetpermdVerdict *out)
   out->message = g_strdup_printf ("the kernel has no route for %s's traffic%s", app, instead);
 }
 
+/* budget-exhausted: not available, with how much of the budget is used and when metered links open again. */
+static void
+budget_exhausted (JsonObject *verdict, const char *app, NetpermdVerdict *out)
+{
+  JsonObject *budget = netpermd_json_object (verdict, "budget");
+  out->code = G_IO_ERROR_PERMISSION_DENIED;
+  if (!budget)
+    {
+      out->message = g_strdup_printf ("%s may not use metered links: its metered budget for this period is used up", app);
+      return;
+    }
+  g_autofree char *used = g_format_size_full ((guint64) netpermd_json_int (budget, "used"), G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *limit = g_format_size_full ((guint64) netpermd_json_int (budget, "limit"), G_FORMAT_SIZE_IEC_UNITS);
+  const char *until = netpermd_json_string (budget, "period_end");
+  g_autofree char *then = until ? g_strdup_printf ("; they open again on %s", until) : g_strdup ("");
+  out->message = g_strdup_printf ("%s may not use metered links: it has used %s of its metered budget of %s for this "
+                                  "period%s", app, used, limit, then);
+}
+
 gboolean
 netpermd_verdict_read (JsonObject *object, NetpermdVerdict *out)
 {
@@ -134,6 +155,8 @@ netpermd_verdict_read (JsonObject *object, NetpermdVerdict *out)
     }
   else if (strcmp (reason, "routed-elsewhere") == 0)
     routed_elsewhere (object, app, &v);
+  else if (strcmp (reason, "budget-exhausted") == 0)
+    budget_exhausted (object, app, &v);
   else if (strcmp (reason, "starting") == 0)
     {
       v.code = G_IO_ERROR_NETWORK_UNREACHABLE;

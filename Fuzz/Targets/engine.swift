@@ -236,6 +236,9 @@ final class World: EngineEdges {
             case .loadPolicy: return "load-policy"
             case let .loadRules(scripts, report, _): return "load-rules \(report) " + scripts.joined(separator: "\n--\n")
             case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
+            case .readUsage: return "read-usage"
+            case let .saveUsage(book): return "save-usage " + book.encoded()
+            case let .loadUsageRules(script, report): return "load-usage \(report) " + script
             case let .watchExit(pid): return "watch \(pid)"
             case let .unwatchExit(pid): return "unwatch \(pid)"
             case let .notify(n):
@@ -339,6 +342,22 @@ final class World: EngineEdges {
                 require(plan.cgroupMarks.values.allSatisfy { $0 == 0 || marks.contains($0) }, "a cgroup marked for no table")
             }
             feed(.steered(error: storeFails ? "bpf: Operation not permitted" : nil))
+        case .readUsage:
+            // No usage table in the fuzzer's kernel: counting (if a policy asks for it) reads nothing.
+            feed(.usageRead(nil, error: storeFails ? "Operation not permitted" : nil))
+        case let .saveUsage(book):
+            // What is saved must read back as the same totals.
+            let text = book.encoded()
+            do {
+                let read = try UsageBook.parse(text, path: "u")
+                require(read == book, "usage totals do not read back as written:\n\(text)")
+            } catch {
+                require(false, "the usage totals written do not parse (\(error)):\n\(text)")
+            }
+            feed(.usageSaved(error: storeFails ? "disk full" : nil))
+        case let .loadUsageRules(script, report):
+            require(!script.isEmpty, "an empty usage script")
+            if report { feed(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .watchExit(pid):
             require(watched.insert(pid).inserted, "pid \(pid) watched twice")
             if exited.contains(pid) { feed(.exited(pid: pid)) }

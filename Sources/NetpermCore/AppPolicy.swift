@@ -9,6 +9,8 @@ public struct AppPolicy: Equatable, Sendable {
     public var userUnits: [Glob] = []
     public var uids: [UInt32] = []
     public var permissions = PartialPermissions()
+    /// `MeteredBudget=`: nil when unset ([Defaults]' applies).
+    public var meteredBudget: MeteredBudget?
     /// Where the section was first defined, for error messages.
     public var path: String
     public var line: Int
@@ -30,4 +32,12 @@ public struct AppPolicy: Equatable, Sendable {
 public protocol AccountResolver {
     func uid(forUser name: String) -> UInt32?
     func gid(forGroup name: String) -> UInt32?
+}
+
+/// An app's own `MeteredBudget=`.
+public enum MeteredBudget: Equatable, Sendable {
+    /// `infinity`: none, whatever `[Defaults]` say.
+    case unlimited
+    /// Bytes per period over metered links, both ways.
+    case bytes(UInt64)
 }

@@ -16,6 +16,10 @@ public struct Config: Equatable, Sendable {
     public var userDecisions = true
     /// `[Enforcement] Mode=`: whether the kernel is made to follow the verdicts (docs/ENFORCEMENT.md).
     public var enforcement = EnforcementMode.off
+    /// `[Usage]`: whether traffic is counted per app, and the periods (docs/USAGE.md).
+    public var usage = UsageSettings()
+    /// `[Defaults] MeteredBudget=`: bytes an app no `[App]` gives its own may move over metered links per period.
+    public var meteredBudget: UInt64?
     /// In the order first defined: the first matching `[App]` wins.
     public private(set) var apps: [AppPolicy] = []
     private var appIndex: [String: Int] = [:]
@@ -28,6 +32,7 @@ public struct Config: Equatable, Sendable {
     public static func == (a: Config, b: Config) -> Bool {
         a.interfaces == b.interfaces && a.networks == b.networks && a.defaults == b.defaults && a.adminGroup == b.adminGroup
             && a.adminGID == b.adminGID && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
+            && a.usage == b.usage && a.meteredBudget == b.meteredBudget
             && a.userDecisions == b.userDecisions
     }
 
@@ -50,6 +55,11 @@ public struct Config: Equatable, Sendable {
         for app in parser.config.apps where !app.hasIdentity && !parser.badIdentity.contains(app.id) {
             parser.problems.error(app.path, app.line, in: IniSection.label("App", app.id),
                                   "no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+        }
+        // A budget nothing counts against would never run out: said where it is set.
+        if !parser.config.usage.count, let (path, line, label) = parser.firstBudget {
+            parser.problems.error(path, line, in: label, "MeteredBudget= needs [Usage] Count=yes: nothing counts "
+                + "what apps use without it")
         }
         parser.problems.sort(files: files.map(\.path))
         var config: Config?
@@ -121,6 +131,15 @@ public struct Config: Equatable, Sendable {
         app?.permissions.resolved(over: defaults) ?? defaults
     }
 
+    /// The app's `MeteredBudget=` per period, or `[Defaults]`'s where it sets none; nil: no budget.
+    public func meteredBudget(for app: AppPolicy?) -> UInt64? {
+        switch app?.meteredBudget {
+        case nil: return meteredBudget
+        case .unlimited?: return nil
+        case let .bytes(n)?: return n
+        }
+    }
+
     /// uid 0, the daemon's own uid (`daemonUID`: a process running as the daemon's user could act as the daemon
     /// anyway; under DynamicUser= it is the unit's own ExecReload=), or a member of `AdminGroup=`, whose gid
     /// `adminGID` gives (nil: no such group). The group is asked for only then: resolving a name may load NSS
@@ -149,6 +168,8 @@ public struct Config: Equatable, Sendable {
         var appsInThisFile: [String: Int] = [:]
         /// Apps with a wrong Executable=, Unit=, UserUnit= or User= word: "nothing matches it" would only repeat that.
         var badIdentity: Set<String> = []
+        /// Where a budget was first set, for the error when nothing counts.
+        var firstBudget: (String, Int, String)?
 
         init(accounts: AccountResolver, limit: Int) {
             self.accounts = accounts
@@ -185,6 +206,7 @@ public struct Config: Equatable, Sendable {
             case .app?: applyApp(s)
             case .interface?: applyInterface(s)
             case .enforcement?: applyEnforcement(s)
+            case .usage?: applyUsage(s)
             case .network?: applyNetwork(s)
             case nil:
                 // Its entries go unread: they would only repeat the warning.
@@ -206,6 +228,13 @@ public struct Config: Equatable, Sendable {
                     }
                 } else if e.key == "AdminGroup" {
                     if e.value.isEmpty { fail(s, e.line, "AdminGroup= needs a group name") } else { config.adminGroup = e.value }
+                } else if e.key == "MeteredBudget" {
+                    if let b = budget(s, e) {
+                        switch b {
+                        case .unlimited: config.meteredBudget = nil
+                        case let .bytes(n): config.meteredBudget = n; noteBudget(s, e)
+                        }
+                    }
                 } else if e.key == "UserDecisions" {
                     if let b = Ini.parseBool(e.value) {
                         config.userDecisions = b
@@ -248,6 +277,16 @@ public struct Config: Equatable, Sendable {
             for e in s.entries {
                 if let k = Parser.dimension(forKey: e.key) {
                     if let p = permission(s, e) { app.permissions.values[k] = p }
+                    continue
+                }
+                if e.key == "MeteredBudget" {
+                    // Empty: back to [Defaults]' budget.
+                    if e.value.isEmpty {
+                        app.meteredBudget = nil
+                    } else if let b = budget(s, e) {
+                        app.meteredBudget = b
+                        if case .bytes = b { noteBudget(s, e) }
+                    }
                     continue
                 }
                 guard e.key == "Executable" || e.key == "Unit" || e.key == "UserUnit" || e.key == "User" else {
@@ -298,6 +337,49 @@ public struct Config: Equatable, Sendable {
                 case "block": config.enforcement = .block
                 case "steer": config.enforcement = .steer
                 default: fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Mode= (expected off, block or steer)")
+                }
+            }
+        }
+
+        /// `MeteredBudget=200M`: a size (bytes, or K, M, G, T: powers of 1024), or `infinity` for none.
+        mutating func budget(_ s: IniSection, _ e: IniEntry) -> MeteredBudget? {
+            if e.value.lowercased() == "infinity" { return .unlimited }
+            guard let n = ByteSize.parse(e.value), n > 0 else {
+                fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for MeteredBudget= (expected a size such as "
+                    + "200M, 1.5G or 500000, or infinity)")
+                return nil
+            }
+            return .bytes(n)
+        }
+
+        mutating func noteBudget(_ s: IniSection, _ e: IniEntry) {
+            if firstBudget == nil { firstBudget = (s.path, e.line, s.label) }
+        }
+
+        mutating func applyUsage(_ s: IniSection) {
+            if s.argument != nil { fail(s, s.line, "[Usage] takes no name") }
+            for e in s.entries {
+                switch e.key {
+                case "Count":
+                    if let b = Ini.parseBool(e.value) {
+                        config.usage.count = b
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Count= (expected yes or no)")
+                    }
+                case "PeriodStart":
+                    if let d = Int(e.value), (1...31).contains(d) {
+                        config.usage.periodStart = d
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for PeriodStart= (expected a day of the month, 1 to 31)")
+                    }
+                case "SaveIntervalSec":
+                    if let n = Int(e.value), n > 0, n <= 86400 {
+                        config.usage.saveIntervalSec = n
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for SaveIntervalSec= (expected seconds, 1 to 86400)")
+                    }
+                default:
+                    unknownKey(s, e, .usage)
                 }
             }
         }
@@ -393,7 +475,7 @@ extension ConfigParseResult {
 
 /// The sections a policy may have, with their keys: what tells a typo from a key of another section.
 enum SectionKind: CaseIterable {
-    case defaults, app, interface, network, enforcement
+    case defaults, app, interface, network, enforcement, usage
 
     init?(name: String) {
         guard let k = SectionKind.allCases.first(where: { $0.name == name }) else { return nil }
@@ -407,6 +489,7 @@ enum SectionKind: CaseIterable {
         case .interface: return "Interface"
         case .network: return "Network"
         case .enforcement: return "Enforcement"
+        case .usage: return "Usage"
         }
     }
 
@@ -418,16 +501,18 @@ enum SectionKind: CaseIterable {
         case .interface: return "[Interface GLOB]"
         case .network: return "[Network SSID]"
         case .enforcement: return "[Enforcement]"
+        case .usage: return "[Usage]"
         }
     }
 
     var keys: [String] {
         let kinds = PermissionSet.dimensions.map(\.key)
         switch self {
-        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec", "UserDecisions"]
-        case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds
+        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec", "UserDecisions", "MeteredBudget"]
+        case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds + ["MeteredBudget"]
         case .interface, .network: return ["Kind", "Metered"]
         case .enforcement: return ["Mode"]
+        case .usage: return ["Count", "PeriodStart", "SaveIntervalSec"]
         }
     }
 }

@@ -19,6 +19,8 @@ public struct DaemonState: Sendable {
     /// an undecided `ask` is a deny (`no-agent`): a device without a screen gets an answer, not an endless
     /// `awaiting-decision`.
     public var agents = 0
+    /// Apps whose `MeteredBudget=` is used up this period: metered links are denied to them (source `budget`).
+    public var exhausted: Set<String> = []
     /// Users' own agents (`[Defaults] UserDecisions=yes`), by uid: each answers the prompts of its uid's processes.
     public var userAgents: [UInt32: Int] = [:]
 
@@ -33,6 +35,10 @@ public struct DaemonState: Sendable {
     public func effectivePermissions(for match: AppMatch, uid: UInt32? = nil) -> EffectivePermissions {
         var e = decisions.apply(to: config.permissions(for: match.app), app: match.id, uid: uid)
         if !hasAgent(for: uid) { e.denyUndecided() }
+        if exhausted.contains(match.id), e.permissions.metered != .deny {
+            e.permissions.metered = .deny
+            e.sources[.metered] = .budget
+        }
         return e
     }
 

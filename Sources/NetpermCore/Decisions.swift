@@ -13,6 +13,9 @@ public enum PermissionSource: String, Sendable {
     /// The policy says `ask`, nothing was decided, and no agent is listening to ask the user: a deny, as
     /// polkit denies when no authentication agent is registered.
     case noAgent = "no-agent"
+    /// `MeteredBudget=` is used up for this period: metered links are denied until the next period or a reset
+    /// (`metered` only; docs/USAGE.md).
+    case budget
 
     /// `rawValue` as a literal, written without escaping (every reply has five).
     public var literal: StaticString {
@@ -23,6 +26,7 @@ public enum PermissionSource: String, Sendable {
         case .userDecision: "user-decision"
         case .userOnce: "user-once"
         case .noAgent: "no-agent"
+        case .budget: "budget"
         }
     }
 }

@@ -6,6 +6,9 @@ public enum Topic: String, Sendable, CaseIterable {
     /// The subscriber's own app only, whatever its privilege: what a process that wants its own verdict (the GLib
     /// module) listens to, without a privileged one hearing every app's events.
     case own = "self"
+    /// Apps crossing 80% and 100% of their metered budget (docs/USAGE.md): the subscriber's own app, or (privileged)
+    /// every app.
+    case usage
 
     /// What `SUBSCRIBE` alone means: prompts only for those who ask to be agents.
     public static let defaults: Set<Topic> = [.links, .apps, .policy]
@@ -13,7 +16,7 @@ public enum Topic: String, Sendable, CaseIterable {
 
 /// The `event` member of an event line: what the daemon writes and what clients match on.
 public enum EventName: String, Sendable, CaseIterable {
-    case snapshot, link, app, policy, prompt
+    case snapshot, link, app, policy, prompt, usage
     case promptExpired = "prompt-expired"
     case promptAnswered = "prompt-answered"
     case promptWithdrawn = "prompt-withdrawn"
@@ -49,6 +52,8 @@ public enum Event: Equatable, Sendable {
     case promptAnswered(Prompt, Permission, once: Bool, uid: UInt32?)
     /// Nobody is asking any more: every process that asked has exited (and no packet of the app was rejected).
     case promptWithdrawn(Prompt)
+    /// An app crossed 80% or 100% of its metered budget.
+    case usage(BudgetNotice)
     /// The daemon is stopping (SIGTERM).
     case stopping
 
@@ -58,6 +63,7 @@ public enum Event: Equatable, Sendable {
         case .app: return .apps
         case .policy: return .policy
         case .prompt, .promptExpired, .promptAnswered, .promptWithdrawn: return .prompts
+        case .usage: return .usage
         // Every subscriber hears it, whatever its topics.
         case .stopping: return nil
         }
@@ -72,6 +78,7 @@ public enum Event: Equatable, Sendable {
         case .promptExpired: return .promptExpired
         case .promptAnswered: return .promptAnswered
         case .promptWithdrawn: return .promptWithdrawn
+        case .usage: return .usage
         case .stopping: return .stopping
         }
     }
@@ -100,6 +107,8 @@ public enum Event: Equatable, Sendable {
         case let .promptWithdrawn(p):
             p.writeHead(to: &s)
             s.field("why", "asker-exited")
+        case let .usage(n):
+            n.write(to: &s)
         case .stopping:
             break
         }
@@ -119,5 +128,20 @@ public enum Event: Equatable, Sendable {
         }
         for o in old.links where oldByIndex[o.index] != nil { events.append(.link(.removed, o)) }
         return events
+    }
+}
+
+/// What a `usage` event says: an app's metered bytes this period reached `percent` (80 or 100) of its budget.
+public struct BudgetNotice: Equatable, Sendable {
+    public var app: String
+    public var percent: Int
+    public var budget: BudgetFact
+
+    public init(app: String, percent: Int, budget: BudgetFact) { self.app = app; self.percent = percent; self.budget = budget }
+
+    func write(to w: inout JSONWriter) {
+        w.field("app", app)
+        w.field("percent", percent)
+        w.object("budget") { budget.write(to: &$0) }
     }
 }

@@ -37,6 +37,8 @@ public struct JSONWriter {
     public mutating func field(_ key: StaticString, _ value: String) { self.key(key); Self.write(value, into: out) }
     public mutating func field(_ key: StaticString, _ value: Bool) { self.key(key); Self.write(value, into: out) }
     public mutating func field(_ key: StaticString, _ value: Int) { self.key(key); Self.write(value, into: out) }
+    /// Byte counts, which outgrow nothing but can exceed Int's half of the range no sooner than it.
+    public mutating func field(_ key: StaticString, _ value: UInt64) { self.key(key); Self.write(digits: value, into: out) }
 
     /// A value known to need no escaping (an enum's literal): copied, not scanned.
     public mutating func field(_ key: StaticString, literal value: StaticString) {
@@ -116,7 +118,12 @@ public struct JSONWriter {
     /// Decimal, as `String(i)`.
     public static func write(_ i: Int, into out: ByteBuffer) {
         if i < 0 { out.append(0x2D) }
-        var v = i.magnitude
+        write(digits: UInt64(i.magnitude), into: out)
+    }
+
+    /// Decimal digits of `v`.
+    public static func write(digits value: UInt64, into out: ByteBuffer) {
+        var v = value
         out.reserve(20)
         let start = out.count
         repeat {

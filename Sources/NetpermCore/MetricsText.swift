@@ -24,6 +24,10 @@ public struct MetricsText: Sendable {
         write(String(value), labels)
     }
 
+    public mutating func sample(count value: UInt64, _ labels: KeyValuePairs<String, String> = [:]) {
+        write(String(value), labels)
+    }
+
     public mutating func sample(_ value: Bool, _ labels: KeyValuePairs<String, String> = [:]) {
         write(value ? "1" : "0", labels)
     }

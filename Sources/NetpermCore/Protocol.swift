@@ -20,7 +20,9 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 
 public enum Verb: String, Sendable, CaseIterable {
     case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions, metrics,
-         quit
+         usage
+    case resetUsage = "reset-usage"
+    case quit
 
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
     /// lowercased String for `init(rawValue:)` cost more than the rest of parsing.
@@ -46,7 +48,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .query: return "QUERY [APP]"
         case .apps: return "APPS"
         case .reload: return "RELOAD"
-        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self]"
+        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self] [usage]"
         case .wait: return "WAIT [APP] [SECONDS]"
         case .prompts: return "PROMPTS"
         case .answer: return "ANSWER ID allow|deny|once"
@@ -54,6 +56,8 @@ public enum Verb: String, Sendable, CaseIterable {
         case .forget: return "FORGET APP [KIND]"
         case .decisions: return "DECISIONS"
         case .metrics: return "METRICS"
+        case .usage: return "USAGE [APP]"
+        case .resetUsage: return "RESET-USAGE [APP]"
         case .quit: return "QUIT"
         }
     }
@@ -75,6 +79,8 @@ public enum Verb: String, Sendable, CaseIterable {
         case .forget: return "remove decisions of an app (privileged: everyone's and every user's; a user: their own)"
         case .decisions: return "every decision, for everyone and per uid (privileged; a user: their own)"
         case .metrics: return "counters and gauges in Prometheus' text format, as one JSON string (privileged)"
+        case .usage: return "data used per app and kind of link, this period and the last, and budgets (your own apps unless privileged)"
+        case .resetUsage: return "start an app's (default: every app's) counts of this period from zero (privileged)"
         case .quit: return "close this connection"
         }
     }

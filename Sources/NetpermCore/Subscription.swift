@@ -46,10 +46,13 @@ public struct Subscription: Sendable {
 
     public func wants(_ event: Event) -> Bool {
         if case let .app(v) = event { return hears(v) }
+        if case let .usage(n) = event {
+            return topics.contains(.usage) && (n.app == appID || privileged)
+        }
         guard let topic = event.topic else { return true }
         guard topics.contains(topic) else { return false }
         switch event {
-        case .app: return false
+        case .app, .usage: return false
         case let .prompt(p), let .promptExpired(p), let .promptAnswered(p, _, _, _), let .promptWithdrawn(p):
             return mayAnswer(p)
         case .link, .policy, .stopping: return true

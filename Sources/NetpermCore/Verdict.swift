@@ -8,6 +8,8 @@ public struct Verdict: Equatable, Sendable {
         /// The kernel routes the app's traffic (a family of it) out of a link it may not use, or into nothing,
         /// while a link it may use is usable: it could bind to that one (`bindTo`).
         case routedElsewhere = "routed-elsewhere"
+        /// Denied only on metered links, because its `MeteredBudget=` for this period is used up (docs/USAGE.md).
+        case budgetExhausted = "budget-exhausted"
         case starting
     }
 
@@ -38,6 +40,8 @@ public struct Verdict: Equatable, Sendable {
     public var pendingKinds: [PolicyDimension]
     /// Whether the kernel enforces the app's permissions (Mode=block); the engine fills it in per app.
     public var enforcement: Enforcement = .notEnforced(.modeOff)
+    /// The app's metered budget, when it has one; the engine fills it in per app.
+    public var budget: BudgetFact?
     /// Whose verdict it is: nil for everyone's processes, or one uid's, with its own decisions and agent (a
     /// user's own app, `[Defaults] UserDecisions=yes`). Not written: it says which subscribers get an event.
     public var uid: UInt32? = nil
@@ -106,7 +110,9 @@ public struct Verdict: Equatable, Sendable {
             v.reason = .routedElsewhere
             v.bindTo = bind
         } else {
-            v.reason = pending.isEmpty ? .denied : .awaitingDecision
+            // Its budget alone is what a new period or a reset would open.
+            let budget = effective.sources[.metered] == .budget && denied.contains(.metered)
+            v.reason = !pending.isEmpty ? .awaitingDecision : budget ? .budgetExhausted : .denied
         }
         return v
     }
@@ -147,5 +153,35 @@ public struct Verdict: Equatable, Sendable {
             for k in PermissionSet.dimensions { $0.field(k.dimension.key, literal: (sources[k.dimension] ?? .policy).literal) }
         }
         enforcement.write(to: &s)
+        if let budget { s.object("budget") { budget.write(to: &$0) } }
+    }
+}
+
+/// An app's `MeteredBudget=` as a verdict reports it: how much of it is used this period, and whether the kernel
+/// holds the app to it.
+public struct BudgetFact: Equatable, Sendable {
+    public var limit: UInt64
+    /// Bytes both ways over metered links this period, as last read from the kernel.
+    public var used: UInt64
+    public var exhausted: Bool
+    /// The kernel refuses the app's metered traffic at the budget (Mode=block or steer, the counting rules in force,
+    /// and the app has a uid or unit the rules tag); otherwise the budget is advice.
+    public var enforced: Bool
+    /// The current period: its first day, and the first day of the next.
+    public var periodStart: CivilDate?
+    public var periodEnd: CivilDate?
+
+    public init(limit: UInt64, used: UInt64, exhausted: Bool, enforced: Bool, periodStart: CivilDate?, periodEnd: CivilDate?) {
+        self.limit = limit; self.used = used; self.exhausted = exhausted; self.enforced = enforced
+        self.periodStart = periodStart; self.periodEnd = periodEnd
+    }
+
+    func write(to w: inout JSONWriter) {
+        w.field("limit", limit)
+        w.field("used", used)
+        w.field("exhausted", exhausted)
+        w.field("enforced", enforced)
+        w.field("period_start", periodStart?.description)
+        w.field("period_end", periodEnd?.description)
     }
 }

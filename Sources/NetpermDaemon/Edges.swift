@@ -1,6 +1,7 @@
 import NetpermCore
 import NetpermHost
 import NetpermIO
+import NetpermNftables
 import NetpermSystemd
 
 /// The edges the interpreter drives besides the loop and the transport, each a protocol: the daemon gives it the
@@ -25,9 +26,32 @@ public protocol RuleLoading: AnyObject {
     var repairFailed: (String) -> Void { get set }
     /// The kernel rejected and logged a packet of this app and pending kind.
     var blocked: (String, PolicyDimension, UInt32?, Int32?) -> Void { get set }
+    /// Runs one script of the usage table as one transaction (the removal only if the table exists), in turn with
+    /// the rules' loads; `done` gets nil, or why it failed, as `load`'s does.
+    func loadUsage(_ script: String, done: @escaping (String?) -> Void)
+    /// Another process changed the usage table; the kernel said a quota object of it ran out.
+    var usageChanged: () -> Void { get set }
+    var quotaReached: (String) -> Void { get set }
 }
 
 extension Enforcer: RuleLoading {}
+
+/// Where the usage totals are written (`UsageStore`). Called off the loop's thread.
+public protocol UsageSaving: Sendable {
+    var path: String { get }
+    func save(_ book: UsageBook) -> StoreOutcome
+}
+
+extension UsageStore: UsageSaving {}
+
+/// The usage table's counters and quota objects (`UsageCounters`, over netfilter netlink); nil: no table.
+public protocol UsageCounting: AnyObject {
+    func read() -> Result<UsageReading?, Errno>
+}
+
+final class KernelUsageCounters: UsageCounting {
+    func read() -> Result<UsageReading?, Errno> { Result { () throws(Errno) in try UsageCounters.read() } }
+}
 
 /// Mode=steer's program, maps, rules and tables (`Steerer`).
 public protocol SteeringLoading: AnyObject {

@@ -5,7 +5,9 @@ import NetpermNftables
 /// Carries out `Effect.loadRules` through libnftables, and keeps the rules in force: another process changing
 /// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded
 /// again. The sockets are made only when first needed, so Mode=off costs nothing. While rules are in force, the
-/// packets they log (a pending app's first rejected ones) are read from their NFLOG group.
+/// packets they log (a pending app's first rejected ones) are read from their NFLOG group. The usage table
+/// (`Effect.loadUsageRules`) goes through the same queue and event socket: another process's change to it, and the
+/// kernel's notice of a quota used up, are handed to the engine.
 ///
 /// Loads run on a thread of their own (`OffLoop`), one at a time and in the order they came, repairs queued
 /// behind them: a whole table of 10,000 apps takes seconds under load, and clients must be answered meanwhile.
@@ -38,14 +40,24 @@ final class Enforcer {
     var repairFailed: (String) -> Void = { _ in }
     /// The kernel rejected and logged a packet of this app and pending kind.
     var blocked: (String, PolicyDimension, UInt32?, Int32?) -> Void = { _, _, _, _ in }
+    /// Another process changed the usage table; a quota object of it ran out.
+    var usageChanged: () -> Void = {}
+    var quotaReached: (String) -> Void = { _ in }
+    /// The usage table was loaded by this process and not removed since.
+    private var usageInForce = false
+    /// This process's netfilter sockets that loads used: changes they make are the daemon's own.
+    private var ownPortIDs: Set<UInt32> = []
 
-    /// A load asked for: the engine's (`whole` its ruleset; `done` its answer) or a repair (`whole` nil: the rules
-    /// in force when it starts).
+    /// A load asked for: the engine's rules (`whole` their ruleset; `done` its answer), a repair (the rules in force
+    /// when it starts), or a script of the usage table.
     private struct Job {
+        enum Kind { case rules, repair, usage }
+        var kind: Kind
         var transactions: [String]
         var whole: String?
         var done: (String?) -> Void
-        var repair: Bool { whole == nil }
+        var repair: Bool { kind == .repair }
+        var wholeRules: Bool { kind == .rules && transactions == [whole!] }
     }
 
     /// What runs on the thread: the scripts, and what came of them. The thread owns it from `run` until it has
@@ -111,23 +123,33 @@ final class Enforcer {
     /// process change the table (they may change only part of it). A whole ruleset is handed over from the table in
     /// force, if there is one (`Ruleset.wholeLoad`).
     func load(_ transactions: [String], inForce whole: String, done: @escaping (String?) -> Void) {
-        queue.append(Job(transactions: transactions, whole: whole, done: done))
+        queue.append(Job(kind: .rules, transactions: transactions, whole: whole, done: done))
+        startNext()
+    }
+
+    /// Runs one script of the usage table (UsageRules) as one transaction, in turn with the rules' loads; `done` gets
+    /// nil, or why it failed. The removal runs only if the table exists, so that a daemon that never counts never
+    /// loads libnftables.
+    func loadUsage(_ script: String, done: @escaping (String?) -> Void) {
+        queue.append(Job(kind: .usage, transactions: [script], whole: nil, done: done))
         startNext()
     }
 
     private func startNext() {
         guard !running, !queue.isEmpty else { return }
         var job = queue.removeFirst()
-        if job.repair {
+        switch job.kind {
+        case .usage: return startUsage(job)
+        case .repair:
             // A whole load waiting behind it makes it needless.
-            guard let rules = inForce, !queue.contains(where: { !$0.repair && $0.transactions == [$0.whole!] }) else {
-                return startNext()
-            }
+            guard let rules = inForce, !queue.contains(where: \.wholeRules) else { return startNext() }
             job.transactions = [rules]
             job.whole = rules
-        } else if wholeNext {
-            wholeNext = false
-            job.transactions = [job.whole!]
+        case .rules:
+            if wholeNext {
+                wholeNext = false
+                job.transactions = [job.whole!]
+            }
         }
         let whole = job.whole!
         let removal = whole == Ruleset.removal
@@ -151,12 +173,33 @@ final class Enforcer {
             let (table, handover) = (try? Self.tables()) ?? (nil, nil)
             scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true)
         }
+        run(job, Load(scripts: scripts, elements: job.transactions != [whole], socket: elementSocket))
+    }
+
+    private func startUsage(_ job: Job) {
+        let script = job.transactions[0]
+        if script == UsageRules.removal {
+            let answer: String??
+            switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: UsageRules.table) }) {
+            case .success(false?): usageInForce = false; answer = .some(nil)
+            case .success(nil): answer = "not permitted to look at nftables"
+            case let .failure(e): answer = "cannot ask nftables: \(e)"
+            case .success(true?): answer = .none
+            }
+            if case let .some(answer) = answer {
+                job.done(answer)
+                return startNext()
+            }
+        }
+        run(job, Load(scripts: [script], elements: false, socket: nil))
+    }
+
+    private func run(_ job: Job, _ load: Load) {
         // Out of the nftables group meanwhile: the kernel builds no notification of our own changes, and the
         // generation tells whether another process committed in between.
         monitor?.quiet()
         running = true
-        let load = Load(scripts: scripts, elements: job.transactions != [whole], socket: elementSocket)
-        elementSocket = nil
+        if load.elements { elementSocket = nil }
         if let worker {
             do {
                 try worker.run({ load.execute(); return load }) { [unowned self] in self.finished($0, job) }
@@ -171,18 +214,30 @@ final class Enforcer {
 
     private func finished(_ load: Load, _ job: Job) {
         running = false
-        elementSocket = load.socket
+        if load.elements { elementSocket = load.socket }
         for n in load.batches { Log.debug("enforcement: \(n) commands sent as one nf_tables batch") }
-        if !load.ownPortIDs.isEmpty { monitor?.ownPortIDs = load.ownPortIDs.union(monitor?.ownPortIDs ?? []) }
+        if !load.ownPortIDs.isEmpty {
+            ownPortIDs.formUnion(load.ownPortIDs)
+            monitor?.ownPortIDs = ownPortIDs
+        }
         if monitor?.listen(ownCommits: load.commits) == true {
             // Repaired once this load is accounted for.
             repairSoon()
+            if usageInForce { usageChanged() }
         }
         let failure = load.failure
-        if failure == nil { took(job.whole!) }
-        if job.repair, let failure {
-            Log.err("enforcement: loading the rules again failed: \(failure)")
-            if queue.contains(where: { !$0.repair }) { wholeNext = true } else { repairFailed(failure) }
+        switch job.kind {
+        case .usage:
+            if failure == nil {
+                usageInForce = job.transactions != [UsageRules.removal]
+                if usageInForce { ensureMonitor() } else if inForce == nil { monitor = nil }
+            }
+        case .rules, .repair:
+            if failure == nil { took(job.whole!) }
+            if job.repair, let failure {
+                Log.err("enforcement: loading the rules again failed: \(failure)")
+                if queue.contains(where: { $0.kind == .rules }) { wholeNext = true } else { repairFailed(failure) }
+            }
         }
         job.done(failure)
         startNext()
@@ -194,7 +249,7 @@ final class Enforcer {
             inForce = nil
             repairTimer?.cancel()
             repairTimer = nil
-            monitor = nil
+            if !usageInForce { monitor = nil }
             nflog = nil
             elementSocket = nil
             return
@@ -216,14 +271,27 @@ final class Enforcer {
                 nflogFailed = true
             }
         }
-        if monitor == nil {
-            do {
-                monitor = try NftablesMonitor(loop: loop, table: Ruleset.table)
-                monitor?.changed = { [unowned self] pid, name in self.foreignChange(pid: pid, name: name) }
-            } catch {
-                Log.warning("enforcement: cannot watch nftables for changes by others (\(error)); "
-                    + "a flushed ruleset stays flushed until the next change")
+        ensureMonitor()
+    }
+
+    private func ensureMonitor() {
+        guard monitor == nil else { return }
+        do {
+            monitor = try NftablesMonitor(loop: loop, tables: [Ruleset.table, UsageRules.table])
+            monitor?.ownPortIDs = ownPortIDs
+            monitor?.changed = { [unowned self] table, pid, name in
+                if table == UsageRules.table {
+                    if self.usageInForce { self.usageChanged() }
+                } else {
+                    self.foreignChange(pid: pid, name: name)
+                }
             }
+            monitor?.objectNotified = { [unowned self] table, object in
+                if table == UsageRules.table { self.quotaReached(object) }
+            }
+        } catch {
+            Log.warning("enforcement: cannot watch nftables for changes by others (\(error)); "
+                + "a flushed ruleset stays flushed until the next change")
         }
     }
 
@@ -257,7 +325,7 @@ final class Enforcer {
         Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
         // One repair waiting is enough: it loads the rules in force when it starts.
         guard !queue.contains(where: \.repair) else { return }
-        queue.append(Job(transactions: [], whole: nil, done: { _ in }))
+        queue.append(Job(kind: .repair, transactions: [], whole: nil, done: { _ in }))
         startNext()
     }
 }

@@ -18,6 +18,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// Decisions are written on a thread of their own too: a write and two fsyncs can take long on a busy disk,
     /// and the engine holds only the requester meanwhile (it waits for `stored`).
     private let storeWriter: OffLoop<StoreOutcome>?
+    /// The usage totals, written off the loop as the decisions are (on it at a stop: the process is about to go).
+    private let usageStore: UsageSaving
+    private let usageWriter: OffLoop<StoreOutcome>?
+    private let counters: UsageCounting
+    private var stopping = false
     private let sysfs: Sysfs
     private let enforcer: RuleLoading
     private let steerer: SteeringLoading
@@ -60,13 +65,17 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// The processes that asked an open prompt: each pidfd becomes readable when its process exits.
     private var askers: [Int32: (fd: Int32, source: IOSource)] = [:]
 
-    /// `rules` and `steering` nil: the real ones (libnftables, bpf(2) and rtnetlink); the tests give fakes.
-    public init(engine: Engine, loop: EventLoop, store: DecisionSaving, sysfs: Sysfs, rules: RuleLoading? = nil,
-                steering: SteeringLoading? = nil, notify: @escaping (NotifyMessage) -> Void = ServiceManager.notify,
+    /// `rules`, `steering` and `counters` nil: the real ones (libnftables, bpf(2) and rtnetlink, netfilter netlink);
+    /// `usageStore` nil: the usage file beside the decisions. The tests give fakes.
+    public init(engine: Engine, loop: EventLoop, store: DecisionSaving, usageStore: UsageSaving? = nil, sysfs: Sysfs,
+                rules: RuleLoading? = nil, steering: SteeringLoading? = nil, counters: UsageCounting? = nil,
+                notify: @escaping (NotifyMessage) -> Void = ServiceManager.notify,
                 loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
         driver = EngineDriver(engine: engine); self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
         enforcer = rules ?? Enforcer(loop: loop)
         steerer = steering ?? Steerer()
+        self.usageStore = usageStore ?? UsageStore(stateDir: Files.directory(of: store.path))
+        self.counters = counters ?? KernelUsageCounters()
         self.notify = notify
         do { policyLoader = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
@@ -76,10 +85,16 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             Log.warning("cannot set up writing decisions off the loop (\(error)); they will be written on the loop")
             storeWriter = nil
         }
+        do { usageWriter = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up writing usage totals off the loop (\(error)); they will be written on the loop")
+            usageWriter = nil
+        }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
         enforcer.blocked = { [unowned self] app, kind, uid, index in
             self.feed(.blocked(app: app, kind: kind, uid: uid, ifindex: index))
         }
+        enforcer.usageChanged = { [unowned self] in self.feed(.usageTableChanged) }
+        enforcer.quotaReached = { [unowned self] quota in self.feed(.budgetReached(quota: quota)) }
         driver.edges = self
     }
 
@@ -87,6 +102,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     public func feed(_ input: Input) { driver.feed(input) }
 
     public func carryOut(_ effects: Effects, of input: Input) {
+        if case .stopping = input { stopping = true }
         let start = Clock.monotonicMicroseconds()
         var slowest: (effect: Effect?, took: UInt64) = (nil, 0)
         for effect in effects.list {
@@ -95,7 +111,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
                 carryOut(effect)
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
-                 .notify, .log, .loadRules, .watchExit, .unwatchExit, .steer:
+                 .notify, .log, .loadRules, .readUsage, .saveUsage, .loadUsageRules, .watchExit, .unwatchExit, .steer:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -108,6 +124,20 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             slowInputs.emit(5, "the loop was held \(held / 1000) ms by the effects of \(input.name) (\(effects.list.count) "
                 + "effects" + (slowest.effect.map { ", \($0.name) \(slowest.took / 1000) ms" } ?? "") + ")")
         }
+    }
+
+    /// A file written off the loop's thread when `writer` is there and free; on the loop otherwise.
+    private func write(_ what: String, with writer: OffLoop<StoreOutcome>?, _ save: @escaping @Sendable () -> StoreOutcome,
+                       then done: @escaping (StoreOutcome) -> Void) {
+        if let writer, !writer.busy {
+            do {
+                try writer.run(save, then: done)
+                return
+            } catch {
+                Log.warning("cannot start a thread to write \(what) (\(error)); writing them on the loop")
+            }
+        }
+        done(save())
     }
 
     public func drained() { server?.serveReleased() }
@@ -137,15 +167,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .persist(decisions):
             // One write at a time: the engine starts the next only once this one is `stored`.
             let store = self.store
-            if let storeWriter, !storeWriter.busy {
-                do {
-                    try storeWriter.run({ store.save(decisions) }) { [unowned self] in self.stored($0) }
-                    return
-                } catch {
-                    Log.warning("cannot start a thread to write the decisions (\(error)); writing them on the loop")
-                }
-            }
-            stored(store.save(decisions))
+            write("the decisions", with: storeWriter, { store.save(decisions) }) { [unowned self] in self.stored($0) }
         case .loadPolicy:
             // The engine has one load in flight at a time; on the loop only if no thread can be had.
             if let policyLoader, !policyLoader.busy {
@@ -173,17 +195,46 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             let handles = UnitCgroups.handles(namedIn: inForce)
             loadHandles[n] = handles
             lastHandles = handles
-            handlesInForce(inForceHandles.union(handles))
+            keepHandles()
             enforcer.load(scripts, inForce: inForce) { [unowned self] error in
                 loadHandles[n] = nil
                 if error == nil { inForceHandles = handles }
-                handlesInForce(loadHandles.values.reduce(inForceHandles.union(lastHandles)) { $0.union($1) })
+                keepHandles()
                 Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
                     + "\(Clock.monotonicMicroseconds() - start) µs")
                 if report {
                     feed(.rulesLoaded(error: error))
                 } else if let error {
                     Log.debug("enforcement: removing a table left by an earlier run: \(error)")
+                }
+            }
+        case .readUsage:
+            TestClock.refresh()
+            switch counters.read() {
+            case let .success(reading): feed(.usageRead(reading, error: nil))
+            case let .failure(e): feed(.usageRead(nil, error: "\(e)"))
+            }
+        case let .saveUsage(book):
+            // At a stop, on the loop: the process ends right after.
+            let store = usageStore
+            write("the usage totals", with: stopping ? nil : usageWriter, { store.save(book) }) { [unowned self] in
+                self.usageSaved($0)
+            }
+        case let .loadUsageRules(script, report):
+            let start = Clock.monotonicMicroseconds()
+            // It may name cgroups by descriptor too (the connections' tags).
+            let n = loads
+            loads += 1
+            loadHandles[n] = UnitCgroups.handles(namedIn: script)
+            keepHandles()
+            enforcer.loadUsage(script) { [unowned self] error in
+                loadHandles[n] = nil
+                keepHandles()
+                Log.debug("usage: nft transaction of \(script.utf8.count) bytes took \((Clock.monotonicMicroseconds() - start) / 1000) ms")
+                if report {
+                    feed(.usageRulesLoaded(error: error))
+                } else if let error {
+                    Log.debug("usage: removing a table left by an earlier run: \(error)")
                 }
             }
         case let .watchExit(pid):
@@ -216,14 +267,30 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         FD.close(a.fd)
     }
 
+    /// Tells the cgroup watcher which descriptors scripts may still name: the rules in force, the last asked for,
+    /// and every load under way.
+    private func keepHandles() {
+        handlesInForce(loadHandles.values.reduce(inForceHandles.union(lastHandles)) { $0.union($1) })
+    }
+
     private func stored(_ outcome: StoreOutcome) {
+        // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
+        feed(.stored(error: Self.error(of: outcome, written: "decisions written to \(store.path)",
+                                       risk: "; a crash soon may lose the last decision")))
+    }
+
+    private func usageSaved(_ outcome: StoreOutcome) {
+        feed(.usageSaved(error: Self.error(of: outcome, written: "usage totals written to \(usageStore.path)")))
+    }
+
+    /// What the engine hears of a write: a file renamed into place but not synced is written (logged).
+    private static func error(of outcome: StoreOutcome, written what: String, risk: String = "") -> String? {
         switch outcome {
-        case .stored: feed(.stored(error: nil))
+        case .stored: return nil
         case let .storedNotSynced(why):
-            // Renamed into place: the decision is on disk and takes effect; only its durability is in doubt.
-            Log.warning("decisions written to \(store.path), but syncing \(why); a crash soon may lose the last decision")
-            feed(.stored(error: nil))
-        case let .failed(why): feed(.stored(error: why))
+            Log.warning("\(what), but syncing \(why)\(risk)")
+            return nil
+        case let .failed(why): return why
         }
     }
 

@@ -23,14 +23,17 @@ public struct Options: Sendable {
     public var maxConnectionsPerUID = 256
     /// `--remove-rules`: remove what enforcement left in the kernel and exit.
     public var removeRules = false
+    /// `--clock-offset-file PATH`, for tests: seconds added to the wall clock, read again before each reading of
+    /// the usage counters, so that a test moves time to the next period.
+    public var clockOffsetFile: String?
 
     public static let usage = """
         usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
                         [--proc PATH] [--run PATH] [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--max-connections N]
-                        [--max-connections-per-uid N] [--remove-rules] [--version] [--help]
+                        [--max-connections-per-uid N] [--remove-rules] [--clock-offset-file PATH] [--version] [--help]
           --socket PATH      control socket (default /run/netpermd/netpermd.sock)
           --config PATH      configuration file (default /etc/netpermd/netpermd.conf; drop-ins in PATH.d/*.conf)
-          --state-dir PATH   where decisions are kept (default /var/lib/netpermd)
+          --state-dir PATH   where decisions and usage totals are kept (default /var/lib/netpermd)
           --log-level LEVEL  err, warning, notice, info (default) or debug
           --sysfs PATH       sysfs root used for classification (default /sys)
           --proc PATH        proc root classification reads PPP sessions from (default /proc)
@@ -43,8 +46,10 @@ public struct Options: Sendable {
                              leaves room for); others get a too-many-connections error
           --max-connections-per-uid N  clients one uid may have at once (default 256; root and the daemon's
                              own uid are not limited)
-          --remove-rules     remove what enforcement left in the kernel (the nft table, steering's routing
-                             rules and tables; a stopped daemon leaves them in force) and exit
+          --remove-rules     remove what enforcement and counting left in the kernel (the nft tables,
+                             steering's routing rules and tables; a stopped daemon leaves them in force) and exit
+          --clock-offset-file PATH  for tests: seconds to add to the wall clock, read from PATH before each
+                             reading of the usage counters (to start the next usage period now)
           --version          print the version and exit
           -h, --help         print this help and exit
         """
@@ -88,6 +93,7 @@ public struct Options: Sendable {
                 }
                 if a == "--max-connections" { o.maxConnections = n } else { o.maxConnectionsPerUID = n }
             case "--remove-rules": o.removeRules = true
+            case "--clock-offset-file": guard let v = value() else { return missing(a) }; o.clockOffsetFile = v
             case "--version": return .exit(0, "netpermd \(DaemonState.version)\n")
             case "-h", "--help": return .exit(0, usage + "\n")
             default: return .exit(2, "netpermd: unknown argument '\(a)'\n" + usage + "\n")

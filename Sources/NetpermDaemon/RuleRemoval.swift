@@ -4,8 +4,9 @@ import NetpermIO
 import NetpermNftables
 
 /// `netpermd --remove-rules`: what an uninstall runs. A stopped daemon leaves its rules in force (a restart must not
-/// open them), so they go only with Mode=off or this: the nft table (and a handover's), and steering's routing
-/// rules and tables. Prints what it removed; exit 1 if something could not be.
+/// open them), so they go only with Mode=off or this: the nft table (and a handover's), the usage table (which goes
+/// on counting for the next process otherwise), and steering's routing rules and tables. Prints what it removed;
+/// exit 1 if something could not be.
 public enum RuleRemoval {
     public static func run() -> Int32 {
         var failed = false
@@ -19,6 +20,15 @@ public enum RuleRemoval {
                 removed += tables.map { "table \(Ruleset.family) \($0)" }
             } catch {
                 Output.write(STDERR_FILENO, "netpermd: cannot remove table \(Ruleset.family) \(Ruleset.table): \(error)\n")
+                failed = true
+            }
+        }
+        if (try? NftablesTable.exists(name: UsageRules.table)) ?? true {
+            do {
+                try Nftables().run(UsageRules.removal)
+                removed.append("table \(UsageRules.family) \(UsageRules.table)")
+            } catch {
+                Output.write(STDERR_FILENO, "netpermd: cannot remove table \(UsageRules.family) \(UsageRules.table): \(error)\n")
                 failed = true
             }
         }

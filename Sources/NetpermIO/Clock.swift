@@ -16,4 +16,12 @@ public enum Clock {
         clock_gettime(CLOCK_REALTIME, &ts)
         return ts.tv_sec
     }
+
+    /// The calendar day in the machine's time zone (TZ, /etc/localtime) at `epoch` seconds.
+    public static func localDay(_ epoch: Int) -> (year: Int, month: Int, day: Int) {
+        var t = time_t(epoch)
+        var parts = tm()
+        localtime_r(&t, &parts)
+        return (Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday))
+    }
 }

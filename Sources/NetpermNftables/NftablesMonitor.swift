@@ -2,11 +2,13 @@ import CNftables
 import Glibc
 import NetpermIO
 
-/// Tells when another process changes one table: the kernel's nftables notifications (NFNLGRP_NFTABLES), so
-/// `nft flush ruleset` is seen as it happens, and an idle daemon never wakes up to look.
+/// Tells when another process changes one of the daemon's tables: the kernel's nftables notifications
+/// (NFNLGRP_NFTABLES), so `nft flush ruleset` is seen as it happens, and an idle daemon never wakes up to look.
 ///
-/// A transaction's notifications end with NFT_MSG_NEWGEN: any change to the table (a deletion, an added rule or
-/// element) in a transaction of another socket than `ownPortIDs` calls `changed`, once per transaction. Every
+/// A transaction's notifications end with NFT_MSG_NEWGEN: any change to a table (a deletion, an added rule or
+/// element) in a transaction of another socket than `ownPortIDs` calls `changed`, once per transaction and table.
+/// A quota object running out is told by the kernel itself (an NFT_MSG_NEWOBJ of no socket, port 0, outside any
+/// transaction): `objectNotified`. Every
 /// notification's header carries the netlink port id of the socket that sent the transaction; the process id in
 /// NEWGEN cannot tell: it is the init namespace's, never what getpid() says in a container. Messages lost to a
 /// full receive buffer call it too: what they said is unknown.
@@ -20,18 +22,20 @@ public final class NftablesMonitor {
     private var source: IOSource?
     private var datagrams = EventDatagrams()
     private let family: UInt8
-    private let table: [UInt8]
+    private let tables: [[UInt8]]
     /// The daemon's own netfilter sockets (libnftables'): their transactions are the daemon's.
     public var ownPortIDs: Set<UInt32> = []
-    /// A change to the table was seen in the transaction whose messages are being read.
-    private var touched = false
-    public var changed: (_ byPID: UInt32?, _ byName: String?) -> Void = { _, _ in }
+    /// The tables a change was seen to in the transaction whose messages are being read (indices into `tables`).
+    private var touched: Set<Int> = []
+    public var changed: (_ table: String, _ byPID: UInt32?, _ byName: String?) -> Void = { _, _, _ in }
+    /// The kernel's own notice of an object of a table (a quota used up), by the object's name.
+    public var objectNotified: (_ table: String, _ object: String) -> Void = { _, _ in }
     /// The generation when `quiet()` left the group; nil while in it.
     private var quietSince: UInt32?
 
-    public init(loop: EventLoop, family: UInt8 = UInt8(NFPROTO_INET), table: String) throws(Errno) {
+    public init(loop: EventLoop, family: UInt8 = UInt8(NFPROTO_INET), tables: [String]) throws(Errno) {
         self.family = family
-        self.table = Array(table.utf8)
+        self.tables = tables.map { Array($0.utf8) }
         socket = try NetlinkSocket(protocol: NETLINK_NETFILTER, groups: 1 << (UInt32(NFNLGRP_NFTABLES.rawValue) - 1),
                                    nonBlocking: true)
         source = try loop.addIO(fd: socket.fd, events: IOEvents.readable) { [unowned self] _ in self.readAll() }
@@ -86,8 +90,8 @@ public final class NftablesMonitor {
     private func readAll() {
         // Messages lost to a full buffer (or a datagram cut short): what they said is unknown.
         try? datagrams.drain(socket.fd, lost: { _ in
-            touched = false
-            changed(nil, nil)
+            touched = []
+            for t in tables { changed(String(decoding: t, as: UTF8.self), nil, nil) }
         }) { parse(UnsafeRawBufferPointer($0)) }
     }
 
@@ -98,18 +102,23 @@ public final class NftablesMonitor {
             guard m.type & 0xFF00 == subsys, msg.count >= 4 else { continue }
             let kind = UInt32(m.type & 0xFF)
             if kind == NFT_MSG_NEWGEN.rawValue {
-                guard touched else { continue }
-                touched = false
+                guard !touched.isEmpty else { continue }
+                let which = touched.sorted()
+                touched = []
                 let pid = NftablesRequest.attribute(msg, UInt16(NFTA_GEN_PROC_PID.rawValue))
                 guard !ownPortIDs.contains(m.port) else { continue }
-                let name = NftablesRequest.attributeBytes(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map {
-                    String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-                }
-                changed(pid, name)
+                let name = NftablesRequest.attributeBytes(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map(Netlink.string)
+                for t in which { changed(String(decoding: tables[t], as: UTF8.self), pid, name) }
             } else if kind != NFT_MSG_TRACE.rawValue, msg[0] == family,
-                      let name = NftablesRequest.attributeBytes(msg, 1), Array(name.prefix { $0 != 0 }) == table {
+                      let name = NftablesRequest.attributeBytes(msg, 1),
+                      let t = tables.firstIndex(of: Array(name.prefix { $0 != 0 })) {
                 // Attribute 1 is the table's name in every message that belongs to a table.
-                touched = true
+                if kind == NFT_MSG_NEWOBJ.rawValue, m.port == 0,
+                   let object = NftablesRequest.attributeBytes(msg, UInt16(NFTA_OBJ_NAME.rawValue)) {
+                    objectNotified(String(decoding: tables[t], as: UTF8.self), Netlink.string(object))
+                } else {
+                    touched.insert(t)
+                }
             }
         }
     }

@@ -7,11 +7,24 @@ import NetpermIO
 /// it would cost more than the question (Mode=off) or around its own transactions.
 public enum NftablesRequest {
     /// The messages the kernel answered before its ACK (their `NFT_MSG_*` type and what follows the nlmsghdr), or
-    /// the error it answered with.
-    static func ask(_ type: UInt32, family: UInt8, attributes: [(type: UInt16, value: [UInt8])] = [])
+    /// the error it answered with; with `dump`, every message of the dump. Asked again, up to 3 times, when a dump's
+    /// table changed while it was read or an answer did not fit the buffer (which has grown since).
+    static func ask(_ type: UInt32, family: UInt8, attributes: [(type: UInt16, value: [UInt8])] = [], dump: Bool = false)
+    throws(Errno) -> Result<[(type: UInt32, message: [UInt8])], Errno> {
+        var tries = 0
+        while true {
+            tries += 1
+            let r = try askOnce(type, family: family, attributes: attributes, dump: dump)
+            if case let .failure(e) = r, e == .interrupted || e.code == EMSGSIZE, tries < 3 { continue }
+            return r
+        }
+    }
+
+    private static func askOnce(_ type: UInt32, family: UInt8, attributes: [(type: UInt16, value: [UInt8])], dump: Bool)
     throws(Errno) -> Result<[(type: UInt32, message: [UInt8])], Errno> {
         let socket = try NetlinkSocket(protocol: NETLINK_NETFILTER)
-        var request = NetlinkRequest(type: UInt16(NFNL_SUBSYS_NFTABLES) << 8 | UInt16(type), flags: Netlink.flagAck)
+        var request = NetlinkRequest(type: UInt16(NFNL_SUBSYS_NFTABLES) << 8 | UInt16(type),
+                                     flags: dump ? Netlink.flagDump : Netlink.flagAck)
         request.append(header: nfgenmsg(nfgen_family: family, version: UInt8(NFNETLINK_V0), res_id: 0))
         for a in attributes { request.attribute(a.type, bytes: a.value) }
         var answers: [(type: UInt32, message: [UInt8])] = []
@@ -25,7 +38,9 @@ public enum NftablesRequest {
             switch error {
             case let .kernel(e): return .failure(e)
             case let .socket(e): throw e
-            case .interrupted, .truncated, .malformed: return .failure(Errno(EPROTO))
+            case .interrupted: return .failure(.interrupted)
+            case .truncated: return .failure(Errno(EMSGSIZE))
+            case .malformed: return .failure(Errno(EPROTO))
             }
         }
         return .success(answers)

@@ -55,6 +55,8 @@ enum Agent {
                         clear("prompt \(id) for \(app) was withdrawn: the process that asked has exited")
                     default: clear("prompt \(id) for \(app) is no longer open")
                     }
+                case let .budget(e):
+                    Screen.out(Usage.notice(e.forTerminal) + "\n")
                 case .stopping:
                     clear("netpermd is stopping")
                 }

@@ -3,7 +3,7 @@ import NetpermCore
 import NetpermIO
 
 /// An agent's connection to the daemon, for the terminal agent and the notification agent alike: `SUBSCRIBE
-/// prompts`, then the prompts as they open and close, and answers by `ANSWER ID CHOICE`, which the daemon refuses
+/// prompts usage`, then the prompts as they open and close, and answers by `ANSWER ID CHOICE`, which the daemon refuses
 /// once the prompt has closed (so a late answer stores nothing). A privileged agent answers for everyone, a user's
 /// for their own processes.
 final class AgentSession {
@@ -12,6 +12,8 @@ final class AgentSession {
         /// Closed in the daemon: `why` is the event's name (prompt-expired, prompt-answered, prompt-withdrawn) or
         /// "gone" (missing from a resync).
         case closed(id: Int, why: String, event: JSON?)
+        /// An app reached 80% or 100% of its metered budget (a `usage` event): the agent's user is the one to reset it.
+        case budget(JSON)
         case stopping
     }
 
@@ -30,7 +32,7 @@ final class AgentSession {
     init(socketPath: String) {
         conn = Connection.open(socketPath)
         do {
-            try conn.send("SUBSCRIBE prompts")
+            try conn.send("SUBSCRIBE prompts usage")
             guard let ack = try conn.readLine(), let r = try? JSONParser.parse(ack) else { throw Errno(ECONNRESET) }
             guard r["ok"]?.boolValue == true else {
                 die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", .failed)
@@ -99,6 +101,8 @@ final class AgentSession {
         case .promptExpired, .promptAnswered, .promptWithdrawn:
             guard let id = e["id"]?.intValue, open.removeValue(forKey: id) != nil else { return }
             pending.append(.closed(id: id, why: name.rawValue, event: e))
+        case .usage:
+            pending.append(.budget(e))
         case .stopping:
             pending.append(.stopping)
         case .link, .app, .policy, .overflow:

@@ -1,8 +1,8 @@
 /// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {
-    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, decisions, agent, metrics, ping,
-         help
+    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, decisions, agent, metrics, usage,
+         ping, help
 
     /// Positional arguments that must be given, then those that may follow.
     var arguments: (required: [String], optional: [String]) {
@@ -13,6 +13,7 @@ enum Command: String, CaseIterable {
         case .check: return ([], ["PATH"])
         case .decide: return (["APP", "KIND", "allow|deny"], [])
         case .forget: return (["APP"], ["KIND"])
+        case .usage: return ([], ["reset", "APP"])
         case .help: return ([], ["COMMAND"])
         }
     }
@@ -25,7 +26,7 @@ enum Command: String, CaseIterable {
         case .decide: return "[--once]"
         case .agent: return "[--notify]"
         case .metrics: return "[--output FILE]"
-        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .decisions, .ping, .help:
+        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .decisions, .usage, .ping, .help:
             return nil
         }
     }
@@ -54,6 +55,7 @@ enum Command: String, CaseIterable {
         case .decisions: return "every decision, for everyone and per user (privileged; a user: their own)"
         case .agent: return "answer prompts here, one key each, or as desktop notifications (--notify)"
         case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
+        case .usage: return "data used per app and kind of link, budgets; reset counts anew (privileged)"
         case .ping: return "check that the daemon answers"
         case .help: return "all commands, or one command's usage and description"
         }

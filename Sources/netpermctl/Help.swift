@@ -47,7 +47,8 @@ enum Help {
                 than loopback is usable) and which link is the primary one; how many agents answer prompts;
                 the policy's generation (how many successful loads), number of apps and warnings (each
                 listed); the error of the last reload, while it failed and an older policy is still in
-                force; and enforcement: its mode, its state and, when loading the rules failed, why.
+                force; enforcement: its mode, its state and, when loading the rules failed, why; and usage
+                counting: off, or its state and period, how many apps have a budget and how many used it up.
                 """
         case .links:
             return """
@@ -178,6 +179,16 @@ enum Help {
                 reader such as node_exporter's textfile collector never sees half of it. Needs root or the
                 admin group.
                 """
+        case .usage:
+            return """
+                What each app sent and received, per kind of link and whether it was metered, this period, the
+                last one and since the app's last reset, with each metered budget (MeteredBudget=): how much of it
+                is used, and whether the kernel enforces it. Counted in the kernel with [Usage] Count=yes
+                (docs/USAGE.md). Without APP, your own apps (the app this program is taken for, and those whose
+                User= is you); root and the admin group see every app and other processes, and may name any
+                app. usage reset [APP] starts APP's counts of this period (with nothing named, everyone's) from
+                zero and opens a used-up budget again; it needs root or the admin group.
+                """
         case .ping:
             return "Checks that the daemon answers: prints pong."
         case .help:
@@ -194,7 +205,8 @@ enum Help {
                 primary-kind, primary-over (the carrier of a stacked link or tunnel, else empty), policy-generation,
                 policy-apps, policy-error (empty unless the last reload failed), policy-warnings,
                 enforcement-mode (off, block, steer), enforcement-state (off, applying, enforcing, failed),
-                enforcement-error, steering-state and steering-error (empty unless Mode=steer).
+                enforcement-error, steering-state and steering-error (empty unless Mode=steer), usage-counting
+                (yes|no), usage-state (off, applying, counting, failed), usage-error.
                 """
         case .links:
             return """
@@ -216,8 +228,10 @@ enum Help {
                 sends its traffic per family: egress-ipv4 (the link, empty when none), egress-ipv4-blocked
                 (blackhole, unreachable, prohibit), egress-ipv4-usable, egress-ipv4-allowed, and the same for
                 ipv6; bind-to and bind-to-kind (the link to bind to when routed-elsewhere); enforced (yes|no),
-                enforced-why; and who asked: pid, uid, executable, unit, problem (empty when APP is named).
-                reason is ok, no-network, routed-elsewhere, denied, awaiting-decision or starting.
+                enforced-why; the metered budget: budget (bytes, empty without one), budget-used, budget-exhausted,
+                budget-enforced; and who asked: pid, uid, executable, unit, problem (empty when APP is named).
+                reason is ok, no-network, routed-elsewhere, denied, budget-exhausted, awaiting-decision or starting;
+                metered-source may also be budget (the budget is used up).
                 """
         case .apps:
             return """
@@ -272,6 +286,15 @@ enum Help {
             return "Asks and answers in words; -t and --json change nothing."
         case .metrics:
             return "Prints the same text with -t; --json prints the daemon's reply, the text in its metrics member."
+        case .usage:
+            return """
+                With -t, one line per app, period and kind of link:
+                  app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:budget-used
+                period is current, previous or since_reset; an app that used nothing has one current line with
+                kind and metered empty; budget and budget-used are empty without a budget; other processes'
+                lines have an empty app. usage reset -t prints key:value lines: reset (the app, empty for
+                every app) and at (when, in seconds since the epoch).
+                """
         case .ping:
             return "Prints pong with -t too."
         case .help:

@@ -119,6 +119,10 @@ struct Invocation {
             inv.action = .help(c)
             return inv
         }
+        // `usage APP1 APP2` is no reset: one app at most.
+        if command == .usage, inv.args.count == 2, inv.args[0] != "reset" {
+            throw .bad("usage: unexpected argument '\(inv.args[1])'", command)
+        }
         if command == .run {
             guard inv.waitApp != nil else { throw .bad("run needs --app APP", command) }
             guard !inv.program.isEmpty else { throw .bad("run needs -- COMMAND", command) }

@@ -97,7 +97,7 @@ struct MonitorState {
                            changes: resync(e, seq: seq))
         case .overflow?:
             return .overflow
-        case .prompt?, .promptExpired?, .promptAnswered?, .promptWithdrawn?, nil:
+        case .prompt?, .promptExpired?, .promptAnswered?, .promptWithdrawn?, .usage?, nil:
             return .other(seq: seq, name: e["event"]?.stringValue ?? "?")
         }
     }

@@ -75,6 +75,7 @@ enum NotifyAgent {
                 case let .closed(id, why, _):
                     withdraw(id, ["prompt-expired": "expired unanswered", "prompt-answered": "was answered",
                                   "prompt-withdrawn": "was withdrawn (its asker has exited)"][why] ?? "is no longer open")
+                case let .budget(e): Screen.out(Usage.notice(e.forTerminal) + "\n")
                 case .stopping: Screen.out("netpermd is stopping\n")
                 }
             }

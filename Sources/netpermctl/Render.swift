@@ -25,6 +25,7 @@ enum Render {
         out += (policy?["findings"]?.arrayValue ?? []).map { "policy warning: \(place($0))\(text($0))\n" }.joined()
         out += "enforcement: \(enforcement(r["enforcement"]))\n"
         if let steering = r["enforcement"]?["steering"] { out += "steering:  \(Self.steering(steering))\n" }
+        out += "usage:     \(usage(r["usage"]))\n"
         return out
     }
 
@@ -58,6 +59,17 @@ enum Render {
         if let error = e?["error"]?.stringValue {
             out += " after \(counted(e?["attempts"]?.intValue ?? 0, "attempt")): \(error)"
         }
+        return out
+    }
+
+    /// "off", "counting since 2026-12-01 (2 budgets, 1 used up)", "failed after 2 attempts: ERROR".
+    static func usage(_ u: JSON?) -> String {
+        guard u?["counting"]?.boolValue == true else { return "off" }
+        var out = u?["state"]?.stringValue ?? "?"
+        if let error = u?["error"]?.stringValue { return out + " after \(counted(u?["attempts"]?.intValue ?? 0, "attempt")): \(error)" }
+        if let start = u?["period_start"]?.stringValue { out += ", period from \(start)" }
+        let budgets = u?["budgets"]?.intValue ?? 0
+        if budgets > 0 { out += " (\(counted(budgets, "budget")), \(u?["exhausted"]?.intValue ?? 0) used up)" }
         return out
     }
 
@@ -107,6 +119,8 @@ extension Render {
         case "denied": return "no: denied on \(kinds("denied_kinds"))" + stackedEgress(v)
         case "awaiting-decision": return "no: awaiting a decision for \(kinds("pending_kinds"))"
         case "routed-elsewhere": return "no: " + routedElsewhere(v)
+        case "budget-exhausted":
+            return "no: its metered budget is used up" + (v["budget"].map { " (\(Usage.budget($0)))" } ?? "")
         case "starting": return "no: netpermd is starting"
         case let r: return "no: \(r)"
         }
@@ -117,6 +131,7 @@ extension Render {
         out += "network:      \(because(v))\n"
         out += "permissions:  \(permissions(v))\n"
         out += "enforced:     \(enforced(v))\n"
+        if let b = v["budget"] { out += "budget:       \(Usage.budget(b)) on metered links this period\n" }
         if let id = v["identity"] {
             out += "identity:     pid \(id["pid"]?.intValue ?? 0), uid \(id["uid"]?.intValue ?? 0), "
                 + "executable \(id["executable"]?.stringValue ?? "unknown"), unit \(id["unit"]?.stringValue ?? "-")\n"

@@ -11,7 +11,10 @@ extension Terse {
                                      ("enforcement-mode", value(e?["mode"])), ("enforcement-state", value(e?["state"])),
                                      ("enforcement-error", value(e?["error"])),
                                      ("steering-state", value(e?["steering"]?["state"])),
-                                     ("steering-error", value(e?["steering"]?["error"]))]
+                                     ("steering-error", value(e?["steering"]?["error"])),
+                                     ("usage-counting", value(r["usage"]?["counting"])),
+                                     ("usage-state", value(r["usage"]?["state"])),
+                                     ("usage-error", value(r["usage"]?["error"]))]
     }
 
     /// STATUS's policy object, a policy event, or the snapshot's policy.
@@ -57,6 +60,8 @@ extension Terse {
             }
             + [("bind-to", value(v["bind_to"]?["name"])), ("bind-to-kind", value(v["bind_to"]?["kind"])),
                ("enforced", value(v["enforced"])), ("enforced-why", value(v["enforced_why"]))]
+            + [("budget", value(v["budget"]?["limit"])), ("budget-used", value(v["budget"]?["used"])),
+               ("budget-exhausted", value(v["budget"]?["exhausted"])), ("budget-enforced", value(v["budget"]?["enforced"]))]
             + [("pid", value(id?["pid"])), ("uid", value(id?["uid"])), ("executable", value(id?["executable"])),
                ("unit", value(id?["unit"])), ("problem", value(id?["problem"]))]
     }

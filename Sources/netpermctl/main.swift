@@ -79,6 +79,13 @@ case .forget:
 case .agent: invocation.notify ? NotifyAgent.run(socketPath: socketPath) : Agent.run(socketPath: socketPath)
 case .decisions: ask("DECISIONS", human: Render.decisions, terse: Terse.decisions)
 case .metrics: Metrics.run(socketPath: socketPath, output: invocation.output, mode: mode)
+case .usage:
+    if args.first == "reset" {
+        ask((["RESET-USAGE"] + args.dropFirst()).joined(separator: " "), human: Usage.resetHuman) {
+            Terse.lines(Usage.resetTerse($0))
+        }
+    }
+    ask((["USAGE"] + args).joined(separator: " "), human: Usage.human, terse: Usage.terse)
 case .ping: ask("PING", human: { _ in "pong\n" }, terse: { _ in "pong\n" })
 case .help: Screen.out(Help.overview())   // Invocation turns `help [COMMAND]` into .help(_) above
 }

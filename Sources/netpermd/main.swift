@@ -41,10 +41,15 @@ func run() -> Int32 {
     do { loop = try SDEventLoop() } catch { fail("cannot create the event loop: \(error)") }
     let accounts = SystemAccounts()
     let store = DecisionStore(stateDir: options.stateDir)
+    let usageStore = UsageStore(stateDir: options.stateDir)
+    TestClock.path = options.clockOffsetFile
+    TestClock.refresh()
     let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel,
-                                        wallClock: { Double(Clock.realtimeSeconds()) }), decisions: store.load())
+                                        wallClock: { Double(TestClock.now) },
+                                        localDate: { let d = Clock.localDay($0); return CivilDate(year: d.year, month: d.month, day: d.day) }),
+                        decisions: store.load(), usage: usageStore.load())
     let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
-    let interpreter = Interpreter(engine: engine, loop: loop, store: store, sysfs: sysfs) {
+    let interpreter = Interpreter(engine: engine, loop: loop, store: store, usageStore: usageStore, sysfs: sysfs) {
         ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)
     }
     let policy = ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)

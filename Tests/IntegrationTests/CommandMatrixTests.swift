@@ -140,6 +140,14 @@ final class CommandMatrixTests: IntegrationTestCase {
         c += C.privileged("metrics", ["metrics"], verb: "METRICS", exact: false, terse: .words, usage: ["metrics", "x"])
         c.append(.usage("metrics", ["metrics", "--output"]))
 
+        // Nothing counts here ([Usage] Count=no): the totals stored, all zero, and resets of them.
+        c += C.privileged("usage", ["usage", "maps"], verb: "USAGE maps", exact: false, terse: .rows(10),
+                          usage: ["usage", "maps", "updater"])
+        c.append(.success("usage", ["usage"], verb: "USAGE", exact: false, terse: .rows(10)))
+        c.append(.refused("usage", "not-found", ["usage", "nosuch"], code: "not-found"))
+        c.append(.success("usage", ["usage", "reset", "maps"], verb: "RESET-USAGE maps", exact: false))
+        c.append(.refused("usage", "permission-denied", ["usage", "reset"], code: "permission-denied", user: .nobody))
+
         c += C.asking("ping", ["ping"], verb: "PING", terse: .words, usage: ["ping", "x"])
 
         c.append(C(command: "help", kind: "success", args: ["help"], exit: 0, json: .words, terse: .words,

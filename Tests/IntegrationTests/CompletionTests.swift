@@ -82,6 +82,8 @@ final class CompletionTests: XCTestCase {
         XCTAssertEqual(try bash(["netpermctl", "--json", "decide", "maps", "e"]), ["ethernet"])
         XCTAssertEqual(try bash(["netpermctl", "forget", "maps", ""]), ["wifi", "wwan", "ethernet", "other", "metered"])
         XCTAssertEqual(try bash(["netpermctl", "forget", "maps", "wwan", ""]), [])
+        XCTAssertEqual(try bash(["netpermctl", "usage", "r"]), ["reset"])
+        XCTAssertEqual(try bash(["netpermctl", "usage", "reset", "r"]), [], "an app, never reset again")
     }
 
     func testBashCompletesLinksFilesAndTheCommandAfterWaitDashDash() throws {

@@ -98,7 +98,7 @@ final class ManPageTests: XCTestCase {
     /// netpermctl's commands, options and exit statuses, from its specification. When `netpermctl help`
     /// lists its commands, compare this list with it.
     static let netpermctlCommands = ["status", "links", "query", "apps", "reload", "check", "monitor", "wait", "run",
-                                     "prompts", "decide", "forget", "decisions", "agent", "metrics", "ping", "help"]
+                                     "prompts", "decide", "forget", "decisions", "agent", "metrics", "usage", "ping", "help"]
     static let netpermctlOptions = ["--socket", "-j", "--json", "-t", "--terse", "-h", "--help", "--version",
                                     "--app", "--timeout", "--once", "--notify", "--output"]
 
@@ -276,7 +276,7 @@ final class ManPageTests: XCTestCase {
         for key in keys.sorted() {
             XCTAssertTrue(ManPage.contains(text, word: key + "="), "netpermd.conf.5 never mentions \(key)=")
         }
-        for section in ["[Defaults]", "[App NAME]", "[Interface GLOB]", "[Enforcement]"] {
+        for section in ["[Defaults]", "[App NAME]", "[Interface GLOB]", "[Enforcement]", "[Usage]"] {
             XCTAssertTrue(text.contains(section), "netpermd.conf.5 never mentions \(section)")
         }
         for word in ["allow", "deny", "ask", "wifi", "wwan", "ethernet", "loopback", "other",

@@ -121,7 +121,8 @@ extension NetpermctlTests {
                                       "primary:wlan0", "primary-kind:wifi", "primary-over:", "policy-generation:1",
                                       "policy-apps:1", "policy-error:", "policy-warnings:0", "enforcement-mode:off",
                                       "enforcement-state:off", "enforcement-error:", "steering-state:",
-                                      "steering-error:"], status.stdout)
+                                      "steering-error:", "usage-counting:no", "usage-state:off", "usage-error:"],
+                       status.stdout)
 
         // Tables: no header, one line per row, nine fields each.
         let table = try ctl(["--socket", f.socket, "links", "--terse"])
@@ -155,6 +156,8 @@ extension NetpermctlTests {
             "egress-ipv4:wlan0", "egress-ipv4-blocked:", "egress-ipv4-usable:yes", "egress-ipv4-allowed:yes",
             "egress-ipv6:", "egress-ipv6-blocked:", "egress-ipv6-usable:", "egress-ipv6-allowed:", "bind-to:",
             "bind-to-kind:", "enforced:no", "enforced-why:mode-off",
+            // Issue 27: the metered budget, empty without one.
+            "budget:", "budget-used:", "budget-exhausted:", "budget-enforced:",
             "pid:", "uid:", "executable:", "unit:", "problem:",
         ], query.stdout)
         // Asking about itself, netpermctl has an identity.

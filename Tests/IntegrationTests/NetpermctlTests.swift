@@ -70,7 +70,7 @@ final class NetpermctlTests: IntegrationTestCase {
         // Issue 23: the agents and enforcement were only in the JSON.
         XCTAssertEqual(before.lines, ["version:   \(s.version)", "ready:     yes", "links:     \(s.links)",
                                       "network:   unavailable", "primary:   -", "agents:    0",
-                                      "policy:    generation 1, 0 apps", "enforcement: off"],
+                                      "policy:    generation 1, 0 apps", "enforcement: off", "usage:     off"],
                        before.stdout)
 
         try f.ns.ip("addr", "add", "10.2.0.1/24", "dev", "wwan0")
@@ -91,8 +91,8 @@ final class NetpermctlTests: IntegrationTestCase {
         XCTAssertTrue(error.hasPrefix("\(f.config):"), error)
         let broken = try ctl(["--socket", f.socket, "status"])
         XCTAssertEqual(broken.status, 0, broken.summary)
-        XCTAssertEqual(Array(broken.lines.suffix(3)), ["policy:    generation 1, 0 apps", "policy error: \(error)",
-                                                       "enforcement: off"], broken.stdout)
+        XCTAssertEqual(Array(broken.lines.suffix(4)), ["policy:    generation 1, 0 apps", "policy error: \(error)",
+                                                       "enforcement: off", "usage:     off"], broken.stdout)
 
         // Fixed, with a typo: a new generation with its app, the error gone, and the warning counted and shown.
         try (Self.standardConfig + "\n[App updater]\nExecutable=/nonexistent/updater\nWWAN=deny\nWLAN=deny\n")
@@ -180,7 +180,7 @@ final class NetpermctlTests: IntegrationTestCase {
     static let synopses = [
         "status", "links [IFACE]", "query [APP]", "apps", "reload", "check [PATH]", "monitor [APP]",
         "wait [--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]", "prompts", "decide APP KIND allow|deny [--once]",
-        "forget APP [KIND]", "decisions", "agent [--notify]", "ping", "help [COMMAND]",
+        "forget APP [KIND]", "decisions", "agent [--notify]", "usage [reset] [APP]", "ping", "help [COMMAND]",
     ]
 
     func testHelpListsEveryCommandAndDescribesEach() throws {

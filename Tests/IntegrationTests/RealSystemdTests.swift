@@ -55,6 +55,14 @@ final class RealSystemdTests: IntegrationTestCase {
         }
     }
 
+    /// The shipped drop-in that grants CAP_NET_ADMIN, installed as docs/ENFORCEMENT.md says, and the service restarted.
+    private func installEnforcementDropIn(_ sd: RealSystemd) throws {
+        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-enforcement.conf", encoding: .utf8)
+        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/enforcement.conf")
+        try sd.check(["systemctl", "daemon-reload"])
+        try sd.check(["systemctl", "restart", "netpermd.service"])
+    }
+
     /// The daemon's STATUS reply, asked as root inside the container.
     private func daemonStatus(_ sd: RealSystemd) throws -> [String: Any] {
         try JSONValue.object(sd.check(["/usr/local/bin/netpermctl", "--json", "status"]).lines.last ?? "")
@@ -269,6 +277,28 @@ final class RealSystemdTests: IntegrationTestCase {
 
     // MARK: - Enforcement
 
+    /// [Usage] Count=yes in Mode=off (docs/USAGE.md): a counting-only table, which needs CAP_NET_ADMIN. The shipped
+    /// unit lacks it, so counting fails in STATUS and the daemon keeps answering; the enforcement drop-in grants it:
+    /// then the DynamicUser daemon loads `netpermd_usage` and no enforcement table.
+    func testCountingInModeOffNeedsTheDropInAndLoadsACountingOnlyTable() throws {
+        let sd = try boot(policy: "[Usage]\nCount=yes\n\n" + Self.policy)
+        try sd.check(["systemctl", "start", "netpermd.service"])
+        try waitUntil("STATUS says counting failed", timeout: 10, interval: 0.05) {
+            let u = try self.daemonStatus(sd)["usage"] as? [String: Any]
+            return (u?["state"] as? String == "failed" && u?["error"] as? String == "Operation not permitted", "\(u ?? [:])")
+        }
+        XCTAssertNotEqual(try sd.run(["nft", "list", "table", "inet", "netpermd_usage"]).status, 0)
+
+        try installEnforcementDropIn(sd)
+        try waitUntil("STATUS says counting", timeout: 10, interval: 0.05) {
+            let u = try self.daemonStatus(sd)["usage"] as? [String: Any]
+            return (u?["state"] as? String == "counting", "\(u ?? [:])")
+        }
+        XCTAssertEqual(try sd.run(["nft", "list", "table", "inet", "netpermd_usage"]).status, 0, "the counting table")
+        XCTAssertNotEqual(try sd.run(["nft", "list", "table", "inet", "netpermd"]).status, 0, "no enforcement table in Mode=off")
+        XCTAssertEqual((try daemonStatus(sd)["enforcement"] as? [String: Any])?["mode"] as? String, "off")
+    }
+
     /// [Enforcement] Mode=block under the shipped sandbox: without the documented drop-in the daemon has no
     /// CAP_NET_ADMIN and says so in STATUS (and keeps serving); with it, the DynamicUser daemon loads its table,
     /// follows a real service's cgroup as systemd makes it, and that service's traffic out of wwan0 (the default
@@ -282,10 +312,7 @@ final class RealSystemdTests: IntegrationTestCase {
             return (e?["state"] as? String == "failed", "\(e ?? [:])")
         }
 
-        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-enforcement.conf", encoding: .utf8)
-        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/enforcement.conf")
-        try sd.check(["systemctl", "daemon-reload"])
-        try sd.check(["systemctl", "restart", "netpermd.service"])
+        try installEnforcementDropIn(sd)
         try waitUntil("STATUS says enforcing", timeout: 10, interval: 0.05) {
             let e = try self.daemonStatus(sd)["enforcement"] as? [String: Any]
             return (e?["state"] as? String == "enforcing", "\(e ?? [:])")

@@ -134,7 +134,7 @@ final class ConfigTests: XCTestCase {
     func testUnknownSectionIsIgnoredWithAWarning() throws {
         let text = "# c\n[Interface wl*]\nKind=wifi\n[Match]\nDHCP=yes\nKind=wwan\n"
         // Its entries are not read: no warning for DHCP=, and Kind=wwan does not reach [Interface wl*].
-        assertWarnings(text, ["4: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID] or [Enforcement]); "
+        assertWarnings(text, ["4: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement] or [Usage]); "
             + "ignored"])
         XCTAssertEqual(try parse(text), try parse("[Interface wl*]\nKind=wifi\n"))
     }
@@ -361,11 +361,11 @@ final class ConfigTests: XCTestCase {
                        ["\(path):2: [Defaults]: bad value '\(x60)...' for WWAN= (expected allow, deny or ask)"])
         XCTAssertEqual(problems("[Defaults]\n" + megabyte + "=1\n"),
                        ["\(path):2: warning: [Defaults]: unknown key '\(x60)...' (expected WiFi=, WWAN=, Ethernet=, Other=, "
-                           + "Metered=, AdminGroup=, PromptTimeoutSec= or UserDecisions=); ignored"])
+                           + "Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions= or MeteredBudget=); ignored"])
         XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x60)...=' appears before any [Section]"])
         // The section a message names is cut too.
         XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x60.dropLast(5)
-            + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID] or [Enforcement]); ignored"])
+            + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement] or [Usage]); ignored"])
         let app = "a" + megabyte
         XCTAssertEqual(problems("[App \(app)]\nWWAN=deny\n"),
                        ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it"])

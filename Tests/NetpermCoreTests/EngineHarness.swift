@@ -54,6 +54,17 @@ final class EngineHarness: EngineEdges {
     /// Each load's transactions, in the order they run.
     private(set) var transactionLists: [[String]] = []
     var rulesError: String?
+    /// The usage table as the fake kernel has it (nil: none): what `Effect.readUsage` reads, or `usageReadError`.
+    var usageReading: UsageReading?
+    var usageReadError: String?
+    /// When set, a usage table comes to exist once its rules are loaded (with this instance), as the kernel does.
+    var usageTableInstance = "boot:1:1"
+    /// Each usage book saved, and the next save's error.
+    private(set) var usageSaves: [UsageBook] = []
+    var usageSaveError: String?
+    /// Each usage script the engine handed over (the removal included), and what the kernel answers.
+    private(set) var usageScripts: [String] = []
+    var usageRulesError: String?
     /// Every effect in order, in words ("reply 3", "event 3 prompt", "persist", "notify reloading"...), for tests of
     /// what comes before what.
     private(set) var steps: [String] = []
@@ -63,9 +74,11 @@ final class EngineHarness: EngineEdges {
 
     init(policy: String = "", links: [Link] = [], agents: Bool = false, decisions: Decisions = Decisions(),
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
-         accounts: AccountResolver = FakeAccounts(), started: Bool = true) {
+         accounts: AccountResolver = FakeAccounts(), started: Bool = true, usage: UsageBook = UsageBook(),
+         usageReading: UsageReading? = nil) {
         self.accounts = accounts
-        driver = EngineDriver(engine: Engine(settings: settings, decisions: decisions))
+        self.usageReading = usageReading
+        driver = EngineDriver(engine: Engine(settings: settings, decisions: decisions, usage: usage))
         driver.edges = self
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
         feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
@@ -164,6 +177,33 @@ final class EngineHarness: EngineEdges {
             scripts.append(transactions.joined())
             transactionLists.append(transactions)
             if report { feed(.rulesLoaded(error: rulesError)) }
+        case .readUsage:
+            steps.append("read-usage")
+            feed(.usageRead(usageReadError == nil ? usageReading : nil, error: usageReadError))
+        case let .saveUsage(book):
+            steps.append("save-usage")
+            if usageSaveError == nil { usageSaves.append(book) }
+            feed(.usageSaved(error: usageSaveError))
+        case let .loadUsageRules(script, report):
+            steps.append(script == UsageRules.removal ? "remove-usage" : "load-usage")
+            usageScripts.append(script)
+            if usageRulesError == nil {
+                if script == UsageRules.removal {
+                    usageReading = nil
+                } else if usageReading == nil {
+                    usageReading = UsageReading(instance: usageTableInstance)
+                }
+                if script != UsageRules.removal, var r = usageReading {
+                    // The quota objects the script leaves, as the kernel would.
+                    for line in script.split(separator: "\n") {
+                        let w = line.split(separator: " ")
+                        if w.count >= 5, w[0] == "delete", w[1] == "quota" { r.quotas[String(w[4])] = nil }
+                        if w.count >= 5, w[0] == "add", w[1] == "quota" { r.quotas[String(w[4])] = false }
+                    }
+                    usageReading = r
+                }
+            }
+            if report { feed(.usageRulesLoaded(error: usageRulesError)) }
         case let .watchExit(pid):
             steps.append("watch \(pid)")
             XCTAssertFalse(watched.contains(pid), "pid \(pid) watched twice")
@@ -193,9 +233,11 @@ final class EngineHarness: EngineEdges {
         case let .steer(plan?):
             return "steer \(plan.allowances.map(\.mark)) uids \(plan.uidMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }) "
                 + "cgroups \(plan.cgroupMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" })"
+        // The totals as the file has them (a dictionary prints in its own order).
+        case let .saveUsage(book): return "save-usage " + book.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .watchExit, .unwatchExit,
-             .steer(nil):
+             .steer(nil), .readUsage, .loadUsageRules:
             return "\(e)"
         }
     }

@@ -20,7 +20,7 @@ final class EngineStatusTests: XCTestCase {
         let h = EngineHarness(policy: policy, links: links)
         let r = h.request(h.connect(Peers.curl), "STATUS")
         XCTAssertEqual(r.keys, ["ok", "version", "ready", "agents", "user_agents", "links", "available", "primary", "primary_kind",
-                                "primary_over", "egress", "policy", "enforcement"])
+                                "primary_over", "egress", "policy", "enforcement", "usage"])
         XCTAssertEqual(r["ok"], true)
         XCTAssertEqual(r["version"], .string(DaemonState.version))
         XCTAssertEqual(r["ready"], true)

@@ -132,6 +132,14 @@ final class FakeRules: RuleLoading {
 
     /// Ends the oldest load in flight, as its thread would: its answer comes on the loop.
     func finish() { inFlight.removeFirst()() }
+    /// The usage table's scripts.
+    var usageScripts: [String] = []
+    var usageChanged: () -> Void = {}
+    var quotaReached: (String) -> Void = { _ in }
+    func loadUsage(_ script: String, done: @escaping (String?) -> Void) {
+        usageScripts.append(script)
+        done(answer)
+    }
 }
 
 /// Steering's edge, recording the plans.

@@ -97,6 +97,36 @@ test_awaiting_decision (void)
 }
 
 static void
+test_budget_exhausted (void)
+{
+  /* Metered links are denied by the budget alone: not available, and the message says how much and until when. */
+  const char *head = "{\"app\":\"maps\",\"available\":false,\"reason\":\"budget-exhausted\",\"via\":null,"
+                     "\"egress\":{\"ipv4\":" WWAN ",\"usable\":true,\"allowed\":false},\"ipv6\":null},"
+                     "\"denied_kinds\":[\"metered\"],\"pending_kinds\":[],"
+                     "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"allow\",\"ethernet\":\"allow\",\"other\":\"allow\","
+                     "\"metered\":\"deny\"},\"sources\":{\"wifi\":\"policy\",\"wwan\":\"policy\",\"ethernet\":\"policy\","
+                     "\"other\":\"policy\",\"metered\":\"budget\"},\"enforced\":true";
+  g_autofree char *with = g_strconcat (head, ",\"budget\":{\"limit\":1048576,\"used\":1048900,\"exhausted\":true,"
+                                             "\"enforced\":true,\"period_start\":\"2026-12-01\","
+                                             "\"period_end\":\"2027-01-01\"}}", NULL);
+  assert_refused (with, G_IO_ERROR_PERMISSION_DENIED,
+                  "maps may not use metered links: it has used 1.0\302\240MiB of its metered budget of 1.0\302\240MiB for this period; "
+                  "they open again on 2027-01-01");
+  g_autofree char *without = g_strconcat (head, "}", NULL);
+  assert_refused (without, G_IO_ERROR_PERMISSION_DENIED,
+                  "maps may not use metered links: its metered budget for this period is used up");
+  /* Where the budget is one of several reasons (denied), it is named as the metered one's. */
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"denied\",\"via\":null,\"egress\":{},"
+                  "\"denied_kinds\":[\"wifi\",\"metered\"],\"pending_kinds\":[],"
+                  "\"permissions\":{\"wifi\":\"deny\",\"wwan\":\"allow\",\"ethernet\":\"allow\",\"other\":\"allow\","
+                  "\"metered\":\"deny\"},\"sources\":{\"wifi\":\"policy\",\"wwan\":\"policy\",\"ethernet\":\"policy\","
+                  "\"other\":\"policy\",\"metered\":\"budget\"}}",
+                  G_IO_ERROR_PERMISSION_DENIED,
+                  "maps may not use wifi (its policy denies it) or metered links (its metered budget for this period is "
+                  "used up)");
+}
+
+static void
 test_routed_elsewhere (void)
 {
   const char *perms = "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"deny\",\"ethernet\":\"allow\",\"other\":\"allow\","
@@ -233,6 +263,7 @@ main (int argc, char **argv)
   g_test_add_func ("/verdict/denied", test_denied);
   g_test_add_func ("/verdict/awaiting-decision", test_awaiting_decision);
   g_test_add_func ("/verdict/routed-elsewhere", test_routed_elsewhere);
+  g_test_add_func ("/verdict/budget-exhausted", test_budget_exhausted);
   g_test_add_func ("/verdict/not-a-verdict", test_not_a_verdict);
   g_test_add_func ("/verdict/equal", test_equal);
   g_test_add_func ("/verdict/connectivity", test_connectivity);

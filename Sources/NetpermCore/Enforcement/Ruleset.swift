@@ -131,45 +131,9 @@ public struct Ruleset: Equatable, Sendable {
                              ownPermissions: (AppPolicy, UInt32) -> PermissionSet? = { _, _ in nil }, links: [Link],
                              cgroups: UnitCgroups) -> Ruleset {
         let linkPart = LinkPart(links)
-        var skipped = linkPart.skipped
-        // Each uid and unit cgroup belongs to the first app that names it.
-        var uidOwner: [UInt32: Int] = [:]
-        var exactUnits: [String: Int] = [:]
-        var globUnitApps: [Int] = []
-        for (i, app) in apps.enumerated() {
-            for uid in app.uids where uidOwner[uid] == nil { uidOwner[uid] = i }
-            var hasGlob = false
-            for g in app.units {
-                if g.isLiteral { if exactUnits[g.pattern] == nil { exactUnits[g.pattern] = i } } else { hasGlob = true }
-            }
-            if hasGlob { globUnitApps.append(i) }
-        }
-        var exactUserUnits: [String: Int] = [:]
-        var globUserUnitApps: [Int] = []
-        var appIndex: [String: Int] = [:]
-        for (i, app) in apps.enumerated() {
-            if appIndex[app.id] == nil { appIndex[app.id] = i }
-            var hasGlob = false
-            for g in app.userUnits {
-                if g.isLiteral { if exactUserUnits[g.pattern] == nil { exactUserUnits[g.pattern] = i } } else { hasGlob = true }
-            }
-            if hasGlob { globUserUnitApps.append(i) }
-        }
-        var cgroupOwner: [(cgroup: UnitCgroup, path: String, app: Int)] = []
-        for c in cgroups.units {
-            // A `netpermctl run` scope is its app's, whatever that app's keys; then Unit= (UserUnit= for a user's unit).
-            var best = RunScope.app(fromUnit: c.unit).flatMap { appIndex[$0] }
-            if best == nil {
-                best = c.user ? exactUserUnits[c.unit] : exactUnits[c.unit]
-                for i in c.user ? globUserUnitApps : globUnitApps {
-                    if let b = best, b < i { break }
-                    if (c.user ? apps[i].userUnits : apps[i].units).contains(where: { $0.matches(c.unit) }) { best = i; break }
-                }
-            }
-            guard let owner = best, let path = cgroups.nftPath(c) else { continue }
-            guard isSafe(path) else { skipped.append(path); continue }
-            cgroupOwner.append((c, path, owner))
-        }
+        let owners = Owners(apps: apps, cgroups: cgroups)
+        let skipped = linkPart.skipped + owners.skipped
+        let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner, appIndex = owners.appIndex
         // What each owning app may do, computed once per app.
         var perms: [Int: PermissionSet] = [:]
         var ownPerms: [UInt64: PermissionSet?] = [:]
@@ -203,7 +167,7 @@ public struct Ruleset: Equatable, Sendable {
         let appRulesOffset = t.utf8.count
         var maps: [VerdictMap] = []
         // Only denials need a uid element: a uid no element names passes anyway.
-        let sortedUIDs = uidOwner.keys.sorted()
+        let sortedUIDs = owners.sortedUIDs
         for k in dimensions {
             maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: sortedUIDs.compactMap { uid in
                 let app = uidOwner[uid]!
@@ -232,20 +196,9 @@ public struct Ruleset: Equatable, Sendable {
                 }))
             }
         }
-        // Each connection's app, in its conntrack mark from its first packet (ConnectionTags): by uid, then by
-        // system unit, deepest last (a unit's verdict comes before its uid's, as above). Users' own units are not
-        // tagged: their orphaned sockets keep their cgroup, and so their unit's elements, while those stay.
-        maps.append(VerdictMap(name: "tag_uid", key: "uid", value: "mark", elements: sortedUIDs.map {
-            MapElement(key: .uid($0), verdict: .mark(tags[apps[uidOwner[$0]!].id]!))
-        }))
-        var unitApps: Set<Int> = []
-        for level in UnitCgroups.levels {
-            let owned = cgroupOwner.filter { !$0.cgroup.user && $0.cgroup.level == level }
-            unitApps.formUnion(owned.map(\.app))
-            maps.append(VerdictMap(name: "tag_unit\(level)", key: "cgroupsv2", value: "mark", elements: owned.map {
-                MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: .mark(tags[apps[$0.app].id]!))
-            }))
-        }
+        // Each connection's app, in its conntrack mark from its first packet (ConnectionTags).
+        maps += owners.tagMaps(apps: apps, tags: tags)
+        let unitApps = owners.systemUnitApps
         // A tag's verdict, for packets no socket owner names: denials, and a unit's allow (whose uid must not be
         // consulted instead, as above). Every app's, not only those owning something now: a connection outlives
         // the cgroup it was tagged in.
@@ -315,6 +268,101 @@ public struct Ruleset: Equatable, Sendable {
                        uidOwners: uidOwner,
                        unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
                                                                  userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
+    }
+
+    /// Who owns each uid and unit cgroup: the first app that names it (a `netpermctl run` scope is its app's). What
+    /// the rules judge, and what connections are tagged with (ConnectionTags): usage counting tags alike
+    /// (UsageRules).
+    struct Owners {
+        var uidOwner: [UInt32: Int] = [:]
+        var sortedUIDs: [UInt32] = []
+        var cgroupOwner: [(cgroup: UnitCgroup, path: String, app: Int)] = []
+        /// Each app's index, by id.
+        var appIndex: [String: Int] = [:]
+        /// Cgroup paths nft cannot be given safely.
+        var skipped: [String] = []
+
+        init(apps: [AppPolicy], cgroups: UnitCgroups) {
+            var exactUnits: [String: Int] = [:]
+            var globUnitApps: [Int] = []
+            for (i, app) in apps.enumerated() {
+                for uid in app.uids where uidOwner[uid] == nil { uidOwner[uid] = i }
+                var hasGlob = false
+                for g in app.units {
+                    if g.isLiteral { if exactUnits[g.pattern] == nil { exactUnits[g.pattern] = i } } else { hasGlob = true }
+                }
+                if hasGlob { globUnitApps.append(i) }
+            }
+            var exactUserUnits: [String: Int] = [:]
+            var globUserUnitApps: [Int] = []
+            for (i, app) in apps.enumerated() {
+                if appIndex[app.id] == nil { appIndex[app.id] = i }
+                var hasGlob = false
+                for g in app.userUnits {
+                    if g.isLiteral { if exactUserUnits[g.pattern] == nil { exactUserUnits[g.pattern] = i } } else { hasGlob = true }
+                }
+                if hasGlob { globUserUnitApps.append(i) }
+            }
+            for c in cgroups.units {
+                // A `netpermctl run` scope is its app's, whatever that app's keys; then Unit= (UserUnit= for a user's unit).
+                var best = RunScope.app(fromUnit: c.unit).flatMap { appIndex[$0] }
+                if best == nil {
+                    best = c.user ? exactUserUnits[c.unit] : exactUnits[c.unit]
+                    for i in c.user ? globUserUnitApps : globUnitApps {
+                        if let b = best, b < i { break }
+                        if (c.user ? apps[i].userUnits : apps[i].units).contains(where: { $0.matches(c.unit) }) { best = i; break }
+                    }
+                }
+                guard let owner = best, let path = cgroups.nftPath(c) else { continue }
+                guard isSafe(path) else { skipped.append(path); continue }
+                cgroupOwner.append((c, path, owner))
+            }
+            sortedUIDs = uidOwner.keys.sorted()
+        }
+
+        /// The maps that give a new connection its app's tag: by uid, then by system unit, deepest last (a unit's
+        /// verdict comes before its uid's). Users' own units are not tagged: their orphaned sockets keep their
+        /// cgroup, and so their unit's elements, while those stay.
+        func tagMaps(apps: [AppPolicy], tags: [String: UInt32]) -> [VerdictMap] {
+            var maps = [VerdictMap(name: "tag_uid", key: "uid", value: "mark", elements: sortedUIDs.map {
+                MapElement(key: .uid($0), verdict: .mark(tags[apps[uidOwner[$0]!].id]!))
+            })]
+            for level in UnitCgroups.levels {
+                let owned = cgroupOwner.filter { !$0.cgroup.user && $0.cgroup.level == level }
+                maps.append(VerdictMap(name: "tag_unit\(level)", key: "cgroupsv2", value: "mark", elements: owned.map {
+                    MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: .mark(tags[apps[$0.app].id]!))
+                }))
+            }
+            return maps
+        }
+
+        /// The apps owning a system unit's cgroup the tag maps name.
+        var systemUnitApps: Set<Int> {
+            Set(cgroupOwner.lazy.filter { !$0.cgroup.user && UnitCgroups.levels.contains($0.cgroup.level) }.map(\.app))
+        }
+
+        /// The apps whose connections carry their tag: those owning a uid or such a cgroup.
+        var taggedApps: Set<Int> { Set(uidOwner.values).union(systemUnitApps) }
+    }
+
+    /// How connections are tagged with their app: the tag maps and the rules of the chains that use them.
+    struct Tagging: Equatable, Sendable {
+        var maps: [VerdictMap]
+        /// `chain tag` (a new connection, from its socket) and `chain tag_in` (an incoming one, from its listener).
+        var tag: [String]
+        var tagIn: [String]
+        /// The apps whose connections get their tag.
+        var taggedApps: Set<String>
+    }
+
+    /// The tagging `build` puts in the rules, for these apps and cgroups: what usage counting tags with too.
+    static func tagging(apps: [AppPolicy], cgroups: UnitCgroups) -> Tagging {
+        let owners = Owners(apps: apps, cgroups: cgroups)
+        let maps = owners.tagMaps(apps: apps, tags: ConnectionTags.assign(apps.map(\.id)))
+        let chains = chainRules(used: usedMaps(maps))
+        return Tagging(maps: maps, tag: chains.first { $0.chain == "tag" }!.rules,
+                       tagIn: chains.first { $0.chain == "tag_in" }!.rules,
+                       taggedApps: Set(owners.taggedApps.map { apps[$0].id }))
     }
 
     /// What the links alone decide: the `links` map, at the head of the text.

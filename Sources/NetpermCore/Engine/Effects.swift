@@ -63,6 +63,13 @@ public enum Effect: Equatable, Sendable {
     case watchExit(Int32)
     /// No prompt needs to know of the process's exit any more.
     case unwatchExit(Int32)
+    /// Read the usage table's counters and quota objects, then report with `Input.usageRead`.
+    case readUsage
+    /// Write the usage totals to the state directory (atomically), then report with `Input.usageSaved`.
+    case saveUsage(UsageBook)
+    /// Run this nft script as one transaction (`UsageRules.script`, or `UsageRules.removal`, which the edge runs only
+    /// if the table exists); with `report`, say how it went with `Input.usageRulesLoaded`.
+    case loadUsageRules(String, report: Bool)
     /// Mode=steer: put this plan in the kernel (the program and its maps, the rules, the tables, kept following the
     /// main table); nil removes all of it. Say how it went with `Input.steered`.
     case steer(SteeringPlan?)
@@ -87,6 +94,9 @@ extension Effect {
         case .loadRules: return "loading the rules"
         case .watchExit: return "watching an asker"
         case .unwatchExit: return "no longer watching an asker"
+        case .readUsage: return "reading the usage counters"
+        case .saveUsage: return "writing the usage totals"
+        case .loadUsageRules: return "loading the counting rules"
         case .steer: return "steering"
         }
     }

@@ -100,9 +100,8 @@ extension Engine {
                 r = last.withLinks(state.network.links)
             } else {
                 enforcement.fullBuilds += 1
-                r = Ruleset.build(apps: state.config.apps, permissions: { app in
-                    state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
-                }, ownPermissions: ownPermissions, links: state.network.links, cgroups: enforcement.cgroups)
+                r = Ruleset.build(apps: state.config.apps, permissions: enforcedPermissions, ownPermissions: ownPermissions,
+                                  links: state.network.links, cgroups: enforcement.cgroups)
             }
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "
@@ -163,6 +162,22 @@ extension Engine {
                     + "\(u.size.chains) chains" + (u.size.stale > 0 ? ", \(u.size.stale) left stale" : "") + ")"
             } ?? ""))
         load(r.text, transactions: update?.transactions, report: true)
+    }
+
+    /// What the rules (and steering) hold an app to: the policy with decisions (an undecided `ask` stays `ask`,
+    /// whether or not an agent listens). In Mode=steer, metered links are denied too while the app's budget is used
+    /// up, so that its sockets are routed off them. In Mode=block the usage table's quotas alone refuse it there:
+    /// the rules' denial would also drop the reset the kernel sends a peer whose connection the budget ended
+    /// (docs/USAGE.md).
+    func enforcedPermissions(_ app: AppPolicy) -> PermissionSet {
+        budgetDenied(state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions, app)
+    }
+
+    /// `p` with metered links denied in Mode=steer while the app's budget is used up.
+    func budgetDenied(_ p: PermissionSet, _ app: AppPolicy) -> PermissionSet {
+        var p = p
+        if state.config.enforcement == .steer, state.exhausted.contains(app.id), p.metered != .deny { p.metered = .deny }
+        return p
     }
 
     /// `text` is the whole ruleset (what a retry or a repair loads); `transactions`, when given, the smaller scripts
@@ -236,13 +251,8 @@ extension Engine {
         // A whole change or a repair refused, or the edge's own repair after another tool's change.
         case .off, .enforcing, .changing, .repairing: failures = 1
         }
-        guard failures < EnforcementBook.maxAttempts else {
-            log(.err, "enforcement: loading the rules failed \(failures) times, giving up until the next change: \(error)")
-            setEnforcement(.failed(error, failures: failures, retry: nil))
-            return
-        }
-        log(.err, "enforcement: loading the rules failed (attempt \(failures)), retrying in \(1 << (failures - 1)) s: \(error)")
-        let retry = armTimer(.rulesRetry, microseconds: 1_000_000 << UInt64(failures - 1))
+        let retry = retryLater("enforcement: loading the rules", attempt: failures, of: EnforcementBook.maxAttempts,
+                               error: error, timer: .rulesRetry)
         setEnforcement(.failed(error, failures: failures, retry: retry))
     }
 
@@ -290,6 +300,17 @@ extension Engine {
         }
     }
 
+    /// The `n`th failure in a row of a load: tried again after 1, 2, 4... s, until `max` attempts. Returns the retry's
+    /// timer (nil: given up until the next change).
+    func retryLater(_ what: String, attempt n: Int, of max: Int, error: String, timer: TimerPurpose) -> TimerID? {
+        guard n < max else {
+            log(.err, "\(what) failed \(n) times, giving up until the next change: \(error)")
+            return nil
+        }
+        log(.err, "\(what) failed (attempt \(n)), retrying in \(1 << (n - 1)) s: \(error)")
+        return armTimer(timer, microseconds: 1_000_000 << UInt64(n - 1))
+    }
+
     /// The retry timer of a `failed` phase fired: the whole ruleset (or the removal) again.
     func retryRules() {
         guard case let .failed(_, failures, _) = enforcement.lifecycle.phase, let text = enforcement.loaded else { return }
@@ -301,7 +322,7 @@ extension Engine {
     /// A uid's own decisions for an app, for its sockets in the rules (nil: it has none, or users do not decide).
     func ownPermissions(_ app: AppPolicy, _ uid: UInt32) -> PermissionSet? {
         guard state.config.userDecisions, state.decisions.hasOwn(app.id, uid: uid) else { return nil }
-        return state.decisions.apply(to: state.config.permissions(for: app), app: app.id, uid: uid).permissions
+        return budgetDenied(state.decisions.apply(to: state.config.permissions(for: app), app: app.id, uid: uid).permissions, app)
     }
 
     /// Whether an app's permissions are in force in the kernel.
@@ -348,7 +369,9 @@ extension Engine {
     func withEnforcement(_ v: Verdict, _ matchedBy: MatchedBy) -> Verdict {
         var v = v
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: matchedBy, app: nil))
-        return steered(v)
+        var s = steered(v)
+        if matchedBy != .defaults { s.budget = budgetFact(for: v.app) }
+        return s
     }
 
     /// STATUS's `enforcement` member.

@@ -24,7 +24,7 @@ struct MetricCounters {
             case .promptExpired: promptsExpired += 1
             case .promptWithdrawn: promptsWithdrawn += 1
             case let .policy(_, _, error): if error != nil { reloadFailures += 1 }
-            case .link, .app, .stopping: break
+            case .link, .app, .usage, .stopping: break
             }
         }
     }
@@ -137,8 +137,43 @@ extension Engine {
         m.sample(c.ruleLoadFailures)
     }
 
-    /// Per-app usage counters (issue 27): `netpermd_app_sent_bytes_total` and `netpermd_app_received_bytes_total`
-    /// with `app`, `kind` and `metered` labels, one series per app of the policy (and "other processes"), belong
-    /// here once the daemon counts traffic. Nothing is counted yet, so nothing is written.
-    private func writeUsageMetrics(to m: inout MetricsText) {}
+    /// Per-app usage (docs/USAGE.md): bytes each app of the policy (and, as `(other)`, everything else) sent and
+    /// received since its last reset, per class of link: every class a link has now or that was ever counted, for
+    /// every app, so each series is there from the start. Budgets as gauges.
+    private func writeUsageMetrics(to m: inout MetricsText) {
+        m.family("netpermd_usage_counting", .gauge, "1 while [Usage] Count=yes.")
+        m.sample(state.config.usage.count)
+        m.family("netpermd_usage_state", .gauge, "1 for where the counting rules stand: off, applying, counting, failed.")
+        for name in UsageTableState.names { m.sample(name == usage.state.name, ["state": name]) }
+        var classes = Set(state.network.links.compactMap(UsageClass.init(link:)))
+        let book = usage.book
+        for u in book.apps.values { classes.formUnion(u.sinceReset.entries.map(\.usageClass)) }
+        classes.formUnion(book.other.sinceReset.entries.map(\.usageClass))
+        let sorted = classes.sorted()
+        let rows: [(String, AppUsage)] = state.config.apps.map { ($0.id, book[$0.id]) } + [("(other)", book.other)]
+        for (unit, help) in [("bytes", "Bytes (IP headers included)"), ("packets", "IP packets")] {
+            for direction in UsageDirection.allCases {
+                m.family("netpermd_app_\(direction.rawValue)_\(unit)_total", .counter, "\(help) \(direction.rawValue) by each "
+                    + "app over links of a kind, metered or not, since its last reset; (other): every other process, and "
+                    + "forwarded traffic.")
+                for (app, u) in rows {
+                    for c in sorted {
+                        let counts = u.sinceReset[c]
+                        let n = switch (direction, unit == "bytes") {
+                        case (.sent, true): counts.sentBytes
+                        case (.sent, false): counts.sentPackets
+                        case (.received, true): counts.receivedBytes
+                        case (.received, false): counts.receivedPackets
+                        }
+                        m.sample(count: n, ["app": app, "kind": c.kind.rawValue, "metered": String(c.metered)])
+                    }
+                }
+            }
+        }
+        let budgeted = state.config.apps.compactMap { app in budgetFact(for: app.id).map { (app.id, $0) } }
+        m.family("netpermd_app_metered_budget_bytes", .gauge, "Each app's MeteredBudget= per period.")
+        for (app, b) in budgeted { m.sample(count: b.limit, ["app": app]) }
+        m.family("netpermd_app_metered_used_bytes", .gauge, "Bytes each app with a budget moved over metered links this period.")
+        for (app, b) in budgeted { m.sample(count: b.used, ["app": app]) }
+    }
 }

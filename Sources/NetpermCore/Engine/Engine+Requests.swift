@@ -111,6 +111,12 @@ extension Engine {
             // Never from the cache: counters move without the state changing.
             reply(id) { writeMetrics(to: &$0) }
             return nil
+        case .usage:
+            usageRequest(r.args, session: session)
+            return nil
+        case .resetUsage:
+            resetUsageRequest(r.args, session: session)
+            return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
@@ -171,6 +177,7 @@ extension Engine {
             writeWarnings(to: &$0)
         }
         w.object("enforcement") { writeEnforcement(to: &$0) }
+        w.object("usage") { writeUsageStatus(to: &$0) }
     }
 
     func writePolicy(to w: inout JSONWriter) {
@@ -467,7 +474,7 @@ extension Engine {
                 }
             }
         case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .decisions, .metrics,
-             .quit:
+             .usage, .resetUsage, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
@@ -555,7 +562,7 @@ extension Verb {
     /// How many words may follow the verb.
     var maxArgs: Int {
         switch self {
-        case .query: return 1
+        case .query, .usage, .resetUsage: return 1
         case .wait, .forget, .answer: return 2
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
@@ -569,9 +576,9 @@ extension Verb {
     /// user for their own uid's processes (`[Defaults] UserDecisions=yes`).
     var access: Access {
         switch self {
-        case .apps, .reload, .metrics: return .privileged
+        case .apps, .reload, .metrics, .resetUsage: return .privileged
         case .prompts, .answer, .decide, .forget, .decisions: return .ownUID
-        case .ping, .help, .status, .links, .query, .subscribe, .wait, .quit: return .anyone
+        case .ping, .help, .status, .links, .query, .subscribe, .wait, .usage, .quit: return .anyone
         }
     }
 }

@@ -19,9 +19,8 @@ extension Engine {
             out.append(.steer(nil))
             return
         }
-        let plan = SteeringPlan.build(ruleset: ruleset, apps: state.config.apps, permissions: { app in
-            state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions
-        }, ownPermissions: ownPermissions, links: state.network.links)
+        let plan = SteeringPlan.build(ruleset: ruleset, apps: state.config.apps, permissions: enforcedPermissions,
+                                      ownPermissions: ownPermissions, links: state.network.links)
         guard plan != enforcement.steering || !enforcement.steeringActive else { return }
         log(.debug, "steering: \(plan.uidMarks.count) uids and \(plan.cgroupMarks.count) unit cgroups, "
             + "\(plan.allowances.count) tables")

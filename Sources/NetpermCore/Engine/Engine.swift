@@ -36,6 +36,16 @@ public enum Input: Sendable {
     case exited(pid: Int32)
     /// The outcome of the last `Effect.steer`: nil, or what failed.
     case steered(error: String?)
+    /// The usage table's counters (nil: there is no usage table), or why they could not be read (`Effect.readUsage`).
+    case usageRead(UsageReading?, error: String?)
+    /// The outcome of the last `Effect.saveUsage`.
+    case usageSaved(error: String?)
+    /// The outcome of the last `Effect.loadUsageRules` that asked for one.
+    case usageRulesLoaded(error: String?)
+    /// The kernel said a quota object of the usage table ran out (a budget, or its 80%).
+    case budgetReached(quota: String)
+    /// Another process changed or removed the usage table.
+    case usageTableChanged
 }
 
 extension Input {
@@ -60,6 +70,11 @@ extension Input {
         case .blocked: return "a blocked packet"
         case .exited: return "an asker's exit"
         case .steered: return "steering applied"
+        case .usageRead: return "the usage counters read"
+        case .usageSaved: return "the usage totals saved"
+        case .usageRulesLoaded: return "the counting rules loaded"
+        case .budgetReached: return "a quota used up"
+        case .usageTableChanged: return "the counting table changed"
         }
     }
 }
@@ -77,8 +92,25 @@ public final class Engine {
         public var logLevel: Priority
         /// Seconds since the epoch, read only for the timestamps METRICS reports (tests give a fixed one).
         public var wallClock: @Sendable () -> Double
-        public init(daemonUID: UInt32 = 0, logLevel: Priority = .info, wallClock: @escaping @Sendable () -> Double = { 0 }) {
-            self.daemonUID = daemonUID; self.logLevel = logLevel; self.wallClock = wallClock
+        /// The local calendar day at a time (seconds since the epoch): usage periods start at local midnight.
+        public var localDate: @Sendable (Int) -> CivilDate
+        public init(daemonUID: UInt32 = 0, logLevel: Priority = .info, wallClock: @escaping @Sendable () -> Double = { 0 },
+                    localDate: @escaping @Sendable (Int) -> CivilDate = Settings.utcDate) {
+            self.daemonUID = daemonUID; self.logLevel = logLevel; self.wallClock = wallClock; self.localDate = localDate
+        }
+
+        /// The day in UTC: what tests and a machine without a time zone use.
+        public static let utcDate: @Sendable (Int) -> CivilDate = { epoch in
+            // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+            let z = (epoch >= 0 ? epoch : epoch - 86399) / 86400 + 719_468
+            let era = (z >= 0 ? z : z - 146_096) / 146_097
+            let doe = z - era * 146_097
+            let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+            let mp = (5 * doy + 2) / 153
+            let d = doy - (153 * mp + 2) / 5 + 1
+            let m = mp < 10 ? mp + 3 : mp - 9
+            return CivilDate(year: yoe + era * 400 + (m <= 2 ? 1 : 0), month: m, day: d)
         }
     }
 
@@ -111,6 +143,8 @@ public final class Engine {
 
     enum TimerPurpose {
         case waitTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
+        /// Usage: read the counters (and save the totals if they moved); load the counting rules again.
+        case usageTick, usageRulesRetry
         /// A prompt for this "app scope" expired: rejected packets raise it again only once this fires.
         case blockedQuiet(String)
     }
@@ -147,14 +181,18 @@ public final class Engine {
 
     /// What METRICS counts as it happens (Engine+Metrics.swift).
     var counters = MetricCounters()
+    /// Usage counting and budgets (Engine+Usage.swift). Its totals change without a new version: USAGE is never
+    /// answered from the cache, and a budget's bytes in a verdict move the version when they do.
+    var usage = UsageKeeper()
 
     /// The effects of the input being handled.
     private(set) var out = Effects()
 
     /// Names of users and groups are resolved when the policy is read (`Config.parse`), never here.
-    public init(settings: Settings = Settings(), decisions: Decisions = Decisions()) {
+    public init(settings: Settings = Settings(), decisions: Decisions = Decisions(), usage book: UsageBook = UsageBook()) {
         self.settings = settings
         state.decisions = decisions
+        usage.book = book
     }
 
     /// Handles one input; its effects are appended to `effects` (which the caller resets between inputs).
@@ -208,6 +246,7 @@ public final class Engine {
             pendingEvents.append(.stopping)
             out.append(.notify(.stopping))
             stopEnforcing()
+            stopUsage()
         case let .caughtUp(id, dropped):
             guard let session = sessions[id], session.subscription != nil else { break }
             log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
@@ -222,6 +261,16 @@ public final class Engine {
             askerExited(pid)
         case let .steered(error):
             steered(error: error)
+        case let .usageRead(reading, error):
+            usageRead(reading, error: error)
+        case let .usageSaved(error):
+            usageSaved(error: error)
+        case let .usageRulesLoaded(error):
+            usageRulesLoaded(error: error)
+        case let .budgetReached(quota):
+            budgetReached(quota)
+        case .usageTableChanged:
+            usageTableChanged()
         }
         settle()
         if case .started = input {
@@ -243,6 +292,7 @@ public final class Engine {
         } else {
             settleEnforcement(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
         }
+        settleUsage()
         let appEvents = pendingEvents.count
         if permissionsChanged {
             pendingEvents += tracker.reset(state: state, extra: extraMatches())
@@ -312,7 +362,9 @@ public final class Engine {
             v = state.verdict(for: match, uid: uid)
         }
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: match.matchedBy, app: nil))
-        return steered(v)
+        var s = steered(v)
+        if match.matchedBy != .defaults { s.budget = budgetFact(for: v.app) }
+        return s
     }
 
     // MARK: - The setters
@@ -326,6 +378,14 @@ public final class Engine {
         pendingEvents += Event.linkChanges(from: old, to: new)
         networkChanged = true
     }
+
+    /// What settle() must redo after a change of what permissions depend on outside decisions and agents (a budget
+    /// used up or opened again).
+    func markPermissionsChanged() { permissionsChanged = true }
+
+    /// A reply's facts moved without a change of `state` (a budget's bytes, the usage table's state): cached replies
+    /// are no good any more.
+    func invalidateReplies() { version &+= 1 }
 
     /// The one setter for decisions.
     func setDecisions(_ d: Decisions) {
@@ -557,6 +617,10 @@ public final class Engine {
             quietBlocked.remove(key)
         case .rulesRetry:
             retryRules()
+        case .usageTick:
+            usageTicked()
+        case .usageRulesRetry:
+            retryUsageRules()
         }
     }
 

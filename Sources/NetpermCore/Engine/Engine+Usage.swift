@@ -1,0 +1,540 @@
+/// Where the usage table stands in the kernel, for STATUS.
+public enum UsageTableState: Equatable, Sendable {
+    case off
+    /// Rules handed to the kernel, or the first reading asked for; no answer yet.
+    case applying
+    case counting
+    case failed(String, attempts: Int)
+
+    public static let names = ["off", "applying", "counting", "failed"]
+
+    public var name: String {
+        switch self {
+        case .off: return "off"
+        case .applying: return "applying"
+        case .counting: return "counting"
+        case .failed: return "failed"
+        }
+    }
+}
+
+/// What the engine keeps of usage counting (docs/USAGE.md): the totals, the readings of the kernel's counters, the
+/// requests waiting for one, the saves, and the usage table's rules.
+struct UsageKeeper {
+    var book = UsageBook()
+    /// A reading asked of the edge and not answered yet; another wanted once it is.
+    var reading = false
+    var readAgain = false
+    /// USAGE requests the reading in flight answers, and those that came during it (the next one answers them: the
+    /// reading in flight may have started before what they want counted).
+    var askers: [(ConnectionID, String?)] = []
+    var nextAskers: [(ConnectionID, String?)] = []
+    /// RESET-USAGE requests the next reading applies (counts up to it are dropped), then answered once saved.
+    var resets: [(requester: ConnectionID?, app: String?)] = []
+    var resetsSaving: [(requester: ConnectionID?, app: String?, at: Int)] = []
+    /// A reading of this run came in: until then the kernel's counters and quota objects are unknown.
+    var synced = false
+    /// The last reading failed: the next is at the tick.
+    var readFailed = false
+    /// Count=no after counting: the last reading before the table goes was asked for.
+    var finalRead = false
+    var tick: TimerID?
+    var saving = false
+    var saveAgain = false
+    var lastSaved: Int?
+    /// The totals moved since the last save.
+    var dirty = false
+    var stopping = false
+
+    var state = UsageTableState.off
+    /// The last build and what it was built from; the rules in force (nil: not known, the next load is whole).
+    var key: RulesKey?
+    var built: UsageRules?
+    var inForce: UsageRules?
+    /// Handed to the edge, not answered yet.
+    var loading: UsageRules?
+    /// The quota objects the kernel holds, as the last reading or load left them.
+    var kernelQuotas: Set<String> = []
+    /// Tags whose budget quota (and 80% quota) the kernel reported used up since it was made.
+    var depleted: Set<UInt32> = []
+    var warned: Set<UInt32> = []
+    /// The table may be in the kernel: Count=yes loaded it, or a start with Count=no has not looked yet.
+    var tableMayExist = true
+    var attempts = 0
+    var retry: TimerID?
+    /// The policy's tags (ConnectionTags) and tagging, per generation and cgroups.
+    var tags: [String: UInt32] = [:]
+    var owners: [UInt32: String] = [:]
+    var tagging: Ruleset.Tagging?
+    var taggingKey: (generation: Int, cgroups: UnitCgroups)?
+
+    /// What the usage rules depend on.
+    struct RulesKey: Equatable {
+        var links: [String]
+        var generation: Int
+        var cgroups: UnitCgroups
+        var budgets: [UsageRules.Budget]
+        var enforce: Bool
+    }
+
+    static let maxAttempts = 5
+}
+
+extension Engine {
+    // MARK: - Counting, reading, saving
+
+    /// Called by every input's settle(): counting on or off, the first reading, the table's rules, the tick.
+    func settleUsage() {
+        guard state.ready else { return }
+        let settings = state.config.usage
+        guard settings.count else {
+            if let t = usage.tick { cancelTimer(t); usage.tick = nil }
+            guard usage.tableMayExist, !usage.reading, usage.loading == nil else { return }
+            // Counting was on: what it counted since the last reading is read and saved before the table goes.
+            if usage.inForce != nil, !usage.finalRead {
+                usage.finalRead = true
+                requestUsageRead()
+                return
+            }
+            if usage.dirty || usage.saving {
+                if !usage.saving { saveUsage() }
+                return
+            }
+            if usage.inForce != nil { log(.notice, "usage: [Usage] Count=no, removing the counting rules") }
+            usage.finalRead = false
+            usage.tableMayExist = false
+            usage.inForce = nil
+            usage.built = nil
+            usage.key = nil
+            usage.state = .off
+            // A start with Count=no removes a table left by an earlier run, quietly: a daemon that never counts may lack
+            // the privilege even to look.
+            out.append(.loadUsageRules(UsageRules.removal, report: false))
+            return
+        }
+        if usage.tick == nil { usage.tick = armTimer(.usageTick, microseconds: UInt64(settings.saveIntervalSec) * 1_000_000) }
+        guard usage.synced else {
+            if usage.state == .off { usage.state = .applying }
+            // A failed reading is tried again at the next tick, not at every input.
+            if !usage.readFailed { requestUsageRead() }
+            return
+        }
+        settleUsageRules()
+    }
+
+    /// Asks the edge for the counters; a reading in flight is followed by one more.
+    func requestUsageRead() {
+        if usage.reading { usage.readAgain = true; return }
+        usage.reading = true
+        out.append(.readUsage)
+    }
+
+    /// The kernel's counters (nil: no usage table), or why they could not be read.
+    func usageRead(_ reading: UsageReading?, error: String?) {
+        usage.reading = false
+        let now = wallTime
+        if let error {
+            if usage.state != .failed(error, attempts: usage.attempts) { log(.err, "usage: cannot read the counters: \(error)") }
+            usage.state = .failed(error, attempts: usage.attempts)
+            usage.readFailed = true
+        } else {
+            usage.readFailed = false
+            if reading == nil, usage.inForce != nil {
+                log(.notice, "usage: the counting table is gone (another process removed it); loading it again")
+                usage.inForce = nil
+            }
+            usage.synced = true
+            usage.tableMayExist = reading != nil || usage.tableMayExist
+            if let r = reading {
+                // The tags name the policy's apps from the first reading on: counts made while no daemon ran (a
+                // restart, a crash) are the apps', not other processes'.
+                refreshTagging()
+                let owners = usage.owners
+                let moved = usage.book.absorb(r, owner: { owners[$0] })
+                if !moved.isEmpty || !usage.book.other.current.isEmpty { usage.dirty = true }
+                usage.kernelQuotas = Set(r.quotas.keys)
+                usage.depleted = Set(r.quotas.compactMap { name, out in out ? UsageRules.Budget.tag(ofBudget: name) : nil })
+                usage.warned = Set(r.quotas.compactMap { name, out in out ? UsageRules.Budget.tag(ofWarning: name) : nil })
+                if !moved.isEmpty, moved.contains(where: { state.config.meteredBudget(for: state.config.app(named: $0)) != nil }) {
+                    invalidateReplies()
+                }
+            } else {
+                usage.kernelQuotas = []
+            }
+        }
+        let start = UsagePeriod.start(containing: now.date, startDay: state.config.usage.periodStart)
+        if let was = usage.book.period, usage.book.roll(to: start, startDay: state.config.usage.periodStart) {
+            log(.notice, "usage: a new period starts on \(start) (the last one started on \(was))")
+            usage.book.drop(except: Set(state.config.apps.map(\.id)))
+            usage.depleted = []
+            usage.warned = []
+            usage.dirty = true
+            invalidateReplies()
+        } else if usage.book.period == nil {
+            usage.book.period = start
+        }
+        let resets = usage.resets
+        usage.resets = []
+        for r in resets {
+            usage.book.reset(r.app, at: now.epoch)
+            log(.notice, "usage: " + (r.app.map { "\($0)'s counts reset" } ?? "every app's counts reset"))
+            if let app = r.app {
+                usage.tags[app].map { _ = usage.depleted.remove($0); _ = usage.warned.remove($0) }
+            } else {
+                usage.depleted = []
+                usage.warned = []
+            }
+            usage.dirty = true
+            usage.resetsSaving.append((r.requester, r.app, now.epoch))
+            invalidateReplies()
+        }
+        settleBudgets()
+        let askers = usage.askers
+        usage.askers = usage.nextAskers
+        usage.nextAskers = []
+        for (id, app) in askers where sessions[id] != nil {
+            replyUsage(id, app)
+            out.append(.resume(id))
+        }
+        let interval = state.config.usage.saveIntervalSec
+        if usage.dirty, usage.stopping || !resets.isEmpty || usage.lastSaved.map({ now.epoch - $0 >= interval }) ?? true {
+            saveUsage()
+        }
+        if usage.readAgain || !usage.askers.isEmpty || !usage.resets.isEmpty {
+            usage.readAgain = false
+            requestUsageRead()
+        }
+    }
+
+    /// Writes the totals, once at a time (a change meanwhile is written next).
+    func saveUsage() {
+        guard !usage.saving else { usage.saveAgain = true; return }
+        usage.saving = true
+        usage.dirty = false
+        out.append(.saveUsage(usage.book))
+    }
+
+    func usageSaved(error: String?) {
+        usage.saving = false
+        if let error {
+            log(.err, "usage: cannot save the totals: \(error)")
+            usage.dirty = true
+        } else {
+            usage.lastSaved = wallTime.epoch
+        }
+        let done = usage.resetsSaving
+        usage.resetsSaving = []
+        for r in done {
+            guard let id = r.requester, sessions[id] != nil else { continue }
+            if let error {
+                replyError(id, ProtocolError(.internalError, "the counts were reset but could not be saved: \(error)"))
+            } else {
+                reply(id) { w in
+                    w.field("ok", true)
+                    w.field("reset", r.app)
+                    w.field("at", r.at)
+                }
+            }
+            out.append(.resume(id))
+        }
+        if usage.saveAgain {
+            usage.saveAgain = false
+            if usage.dirty { saveUsage() }
+        }
+    }
+
+    /// The usage tick: the counters are read (and the totals saved if they moved), and the period checked.
+    func usageTicked() {
+        usage.tick = nil
+        guard state.config.usage.count else { return }
+        usage.tick = armTimer(.usageTick, microseconds: UInt64(state.config.usage.saveIntervalSec) * 1_000_000)
+        requestUsageRead()
+    }
+
+    /// A quota object of the usage table ran out (the kernel said so on its own): a budget, or its 80%.
+    func budgetReached(_ quota: String) {
+        if let tag = UsageRules.Budget.tag(ofBudget: quota) { usage.depleted.insert(tag) }
+        if let tag = UsageRules.Budget.tag(ofWarning: quota) { usage.warned.insert(tag) }
+        log(.debug, "usage: quota \(quota) used up")
+        settleBudgets()
+        requestUsageRead()
+    }
+
+    /// SIGTERM: the last counts are read and saved before the process goes (the table stays, and goes on counting
+    /// for the next one).
+    func stopUsage() {
+        guard state.config.usage.count, usage.synced else { return }
+        usage.stopping = true
+        requestUsageRead()
+    }
+
+    // MARK: - Budgets
+
+    /// Each budgeted app's state: used up (its metered bytes this period reached the budget, or the kernel's quota
+    /// says so), and the 80% and 100% announcements, once each per period.
+    func settleBudgets() {
+        var exhausted: Set<String> = []
+        for app in state.config.apps {
+            guard let fact = budgetFact(for: app.id) else { continue }
+            if fact.exhausted { exhausted.insert(app.id) }
+            let warned = fact.exhausted || fact.used >= UsageRules.Budget.warningLimit(fact.limit)
+                || usage.tags[app.id].map { usage.warned.contains($0) } ?? false
+            // Each threshold crossed is told, in order, even when one reading or the kernel's notices cross both.
+            for percent in [80, 100] where percent > usage.book[app.id].announced && (percent == 100 ? fact.exhausted : warned) {
+                usage.book.apps[app.id, default: AppUsage()].announced = percent
+                usage.dirty = true
+                log(percent == 100 ? .notice : .info, "usage: \(app.id) has used \(percent)% of its metered budget "
+                    + "(\(ByteSize.text(fact.used)) of \(ByteSize.text(fact.limit)) counted)"
+                    + (percent == 100 ? (fact.enforced ? "; refused on metered links" : "; advice only, nothing refuses it")
+                        + " until the next period or a reset" : ""))
+                pendingEvents.append(.usage(BudgetNotice(app: app.id, percent: percent, budget: fact)))
+            }
+        }
+        setExhausted(exhausted)
+    }
+
+    /// The one setter for the apps whose budget is used up.
+    func setExhausted(_ new: Set<String>) {
+        let old = state.exhausted
+        guard new != old else { return }
+        for app in new.subtracting(old).sorted() { log(.info, "usage: \(app): metered links denied, its budget is used up") }
+        for app in old.subtracting(new).sorted() { log(.info, "usage: \(app): its budget opens metered links again") }
+        state.exhausted = new
+        markPermissionsChanged()
+    }
+
+    /// What a verdict says of an app's budget; nil when it has none.
+    func budgetFact(for app: String) -> BudgetFact? {
+        guard let limit = state.config.meteredBudget(for: state.config.app(named: app)), state.config.app(named: app) != nil
+        else { return nil }
+        let used = usage.book[app].current.meteredBytes
+        let depleted = usage.tags[app].map { usage.depleted.contains($0) } ?? false
+        let tagged = usage.tagging?.taggedApps.contains(app) ?? false
+        let enforced = state.config.enforcement != .off && usage.state == .counting && tagged
+            && usage.inForce?.budgets.contains { $0.tag == usage.tags[app] } == true
+        let start = usage.book.period
+        return BudgetFact(limit: limit, used: used, exhausted: used >= limit || depleted, enforced: enforced,
+                          periodStart: start,
+                          periodEnd: start.map { UsagePeriod.next(after: $0, startDay: state.config.usage.periodStart) })
+    }
+
+    // MARK: - The usage table
+
+    /// Builds the counting rules when what they depend on changed, and loads what differs from those in force.
+    func settleUsageRules() {
+        refreshTagging()
+        let links = state.network.links.compactMap { l in UsageClass(link: l).map { l.name + " " + $0.name } }
+        let key = UsageKeeper.RulesKey(links: links, generation: state.policyGeneration, cgroups: enforcement.cgroups,
+                                       budgets: kernelBudgets(), enforce: state.config.enforcement != .off)
+        if key != usage.key || usage.built == nil {
+            usage.key = key
+            let r = UsageRules.build(links: state.network.links, tagging: usage.tagging!, budgets: key.budgets,
+                                     enforce: key.enforce)
+            if r.skipped != usage.built?.skipped, !r.skipped.isEmpty {
+                log(.warning, "usage: not counted on links whose names nft cannot be given: "
+                    + r.skipped.prefix(10).joined(separator: ", "))
+            }
+            usage.built = r
+        }
+        guard let r = usage.built, r != usage.inForce, usage.loading == nil, usage.retry == nil else { return }
+        loadUsageRules(r)
+    }
+
+    private func loadUsageRules(_ r: UsageRules) {
+        let old = usage.inForce
+        let script = r.script(from: old, kernelQuotas: usage.kernelQuotas, used: { tag in
+            guard let app = self.usage.owners[tag], let b = r.budgets.first(where: { $0.tag == tag }) else { return 0 }
+            return self.usage.depleted.contains(tag) ? b.limit : self.usage.book[app].current.meteredBytes
+        })
+        usage.loading = r
+        usage.tableMayExist = true
+        if usage.state != .counting { usage.state = .applying }
+        log(.debug, "usage: loading the counting rules (\(old == nil ? "whole" : "changes only"), \(r.budgets.count) budgets)")
+        out.append(.loadUsageRules(script, report: true))
+    }
+
+    func usageRulesLoaded(error: String?) {
+        guard let r = usage.loading else { return }
+        usage.loading = nil
+        guard let error else {
+            let old = usage.inForce
+            let oldBudgets = Dictionary((old?.budgets ?? []).map { ($0.tag, $0) }, uniquingKeysWith: { a, _ in a })
+            // A quota made again starts from the bytes counted, below the budget unless used up.
+            for b in r.budgets where old == nil || oldBudgets[b.tag] != b {
+                guard let app = usage.owners[b.tag] else { continue }
+                let used = usage.book[app].current.meteredBytes
+                if used < b.limit { usage.depleted.remove(b.tag) }
+                if used < b.warningLimit { usage.warned.remove(b.tag) }
+            }
+            usage.inForce = r
+            usage.kernelQuotas = r.quotaNames
+            usage.attempts = 0
+            if usage.state != .counting {
+                log(.notice, "usage: counting in force (\(r.budgets.count) budgets, "
+                    + (state.config.enforcement == .off ? "advice only: [Enforcement] Mode=off" : "enforced") + ")")
+            }
+            usage.state = .counting
+            invalidateReplies()
+            settleBudgets()
+            return
+        }
+        // The table is not what the change was made against (another tool touched it): read it, then load it whole.
+        usage.inForce = nil
+        usage.synced = false
+        usage.attempts += 1
+        let n = usage.attempts
+        usage.state = .failed(error, attempts: n)
+        usage.retry = retryLater("usage: loading the counting rules", attempt: n, of: UsageKeeper.maxAttempts, error: error,
+                                 timer: .usageRulesRetry)
+    }
+
+    func retryUsageRules() {
+        usage.retry = nil
+        usage.key = nil
+        settleUsage()
+    }
+
+    /// The kernel changed the usage table behind the daemon's back (or removed it): read what it still has, then
+    /// load it whole.
+    func usageTableChanged() {
+        guard state.config.usage.count, usage.inForce != nil else { return }
+        log(.notice, "usage: another process changed the counting table; reading it and loading it again")
+        usage.inForce = nil
+        usage.synced = false
+        settleUsage()
+    }
+
+    /// The tags and tagging of the policy and cgroups in force.
+    func refreshTagging() {
+        if let k = usage.taggingKey, k.generation == state.policyGeneration, k.cgroups == enforcement.cgroups,
+           usage.tagging != nil { return }
+        usage.tagging = Ruleset.tagging(apps: state.config.apps, cgroups: enforcement.cgroups)
+        usage.taggingKey = (state.policyGeneration, enforcement.cgroups)
+        usage.tags = ConnectionTags.assign(state.config.apps.map(\.id))
+        usage.owners = Dictionary(usage.tags.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// The budgets the kernel holds: apps with a budget whose connections are tagged, each with the epoch of its
+    /// quota objects (the period and the app's last reset: either starts it again).
+    private func kernelBudgets() -> [UsageRules.Budget] {
+        guard let tagging = usage.tagging else { return [] }
+        return state.config.apps.compactMap { app in
+            guard let limit = state.config.meteredBudget(for: app), tagging.taggedApps.contains(app.id),
+                  let tag = usage.tags[app.id] else { return nil }
+            let epoch = (usage.book.period?.description ?? "-") + "/" + String(usage.book[app.id].resetAt ?? 0)
+            return UsageRules.Budget(tag: tag, limit: limit, epoch: epoch)
+        }
+    }
+
+    // MARK: - USAGE and RESET-USAGE
+
+    /// The apps a caller may see the usage of: any, when privileged; else its own app and the apps its uid is.
+    func usageApps(for caller: Caller) -> [AppPolicy] {
+        let own = caller.match.id
+        return state.config.apps.filter { caller.privileged || $0.id == own || $0.uids.contains(caller.identity.uid) }
+    }
+
+    func usageRequest(_ args: [String], session: Session) {
+        let caller = session.caller
+        if let name = args.first {
+            guard state.config.app(named: name) != nil else {
+                replyError(session.id, ProtocolError(.notFound, "no [App \(name)] in the policy"))
+                return
+            }
+            guard usageApps(for: caller).contains(where: { $0.id == name }) else {
+                replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
+                    + "\(ConfigError.quote(state.config.adminGroup)) may see another user's apps; leave APP out for your own"))
+                return
+            }
+        }
+        guard state.config.usage.count, state.ready else {
+            replyUsage(session.id, args.first)
+            return
+        }
+        // Answered from a reading made after the request: what the caller just sent is counted.
+        out.append(.hold(session.id))
+        if usage.reading { usage.nextAskers.append((session.id, args.first)) } else { usage.askers.append((session.id, args.first)) }
+        requestUsageRead()
+    }
+
+    func resetUsageRequest(_ args: [String], session: Session) {
+        if let name = args.first, state.config.app(named: name) == nil {
+            replyError(session.id, ProtocolError(.notFound, "no [App \(name)] in the policy"))
+            return
+        }
+        out.append(.hold(session.id))
+        usage.resets.append((session.id, args.first))
+        if state.config.usage.count, state.ready {
+            requestUsageRead()
+        } else {
+            // Nothing counts: the stored totals are reset and saved at once.
+            usageRead(nil, error: nil)
+        }
+    }
+
+    func replyUsage(_ id: ConnectionID, _ app: String?) {
+        let caller = sessions[id]?.caller
+        let apps = app.flatMap { state.config.app(named: $0) }.map { [$0] } ?? caller.map(usageApps) ?? []
+        let period = usage.book.period ?? UsagePeriod.start(containing: wallTime.date, startDay: state.config.usage.periodStart)
+        let startDay = state.config.usage.periodStart
+        reply(id) { w in
+            w.field("ok", true)
+            w.field("counting", state.config.usage.count)
+            w.field("state", usage.state.name)
+            w.object("period") {
+                $0.field("start", period.description)
+                $0.field("end", UsagePeriod.next(after: period, startDay: startDay).description)
+                $0.field("previous_start", period.months(-1, day: startDay).description)
+            }
+            func write(_ w: inout JSONWriter, _ u: AppUsage) {
+                w.object("current") { u.current.write(to: &$0) }
+                w.object("previous") { u.previous.write(to: &$0) }
+                w.object("since_reset") { u.sinceReset.write(to: &$0) }
+                w.field("reset_at", u.resetAt)
+            }
+            w.objects("apps", apps) { w, a in
+                w.field("app", a.id)
+                write(&w, usage.book[a.id])
+                if let b = budgetFact(for: a.id) { w.object("budget") { b.write(to: &$0) } }
+            }
+            // Other processes' counts are no one app's: shown with every app's, to those who may see them all.
+            if app == nil, caller?.privileged == true { w.object("other") { write(&$0, usage.book.other) } }
+        }
+    }
+
+    /// STATUS's `usage` member.
+    func writeUsageStatus(to w: inout JSONWriter) {
+        w.field("counting", state.config.usage.count)
+        w.field("state", usage.state.name)
+        if case let .failed(error, attempts) = usage.state {
+            w.field("error", error)
+            w.field("attempts", attempts)
+        }
+        w.field("period_start", usage.book.period?.description)
+        let budgets = state.config.apps.reduce(0) { $0 + (state.config.meteredBudget(for: $1) != nil ? 1 : 0) }
+        w.field("budgets", budgets)
+        w.field("exhausted", state.exhausted.count)
+    }
+
+    /// The wall clock, as seconds and as the local day.
+    var wallTime: WallTime {
+        let epoch = Int(settings.wallClock())
+        return WallTime(epoch: epoch, date: settings.localDate(epoch))
+    }
+}
+
+extension UsageRules.Budget {
+    /// The tag a budget's quota object is named for (`b_6e8012ab`); nil for other names (its 80% is `w_`).
+    static func tag(ofBudget name: String) -> UInt32? {
+        guard name.hasPrefix("b_") else { return nil }
+        return UInt32(name.dropFirst(2), radix: 16)
+    }
+
+    /// The tag a budget's 80% quota object is named for (`w_6e8012ab`).
+    static func tag(ofWarning name: String) -> UInt32? {
+        guard name.hasPrefix("w_") else { return nil }
+        return UInt32(name.dropFirst(2), radix: 16)
+    }
+
+    static func warningLimit(_ limit: UInt64) -> UInt64 { UsageRules.Budget(tag: 0, limit: limit, epoch: "").warningLimit }
+}

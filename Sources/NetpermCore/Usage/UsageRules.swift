@@ -1,0 +1,185 @@
+/// The nftables table that counts each app's traffic per class of link and enforces metered budgets:
+/// `table inet netpermd_usage`, apart from enforcement's `netpermd` (docs/USAGE.md). Pure: its parts in, scripts
+/// out.
+///
+/// A table of its own because its counters are state that a load of the whole enforcement table would throw away:
+/// that table is replaced whole (a handover, a repair, a restart's first load), while this one is only ever
+/// changed in place. Its counting sets are never flushed nor deleted by the daemon, so no load loses a count.
+///
+/// What is counted, per packet: `postrouting` (sent) and `prerouting` (received) look the link up by name and go
+/// to its class's chain, which adds the packet to the element of its connection's tag (`ct mark`) in that class's
+/// dynamic set (`update @count_sent_wifi { ct mark }`): each element has its own counter, made at the first packet
+/// of that tag. A packet with no connection (untracked) counts in the class's named counter. Tags are written as
+/// enforcement writes them (ConnectionTags), from the socket's uid or system unit's cgroup at a connection's first
+/// packet (`output`), a server's SYN-ACK (its listener's uid), or an incoming connection's first packet (its
+/// listener's cgroup, `input`): the same maps as enforcement's, so both agree on whose a connection is.
+///
+/// Budgets: per app with `MeteredBudget=`, two quota objects, `b_TAG` (the budget) and `w_TAG` (80% of it), made
+/// with the bytes already used this period (`used`), and evaluated by every packet of the app's connections over a
+/// metered link, both ways, so the kernel counts towards them by itself and says when one runs out (a quota
+/// object's notification). With `enforce`, a packet over the budget is refused: sent TCP by a reset to the app's
+/// socket (an established connection ends at once, never stalls), other sent packets by an ICMP error (`EPERM` at
+/// once), received packets other than TCP dropped; received TCP passes, so that the app's next packet (its ACK)
+/// meets the reset, and its peer's next one the kernel's reset from a socket that is gone.
+public struct UsageRules: Equatable, Sendable {
+    public static let family = "inet"
+    public static let table = "netpermd_usage"
+
+    /// One app's budget in the kernel: its tag, the budget in bytes, and what the quota objects were made for (the
+    /// period and the last reset): a new epoch makes them again, with the bytes used then.
+    public struct Budget: Equatable, Sendable {
+        public var tag: UInt32
+        public var limit: UInt64
+        public var epoch: String
+        public init(tag: UInt32, limit: UInt64, epoch: String) { self.tag = tag; self.limit = limit; self.epoch = epoch }
+
+        var name: String { "b_" + ConnectionTags.text(tag).dropFirst(2) }
+        var warningName: String { "w_" + ConnectionTags.text(tag).dropFirst(2) }
+        /// 80% of the budget, rounded up.
+        var warningLimit: UInt64 { limit / 10 * 8 + (limit % 10 * 8 + 9) / 10 }
+    }
+
+    /// One map of the table and its elements, as nft writes them.
+    struct Map: Equatable, Sendable {
+        var name: String
+        var type: String
+        var elements: [String]
+    }
+
+    struct Chain: Equatable, Sendable {
+        var name: String
+        var hook: String?
+        var rules: [String]
+    }
+
+    var maps: [Map]
+    var chains: [Chain]
+    public var budgets: [Budget]
+    /// Link names nft cannot be given safely: not counted (the daemon logs them).
+    public var skipped: [String]
+
+    /// The counting sets (`count_sent_wifi` ...) and the counters of untracked packets (`untracked_sent_wifi`),
+    /// one each per direction and class: what the edge reads.
+    public static func setName(_ d: UsageDirection, _ c: UsageClass) -> String { "count_\(d.rawValue)_\(c.name)" }
+    public static func counterName(_ d: UsageDirection, _ c: UsageClass) -> String { "untracked_\(d.rawValue)_\(c.name)" }
+    /// The most elements a counting set takes (tags of apps, marks other tools set); packets of a mark that finds
+    /// no room count as untracked.
+    static let setSize = 65535
+
+    /// `tagging` is what enforcement tags connections with (Ruleset.tagging), for the same apps and cgroups.
+    static func build(links: [Link], tagging: Ruleset.Tagging, budgets: [Budget], enforce: Bool) -> UsageRules {
+        var out: [String] = [], post: [String] = [], pre: [String] = [], skipped: [String] = []
+        for l in links {
+            guard let c = UsageClass(link: l) else { continue }
+            guard Ruleset.isSafe(l.name) else { skipped.append(l.name); continue }
+            let name = "\"\(l.name)\""
+            out.append("\(name) : goto \(c.metered ? "out_metered" : "out")")
+            post.append("\(name) : goto sent_\(c.name)")
+            pre.append("\(name) : goto received_\(c.name)")
+        }
+        var maps = [Map(name: "out_links", type: "ifname : verdict", elements: out),
+                    Map(name: "sent_links", type: "ifname : verdict", elements: post),
+                    Map(name: "received_links", type: "ifname : verdict", elements: pre)]
+        for m in tagging.maps { maps.append(Map(name: m.name, type: m.key + " : " + m.value, elements: m.elements.map(\.text))) }
+        let sorted = budgets.sorted { $0.tag < $1.tag }
+        maps.append(Map(name: "budgets", type: "mark : quota", elements: sorted.map { ConnectionTags.text($0.tag) + " : \"\($0.name)\"" }))
+        maps.append(Map(name: "warnings", type: "mark : quota", elements: sorted.map {
+            ConnectionTags.text($0.tag) + " : \"\($0.warningName)\""
+        }))
+
+        var chains: [Chain] = [Chain(name: "tag", rules: tagging.tag), Chain(name: "tag_in", rules: tagging.tagIn)]
+        // A new connection gets its app's tag if enforcement's rules did not give it one (Mode=off, a link they do not
+        // judge); a server's connection at its SYN-ACK, by its listener's uid.
+        let tagRules = tagging.tag.isEmpty ? [] : ["ct state new ct mark 0 jump tag",
+                                                    "tcp flags & (syn | ack) == syn | ack ct mark 0 jump tag"]
+        let budgeted = !budgets.isEmpty
+        let check = budgeted ? ["quota name ct mark map @warnings",
+                                "quota name ct mark map @budgets" + (enforce ? " jump over_out" : "")] : []
+        chains.append(Chain(name: "out", rules: tagRules))
+        chains.append(Chain(name: "out_metered", rules: tagRules + check))
+        chains.append(Chain(name: "over_out", rules: [
+            "tcp flags & rst == rst return", "meta l4proto tcp reject with tcp reset", "reject with icmpx admin-prohibited",
+        ]))
+        chains.append(Chain(name: "budget_in", rules: budgeted ? ["quota name ct mark map @warnings",
+                                                                   "quota name ct mark map @budgets" + (enforce ? " jump over_in" : "")] : []))
+        chains.append(Chain(name: "over_in", rules: ["meta l4proto tcp return", "drop"]))
+        for d in UsageDirection.allCases {
+            for c in UsageClass.all {
+                // Received over a metered link: counted first (it came, whatever happens next), then its budget.
+                let then = d == .received && c.metered && budgeted ? "goto budget_in" : "return"
+                chains.append(Chain(name: "\(d.rawValue)_\(c.name)", rules: [
+                    "update @\(setName(d, c)) { ct mark } \(then)", "counter name \"\(counterName(d, c))\"",
+                ]))
+            }
+        }
+        chains.append(Chain(name: "output", hook: "type filter hook output priority filter + 10; policy accept;",
+                            rules: ["oifname vmap @out_links"]))
+        chains.append(Chain(name: "input", hook: "type filter hook input priority filter + 10; policy accept;",
+                            rules: tagging.tagIn.isEmpty ? [] : ["ct state new ct mark 0 jump tag_in"]))
+        chains.append(Chain(name: "postrouting", hook: "type filter hook postrouting priority srcnat + 10; policy accept;",
+                            rules: ["oifname vmap @sent_links"]))
+        chains.append(Chain(name: "prerouting", hook: "type filter hook prerouting priority mangle + 10; policy accept;",
+                            rules: ["iifname vmap @received_links"]))
+        return UsageRules(maps: maps, chains: chains, budgets: sorted, skipped: skipped)
+    }
+
+    /// The script that removes the table, whether or not it exists.
+    public static let removal = "table \(family) \(table) {}\ndelete table \(family) \(table)\n"
+
+    /// The one transaction that makes the table what these rules say, from `old` (the rules in force; nil when
+    /// unknown: a start, a repair, after a failure, which writes every part). The counting sets and counters are
+    /// declared (a no-op where they exist) and never flushed, so they keep every count through any load. Quota
+    /// objects are made again when their budget's limit or epoch changed, with the bytes `used` gives (at most the
+    /// budget, which nft requires); `kernelQuotas` are those the kernel holds now, deleted first when made again
+    /// or no longer wanted.
+    public func script(from old: UsageRules?, kernelQuotas: Set<String>, used: (UInt32) -> UInt64) -> String {
+        let t = "\(Self.family) \(Self.table)"
+        var s = ""
+        let whole = old == nil
+        if whole {
+            s += "table \(t) {}\nflush table \(t)\n"
+            for c in chains { s += "add chain \(t) \(c.name)" + (c.hook.map { " { \($0) }" } ?? "") + "\n" }
+            for d in UsageDirection.allCases {
+                for c in UsageClass.all {
+                    s += "add set \(t) \(Self.setName(d, c)) { type mark; size \(Self.setSize); flags dynamic; counter; }\n"
+                    s += "add counter \(t) \(Self.counterName(d, c))\n"
+                }
+            }
+        }
+        let oldMaps = Dictionary((old?.maps ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        // Quotas made again: first no element may name them, then they go, then they come back.
+        let oldBudgets = Dictionary((old?.budgets ?? []).map { ($0.tag, $0) }, uniquingKeysWith: { a, _ in a })
+        let remade = budgets.filter { whole || oldBudgets[$0.tag] != $0 }
+        let keep = Set(budgets.filter { !remade.contains($0) }.flatMap { [$0.name, $0.warningName] })
+        let deleting = kernelQuotas.subtracting(keep).sorted()
+        let quotasMove = !remade.isEmpty || !deleting.isEmpty
+        for m in maps {
+            let changed = whole || oldMaps[m.name] != m || (quotasMove && m.type.hasSuffix(": quota"))
+            guard changed else { continue }
+            if whole { s += "add map \(t) \(m.name) { type \(m.type); }\n" }
+            s += "flush map \(t) \(m.name)\n"
+            if !m.elements.isEmpty, !m.type.hasSuffix(": quota") {
+                s += "add element \(t) \(m.name) { " + m.elements.joined(separator: ", ") + " }\n"
+            }
+        }
+        for name in deleting { s += "delete quota \(t) \(name)\n" }
+        for b in remade {
+            let u = min(used(b.tag), b.limit)
+            s += "add quota \(t) \(b.name) { over \(b.limit) bytes used \(u) bytes }\n"
+            s += "add quota \(t) \(b.warningName) { over \(b.warningLimit) bytes used \(min(u, b.warningLimit)) bytes }\n"
+        }
+        for m in maps where m.type.hasSuffix(": quota") && !m.elements.isEmpty
+            && (whole || quotasMove || oldMaps[m.name] != m) {
+            s += "add element \(t) \(m.name) { " + m.elements.joined(separator: ", ") + " }\n"
+        }
+        let oldChains = Dictionary((old?.chains ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        for c in chains where whole || oldChains[c.name] != c {
+            if !whole { s += "flush chain \(t) \(c.name)\n" }
+            for r in c.rules { s += "add rule \(t) \(c.name) \(r)\n" }
+        }
+        return s
+    }
+
+    /// The quota objects these rules hold once loaded.
+    public var quotaNames: Set<String> { Set(budgets.flatMap { [$0.name, $0.warningName] }) }
+}

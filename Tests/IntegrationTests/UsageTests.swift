@@ -1,0 +1,337 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 27 against the real kernel (docs/USAGE.md): real traffic between veth pairs in test namespaces, counted by
+/// the daemon's table and compared with what the peer's own nft counters saw of the same flows and with the links'
+/// own counters; counts that survive a SIGHUP loading the whole enforcement table, a restart and a SIGKILL (with
+/// traffic while no daemon runs); a budget of 1 MiB that ends a TCP transfer at once both ways, its reset and the
+/// next period; and what an unprivileged user sees. Nothing here touches the host's ruleset.
+final class UsageTests: IntegrationTestCase {
+    static let sender: UInt32 = 4101, receiver: UInt32 = 4102
+
+    static func policy(mode: String, budget: String = "", save: Int = 60, extra: String = "") -> String {
+        """
+        [Usage]
+        Count=yes
+        SaveIntervalSec=\(save)
+
+        [Enforcement]
+        Mode=\(mode)
+
+        [Interface wwan0]
+        Kind=wwan
+
+        [Interface eth0]
+        Kind=ethernet
+
+        [Defaults]
+        WWAN=allow
+
+        [App sender]
+        User=\(sender)
+        \(budget.isEmpty ? "" : "MeteredBudget=" + budget)
+
+        [App receiver]
+        User=\(receiver)
+        \(extra)
+        """
+    }
+
+    private var bed: UsageBed!
+    private var dir = ""
+    private var socket: String { dir + "/netpermd.sock" }
+    private var clockFile: String { dir + "/clock-offset" }
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        dir = try makeTempDir()
+        chmod(dir, 0o755)   // the socket is reached by an unprivileged user too
+        bed = try UsageBed(self, dir: dir)
+        try "0\n".write(toFile: clockFile, atomically: true, encoding: .utf8)
+        showOnFailure("nft list ruleset") {
+            (try? Subprocess.run(["nsenter", "--net=/run/netns/\(self.bed.ns.name)", "nft", "list", "ruleset"]).stdout) ?? "?"
+        }
+    }
+
+    @discardableResult
+    private func start(_ config: String) throws -> DaemonProcess {
+        let path = try writeConfig(config, in: dir)
+        let d = try startDaemon(in: bed.ns, socket: socket, config: path, extraArgs: ["--clock-offset-file", clockFile],
+                                nsenter: true)
+        try waitUntil("counting is in force") {
+            let u = try self.request(self.socket, "STATUS")["usage"] as? [String: Any]
+            return (u?["state"] as? String == "counting", "\(u ?? [:])")
+        }
+        return d
+    }
+
+    /// USAGE's totals of `app` ("other" for other processes) this period on `kind`/`metered`, each way.
+    private func counted(_ app: String, kind: String, metered: Bool, period: String = "current",
+                         from reply: [String: Any]? = nil) throws -> (sent: Int, received: Int, sentPackets: Int, receivedPackets: Int) {
+        let r = try reply ?? request(socket, "USAGE")
+        let entry: [String: Any]?
+        if app == "other" {
+            entry = r["other"] as? [String: Any]
+        } else {
+            entry = (r["apps"] as? [[String: Any]])?.first { $0["app"] as? String == app }
+        }
+        let kinds = ((entry?[period] as? [String: Any])?["kinds"] as? [[String: Any]]) ?? []
+        guard let k = kinds.first(where: { $0["kind"] as? String == kind && $0["metered"] as? Bool == metered }) else {
+            return (0, 0, 0, 0)
+        }
+        return (k["sent_bytes"] as? Int ?? 0, k["received_bytes"] as? Int ?? 0, k["sent_packets"] as? Int ?? 0,
+                k["received_packets"] as? Int ?? 0)
+    }
+
+    /// Within 1% of `truth` (and exactly for what is not segmented).
+    private func assertClose(_ value: Int, _ truth: Int, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertGreaterThan(truth, 0, what, file: file, line: line)
+        let off = abs(Double(value - truth)) / Double(max(truth, 1))
+        XCTAssertLessThanOrEqual(off, 0.01, "\(what): counted \(value), the peer's kernel \(truth)", file: file, line: line)
+        print("usage accuracy: \(what): counted \(value), peer \(truth), off \(String(format: "%.4f", off * 100))%")
+    }
+
+    /// Mode=off (a counting-only table): each app's bytes, TCP bulk and UDP, sent and received, per kind, within 1%
+    /// of what the peer's kernel counted of the same flows; every app and other processes together are exactly what
+    /// the links carried (their counters, less 14 bytes of Ethernet header a frame); a user sees only their apps.
+    func testEveryByteIsCountedAsItsAppAndTheRestAsOtherProcesses() throws {
+        try start(Self.policy(mode: "off"))
+        let wwanBefore = try bed.linkCounters("wwan0"), ethBefore = try bed.linkCounters("eth0")
+        let base = try request(socket, "USAGE")
+        func classTotal(_ r: [String: Any], _ kind: String, _ metered: Bool) throws -> (Int, Int, Int, Int) {
+            var t = (0, 0, 0, 0)
+            for app in ["sender", "receiver", "other"] {
+                let c = try counted(app, kind: kind, metered: metered, from: r)
+                t = (t.0 + c.sent, t.1 + c.sentPackets, t.2 + c.received, t.3 + c.receivedPackets)
+            }
+            return t
+        }
+        let wwanBase = try classTotal(base, "wwan", true), ethBase = try classTotal(base, "ethernet", false)
+
+        // TCP bulk, sent, over the metered wwan0.
+        let up = try bed.client(uid: Self.sender, "upload", "wwan0", String(8 << 20))
+        XCTAssertNil(up["error"] as? String, "\(up)")
+        var peerIn = try bed.peerCounter("sink_in"), peerOut = try bed.peerCounter("sink_out")
+        var c = try counted("sender", kind: "wwan", metered: true)
+        assertClose(c.sent, peerIn.bytes, "TCP sent (wwan, metered)")
+        assertClose(c.received, peerOut.bytes, "TCP received (its ACKs)")
+        // TCP bulk, received, over eth0.
+        let down = try bed.client(uid: Self.receiver, "download", "eth0", String(8 << 20))
+        XCTAssertEqual(down["received"] as? Int, 8 << 20, "\(down)")
+        let src = (try bed.peerCounter("source_out"), try bed.peerCounter("source_in"))
+        let r = try counted("receiver", kind: "ethernet", metered: false)
+        assertClose(r.received, src.0.bytes, "TCP received (ethernet)")
+        assertClose(r.sent, src.1.bytes, "TCP sent (its ACKs)")
+        // UDP both ways over wwan0: 2,000 datagrams of 1,000 bytes and their echoes.
+        let before = c
+        let udp = try bed.client(uid: Self.sender, "udp", "wwan0", "2000", "1000")
+        XCTAssertEqual(udp["echoed"] as? Int, 2000, "\(udp)")
+        peerIn = try bed.peerCounter("echo_in")
+        peerOut = try bed.peerCounter("echo_out")
+        c = try counted("sender", kind: "wwan", metered: true)
+        XCTAssertEqual(c.sent - before.sent, peerIn.bytes, "UDP sent: every datagram, exactly")
+        XCTAssertEqual(c.received - before.received, peerOut.bytes, "UDP received, exactly")
+        XCTAssertEqual(peerIn.bytes, 2000 * 1028)
+        // Root is in no [App]: other processes.
+        let other = try bed.client(uid: nil, "udp", "eth0", "200", "500")
+        XCTAssertEqual(other["echoed"] as? Int, 200, "\(other)")
+
+        // Everyone together is what the links carried, frame by frame.
+        let after = try request(socket, "USAGE")
+        XCTAssertEqual(try counted("other", kind: "ethernet", metered: false, from: after).sent, 200 * 528)
+        let wwan = try bed.linkCounters("wwan0"), eth = try bed.linkCounters("eth0")
+        let wwanNow = try classTotal(after, "wwan", true), ethNow = try classTotal(after, "ethernet", false)
+        for (name, now, was, link, linkWas) in [("wwan0", wwanNow, wwanBase, wwan, wwanBefore),
+                                                ("eth0", ethNow, ethBase, eth, ethBefore)] {
+            let txPackets = link.txPackets - linkWas.txPackets, rxPackets = link.rxPackets - linkWas.rxPackets
+            XCTAssertEqual(now.1 - was.1, txPackets, "\(name): packets sent")
+            XCTAssertEqual(now.3 - was.3, rxPackets, "\(name): packets received")
+            XCTAssertEqual(now.0 - was.0, link.txBytes - linkWas.txBytes - 14 * txPackets, "\(name): bytes sent")
+            XCTAssertEqual(now.2 - was.2, link.rxBytes - linkWas.rxBytes - 14 * rxPackets, "\(name): bytes received")
+            print("usage totals: \(name): \(txPackets) frames sent, \(rxPackets) received, all counted")
+        }
+
+        // The same counts as Prometheus counters, which promtool accepts.
+        let metrics = try ctl(["--socket", socket, "metrics"])
+        XCTAssertEqual(metrics.status, 0, metrics.summary)
+        let sinceReset = try counted("sender", kind: "wwan", metered: true, period: "since_reset")
+        for (series, value) in [("netpermd_app_sent_bytes_total", sinceReset.sent),
+                                ("netpermd_app_received_packets_total", sinceReset.receivedPackets)] {
+            XCTAssertTrue(metrics.stdout.contains("\(series){app=\"sender\",kind=\"wwan\",metered=\"true\"} \(value)\n"),
+                          "\(series) \(value): \(metrics.stdout)")
+        }
+        let promtool = try Repository.requireTool("promtool", package: "prometheus")
+        let check = try Subprocess.run([promtool, "check", "metrics"], input: Array(metrics.stdout.utf8))
+        XCTAssertEqual(check.status, 0, check.summary)
+        XCTAssertEqual(check.stdout + check.stderr, "", "promtool has nothing to say")
+
+        // An unprivileged user sees their own apps only: no one else's, no other processes, no reset.
+        func asSender(_ args: [String]) throws -> CommandResult {
+            try Subprocess.run(["setpriv", "--reuid", "\(Self.sender)", "--regid", "\(Self.sender)", "--clear-groups",
+                                netpermctl, "--socket", socket] + args)
+        }
+        let human = try asSender(["usage"])
+        XCTAssertEqual(human.status, 0, human.summary)
+        XCTAssertTrue(human.stdout.contains("sender"), human.stdout)
+        XCTAssertFalse(human.stdout.contains("receiver") || human.stdout.contains("other processes"), human.stdout)
+        let terse = try asSender(["-t", "usage"])
+        XCTAssertEqual(Set(terse.lines.map { String($0.prefix { $0 != ":" }) }), ["sender"], terse.stdout)
+        let theirs = try asSender(["usage", "receiver"])
+        XCTAssertEqual(theirs.status, 1, theirs.summary)
+        XCTAssertTrue(theirs.stderr.contains("permission-denied"), theirs.summary)
+        XCTAssertEqual(try asSender(["usage", "reset"]).status, 1)
+        let all = try ctl(["--socket", socket, "-t", "usage"])
+        XCTAssertEqual(Set(all.lines.map { String($0.prefix { $0 != ":" }) }), ["sender", "receiver", ""], all.stdout)
+    }
+
+    /// Counts survive a SIGHUP that loads the whole enforcement table while a sender runs, a restart and a SIGKILL
+    /// (with traffic while no daemon runs: the table goes on counting), and Mode=steer: the peer's kernel received
+    /// exactly what the daemon counted. Count=no then removes the table.
+    func testCountsSurviveAWholeLoadARestartAndAKill() throws {
+        var daemon = try start(Self.policy(mode: "block"))
+        func sentOverWWAN() throws -> Int { try counted("sender", kind: "wwan", metered: true).sent }
+        func peerGot() throws -> Int { try bed.peerCounter("echo_in").bytes }
+
+        // A sender of 300 datagrams over about a second, and a reload in its middle that replaces the whole table.
+        let pacer = try Subprocess.spawn(["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "\(Self.sender)",
+                                          "--regid", "\(Self.sender)", "--clear-groups", UsageBed.python, "-c",
+                                          UsageBed.clientScript, "pace", "10.31.0.2", "300", "500", "3"],
+                                         stdin: .devNull, stdout: .appendFile(dir + "/pacer.log"), stderr: .appendFile(dir + "/pacer.log"))
+        addTeardownBlock { pacer.killAndReap() }
+        try waitUntil("the sender is sending") { (try peerGot() > 10 * 528, "\(try peerGot())") }
+        let many = (1...40).map { "[App filler\($0)]\nUser=\(5000 + $0)\nWWAN=deny\n" }.joined(separator: "\n")
+        _ = try writeConfig(Self.policy(mode: "block", extra: many), in: dir)
+        daemon.signal(SIGHUP)
+        try waitUntil("the reload is in force") {
+            let p = try self.request(self.socket, "STATUS")["policy"] as? [String: Any]
+            return (p?["generation"] as? Int == 2, "\(p ?? [:])")
+        }
+        XCTAssertEqual(pacer.wait(timeout: 20), 0)
+        let loads = daemon.log.split(separator: "\n").filter { $0.contains("enforcement: loading rules for") }
+        XCTAssertTrue(loads.last.map { !$0.contains("changes only") } ?? false, "the reload loaded the whole table: \(loads)")
+        XCTAssertEqual(try peerGot(), 300 * 528)
+        XCTAssertEqual(try sentOverWWAN(), try peerGot(), "nothing lost across a whole load")
+
+        // A restart, with traffic while no daemon runs.
+        stopDaemon(daemon)
+        XCTAssertEqual(try bed.client(uid: Self.sender, "udp", "wwan0", "100", "500")["echoed"] as? Int, 100)
+        daemon = try start(Self.policy(mode: "block"))
+        XCTAssertEqual(try sentOverWWAN(), try peerGot(), "a restart loses nothing")
+
+        // SIGKILL, long before the next save (SaveIntervalSec=60): the kernel counted on, and the next process reads on
+        // from the counters the last save recorded.
+        XCTAssertEqual(try bed.client(uid: Self.sender, "udp", "wwan0", "100", "500")["echoed"] as? Int, 100)
+        daemon.signal(SIGKILL)
+        XCTAssertNotNil(daemon.waitForExit(timeout: 5))
+        XCTAssertEqual(try bed.client(uid: Self.sender, "udp", "wwan0", "50", "500")["echoed"] as? Int, 50)
+        daemon = try start(Self.policy(mode: "block"))
+        XCTAssertEqual(try sentOverWWAN(), try peerGot(), "a crash of the daemon loses nothing (at most SaveIntervalSec= was allowed)")
+
+        // Mode=steer counts the same.
+        _ = try writeConfig(Self.policy(mode: "steer"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        XCTAssertEqual(try bed.client(uid: Self.sender, "udp", "wwan0", "100", "500")["echoed"] as? Int, 100)
+        XCTAssertEqual(try sentOverWWAN(), try peerGot(), "steer mode counts too")
+
+        // Count=no: the last counts are saved and the table goes.
+        _ = try writeConfig(Self.policy(mode: "off").replacingOccurrences(of: "Count=yes", with: "Count=no"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        try waitUntil("the counting table is gone") {
+            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(self.bed.ns.name)", "nft", "list", "table", "inet",
+                                        "netpermd_usage"])
+            return (r.status != 0, r.stdout)
+        }
+        let file = try String(contentsOfFile: dir + "/state/usage", encoding: .utf8)
+        XCTAssertTrue(file.contains("app sender current wwan_metered \(try peerGot()) "), file)
+    }
+
+    /// A 1 MiB budget on metered links (Mode=block): a TCP upload over wwan0 ends at once with a reset the sender
+    /// sees, within the next packets past the budget; the verdict says budget-exhausted, agents hear 80% and 100%, new
+    /// connections are refused and Ethernet still works; a reset opens it; a download ends at once too, both ends
+    /// reset; and the next period (the clock moved, not a month waited) moves the totals and opens it again.
+    func testABudgetEndsATransferAtOnceAndAResetOrTheNextPeriodOpensIt() throws {
+        // The metered link is the app's only way out (its default route, Ethernet down): with its budget used up
+        // its verdict is budget-exhausted, not routed-elsewhere.
+        try bed.ns.ip("link", "set", "eth0", "down")
+        try bed.ns.ip("route", "add", "default", "via", "10.31.0.2", "dev", "wwan0")
+        try start(Self.policy(mode: "block", budget: "1M", save: 1))
+        let budget = 1 << 20
+        let agent = try LiveConnection(path: socket)
+        addTeardownBlock { agent.close() }
+        try agent.subscribe("usage apps")
+
+        let up = try bed.client(uid: Self.sender, "upload", "wwan0", String(8 << 20))
+        XCTAssertTrue(["ECONNRESET", "EPIPE"].contains(up["error"] as? String ?? ""), "the sender is told: \(up)")
+        XCTAssertLessThan(up["ms"] as? Int ?? .max, 2000, "at once: \(up)")
+        let events = try agent.objects(until: "the app's verdict says budget-exhausted", timeout: 5) {
+            $0["event"] as? String == "app" && $0["app"] as? String == "sender" && $0["reason"] as? String == "budget-exhausted"
+        }
+        let notices = events.filter { $0["event"] as? String == "usage" }
+        XCTAssertEqual(notices.map { $0["percent"] as? Int }, [80, 100], "\(events)")
+        let q = try request(socket, "QUERY sender")
+        let b = try XCTUnwrap(q["budget"] as? [String: Any], "\(q)")
+        XCTAssertEqual(b["limit"] as? Int, budget)
+        XCTAssertEqual(b["enforced"] as? Bool, true)
+        XCTAssertEqual(b["exhausted"] as? Bool, true)
+        let used = try XCTUnwrap(b["used"] as? Int)
+        let peer = try bed.peerCounter("sink_in").bytes + bed.peerCounter("sink_out").bytes
+        print("usage overshoot: upload: counted \(used - budget) bytes past the budget, the peer's kernel \(peer - budget) "
+              + "(payload accepted by send(): \(up["sent"] ?? "?") bytes, error \(up["error"] ?? "?") after \(up["ms"] ?? "?") ms)")
+        XCTAssertLessThan(used - budget, 256 << 10, "within the next packets past the budget")
+        // The kernel's quota counts the packet that crosses the budget, which is refused: with segmentation offload a
+        // TCP super-packet of up to 64 KiB, so an upload ends at most that short of the budget, never more.
+        XCTAssertGreaterThan(used, budget - (66 << 10), "not refused long before the budget")
+        XCTAssertLessThan(peer - budget, 256 << 10)
+        let refused = try bed.client(uid: Self.sender, "probe", "wwan0")
+        XCTAssertEqual(refused["tcp"] as? String, "ECONNREFUSED", "\(refused)")
+        XCTAssertEqual(refused["udp"] as? String, "EPERM", "\(refused)")
+        // Ethernet is not metered: up, it works, and the verdict says to bind to it.
+        try bed.ns.ip("link", "set", "eth0", "up")
+        try bed.ns.ip("route", "add", "default", "via", "10.32.0.2", "dev", "eth0", "metric", "100")
+        _ = try agent.objects(until: "the verdict is routed-elsewhere", timeout: 5) {
+            $0["event"] as? String == "app" && $0["app"] as? String == "sender" && $0["reason"] as? String == "routed-elsewhere"
+        }
+        let wired = try bed.client(uid: Self.sender, "probe", "eth0")
+        XCTAssertEqual(wired["tcp"] as? String, "ok", "not metered: \(wired)")
+        try bed.ns.ip("link", "set", "eth0", "down")
+
+        // A reset opens it.
+        let reset = try request(socket, "RESET-USAGE sender")
+        XCTAssertEqual(reset["reset"] as? String, "sender", "\(reset)")
+        _ = try agent.objects(until: "the verdict is ok again", timeout: 5) {
+            $0["event"] as? String == "app" && $0["app"] as? String == "sender" && $0["reason"] as? String == "ok"
+        }
+        XCTAssertEqual(try bed.client(uid: Self.sender, "probe", "wwan0")["tcp"] as? String, "ok")
+
+        // A download: the peer is the sender, and both ends are reset.
+        let down = try bed.client(uid: Self.sender, "download", "wwan0", String(8 << 20))
+        XCTAssertTrue(["ECONNRESET", "EPIPE"].contains(down["error"] as? String ?? ""), "the app is told: \(down)")
+        try waitUntil("the source logged its connection") { (self.bed.sourceOutcomes().count == 1, "\(self.bed.sourceOutcomes())") }
+        let source = bed.sourceOutcomes()[0]
+        XCTAssertTrue(["ECONNRESET", "EPIPE"].contains(source["error"] as? String ?? ""), "the sender (the peer) is told: \(source)")
+        XCTAssertLessThan(source["ms"] as? Int ?? .max, 2000, "at once: \(source)")
+        _ = try agent.objects(until: "budget-exhausted again", timeout: 5) {
+            $0["event"] as? String == "app" && $0["app"] as? String == "sender" && $0["reason"] as? String == "budget-exhausted"
+        }
+        let downUsed = try XCTUnwrap((try request(socket, "QUERY sender")["budget"] as? [String: Any])?["used"] as? Int)
+        print("usage overshoot: download: counted \(downUsed - budget) bytes past the budget (the app received "
+              + "\(down["received"] ?? "?") bytes of payload, the peer sent \(source["sent"] ?? "?"))")
+        XCTAssertLessThan(downUsed - budget, 512 << 10)
+
+        // The next period, a month on.
+        try "\(32 * 86400)\n".write(toFile: clockFile, atomically: true, encoding: .utf8)
+        _ = try agent.objects(until: "the new period opens the budget", timeout: 10) {
+            $0["event"] as? String == "app" && $0["app"] as? String == "sender" && $0["reason"] as? String == "ok"
+        }
+        let r = try request(socket, "USAGE sender")
+        let previous = try counted("sender", kind: "wwan", metered: true, period: "previous", from: r)
+        XCTAssertEqual(previous.sent + previous.received, downUsed, "this period's totals became the previous one's")
+        XCTAssertEqual(try counted("sender", kind: "wwan", metered: true, from: r).received, 0)
+        XCTAssertNotEqual((r["period"] as? [String: Any])?["start"] as? String,
+                          (b["period_start"] as? String), "a new period")
+        XCTAssertEqual(try bed.client(uid: Self.sender, "probe", "wwan0")["tcp"] as? String, "ok")
+    }
+}

@@ -1,0 +1,393 @@
+@testable import NetpermCore
+import XCTest
+
+/// Usage in the engine (docs/USAGE.md): the first reading before the table's rules, USAGE answered from a reading
+/// made after it, who sees whose apps, RESET-USAGE, periods, budgets (80% and 100%, the kernel's word, the verdict's
+/// `budget-exhausted`, advice in Mode=off), saving at most every SaveIntervalSec= and at a stop, and Count=no.
+final class EngineUsageTests: XCTestCase {
+    /// A wall clock the test moves.
+    final class Wall: @unchecked Sendable {
+        var now: Double
+        init(_ now: Double) { self.now = now }
+    }
+
+    static let policy = """
+        [Usage]
+        Count=yes
+        SaveIntervalSec=10
+        [Enforcement]
+        Mode=block
+        [Defaults]
+        WWAN=allow
+        [App maps]
+        User=1000
+        MeteredBudget=1M
+        [App web]
+        User=1001
+        [App desk]
+        Executable=/usr/bin/desk
+        """
+
+    let wall = Wall(1_796_083_200)   // 2026-12-01 00:00 UTC
+    lazy var tags = ConnectionTags.assign(["maps", "web", "desk"])
+    let wwanM = UsageClass(kind: .wwan, metered: true)
+
+    func harness(_ policy: String = EngineUsageTests.policy, usage: UsageBook = UsageBook(),
+                 reading: UsageReading? = nil) -> EngineHarness {
+        let wall = self.wall
+        return EngineHarness(policy: policy, links: [Links.lo, Links.wwan],
+                             settings: Engine.Settings(daemonUID: 0, logLevel: .debug, wallClock: { wall.now }), usage: usage,
+                             usageReading: reading)
+    }
+
+    /// The fake kernel's counters: `bytes` sent by `app` over metered wwan (and as many received by other processes).
+    func count(_ h: EngineHarness, _ app: String, sent bytes: UInt64, received: UInt64 = 0) {
+        var r = h.usageReading ?? UsageReading(instance: h.usageTableInstance)
+        r.counters[UsageKey(.sent, wwanM, mark: tags[app]!)] = UsageCounter(bytes: bytes, packets: bytes / 1000)
+        r.counters[UsageKey(.received, wwanM, mark: tags[app]!)] = UsageCounter(bytes: received, packets: received / 1000)
+        r.counters[UsageKey(.received, wwanM, mark: 0)] = UsageCounter(bytes: bytes, packets: 1)
+        h.usageReading = r
+    }
+
+    /// The engine's day when the edge gives none: UTC's.
+    func testUTCDays() {
+        func d(_ s: String) -> CivilDate { CivilDate(s)! }
+        XCTAssertEqual(Engine.Settings.utcDate(0), d("1970-01-01"))
+        XCTAssertEqual(Engine.Settings.utcDate(1_798_761_599), d("2026-12-31"))
+        XCTAssertEqual(Engine.Settings.utcDate(1_798_761_600), d("2027-01-01"))
+        XCTAssertEqual(Engine.Settings.utcDate(951_782_400), d("2000-02-29"))
+        XCTAssertEqual(Engine.Settings.utcDate(-1), d("1969-12-31"))
+    }
+
+    func testTheFirstReadingComesBeforeTheRulesWhichLoadWhole() throws {
+        let h = harness()
+        let read = try XCTUnwrap(h.steps.firstIndex(of: "read-usage"))
+        let load = try XCTUnwrap(h.steps.firstIndex(of: "load-usage"))
+        XCTAssertLessThan(read, load, "the kernel's counters and quotas are read before the rules are made")
+        let script = try XCTUnwrap(h.usageScripts.first)
+        XCTAssertTrue(script.hasPrefix("table inet netpermd_usage {}\nflush table inet netpermd_usage\n"), script)
+        XCTAssertTrue(script.contains("add set inet netpermd_usage count_sent_wwan_metered { type mark; size 65535; "
+                                      + "flags dynamic; counter; }"), "declared, never flushed")
+        XCTAssertFalse(script.contains("flush set"), "no count is ever thrown away")
+        XCTAssertTrue(script.contains("add element inet netpermd_usage sent_links { \"wwan0\" : goto sent_wwan_metered }"))
+        let maps = ConnectionTags.text(tags["maps"]!)
+        XCTAssertTrue(script.contains("add quota inet netpermd_usage b_\(maps.dropFirst(2)) { over 1048576 bytes used 0 bytes }"))
+        XCTAssertTrue(script.contains("add quota inet netpermd_usage w_\(maps.dropFirst(2)) { over 838861 bytes used 0 bytes }"))
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage out_metered quota name ct mark map @budgets jump over_out"),
+                      "Mode=block: the budget is enforced")
+        let status = h.request(h.connect(), "STATUS")["usage"]
+        XCTAssertEqual(status?["state"], "counting")
+        XCTAssertEqual(status?["budgets"], 1)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["budget"]?["enforced"], true)
+        XCTAssertEqual(h.request(h.connect(), "QUERY desk")["budget"]?["limit"], nil, "desk has no budget")
+        // A carrier change loads nothing; a link appearing changes its maps only.
+        h.setLinks([Links.lo, Links.wwan, Links.wlan])
+        XCTAssertEqual(h.usageScripts.count, 2)
+        XCTAssertFalse(h.usageScripts[1].contains("table inet"), h.usageScripts[1])
+        XCTAssertTrue(h.usageScripts[1].contains("flush map inet netpermd_usage received_links\n"))
+        XCTAssertFalse(h.usageScripts[1].contains("quota"), "budgets unchanged: their quotas stay, counting")
+    }
+
+    func testUsageIsAnsweredFromAReadingMadeAfterIt() throws {
+        let h = harness()
+        count(h, "maps", sent: 123_456, received: 42)
+        let c = h.connect()
+        let before = h.steps.count
+        let r = h.request(c, "USAGE maps")
+        XCTAssertEqual(h.steps[before...].filter { ["hold \(c)", "read-usage", "reply \(c)"].contains($0) },
+                       ["hold \(c)", "read-usage", "reply \(c)"])
+        let apps = try XCTUnwrap(r["apps"]?.arrayValue)
+        XCTAssertEqual(apps.map { $0["app"] }, ["maps"])
+        XCTAssertEqual(apps[0]["current"]?["sent_bytes"], 123_456)
+        XCTAssertEqual(apps[0]["current"]?["received_bytes"], 42)
+        XCTAssertEqual(apps[0]["current"]?["kinds"], .array([.object([
+            ("kind", "wwan"), ("metered", true), ("sent_bytes", 123_456), ("received_bytes", 42),
+            ("sent_packets", 123), ("received_packets", 0)])]))
+        XCTAssertEqual(apps[0]["budget"]?["used"], 123_498)
+        XCTAssertEqual(r["period"]?["start"], "2026-12-01")
+        XCTAssertEqual(r["period"]?["end"], "2027-01-01")
+        XCTAssertEqual(r["period"]?["previous_start"], "2026-11-01")
+        XCTAssertNil(r["other"], "other processes only with every app")
+        let all = h.request(c, "USAGE")
+        XCTAssertEqual(all["apps"]?.arrayValue?.map { $0["app"] }, ["maps", "web", "desk"])
+        XCTAssertEqual(all["other"]?["current"]?["received_bytes"], 123_456)
+    }
+
+    /// As QUERY: an unprivileged caller sees its own apps (its matched app, and those its uid is), no one else's, and
+    /// may reset nothing.
+    func testAUserSeesOnlyTheirOwnApps() {
+        let h = harness()
+        let alice = h.connect(makePeer(uid: 1000, exe: "/usr/bin/desk"))
+        XCTAssertEqual(h.request(alice, "USAGE")["apps"]?.arrayValue?.map { $0["app"] }, ["maps", "desk"],
+                       "desk by its executable, maps by its uid")
+        XCTAssertEqual(h.request(alice, "USAGE maps")["apps"]?.arrayValue?.count, 1)
+        XCTAssertTrue(h.requestError(alice, "USAGE web", .permissionDenied).contains("another user's apps"))
+        h.requestError(alice, "USAGE nosuch", .notFound)
+        h.requestError(alice, "RESET-USAGE maps", .permissionDenied)
+        XCTAssertNil(h.request(alice, "USAGE")["other"])
+        let admin = h.connect(Peers.admin)
+        XCTAssertEqual(h.request(admin, "USAGE")["apps"]?.arrayValue?.count, 3)
+        XCTAssertNotNil(h.request(admin, "USAGE")["other"])
+    }
+
+    /// 80% and 100% are told once each per period (a `usage` event, to the app's own subscriber and to privileged
+    /// ones); at 100% metered links are denied with a reason of their own, and the reply says how much of what.
+    func testABudgetIsToldAt80And100PercentAndDeniesMeteredLinks() throws {
+        let h = harness()
+        let watcher = h.connect(Peers.admin)
+        _ = h.subscribe(watcher, "usage apps")
+        let own = h.connect(makePeer(uid: 1000, exe: "/usr/bin/curl"))
+        _ = h.subscribe(own, "usage")
+        let other = h.connect(makePeer(uid: 1001, exe: "/usr/bin/curl"))
+        _ = h.subscribe(other, "usage")
+        count(h, "maps", sent: 800_000)
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.takeEvents(watcher, named: "usage"), [], "76%: nothing yet")
+        count(h, "maps", sent: 850_000)
+        h.advance(bySeconds: 10)
+        let warned = h.takeEvents(watcher, named: "usage")
+        XCTAssertEqual(warned.map { $0["percent"] }, [80])
+        XCTAssertEqual(warned.first?["budget"]?["used"], 850_000)
+        XCTAssertEqual(warned.first?["budget"]?["limit"], 1_048_576)
+        XCTAssertEqual(h.takeEvents(own, named: "usage").count, 1, "the app's own subscriber hears it")
+        XCTAssertEqual(h.takeEvents(other, named: "usage").count, 0, "another user does not")
+        count(h, "maps", sent: 900_000)
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.takeEvents(watcher, named: "usage"), [], "80% is told once")
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "ok")
+
+        count(h, "maps", sent: 1_000_000, received: 60_000)
+        h.advance(bySeconds: 10)
+        let lines = h.takeEvents(watcher)
+        XCTAssertEqual(lines.compactMap { $0["event"]?.stringValue == "usage" ? $0["percent"] : nil }, [100])
+        let app = try XCTUnwrap(lines.first { $0["event"] == "app" && $0["app"] == "maps" })
+        XCTAssertEqual(app["reason"], "budget-exhausted")
+        XCTAssertEqual(app["sources"]?["metered"], "budget")
+        XCTAssertEqual(app["denied_kinds"], .array(["metered"]))
+        let q = h.request(h.connect(), "QUERY maps")
+        XCTAssertEqual(q["available"], false)
+        XCTAssertEqual(q["reason"], "budget-exhausted")
+        XCTAssertEqual(q["budget"], .object([("limit", 1_048_576), ("used", 1_060_000), ("exhausted", true),
+                                            ("enforced", true), ("period_start", "2026-12-01"),
+                                            ("period_end", "2027-01-01")]))
+        XCTAssertFalse(h.logged(containing: "maps has used 100% of its metered budget").isEmpty)
+        // In Mode=block the usage table's quota refuses it; the enforcement rules stay as they were, so that the
+        // kernel's reset to a peer of a connection the budget ended is not dropped by them.
+        XCTAssertFalse(h.rules.last!.contains("\(ConnectionTags.text(tags["maps"]!)) : goto deny"), "its tag on metered")
+        XCTAssertEqual(h.request(h.connect(), "QUERY web")["reason"], "ok", "web has no budget")
+    }
+
+    /// In Mode=steer a used-up budget denies metered links in the rules and steering too: its sockets are routed off
+    /// them, and its verdict says where they go.
+    func testSteeringRoutesAnAppWhoseBudgetIsUsedUpOffMeteredLinks() throws {
+        let h = harness(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=steer"))
+        h.setLinks([Links.lo, Links.wwan, Links.wlan])
+        let before = try XCTUnwrap(h.steering.last ?? nil)
+        XCTAssertNil(before.uidMarks[1000], "maps may use everything")
+        count(h, "maps", sent: 2_000_000)
+        h.advance(bySeconds: 10)
+        let after = try XCTUnwrap(h.steering.last ?? nil)
+        XCTAssertEqual(after.uidMarks[1000], SteeringPlan.Allowance(PermissionSet(wifi: .allow, wwan: .allow, ethernet: .allow,
+                                                                                  other: .allow, metered: .deny)).mark)
+        XCTAssertTrue(h.rules.last!.contains("\(ConnectionTags.text(tags["maps"]!)) : goto deny"), "its tag on metered")
+    }
+
+    /// The kernel's quota ran out before the daemon's counts reached the budget (the quota also counts the packets it
+    /// refused): the kernel's word is taken at once, without waiting for the tick.
+    func testTheKernelsNoticeOfAQuotaUsedUpIsTakenAtOnce() {
+        let h = harness()
+        count(h, "maps", sent: 1_000_000)
+        let tag = ConnectionTags.text(tags["maps"]!).dropFirst(2)
+        h.usageReading!.quotas["b_\(tag)"] = true
+        h.feed(.budgetReached(quota: "b_\(tag)"))
+        let q = h.request(h.connect(), "QUERY maps")
+        XCTAssertEqual(q["reason"], "budget-exhausted")
+        XCTAssertEqual(q["budget"]?["used"], 1_000_000)
+        XCTAssertEqual(q["budget"]?["exhausted"], true)
+    }
+
+    /// The kernel's 80% and 100% notices came faster than the readings (a fast transfer): both are told, in order.
+    func testBothThresholdsAreToldWhenTheKernelCrossesThemBetweenReadings() {
+        let h = harness()
+        let watcher = h.connect(Peers.admin)
+        _ = h.subscribe(watcher, "usage")
+        count(h, "maps", sent: 500_000)
+        let tag = ConnectionTags.text(tags["maps"]!).dropFirst(2)
+        h.usageReading!.quotas["w_\(tag)"] = true
+        h.feed(.budgetReached(quota: "w_\(tag)"))
+        h.usageReading!.quotas["b_\(tag)"] = true
+        h.feed(.budgetReached(quota: "b_\(tag)"))
+        XCTAssertEqual(h.takeEvents(watcher, named: "usage").map { $0["percent"] }, [80, 100])
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted")
+    }
+
+    /// A reset drops what was counted up to a reading made after it, is saved before it is answered, and opens the
+    /// budget: its quotas are made again from nothing.
+    func testResetReopensTheBudget() throws {
+        let h = harness()
+        count(h, "maps", sent: 2_000_000)
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted")
+        let scripts = h.usageScripts.count
+        let saves = h.usageSaves.count
+        let c = h.connect()
+        let before = h.steps.count
+        let r = h.request(c, "RESET-USAGE maps")
+        XCTAssertEqual(r["reset"], "maps")
+        XCTAssertEqual(r["at"], 1_796_083_200)
+        let steps = Array(h.steps[before...])
+        XCTAssertLessThan(try XCTUnwrap(steps.firstIndex(of: "read-usage")), try XCTUnwrap(steps.firstIndex(of: "save-usage")))
+        XCTAssertLessThan(try XCTUnwrap(steps.firstIndex(of: "save-usage")), try XCTUnwrap(steps.firstIndex(of: "reply \(c)")))
+        XCTAssertEqual(h.usageSaves.count, saves + 1)
+        XCTAssertEqual(h.usageSaves.last?["maps"].current.isEmpty, true)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "ok")
+        let tag = ConnectionTags.text(tags["maps"]!).dropFirst(2)
+        let script = try XCTUnwrap(h.usageScripts.dropFirst(scripts).first)
+        XCTAssertTrue(script.contains("delete quota inet netpermd_usage b_\(tag)\n"), script)
+        XCTAssertTrue(script.contains("add quota inet netpermd_usage b_\(tag) { over 1048576 bytes used 0 bytes }"), script)
+        // What the kernel counts from now on is this period's again.
+        count(h, "maps", sent: 2_000_500)
+        XCTAssertEqual(h.request(c, "USAGE maps")["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 500)
+        XCTAssertEqual(h.request(c, "USAGE maps")["apps"]?.arrayValue?.first?["reset_at"], 1_796_083_200)
+        h.requestError(c, "RESET-USAGE nosuch", .notFound)
+    }
+
+    /// The next period, without waiting a month: the clock moves, the next tick rolls the totals over and the budget
+    /// opens again.
+    func testANewPeriodMovesTheTotalsAndOpensTheBudget() throws {
+        let h = harness()
+        count(h, "maps", sent: 2_000_000)
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted")
+        let watcher = h.connect()
+        _ = h.subscribe(watcher, "apps")
+        wall.now += 31 * 86400
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.takeEvents(watcher, named: "app").first { $0["app"] == "maps" }?["reason"], "ok")
+        let r = h.request(h.connect(), "USAGE maps")
+        XCTAssertEqual(r["period"]?["start"], "2027-01-01")
+        XCTAssertEqual(r["apps"]?.arrayValue?.first?["previous"]?["sent_bytes"], 2_000_000)
+        XCTAssertEqual(r["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 0)
+        XCTAssertEqual(r["apps"]?.arrayValue?.first?["since_reset"]?["sent_bytes"], 2_000_000)
+        XCTAssertFalse(h.logged(containing: "a new period starts on 2027-01-01").isEmpty)
+        XCTAssertTrue(h.usageScripts.last!.contains("used 0 bytes"), "the quotas are made again for the new period")
+    }
+
+    /// Without enforcement the budget is advice: the rules count towards the quotas (for the kernel's notices) but
+    /// refuse nothing, and the verdict still says the budget is used up.
+    func testModeOffCountsAndAdvises() throws {
+        let h = harness(Self.policy.replacingOccurrences(of: "Mode=block", with: "Mode=off"))
+        let script = try XCTUnwrap(h.usageScripts.last)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage out_metered quota name ct mark map @budgets\n"), script)
+        XCTAssertFalse(script.contains("jump over_out"), "nothing refused")
+        count(h, "maps", sent: 2_000_000)
+        h.advance(bySeconds: 10)
+        let q = h.request(h.connect(), "QUERY maps")
+        XCTAssertEqual(q["reason"], "budget-exhausted")
+        XCTAssertEqual(q["budget"]?["enforced"], false)
+        XCTAssertEqual(q["enforced"], false)
+        XCTAssertFalse(h.logged(containing: "advice only, nothing refuses it").isEmpty)
+    }
+
+    /// Saved only when the totals moved, at most every SaveIntervalSec=, and at every stop after a last reading.
+    func testSavedAtMostEveryIntervalAndAtStop() {
+        let h = harness()
+        let saves = h.usageSaves.count
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.usageSaves.count, saves, "nothing moved")
+        count(h, "web", sent: 10)
+        _ = h.request(h.connect(), "USAGE")
+        XCTAssertEqual(h.usageSaves.count, saves + 1, "the first change is saved at once")
+        count(h, "web", sent: 20)
+        _ = h.request(h.connect(), "USAGE")
+        XCTAssertEqual(h.usageSaves.count, saves + 1, "not again before the interval")
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.usageSaves.count, saves + 1, "the clock the interval is measured by is the wall clock")
+        wall.now += 10
+        h.advance(bySeconds: 10)
+        XCTAssertEqual(h.usageSaves.count, saves + 2)
+        count(h, "web", sent: 30)
+        h.feed(.stopping)
+        XCTAssertEqual(h.steps.suffix(4).filter { $0 == "read-usage" || $0 == "save-usage" }, ["read-usage", "save-usage"])
+        XCTAssertEqual(h.usageSaves.last?["web"].current[wwanM].sentBytes, 30, "a stop loses nothing")
+    }
+
+    /// Count=no: a table left by an earlier run is removed quietly at start; turning counting off after it was on
+    /// reads the last counts, saves them, then removes the table.
+    func testCountNoRemovesTheTable() throws {
+        let h = harness("[App web]\nUser=1001\n")
+        XCTAssertEqual(h.usageScripts, [UsageRules.removal])
+        XCTAssertFalse(h.steps.contains("read-usage"))
+        XCTAssertEqual(h.request(h.connect(), "USAGE")["counting"], false)
+        h.reload(policy: "[Usage]\nCount=yes\n[App web]\nUser=1001\n")
+        XCTAssertEqual(h.usageScripts.count, 2)
+        count(h, "web", sent: 77)
+        let before = h.steps.count
+        h.reload(policy: "[App web]\nUser=1001\n")
+        XCTAssertEqual(Array(h.steps[before...]).filter { $0.hasSuffix("-usage") }, ["read-usage", "save-usage", "remove-usage"])
+        XCTAssertEqual(h.usageSaves.last?["web"].current[wwanM].sentBytes, 77)
+        XCTAssertEqual(h.request(h.connect(), "USAGE web")["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 77, "kept, not counted")
+    }
+
+    /// Another process removed or changed the table: what it still has is read, then it is loaded whole.
+    func testAForeignChangeIsReadThenLoadedWhole() throws {
+        let h = harness()
+        count(h, "web", sent: 500)
+        h.usageReading = nil
+        h.feed(.usageTableChanged)
+        XCTAssertTrue(h.usageScripts.last!.hasPrefix("table inet netpermd_usage {}\n"), "whole")
+        XCTAssertTrue(h.logged(containing: "another process changed the counting table").count == 1)
+        h.usageRulesError = "Error: Could not process rule"
+        h.setLinks([Links.lo, Links.wwan, Links.eth])
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["usage"]?["state"], "failed")
+        h.usageRulesError = nil
+        h.advance(bySeconds: 1)
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["usage"]?["state"], "counting")
+        XCTAssertTrue(h.usageScripts.last!.hasPrefix("table inet netpermd_usage {}\n"), "after a failure: read, then whole")
+    }
+
+    /// A restart goes on from the saved counters: the same table's growth only, nothing twice.
+    func testARestartGoesOnFromTheSavedCounters() {
+        let first = harness()
+        count(first, "web", sent: 1000)
+        first.feed(.stopping)
+        let saved = first.usageSaves.last!
+        let second = harness(usage: saved)
+        second.usageReading = first.usageReading
+        count(second, "web", sent: 1500)
+        XCTAssertEqual(second.request(second.connect(), "USAGE web")["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 1500)
+    }
+
+    /// What the kernel counted while no daemon ran is the app's, read at the first reading (before any rules).
+    func testCountsMadeWhileNoDaemonRanAreTheApps() throws {
+        let first = harness()
+        count(first, "web", sent: 1000)
+        first.feed(.stopping)
+        let saved = first.usageSaves.last!
+        count(first, "web", sent: 1700)
+        let second = harness(usage: saved, reading: first.usageReading)
+        let r = second.request(second.connect(), "USAGE")
+        let web = try XCTUnwrap(r["apps"]?.arrayValue?.first { $0["app"]?.stringValue == "web" })
+        XCTAssertEqual(web["current"]?["sent_bytes"], 1700)
+        XCTAssertEqual(r["other"]?["current"]?["sent_bytes"], 0, "none of it is other processes'")
+    }
+
+    func testMetricsPerAppAndKind() throws {
+        let h = harness()
+        count(h, "maps", sent: 4000, received: 100)
+        _ = h.request(h.connect(), "USAGE")
+        let text = try XCTUnwrap(h.request(h.connect(), "METRICS")["metrics"]?.stringValue)
+        for line in ["netpermd_usage_counting 1", "netpermd_usage_state{state=\"counting\"} 1",
+                     "netpermd_app_sent_bytes_total{app=\"maps\",kind=\"wwan\",metered=\"true\"} 4000",
+                     "netpermd_app_received_bytes_total{app=\"maps\",kind=\"wwan\",metered=\"true\"} 100",
+                     "netpermd_app_sent_bytes_total{app=\"desk\",kind=\"wwan\",metered=\"true\"} 0",
+                     "netpermd_app_received_bytes_total{app=\"(other)\",kind=\"wwan\",metered=\"true\"} 4000",
+                     "netpermd_app_sent_packets_total{app=\"maps\",kind=\"wwan\",metered=\"true\"} 4",
+                     "netpermd_app_received_packets_total{app=\"(other)\",kind=\"wwan\",metered=\"true\"} 1",
+                     "netpermd_app_metered_budget_bytes{app=\"maps\"} 1048576",
+                     "netpermd_app_metered_used_bytes{app=\"maps\"} 4100"] {
+            XCTAssertTrue(text.contains(line + "\n"), line)
+        }
+        XCTAssertFalse(text.contains("app=\"web\"}"), "web has no budget")
+    }
+}
