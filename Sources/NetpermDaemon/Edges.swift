@@ -18,16 +18,17 @@ extension DecisionStore: DecisionSaving {}
 
 /// Enforcement in the kernel (`Enforcer`: libnftables, the nftables event socket, NFLOG).
 public protocol RuleLoading: AnyObject {
-    /// Runs the transactions in order, stopping at the first that fails; nil, or why it failed. `inForce`: the
-    /// whole ruleset they lead to.
-    func load(_ transactions: [String], inForce: String) -> String?
+    /// Runs the transactions in order, stopping at the first that fails, after the loads asked for before them
+    /// (off the loop: `done` gets nil, or why it failed, on the loop's thread, never inside this call's caller's
+    /// effects but possibly inside this call). `inForce`: the whole ruleset they lead to.
+    func load(_ transactions: [String], inForce: String, done: @escaping (String?) -> Void)
     /// Loading the rules again after another process changed them failed.
     var repairFailed: (String) -> Void { get set }
     /// The kernel rejected and logged a packet of this app and pending kind.
     var blocked: (String, PolicyDimension, UInt32?, Int32?) -> Void { get set }
-    /// Runs one script of the usage table as one transaction (the removal only if the table exists); nil, or why
-    /// it failed.
-    func loadUsage(_ script: String) -> String?
+    /// Runs one script of the usage table as one transaction (the removal only if the table exists), in turn with
+    /// the rules' loads; `done` gets nil, or why it failed, as `load`'s does.
+    func loadUsage(_ script: String, done: @escaping (String?) -> Void)
     /// Another process changed the usage table; the kernel said a quota object of it ran out.
     var usageChanged: () -> Void { get set }
     var quotaReached: (String) -> Void { get set }

@@ -4,14 +4,24 @@ import NetpermNftables
 
 /// Carries out `Effect.loadRules` through libnftables, and keeps the rules in force: another process changing
 /// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded
-/// again at once. The context and the sockets are made only when first needed, so Mode=off costs nothing. While
-/// rules are in force, the packets they log (a pending app's first rejected ones) are read from their NFLOG group.
-/// The usage table (`Effect.loadUsageRules`) goes through the same context and event socket: another process's
-/// change to it, and the kernel's notice of a quota used up, are handed to the engine.
+/// again. The sockets are made only when first needed, so Mode=off costs nothing. While rules are in force, the
+/// packets they log (a pending app's first rejected ones) are read from their NFLOG group. The usage table
+/// (`Effect.loadUsageRules`) goes through the same queue and event socket: another process's change to it, and the
+/// kernel's notice of a quota used up, are handed to the engine.
+///
+/// Loads run on a thread of their own (`OffLoop`), one at a time and in the order they came, repairs queued
+/// behind them: a whole table of 10,000 apps takes seconds under load, and clients must be answered meanwhile.
+/// Each load's libnftables context is made and freed on its thread (a context is not thread-safe; a new one costs a
+/// millisecond); the loop's sources (the event socket, NFLOG) are touched only on the loop, before and after.
 final class Enforcer {
     private let loop: EventLoop
-    private var nft: Nftables?
-    /// Where changes of elements alone go (`NftablesElements`).
+    /// Where loads run; nil if no eventfd could be had (then on the loop).
+    private let worker: OffLoop<Load>?
+    /// Loads not yet started, in order.
+    private var queue: [Job] = []
+    /// Whether a load runs (on the worker, or on the loop between its start and its end).
+    private var running = false
+    /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
     private var monitor: NftablesMonitor?
     private var nflog: NflogReader?
@@ -19,8 +29,9 @@ final class Enforcer {
     private var nflogFailed = false
     /// The rules last loaded successfully; nil while none are (Mode=off, or after removal).
     private var inForce: String?
-    /// This process's netfilter sockets, libnftables' among them: changes they make are the daemon's own.
-    private var ownPortIDs: Set<UInt32> = []
+    /// A repair failed while a load of the engine's waited behind it: that load takes the whole table, as the
+    /// engine would after its refusal (the engine hears only its own loads' answers while one is in flight).
+    private var wholeNext = false
     /// A repair asked for by a commit of another process during the daemon's own transaction.
     private var repairTimer: TimerSource?
     /// When the last repairs were made (monotonic µs).
@@ -34,79 +45,214 @@ final class Enforcer {
     var quotaReached: (String) -> Void = { _ in }
     /// The usage table was loaded by this process and not removed since.
     private var usageInForce = false
+    /// This process's netfilter sockets that loads used: changes they make are the daemon's own.
+    private var ownPortIDs: Set<UInt32> = []
 
-    init(loop: EventLoop) { self.loop = loop }
+    /// A load asked for: the engine's rules (`whole` their ruleset; `done` its answer), a repair (the rules in force
+    /// when it starts), or a script of the usage table.
+    private struct Job {
+        enum Kind { case rules, repair, usage }
+        var kind: Kind
+        var transactions: [String]
+        var whole: String?
+        var done: (String?) -> Void
+        var repair: Bool { kind == .repair }
+        var wholeRules: Bool { kind == .rules && transactions == [whole!] }
+    }
 
-    /// Runs the transactions in order, stopping at the first that fails; nil, or why it failed. `whole`: the whole
-    /// ruleset they lead to, loaded again should another process change the table (they may change only part of
-    /// it). A whole ruleset is handed over from the table in force, if there is one (`Ruleset.wholeLoad`).
-    func load(_ transactions: [String], inForce whole: String) -> String? {
+    /// What runs on the thread: the scripts, and what came of them. The thread owns it from `run` until it has
+    /// written its result back; the loop reads it only after.
+    final class Load: @unchecked Sendable {
+        let scripts: [String]
+        /// Element changes may go as nf_tables messages (not a whole load).
+        let elements: Bool
+        var socket: NetlinkSocket?
+        var failure: String?
+        var commits: UInt32 = 0
+        var ownPortIDs: Set<UInt32> = []
+        /// The commands of each batch sent as nf_tables messages (logged on the loop: the log is the loop's).
+        var batches: [Int] = []
+
+        init(scripts: [String], elements: Bool, socket: NetlinkSocket?) {
+            self.scripts = scripts; self.elements = elements; self.socket = socket
+        }
+
+        func execute() {
+            var nft: Nftables?
+            do {
+                for script in scripts {
+                    // Only elements change (and chains go): sent as nf_tables messages, without libnftables' reading
+                    // of the whole table first.
+                    if elements, let changes = ElementChanges.parse(script) {
+                        if socket == nil { socket = try NftablesElements.socket() }
+                        if case let .some(refused) = NftablesElements.run(changes, on: socket!) {
+                            if let refused { failure = refused; break }
+                            commits += 1
+                            batches.append(changes.commands.count)
+                            continue
+                        }
+                    }
+                    if nft == nil { nft = try Nftables() }
+                    try nft!.run(script)
+                    commits += 1
+                }
+            } catch {
+                failure = "\(error)"
+            }
+            // While libnftables' socket surely exists: the commits it made are the daemon's own. The context goes
+            // with the load, and what it cached of the table (for 10,000 apps about 40 MB) with it.
+            if nft != nil { ownPortIDs = NftablesMonitor.ownPortIDs() }
+            nft = nil
+            if !elements { Heap.releaseFree() }
+        }
+    }
+
+    init(loop: EventLoop) {
+        self.loop = loop
+        do { worker = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up loading rules off the loop (\(error)); they will be loaded on the loop")
+            worker = nil
+        }
+    }
+
+    /// Whether a load runs or waits.
+    var busy: Bool { running || !queue.isEmpty }
+
+    /// Runs the transactions in order, stopping at the first that fails, after the loads before them; `done` gets
+    /// nil, or why it failed, on the loop. `whole`: the whole ruleset they lead to, loaded again should another
+    /// process change the table (they may change only part of it). A whole ruleset is handed over from the table in
+    /// force, if there is one (`Ruleset.wholeLoad`).
+    func load(_ transactions: [String], inForce whole: String, done: @escaping (String?) -> Void) {
+        queue.append(Job(kind: .rules, transactions: transactions, whole: whole, done: done))
+        startNext()
+    }
+
+    /// Runs one script of the usage table (UsageRules) as one transaction, in turn with the rules' loads; `done` gets
+    /// nil, or why it failed. The removal runs only if the table exists, so that a daemon that never counts never
+    /// loads libnftables.
+    func loadUsage(_ script: String, done: @escaping (String?) -> Void) {
+        queue.append(Job(kind: .usage, transactions: [script], whole: nil, done: done))
+        startNext()
+    }
+
+    private func startNext() {
+        guard !running, !queue.isEmpty else { return }
+        var job = queue.removeFirst()
+        switch job.kind {
+        case .usage: return startUsage(job)
+        case .repair:
+            // A whole load waiting behind it makes it needless.
+            guard let rules = inForce, !queue.contains(where: \.wholeRules) else { return startNext() }
+            job.transactions = [rules]
+            job.whole = rules
+        case .rules:
+            if wholeNext {
+                wholeNext = false
+                job.transactions = [job.whole!]
+            }
+        }
+        let whole = job.whole!
         let removal = whole == Ruleset.removal
-        var scripts = transactions
-        if removal, nft == nil {
+        var scripts = job.transactions
+        if removal, inForce == nil {
             // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
             // that Mode=off never loads libnftables.
+            let answer: String??
             switch Result(catching: { () throws(Errno) in try Self.tables() }) {
-            case .success((false?, false?)): return nil
-            case .success((nil, _)), .success((_, nil)): return "not permitted to look at nftables"
-            case let .failure(e): return "cannot ask nftables: \(e)"
-            case .success: break
+            case .success((false?, false?)): answer = .some(nil)
+            case .success((nil, _)), .success((_, nil)): answer = "not permitted to look at nftables"
+            case let .failure(e): answer = "cannot ask nftables: \(e)"
+            case .success: answer = .none
             }
-        } else if !removal, transactions == [whole] {
+            if case let .some(answer) = answer {
+                job.done(answer)
+                return startNext()
+            }
+        } else if !removal, job.transactions == [whole] {
             // Unknown answers take the handover: it is right whatever is there.
             let (table, handover) = (try? Self.tables()) ?? (nil, nil)
             scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true)
         }
+        run(job, Load(scripts: scripts, elements: job.transactions != [whole], socket: elementSocket))
+    }
+
+    private func startUsage(_ job: Job) {
+        let script = job.transactions[0]
+        if script == UsageRules.removal {
+            let answer: String??
+            switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: UsageRules.table) }) {
+            case .success(false?): usageInForce = false; answer = .some(nil)
+            case .success(nil): answer = "not permitted to look at nftables"
+            case let .failure(e): answer = "cannot ask nftables: \(e)"
+            case .success(true?): answer = .none
+            }
+            if case let .some(answer) = answer {
+                job.done(answer)
+                return startNext()
+            }
+        }
+        run(job, Load(scripts: [script], elements: false, socket: nil))
+    }
+
+    private func run(_ job: Job, _ load: Load) {
         // Out of the nftables group meanwhile: the kernel builds no notification of our own changes, and the
         // generation tells whether another process committed in between.
         monitor?.quiet()
-        var failure: String?
-        var commits: UInt32 = 0
-        do {
-            for script in scripts {
-                // Only elements change (and chains go): sent as nf_tables messages, without libnftables' reading
-                // of the whole table first.
-                if transactions != [whole], let changes = ElementChanges.parse(script) {
-                    if elementSocket == nil { elementSocket = try NftablesElements.socket() }
-                    if case let .some(refused) = NftablesElements.run(changes, on: elementSocket!) {
-                        if let refused { failure = refused; break }
-                        commits += 1
-                        Log.debug("enforcement: \(changes.commands.count) commands sent as one nf_tables batch")
-                        continue
-                    }
-                }
-                if nft == nil { nft = try Nftables() }
-                try nft!.run(script)
-                commits += 1
+        running = true
+        if load.elements { elementSocket = nil }
+        if let worker {
+            do {
+                try worker.run({ load.execute(); return load }) { [unowned self] in self.finished($0, job) }
+                return
+            } catch {
+                Log.warning("cannot start a thread to load the rules (\(error)); loading them on the loop")
             }
-            // Looked up once libnftables' socket surely exists (after its first transaction).
-            if ownPortIDs.isEmpty, nft != nil {
-                ownPortIDs = NftablesMonitor.ownPortIDs()
-                monitor?.ownPortIDs = ownPortIDs
-            }
-        } catch {
-            failure = "\(error)"
         }
-        if monitor?.listen(ownCommits: commits) == true {
-            // Repaired on the next pass of the loop, once this load is accounted for.
+        load.execute()
+        finished(load, job)
+    }
+
+    private func finished(_ load: Load, _ job: Job) {
+        running = false
+        if load.elements { elementSocket = load.socket }
+        for n in load.batches { Log.debug("enforcement: \(n) commands sent as one nf_tables batch") }
+        if !load.ownPortIDs.isEmpty {
+            ownPortIDs.formUnion(load.ownPortIDs)
+            monitor?.ownPortIDs = ownPortIDs
+        }
+        if monitor?.listen(ownCommits: load.commits) == true {
+            // Repaired once this load is accounted for.
             repairSoon()
+            if usageInForce { usageChanged() }
         }
-        // libnftables keeps what it last loaded as its cache until the next run: for a whole table of 10,000 apps
-        // about 40 MB. The context goes with it (a new one costs a millisecond), and the heap is given back.
-        if transactions == [whole] {
-            nft = nil
-            ownPortIDs = []
-            Heap.releaseFree()
+        let failure = load.failure
+        switch job.kind {
+        case .usage:
+            if failure == nil {
+                usageInForce = job.transactions != [UsageRules.removal]
+                if usageInForce { ensureMonitor() } else if inForce == nil { monitor = nil }
+            }
+        case .rules, .repair:
+            if failure == nil { took(job.whole!) }
+            if job.repair, let failure {
+                Log.err("enforcement: loading the rules again failed: \(failure)")
+                if queue.contains(where: { $0.kind == .rules }) { wholeNext = true } else { repairFailed(failure) }
+            }
         }
-        if let failure { return failure }
-        if removal {
+        job.done(failure)
+        startNext()
+    }
+
+    /// `whole` is in force: the sockets that follow it are set up (or, for the removal, closed).
+    private func took(_ whole: String) {
+        if whole == Ruleset.removal {
             inForce = nil
             repairTimer?.cancel()
             repairTimer = nil
             if !usageInForce { monitor = nil }
             nflog = nil
             elementSocket = nil
-            return nil
+            return
         }
         inForce = whole
         if nflog == nil {
@@ -126,7 +272,6 @@ final class Enforcer {
             }
         }
         ensureMonitor()
-        return nil
     }
 
     private func ensureMonitor() {
@@ -150,42 +295,6 @@ final class Enforcer {
         }
     }
 
-    /// Runs one script of the usage table (UsageRules) as one transaction; nil, or why it failed. The removal runs
-    /// only if the table exists, so that a daemon that never counts never loads libnftables.
-    func loadUsage(_ script: String) -> String? {
-        let removal = script == UsageRules.removal
-        if removal {
-            switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: UsageRules.table) }) {
-            case .success(false?): usageInForce = false; return nil
-            case .success(nil): return "not permitted to look at nftables"
-            case let .failure(e): return "cannot ask nftables: \(e)"
-            case .success(true?): break
-            }
-        }
-        monitor?.quiet()
-        var failure: String?
-        var commits: UInt32 = 0
-        do {
-            if nft == nil { nft = try Nftables() }
-            try nft!.run(script)
-            commits = 1
-            if ownPortIDs.isEmpty {
-                ownPortIDs = NftablesMonitor.ownPortIDs()
-                monitor?.ownPortIDs = ownPortIDs
-            }
-        } catch {
-            failure = "\(error)"
-        }
-        if monitor?.listen(ownCommits: commits) == true {
-            repairSoon()
-            if usageInForce { usageChanged() }
-        }
-        if let failure { return failure }
-        usageInForce = !removal
-        if usageInForce { ensureMonitor() } else if inForce == nil { monitor = nil }
-        return nil
-    }
-
     /// Whether the kernel has the table and a handover's table (nil where it would not say).
     private static func tables() throws(Errno) -> (table: Bool?, handover: Bool?) {
         (try NftablesTable.exists(name: Ruleset.table), try NftablesTable.exists(name: Ruleset.handoverTable))
@@ -201,7 +310,7 @@ final class Enforcer {
     }
 
     private func foreignChange(pid: UInt32?, name: String?, during: Bool = false) {
-        guard let rules = inForce else { return }
+        guard inForce != nil else { return }
         // Never a loop with another tool that keeps changing the table (or with ourselves, were our own socket
         // ever mistaken for another's): at most 5 repairs a second, then the engine's bounded retries.
         let now = Clock.monotonicMicroseconds()
@@ -214,9 +323,9 @@ final class Enforcer {
         let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") }
             ?? (during ? "another process (it committed during the daemon's own load)" : "another process (events were lost)")
         Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
-        if let error = load([rules], inForce: rules) {
-            Log.err("enforcement: loading the rules again failed: \(error)")
-            repairFailed(error)
-        }
+        // One repair waiting is enough: it loads the rules in force when it starts.
+        guard !queue.contains(where: \.repair) else { return }
+        queue.append(Job(kind: .repair, transactions: [], whole: nil, done: { _ in }))
+        startNext()
     }
 }

@@ -29,8 +29,16 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private let notify: (NotifyMessage) -> Void
     /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
     public var steeringMarks: ([UInt32]) -> Void = { _ in }
-    /// The unit cgroups' descriptors the rules in force name (CgroupWatcher.inForce): after each load that took.
+    /// The unit cgroups' descriptors the rules in force name, and those of the loads not yet done
+    /// (CgroupWatcher.inForce): when a load starts and when it ends.
     public var handlesInForce: (Set<Int32>) -> Void = { _ in }
+    /// What the rules in force name, and what each load under way does (by the order they were asked for): a
+    /// script names cgroups by descriptor (/proc/self/fd/N), which must stay open until its thread is done with it.
+    private var inForceHandles: Set<Int32> = []
+    /// Those of the last load asked for, whatever its answer: after a refusal the engine retries that text.
+    private var lastHandles: Set<Int32> = []
+    private var loadHandles: [Int: Set<Int32>] = [:]
+    private var loads = 0
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     public var server: ControlServer?
 
@@ -181,15 +189,24 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .log(priority, message): Log.emit(priority.rawValue, message)
         case let .loadRules(scripts, report, inForce):
             let start = Clock.monotonicMicroseconds()
-            let error = enforcer.load(scripts, inForce: inForce)
+            let n = loads
+            loads += 1
             // What a repair would load again, as the enforcer keeps it: its cgroups' descriptors must stay open.
-            if error == nil { handlesInForce(UnitCgroups.handles(namedIn: inForce)) }
-            Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
-                + "\(Clock.monotonicMicroseconds() - start) µs")
-            if report {
-                feed(.rulesLoaded(error: error))
-            } else if let error {
-                Log.debug("enforcement: removing a table left by an earlier run: \(error)")
+            let handles = UnitCgroups.handles(namedIn: inForce)
+            loadHandles[n] = handles
+            lastHandles = handles
+            keepHandles()
+            enforcer.load(scripts, inForce: inForce) { [unowned self] error in
+                loadHandles[n] = nil
+                if error == nil { inForceHandles = handles }
+                keepHandles()
+                Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
+                    + "\(Clock.monotonicMicroseconds() - start) µs")
+                if report {
+                    feed(.rulesLoaded(error: error))
+                } else if let error {
+                    Log.debug("enforcement: removing a table left by an earlier run: \(error)")
+                }
             }
         case .readUsage:
             TestClock.refresh()
@@ -205,12 +222,20 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             }
         case let .loadUsageRules(script, report):
             let start = Clock.monotonicMicroseconds()
-            let error = enforcer.loadUsage(script)
-            Log.debug("usage: nft transaction of \(script.utf8.count) bytes took \((Clock.monotonicMicroseconds() - start) / 1000) ms")
-            if report {
-                feed(.usageRulesLoaded(error: error))
-            } else if let error {
-                Log.debug("usage: removing a table left by an earlier run: \(error)")
+            // It may name cgroups by descriptor too (the connections' tags).
+            let n = loads
+            loads += 1
+            loadHandles[n] = UnitCgroups.handles(namedIn: script)
+            keepHandles()
+            enforcer.loadUsage(script) { [unowned self] error in
+                loadHandles[n] = nil
+                keepHandles()
+                Log.debug("usage: nft transaction of \(script.utf8.count) bytes took \((Clock.monotonicMicroseconds() - start) / 1000) ms")
+                if report {
+                    feed(.usageRulesLoaded(error: error))
+                } else if let error {
+                    Log.debug("usage: removing a table left by an earlier run: \(error)")
+                }
             }
         case let .watchExit(pid):
             do {
@@ -240,6 +265,12 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         guard let a = askers.removeValue(forKey: pid) else { return }
         a.source.cancel()
         FD.close(a.fd)
+    }
+
+    /// Tells the cgroup watcher which descriptors scripts may still name: the rules in force, the last asked for,
+    /// and every load under way.
+    private func keepHandles() {
+        handlesInForce(loadHandles.values.reduce(inForceHandles.union(lastHandles)) { $0.union($1) })
     }
 
     private func stored(_ outcome: StoreOutcome) {

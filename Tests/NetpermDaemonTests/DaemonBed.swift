@@ -118,18 +118,27 @@ final class FakeRules: RuleLoading {
     var during: ([String]) -> String? = { _ in nil }
     var repairFailed: (String) -> Void = { _ in }
     var blocked: (String, PolicyDimension, UInt32?, Int32?) -> Void = { _, _, _, _ in }
-    func load(_ transactions: [String], inForce: String) -> String? {
+    /// While true, loads are not answered until `finish()`: a load in flight, as a slow one is on its thread.
+    var holding = false
+    /// The answers of loads in flight, in order.
+    private var inFlight: [() -> Void] = []
+    var pending: Int { inFlight.count }
+
+    func load(_ transactions: [String], inForce: String, done: @escaping (String?) -> Void) {
         loaded.append(transactions)
-        if let refused = during(transactions) { return refused }
-        return answers.isEmpty ? answer : answers.removeFirst()
+        let answer: String? = during(transactions) ?? (answers.isEmpty ? self.answer : answers.removeFirst())
+        if holding { inFlight.append { done(answer) } } else { done(answer) }
     }
+
+    /// Ends the oldest load in flight, as its thread would: its answer comes on the loop.
+    func finish() { inFlight.removeFirst()() }
     /// The usage table's scripts.
     var usageScripts: [String] = []
     var usageChanged: () -> Void = {}
     var quotaReached: (String) -> Void = { _ in }
-    func loadUsage(_ script: String) -> String? {
+    func loadUsage(_ script: String, done: @escaping (String?) -> Void) {
         usageScripts.append(script)
-        return answer
+        done(answer)
     }
 }
 

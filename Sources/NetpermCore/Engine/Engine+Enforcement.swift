@@ -15,6 +15,22 @@ struct EnforcementBook {
     var loaded: String?
     /// The ids of the cgroups the loaded script names, as nft resolved them.
     var loadedUnitIDs: [UInt64] = []
+    /// The ruleset `loaded` is the text of (Mode=block and steer): what a change of only what differs starts from.
+    var handedOver: Ruleset?
+    /// The ids of the cgroups the rules in force name (`loadedUnitIDs` once the kernel took them), and those rules:
+    /// what the verdicts say is enforced while a load is in flight.
+    var inForceUnitIDs: [UInt64] = []
+    var inForceRuleset: Ruleset?
+    /// Loads run off the loop, one at a time (docs/ENFORCEMENT.md, "Loads off the loop"): what the state asks for
+    /// while one is in flight is handed over when its answer comes. `handOvers` counts the loads of new rules handed
+    /// over (a retry or a repair of the same text is not one), `inForce` the one the kernel last took, and
+    /// `waiting` is whether the state asks for rules not yet handed over.
+    var handOvers = 0
+    var inForce = 0
+    var waiting = false
+    /// Replies that promise rules (RELOAD, DECIDE, FORGET; READY=1), held until the load that carries them ends:
+    /// the connection (none for READY=1), the load they wait for, and the reply.
+    var held: [(id: ConnectionID?, load: Int, reply: () -> Void)] = []
     /// Elements of unit cgroups that went, left in the kernel's maps by changes of elements only
     /// (`Ruleset.UpdateSize.stale`); none after a load of the whole table.
     var stale = 0
@@ -70,12 +86,9 @@ extension Engine {
         switch state.config.enforcement {
         case .off:
             enforcement.ruleset = nil
+            enforcement.handedOver = nil
             guard enforcement.loaded != Ruleset.removal else { return }
-            // At start-up a table a killed daemon left is removed; quietly, as a daemon that never enforces may
-            // lack the privilege even to look.
-            let first = enforcement.loaded == nil
-            if !first { log(.notice, "enforcement: Mode=off, removing the rules") }
-            load(Ruleset.removal, report: !first)
+            handOver()
             settleSteering(nil)
         case .block, .steer:
             // An undecided `ask` is logged (and rejected) whether or not an agent listens: agents coming and going
@@ -94,34 +107,61 @@ extension Engine {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "
                     + r.skipped.prefix(10).joined(separator: ", ") + (r.skipped.count > 10 ? ", ..." : ""))
             }
-            let previous = enforcement.ruleset
             enforcement.ruleset = r
             settleSteering(r)
-            // The same text names new cgroups when one was made again at the same path (new id).
-            guard r.text != enforcement.loaded || r.unitIDs != enforcement.loadedUnitIDs else { return }
-            enforcement.loadedUnitIDs = r.unitIDs
-            // The last rules are in force: change just what differs (the links map, map elements, pending chains).
-            var update: Ruleset.Update?
-            if case .enforcing = enforcement.lifecycle.phase, let previous, previous.text == enforcement.loaded {
-                update = r.update(from: previous)
-                if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
-            }
-            if let update, update.transactions.isEmpty {
-                // Nothing the kernel can be told (a cgroup no element names came or went; a cgroup's elements left
-                // stale): the rules in force are these.
-                enforcement.loaded = r.text
-                enforcement.stale += update.size.stale
-                return
-            }
-            enforcement.stale = update.map { enforcement.stale + $0.size.stale } ?? 0
-            log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links"
-                + (update.map { u in
-                    u.size.elements + u.size.chains == 0 ? " (links map only)"
-                        : " (changes only: \(u.size.links ? "the links map, " : "")\(u.size.elements) elements, "
-                        + "\(u.size.chains) chains" + (u.size.stale > 0 ? ", \(u.size.stale) left stale" : "") + ")"
-                } ?? ""))
-            load(r.text, transactions: update?.transactions, report: true)
+            handOver()
         }
+    }
+
+    /// Hands the rules the state asks for (`ruleset`, or the removal in Mode=off) to the kernel when they differ from
+    /// the last handed over, unless a load is in flight: then they are handed over when its answer comes
+    /// (`rulesLoaded`), so that loads stay in the engine's order and each answer is its load's.
+    func handOver() {
+        let r = enforcement.ruleset
+        let text = state.config.enforcement == .off ? Ruleset.removal : r?.text
+        guard let text else { return }
+        // The same text names new cgroups when one was made again at the same path (new id).
+        let differs = text != enforcement.loaded || (r.map { $0.unitIDs != enforcement.loadedUnitIDs } ?? false)
+        if enforcement.lifecycle.phase.awaitsAnswer {
+            enforcement.waiting = differs
+            return
+        }
+        enforcement.waiting = false
+        guard differs else { return }
+        guard let r, state.config.enforcement != .off else {
+            // At start-up a table a killed daemon left is removed; quietly, as a daemon that never enforces may
+            // lack the privilege even to look.
+            let first = enforcement.loaded == nil
+            if !first { log(.notice, "enforcement: Mode=off, removing the rules") }
+            load(Ruleset.removal, report: !first)
+            return
+        }
+        enforcement.loadedUnitIDs = r.unitIDs
+        // The last rules are in force: change just what differs (the links map, map elements, pending chains).
+        var update: Ruleset.Update?
+        if case .enforcing = enforcement.lifecycle.phase, let previous = enforcement.handedOver,
+           previous.text == enforcement.loaded {
+            update = r.update(from: previous)
+            if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
+        }
+        enforcement.handedOver = r
+        if let update, update.transactions.isEmpty {
+            // Nothing the kernel can be told (a cgroup no element names came or went; a cgroup's elements left
+            // stale): the rules in force are these.
+            enforcement.loaded = r.text
+            enforcement.inForceUnitIDs = r.unitIDs
+            enforcement.inForceRuleset = r
+            enforcement.stale += update.size.stale
+            return
+        }
+        enforcement.stale = update.map { enforcement.stale + $0.size.stale } ?? 0
+        log(.debug, "enforcement: loading rules for \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links"
+            + (update.map { u in
+                u.size.elements + u.size.chains == 0 ? " (links map only)"
+                    : " (changes only: \(u.size.links ? "the links map, " : "")\(u.size.elements) elements, "
+                    + "\(u.size.chains) chains" + (u.size.stale > 0 ? ", \(u.size.stale) left stale" : "") + ")"
+            } ?? ""))
+        load(r.text, transactions: update?.transactions, report: true)
     }
 
     /// What the rules (and steering) hold an app to: the policy with decisions (an undecided `ask` stays `ask`,
@@ -145,6 +185,9 @@ extension Engine {
     /// A removal handed over quietly (`report` false: at start-up) hears nothing back, so it is `off` at once.
     private func load(_ text: String, transactions: [String]? = nil, report: Bool) {
         enforcement.loaded = text
+        enforcement.handOvers += 1
+        // A removal handed over quietly is answered by nothing: replies do not wait for it.
+        if !report { enforcement.inForce = enforcement.handOvers }
         if text == Ruleset.removal {
             setEnforcement(report ? .removing(failures: 0) : .off)
         } else {
@@ -164,16 +207,28 @@ extension Engine {
         if state.config.enforcement == .steer, was != enforcement.state { enforcement.steeringMoved = true }
     }
 
-    /// The kernel's answer to the last `loadRules` that asked for one.
+    /// The kernel's answer to the last `loadRules` that asked for one (or the edge's own repair failing); then what
+    /// the state asked for meanwhile is handed over, and the replies that waited for rules now in force go.
     func rulesLoaded(error: String?) {
+        outcome(error: error)
+        if !enforcement.lifecycle.phase.awaitsAnswer { handOver() }
+        releaseHeld()
+    }
+
+    private func outcome(error: String?) {
         let removal = enforcement.loaded == Ruleset.removal
         let phase = enforcement.lifecycle.phase
         guard let error else {
+            // The edge's own repair reports only failures: a success answers a load in flight.
+            guard phase.awaitsAnswer else { return }
             let was = enforcement.state
             counters.ruleLoads += 1
+            enforcement.inForce = enforcement.handOvers
+            enforcement.inForceUnitIDs = removal ? [] : enforcement.loadedUnitIDs
+            enforcement.inForceRuleset = removal ? nil : enforcement.handedOver
             if !removal, was != .enforcing { counters.rulesInForceSince = settings.wallClock() }
             setEnforcement(removal ? .off : .enforcing)
-            if !removal, was != .enforcing, let r = enforcement.ruleset {
+            if !removal, was != .enforcing, let r = enforcement.handedOver {
                 log(.notice, "enforcement: rules in force (\(state.config.apps.count - r.notEnforced.count) apps "
                     + "enforced, \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links)")
                 steeringTookEffect()
@@ -199,6 +254,50 @@ extension Engine {
         let retry = retryLater("enforcement: loading the rules", attempt: failures, of: EnforcementBook.maxAttempts,
                                error: error, timer: .rulesRetry)
         setEnforcement(.failed(error, failures: failures, retry: retry))
+    }
+
+    /// Sends `reply` (and resumes `id` if `resume`) once the rules the state asks for now are in force, or at once
+    /// if they are or no load is in flight: a client told that its DECIDE or RELOAD took meets the rules it asked
+    /// for. Holds `id` meanwhile and returns true.
+    @discardableResult
+    func answerOnceInForce(_ id: ConnectionID, resume: Bool, _ reply: @escaping () -> Void) -> Bool {
+        guard onceInForce(id, reply) else {
+            if resume { out.append(.resume(id)) }
+            return false
+        }
+        out.append(.hold(id))
+        return true
+    }
+
+    /// Runs `action` once the rules the state asks for now are in force, or at once (then returns false); for
+    /// `id`, while its connection lasts.
+    @discardableResult
+    func onceInForce(_ id: ConnectionID?, _ action: @escaping () -> Void) -> Bool {
+        let load = enforcement.handOvers + (enforcement.waiting ? 1 : 0)
+        guard enforcement.lifecycle.phase.awaitsAnswer, load > enforcement.inForce else {
+            action()
+            return false
+        }
+        enforcement.held.append((id, load, action))
+        return true
+    }
+
+    /// Whether `id`'s reply waits for rules.
+    func heldForRules(_ id: ConnectionID) -> Bool { enforcement.held.contains { $0.id == id } }
+
+    /// The replies whose rules are in force, and all of them once no load is in flight (the rules failed: the
+    /// replies go, and STATUS and the verdicts say so), in the order they were held.
+    private func releaseHeld() {
+        let idle = !enforcement.lifecycle.phase.awaitsAnswer, inForce = enforcement.inForce
+        let ready = enforcement.held.filter { idle || $0.load <= inForce }
+        guard !ready.isEmpty else { return }
+        enforcement.held.removeAll { idle || $0.load <= inForce }
+        for h in ready {
+            guard let id = h.id else { h.reply(); continue }
+            guard sessions[id] != nil else { continue }
+            h.reply()
+            out.append(.resume(id))
+        }
     }
 
     /// The `n`th failure in a row of a load: tried again after 1, 2, 4... s, until `max` attempts. Returns the retry's
@@ -241,7 +340,7 @@ extension Engine {
         case .failed: return .notEnforced(.rulesFailed)
         case .enforcing, .changing, .repairing: break
         }
-        if let why = enforcement.ruleset?.notEnforced[match.id] { return .notEnforced(why) }
+        if let why = (enforcement.inForceRuleset ?? enforcement.ruleset)?.notEnforced[match.id] { return .notEnforced(why) }
         return .enforced
     }
 
@@ -261,7 +360,7 @@ extension Engine {
         let user = caller.identity.userUnit
         let inForce = enforcement.cgroups.units.contains { c in
             c.unit == unit && c.user == user && (!user || Ruleset.UnitOwner.userUID(path: c.path) == caller.identity.uid)
-                && enforcement.loadedUnitIDs.contains(c.id)
+                && enforcement.inForceUnitIDs.contains(c.id)
         }
         return inForce ? .enforced : .notEnforced(.cgroupPending)
     }

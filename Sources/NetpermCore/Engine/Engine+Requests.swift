@@ -511,7 +511,7 @@ extension Engine {
                         apply: @escaping () -> Void, reply: @escaping () -> Void, failed: @escaping () -> Void = {}) {
         guard persist else {
             takeEffect(change, apply)
-            reply()
+            answerOnceInForce(id, resume: false, reply)
             return
         }
         out.append(.hold(id))
@@ -539,18 +539,18 @@ extension Engine {
             log(.err, "cannot store the decisions: \(error)")
             pending.failed()
             if let requester { replyError(requester, ProtocolError(.internalError, "cannot store the decision: \(error)")) }
+            if let requester { out.append(.resume(requester)) }
         } else {
             takeEffect(pending.change, pending.apply)
-            if requester != nil { pending.reply() }
+            if let requester { answerOnceInForce(requester, resume: true, pending.reply) }
         }
-        if let requester { out.append(.resume(requester)) }
         // Requests that came while the file was being written, in order; each starts from the last one's result,
         // and is checked as if it came now: a reload meanwhile may have taken its sender's privilege.
         while storing == nil, !waitingForStore.isEmpty {
             let (id, r) = waitingForStore.removeFirst()
             guard let session = sessions[id] else { continue }
             _ = perform(r, from: session)
-            if storing?.requester != id { out.append(.resume(id)) }
+            if storing?.requester != id, !heldForRules(id) { out.append(.resume(id)) }
         }
     }
 

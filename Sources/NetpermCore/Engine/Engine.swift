@@ -274,8 +274,12 @@ public final class Engine {
         }
         settle()
         if case .started = input {
-            out.append(.notify(.ready(status: statusText)))
-            log(.notice, "ready: \(statusText)")
+            // Once the first rules are in force (or their load failed): units ordered after the daemon start
+            // under its rules, as they did while loads ran on the loop.
+            onceInForce(nil) { [unowned self] in
+                out.append(.notify(.ready(status: statusText)))
+                log(.notice, "ready: \(statusText)")
+            }
         }
     }
 
@@ -508,6 +512,7 @@ public final class Engine {
         reloadRequesters.removeAll { $0 == id }
         nextRequesters.removeAll { $0 == id }
         waitingForStore.removeAll { $0.0 == id }
+        enforcement.held.removeAll { $0.id == id }
         if storing?.requester == id { storing?.requester = nil }
         let listened = session.listened
         let wasAgent = session.isAgent
@@ -640,22 +645,26 @@ public final class Engine {
 
     private func finishReload(error: String?) {
         // The start-up load is not a reload: READY=1 comes with `started`.
-        if state.ready { out.append(.notify(.ready(status: statusText))) }
+        // A reload is done (`systemctl reload` returns) once its rules are in force.
+        if state.ready { onceInForce(nil) { [unowned self] in out.append(.notify(.ready(status: statusText))) } }
         lastStatus = statusSummary
         let requesters = reloadRequesters
         reloadRequesters = []
         for id in requesters {
             if let error {
                 replyError(id, ProtocolError(.policyInvalid, error))
+                out.append(.resume(id))
             } else {
-                reply(id) { w in
-                    w.field("ok", true)
-                    w.field("generation", state.policyGeneration)
-                    w.field("apps", state.config.apps.count)
-                    writeWarnings(to: &w)
+                // What it says is written when it goes: the policy as it is then.
+                answerOnceInForce(id, resume: true) { [unowned self] in
+                    reply(id) { w in
+                        w.field("ok", true)
+                        w.field("generation", state.policyGeneration)
+                        w.field("apps", state.config.apps.count)
+                        writeWarnings(to: &w)
+                    }
                 }
             }
-            out.append(.resume(id))
         }
     }
 
