@@ -51,7 +51,10 @@ final class RealSystemdAgentTests: IntegrationTestCase {
         try sd.check(user(["systemd-run", "--user", "--unit=npt-notifications", "--setenv=" + bus, "/usr/bin/python3", "-m",
                            "dbusmock", "--session", "--template", "notification_daemon", "-p",
                            #"{"capabilities": "body actions"}"#]))
-        let script = Repository.path("Tests/IntegrationTests/Support/notifications.py")
+        // Copied in: the container's /tmp is its own, so a checkout under /tmp is not there.
+        let script = "/usr/local/lib/npt/notifications.py"
+        try sd.write(try String(contentsOfFile: Repository.path("Tests/IntegrationTests/Support/notifications.py"),
+                                encoding: .utf8), to: script)
         func calls() throws -> [[String: Any]] {
             try sd.check(user(["/usr/bin/python3", script, "calls"])).lines.map(JSONValue.object)
         }
