@@ -29,7 +29,7 @@ TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbu
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files uninstall clean \
+.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-replay fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files uninstall clean \
         gio-deps gio-module gio-test install-gio uninstall-gio
 
 all: build
@@ -168,9 +168,12 @@ deb-lint: deb
 # .build/fuzz (ignored by git). Fails if any target crashes or breaks an invariant.
 FUZZ_TIME ?= 60
 FUZZ_TARGETS := engine config decisions classify
-FUZZ_DIR := .build/fuzz
+# fuzz-smoke only replays the seeds: it builds unoptimised (ASan's checks all kept) in a directory of its own, in
+# a fifth of the time the -O build takes (27 s against 129 s from scratch here), so `make test` stays in its budget.
+FUZZ_DIR ?= .build/fuzz
+FUZZ_OPT ?= -O
 FUZZ_SWIFTC := $(dir $(shell command -v $(SWIFT)))swiftc
-FUZZ_FLAGS := -sanitize=fuzzer,address -O -g -parse-as-library
+FUZZ_FLAGS = -sanitize=fuzzer,address $(FUZZ_OPT) -g -parse-as-library
 CORE_SOURCES := $(shell find Sources/NetpermCore -name '*.swift' | sort)
 # The tests' fake clock is the fuzz target's too.
 FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift) Tests/TestSupport/FakeClock.swift
@@ -214,7 +217,10 @@ fuzz: fuzz-seeds fuzz-build
 	echo "fuzz: no crash in $(FUZZ_TARGETS)"
 
 # Every seed once through every target (no mutation): seconds once the targets are built.
-fuzz-smoke: fuzz-seeds fuzz-build
+fuzz-smoke: fuzz-seeds
+	$(MAKE) -j2 fuzz-replay FUZZ_OPT=-Onone FUZZ_DIR=.build/fuzz-smoke
+
+fuzz-replay: fuzz-build
 	@mkdir -p $(FUZZ_DIR)/crashes; for t in $(FUZZ_TARGETS); do \
 	  $(FUZZ_ENV) $(FUZZ_DIR)/bin/$$t -runs=0 -artifact_prefix=$(FUZZ_DIR)/crashes/ Fuzz/corpus/$$t > $(FUZZ_DIR)/smoke-$$t.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/smoke-$$t.log; echo "fuzz-smoke: $$t failed on a seed"; exit 1; }; \
