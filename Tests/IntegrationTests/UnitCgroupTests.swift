@@ -173,8 +173,11 @@ final class UnitCgroupTests: IntegrationTestCase {
         try waitForEnforcing()
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "a User= app while the user has 1,032 units")
         assertBlocked(try bed.probe(uid: 4006, link: "wwan0"), "the late app, still")
-        let status = try XCTUnwrap(try request(socket, "STATUS")["enforcement"] as? [String: Any])
-        XCTAssertEqual(status["unit_cgroups"] as? Int, 2 + 1024, "\(status)")
+        // STATUS counts what is in force: the last change may still be loading.
+        try waitUntil("the followed units are in force") {
+            let s = try self.request(self.socket, "STATUS")["enforcement"] as? [String: Any]
+            return (s?["unit_cgroups"] as? Int == 2 + 1024, "\(s ?? [:])")
+        }
         // Said once, though the rescans that follow the next changes see the same.
         try mkdirs(slice, "npt-more.service")
         try waitUntil("npt-more.service is in the rules") {

@@ -48,6 +48,28 @@ final class LoadsInFlightTests: XCTestCase {
         XCTAssertEqual(b.rules.pending, 0)
     }
 
+    /// STATUS counts what the rules in force name, not what was handed over (issue 37: under cgroup churn it said
+    /// all 5,000 unit cgroups were enforced 1.2 s before the kernel's map held them): a uid added by a reload is
+    /// counted once its load is answered, not while it is in flight.
+    func testStatusCountsWhatIsInForce() throws {
+        let b = try bed()
+        let c = try b.connect()
+        let before = try XCTUnwrap(try b.request(c, "STATUS")["enforcement"]?["uids"]?.intValue)
+        let apps = try XCTUnwrap(try b.request(c, "STATUS")["enforcement"]?["apps"]?.intValue)
+        try AtomicFile.write(b.policyPath, Self.policy + "\n\n[App later]\nUser=4244\nWWAN=deny\n")
+        try b.send(c, "RELOAD")
+        inFlight(b)
+        let other = try b.connect()
+        let during = try b.request(other, "STATUS")["enforcement"]
+        XCTAssertEqual(during?["uids"]?.intValue, before, "the new uid is not in force yet: \(during.map { "\($0)" } ?? "")")
+        XCTAssertEqual(during?["apps"]?.intValue, apps, "nor its app")
+        b.rules.finish()
+        XCTAssertEqual(b.lines(c).first?["generation"], 2)
+        let after = try b.request(other, "STATUS")["enforcement"]
+        XCTAssertEqual(after?["uids"]?.intValue, before + 1)
+        XCTAssertEqual(after?["apps"]?.intValue, apps + 1)
+    }
+
     /// A DECIDE's reply waits for the load of its rules, and so does a RELOAD's; others are answered meanwhile.
     func testADecideAndAReloadAreAnsweredOnceTheirRulesAreInForce() throws {
         let b = try bed()

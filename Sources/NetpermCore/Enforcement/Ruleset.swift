@@ -38,6 +38,8 @@ public struct Ruleset: Equatable, Sendable {
     public var text: String
     /// Why each of the policy's apps is not enforced; an app absent from here is enforced.
     public var notEnforced: [String: Enforcement.Why]
+    /// How many of the policy's apps these rules enforce (those of the policy they were built from).
+    public var appsEnforced = 0
     public var uids: Int
     public var cgroups: Int
     public var links: Int
@@ -259,7 +261,7 @@ public struct Ruleset: Equatable, Sendable {
             }
             notEnforced[app.id] = why
         }
-        return Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
+        var r = Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
                        links: linkPart.elements.count, elements: elements, pendingChains: askChains.count, skipped: skipped,
                        unitIDs: cgroupOwner.map(\.cgroup.id), linkElements: linkPart.elements,
                        appRulesOffset: appRulesOffset, skippedLinks: linkPart.skipped.count, maps: maps, askChains: askChains,
@@ -268,6 +270,8 @@ public struct Ruleset: Equatable, Sendable {
                        uidOwners: uidOwner,
                        unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
                                                                  userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
+        r.appsEnforced = apps.count - notEnforced.count
+        return r
     }
 
     /// Who owns each uid and unit cgroup: the first app that names it (a `netpermctl run` scope is its app's). What

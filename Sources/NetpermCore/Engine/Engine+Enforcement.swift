@@ -229,7 +229,7 @@ extension Engine {
             if !removal, was != .enforcing { counters.rulesInForceSince = settings.wallClock() }
             setEnforcement(removal ? .off : .enforcing)
             if !removal, was != .enforcing, let r = enforcement.handedOver {
-                log(.notice, "enforcement: rules in force (\(state.config.apps.count - r.notEnforced.count) apps "
+                log(.notice, "enforcement: rules in force (\(r.appsEnforced) apps "
                     + "enforced, \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links)")
                 steeringTookEffect()
             }
@@ -374,12 +374,13 @@ extension Engine {
         return s
     }
 
-    /// STATUS's `enforcement` member.
+    /// STATUS's `enforcement` member. What the rules name is what is in force in the kernel: while a change is
+    /// being loaded, what was in force before it (a unit whose rules were only handed over is not counted).
     func writeEnforcement(to w: inout JSONWriter) {
         w.field("mode", state.config.enforcement.rawValue)
         w.field("state", enforcement.state.name)
-        if let r = enforcement.ruleset, state.config.enforcement != .off {
-            w.field("apps", state.config.apps.count - r.notEnforced.count)
+        if let r = enforcement.inForceRuleset, state.config.enforcement != .off {
+            w.field("apps", r.appsEnforced)
             w.field("uids", r.uids)
             w.field("unit_cgroups", r.cgroups)
             w.field("links", r.links)
