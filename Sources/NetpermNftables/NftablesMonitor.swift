@@ -95,6 +95,14 @@ public final class NftablesMonitor {
         }) { parse(UnsafeRawBufferPointer($0)) }
     }
 
+    /// The kernel's notice that an object of an `inet` table changed by itself (a quota used up) carries the
+    /// family of the packet that did it (`ip` or `ip6`), not the table's: `nft monitor` shows
+    /// `add quota ip netpermd_usage b_...`.
+    private func isObjectNotice(_ kind: UInt32, _ port: UInt32, _ messageFamily: UInt8) -> Bool {
+        guard family == UInt8(NFPROTO_INET), kind == NFT_MSG_NEWOBJ.rawValue, port == 0 else { return false }
+        return messageFamily == UInt8(NFPROTO_IPV4) || messageFamily == UInt8(NFPROTO_IPV6)
+    }
+
     private func parse(_ b: UnsafeRawBufferPointer) {
         let subsys = UInt16(NFNL_SUBSYS_NFTABLES) << 8
         for m in NetlinkMessages(b) {
@@ -109,7 +117,7 @@ public final class NftablesMonitor {
                 guard !ownPortIDs.contains(m.port) else { continue }
                 let name = NftablesRequest.attributeBytes(msg, UInt16(NFTA_GEN_PROC_NAME.rawValue)).map(Netlink.string)
                 for t in which { changed(String(decoding: tables[t], as: UTF8.self), pid, name) }
-            } else if kind != NFT_MSG_TRACE.rawValue, msg[0] == family,
+            } else if kind != NFT_MSG_TRACE.rawValue, msg[0] == family || isObjectNotice(kind, m.port, msg[0]),
                       let name = NftablesRequest.attributeBytes(msg, 1),
                       let t = tables.firstIndex(of: Array(name.prefix { $0 != 0 })) {
                 // Attribute 1 is the table's name in every message that belongs to a table.

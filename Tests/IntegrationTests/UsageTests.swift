@@ -252,6 +252,28 @@ final class UsageTests: IntegrationTestCase {
     /// sees, within the next packets past the budget; the verdict says budget-exhausted, agents hear 80% and 100%, new
     /// connections are refused and Ethernet still works; a reset opens it; a download ends at once too, both ends
     /// reset; and the next period (the clock moved, not a month waited) moves the totals and opens it again.
+    /// Issue 31, point 1: the kernel's "quota used up" notice carries the packet's family (ip, ip6), not the inet of
+    /// the usage table, and was dropped: QUERY said `ok` with nothing used, and no 80% or 100% event came, until the
+    /// next SaveIntervalSec= reading (59.6 s with the default). With a reading only every hour, the app's verdict,
+    /// the 80% and 100% events and QUERY's budget follow the kernel's notices at once.
+    func testTheKernelsBudgetNoticeIsHeardAtOnce() throws {
+        try bed.ns.ip("link", "set", "eth0", "down")
+        try bed.ns.ip("route", "add", "default", "via", "10.31.0.2", "dev", "wwan0")
+        try start(Self.policy(mode: "block", budget: "1M", save: 3600))
+        let agent = try LiveConnection(path: socket)
+        addTeardownBlock { agent.close() }
+        try agent.subscribe("usage apps")
+        let up = try bed.client(uid: Self.sender, "upload", "wwan0", String(4 << 20))
+        XCTAssertTrue(["ECONNRESET", "EPIPE"].contains(up["error"] as? String ?? ""), "the kernel ended it: \(up)")
+        let events = try agent.objects(until: "the verdict says budget-exhausted", timeout: 5) {
+            $0["event"] as? String == "app" && $0["app"] as? String == "sender" && $0["reason"] as? String == "budget-exhausted"
+        }
+        XCTAssertEqual(events.filter { $0["event"] as? String == "usage" }.map { $0["percent"] as? Int }, [80, 100], "\(events)")
+        let b = try XCTUnwrap(try request(socket, "QUERY sender")["budget"] as? [String: Any])
+        XCTAssertEqual(b["exhausted"] as? Bool, true, "\(b)")
+        XCTAssertGreaterThan(b["used"] as? Int ?? 0, (1 << 20) - (66 << 10), "what the kernel counted: \(b)")
+    }
+
     func testABudgetEndsATransferAtOnceAndAResetOrTheNextPeriodOpensIt() throws {
         // The metered link is the app's only way out (its default route, Ethernet down): with its budget used up
         // its verdict is budget-exhausted, not routed-elsewhere.
