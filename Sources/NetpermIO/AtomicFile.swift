@@ -11,12 +11,29 @@ public enum AtomicFile {
     /// file's, so a failure of the directory's fsync after it is returned, not thrown: the file is replaced, but a
     /// crash before the kernel writes the directory may still bring the old one back. `syncDirectory` syncs the
     /// directory's descriptor (the tests make it fail).
+    ///
+    /// The file gets `mode` whatever the umask (node_exporter's user must read a 0644 textfile under umask 077). The
+    /// temporary file has a name of its own (`temporaryPath`), made with O_EXCL and O_NOFOLLOW: a link planted
+    /// where it goes is never followed (a shared `NAME.tmp` let a planted symlink overwrite its target), and two
+    /// writers of one file never write into each other's (4-8 of them failed, and a reader saw a torn file).
     @discardableResult
     public static func write(_ path: String, _ text: String, mode: mode_t = 0o600,
-                             syncDirectory: (Int32) throws(Errno) -> Void = fsyncDirectory) throws(Errno) -> Errno? {
-        let tmp = path + ".tmp"
-        let fd = try sys { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
+                             syncDirectory: (Int32) throws(Errno) -> Void = fsyncDirectory,
+                             temporaryPath: (String, Int) -> String = temporaryPath) throws(Errno) -> Errno? {
+        var attempt = 0
+        var tmp = temporaryPath(path, attempt)
+        var opened: Int32?
+        while opened == nil {
+            do {
+                opened = try sys { open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+            } catch where error.code == EEXIST && attempt < 100 {
+                attempt += 1
+                tmp = temporaryPath(path, attempt)
+            }
+        }
+        let fd = opened!
         do throws(Errno) {
+            _ = try sys { fchmod(fd, mode) }
             let bytes = Array(text.utf8)
             var off = 0
             while off < bytes.count {
@@ -45,6 +62,12 @@ public enum AtomicFile {
         } catch {
             return error
         }
+    }
+
+    /// `PATH.tmp-PID-RANDOM`: no other writer (another process, another thread) picks the same name, and one that
+    /// did would be refused (EEXIST) and try another.
+    public static let temporaryPath: @Sendable (String, Int) -> String = { path, _ in
+        "\(path).tmp-\(getpid())-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
     }
 
     /// Moves a bad file aside (`NAME.corrupt-SECONDS`, or `NAME.corrupt-SECONDS.N` when that is taken: two set

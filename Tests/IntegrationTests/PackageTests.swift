@@ -219,7 +219,8 @@ final class PackageTests: IntegrationTestCase {
         var st = stat()
         XCTAssertEqual(stat(sd.root + Self.textfileDir + "/netpermd.prom", &st), 0)
         XCTAssertEqual(st.st_mode & 0o777, 0o644, "node_exporter's user must read it")
-        XCTAssertFalse(sd.exists(Self.textfileDir + "/netpermd.prom.tmp"))
+        let left = try FileManager.default.contentsOfDirectory(atPath: sd.root + Self.textfileDir)
+        XCTAssertEqual(left.filter { $0.hasPrefix("netpermd.prom.") }, [], "no temporary file left")
         // Without node_exporter's directory the writer does not run at all.
         try sd.check(["mv", Self.textfileDir, Self.textfileDir + ".off"])
         try sd.check(["systemctl", "start", "netpermd-metrics.service"])
