@@ -312,6 +312,23 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertEqual(h.usageSaves.last?["web"].current[wwanM].sentBytes, 30, "a stop loses nothing")
     }
 
+    /// Issue 31, point 9: a reload that shortens SaveIntervalSec= (60 to 2) waited for the tick armed with the old
+    /// interval (no write within 8 s). The tick is armed again with the new interval, from the reload.
+    func testAReloadThatChangesTheIntervalArmsTheTickAgain() {
+        let h = harness(Self.policy.replacingOccurrences(of: "SaveIntervalSec=10", with: "SaveIntervalSec=60"))
+        count(h, "web", sent: 10)
+        _ = h.request(h.connect(), "USAGE")
+        let saves = h.usageSaves.count
+        h.reload(policy: Self.policy.replacingOccurrences(of: "SaveIntervalSec=10", with: "SaveIntervalSec=2"))
+        count(h, "web", sent: 20)
+        wall.now += 2
+        let reads = h.steps.filter { $0 == "read-usage" }.count
+        h.advance(bySeconds: 2)
+        XCTAssertEqual(h.steps.filter { $0 == "read-usage" }.count, reads + 1, "read at the new interval")
+        XCTAssertEqual(h.usageSaves.count, saves + 1, "and saved: the totals moved and the new interval passed")
+        XCTAssertEqual(h.armedTimers, 1, "one tick: the old one was cancelled")
+    }
+
     /// Count=no: a table left by an earlier run is removed quietly at start; turning counting off after it was on
     /// reads the last counts, saves them, then removes the table.
     func testCountNoRemovesTheTable() throws {

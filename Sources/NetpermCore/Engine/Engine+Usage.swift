@@ -39,6 +39,8 @@ struct UsageKeeper {
     /// Count=no after counting: the last reading before the table goes was asked for.
     var finalRead = false
     var tick: TimerID?
+    /// The `SaveIntervalSec=` the tick was armed with: a reload that changes it arms the tick again.
+    var tickInterval = 0
     var saving = false
     var saveAgain = false
     var lastSaved: Int?
@@ -112,7 +114,12 @@ extension Engine {
             out.append(.loadUsageRules(UsageRules.removal, report: false))
             return
         }
-        if usage.tick == nil { usage.tick = armTimer(.usageTick, microseconds: UInt64(settings.saveIntervalSec) * 1_000_000) }
+        if let t = usage.tick, usage.tickInterval != settings.saveIntervalSec {
+            // A reload changed the interval: the next tick is the new interval from now, not the old one's end.
+            cancelTimer(t)
+            usage.tick = nil
+        }
+        if usage.tick == nil { armUsageTick() }
         guard usage.synced else {
             if usage.state == .off { usage.state = .applying }
             // A failed reading is tried again at the next tick, not at every input.
@@ -247,8 +254,13 @@ extension Engine {
     func usageTicked() {
         usage.tick = nil
         guard state.config.usage.count else { return }
-        usage.tick = armTimer(.usageTick, microseconds: UInt64(state.config.usage.saveIntervalSec) * 1_000_000)
+        armUsageTick()
         requestUsageRead()
+    }
+
+    private func armUsageTick() {
+        usage.tickInterval = state.config.usage.saveIntervalSec
+        usage.tick = armTimer(.usageTick, microseconds: UInt64(usage.tickInterval) * 1_000_000)
     }
 
     /// A quota object of the usage table ran out (the kernel said so on its own): a budget, or its 80%.
