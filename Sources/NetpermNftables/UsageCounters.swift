@@ -46,8 +46,9 @@ public enum UsageCounters {
             case let .counter(name, counter):
                 guard let key = Self.untrackedKey(name) else { continue }
                 reading.counters[key] = counter
-            case let .quota(name, depleted):
+            case let .quota(name, depleted, consumed):
                 reading.quotas[name] = depleted
+                reading.quotaUsed[name] = consumed
             }
         }
         return reading
@@ -97,8 +98,8 @@ public enum UsageCounters {
 
     public enum Object: Equatable {
         case counter(String, UsageCounter)
-        /// A quota object, and whether it is used up.
-        case quota(String, depleted: Bool)
+        /// A quota object, whether it is used up, and the bytes it counted.
+        case quota(String, depleted: Bool, consumed: UInt64)
     }
 
     /// One NFT_MSG_NEWOBJ (after its nlmsghdr): a named counter or a quota; nil for anything else.
@@ -114,7 +115,8 @@ public enum UsageCounters {
             let flags = first(data, UInt16(NFTA_QUOTA_FLAGS.rawValue)).flatMap(be32) ?? 0
             let quota = first(data, UInt16(NFTA_QUOTA_BYTES.rawValue)).flatMap(be64) ?? 0
             let consumed = first(data, UInt16(NFTA_QUOTA_CONSUMED.rawValue)).flatMap(be64) ?? 0
-            return .quota(name, depleted: flags & UInt32(NFT_QUOTA_F_DEPLETED.rawValue) != 0 || consumed >= quota)
+            return .quota(name, depleted: flags & UInt32(NFT_QUOTA_F_DEPLETED.rawValue) != 0 || consumed >= quota,
+                          consumed: consumed)
         default:
             return nil
         }

@@ -274,6 +274,45 @@ final class UsageTests: IntegrationTestCase {
         XCTAssertGreaterThan(b["used"] as? Int ?? 0, (1 << 20) - (66 << 10), "what the kernel counted: \(b)")
     }
 
+    /// Issue 31, points 2, 4 and 5 against the kernel: a restart while the budget is used up keeps it used up (the
+    /// verdict said ok while the kernel refused); a reset is answered once its quota is made again (8 of 10
+    /// connects right after `usage reset` were refused); raising the budget of a used-up app opens it (the quota
+    /// was made with `used` at the new limit, and a 1 MB upload was refused).
+    func testBudgetsSurviveARestartAResetAndARaise() throws {
+        try bed.ns.ip("link", "set", "eth0", "down")
+        try bed.ns.ip("route", "add", "default", "via", "10.31.0.2", "dev", "wwan0")
+        var daemon = try start(Self.policy(mode: "block", budget: "1M"))
+        func reason() throws -> String? { try request(socket, "QUERY sender")["reason"] as? String }
+        func exhaust() throws {
+            let up = try bed.client(uid: Self.sender, "upload", "wwan0", String(4 << 20))
+            XCTAssertTrue(["ECONNRESET", "EPIPE"].contains(up["error"] as? String ?? ""), "the kernel ended it: \(up)")
+            try waitUntil("budget-exhausted") { (try reason() == "budget-exhausted", "\(try reason() ?? "nil")") }
+        }
+        try exhaust()
+
+        stopDaemon(daemon)
+        daemon = try start(Self.policy(mode: "block", budget: "1M"))
+        for _ in 0..<10 {
+            XCTAssertEqual(try reason(), "budget-exhausted", "a restart keeps it used up")
+        }
+        XCTAssertEqual(try bed.client(uid: Self.sender, "probe", "wwan0")["tcp"] as? String, "ECONNREFUSED", "as the kernel has it")
+
+        for round in 0..<5 {
+            XCTAssertEqual(try request(socket, "RESET-USAGE sender")["reset"] as? String, "sender")
+            let p = try bed.client(uid: Self.sender, "probe", "wwan0")
+            XCTAssertEqual(p["tcp"] as? String, "ok", "round \(round): a connect right after the reset's answer: \(p)")
+            try exhaust()
+        }
+
+        _ = try writeConfig(Self.policy(mode: "block", budget: "3M"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        try waitUntil("the raised budget opens it") { (try reason() == "ok", "\(try reason() ?? "nil")") }
+        let up = try bed.client(uid: Self.sender, "upload", "wwan0", String(1 << 20))
+        XCTAssertTrue(up["error"] is NSNull, "1 MiB more passes on a 3 MiB budget: \(up)")
+        XCTAssertEqual(up["sent"] as? Int, 1 << 20)
+        _ = daemon
+    }
+
     func testABudgetEndsATransferAtOnceAndAResetOrTheNextPeriodOpensIt() throws {
         // The metered link is the app's only way out (its default route, Ethernet down): with its budget used up
         // its verdict is budget-exhausted, not routed-elsewhere.

@@ -43,6 +43,9 @@ final class EngineHarness: EngineEdges {
     /// When set, `Effect.loadPolicy` waits for `completePolicyLoad()`.
     var policyLoadIsManual = false
     private(set) var pendingPolicyLoads = 0
+    /// Loads of the usage table answered only by `completeUsageLoad()`, as a slow one on the enforcer's thread.
+    var usageLoadsAreManual = false
+    private var pendingUsageLoads: [Input] = []
     var accounts: AccountResolver
 
     private(set) var log: [(Priority, String)] = []
@@ -197,13 +200,23 @@ final class EngineHarness: EngineEdges {
                     // The quota objects the script leaves, as the kernel would.
                     for line in script.split(separator: "\n") {
                         let w = line.split(separator: " ")
-                        if w.count >= 5, w[0] == "delete", w[1] == "quota" { r.quotas[String(w[4])] = nil }
-                        if w.count >= 5, w[0] == "add", w[1] == "quota" { r.quotas[String(w[4])] = false }
+                        if w.count >= 5, w[0] == "delete", w[1] == "quota" {
+                            r.quotas[String(w[4])] = nil
+                            r.quotaUsed[String(w[4])] = nil
+                        }
+                        // add quota inet netpermd_usage NAME { over LIMIT bytes used USED bytes }
+                        if w.count >= 12, w[0] == "add", w[1] == "quota", let limit = UInt64(w[7]), let used = UInt64(w[10]) {
+                            r.quotas[String(w[4])] = used >= limit
+                            r.quotaUsed[String(w[4])] = used
+                        }
                     }
                     usageReading = r
                 }
             }
-            if report { feed(.usageRulesLoaded(error: usageRulesError)) }
+            if report {
+                if usageLoadsAreManual { pendingUsageLoads.append(.usageRulesLoaded(error: usageRulesError)) }
+                else { feed(.usageRulesLoaded(error: usageRulesError)) }
+            }
         case let .watchExit(pid):
             steps.append("watch \(pid)")
             XCTAssertFalse(watched.contains(pid), "pid \(pid) watched twice")
@@ -325,6 +338,12 @@ final class EngineHarness: EngineEdges {
     }
 
     /// The policy files are read now (as they are at this moment).
+    /// The oldest usage load held (`usageLoadsAreManual`) is answered.
+    func completeUsageLoad() {
+        guard !pendingUsageLoads.isEmpty else { return XCTFail("no usage load is pending") }
+        feed(pendingUsageLoads.removeFirst())
+    }
+
     func completePolicyLoad() {
         guard pendingPolicyLoads > 0 else { return XCTFail("no policy load is pending") }
         pendingPolicyLoads -= 1

@@ -252,6 +252,85 @@ final class EngineUsageTests: XCTestCase {
         h.requestError(c, "RESET-USAGE nosuch", .notFound)
     }
 
+    /// The quota of `app`'s budget, as the kernel's reading has it: (used up, bytes it counted).
+    func quota(_ h: EngineHarness, _ app: String) -> (out: Bool?, used: UInt64?) {
+        let name = "b_" + ConnectionTags.text(tags[app]!).dropFirst(2)
+        return (h.usageReading?.quotas[name], h.usageReading?.quotaUsed[name])
+    }
+
+    /// The kernel's quota used up by the packet that crossed it, which it refused and no counter saw.
+    func exhaust(_ h: EngineHarness, _ app: String, counted: UInt64, quotaCounted: UInt64) {
+        count(h, app, sent: counted)
+        let name = "b_" + ConnectionTags.text(tags[app]!).dropFirst(2)
+        h.usageReading!.quotas[name] = true
+        h.usageReading!.quotaUsed[name] = quotaCounted
+        h.feed(.budgetReached(quota: name))
+    }
+
+    /// Issue 31, point 2: 1M used up (986,023 bytes counted: the crossing packet was refused), then a reload with
+    /// 3M: the quota was made again with `used` = the new limit, so the app stayed cut off. It starts from what was
+    /// used.
+    func testRaisingAUsedUpBudgetReopensIt() {
+        let h = harness()
+        exhaust(h, "maps", counted: 986_023, quotaCounted: 1_048_576 + 1_500)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted")
+        h.reload(policy: Self.policy.replacingOccurrences(of: "MeteredBudget=1M", with: "MeteredBudget=3M"))
+        let q = h.request(h.connect(), "QUERY maps")
+        XCTAssertEqual(q["reason"], "ok", "\(q)")
+        XCTAssertEqual(q["budget"]?["exhausted"], false)
+        XCTAssertEqual(quota(h, "maps").out, false, "the kernel's quota is open again")
+        XCTAssertEqual(quota(h, "maps").used, 1_048_576 + 1_500, "from what its quota counted")
+    }
+
+    /// Issue 31, point 3: 4M lowered to 1M after 2 MB not yet read: the quota was made from the last reading
+    /// (nothing), and 2.5 MB went out on a 1 MiB budget. The quota is made from a reading made after the reload.
+    func testLoweringABudgetStartsFromAReadingMadeAfterIt() {
+        let h = harness(Self.policy.replacingOccurrences(of: "MeteredBudget=1M", with: "MeteredBudget=4M"))
+        count(h, "maps", sent: 2_000_000)
+        h.reload(policy: Self.policy)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted")
+        XCTAssertEqual(quota(h, "maps").out, true, "the kernel's quota is used up at once")
+        XCTAssertEqual(quota(h, "maps").used, 1_048_576)
+    }
+
+    /// Issue 31, point 4: a restart while the app's budget was used up opened its verdict (the 986 KB counted is
+    /// below 1 MiB; the quota that refused the crossing packet counted past it) although the kernel refused it.
+    func testARestartWhileABudgetIsUsedUpKeepsItUsedUp() {
+        let name = "b_" + ConnectionTags.text(tags["maps"]!).dropFirst(2)
+        var r = UsageReading(instance: "table-1")
+        r.counters[UsageKey(.sent, wwanM, mark: tags["maps"]!)] = UsageCounter(bytes: 986_023, packets: 700)
+        r.quotas[name] = true
+        r.quotaUsed[name] = 1_048_576 + 1_500
+        let h = harness(reading: r)
+        for _ in 0..<40 {
+            XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted")
+        }
+        XCTAssertEqual(quota(h, "maps").out, true, "and the kernel's quota, made again, too")
+    }
+
+    /// Issue 31, point 5: `netpermctl usage reset X && retry` failed (8 of 10 connects refused): the reset was
+    /// answered once saved, before its quota was made again in the kernel. It is answered after.
+    func testAResetIsAnsweredOnceItsQuotaIsInTheKernel() throws {
+        let h = harness()
+        exhaust(h, "maps", counted: 1_100_000, quotaCounted: 1_100_000)
+        h.usageLoadsAreManual = true
+        let c = h.connect()
+        let scripts = h.usageScripts.count
+        XCTAssertEqual(h.send(c, "RESET-USAGE maps"), [], "not answered while its quota is being made again")
+        XCTAssertEqual(h.usageScripts.count, scripts + 1, "the quota made again")
+        XCTAssertEqual(h.usageSaves.last?["maps"].current.isEmpty, true, "saved meanwhile")
+        h.completeUsageLoad()
+        XCTAssertEqual(h.takeParsed(c).first?["reset"], "maps")
+        XCTAssertEqual(quota(h, "maps").out, false)
+        // Used up again and reset within the same second: its quota is made again all the same.
+        exhaust(h, "maps", counted: 1_100_000, quotaCounted: 1_100_000)
+        XCTAssertEqual(h.send(c, "RESET-USAGE maps"), [])
+        XCTAssertEqual(h.usageScripts.count, scripts + 2, "made again for the second reset")
+        h.completeUsageLoad()
+        XCTAssertEqual(h.takeParsed(c).first?["reset"], "maps")
+        XCTAssertEqual(quota(h, "maps").out, false)
+    }
+
     /// The next period, without waiting a month: the clock moves, the next tick rolls the totals over and the budget
     /// opens again.
     func testANewPeriodMovesTheTotalsAndOpensTheBudget() throws {

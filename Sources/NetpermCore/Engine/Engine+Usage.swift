@@ -60,6 +60,19 @@ struct UsageKeeper {
     /// Tags whose budget quota (and 80% quota) the kernel reported used up since it was made.
     var depleted: Set<UInt32> = []
     var warned: Set<UInt32> = []
+    /// What each budget's quota counted at the last reading (or was made with since): past the budget when the
+    /// packet that crossed it was refused, which no counter saw.
+    var quotaUsed: [UInt32: UInt64] = [:]
+    /// What each quota made again by the load in flight starts from.
+    var remadeFrom: [UInt32: UInt64] = [:]
+    /// A budget's limit changed, or a budget was added: the quota is made again from a reading made after that
+    /// (the last one may be a whole SaveIntervalSec= old); asked for, then taken.
+    var readForBudgets = false
+    var readingForBudgets = false
+    /// RESET-USAGE requests saved, answered once the quotas they made again are in the kernel.
+    var resetsLoading: [(requester: ConnectionID?, app: String?, at: Int)] = []
+    /// Resets of each app in this run: part of its quotas' epoch.
+    var resetCount: [String: Int] = [:]
     /// The table may be in the kernel: Count=yes loaded it, or a start with Count=no has not looked yet.
     var tableMayExist = true
     var attempts = 0
@@ -139,6 +152,10 @@ extension Engine {
     /// The kernel's counters (nil: no usage table), or why they could not be read.
     func usageRead(_ reading: UsageReading?, error: String?) {
         usage.reading = false
+        if usage.readingForBudgets, error == nil {
+            usage.readingForBudgets = false
+            usage.readForBudgets = true
+        }
         let now = wallTime
         if let error {
             if usage.state != .failed(error, attempts: usage.attempts) { log(.err, "usage: cannot read the counters: \(error)") }
@@ -160,6 +177,9 @@ extension Engine {
                 let moved = usage.book.absorb(r, owner: { owners[$0] })
                 if !moved.isEmpty || !usage.book.other.current.isEmpty { usage.dirty = true }
                 usage.kernelQuotas = Set(r.quotas.keys)
+                usage.quotaUsed = Dictionary(r.quotaUsed.compactMap { name, used in
+                    UsageRules.Budget.tag(ofBudget: name).map { ($0, used) }
+                }, uniquingKeysWith: { a, _ in a })
                 usage.depleted = Set(r.quotas.compactMap { name, out in out ? UsageRules.Budget.tag(ofBudget: name) : nil })
                 usage.warned = Set(r.quotas.compactMap { name, out in out ? UsageRules.Budget.tag(ofWarning: name) : nil })
                 if !moved.isEmpty, moved.contains(where: { state.config.meteredBudget(for: state.config.app(named: $0)) != nil }) {
@@ -175,6 +195,7 @@ extension Engine {
             usage.book.drop(except: Set(state.config.apps.map(\.id)))
             usage.depleted = []
             usage.warned = []
+            usage.quotaUsed = [:]
             usage.dirty = true
             invalidateReplies()
         } else if usage.book.period == nil {
@@ -184,12 +205,14 @@ extension Engine {
         usage.resets = []
         for r in resets {
             usage.book.reset(r.app, at: now.epoch)
+            for app in r.app.map({ [$0] }) ?? state.config.apps.map(\.id) { usage.resetCount[app, default: 0] += 1 }
             log(.notice, "usage: " + (r.app.map { "\($0)'s counts reset" } ?? "every app's counts reset"))
             if let app = r.app {
-                usage.tags[app].map { _ = usage.depleted.remove($0); _ = usage.warned.remove($0) }
+                usage.tags[app].map { _ = usage.depleted.remove($0); _ = usage.warned.remove($0); usage.quotaUsed[$0] = nil }
             } else {
                 usage.depleted = []
                 usage.warned = []
+                usage.quotaUsed = [:]
             }
             usage.dirty = true
             usage.resetsSaving.append((r.requester, r.app, now.epoch))
@@ -232,21 +255,41 @@ extension Engine {
         let done = usage.resetsSaving
         usage.resetsSaving = []
         for r in done {
-            guard let id = r.requester, sessions[id] != nil else { continue }
             if let error {
-                replyError(id, ProtocolError(.internalError, "the counts were reset but could not be saved: \(error)"))
+                answerReset(r, error: "the counts were reset but could not be saved: \(error)")
+            } else if usage.loading != nil || usage.built != usage.inForce {
+                // Answered once the quotas it made again are in the kernel: `reset && retry` must find them.
+                usage.resetsLoading.append(r)
             } else {
-                reply(id) { w in
-                    w.field("ok", true)
-                    w.field("reset", r.app)
-                    w.field("at", r.at)
-                }
+                answerReset(r, error: nil)
             }
-            out.append(.resume(id))
         }
         if usage.saveAgain {
             usage.saveAgain = false
             if usage.dirty { saveUsage() }
+        }
+    }
+
+    private func answerReset(_ r: (requester: ConnectionID?, app: String?, at: Int), error: String?) {
+        guard let id = r.requester, sessions[id] != nil else { return }
+        if let error {
+            replyError(id, ProtocolError(.internalError, error))
+        } else {
+            reply(id) { w in
+                w.field("ok", true)
+                w.field("reset", r.app)
+                w.field("at", r.at)
+            }
+        }
+        out.append(.resume(id))
+    }
+
+    /// The resets whose quotas the load just answered made again (or failed to).
+    private func answerResetsLoaded(error: String?) {
+        let waiting = usage.resetsLoading
+        usage.resetsLoading = []
+        for r in waiting {
+            answerReset(r, error: error.map { "the counts were reset but the kernel's quotas could not be made again: \($0)" })
         }
     }
 
@@ -349,15 +392,43 @@ extension Engine {
             usage.built = r
         }
         guard let r = usage.built, r != usage.inForce, usage.loading == nil, usage.retry == nil else { return }
+        // A quota made again for a new limit (or a new budget) starts from what was used: read now, not at the last
+        // tick (4M lowered to 1M after 2 MB not yet read made a quota of 1M with nothing used).
+        if let old = usage.inForce {
+            let was = Dictionary(old.budgets.map { ($0.tag, $0) }, uniquingKeysWith: { a, _ in a })
+            // (A new epoch, a reset or a period, comes from a reading itself.)
+            let fresh = r.budgets.contains { b in was[b.tag].map { $0.limit != b.limit && $0.epoch == b.epoch } ?? true }
+            if fresh, !usage.readForBudgets {
+                if !usage.readingForBudgets {
+                    usage.readingForBudgets = true
+                    if usage.reading { usage.readAgain = true } else { requestUsageRead() }
+                }
+                return
+            }
+        }
         loadUsageRules(r)
+    }
+
+    /// The bytes a budget's quota made again starts from: what was counted, or what its quota counted if more (the
+    /// packet that crossed it, refused); a quota the kernel said used up counted at least its old limit.
+    private func budgetUsed(_ tag: UInt32, oldLimit: UInt64?) -> UInt64 {
+        let counted = usage.owners[tag].map { usage.book[$0].current.meteredBytes } ?? 0
+        let quota = usage.quotaUsed[tag] ?? (usage.depleted.contains(tag) ? oldLimit ?? 0 : 0)
+        return max(counted, quota)
     }
 
     private func loadUsageRules(_ r: UsageRules) {
         let old = usage.inForce
+        usage.readForBudgets = false
+        let oldLimits = Dictionary((old?.budgets ?? []).map { ($0.tag, $0.limit) }, uniquingKeysWith: { a, _ in a })
+        var remade: [UInt32: UInt64] = [:]
         let script = r.script(from: old, kernelQuotas: usage.kernelQuotas, used: { tag in
-            guard let app = self.usage.owners[tag], let b = r.budgets.first(where: { $0.tag == tag }) else { return 0 }
-            return self.usage.depleted.contains(tag) ? b.limit : self.usage.book[app].current.meteredBytes
+            guard self.usage.owners[tag] != nil else { return 0 }
+            let used = self.budgetUsed(tag, oldLimit: oldLimits[tag])
+            remade[tag] = used
+            return used
         })
+        usage.remadeFrom = remade
         usage.loading = r
         usage.tableMayExist = true
         if usage.state != .counting { usage.state = .applying }
@@ -371,13 +442,15 @@ extension Engine {
         guard let error else {
             let old = usage.inForce
             let oldBudgets = Dictionary((old?.budgets ?? []).map { ($0.tag, $0) }, uniquingKeysWith: { a, _ in a })
-            // A quota made again starts from the bytes counted, below the budget unless used up.
+            // A quota made again is used up if what it started from is past its limit (a restart while the budget
+            // was used up, a lower limit), and open again if not (a higher limit, a reset).
             for b in r.budgets where old == nil || oldBudgets[b.tag] != b {
-                guard let app = usage.owners[b.tag] else { continue }
-                let used = usage.book[app].current.meteredBytes
-                if used < b.limit { usage.depleted.remove(b.tag) }
-                if used < b.warningLimit { usage.warned.remove(b.tag) }
+                guard let used = usage.remadeFrom[b.tag] else { continue }
+                usage.quotaUsed[b.tag] = min(used, b.limit)
+                if used < b.limit { usage.depleted.remove(b.tag) } else { usage.depleted.insert(b.tag) }
+                if used < b.warningLimit { usage.warned.remove(b.tag) } else { usage.warned.insert(b.tag) }
             }
+            usage.remadeFrom = [:]
             usage.inForce = r
             usage.kernelQuotas = r.quotaNames
             usage.attempts = 0
@@ -388,8 +461,11 @@ extension Engine {
             usage.state = .counting
             invalidateReplies()
             settleBudgets()
+            // Resets made after this load was asked for wait for the next one.
+            if usage.built == usage.inForce { answerResetsLoaded(error: nil) }
             return
         }
+        answerResetsLoaded(error: error)
         // The table is not what the change was made against (another tool touched it): read it, then load it whole.
         usage.inForce = nil
         usage.synced = false
@@ -433,7 +509,10 @@ extension Engine {
         return state.config.apps.compactMap { app in
             guard let limit = state.config.meteredBudget(for: app), tagging.taggedApps.contains(app.id),
                   let tag = usage.tags[app.id] else { return nil }
+            // Resets counted too: two in one second are two epochs (the second's quota was not made again, and the
+            // app stayed cut off after its answer).
             let epoch = (usage.book.period?.description ?? "-") + "/" + String(usage.book[app.id].resetAt ?? 0)
+                + "/" + String(usage.resetCount[app.id] ?? 0)
             return UsageRules.Budget(tag: tag, limit: limit, epoch: epoch)
         }
     }
