@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # netpermd: `make run` and `make test` do all set-up on a fresh Debian 12 machine (as root).
 
 PREFIX ?= /usr/local

@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import PackageDescription
 
 // Release links use lld: its packed relative relocations (DT_RELR, glibc >= 2.36) shrink the table the loader

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Writes the fuzz targets' seed corpus (Fuzz/corpus/TARGET/) from the docs' examples and the test fixtures.
 
     python3 Fuzz/seeds.py          regenerate Fuzz/corpus

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """netpermd benchmarks, each figure beside its physical baseline measured in the same run.
 
     python3 bench/bench.py --bin DIR            # full run: table on stdout, bench/results/latest.json

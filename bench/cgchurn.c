@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Cgroup churn: COUNT scopes made in DIR (PREFIX-ROUND-I.scope), then removed, round after round, for SECONDS,
  * as fast as the kernel takes them. What a host starting and stopping thousands of units does to the daemon that
  * follows them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Shared helpers of the benchmark's load generators and baselines (the C files in bench/).
  * Everything here is plain libc + Linux: monotonic time, sample statistics printed as JSON, Unix-socket
  * clients, and rtnetlink requests (set a link's IFF_UP, add an address, read a link's state). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The query baseline: a minimal single-threaded epoll Unix-socket server that answers every request line with a
  * fixed reply of REPLY_LEN bytes (netpermd's reply length), so the client, the message sizes and the syscall
  * pattern are the same as with netpermd and only the server's own work differs. With NOTIFY_SOCKET set it

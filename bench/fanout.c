@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The fan-out baseline: a minimal single-threaded epoll server that takes the same subscribers as netpermd
  * (answers their SUBSCRIBE line with a reply and a snapshot line) and, for every RTM_NEWLINK the kernel sends on
  * RTMGRP_LINK, writes one line of LINE_LEN bytes (netpermd's link event length) to every subscriber in a loop.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* A link flapping: IFNAME's admin state down and up in turn, INTERVAL_US apart (each change acknowledged), for
  * SECONDS. Runs inside the benchmark's namespace.
  *

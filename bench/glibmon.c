@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The GLib module's figures (13), from inside a GLib process, against what GLib itself does in the same run.
  *
  *   glibmon init

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Change -> rules in force, as the kernel sees it: a child as the app's uid sends UDP datagrams out of the link
  * until sendto() fails with EPERM (the rules reject it), while the parent makes the change; prints the time from
  * the change's start to the first rejected datagram, in µs.

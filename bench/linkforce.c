@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Link change -> rules in force, as the kernel sees it: a link becomes one of a denied kind, and a child as the app's
  * uid sends UDP datagrams to an address routed through it until sendto() fails with EPERM (the rules reject it).
  * Prints the time from the change's first request to the first rejected datagram, in µs.

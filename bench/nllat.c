@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Event latency: toggles a veth peer's IFF_UP with RTM_NEWLINK (so the other end's carrier flips and an app's
  * verdict with it), and timestamps, in one poll loop, (a) a raw RTMGRP_LINK listener receiving the kernel's
  * message about the other end's carrier and (b) a netpermd subscriber reading the `link` event of that link and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* A good client at a steady pace: one connection, REQUEST every INTERVAL_US microseconds (each after the previous
  * reply) for SECONDS, the round trip of each. What another client waits while the daemon is under a load some
  * other program makes (cgroup churn, silent subscribers, a soak), beside the same at rest in the same run.

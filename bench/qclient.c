@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The query load generator, used unchanged against netpermd and against the echo baseline: CLIENTS persistent
  * connections, each with one request outstanding (closed loop), until TOTAL replies have arrived (after WARMUP
  * unmeasured ones). One client runs a plain blocking write/read loop; several are driven by one epoll thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Subscribers that never read: N connections that send SUBSCRIBE and never read a byte, while IFNAME's admin
  * state toggles (one change at a time, each acknowledged, INTERVAL_US apart) for SECONDS. Then waits (at most
  * WAIT seconds more) until the daemon has closed every one, and reads what each got: its last line must be the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* One-shot processes: runs a command COUNT times in a row (posix_spawn, stdin from a file, stdout to a file),
  * timing each from spawn to reaped exit. Every run must exit 0 and print something.
  *

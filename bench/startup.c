@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Start-up: binds a NOTIFY_SOCKET datagram socket, forks, enters the namespace the way `ip netns exec` does
  * (setns, private mount namespace, sysfs remounted), takes t0 and execs the server; then times until READY=1
  * arrives and until the first request (sent as soon as the socket accepts) is answered. RUNS times; the server is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Storm: COUNT RTM_NEWLINK toggles of PEER's IFF_UP in a burst (no acks awaited), then one marker address added
  * to MARKER_IF. A netpermd subscriber (own thread) counts link and app events; a raw RTMGRP_LINK listener (own
  * thread, 64 MiB buffer) counts the kernel's messages. Once the subscriber has seen the marker (so the daemon has

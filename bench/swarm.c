@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The subscriber swarm, used unchanged against netpermd and against the raw fan-out baseline: N connections each
  * send "SUBSCRIBE links" and read the reply and the snapshot; then (after "go" on stdin) each round toggles IFNAME
  * with RTM_NEWLINK and times until every subscriber has read one event line. Runs inside the namespace.

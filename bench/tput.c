@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* An allowed app's traffic between two network namespaces (the enforcement figure: its cost with netpermd's rules
  * loaded against none).
  *

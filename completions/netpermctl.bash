@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # bash completion for netpermctl(1)                                      -*- shell-script -*-
 # Installed as $(PREFIX)/share/bash-completion/completions/netpermctl. Self-contained: it needs nothing from
 # the bash-completion package, but uses its _command_offset for `wait -- COMMAND ARGS` when present.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* netpermd's socket from inside a GLib process: one bounded blocking wait at start, then a non-blocking socket
  * in a GSource of the monitor's main context. */
 #define G_LOG_DOMAIN "netpermd"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The module's connection to netpermd: `SUBSCRIBE self`, the app's verdict as it changes, and reconnection with
  * back-off when the daemon goes. Transport only: what the lines mean is netpermd-protocol's. */
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Typed member reads over json-glib. */
 #include "netpermd-json.h"
 

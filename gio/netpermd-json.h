@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Typed reads of a JSON object's members: NULL, FALSE or 0 when absent or of another type. */
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* libgionetpermd.so: the GIO module's entry points (gio-querymodules reads g_io_module_query). */
 #include <gio/gio.h>
 

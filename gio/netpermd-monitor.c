@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The monitor: a GInitable that connects to netpermd (bounded), and afterwards only reacts to what the daemon and
  * NetworkManager send, from the main context that was current when it was made. */
 #define G_LOG_DOMAIN "netpermd"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* GNetworkMonitor backed by netpermd: the calling process's own app's verdict (docs/APPS.md). */
 #pragma once
 

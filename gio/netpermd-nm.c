@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* NetworkManager's Connectivity property over GDBus: one bounded Get at start, then PropertiesChanged and the
  * name's owner coming and going. */
 #define G_LOG_DOMAIN "netpermd"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* NetworkManager's own `Connectivity` (its captive-portal check), where NetworkManager runs on the system bus:
  * the module caps its FULL by it, so a captive portal still shows as PORTAL or LIMITED. */
 #pragma once

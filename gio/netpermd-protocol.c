@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The subscription's lines as the module reads them. */
 #include "netpermd-protocol.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The lines the module reads after `SUBSCRIBE self` (docs/PROTOCOL.md): its acknowledgement, then the snapshot,
  * `app` events and resyncs that carry the app's verdict. Pure: bytes in, meaning out. */
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* A UDP socket's connect() makes the kernel look the route up (with the process's uid, marks and rules, as its
  * real connection would) and sends nothing. */
 #include "netpermd-reach.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Whether the kernel has a route for an address, as a connect() of the app would find it. */
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* A verdict as GLib reports it: network-available, network-metered, the link, and can_reach()'s error. */
 #include "netpermd-verdict.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* What GLib reports for one app, read from netpermd's verdict (docs/PROTOCOL.md, QUERY): pure, no I/O. */
 #pragma once
 

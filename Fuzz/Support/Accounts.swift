@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
 
 /// Users and groups as the fuzz targets' policies name them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // Shared by every fuzz target (compiled into each one): the entry point's plumbing, invariant checks that stop
 // the run with a message libFuzzer saves beside the input, and a strict JSON checker that owes nothing to the
 // core's own parser or writer.

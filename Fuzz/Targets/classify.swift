@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // The sysfs classification input: Classifier.classify with arbitrary netlink facts, sysfs facts and [Interface]
 // overrides, then the same link through the engine to LINKS. The input is lines:
 //   name / ARPHRD (decimal) / rtnl kind (empty: none) / DEVTYPE (empty: none) / "phy80211" and/or "wireless"

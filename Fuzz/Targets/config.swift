@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // The config / policy parser: Ini, then Config with drop-ins merged. The input is up to four files separated by
 // NUL bytes: the main file, then drop-ins in the order the daemon reads them. The same bytes go through SafeText,
 // which every message quoting them uses.

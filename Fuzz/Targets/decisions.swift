@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // The decisions loader: Decisions.parse and encoded(). Whatever parses must come back the same through
 // encoded(); whatever is built with set/forget must too; what does not parse is refused with a short message.
 @testable import NetpermCore

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // The request parser with the engine behind it. The input is a script, one line per step: a line that starts
 // with a connection digit 0-3 sends the rest of the line (one space after the digit dropped) as a request on that
 // connection; a line starting with a letter below is a step of the world around the engine; any other line is a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // Kernel constants and structures from the Linux and glibc headers that Swift's Glibc module does not bring in
 // (or brings in only under _GNU_SOURCE), so that NetpermIO can name them instead of repeating magic numbers.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 #include <netlink/netlink.h>
 #include <netlink/cache.h>
 #include <netlink/route/link.h>

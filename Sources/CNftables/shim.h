@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // libnftables (the nft command's library) and the netfilter netlink constants its event socket and the NFLOG
 // reader need. The library is not linked: NetpermNftables loads it with dlopen when enforcement first needs it, so
 // a daemon in Mode=off never maps it (or the five libraries it pulls in). glibc's <netinet/in.h> comes first so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermIO
 
 /// eBPF instructions as the kernel reads them (8 bytes each: opcode, registers, offset, immediate; little-endian),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermIO
 
 /// The `cgroup/sock_create` program of Mode=steer (docs/ENFORCEMENT.md, "Steer"): at a socket's creation, in the

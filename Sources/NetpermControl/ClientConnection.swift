@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermIO
 
 /// One connected client: its input framer and its bounded reply queue, and who sent what it reads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Splits a byte stream into request lines, capping each at `maxLine` bytes (excluding the newline and an
 /// optional "\r" before it). A longer line is reported once as `.tooLong` and the rest of it is discarded up to
 /// the next newline, so the connection stays usable. Pull-based, so the transport can stop taking lines while a

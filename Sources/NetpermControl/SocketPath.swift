@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermIO
 
 /// Binding the control socket's path: stale files from a crash are replaced, a live daemon is not.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// One `[App NAME]` section: who the app is and what it may use.
 public struct AppPolicy: Equatable, Sendable {
     public var id: String

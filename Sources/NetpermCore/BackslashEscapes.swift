@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Backslash escapes of one byte: mountinfo's octal `\040`, systemd unit names' hex `\x2d`.
 enum BackslashEscapes {
     /// Decodes `\` + `marker` + `digits` digits in `radix`. A backslash that starts no valid escape is kept as it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A growable byte buffer written through a pointer: appending a byte is a store, not an Array's uniqueness and
 /// capacity checks.
 public final class ByteBuffer {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What the edge reads about a link's device besides netlink, with an injectable root: sysfs, and for PPP and
 /// DHCP a few files of /proc and /run. Everything the built-in rules look at; the core does no I/O.
 public struct SysfsFacts: Equatable, Sendable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What the engine knows that verdicts depend on: the network, the policy, decisions, prompts, agents.
 public struct DaemonState: Sendable {
     public static let version = "0.1.0"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Where an app's permission for one kind comes from.
 public enum PermissionSource: String, Sendable {
     /// The policy file ([App] or [Defaults]).

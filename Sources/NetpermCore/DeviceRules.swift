@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The rules that look at the device behind a link: its driver, and for USB its interface class and vendor.
 /// Kept as tables so adding a driver is one line; docs/CLASSIFICATION.md lists them.
 enum DeviceRules {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Maps keyed by our small enums, stored as one optional field per case: a verdict is written for every reply,
 /// and a dictionary there cost a hash, a probe and retains per lookup (about 14 per QUERY reply).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What a subscriber can ask to hear about.
 public enum Topic: String, Sendable, CaseIterable {
     case links, apps, policy

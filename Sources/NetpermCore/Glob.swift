@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Shell-style glob (`*`, `?`, `[...]` with ranges and `!`/`^` negation), as fnmatch(3) without flags.
 /// Written here because the core imports no C module.
 public struct Glob: Equatable, Sendable {

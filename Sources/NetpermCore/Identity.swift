@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Who is on the other end of a connection, from the kernel's word only (SO_PEERCRED/pidfd, /proc/PID/exe,
 /// /proc/PID/cgroup), never from argv or comm, which any process can set.
 public struct PeerIdentity: Equatable, Sendable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A JSON value with ordered object keys, so replies read the same way every time.
 /// Hand-written rather than Foundation's coder: the daemon links no Foundation (start-up and RSS targets).
 public enum JSON: Equatable, Sendable {

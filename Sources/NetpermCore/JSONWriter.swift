@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The one way the daemon writes JSON: members straight into bytes, in the order written, with literal keys. No
 /// tree is built: allocating and freeing one cost more than the rest of answering a request. Replies and events
 /// are objects written member by member; `JSON` (the parsed value) is only for those who read them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The kinds of network an app can be allowed on.
 public enum LinkKind: String, Sendable, CaseIterable {
     case wifi, wwan, ethernet, loopback, other

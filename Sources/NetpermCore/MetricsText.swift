@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Prometheus' text exposition format (0.0.4), as `promtool check metrics` and node_exporter's textfile collector
 /// read it: each family once, `# HELP` and `# TYPE` before its samples. Names follow Prometheus' conventions, which
 /// the writer holds every name to: a `netpermd_` prefix, snake case, `_total` on counters and only on them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The daemon's picture of the network: every link, classified, with its addresses and default routes.
 public struct NetworkState: Equatable, Sendable {
     /// Sorted by index.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What an app may do on one kind of network.
 public enum Permission: String, Sendable, CaseIterable {
     case allow, deny, ask

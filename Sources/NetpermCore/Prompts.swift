@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What a person may answer a prompt, as a phone offers it: allow; not this kind of network; just this time. Not
 /// answering is the fourth: the prompt stays open until it expires, and stores nothing.
 public enum PromptChoice: String, Sendable, CaseIterable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Error codes a reply can carry in `"error"`. Stable: clients match on them.
 public enum ErrorCode: String, Sendable, CaseIterable {
     case lineTooLong = "line-too-long"

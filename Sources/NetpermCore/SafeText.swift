@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Text that others wrote (executable paths, app, unit and link names, config lines, messages that quote them),
 /// made safe to show on a terminal or to write as one log line. A directory named `ESC[2K ESC[1A \r ... BEL` must
 /// not rewrite the prompt an administrator answers, nor a newline forge a line of its own.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// "May this app use the network now, and if not, why" — the answer for one app.
 public struct Verdict: Equatable, Sendable {
     public enum Reason: String, CaseIterable, Sendable {

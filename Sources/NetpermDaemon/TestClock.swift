@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermIO
 
 /// The wall clock's offset for tests (`--clock-offset-file`): seconds read from a file before each reading of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermIO
 
 /// What systemd-networkd records of a link's DHCPv4 lease: /run/systemd/netif/leases/IFINDEX, `KEY=value` lines.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// Most of a freshly started daemon's RSS is pages of its binary and libraries that only start-up ran or read

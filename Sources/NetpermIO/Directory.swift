@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// Directories by descriptor, their entries by the bytes the kernel has for them: a name need not be text (no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// A failed system call's errno, captured right after the call that set it (by `sys`).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// The datagrams queued on a netlink event socket, read without blocking into one buffer that grows to fit. Every

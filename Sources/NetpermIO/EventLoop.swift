@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The single-threaded event loop the edges register with. The daemon implements it with sd-event; the modules
 /// that must not import libsystemd (the control socket, the netlink watcher, the policy reloader) see only this.
 public protocol EventLoop: AnyObject {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// Whole files, read without ever blocking the loop on something that is not a file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import CLinux
 
 /// Kernel constants, named as the Linux headers name them (through CLinux), for the modules that must not import C

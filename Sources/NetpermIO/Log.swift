@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// One line per event worth a human's attention, on stderr with a syslog priority prefix (`<6>`), which journald

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 
 /// A few descriptor numbers below FD_SETSIZE (1024) kept for libraries that still wait with select(2), whose

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import CLinux
 
 /// Netlink's framing as <linux/netlink.h> lays it out, one implementation for every netlink protocol the daemon

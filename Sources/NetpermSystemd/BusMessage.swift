@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import CSystemd
 
 /// Building sd-bus messages, for the scope `netpermctl run` starts and the notifications its agent shows: a basic

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {

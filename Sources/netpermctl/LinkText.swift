@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// Links for people: the `links` table and `links IFACE`, modelled on `networkctl list` and `networkctl status`.

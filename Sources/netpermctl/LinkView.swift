@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// A link as LINKS and link events report it, with what netpermctl derives from it for people and scripts.

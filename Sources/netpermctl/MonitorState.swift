@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// One event as the monitor understood it, with the state it replaced: events carry only the new state.

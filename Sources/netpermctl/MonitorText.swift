@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// Monitor events for people: what changed, old -> new.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// What a person is told about a prompt, on a terminal and in a notification: the app, who asked (the process's

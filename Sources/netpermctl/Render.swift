@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// Human output for each command; --json prints the daemon's reply instead, -t the fields of Terse+Fields.swift.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Left-aligned text columns, sized to their widest cell.
 struct Table {
     static let gap = "  "

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// The fields each command prints with -t. `help COMMAND` documents them; keep the two in step.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// Output for scripts, like `nmcli -t`: no headers, no alignment. Tables print one line per row with fields

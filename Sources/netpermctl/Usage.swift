@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// `netpermctl usage [reset] [APP]`: what each app used per kind of link, this period and the last, and its budget.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// Peers and links the engine tests share, so each test says only what is particular to it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import XCTest
 // Prompt's memberwise initializer is internal: the engine is the only one that makes prompts.
 @testable import NetpermCore

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// What the daemon writes, read back as a tree: tests compare members, the daemon never builds one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
 /// Users and groups for config tests, so they never depend on the machine's /etc/passwd.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import XCTest
 // Verb(ascii:) is internal: the engine is its only user.
 @testable import NetpermCore

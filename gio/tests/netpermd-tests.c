@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The module's pure parts on the lines netpermd writes: what GLib reports for each verdict, and which lines of a
  * subscription carry the app's own. Run by `make gio-test` (part of `make test`). */
 #include <string.h>

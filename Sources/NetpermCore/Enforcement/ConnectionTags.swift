@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Which app a connection belongs to, for its whole life: the rules write it into the connection's conntrack mark
 /// (`ct mark`) at its first packet, from its socket's owner, and look it up there for the packets whose socket no
 /// longer says (docs/ENFORCEMENT.md, "Connections keep their app"): an orphaned TCP socket (`close()`d with data

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A transaction of `Ruleset.update(from:)` that only changes map elements and deletes chains, read back from its
 /// text into what it changes: so that the edge can send it to the kernel as nf_tables messages of its own
 /// (NEWSETELEM, DELSETELEM, DELCHAIN in one batch) instead of through libnftables, which reads the whole table

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// `[Enforcement] Mode=`: whether the kernel is made to follow the verdicts (docs/ENFORCEMENT.md).
 public enum EnforcementMode: String, Sendable, CaseIterable {
     /// Advice only: nothing is loaded into the kernel (and a table left by an earlier run is removed).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Where the daemon's rules stand in the kernel, as one value: what was handed over, whether the kernel took it,
 /// and what comes next after a refusal. It changes only through `EnforcementLifecycle.set`, which logs old -> new
 /// (as networkd's `link_set_state`); everything else reads it.

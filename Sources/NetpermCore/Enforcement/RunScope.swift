@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// The transient scope `netpermctl run --app NAME -- COMMAND` starts COMMAND in: `app-netpermd-NAME-TAG.scope`,
 /// NAME escaped as systemd escapes unit names (`-` is `\x2d`), TAG letters, digits and `_` (the caller's pid and a
 /// random number, so a scope that outlives its first process never blocks the next run). The daemon takes a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// One cgroup of a unit that exists now: a service or scope of the system's manager, or (`user`) of a user's own
 /// manager (`user@UID.service`).
 public struct UnitCgroup: Equatable, Hashable, Sendable {

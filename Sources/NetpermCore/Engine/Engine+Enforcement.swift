@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What the engine keeps of enforcement: the unit cgroups that exist, the ruleset last built, the text last
 /// handed to the kernel and how that went.
 struct EnforcementBook {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Events out to subscribers, and prompts to agents.
 extension Engine {
     /// Each event's members are written once; every subscriber that wants it gets its own head before them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Where the usage table stands in the kernel, for STATUS.
 public enum UsageTableState: Equatable, Sendable {
     case off

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What carries out the engine's effects: the daemon's interpreter, the engine tests' harness, the fuzz target.
 public protocol EngineEdges: AnyObject {
     /// Carries out the effects of one input, in order. An input an effect produces (a store's result, a policy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// Sizes as the policy writes them (`MeteredBudget=200M`): bytes, or a number with a suffix of powers of 1024, as
 /// systemd's sizes are (`K`, `M`, `G`, `T`; `KiB`... and `KB`... mean the same), a fraction allowed (`1.5G`).
 public enum ByteSize {

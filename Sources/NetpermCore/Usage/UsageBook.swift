@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// One app's usage (or other processes'): this period's, the previous period's, and since its last reset.
 public struct AppUsage: Equatable, Sendable {
     public var current = UsageTotals()

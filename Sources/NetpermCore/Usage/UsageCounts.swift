@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// What usage is counted per: a link's kind (loopback is never counted) and whether it was metered when the packet
 /// passed, as the rules saw it (docs/USAGE.md).
 public struct UsageClass: Hashable, Sendable, Comparable {

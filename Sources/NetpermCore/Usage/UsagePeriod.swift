@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// A day of the calendar, in the machine's local time (the edge converts; the core only counts days).
 public struct CivilDate: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var year: Int, month: Int, day: Int

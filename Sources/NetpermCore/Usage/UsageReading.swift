@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// One counter the kernel keeps for usage: which way, which class of link, and whose connection by its tag
 /// (`ct mark`), or `nil` for packets that had no connection (untracked), which count as other processes.
 public struct UsageKey: Hashable, Sendable, Comparable {

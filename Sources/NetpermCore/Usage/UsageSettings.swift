@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /// `[Usage]`: counting each app's traffic in the kernel, and the periods its totals are kept for (docs/USAGE.md).
 public struct UsageSettings: Equatable, Sendable {
     /// `Count=`: count (in every enforcement mode; Mode=off loads a table that only counts).

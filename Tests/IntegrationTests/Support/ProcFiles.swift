@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Foundation
 
 /// The whole of a /proc file. `String(contentsOfFile:)` trusts the size stat gives (0 for /proc) and returns what

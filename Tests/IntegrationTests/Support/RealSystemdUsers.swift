@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Foundation
 
 /// Users and their own service managers in a RealSystemd container, as on a real machine: the account is made by

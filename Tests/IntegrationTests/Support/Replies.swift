@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 import Foundation
 
 /// Strict readers for JSONSerialization output: a JSON `true` is not the number 1 and vice versa.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # PID 1 of fresh pid, mount, uts, ipc and cgroup namespaces (see RealSystemd.swift): builds a throw-away root
 # (a tmpfs overlay of /) with the API file systems a system manager needs, copies the staged `make install`
 # tree into it, and execs systemd. Nothing here reaches the host: every mount is in the new mount namespace,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """A GLib app for the GLib monitor tests: Gio.NetworkMonitor.get_default() in a real GLib, its properties and
 network-changed signals as JSON lines on stdout, and commands on stdin, one per line:
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Drives python-dbusmock's notification_daemon on the session bus ($DBUS_SESSION_BUS_ADDRESS) for the tests.
 
     notifications.py calls              the calls it received, as JSON lines: {"method": ..., "args": [...]}
