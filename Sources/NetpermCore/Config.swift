@@ -379,6 +379,12 @@ public struct Config: Equatable, Sendable {
                     } else {
                         fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for SaveIntervalSec= (expected seconds, 1 to 86400)")
                     }
+                case "MetricsApps":
+                    if let n = Int(e.value), n >= 0, n <= 1_000_000 {
+                        config.usage.metricsApps = n
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for MetricsApps= (expected a number of apps, 0 to 1000000)")
+                    }
                 default:
                     unknownKey(s, e, .usage)
                 }
@@ -513,7 +519,7 @@ enum SectionKind: CaseIterable {
         case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds + ["MeteredBudget"]
         case .interface, .network: return ["Kind", "Metered"]
         case .enforcement: return ["Mode"]
-        case .usage: return ["Count", "PeriodStart", "SaveIntervalSec"]
+        case .usage: return ["Count", "PeriodStart", "SaveIntervalSec", "MetricsApps"]
         }
     }
 }

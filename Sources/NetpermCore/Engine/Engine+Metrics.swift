@@ -106,7 +106,8 @@ extension Engine {
 
         let subscribers = sessions.values.reduce(0) { $0 + ($1.subscription != nil ? 1 : 0) }
         let waiters = sessions.values.reduce(0) { $0 + ($1.waiting != nil ? 1 : 0) }
-        m.family("netpermd_connections", .gauge, "Client connections open now.")
+        // Not `netpermd_connections`: OpenMetrics takes that as the counter `netpermd_connections_total`'s own name.
+        m.family("netpermd_connections_open", .gauge, "Client connections open now.")
         m.sample(sessions.count)
         m.family("netpermd_connections_total", .counter, "Client connections accepted since the daemon started.")
         m.sample(c.connections)
@@ -151,7 +152,20 @@ extension Engine {
         for u in book.apps.values { classes.formUnion(u.sinceReset.entries.map(\.usageClass)) }
         classes.formUnion(book.other.sinceReset.entries.map(\.usageClass))
         let sorted = classes.sorted()
-        let rows: [(String, AppUsage)] = state.config.apps.map { ($0.id, book[$0.id]) } + [("(other)", book.other)]
+        // Every app while the policy is small; past `MetricsApps=`, the apps with a budget and the rest as one.
+        var rows: [(String, AppUsage)]
+        if state.config.apps.count <= state.config.usage.metricsApps {
+            rows = state.config.apps.map { ($0.id, book[$0.id]) }
+        } else {
+            rows = []
+            var rest = AppUsage()
+            for app in state.config.apps {
+                if state.config.meteredBudget(for: app) != nil { rows.append((app.id, book[app.id])) }
+                else { rest.sinceReset = rest.sinceReset + book[app.id].sinceReset }
+            }
+            rows.append(("(unbudgeted)", rest))
+        }
+        rows.append(("(other)", book.other))
         for (unit, help) in [("bytes", "Bytes (IP headers included)"), ("packets", "IP packets")] {
             for direction in UsageDirection.allCases {
                 m.family("netpermd_app_\(direction.rawValue)_\(unit)_total", .counter, "\(help) \(direction.rawValue) by each "
