@@ -171,6 +171,8 @@ public struct BudgetFact: Equatable, Sendable {
     /// The current period: its first day, and the first day of the next.
     public var periodStart: CivilDate?
     public var periodEnd: CivilDate?
+    /// `used` is written only to those who may see the app's usage (docs/USAGE.md, "Privacy").
+    public var usedShown = true
 
     public init(limit: UInt64, used: UInt64, exhausted: Bool, enforced: Bool, periodStart: CivilDate?, periodEnd: CivilDate?) {
         self.limit = limit; self.used = used; self.exhausted = exhausted; self.enforced = enforced
@@ -179,7 +181,7 @@ public struct BudgetFact: Equatable, Sendable {
 
     func write(to w: inout JSONWriter) {
         w.field("limit", limit)
-        w.field("used", used)
+        if usedShown { w.field("used", used) }
         w.field("exhausted", exhausted)
         w.field("enforced", enforced)
         w.field("period_start", periodStart?.description)

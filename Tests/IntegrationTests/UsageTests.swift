@@ -182,7 +182,7 @@ final class UsageTests: IntegrationTestCase {
         XCTAssertEqual(Set(terse.lines.map { String($0.prefix { $0 != ":" }) }), ["sender"], terse.stdout)
         let theirs = try asSender(["usage", "receiver"])
         XCTAssertEqual(theirs.status, 1, theirs.summary)
-        XCTAssertTrue(theirs.stderr.contains("permission-denied"), theirs.summary)
+        XCTAssertTrue(theirs.stderr.contains("not-found"), "as an app that does not exist: \(theirs.summary)")
         XCTAssertEqual(try asSender(["usage", "reset"]).status, 1)
         let all = try ctl(["--socket", socket, "-t", "usage"])
         XCTAssertEqual(Set(all.lines.map { String($0.prefix { $0 != ":" }) }), ["sender", "receiver", ""], all.stdout)

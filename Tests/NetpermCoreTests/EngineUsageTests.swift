@@ -116,19 +116,40 @@ final class EngineUsageTests: XCTestCase {
 
     /// As QUERY: an unprivileged caller sees its own apps (its matched app, and those its uid is), no one else's, and
     /// may reset nothing.
+    /// Issue 31, point 12: a user sees the bytes of their own uid's processes only, whatever app they are taken for.
+    /// A process taken for desk (a copy of its executable, or a unit named like another app) saw that app's bytes,
+    /// moved by others; `USAGE web` said permission-denied where `USAGE nosuch` said not-found; STATUS told anyone how
+    /// many budgets ran out; QUERY showed another app's bytes in its budget.
     func testAUserSeesOnlyTheirOwnApps() {
         let h = harness()
+        count(h, "maps", sent: 5_000)
         let alice = h.connect(makePeer(uid: 1000, exe: "/usr/bin/desk"))
-        XCTAssertEqual(h.request(alice, "USAGE")["apps"]?.arrayValue?.map { $0["app"] }, ["maps", "desk"],
-                       "desk by its executable, maps by its uid")
+        XCTAssertEqual(h.request(alice, "USAGE")["apps"]?.arrayValue?.map { $0["app"] }, ["maps"],
+                       "maps by its uid alone; not desk, whose executable anyone may run")
         XCTAssertEqual(h.request(alice, "USAGE maps")["apps"]?.arrayValue?.count, 1)
-        XCTAssertTrue(h.requestError(alice, "USAGE web", .permissionDenied).contains("another user's apps"))
-        h.requestError(alice, "USAGE nosuch", .notFound)
+        let hidden = h.requestError(alice, "USAGE web", .notFound)
+        XCTAssertEqual(h.requestError(alice, "USAGE nosuch", .notFound), hidden.replacingOccurrences(of: "web", with: "nosuch"),
+                       "one answer for an app that exists and one that does not")
+        h.requestError(alice, "USAGE desk", .notFound)
         h.requestError(alice, "RESET-USAGE maps", .permissionDenied)
         XCTAssertNil(h.request(alice, "USAGE")["other"])
+        XCTAssertNil(h.request(alice, "STATUS")["usage"]?["exhausted"], "whose budgets ran out is not a user's to know")
+        let mine = h.request(h.connect(makePeer(uid: 1000, exe: "/usr/bin/maps")), "QUERY")
+        XCTAssertEqual(mine["app"], "maps")
+        XCTAssertEqual(mine["budget"]?["used"], 5_000, "her own app's bytes: \(mine)")
+        // Taken for maps by a scope named like netpermctl run's for it, as another uid.
+        let bob = h.connect(makePeer(uid: 1001, exe: "/usr/bin/web", unit: "app-netpermd-maps-t1.scope"))
+        let q = h.request(bob, "QUERY")
+        XCTAssertEqual(q["app"], "maps", "\(q)")
+        XCTAssertEqual(q["budget"]?["limit"], 1_048_576)
+        XCTAssertNil(q["budget"]?["used"], "not another uid's bytes: \(q)")
+        h.requestError(bob, "USAGE maps", .notFound)
+        XCTAssertEqual(h.request(bob, "USAGE")["apps"]?.arrayValue?.map { $0["app"] }, ["web"], "his own uid's app only")
         let admin = h.connect(Peers.admin)
         XCTAssertEqual(h.request(admin, "USAGE")["apps"]?.arrayValue?.count, 3)
         XCTAssertNotNil(h.request(admin, "USAGE")["other"])
+        XCTAssertEqual(h.request(admin, "STATUS")["usage"]?["exhausted"], 0)
+        XCTAssertEqual(h.request(admin, "QUERY maps")["budget"]?["used"], 5_000)
     }
 
     /// 80% and 100% are told once each per period (a `usage` event, to the app's own subscriber and to privileged

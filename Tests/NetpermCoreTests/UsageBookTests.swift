@@ -67,7 +67,7 @@ final class UsageBookTests: XCTestCase {
             "\(path):2: [Usage]: bad value 'sometimes' for Count= (expected yes or no)",
             "\(path):3: [Usage]: bad value '32' for PeriodStart= (expected a day of the month, 1 to 31)",
             "\(path):4: [Usage]: bad value '0' for SaveIntervalSec= (expected seconds, 1 to 86400)",
-            "\(path):5: warning: [Usage]: unknown key 'Budget' (expected Count=, PeriodStart= or SaveIntervalSec=); ignored",
+            "\(path):5: warning: [Usage]: unknown key 'Budget' (expected Count=, PeriodStart=, SaveIntervalSec= or MetricsApps=); ignored",
             "\(path):8: [App maps]: bad value 'lots' for MeteredBudget= (expected a size such as 200M, 1.5G or 500000, or infinity)",
         ])
         // Nothing would count what the budget is of: an error where it is set.

@@ -43,7 +43,7 @@ extension Engine {
                 w.objects("verbs", Verb.allCases) { $0.field("verb", $1.usage); $0.field("summary", $1.summary) }
             }
         case .status:
-            return reply(id) { writeStatus(to: &$0) }
+            return reply(id) { writeStatus(to: &$0, privileged: caller.privileged) }
         case .links:
             return reply(id) { w in
                 w.field("ok", true)
@@ -56,7 +56,7 @@ extension Engine {
             case let .success(m): match = m
             }
             let own = caller.owns(match)
-            var v = verdict(for: match, uid: own ? caller.ownUID : nil)
+            var v = forCaller(verdict(for: match, uid: own ? caller.ownUID : nil), caller)
             if own { v.enforcement = ownEnforcement(v.enforcement, caller) }
             let range = reply(id) { w in
                 w.field("ok", true)
@@ -143,7 +143,7 @@ extension Engine {
         reply(id) { e.write(to: &$0) }
     }
 
-    private func writeStatus(to w: inout JSONWriter) {
+    private func writeStatus(to w: inout JSONWriter, privileged: Bool) {
         let net = state.network
         let primary = net.primary
         w.field("ok", true)
@@ -178,7 +178,7 @@ extension Engine {
             writeWarnings(to: &$0)
         }
         w.object("enforcement") { writeEnforcement(to: &$0) }
-        w.object("usage") { writeUsageStatus(to: &$0) }
+        w.object("usage") { writeUsageStatus(to: &$0, privileged: privileged) }
     }
 
     func writePolicy(to w: inout JSONWriter) {
@@ -238,7 +238,7 @@ extension Engine {
         }
         let own = session.caller.owns(match)
         let uid = own ? session.caller.ownUID : nil
-        let v = verdict(for: match, uid: uid)
+        let v = forCaller(verdict(for: match, uid: uid), session.caller)
         if v.available {
             reply(session.id) { $0.field("ok", true); v.write(to: &$0) }
             return

@@ -520,22 +520,32 @@ extension Engine {
 
     // MARK: - USAGE and RESET-USAGE
 
-    /// The apps a caller may see the usage of: any, when privileged; else its own app and the apps its uid is.
+    /// The apps a caller may see the usage of: any, when privileged; else the apps whose every counted byte is its
+    /// uid's: `User=` that uid alone, and no system unit (whose sockets may be anyone's). Being taken for an app (a
+    /// unit named like it, a copy of its executable) shows nothing of what others moved as it.
     func usageApps(for caller: Caller) -> [AppPolicy] {
-        let own = caller.match.id
-        return state.config.apps.filter { caller.privileged || $0.id == own || $0.uids.contains(caller.identity.uid) }
+        state.config.apps.filter { mayReadUsage(of: $0, caller) }
+    }
+
+    func mayReadUsage(of app: AppPolicy, _ caller: Caller) -> Bool {
+        caller.privileged || (!app.uids.isEmpty && app.uids.allSatisfy { $0 == caller.identity.uid } && app.units.isEmpty)
+    }
+
+    /// A verdict as `caller` may read it: a budget's bytes only where its usage is the caller's to see.
+    func forCaller(_ v: Verdict, _ caller: Caller) -> Verdict {
+        guard v.budget != nil, let app = state.config.app(named: v.app), !mayReadUsage(of: app, caller) else { return v }
+        var v = v
+        v.budget?.usedShown = false
+        return v
     }
 
     func usageRequest(_ args: [String], session: Session) {
         let caller = session.caller
         if let name = args.first {
-            guard state.config.app(named: name) != nil else {
-                replyError(session.id, ProtocolError(.notFound, "no [App \(name)] in the policy"))
-                return
-            }
-            guard usageApps(for: caller).contains(where: { $0.id == name }) else {
-                replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
-                    + "\(ConfigError.quote(state.config.adminGroup)) may see another user's apps; leave APP out for your own"))
+            // One answer whether the app exists or is another's: QUERY tells no more.
+            guard let app = state.config.app(named: name), mayReadUsage(of: app, caller) else {
+                replyError(session.id, ProtocolError(.notFound, "no [App \(name)] whose usage you may see (root or members "
+                    + "of group \(ConfigError.quote(state.config.adminGroup)) see every app's; leave APP out for your own)"))
                 return
             }
         }
@@ -595,7 +605,7 @@ extension Engine {
     }
 
     /// STATUS's `usage` member.
-    func writeUsageStatus(to w: inout JSONWriter) {
+    func writeUsageStatus(to w: inout JSONWriter, privileged: Bool) {
         w.field("counting", state.config.usage.count)
         w.field("state", usage.state.name)
         if case let .failed(error, attempts) = usage.state {
@@ -605,7 +615,8 @@ extension Engine {
         w.field("period_start", usage.book.period?.description)
         let budgets = state.config.apps.reduce(0) { $0 + (state.config.meteredBudget(for: $1) != nil ? 1 : 0) }
         w.field("budgets", budgets)
-        w.field("exhausted", state.exhausted.count)
+        // Whose budgets ran out is the usage of apps a user may not see.
+        if privileged { w.field("exhausted", state.exhausted.count) }
     }
 
     /// The wall clock, as seconds and as the local day.
