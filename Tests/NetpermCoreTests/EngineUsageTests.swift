@@ -150,6 +150,17 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertNotNil(h.request(admin, "USAGE")["other"])
         XCTAssertEqual(h.request(admin, "STATUS")["usage"]?["exhausted"], 0)
         XCTAssertEqual(h.request(admin, "QUERY maps")["budget"]?["used"], 5_000)
+        // The same in the events of the app's verdict: its bytes to its own uid, not to the other.
+        let aliceMaps = h.connect(makePeer(uid: 1000, exe: "/usr/bin/maps"))
+        _ = h.subscribe(aliceMaps)
+        _ = h.subscribe(bob)
+        exhaust(h, "maps", counted: 1_100_000, quotaCounted: 1_100_000)
+        let hers = h.takeEvents(aliceMaps, named: "app").last, his = h.takeEvents(bob, named: "app").last
+        XCTAssertEqual(hers?["reason"], "budget-exhausted")
+        XCTAssertNotNil(hers?["budget"]?["used"], "\(String(describing: hers))")
+        XCTAssertEqual(his?["reason"], "budget-exhausted")
+        XCTAssertNotNil(his?["budget"], "\(String(describing: his))")
+        XCTAssertNil(his?["budget"]?["used"], "\(String(describing: his))")
     }
 
     /// 80% and 100% are told once each per period (a `usage` event, to the app's own subscriber and to privileged

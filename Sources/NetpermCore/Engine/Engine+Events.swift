@@ -1,20 +1,26 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /// Events out to subscribers, and prompts to agents.
 extension Engine {
-    /// Each event's members are written once; every subscriber that wants it gets its own head before them.
+    /// Each event's members are written once (twice for an app's verdict with a budget: with its bytes, for those
+    /// who may see its usage, and without); every subscriber that wants it gets its own head before them.
     func push(_ events: [Event]) {
         let subscribers = orderedSessions { $0.subscription != nil }
         guard !subscribers.isEmpty else { return }
         for event in events {
-            var tail: Range<Int>?
+            var tails: [Bool: Range<Int>] = [:]
+            var budgeted: AppPolicy?
+            if case let .app(v) = event, v.budget != nil { budgeted = state.config.app(named: v.app) }
             for s in subscribers where s.subscription!.wants(event) {
-                let shared = tail ?? out.write { b in
+                let hide = budgeted.map { !mayReadUsage(of: $0, s.caller) } ?? false
+                let shared = tails[hide] ?? out.write { b in
                     var w = JSONWriter(continuing: b)
-                    event.writeMembers(to: &w)
+                    var e = event
+                    if hide, case let .app(v) = event { e = .app(forCaller(v, s.caller)) }
+                    e.writeMembers(to: &w)
                     w.close()
                     b.append(0x0A)
                 }
-                tail = shared
+                tails[hide] = shared
                 let head = out.write { s.subscription!.writeHead(event.name, into: $0) }
                 out.append(.event(s.id, head: head, tail: shared))
             }
