@@ -25,8 +25,13 @@ why_not (JsonObject *verdict, const char *dimension)
     return "its policy says ask and the user has not decided";
   if (g_strcmp0 (source, "decision") == 0)
     return "a decision denies it";
+  /* Once lasts until the daemon restarts or the policy changes (PROTOCOL.md), whoever decided. */
   if (g_strcmp0 (source, "once") == 0)
-    return "a decision denies it until netpermd restarts";
+    return "a decision denies it until netpermd restarts or its policy changes";
+  if (g_strcmp0 (source, "user-decision") == 0)
+    return "its user's decision denies it";
+  if (g_strcmp0 (source, "user-once") == 0)
+    return "its user's decision denies it until netpermd restarts or its policy changes";
   if (g_strcmp0 (source, "budget") == 0)
     return "its metered budget for this period is used up";
   return "its policy denies it";
@@ -110,12 +115,14 @@ budget_exhausted (JsonObject *verdict, const char *app, NetpermdVerdict *out)
       out->message = g_strdup_printf ("%s may not use metered links: its metered budget for this period is used up", app);
       return;
     }
-  g_autofree char *used = g_format_size_full ((guint64) netpermd_json_int (budget, "used"), G_FORMAT_SIZE_IEC_UNITS);
   g_autofree char *limit = g_format_size_full ((guint64) netpermd_json_int (budget, "limit"), G_FORMAT_SIZE_IEC_UNITS);
   const char *until = netpermd_json_string (budget, "period_end");
   g_autofree char *then = until ? g_strdup_printf ("; they open again on %s", until) : g_strdup ("");
-  out->message = g_strdup_printf ("%s may not use metered links: it has used %s of its metered budget of %s for this "
-                                  "period%s", app, used, limit, then);
+  /* Used up is used up: the counters may stop short of the budget (the kernel refused the packet that would have
+   * crossed it, which no counter saw), and "used 3.0 KiB of 4.0 KiB" read as room left. `used` is there only for those
+   * who may see the app's usage. */
+  out->message = g_strdup_printf ("%s may not use metered links: it has used up its metered budget of %s for this "
+                                  "period%s", app, limit, then);
 }
 
 gboolean

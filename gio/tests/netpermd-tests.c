@@ -83,7 +83,16 @@ test_denied (void)
                   "\"other\":\"policy\",\"metered\":\"once\"}}",
                   G_IO_ERROR_PERMISSION_DENIED,
                   "maps may not use wifi (a decision denies it), wwan (its policy says ask and no agent is there to ask "
-                  "the user) or metered links (a decision denies it until netpermd restarts)");
+                  "the user) or metered links (a decision denies it until netpermd restarts or its policy changes)");
+  /* A user's own decisions say whose they are (they read "its policy denies it"). */
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"denied\",\"via\":null,\"egress\":{},"
+                  "\"denied_kinds\":[\"wifi\",\"wwan\"],\"pending_kinds\":[],"
+                  "\"permissions\":{\"wifi\":\"deny\",\"wwan\":\"deny\",\"ethernet\":\"allow\",\"other\":\"allow\","
+                  "\"metered\":\"allow\"},\"sources\":{\"wifi\":\"user-decision\",\"wwan\":\"user-once\","
+                  "\"ethernet\":\"policy\",\"other\":\"policy\",\"metered\":\"policy\"}}",
+                  G_IO_ERROR_PERMISSION_DENIED,
+                  "maps may not use wifi (its user's decision denies it) or wwan (its user's decision denies it until "
+                  "netpermd restarts or its policy changes)");
 }
 
 static void
@@ -107,11 +116,19 @@ test_budget_exhausted (void)
                      "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"allow\",\"ethernet\":\"allow\",\"other\":\"allow\","
                      "\"metered\":\"deny\"},\"sources\":{\"wifi\":\"policy\",\"wwan\":\"policy\",\"ethernet\":\"policy\","
                      "\"other\":\"policy\",\"metered\":\"budget\"},\"enforced\":true";
-  g_autofree char *with = g_strconcat (head, ",\"budget\":{\"limit\":1048576,\"used\":1048900,\"exhausted\":true,"
+  /* The counters stopped short of the budget (the crossing packet was refused): still used up, never "3.0 KiB of
+   * 4.0 KiB"; and without `used` (another uid's app) the same. */
+  g_autofree char *with = g_strconcat (head, ",\"budget\":{\"limit\":1048576,\"used\":986023,\"exhausted\":true,"
                                              "\"enforced\":true,\"period_start\":\"2026-12-01\","
                                              "\"period_end\":\"2027-01-01\"}}", NULL);
   assert_refused (with, G_IO_ERROR_PERMISSION_DENIED,
-                  "maps may not use metered links: it has used 1.0\302\240MiB of its metered budget of 1.0\302\240MiB for this period; "
+                  "maps may not use metered links: it has used up its metered budget of 1.0\302\240MiB for this period; "
+                  "they open again on 2027-01-01");
+  g_autofree char *hidden = g_strconcat (head, ",\"budget\":{\"limit\":1048576,\"exhausted\":true,"
+                                               "\"enforced\":true,\"period_start\":\"2026-12-01\","
+                                               "\"period_end\":\"2027-01-01\"}}", NULL);
+  assert_refused (hidden, G_IO_ERROR_PERMISSION_DENIED,
+                  "maps may not use metered links: it has used up its metered budget of 1.0\302\240MiB for this period; "
                   "they open again on 2027-01-01");
   g_autofree char *without = g_strconcat (head, "}", NULL);
   assert_refused (without, G_IO_ERROR_PERMISSION_DENIED,
