@@ -46,11 +46,13 @@ public protocol UsageSaving: Sendable {
 extension UsageStore: UsageSaving {}
 
 /// The usage table's counters and quota objects (`UsageCounters`, over netfilter netlink); nil: no table.
-public protocol UsageCounting: AnyObject {
+/// Read on a thread of its own (the Interpreter's usage reader): one reading of 10,001 apps' counters is tens of
+/// milliseconds.
+public protocol UsageCounting: AnyObject, Sendable {
     func read() -> Result<UsageReading?, Errno>
 }
 
-final class KernelUsageCounters: UsageCounting {
+final class KernelUsageCounters: UsageCounting, Sendable {
     func read() -> Result<UsageReading?, Errno> { Result { () throws(Errno) in try UsageCounters.read() } }
 }
 

@@ -22,6 +22,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// The usage totals, written off the loop as the decisions are (on it at a stop: the process is about to go).
     private let usageStore: UsageSaving
     private let usageWriter: OffLoop<StoreOutcome>?
+    /// Where the usage counters are read (one reading at a time: the engine asks for the next once one is back).
+    private let usageReader: OffLoop<Result<UsageReading?, Errno>>?
     private let counters: UsageCounting
     private var stopping = false
     private let sysfs: Sysfs
@@ -89,6 +91,10 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         do { usageWriter = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up writing usage totals off the loop (\(error)); they will be written on the loop")
             usageWriter = nil
+        }
+        do { usageReader = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up reading usage counters off the loop (\(error)); they will be read on the loop")
+            usageReader = nil
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
         enforcer.blocked = { [unowned self] app, kind, uid, index in
@@ -211,10 +217,23 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             }
         case .readUsage:
             TestClock.refresh()
-            switch counters.read() {
-            case let .success(reading): feed(.usageRead(reading, error: nil))
-            case let .failure(e): feed(.usageRead(nil, error: "\(e)"))
+            let counters = self.counters
+            let done: (Result<UsageReading?, Errno>) -> Void = { [unowned self] result in
+                switch result {
+                case let .success(reading): feed(.usageRead(reading, error: nil))
+                case let .failure(e): feed(.usageRead(nil, error: "\(e)"))
+                }
             }
+            // At a stop, on the loop: the process ends right after.
+            if let usageReader, !usageReader.busy, !stopping {
+                do {
+                    try usageReader.run({ counters.read() }, then: done)
+                    return
+                } catch {
+                    Log.warning("cannot start a thread to read the usage counters (\(error)); reading them on the loop")
+                }
+            }
+            done(counters.read())
         case let .saveUsage(book):
             // At a stop, on the loop: the process ends right after.
             let store = usageStore

@@ -146,6 +146,8 @@ public final class Engine {
         case waitTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
         /// Usage: read the counters (and save the totals if they moved); load the counting rules again.
         case usageTick, usageRulesRetry
+        /// A uid's USAGE forced a reading less than `usageReadSpacingSec` ago: its next ones wait for this.
+        case usageCooldown(uid: UInt32)
         /// A prompt for this "app scope" expired: rejected packets raise it again only once this fires.
         case blockedQuiet(String)
     }
@@ -622,6 +624,8 @@ public final class Engine {
             usageTicked()
         case .usageRulesRetry:
             retryUsageRules()
+        case let .usageCooldown(uid):
+            usageCooledDown(uid)
         }
     }
 
