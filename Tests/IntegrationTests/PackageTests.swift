@@ -184,6 +184,14 @@ final class PackageTests: IntegrationTestCase {
         func gioCache() -> String { (try? String(contentsOfFile: sd.root + gioDir + "/giomodule.cache", encoding: .utf8)) ?? "" }
         XCTAssertTrue(gioCache().contains("libgionetpermd.so: gio-network-monitor"), "GLib's trigger: \(gioCache())")
 
+        // Issue 36, point 16: an administrator deletes the conffile (dpkg then keeps it deleted): the daemon runs on
+        // its built-in defaults, as netpermd.conf(5) says, where the unit's explicit --config put it in a restart loop.
+        try sd.check(["rm", "/etc/netpermd/netpermd.conf"])
+        let restart = try sd.run(["systemctl", "restart", "netpermd.service"])
+        XCTAssertEqual(restart.status, 0, restart.summary)
+        XCTAssertEqual(try sd.property("netpermd.service", "ActiveState"), "active")
+        XCTAssertEqual(try query(sd, as: 65534)?["ok"] as? Bool, true, "answered on the built-in defaults")
+
         // The administrator edits the policy and reloads; a member of the packaged group may do what root may.
         try sd.addUser("npt-updater", uid: 4201)
         try sd.addUser("npt-admin", uid: 4202)
