@@ -31,7 +31,17 @@ enum Monitor {
                 var state = MonitorState()
                 // Events are escaped before anything reads them; APP is compared in the same form.
                 let shownApp = app.map { SafeText.escape($0) }
+                var first = true
                 while let line = try conn.readLine() {
+                    // An APP the snapshot does not name (not in the policy, or not this user's) would print nothing
+                    // for ever: said, as `query` says it.
+                    if first, let app {
+                        first = false
+                        let apps = (try? JSONParser.parse(line))?["apps"]?.arrayValue?.compactMap { $0["app"]?.stringValue }
+                        if let apps, !apps.contains(app) {
+                            die("no [App \(app)] in the policy that you may follow (not-found)", .failed)
+                        }
+                    }
                     let change = { (try? JSONParser.parse(line)).flatMap { state.apply($0.forTerminal) } }
                     let text: String?
                     switch mode {

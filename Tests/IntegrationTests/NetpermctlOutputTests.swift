@@ -318,6 +318,17 @@ extension NetpermctlTests {
         return (seq, String(line[line.index(close, offsetBy: 2)...]))
     }
 
+    /// Issue 36, point 21: `netpermctl monitor APP` for an app the policy does not have printed nothing, for ever. It
+    /// says so and fails, in every output mode, as `query` does.
+    func testMonitorOfAnUnknownAppSaysSo() throws {
+        let f = try makeAppFixture(policy: Self.updaterPolicy, peersApart: true)
+        for mode in [[], ["-t"], ["--json"]] {
+            let r = try ctl(["--socket", f.socket] + mode + ["monitor", "nosuch"], timeout: 10)
+            XCTAssertEqual(r.status, 1, "\(mode): \(r.summary)")
+            XCTAssertEqual(r.stderr, "netpermctl: no [App nosuch] in the policy that you may follow (not-found)\n", "\(mode)")
+        }
+    }
+
     func testMonitorSaysWhatChanged() throws {
         let f = try makeAppFixture(policy: Self.updaterPolicy, peersApart: true)
         try f.addAddress("wlan0")
