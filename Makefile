@@ -275,6 +275,9 @@ UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system
 USERUNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/user
 SYSUSERSDIR = $(DESTDIR)$(PREFIX)/lib/sysusers.d
 DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
+# What an administrator copies, which must survive a system that keeps no docs (Debian Policy 12.3: a path-exclude
+# of /usr/share/doc leaves only the copyright): the enforcement and steering drop-ins.
+DATADIR = $(DESTDIR)$(PREFIX)/share/netpermd
 CONFDIR = $(DESTDIR)/etc/netpermd
 MANDIR = $(DESTDIR)$(PREFIX)/share/man
 BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
@@ -322,8 +325,8 @@ install-files:
 	install -D -m 0644 completions/_netpermctl $(ZSHCOMPDIR)/_netpermctl
 	install -m 0644 config/netpermd.conf $(DOCDIR)/netpermd.conf.example
 	@# Not installed as a drop-in: enforcement's CAP_NET_ADMIN is the administrator's choice (docs/ENFORCEMENT.md).
-	install -m 0644 systemd/netpermd-enforcement.conf $(DOCDIR)/netpermd-enforcement.conf
-	install -m 0644 systemd/netpermd-steer.conf $(DOCDIR)/netpermd-steer.conf
+	install -D -m 0644 systemd/netpermd-enforcement.conf $(DATADIR)/netpermd-enforcement.conf
+	install -D -m 0644 systemd/netpermd-steer.conf $(DATADIR)/netpermd-steer.conf
 	@# Never overwrite an administrator's configuration.
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
 
@@ -337,7 +340,7 @@ uninstall:
 	rm -f $(USERUNITDIR)/netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service
 	-rmdir $(USERUNITDIR)/graphical-session.target.wants 2>/dev/null
 	rm -f $(SYSUSERSDIR)/netpermd.conf
-	rm -rf $(DOCDIR)
+	rm -rf $(DOCDIR) $(DATADIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
 	$(MAKE) --no-print-directory uninstall-gio

@@ -198,7 +198,8 @@ final class PackageTests: IntegrationTestCase {
         try sd.check(["usermod", "-a", "-G", "netperm", "npt-admin"])
         try agentUnitIsEnabled(sd, forUser: 4201)
         // Its Mode=block needs the drop-in the package ships among its docs (docs/ENFORCEMENT.md).
-        try sd.check(["install", "-D", "-m", "0644", "/usr/share/doc/netpermd/netpermd-enforcement.conf",
+        // Issue 36, point 17: under /usr/share/netpermd, which a system keeping no docs still has.
+        try sd.check(["install", "-D", "-m", "0644", "/usr/share/netpermd/netpermd-enforcement.conf",
                       "/etc/systemd/system/netpermd.service.d/enforcement.conf"])
         try sd.check(["systemctl", "daemon-reload"])
         try sd.write(Self.policy, to: "/etc/netpermd/netpermd.conf")

@@ -69,7 +69,7 @@ final class SystemdTests: IntegrationTestCase {
         }
 
         func addDropIn(_ name: String) throws {
-            try FileManager.default.copyItem(atPath: staged + "/usr/local/share/doc/netpermd/" + name,
+            try FileManager.default.copyItem(atPath: staged + "/usr/local/share/netpermd/" + name,
                                              toPath: system + "/netpermd.service.d/" + name)
         }
 
