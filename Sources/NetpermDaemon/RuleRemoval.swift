@@ -12,24 +12,15 @@ public enum RuleRemoval {
     public static func run() -> Int32 {
         var failed = false
         var removed: [String] = []
-        let tables = [Ruleset.table, Ruleset.handoverTable].filter {
-            (try? NftablesTable.exists(name: $0)) ?? true
-        }
-        if !tables.isEmpty {
+        // Over nf_tables messages, not libnftables (a Recommends): without it a remove left the rules in force
+        // ("cannot load libnftables", then "no rules to remove"), and denied apps cut off until a reboot.
+        // The rules' table and a handover's in one transaction, then the usage table.
+        for (family, tables) in [(Ruleset.family, [Ruleset.table, Ruleset.handoverTable]),
+                                 (UsageRules.family, [UsageRules.table])] {
             do {
-                try Nftables().run(Ruleset.removal)
-                removed += tables.map { "table \(Ruleset.family) \($0)" }
+                removed += try NftablesTable.delete(tables).map { "table \(family) \($0)" }
             } catch {
-                Output.write(STDERR_FILENO, "netpermd: cannot remove table \(Ruleset.family) \(Ruleset.table): \(error)\n")
-                failed = true
-            }
-        }
-        if (try? NftablesTable.exists(name: UsageRules.table)) ?? true {
-            do {
-                try Nftables().run(UsageRules.removal)
-                removed.append("table \(UsageRules.family) \(UsageRules.table)")
-            } catch {
-                Output.write(STDERR_FILENO, "netpermd: cannot remove table \(UsageRules.family) \(UsageRules.table): \(error)\n")
+                Output.write(STDERR_FILENO, "netpermd: cannot remove table \(family) \(tables[0]): \(error)\n")
                 failed = true
             }
         }

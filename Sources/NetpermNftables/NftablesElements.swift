@@ -26,12 +26,6 @@ public enum NftablesElements {
             r.append(header: nfgenmsg(nfgen_family: family, version: UInt8(NFNETLINK_V0), res_id: 0))
             return r
         }
-        func marker(_ type: UInt16) -> NetlinkRequest {
-            var r = NetlinkRequest(type: type, flags: 0)
-            r.append(header: nfgenmsg(nfgen_family: UInt8(AF_UNSPEC), version: UInt8(NFNETLINK_V0),
-                                      res_id: UInt16(NFNL_SUBSYS_NFTABLES).bigEndian))
-            return r
-        }
         func list(_ r: inout NetlinkRequest, map: String) {
             r.attribute(UInt16(NFTA_SET_ELEM_LIST_TABLE.rawValue), string: Ruleset.table)
             r.attribute(UInt16(NFTA_SET_ELEM_LIST_SET.rawValue), string: map)
@@ -71,7 +65,7 @@ public enum NftablesElements {
             }
         }
         guard elements <= maxElements else { return nil }
-        var messages = [marker(np_nfnl_msg_batch_begin)]
+        var messages = [NftablesRequest.batchMarker(np_nfnl_msg_batch_begin)]
         for c in changes.commands {
             switch c {
             case let .flush(map):
@@ -113,7 +107,7 @@ public enum NftablesElements {
                 messages.append(r)
             }
         }
-        messages.append(marker(np_nfnl_msg_batch_end))
+        messages.append(NftablesRequest.batchMarker(np_nfnl_msg_batch_end))
         return messages.reduce(0) { $0 + $1.bytes.count + 4 } > maxBatchBytes ? nil : messages
     }
 

@@ -47,6 +47,14 @@ public enum NftablesRequest {
         return .success(answers)
     }
 
+    /// A batch's begin or end message: nf_tables changes only inside one, as one transaction.
+    static func batchMarker(_ type: UInt16) -> NetlinkRequest {
+        var r = NetlinkRequest(type: type, flags: 0)
+        r.append(header: nfgenmsg(nfgen_family: UInt8(AF_UNSPEC), version: UInt8(NFNETLINK_V0),
+                                  res_id: UInt16(NFNL_SUBSYS_NFTABLES).bigEndian))
+        return r
+    }
+
     /// The ruleset's generation: every committed transaction, whoever made it, adds one.
     public static func generation() throws(Errno) -> UInt32 {
         let answers = try ask(NFT_MSG_GETGEN.rawValue, family: UInt8(AF_UNSPEC)).get()
