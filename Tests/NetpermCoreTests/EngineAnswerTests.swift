@@ -61,8 +61,8 @@ final class EngineAnswerTests: XCTestCase {
         XCTAssertEqual(once["answered"]?["once"], true)
         XCTAssertEqual(once["sources"]?["wwan"], "once")
         XCTAssertEqual(h.persisted.count, persisted, "once is not written")
-        h.reload(policy: policy)
-        XCTAssertEqual(h.request(app, "QUERY")["reason"], "awaiting-decision", "once ends with the policy's next load")
+        h.reload(policy: policy + "\n[App npt-changed]\nUser=9999\n")
+        XCTAssertEqual(h.request(app, "QUERY")["reason"], "awaiting-decision", "once ends when the policy changes")
     }
 
     /// An answer after the prompt expired, was answered or is another's is refused alike, and stores nothing; a

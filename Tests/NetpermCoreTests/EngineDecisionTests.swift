@@ -151,8 +151,8 @@ final class EngineDecisionTests: XCTestCase {
         XCTAssertEqual(source(h, "maps"), "decision")
     }
 
-    /// --once: in force at once, never written, and gone at the next policy load (RELOAD or SIGHUP), where a
-    /// lasting decision stays.
+    /// --once: in force at once, never written, and gone when the policy changes (RELOAD or SIGHUP of changed files),
+    /// where a lasting decision stays. A load of the same policy keeps it (issue 36, point 12: it ended at any reload).
     func testOnceDecision() {
         let h = harness()
         let admin = h.connect(Peers.admin)
@@ -162,12 +162,15 @@ final class EngineDecisionTests: XCTestCase {
         XCTAssertFalse(h.steps.contains("persist"))
         XCTAssertEqual(h.logged(containing: "decision: maps may use wwan (once)").count, 1)
         h.reload(policy: policy)
+        XCTAssertEqual(source(h, "maps"), "once", "the same policy: nothing changed")
+        h.reload(policy: policy + "\n[App npt-changed]\nUser=9999\n")
         XCTAssertEqual(source(h, "maps"), "no-agent")
         // Once over lasting, until the policy changes; then the lasting one again.
         _ = h.request(admin, "DECIDE maps wwan deny")
         _ = h.request(admin, "DECIDE maps wwan allow --once")
         XCTAssertEqual(h.persisted.count, 1)
         XCTAssertEqual(source(h, "maps"), "once")
+        h.policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
         XCTAssertEqual(h.request(admin, "RELOAD")["ok"], true)
         let q = h.request(h.connect(), "QUERY maps")
         XCTAssertEqual(q["sources"]?["wwan"], "decision")
@@ -383,7 +386,7 @@ final class EngineDecisionTests: XCTestCase {
         _ = h.request(admin, "DECIDE maps wwan allow --once")
         h.storeIsManual = true
         _ = h.send(admin, "DECIDE weather wwan allow")
-        h.reload(policy: policy)
+        h.reload(policy: policy + "\n[App npt-changed]\nUser=9999\n")
         XCTAssertEqual(source(h, "maps"), "no-agent")
         h.completeStore()
         XCTAssertEqual(source(h, "maps"), "no-agent", "the --once decision came back with the write")

@@ -144,7 +144,7 @@ final class EngineMeteredTests: XCTestCase {
         let c = h.connect(nav)
         XCTAssertEqual(h.request(h.connect(Peers.root), "DECIDE nav metered allow --once")["sources"]?["metered"], "once")
         XCTAssertEqual(h.request(c, "QUERY")["reason"], "ok")
-        h.reload(policy: policy + "\n")
+        h.reload(policy: policy + "\n[App npt-changed]\nUser=9999\n")
         XCTAssertEqual(h.request(c, "QUERY")["reason"], "awaiting-decision")
     }
 

@@ -456,6 +456,7 @@ public final class Engine {
             finishReload(error: message)
             return
         }
+        let changed = config != state.config
         state.config = config
         if config.adminGID == nil {
             log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
@@ -465,8 +466,9 @@ public final class Engine {
         state.policyError = nil
         state.policyWarnings = result.warnings
         state.policyWarningCount = result.warningCount
-        // A --once decision holds until the policy changes.
-        state.decisions.dropOnce()
+        // A --once decision holds until the policy changes: a reload of the same files (a SIGHUP, a touch, a package's
+        // reload) changes nothing, and ended every once (issue 36, point 12).
+        if changed { state.decisions.dropOnce() }
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
         for s in orderedSessions(where: { _ in true }) {
