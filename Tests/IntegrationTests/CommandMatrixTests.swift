@@ -87,8 +87,11 @@ final class CommandMatrixTests: IntegrationTestCase {
 
         c.append(C(command: "monitor", kind: "success", args: ["monitor"], exit: 130, json: .objects,
                    terse: .records, humanOutput: true, untilInterrupted: true))
-        c.append(C(command: "monitor", kind: "success", args: ["monitor", "maps"], user: .nobody, exit: 130,
+        c.append(C(command: "monitor", kind: "success", args: ["monitor", "maps"], exit: 130,
                    json: .objects, terse: .records, humanOutput: true, untilInterrupted: true))
+        // An app nobody may not follow (not theirs): said and failed, never silence for ever (issue 36, point 21).
+        c.append(C(command: "monitor", kind: "not-found", args: ["monitor", "maps"], user: .nobody, exit: 1,
+                   json: .nothing, terse: .nothing, humanOutput: false))
         c.append(.usage("monitor", ["monitor", "a", "b"]))
         c.append(.unreachable("monitor", ["monitor"], user: .nobody, socket: .locked))
         // Not running (yet): it says so and keeps waiting for the daemon, as the help says.
