@@ -183,7 +183,9 @@ final class EngineUsageTests: XCTestCase {
         // The same in the events of the app's verdict: its bytes to its own uid, not to the other.
         let aliceMaps = h.connect(makePeer(uid: 1000, exe: "/usr/bin/maps"))
         _ = h.subscribe(aliceMaps)
-        _ = h.subscribe(bob)
+        let snapshot = h.subscribe(bob).snapshot
+        XCTAssertEqual(snapshot["apps"]?.arrayValue?.map { $0["app"] }, ["maps"], "\(snapshot)")
+        XCTAssertNil(snapshot["apps"]?.arrayValue?.first?["budget"]?["used"], "nor in the snapshot: \(snapshot)")
         exhaust(h, "maps", counted: 1_100_000, quotaCounted: 1_100_000)
         let hers = h.takeEvents(aliceMaps, named: "app").last, his = h.takeEvents(bob, named: "app").last
         XCTAssertEqual(hers?["reason"], "budget-exhausted")

@@ -319,7 +319,7 @@ extension Engine {
         let range = out.write { b in
             sub.writeHead(.snapshot, into: b)
             var w = JSONWriter(continuing: b)
-            writeState(for: sub, to: &w)
+            writeState(for: sub, caller, to: &w)
             w.close()
             b.append(0x0A)
         }
@@ -328,12 +328,14 @@ extension Engine {
     }
 
     /// What a snapshot and a resync carry: the state of each subscribed topic, as far as the subscriber may see.
-    func writeState(for sub: Subscription, to w: inout JSONWriter) {
+    func writeState(for sub: Subscription, _ caller: Caller, to w: inout JSONWriter) {
         if sub.topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
         if sub.topics.contains(.apps) || sub.topics.contains(.own) {
             // Its own app as its uid has it, where it decides for its own uid.
             let apps = tracker.all.lazy.map { v in v.app == sub.appID ? sub.ownUID.flatMap { self.tracker.verdict(v.app, uid: $0) } ?? v : v }
-            w.objects("apps", apps.filter(sub.hears)) { withEnforcement($1, .name).write(to: &$0, matchedBy: false) }
+            w.objects("apps", apps.filter(sub.hears)) {
+                forCaller(withEnforcement($1, .name), caller).write(to: &$0, matchedBy: false)
+            }
         }
         if sub.isAgent { w.objects("prompts", state.prompts.open.filter(sub.mayAnswer)) { $1.write(to: &$0) } }
         if sub.topics.contains(.policy) { w.object("policy") { writePolicy(to: &$0) } }
@@ -348,7 +350,7 @@ extension Engine {
             var w = JSONWriter(continuing: b)
             w.field("why", why.rawValue)
             if let dropped { w.field("dropped", dropped) }
-            writeState(for: session.subscription!, to: &w)
+            writeState(for: session.subscription!, session.caller, to: &w)
             w.close()
             b.append(0x0A)
         }
