@@ -126,10 +126,11 @@ final class HostileFilesTests: IntegrationTestCase {
         XCTAssertEqual(reply.get()?["ok"] as? Bool, true, "\(String(describing: reply.get()))")
         XCTAssertEqual(reply.get()?["apps"] as? Int, 10001)
         XCTAssertEqual(try client.request("QUERY late")["app"] as? String, "late")
-        // Reading and parsing took `took` s (0.45 s in a debug build); the loop kept answering throughout, but for
-        // applying the new policy (tens of ms for 10,000 apps in a debug build). Read on the loop, the worst PING
-        // was the whole reload.
-        XCTAssertLessThan(worst, 0.2, "worst PING during a \(took) s reload: \(worst) s")
+        // Reading and parsing took `took` s; the loop kept answering throughout, but for applying the new policy
+        // (10,000 apps in a debug build: the worst PING was 153-263 ms at e3796d7 on a 2-core machine, 1 run in 5
+        // over 200 ms). Read on the loop, the worst PING was the whole reload (1.1-1.5 s there): half a second tells
+        // the two apart without failing on a busy machine.
+        XCTAssertLessThan(worst, 0.5, "worst PING during a \(took) s reload: \(worst) s")
         print("large config: reload took \(String(format: "%.3f", took)) s, worst PING meanwhile "
             + String(format: "%.1f", worst * 1000) + " ms")
     }
