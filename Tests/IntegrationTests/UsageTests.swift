@@ -314,6 +314,61 @@ final class UsageTests: IntegrationTestCase {
         _ = daemon
     }
 
+    /// Issue 31, 7 and 11: a flow is its socket's app's, however it began. A UDP flow's addresses and ports reused by
+    /// another uid while conntrack keeps it (its first uid's app took all 30 datagrams, the second's 0); a flow the
+    /// peer began, the app replying (578 B counted of 3.6 MB received, past a 1 MiB budget); a connection opened
+    /// before its app was in the policy (6 MB passed a 1 MiB budget, counted as other processes).
+    func testAFlowIsItsSocketsAppHoweverItBegan() throws {
+        try start(Self.policy(mode: "block", budget: "1M"))
+        func sentOverWWAN(_ app: String) throws -> Int { try counted(app, kind: "wwan", metered: true).sent }
+
+        // The same source port, one uid after the other.
+        let before = (try sentOverWWAN("receiver"), try sentOverWWAN("sender"))
+        XCTAssertEqual(try bed.client(uid: Self.receiver, "udp", "wwan0", "5", "1000", "7820")["echoed"] as? Int, 5)
+        XCTAssertEqual(try bed.client(uid: Self.sender, "udp", "wwan0", "25", "1000", "7820")["echoed"] as? Int, 25)
+        XCTAssertEqual(try sentOverWWAN("receiver") - before.0, 5 * 1028, "the first uid's five datagrams")
+        XCTAssertEqual(try sentOverWWAN("sender") - before.1, 25 * 1028, "the second uid's 25, on the same flow")
+
+        // The peer begins: 2,000 datagrams of 1,000 bytes, each after the app's reply to the last.
+        let counted0 = try counted("sender", kind: "wwan", metered: true).received
+        let pushed = try bed.client(uid: Self.sender, "pushed", "wwan0", "2000", "1000")
+        let got = try XCTUnwrap(pushed["received"] as? Int, "\(pushed)")
+        let received = try counted("sender", kind: "wwan", metered: true).received - counted0
+        print("usage: a flow the peer began: the app received \(got) bytes, counted \(received)")
+        XCTAssertGreaterThanOrEqual(received, got - 1000, "all but the datagram before its first reply are the app's")
+        XCTAssertLessThan(got, (1 << 20) + 2000, "the budget ends it: \(pushed)")
+        try waitUntil("its budget is used up") {
+            let b = try self.request(self.socket, "QUERY sender")["budget"] as? [String: Any]
+            return (b?["exhausted"] as? Bool == true, "\(b ?? [:])")
+        }
+
+        // Opened by uid 4103 while no app was its; then [App late] with a budget: the connection is late's.
+        let gates = dir + "/gates"
+        try FileManager.default.createDirectory(atPath: gates, withIntermediateDirectories: false)
+        chmod(gates, 0o777)
+        let gate = gates + "/open"
+        let out = dir + "/gated.json"
+        let child = try Subprocess.spawn(try bed.clientArgv(uid: 4103, ["gated", "wwan0", String(4 << 20), gate]),
+                                         stdin: .devNull, stdout: .appendFile(out), stderr: .appendFile(out))
+        addTeardownBlock { _ = child.killAndReap() }
+        try waitUntil("the connection is open") { (FileManager.default.fileExists(atPath: gate + ".ready"), "") }
+        _ = try writeConfig(Self.policy(mode: "block", budget: "1M", extra: "[App late]\nUser=4103\nMeteredBudget=1M"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        try waitUntil("late's uid is in the counting table") {
+            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(self.bed.ns.name)", "nft", "list", "map", "inet",
+                                        "netpermd_usage", "retag_uid"])
+            return (r.stdout.contains("4103 :"), r.summary)
+        }
+        FileManager.default.createFile(atPath: gate, contents: nil)
+        XCTAssertNotNil(child.wait(timeout: 30), "the upload ends")
+        let up = try JSONValue.object(try String(contentsOfFile: out, encoding: .utf8))
+        XCTAssertTrue(["ECONNRESET", "EPIPE"].contains(up["error"] as? String ?? ""), "the budget ends it: \(up)")
+        let late = try sentOverWWAN("late")
+        print("usage: a connection older than its app: \(late) bytes counted as its app's, \(up["sent"] ?? "?") sent")
+        XCTAssertGreaterThan(late, (1 << 20) - (66 << 10), "what it sent after the reload is late's")
+        XCTAssertLessThan(late, (1 << 20) + (256 << 10))
+    }
+
     func testABudgetEndsATransferAtOnceAndAResetOrTheNextPeriodOpensIt() throws {
         // The metered link is the app's only way out (its default route, Ethernet down): with its budget used up
         // its verdict is budget-exhausted, not routed-elsewhere.

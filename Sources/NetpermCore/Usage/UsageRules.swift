@@ -82,17 +82,25 @@ public struct UsageRules: Equatable, Sendable {
                     Map(name: "sent_links", type: "ifname : verdict", elements: post),
                     Map(name: "received_links", type: "ifname : verdict", elements: pre)]
         for m in tagging.maps { maps.append(Map(name: m.name, type: m.key + " : " + m.value, elements: m.elements.map(\.text))) }
+        // The uid's tag for a datagram's socket, and for a uid no app owns, none (its catch-all element).
+        let uidTags = tagging.maps.first { $0.name == "tag_uid" }?.elements.map(\.text) ?? []
+        maps.append(Map(name: "retag_uid", type: "uid : mark", elements: uidTags + ["* : 0x00000000"]))
         let sorted = budgets.sorted { $0.tag < $1.tag }
         maps.append(Map(name: "budgets", type: "mark : quota", elements: sorted.map { ConnectionTags.text($0.tag) + " : \"\($0.name)\"" }))
         maps.append(Map(name: "warnings", type: "mark : quota", elements: sorted.map {
             ConnectionTags.text($0.tag) + " : \"\($0.warningName)\""
         }))
 
-        var chains: [Chain] = [Chain(name: "tag", rules: tagging.tag), Chain(name: "tag_in", rules: tagging.tagIn)]
-        // A new connection gets its app's tag if enforcement's rules did not give it one (Mode=off, a link they do not
-        // judge); a server's connection at its SYN-ACK, by its listener's uid.
-        let tagRules = tagging.tag.isEmpty ? [] : ["ct state new ct mark 0 jump tag",
-                                                    "tcp flags & (syn | ack) == syn | ack ct mark 0 jump tag"]
+        var chains: [Chain] = [Chain(name: "tag", rules: tagging.tag), Chain(name: "tag_in", rules: tagging.tagIn),
+                               Chain(name: "retag", rules: retagRules(tagging))]
+        // A connection its socket sends on gets its app's tag if nothing gave it one: a new one enforcement's rules did
+        // not tag (Mode=off, a link they do not judge), a server's at its SYN-ACK (its listener's uid), one opened
+        // before its app was in the policy, a flow its peer began (the app's first reply). A datagram's flow is
+        // tagged again by every socket that sends on it: another uid's socket may reuse its addresses and ports
+        // while conntrack keeps the flow (TCP cannot: a new connection is a new flow).
+        let tagRules = [tagging.tag.isEmpty ? nil : "ct mark 0 jump tag",
+                        "meta l4proto != tcp ct mark and \(ConnectionTags.text(~ConnectionTags.mask)) == "
+                            + "\(ConnectionTags.text(ConnectionTags.base)) jump retag"].compactMap { $0 }
         let budgeted = !budgets.isEmpty
         let check = budgeted ? ["quota name ct mark map @warnings",
                                 "quota name ct mark map @budgets" + (enforce ? " jump over_out" : "")] : []
@@ -122,6 +130,17 @@ public struct UsageRules: Equatable, Sendable {
         chains.append(Chain(name: "prerouting", hook: "type filter hook prerouting priority mangle + 10; policy accept;",
                             rules: ["iifname vmap @received_links"]))
         return UsageRules(maps: maps, chains: chains, budgets: sorted, skipped: skipped)
+    }
+
+    /// `retag`: the socket's app's tag, by its unit's cgroup first (deepest first, as `tag` lets the deepest win),
+    /// then by its uid, none when no app owns it. Each sets the mark once: no mark changes twice a packet.
+    static func retagRules(_ tagging: Ruleset.Tagging) -> [String] {
+        let units = tagging.maps.compactMap { m -> Int? in
+            guard m.name.hasPrefix("tag_unit"), !m.elements.isEmpty else { return nil }
+            return Int(m.name.dropFirst("tag_unit".count))
+        }
+        return units.sorted(by: >).map { "ct mark set socket cgroupv2 level \($0) map @tag_unit\($0) return" }
+            + ["ct mark set meta skuid map @retag_uid"]
     }
 
     /// The script that removes the table, whether or not it exists.

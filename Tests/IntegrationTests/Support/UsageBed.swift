@@ -8,7 +8,8 @@ import Glibc
 /// Two namespaces for the usage tests: the daemon's and its apps' (`ns`), and a peer (`peer`) at the other end of
 /// each veth, which counts what it receives and sends per flow with nft counters of its own (independent of the
 /// daemon), and serves: a TCP sink (port 7801), a UDP echo (7802) and a TCP source (7803: sends as many bytes as the
-/// first line asks, and logs each connection's outcome to `sourceLog`). IPv6 is off and neighbours are static, so
+/// first line asks, and logs each connection's outcome to `sourceLog`) and a UDP pusher (7804: a line "HOST PORT COUNT
+/// SIZE" makes it send COUNT datagrams from port 7805 to HOST:PORT, each after the reply to the last). IPv6 is off and neighbours are static, so
 /// every frame a link carries is an IP packet the rules saw: the links' own counters can be compared exactly.
 final class UsageBed {
     let ns: TestNamespace
@@ -17,7 +18,7 @@ final class UsageBed {
     private(set) var peers: [String: String] = [:]
     let sourceLog: String
     static let python = EnforcementBed.python
-    static let sink = 7801, echo = 7802, source = 7803
+    static let sink = 7801, echo = 7802, source = 7803, pusher = 7804, push = 7805
 
     /// `wwan0` (subnet 31, classified wwan: metered) and `eth0` (subnet 32, ethernet).
     init(_ test: IntegrationTestCase, dir: String) throws {
@@ -42,23 +43,28 @@ final class UsageBed {
                 counter echo_out {}
                 counter source_in {}
                 counter source_out {}
+                counter push_in {}
+                counter push_out {}
                 chain pre {
                     type filter hook prerouting priority -300; policy accept;
                     tcp dport \(Self.sink) counter name "sink_in"
                     udp dport \(Self.echo) counter name "echo_in"
                     tcp dport \(Self.source) counter name "source_in"
+                    udp dport \(Self.push) counter name "push_in"
                 }
                 chain post {
                     type filter hook postrouting priority 300; policy accept;
                     tcp sport \(Self.sink) counter name "sink_out"
                     udp sport \(Self.echo) counter name "echo_out"
                     tcp sport \(Self.source) counter name "source_out"
+                    udp sport \(Self.push) counter name "push_out"
                 }
             }
             """
         try Subprocess.check(["ip", "netns", "exec", peer.name, "nft", "-f", "-"], input: Array(counters.utf8))
         let server = try Subprocess.spawn(["ip", "netns", "exec", peer.name, Self.python, "-c", Self.serverScript,
-                                           String(Self.sink), String(Self.echo), String(Self.source), sourceLog],
+                                           String(Self.sink), String(Self.echo), String(Self.source), sourceLog,
+                                           String(Self.pusher), String(Self.push)],
                                           stdin: .devNull, stdout: .appendFile(dir + "/peer.log"),
                                           stderr: .appendFile(dir + "/peer.log"))
         test.addTeardownBlock { server.killAndReap() }
@@ -100,20 +106,26 @@ final class UsageBed {
     }
 
     /// A client in `ns` as `uid` (nil: root): `upload LINK BYTES` to the sink, `download LINK BYTES` from the source,
-    /// `udp LINK COUNT SIZE` to the echo, one datagram at a time, `probe LINK` (connect() and sendto() to the sink).
-    /// Returns what it printed (one JSON object).
+    /// `udp LINK COUNT SIZE [SOURCEPORT]` to the echo, one datagram at a time, `probe LINK` (connect() and sendto()
+    /// to the sink), `gated LINK BYTES FILE` (an upload that sends 64 KiB, makes `FILE.ready`, and sends the rest once
+    /// FILE exists), `pushed LINK COUNT SIZE` (asks the pusher, over eth0, for COUNT datagrams to port 7810 of LINK's
+    /// address and replies to each). Returns what it printed (one JSON object).
     func client(uid: UInt32?, _ args: String...) throws -> [String: Any] {
-        var a = args
-        guard a.count >= 2, let host = peers[a[1]] else { throw HarnessError("no link in \(args)") }
-        a[1] = host
-        var argv = ["nsenter", "--net=/run/netns/\(ns.name)"]
-        if let uid { argv += ["setpriv", "--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups"] }
-        argv += [Self.python, "-c", Self.clientScript] + a
-        let r = try Subprocess.run(argv, timeout: 60)
+        let r = try Subprocess.run(try clientArgv(uid: uid, args), timeout: 60)
         guard r.status == 0, let o = try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any] else {
             throw HarnessError("client failed: \(r.summary)")
         }
         return o
+    }
+
+    func clientArgv(uid: UInt32?, _ args: [String]) throws -> [String] {
+        var a = args
+        guard a.count >= 2, let host = peers[a[1]] else { throw HarnessError("no link in \(args)") }
+        a[1] = host
+        if args[0] == "pushed" { a += [peers["eth0"]!, String(a[1].dropLast()) + "1"] }
+        var argv = ["nsenter", "--net=/run/netns/\(ns.name)"]
+        if let uid { argv += ["setpriv", "--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups"] }
+        return argv + [Self.python, "-c", Self.clientScript] + a
     }
 
     /// What the source logged of each connection: bytes sent, the error that ended it, when.
@@ -123,7 +135,7 @@ final class UsageBed {
     }
 
     static let clientScript = """
-        import errno, json, socket, sys, time
+        import errno, json, os, socket, sys, time
         mode, host = sys.argv[1], sys.argv[2]
         def name(e):
             return errno.errorcode.get(e.errno, str(e.errno)) if getattr(e, "errno", None) else type(e).__name__
@@ -149,10 +161,37 @@ final class UsageBed {
             elif mode == "udp":
                 count, size = int(sys.argv[3]), int(sys.argv[4]); out["sent"] = out["echoed"] = 0
                 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+                if len(sys.argv) > 5:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", int(sys.argv[5])))
                 s.connect((host, \(echo)))
                 for i in range(count):
                     s.send(b"d" * size); out["sent"] += 1
                     s.recv(65536); out["echoed"] += 1
+            elif mode == "gated":
+                total, gate = int(sys.argv[3]), sys.argv[4]; out["sent"] = 0
+                s = socket.create_connection((host, \(sink)), timeout=10)
+                chunk = b"g" * 65536
+                s.sendall(chunk); out["sent"] = len(chunk)
+                open(gate + ".ready", "w").close()
+                deadline = time.monotonic() + 30
+                while not os.path.exists(gate) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                while out["sent"] < total:
+                    out["sent"] += s.send(chunk[:total - out["sent"]])
+                s.shutdown(socket.SHUT_WR)
+                s.recv(1)
+            elif mode == "pushed":
+                count, size, control, me = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+                out["received"] = out["replies"] = 0
+                u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((me, 7810)); u.settimeout(2)
+                c = socket.create_connection((control, \(pusher)), timeout=10)
+                c.sendall(b"%s 7810 %d %d\\n" % (me.encode(), count, size))
+                try:
+                    for i in range(count):
+                        d, a = u.recvfrom(65536); out["received"] += len(d)
+                        u.sendto(b"r", a); out["replies"] += 1
+                except OSError as e:
+                    out["stopped"] = name(e)
             elif mode == "pace":
                 count, size, ms = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
                 out["sent"] = 0
@@ -180,6 +219,7 @@ final class UsageBed {
     static let serverScript = """
         import errno, json, socket, sys, threading, time
         sink, echo, source, log = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+        pusher, push = int(sys.argv[5]), int(sys.argv[6])
         def listener(port):
             l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             l.bind(("0.0.0.0", port)); l.listen(16); return l
@@ -206,6 +246,20 @@ final class UsageBed {
             out["ms"] = int((time.monotonic() - t) * 1000)
             with open(log, "a") as f: f.write(json.dumps(out) + "\\n")
             c.close()
+        def pushes(c):
+            out = {"pushed": 0, "error": None}
+            p = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); p.bind(("0.0.0.0", push)); p.settimeout(2)
+            try:
+                host, port, count, size = c.makefile().readline().split()
+                for i in range(int(count)):
+                    p.sendto(b"p" * int(size), (host, int(port))); out["pushed"] += 1
+                    p.recv(16)
+            except OSError as e:
+                out["error"] = errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+            p.close()
+            with open(log, "a") as f: f.write(json.dumps(out) + "\\n")
+            c.close()
+        threading.Thread(target=serve, args=(listener(pusher), pushes), daemon=True).start()
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", echo))
         def echoes():
             while True:
