@@ -239,6 +239,7 @@ final class World: EngineEdges {
             case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
             case .readUsage: return "read-usage"
             case let .saveUsage(book): return "save-usage " + book.encoded()
+            case let .saveTags(table): return "save-tags " + table.encoded()
             case let .loadUsageRules(script, report): return "load-usage \(report) " + script
             case let .watchExit(pid): return "watch \(pid)"
             case let .unwatchExit(pid): return "unwatch \(pid)"
@@ -356,6 +357,14 @@ final class World: EngineEdges {
                 require(false, "the usage totals written do not parse (\(error)):\n\(text)")
             }
             feed(.usageSaved(error: storeFails ? "disk full" : nil))
+        case let .saveTags(table):
+            // What is saved must read back as the same tags: each app's, distinct.
+            let text = table.encoded()
+            do {
+                require(try TagTable.parse(text, path: "t") == table, "tags do not read back as written:\n\(text)")
+            } catch {
+                require(false, "the tags written do not parse (\(error)):\n\(text)")
+            }
         case let .loadUsageRules(script, report):
             require(!script.isEmpty, "an empty usage script")
             if report { feed(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }

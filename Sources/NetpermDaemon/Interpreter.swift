@@ -22,6 +22,12 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// The usage totals, written off the loop as the decisions are (on it at a stop: the process is about to go).
     private let usageStore: UsageSaving
     private let usageWriter: OffLoop<StoreOutcome>?
+    /// The connection tags, written off the loop, one write at a time: a table that comes meanwhile waits, and
+    /// only the latest is written.
+    private let tagStore: TagStore
+    private let tagWriter: OffLoop<StoreOutcome>?
+    private var tagsWriting = false
+    private var tagsWaiting: TagTable?
     /// Where the usage counters are read (one reading at a time: the engine asks for the next once one is back).
     private let usageReader: OffLoop<Result<UsageReading?, Errno>>?
     private let counters: UsageCounting
@@ -70,7 +76,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
 
     /// `rules`, `steering` and `counters` nil: the real ones (libnftables, bpf(2) and rtnetlink, netfilter netlink);
     /// `usageStore` nil: the usage file beside the decisions. The tests give fakes.
-    public init(engine: Engine, loop: EventLoop, store: DecisionSaving, usageStore: UsageSaving? = nil, sysfs: Sysfs,
+    public init(engine: Engine, loop: EventLoop, store: DecisionSaving, usageStore: UsageSaving? = nil,
+                tagStore: TagStore? = nil, sysfs: Sysfs,
                 rules: RuleLoading? = nil, steering: SteeringLoading? = nil, counters: UsageCounting? = nil,
                 notify: @escaping (NotifyMessage) -> Void = ServiceManager.notify,
                 loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
@@ -78,6 +85,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         enforcer = rules ?? Enforcer(loop: loop)
         steerer = steering ?? Steerer()
         self.usageStore = usageStore ?? UsageStore(stateDir: Files.directory(of: store.path))
+        self.tagStore = tagStore ?? TagStore(stateDir: Files.directory(of: store.path))
         self.counters = counters ?? KernelUsageCounters()
         self.notify = notify
         do { policyLoader = try OffLoop(loop: loop) } catch {
@@ -91,6 +99,10 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         do { usageWriter = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up writing usage totals off the loop (\(error)); they will be written on the loop")
             usageWriter = nil
+        }
+        do { tagWriter = try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up writing connection tags off the loop (\(error)); they will be written on the loop")
+            tagWriter = nil
         }
         do { usageReader = try OffLoop(loop: loop) } catch {
             Log.warning("cannot set up reading usage counters off the loop (\(error)); they will be read on the loop")
@@ -118,7 +130,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
                 carryOut(effect)
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
-                 .notify, .log, .loadRules, .readUsage, .saveUsage, .loadUsageRules, .watchExit, .unwatchExit, .steer:
+                 .notify, .log, .loadRules, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
+                 .steer:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -145,6 +158,24 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             }
         }
         done(save())
+    }
+
+    private func saveTags(_ table: TagTable) {
+        guard !tagsWriting else { tagsWaiting = table; return }
+        tagsWriting = true
+        let store = tagStore
+        write("the connection tags", with: stopping ? nil : tagWriter, { store.save(table) }) { [unowned self] outcome in
+            tagsWriting = false
+            switch outcome {
+            case .stored: break
+            case let .storedNotSynced(e): Log.warning("connection tags written, but not synced: \(e)")
+            case let .failed(e): Log.err("cannot write the connection tags (kept in memory): \(e)")
+            }
+            if let next = tagsWaiting {
+                tagsWaiting = nil
+                saveTags(next)
+            }
+        }
     }
 
     public func drained() { server?.serveReleased() }
@@ -240,6 +271,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             write("the usage totals", with: stopping ? nil : usageWriter, { store.save(book) }) { [unowned self] in
                 self.usageSaved($0)
             }
+        case let .saveTags(table): saveTags(table)
         case let .loadUsageRules(script, report):
             let start = Clock.monotonicMicroseconds()
             // It may name cgroups by descriptor too (the connections' tags).

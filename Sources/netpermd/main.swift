@@ -43,14 +43,16 @@ func run() -> Int32 {
     let accounts = SystemAccounts()
     let store = DecisionStore(stateDir: options.stateDir)
     let usageStore = UsageStore(stateDir: options.stateDir)
+    let tagStore = TagStore(stateDir: options.stateDir)
     TestClock.path = options.clockOffsetFile
     TestClock.refresh()
     let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel,
                                         wallClock: { Double(TestClock.now) },
                                         localDate: { let d = Clock.localDay($0); return CivilDate(year: d.year, month: d.month, day: d.day) }),
-                        decisions: store.load(), usage: usageStore.load())
+                        decisions: store.load(), usage: usageStore.load(), tags: tagStore.load())
     let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
-    let interpreter = Interpreter(engine: engine, loop: loop, store: store, usageStore: usageStore, sysfs: sysfs) {
+    let interpreter = Interpreter(engine: engine, loop: loop, store: store, usageStore: usageStore, tagStore: tagStore,
+                                  sysfs: sysfs) {
         ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)
     }
     let policy = ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)

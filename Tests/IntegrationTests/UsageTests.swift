@@ -369,6 +369,29 @@ final class UsageTests: IntegrationTestCase {
         XCTAssertLessThan(late, (1 << 20) + (256 << 10))
     }
 
+    /// Issue 31, 10: an app's tag never moves. `aa1122` and `zz181589` hash alike; aa1122 added beside zz (by a
+    /// reload, or a restart with the new policy) took zz's tag, and with it zz's running download and counted bytes.
+    func testATagNeverMovesWhateverIsAdded() throws {
+        func policy(_ extra: String) -> String {
+            Self.policy(mode: "block", extra: "[App zz181589]\nUser=4701\nMeteredBudget=1M\n" + extra)
+        }
+        func tags(_ map: String) throws -> String {
+            try Subprocess.check(["nsenter", "--net=/run/netns/\(bed.ns.name)", "nft", "list", "map", "inet", "netpermd_usage",
+                                  map]).stdout
+        }
+        var daemon = try start(policy(""))
+        XCTAssertTrue(try tags("budgets").contains("0x6eadf119 : \"b_6eadf119\""))
+        stopDaemon(daemon)
+        let file = try String(contentsOfFile: dir + "/state/tags", encoding: .utf8)
+        XCTAssertTrue(file.contains("0x6eadf119 zz181589\n"), file)
+
+        daemon = try start(policy("[App aa1122]\nUser=4702\nMeteredBudget=1M"))
+        let uids = try tags("retag_uid")
+        XCTAssertTrue(uids.contains("4701 : 0x6eadf119"), "zz keeps its tag across a restart: \(uids)")
+        XCTAssertTrue(uids.contains("4702 : 0x6eadf11a"), uids)
+        _ = daemon
+    }
+
     func testABudgetEndsATransferAtOnceAndAResetOrTheNextPeriodOpensIt() throws {
         // The metered link is the app's only way out (its default route, Ethernet down): with its budget used up
         // its verdict is budget-exhausted, not routed-elsewhere.

@@ -79,10 +79,10 @@ final class EngineHarness: EngineEdges {
     init(policy: String = "", links: [Link] = [], agents: Bool = false, decisions: Decisions = Decisions(),
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
          accounts: AccountResolver = FakeAccounts(), started: Bool = true, usage: UsageBook = UsageBook(),
-         usageReading: UsageReading? = nil) {
+         usageReading: UsageReading? = nil, tags: TagTable = TagTable()) {
         self.accounts = accounts
         self.usageReading = usageReading
-        driver = EngineDriver(engine: Engine(settings: settings, decisions: decisions, usage: usage))
+        driver = EngineDriver(engine: Engine(settings: settings, decisions: decisions, usage: usage, tags: tags))
         driver.edges = self
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
         feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
@@ -118,6 +118,9 @@ final class EngineHarness: EngineEdges {
         for s in engine.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
         XCTAssertEqual(engine.listeners, counted, "listener counts drifted from the sessions")
     }
+
+    /// Each `Effect.saveTags`' table, in order.
+    var savedTags: [TagTable] = []
 
     /// Each `Effect.steer`'s plan, in order (nil: removal).
     var steering: [SteeringPlan?] = []
@@ -218,6 +221,8 @@ final class EngineHarness: EngineEdges {
                 if usageLoadsAreManual { pendingUsageLoads.append(.usageRulesLoaded(error: usageRulesError)) }
                 else { feed(.usageRulesLoaded(error: usageRulesError)) }
             }
+        case let .saveTags(table):
+            savedTags.append(table)
         case let .watchExit(pid):
             steps.append("watch \(pid)")
             XCTAssertFalse(watched.contains(pid), "pid \(pid) watched twice")
@@ -249,6 +254,7 @@ final class EngineHarness: EngineEdges {
                 + "cgroups \(plan.cgroupMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" })"
         // The totals as the file has them (a dictionary prints in its own order).
         case let .saveUsage(book): return "save-usage " + book.encoded()
+        case let .saveTags(table): return "save-tags " + table.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .watchExit, .unwatchExit,
              .steer(nil), .readUsage, .loadUsageRules:

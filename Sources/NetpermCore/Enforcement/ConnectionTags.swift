@@ -5,29 +5,23 @@
 /// queued) has no file, so `meta skuid` no longer matches, a unit's cgroup can be gone, and a server's SYN-ACK is
 /// sent by a request socket, which has no cgroup (its tag is written from the listener's cgroup on the SYN).
 ///
-/// A tag is per app, from its name, so that every build and every process (a restart takes the table over) gives
-/// an app the same tag, whatever its place in the policy: connections tagged by the last process stay attributed.
+/// A tag is per app, from its name's hash, and kept (TagTable, in the state directory) for as long as the app is in
+/// the policy, so that every build and every process (a restart takes the table over) gives an app the same tag,
+/// whatever is added or removed around it: connections tagged by the last process stay attributed.
 enum ConnectionTags {
     /// Tags are `base | 23 bits`: an unusual high byte keeps clear of other tools' small marks, and of steering's
     /// socket marks (`0x6e70xxxx`), should a tool copy a connection's mark to its packets.
     static let base: UInt32 = 0x6E80_0000
     static let mask: UInt32 = 0x007F_FFFF
 
-    /// A tag for each app name, distinct: FNV-1a of the name, and on a collision the next free one, in name order
-    /// (so a collision moves the later name's tag only).
-    static func assign(_ names: [String]) -> [String: UInt32] {
-        var tags: [String: UInt32] = [:]
-        var taken: Set<UInt32> = []
-        tags.reserveCapacity(names.count)
-        for name in Set(names).sorted() {
-            var h: UInt32 = 0x811C_9DC5
-            for b in name.utf8 { h = (h ^ UInt32(b)) &* 0x0100_0193 }
-            var t = h & mask
-            while taken.contains(t) { t = (t &+ 1) & mask }
-            taken.insert(t)
-            tags[name] = base | t
-        }
-        return tags
+    /// A tag for each app name, distinct, with no table kept (TagTable): what tests and one-off builds use.
+    static func assign(_ names: [String]) -> [String: UInt32] { TagTable().assigning(names).tags }
+
+    /// FNV-1a of the name, in the tag's 23 bits: where a new app's tag starts looking.
+    static func hash(_ name: String) -> UInt32 {
+        var h: UInt32 = 0x811C_9DC5
+        for b in name.utf8 { h = (h ^ UInt32(b)) &* 0x0100_0193 }
+        return h & mask
     }
 
     /// As nft writes a mark.

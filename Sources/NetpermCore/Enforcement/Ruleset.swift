@@ -132,7 +132,7 @@ public struct Ruleset: Equatable, Sendable {
     /// only that uid's sockets get (a system unit's sockets can be anyone's, so it keeps the app's).
     public static func build(apps: [AppPolicy], permissions: (AppPolicy) -> PermissionSet,
                              ownPermissions: (AppPolicy, UInt32) -> PermissionSet? = { _, _ in nil }, links: [Link],
-                             cgroups: UnitCgroups) -> Ruleset {
+                             cgroups: UnitCgroups, tags given: [String: UInt32]? = nil) -> Ruleset {
         let linkPart = LinkPart(links)
         let owners = Owners(apps: apps, cgroups: cgroups)
         let skipped = linkPart.skipped + owners.skipped
@@ -154,8 +154,9 @@ public struct Ruleset: Equatable, Sendable {
         // Pending kinds go to a chain of their own that logs before it rejects: the prefix must name the app.
         var askChains: [AskChain] = []
         var askSeen: Set<AskChain.ID> = []
-        // Each app's tag (ConnectionTags) names its connections and its pending chains, whatever its place.
-        let tags = ConnectionTags.assign(apps.map(\.id))
+        // Each app's tag (ConnectionTags, kept in a TagTable) names its connections and its pending chains, whatever
+        // its place.
+        let tags = given ?? ConnectionTags.assign(apps.map(\.id))
         func reject(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> MapVerdict {
             guard permission(i, k, uid: uid) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
             let id = AskChain.ID(tag: tags[apps[i].id]!, kind: k)
@@ -361,9 +362,9 @@ public struct Ruleset: Equatable, Sendable {
     }
 
     /// The tagging `build` puts in the rules, for these apps and cgroups: what usage counting tags with too.
-    static func tagging(apps: [AppPolicy], cgroups: UnitCgroups) -> Tagging {
+    static func tagging(apps: [AppPolicy], cgroups: UnitCgroups, tags: [String: UInt32]? = nil) -> Tagging {
         let owners = Owners(apps: apps, cgroups: cgroups)
-        let maps = owners.tagMaps(apps: apps, tags: ConnectionTags.assign(apps.map(\.id)))
+        let maps = owners.tagMaps(apps: apps, tags: tags ?? ConnectionTags.assign(apps.map(\.id)))
         let chains = chainRules(used: usedMaps(maps))
         return Tagging(maps: maps, tag: chains.first { $0.chain == "tag" }!.rules,
                        tagIn: chains.first { $0.chain == "tag_in" }!.rules,

@@ -68,6 +68,8 @@ public enum Effect: Equatable, Sendable {
     case readUsage
     /// Write the usage totals to the state directory (atomically), then report with `Input.usageSaved`.
     case saveUsage(UsageBook)
+    /// Write the apps' connection tags (the state directory's `tags`), the latest replacing any not yet written.
+    case saveTags(TagTable)
     /// Run this nft script as one transaction (`UsageRules.script`, or `UsageRules.removal`, which the edge runs only
     /// if the table exists); with `report`, say how it went with `Input.usageRulesLoaded`.
     case loadUsageRules(String, report: Bool)
@@ -97,6 +99,7 @@ extension Effect {
         case .unwatchExit: return "no longer watching an asker"
         case .readUsage: return "reading the usage counters"
         case .saveUsage: return "writing the usage totals"
+        case .saveTags: return "writing the connection tags"
         case .loadUsageRules: return "loading the counting rules"
         case .steer: return "steering"
         }

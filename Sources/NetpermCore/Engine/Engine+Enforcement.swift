@@ -102,7 +102,8 @@ extension Engine {
             } else {
                 enforcement.fullBuilds += 1
                 r = Ruleset.build(apps: state.config.apps, permissions: enforcedPermissions, ownPermissions: ownPermissions,
-                                  links: state.network.links, cgroups: enforcement.cgroups)
+                                  links: state.network.links, cgroups: enforcement.cgroups,
+                                  tags: tagTable.tags(of: state.config.apps.map(\.id)))
             }
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "

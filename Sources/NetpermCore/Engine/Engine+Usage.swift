@@ -509,9 +509,9 @@ extension Engine {
     func refreshTagging() {
         if let k = usage.taggingKey, k.generation == state.policyGeneration, k.cgroups == enforcement.cgroups,
            usage.tagging != nil { return }
-        usage.tagging = Ruleset.tagging(apps: state.config.apps, cgroups: enforcement.cgroups)
+        usage.tags = tagTable.tags(of: state.config.apps.map(\.id))
+        usage.tagging = Ruleset.tagging(apps: state.config.apps, cgroups: enforcement.cgroups, tags: usage.tags)
         usage.taggingKey = (state.policyGeneration, enforcement.cgroups)
-        usage.tags = ConnectionTags.assign(state.config.apps.map(\.id))
         usage.owners = Dictionary(usage.tags.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
     }
 

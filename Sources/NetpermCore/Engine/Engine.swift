@@ -192,11 +192,17 @@ public final class Engine {
     private(set) var out = Effects()
 
     /// Names of users and groups are resolved when the policy is read (`Config.parse`), never here.
-    public init(settings: Settings = Settings(), decisions: Decisions = Decisions(), usage book: UsageBook = UsageBook()) {
+    public init(settings: Settings = Settings(), decisions: Decisions = Decisions(), usage book: UsageBook = UsageBook(),
+                tags: TagTable = TagTable()) {
         self.settings = settings
         state.decisions = decisions
         usage.book = book
+        tagTable = tags
     }
+
+    /// Every app's connection tag, kept while it is in the policy (and a while after): what the rules tag
+    /// connections with and counts are kept by.
+    var tagTable = TagTable()
 
     /// Handles one input; its effects are appended to `effects` (which the caller resets between inputs).
     public func handle(_ input: Input, into effects: Effects) {
@@ -458,6 +464,11 @@ public final class Engine {
         }
         let changed = config != state.config
         state.config = config
+        let tags = tagTable.assigning(config.apps.map(\.id))
+        if tags != tagTable {
+            tagTable = tags
+            out.append(.saveTags(tags))
+        }
         if config.adminGID == nil {
             log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
         }
