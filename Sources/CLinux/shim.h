@@ -16,6 +16,7 @@
 #include <linux/netlink.h>
 #include <linux/bpf.h>
 #include <sys/syscall.h>
+#include <sys/timex.h>
 #include <sys/vfs.h>
 #include <signal.h>
 #include <string.h>
@@ -140,3 +141,7 @@ static const int NP_SO_NETNS_COOKIE = SO_NETNS_COOKIE;
 #else
 static const int NP_SO_NETNS_COOKIE = 71;
 #endif
+
+// The kernel's NTP status: whether the wall clock is synchronized (TIME_ERROR, STA_UNSYNC are macros).
+static const int NP_TIME_ERROR = TIME_ERROR;
+static const int NP_STA_UNSYNC = STA_UNSYNC;

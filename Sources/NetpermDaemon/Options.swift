@@ -50,7 +50,8 @@ public struct Options: Sendable {
           --remove-rules     remove what enforcement and counting left in the kernel (the nft tables,
                              steering's routing rules and tables; a stopped daemon leaves them in force) and exit
           --clock-offset-file PATH  for tests: seconds to add to the wall clock, read from PATH before each
-                             reading of the usage counters (to start the next usage period now)
+                             reading of the usage counters (to start the next usage period now), then
+                             optionally what the machine says of the clock: synchronized, waiting or free
           --version          print the version and exit
           -h, --help         print this help and exit
         """

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import CLinux
 import Glibc
 
 /// The clocks, read in one place.
@@ -11,6 +12,21 @@ public enum Clock {
     }
 
     public static func monotonicSeconds() -> Double { Double(monotonicMicroseconds()) / 1e6 }
+
+    /// CLOCK_BOOTTIME in seconds: time that passes whatever the wall clock does, suspend included.
+    public static func bootSeconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Whether the kernel's NTP status says the wall clock is synchronized (what chrony, ntpd and systemd-timesyncd
+    /// keep, and `timedatectl` shows): not STA_UNSYNC, and an estimated error below 16 s.
+    public static func kernelSynchronized() -> Bool {
+        var tx = timex()
+        let state = adjtimex(&tx)
+        return state >= 0 && state != NP_TIME_ERROR && tx.status & NP_STA_UNSYNC == 0 && tx.maxerror < 16_000_000
+    }
 
     public static func realtimeSeconds() -> Int {
         var ts = timespec()

@@ -51,7 +51,7 @@ final class UsageTests: IntegrationTestCase {
         dir = try makeTempDir()
         chmod(dir, 0o755)   // the socket is reached by an unprivileged user too
         bed = try UsageBed(self, dir: dir)
-        try "0\n".write(toFile: clockFile, atomically: true, encoding: .utf8)
+        try "0 synchronized\n".write(toFile: clockFile, atomically: true, encoding: .utf8)
         showOnFailure("nft list ruleset") {
             (try? Subprocess.run(["nsenter", "--net=/run/netns/\(self.bed.ns.name)", "nft", "list", "ruleset"]).stdout) ?? "?"
         }
@@ -392,6 +392,36 @@ final class UsageTests: IntegrationTestCase {
         _ = daemon
     }
 
+    /// Issue 31, 8: a gateway with no RTC restarts at 1970-01-02 while its time service has not synchronized the
+    /// clock, then NTP sets it: this period's bytes and its budget's stay (before: 1,502,507 B -> 0, and the budget
+    /// reopened).
+    func testADeadRTCsClockDropsNothing() throws {
+        try bed.ns.ip("link", "set", "eth0", "down")
+        try bed.ns.ip("route", "add", "default", "via", "10.31.0.2", "dev", "wwan0")
+        let config = Self.policy(mode: "block", budget: "1M")
+        var daemon = try start(config)
+        let up = try bed.client(uid: Self.sender, "upload", "wwan0", String(4 << 20))
+        XCTAssertTrue(["ECONNRESET", "EPIPE"].contains(up["error"] as? String ?? ""), "\(up)")
+        let before = try counted("sender", kind: "wwan", metered: true)
+        let period = try request(socket, "USAGE")["period"] as? [String: Any]
+        stopDaemon(daemon)
+
+        let now = Int(Date().timeIntervalSince1970)
+        try "\(86400 - now) waiting\n".write(toFile: clockFile, atomically: true, encoding: .utf8)
+        daemon = try start(config)
+        var r = try request(socket, "USAGE")
+        XCTAssertEqual((r["period"] as? [String: Any])?["start"] as? String, period?["start"] as? String, "never back to 1970")
+        XCTAssertEqual(try counted("sender", kind: "wwan", metered: true, from: r).sent, before.sent)
+        XCTAssertEqual(try request(socket, "QUERY sender")["reason"] as? String, "budget-exhausted")
+
+        try "0 synchronized\n".write(toFile: clockFile, atomically: true, encoding: .utf8)
+        r = try request(socket, "USAGE")
+        XCTAssertEqual((r["period"] as? [String: Any])?["start"] as? String, period?["start"] as? String)
+        XCTAssertEqual(try counted("sender", kind: "wwan", metered: true, from: r).sent, before.sent)
+        XCTAssertEqual(try request(socket, "QUERY sender")["reason"] as? String, "budget-exhausted")
+        _ = daemon
+    }
+
     func testABudgetEndsATransferAtOnceAndAResetOrTheNextPeriodOpensIt() throws {
         // The metered link is the app's only way out (its default route, Ethernet down): with its budget used up
         // its verdict is budget-exhausted, not routed-elsewhere.
@@ -465,7 +495,7 @@ final class UsageTests: IntegrationTestCase {
         XCTAssertLessThan(downUsed - budget, 512 << 10)
 
         // The next period, a month on.
-        try "\(32 * 86400)\n".write(toFile: clockFile, atomically: true, encoding: .utf8)
+        try "\(32 * 86400) synchronized\n".write(toFile: clockFile, atomically: true, encoding: .utf8)
         _ = try agent.objects(until: "the new period opens the budget", timeout: 10) {
             $0["event"] as? String == "app" && $0["app"] as? String == "sender" && $0["reason"] as? String == "ok"
         }

@@ -9,7 +9,12 @@ final class EngineUsageTests: XCTestCase {
     /// A wall clock the test moves.
     final class Wall: @unchecked Sendable {
         var now: Double
+        /// What the machine says of the clock, and the boot clock (which a step of `now` does not move).
+        var trust = ClockTrust.synchronized
+        var boot: Double = 1000
         init(_ now: Double) { self.now = now }
+        /// Time passing: both clocks.
+        func pass(_ seconds: Double) { now += seconds; boot += seconds }
     }
 
     static let policy = """
@@ -37,7 +42,8 @@ final class EngineUsageTests: XCTestCase {
                  reading: UsageReading? = nil) -> EngineHarness {
         let wall = self.wall
         return EngineHarness(policy: policy, links: [Links.lo, Links.wwan],
-                             settings: Engine.Settings(daemonUID: 0, logLevel: .debug, wallClock: { wall.now }), usage: usage,
+                             settings: Engine.Settings(daemonUID: 0, logLevel: .debug, wallClock: { wall.now },
+                                                       clockTrust: { wall.trust }, bootClock: { wall.boot }), usage: usage,
                              usageReading: reading)
     }
 

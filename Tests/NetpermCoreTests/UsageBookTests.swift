@@ -188,7 +188,8 @@ final class UsageBookTests: XCTestCase {
         XCTAssertEqual(try UsageBook.parse(text, path: "/var/lib/netpermd/usage"), book)
         XCTAssertEqual(try UsageBook.parse("", path: "u"), UsageBook())
         for (bad, line, message) in [("version 2\n", 1, "unknown version '2'"),
-                                     ("version 1\nperiod 2026-13-01\n", 2, "expected period YYYY-MM-DD"),
+                                     ("version 1\nperiod 2026-13-01\n", 2, "expected period YYYY-MM-DD [provisional]"),
+                                     ("version 1\nperiod 2026-12-01 maybe\n", 2, "expected period YYYY-MM-DD [provisional]"),
                                      ("app 9x current wifi 1 1 1 1\n", 1, "expected app NAME"),
                                      ("app maps current wlan 1 1 1 1\n", 1,
                                       "expected current CLASS SENT-BYTES SENT-PACKETS RECEIVED-BYTES RECEIVED-PACKETS"),

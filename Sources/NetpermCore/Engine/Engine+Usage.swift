@@ -87,6 +87,9 @@ struct UsageKeeper {
     var tags: [String: UInt32] = [:]
     var owners: [UInt32: String] = [:]
     var tagging: Ruleset.Tagging?
+    /// The wall and boot clocks at this process's last reading, and the last note on the period not moving.
+    var clockSeen: (epoch: Int, boot: Double, steadySince: Double)?
+    var periodNote: String?
     var taggingKey: (generation: Int, cgroups: UnitCgroups)?
 
     /// What the usage rules depend on.
@@ -202,18 +205,7 @@ extension Engine {
                 usage.kernelQuotas = []
             }
         }
-        let start = UsagePeriod.start(containing: now.date, startDay: state.config.usage.periodStart)
-        if let was = usage.book.period, usage.book.roll(to: start, startDay: state.config.usage.periodStart) {
-            log(.notice, "usage: a new period starts on \(start) (the last one started on \(was))")
-            usage.book.drop(except: Set(state.config.apps.map(\.id)))
-            usage.depleted = []
-            usage.warned = []
-            usage.quotaUsed = [:]
-            usage.dirty = true
-            invalidateReplies()
-        } else if usage.book.period == nil {
-            usage.book.period = start
-        }
+        followPeriod(now)
         let resets = usage.resets
         usage.resets = []
         for r in resets {
@@ -625,6 +617,7 @@ extension Engine {
                 $0.field("start", period.description)
                 $0.field("end", UsagePeriod.next(after: period, startDay: startDay).description)
                 $0.field("previous_start", period.months(-1, day: startDay).description)
+                $0.field("provisional", usage.book.provisional)
             }
             func write(_ w: inout JSONWriter, _ u: AppUsage) {
                 w.object("current") { u.current.write(to: &$0) }
@@ -657,10 +650,68 @@ extension Engine {
         if privileged { w.field("exhausted", state.exhausted.count) }
     }
 
-    /// The wall clock, as seconds and as the local day.
+    /// The wall clock, as seconds and as the local day, with what the machine says of it and the boot clock.
     var wallTime: WallTime {
         let epoch = Int(settings.wallClock())
-        return WallTime(epoch: epoch, date: settings.localDate(epoch))
+        return WallTime(epoch: epoch, date: settings.localDate(epoch), trust: settings.clockTrust(), boot: settings.bootClock())
+    }
+
+    /// How long a clock no time service synchronizes must advance steadily before a period starts by it.
+    static let steadyClockSeconds: Double = 900
+
+    /// The period at a reading (PeriodMove): a new one rolls the totals, a clock behind or not to be believed
+    /// leaves them where they are (said once), a relabel keeps them current.
+    private func followPeriod(_ now: WallTime) {
+        let startDay = state.config.usage.periodStart
+        // Steady: the wall clock has moved as the boot clock did (NTP slews by at most 0.05%; a step is a jump) for
+        // the last quarter of an hour this process looked, time enough for a time service to set a clock that booted
+        // wrong.
+        if let seen = usage.clockSeen, abs(Double(now.epoch - seen.epoch) - (now.boot - seen.boot)) <= 60 {
+            usage.clockSeen = (now.epoch, now.boot, seen.steadySince)
+        } else {
+            usage.clockSeen = (now.epoch, now.boot, now.boot)
+        }
+        let steady = now.boot - usage.clockSeen!.steadySince >= Engine.steadyClockSeconds
+        let move = PeriodMove.decide(period: usage.book.period, provisional: usage.book.provisional, now: now,
+                                     startDay: startDay, steady: steady)
+        func note(_ text: String) {
+            guard usage.periodNote != text else { return }
+            usage.periodNote = text
+            log(.notice, "usage: " + text)
+        }
+        switch move {
+        case .stay:
+            usage.periodNote = nil
+        case let .first(start, provisional):
+            usage.book.period = start
+            usage.book.provisional = provisional
+            if provisional { note("the clock is not synchronized (\(now.trust.rawValue)): counting into the period of \(start) until it is") }
+        case let .roll(start):
+            let was = usage.book.period!
+            usage.book.roll(to: start, startDay: startDay)
+            usage.periodNote = nil
+            log(.notice, "usage: a new period starts on \(start) (the last one started on \(was))")
+            usage.book.drop(except: Set(state.config.apps.map(\.id)))
+            usage.depleted = []
+            usage.warned = []
+            usage.quotaUsed = [:]
+            usage.dirty = true
+            invalidateReplies()
+        case let .relabel(start, why):
+            let was = usage.book.period!
+            usage.book.period = start
+            if why == .synchronized { usage.book.provisional = false }
+            usage.periodNote = nil
+            log(.notice, "usage: \(why.rawValue): this period's totals are the period of \(start)'s (it was \(was)'s)")
+            usage.dirty = true
+            invalidateReplies()
+        case let .behind(start):
+            note("the clock (\(now.date)) is before this period's start (\(usage.book.period!)): counting into it, never "
+                 + "into the period of \(start)")
+        case let .untrusted(start):
+            note("the clock says the period of \(start) began, but it is "
+                 + (now.trust == .waiting ? "not synchronized yet" : "not steady (it jumped)") + ": not moving to it yet")
+        }
     }
 }
 

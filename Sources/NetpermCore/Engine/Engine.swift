@@ -95,9 +95,16 @@ public final class Engine {
         public var wallClock: @Sendable () -> Double
         /// The local calendar day at a time (seconds since the epoch): usage periods start at local midnight.
         public var localDate: @Sendable (Int) -> CivilDate
+        /// What the machine says of the wall clock, and the boot clock in seconds: whether a usage period may start
+        /// by it (PeriodMove).
+        public var clockTrust: @Sendable () -> ClockTrust
+        public var bootClock: @Sendable () -> Double
         public init(daemonUID: UInt32 = 0, logLevel: Priority = .info, wallClock: @escaping @Sendable () -> Double = { 0 },
-                    localDate: @escaping @Sendable (Int) -> CivilDate = Settings.utcDate) {
+                    localDate: @escaping @Sendable (Int) -> CivilDate = Settings.utcDate,
+                    clockTrust: @escaping @Sendable () -> ClockTrust = { .synchronized },
+                    bootClock: @escaping @Sendable () -> Double = { 0 }) {
             self.daemonUID = daemonUID; self.logLevel = logLevel; self.wallClock = wallClock; self.localDate = localDate
+            self.clockTrust = clockTrust; self.bootClock = bootClock
         }
 
         /// The day in UTC: what tests and a machine without a time zone use.

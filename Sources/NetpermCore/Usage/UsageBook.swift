@@ -20,6 +20,9 @@ public struct AppUsage: Equatable, Sendable {
 public struct UsageBook: Equatable, Sendable {
     /// The first day of the current period; nil before the first reading.
     public var period: CivilDate?
+    /// The period was taken from a clock no time service had synchronized: once one has, the totals are the
+    /// period's the clock then says, whatever it is (PeriodMove).
+    public var provisional = false
     public var apps: [String: AppUsage] = [:]
     /// Packets of no app of the policy: other processes, forwarded traffic, connections without a tag.
     public var other = AppUsage()

@@ -22,7 +22,7 @@ extension UsageBook {
 
     public func encoded() -> String {
         var out = "# netpermd's data usage, written by the daemon (docs/USAGE.md).\nversion \(Self.fileVersion)\n"
-        if let period { out += "period \(period)\n" }
+        if let period { out += "period \(period)" + (provisional ? " provisional" : "") + "\n" }
         if let instance { out += "kernel \(instance)\n" }
         for key in baseline.keys.sorted() {
             let c = baseline[key]!
@@ -63,8 +63,11 @@ extension UsageBook {
                     throw fail("unknown version \(ConfigError.quote(words.dropFirst().joined(separator: " ")))")
                 }
             case "period":
-                guard words.count == 2, let d = CivilDate(words[1]) else { throw fail("expected period YYYY-MM-DD") }
+                guard words.count == 2 || (words.count == 3 && words[2] == "provisional"), let d = CivilDate(words[1]) else {
+                    throw fail("expected period YYYY-MM-DD [provisional]")
+                }
                 book.period = d
+                book.provisional = words.count == 3
             case "kernel":
                 guard words.count == 2 else { throw fail("expected kernel INSTANCE") }
                 book.instance = words[1]
