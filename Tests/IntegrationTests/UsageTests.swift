@@ -422,6 +422,38 @@ final class UsageTests: IntegrationTestCase {
         _ = daemon
     }
 
+    /// Issue 31, 6: what parallel downloads take past a budget. Each connection is ended once its app's next packet
+    /// meets the reset and its peer's next one the kernel's; what the peer had sent meanwhile still arrives, and
+    /// is counted. So the bound is per connection, what its peer may have in flight: at most the receive window the
+    /// app advertised. Measured with 16 downloads at once, with the app's receive buffers at their default and
+    /// at 64 KiB (a window of at most 64 KiB: the bound asserted).
+    func testParallelDownloadsPassTheBudgetByAtMostTheirWindows() throws {
+        try bed.ns.ip("link", "set", "eth0", "down")
+        try bed.ns.ip("route", "add", "default", "via", "10.31.0.2", "dev", "wwan0")
+        try start(Self.policy(mode: "block", budget: "1M"))
+        let budget = 1 << 20, flows = 16
+        for (round, rcvbuf) in [(0, 65536), (1, 65536), (2, 0), (3, 0)] {
+            if round > 0 {
+                XCTAssertEqual(try request(socket, "RESET-USAGE sender")["reset"] as? String, "sender")
+            }
+            let before = try counted("sender", kind: "wwan", metered: true).received
+            let args = ["parallel", "wwan0", String(flows), String(1 << 20)] + (rcvbuf > 0 ? [String(rcvbuf)] : [])
+            let r = try bed.client(uid: Self.sender, args[0], args[1], args[2], args[3], rcvbuf > 0 ? args[4] : "0")
+            let errors = (r["errors"] as? [Any]) ?? []
+            XCTAssertTrue(errors.contains { ["ECONNRESET", "EPIPE"].contains($0 as? String ?? "") }, "the budget ended them: \(r)")
+            let received = try counted("sender", kind: "wwan", metered: true).received - (round == 0 ? before : 0)
+            let over = received - budget
+            print("usage overshoot: \(flows) parallel downloads, receive buffer \(rcvbuf == 0 ? "default" : String(rcvbuf)): "
+                  + "counted \(over) bytes past the budget (\(String(format: "%.1f", Double(over) * 100 / Double(budget)))%), "
+                  + "the apps got \((r["received"] as? [Int] ?? []).reduce(0, +)) bytes of payload")
+            XCTAssertLessThan(received, 4 * budget, "the budget ends them at all")
+            if rcvbuf > 0 {
+                // SO_RCVBUF 64 KiB: the kernel doubles it, and advertises at most half of that, plus a segment.
+                XCTAssertLessThanOrEqual(over, flows * (64 << 10 + 1500), "at most each connection's window past it")
+            }
+        }
+    }
+
     func testABudgetEndsATransferAtOnceAndAResetOrTheNextPeriodOpensIt() throws {
         // The metered link is the app's only way out (its default route, Ethernet down): with its budget used up
         // its verdict is budget-exhausted, not routed-elsewhere.

@@ -109,7 +109,7 @@ final class UsageBed {
     /// `udp LINK COUNT SIZE [SOURCEPORT]` to the echo, one datagram at a time, `probe LINK` (connect() and sendto()
     /// to the sink), `gated LINK BYTES FILE` (an upload that sends 64 KiB, makes `FILE.ready`, and sends the rest once
     /// FILE exists), `pushed LINK COUNT SIZE` (asks the pusher, over eth0, for COUNT datagrams to port 7810 of LINK's
-    /// address and replies to each). Returns what it printed (one JSON object).
+    /// address and replies to each), `parallel LINK N BYTES [RCVBUF]` (N downloads at once). Returns what it printed (one JSON object).
     func client(uid: UInt32?, _ args: String...) throws -> [String: Any] {
         let r = try Subprocess.run(try clientArgv(uid: uid, args), timeout: 60)
         guard r.status == 0, let o = try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any] else {
@@ -192,6 +192,26 @@ final class UsageBed {
                         u.sendto(b"r", a); out["replies"] += 1
                 except OSError as e:
                     out["stopped"] = name(e)
+            elif mode == "parallel":
+                import threading
+                n, total = int(sys.argv[3]), int(sys.argv[4])
+                rcvbuf = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+                out["received"] = [0] * n; out["errors"] = [None] * n
+                def one(i):
+                    try:
+                        s = socket.socket()
+                        if rcvbuf: s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+                        s.settimeout(10); s.connect((host, \(source)))
+                        s.sendall(b"%d\\n" % total)
+                        while True:
+                            d = s.recv(65536)
+                            if not d: break
+                            out["received"][i] += len(d)
+                    except OSError as e:
+                        out["errors"][i] = name(e)
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+                for th in threads: th.start()
+                for th in threads: th.join()
             elif mode == "pace":
                 count, size, ms = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
                 out["sent"] = 0
