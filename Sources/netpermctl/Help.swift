@@ -165,8 +165,8 @@ enum Help {
                 from a pipe. Ctrl-D (the end of input) or Ctrl-C stops it; an agent that stops mid-question
                 leaves its prompt open for the next.
                 With --notify, each prompt is a desktop notification on the session bus
-                (org.freedesktop.Notifications), its choices as actions (the notification's default action is
-                allow once), closed when its prompt closes; without a notification server that shows actions
+                (org.freedesktop.Notifications), its choices as its buttons (a click on its body grants
+                nothing), closed when its prompt closes; without a notification server that shows actions
                 it says so and exits 6. The netpermd-agent.service user unit runs it in graphical sessions.
                 Root and the admin group answer for everyone; with [Defaults] UserDecisions=yes any other user
                 answers the prompts of their own processes, for their own uid.

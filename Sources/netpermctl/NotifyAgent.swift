@@ -5,8 +5,8 @@ import NetpermIO
 import NetpermSystemd
 
 /// `netpermctl agent --notify`: each prompt as a desktop notification on the user's session bus, with the choices
-/// as its actions (the notification itself, its default action, answers "once"), critical and resident so it stays
-/// until answered; the answer is the daemon's `ANSWER`. A notification is closed when its prompt closes (expired,
+/// as its actions and no default action (a click on its body grants nothing: only a button does), critical and
+/// resident so it stays until answered; the answer is the daemon's `ANSWER`. A notification is closed when its prompt closes (expired,
 /// answered elsewhere, its asker gone); an action that comes after that is still sent, and the daemon refuses it. A
 /// notification the person dismisses leaves its prompt open until it expires.
 enum NotifyAgent {
@@ -49,9 +49,8 @@ enum NotifyAgent {
             let t = p.forTerminal
             let choices = PromptText.choices(t)
             let body = markup(PromptText.question(t) + ".\nAllow once: " + PromptText.onceUntil(t) + ".")
-            // The notification itself (its default action) answers "once": a stray click allows no more than that.
-            let once = choices.first { $0.choice == .once }?.label ?? PromptChoice.once.rawValue
-            let actions = [("default", once)] + choices.map { ($0.choice.rawValue, $0.label) }
+            // No default action: a click on the body, stray or meant to read it, must not open the app.
+            let actions = choices.map { ($0.choice.rawValue, $0.label) }
             do {
                 let id = try notes.notify(appName: "netpermd", icon: "network-wireless", summary: PromptText.summary(t),
                                           body: body, actions: actions, urgency: 2)
@@ -86,7 +85,12 @@ enum NotifyAgent {
             switch s {
             case let .actionInvoked(n, key):
                 guard let p = shown.prompt(of: n), let id = p["id"]?.intValue else { return }
-                guard let choice = key == "default" ? PromptChoice.once : PromptChoice(rawValue: key) else { return }
+                guard let choice = PromptChoice(rawValue: key) else {
+                    // A server that sends "default" for a click on the body anyway: nothing is granted.
+                    Screen.out("notification \(n) for prompt \(id): \(key == "default" ? "a click on it" : "action \(key)") "
+                        + "answers nothing; its buttons do\n")
+                    return
+                }
                 let label = PromptText.choices(p.forTerminal).first { $0.choice == choice }?.label ?? choice.rawValue
                 switch session.answer(id, choice) {
                 case let .done(reply): Screen.out(PromptText.answered(reply.forTerminal, label: label) + "\n")

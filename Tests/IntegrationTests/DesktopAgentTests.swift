@@ -177,13 +177,21 @@ final class DesktopAgentTests: IntegrationTestCase {
         XCTAssertEqual(args[3] as? String, "Allow maps to use WWAN?")
         XCTAssertEqual(args[4] as? String, "maps (its first blocked connection, uid 4201) wants to use WWAN via wwan0 "
             + "(wwan, metered).\nAllow once: until netpermd restarts or its policy changes.")
-        XCTAssertEqual(args[5] as? [String], ["default", "Allow once", "allow", "Allow", "deny", "Wi-Fi only", "once", "Allow once"])
+        XCTAssertEqual(args[5] as? [String], ["allow", "Allow", "deny", "Wi-Fi only", "once", "Allow once"],
+                       "its buttons, no default action (issue 36, 9: a click on the body granted Allow once)")
         let hints = args[6] as? [String: Any]
         XCTAssertEqual(hints?["urgency"] as? Int, 2, "\(args)")
         XCTAssertEqual(hints?["resident"] as? Bool, true, "\(args)")
         XCTAssertEqual(args[7] as? Int, 0, "never expires by itself")
         // bob's agent heard nothing of it.
         XCTAssertEqual(try bobAgent.ask("PROMPTS")["prompts"].map { ($0 as? [Any])?.count }, 0)
+
+        // A server that sends "default" anyway (a click on the body): nothing is granted, the prompt stays open.
+        try emit(bus, ["action", String(first), "default"])
+        try out.waitForText("notification \(first) for prompt ")
+        XCTAssertTrue(out.allText.contains("a click on it answers nothing; its buttons do"), out.allText)
+        XCTAssertFalse(try closed(bus).contains(first), "still shown")
+        XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").blocked)
 
         // Allow: stored for alice's uid; her retry passes, bob's same app is still blocked, and asked of bob alone.
         try emit(bus, ["action", String(first), "allow"])
@@ -271,16 +279,41 @@ final class DesktopAgentTests: IntegrationTestCase {
     // MARK: - dunst
 
     /// A real notification server: dunst (Debian's) under xvfb-run on alice's bus shows the prompt (dunst's
-    /// history has it once it is answered) and its default action (a click on the notification) answers it.
-    func testDunstShowsThePromptAndItsDefaultActionAnswersIt() throws {
+    /// history has it once it is answered). A click on the notification (dunst's `action`: with no default action
+    /// it opens its menu of the buttons) grants nothing until a button is chosen in dunst's own menu (its `dmenu`,
+    /// here a script that picks the line the test names).
+    func testDunstShowsThePromptAndOnlyItsMenusButtonAnswersIt() throws {
         let d = try makeDesk(Self.policy.replacingOccurrences(of: "[Enforcement]\nMode=block\n", with: ""))
         let bus = try session(d, Self.alice)
         let log = d.dir + "/dunst.log"
-        let dunst = try Subprocess.spawn(d.users.argv(Self.alice, ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", "dunst"],
+        let menu = d.dir + "/menu", choice = d.dir + "/choice", shownMenus = d.dir + "/menus"
+        try "".write(toFile: choice, atomically: true, encoding: .utf8)
+        try """
+            #!/bin/sh
+            # SPDX-License-Identifier: LGPL-2.1-or-later
+            # dunst's menu: every line it offers is logged; the line holding the chosen text is picked, else a
+            # line naming no action (as a person closing the menu: dunst 1.9 never runs it again after no answer).
+            lines=$(cat)
+            printf '%s\\n--\\n' "$lines" >> \(shownMenus)
+            want=$(cat \(choice))
+            [ -n "$want" ] && printf '%s\\n' "$lines" | grep -F -- "$want" | head -n 1 || echo "none"
+            exit 0
+            """.write(toFile: menu, atomically: true, encoding: .utf8)
+        chmod(menu, 0o755)
+        try "".write(toFile: shownMenus, atomically: true, encoding: .utf8)
+        chmod(shownMenus, 0o666)
+        chmod(choice, 0o644)
+        let config = d.dir + "/dunstrc"
+        try "[global]\ndmenu = \(menu)\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let dunst = try Subprocess.spawn(d.users.argv(Self.alice, ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", "dunst",
+                                                                   "-config", config],
                                                       environment: [bus.environment]),
                                          stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
         addTeardownBlock { dunst.killAndReap() }
         try bus.waitForName("org.freedesktop.Notifications", of: dunst, log: log)
+        showOnFailure("dunst's menus and log") {
+            ((try? String(contentsOfFile: shownMenus, encoding: .utf8)) ?? "") + ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+        }
         let (_, out) = try notifyAgent(d, bus, Self.alice)
         XCTAssertTrue(out.allText.contains("prompts go to dunst 1."), out.allText)
         func dunstctl(_ args: [String]) throws -> CommandResult {
@@ -293,7 +326,25 @@ final class DesktopAgentTests: IntegrationTestCase {
             let n = try dunstctl(["count", "displayed"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             return (n == "1", n)
         }
+        // A click on the body: dunst offers the buttons, none is chosen, nothing is granted.
         _ = try dunstctl(["action", "0"])
+        try waitUntil("dunst offered its menu") {
+            let m = (try? String(contentsOfFile: shownMenus, encoding: .utf8)) ?? ""
+            return (m.contains("--"), m)
+        }
+        let offered = try String(contentsOfFile: shownMenus, encoding: .utf8)
+        XCTAssertTrue(offered.contains("Allow once") && offered.contains("Wi-Fi only"), offered)
+        XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision", "a click grants nothing")
+        XCTAssertFalse(out.allText.contains("maps: Allow once"), out.allText)
+
+        // The menu's "Allow once".
+        try "Allow once".write(toFile: choice, atomically: true, encoding: .utf8)
+        // Until dunst has taken the last menu's line, it refuses another ("already running").
+        try waitUntil("dunst takes the menu") {
+            _ = try dunstctl(["context"])
+            let m = (try? String(contentsOfFile: shownMenus, encoding: .utf8)) ?? ""
+            return (m.components(separatedBy: "--").count > 2, m)
+        }
         try out.waitForText("maps: Allow once (WWAN allowed until netpermd restarts or its policy changes, for uid 4201's own processes)")
         XCTAssertEqual(try app.ask("QUERY")["sources"].map { ($0 as? [String: Any])?["wwan"] as? String }, "user-once")
         try waitUntil("dunst's history has it") {
