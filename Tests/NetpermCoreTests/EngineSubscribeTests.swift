@@ -158,6 +158,9 @@ final class EngineSubscribeTests: XCTestCase {
         let status = h.request(h.connect(), "STATUS")
         XCTAssertEqual(status["agents"], 0)
         XCTAssertEqual(status["user_agents"], 1)
+        // Issue 36, 12: another user is not told that uid 4 runs a desktop session; uid 4 is told of its own.
+        XCTAssertEqual(h.request(h.connect(makePeer(uid: 5, exe: "/usr/bin/x", pid: 46)), "STATUS")["user_agents"], 0)
+        XCTAssertEqual(h.request(h.connect(makePeer(uid: 4, exe: "/usr/bin/x", pid: 47)), "STATUS")["user_agents"], 1)
         XCTAssertEqual(h.request(h.connect(makePeer(uid: 4, exe: "/usr/bin/x", pid: 45)), "QUERY")["reason"],
                        "awaiting-decision", "uid 4's own agent can be asked")
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["app"] }, ["d"])

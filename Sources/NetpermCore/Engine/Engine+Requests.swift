@@ -43,7 +43,7 @@ extension Engine {
                 w.objects("verbs", Verb.allCases) { $0.field("verb", $1.usage); $0.field("summary", $1.summary) }
             }
         case .status:
-            return reply(id) { writeStatus(to: &$0, privileged: caller.privileged) }
+            return reply(id) { writeStatus(to: &$0, caller: caller) }
         case .links:
             return reply(id) { w in
                 w.field("ok", true)
@@ -143,14 +143,16 @@ extension Engine {
         reply(id) { e.write(to: &$0) }
     }
 
-    private func writeStatus(to w: inout JSONWriter, privileged: Bool) {
+    private func writeStatus(to w: inout JSONWriter, caller: Caller) {
+        let privileged = caller.privileged
         let net = state.network
         let primary = net.primary
         w.field("ok", true)
         w.field("version", DaemonState.version)
         w.field("ready", state.ready)
         w.field("agents", state.agents)
-        w.field("user_agents", state.userAgents.values.reduce(0, +))
+        // Other users' agents say who runs a desktop session: a user is told only of their own.
+        w.field("user_agents", privileged ? state.userAgents.values.reduce(0, +) : state.userAgents[caller.identity.uid] ?? 0)
         w.field("links", net.links.count)
         w.field("available", net.available)
         w.field("primary", primary?.name)
