@@ -543,7 +543,8 @@ final class PromptTests: IntegrationTestCase {
         let app = try runningAsker(s)
         assertAwaiting(try app.ask("QUERY"), "QUERY with netpermctl agent running")
         try out.waitForText("[s] skip")
-        XCTAssertTrue(out.allText.contains("prompt 1: asker (\(s.asker), uid 0) wants to use WWAN via wwan0 (wwan, metered).\n"
+        let first = try XCTUnwrap((try request(s.socket, "PROMPTS")["prompts"] as? [[String: Any]])?.first?["id"] as? Int)
+        XCTAssertTrue(out.allText.contains("prompt \(first): asker (\(s.asker), uid 0) wants to use WWAN via wwan0 (wwan, metered).\n"
             + "  [y] Allow  [n] Wi-Fi only  [o] Allow once (until netpermd restarts or its policy changes)  [s] skip (ask "
             + "again later, it expires within 30 s): "), out.allText)
         // One key, no Enter.
@@ -580,8 +581,10 @@ final class PromptTests: IntegrationTestCase {
         let row = oneOpen.lines.dropFirst().first.map { $0.components(separatedBy: "  ").map {
             $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } } ?? []
         XCTAssertEqual(Array(row.dropFirst()), ["asker", "wwan", "wwan0 (metered)", s.asker, "-", "0"], oneOpen.summary)
+        let second = try XCTUnwrap(Int(row.first ?? ""), oneOpen.summary)
+        XCTAssertNotEqual(second, first)
         try writeText(toFD: stdin.write, "s")
-        try out.waitForText("skipped: prompt 2 stays open until it expires")
+        try out.waitForText("skipped: prompt \(second) stays open until it expires")
         XCTAssertNil(try Self.parseDecisions(s.decisionsFile)?["asker"], "skipping stores nothing")
 
         let nothing = try ctl(["--socket", s.socket, "forget", "asker"])

@@ -50,7 +50,12 @@ extension PromptTests {
         // One key, no Enter: the question says which.
         XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
         try waitForScreen("the question") { $0.contains(keys) }
-        XCTAssertTrue(try screen().contains("prompt 1: asker (\(asker), uid 0) wants to use WWAN via wwan0 (wwan, metered)."))
+        // Prompt ids are the daemon's own (not 1, 2, ...: they would tell users how many others were asked).
+        func openID() throws -> Int {
+            try XCTUnwrap((try self.request(socket, "PROMPTS")["prompts"] as? [[String: Any]])?.first?["id"] as? Int)
+        }
+        let first = try openID()
+        XCTAssertTrue(try screen().contains("prompt \(first): asker (\(asker), uid 0) wants to use WWAN via wwan0 (wwan, metered)."))
         try tmux(["send-keys", "-t", "agent", "y"])
         try waitForScreen("the answer") { $0.contains("asker: Allow (WWAN allowed, for everyone)") }
         let answered = try screen()
@@ -60,15 +65,17 @@ extension PromptTests {
         // Left unanswered: at its expiry the question goes, and the screen says nothing was stored.
         XCTAssertEqual(try ctl(["--socket", socket, "forget", "asker"]).stdout, "forgotten\n")
         XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
-        try waitForScreen("the second question") { $0.contains("prompt 2: asker") }
-        try waitForScreen("the expiry", timeout: 6) { $0.contains("prompt 2 for asker expired unanswered: nothing was stored") }
+        let second = try openID()
+        try waitForScreen("the second question") { $0.contains("prompt \(second): asker") }
+        try waitForScreen("the expiry", timeout: 6) { $0.contains("prompt \(second) for asker expired unanswered: nothing was stored") }
         let expired = try screen()
-        XCTAssertFalse(expired.contains("prompt 2: asker"), "the expired question is cleared: \(expired)")
+        XCTAssertFalse(expired.contains("prompt \(second): asker"), "the expired question is cleared: \(expired)")
         XCTAssertFalse(stored().contains("[App asker]"), stored())
 
         // A key that crosses the expiry (typed while the agent had not yet heard of it) is refused.
         XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
-        try waitForScreen("the third question") { $0.contains("prompt 3: asker") }
+        let third = try openID()
+        try waitForScreen("the third question") { $0.contains("prompt \(third): asker") }
         Glibc.kill(agent, SIGSTOP)
         try waitUntil("prompt 3 expires", timeout: 6) {
             let open = try self.request(socket, "PROMPTS")["prompts"] as? [Any]
@@ -84,21 +91,22 @@ extension PromptTests {
             return (ioctl(tty, UInt(FIONREAD), &pending) == 0 && pending > 0, "\(pending) bytes")
         }
         Glibc.kill(agent, SIGCONT)
-        try waitForScreen("the refusal") { $0.contains("too late: prompt 3 is not open: it expired") }
+        try waitForScreen("the refusal") { $0.contains("too late: prompt \(third) is not open: it expired") }
         XCTAssertFalse(stored().contains("[App asker]"), "a late key stores nothing: \(stored())")
         let refused = try screen()
-        XCTAssertFalse(refused.contains("prompt 3: asker"), refused)
+        XCTAssertFalse(refused.contains("prompt \(third): asker"), refused)
 
         // Killed mid-question: the prompt stays open, and the next agent is asked it.
         XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
-        try waitForScreen("the fourth question") { $0.contains("prompt 4: asker") }
+        let fourth = try openID()
+        try waitForScreen("the fourth question") { $0.contains("prompt \(fourth): asker") }
         Glibc.kill(agent, SIGKILL)
         try waitUntil("the agent is gone") { (Glibc.kill(agent, 0) != 0, "pid \(agent)") }
         let open = try request(socket, "PROMPTS")["prompts"] as? [[String: Any]]
-        XCTAssertEqual(open?.compactMap { $0["id"] as? Int }, [4], "still pending: \(open ?? [])")
+        XCTAssertEqual(open?.compactMap { $0["id"] as? Int }, [fourth], "still pending: \(open ?? [])")
         _ = try? tmux(["kill-session", "-t", "agent"])
         agent = try startAgent()
-        try waitForScreen("the next agent is asked it") { $0.contains("prompt 4: asker") }
+        try waitForScreen("the next agent is asked it") { $0.contains("prompt \(fourth): asker") }
         try tmux(["send-keys", "-t", "agent", "n"])
         try waitForScreen("its answer") { $0.contains("asker: Wi-Fi only (WWAN denied, for everyone)") }
         XCTAssertTrue(stored().contains("[App asker]\nWWAN=deny\n"), stored())

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+@testable import NetpermCore
 import XCTest
 
 /// Prompts and agents (PROTOCOL.md, "Prompts"): an undecided `ask` is a deny while no agent listens, and a prompt
@@ -124,6 +124,26 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertTrue(events.allSatisfy { $0["reason"] == "awaiting-decision" })
         XCTAssertEqual(h.logged(containing: "an agent listens for prompts").count, 1)
         XCTAssertTrue(h.connections[maps]!.held, "still waiting, now for the user's answer")
+    }
+
+    /// Issue 36, 12: prompt ids were one counter for everyone, so a user saw how many others were asked between two
+    /// of their own prompts. The daemon permutes them with a key of its own: distinct, and not in order.
+    func testPromptIdsTellNothingOfOthers() throws {
+        let key: UInt32 = 0x9E37_79B9
+        let ids = (1...200_000).map { PromptBook.permuted(UInt32($0), key: key) }
+        XCTAssertEqual(Set(ids).count, ids.count, "distinct")
+        XCTAssertTrue(ids.allSatisfy { $0 <= 0x7FFF_FFFF }, "a JSON number every client reads")
+        XCTAssertLessThan(zip(ids, ids.dropFirst()).filter { $1 == $0 &+ 1 }.count, 10, "not a counter")
+        XCTAssertEqual(PromptBook.permuted(7, key: 0), 7, "no key: the tests' 1, 2, ...")
+
+        let h = EngineHarness(policy: Self.policy, links: [Links.wwan],
+                              settings: Engine.Settings(daemonUID: 0, logLevel: .debug, promptIDKey: key))
+        let agent = h.connect(makePeer(uid: 0, exe: "/usr/bin/netpermctl", pid: 99))
+        _ = h.subscribe(agent, "prompts")
+        let maps = h.connect(Peers.maps)
+        XCTAssertTrue(h.send(maps, "WAIT").isEmpty)
+        let prompt = try XCTUnwrap(h.takeEvents(agent, named: "prompt").first)
+        XCTAssertEqual(prompt["id"]?.intValue, Int(PromptBook.permuted(1, key: key)))
     }
 
     /// The last agent leaving turns them back; a second agent leaving first changes nothing.

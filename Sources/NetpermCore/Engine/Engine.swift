@@ -99,12 +99,14 @@ public final class Engine {
         /// by it (PeriodMove).
         public var clockTrust: @Sendable () -> ClockTrust
         public var bootClock: @Sendable () -> Double
+        /// Permutes prompt ids (PromptBook): the daemon draws it at random; 0, the tests' default, leaves them 1, 2, ...
+        public var promptIDKey: UInt32
         public init(daemonUID: UInt32 = 0, logLevel: Priority = .info, wallClock: @escaping @Sendable () -> Double = { 0 },
                     localDate: @escaping @Sendable (Int) -> CivilDate = Settings.utcDate,
                     clockTrust: @escaping @Sendable () -> ClockTrust = { .synchronized },
-                    bootClock: @escaping @Sendable () -> Double = { 0 }) {
+                    bootClock: @escaping @Sendable () -> Double = { 0 }, promptIDKey: UInt32 = 0) {
             self.daemonUID = daemonUID; self.logLevel = logLevel; self.wallClock = wallClock; self.localDate = localDate
-            self.clockTrust = clockTrust; self.bootClock = bootClock
+            self.clockTrust = clockTrust; self.bootClock = bootClock; self.promptIDKey = promptIDKey
         }
 
         /// The day in UTC: what tests and a machine without a time zone use.
@@ -202,6 +204,7 @@ public final class Engine {
     public init(settings: Settings = Settings(), decisions: Decisions = Decisions(), usage book: UsageBook = UsageBook(),
                 tags: TagTable = TagTable()) {
         self.settings = settings
+        state.prompts = PromptBook(idKey: settings.promptIDKey)
         state.decisions = decisions
         usage.book = book
         tagTable = tags
