@@ -17,6 +17,7 @@
 #include <linux/bpf.h>
 #include <sys/syscall.h>
 #include <sys/timex.h>
+#include <sys/signalfd.h>
 #include <sys/vfs.h>
 #include <signal.h>
 #include <string.h>
@@ -145,3 +146,5 @@ static const int NP_SO_NETNS_COOKIE = 71;
 // The kernel's NTP status: whether the wall clock is synchronized (TIME_ERROR, STA_UNSYNC are macros).
 static const int NP_TIME_ERROR = TIME_ERROR;
 static const int NP_STA_UNSYNC = STA_UNSYNC;
+
+static const int NP_SFD_CLOEXEC = SFD_CLOEXEC;

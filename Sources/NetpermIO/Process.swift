@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import CLinux
 import Glibc
 
 /// Signal masks.
@@ -9,6 +10,16 @@ public enum Signals {
         sigemptyset(&set)
         sigaddset(&set, signo)
         _ = try sys { sigprocmask(SIG_BLOCK, &set, nil) }
+    }
+
+    /// Blocks `signals` and returns a descriptor that becomes readable when one is pending (signalfd): for a
+    /// program with a poll loop of its own (`netpermctl agent`), to clean up before it goes.
+    public static func descriptor(_ signals: [Int32]) throws(Errno) -> Int32 {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in signals { sigaddset(&set, s) }
+        _ = try sys { sigprocmask(SIG_BLOCK, &set, nil) }
+        return try sys { signalfd(-1, &set, NP_SFD_CLOEXEC) }
     }
 }
 

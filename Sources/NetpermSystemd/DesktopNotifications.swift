@@ -5,7 +5,8 @@ import NetpermIO
 
 /// The desktop's notification server (org.freedesktop.Notifications, the Desktop Notifications Specification) on
 /// the user's session bus, over sd-bus: `netpermctl agent --notify` shows prompts with it. Its signals are taken only
-/// from the owner of the server's name (the bus routes no one else's to this match).
+/// from the connection that owns the server's name now (a signal any peer sends straight to the agent is not the
+/// server's), followed through NameOwnerChanged: a server that restarts is a new one, whose notifications start over.
 public final class DesktopNotifications {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -17,6 +18,8 @@ public final class DesktopNotifications {
         case actionInvoked(id: UInt32, key: String)
         /// Gone from the screen: 1 expired, 2 dismissed by the person, 3 closed by `close`, 4 otherwise.
         case closed(id: UInt32, reason: UInt32)
+        /// Another connection owns the server's name (its unique name), or none: every notification shown is gone.
+        case serverChanged(owner: String?)
     }
 
     static let name = "org.freedesktop.Notifications"
@@ -30,7 +33,12 @@ public final class DesktopNotifications {
 
     private final class Inbox {
         var signals: [Signal] = []
+        /// The unique name owning the server's name: the only sender whose signals count.
+        var owner: String?
     }
+
+    /// The server's connection (its unique name), nil while none owns the name.
+    public var owner: String? { inbox.owner }
 
     /// The session bus as sd-bus finds it: `$DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`.
     public init() throws(Failure) {
@@ -59,6 +67,38 @@ public final class DesktopNotifications {
             }
             slots.append(slot)
         }
+        var slot: OpaquePointer?
+        let rule = "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+            + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.name)'"
+        let m = sd_bus_add_match(bus, &slot, rule, Self.onOwner, context)
+        guard m >= 0 else {
+            _ = sd_bus_flush_close_unref(bus)
+            throw Failure(description: "cannot watch who owns \(Self.name) on \(address): \(Errno(-m))")
+        }
+        slots.append(slot)
+    }
+
+    /// Asks the bus who owns the server's name now (after `capabilities()`, which starts an activatable server).
+    public func findOwner() {
+        var m: OpaquePointer?, reply: OpaquePointer?
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error); _ = sd_bus_message_unref(m); _ = sd_bus_message_unref(reply) }
+        var r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                               "GetNameOwner")
+        if r >= 0, let m { r = BusMessage.append(m, "s", Self.name) }
+        if r >= 0 { r = sd_bus_call(bus, m, 5_000_000, &error, &reply) }
+        var owner: UnsafePointer<CChar>?
+        guard r >= 0, sd_bus_message_read_basic(reply, BusMessage.type("s"), &owner) > 0, let owner else {
+            inbox.owner = nil
+            return
+        }
+        inbox.owner = String(cString: owner)
+    }
+
+    /// Whether `m` comes from the server's connection.
+    private static func fromServer(_ m: OpaquePointer, _ inbox: Inbox) -> Bool {
+        guard let sender = sd_bus_message_get_sender(m), let owner = inbox.owner else { return false }
+        return String(cString: sender) == owner
     }
 
     deinit {
@@ -67,7 +107,7 @@ public final class DesktopNotifications {
     }
 
     private static let onAction: sd_bus_message_handler_t = { m, userdata, _ in
-        guard let m, let userdata else { return 0 }
+        guard let m, let userdata, fromServer(m, Unmanaged<Inbox>.fromOpaque(userdata).takeUnretainedValue()) else { return 0 }
         var id: UInt32 = 0
         var key: UnsafePointer<CChar>?
         guard sd_bus_message_read_basic(m, BusMessage.type("u"), &id) > 0,
@@ -78,12 +118,26 @@ public final class DesktopNotifications {
     }
 
     private static let onClosed: sd_bus_message_handler_t = { m, userdata, _ in
-        guard let m, let userdata else { return 0 }
+        guard let m, let userdata, fromServer(m, Unmanaged<Inbox>.fromOpaque(userdata).takeUnretainedValue()) else { return 0 }
         var id: UInt32 = 0
         var reason: UInt32 = 0
         guard sd_bus_message_read_basic(m, BusMessage.type("u"), &id) > 0,
               sd_bus_message_read_basic(m, BusMessage.type("u"), &reason) > 0 else { return 0 }
         Unmanaged<Inbox>.fromOpaque(userdata).takeUnretainedValue().signals.append(.closed(id: id, reason: reason))
+        return 0
+    }
+
+    private static let onOwner: sd_bus_message_handler_t = { m, userdata, _ in
+        guard let m, let userdata else { return 0 }
+        var name: UnsafePointer<CChar>?, old: UnsafePointer<CChar>?, new: UnsafePointer<CChar>?
+        guard sd_bus_message_read_basic(m, BusMessage.type("s"), &name) > 0,
+              sd_bus_message_read_basic(m, BusMessage.type("s"), &old) > 0,
+              sd_bus_message_read_basic(m, BusMessage.type("s"), &new) > 0, let name, let new,
+              String(cString: name) == DesktopNotifications.name else { return 0 }
+        let inbox = Unmanaged<Inbox>.fromOpaque(userdata).takeUnretainedValue()
+        let owner = String(cString: new)
+        inbox.owner = owner.isEmpty ? nil : owner
+        inbox.signals.append(.serverChanged(owner: inbox.owner))
         return 0
     }
 
@@ -115,7 +169,7 @@ public final class DesktopNotifications {
     /// Notify: shows a notification that stays until it is answered or closed (no time-out, `resident`: an action
     /// does not remove it, the agent does), with `actions` as (key, label) pairs; returns its id.
     public func notify(appName: String, icon: String, summary: String, body: String, actions: [(key: String, label: String)],
-                       urgency: UInt8) throws(Failure) -> UInt32 {
+                       urgency: UInt8, resident: Bool = true) throws(Failure) -> UInt32 {
         var reply: OpaquePointer?
         defer { _ = sd_bus_message_unref(reply) }
         try call("Notify", reply: &reply) { m in
@@ -138,13 +192,13 @@ public final class DesktopNotifications {
             }
             if r >= 0 {
                 r = BusMessage.pair(m, "e", "resident", "b") { m in
-                    var yes: Int32 = 1
+                    var yes: Int32 = resident ? 1 : 0
                     return sd_bus_message_append_basic(m, BusMessage.type("b"), &yes)
                 }
             }
             if r >= 0 { r = BusMessage.pair(m, "e", "category", "s") { BusMessage.append($0, "s", "network") } }
             if r >= 0 { r = sd_bus_message_close_container(m) }
-            var never: Int32 = 0
+            var never: Int32 = resident ? 0 : -1
             if r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("i"), &never) }
             return r
         }

@@ -28,6 +28,7 @@ final class AgentSession {
     let privileged: Bool
     /// The open prompts the agent knows, by id, and changes not yet taken.
     private var open: [Int: JSON] = [:]
+    var openPrompts: [JSON] { open.keys.sorted().compactMap { open[$0] } }
     private var pending: [Change] = []
 
     init(socketPath: String) {

@@ -19,8 +19,15 @@ enum ExitCode: Int32 {
 
 func exit(_ code: ExitCode) -> Never { exit(code.rawValue) }
 
+/// What must be undone before the program goes, whatever the way (`agent --notify`: its notifications). One
+/// thread.
+nonisolated(unsafe) var beforeExit: (() -> Void)?
+
 /// `message` is one line, and may quote anyone's text: it is escaped whole.
 func die(_ message: String, _ code: ExitCode) -> Never {
     Output.err("netpermctl: \(SafeText.escape(message))\n")
+    let cleanup = beforeExit
+    beforeExit = nil
+    cleanup?()
     exit(code)
 }

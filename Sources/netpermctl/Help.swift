@@ -165,9 +165,11 @@ enum Help {
                 from a pipe. Ctrl-D (the end of input) or Ctrl-C stops it; an agent that stops mid-question
                 leaves its prompt open for the next.
                 With --notify, each prompt is a desktop notification on the session bus
-                (org.freedesktop.Notifications), its choices as its buttons (a click on its body grants
-                nothing), closed when its prompt closes; without a notification server that shows actions
-                it says so and exits 6. The netpermd-agent.service user unit runs it in graphical sessions.
+                (org.freedesktop.Notifications), its choices as its buttons (a click on its body
+                grants nothing), closed when its prompt closes and when the agent stops (a killed
+                agent's by the next one), shown again by a notification server that restarts;
+                without a notification server that shows actions it says so and exits 6.
+                The netpermd-agent.service user unit runs it in graphical sessions.
                 Root and the admin group answer for everyone; with [Defaults] UserDecisions=yes any other user
                 answers the prompts of their own processes, for their own uid.
                 """

@@ -8,7 +8,10 @@ import NetpermSystemd
 /// as its actions and no default action (a click on its body grants nothing: only a button does), critical and
 /// resident so it stays until answered; the answer is the daemon's `ANSWER`. A notification is closed when its prompt closes (expired,
 /// answered elsewhere, its asker gone); an action that comes after that is still sent, and the daemon refuses it. A
-/// notification the person dismisses leaves its prompt open until it expires.
+/// notification the person dismisses leaves its prompt open until it expires. The agent takes its notifications
+/// with it when it goes (a signal, the daemon gone); those a killed agent left are closed by the next one (their ids
+/// are kept in `$XDG_RUNTIME_DIR`, with the server's connection they belong to). A server that restarts is shown the
+/// open prompts again.
 enum NotifyAgent {
     /// Notifications shown, by their id, and (to refuse late actions by name) those closed lately.
     private struct Shown {
@@ -40,10 +43,20 @@ enum NotifyAgent {
         } catch {
             die("agent --notify: no notification server to show prompts with: \(error)", .noNotifications)
         }
+        notes.findOwner()
+        let leftovers = Leftovers()
+        leftovers.closeStale(notes)
         let session = AgentSession(socketPath: socketPath)
         Screen.out("netpermctl agent --notify: prompts go to \(server) on \(notes.address); answers are for "
             + "\(session.answersFor) (Ctrl-C to stop)\n")
         var shown = Shown()
+        // Whatever way the agent goes, its notifications go first: a button left behind would answer nothing.
+        beforeExit = {
+            for n in shown.prompts.keys.sorted() { try? notes.close(n) }
+            leftovers.record([], owner: notes.owner)
+        }
+        let stop: Int32
+        do { stop = try Signals.descriptor([SIGTERM, SIGINT, SIGHUP]) } catch { die("signalfd: \(error)", .failed) }
 
         func show(_ p: JSON) {
             let t = p.forTerminal
@@ -56,6 +69,7 @@ enum NotifyAgent {
                                           body: body, actions: actions, urgency: 2)
                 shown.prompts[id] = p
                 shown.byPrompt[p["id"]?.intValue ?? 0] = id
+                leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
                 Screen.out("prompt \(t["id"]?.intValue ?? 0) for \(t["app"]?.stringValue ?? "?"): notification \(id)\n")
             } catch {
                 die("agent --notify: cannot show prompt \(t["id"]?.intValue ?? 0): \(error)", .noNotifications)
@@ -66,6 +80,7 @@ enum NotifyAgent {
             guard let n = shown.close(prompt: prompt) else { return }
             Screen.out("prompt \(prompt) \(why): notification \(n) closed\n")
             do { try notes.close(n) } catch { Screen.err("netpermctl: cannot close notification \(n): \(error)\n") }
+            leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
         }
 
         func take(_ changes: [AgentSession.Change]) {
@@ -94,14 +109,32 @@ enum NotifyAgent {
                 let label = PromptText.choices(p.forTerminal).first { $0.choice == choice }?.label ?? choice.rawValue
                 switch session.answer(id, choice) {
                 case let .done(reply): Screen.out(PromptText.answered(reply.forTerminal, label: label) + "\n")
-                case let .refused(_, message): Screen.out("prompt \(id): \(label) refused: \(message)\n")
+                case let .refused(_, message):
+                    Screen.out("prompt \(id): \(label) refused: \(message)\n")
+                    // Said where it was asked: a notification that just went away would read as done.
+                    let t = p.forTerminal
+                    _ = try? notes.notify(appName: "netpermd", icon: "dialog-warning",
+                                          summary: "“\(label)” was not stored for \(t["app"]?.stringValue ?? "?")",
+                                          body: markup(message), actions: [], urgency: 1, resident: false)
                 }
                 withdraw(id, "answered here")
             case let .closed(n, reason):
                 // Closed by the person (or the server), not by us: no answer, the prompt stays open.
                 guard reason != 3, let p = shown.prompts[n], let id = p["id"]?.intValue else { return }
                 _ = shown.close(prompt: id)
+                leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
                 Screen.out("notification \(n) for prompt \(id) dismissed: the prompt stays open until it expires\n")
+            case let .serverChanged(owner):
+                // Its notifications went with the old server: the open prompts are shown again by the new one.
+                let open = session.openPrompts
+                shown = Shown()
+                leftovers.record([], owner: owner)
+                guard owner != nil else {
+                    Screen.out("the notification server is gone: its prompts will be shown again when one returns\n")
+                    return
+                }
+                Screen.out("the notification server restarted: showing \(open.count) open prompt(s) again\n")
+                for p in open { show(p) }
             }
         }
 
@@ -111,9 +144,42 @@ enum NotifyAgent {
             do { for s in try notes.process() { signal(s) } } catch { die("agent --notify: \(error)", .noNotifications) }
             if session.hasChanges { continue }
             var fds = [pollfd(fd: session.conn.fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: notes.fd, events: notes.events, revents: 0)]
+                       pollfd(fd: notes.fd, events: notes.events, revents: 0),
+                       pollfd(fd: stop, events: Int16(POLLIN), revents: 0)]
             do { _ = try sys { poll(&fds, nfds_t(fds.count), -1) } } catch { die("poll: \(error)", .failed) }
+            if fds[2].revents != 0 {
+                Screen.out("stopping: the notifications of open prompts are closed (the prompts stay open)\n")
+                beforeExit?()
+                exit(.ok)
+            }
             if fds[0].revents != 0 { take(session.changes(reading: true)) }
+        }
+    }
+
+    /// The ids of the notifications shown, with the server connection they belong to, in `$XDG_RUNTIME_DIR` (the
+    /// user's own, mode 0700): what a killed agent left, for the next one to close. Ids of another connection (the
+    /// server restarted since) are not the agent's and are left alone.
+    final class Leftovers {
+        let path: String?
+
+        init() {
+            path = getenv("XDG_RUNTIME_DIR").map { String(cString: $0) + "/netpermctl-agent-notifications" }
+        }
+
+        func closeStale(_ notes: DesktopNotifications) {
+            guard let path, let text = FD.readText(path) else { return }
+            let lines = text.split(separator: "\n").map(String.init)
+            guard let owner = notes.owner, lines.first == owner else { return }
+            let stale = lines.dropFirst().compactMap { UInt32($0) }
+            for n in stale { try? notes.close(n) }
+            if !stale.isEmpty { Screen.out("closed \(stale.count) notification(s) a stopped agent left\n") }
+            record([], owner: owner)
+        }
+
+        func record(_ ids: [UInt32], owner: String?) {
+            guard let path else { return }
+            let text = ([owner ?? ""] + ids.map(String.init)).joined(separator: "\n") + "\n"
+            _ = try? AtomicFile.write(path, text, syncDirectory: { _ throws(Errno) in })
         }
     }
 

@@ -78,9 +78,10 @@ final class DesktopAgentTests: IntegrationTestCase {
     }
 
     /// `netpermctl agent --notify` as `uid` on its bus; its output, line by line.
-    private func notifyAgent(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32) throws -> (ChildProcess, FDLineReader) {
+    private func notifyAgent(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32, runtime: String? = nil) throws -> (ChildProcess, FDLineReader) {
         let out = try Subprocess.makePipe()
-        let agent = try Subprocess.spawn(asUser(uid, [netpermctl, "--socket", d.socket, "agent", "--notify"], bus: bus),
+        let env = runtime.map { ["env", "XDG_RUNTIME_DIR=" + $0] } ?? []
+        let agent = try Subprocess.spawn(asUser(uid, env + [netpermctl, "--socket", d.socket, "agent", "--notify"], bus: bus),
                                          stdin: .devNull, stdout: .fd(out.write), stderr: .fd(out.write))
         close(out.write)
         let reader = FDLineReader(fd: out.read)
@@ -271,9 +272,65 @@ final class DesktopAgentTests: IntegrationTestCase {
         try out.waitForText("expired unanswered: notification \(seventh) closed")
         try emit(bus, ["action", String(seventh), "allow"])
         try out.waitForText("Allow refused: prompt ")
+        // Said where it was asked (issue 36, 11: a refused answer closed the notification silently).
+        try waitUntil("a notification says it was not stored") {
+            let n = try self.notifications(bus)
+            return (n.contains { $0[3] as? String == "“Allow” was not stored for maps" }, "\(n.map { $0[3] })")
+        }
         XCTAssertTrue(out.allText.contains("is not open: it expired, was answered or withdrawn"), out.allText)
         XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
         XCTAssertEqual(try late.ask("QUERY")["sources"].map { ($0 as? [String: Any])?["wwan"] as? String }, "policy")
+    }
+
+    /// Issue 36, 11 and 21: the agent takes its notifications with it (SIGTERM; a killed one's are closed by the
+    /// next agent), a notification server that restarts is shown the open prompts again, and only the server's own
+    /// connection is heard: an ActionInvoked any peer sends straight to the agent answers nothing. Before: each agent
+    /// left its notifications (the next added a copy, a click on the stale one stored nothing), the restarted server
+    /// lost the prompt, and the forged Allow was stored.
+    func testTheAgentTakesItsNotificationsWithItAndHearsOnlyTheServer() throws {
+        let d = try makeDesk(Self.policy.replacingOccurrences(of: "PromptTimeoutSec=3", with: "PromptTimeoutSec=60"))
+        let bus = try session(d, Self.alice)
+        let runtime = try makeTempDir()
+        chown(runtime, Self.alice, Self.alice)
+        chmod(runtime, 0o700)
+        var mock = try notificationMock(d, bus, Self.alice)
+
+        // SIGTERM: its notification goes with it; the prompt stays open.
+        var (agent, out) = try notifyAgent(d, bus, Self.alice, runtime: runtime)
+        let (first, _) = try blockedUntilNotified(d, bus, count: 1)
+        agent.signal(SIGTERM)
+        XCTAssertEqual(agent.wait(timeout: 5), 0, out.allText)
+        XCTAssertTrue(try closed(bus).contains(first), "closed at its stop")
+        try out.waitForText("stopping: the notifications of open prompts are closed")
+
+        // The next agent shows it again; killed, it leaves it; the one after closes it and shows it once more.
+        (agent, out) = try notifyAgent(d, bus, Self.alice, runtime: runtime)
+        let (second, _) = try waitForNotification(bus, count: 2)
+        agent.signal(SIGKILL)
+        _ = agent.wait(timeout: 5)
+        XCTAssertFalse(try closed(bus).contains(second), "a killed agent closes nothing itself")
+        (agent, out) = try notifyAgent(d, bus, Self.alice, runtime: runtime)
+        let (third, _) = try waitForNotification(bus, count: 3)
+        XCTAssertTrue(try closed(bus).contains(second), "the stale one is closed")
+        try out.waitForText("closed 1 notification(s) a stopped agent left")
+
+        // The server restarts: the open prompt is shown by the new one.
+        mock.killAndReap()
+        try out.waitForText("the notification server is gone")
+        mock = try notificationMock(d, bus, Self.alice)
+        try out.waitForText("the notification server restarted: showing 1 open prompt(s) again")
+        let (fourth, _) = try waitForNotification(bus, count: 1)
+        _ = third
+
+        // A forged click, sent straight to the agent by another peer, then the server's own dismissal: only the
+        // dismissal is heard.
+        try emit(bus, ["forge", String(fourth), "allow"])
+        try emit(bus, ["closed", String(fourth), "2"])
+        try out.waitForText("notification \(fourth) for prompt ")
+        XCTAssertFalse(out.allText.contains("maps: Allow"), out.allText)
+        XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
+        XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").blocked)
+        _ = mock
     }
 
     // MARK: - dunst

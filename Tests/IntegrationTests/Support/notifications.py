@@ -5,11 +5,14 @@
     notifications.py calls              the calls it received, as JSON lines: {"method": ..., "args": [...]}
     notifications.py action ID KEY      it emits ActionInvoked(ID, KEY), as a click on an action would
     notifications.py closed ID REASON   it emits NotificationClosed(ID, REASON)
+    notifications.py forge ID KEY       another peer (this one) sends ActionInvoked(ID, KEY) straight to every
+                                        other connection but the server's, as a hostile program on the bus could
 """
 import json
 import sys
 
 import dbus
+import dbus.lowlevel
 
 PATH = "/org/freedesktop/Notifications"
 
@@ -26,7 +29,25 @@ def plain(v):
     return str(v)
 
 
+def forge(nid, key):
+    bus = dbus.SessionBus()
+    daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus"), "org.freedesktop.DBus")
+    server = daemon.GetNameOwner("org.freedesktop.Notifications")
+    targets = [n for n in daemon.ListNames() if n.startswith(":") and n not in (bus.get_unique_name(), server)]
+    if not targets:
+        sys.exit("no connection but the server's")
+    for t in targets:
+        msg = dbus.lowlevel.SignalMessage(PATH, "org.freedesktop.Notifications", "ActionInvoked")
+        msg.set_destination(t)
+        msg.append(dbus.UInt32(nid), key, signature="us")
+        bus.send_message(msg)
+    bus.flush()
+
+
 def main():
+    if sys.argv[1] == "forge":
+        forge(int(sys.argv[2]), sys.argv[3])
+        return
     mock = dbus.Interface(dbus.SessionBus().get_object("org.freedesktop.Notifications", PATH),
                           "org.freedesktop.DBus.Mock")
     if sys.argv[1] == "calls":
