@@ -138,6 +138,20 @@ public struct PromptBook: Sendable {
     }
 
     public func find(app: String, scope: UInt32?) -> Prompt? { open.first { $0.app == app && $0.scope == scope } }
+
+    /// The most prompts open at once for one scope (a uid, or everyone's), as decisions are bounded: a user's
+    /// processes asking for 300 apps must not bury the agents (and other users' prompts) under 300 questions.
+    public static let perScope = 256
+
+    /// Whether `scope` may have another prompt open now.
+    public func hasRoom(for scope: UInt32?) -> Bool {
+        var n = 0
+        for p in open where p.scope == scope {
+            n += 1
+            if n >= Self.perScope { return false }
+        }
+        return true
+    }
     public func find(id: Int) -> Prompt? { open.first { $0.id == id } }
 
     /// The prompt for a verdict awaiting a decision (one for all its pending kinds, on the best link they keep the
@@ -145,7 +159,7 @@ public struct PromptBook: Sendable {
     public mutating func raise(for verdict: Verdict, scope: UInt32?, uid: UInt32?, identity: PeerIdentity?,
                                network: NetworkState, timeoutSec: Int) -> Prompt? {
         guard verdict.reason == .awaitingDecision, !verdict.pendingKinds.isEmpty,
-              find(app: verdict.app, scope: scope) == nil else { return nil }
+              find(app: verdict.app, scope: scope) == nil, hasRoom(for: scope) else { return nil }
         let pending = Set(verdict.pendingKinds)
         // The links a decision would open: usable, kept off only by pending kinds.
         let candidates = network.usableLinks.lazy.filter { l in
@@ -162,7 +176,7 @@ public struct PromptBook: Sendable {
     /// that keeps the app off that link. Nil when one is open for the app and scope, or no such link exists.
     public mutating func raiseBlocked(app: String, kind: PolicyDimension, link given: Link?, permissions: PermissionSet,
                                       scope: UInt32?, uid: UInt32?, network: NetworkState, timeoutSec: Int) -> Prompt? {
-        guard find(app: app, scope: scope) == nil else { return nil }
+        guard find(app: app, scope: scope) == nil, hasRoom(for: scope) else { return nil }
         func ofKind(_ l: Link) -> Bool { kind.kind.map { $0 == l.kind } ?? l.metered }
         guard let link = given ?? network.best(of: network.usableLinks.lazy.filter(ofKind))
                 ?? network.links.first(where: { ofKind($0) && $0.kind != .loopback })

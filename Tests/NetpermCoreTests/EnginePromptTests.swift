@@ -146,6 +146,25 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertEqual(prompt["id"]?.intValue, Int(PromptBook.permuted(1, key: key)))
     }
 
+    /// Issue 36, 10: one uid's processes asking for 300 apps opened 300 prompts, burying the agents (and another
+    /// user's prompt behind them). At most PromptBook.perScope are open per uid; the rest wait, said once; another
+    /// uid's are raised as ever.
+    func testPromptsPerUidAreBounded() {
+        let apps = (0..<300).map { "[App a\($0)]\nExecutable=/usr/bin/a\($0)\nWWAN=ask\n" }.joined()
+        let h = EngineHarness(policy: "[Defaults]\nPromptTimeoutSec=60\n" + apps, links: [Links.wwan])
+        let mine = h.connect(makePeer(uid: 4, exe: "/usr/bin/netpermctl", pid: 40))
+        let theirs = h.connect(makePeer(uid: 5, exe: "/usr/bin/netpermctl", pid: 50))
+        _ = h.subscribe(mine, "prompts")
+        _ = h.subscribe(theirs, "prompts")
+        for i in 0..<300 {
+            _ = h.request(h.connect(makePeer(uid: 4, exe: "/usr/bin/a\(i)", pid: Int32(1000 + i))), "QUERY")
+        }
+        XCTAssertEqual(h.takeEvents(mine, named: "prompt").count, PromptBook.perScope)
+        XCTAssertEqual(h.logged(containing: "256 prompts are open for uid 4's processes").count, 1, "said once")
+        _ = h.request(h.connect(makePeer(uid: 5, exe: "/usr/bin/a0", pid: 2000)), "QUERY")
+        XCTAssertEqual(h.takeEvents(theirs, named: "prompt").map { $0["app"] }, ["a0"], "another uid is asked as ever")
+    }
+
     /// The last agent leaving turns them back; a second agent leaving first changes nothing.
     func testLastAgentLeaving() {
         let h = harness()

@@ -39,6 +39,7 @@ extension Engine {
             if let pid = identity?.pid, state.prompts.join(id: open.id, asker: pid) { watchAsker(pid) }
             return
         }
+        guard state.prompts.hasRoom(for: v.uid) else { return logFull(v.uid) }
         guard let p = state.prompts.raise(for: v, scope: v.uid, uid: identity?.uid, identity: identity,
                                           network: state.network, timeoutSec: state.config.promptTimeoutSec)
         else { return }
@@ -60,6 +61,7 @@ extension Engine {
     }
 
     func sendPrompt(_ p: Prompt) {
+        promptsFull.remove(p.scope.map(Int.init) ?? -1)
         let agents = sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count
         log(.info, "\(p.app) wants to use \(p.kinds.map(\.rawValue).joined(separator: " and ")) via \(p.link)"
             + (p.over.map { " over " + $0 } ?? "") + (p.uid.map { " (uid \($0))" } ?? "")
@@ -93,12 +95,20 @@ extension Engine {
         }
         guard state.hasAgent(for: scope) else { return logUnasked(app: id, kind: kind, blocked: true) }
         if let open = state.prompts.find(app: id, scope: scope) { return state.prompts.markBlocked(id: open.id) }
+        guard state.prompts.hasRoom(for: scope) else { return logFull(scope) }
         guard !quietBlocked.contains(Self.quietKey(id, scope)),
               let p = state.prompts.raiseBlocked(app: id, kind: kind, link: ifindex.flatMap { state.network.link(index: $0) },
                                                  permissions: permissions, scope: scope, uid: uid, network: state.network,
                                                  timeoutSec: state.config.promptTimeoutSec)
         else { return }
         sendPrompt(p)
+    }
+
+    /// Once per scope while it is full: its next apps wait unasked until some of its prompts close.
+    func logFull(_ scope: UInt32?) {
+        guard promptsFull.insert(scope.map(Int.init) ?? -1).inserted else { return }
+        log(.notice, "\(PromptBook.perScope) prompts are open for " + (scope.map { "uid \($0)'s processes" } ?? "everyone")
+            + ": more apps are asked once some of them are answered or expire")
     }
 
     /// "app scope": what the quiet after an expiry is per.

@@ -182,6 +182,8 @@ public final class Engine {
     /// "app scope" pairs whose prompt expired unanswered a moment ago: the app's rejected packets do not raise it
     /// again until `blockedQuietSec` have passed (an app retrying in a loop must not prompt the user in a loop).
     var quietBlocked: Set<String> = []
+    /// Scopes (a uid, -1 for everyone's) told to be full of prompts (PromptBook.perScope), until one is raised again.
+    var promptsFull: Set<Int> = []
     static let blockedQuietSec: UInt64 = 60
 
     /// Enforcement in the kernel (Engine+Enforcement.swift). Replies say whether an app is enforced, so a change
