@@ -8,7 +8,7 @@ import NetpermIO
 /// from the connection that owns the server's name now (a signal any peer sends straight to the agent is not the
 /// server's), followed through NameOwnerChanged: a server that restarts is a new one, whose notifications start over.
 public final class DesktopNotifications {
-    public struct Failure: Error, CustomStringConvertible {
+    public struct Failure: Error, Equatable, CustomStringConvertible {
         public var description: String
     }
 
@@ -20,6 +20,8 @@ public final class DesktopNotifications {
         case closed(id: UInt32, reason: UInt32)
         /// Another connection owns the server's name (its unique name), or none: every notification shown is gone.
         case serverChanged(owner: String?)
+        /// The server's answer to `notifyLater` `token`: the notification's id, or why not.
+        case shown(token: UInt64, result: Result<UInt32, Failure>)
     }
 
     static let name = "org.freedesktop.Notifications"
@@ -35,6 +37,7 @@ public final class DesktopNotifications {
         var signals: [Signal] = []
         /// The unique name owning the server's name: the only sender whose signals count.
         var owner: String?
+        var tokens: UInt64 = 0
     }
 
     /// The server's connection (its unique name), nil while none owns the name.
@@ -173,6 +176,64 @@ public final class DesktopNotifications {
         var reply: OpaquePointer?
         defer { _ = sd_bus_message_unref(reply) }
         try call("Notify", reply: &reply) { m in
+            Self.appendNotify(m, appName: appName, icon: icon, summary: summary, body: body, actions: actions,
+                              urgency: urgency, resident: resident)
+        }
+        var id: UInt32 = 0
+        guard sd_bus_message_read_basic(reply, BusMessage.type("u"), &id) > 0 else {
+            throw Failure(description: "\(Self.name) answered Notify without an id")
+        }
+        return id
+    }
+
+    /// Notify without waiting: the server's answer comes as `.shown(token, ...)` from `process()`, in order with
+    /// its signals, so that a server slow to answer one notification (seconds) holds up nothing else. Returns the
+    /// token.
+    public func notifyLater(appName: String, icon: String, summary: String, body: String,
+                            actions: [(key: String, label: String)], urgency: UInt8) throws(Failure) -> UInt64 {
+        var m: OpaquePointer?
+        defer { _ = sd_bus_message_unref(m) }
+        var r = sd_bus_message_new_method_call(bus, &m, Self.name, Self.path, Self.name, "Notify")
+        if r >= 0, let m {
+            r = Self.appendNotify(m, appName: appName, icon: icon, summary: summary, body: body, actions: actions,
+                                  urgency: urgency, resident: true)
+        }
+        inbox.tokens += 1
+        let token = inbox.tokens
+        let box = Unmanaged.passRetained(Pending(inbox: inbox, token: token)).toOpaque()
+        // A floating slot (nil): sd-bus keeps it until the reply or the time-out.
+        if r >= 0 { r = sd_bus_call_async(bus, nil, m, Self.onNotified, box, 60_000_000) }
+        guard r >= 0 else {
+            Unmanaged<Pending>.fromOpaque(box).release()
+            throw Failure(description: "\(Self.name).Notify on \(address): \(Errno(-r))")
+        }
+        return token
+    }
+
+    private final class Pending {
+        let inbox: Inbox
+        let token: UInt64
+        init(inbox: Inbox, token: UInt64) { self.inbox = inbox; self.token = token }
+    }
+
+    private static let onNotified: sd_bus_message_handler_t = { m, userdata, _ in
+        guard let userdata else { return 0 }
+        let pending = Unmanaged<Pending>.fromOpaque(userdata).takeRetainedValue()
+        var id: UInt32 = 0
+        if let m, let e = sd_bus_message_get_error(m), sd_bus_error_is_set(e) != 0 {
+            let why = e.pointee.message.map { String(cString: $0) } ?? e.pointee.name.map { String(cString: $0) } ?? "error"
+            pending.inbox.signals.append(.shown(token: pending.token, result: .failure(Failure(description: why))))
+        } else if let m, sd_bus_message_read_basic(m, BusMessage.type("u"), &id) > 0 {
+            pending.inbox.signals.append(.shown(token: pending.token, result: .success(id)))
+        } else {
+            pending.inbox.signals.append(.shown(token: pending.token,
+                                                result: .failure(Failure(description: "Notify answered without an id"))))
+        }
+        return 0
+    }
+
+    private static func appendNotify(_ m: OpaquePointer, appName: String, icon: String, summary: String, body: String,
+                                     actions: [(key: String, label: String)], urgency: UInt8, resident: Bool) -> Int32 {
             var r = BusMessage.append(m, "s", appName)
             var replaces: UInt32 = 0
             if r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &replaces) }
@@ -201,12 +262,6 @@ public final class DesktopNotifications {
             var never: Int32 = resident ? 0 : -1
             if r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("i"), &never) }
             return r
-        }
-        var id: UInt32 = 0
-        guard sd_bus_message_read_basic(reply, BusMessage.type("u"), &id) > 0 else {
-            throw Failure(description: "\(Self.name) answered Notify without an id")
-        }
-        return id
     }
 
     /// CloseNotification: takes it off the screen (the server then says `closed` with reason 3).

@@ -50,6 +50,8 @@ enum NotifyAgent {
         Screen.out("netpermctl agent --notify: prompts go to \(server) on \(notes.address); answers are for "
             + "\(session.answersFor) (Ctrl-C to stop)\n")
         var shown = Shown()
+        // Notifications asked of the server and not answered yet: the prompt each is for.
+        var asked: [UInt64: JSON] = [:]
         // Whatever way the agent goes, its notifications go first: a button left behind would answer nothing.
         beforeExit = {
             for n in shown.prompts.keys.sorted() { try? notes.close(n) }
@@ -64,15 +66,31 @@ enum NotifyAgent {
             let body = markup(PromptText.question(t) + ".\nAllow once: " + PromptText.onceUntil(t) + ".")
             // No default action: a click on the body, stray or meant to read it, must not open the app.
             let actions = choices.map { ($0.choice.rawValue, $0.label) }
+            // Asked without waiting: a server slow to show one (seconds) holds up no other prompt, and no answer.
             do {
-                let id = try notes.notify(appName: "netpermd", icon: "network-wireless", summary: PromptText.summary(t),
-                                          body: body, actions: actions, urgency: 2)
-                shown.prompts[id] = p
-                shown.byPrompt[p["id"]?.intValue ?? 0] = id
-                leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
-                Screen.out("prompt \(t["id"]?.intValue ?? 0) for \(t["app"]?.stringValue ?? "?"): notification \(id)\n")
+                let token = try notes.notifyLater(appName: "netpermd", icon: "network-wireless", summary: PromptText.summary(t),
+                                                  body: body, actions: actions, urgency: 2)
+                asked[token] = p
             } catch {
-                die("agent --notify: cannot show prompt \(t["id"]?.intValue ?? 0): \(error)", .noNotifications)
+                Screen.err("netpermctl: cannot show prompt \(t["id"]?.intValue ?? 0): \(error)\n")
+            }
+        }
+
+        func shownNow(_ token: UInt64, _ result: Result<UInt32, DesktopNotifications.Failure>) {
+            guard let p = asked.removeValue(forKey: token), let prompt = p["id"]?.intValue else { return }
+            switch result {
+            case let .failure(e):
+                Screen.err("netpermctl: \(server) did not show prompt \(prompt): \(e) (it stays open)\n")
+            case let .success(id):
+                guard session.openPrompts.contains(where: { $0["id"]?.intValue == prompt }) else {
+                    // Closed while the server took its time: off the screen at once.
+                    try? notes.close(id)
+                    return
+                }
+                shown.prompts[id] = p
+                shown.byPrompt[prompt] = id
+                leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
+                Screen.out("prompt \(prompt) for \(p.forTerminal["app"]?.stringValue ?? "?"): notification \(id)\n")
             }
         }
 
@@ -124,10 +142,12 @@ enum NotifyAgent {
                 _ = shown.close(prompt: id)
                 leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
                 Screen.out("notification \(n) for prompt \(id) dismissed: the prompt stays open until it expires\n")
+            case let .shown(token, result): shownNow(token, result)
             case let .serverChanged(owner):
                 // Its notifications went with the old server: the open prompts are shown again by the new one.
                 let open = session.openPrompts
                 shown = Shown()
+                asked = [:]
                 leftovers.record([], owner: owner)
                 guard owner != nil else {
                     Screen.out("the notification server is gone: its prompts will be shown again when one returns\n")

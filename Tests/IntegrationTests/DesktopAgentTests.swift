@@ -333,6 +333,32 @@ final class DesktopAgentTests: IntegrationTestCase {
         _ = mock
     }
 
+    /// Issue 36, 10: a server that took over 5 s to show one notification made the agent exit 6 ("Connection timed
+    /// out"), leaving the rest. Notifications are asked without waiting: the agent stays, a prompt answered while its
+    /// notification was on its way is closed as soon as it comes, and the next prompt is shown.
+    func testASlowServerHoldsUpNothing() throws {
+        let d = try makeDesk(Self.policy.replacingOccurrences(of: "PromptTimeoutSec=3", with: "PromptTimeoutSec=60"))
+        let bus = try session(d, Self.alice)
+        _ = try notificationMock(d, bus, Self.alice)
+        try emit(bus, ["slow", "6"])
+        let (agent, out) = try notifyAgent(d, bus, Self.alice)
+        try waitUntil("a blocked connect of alice's app raises its prompt", timeout: 10) {
+            let p = try d.bed.probe(uid: Self.alice, link: "wwan0")
+            let open = try self.request(d.socket, "PROMPTS")["prompts"] as? [Any]
+            return (open?.count == 1, "\(p)")
+        }
+        // Answered on a terminal while the server still takes its time.
+        XCTAssertEqual(try ctlAs(Self.alice, d, ["decide", "maps", "wwan", "allow"]).status, 0)
+        try waitUntil("the late notification is closed as soon as it comes", timeout: 15) {
+            (try self.closed(bus).contains(101), "\(try self.calls(bus))")
+        }
+        XCTAssertNil(agent.poll(), "the agent stays: \(out.allText)")
+        XCTAssertEqual(try ctlAs(Self.alice, d, ["forget", "maps"]).stdout, "forgotten\n")
+        let (second, _) = try blockedUntilNotified(d, bus, count: 2)
+        XCTAssertEqual(second, 2)
+        try out.waitForText("notification 102")
+    }
+
     // MARK: - dunst
 
     /// A real notification server: dunst (Debian's) under xvfb-run on alice's bus shows the prompt (dunst's

@@ -5,6 +5,7 @@
     notifications.py calls              the calls it received, as JSON lines: {"method": ..., "args": [...]}
     notifications.py action ID KEY      it emits ActionInvoked(ID, KEY), as a click on an action would
     notifications.py closed ID REASON   it emits NotificationClosed(ID, REASON)
+    notifications.py slow SECONDS       its first Notify from now on takes SECONDS to answer (ids 101, 102, ...)
     notifications.py forge ID KEY       another peer (this one) sends ActionInvoked(ID, KEY) straight to every
                                         other connection but the server's, as a hostile program on the bus could
 """
@@ -53,6 +54,10 @@ def main():
     if sys.argv[1] == "calls":
         for _, method, args in mock.GetCalls():
             print(json.dumps({"method": str(method), "args": plain(args)}))
+    elif sys.argv[1] == "slow":
+        mock.AddMethod("org.freedesktop.Notifications", "Notify", "susssasa{sv}i", "u",
+                       "import time\nself.slow_calls = getattr(self, 'slow_calls', 0) + 1\n"
+                       "if self.slow_calls == 1: time.sleep(%s)\nret = dbus.UInt32(100 + self.slow_calls)" % float(sys.argv[2]))
     elif sys.argv[1] == "action":
         mock.EmitSignal("org.freedesktop.Notifications", "ActionInvoked", "us",
                         [dbus.UInt32(int(sys.argv[2])), sys.argv[3]])
