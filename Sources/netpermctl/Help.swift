@@ -169,7 +169,8 @@ enum Help {
                 grants nothing), closed when its prompt closes and when the agent stops (a killed
                 agent's by the next one), shown again by a notification server that restarts;
                 without a notification server that shows actions it says so and exits 6.
-                The netpermd-agent.service user unit runs it in graphical sessions.
+                The netpermd-agent.service user unit runs it in graphical sessions. It asks a person: -t and
+                --json are refused (a script subscribes to prompts itself: SUBSCRIBE prompts, then ANSWER).
                 Root and the admin group answer for everyone; with [Defaults] UserDecisions=yes any other user
                 answers the prompts of their own processes, for their own uid.
                 """

@@ -97,6 +97,11 @@ struct Invocation {
         if case let .unknownOption(option, _)? = problem { throw .unknownOption(option, command) }
         if json && terse { throw .bad("--json and --terse do not go together", command) }
         inv.mode = json ? .json : terse ? .terse : .human
+        if command == .agent && inv.mode != .human {
+            // Its questions are for a person: a script that answers prompts subscribes to them itself.
+            throw .bad("agent asks a person: it has no \(json ? "--json" : "--terse") form (a script subscribes to prompts: "
+                + "'SUBSCRIBE prompts' on the socket, then 'ANSWER ID CHOICE')", command)
+        }
         if dashDash && command != .wait && command != .run { throw .bad("'-- COMMAND' is only for wait and run", command) }
         if let wrong = onlyFor.first(where: { !$0.commands.contains(command) }) {
             throw .bad("\(wrong.option) is only for " + wrong.commands.map(\.rawValue).joined(separator: " and "), command)

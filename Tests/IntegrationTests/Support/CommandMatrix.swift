@@ -48,6 +48,8 @@ struct MatrixCase: CustomStringConvertible {
     var untilInterrupted = false
     /// Put before netpermctl (after setpriv): an environment, a mount namespace.
     var wrapper: [String] = []
+    /// Only in people's form (-t and --json are refused: the agent), or only in the machine forms.
+    var humanOnly: Bool? = nil
 
     var description: String {
         "\(command) [\(kind)] as \(user == .root ? "root" : "nobody"): netpermctl \(args.joined(separator: " "))"
