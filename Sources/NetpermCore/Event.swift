@@ -27,6 +27,9 @@ public enum EventName: String, Sendable, CaseIterable {
     case resync
     /// Written by the transport itself, last, to a subscriber it drops for not reading at all.
     case overflow
+    /// A topic the subscriber may no longer have, taken off its subscription: a user's agent when a reload turns
+    /// `UserDecisions=` off.
+    case unsubscribed
 }
 
 /// Why a subscriber gets a `resync` event.

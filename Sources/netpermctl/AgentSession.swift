@@ -37,7 +37,8 @@ final class AgentSession {
             try conn.send("SUBSCRIBE prompts usage")
             guard let ack = try conn.readLine(), let r = try? JSONParser.parse(ack) else { throw Errno(ECONNRESET) }
             guard r["ok"]?.boolValue == true else {
-                die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)", .failed)
+                die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)",
+                    r["error"]?.stringValue == ErrorCode.permissionDenied.rawValue ? .mayNotAnswer : .failed)
             }
             privileged = r["privileged"]?.boolValue == true
         } catch {
@@ -107,6 +108,10 @@ final class AgentSession {
             pending.append(.budget(e))
         case .stopping:
             pending.append(.stopping)
+        case .unsubscribed:
+            guard e["topics"]?.arrayValue?.contains(where: { $0.stringValue == "prompts" }) == true else { return }
+            die("\(e["error"]?.stringValue ?? "permission-denied"): \(e["message"]?.stringValue ?? "no longer an agent")",
+                .mayNotAnswer)
         case .link, .app, .policy, .overflow:
             break
         }

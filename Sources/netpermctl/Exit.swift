@@ -15,6 +15,9 @@ enum ExitCode: Int32 {
     case scopeFailed = 5
     /// `agent --notify` found no notification server that shows actions on the session bus (or no bus).
     case noNotifications = 6
+    /// `agent`: the daemon lets this user answer no prompts (`UserDecisions=no`), now or since a reload: trying
+    /// again changes nothing (the user unit does not restart on it).
+    case mayNotAnswer = 7
 }
 
 func exit(_ code: ExitCode) -> Never { exit(code.rawValue) }

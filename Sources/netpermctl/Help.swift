@@ -25,8 +25,8 @@ enum Help {
 
             exit codes: 0 ok, 1 the daemon answered with an error (or check found one), 2 usage error,
               3 daemon not reachable, 4 wait (or run's wait for the rules) timed out, 5 run could not start
-              its scope, 6 agent --notify found no notification server that shows actions;
-              wait -- COMMAND and run exit with COMMAND's status
+              its scope, 6 agent --notify found no notification server that shows actions, 7 agent may
+              answer no prompts (UserDecisions=no); wait -- COMMAND and run exit with COMMAND's status
 
             'netpermctl help COMMAND' shows one command's usage, description and -t fields.
 

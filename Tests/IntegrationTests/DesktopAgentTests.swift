@@ -359,6 +359,25 @@ final class DesktopAgentTests: IntegrationTestCase {
         try out.waitForText("notification 102")
     }
 
+    /// Issue 36, 12: with `UserDecisions=no` a user's agent can answer nothing: one running is told at the reload
+    /// and exits 7, a new one exits 7 at once (it exited 1, which the user unit retried until it failed), and the
+    /// unit does not restart on 7.
+    func testAUsersAgentGoesWhenUsersNoLongerDecide() throws {
+        let d = try makeDesk()
+        let bus = try session(d, Self.alice)
+        _ = try notificationMock(d, bus, Self.alice)
+        let (agent, out) = try notifyAgent(d, bus, Self.alice)
+        _ = try writeConfig(Self.policy + "UserDecisions=no\n", in: d.dir)
+        XCTAssertEqual(try request(d.socket, "RELOAD")["ok"] as? Bool, true)
+        XCTAssertEqual(agent.wait(timeout: 5), 7, out.allText)
+        try out.waitForText("permission-denied: users no longer answer for their own apps ([Defaults] UserDecisions=no)")
+        let again = try Subprocess.run(asUser(Self.alice, [netpermctl, "--socket", d.socket, "agent", "--notify"], bus: bus),
+                                       timeout: 10)
+        XCTAssertEqual(again.status, 7, again.summary)
+        let unit = try String(contentsOfFile: Repository.path("systemd/netpermd-agent.service"), encoding: .utf8)
+        XCTAssertTrue(unit.contains("\nRestartPreventExitStatus=7\n"), unit)
+    }
+
     // MARK: - dunst
 
     /// A real notification server: dunst (Debian's) under xvfb-run on alice's bus shows the prompt (dunst's

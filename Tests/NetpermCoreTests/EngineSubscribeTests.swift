@@ -169,6 +169,23 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(h.request(h.connect(), "STATUS")["user_agents"], 0)
     }
 
+    /// Issue 36, 12: a reload turning UserDecisions= off left users' agents subscribed and useless. Each is told
+    /// in an event of its own, and its prompts topic is taken off (its others stay).
+    func testAUsersAgentIsToldWhenUsersNoLongerDecide() {
+        let h = EngineHarness(policy: policy, links: [wwan])
+        let agent = h.connect(makePeer(uid: 4, exe: "/usr/bin/netpermctl", pid: 44))
+        _ = h.subscribe(agent, "prompts apps")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["user_agents"], 1)
+        h.reload(policy: policy + "\n[Defaults]\nUserDecisions=no\n")
+        let told = h.takeEvents(agent, named: "unsubscribed")
+        XCTAssertEqual(told.count, 1)
+        XCTAssertEqual(told.first?["topics"], .array([.string("prompts")]))
+        XCTAssertEqual(told.first?["error"], "permission-denied")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["user_agents"], 0)
+        h.reload(policy: policy + "\n[Defaults]\nUserDecisions=no\nWiFi=deny\n")
+        XCTAssertTrue(h.takeEvents(agent, named: "unsubscribed").isEmpty, "told once")
+    }
+
     /// Keep-open comes before any reply: a client whose input has already ended is not closed once the reply
     /// is sent.
     func testKeepOpenAfterInputEndsComesFirst() {

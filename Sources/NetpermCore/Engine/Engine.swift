@@ -495,7 +495,9 @@ public final class Engine {
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
         for s in orderedSessions(where: { _ in true }) {
+            let userAgent = s.isAgent && !s.caller.privileged
             remakeCaller(s)
+            if userAgent && !s.isAgent && s.subscription?.topics.contains(.prompts) == true { unsubscribePrompts(s) }
             if let w = s.waiting, w.match.matchedBy == .name, config.app(named: w.match.id) == nil {
                 // The app it waits for by name has left the policy: answered as a QUERY of it would be.
                 finishWait(s, failed: ProtocolError(.notFound, "no [App \(w.match.id)] in the policy any more"))
@@ -576,6 +578,23 @@ public final class Engine {
 
     /// The session's app and privilege from its identity under the policy in force; what it listens to and
     /// waits for follows (its own app, and whether it may hear about others and answer prompts).
+    /// A user's agent whose uid may no longer answer (`UserDecisions=no`): told so, in an event of its own, and its
+    /// prompts topic is taken off, rather than left subscribed and useless.
+    private func unsubscribePrompts(_ s: Session) {
+        s.subscription!.topics.remove(.prompts)
+        let range = out.write { b in
+            s.subscription!.writeHead(.unsubscribed, into: b)
+            var w = JSONWriter(continuing: b)
+            w.field("topics", strings: [Topic.prompts.rawValue])
+            w.field("error", ErrorCode.permissionDenied.rawValue)
+            w.field("message", "users no longer answer for their own apps ([Defaults] UserDecisions=no): only root or "
+                + "members of group \(ConfigError.quote(state.config.adminGroup)) answer prompts")
+            w.close()
+            b.append(0x0A)
+        }
+        out.append(.event(s.id, head: range, tail: range.upperBound..<range.upperBound))
+    }
+
     private func remakeCaller(_ s: Session) {
         changeListening(s) {
             s.caller = makeCaller(s.identity)
