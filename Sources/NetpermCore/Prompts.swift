@@ -63,6 +63,8 @@ public struct Prompt: Equatable, Sendable {
     public var over: String? = nil
     /// Raised (or joined) by a rejected packet of the app (Mode=block): `"source":"blocked"`.
     public var blocked = false
+    /// Where the rejected packet that raised it was going ("203.0.113.5:443"), when the kernel said.
+    public var destination: String?
     /// The processes that asked while it was open: once every one has exited it is withdrawn, unless the app's
     /// traffic was rejected too (no process is known to have given up then).
     public var askers: [Int32] = []
@@ -90,6 +92,7 @@ public struct Prompt: Equatable, Sendable {
             $0.field("over", over)
         }
         if blocked { s.field("source", "blocked") }
+        if let destination { s.field("destination", destination) }
         s.objects("choices", PromptChoice.allCases) {
             $0.field("choice", $1.rawValue)
             $0.field("label", $1.label(kinds: kinds))
@@ -204,8 +207,10 @@ public struct PromptBook: Sendable {
     }
 
     /// The app's traffic was rejected while its prompt is open: no process's exit withdraws it any more.
-    public mutating func markBlocked(id: Int) {
-        if let i = open.firstIndex(where: { $0.id == id }) { open[i].blocked = true }
+    public mutating func markBlocked(id: Int, destination: String? = nil) {
+        guard let i = open.firstIndex(where: { $0.id == id }) else { return }
+        open[i].blocked = true
+        if open[i].destination == nil { open[i].destination = destination }
     }
 
     /// A process has exited: the prompts it alone was asking for (and no rejected packet), which are closed.

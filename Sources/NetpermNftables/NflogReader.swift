@@ -5,8 +5,8 @@ import NetpermIO
 
 /// Reads the packets the rules log to one NFLOG group (`log group N prefix "..."`): how the daemon hears that the
 /// kernel rejected a packet of an app whose kind is pending, whose socket it was (its owner's uid) and out of which
-/// link. A raw netfilter netlink socket bound to the group (NFULNL_CFG_CMD_BIND), copying no packet bytes (the
-/// prefix and two attributes are all that is read); closing it unbinds. Only one socket in a network namespace can
+/// link, to where. A raw netfilter netlink socket bound to the group (NFULNL_CFG_CMD_BIND), copying the packet's
+/// first bytes (its IP header and ports: where it was going, for the prompt); closing it unbinds. Only one socket in a network namespace can
 /// bind a group: another holding it makes `init` fail with EBUSY.
 public final class NflogReader {
     /// What one logged packet says.
@@ -17,8 +17,10 @@ public final class NflogReader {
         public var uid: UInt32?
         /// The interface it was to leave by (NFULA_IFINDEX_OUTDEV).
         public var outIndex: Int32?
-        public init(prefix: String, uid: UInt32? = nil, outIndex: Int32? = nil) {
-            self.prefix = prefix; self.uid = uid; self.outIndex = outIndex
+        /// Where it was going: "203.0.113.5:443", "[2001:db8::1]:53", an address alone for other protocols.
+        public var destination: String?
+        public init(prefix: String, uid: UInt32? = nil, outIndex: Int32? = nil, destination: String? = nil) {
+            self.prefix = prefix; self.uid = uid; self.outIndex = outIndex; self.destination = destination
         }
     }
 
@@ -32,10 +34,10 @@ public final class NflogReader {
         // Blocking while the group is configured (the kernel acknowledges at once); read with MSG_DONTWAIT.
         socket = try NetlinkSocket(protocol: NETLINK_NETFILTER)
         try configure(group: group, attribute: UInt16(NFULA_CFG_CMD.rawValue), [UInt8(NFULNL_CFG_CMD_BIND.rawValue)])
-        // copy_range 0 (big-endian u32), copy_mode NFULNL_COPY_META, padding: no packet bytes.
+        // copy_range (big-endian u32), copy_mode NFULNL_COPY_PACKET: an IPv6 header and the ports, no payload.
         var mode = nfulnl_msg_config_mode()
-        mode.copy_range = UInt32(0).bigEndian
-        mode.copy_mode = UInt8(NFULNL_COPY_META)
+        mode.copy_range = UInt32(Self.copied).bigEndian
+        mode.copy_mode = UInt8(NFULNL_COPY_PACKET)
         try withUnsafeBytes(of: mode) { b throws(Errno) in try configure(group: group, attribute: UInt16(NFULA_CFG_MODE.rawValue), Array(b)) }
         // Each message at once: the kernel otherwise holds up to 100 of them, or a second (measured: the prompt
         // came 1 s after the rejected connect).
@@ -70,8 +72,11 @@ public final class NflogReader {
         }
     }
 
+    /// The packet bytes copied: an IPv6 header (40) and a TCP or UDP header's ports.
+    static let copied = 44
+
     /// Each NFULNL_MSG_PACKET with an NFULA_PREFIX in a buffer of netlink messages: the prefix (without its NUL),
-    /// and NFULA_UID and NFULA_IFINDEX_OUTDEV when present (big-endian u32s).
+    /// and NFULA_UID and NFULA_IFINDEX_OUTDEV when present (big-endian u32s), and the destination NFULA_PAYLOAD says.
     public static func packets(in b: UnsafeRawBufferPointer) -> [Packet] {
         let packet = UInt16(NFNL_SUBSYS_ULOG << 8) | UInt16(NFULNL_MSG_PACKET.rawValue)
         return NetlinkMessages(b).compactMap { m in
@@ -80,7 +85,41 @@ public final class NflogReader {
             guard let prefix = attributes.first(UInt16(NFULA_PREFIX.rawValue)).map(Netlink.string) else { return nil }
             return Packet(prefix: prefix, uid: attributes.first(UInt16(NFULA_UID.rawValue)).flatMap(Netlink.bigEndianU32),
                           outIndex: attributes.first(UInt16(NFULA_IFINDEX_OUTDEV.rawValue)).flatMap(Netlink.bigEndianU32)
-                              .map { Int32(bitPattern: $0) })
+                              .map { Int32(bitPattern: $0) },
+                          destination: attributes.first(UInt16(NFULA_PAYLOAD.rawValue)).flatMap { destination(Array($0)) })
         }
+    }
+
+    /// Where an IP packet (its first bytes) was going: the destination address, and the port for TCP and UDP.
+    /// Nil for anything else or too short.
+    public static func destination(_ b: [UInt8]) -> String? {
+        guard let first = b.first else { return nil }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        let address: String, proto: UInt8, transport: Int
+        switch first >> 4 {
+        case 4:
+            let header = Int(first & 0x0F) * 4
+            guard b.count >= 20, header >= 20 else { return nil }
+            var a = in_addr()
+            withUnsafeMutableBytes(of: &a) { $0.copyBytes(from: b[16..<20]) }
+            guard inet_ntop(AF_INET, &a, &text, socklen_t(text.count)) != nil else { return nil }
+            address = String(cString: text)
+            proto = b[9]
+            transport = header
+        case 6:
+            guard b.count >= 40 else { return nil }
+            var a = in6_addr()
+            withUnsafeMutableBytes(of: &a) { $0.copyBytes(from: b[24..<40]) }
+            guard inet_ntop(AF_INET6, &a, &text, socklen_t(text.count)) != nil else { return nil }
+            address = "[" + String(cString: text) + "]"
+            proto = b[6]
+            transport = 40
+        default:
+            return nil
+        }
+        guard proto == UInt8(IPPROTO_TCP) || proto == UInt8(IPPROTO_UDP), b.count >= transport + 4 else {
+            return address.hasPrefix("[") ? String(address.dropFirst().dropLast()) : address
+        }
+        return address + ":" + String(UInt16(b[transport + 2]) << 8 | UInt16(b[transport + 3]))
     }
 }

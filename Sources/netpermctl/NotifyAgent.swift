@@ -63,7 +63,8 @@ enum NotifyAgent {
         func show(_ p: JSON) {
             let t = p.forTerminal
             let choices = PromptText.choices(t)
-            let body = markup(PromptText.question(t) + ".\nAllow once: " + PromptText.onceUntil(t) + ".")
+            let body = markup(PromptText.question(t) + ".\n" + PromptText.expiry(t) + "\nAllow once: "
+                + PromptText.onceUntil(t) + ".")
             // No default action: a click on the body, stray or meant to read it, must not open the app.
             let actions = choices.map { ($0.choice.rawValue, $0.label) }
             // Asked without waiting: a server slow to show one (seconds) holds up no other prompt, and no answer.

@@ -1,46 +1,72 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import Glibc
 import NetpermCore
 
-/// What a person is told about a prompt, on a terminal and in a notification: the app, who asked (the process's
-/// executable or unit, or the app's first blocked connection), the link and its kind, metered or not, and the
-/// choices. `p` is the daemon's prompt, escaped for the terminal (`JSON.forTerminal`).
+/// What a person is told about a prompt, on a terminal and in a notification, in a person's words (iOS asks "Allow
+/// “Maps” to use cellular data?"): the app, who runs it (its executable or unit, the user by name), what it asked
+/// for, or that its connection was refused and to where, the link, metered or not, when the question expires, and
+/// the choices. `p` is the daemon's prompt, escaped for the terminal (`JSON.forTerminal`).
 enum PromptText {
-    static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "WWAN", "ethernet": "Ethernet", "other": "Other",
-                                              "metered": "metered links"]
+    /// What each kind is to a person.
+    static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "cellular data", "ethernet": "Ethernet",
+                                              "other": "other networks", "metered": "metered networks"]
+    /// A link's kind, as a person calls it.
+    static let linkKindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "cellular", "ethernet": "Ethernet",
+                                                  "other": "other", "loopback": "loopback"]
 
-    /// "WWAN and metered links"
+    /// "cellular data and metered networks"
     static func kinds(_ p: JSON) -> String {
         let kinds = p["kinds"]?.arrayValue?.compactMap(\.stringValue) ?? [p["kind"]?.stringValue ?? "?"]
         return kinds.map { kindNames[$0] ?? $0 }.joined(separator: " and ")
     }
 
-    /// "/usr/bin/gnome-maps, uid 1000", or "its first blocked connection, uid 1000".
+    /// "alice", or "uid 4101" for a uid with no name.
+    static func user(_ uid: Int) -> String {
+        var pw = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard uid >= 0, getpwuid_r(uid_t(uid), &pw, &buffer, buffer.count, &result) == 0, result != nil,
+              let name = pw.pw_name else { return "uid \(uid)" }
+        return SafeText.escape(String(cString: name))
+    }
+
+    /// "/usr/bin/gnome-maps, run by alice", or "run by alice" for a refused connection.
     static func who(_ p: JSON) -> String {
         let id = p["identity"]
         var who: [String] = []
         if let exe = id?["executable"]?.stringValue { who.append(exe) }
         if let unit = id?["unit"]?.stringValue { who.append(unit) }
-        if who.isEmpty, p["source"]?.stringValue == "blocked" { who.append("its first blocked connection") }
-        if let uid = (id?["uid"] ?? p["uid"])?.intValue { who.append("uid \(uid)") }
+        if let uid = (id?["uid"] ?? p["uid"])?.intValue { who.append("run by " + user(uid)) }
         return who.joined(separator: ", ")
     }
 
-    /// "wwan0 (wwan, metered)", "tun0 over wwan0 (wwan)"
+    /// "wwan0 (cellular, metered)", "tun0 over wwan0 (cellular)"
     static func link(_ p: JSON) -> String {
         let link = p["link"]
-        return Render.nameOver(link) + " (" + (link?["kind"]?.stringValue ?? "?")
+        let kind = link?["kind"]?.stringValue ?? "?"
+        return Render.nameOver(link) + " (" + (linkKindNames[kind] ?? kind)
             + (link?["metered"]?.boolValue == true ? ", metered)" : ")")
     }
 
-    /// "maps (/usr/bin/gnome-maps, uid 1000) wants to use WWAN and metered links via wwan0 (wwan, metered)"
+    /// "maps (/usr/bin/gnome-maps, run by alice) asks to use cellular data via wwan0 (cellular, metered)", or for a
+    /// refused connection "maps (run by alice) was refused a connection to 203.0.113.5:443 over cellular data via
+    /// wwan0 (cellular, metered)".
     static func question(_ p: JSON) -> String {
         let who = who(p)
-        return (p["app"]?.stringValue ?? "?") + (who.isEmpty ? "" : " (\(who))")
-            + " wants to use \(kinds(p)) via \(link(p))"
+        let app = (p["app"]?.stringValue ?? "?") + (who.isEmpty ? "" : " (\(who))")
+        guard p["source"]?.stringValue == "blocked" else { return app + " asks to use \(kinds(p)) via \(link(p))" }
+        let to = p["destination"]?.stringValue.map { " to " + $0 } ?? ""
+        return app + " was refused a connection\(to) over \(kinds(p)) via \(link(p))"
     }
 
-    /// A notification's title: "Allow maps to use WWAN and metered links?"
-    static func summary(_ p: JSON) -> String { "Allow \(p["app"]?.stringValue ?? "?") to use \(kinds(p))?" }
+    /// "Unanswered, it expires in 30 s and maps stays off cellular data."
+    static func expiry(_ p: JSON) -> String {
+        let seconds = p["timeout_sec"]?.intValue.map { "in \($0) s" } ?? "soon"
+        return "Unanswered, it expires \(seconds) and \(p["app"]?.stringValue ?? "?") stays off \(kinds(p))."
+    }
+
+    /// A notification's title: "Allow “maps” to use cellular data?"
+    static func summary(_ p: JSON) -> String { "Allow “\(p["app"]?.stringValue ?? "?")” to use \(kinds(p))?" }
 
     /// The daemon's choices with their labels (allow, deny, once), in its order.
     static func choices(_ p: JSON) -> [(choice: PromptChoice, label: String)] {
@@ -54,15 +80,15 @@ enum PromptText {
     /// "until netpermd restarts or its policy changes"
     static func onceUntil(_ p: JSON) -> String { p["once_until"]?.stringValue ?? PromptChoice.onceUntil }
 
-    /// How an answer went, for the agent's own output: "maps: Wi-Fi only (WWAN and metered links denied, for
-    /// everyone)".
+    /// How an answer went, for the agent's own output: "maps: Wi-Fi only (cellular data and metered networks denied,
+    /// for everyone)".
     static func answered(_ reply: JSON, label: String) -> String {
         let a = reply["answered"]
         let kinds = (a?["kinds"]?.arrayValue ?? []).compactMap(\.stringValue).map { kindNames[$0] ?? $0 }
             .joined(separator: " and ")
         let decision = a?["decision"]?.stringValue == "allow" ? "allowed" : "denied"
         let until = a?["once"]?.boolValue == true ? " " + PromptChoice.onceUntil : ""
-        let whose = a?["for_uid"]?.intValue.map { "for uid \($0)'s own processes" } ?? "for everyone"
+        let whose = a?["for_uid"]?.intValue.map { "for \(user($0))'s own processes" } ?? "for everyone"
         return "\(a?["app"]?.stringValue ?? "?"): \(label) (\(kinds) \(decision)\(until), \(whose))"
     }
 }

@@ -12,6 +12,8 @@ import Glibc
 /// as its user, with no service directories (so nothing, dunst included, is activated on it).
 final class DesktopAgentTests: IntegrationTestCase {
     static let alice: UInt32 = 4201, bob: UInt32 = 4202
+    /// alice as the agent names her: her name where the agent's view of the user database has her, else her uid.
+    static var aliceName: String { getpwuid(alice).map { String(cString: $0.pointee.pw_name) } ?? "uid \(alice)" }
 
     static let policy = """
         [Enforcement]
@@ -175,9 +177,12 @@ final class DesktopAgentTests: IntegrationTestCase {
         // alice's app's first blocked connection: one notification, with the choices as actions.
         let (first, args) = try blockedUntilNotified(d, bus, count: 1)
         XCTAssertEqual(args[0] as? String, "netpermd")
-        XCTAssertEqual(args[3] as? String, "Allow maps to use WWAN?")
-        XCTAssertEqual(args[4] as? String, "maps (its first blocked connection, uid 4201) wants to use WWAN via wwan0 "
-            + "(wwan, metered).\nAllow once: until netpermd restarts or its policy changes.")
+        // In a person's words (issue 36, 13: "Allow maps to use WWAN?", "uid 4201", no destination, never
+        // "refused" nor when it expires).
+        XCTAssertEqual(args[3] as? String, "Allow “maps” to use cellular data?")
+        XCTAssertEqual(args[4] as? String, "maps (run by \(Self.aliceName)) was refused a connection to 10.2.0.2:7777 over cellular "
+            + "data via wwan0 (cellular, metered).\nUnanswered, it expires in 3 s and maps stays off cellular data.\n"
+            + "Allow once: until netpermd restarts or its policy changes.")
         XCTAssertEqual(args[5] as? [String], ["allow", "Allow", "deny", "Wi-Fi only", "once", "Allow once"],
                        "its buttons, no default action (issue 36, 9: a click on the body granted Allow once)")
         let hints = args[6] as? [String: Any]
@@ -196,7 +201,7 @@ final class DesktopAgentTests: IntegrationTestCase {
 
         // Allow: stored for alice's uid; her retry passes, bob's same app is still blocked, and asked of bob alone.
         try emit(bus, ["action", String(first), "allow"])
-        try out.waitForText("maps: Allow (WWAN allowed, for uid 4201's own processes)")
+        try out.waitForText("maps: Allow (cellular data allowed, for \(Self.aliceName)'s own processes)")
         try waitUntil("notification \(first) is closed") { (try self.closed(bus).contains(first), "\(try self.calls(bus))") }
         XCTAssertTrue(decisionsText(d).contains("[User 4201 maps]\nWWAN=allow\n"), decisionsText(d))
         XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").passed)
@@ -219,7 +224,7 @@ final class DesktopAgentTests: IntegrationTestCase {
         XCTAssertEqual(try ctlAs(Self.alice, d, ["forget", "maps"]).stdout, "forgotten\n")
         let (second, _) = try blockedUntilNotified(d, bus, count: 2)
         try emit(bus, ["action", String(second), "deny"])
-        try out.waitForText("maps: Wi-Fi only (WWAN denied, for uid 4201's own processes)")
+        try out.waitForText("maps: Wi-Fi only (cellular data denied, for \(Self.aliceName)'s own processes)")
         XCTAssertTrue(decisionsText(d).contains("[User 4201 maps]\nWWAN=deny\n"), decisionsText(d))
         XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").blocked)
 
@@ -227,7 +232,7 @@ final class DesktopAgentTests: IntegrationTestCase {
         XCTAssertEqual(try ctlAs(Self.alice, d, ["forget", "maps"]).stdout, "forgotten\n")
         let (third, _) = try blockedUntilNotified(d, bus, count: 3)
         try emit(bus, ["action", String(third), "once"])
-        try out.waitForText("maps: Allow once (WWAN allowed until netpermd restarts or its policy changes")
+        try out.waitForText("maps: Allow once (cellular data allowed until netpermd restarts or its policy changes")
         XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").passed)
         XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
         XCTAssertEqual(try ctlAs(Self.alice, d, ["-t", "decisions"]).lines, ["maps:wwan:allow:yes:4201"])
@@ -238,7 +243,7 @@ final class DesktopAgentTests: IntegrationTestCase {
         let app = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
         XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision")
         let (fourth, asked) = try waitForNotification(bus, count: 4)
-        XCTAssertTrue((asked[4] as? String)?.hasPrefix("maps (/usr/bin/socat, uid 4201) wants") == true, "\(asked)")
+        XCTAssertTrue((asked[4] as? String)?.hasPrefix("maps (/usr/bin/socat, run by \(Self.aliceName)) asks to use cellular data") == true, "\(asked)")
         XCTAssertEqual(try ctlAs(Self.alice, d, ["decide", "maps", "wwan", "allow"]).status, 0)
         try waitUntil("notification \(fourth) is closed") { (try self.closed(bus).contains(fourth), "\(try self.calls(bus))") }
 
@@ -447,11 +452,11 @@ final class DesktopAgentTests: IntegrationTestCase {
             let m = (try? String(contentsOfFile: shownMenus, encoding: .utf8)) ?? ""
             return (m.components(separatedBy: "--").count > 2, m)
         }
-        try out.waitForText("maps: Allow once (WWAN allowed until netpermd restarts or its policy changes, for uid 4201's own processes)")
+        try out.waitForText("maps: Allow once (cellular data allowed until netpermd restarts or its policy changes, for \(Self.aliceName)'s own processes)")
         XCTAssertEqual(try app.ask("QUERY")["sources"].map { ($0 as? [String: Any])?["wwan"] as? String }, "user-once")
         try waitUntil("dunst's history has it") {
             let h = try dunstctl(["history"]).stdout
-            return (h.contains("Allow maps to use WWAN?") && h.contains("uid 4201) wants to use WWAN via wwan0"), h)
+            return (h.contains("Allow “maps” to use cellular data?") && h.contains("run by \(Self.aliceName)) asks to use cellular data via wwan0"), h)
         }
         XCTAssertEqual(try dunstctl(["count", "displayed"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines), "0")
     }

@@ -544,12 +544,12 @@ final class PromptTests: IntegrationTestCase {
         assertAwaiting(try app.ask("QUERY"), "QUERY with netpermctl agent running")
         try out.waitForText("[s] skip")
         let first = try XCTUnwrap((try request(s.socket, "PROMPTS")["prompts"] as? [[String: Any]])?.first?["id"] as? Int)
-        XCTAssertTrue(out.allText.contains("prompt \(first): asker (\(s.asker), uid 0) wants to use WWAN via wwan0 (wwan, metered).\n"
+        XCTAssertTrue(out.allText.contains("prompt \(first): asker (\(s.asker), run by root) asks to use cellular data via wwan0 (cellular, metered).\n"
             + "  [y] Allow  [n] Wi-Fi only  [o] Allow once (until netpermd restarts or its policy changes)  [s] skip (ask "
             + "again later, it expires within 30 s): "), out.allText)
         // One key, no Enter.
         try writeText(toFD: stdin.write, "y")
-        try out.waitForText("asker: Allow (WWAN allowed, for everyone)")
+        try out.waitForText("asker: Allow (cellular data allowed, for everyone)")
         assertAllowedByDecision(try askerQuery(s), "QUERY after the agent said y")
         XCTAssertEqual(try Self.parseDecisions(s.decisionsFile), ["asker": ["WWAN": "allow"]])
 

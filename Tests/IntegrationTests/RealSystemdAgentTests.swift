@@ -81,8 +81,9 @@ final class RealSystemdAgentTests: IntegrationTestCase {
             notify = try calls().last { $0["method"] as? String == "Notify" }?["args"] as? [Any] ?? []
             return (!notify.isEmpty, "\(try calls())")
         }
-        XCTAssertEqual(notify[3] as? String, "Allow npt-user-app to use WWAN?", "\(notify)")
-        XCTAssertTrue((notify[4] as? String)?.contains("uid 4020) wants to use WWAN via wwan0") == true, "\(notify)")
+        XCTAssertEqual(notify[3] as? String, "Allow “npt-user-app” to use cellular data?", "\(notify)")
+        XCTAssertTrue((notify[4] as? String)?.contains(") was refused a connection to ") == true, "\(notify)")
+        XCTAssertTrue((notify[4] as? String)?.contains(" over cellular data via wwan0") == true, "\(notify)")
 
         // The person clicks Allow: the unit's agent answers, for their uid; the app's wait ends.
         try sd.check(user(["/usr/bin/python3", script, "action", "1", "allow"]))
@@ -95,7 +96,7 @@ final class RealSystemdAgentTests: IntegrationTestCase {
         }
         try waitUntil("the agent says what it answered") {
             let j = try journal()
-            return (j.contains("npt-user-app: Allow (WWAN allowed, for uid 4020's own processes)"), j)
+            return (j.contains("npt-user-app: Allow (cellular data allowed, for ") && j.contains("'s own processes)"), j)
         }
         XCTAssertEqual(try agentState(), "active")
     }

@@ -55,11 +55,11 @@ extension PromptTests {
             try XCTUnwrap((try self.request(socket, "PROMPTS")["prompts"] as? [[String: Any]])?.first?["id"] as? Int)
         }
         let first = try openID()
-        XCTAssertTrue(try screen().contains("prompt \(first): asker (\(asker), uid 0) wants to use WWAN via wwan0 (wwan, metered)."))
+        XCTAssertTrue(try screen().contains("prompt \(first): asker (\(asker), run by root) asks to use cellular data via wwan0 (cellular, metered)."))
         try tmux(["send-keys", "-t", "agent", "y"])
-        try waitForScreen("the answer") { $0.contains("asker: Allow (WWAN allowed, for everyone)") }
+        try waitForScreen("the answer") { $0.contains("asker: Allow (cellular data allowed, for everyone)") }
         let answered = try screen()
-        XCTAssertFalse(answered.contains("wants to use"), "the question is taken off: \(answered)")
+        XCTAssertFalse(answered.contains("asks to use"), "the question is taken off: \(answered)")
         XCTAssertTrue(stored().contains("[App asker]\nWWAN=allow\n"), stored())
 
         // Left unanswered: at its expiry the question goes, and the screen says nothing was stored.
@@ -108,7 +108,7 @@ extension PromptTests {
         agent = try startAgent()
         try waitForScreen("the next agent is asked it") { $0.contains("prompt \(fourth): asker") }
         try tmux(["send-keys", "-t", "agent", "n"])
-        try waitForScreen("its answer") { $0.contains("asker: Wi-Fi only (WWAN denied, for everyone)") }
+        try waitForScreen("its answer") { $0.contains("asker: Wi-Fi only (cellular data denied, for everyone)") }
         XCTAssertTrue(stored().contains("[App asker]\nWWAN=deny\n"), stored())
     }
 }

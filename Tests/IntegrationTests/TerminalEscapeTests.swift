@@ -80,8 +80,8 @@ final class TerminalEscapeTests: IntegrationTestCase {
         XCTAssertEqual(verdict["reason"] as? String, "awaiting-decision", "\(verdict)")
         XCTAssertEqual((verdict["identity"] as? [String: Any])?["executable"] as? String, program, "\(verdict)")
         try out.waitForText("[s] skip")
-        XCTAssertTrue(out.allText.contains("socat (\(dir)/\(Self.shown)/socat, uid 65534) wants to use WWAN via wwan0 "
-            + "(wwan, metered)."), out.allText.debugDescription)
+        XCTAssertTrue(out.allText.contains("socat (\(dir)/\(Self.shown)/socat, run by nobody) asks to use cellular data via "
+            + "wwan0 (cellular, metered)."), out.allText.debugDescription)
         assertSafe(out.allText, "netpermctl agent")
 
         try writeText(toFD: stdin.write, "s\n")
@@ -237,7 +237,7 @@ final class TerminalEscapeTests: IntegrationTestCase {
         XCTAssertEqual(r.status, 0, r.summary.debugDescription)
         assertSafe(r.stdout, "netpermctl agent (stdout)")
         assertSafe(r.stderr, "netpermctl agent (stderr)")
-        for expected in ["prompt 7: \(Self.shown) (\(Self.shown), \(Self.shown), uid 65534) wants to use \(Self.shown) via "
+        for expected in ["prompt 7: \(Self.shown) (\(Self.shown), \(Self.shown), run by nobody) asks to use \(Self.shown) via "
                             + "\(Self.shown) (?, metered).", "press y, n, o or s.", "netpermd refused: \(Self.shown)"] {
             XCTAssertTrue(r.stdout.contains(expected), "\(expected.debugDescription) in \(r.stdout.debugDescription)")
         }

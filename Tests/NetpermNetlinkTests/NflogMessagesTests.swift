@@ -3,7 +3,7 @@ import NetpermNftables
 import XCTest
 
 /// The NFLOG messages the rules' `log group` sends (<linux/netfilter/nfnetlink_log.h>), built byte by byte: the
-/// reader takes each packet's NFULA_PREFIX and nothing else.
+/// reader takes each packet's NFULA_PREFIX, its socket's uid, its output interface and where it was going.
 final class NflogMessagesTests: XCTestCase {
     // (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET, and attribute numbers.
     static let packet: UInt16 = 4 << 8, config: UInt16 = 4 << 8 | 1
@@ -36,6 +36,30 @@ final class NflogMessagesTests: XCTestCase {
         let b = message(Self.packet, [attr(Self.prefix, Array("netpermd:nav:wifi".utf8) + [0])])
         XCTAssertEqual(packets(a + b), [NflogReader.Packet(prefix: "netpermd:maps:wwan", uid: 1000, outIndex: 7),
                                         NflogReader.Packet(prefix: "netpermd:nav:wifi")])
+    }
+
+    /// Where the packet was going, from its first bytes (NFULA_PAYLOAD): the prompt says it (issue 36, 13).
+    func testDestination() {
+        var v4 = [UInt8](repeating: 0, count: 24)
+        v4[0] = 0x45; v4[9] = 6
+        v4[16...19] = [203, 0, 113, 5]
+        v4[22] = 0x01; v4[23] = 0xBB
+        XCTAssertEqual(NflogReader.destination(v4), "203.0.113.5:443")
+        var icmp = v4
+        icmp[9] = 1
+        XCTAssertEqual(NflogReader.destination(icmp), "203.0.113.5", "no port")
+        var v6 = [UInt8](repeating: 0, count: 44)
+        v6[0] = 0x60; v6[6] = 17
+        v6[24] = 0x20; v6[25] = 0x01; v6[26] = 0x0D; v6[27] = 0xB8; v6[39] = 1
+        v6[42] = 0; v6[43] = 53
+        XCTAssertEqual(NflogReader.destination(v6), "[2001:db8::1]:53")
+        XCTAssertNil(NflogReader.destination(Array(v6.prefix(39))), "too short")
+        XCTAssertEqual(NflogReader.destination(Array(v4.prefix(21))), "203.0.113.5", "ports cut off")
+        XCTAssertNil(NflogReader.destination([]))
+        XCTAssertNil(NflogReader.destination([0x50]))
+        let payload: UInt16 = 9
+        let m = message(Self.packet, [attr(Self.prefix, Array("netpermd:maps:wwan".utf8) + [0]), attr(payload, v4)])
+        XCTAssertEqual(packets(m).first?.destination, "203.0.113.5:443")
     }
 
     /// Not a packet, no prefix, a truncated message or attribute: nothing, and no read past the end.

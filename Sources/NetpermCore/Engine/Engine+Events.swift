@@ -82,7 +82,7 @@ extension Engine {
     /// the packet's link. Nothing when the kind is no longer pending for the socket's uid (decided, or the policy
     /// changed since the rules were loaded), a prompt is open (it is marked as raised by rejected traffic too), or
     /// one for it expired less than `blockedQuietSec` ago: a packet never raises more than one prompt.
-    func blocked(app id: String, kind: PolicyDimension, uid: UInt32?, ifindex: Int32?) {
+    func blocked(app id: String, kind: PolicyDimension, uid: UInt32?, ifindex: Int32?, destination: String? = nil) {
         let scope = blockedScope(uid)
         guard let app = state.config.app(named: id) else {
             log(.debug, "enforcement: a rejected packet of \(id) (\(kind.rawValue)), which is not in the policy")
@@ -94,13 +94,19 @@ extension Engine {
             return
         }
         guard state.hasAgent(for: scope) else { return logUnasked(app: id, kind: kind, blocked: true) }
-        if let open = state.prompts.find(app: id, scope: scope) { return state.prompts.markBlocked(id: open.id) }
+        if let open = state.prompts.find(app: id, scope: scope) {
+            return state.prompts.markBlocked(id: open.id, destination: destination)
+        }
         guard state.prompts.hasRoom(for: scope) else { return logFull(scope) }
         guard !quietBlocked.contains(Self.quietKey(id, scope)),
-              let p = state.prompts.raiseBlocked(app: id, kind: kind, link: ifindex.flatMap { state.network.link(index: $0) },
+              var p = state.prompts.raiseBlocked(app: id, kind: kind, link: ifindex.flatMap { state.network.link(index: $0) },
                                                  permissions: permissions, scope: scope, uid: uid, network: state.network,
                                                  timeoutSec: state.config.promptTimeoutSec)
         else { return }
+        if let destination {
+            state.prompts.markBlocked(id: p.id, destination: destination)
+            p.destination = destination
+        }
         sendPrompt(p)
     }
 

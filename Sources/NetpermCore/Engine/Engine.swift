@@ -32,7 +32,7 @@ public enum Input: Sendable {
     case rulesLoaded(error: String?)
     /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided): the owner of
     /// its socket and the link it was to leave by, when the log said.
-    case blocked(app: String, kind: PolicyDimension, uid: UInt32?, ifindex: Int32?)
+    case blocked(app: String, kind: PolicyDimension, uid: UInt32?, ifindex: Int32?, destination: String? = nil)
     /// A process that `Effect.watchExit` named has exited (or was gone already).
     case exited(pid: Int32)
     /// The outcome of the last `Effect.steer`: nil, or what failed.
@@ -276,8 +276,8 @@ public final class Engine {
             if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true }
         case let .rulesLoaded(error):
             rulesLoaded(error: error)
-        case let .blocked(app, kind, uid, ifindex):
-            blocked(app: app, kind: kind, uid: uid, ifindex: ifindex)
+        case let .blocked(app, kind, uid, ifindex, destination):
+            blocked(app: app, kind: kind, uid: uid, ifindex: ifindex, destination: destination)
         case let .exited(pid):
             askerExited(pid)
         case let .steered(error):
