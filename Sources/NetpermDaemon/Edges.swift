@@ -26,7 +26,7 @@ public protocol RuleLoading: AnyObject {
     /// Loading the rules again after another process changed them failed.
     var repairFailed: (String) -> Void { get set }
     /// The kernel rejected and logged a packet of this app and pending kind.
-    var blocked: (String, PolicyDimension, UInt32?, Int32?, String?) -> Void { get set }
+    var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void { get set }
     /// Runs one script of the usage table as one transaction (the removal only if the table exists), in turn with
     /// the rules' loads; `done` gets nil, or why it failed, as `load`'s does.
     func loadUsage(_ script: String, done: @escaping (String?) -> Void)

@@ -40,7 +40,7 @@ final class Enforcer {
     /// Called when loading the rules again after a foreign change fails: the engine retries.
     var repairFailed: (String) -> Void = { _ in }
     /// The kernel rejected and logged a packet of this app and pending kind.
-    var blocked: (String, PolicyDimension, UInt32?, Int32?, String?) -> Void = { _, _, _, _, _ in }
+    var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void = { _, _, _, _, _, _ in }
     /// Another process changed the usage table; a quota object of it ran out.
     var usageChanged: () -> Void = {}
     var quotaReached: (String) -> Void = { _ in }
@@ -261,7 +261,7 @@ final class Enforcer {
                 nflog = try NflogReader(loop: loop, group: Ruleset.logGroup)
                 nflog?.logged = { [unowned self] packet in
                     guard let (app, kind) = Ruleset.parseLogPrefix(packet.prefix) else { return }
-                    self.blocked(app, kind, packet.uid, packet.outIndex, packet.destination)
+                    self.blocked(app, kind, packet.uid, packet.outIndex, packet.destination, packet.answersIncoming)
                 }
                 nflogFailed = false
             } catch {

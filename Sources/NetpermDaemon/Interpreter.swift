@@ -109,8 +109,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             usageReader = nil
         }
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
-        enforcer.blocked = { [unowned self] app, kind, uid, index, destination in
-            self.feed(.blocked(app: app, kind: kind, uid: uid, ifindex: index, destination: destination))
+        enforcer.blocked = { [unowned self] app, kind, uid, index, destination, incoming in
+            self.feed(.blocked(app: app, kind: kind, uid: uid, ifindex: index, destination: destination, incoming: incoming))
         }
         enforcer.usageChanged = { [unowned self] in self.feed(.usageTableChanged) }
         enforcer.quotaReached = { [unowned self] quota in self.feed(.budgetReached(quota: quota)) }

@@ -19,8 +19,12 @@ public final class NflogReader {
         public var outIndex: Int32?
         /// Where it was going: "203.0.113.5:443", "[2001:db8::1]:53", an address alone for other protocols.
         public var destination: String?
-        public init(prefix: String, uid: UInt32? = nil, outIndex: Int32? = nil, destination: String? = nil) {
+        /// A TCP SYN-ACK: a local server's answer to a connection from elsewhere, not the app reaching out.
+        public var answersIncoming = false
+        public init(prefix: String, uid: UInt32? = nil, outIndex: Int32? = nil, destination: String? = nil,
+                    answersIncoming: Bool = false) {
             self.prefix = prefix; self.uid = uid; self.outIndex = outIndex; self.destination = destination
+            self.answersIncoming = answersIncoming
         }
     }
 
@@ -72,8 +76,8 @@ public final class NflogReader {
         }
     }
 
-    /// The packet bytes copied: an IPv6 header (40) and a TCP or UDP header's ports.
-    static let copied = 44
+    /// The packet bytes copied: an IPv6 header (40) and a TCP header up to its flags (14), or a UDP header's ports.
+    static let copied = 54
 
     /// Each NFULNL_MSG_PACKET with an NFULA_PREFIX in a buffer of netlink messages: the prefix (without its NUL),
     /// and NFULA_UID and NFULA_IFINDEX_OUTDEV when present (big-endian u32s), and the destination NFULA_PAYLOAD says.
@@ -86,8 +90,22 @@ public final class NflogReader {
             return Packet(prefix: prefix, uid: attributes.first(UInt16(NFULA_UID.rawValue)).flatMap(Netlink.bigEndianU32),
                           outIndex: attributes.first(UInt16(NFULA_IFINDEX_OUTDEV.rawValue)).flatMap(Netlink.bigEndianU32)
                               .map { Int32(bitPattern: $0) },
-                          destination: attributes.first(UInt16(NFULA_PAYLOAD.rawValue)).flatMap { destination(Array($0)) })
+                          destination: attributes.first(UInt16(NFULA_PAYLOAD.rawValue)).flatMap { destination(Array($0)) },
+                          answersIncoming: attributes.first(UInt16(NFULA_PAYLOAD.rawValue)).map { isSynAck(Array($0)) } ?? false)
         }
+    }
+
+    /// Whether an IP packet (its first bytes) is a TCP SYN-ACK.
+    public static func isSynAck(_ b: [UInt8]) -> Bool {
+        guard let first = b.first else { return false }
+        let proto: UInt8, transport: Int
+        switch first >> 4 {
+        case 4: (proto, transport) = (b.count > 9 ? b[9] : 0, Int(first & 0x0F) * 4)
+        case 6: (proto, transport) = (b.count > 6 ? b[6] : 0, 40)
+        default: return false
+        }
+        guard proto == UInt8(IPPROTO_TCP), b.count > transport + 13 else { return false }
+        return b[transport + 13] & 0x12 == 0x12
     }
 
     /// Where an IP packet (its first bytes) was going: the destination address, and the port for TCP and UDP.

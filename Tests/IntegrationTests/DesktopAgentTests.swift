@@ -383,6 +383,38 @@ final class DesktopAgentTests: IntegrationTestCase {
         XCTAssertTrue(unit.contains("\nRestartPreventExitStatus=7\n"), unit)
     }
 
+    /// Issue 36, 8: a host on the wwan side connecting to alice's server made the server's SYN-ACK rejected (a
+    /// request socket: no uid) and asked "Allow maps to use WWAN?" for everyone. An incoming connection raises no
+    /// prompt: it is refused, and the log says so once.
+    func testAConnectionFromElsewhereAsksNobody() throws {
+        let d = try makeDesk(Self.policy.replacingOccurrences(of: "PromptTimeoutSec=3", with: "PromptTimeoutSec=60"))
+        // The admin's agent: the one a packet with no uid would ask.
+        let admin = try HeldAsker(self, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"])
+        XCTAssertEqual(try admin.ask("SUBSCRIBE prompts")["privileged"] as? Bool, true)
+        let server = try Subprocess.spawn(["nsenter", "--net=/run/netns/\(d.bed.ns.name)"] + asUser(Self.alice, [
+            "/usr/bin/python3", "-c",
+            "import socket,time\nl=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                + "l.bind(('0.0.0.0', 7900)); l.listen(8)\nwhile True: l.accept()[0].close()",
+        ]), stdin: .devNull, stdout: .devNull, stderr: .devNull)
+        addTeardownBlock { server.killAndReap() }
+        try waitUntil("alice's server listens") {
+            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(d.bed.ns.name)", "ss", "-Hltn", "sport", "=", ":7900"])
+            return (r.lines.count == 1, r.summary)
+        }
+        let connect = "import socket\ns=socket.socket(); s.settimeout(0.5)\ntry: s.connect(('10.2.0.1', 7900)); print('ok')\n"
+            + "except OSError as e: print(type(e).__name__)"
+        try waitUntil("the daemon hears the refused SYN-ACK", timeout: 10) {
+            let r = try Subprocess.run(["ip", "netns", "exec", d.bed.peer.name, "/usr/bin/python3", "-c", connect])
+            XCTAssertNotEqual(r.stdout, "ok\n", "WWAN=ask and undecided: the server is not reachable over wwan")
+            let log = (try? String(contentsOfFile: d.dir + "/netpermd.log", encoding: .utf8)) ?? ""
+            return (log.contains("maps: a connection from elsewhere over wwan was refused"), r.summary)
+        }
+        XCTAssertEqual((try request(d.socket, "PROMPTS")["prompts"] as? [Any])?.count, 0, "nobody is asked")
+        let snapshot = try JSONValue.object(try XCTUnwrap(admin.replies.nextLine(timeout: 5)))
+        XCTAssertEqual(snapshot["event"] as? String, "snapshot")
+        XCTAssertNil(admin.replies.nextLine(timeout: 0.5), "no prompt event for the admin")
+    }
+
     // MARK: - dunst
 
     /// A real notification server: dunst (Debian's) under xvfb-run on alice's bus shows the prompt (dunst's

@@ -118,7 +118,7 @@ final class FakeRules: RuleLoading {
     /// answer (the kernel refusing what those transactions name).
     var during: ([String]) -> String? = { _ in nil }
     var repairFailed: (String) -> Void = { _ in }
-    var blocked: (String, PolicyDimension, UInt32?, Int32?, String?) -> Void = { _, _, _, _, _ in }
+    var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void = { _, _, _, _, _, _ in }
     /// While true, loads are not answered until `finish()`: a load in flight, as a slow one is on its thread.
     var holding = false
     /// The answers of loads in flight, in order.

@@ -60,6 +60,14 @@ final class NflogMessagesTests: XCTestCase {
         let payload: UInt16 = 9
         let m = message(Self.packet, [attr(Self.prefix, Array("netpermd:maps:wwan".utf8) + [0]), attr(payload, v4)])
         XCTAssertEqual(packets(m).first?.destination, "203.0.113.5:443")
+        XCTAssertFalse(packets(m).first?.answersIncoming ?? true)
+        // A SYN-ACK (a server's answer to a connection from elsewhere): flags at the TCP header's 14th byte.
+        var synAck = v4 + [UInt8](repeating: 0, count: 14)
+        synAck[20 + 13] = 0x12
+        XCTAssertTrue(NflogReader.isSynAck(synAck))
+        synAck[20 + 13] = 0x02
+        XCTAssertFalse(NflogReader.isSynAck(synAck), "a SYN is the app reaching out")
+        XCTAssertFalse(NflogReader.isSynAck(Array(synAck.prefix(33))), "flags cut off")
     }
 
     /// Not a packet, no prefix, a truncated message or attribute: nothing, and no read past the end.

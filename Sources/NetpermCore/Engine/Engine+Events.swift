@@ -117,6 +117,15 @@ extension Engine {
             + ": more apps are asked once some of them are answered or expire")
     }
 
+    /// A server's answer to a connection from elsewhere was refused (its SYN-ACK: a request socket, no uid). Nobody
+    /// is asked: "Allow it to use cellular data?" would read as the app reaching out, and an admin's Allow would open
+    /// the server on that link for everyone. Said once per app and kind.
+    func refusedIncoming(app: String, kind: PolicyDimension) {
+        guard incomingLogged.count < Self.unaskedLogLimit, incomingLogged.insert("\(app) \(kind.rawValue)").inserted else { return }
+        log(.notice, "\(app): a connection from elsewhere over \(kind.rawValue) was refused (its policy denies or asks "
+            + "\(kind.rawValue)); incoming connections raise no prompt: 'netpermctl decide \(app) \(kind.rawValue) allow' opens it")
+    }
+
     /// "app scope": what the quiet after an expiry is per.
     static func quietKey(_ app: String, _ scope: UInt32?) -> String { "\(app) \(scope.map { String($0) } ?? "*")" }
 

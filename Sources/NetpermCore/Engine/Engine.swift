@@ -32,7 +32,9 @@ public enum Input: Sendable {
     case rulesLoaded(error: String?)
     /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided): the owner of
     /// its socket and the link it was to leave by, when the log said.
-    case blocked(app: String, kind: PolicyDimension, uid: UInt32?, ifindex: Int32?, destination: String? = nil)
+    /// `incoming`: the packet answered a connection from elsewhere (a server's SYN-ACK), which asks nobody.
+    case blocked(app: String, kind: PolicyDimension, uid: UInt32?, ifindex: Int32?, destination: String? = nil,
+                 incoming: Bool = false)
     /// A process that `Effect.watchExit` named has exited (or was gone already).
     case exited(pid: Int32)
     /// The outcome of the last `Effect.steer`: nil, or what failed.
@@ -184,6 +186,8 @@ public final class Engine {
     var quietBlocked: Set<String> = []
     /// Scopes (a uid, -1 for everyone's) told to be full of prompts (PromptBook.perScope), until one is raised again.
     var promptsFull: Set<Int> = []
+    /// "app kind" pairs told once that their incoming connections were refused without a prompt.
+    var incomingLogged: Set<String> = []
     static let blockedQuietSec: UInt64 = 60
 
     /// Enforcement in the kernel (Engine+Enforcement.swift). Replies say whether an app is enforced, so a change
@@ -276,7 +280,8 @@ public final class Engine {
             if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true }
         case let .rulesLoaded(error):
             rulesLoaded(error: error)
-        case let .blocked(app, kind, uid, ifindex, destination):
+        case let .blocked(app, kind, uid, ifindex, destination, incoming):
+            guard !incoming else { return refusedIncoming(app: app, kind: kind) }
             blocked(app: app, kind: kind, uid: uid, ifindex: ifindex, destination: destination)
         case let .exited(pid):
             askerExited(pid)
