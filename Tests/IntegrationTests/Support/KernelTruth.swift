@@ -120,7 +120,10 @@ struct KernelTruth {
             return kinds.max(by: { Self.restrictiveness[$0]! < Self.restrictiveness[$1]! }) ?? own
         }
         guard tunnels.contains(name), own == "other", !Self.configured(name) else { return own }
-        let viaHosts = hostRouteLinks.filter { !tunnels.contains($0) && $0 != name }.map(Self.kind(of:))
+        // The daemon reads host routes only while such a tunnel is up (a machine with none never dumps routes): with
+        // every one down (tun0 down), a tunnel takes the fallback.
+        let hostsRead = tunnels.contains { links[$0]?.adminUp == true }
+        let viaHosts = (hostsRead ? hostRouteLinks : []).filter { !tunnels.contains($0) && $0 != name }.map(Self.kind(of:))
             .filter { $0 != "loopback" }
         if let k = viaHosts.max(by: { Self.restrictiveness[$0]! < Self.restrictiveness[$1]! }) { return k }
         let candidates = links.values.filter { usable($0.name) && !tunnels.contains($0.name) && Self.kind(of: $0.name) != "loopback" }
