@@ -15,7 +15,9 @@ VERSION := $(shell sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/Net
 # libstdc++-12-dev: the release link takes libstdc++ from its static archive (toolchain/libstdc++.so).
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config systemd util-linux \
         libstdc++-12-dev nftables libnftables-dev
-RELEASE_FLAGS := -c release --static-swift-stdlib
+# The programs are static (no Swift libraries to find: no RUNPATH of $ORIGIN) and bound at start with a read-only
+# relocation table (BIND_NOW, RELRO), as Debian's hardening asks of a daemon.
+RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro
 
 BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
@@ -35,14 +37,15 @@ FUZZ_SECONDS ?= 600
 
 all: build
 
-# Installs the Debian packages in $(1) that are missing, so repeated runs cost nothing.
-install-missing = missing=""; for p in $(1); do \
+# Installs the Debian packages in $(1) that are missing, so repeated runs cost nothing. Never in a package build
+# (NO_APT=1, as debian/rules sets it): there Build-Depends are what is installed, and the network is not reachable.
+install-missing = [ -n "$(NO_APT)" ] || { missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
+	fi; }
 
 deps:
 	@$(call install-missing,$(DEBS))
@@ -135,8 +138,8 @@ integration: deps test-deps release gio-module deb
 
 # Debian packages (debian/, docs/SYSTEMD.md "Install from the package"): netpermd (the daemon, netpermctl, units,
 # man pages, completions) and netpermd-gio (the GLib module), built by dpkg-buildpackage from the release build
-# into $(DEB_DIR). The changelog dpkg reads the version from is written here, from VERSION, so there is one
-# version; SOURCE_DATE_EPOCH (the last commit's time) dates it, so two builds of one commit are alike.
+# into $(DEB_DIR). debian/changelog (in git, so dpkg-buildpackage works from a clone) must name VERSION: one
+# version; SOURCE_DATE_EPOCH (the last commit's time) dates the build, so two builds of one commit are alike.
 DEB_DEBS := debhelper dpkg-dev lintian
 DEB_DIR := .build/deb
 DEB_ARCH = $(shell dpkg --print-architecture)
@@ -149,9 +152,8 @@ deb: deps deb-deps gio-deps
 	@test -n "$(VERSION)" || { echo "deb: no version in Sources/NetpermCore/DaemonState.swift" >&2; exit 1; }
 	@mkdir -p $(DEB_DIR)
 	rm -f $(DEB_DIR)/*.deb $(DEB_DIR)/*.ddeb $(DEB_DIR)/*.changes $(DEB_DIR)/*.buildinfo
-	printf '%s\n' "netpermd ($(VERSION)) unstable; urgency=medium" "" \
-	  "  * Built from $$(git describe --always --dirty 2>/dev/null || echo 'a source tree') (docs/SYSTEMD.md)." "" \
-	  " -- $$(sed -n 's/^Maintainer: //p' debian/control)  $$(date -R -u -d @$(DEB_DATE))" > debian/changelog
+	@test "$$(dpkg-parsechangelog -S Version)" = "$(VERSION)" || { echo "deb: debian/changelog is at" \
+	  "$$(dpkg-parsechangelog -S Version), the sources at $(VERSION): add a changelog entry (dch -v $(VERSION))" >&2; exit 1; }
 	@# Its clean step (debian/rules clean) empties the package trees and build stamps, never the Swift build.
 	SOURCE_DATE_EPOCH=$(DEB_DATE) dpkg-buildpackage -b --no-sign \
 	  --buildinfo-file=$(DEB_DIR)/netpermd_$(VERSION)_$(DEB_ARCH).buildinfo --buildinfo-option=-u$(DEB_DIR) \
@@ -271,6 +273,8 @@ bench-deps:
 	@$(call install-missing,$(BENCH_DEBS))
 
 BINDIR = $(DESTDIR)$(PREFIX)/bin
+# The daemon is the system's, run by its service manager: sbin, as the FHS and Debian put system daemons.
+SBINDIR = $(DESTDIR)$(PREFIX)/sbin
 UNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/system
 USERUNITDIR = $(DESTDIR)$(PREFIX)/lib/systemd/user
 SYSUSERSDIR = $(DESTDIR)$(PREFIX)/lib/sysusers.d
@@ -298,7 +302,7 @@ install: release
 # (into its container's root, with DESTDIR), so the tested units are the installed ones.
 install-files:
 	@test -x "$(BIN)/netpermd" -a -x "$(BIN)/netpermctl" || { echo "install-files: no programs in BIN='$(BIN)'" >&2; exit 1; }
-	install -D -m 0755 $(BIN)/netpermd $(BINDIR)/netpermd
+	install -D -m 0755 $(BIN)/netpermd $(SBINDIR)/netpermd
 	install -D -m 0755 $(BIN)/netpermctl $(BINDIR)/netpermctl
 	install -d $(UNITDIR) $(DOCDIR) $(CONFDIR)/netpermd.conf.d
 	for u in $(UNITS); do \
@@ -334,8 +338,8 @@ install-files:
 # A stopped daemon leaves its enforcement rules in force (a restart must not open them): uninstalling removes them,
 # with the daemon's own `--remove-rules`, unless staging into a DESTDIR.
 uninstall:
-	@if [ -z "$(DESTDIR)" ] && [ -x $(BINDIR)/netpermd ]; then $(BINDIR)/netpermd --remove-rules || true; fi
-	rm -f $(BINDIR)/netpermd $(BINDIR)/netpermctl
+	@if [ -z "$(DESTDIR)" ] && [ -x $(SBINDIR)/netpermd ]; then $(SBINDIR)/netpermd --remove-rules || true; fi
+	rm -f $(SBINDIR)/netpermd $(BINDIR)/netpermctl
 	for u in $(UNITS); do rm -f $(UNITDIR)/$$u; done
 	rm -f $(USERUNITDIR)/netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service
 	-rmdir $(USERUNITDIR)/graphical-session.target.wants 2>/dev/null
@@ -346,4 +350,4 @@ uninstall:
 	$(MAKE) --no-print-directory uninstall-gio
 
 clean:
-	rm -rf .build debian/changelog
+	rm -rf .build

@@ -138,8 +138,12 @@ final class CommandMatrixTests: IntegrationTestCase {
             c.append(C(command: "agent", kind: "no-notification-server", args: ["agent", "--notify"], user: user, exit: 6,
                        json: .nothing, terse: .nothing, humanOutput: false, wrapper: Self.noUserManager, humanOnly: true))
         }
-        c += [.usage("agent", ["agent", "x"]), .unreachable("agent", ["agent"], user: .root),
-              .unreachable("agent", ["agent"], user: .nobody)]
+        c.append(.usage("agent", ["agent", "x"]))
+        for user in [MatrixCase.User.root, .nobody] {
+            var unreachable = MatrixCase.unreachable("agent", ["agent"], user: user)
+            unreachable.humanOnly = true
+            c.append(unreachable)
+        }
 
         // The exposition text in human and -t modes; counters move between two asks, so --json is compared member by
         // member.

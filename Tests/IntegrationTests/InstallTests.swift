@@ -10,7 +10,7 @@ import Glibc
 final class InstallTests: XCTestCase {
     /// Every file install-files writes under PREFIX=/usr/local, with its mode.
     static let installed: [(path: String, mode: mode_t)] = [
-        ("usr/local/bin/netpermd", 0o755),
+        ("usr/local/sbin/netpermd", 0o755),
         ("usr/local/bin/netpermctl", 0o755),
         ("usr/local/lib/systemd/system/netpermd.service", 0o644),
         ("usr/local/lib/systemd/system/netpermd.socket", 0o644),

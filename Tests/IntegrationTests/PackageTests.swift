@@ -178,7 +178,7 @@ final class PackageTests: IntegrationTestCase {
             XCTAssertTrue(sd.exists(path), "the package installed \(path)")
         }
         XCTAssertEqual(try sd.check(["systemctl", "show", "-p", "ExecStart", "--value", "netpermd.service"]).stdout
-            .contains("path=/usr/bin/netpermd"), true, "the units name the package's paths")
+            .contains("path=/usr/sbin/netpermd"), true, "the units name the package's paths")
         let gioDir = try sd.check(["pkg-config", "--variable=giomoduledir", "gio-2.0"]).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
         func gioCache() -> String { (try? String(contentsOfFile: sd.root + gioDir + "/giomodule.cache", encoding: .utf8)) ?? "" }
@@ -316,7 +316,7 @@ final class PackageTests: IntegrationTestCase {
         XCTAssertEqual(try sd.run(["systemctl", "is-active", "netpermd.service", "netpermd.socket"]).stdout,
                        "inactive\ninactive\n")
         XCTAssertFalse(sd.exists(Self.socket))
-        XCTAssertFalse(sd.exists("/usr/bin/netpermd"))
+        XCTAssertFalse(sd.exists("/usr/sbin/netpermd"))
         XCTAssertFalse(sd.exists("/usr/lib/systemd/system/netpermd.service"))
         XCTAssertFalse(sd.exists(Self.agentUnit), "the agent's user unit goes with the package")
         XCTAssertEqual(try String(contentsOfFile: sd.root + "/etc/netpermd/netpermd.conf", encoding: .utf8), Self.policy)

@@ -82,8 +82,8 @@ final class RealSystemdAgentTests: IntegrationTestCase {
             return (!notify.isEmpty, "\(try calls())")
         }
         XCTAssertEqual(notify[3] as? String, "Allow “npt-user-app” to use cellular data?", "\(notify)")
-        XCTAssertTrue((notify[4] as? String)?.contains(") was refused a connection to ") == true, "\(notify)")
-        XCTAssertTrue((notify[4] as? String)?.contains(" over cellular data via wwan0") == true, "\(notify)")
+        XCTAssertTrue((notify[4] as? String)?.hasPrefix("npt-user-app (/usr/local/bin/netpermctl, run by ") == true, "\(notify)")
+        XCTAssertTrue((notify[4] as? String)?.contains(") asks to use cellular data via wwan0") == true, "\(notify)")
 
         // The person clicks Allow: the unit's agent answers, for their uid; the app's wait ends.
         try sd.check(user(["/usr/bin/python3", script, "action", "1", "allow"]))

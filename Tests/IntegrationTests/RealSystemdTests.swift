@@ -411,7 +411,7 @@ final class RealSystemdTests: IntegrationTestCase {
         // A stop (the service's, while its app's unit runs) leaves the rules, the tables and the table in force.
         try sd.check(["systemctl", "stop", "netpermd.service"])
         XCTAssertTrue(try sd.check(["ip", "rule"]).stdout.contains("fwmark 0x6e70001d lookup 28269"), "a stop leaves the rules")
-        let removed = try sd.run(["/usr/local/bin/netpermd", "--remove-rules"])
+        let removed = try sd.run(["/usr/local/sbin/netpermd", "--remove-rules"])
         XCTAssertEqual(removed.status, 0, removed.summary)
         XCTAssertFalse(try sd.check(["ip", "rule"]).stdout.contains("fwmark"), "--remove-rules removes them")
         XCTAssertNotEqual(try sd.run(["nft", "list", "table", "inet", "netpermd"]).status, 0, "and the table")

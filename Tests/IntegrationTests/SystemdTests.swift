@@ -24,8 +24,9 @@ final class SystemdTests: IntegrationTestCase {
         let units = staged + "/usr/local/lib/systemd/system"
         let service = units + "/netpermd.service"
         let text = try String(contentsOfFile: service, encoding: .utf8)
-        XCTAssertTrue(text.contains("\nExecStart=/usr/local/bin/netpermd "), "the installed path is in ExecStart=")
+        XCTAssertTrue(text.contains("\nExecStart=/usr/local/sbin/netpermd "), "the installed path is in ExecStart=")
         try text.replacingOccurrences(of: "/usr/local/bin/", with: staged + "/usr/local/bin/")
+            .replacingOccurrences(of: "/usr/local/sbin/", with: staged + "/usr/local/sbin/")
             .write(toFile: service, atomically: true, encoding: .utf8)
         return (service, units + "/netpermd.socket", staged + "/usr/local/share/man")
     }
