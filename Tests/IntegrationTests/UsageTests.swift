@@ -440,7 +440,10 @@ final class UsageTests: IntegrationTestCase {
             let args = ["parallel", "wwan0", String(flows), String(1 << 20)] + (rcvbuf > 0 ? [String(rcvbuf)] : [])
             let r = try bed.client(uid: Self.sender, args[0], args[1], args[2], args[3], rcvbuf > 0 ? args[4] : "0")
             let errors = (r["errors"] as? [Any]) ?? []
-            XCTAssertTrue(errors.contains { ["ECONNRESET", "EPIPE"].contains($0 as? String ?? "") }, "the budget ended them: \(r)")
+            // Reset mid-transfer, or refused at connect when they came after the budget ran out (a loaded machine
+            // starts the 16 threads one after another).
+            XCTAssertTrue(errors.contains { ["ECONNRESET", "EPIPE", "ECONNREFUSED"].contains($0 as? String ?? "") },
+                          "the budget ended them: \(r)")
             let received = try counted("sender", kind: "wwan", metered: true).received - (round == 0 ? before : 0)
             let over = received - budget
             print("usage overshoot: \(flows) parallel downloads, receive buffer \(rcvbuf == 0 ? "default" : String(rcvbuf)): "
