@@ -36,11 +36,16 @@ extension EngineUsageTests {
         XCTAssertEqual(usage(h).current, 1_502_507)
         XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted", "its budget stays used up")
         XCTAssertFalse(h.logged(containing: "is before this period's start (2026-12-01)").isEmpty)
-        wall.now = 1_796_083_200 + 4 * 86400
+        assertNTPKeeps(h, at: 1_796_083_200 + 4 * 86400, current: 1_502_507)
+    }
+
+    /// NTP sets the clock to `now` (December 2026): the period stays December's, its totals as they were.
+    func assertNTPKeeps(_ h: EngineHarness, at now: Double, current: Int, line: UInt = #line) {
+        wall.now = now
         wall.trust = .synchronized
         h.advance(bySeconds: 10)
-        XCTAssertEqual(usage(h).start, "2026-12-01")
-        XCTAssertEqual(usage(h).current, 1_502_507)
+        XCTAssertEqual(usage(h).start, "2026-12-01", line: line)
+        XCTAssertEqual(usage(h).current, current, line: line)
     }
 
     /// A clock stepped two minutes back across the first of the month: January stays January.
@@ -76,11 +81,7 @@ extension EngineUsageTests {
         }
         XCTAssertEqual(usage(h).start, "2026-12-01", "a clock no service synchronized yet starts no period")
         XCTAssertFalse(h.logged(containing: "not synchronized yet: not moving to it yet").isEmpty)
-        wall.now = december + 60
-        wall.trust = .synchronized
-        h.advance(bySeconds: 10)
-        XCTAssertEqual(usage(h).start, "2026-12-01")
-        XCTAssertEqual(usage(h).current, 700_000)
+        assertNTPKeeps(h, at: december + 60, current: 700_000)
     }
 
     /// Without any time service: a clock that jumps ahead is not believed at once; one that advances with the boot
