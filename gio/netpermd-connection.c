@@ -91,6 +91,11 @@ take_lines (NetpermdConnection *c, GError **error)
           c->app = g_steal_pointer (&app);
           break;
         case NETPERMD_LINE_VERDICT:
+          if (app)
+            {
+              g_free (c->app);
+              c->app = g_steal_pointer (&app);
+            }
           c->answered = TRUE;
           if (c->first)
             netpermd_verdict_copy (&v, c->first);

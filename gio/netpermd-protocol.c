@@ -6,9 +6,10 @@
 
 #include <string.h>
 
-/* The app's own verdict among a snapshot's or resync's `apps`. */
+/* The app's own verdict among a snapshot's or resync's `apps`; under `SUBSCRIBE self` the only one there, whose
+ * name is the app's from now on when a reload made the process another app (`*app_out`). */
 static gboolean
-find_verdict (JsonObject *event, const char *app, NetpermdVerdict *verdict)
+find_verdict (JsonObject *event, const char *app, char **app_out, NetpermdVerdict *verdict)
 {
   JsonArray *a = netpermd_json_array (event, "apps");
   if (!app || !a)
@@ -19,7 +20,12 @@ find_verdict (JsonObject *event, const char *app, NetpermdVerdict *verdict)
       if (v && g_strcmp0 (netpermd_json_string (v, "app"), app) == 0)
         return netpermd_verdict_read (v, verdict);
     }
-  return FALSE;
+  JsonObject *only = json_array_get_length (a) == 1 ? json_array_get_object_element (a, 0) : NULL;
+  if (!only || !netpermd_json_string (only, "app") || !netpermd_verdict_read (only, verdict))
+    return FALSE;
+  if (app_out)
+    *app_out = g_strdup (netpermd_json_string (only, "app"));
+  return TRUE;
 }
 
 NetpermdLine
@@ -44,9 +50,16 @@ netpermd_protocol_read (JsonParser *parser, const char *line, gsize length, cons
   if (event)
     {
       if (strcmp (event, "snapshot") == 0 || strcmp (event, "resync") == 0)
-        return find_verdict (o, app, verdict) ? NETPERMD_LINE_VERDICT : NETPERMD_LINE_OTHER;
-      if (strcmp (event, "app") == 0 && app && g_strcmp0 (netpermd_json_string (o, "app"), app) == 0)
-        return netpermd_verdict_read (o, verdict) ? NETPERMD_LINE_VERDICT : NETPERMD_LINE_OTHER;
+        return find_verdict (o, app, app_out, verdict) ? NETPERMD_LINE_VERDICT : NETPERMD_LINE_OTHER;
+      /* Under `SUBSCRIBE self` every app event is the process's own app: one of another name is the app a reload
+       * made it (`[App gapp]` renamed, an `[App]` added for a process under `[Defaults]`). */
+      const char *named = netpermd_json_string (o, "app");
+      if (strcmp (event, "app") == 0 && app && named && netpermd_verdict_read (o, verdict))
+        {
+          if (g_strcmp0 (named, app) != 0 && app_out)
+            *app_out = g_strdup (named);
+          return NETPERMD_LINE_VERDICT;
+        }
       return NETPERMD_LINE_OTHER;
     }
   gboolean ok;

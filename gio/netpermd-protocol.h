@@ -19,6 +19,7 @@ typedef enum {
   NETPERMD_LINE_ERROR,
 } NetpermdLine;
 
-/* Reads one line (without its newline). `app` is the app the acknowledgement named (NULL before it). */
+/* Reads one line (without its newline). `app` is the app the acknowledgement named (NULL before it); a verdict of
+ * another app (a reload made the process that app) sets `*app_out` to its name. */
 NetpermdLine netpermd_protocol_read (JsonParser *parser, const char *line, gsize length, const char *app,
                                      char **app_out, NetpermdVerdict *verdict, GError **error);

@@ -199,6 +199,10 @@ final class GLibMonitorTests: IntegrationTestCase {
         try expect("a reload allows maps wifi, after one that changed only another app", state(true, "full"))
         XCTAssertEqual(try maps.state(), state(true, "full"))
         XCTAssertEqual(maps.changes.count, expected, "no other network-changed: \(maps.changes)")
+        // Issue 36, 1: a reload that makes the process another app (its [App] renamed): the module follows it.
+        try reload(standard + policy(maps: "deny", other: "deny").replacingOccurrences(of: "[App maps]", with: "[App maps2]"))
+        try expect("a reload makes the process maps2, whose wifi is denied", state(false, "local"))
+        XCTAssertEqual(try maps.state(), state(false, "local"))
     }
 
     // MARK: - Fallback, and a daemon that goes

@@ -186,6 +186,24 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertTrue(h.takeEvents(agent, named: "unsubscribed").isEmpty, "told once")
     }
 
+    /// Issue 36, 1: a reload that makes a subscriber of `self` another app (its [App] renamed, or one added for a
+    /// process under [Defaults]) told it nothing, and the GLib module kept the old app's verdict for good. It hears
+    /// its new app's verdict once the reload has settled.
+    func testAReloadThatMakesAProcessAnotherAppTellsIt() {
+        let policy = "[Interface wwan0]\nKind=wwan\n[App gapp]\nExecutable=/usr/bin/gapp\nWWAN=deny\n"
+        let h = EngineHarness(policy: policy, links: [wwan])
+        let app = h.connect(makePeer(uid: 1000, exe: "/usr/bin/gapp", pid: 70))
+        _ = h.subscribe(app, "self")
+        h.reload(policy: policy.replacingOccurrences(of: "[App gapp]", with: "[App gapp2]")
+            .replacingOccurrences(of: "WWAN=deny", with: "WWAN=allow"))
+        let events = h.takeEvents(app, named: "app")
+        XCTAssertEqual(events.map { $0["app"] }, ["gapp2"], "\(events)")
+        XCTAssertEqual(events.last?["available"], true)
+        h.reload(policy: "[Interface wwan0]\nKind=wwan\n[App gapp2]\nExecutable=/usr/bin/gapp\nWWAN=allow\n"
+            + "[App other]\nExecutable=/usr/bin/other\n")
+        XCTAssertTrue(h.takeEvents(app, named: "app").isEmpty, "the same app: nothing more to tell")
+    }
+
     /// Keep-open comes before any reply: a client whose input has already ended is not closed once the reply
     /// is sent.
     func testKeepOpenAfterInputEndsComesFirst() {

@@ -250,9 +250,20 @@ test_protocol (void)
                               "[{\"app\":\"maps\",\"available\":false,\"reason\":\"no-network\"}]}", app, NULL, &v, &error),
                    ==, NETPERMD_LINE_VERDICT);
   g_assert_false (v.available);
-  /* Another app's verdict, the stopping event, a snapshot before the acknowledgement: nothing for the module. */
+  /* Under SUBSCRIBE self an app event of another name is the app a reload made the process (issue 36, 1: the module
+   * dropped it, and reported the old app's verdict for good): its verdict, and its name. */
+  g_autofree char *renamed = NULL;
   g_assert_cmpint (read_line (p, "{\"event\":\"app\",\"seq\":3,\"app\":\"mapsx\",\"available\":true,\"reason\":\"ok\"}",
-                              app, NULL, &v, &error), ==, NETPERMD_LINE_OTHER);
+                              app, &renamed, &v, &error), ==, NETPERMD_LINE_VERDICT);
+  g_assert_cmpstr (renamed, ==, "mapsx");
+  g_assert_true (v.available);
+  g_clear_pointer (&renamed, g_free);
+  g_assert_cmpint (read_line (p, "{\"event\":\"resync\",\"seq\":5,\"why\":\"fell-behind\",\"apps\":"
+                              "[{\"app\":\"maps2\",\"available\":false,\"reason\":\"denied\"}]}", app, &renamed, &v, &error),
+                   ==, NETPERMD_LINE_VERDICT);
+  g_assert_cmpstr (renamed, ==, "maps2");
+  g_assert_false (v.available);
+  /* The stopping event, a snapshot before the acknowledgement: nothing for the module. */
   g_assert_cmpint (read_line (p, "{\"event\":\"stopping\",\"seq\":4}", app, NULL, &v, &error), ==, NETPERMD_LINE_OTHER);
   g_assert_cmpint (read_line (p, "{\"event\":\"snapshot\",\"seq\":1,\"apps\":[{\"app\":\"maps\",\"available\":true,"
                               "\"reason\":\"ok\"}]}", NULL, NULL, &v, &error), ==, NETPERMD_LINE_OTHER);

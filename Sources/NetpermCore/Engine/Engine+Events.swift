@@ -27,6 +27,27 @@ extension Engine {
         }
     }
 
+    /// Each subscriber a reload made another app hears that app's verdict (`SUBSCRIBE self`: its own app, whatever its
+    /// name): without it, it kept the old app's verdict until the new one changed.
+    func tellOwnAppMoved() {
+        let ids = ownAppMoved
+        ownAppMoved = []
+        for id in ids {
+            guard let s = sessions[id], s.subscription != nil else { continue }
+            var v = forCaller(verdict(for: s.caller.match, uid: s.caller.ownUID), s.caller)
+            v.enforcement = ownEnforcement(v.enforcement, s.caller)
+            let event = Event.app(v)
+            let tail = out.write { b in
+                var w = JSONWriter(continuing: b)
+                event.writeMembers(to: &w)
+                w.close()
+                b.append(0x0A)
+            }
+            let head = out.write { s.subscription!.writeHead(event.name, into: $0) }
+            out.append(.event(id, head: head, tail: tail))
+        }
+    }
+
     /// One prompt per app and scope (its pending kinds together), to the agents that may answer it; a process of
     /// the app asking while it is open joins its askers. With no agent for the scope, the app is denied those kinds
     /// and the log says so once per app and kind until an agent comes (a headless device must not fill its log).

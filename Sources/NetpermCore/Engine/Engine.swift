@@ -188,6 +188,9 @@ public final class Engine {
     var promptsFull: Set<Int> = []
     /// "app kind" pairs told once that their incoming connections were refused without a prompt.
     var incomingLogged: Set<String> = []
+    /// Subscribers of their own app that a reload made another app (renamed, or an [App] added for them): told their
+    /// new app's verdict once the reload has settled, even if it equals the old one's.
+    var ownAppMoved: [ConnectionID] = []
     static let blockedQuietSec: UInt64 = 60
 
     /// Enforcement in the kernel (Engine+Enforcement.swift). Replies say whether an app is enforced, so a change
@@ -340,6 +343,7 @@ public final class Engine {
             pendingEvents = []
             counters.count(events)
             push(events)
+            tellOwnAppMoved()
             // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts, with the
             // identity of the process that has waited longest (the earliest connection waiting for its own app).
             for case let .app(v) in events where v.wantsAsking {
@@ -501,7 +505,9 @@ public final class Engine {
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
         for s in orderedSessions(where: { _ in true }) {
             let userAgent = s.isAgent && !s.caller.privileged
+            let ownApp = s.subscription?.appID
             remakeCaller(s)
+            if let sub = s.subscription, sub.appID != ownApp, sub.topics.contains(.own) { ownAppMoved.append(s.id) }
             if userAgent && !s.isAgent && s.subscription?.topics.contains(.prompts) == true { unsubscribePrompts(s) }
             if let w = s.waiting, w.match.matchedBy == .name, config.app(named: w.match.id) == nil {
                 // The app it waits for by name has left the policy: answered as a QUERY of it would be.
