@@ -5,6 +5,15 @@
 #include "netpermd-json.h"
 
 #include <string.h>
+#include <sys/stat.h>
+
+/* This process's network namespace, as the inode of /proc/self/ns/net (0 when unknown). */
+static guint64
+own_netns (void)
+{
+  struct stat st;
+  return stat ("/proc/self/ns/net", &st) == 0 ? (guint64)st.st_ino : 0;
+}
 
 /* The app's own verdict among a snapshot's or resync's `apps`; under `SUBSCRIBE self` the only one there, whose
  * name is the app's from now on when a reload made the process another app (`*app_out`). */
@@ -74,6 +83,19 @@ netpermd_protocol_read (JsonParser *parser, const char *line, gsize length, cons
   const char *own = netpermd_json_string (o, "app");
   if (json_object_has_member (o, "subscribed") && own)
     {
+      /* The daemon's verdicts are about its namespace's links: a process with a namespace of its own
+       * (PrivateNetwork=yes, bwrap --unshare-net, firejail --net=none) is not told them; GLib's own monitor sees its
+       * links. */
+      const char *ns = netpermd_json_string (o, "netns");
+      guint64 mine = own_netns ();
+      if (ns && mine && g_ascii_strtoull (ns, NULL, 10) != mine)
+        {
+          g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                       "netpermd answers for another network namespace (net:[%s]; this process is in net:[%" G_GUINT64_FORMAT
+                       "]): its verdicts are not about this process's links",
+                       ns, mine);
+          return NETPERMD_LINE_ERROR;
+        }
       *app_out = g_strdup (own);
       return NETPERMD_LINE_ACK;
     }

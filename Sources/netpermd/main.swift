@@ -50,7 +50,8 @@ func run() -> Int32 {
                                         wallClock: { Double(TestClock.now) },
                                         localDate: { let d = Clock.localDay($0); return CivilDate(year: d.year, month: d.month, day: d.day) },
                                         clockTrust: { [run = options.runRoot] in TestClock.clockTrust(run: run) },
-                                        bootClock: { Clock.bootSeconds() }, promptIDKey: UInt32.random(in: 1...UInt32.max)),
+                                        bootClock: { Clock.bootSeconds() }, promptIDKey: UInt32.random(in: 1...UInt32.max),
+                                        netns: (try? Files.fileID("/proc/self/ns/net"))?.inode),
                         decisions: store.load(), usage: usageStore.load(), tags: tagStore.load())
     let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
     let interpreter = Interpreter(engine: engine, loop: loop, store: store, usageStore: usageStore, tagStore: tagStore,

@@ -242,6 +242,21 @@ final class GLibMonitorTests: IntegrationTestCase {
         XCTAssertLessThan(waited.initMilliseconds, 2000)
     }
 
+    /// Issue 36, 4: an app in a network namespace of its own (PrivateNetwork=yes, bwrap --unshare-net) was told the
+    /// daemon's namespace's verdict (available, FULL, with only lo). The module declines: GLib's own monitor sees
+    /// the app's links.
+    func testAnAppInItsOwnNetworkNamespaceIsNotToldTheDaemons() throws {
+        let f = try makeAppFixture(policy: "[App maps]\nUser=4242\n")
+        try f.addAddress("wlan0")
+        try f.addDefaultRoute("wlan0", metric: 600)
+        try waitForVerdict(f.socket, "maps", "ok") { $0.reason == "ok" }
+        let own = try makeNamespace()
+        let a = try app(own, socket: f.socket, environment: ["G_MESSAGES_DEBUG=GLib-GIO netpermd"])
+        XCTAssertEqual(a.type, Self.netlink, "GLib's own monitor, not the module: \(a.stderr)")
+        XCTAssertTrue(a.stderr.contains("netpermd answers for another network namespace"), a.stderr)
+        XCTAssertEqual(a.initial.available, false, "only lo there")
+    }
+
     /// Killed, then started again with another policy: meanwhile the app keeps the last verdict (and no signal);
     /// once back, the module has reconnected by itself and reports the new verdict with one signal. A clean stop
     /// (SIGTERM) and start the same way.

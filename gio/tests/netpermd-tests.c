@@ -2,6 +2,7 @@
 /* The module's pure parts on the lines netpermd writes: what GLib reports for each verdict, and which lines of a
  * subscription carry the app's own. Run by `make gio-test` (part of `make test`). */
 #include <string.h>
+#include <sys/stat.h>
 
 #include "netpermd-protocol.h"
 #include "netpermd-verdict.h"
@@ -237,6 +238,17 @@ test_protocol (void)
   g_assert_cmpint (read_line (p, "{\"ok\":true,\"subscribed\":[\"self\"],\"app\":\"maps\",\"privileged\":false}", NULL,
                               &app, &v, &error), ==, NETPERMD_LINE_ACK);
   g_assert_cmpstr (app, ==, "maps");
+  /* Issue 36, 4: a daemon in another network namespace than this process is not this process's answer. */
+  struct stat st;
+  g_assert_cmpint (stat ("/proc/self/ns/net", &st), ==, 0);
+  g_autofree char *same = g_strdup_printf ("{\"ok\":true,\"subscribed\":[\"self\"],\"app\":\"maps\",\"netns\":\"%" G_GUINT64_FORMAT
+                                           "\"}", (guint64)st.st_ino);
+  g_autofree char *acked = NULL;
+  g_assert_cmpint (read_line (p, same, NULL, &acked, &v, &error), ==, NETPERMD_LINE_ACK);
+  g_assert_cmpint (read_line (p, "{\"ok\":true,\"subscribed\":[\"self\"],\"app\":\"maps\",\"netns\":\"1\"}", NULL, &acked, &v,
+                              &error), ==, NETPERMD_LINE_ERROR);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
   /* The snapshot's entry for the app, whatever else it lists. */
   g_assert_cmpint (read_line (p, "{\"event\":\"snapshot\",\"seq\":1,\"apps\":[{\"app\":\"other\",\"available\":true,"
                               "\"reason\":\"ok\"},{\"app\":\"maps\",\"available\":false,\"reason\":\"no-network\"}]}",

@@ -317,6 +317,7 @@ extension Engine {
             w.field("subscribed", strings: Topic.allCases.filter(topics.contains).lazy.map(\.rawValue))
             w.field("app", caller.match.id)
             w.field("privileged", caller.privileged)
+            if let ns = settings.netns { w.field("netns", String(ns)) }
         }
         let range = out.write { b in
             sub.writeHead(.snapshot, into: b)
