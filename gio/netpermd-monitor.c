@@ -73,6 +73,7 @@ report (NetpermdNetworkMonitor *self)
 {
   Report now = { .connectivity = netpermd_connectivity (self->verdict.available, netpermd_nm_connectivity (self->nm)) };
   netpermd_verdict_copy (&self->verdict, &now.verdict);
+  netpermd_verdict_cap (&now.verdict, now.connectivity);
   g_mutex_lock (&self->lock);
   Report old = self->reported;
   gboolean same = netpermd_verdict_equal (&old.verdict, &now.verdict) && old.connectivity == now.connectivity;
@@ -158,6 +159,7 @@ initable_init (GInitable *initable, GCancellable *cancellable G_GNUC_UNUSED, GEr
   self->nm = netpermd_nm_new (NETPERMD_NM_TIMEOUT_MS, on_nm_changed, self);
   self->reported.connectivity = netpermd_connectivity (self->verdict.available, netpermd_nm_connectivity (self->nm));
   netpermd_verdict_copy (&self->verdict, &self->reported.verdict);
+  netpermd_verdict_cap (&self->reported.verdict, self->reported.connectivity);
   g_debug ("%s: %s", app, self->verdict.message ? self->verdict.message : "ok");
   return TRUE;
 }

@@ -203,6 +203,17 @@ netpermd_verdict_clear (NetpermdVerdict *v)
   *v = (NetpermdVerdict){ 0 };
 }
 
+void
+netpermd_verdict_cap (NetpermdVerdict *v, GNetworkConnectivity connectivity)
+{
+  if (!v->available || connectivity != G_NETWORK_CONNECTIVITY_LOCAL)
+    return;
+  v->available = FALSE;
+  v->code = G_IO_ERROR_NETWORK_UNREACHABLE;
+  g_free (v->message);
+  v->message = g_strdup ("NetworkManager says this machine has no network connectivity");
+}
+
 GNetworkConnectivity
 netpermd_connectivity (gboolean available, gint nm_connectivity)
 {

@@ -26,3 +26,7 @@ void netpermd_verdict_clear (NetpermdVerdict *v);
 
 /* NetworkManager's NMConnectivityState, as its `Connectivity` property says (-1: NetworkManager does not run). */
 GNetworkConnectivity netpermd_connectivity (gboolean available, gint nm_connectivity);
+
+/* GLib's network-available means FULL, LIMITED or PORTAL: a verdict that says ok where NetworkManager says there is
+ * no connectivity (`none`, so LOCAL) is not available, for NetworkManager's reason. */
+void netpermd_verdict_cap (NetpermdVerdict *v, GNetworkConnectivity connectivity);

@@ -321,14 +321,21 @@ final class GLibMonitorTests: IntegrationTestCase {
         XCTAssertEqual(try browser.waitForChanges(1, "NetworkManager says full").state, state(true, "full"))
         try bus.setConnectivity(3)
         XCTAssertEqual(try browser.waitForChanges(2, "NetworkManager says limited").state, state(true, "limited"))
+        // NetworkManager's none: GLib's available means FULL, LIMITED or PORTAL, so not available (issue 36, 5: it
+        // said available with LOCAL), and can_reach says why.
+        try bus.setConnectivity(1)
+        XCTAssertEqual(try browser.waitForChanges(3, "NetworkManager says none").state, state(false, "local"))
+        XCTAssertEqual(try browser.reach("192.0.2.1").message, "NetworkManager says this machine has no network connectivity")
+        try bus.setConnectivity(3)
+        XCTAssertEqual(try browser.waitForChanges(4, "NetworkManager says limited again").state, state(true, "limited"))
 
         let fallback = try app(f.ns, socket: f.dir + "/absent.sock", uid: 65534, environment: env)
         XCTAssertEqual(fallback.type, "GNetworkMonitorNM", "no netpermd: GLib's NetworkManager monitor")
 
         nm.signal(SIGTERM)
         XCTAssertNotNil(nm.wait(timeout: 5))
-        XCTAssertEqual(try browser.waitForChanges(3, "NetworkManager is gone").state, state(true, "full"))
-        XCTAssertEqual(browser.changes.count, 3)
+        XCTAssertEqual(try browser.waitForChanges(5, "NetworkManager is gone").state, state(true, "full"))
+        XCTAssertEqual(browser.changes.count, 5)
     }
 
     // MARK: - xdg-desktop-portal

@@ -219,6 +219,17 @@ test_connectivity (void)
   g_assert_cmpint (netpermd_connectivity (TRUE, 2), ==, G_NETWORK_CONNECTIVITY_PORTAL);
   g_assert_cmpint (netpermd_connectivity (TRUE, 3), ==, G_NETWORK_CONNECTIVITY_LIMITED);
   g_assert_cmpint (netpermd_connectivity (TRUE, 4), ==, G_NETWORK_CONNECTIVITY_FULL);
+  /* Issue 36, 5: NetworkManager's none with an ok verdict was available with LOCAL connectivity, which GLib's
+   * contract does not allow: not available then, for NetworkManager's reason. */
+  NetpermdVerdict v = { .available = TRUE };
+  netpermd_verdict_cap (&v, netpermd_connectivity (TRUE, 1));
+  g_assert_false (v.available);
+  g_assert_cmpint (v.code, ==, G_IO_ERROR_NETWORK_UNREACHABLE);
+  g_assert_cmpstr (v.message, ==, "NetworkManager says this machine has no network connectivity");
+  netpermd_verdict_clear (&v);
+  NetpermdVerdict limited = { .available = TRUE };
+  netpermd_verdict_cap (&limited, netpermd_connectivity (TRUE, 3));
+  g_assert_true (limited.available);
 }
 
 static NetpermdLine
