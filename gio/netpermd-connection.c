@@ -120,11 +120,13 @@ take_lines (NetpermdConnection *c, GError **error)
   return ok;
 }
 
-/* Reads what the socket has, without blocking. FALSE and `error` at its end or on an error. */
+/* Reads what the socket has, without blocking, at most 64 KiB a dispatch: a socket that never runs dry (a flood of
+ * valid lines) must leave the app's main loop its turn; the rest waits in the socket, whose source stays ready. FALSE
+ * and `error` at its end or on an error. */
 static gboolean
 read_available (NetpermdConnection *c, GError **error)
 {
-  for (;;)
+  for (int round = 0; round < 4; round++)
     {
       guint8 buf[16384];
       ssize_t n = recv (c->fd, buf, sizeof buf, 0);
@@ -144,6 +146,7 @@ read_available (NetpermdConnection *c, GError **error)
                    e ? g_strerror (e) : "netpermd closed the connection");
       return FALSE;
     }
+  return TRUE;
 }
 
 static void

@@ -257,6 +257,39 @@ final class GLibMonitorTests: IntegrationTestCase {
         XCTAssertEqual(a.initial.available, false, "only lo there")
     }
 
+    /// Issue 36, 5: a socket flooding valid lines stalled the app's main loop 0.7-2.0 s (the module read until the
+    /// socket ran dry). It reads at most 64 KiB a dispatch: the app's own 5 ms timeout is never kept waiting long.
+    func testAFloodOfLinesLeavesTheAppItsMainLoop() throws {
+        let f = try makeAppFixture(policy: "[App maps]\nUser=4242\n")
+        // A daemon that answers at once, then sends the same verdict again and again, 30 MB of it.
+        let path = f.dir + "/flood.sock"
+        let flooder = try Subprocess.spawn(["/usr/bin/python3", "-c", """
+            import os, socket, sys
+            v = '"app":"maps","available":true,"reason":"ok","metered":false'
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(4)
+            block = "".join('{"event":"app","seq":%d,%s}\\n' % (i, v) for i in range(2, 12002)).encode()
+            while True:
+                c, _ = s.accept()
+                c.recv(100)
+                c.sendall(('{"ok":true,"subscribed":["self"],"app":"maps","privileged":false}\\n'
+                           '{"event":"snapshot","seq":1,"apps":[{%s}]}\\n' % v).encode())
+                try:
+                    for _ in range(30): c.sendall(block)
+                except OSError:
+                    pass
+                c.close()
+            """, path], stdin: .devNull, stdout: .devNull, stderr: .appendFile(f.dir + "/flood.log"))
+        addTeardownBlock { flooder.killAndReap() }
+        try waitUntil("the flooder listens") { (FileManager.default.fileExists(atPath: path), "") }
+        let flood = (path: path, ())
+        let a = try app(f.ns, socket: flood.path)
+        XCTAssertEqual(a.type, Self.module)
+        let gap = try a.longestTickGap(over: 1500)
+        print("GLib module under a flood of lines: the app's 5 ms timeout waited at most \(gap) ms")
+        XCTAssertLessThan(gap, 200, "the app's main loop has its turn")
+        XCTAssertEqual(a.changes.count, 0, "the same verdict again and again changes nothing")
+    }
+
     /// Killed, then started again with another policy: meanwhile the app keeps the last verdict (and no signal);
     /// once back, the module has reconnected by itself and reports the new verdict with one signal. A clean stop
     /// (SIGTERM) and start the same way.

@@ -114,6 +114,16 @@ final class GLibApp: @unchecked Sendable {
         return s
     }
 
+    /// The longest the app's main loop kept a 5 ms timeout waiting over `milliseconds`.
+    func longestTickGap(over milliseconds: Int) throws -> Double {
+        try command.channel.send("ticks \(milliseconds)\n")
+        let o = try reply()
+        guard let gap = o["max_gap_ms"] as? Double ?? (o["max_gap_ms"] as? Int).map(Double.init) else {
+            throw HarnessError("unexpected reply to ticks: \(o)")
+        }
+        return gap
+    }
+
     /// can_reach (or can_reach_async) of HOST:PORT.
     func reach(_ host: String, port: Int = 80, async: Bool = false) throws -> Reach {
         let key = async ? "reach-async" : "reach"

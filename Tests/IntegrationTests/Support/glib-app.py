@@ -6,6 +6,8 @@ network-changed signals as JSON lines on stdout, and commands on stdin, one per 
     state                   -> {"state": {...}, "changes": N}
     reach HOST PORT         -> {"reach": true} or {"reach": false, "code": "PERMISSION_DENIED", "message": ...}
     reach-async HOST PORT   -> the same, through can_reach_async
+    ticks MS                -> {"ticks": N, "max_gap_ms": G}: a 5 ms timeout on the main loop for MS ms, and the
+                               longest the loop kept it waiting (what the app's own work would wait)
     quit
 
 The first line says which monitor GLib chose and how long get_default() took. Every network-changed signal is
@@ -78,6 +80,20 @@ def command(words):
                 out(error_reply("reach", e))
         else:
             monitor.can_reach_async(address, None, on_reached, None)
+    elif words[0] == "ticks":
+        until = time.monotonic() + int(words[1]) / 1000
+        seen = {"last": time.monotonic(), "gap": 0.0, "n": 0}
+
+        def tick():
+            now = time.monotonic()
+            seen["gap"] = max(seen["gap"], now - seen["last"])
+            seen["last"] = now
+            seen["n"] += 1
+            if now < until:
+                return True
+            out({"ticks": seen["n"], "max_gap_ms": round(seen["gap"] * 1000, 1)})
+            return False
+        GLib.timeout_add(5, tick)
     elif words[0] == "quit":
         loop.quit()
     else:
