@@ -361,7 +361,8 @@ final class World: EngineEdges {
             // What is saved must read back as the same tags: each app's, distinct.
             let text = table.encoded()
             do {
-                require(try TagTable.parse(text, path: "t") == table, "tags do not read back as written:\n\(text)")
+                let read = try TagTable.parse(text, path: "t")
+                require(read == table, "tags do not read back as written:\n\(text)")
             } catch {
                 require(false, "the tags written do not parse (\(error)):\n\(text)")
             }
@@ -394,7 +395,11 @@ final class World: EngineEdges {
         case .timer:
             // Only an expiry closes a prompt when a timer fires.
             for p in before where !openIDs.contains(p.id) { expiredAt[Engine.quietKey(p.app, p.scope)] = now }
-        case let .blocked(app, kind, uid, _):
+        case let .blocked(app, kind, uid, _, _, incoming):
+            guard !incoming else {
+                require(raised.isEmpty, "a refused SYN-ACK (a connection from elsewhere) raised a prompt")
+                break
+            }
             let scope = engine.blockedScope(uid)
             require(raised.count <= 1 && raised.allSatisfy { $0.app == app && $0.kinds.contains(kind) && $0.blocked
                                                             && $0.scope == scope && $0.uid == uid },
