@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <glib-unix.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -36,9 +37,51 @@ struct _NetpermdConnection
   guint retry_ms;
   /* While open() waits: the first verdict goes here instead of to func. */
   NetpermdVerdict *first;
+  /* The process that made the connection: a child forked since shares the socket, and would read half its lines. */
+  pid_t pid;
 };
 
 static void schedule_retry (NetpermdConnection *c);
+
+/* The open connections, for fork(): a child forked with the monitor shares each socket with its parent, and each
+ * would read part of the other's lines. In the child, each socket is replaced at once (async-signal-safe calls only)
+ * by one whose peer is gone: the child's source wakes, finds itself in another process, and connects anew, leaving
+ * the parent its socket untouched. */
+#define MAX_OPEN 8
+static NetpermdConnection *open_connections[MAX_OPEN];
+static GMutex open_lock;
+
+static void
+in_forked_child (void)
+{
+  for (int i = 0; i < MAX_OPEN; i++)
+    {
+      NetpermdConnection *c = open_connections[i];
+      int pair[2];
+      if (c && c->fd >= 0 && socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0)
+        {
+          dup2 (pair[0], c->fd);
+          close (pair[0]);
+          close (pair[1]);
+        }
+    }
+}
+
+static void
+remember (NetpermdConnection *c, gboolean open)
+{
+  static gsize registered = 0;
+  if (g_once_init_enter (&registered))
+    g_once_init_leave (&registered, pthread_atfork (NULL, NULL, in_forked_child) == 0 ? 1 : 2);
+  g_mutex_lock (&open_lock);
+  for (int i = 0; i < MAX_OPEN; i++)
+    if (open ? open_connections[i] == NULL : open_connections[i] == c)
+      {
+        open_connections[i] = open ? c : NULL;
+        break;
+      }
+  g_mutex_unlock (&open_lock);
+}
 
 /* A non-blocking connection with SUBSCRIBE sent; -1 and `error` when the daemon is not there. */
 static int
@@ -190,6 +233,13 @@ on_readable (gint fd G_GNUC_UNUSED, GIOCondition condition G_GNUC_UNUSED, gpoint
 {
   NetpermdConnection *c = user_data;
   g_autoptr (GError) error = NULL;
+  if (getpid () != c->pid)
+    {
+      /* A forked child with a main loop of its own: it leaves the shared socket to its parent, unread, and makes a
+       * connection of its own (each then hears every event). */
+      lose (c, "this process was forked: a connection of its own");
+      return G_SOURCE_REMOVE;
+    }
   gboolean was_answered = c->answered;
   if (!read_available (c, &error))
     {
@@ -239,6 +289,7 @@ on_retry (gpointer user_data)
   g_clear_pointer (&c->timer, g_source_unref);
   g_autoptr (GError) error = NULL;
   c->fd = connect_socket (c->path, &error);
+  c->pid = getpid ();
   if (c->fd < 0)
     {
       g_debug ("%s; trying again in %u ms", error->message, c->retry_ms);
@@ -300,6 +351,7 @@ netpermd_connection_open (const char *path, GMainContext *context, gint64 timeou
   c->func = func;
   c->user_data = user_data;
   c->fd = fd;
+  c->pid = getpid ();
   c->in = g_byte_array_new ();
   c->parser = json_parser_new_immutable ();
   c->retry_ms = NETPERMD_RETRY_FIRST_MS;
@@ -312,6 +364,7 @@ netpermd_connection_open (const char *path, GMainContext *context, gint64 timeou
   c->first = NULL;
   *app = g_strdup (c->app);
   watch_socket (c);
+  remember (c, TRUE);
   return c;
 }
 
@@ -320,6 +373,7 @@ netpermd_connection_free (NetpermdConnection *c)
 {
   if (!c)
     return;
+  remember (c, FALSE);
   close_socket (c);
   clear_timer (c);
   g_byte_array_unref (c->in);

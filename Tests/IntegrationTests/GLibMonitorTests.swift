@@ -257,6 +257,33 @@ final class GLibMonitorTests: IntegrationTestCase {
         XCTAssertEqual(a.initial.available, false, "only lo there")
     }
 
+    /// Issue 36, 5: after fork() with a main loop in each, the two shared the connection and split its events
+    /// between them. The child makes a connection of its own at its first event (leaving that one to its parent):
+    /// each hears every change of its verdict.
+    func testAForkedChildHearsItsOwnEvents() throws {
+        let f = try makeAppFixture(policy: "[App maps]\nUser=4242\nWiFi=ask\n")
+        try f.addAddress("wlan0")
+        try f.addDefaultRoute("wlan0", metric: 600)
+        // No agent: the undecided ask is a deny.
+        try waitForVerdict(f.socket, "maps", "denied") { $0.reason == "denied" }
+        let maps = try app(f.ns, socket: f.socket, environment: ["G_MESSAGES_DEBUG=netpermd"])
+        XCTAssertEqual(maps.type, Self.module)
+        showOnFailure("the app's stderr") { maps.stderr }
+        let child = try maps.fork()
+        func decide(_ line: String) throws { XCTAssertEqual(try request(f.socket, line)["ok"] as? Bool, true, line) }
+        // The first event after the fork: the child reconnects, and its new connection's snapshot tells it.
+        try decide("DECIDE maps wifi allow")
+        try maps.waitForChanges(2, "both hear the allow")
+        try decide("FORGET maps")
+        try maps.waitForChanges(4, "both hear the forget")
+        try decide("DECIDE maps wifi allow")
+        try maps.waitForChanges(6, "both hear the allow again")
+        let byProcess = Dictionary(grouping: maps.changes, by: { $0.pid ?? 0 })
+        XCTAssertEqual(byProcess[child]?.map(\.available), [true, false, true], "the child: \(maps.changes)")
+        XCTAssertEqual(byProcess.filter { $0.key != child }.first?.value.map(\.available), [true, false, true],
+                       "the parent: \(maps.changes)")
+    }
+
     /// Issue 36, 5: a socket flooding valid lines stalled the app's main loop 0.7-2.0 s (the module read until the
     /// socket ran dry). It reads at most 64 KiB a dispatch: the app's own 5 ms timeout is never kept waiting long.
     func testAFloodOfLinesLeavesTheAppItsMainLoop() throws {

@@ -47,6 +47,8 @@ final class GLibApp: @unchecked Sendable {
         var number: Int
         var available: Bool
         var state: State
+        /// The process that got it (after `fork`, the parent or its child).
+        var pid: Int?
         var description: String { "#\(number) (\(available)): \(state)" }
     }
 
@@ -99,7 +101,7 @@ final class GLibApp: @unchecked Sendable {
 
     private func record(_ o: [String: Any]) throws {
         changes.append(Change(number: try JSONValue.int(o, "changed"), available: try JSONValue.bool(o, "available"),
-                              state: try State(o["state"] as? [String: Any] ?? [:])))
+                              state: try State(o["state"] as? [String: Any] ?? [:]), pid: o["pid"] as? Int))
     }
 
     /// The properties now, and how many network-changed signals came so far.
@@ -112,6 +114,13 @@ final class GLibApp: @unchecked Sendable {
             throw HarnessError("the app counted \(n) network-changed signals, the test read \(changes.count)")
         }
         return s
+    }
+
+    /// Forks the app (the child keeps its own main loop and monitor); the child's pid.
+    func fork() throws -> Int {
+        try command.channel.send("fork\n")
+        let o = try reply()
+        return try JSONValue.int(o, "forked")
     }
 
     /// The longest the app's main loop kept a 5 ms timeout waiting over `milliseconds`.

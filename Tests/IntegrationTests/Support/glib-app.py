@@ -6,12 +6,14 @@ network-changed signals as JSON lines on stdout, and commands on stdin, one per 
     state                   -> {"state": {...}, "changes": N}
     reach HOST PORT         -> {"reach": true} or {"reach": false, "code": "PERMISSION_DENIED", "message": ...}
     reach-async HOST PORT   -> the same, through can_reach_async
+    fork                    -> {"forked": PID}: the process forks, and the child runs its own main loop with the
+                               same monitor (it takes no commands, and dies with the parent)
     ticks MS                -> {"ticks": N, "max_gap_ms": G}: a 5 ms timeout on the main loop for MS ms, and the
                                longest the loop kept it waiting (what the app's own work would wait)
     quit
 
 The first line says which monitor GLib chose and how long get_default() took. Every network-changed signal is
-a line {"changed": N, "available": ..., "state": {...}}, N counting them from 1.
+a line {"changed": N, "available": ..., "state": {...}, "pid": P}, N counting them from 1 (in each process).
 """
 import json
 import os
@@ -50,7 +52,7 @@ def error_reply(key, e):
 def on_changed(_monitor, available):
     global changes
     changes += 1
-    out({"changed": changes, "available": available, "state": state()})
+    out({"changed": changes, "available": available, "state": state(), "pid": os.getpid()})
 
 
 monitor.connect("network-changed", on_changed)
@@ -80,6 +82,14 @@ def command(words):
                 out(error_reply("reach", e))
         else:
             monitor.can_reach_async(address, None, on_reached, None)
+    elif words[0] == "fork":
+        pid = os.fork()
+        if pid == 0:
+            import ctypes, signal
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG: it goes with the parent
+            GLib.source_remove(stdin_source)
+        else:
+            out({"forked": pid})
     elif words[0] == "ticks":
         until = time.monotonic() + int(words[1]) / 1000
         seen = {"last": time.monotonic(), "gap": 0.0, "n": 0}
@@ -115,5 +125,6 @@ def on_input(fd, _condition):
     return True
 
 
-GLib.unix_fd_add_full(GLib.PRIORITY_DEFAULT, sys.stdin.fileno(), GLib.IOCondition.IN | GLib.IOCondition.HUP, on_input)
+stdin_source = GLib.unix_fd_add_full(GLib.PRIORITY_DEFAULT, sys.stdin.fileno(), GLib.IOCondition.IN | GLib.IOCondition.HUP,
+                                     on_input)
 loop.run()
