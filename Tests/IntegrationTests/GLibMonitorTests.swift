@@ -257,6 +257,25 @@ final class GLibMonitorTests: IntegrationTestCase {
         XCTAssertEqual(a.initial.available, false, "only lo there")
     }
 
+    /// Issue 36, 5: a system bus that accepts and never answers held get_default() over 15 s (the NetworkManager
+    /// read at start was synchronous). It is bounded: the app starts within the module's bounds, NetworkManager
+    /// unknown (FULL), whatever the bus does.
+    func testASilentSystemBusHoldsUpNothing() throws {
+        let f = try makeAppFixture(policy: "[App maps]\nUser=4242\n")
+        try f.addAddress("wlan0")
+        try f.addDefaultRoute("wlan0", metric: 600)
+        try waitForVerdict(f.socket, "maps", "ok") { $0.reason == "ok" }
+        let silent = try FakeDaemon(path: f.dir + "/silent-bus.sock") { _ in [] }
+        addTeardownBlock { silent.stop() }
+        chmod(silent.path, 0o666)
+        let maps = try app(f.ns, socket: f.socket, environment: ["DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(silent.path)"])
+        XCTAssertEqual(maps.type, Self.module)
+        XCTAssertEqual(maps.initial, state(true, "full"))
+        print("GLib module with a silent system bus: get_default() took \(maps.initMilliseconds) ms")
+        XCTAssertLessThan(maps.initMilliseconds, 1000, "the 100 ms of the daemon and the 50 ms of NetworkManager at most")
+        XCTAssertEqual(try maps.reach("192.0.2.1"), reachable)
+    }
+
     /// Issue 36, 5: after fork() with a main loop in each, the two shared the connection and split its events
     /// between them. The child makes a connection of its own at its first event (leaving that one to its parent):
     /// each hears every change of its verdict.
