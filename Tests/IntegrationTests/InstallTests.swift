@@ -16,6 +16,7 @@ final class InstallTests: XCTestCase {
         ("usr/local/lib/systemd/system/netpermd.socket", 0o644),
         ("usr/local/lib/systemd/system/netpermd-metrics.service", 0o644),
         ("usr/local/lib/systemd/system/netpermd-metrics.timer", 0o644),
+        ("usr/local/lib/systemd/system/netpermd-metrics.path", 0o644),
         ("usr/local/lib/systemd/user/netpermd-agent.service", 0o644),
         // A symbolic link (its mode is always 777): the desktop agent in every user's graphical session.
         ("usr/local/lib/systemd/user/graphical-session.target.wants/netpermd-agent.service", 0o777),

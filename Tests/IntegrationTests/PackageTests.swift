@@ -155,7 +155,7 @@ final class PackageTests: IntegrationTestCase {
         XCTAssertEqual((first?["identity"] as? [String: Any])?["uid"] as? Int, 65534)
         XCTAssertEqual(try sd.property("netpermd.socket", "ActiveState"), "active")
         XCTAssertEqual(try sd.property("netpermd.socket", "Listen"), Self.socket + " (Stream)")
-        for unit in ["netpermd.socket", "netpermd.service", "netpermd-metrics.timer"] {
+        for unit in ["netpermd.socket", "netpermd.service", "netpermd-metrics.timer", "netpermd-metrics.path"] {
             XCTAssertEqual(try sd.run(["systemctl", "is-enabled", unit]).stdout, "enabled\n", unit)
         }
         XCTAssertEqual(try sd.property("netpermd-metrics.timer", "ActiveState"), "active")
@@ -231,12 +231,20 @@ final class PackageTests: IntegrationTestCase {
         XCTAssertEqual(st.st_mode & 0o777, 0o644, "node_exporter's user must read it")
         let left = try FileManager.default.contentsOfDirectory(atPath: sd.root + Self.textfileDir)
         XCTAssertEqual(left.filter { $0.hasPrefix("netpermd.prom.") }, [], "no temporary file left")
-        // Without node_exporter's directory the writer does not run at all.
+        // Without node_exporter's directory the writer does not run at all, and (issue 36, 18) neither does its
+        // timer: the service was skipped, and said so in the journal, every 30 s. The directory appearing starts it.
         try sd.check(["mv", Self.textfileDir, Self.textfileDir + ".off"])
         try sd.check(["systemctl", "start", "netpermd-metrics.service"])
         XCTAssertEqual(try sd.property("netpermd-metrics.service", "ConditionResult"), "no")
         XCTAssertFalse(sd.exists(Self.textfileDir), "nothing made the directory")
+        try sd.check(["systemctl", "restart", "netpermd-metrics.timer"])
+        XCTAssertEqual(try sd.property("netpermd-metrics.timer", "ConditionResult"), "no")
+        XCTAssertEqual(try sd.property("netpermd-metrics.timer", "ActiveState"), "inactive", "no timer, no skipped runs")
+        try sd.check(["rm", "-f", Self.textfileDir + ".off/netpermd.prom"])
         try sd.check(["mv", Self.textfileDir + ".off", Self.textfileDir])
+        try waitUntil("the directory's return starts the timer, which writes", timeout: 10, interval: 0.1) {
+            (sd.exists(Self.textfileDir + "/netpermd.prom"), try sd.property("netpermd-metrics.timer", "ActiveState"))
+        }
         let daemon = samples(try sd.check(["/usr/bin/netpermctl", "metrics"]).stdout)
         let exporter = try Repository.requireTool("prometheus-node-exporter", package: "prometheus-node-exporter")
         try sd.check(["systemd-run", "--unit=npt-node-exporter", "--property=Type=exec", exporter,
