@@ -199,6 +199,8 @@ $(FUZZ_DIR)/core/libNetpermCore.a: $(CORE_SOURCES)
 
 $(FUZZ_DIR)/bin/%: Fuzz/Targets/%.swift $(FUZZ_SUPPORT) $(FUZZ_DIR)/core/libNetpermCore.a
 	@mkdir -p $(@D)
+	@# A failed compile must not leave the last good binary behind for the test below to find.
+	@rm -f $@
 	$(FUZZ_SWIFTC) $(FUZZ_FLAGS) -module-name $* -I $(FUZZ_DIR)/core -L $(FUZZ_DIR)/core -lNetpermCore \
 	  $(FUZZ_SUPPORT) $< -o $@ 2>&1 | { grep -v 'Cannot export local symbol' || true; }
 	@test -x $@

@@ -349,23 +349,11 @@ final class World: EngineEdges {
             feed(.usageRead(nil, error: storeFails ? "Operation not permitted" : nil))
         case let .saveUsage(book):
             // What is saved must read back as the same totals.
-            let text = book.encoded()
-            do {
-                let read = try UsageBook.parse(text, path: "u")
-                require(read == book, "usage totals do not read back as written:\n\(text)")
-            } catch {
-                require(false, "the usage totals written do not parse (\(error)):\n\(text)")
-            }
+            requireReadsBack(book, book.encoded(), "usage totals") { (t) throws(ConfigError) in try UsageBook.parse(t, path: "u") }
             feed(.usageSaved(error: storeFails ? "disk full" : nil))
         case let .saveTags(table):
             // What is saved must read back as the same tags: each app's, distinct.
-            let text = table.encoded()
-            do {
-                let read = try TagTable.parse(text, path: "t")
-                require(read == table, "tags do not read back as written:\n\(text)")
-            } catch {
-                require(false, "the tags written do not parse (\(error)):\n\(text)")
-            }
+            requireReadsBack(table, table.encoded(), "tags") { (t) throws(ConfigError) in try TagTable.parse(t, path: "t") }
         case let .loadUsageRules(script, report):
             require(!script.isEmpty, "an empty usage script")
             if report { feed(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
@@ -586,4 +574,14 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     for line in split(bytes(data, size), on: 0x0A).prefix(400) { world.step(line) }
     world.finish()
     return 0
+}
+
+/// A state file's text must parse back into what was written.
+func requireReadsBack<T: Equatable>(_ value: T, _ text: String, _ what: String, _ parse: (String) throws(ConfigError) -> T) {
+    do {
+        let read = try parse(text)
+        require(read == value, "\(what) do not read back as written:\n\(text)")
+    } catch {
+        require(false, "the \(what) written do not parse (\(error)):\n\(text)")
+    }
 }
