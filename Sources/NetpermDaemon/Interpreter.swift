@@ -88,26 +88,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         self.tagStore = tagStore ?? TagStore(stateDir: Files.directory(of: store.path))
         self.counters = counters ?? KernelUsageCounters()
         self.notify = notify
-        do { policyLoader = try OffLoop(loop: loop) } catch {
-            Log.warning("cannot set up reading the policy off the loop (\(error)); reloads will read it on the loop")
-            policyLoader = nil
-        }
-        do { storeWriter = try OffLoop(loop: loop) } catch {
-            Log.warning("cannot set up writing decisions off the loop (\(error)); they will be written on the loop")
-            storeWriter = nil
-        }
-        do { usageWriter = try OffLoop(loop: loop) } catch {
-            Log.warning("cannot set up writing usage totals off the loop (\(error)); they will be written on the loop")
-            usageWriter = nil
-        }
-        do { tagWriter = try OffLoop(loop: loop) } catch {
-            Log.warning("cannot set up writing connection tags off the loop (\(error)); they will be written on the loop")
-            tagWriter = nil
-        }
-        do { usageReader = try OffLoop(loop: loop) } catch {
-            Log.warning("cannot set up reading usage counters off the loop (\(error)); they will be read on the loop")
-            usageReader = nil
-        }
+        policyLoader = Self.offLoop(loop, "reading the policy", "reloads will read it on the loop")
+        storeWriter = Self.offLoop(loop, "writing decisions", "they will be written on the loop")
+        usageWriter = Self.offLoop(loop, "writing usage totals", "they will be written on the loop")
+        tagWriter = Self.offLoop(loop, "writing connection tags", "they will be written on the loop")
+        usageReader = Self.offLoop(loop, "reading usage counters", "they will be read on the loop")
         enforcer.repairFailed = { [unowned self] error in self.feed(.rulesLoaded(error: error)) }
         enforcer.blocked = { [unowned self] app, kind, uid, index, destination, incoming in
             self.feed(.blocked(app: app, kind: kind, uid: uid, ifindex: index, destination: destination, incoming: incoming))
@@ -115,6 +100,15 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         enforcer.usageChanged = { [unowned self] in self.feed(.usageTableChanged) }
         enforcer.quotaReached = { [unowned self] quota in self.feed(.budgetReached(quota: quota)) }
         driver.edges = self
+    }
+
+    /// A thread of its own for one kind of slow work, or nil (said once) when none can be had: the work is then
+    /// done on the loop.
+    private static func offLoop<T>(_ loop: EventLoop, _ what: String, _ otherwise: String) -> OffLoop<T>? {
+        do { return try OffLoop(loop: loop) } catch {
+            Log.warning("cannot set up \(what) off the loop (\(error)); \(otherwise)")
+            return nil
+        }
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.

@@ -26,6 +26,12 @@ public final class NflogReader {
             self.prefix = prefix; self.uid = uid; self.outIndex = outIndex; self.destination = destination
             self.answersIncoming = answersIncoming
         }
+
+        /// With what its copied first bytes say (NFULA_PAYLOAD), read once.
+        init(prefix: String, uid: UInt32?, outIndex: Int32?, payload: [UInt8]?) {
+            self.init(prefix: prefix, uid: uid, outIndex: outIndex, destination: payload.flatMap(NflogReader.destination),
+                      answersIncoming: payload.map(NflogReader.isSynAck) ?? false)
+        }
     }
 
     private let socket: NetlinkSocket
@@ -90,54 +96,62 @@ public final class NflogReader {
             return Packet(prefix: prefix, uid: attributes.first(UInt16(NFULA_UID.rawValue)).flatMap(Netlink.bigEndianU32),
                           outIndex: attributes.first(UInt16(NFULA_IFINDEX_OUTDEV.rawValue)).flatMap(Netlink.bigEndianU32)
                               .map { Int32(bitPattern: $0) },
-                          destination: attributes.first(UInt16(NFULA_PAYLOAD.rawValue)).flatMap { destination(Array($0)) },
-                          answersIncoming: attributes.first(UInt16(NFULA_PAYLOAD.rawValue)).map { isSynAck(Array($0)) } ?? false)
+                          payload: attributes.first(UInt16(NFULA_PAYLOAD.rawValue)).map(Array.init))
         }
+    }
+
+    /// An IP packet's first bytes as far as they go: its version's header, where its transport header starts, and
+    /// its protocol. Nil for anything but IPv4 and IPv6, or too short.
+    struct Headers {
+        var bytes: [UInt8]
+        var v6: Bool
+        var proto: UInt8
+        var transport: Int
+
+        init?(_ b: [UInt8]) {
+            guard let first = b.first else { return nil }
+            switch first >> 4 {
+            case 4:
+                guard b.count >= 20, first & 0x0F >= 5 else { return nil }
+                (v6, proto, transport) = (false, b[9], Int(first & 0x0F) * 4)
+            case 6:
+                guard b.count >= 40 else { return nil }
+                (v6, proto, transport) = (true, b[6], 40)
+            default:
+                return nil
+            }
+            bytes = b
+        }
+
+        /// The byte at `offset` into the transport header, when it was copied.
+        func transportByte(_ offset: Int) -> UInt8? { bytes.count > transport + offset ? bytes[transport + offset] : nil }
     }
 
     /// Whether an IP packet (its first bytes) is a TCP SYN-ACK.
     public static func isSynAck(_ b: [UInt8]) -> Bool {
-        guard let first = b.first else { return false }
-        let proto: UInt8, transport: Int
-        switch first >> 4 {
-        case 4: (proto, transport) = (b.count > 9 ? b[9] : 0, Int(first & 0x0F) * 4)
-        case 6: (proto, transport) = (b.count > 6 ? b[6] : 0, 40)
-        default: return false
-        }
-        guard proto == UInt8(IPPROTO_TCP), b.count > transport + 13 else { return false }
-        return b[transport + 13] & 0x12 == 0x12
+        guard let h = Headers(b), h.proto == UInt8(IPPROTO_TCP), let flags = h.transportByte(13) else { return false }
+        return flags & 0x12 == 0x12
     }
 
     /// Where an IP packet (its first bytes) was going: the destination address, and the port for TCP and UDP.
     /// Nil for anything else or too short.
     public static func destination(_ b: [UInt8]) -> String? {
-        guard let first = b.first else { return nil }
+        guard let h = Headers(b) else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        let address: String, proto: UInt8, transport: Int
-        switch first >> 4 {
-        case 4:
-            let header = Int(first & 0x0F) * 4
-            guard b.count >= 20, header >= 20 else { return nil }
-            var a = in_addr()
-            withUnsafeMutableBytes(of: &a) { $0.copyBytes(from: b[16..<20]) }
-            guard inet_ntop(AF_INET, &a, &text, socklen_t(text.count)) != nil else { return nil }
-            address = String(cString: text)
-            proto = b[9]
-            transport = header
-        case 6:
-            guard b.count >= 40 else { return nil }
+        let ok: Bool
+        if h.v6 {
             var a = in6_addr()
             withUnsafeMutableBytes(of: &a) { $0.copyBytes(from: b[24..<40]) }
-            guard inet_ntop(AF_INET6, &a, &text, socklen_t(text.count)) != nil else { return nil }
-            address = "[" + String(cString: text) + "]"
-            proto = b[6]
-            transport = 40
-        default:
-            return nil
+            ok = inet_ntop(AF_INET6, &a, &text, socklen_t(text.count)) != nil
+        } else {
+            var a = in_addr()
+            withUnsafeMutableBytes(of: &a) { $0.copyBytes(from: b[16..<20]) }
+            ok = inet_ntop(AF_INET, &a, &text, socklen_t(text.count)) != nil
         }
-        guard proto == UInt8(IPPROTO_TCP) || proto == UInt8(IPPROTO_UDP), b.count >= transport + 4 else {
-            return address.hasPrefix("[") ? String(address.dropFirst().dropLast()) : address
-        }
-        return address + ":" + String(UInt16(b[transport + 2]) << 8 | UInt16(b[transport + 3]))
+        guard ok else { return nil }
+        let address = String(cString: text)
+        guard h.proto == UInt8(IPPROTO_TCP) || h.proto == UInt8(IPPROTO_UDP), let high = h.transportByte(2),
+              let low = h.transportByte(3) else { return address }
+        return (h.v6 ? "[" + address + "]" : address) + ":" + String(UInt16(high) << 8 | UInt16(low))
     }
 }

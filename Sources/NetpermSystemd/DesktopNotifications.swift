@@ -169,34 +169,19 @@ public final class DesktopNotifications {
         return String(cString: name) + (version.map { " " + String(cString: $0) } ?? "")
     }
 
-    /// Notify: shows a notification that stays until it is answered or closed (no time-out, `resident`: an action
-    /// does not remove it, the agent does), with `actions` as (key, label) pairs; returns its id.
-    public func notify(appName: String, icon: String, summary: String, body: String, actions: [(key: String, label: String)],
-                       urgency: UInt8, resident: Bool = true) throws(Failure) -> UInt32 {
-        var reply: OpaquePointer?
-        defer { _ = sd_bus_message_unref(reply) }
-        try call("Notify", reply: &reply) { m in
-            Self.appendNotify(m, appName: appName, icon: icon, summary: summary, body: body, actions: actions,
-                              urgency: urgency, resident: resident)
-        }
-        var id: UInt32 = 0
-        guard sd_bus_message_read_basic(reply, BusMessage.type("u"), &id) > 0 else {
-            throw Failure(description: "\(Self.name) answered Notify without an id")
-        }
-        return id
-    }
-
-    /// Notify without waiting: the server's answer comes as `.shown(token, ...)` from `process()`, in order with
-    /// its signals, so that a server slow to answer one notification (seconds) holds up nothing else. Returns the
-    /// token.
+    /// Notify, without waiting: shows a notification with `actions` as (key, label) pairs, `resident` (no time-out,
+    /// an action does not remove it: the agent does) or the server's usual one. The server's answer, its id, comes
+    /// as `.shown(token, ...)` from `process()`, in order with its signals, so that a server slow to answer one
+    /// notification (seconds) holds up nothing else. Returns the token.
     public func notifyLater(appName: String, icon: String, summary: String, body: String,
-                            actions: [(key: String, label: String)], urgency: UInt8) throws(Failure) -> UInt64 {
+                            actions: [(key: String, label: String)], urgency: UInt8,
+                            resident: Bool = true) throws(Failure) -> UInt64 {
         var m: OpaquePointer?
         defer { _ = sd_bus_message_unref(m) }
         var r = sd_bus_message_new_method_call(bus, &m, Self.name, Self.path, Self.name, "Notify")
         if r >= 0, let m {
             r = Self.appendNotify(m, appName: appName, icon: icon, summary: summary, body: body, actions: actions,
-                                  urgency: urgency, resident: true)
+                                  urgency: urgency, resident: resident)
         }
         inbox.tokens += 1
         let token = inbox.tokens

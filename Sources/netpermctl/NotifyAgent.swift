@@ -132,7 +132,8 @@ enum NotifyAgent {
                     Screen.out("prompt \(id): \(label) refused: \(message)\n")
                     // Said where it was asked: a notification that just went away would read as done.
                     let t = p.forTerminal
-                    _ = try? notes.notify(appName: "netpermd", icon: "dialog-warning",
+                    // Without waiting either: its answer (no prompt of ours) is dropped as it comes.
+                    _ = try? notes.notifyLater(appName: "netpermd", icon: "dialog-warning",
                                           summary: "“\(label)” was not stored for \(t["app"]?.stringValue ?? "?")",
                                           body: markup(message), actions: [], urgency: 1, resident: false)
                 }

@@ -327,8 +327,7 @@ final class GLibMonitorTests: IntegrationTestCase {
             """, path], stdin: .devNull, stdout: .devNull, stderr: .appendFile(f.dir + "/flood.log"))
         addTeardownBlock { flooder.killAndReap() }
         try waitUntil("the flooder listens") { (FileManager.default.fileExists(atPath: path), "") }
-        let flood = (path: path, ())
-        let a = try app(f.ns, socket: flood.path)
+        let a = try app(f.ns, socket: path)
         XCTAssertEqual(a.type, Self.module)
         let gap = try a.longestTickGap(over: 1500)
         print("GLib module under a flood of lines: the app's 5 ms timeout waited at most \(gap) ms")

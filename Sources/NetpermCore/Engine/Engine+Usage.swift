@@ -650,10 +650,10 @@ extension Engine {
         if privileged { w.field("exhausted", state.exhausted.count) }
     }
 
-    /// The wall clock, as seconds and as the local day, with what the machine says of it and the boot clock.
+    /// The wall clock, as seconds and as the local day.
     var wallTime: WallTime {
         let epoch = Int(settings.wallClock())
-        return WallTime(epoch: epoch, date: settings.localDate(epoch), trust: settings.clockTrust(), boot: settings.bootClock())
+        return WallTime(epoch: epoch, date: settings.localDate(epoch))
     }
 
     /// How long a clock no time service synchronizes must advance steadily before a period starts by it.
@@ -661,7 +661,12 @@ extension Engine {
 
     /// The period at a reading (PeriodMove): a new one rolls the totals, a clock behind or not to be believed
     /// leaves them where they are (said once), a relabel keeps them current.
-    private func followPeriod(_ now: WallTime) {
+    private func followPeriod(_ wall: WallTime) {
+        // What the machine says of the clock, and the boot clock: asked here alone (a stat and an adjtimex), once a
+        // reading.
+        var now = wall
+        now.trust = settings.clockTrust()
+        now.boot = settings.bootClock()
         let startDay = state.config.usage.periodStart
         // Steady: the wall clock has moved as the boot clock did (NTP slews by at most 0.05%; a step is a jump) for
         // the last quarter of an hour this process looked, time enough for a time service to set a clock that booted
