@@ -28,7 +28,8 @@ def engine_seeds():
     seeds = {}
     # Every verb as the protocol's headings write it, with its placeholders filled in, from a root client (0),
     # an admin (1) and an unprivileged one (2).
-    fill = {"APP": "firefox", "KIND": "wifi", "SECONDS": "5", "allow|deny": "allow", "TOPIC": "links"}
+    fill = {"APP": "firefox", "KIND": "wifi", "SECONDS": "5", "allow|deny": "allow", "TOPIC": "links",
+            "ADDRESS": "192.0.2.1"}
     requests = []
     for m in re.finditer(r"^### `([A-Z]+[^`]*)`", read("docs/PROTOCOL.md"), re.M):
         usage = m.group(1)
@@ -60,6 +61,9 @@ def engine_seeds():
                            "R[App x\n0 RELOAD\n0 STATUS\n")
     seeds["identity-changes"] = ("0 SUBSCRIBE prompts\n1 SUBSCRIBE\ni12\n1 QUERY\ni06\n0 PROMPTS\n0 QUERY\n"
                                  "o26\n2 WAIT\ni20\n2 QUERY\ni01\nr1\n")
+    # REACH: judged at once, held for an answer that comes, expires or times out, and a closed asker.
+    seeds["reach"] = ("0 SUBSCRIBE prompts\n1 REACH 10.0.0.1\n1 REACH 127.0.0.1 30\n0 PROMPTS\nt31\n1 REACH ::1 5\n"
+                      "t6\n2 REACH 192.0.2.1 30\n0 DECIDE firefox wwan allow\n3 REACH 2001:db8::1 9\nc3\nt10\n")
     # Rejected packets (Mode=block's NFLOG): with no agent (logged once), then raising one prompt however many come,
     # quiet after it expires (an asking app still raises it at once), again after the quiet; then for apps and kinds
     # that are not pending (allowed, denied, unknown), and a decision ending it.

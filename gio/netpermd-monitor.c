@@ -30,6 +30,8 @@ struct _NetpermdNetworkMonitor
   GObject parent_instance;
   gboolean initialised;
   GMainContext *context;
+  /* The daemon's socket, for can_reach()'s questions. */
+  char *path;
   NetpermdConnection *connection;
   NetpermdNM *nm;
   /* The daemon's latest verdict (main context only). */
@@ -149,6 +151,7 @@ initable_init (GInitable *initable, GCancellable *cancellable G_GNUC_UNUSED, GEr
   const char *path = g_getenv ("NETPERMD_SOCKET");
   if (!path || !*path)
     path = NETPERMD_DEFAULT_SOCKET;
+  self->path = g_strdup (path);
   self->context = g_main_context_ref_thread_default ();
   char *app = NULL;
   self->connection = netpermd_connection_open (path, self->context, NETPERMD_INIT_TIMEOUT_MS * 1000, on_verdict, self,
@@ -183,13 +186,54 @@ no_address (GError **error)
   g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_HOST_UNREACHABLE, "the name resolves to no address");
 }
 
+/* One address's answer: the daemon's judgment of it (by the link the kernel sends it by); when the daemon cannot
+ * be asked, the app's verdict and whether the kernel routes the address at all. */
+static gboolean
+judged (NetpermdNetworkMonitor *self, NetpermdReach answer, GSocketAddress *address, GError **error)
+{
+  GInetAddress *inet = G_IS_INET_SOCKET_ADDRESS (address)
+      ? g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (address)) : NULL;
+  switch (answer)
+    {
+    case NETPERMD_REACH_YES:
+      /* NetworkManager's "none" holds for every destination but this machine itself, as network-available says. */
+      if (netpermd_nm_connectivity (self->nm) == 1 && !(inet && g_inet_address_get_is_loopback (inet)))
+        {
+          g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NETWORK_UNREACHABLE, NETPERMD_NM_NONE_MESSAGE);
+          return FALSE;
+        }
+      return TRUE;
+    case NETPERMD_REACH_NO:
+      return FALSE;
+    case NETPERMD_REACH_UNROUTED:
+      {
+        g_autoptr (GError) kernel = NULL;
+        if (netpermd_reach_route (address, &kernel))
+          return FALSE;
+        g_clear_error (error);
+        g_propagate_error (error, g_steal_pointer (&kernel));
+        return FALSE;
+      }
+    case NETPERMD_REACH_UNASKED:
+      return allowed_now (self, error) && netpermd_reach_route (address, error);
+    }
+  return FALSE;
+}
+
+static GInetAddress *
+inet_of (GSocketAddress *address)
+{
+  return G_IS_INET_SOCKET_ADDRESS (address) ? g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (address)) : NULL;
+}
+
+/* An app that checks before it connects is asked as its first connection would be: the daemon raises the prompt,
+ * and the error says the person is being asked. */
 static gboolean
 can_reach (GNetworkMonitor *monitor, GSocketConnectable *connectable, GCancellable *cancellable, GError **error)
 {
-  if (!allowed_now (NETPERMD_NETWORK_MONITOR (monitor), error))
-    return FALSE;
+  NetpermdNetworkMonitor *self = NETPERMD_NETWORK_MONITOR (monitor);
   g_autoptr (GSocketAddressEnumerator) e = g_socket_connectable_enumerate (connectable);
-  g_autoptr (GError) unrouted = NULL;
+  g_autoptr (GError) refused = NULL;
   for (;;)
     {
       g_autoptr (GError) failure = NULL;
@@ -198,23 +242,28 @@ can_reach (GNetworkMonitor *monitor, GSocketConnectable *connectable, GCancellab
         {
           if (failure)
             g_propagate_error (error, g_steal_pointer (&failure));
-          else if (unrouted)
-            g_propagate_error (error, g_steal_pointer (&unrouted));
+          else if (refused)
+            g_propagate_error (error, g_steal_pointer (&refused));
           else
             no_address (error);
           return FALSE;
         }
-      g_clear_error (&unrouted);
-      if (netpermd_reach_route (address, &unrouted))
+      g_clear_error (&refused);
+      GInetAddress *inet = inet_of (address);
+      NetpermdReach answer = inet ? netpermd_reach_ask (self->path, inet, NETPERMD_REACH_TIMEOUT_MS * 1000, &refused)
+                                  : NETPERMD_REACH_UNASKED;
+      if (judged (self, answer, address, &refused))
         return TRUE;
     }
 }
 
-/* can_reach_async: the addresses one by one, each checked as it comes. */
+/* can_reach_async: the addresses one by one, each asked as it comes; a question the person is asked waits for
+ * their answer (or the prompt's expiry), as the first request of an iOS app waits for its alert. */
 typedef struct
 {
   GSocketAddressEnumerator *enumerator;
-  GError *unrouted;
+  GSocketAddress *address;
+  GError *refused;
 } Reach;
 
 static void
@@ -222,33 +271,31 @@ reach_free (gpointer data)
 {
   Reach *r = data;
   g_object_unref (r->enumerator);
-  g_clear_error (&r->unrouted);
+  g_clear_object (&r->address);
+  g_clear_error (&r->refused);
   g_free (r);
 }
 
+static void on_next_address (GObject *source, GAsyncResult *result, gpointer user_data);
+
 static void
-on_next_address (GObject *source, GAsyncResult *result, gpointer user_data)
+on_answer (GObject *source G_GNUC_UNUSED, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr (GTask) task = user_data;
   Reach *r = g_task_get_task_data (task);
   GError *failure = NULL;
-  g_autoptr (GSocketAddress) address = g_socket_address_enumerator_next_finish (G_SOCKET_ADDRESS_ENUMERATOR (source),
-                                                                                result, &failure);
-  if (!address)
+  NetpermdReach answer = netpermd_reach_ask_finish (result, &failure);
+  if (g_error_matches (failure, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     {
-      if (failure)
-        g_task_return_error (task, failure);
-      else if (r->unrouted)
-        g_task_return_error (task, g_steal_pointer (&r->unrouted));
-      else
-        {
-          no_address (&failure);
-          g_task_return_error (task, failure);
-        }
+      g_task_return_error (task, failure);
       return;
     }
-  g_clear_error (&r->unrouted);
-  if (netpermd_reach_route (address, &r->unrouted))
+  g_clear_error (&r->refused);
+  r->refused = failure;
+  failure = NULL;
+  if (answer == NETPERMD_REACH_UNASKED)
+    g_clear_error (&r->refused);
+  if (judged (g_task_get_source_object (task), answer, r->address, &r->refused))
     {
       g_task_return_boolean (task, TRUE);
       return;
@@ -258,18 +305,48 @@ on_next_address (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
+on_next_address (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr (GTask) task = user_data;
+  Reach *r = g_task_get_task_data (task);
+  GError *failure = NULL;
+  g_clear_object (&r->address);
+  r->address = g_socket_address_enumerator_next_finish (G_SOCKET_ADDRESS_ENUMERATOR (source), result, &failure);
+  if (!r->address)
+    {
+      if (failure)
+        g_task_return_error (task, failure);
+      else if (r->refused)
+        g_task_return_error (task, g_steal_pointer (&r->refused));
+      else
+        {
+          no_address (&failure);
+          g_task_return_error (task, failure);
+        }
+      return;
+    }
+  NetpermdNetworkMonitor *self = g_task_get_source_object (task);
+  GInetAddress *inet = inet_of (r->address);
+  if (!inet)
+    {
+      g_clear_error (&r->refused);
+      if (judged (self, NETPERMD_REACH_UNASKED, r->address, &r->refused))
+        g_task_return_boolean (task, TRUE);
+      else
+        g_socket_address_enumerator_next_async (r->enumerator, g_task_get_cancellable (task), on_next_address,
+                                                g_steal_pointer (&task));
+      return;
+    }
+  netpermd_reach_ask_async (self->path, inet, NETPERMD_REACH_WAIT_S, g_task_get_cancellable (task), on_answer,
+                            g_steal_pointer (&task));
+}
+
+static void
 can_reach_async (GNetworkMonitor *monitor, GSocketConnectable *connectable, GCancellable *cancellable,
                  GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (monitor, cancellable, callback, user_data);
   g_task_set_source_tag (task, can_reach_async);
-  GError *error = NULL;
-  if (!allowed_now (NETPERMD_NETWORK_MONITOR (monitor), &error))
-    {
-      g_task_return_error (task, error);
-      g_object_unref (task);
-      return;
-    }
   Reach *r = g_new0 (Reach, 1);
   r->enumerator = g_socket_connectable_enumerate (connectable);
   g_task_set_task_data (task, r, reach_free);
@@ -316,6 +393,7 @@ finalize (GObject *object)
   netpermd_verdict_clear (&self->verdict);
   netpermd_verdict_clear (&self->reported.verdict);
   g_free (self->app);
+  g_free (self->path);
   g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (netpermd_network_monitor_parent_class)->finalize (object);
 }

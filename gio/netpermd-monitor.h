@@ -14,6 +14,11 @@ void netpermd_network_monitor_register (GIOModule *module);
 #define NETPERMD_MONITOR_PRIORITY 35
 /* How long initialisation waits for the daemon before giving way to the next monitor. */
 #define NETPERMD_INIT_TIMEOUT_MS 100
+/* How long can_reach() waits for the daemon's judgment of a destination before judging without it. */
+#define NETPERMD_REACH_TIMEOUT_MS 100
+/* How long can_reach_async() waits for the person to answer the prompt it raised (the prompt's own expiry,
+ * PromptTimeoutSec=, usually ends it sooner). */
+#define NETPERMD_REACH_WAIT_S 600
 /* How long it waits for NetworkManager's Connectivity (heard of later when slower). */
 #define NETPERMD_NM_TIMEOUT_MS 50
 /* The program that answers sandboxed apps for the host: it must report the host's state, never its own verdict. */

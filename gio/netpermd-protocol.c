@@ -101,3 +101,41 @@ netpermd_protocol_read (JsonParser *parser, const char *line, gsize length, cons
     }
   return NETPERMD_LINE_OTHER;
 }
+
+char *
+netpermd_reach_request (GInetAddress *address, guint wait_s)
+{
+  g_autofree char *text = g_inet_address_to_string (address);
+  return wait_s ? g_strdup_printf ("REACH %s %u\n", text, wait_s) : g_strdup_printf ("REACH %s\n", text);
+}
+
+NetpermdReach
+netpermd_reach_reply (JsonParser *parser, const char *line, gsize length, GError **error)
+{
+  if (!json_parser_load_from_data (parser, line, (gssize)length, NULL))
+    return NETPERMD_REACH_UNASKED;
+  JsonNode *root = json_parser_get_root (parser);
+  JsonObject *o = root && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
+  gboolean ok;
+  NetpermdVerdict v = { 0 };
+  if (!o || !netpermd_json_has_bool (o, "ok", &ok) || !ok || !netpermd_verdict_read (o, &v))
+    return NETPERMD_REACH_UNASKED;
+  if (v.available)
+    {
+      netpermd_verdict_clear (&v);
+      return NETPERMD_REACH_YES;
+    }
+  /* Which link the destination's traffic would leave by, as the verdict's egress has it (its one family). */
+  const char *reason = netpermd_json_string (o, "reason"), *destination = netpermd_json_string (o, "destination");
+  const char *link = NULL;
+  JsonObject *egress = netpermd_json_object (o, "egress");
+  for (int i = 0; !link && i < 2; i++)
+    link = netpermd_json_string (netpermd_json_object (egress, i == 0 ? "ipv4" : "ipv6"), "name");
+  gboolean unrouted = g_strcmp0 (reason, "routed-elsewhere") == 0;
+  if (!unrouted && link && destination)
+    g_set_error (error, G_IO_ERROR, v.code, "%s (the kernel sends traffic for %s by %s)", v.message, destination, link);
+  else
+    g_set_error_literal (error, G_IO_ERROR, v.code, v.message ? v.message : "netpermd says no");
+  netpermd_verdict_clear (&v);
+  return unrouted ? NETPERMD_REACH_UNROUTED : NETPERMD_REACH_NO;
+}

@@ -23,3 +23,23 @@ typedef enum {
  * another app (a reload made the process that app) sets `*app_out` to its name. */
 NetpermdLine netpermd_protocol_read (JsonParser *parser, const char *line, gsize length, const char *app,
                                      char **app_out, NetpermdVerdict *verdict, GError **error);
+
+/* REACH's answer for one destination (docs/PROTOCOL.md). */
+typedef enum {
+  /* The daemon could not be asked, or did not answer the question (an older daemon: `unknown-verb`): judge
+   * without it. */
+  NETPERMD_REACH_UNASKED,
+  NETPERMD_REACH_YES,
+  /* Not now: `*error` has the verdict's code and sentence. */
+  NETPERMD_REACH_NO,
+  /* The kernel would not route it (a blocking route, a link without carrier, no route): the kernel's own error
+   * says it best; `*error` has the daemon's sentence. */
+  NETPERMD_REACH_UNROUTED,
+} NetpermdReach;
+
+/* `REACH ADDRESS [SECONDS]\n`: `wait_s` 0 asks for an answer at once, else the reply may wait that long for the
+ * person to answer the prompt it raises. */
+char *netpermd_reach_request (GInetAddress *address, guint wait_s);
+
+/* Reads REACH's reply (one line, without its newline). */
+NetpermdReach netpermd_reach_reply (JsonParser *parser, const char *line, gsize length, GError **error);

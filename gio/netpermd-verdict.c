@@ -64,6 +64,29 @@ kinds_message (JsonObject *verdict, const char *app, JsonArray *kinds)
   return g_string_free (s, FALSE);
 }
 
+/* awaiting-decision: the person is being asked (asking about itself raised the prompt, as can_reach() does), so the
+ * app waits for them: "maps may not use wwan or metered links yet: waiting for your answer". */
+static char *
+pending_message (const char *app, JsonArray *kinds)
+{
+  guint n = kinds ? json_array_get_length (kinds) : 0;
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, "%s may not use ", app);
+  for (guint i = 0; i < n; i++)
+    {
+      const char *d = json_array_get_string_element (kinds, i);
+      if (!d)
+        continue;
+      if (i > 0)
+        g_string_append (s, i + 1 == n ? " or " : ", ");
+      g_string_append (s, dimension_text (d));
+    }
+  if (n == 0)
+    g_string_append (s, "the network");
+  g_string_append (s, " yet: waiting for your answer");
+  return g_string_free (s, FALSE);
+}
+
 static const char *const families[] = { "ipv4", "ipv6" };
 
 /* routed-elsewhere: the egress that keeps the app off the network, and the link it could bind to instead. */
@@ -159,7 +182,7 @@ netpermd_verdict_read (JsonObject *object, NetpermdVerdict *out)
   else if (strcmp (reason, "awaiting-decision") == 0)
     {
       v.code = G_IO_ERROR_PERMISSION_DENIED;
-      v.message = kinds_message (object, app, netpermd_json_array (object, "pending_kinds"));
+      v.message = pending_message (app, netpermd_json_array (object, "pending_kinds"));
     }
   else if (strcmp (reason, "routed-elsewhere") == 0)
     routed_elsewhere (object, app, &v);
@@ -211,7 +234,7 @@ netpermd_verdict_cap (NetpermdVerdict *v, GNetworkConnectivity connectivity)
   v->available = FALSE;
   v->code = G_IO_ERROR_NETWORK_UNREACHABLE;
   g_free (v->message);
-  v->message = g_strdup ("NetworkManager says this machine has no network connectivity");
+  v->message = g_strdup (NETPERMD_NM_NONE_MESSAGE);
 }
 
 GNetworkConnectivity

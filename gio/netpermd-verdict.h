@@ -27,6 +27,8 @@ void netpermd_verdict_clear (NetpermdVerdict *v);
 /* NetworkManager's NMConnectivityState, as its `Connectivity` property says (-1: NetworkManager does not run). */
 GNetworkConnectivity netpermd_connectivity (gboolean available, gint nm_connectivity);
 
+#define NETPERMD_NM_NONE_MESSAGE "NetworkManager says this machine has no network connectivity"
+
 /* GLib's network-available means FULL, LIMITED or PORTAL: a verdict that says ok where NetworkManager says there is
  * no connectivity (`none`, so LOCAL) is not available, for NetworkManager's reason. */
 void netpermd_verdict_cap (NetpermdVerdict *v, GNetworkConnectivity connectivity);

@@ -243,6 +243,7 @@ final class World: EngineEdges {
             case let .loadUsageRules(script, report): return "load-usage \(report) " + script
             case let .watchExit(pid): return "watch \(pid)"
             case let .unwatchExit(pid): return "unwatch \(pid)"
+            case let .lookUpRoute(id, q): return "\(id): route \(q.destination.bytes) uid \(q.uid) mark \(q.mark.map(String.init) ?? "-")"
             case let .notify(n):
                 switch n {
                 case let .ready(status): return "ready " + status
@@ -362,6 +363,11 @@ final class World: EngineEdges {
             if exited.contains(pid) { feed(.exited(pid: pid)) }
         case let .unwatchExit(pid):
             require(watched.remove(pid) != nil, "pid \(pid) unwatched but not watched")
+        case let .lookUpRoute(id, q):
+            // The kernel sends every destination by the first link (loopback, where there is one), or fails.
+            require(q.destination.bytes.count == (q.destination.family == .ipv4 ? 4 : 16), "an address of the wrong size")
+            let egress = engine.state.network.links.first.map { Egress.link($0.index) }
+            feed(.routed(id, egress, error: storeFails ? "netlink: Operation not permitted" : nil))
         case let .log(_, message):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")

@@ -158,9 +158,11 @@ public struct PromptBook: Sendable {
     public func find(id: Int) -> Prompt? { open.first { $0.id == id } }
 
     /// The prompt for a verdict awaiting a decision (one for all its pending kinds, on the best link they keep the
-    /// app off), unless one is open for the app and scope.
+    /// app off, or on `link`, the one a destination's traffic would leave by), unless one is open for the app and
+    /// scope.
     public mutating func raise(for verdict: Verdict, scope: UInt32?, uid: UInt32?, identity: PeerIdentity?,
-                               network: NetworkState, timeoutSec: Int) -> Prompt? {
+                               network: NetworkState, timeoutSec: Int, link given: Link? = nil,
+                               destination: String? = nil) -> Prompt? {
         guard verdict.reason == .awaitingDecision, !verdict.pendingKinds.isEmpty,
               find(app: verdict.app, scope: scope) == nil, hasRoom(for: scope) else { return nil }
         let pending = Set(verdict.pendingKinds)
@@ -169,9 +171,14 @@ public struct PromptBook: Sendable {
             let blocking = verdict.permissions.blocking(l)
             return !blocking.isEmpty && blocking.allSatisfy { pending.contains($0.0) }
         }
-        guard let link = network.best(of: candidates) else { return nil }
-        return add(app: verdict.app, scope: scope, uid: uid, identity: identity, kinds: verdict.pendingKinds,
-                   link: link, blocked: false, timeoutSec: timeoutSec)
+        guard let link = given ?? network.best(of: candidates) else { return nil }
+        var p = add(app: verdict.app, scope: scope, uid: uid, identity: identity, kinds: verdict.pendingKinds,
+                    link: link, blocked: false, timeoutSec: timeoutSec)
+        if let destination {
+            p.destination = destination
+            open[open.count - 1].destination = destination
+        }
+        return p
     }
 
     /// The prompt for a rejected packet of the app on a pending `kind`, out of `link` (nil: not known, the best

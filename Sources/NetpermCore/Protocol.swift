@@ -20,8 +20,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 }
 
 public enum Verb: String, Sendable, CaseIterable {
-    case ping, help, status, links, query, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions, metrics,
-         usage
+    case ping, help, status, links, query, reach, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions,
+         metrics, usage
     case resetUsage = "reset-usage"
     case quit
 
@@ -47,6 +47,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .status: return "STATUS"
         case .links: return "LINKS"
         case .query: return "QUERY [APP]"
+        case .reach: return "REACH ADDRESS [SECONDS]"
         case .apps: return "APPS"
         case .reload: return "RELOAD"
         case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self] [usage]"
@@ -70,6 +71,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .status: return "version, readiness, link count, whether the network is available, the primary link"
         case .links: return "every link with its kind, state, addresses and default routes"
         case .query: return "may this app (default: the caller) use the network now, and if not, why"
+        case .reach: return "may the caller reach this address now, by the link the kernel would send it by; an app that asks raises the prompt, and with SECONDS the reply waits for its answer"
         case .apps: return "every app in the policy with its verdict (privileged)"
         case .reload: return "reload the configuration and policy now (privileged)"
         case .subscribe: return "a snapshot, then an event line for every change, for as long as the connection lives"

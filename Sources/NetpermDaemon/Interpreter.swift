@@ -38,6 +38,9 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private let notify: (NotifyMessage) -> Void
     /// Mode=steer's marks in use, for the route lookups (NetlinkWatcher.marks).
     public var steeringMarks: ([UInt32]) -> Void = { _ in }
+    /// REACH's route lookups (NetlinkWatcher.egress(toward:)): the destination's egress, or why the kernel could not
+    /// be asked.
+    public var lookUpRoute: (RouteQuestion) -> Result<Egress?, any Error> = { _ in .success(nil) }
     /// The unit cgroups' descriptors the rules in force name, and those of the loads not yet done
     /// (CgroupWatcher.inForce): when a load starts and when it ends.
     public var handlesInForce: (Set<Int32>) -> Void = { _ in }
@@ -125,7 +128,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
                  .notify, .log, .loadRules, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
-                 .steer:
+                 .steer, .lookUpRoute:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -304,6 +307,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .steer(plan):
             feed(.steered(error: steerer.apply(plan)))
             steeringMarks(plan?.allowances.map(\.mark) ?? [])
+        case let .lookUpRoute(id, question):
+            switch lookUpRoute(question) {
+            case let .success(egress): feed(.routed(id, egress, error: nil))
+            case let .failure(error): feed(.routed(id, nil, error: "\(error)"))
+            }
         }
     }
 

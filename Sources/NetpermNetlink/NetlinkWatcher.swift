@@ -221,6 +221,14 @@ public final class NetlinkWatcher {
         }
     }
 
+    /// Where one destination's traffic goes for a socket of `uid` (with `mark`): REACH's question, asked at once
+    /// (one datagram each way). Nil: no route.
+    public func egress(toward q: RouteQuestion) throws(NetlinkError) -> Egress? {
+        let question = RouteLookup.Question(family: q.destination.family, destination: q.destination.bytes, mark: q.mark,
+                                            uid: q.uid)
+        return try lookup.lookUp([question])[0].egress
+    }
+
     /// Where each family's traffic goes, and which links have a default route a socket bound to them would take.
     /// A down link has no routes (the kernel removes them), and loopback carries no app's traffic out, so
     /// neither is asked about.

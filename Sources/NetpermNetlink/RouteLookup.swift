@@ -40,6 +40,8 @@ struct RouteLookup {
         var destination: [UInt8]? = nil
         /// `mark M`: as a socket with that mark (Mode=steer's marked sockets).
         var mark: UInt32? = nil
+        /// `uid U`: as a socket of that uid (rules by uid range).
+        var uid: UInt32? = nil
     }
 
     /// Asks all `questions` at once (one datagram out); the answers come in the same order.
@@ -55,6 +57,7 @@ struct RouteLookup {
             m.append(header: rtm)
             m.attribute(UInt16(RTA_DST.rawValue), bytes: address)
             if let mark = q.mark { m.attribute(UInt16(RTA_MARK.rawValue), u32: mark) }
+            if let uid = q.uid { m.attribute(UInt16(RTA_UID.rawValue), u32: uid) }
             if let oif = q.oif { m.attribute(UInt16(RTA_OIF.rawValue), u32: UInt32(bitPattern: oif)) }
         }) { i, h in
             switch Int32(h.pointee.nlmsg_type) {

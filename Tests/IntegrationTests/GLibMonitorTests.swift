@@ -102,6 +102,15 @@ final class GLibMonitorTests: IntegrationTestCase {
         XCTAssertEqual(maps.type, Self.module)
         XCTAssertEqual(maps.initial, state(true, "full"), "ok")
         try assertReach(maps, reachable, "ok")
+        // ok by wlan0, and a host on wwan0's subnet is still not one maps may reach: can_reach says what the kernel
+        // does with a connection there (in block mode: refused), destination by destination.
+        try assertReach(maps, refused("permission-denied", "maps may not use wwan: its policy denies it (the kernel "
+            + "sends traffic for 10.82.0.2 by wwan0)"), "ok, wwan0's subnet", host: "10.82.0.2")
+        try assertReach(maps, reachable, "ok, wlan0's subnet", host: "10.81.0.2")
+        if block {
+            XCTAssertTrue(try bed.probe(uid: 4242, link: "wwan0").blocked, "the kernel refuses what can_reach refuses")
+            XCTAssertTrue(try bed.probe(uid: 4242, link: "wlan0").passed, "the kernel passes what can_reach passes")
+        }
         // When the app may use the network, can_reach is the kernel's route for the address.
         try bed.ns.ip("route", "add", "unreachable", "198.51.100.0/24")
         XCTAssertEqual(try maps.reach("198.51.100.1").code, "host-unreachable", "ok, but the kernel has no route there")
@@ -111,24 +120,44 @@ final class GLibMonitorTests: IntegrationTestCase {
         XCTAssertEqual(c.state, state(false, metered: true, "local"), "routed-elsewhere: its traffic leaves by wwan0")
         XCTAssertFalse(c.available)
         try assertReach(maps, refused("permission-denied", "maps may not use wwan: its policy denies it (the kernel "
-            + "routes its traffic by wwan0; it may use wlan0)"), "routed-elsewhere")
+            + "sends traffic for 192.0.2.1 by wwan0)"), "routed-elsewhere")
+        // Each destination by the link the kernel sends it by: loopback and the allowed Wi-Fi's own subnet are
+        // reachable (the kernel passes them), a host on the cellular subnet is not, whatever the default route.
+        try assertReach(maps, reachable, "routed-elsewhere, loopback", host: "127.0.0.1")
+        try assertReach(maps, reachable, "routed-elsewhere, wlan0's subnet", host: "10.81.0.7")
+        try assertReach(maps, refused("permission-denied", "maps may not use wwan: its policy denies it (the kernel "
+            + "sends traffic for 10.82.0.7 by wwan0)"), "routed-elsewhere, wwan0's subnet", host: "10.82.0.7")
 
         try bed.ns.ip("route", "del", "default", "via", "10.81.0.2", "dev", "wlan0", "metric", "600")
         c = try maps.waitForChanges(2, "wlan0 loses its default route")
         XCTAssertEqual(c.state, state(false, metered: true, "local"), "denied")
-        try assertReach(maps, refused("permission-denied", "maps may not use wwan: its policy denies it"), "denied")
+        try assertReach(maps, refused("permission-denied", "maps may not use wwan: its policy denies it (the kernel "
+            + "sends traffic for 192.0.2.1 by wwan0)"), "denied")
+        try assertReach(maps, reachable, "denied, wlan0's subnet", host: "10.81.0.7")
 
+        // An app that checks before it connects is asked: can_reach raises the prompt and says so at once;
+        // can_reach_async waits for the answer.
         let asker = try app(bed.ns, socket: socket, uid: 4243)
         XCTAssertEqual(asker.type, Self.module)
         XCTAssertEqual(asker.initial, state(false, metered: true, "local"), "awaiting-decision")
-        try assertReach(asker, refused("permission-denied",
-                                       "asker may not use wwan: its policy says ask and the user has not decided"),
-                        "awaiting-decision")
+        XCTAssertEqual(try asker.reach("192.0.2.1"), refused("permission-denied", "asker may not use wwan yet: waiting "
+            + "for your answer (the kernel sends traffic for 192.0.2.1 by wwan0)"), "awaiting-decision")
+        let prompt = try agent.objects(until: "the prompt can_reach raised") { $0["event"] as? String == "prompt" }.last!
+        XCTAssertEqual(prompt["app"] as? String, "asker")
+        XCTAssertEqual(prompt["destination"] as? String, "192.0.2.1")
+        XCTAssertEqual((prompt["link"] as? [String: Any])?["name"] as? String, "wwan0")
+        try asker.startReach("192.0.2.1")
+        XCTAssertThrowsError(try asker.reached(timeout: 0.5), "can_reach_async waits while the person is asked")
+        let id = try JSONValue.int(prompt, "id")
+        _ = try agent.request("ANSWER \(id) once")
+        XCTAssertEqual(try asker.reached(), reachable, "the answer completes can_reach_async")
+        _ = try agent.request("FORGET asker")
 
         try bed.ns.ip("route", "del", "default", "via", "10.82.0.2", "dev", "wwan0", "metric", "100")
         c = try maps.waitForChanges(3, "no default route left")
         XCTAssertEqual(c.state, state(false, "local"), "no-network")
-        try assertReach(maps, refused("network-unreachable", "maps cannot use the network: no link is usable"), "no-network")
+        // No route for it: the kernel's own error, as GLib's monitors give it.
+        try assertReach(maps, refused("network-unreachable", "no route to 192.0.2.1: Network is unreachable"), "no-network")
         XCTAssertEqual(try maps.state(), state(false, "local"))
         XCTAssertEqual(maps.changes.count, 3, "one network-changed per verdict: \(maps.changes)")
     }
@@ -159,7 +188,8 @@ final class GLibMonitorTests: IntegrationTestCase {
         let maps = try app(f.ns, socket: f.socket)
         XCTAssertEqual(maps.initial, state(false, "local"))
         XCTAssertEqual(try maps.reach("192.0.2.1").message,
-                       "maps may not use wifi: its policy says ask and no agent is there to ask the user")
+                       "maps may not use wifi: its policy says ask and no agent is there to ask the user (the kernel sends "
+                       + "traffic for 192.0.2.1 by wlan0)")
 
         var expected = 0
         func expect(_ what: String, _ s: GLibApp.State, file: StaticString = #filePath, line: UInt = #line) throws {
@@ -361,7 +391,8 @@ final class GLibMonitorTests: IntegrationTestCase {
         let second = try startDaemon(in: f.ns, socket: f.socket, config: f.config, logName: "netpermd-2.log")
         var c = try maps.waitForChanges(1, "the daemon is back, denying wifi")
         XCTAssertEqual(c.state, state(false, "local"))
-        XCTAssertEqual(try maps.reach("192.0.2.1"), refused("permission-denied", "maps may not use wifi: its policy denies it"))
+        XCTAssertEqual(try maps.reach("192.0.2.1"), refused("permission-denied", "maps may not use wifi: its policy denies it (the kernel "
+            + "sends traffic for 192.0.2.1 by wlan0)"))
 
         stopDaemon(second)
         try allow.write(toFile: f.config, atomically: true, encoding: .utf8)

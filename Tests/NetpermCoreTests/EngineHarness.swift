@@ -125,6 +125,11 @@ final class EngineHarness: EngineEdges {
     /// Each `Effect.steer`'s plan, in order (nil: removal).
     var steering: [SteeringPlan?] = []
 
+    /// The kernel's routes for REACH's lookups: a destination's egress (none: no route).
+    var routes: [IPAddress: Egress] = [:]
+    /// Each `Effect.lookUpRoute`'s question, in order.
+    private(set) var routeQuestions: [RouteQuestion] = []
+
     private func carryOut(_ e: Effect) {
         func text(_ r: Range<Int>) -> String { String(decoding: effects[r], as: UTF8.self) }
         transcript.append(Self.render(e, effects))
@@ -235,6 +240,10 @@ final class EngineHarness: EngineEdges {
             steps.append(plan == nil ? "remove-steering" : "steer")
             steering.append(plan)
             feed(.steered(error: nil))
+        case let .lookUpRoute(id, question):
+            steps.append("route \(id)")
+            routeQuestions.append(question)
+            feed(.routed(id, routes[question.destination], error: nil))
         }
     }
 
@@ -256,7 +265,7 @@ final class EngineHarness: EngineEdges {
         case let .saveUsage(book): return "save-usage " + book.encoded()
         case let .saveTags(table): return "save-tags " + table.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
-             .watchExit, .unwatchExit,
+             .watchExit, .unwatchExit, .lookUpRoute,
              .steer(nil), .readUsage, .loadUsageRules:
             return "\(e)"
         }

@@ -104,7 +104,7 @@ test_awaiting_decision (void)
                   "\"denied_kinds\":[],\"pending_kinds\":[\"wwan\"],"
                   "\"permissions\":{\"wifi\":\"allow\",\"wwan\":\"ask\",\"ethernet\":\"allow\",\"other\":\"allow\","
                   "\"metered\":\"allow\"}," SOURCES_POLICY "}",
-                  G_IO_ERROR_PERMISSION_DENIED, "maps may not use wwan: its policy says ask and the user has not decided");
+                  G_IO_ERROR_PERMISSION_DENIED, "maps may not use wwan yet: waiting for your answer");
 }
 
 static void
@@ -306,6 +306,49 @@ test_protocol (void)
   netpermd_verdict_clear (&v);
 }
 
+/* REACH: the request for an address, and its reply read as yes, no (with the verdict's reason) or "not asked"
+ * (an older daemon, an error, a line that is no verdict), which can_reach() judges without the daemon. */
+static void
+test_reach (void)
+{
+  g_autoptr (GInetAddress) v4 = g_inet_address_new_from_string ("10.64.0.9");
+  g_autoptr (GInetAddress) v6 = g_inet_address_new_from_string ("2001:db8::1");
+  g_autofree char *now = netpermd_reach_request (v4, 0);
+  g_autofree char *wait = netpermd_reach_request (v6, 600);
+  g_assert_cmpstr (now, ==, "REACH 10.64.0.9\n");
+  g_assert_cmpstr (wait, ==, "REACH 2001:db8::1 600\n");
+
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  const char *yes = "{\"ok\":true,\"destination\":\"127.0.0.1\",\"app\":\"maps\",\"available\":true,\"reason\":\"ok\","
+                    "\"via\":{\"index\":1,\"name\":\"lo\",\"kind\":\"loopback\",\"metered\":false,\"over\":null}}";
+  g_assert_cmpint (netpermd_reach_reply (p, yes, strlen (yes), &error), ==, NETPERMD_REACH_YES);
+  g_assert_no_error (error);
+  const char *asked = "{\"ok\":true,\"destination\":\"10.64.0.9\",\"app\":\"maps\",\"available\":false,"
+                      "\"reason\":\"awaiting-decision\",\"via\":null,\"egress\":{\"ipv4\":" WWAN ",\"usable\":true,"
+                      "\"allowed\":false},\"ipv6\":null},\"pending_kinds\":[\"wwan\",\"metered\"]}";
+  g_assert_cmpint (netpermd_reach_reply (p, asked, strlen (asked), &error), ==, NETPERMD_REACH_NO);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED);
+  g_assert_cmpstr (error->message, ==, "maps may not use wwan or metered links yet: waiting for your answer (the "
+                                       "kernel sends traffic for 10.64.0.9 by wwan0)");
+  g_clear_error (&error);
+  const char *blocked = "{\"ok\":true,\"destination\":\"198.51.100.1\",\"app\":\"maps\",\"available\":false,"
+                        "\"reason\":\"routed-elsewhere\",\"via\":null,\"egress\":{\"ipv4\":{\"blocked\":\"unreachable\"},"
+                        "\"ipv6\":null},\"bind_to\":null}";
+  g_assert_cmpint (netpermd_reach_reply (p, blocked, strlen (blocked), &error), ==, NETPERMD_REACH_UNROUTED);
+  g_assert_cmpstr (error->message, ==, "the kernel routes maps's traffic into a unreachable route");
+  g_clear_error (&error);
+  const char *unknown = "{\"ok\":false,\"error\":\"unknown-verb\",\"message\":\"unknown verb 'REACH'\"}";
+  const char *starting = "{\"ok\":true,\"destination\":\"10.64.0.9\",\"app\":\"maps\",\"available\":false,"
+                         "\"reason\":\"starting\"}";
+  g_assert_cmpint (netpermd_reach_reply (p, unknown, strlen (unknown), &error), ==, NETPERMD_REACH_UNASKED);
+  g_assert_cmpint (netpermd_reach_reply (p, "{\"ok\":true}", 11, &error), ==, NETPERMD_REACH_UNASKED);
+  g_assert_cmpint (netpermd_reach_reply (p, "HTTP/1.1 400", 12, &error), ==, NETPERMD_REACH_UNASKED);
+  g_assert_no_error (error);
+  g_assert_cmpint (netpermd_reach_reply (p, starting, strlen (starting), &error), ==, NETPERMD_REACH_NO);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NETWORK_UNREACHABLE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -320,5 +363,6 @@ main (int argc, char **argv)
   g_test_add_func ("/verdict/equal", test_equal);
   g_test_add_func ("/verdict/connectivity", test_connectivity);
   g_test_add_func ("/protocol/lines", test_protocol);
+  g_test_add_func ("/protocol/reach", test_reach);
   return g_test_run ();
 }

@@ -76,6 +76,9 @@ public enum Effect: Equatable, Sendable {
     /// Mode=steer: put this plan in the kernel (the program and its maps, the rules, the tables, kept following the
     /// main table); nil removes all of it. Say how it went with `Input.steered`.
     case steer(SteeringPlan?)
+    /// Ask the kernel where this destination's traffic goes (`ip route get ADDRESS uid UID [mark M]`), then report
+    /// with `Input.routed`.
+    case lookUpRoute(ConnectionID, RouteQuestion)
 }
 
 extension Effect {
@@ -102,6 +105,7 @@ extension Effect {
         case .saveTags: return "writing the connection tags"
         case .loadUsageRules: return "loading the counting rules"
         case .steer: return "steering"
+        case .lookUpRoute: return "a route lookup"
         }
     }
 }

@@ -51,7 +51,8 @@ extension Engine {
     /// One prompt per app and scope (its pending kinds together), to the agents that may answer it; a process of
     /// the app asking while it is open joins its askers. With no agent for the scope, the app is denied those kinds
     /// and the log says so once per app and kind until an agent comes (a headless device must not fill its log).
-    func raisePrompts(_ v: Verdict, identity: PeerIdentity?) {
+    /// `link` and `destination`: what REACH asked about, which the prompt names.
+    func raisePrompts(_ v: Verdict, identity: PeerIdentity?, link: Link? = nil, destination: String? = nil) {
         guard state.hasAgent(for: v.uid) else {
             for kind in v.unaskedKinds { logUnasked(app: v.app, kind: kind, blocked: false) }
             return
@@ -62,7 +63,8 @@ extension Engine {
         }
         guard state.prompts.hasRoom(for: v.uid) else { return logFull(v.uid) }
         guard let p = state.prompts.raise(for: v, scope: v.uid, uid: identity?.uid, identity: identity,
-                                          network: state.network, timeoutSec: state.config.promptTimeoutSec)
+                                          network: state.network, timeoutSec: state.config.promptTimeoutSec,
+                                          link: link, destination: destination)
         else { return }
         for pid in p.askers { watchAsker(pid) }
         sendPrompt(p)

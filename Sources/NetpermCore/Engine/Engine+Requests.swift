@@ -69,6 +69,9 @@ extension Engine {
                 return nil
             }
             return range
+        case .reach:
+            reach(r.args, session: session)
+            return nil
         case .wait:
             wait(r.args, session: session)
             return nil
@@ -479,7 +482,7 @@ extension Engine {
                     w.field("for_uid", scope.map { Int($0) })
                 }
             }
-        case .ping, .help, .status, .links, .query, .apps, .reload, .subscribe, .wait, .prompts, .decisions, .metrics,
+        case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions, .metrics,
              .usage, .resetUsage, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
@@ -569,7 +572,7 @@ extension Verb {
     var maxArgs: Int {
         switch self {
         case .query, .usage, .resetUsage: return 1
-        case .wait, .forget, .answer: return 2
+        case .wait, .forget, .answer, .reach: return 2
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
         case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: return 0
@@ -584,7 +587,7 @@ extension Verb {
         switch self {
         case .apps, .reload, .metrics, .resetUsage: return .privileged
         case .prompts, .answer, .decide, .forget, .decisions: return .ownUID
-        case .ping, .help, .status, .links, .query, .subscribe, .wait, .usage, .quit: return .anyone
+        case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .quit: return .anyone
         }
     }
 }

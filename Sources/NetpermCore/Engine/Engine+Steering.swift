@@ -78,6 +78,14 @@ extension Engine {
         return s
     }
 
+    /// The mark a steered app's sockets carry (as `steered` takes it), for a route lookup of one destination; nil
+    /// when it is not steered.
+    func steeringMark(_ v: Verdict) -> UInt32? {
+        guard state.config.enforcement == .steer, v.enforcement.isEnforced, enforcement.steering != nil else { return nil }
+        let allowance = SteeringPlan.Allowance(v.permissions)
+        return allowance == .everything ? nil : allowance.mark
+    }
+
     /// App events the tracker cannot see: in Mode=steer an enforced app's verdict is its mark's, which changes with the
     /// marked lookups and with steering's standing while its main-table verdict stays. Each tracked app's verdict as
     /// shown is compared with the last one; steered verdicts are computed once per permission set.

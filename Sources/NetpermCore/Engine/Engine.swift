@@ -49,6 +49,9 @@ public enum Input: Sendable {
     case budgetReached(quota: String)
     /// Another process changed or removed the usage table.
     case usageTableChanged
+    /// Where the kernel sends a REACH's destination (`Effect.lookUpRoute`): a link, a blocking route, or nil for no
+    /// route; `error`: the kernel could not be asked.
+    case routed(ConnectionID, Egress?, error: String?)
 }
 
 extension Input {
@@ -78,6 +81,7 @@ extension Input {
         case .usageRulesLoaded: return "the counting rules loaded"
         case .budgetReached: return "a quota used up"
         case .usageTableChanged: return "the counting table changed"
+        case .routed: return "a route lookup's answer"
         }
     }
 }
@@ -157,7 +161,7 @@ public final class Engine {
     private var resyncAll = false
 
     enum TimerPurpose {
-        case waitTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
+        case waitTimeout(ConnectionID), reachTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
         /// Usage: read the counters (and save the totals if they moved); load the counting rules again.
         case usageTick, usageRulesRetry
         /// A uid's USAGE forced a reading less than `usageReadSpacingSec` ago: its next ones wait for this.
@@ -303,6 +307,8 @@ public final class Engine {
             budgetReached(quota)
         case .usageTableChanged:
             usageTableChanged()
+        case let .routed(id, route, error):
+            routed(id, route, error: error)
         }
         settle()
         if case .started = input {
@@ -337,7 +343,10 @@ public final class Engine {
         pendingEvents[appEvents...].sort(by: Event.byApp)
         permissionsChanged = false
         networkChanged = false
-        if changed || !pendingEvents.isEmpty { answerWaiters() }
+        if changed || !pendingEvents.isEmpty {
+            answerWaiters()
+            answerReachers()
+        }
         while !pendingEvents.isEmpty {
             let events = pendingEvents.map { e -> Event in
                 if case let .app(v) = e { return .app(withEnforcement(v, .name)) }
@@ -553,6 +562,7 @@ public final class Engine {
     private func closed(_ id: ConnectionID) {
         guard let session = sessions.removeValue(forKey: id) else { return }
         if let t = session.waiting?.timer { cancelTimer(t) }
+        if let t = session.reaching?.timer { cancelTimer(t) }
         reloadRequesters.removeAll { $0 == id }
         nextRequesters.removeAll { $0 == id }
         waitingForStore.removeAll { $0.0 == id }
@@ -661,6 +671,10 @@ public final class Engine {
         case let .waitTimeout(conn):
             guard let session = sessions[conn], let w = session.waiting else { return }
             finishWait(session, timedOut: verdict(for: w.match, uid: w.uid))
+        case let .reachTimeout(conn):
+            guard let session = sessions[conn] else { return }
+            session.reaching?.timer = nil
+            finishReach(session)
         case let .promptExpiry(promptID):
             guard let p = state.prompts.close(id: promptID) else { return }
             log(.info, "prompt \(p.id) for \(p.app) (\(p.kinds.map(\.rawValue).joined(separator: ", "))) expired unanswered")

@@ -135,9 +135,19 @@ final class GLibApp: @unchecked Sendable {
 
     /// can_reach (or can_reach_async) of HOST:PORT.
     func reach(_ host: String, port: Int = 80, async: Bool = false) throws -> Reach {
+        try startReach(host, port: port, async: async)
+        return try reached(async: async)
+    }
+
+    /// Starts can_reach_async of HOST:PORT and returns at once (`reached` reads its answer).
+    func startReach(_ host: String, port: Int = 80, async: Bool = true) throws {
+        try command.channel.send("\(async ? "reach-async" : "reach") \(host) \(port)\n")
+    }
+
+    /// The answer of the can_reach started last.
+    func reached(async: Bool = true, timeout: Double = 10) throws -> Reach {
         let key = async ? "reach-async" : "reach"
-        try command.channel.send("\(key) \(host) \(port)\n")
-        let o = try reply()
+        let o = try reply(timeout: timeout)
         guard let ok = o[key] as? Bool else { throw HarnessError("unexpected reply to \(key): \(o)") }
         return ok ? Reach(code: nil, message: nil) : Reach(code: o["code"] as? String, message: o["message"] as? String)
     }
