@@ -65,6 +65,9 @@ public struct Prompt: Equatable, Sendable {
     public var blocked = false
     /// Where the rejected packet that raised it was going ("203.0.113.5:443"), when the kernel said.
     public var destination: String?
+    /// The app was recognised by a name its user's own service manager gave (a `UserUnit=` match): the user, not the
+    /// policy's author, said which app it is, so an admin's answer is for that uid unless they answer for everyone.
+    public var userNamed = false
     /// The processes that asked while it was open: once every one has exited it is withdrawn, unless the app's
     /// traffic was rejected too (no process is known to have given up then).
     public var askers: [Int32] = []
@@ -99,6 +102,8 @@ public struct Prompt: Equatable, Sendable {
         }
         s.field("once_until", PromptChoice.onceUntil)
         s.field("timeout_sec", timeoutSec)
+        s.field("for_uid", scope.map { Int($0) })
+        s.field("user_named", userNamed)
     }
 
     /// What every event about a prompt after it was raised starts with.
@@ -162,7 +167,7 @@ public struct PromptBook: Sendable {
     /// scope.
     public mutating func raise(for verdict: Verdict, scope: UInt32?, uid: UInt32?, identity: PeerIdentity?,
                                network: NetworkState, timeoutSec: Int, link given: Link? = nil,
-                               destination: String? = nil) -> Prompt? {
+                               destination: String? = nil, userNamed: Bool = false) -> Prompt? {
         guard verdict.reason == .awaitingDecision, !verdict.pendingKinds.isEmpty,
               find(app: verdict.app, scope: scope) == nil, hasRoom(for: scope) else { return nil }
         let pending = Set(verdict.pendingKinds)
@@ -172,20 +177,19 @@ public struct PromptBook: Sendable {
             return !blocking.isEmpty && blocking.allSatisfy { pending.contains($0.0) }
         }
         guard let link = given ?? network.best(of: candidates) else { return nil }
-        var p = add(app: verdict.app, scope: scope, uid: uid, identity: identity, kinds: verdict.pendingKinds,
-                    link: link, blocked: false, timeoutSec: timeoutSec)
-        if let destination {
-            p.destination = destination
-            open[open.count - 1].destination = destination
-        }
-        return p
+        open.append(Prompt(id: nextID(), app: verdict.app, scope: scope, uid: uid, identity: identity,
+                           kinds: verdict.pendingKinds, link: link.name, linkKind: link.kind, metered: link.metered,
+                           over: link.over, destination: destination, userNamed: userNamed,
+                           askers: (identity?.pid).flatMap { $0 > 0 ? [$0] : nil } ?? [], timeoutSec: timeoutSec))
+        return open[open.count - 1]
     }
 
     /// The prompt for a rejected packet of the app on a pending `kind`, out of `link` (nil: not known, the best
     /// usable link of that kind is taken, else any of it): it asks about every undecided `ask` of `permissions`
     /// that keeps the app off that link. Nil when one is open for the app and scope, or no such link exists.
     public mutating func raiseBlocked(app: String, kind: PolicyDimension, link given: Link?, permissions: PermissionSet,
-                                      scope: UInt32?, uid: UInt32?, network: NetworkState, timeoutSec: Int) -> Prompt? {
+                                      scope: UInt32?, uid: UInt32?, network: NetworkState, timeoutSec: Int,
+                                      userNamed: Bool = false) -> Prompt? {
         guard find(app: app, scope: scope) == nil, hasRoom(for: scope) else { return nil }
         func ofKind(_ l: Link) -> Bool { kind.kind.map { $0 == l.kind } ?? l.metered }
         guard let link = given ?? network.best(of: network.usableLinks.lazy.filter(ofKind))
@@ -193,17 +197,11 @@ public struct PromptBook: Sendable {
         else { return nil }
         var kinds = Set(permissions.blocking(link).filter { $0.1 == .ask }.map(\.0))
         kinds.insert(kind)
-        return add(app: app, scope: scope, uid: uid, identity: nil, kinds: Verdict.reportedKinds.filter(kinds.contains),
-                   link: link, blocked: true, timeoutSec: timeoutSec)
-    }
-
-    private mutating func add(app: String, scope: UInt32?, uid: UInt32?, identity: PeerIdentity?,
-                              kinds: [PolicyDimension], link: Link, blocked: Bool, timeoutSec: Int) -> Prompt {
-        var p = Prompt(id: nextID(), app: app, scope: scope, uid: uid, identity: identity, kinds: kinds, link: link.name,
-                       linkKind: link.kind, metered: link.metered, over: link.over, blocked: blocked, timeoutSec: timeoutSec)
-        if let pid = identity?.pid, pid > 0 { p.askers = [pid] }
-        open.append(p)
-        return p
+        open.append(Prompt(id: nextID(), app: app, scope: scope, uid: uid, identity: nil,
+                           kinds: Verdict.reportedKinds.filter(kinds.contains), link: link.name, linkKind: link.kind,
+                           metered: link.metered, over: link.over, blocked: true, userNamed: userNamed,
+                           timeoutSec: timeoutSec))
+        return open[open.count - 1]
     }
 
     /// Another process of the app asks while its prompt is open: it joins the askers. Returns whether it is new.

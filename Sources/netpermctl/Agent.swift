@@ -8,19 +8,27 @@ import NetpermIO
 /// prompt closes meanwhile (expired, answered elsewhere, its asker gone) is taken off the screen; a key pressed for
 /// it after that answers nothing, and one that crossed the closing is refused by the daemon, which stores nothing.
 enum Agent {
-    static let keys: [(key: UInt8, choice: PromptChoice?)] = [
-        (UInt8(ascii: "y"), .allow), (UInt8(ascii: "n"), .deny), (UInt8(ascii: "o"), .once), (UInt8(ascii: "s"), nil),
+    /// The keys of the options (`PromptText.options`, by their action key); s skips.
+    static let keys: [(key: UInt8, option: String?)] = [
+        (UInt8(ascii: "y"), "allow"), (UInt8(ascii: "n"), "deny"), (UInt8(ascii: "o"), "once"),
+        (UInt8(ascii: "e"), "allow-everyone"), (UInt8(ascii: "s"), nil),
     ]
 
-    /// The two lines of a question: what is asked, then the keys (the cursor waits after them).
-    static func question(_ p: JSON) -> (String, String) {
+    /// The two lines of a question: what is asked (and whose the answer is), then the keys (the cursor waits after
+    /// them).
+    static func question(_ p: JSON, privileged: Bool) -> (String, String) {
         let shown = p.forTerminal
-        let labels = PromptText.choices(shown)
-        func label(_ c: PromptChoice) -> String { labels.first { $0.choice == c }?.label ?? c.rawValue }
+        let options = PromptText.options(shown, privileged: privileged)
         let seconds = shown["timeout_sec"]?.intValue.map { ", it expires within \($0) s" } ?? ""
-        return ("prompt \(shown["id"]?.intValue ?? 0): \(PromptText.question(shown)).",
-                "  [y] \(label(.allow))  [n] \(label(.deny))  [o] \(label(.once)) (\(PromptText.onceUntil(shown)))  "
-                    + "[s] skip (ask again later\(seconds)): ")
+        var line = ""
+        for (key, name) in keys {
+            guard let name, let o = options.first(where: { $0.key == name }) else { continue }
+            line += "  [\(Character(Unicode.Scalar(key)))] \(o.label)"
+                + (o.choice == .once ? " (\(PromptText.onceUntil(shown)))" : "")
+        }
+        let whose = PromptText.whose(shown, privileged: privileged).map { " " + $0 } ?? ""
+        return ("prompt \(shown["id"]?.intValue ?? 0): \(PromptText.question(shown)).\(whose)",
+                line + "  [s] skip (ask again later\(seconds)): ")
     }
 
     static func run(socketPath: String) -> Never {
@@ -78,19 +86,25 @@ enum Agent {
                 Screen.out("no prompt is waiting for an answer: key ignored\n")
                 return
             }
-            guard let (_, choice) = keys.first(where: { $0.key == b | 0x20 }) else {
+            let options = PromptText.options(c.prompt.forTerminal, privileged: session.privileged)
+            guard let (_, name) = keys.first(where: { k in
+                k.key == b | 0x20 && (k.option.map { n in options.contains { $0.key == n } } ?? true)
+            }) else {
                 // The keys' line again, saying so; the question stays.
                 Output.out(terminal.isTTY ? "\r\u{1B}[J" : "\n")
-                Screen.out("press y, n, o or s." + question(c.prompt).1.dropFirst())
+                let offered = keys.filter { k in k.option.map { n in options.contains { $0.key == n } } ?? true }
+                    .map { String(Character(Unicode.Scalar($0.key))) }
+                Screen.out("press " + offered.dropLast().joined(separator: ", ") + " or " + (offered.last ?? "s") + "."
+                    + question(c.prompt, privileged: session.privileged).1.dropFirst())
                 return
             }
             let id = c.prompt["id"]?.intValue ?? 0
-            guard let choice else {
+            guard let name, let option = options.first(where: { $0.key == name }) else {
                 clear("skipped: prompt \(id) stays open until it expires (nothing is stored)")
                 return
             }
-            let label = PromptText.choices(c.prompt.forTerminal).first { $0.choice == choice }?.label ?? choice.rawValue
-            switch session.answer(id, choice) {
+            let label = option.label
+            switch session.answer(id, option.choice, everyone: option.everyone) {
             case let .done(reply): clear(PromptText.answered(reply.forTerminal, label: label))
             case let .refused(code, message) where code == ErrorCode.notFound.rawValue:
                 clear("too late: \(message)")
@@ -102,7 +116,7 @@ enum Agent {
             if session.hasChanges { take(session.changes(reading: false)) }
             if current == nil, !queue.isEmpty {
                 let p = queue.removeFirst()
-                let (first, second) = question(p)
+                let (first, second) = question(p, privileged: session.privileged)
                 current = (p, terminal.rows(first) + terminal.rows(second))
                 Screen.out(first + "\n" + second)
             }

@@ -47,7 +47,10 @@ final class AgentSession {
     }
 
     /// Whose processes an answer is for, for the agent's first words.
-    var answersFor: String { privileged ? "everyone's processes" : "your own processes (uid \(getuid()))" }
+    var answersFor: String {
+        privileged ? "the processes of the uid that asked (everyone's for everyone's prompts; or, chosen, everyone's)"
+            : "your own processes (uid \(getuid()))"
+    }
 
     /// Whether changes are waiting without reading the socket (lines read with an answer's reply): take them before
     /// polling.
@@ -67,9 +70,9 @@ final class AgentSession {
     }
 
     /// Answers prompt `id`; the events that come before the reply are kept for the next `read`.
-    func answer(_ id: Int, _ choice: PromptChoice) -> Answer {
+    func answer(_ id: Int, _ choice: PromptChoice, everyone: Bool = false) -> Answer {
         do {
-            try conn.send("ANSWER \(id) \(choice.rawValue)")
+            try conn.send("ANSWER \(id) \(choice.rawValue)" + (everyone ? " --everyone" : ""))
             while let line = try conn.readLine() {
                 guard let r = try? JSONParser.parse(line) else { continue }
                 if r["event"] != nil {

@@ -62,11 +62,12 @@ enum NotifyAgent {
 
         func show(_ p: JSON) {
             let t = p.forTerminal
-            let choices = PromptText.choices(t)
-            let body = markup(PromptText.question(t) + ".\n" + PromptText.expiry(t) + "\nAllow once: "
+            let options = PromptText.options(t, privileged: session.privileged)
+            let whose = PromptText.whose(t, privileged: session.privileged).map { "\n" + $0 } ?? ""
+            let body = markup(PromptText.question(t) + "." + whose + "\n" + PromptText.expiry(t) + "\nAllow once: "
                 + PromptText.onceUntil(t) + ".")
             // No default action: a click on the body, stray or meant to read it, must not open the app.
-            let actions = choices.map { ($0.choice.rawValue, $0.label) }
+            let actions = options.map { ($0.key, $0.label) }
             // Asked without waiting: a server slow to show one (seconds) holds up no other prompt, and no answer.
             do {
                 let token = try notes.notifyLater(appName: "netpermd", icon: "network-wireless", summary: PromptText.summary(t),
@@ -119,14 +120,15 @@ enum NotifyAgent {
             switch s {
             case let .actionInvoked(n, key):
                 guard let p = shown.prompt(of: n), let id = p["id"]?.intValue else { return }
-                guard let choice = PromptChoice(rawValue: key) else {
+                let options = PromptText.options(p.forTerminal, privileged: session.privileged)
+                guard let option = options.first(where: { $0.key == key }) else {
                     // A server that sends "default" for a click on the body anyway: nothing is granted.
                     Screen.out("notification \(n) for prompt \(id): \(key == "default" ? "a click on it" : "action \(key)") "
                         + "answers nothing; its buttons do\n")
                     return
                 }
-                let label = PromptText.choices(p.forTerminal).first { $0.choice == choice }?.label ?? choice.rawValue
-                switch session.answer(id, choice) {
+                let label = option.label
+                switch session.answer(id, option.choice, everyone: option.everyone) {
                 case let .done(reply): Screen.out(PromptText.answered(reply.forTerminal, label: label) + "\n")
                 case let .refused(_, message):
                     Screen.out("prompt \(id): \(label) refused: \(message)\n")

@@ -30,14 +30,47 @@ enum PromptText {
         return SafeText.escape(String(cString: name))
     }
 
-    /// "/usr/bin/gnome-maps, run by alice", or "run by alice" for a refused connection.
+    /// "/usr/bin/gnome-maps, run by alice", or "run by alice" for a refused connection; for an app its user named
+    /// ("app-firefox-x2.scope, run by alice; alice's own service manager named it firefox"), who named it.
     static func who(_ p: JSON) -> String {
         let id = p["identity"]
         var who: [String] = []
         if let exe = id?["executable"]?.stringValue { who.append(exe) }
         if let unit = id?["unit"]?.stringValue { who.append(unit) }
-        if let uid = (id?["uid"] ?? p["uid"])?.intValue { who.append("run by " + user(uid)) }
-        return who.joined(separator: ", ")
+        let uid = (id?["uid"] ?? p["uid"])?.intValue
+        if let uid { who.append("run by " + user(uid)) }
+        var text = who.joined(separator: ", ")
+        if p["user_named"]?.boolValue == true, let uid {
+            text += "; \(user(uid))'s own service manager named it \(p["app"]?.stringValue ?? "?")"
+        }
+        return text
+    }
+
+    /// An answer a person can give: a daemon's choice, for the uid whose process asked (the prompt's `for_uid`) or,
+    /// from a privileged agent, for everyone.
+    struct Option {
+        var choice: PromptChoice
+        var everyone: Bool
+        var label: String
+        /// The notification action's key.
+        var key: String { choice.rawValue + (everyone ? "-everyone" : "") }
+    }
+
+    /// The daemon's choices (allow, deny, once), and for a privileged agent asked about one user's process (an
+    /// admin's answer is that uid's) "Allow for everyone" last.
+    static func options(_ p: JSON, privileged: Bool) -> [Option] {
+        var options = choices(p).map { Option(choice: $0.choice, everyone: false, label: $0.label) }
+        if privileged, p["for_uid"]?.intValue != nil {
+            options.append(Option(choice: .allow, everyone: true, label: "Allow for everyone"))
+        }
+        return options
+    }
+
+    /// Whose an answer is, for a privileged agent: "Answers are for alice's own processes." when a user's process
+    /// asked; nil otherwise (a user's agent answers for their own, an everyone's prompt for everyone).
+    static func whose(_ p: JSON, privileged: Bool) -> String? {
+        guard privileged, let uid = p["for_uid"]?.intValue else { return nil }
+        return "Answers are for \(user(uid))'s own processes; “Allow for everyone” opens \(p["app"]?.stringValue ?? "?") for every user."
     }
 
     /// "wwan0 (cellular, metered)", "tun0 over wwan0 (cellular)"

@@ -499,7 +499,8 @@ final class DesktopAgentTests: IntegrationTestCase {
     // MARK: - One question
 
     /// WWAN=ask and Metered=ask on a cellular link (metered): the first blocked connect raises one prompt about
-    /// both, one answer allows both, and the second connect passes.
+    /// both, one answer allows both, and the second connect passes. The admin's answer to alice's process is
+    /// alice's: bob's maps is still refused (issue 36, 7: one click opened it for everyone).
     func testWWANAndMeteredAskOnceAndTheSecondConnectPasses() throws {
         let d = try makeDesk(Self.policy.replacingOccurrences(of: "WWAN=ask\n", with: "WWAN=ask\nMetered=ask\n"))
         let agent = try LiveConnection(path: d.socket)
@@ -512,7 +513,9 @@ final class DesktopAgentTests: IntegrationTestCase {
         XCTAssertEqual((open["prompts"] as? [Any])?.count, 1, "one question: \(open)")
         let (_, answer) = try agent.request("ANSWER \(try JSONValue.int(prompt, "id")) allow")
         XCTAssertEqual((answer["answered"] as? [String: Any])?["kinds"] as? [String], ["wwan", "metered"], "\(answer)")
+        XCTAssertEqual((answer["answered"] as? [String: Any])?["for_uid"] as? Int, Int(Self.alice), "\(answer)")
         XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").passed, "the second connect passes")
-        XCTAssertTrue(decisionsText(d).contains("[App maps]\nWWAN=allow\nMetered=allow\n"), decisionsText(d))
+        XCTAssertTrue(decisionsText(d).contains("[User \(Self.alice) maps]\nWWAN=allow\nMetered=allow\n"), decisionsText(d))
+        XCTAssertTrue(try d.bed.probe(uid: Self.bob, link: "wwan0").blocked, "bob's maps was not answered for")
     }
 }

@@ -110,5 +110,26 @@ extension PromptTests {
         try tmux(["send-keys", "-t", "agent", "n"])
         try waitForScreen("its answer") { $0.contains("asker: Wi-Fi only (cellular data denied, for everyone)") }
         XCTAssertTrue(stored().contains("[App asker]\nWWAN=deny\n"), stored())
+
+        // A user's process asks: the admin's answer is that user's, unless they press e (issue 36, 7).
+        XCTAssertEqual(try ctl(["--socket", socket, "forget", "asker"]).stdout, "forgotten\n")
+        let nobodys = try HeldAsker(self, ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", asker, "-t", "60",
+                                           "-", "UNIX-CONNECT:\(socket)"])
+        XCTAssertEqual(try nobodys.ask("QUERY")["reason"] as? String, "awaiting-decision")
+        let fifth = try openID()
+        try waitForScreen("a user's question") { $0.contains("prompt \(fifth): asker") }
+        let asked = try screen()
+        XCTAssertTrue(asked.contains("Answers are for nobody's own processes"), asked)
+        XCTAssertTrue(asked.contains("[e] Allow for everyone"), asked)
+        try tmux(["send-keys", "-t", "agent", "y"])
+        try waitForScreen("the answer for nobody") { $0.contains("asker: Allow (cellular data allowed, for nobody's own processes)") }
+        XCTAssertTrue(stored().contains("[User 65534 asker]\nWWAN=allow\n"), stored())
+        XCTAssertFalse(stored().contains("[App asker]"), "not for everyone: \(stored())")
+        XCTAssertEqual(try app.ask("QUERY")["reason"] as? String, "awaiting-decision", "root's asker is still asked")
+        let sixth = try openID()
+        try waitForScreen("root's question") { $0.contains("prompt \(sixth): asker") }
+        XCTAssertFalse(try screen().components(separatedBy: "prompt \(sixth)").last!.contains("[e]"), "root's is everyone's already")
+        try tmux(["send-keys", "-t", "agent", "e"])
+        try waitForScreen("e is not offered for it") { $0.contains("press y, n, o or s.") }
     }
 }

@@ -26,7 +26,7 @@ final class EngineAnswerTests: XCTestCase {
         XCTAssertEqual(prompts.count, 1)
         XCTAssertEqual(prompts.first?["kinds"], .array(["wwan", "metered"]))
         XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
-        let got = h.send(agent, "ANSWER 1 allow").map(EngineHarness.parse)
+        let got = h.send(agent, "ANSWER 1 allow --everyone").map(EngineHarness.parse)
         let r = got.last ?? .null
         XCTAssertEqual(got.dropLast().map { $0["event"] }, ["prompt-answered"], "the agent hears it before the reply")
         XCTAssertEqual(r["answered"], .object([("id", 1), ("app", "maps"), ("kinds", .array(["wwan", "metered"])),
@@ -49,7 +49,7 @@ final class EngineAnswerTests: XCTestCase {
         _ = h.request(app, "QUERY")
         let labels = h.takeEvents(agent, named: "prompt").first?["choices"]?.arrayValue?.map { $0["label"] }
         XCTAssertEqual(labels, ["Allow", "Wi-Fi only", "Allow once"])
-        let denied = h.request(agent, "ANSWER 1 deny")
+        let denied = h.request(agent, "ANSWER 1 deny --everyone")
         XCTAssertEqual(denied["answered"]?["decision"], "deny")
         XCTAssertEqual(denied["denied_kinds"], .array(["wwan", "metered"]))
         XCTAssertEqual(h.persisted.last?.decision("maps", .metered)?.0, .deny)
@@ -57,7 +57,7 @@ final class EngineAnswerTests: XCTestCase {
         _ = h.request(app, "QUERY")
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
         let persisted = h.persisted.count
-        let once = h.request(agent, "ANSWER 2 ONCE")
+        let once = h.request(agent, "ANSWER 2 ONCE --everyone")
         XCTAssertEqual(once["answered"]?["once"], true)
         XCTAssertEqual(once["sources"]?["wwan"], "once")
         XCTAssertEqual(h.persisted.count, persisted, "once is not written")
@@ -77,8 +77,8 @@ final class EngineAnswerTests: XCTestCase {
         XCTAssertTrue(h.persisted.isEmpty)
         XCTAssertFalse(h.steps.contains("persist"))
         XCTAssertEqual(h.requestError(agent, "ANSWER 7 allow", .notFound).prefix(19), "prompt 7 is not ope")
-        for bad in ["ANSWER 1", "ANSWER one allow", "ANSWER 1 maybe"] {
-            XCTAssertEqual(h.requestError(agent, bad, .badArguments), "usage: ANSWER ID allow|deny|once", bad)
+        for bad in ["ANSWER 1", "ANSWER one allow", "ANSWER 1 maybe", "ANSWER 1 allow --all", "ANSWER 1 --everyone"] {
+            XCTAssertEqual(h.requestError(agent, bad, .badArguments), "usage: ANSWER ID allow|deny|once [--everyone]", bad)
         }
         XCTAssertEqual(h.request(h.connect(Peers.admin), "QUERY maps")["sources"]?["wwan"], "policy")
     }

@@ -221,7 +221,7 @@ final class EnginePromptTests: XCTestCase {
             XCTAssertEqual(prompts.map { $0["id"] }, [1, 2, 3])
             XCTAssertEqual(prompts.map { $0["link"]?["name"] }, ["wwan1", "wwan1", "wwan1"], "the lowest metric")
             XCTAssertEqual(prompts.first?.keys, ["event", "seq", "id", "app", "uid", "identity", "kind", "kinds", "link",
-                                                 "choices", "once_until", "timeout_sec"])
+                                                 "choices", "once_until", "timeout_sec", "for_uid", "user_named"])
             XCTAssertEqual(prompts.first?["identity"], .object([("executable", "/usr/bin/maps"), ("unit", .null),
                                                                  ("uid", 1000)]))
             XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan1"), ("kind", "wwan"), ("metered", true),
@@ -236,7 +236,7 @@ final class EnginePromptTests: XCTestCase {
         let list = try XCTUnwrap(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"]?.arrayValue)
         XCTAssertEqual(list.map { $0["id"] }, [1, 2, 3])
         XCTAssertEqual(list.first?.keys, ["id", "app", "uid", "identity", "kind", "kinds", "link", "choices", "once_until",
-                                          "timeout_sec"])
+                                          "timeout_sec", "for_uid", "user_named"])
         // A user sees the prompts of their own processes only.
         XCTAssertEqual(h.request(h.connect(makePeer(uid: 1001, exe: "/usr/bin/netpermctl", pid: 70)), "PROMPTS")["prompts"]?
             .arrayValue?.map { $0["id"] }, [2])

@@ -62,20 +62,57 @@ final class EngineUserDecisionTests: XCTestCase {
                        "everyone's verdict: nobody answers for everyone")
     }
 
-    /// A privileged agent sees every uid's prompts and answers for everyone: every open prompt about those kinds
-    /// closes.
-    func testAPrivilegedAnswerIsForEveryone() {
+    /// A privileged agent sees every uid's prompts. Its answer to one a user's process raised is for that uid (one
+    /// user's word, a unit they named like the app, must not open the app for everyone), unless it answers
+    /// `--everyone`, which closes every open prompt about those kinds; a user cannot answer for everyone.
+    func testAPrivilegedAnswerIsForTheAskersUidUnlessForEveryone() {
         let h = EngineHarness(policy: policy, links: [Links.wwan], agents: true)
         let root = h.connections.keys.max()!
         let aliceAgent = agent(h, uid: 1000, pid: 80)
         _ = h.request(h.connect(alice), "QUERY")
         _ = h.request(h.connect(bob), "QUERY")
-        XCTAssertEqual(h.takeEvents(root, named: "prompt").map { $0["uid"] }, [1000, 1002])
+        let prompts = h.takeEvents(root, named: "prompt")
+        XCTAssertEqual(prompts.map { $0["uid"] }, [1000, 1002])
+        XCTAssertEqual(prompts.map { $0["for_uid"] }, [1000, 1002], "whose decision each asks for")
+        XCTAssertEqual(h.requestError(aliceAgent, "ANSWER 1 deny --everyone", .permissionDenied),
+                       "only root or members of group 'netperm' answer for everyone; a user answers for their own processes")
         let got = h.send(root, "ANSWER 1 deny").map(EngineHarness.parse)
-        XCTAssertEqual(got.last?["answered"]?["for_uid"], .null)
-        XCTAssertEqual(got.filter { $0["event"] == "prompt-answered" }.map { $0["id"] }, [1, 2])
-        XCTAssertEqual(h.takeEvents(aliceAgent, named: "prompt-answered").map { $0["for_uid"] }, [.null])
+        XCTAssertEqual(got.last?["answered"]?["for_uid"], 1000)
+        XCTAssertEqual(got.filter { $0["event"] == "prompt-answered" }.map { $0["id"] }, [1], "bob's stays open")
+        XCTAssertEqual(h.takeEvents(aliceAgent, named: "prompt-answered").map { $0["for_uid"] }, [1000])
+        XCTAssertEqual(h.request(h.connect(alice), "QUERY")["sources"]?["wwan"], "user-decision")
+        XCTAssertEqual(h.request(h.connect(bob), "QUERY")["reason"], "awaiting-decision")
+        XCTAssertNil(h.persisted.last?.decision("maps", .wwan), "nothing for everyone")
+        let all = h.send(root, "ANSWER 2 allow --everyone").map(EngineHarness.parse)
+        XCTAssertEqual(all.last?["answered"]?["for_uid"], .null)
+        XCTAssertEqual(h.persisted.last?.decision("maps", .wwan)?.0, .allow)
         XCTAssertEqual(h.request(h.connect(bob), "QUERY")["sources"]?["wwan"], "decision")
+        XCTAssertEqual(h.request(h.connect(alice), "QUERY")["sources"]?["wwan"], "decision", "everyone's decision comes first")
+    }
+
+    /// Who named what: an app recognised by a unit of its user's own service manager (`UserUnit=`) was named by
+    /// that user, not by the policy's author; its prompts say so (`user_named`), asked or raised by a rejected packet
+    /// of a uid the app's `User=` does not name, and an admin's plain answer stays that uid's.
+    func testAUserNamedAppsPromptSaysSo() {
+        let policy = "[App firefox]\nUserUnit=app-firefox*.scope\nUser=1003\nWWAN=ask\n"
+        let h = EngineHarness(policy: policy, links: [Links.wwan], agents: true)
+        let root = h.connections.keys.max()!
+        var claimed = PeerIdentity(pid: 600, uid: 1004, gids: [1004], executable: "/usr/bin/socat",
+                                   unit: "app-firefox-x2.scope")
+        claimed.userUnit = true
+        let app = h.connect(claimed)
+        XCTAssertEqual(h.request(app, "QUERY")["app"], "firefox")
+        let asked = h.takeEvents(root, named: "prompt")
+        XCTAssertEqual(asked.map { $0["user_named"] }, [true])
+        XCTAssertEqual(asked.map { $0["for_uid"] }, [1004])
+        XCTAssertEqual(h.request(root, "ANSWER \(asked[0]["id"]!.intValue!) allow")["answered"]?["for_uid"], 1004)
+        XCTAssertNil(h.persisted.last?.decision("firefox", .wwan), "not for everyone's firefox")
+        // A rejected packet of uid 1005 (no User= of firefox): out of its own unit.
+        h.feed(.blocked(app: "firefox", kind: .wwan, uid: 1005, ifindex: Links.wwan.index))
+        XCTAssertEqual(h.takeEvents(root, named: "prompt").map { $0["user_named"] }, [true])
+        // uid 1003 is firefox's by the policy's own User=: nobody but the admin named it.
+        h.feed(.blocked(app: "firefox", kind: .wwan, uid: 1003, ifindex: Links.wwan.index))
+        XCTAssertEqual(h.takeEvents(root, named: "prompt").map { $0["user_named"] }, [false])
     }
 
     /// A rejected packet's socket owner is the prompt's uid: that user's agent is asked, for that uid.

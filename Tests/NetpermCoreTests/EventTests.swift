@@ -223,7 +223,8 @@ final class SubscriptionTests: XCTestCase {
                        linkKind: .wwan, metered: true)
         let blocked = Prompt(id: 8, app: "x", scope: nil, uid: nil, identity: nil, kinds: [.wifi], link: "wlan0",
                              linkKind: .wifi, metered: false, blocked: true)
-        let promptFields = ["id", "app", "uid", "identity", "kind", "kinds", "link", "choices", "once_until", "timeout_sec"]
+        let promptFields = ["id", "app", "uid", "identity", "kind", "kinds", "link", "choices", "once_until", "timeout_sec",
+                            "for_uid", "user_named"]
         let head = ["id", "app", "uid", "kind", "kinds"]
         let rows: [(Event, [String])] = [
             (.link(.added, link), ["change", "link"]),
@@ -238,7 +239,7 @@ final class SubscriptionTests: XCTestCase {
              ["generation", "apps", "error"]),
             (.prompt(p), promptFields),
             (.prompt(blocked), ["id", "app", "uid", "identity", "kind", "kinds", "link", "source", "choices", "once_until",
-                                "timeout_sec"]),
+                                "timeout_sec", "for_uid", "user_named"]),
             (.promptExpired(p), head),
             (.promptAnswered(p, .allow, once: true, uid: 1000), head + ["decision", "once", "for_uid"]),
             (.promptWithdrawn(p), head + ["why"]),

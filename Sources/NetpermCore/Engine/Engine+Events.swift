@@ -64,7 +64,8 @@ extension Engine {
         guard state.prompts.hasRoom(for: v.uid) else { return logFull(v.uid) }
         guard let p = state.prompts.raise(for: v, scope: v.uid, uid: identity?.uid, identity: identity,
                                           network: state.network, timeoutSec: state.config.promptTimeoutSec,
-                                          link: link, destination: destination)
+                                          link: link, destination: destination,
+                                          userNamed: identity?.userUnit == true && v.matchedBy == .unit)
         else { return }
         for pid in p.askers { watchAsker(pid) }
         sendPrompt(p)
@@ -124,13 +125,21 @@ extension Engine {
         guard !quietBlocked.contains(Self.quietKey(id, scope)),
               var p = state.prompts.raiseBlocked(app: id, kind: kind, link: ifindex.flatMap { state.network.link(index: $0) },
                                                  permissions: permissions, scope: scope, uid: uid, network: state.network,
-                                                 timeoutSec: state.config.promptTimeoutSec)
+                                                 timeoutSec: state.config.promptTimeoutSec,
+                                                 userNamed: Self.userNamed(app, uid: uid))
         else { return }
         if let destination {
             state.prompts.markBlocked(id: p.id, destination: destination)
             p.destination = destination
         }
         sendPrompt(p)
+    }
+
+    /// A rejected packet's app was named by its user (as far as the rules tell): the app has `UserUnit=` and the
+    /// socket's uid is no `User=` of it, so the packet came out of a unit of that user's own manager.
+    static func userNamed(_ app: AppPolicy, uid: UInt32?) -> Bool {
+        guard let uid, uid != 0, !app.userUnits.isEmpty else { return false }
+        return !app.uids.contains(uid)
     }
 
     /// Once per scope while it is full: its next apps wait unasked until some of its prompts close.

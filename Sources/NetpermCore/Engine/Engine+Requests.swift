@@ -411,6 +411,8 @@ extension Engine {
                 }
             }
         case .answer:
+            let everyone = args.last == "--everyone"
+            if everyone { args.removeLast() }
             guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
                 replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
                 return
@@ -421,6 +423,14 @@ extension Engine {
                     + "withdrawn (or is not yours to answer); nothing was stored"))
                 return
             }
+            guard !everyone || session.caller.privileged else {
+                replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
+                    + "\(ConfigError.quote(state.config.adminGroup)) answer for everyone; a user answers for their own processes"))
+                return
+            }
+            // A user's own process asked (the prompt is its uid's): an admin's answer is for that uid, unless they
+            // answer for everyone. Their one click must not open an app for every user on one user's word.
+            let scope = session.caller.privileged ? (everyone ? nil : prompt.scope) : scope
             guard withinOwnLimit(prompt.app, scope: scope, session: session) else { return }
             let (p, once) = choice.decision
             // Taken: its expiry must not overtake the answer while it is written (a failed write arms it again).
@@ -572,7 +582,8 @@ extension Verb {
     var maxArgs: Int {
         switch self {
         case .query, .usage, .resetUsage: return 1
-        case .wait, .forget, .answer, .reach: return 2
+        case .wait, .forget, .reach: return 2
+        case .answer: return 3
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
         case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: return 0
