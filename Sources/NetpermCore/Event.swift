@@ -54,8 +54,9 @@ public enum Event: Equatable, Sendable {
     case promptExpired(Prompt)
     /// `uid` nil: answered for everyone; else for that uid's processes.
     case promptAnswered(Prompt, Permission, once: Bool, uid: UInt32?)
-    /// Nobody is asking any more: every process that asked has exited (and no packet of the app was rejected).
-    case promptWithdrawn(Prompt)
+    /// Closed unanswered before its time: every process that asked has exited (and no packet of the app was
+    /// rejected), or the person dismissed it.
+    case promptWithdrawn(Prompt, why: WithdrawReason)
     /// An app crossed 80% or 100% of its metered budget.
     case usage(BudgetNotice)
     /// The daemon is stopping (SIGTERM).
@@ -108,9 +109,9 @@ public enum Event: Equatable, Sendable {
             s.field("decision", decision.rawValue)
             s.field("once", once)
             s.field("for_uid", uid.map { Int($0) })
-        case let .promptWithdrawn(p):
+        case let .promptWithdrawn(p, why):
             p.writeHead(to: &s)
-            s.field("why", "asker-exited")
+            s.field("why", why.rawValue)
         case let .usage(n):
             n.write(to: &s)
         case .stopping:
@@ -148,4 +149,12 @@ public struct BudgetNotice: Equatable, Sendable {
         w.field("percent", percent)
         w.object("budget") { budget.write(to: &$0) }
     }
+}
+
+/// Why a prompt closed unanswered before it expired.
+public enum WithdrawReason: String, Sendable {
+    /// Every process that asked has exited: nobody waits for the answer.
+    case askerExited = "asker-exited"
+    /// The person closed the question without answering it (`ANSWER ID dismiss`): not now.
+    case dismissed
 }

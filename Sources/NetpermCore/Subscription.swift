@@ -54,7 +54,7 @@ public struct Subscription: Sendable {
         guard topics.contains(topic) else { return false }
         switch event {
         case .app, .usage: return false
-        case let .prompt(p), let .promptExpired(p), let .promptAnswered(p, _, _, _), let .promptWithdrawn(p):
+        case let .prompt(p), let .promptExpired(p), let .promptAnswered(p, _, _, _), let .promptWithdrawn(p, _):
             return mayAnswer(p)
         case .link, .policy, .stopping: return true
         }

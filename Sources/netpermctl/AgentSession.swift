@@ -71,8 +71,15 @@ final class AgentSession {
 
     /// Answers prompt `id`; the events that come before the reply are kept for the next `read`.
     func answer(_ id: Int, _ choice: PromptChoice, everyone: Bool = false) -> Answer {
+        exchange("ANSWER \(id) \(choice.rawValue)" + (everyone ? " --everyone" : ""))
+    }
+
+    /// Closes prompt `id` unanswered (its notification was dismissed).
+    func dismiss(_ id: Int) -> Answer { exchange("ANSWER \(id) dismiss") }
+
+    private func exchange(_ request: String) -> Answer {
         do {
-            try conn.send("ANSWER \(id) \(choice.rawValue)" + (everyone ? " --everyone" : ""))
+            try conn.send(request)
             while let line = try conn.readLine() {
                 guard let r = try? JSONParser.parse(line) else { continue }
                 if r["event"] != nil {

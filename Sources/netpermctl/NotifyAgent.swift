@@ -141,11 +141,20 @@ enum NotifyAgent {
                 }
                 withdraw(id, "answered here")
             case let .closed(n, reason):
-                // Closed by the person (or the server), not by us: no answer, the prompt stays open.
+                // Closed by the person (reason 2): not now. The prompt is dismissed with it (stores nothing; the app's
+                // blocked traffic asks again after a quiet minute, its asking at once), so no question stays open that
+                // nobody sees. Closed by the server otherwise (expired, 1; undefined, 4): the prompt stays open.
                 guard reason != 3, let p = shown.prompts[n], let id = p["id"]?.intValue else { return }
                 _ = shown.close(prompt: id)
                 leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
-                Screen.out("notification \(n) for prompt \(id) dismissed: the prompt stays open until it expires\n")
+                guard reason == 2 else {
+                    Screen.out("notification \(n) for prompt \(id) closed by \(server): the prompt stays open until it expires\n")
+                    return
+                }
+                switch session.dismiss(id) {
+                case .done: Screen.out("notification \(n) for prompt \(id) dismissed: the prompt is closed unanswered\n")
+                case let .refused(_, message): Screen.out("notification \(n) for prompt \(id) dismissed: \(message)\n")
+                }
             case let .shown(token, result): shownNow(token, result)
             case let .serverChanged(owner):
                 // Its notifications went with the old server: the open prompts are shown again by the new one.

@@ -255,22 +255,28 @@ final class DesktopAgentTests: IntegrationTestCase {
         try waitUntil("notification \(fifth) is closed") { (try self.closed(bus).contains(fifth), "\(try self.calls(bus))") }
         try out.waitForText("was withdrawn (its asker has exited): notification \(fifth) closed")
 
-        // Dismissed by the person (NotificationClosed, reason 2): no answer; the prompt stays open.
+        // Dismissed by the person (NotificationClosed, reason 2): not now. The prompt closes unanswered with its
+        // notification (issue 36, 12: it stayed open, unseen, until it expired), and nothing is stored; the app
+        // asking again is asked at once.
         let dismissing = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
         XCTAssertEqual(try dismissing.ask("QUERY")["reason"] as? String, "awaiting-decision")
         let (sixth, _) = try waitForNotification(bus, count: 6)
         try emit(bus, ["closed", String(sixth), "2"])
         try out.waitForText("notification \(sixth) for prompt ")
-        XCTAssertTrue(out.allText.contains("dismissed: the prompt stays open until it expires"), out.allText)
+        try out.waitForText("dismissed: the prompt is closed unanswered")
         let open = try request(d.socket, "PROMPTS")["prompts"] as? [[String: Any]]
-        XCTAssertEqual(open?.filter { $0["uid"] as? Int == Int(Self.alice) }.count, 1, "still open: \(open ?? [])")
+        XCTAssertEqual(open?.filter { $0["uid"] as? Int == Int(Self.alice) }.count, 0, "closed: \(open ?? [])")
         XCTAssertFalse(decisionsText(d).contains("[User 4201"), decisionsText(d))
+        XCTAssertEqual(try dismissing.ask("QUERY")["reason"] as? String, "awaiting-decision")
+        let (again, _) = try waitForNotification(bus, count: 7)
+        try emit(bus, ["closed", String(again), "2"])
+        try out.waitForText("notification \(again) for prompt ")
         dismissing.close()
 
         // Expiry closes it; an action after that is refused and stores nothing.
         let late = try HeldAsker(self, asUser(Self.alice, ["socat", "-t", "60", "-", "UNIX-CONNECT:\(d.socket)"]))
         XCTAssertEqual(try late.ask("QUERY")["reason"] as? String, "awaiting-decision")
-        let (seventh, _) = try waitForNotification(bus, count: 7)
+        let (seventh, _) = try waitForNotification(bus, count: 8)
         try waitUntil("notification \(seventh) is closed by its expiry", timeout: 8) {
             (try self.closed(bus).contains(seventh), "\(try self.calls(bus))")
         }

@@ -78,7 +78,7 @@ final class EngineAnswerTests: XCTestCase {
         XCTAssertFalse(h.steps.contains("persist"))
         XCTAssertEqual(h.requestError(agent, "ANSWER 7 allow", .notFound).prefix(19), "prompt 7 is not ope")
         for bad in ["ANSWER 1", "ANSWER one allow", "ANSWER 1 maybe", "ANSWER 1 allow --all", "ANSWER 1 --everyone"] {
-            XCTAssertEqual(h.requestError(agent, bad, .badArguments), "usage: ANSWER ID allow|deny|once [--everyone]", bad)
+            XCTAssertEqual(h.requestError(agent, bad, .badArguments), "usage: \(Verb.answer.usage)", bad)
         }
         XCTAssertEqual(h.request(h.connect(Peers.admin), "QUERY maps")["sources"]?["wwan"], "policy")
     }

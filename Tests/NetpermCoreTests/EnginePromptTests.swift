@@ -407,4 +407,31 @@ final class EnginePromptTests: XCTestCase {
         h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [3])
     }
+
+    /// A dismissed question (its notification closed unanswered) closes at once, stores nothing, and is quiet for
+    /// a minute from the dismiss, not from an expiry the person never sees; the app asking raises it again at once.
+    func testADismissedPromptClosesAtOnceAndIsQuietForAMinute() {
+        let h = harness(agents: true)
+        let agent = h.connections.keys.max()!
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [1])
+        let got = h.send(agent, "ANSWER 1 dismiss").map(EngineHarness.parse)
+        XCTAssertEqual(got.first { $0["event"] == nil }?["dismissed"]?["id"], 1)
+        XCTAssertEqual(got.filter { $0["event"] == "prompt-withdrawn" }.map { $0["why"] }, ["dismissed"])
+        XCTAssertEqual(h.request(agent, "PROMPTS")["prompts"], .array([]))
+        XCTAssertTrue(h.persisted.isEmpty)
+        XCTAssertEqual(h.armedTimers, 1, "only the quiet minute: the expiry went with the prompt")
+        XCTAssertNotNil(h.requestError(agent, "ANSWER 1 allow", .notFound))
+        XCTAssertNotNil(h.requestError(agent, "ANSWER 1 dismiss", .notFound))
+        XCTAssertNotNil(h.requestError(agent, "ANSWER 1 dismiss --everyone", .badArguments))
+        h.advance(bySeconds: 59)
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "quiet for a minute after the dismiss")
+        h.advance(bySeconds: 1)
+        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
+        _ = h.request(agent, "ANSWER 2 dismiss")
+        _ = h.request(h.connect(rootMaps), "QUERY")
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [3], "asking raises it at once")
+    }
 }

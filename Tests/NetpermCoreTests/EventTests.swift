@@ -65,7 +65,7 @@ final class LinkEventTests: XCTestCase {
         XCTAssertEqual(Event.policy(generation: 1, apps: 0, error: nil).name.rawValue, "policy")
         let p = Prompt(id: 1, app: "a", scope: nil, uid: 0, identity: nil, kinds: [.wwan], link: "wwan0", linkKind: .wwan,
                        metered: true)
-        let all: [Event] = [.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false, uid: nil), .promptWithdrawn(p)]
+        let all: [Event] = [.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false, uid: nil), .promptWithdrawn(p, why: .askerExited)]
         XCTAssertEqual(all.map(\.topic), [.prompts, .prompts, .prompts, .prompts])
         XCTAssertEqual((all + [.stopping]).map(\.name.rawValue),
                        ["prompt", "prompt-expired", "prompt-answered", "prompt-withdrawn", "stopping"])
@@ -123,7 +123,7 @@ final class SubscriptionTests: XCTestCase {
     func testAUsersAgentSeesOnlyItsOwnUidsPrompts() {
         let s = Subscription(topics: Set(Topic.allCases), privileged: false, appID: "me", ownUID: 1000)
         XCTAssertTrue(s.isAgent)
-        for e in [Event.prompt(ownPrompt), .promptExpired(ownPrompt), .promptWithdrawn(ownPrompt),
+        for e in [Event.prompt(ownPrompt), .promptExpired(ownPrompt), .promptWithdrawn(ownPrompt, why: .dismissed),
                   .promptAnswered(ownPrompt, .allow, once: false, uid: 1000)] {
             XCTAssertTrue(s.wants(e), "\(e)")
         }
@@ -242,7 +242,7 @@ final class SubscriptionTests: XCTestCase {
                                 "timeout_sec", "for_uid", "user_named"]),
             (.promptExpired(p), head),
             (.promptAnswered(p, .allow, once: true, uid: 1000), head + ["decision", "once", "for_uid"]),
-            (.promptWithdrawn(p), head + ["why"]),
+            (.promptWithdrawn(p, why: .askerExited), head + ["why"]),
             (.stopping, []),
         ]
         var s = Subscription(topics: Set(Topic.allCases), privileged: true, appID: "me")

@@ -191,7 +191,7 @@ extension Engine {
         for p in state.prompts.askerExited(pid) {
             log(.info, "prompt \(p.id) for \(p.app) withdrawn: pid \(pid), which asked, has exited")
             promptClosed(p)
-            pendingEvents.append(.promptWithdrawn(p))
+            pendingEvents.append(.promptWithdrawn(p, why: .askerExited))
         }
     }
 

@@ -413,6 +413,9 @@ extension Engine {
         case .answer:
             let everyone = args.last == "--everyone"
             if everyone { args.removeLast() }
+            if args.count == 2, !everyone, let id = Int(args[0]), args[1].lowercased() == "dismiss" {
+                return dismiss(id, session: session)
+            }
             guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
                 replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
                 return
@@ -495,6 +498,23 @@ extension Engine {
         case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions, .metrics,
              .usage, .resetUsage, .quit:
             preconditionFailure("\(r.verb) is not a decision")
+        }
+    }
+
+    /// `ANSWER ID dismiss`: the person closed the question without answering (a notification dismissed). It closes
+    /// now, stores nothing, and the app's rejected packets raise it again only after the quiet minute, as after an
+    /// expiry; the app asking raises it at once. A prompt left open after its notification went would ask nobody.
+    private func dismiss(_ id: Int, session: Session) {
+        guard let prompt = state.prompts.find(id: id), session.caller.mayAnswer(prompt) else {
+            replyError(session.id, ProtocolError(.notFound, "prompt \(id) is not open: it expired, was answered or "
+                + "withdrawn (or is not yours to answer)"))
+            return
+        }
+        closeUnanswered(id, event: .promptWithdrawn(prompt, why: .dismissed))
+        log(.info, "prompt \(id) for \(prompt.app) (\(prompt.kinds.map(\.rawValue).joined(separator: ", "))) dismissed unanswered")
+        reply(session.id) { w in
+            w.field("ok", true)
+            w.object("dismissed") { prompt.writeHead(to: &$0) }
         }
     }
 

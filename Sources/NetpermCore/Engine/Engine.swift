@@ -665,6 +665,20 @@ public final class Engine {
         out.append(.cancelTimer(id))
     }
 
+    /// A prompt closes without an answer (expired, dismissed): nothing is stored, and the quiet minute starts. It
+    /// runs from the last such close: a prompt raised by asking during the quiet and left unanswered starts it again.
+    func closeUnanswered(_ promptID: Int, event: Event) {
+        guard let p = state.prompts.close(id: promptID) else { return }
+        promptClosed(p)
+        pendingEvents.append(event)
+        let key = Self.quietKey(p.app, p.scope)
+        if !quietBlocked.insert(key).inserted,
+           let old = timers.first(where: { if case .blockedQuiet(key) = $0.value { true } else { false } })?.key {
+            cancelTimer(old)
+        }
+        _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)
+    }
+
     private func fired(_ id: TimerID) {
         guard let purpose = timers.removeValue(forKey: id) else { return }
         switch purpose {
@@ -676,18 +690,9 @@ public final class Engine {
             session.reaching?.timer = nil
             finishReach(session)
         case let .promptExpiry(promptID):
-            guard let p = state.prompts.close(id: promptID) else { return }
+            guard let p = state.prompts.find(id: promptID) else { return }
             log(.info, "prompt \(p.id) for \(p.app) (\(p.kinds.map(\.rawValue).joined(separator: ", "))) expired unanswered")
-            promptClosed(p)
-            pendingEvents.append(.promptExpired(p))
-            // The quiet minute runs from the last expiry: a prompt raised by asking during the quiet and left to
-            // expire starts it again.
-            let key = Self.quietKey(p.app, p.scope)
-            if !quietBlocked.insert(key).inserted,
-               let old = timers.first(where: { if case .blockedQuiet(key) = $0.value { true } else { false } })?.key {
-                cancelTimer(old)
-            }
-            _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)
+            closeUnanswered(promptID, event: .promptExpired(p))
         case let .blockedQuiet(key):
             quietBlocked.remove(key)
         case .rulesRetry:
