@@ -125,17 +125,9 @@ netpermd_reach_reply (JsonParser *parser, const char *line, gsize length, GError
       netpermd_verdict_clear (&v);
       return NETPERMD_REACH_YES;
     }
-  /* Which link the destination's traffic would leave by, as the verdict's egress has it (its one family). */
-  const char *reason = netpermd_json_string (o, "reason"), *destination = netpermd_json_string (o, "destination");
-  const char *link = NULL;
-  JsonObject *egress = netpermd_json_object (o, "egress");
-  for (int i = 0; !link && i < 2; i++)
-    link = netpermd_json_string (netpermd_json_object (egress, i == 0 ? "ipv4" : "ipv6"), "name");
-  gboolean unrouted = g_strcmp0 (reason, "routed-elsewhere") == 0;
-  if (!unrouted && link && destination)
-    g_set_error (error, G_IO_ERROR, v.code, "%s (the kernel sends traffic for %s by %s)", v.message, destination, link);
-  else
-    g_set_error_literal (error, G_IO_ERROR, v.code, v.message ? v.message : "netpermd says no");
+  /* The daemon's sentence names the link the destination's traffic would leave by. */
+  gboolean unrouted = g_strcmp0 (netpermd_json_string (o, "reason"), "routed-elsewhere") == 0;
+  g_set_error_literal (error, G_IO_ERROR, v.code, v.message ? v.message : "netpermd says no");
   netpermd_verdict_clear (&v);
   return unrouted ? NETPERMD_REACH_UNROUTED : NETPERMD_REACH_NO;
 }

@@ -34,6 +34,7 @@ extension Verdict {
     public func toward(_ family: AddressFamily, route: Egress?, network: NetworkState) -> Verdict {
         guard reason != .starting else { return self }
         var v = self
+        v.destination = nil
         v.available = false
         v.via = nil
         v.bindTo = nil

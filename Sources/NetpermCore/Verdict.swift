@@ -46,6 +46,9 @@ public struct Verdict: Equatable, Sendable {
     /// Whose verdict it is: nil for everyone's processes, or one uid's, with its own decisions and agent (a
     /// user's own app, `[Defaults] UserDecisions=yes`). Not written: it says which subscribers get an event.
     public var uid: UInt32? = nil
+    /// The address a REACH asked about: the message says which link it would leave by. Not written (the reply
+    /// writes `destination` itself).
+    public var destination: String? = nil
 
     /// Kinds denied only because no agent listens to ask the user (`no-agent`).
     public var unaskedKinds: [PolicyDimension] { deniedKinds.filter { sources[$0] == .noAgent } }
@@ -120,7 +123,8 @@ public struct Verdict: Equatable, Sendable {
 
     /// The verdict's members, among a reply's own (QUERY, WAIT, APPS, DECIDE). `matchedBy: false` for app events,
     /// which describe the app rather than how one asker was recognised.
-    public func write(to s: inout JSONWriter, matchedBy withMatchedBy: Bool = true) {
+    /// `message: false` where the reply's own `message` says it (WAIT's time-out).
+    public func write(to s: inout JSONWriter, matchedBy withMatchedBy: Bool = true, message withMessage: Bool = true) {
         s.field("app", app)
         if withMatchedBy { s.field("matched_by", matchedBy.rawValue) }
         s.field("available", available)
@@ -155,6 +159,7 @@ public struct Verdict: Equatable, Sendable {
         }
         enforcement.write(to: &s)
         if let budget { s.object("budget") { budget.write(to: &$0) } }
+        if withMessage { s.field("message", message) }
     }
 }
 

@@ -48,8 +48,7 @@ final class AgentSession {
 
     /// Whose processes an answer is for, for the agent's first words.
     var answersFor: String {
-        privileged ? "the processes of the uid that asked (everyone's for everyone's prompts; or, chosen, everyone's)"
-            : "your own processes (uid \(getuid()))"
+        privileged ? "the asking uid's processes (e: everyone's)" : "your own processes (uid \(getuid()))"
     }
 
     /// Whether changes are waiting without reading the socket (lines read with an answer's reply): take them before

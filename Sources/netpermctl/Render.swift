@@ -130,6 +130,8 @@ extension Render {
     static func query(_ v: JSON) -> String {
         var out = "app:          \(v["app"]?.stringValue ?? "?") (matched by \(v["matched_by"]?.stringValue ?? "?"))\n"
         out += "network:      \(because(v))\n"
+        // The daemon's own sentence: the one "why not" every face shows.
+        if let why = v["message"]?.stringValue { out += "why:          \(why)\n" }
         out += "permissions:  \(permissions(v))\n"
         out += "enforced:     \(enforced(v))\n"
         if let b = v["budget"] { out += "budget:       \(Usage.budget(b)) on metered links this period\n" }

@@ -500,7 +500,7 @@ final class EventsWaitTests: IntegrationTestCase {
         XCTAssertEqual(try JSONValue.bool(reply, "ok"), false, "\(reply)")
         XCTAssertEqual(reply["error"] as? String, "timeout", "\(reply)")
         XCTAssertEqual(reply["app"] as? String, "updater", "\(reply)")
-        XCTAssertTrue((reply["message"] as? String)?.contains("denied") == true, "\(reply)")
+        XCTAssertEqual(reply["message"] as? String, "updater may not use wwan: its policy denies it", "the verdict's own why: \(reply)")
         let v = try XCTUnwrap(VerdictView(reply), "the time-out carries the verdict that held: \(reply)")
         XCTAssertTrue(v.matches(available: false, reason: "denied", via: nil, denied: ["wwan"], pending: []), "\(v)")
         XCTAssertEqual(try waiter.request("PING")["pong"] as? Bool, true, "the connection lives on")

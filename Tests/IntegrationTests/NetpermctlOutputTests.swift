@@ -270,6 +270,8 @@ extension NetpermctlTests {
             "app:          updater (matched by name)",
             "network:      no: its traffic would leave by wwan0 (wwan, metered), which it may not use; it could bind "
                 + "to wlan0 (wifi)",
+            "why:          updater may not use wwan: its policy denies it (the kernel routes its traffic by wwan0; it may "
+                + "use wlan0)",
             "permissions:  wifi=allow wwan=deny ethernet=allow other=allow metered=allow",
             "enforced:     no (mode-off)",
         ], human.stdout)

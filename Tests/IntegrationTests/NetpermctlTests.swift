@@ -170,8 +170,8 @@ final class NetpermctlTests: IntegrationTestCase {
         let f = try makeFixture()
         let r = try ctl(["--socket", f.socket, "agent"])
         XCTAssertEqual(r.status, 0, r.summary)
-        XCTAssertEqual(r.lines, ["netpermctl agent: waiting for prompts; answers are for everyone's processes (one key "
-                                    + "each; Ctrl-D or Ctrl-C to stop)",
+        XCTAssertEqual(r.lines, ["netpermctl agent: waiting for prompts; answers are for the asking uid's processes (e: "
+                                    + "everyone's) (one key each; Ctrl-D or Ctrl-C to stop)",
                                  "end of input: no more answers"], r.summary)
     }
 

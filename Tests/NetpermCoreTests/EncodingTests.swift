@@ -174,7 +174,7 @@ final class ReplyEncodingTests: XCTestCase {
             // A QUERY's reply, a WAIT's time-out, an app event's members.
             let texts = [
                 written { $0.field("ok", true); v.write(to: &$0); $0.object("identity") { identity.write(to: &$0) } },
-                written { ProtocolError(.timeout, "\(v.app) may not use the network yet").write(to: &$0); v.write(to: &$0) },
+                written { ProtocolError(.timeout, "\(v.app) may not use the network yet").write(to: &$0); v.write(to: &$0, message: false) },
                 written { v.write(to: &$0, matchedBy: false) },
             ]
             for text in texts {
@@ -212,12 +212,12 @@ final class ReplyEncodingTests: XCTestCase {
         let v = verdicts[5]
         let tree = try JSONParser.parse(written { $0.field("ok", true); v.write(to: &$0) })
         XCTAssertEqual(tree.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
-                                   "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
+                                   "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why", "message"])
         XCTAssertEqual(tree["permissions"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered"])
         XCTAssertEqual(tree["sources"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered"])
         XCTAssertEqual(try JSONParser.parse(written { v.write(to: &$0, matchedBy: false) }).keys,
                        ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds", "pending_kinds",
-                        "permissions", "sources", "enforced", "enforced_why"])
+                        "permissions", "sources", "enforced", "enforced_why", "message"])
     }
 
     /// A link whose name needs escaping, through the engine: LINKS, QUERY's via, and a link event read it back.

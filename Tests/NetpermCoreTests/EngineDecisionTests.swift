@@ -101,7 +101,7 @@ final class EngineDecisionTests: XCTestCase {
         let r = h.request(h.connect(Peers.admin), "DECIDE maps WWAN Allow")
         XCTAssertEqual(r.keys, ["ok", "decided", "app", "matched_by", "available", "reason", "via", "egress",
                                 "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources",
-                                "enforced", "enforced_why"])
+                                "enforced", "enforced_why", "message"])
         XCTAssertEqual(r["decided"], .object([("app", "maps"), ("kind", "wwan"), ("decision", "allow"),
                                               ("once", false), ("overridden_by_policy", false), ("for_uid", .null)]))
         XCTAssertEqual(r["app"], "maps")

@@ -20,7 +20,7 @@ final class EngineQueryTests: XCTestCase {
             let r = h.request(c, line)
             XCTAssertEqual(r.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
                                     "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why",
-                                    "identity"], line)
+                                    "message", "identity"], line)
             XCTAssertEqual(r["ok"], true, line)
             XCTAssertEqual(r["app"], "curl", line)
             XCTAssertEqual(r["matched_by"], "executable", line)

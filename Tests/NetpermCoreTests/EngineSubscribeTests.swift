@@ -32,7 +32,7 @@ final class EngineSubscribeTests: XCTestCase {
         let apps = try XCTUnwrap(snapshot["apps"]?.arrayValue)
         XCTAssertEqual(apps.map { $0["app"] }, ["a"])
         XCTAssertEqual(apps.first?.keys, ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds",
-                                         "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
+                                         "pending_kinds", "permissions", "sources", "enforced", "enforced_why", "message"])
         XCTAssertEqual(apps.first?["via"]?["name"], "eth0")
         XCTAssertEqual(snapshot["policy"], .object([("generation", 1), ("apps", 5), ("error", .null)]))
     }
@@ -283,7 +283,7 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(byApp["d"]?["reason"], "awaiting-decision")
         XCTAssertEqual(byApp["a"]?.keys, ["event", "seq", "app", "available", "reason", "via", "egress", "bind_to",
                                           "denied_kinds", "pending_kinds", "permissions", "sources", "enforced",
-                                          "enforced_why"])
+                                          "enforced_why", "message"])
     }
 
     /// Cellular gets a better metric, so the kernel sends traffic by it: the apps allowed on it switch to it; the

@@ -22,7 +22,7 @@ final class EngineWaitTests: XCTestCase {
         for line in ["WAIT", "WAIT 5", "WAIT curl", "WAIT curl 0.5", "wait 0"] {
             let r = h.request(c, line)
             XCTAssertEqual(r.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
-                                    "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"], line)
+                                    "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why", "message"], line)
             XCTAssertEqual(r["app"], "curl", line)
             XCTAssertEqual(r["matched_by"], "executable", line)
             XCTAssertEqual(r["available"], true, line)
@@ -95,7 +95,7 @@ final class EngineWaitTests: XCTestCase {
         h.advance(bySeconds: 1)
         let r = h.takeParsed(admin)
         XCTAssertEqual(r.first?["error"], "timeout")
-        XCTAssertEqual(r.first?["message"], "backup may not use the network yet: routed-elsewhere")
+        XCTAssertEqual(r.first?["message"], "backup may not use wwan: its policy denies it (the kernel routes its traffic by wwan0; it may use eth0)")
         XCTAssertEqual(r.first?["bind_to"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
                                                      ("metered", false), ("over", .null)]))
     }
@@ -138,7 +138,7 @@ final class EngineWaitTests: XCTestCase {
                                        "egress", "bind_to", "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
         XCTAssertEqual(r.first?["ok"], false)
         XCTAssertEqual(r.first?["error"], "timeout")
-        XCTAssertEqual(r.first?["message"], "backup may not use the network yet: denied")
+        XCTAssertEqual(r.first?["message"], "backup may not use wwan: its policy denies it")
         XCTAssertEqual(r.first?["reason"], "denied")
         XCTAssertEqual(r.first?["denied_kinds"], .array(["wwan"]))
         XCTAssertFalse(h.connections[admin]!.held)
@@ -154,7 +154,7 @@ final class EngineWaitTests: XCTestCase {
         _ = h.send(c, "WAIT 0")
         XCTAssertEqual(timerSteps(h, from: mark), ["arm 1 0"])
         h.advance(byMicroseconds: 0)
-        XCTAssertEqual(h.takeParsed(c).first?["message"], "curl may not use the network yet: no-network")
+        XCTAssertEqual(h.takeParsed(c).first?["message"], "curl cannot use the network: no link is usable")
         _ = h.send(c, "WAIT 0.25")
         _ = h.send(c, "QUIT")
         XCTAssertEqual(timerSteps(h, from: mark), ["arm 1 0", "arm 2 250000"])

@@ -279,7 +279,7 @@ final class VerdictTests: XCTestCase {
                         XCTAssertEqual(v.permissions, p)
                         XCTAssertEqual(json.keys, ["app", "matched_by", "available", "reason", "via", "egress",
                                                    "bind_to", "denied_kinds", "pending_kinds", "permissions",
-                                                   "sources", "enforced", "enforced_why"], label)
+                                                   "sources", "enforced", "enforced_why", "message"], label)
                         XCTAssertEqual(json["permissions"], .object([
                             ("wifi", .string(p.wifi.rawValue)), ("wwan", .string(p.wwan.rawValue)),
                             ("ethernet", .string(p.ethernet.rawValue)), ("other", .string(p.other.rawValue)),
@@ -584,7 +584,7 @@ final class VerdictTests: XCTestCase {
                                 network: NetworkState(routedLinks: [makeLink(2, "eth0", .ethernet)]), ready: true)
         guard case let .object(members) = v.json else { return XCTFail("not an object") }
         XCTAssertEqual(members.map(\.0), ["app", "matched_by", "available", "reason", "via", "egress", "bind_to",
-                                          "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why"])
+                                          "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why", "message"])
         XCTAssertEqual(v.json["matched_by"], "executable")
         XCTAssertEqual(v.json["via"]?.keys, ["index", "name", "kind", "metered", "over"])
         XCTAssertEqual(v.json["egress"]?.keys, ["ipv4", "ipv6"])

@@ -69,7 +69,9 @@ extension Engine {
     }
 
     private func reachVerdict(_ session: Session, _ r: Reaching) -> Verdict {
-        ownVerdict(session).toward(r.destination.family, route: r.route ?? nil, network: state.network)
+        var v = ownVerdict(session).toward(r.destination.family, route: r.route ?? nil, network: state.network)
+        v.destination = r.text
+        return v
     }
 
     /// Replies to a REACH whose route is known, with its verdict as it stands now.

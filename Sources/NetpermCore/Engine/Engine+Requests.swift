@@ -268,8 +268,8 @@ extension Engine {
             replyError(session.id, failed)
         } else if let v = timedOut {
             reply(session.id) { out in
-                ProtocolError(.timeout, "\(v.app) may not use the network yet: \(v.reason.rawValue)").write(to: &out)
-                v.write(to: &out)
+                ProtocolError(.timeout, v.message ?? "\(v.app) may not use the network yet").write(to: &out)
+                v.write(to: &out, message: false)
             }
         } else {
             let v = verdict(for: w.match, uid: w.uid)
