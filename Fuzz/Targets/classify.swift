@@ -82,7 +82,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     engine.handle(.policy(Config.parse(files: [(path: "p", text: policy)])), into: effects)
     engine.handle(.kernel(snap), into: effects)
     engine.handle(.started, into: effects)
-    for case let .log(_, m) in effects.list { require(!m.isEmpty, "an empty log line") }
+    for case let .log(_, m, _) in effects.list { require(!m.isEmpty, "an empty log line") }
     effects.reset()
     engine.handle(.opened(1, PeerIdentity(pid: 1, uid: 0, gids: [0], executable: "/usr/bin/x", unit: nil)), into: effects)
     engine.handle(.line(1, Array("LINKS".utf8)), into: effects)

@@ -368,7 +368,7 @@ final class World: EngineEdges {
             require(q.destination.bytes.count == (q.destination.family == .ipv4 ? 4 : 16), "an address of the wrong size")
             let egress = engine.state.network.links.first.map { Egress.link($0.index) }
             feed(.routed(id, egress, error: storeFails ? "netlink: Operation not permitted" : nil))
-        case let .log(_, message):
+        case let .log(_, message, _):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")
         }

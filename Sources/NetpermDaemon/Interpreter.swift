@@ -221,7 +221,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             Heap.releaseFree()
             feed(.policy(result))
         case let .notify(n): notify(n)
-        case let .log(priority, message): Log.emit(priority.rawValue, message)
+        case let .log(priority, message, fields): Log.emit(priority.rawValue, message, fields: fields.pairs)
         case let .loadRules(scripts, report, inForce):
             let start = Clock.monotonicMicroseconds()
             let n = loads

@@ -9,10 +9,14 @@ public enum Log {
     public nonisolated(unsafe) static var maxPriority: Int32 = 6
     /// Where each formatted line goes: stderr, where journald reads it (the daemon library's tests collect them).
     public nonisolated(unsafe) static var sink: (String) -> Void = { Output.write(STDERR_FILENO, $0) }
+    /// Set when stderr is the journal's stream (`Journal.connectedToStderr`): lines go to the journal natively, with
+    /// their fields (APP=, INTERFACE=, UID=), so that `journalctl APP=maps` finds them.
+    public nonisolated(unsafe) static var journal: ((Int32, String, [(String, String)]) -> Void)?
 
     /// Messages are autoclosures: a line below the level is never formatted (link changes log at info).
-    public static func emit(_ priority: Int32, _ message: @autoclosure () -> String) {
+    public static func emit(_ priority: Int32, _ message: @autoclosure () -> String, fields: [(String, String)] = []) {
         guard priority <= maxPriority else { return }
+        if let journal { return journal(priority, message(), fields) }
         // One write(2) per line: lines from a crash-looping daemon never interleave half-way.
         sink("<\(priority)>\(message())\n")
     }

@@ -27,6 +27,8 @@ func run() -> Int32 {
         return code
     }
     Log.maxPriority = options.logLevel.rawValue
+    // Under the service manager, lines go to the journal with their fields (`journalctl APP=maps`).
+    if Journal.connectedToStderr { Log.journal = { Journal.send(priority: $0, message: $1, fields: $2) } }
     if options.removeRules { return RuleRemoval.run() }
     Heap.useOneArena()
     Signals.ignore(SIGPIPE)

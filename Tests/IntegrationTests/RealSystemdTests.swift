@@ -258,6 +258,15 @@ final class RealSystemdTests: IntegrationTestCase {
         let decide = try sd.run(["/usr/local/bin/netpermctl", "decide", "maps", "wwan", "allow"])
         XCTAssertEqual(decide.status, 0, decide.summary)
         XCTAssertTrue(sd.exists("/var/lib/netpermd/decisions.conf"), "the decision is on disk before the reply")
+        // Its lines carry what they are about as journal fields (issue 34): `journalctl APP=maps` finds them.
+        try waitUntil("the journal has the decision under APP=maps") {
+            let about = try sd.run(["journalctl", "--no-pager", "-o", "cat", "APP=maps"]).stdout
+            return (about.contains("decision: maps may use wwan"), about)
+        }
+        let fields = try sd.run(["journalctl", "--no-pager", "-o", "verbose", "APP=maps", "-n", "1"]).stdout
+        XCTAssertTrue(fields.contains("SYSLOG_IDENTIFIER=netpermd") && fields.contains("PRIORITY=6"), fields)
+        XCTAssertEqual(try sd.run(["journalctl", "--no-pager", "-o", "cat", "APP=nosuchapp"]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines), "", "only the lines about maps")
 
         try sd.check(["systemctl", "stop", "netpermd.service"])
         XCTAssertEqual(try sd.property("netpermd.service", "ActiveState"), "inactive")

@@ -179,7 +179,7 @@ final class EngineHarness: EngineEdges {
         case let .notify(n):
             steps.append("notify \(n)")
             notifications.append(n)
-        case let .log(p, m):
+        case let .log(p, m, _):
             steps.append("log \(p)")
             log.append((p, m))
         case let .loadRules(transactions, report, inForce):

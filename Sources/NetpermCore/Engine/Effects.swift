@@ -22,6 +22,29 @@ public enum Priority: Int32, Sendable, Comparable, CaseIterable {
     }
 }
 
+/// What a log line is about, as journal fields (`journalctl APP=maps`, `INTERFACE=wwan0`, `UID=1000`): the edge
+/// writes them where the journal takes fields, and nowhere else.
+public struct LogFields: Equatable, Sendable {
+    public var app: String?
+    public var interface: String?
+    public var uid: UInt32?
+
+    public init(app: String? = nil, interface: String? = nil, uid: UInt32? = nil) {
+        self.app = app; self.interface = interface; self.uid = uid
+    }
+
+    public static let none = LogFields()
+
+    /// `(NAME, value)` pairs, in a fixed order; the values escaped as the message is.
+    public var pairs: [(String, String)] {
+        var p: [(String, String)] = []
+        if let app { p.append(("APP", SafeText.escape(app))) }
+        if let interface { p.append(("INTERFACE", SafeText.escape(interface))) }
+        if let uid { p.append(("UID", String(uid))) }
+        return p
+    }
+}
+
 /// What the service manager is told (sd_notify).
 public enum NotifyMessage: Equatable, Sendable {
     /// READY=1 with STATUS=: start-up done, or a reload finished (successfully or not).
@@ -53,7 +76,7 @@ public enum Effect: Equatable, Sendable {
     /// Read and parse the policy files, then report with `Input.policy`.
     case loadPolicy
     case notify(NotifyMessage)
-    case log(Priority, String)
+    case log(Priority, String, LogFields)
     /// Run these nft scripts, each as one transaction, in order, stopping at the first that fails (the whole
     /// ruleset, `Ruleset.update(from:)`'s transactions, or `Ruleset.removal`); with `report`, say how it went with
     /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another

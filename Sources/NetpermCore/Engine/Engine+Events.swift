@@ -81,7 +81,7 @@ extension Engine {
         }
         log(.notice, "\(app) may not use \(kind.rawValue), which its policy sets to ask: "
             + (blocked ? "its traffic was rejected and " : "") + "no agent is listening "
-            + "to ask the user (run 'netpermctl agent', or 'netpermctl decide \(app) \(kind.rawValue) allow')")
+            + "to ask the user (run 'netpermctl agent', or 'netpermctl decide \(app) \(kind.rawValue) allow')", app: app)
     }
 
     func sendPrompt(_ p: Prompt) {
@@ -89,7 +89,7 @@ extension Engine {
         let agents = sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count
         log(.info, "\(p.app) wants to use \(p.kinds.map(\.rawValue).joined(separator: " and ")) via \(p.link)"
             + (p.over.map { " over " + $0 } ?? "") + (p.uid.map { " (uid \($0))" } ?? "")
-            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(agents) agent(s)")
+            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(agents) agent(s)", app: p.app, interface: p.link, uid: p.uid)
         pendingEvents.append(.prompt(p))
         _ = armTimer(.promptExpiry(promptID: p.id), microseconds: UInt64(p.timeoutSec) * 1_000_000)
     }
@@ -155,7 +155,7 @@ extension Engine {
     func refusedIncoming(app: String, kind: PolicyDimension) {
         guard incomingLogged.count < Self.unaskedLogLimit, incomingLogged.insert("\(app) \(kind.rawValue)").inserted else { return }
         log(.notice, "\(app): a connection from elsewhere over \(kind.rawValue) was refused (its policy denies or asks "
-            + "\(kind.rawValue)); incoming connections raise no prompt: 'netpermctl decide \(app) \(kind.rawValue) allow' opens it")
+            + "\(kind.rawValue)); incoming connections raise no prompt: 'netpermctl decide \(app) \(kind.rawValue) allow' opens it", app: app)
     }
 
     /// "app scope": what the quiet after an expiry is per.
@@ -189,7 +189,7 @@ extension Engine {
     func askerExited(_ pid: Int32) {
         guard watchedAskers.removeValue(forKey: pid) != nil else { return }
         for p in state.prompts.askerExited(pid) {
-            log(.info, "prompt \(p.id) for \(p.app) withdrawn: pid \(pid), which asked, has exited")
+            log(.info, "prompt \(p.id) for \(p.app) withdrawn: pid \(pid), which asked, has exited", app: p.app, uid: p.uid)
             promptClosed(p)
             pendingEvents.append(.promptWithdrawn(p, why: .askerExited))
         }

@@ -392,7 +392,7 @@ extension Engine {
             guard withinOwnLimit(app, scope: scope, session: session) else { return }
             commit({ $0.set(app, kind, p, once: once, uid: scope) }, persist: !once, for: session.id) { [unowned self] in
                 log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")"
-                    + (scope.map { " (uid \($0)'s own processes)" } ?? ""))
+                    + (scope.map { " (uid \($0)'s own processes)" } ?? ""), app: app, uid: scope)
                 closeAnswered(app: app, kinds: [kind], scope: scope, p, once: once)
             } reply: { [unowned self] in
                 let v = verdict(for: namedMatch(app), uid: scope)
@@ -444,7 +444,7 @@ extension Engine {
                    for: session.id) { [unowned self] in
                 log(.info, "prompt \(id) answered \(choice.rawValue): \(prompt.app) may \(p == .allow ? "use" : "not use") "
                     + prompt.kinds.map(\.rawValue).joined(separator: " and ") + (once ? " (once)" : "")
-                    + (scope.map { " (uid \($0)'s own processes)" } ?? ""))
+                    + (scope.map { " (uid \($0)'s own processes)" } ?? ""), app: prompt.app, uid: scope ?? prompt.uid)
                 closeAnswered(app: prompt.app, kinds: prompt.kinds, scope: scope, p, once: once)
             } reply: { [unowned self] in
                 let v = verdict(for: namedMatch(prompt.app), uid: scope)
@@ -484,7 +484,7 @@ extension Engine {
             commit({ $0.forget(app, kind: kind, uid: scope) }, persist: removed, for: session.id) { [unowned self] in
                 if removed {
                     log(.info, "forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")"
-                        + (scope.map { " made by uid \($0)" } ?? ""))
+                        + (scope.map { " made by uid \($0)" } ?? ""), app: app, uid: scope)
                 }
             } reply: { [unowned self] in
                 reply(session.id) { w in
@@ -511,7 +511,7 @@ extension Engine {
             return
         }
         closeUnanswered(id, event: .promptWithdrawn(prompt, why: .dismissed))
-        log(.info, "prompt \(id) for \(prompt.app) (\(prompt.kinds.map(\.rawValue).joined(separator: ", "))) dismissed unanswered")
+        log(.info, "prompt \(id) for \(prompt.app) (\(prompt.kinds.map(\.rawValue).joined(separator: ", "))) dismissed unanswered", app: prompt.app, uid: prompt.uid)
         reply(session.id) { w in
             w.field("ok", true)
             w.object("dismissed") { prompt.writeHead(to: &$0) }

@@ -211,7 +211,7 @@ extension Engine {
         for r in resets {
             usage.book.reset(r.app, at: now.epoch)
             for app in r.app.map({ [$0] }) ?? state.config.apps.map(\.id) { usage.resetCount[app, default: 0] += 1 }
-            log(.notice, "usage: " + (r.app.map { "\($0)'s counts reset" } ?? "every app's counts reset"))
+            log(.notice, "usage: " + (r.app.map { "\($0)'s counts reset" } ?? "every app's counts reset"), app: r.app)
             if let app = r.app {
                 usage.tags[app].map { _ = usage.depleted.remove($0); _ = usage.warned.remove($0); usage.quotaUsed[$0] = nil }
             } else {
@@ -357,8 +357,8 @@ extension Engine {
     func setExhausted(_ new: Set<String>) {
         let old = state.exhausted
         guard new != old else { return }
-        for app in new.subtracting(old).sorted() { log(.info, "usage: \(app): metered links denied, its budget is used up") }
-        for app in old.subtracting(new).sorted() { log(.info, "usage: \(app): its budget opens metered links again") }
+        for app in new.subtracting(old).sorted() { log(.info, "usage: \(app): metered links denied, its budget is used up", app: app) }
+        for app in old.subtracting(new).sorted() { log(.info, "usage: \(app): its budget opens metered links again", app: app) }
         state.exhausted = new
         markPermissionsChanged()
     }

@@ -691,7 +691,7 @@ public final class Engine {
             finishReach(session)
         case let .promptExpiry(promptID):
             guard let p = state.prompts.find(id: promptID) else { return }
-            log(.info, "prompt \(p.id) for \(p.app) (\(p.kinds.map(\.rawValue).joined(separator: ", "))) expired unanswered")
+            log(.info, "prompt \(p.id) for \(p.app) (\(p.kinds.map(\.rawValue).joined(separator: ", "))) expired unanswered", app: p.app, uid: p.uid)
             closeUnanswered(promptID, event: .promptExpired(p))
         case let .blockedQuiet(key):
             quietBlocked.remove(key)
@@ -754,9 +754,11 @@ public final class Engine {
 
     /// Link and app names, paths and policy errors are other people's text: escaped, each line stays one line and
     /// writes nothing to a terminal that shows the log.
-    func log(_ priority: Priority, _ message: @autoclosure () -> String) {
+    /// `app`, `interface`, `uid`: what the line is about, as journal fields.
+    func log(_ priority: Priority, _ message: @autoclosure () -> String, app: String? = nil, interface: String? = nil,
+             uid: UInt32? = nil) {
         guard priority <= settings.logLevel else { return }
-        out.append(.log(priority, SafeText.escape(message())))
+        out.append(.log(priority, SafeText.escape(message()), LogFields(app: app, interface: interface, uid: uid)))
     }
 
     private func logNetworkChange(from old: NetworkState, to new: NetworkState) {
@@ -764,26 +766,26 @@ public final class Engine {
         for l in old.links { oldByIndex[l.index] = l }
         for l in new.links {
             guard let o = oldByIndex.removeValue(forKey: l.index) else {
-                log(.info, "\(l.name): appeared, kind \(l.kind.rawValue) (\(l.classifiedBy))\(l.usable ? ", usable" : "")")
+                log(.info, "\(l.name): appeared, kind \(l.kind.rawValue) (\(l.classifiedBy))\(l.usable ? ", usable" : "")", interface: l.name)
                 continue
             }
             if o.usable != l.usable {
                 log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.adminUp ? "up" : "down"), "
-                    + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))")
+                    + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))", interface: l.name)
             } else if o.kind != l.kind || o.over != l.over || (o.metered != l.metered && o.ssid == l.ssid) {
                 log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))"
                     + (o.over != l.over ? ", over \(o.over ?? "-") -> \(l.over ?? "-")" : "")
-                    + (o.kind == l.kind && o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""))
+                    + (o.kind == l.kind && o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""), interface: l.name)
             } else if o.ssid != l.ssid || o.bssid != l.bssid {
                 func network(_ x: Link) -> String {
                     x.ssidText.map { "'\($0)'" + (x.bssid.map { " (\($0))" } ?? "") } ?? "none"
                 }
-                log(.info, "\(l.name): Wi-Fi network \(network(o)) -> \(network(l))\(o.metered != l.metered ? ", metered \(l.metered)" : "")")
+                log(.info, "\(l.name): Wi-Fi network \(network(o)) -> \(network(l))\(o.metered != l.metered ? ", metered \(l.metered)" : "")", interface: l.name)
             } else if o != l {
-                log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))")
+                log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))", interface: l.name)
             }
         }
-        for o in oldByIndex.values.sorted(by: { $0.index < $1.index }) { log(.info, "\(o.name): removed") }
+        for o in oldByIndex.values.sorted(by: { $0.index < $1.index }) { log(.info, "\(o.name): removed", interface: o.name) }
         // The egress link losing its carrier while another link is usable changes neither which link it is nor
         // whether a link is usable, but traffic now goes nowhere: that is news too.
         if old.primary?.index != new.primary?.index || old.primary?.usable != new.primary?.usable
