@@ -33,6 +33,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private let counters: UsageCounting
     private var stopping = false
     private let sysfs: Sysfs
+    /// The wall clock the engine reads (its test offset is read again before each usage reading).
+    private let clock: WallClock
     private let enforcer: RuleLoading
     private let steerer: SteeringLoading
     private let notify: (NotifyMessage) -> Void
@@ -80,11 +82,12 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// `rules`, `steering` and `counters` nil: the real ones (libnftables, bpf(2) and rtnetlink, netfilter netlink);
     /// `usageStore` nil: the usage file beside the decisions. The tests give fakes.
     public init(engine: Engine, loop: EventLoop, store: DecisionSaving, usageStore: UsageSaving? = nil,
-                tagStore: TagStore? = nil, sysfs: Sysfs,
+                tagStore: TagStore? = nil, sysfs: Sysfs, clock: WallClock = WallClock(),
                 rules: RuleLoading? = nil, steering: SteeringLoading? = nil, counters: UsageCounting? = nil,
                 notify: @escaping (NotifyMessage) -> Void = ServiceManager.notify,
                 loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
-        driver = EngineDriver(engine: engine); self.loop = loop; self.store = store; self.sysfs = sysfs; self.loadPolicy = loadPolicy
+        driver = EngineDriver(engine: engine); self.loop = loop; self.store = store; self.sysfs = sysfs; self.clock = clock
+        self.loadPolicy = loadPolicy
         enforcer = rules ?? Enforcer(loop: loop)
         steerer = steering ?? Steerer()
         self.usageStore = usageStore ?? UsageStore(stateDir: Files.directory(of: store.path))
@@ -244,7 +247,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
                 }
             }
         case .readUsage:
-            TestClock.refresh()
+            clock.refresh()
             let counters = self.counters
             let done: (Result<UsageReading?, Errno>) -> Void = { [unowned self] result in
                 switch result {

@@ -46,18 +46,17 @@ func run() -> Int32 {
     let store = DecisionStore(stateDir: options.stateDir)
     let usageStore = UsageStore(stateDir: options.stateDir)
     let tagStore = TagStore(stateDir: options.stateDir)
-    TestClock.path = options.clockOffsetFile
-    TestClock.refresh()
+    let clock = WallClock(offsetFile: options.clockOffsetFile)
     let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel,
-                                        wallClock: { Double(TestClock.now) },
+                                        wallClock: { Double(clock.now) },
                                         localDate: { let d = Clock.localDay($0); return CivilDate(year: d.year, month: d.month, day: d.day) },
-                                        clockTrust: { [run = options.runRoot] in TestClock.clockTrust(run: run) },
+                                        clockTrust: { [run = options.runRoot] in clock.trust(run: run) },
                                         bootClock: { Clock.bootSeconds() }, promptIDKey: UInt32.random(in: 1...UInt32.max),
                                         netns: (try? Files.fileID("/proc/self/ns/net"))?.inode),
                         decisions: store.load(), usage: usageStore.load(), tags: tagStore.load())
     let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
     let interpreter = Interpreter(engine: engine, loop: loop, store: store, usageStore: usageStore, tagStore: tagStore,
-                                  sysfs: sysfs) {
+                                  sysfs: sysfs, clock: clock) {
         ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)
     }
     let policy = ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)
