@@ -23,13 +23,10 @@ public enum UsageTableState: Equatable, Sendable {
 /// requests waiting for one, the saves, and the usage table's rules.
 struct UsageKeeper {
     var book = UsageBook()
-    /// A reading asked of the edge and not answered yet; another wanted once it is.
-    var reading = false
-    var readAgain = false
-    /// USAGE requests the reading in flight answers, and those that came during it (the next one answers them: the
-    /// reading in flight may have started before what they want counted).
-    var askers: [(ConnectionID, String?)] = []
-    var nextAskers: [(ConnectionID, String?)] = []
+    /// Readings asked of the edge: one in flight, one more after it. Its waiters are USAGE requests (a connection and
+    /// the app asked about): the reading in flight answers its own; those that came during it wait for the next (it
+    /// may have started before what they want counted).
+    var reads = InFlight<(ConnectionID, String?)>()
     /// RESET-USAGE requests the next reading applies (counts up to it are dropped), then answered once saved.
     var resets: [(requester: ConnectionID?, app: String?)] = []
     var resetsSaving: [(requester: ConnectionID?, app: String?, at: Int)] = []
@@ -42,8 +39,8 @@ struct UsageKeeper {
     var tick: TimerID?
     /// The `SaveIntervalSec=` the tick was armed with: a reload that changes it arms the tick again.
     var tickInterval = 0
-    var saving = false
-    var saveAgain = false
+    /// Saves of the totals: one at a time, and one more if they changed meanwhile.
+    var saves = InFlight<Never>()
     var lastSaved: Int?
     /// The totals moved since the last save.
     var dirty = false
@@ -113,15 +110,15 @@ extension Engine {
         let settings = state.config.usage
         guard settings.count else {
             if let t = usage.tick { cancelTimer(t); usage.tick = nil }
-            guard usage.tableMayExist, !usage.reading, usage.loading == nil else { return }
+            guard usage.tableMayExist, !usage.reads.running, usage.loading == nil else { return }
             // Counting was on: what it counted since the last reading is read and saved before the table goes.
             if usage.inForce != nil, !usage.finalRead {
                 usage.finalRead = true
                 requestUsageRead()
                 return
             }
-            if usage.dirty || usage.saving {
-                if !usage.saving { saveUsage() }
+            if usage.dirty || usage.saves.running {
+                if !usage.saves.running { saveUsage() }
                 return
             }
             if usage.inForce != nil { log(.notice, "usage: [Usage] Count=no, removing the counting rules") }
@@ -153,14 +150,12 @@ extension Engine {
 
     /// Asks the edge for the counters; a reading in flight is followed by one more.
     func requestUsageRead() {
-        if usage.reading { usage.readAgain = true; return }
-        usage.reading = true
-        out.append(.readUsage)
+        if usage.reads.start() { out.append(.readUsage) }
     }
 
     /// The kernel's counters (nil: no usage table), or why they could not be read.
     func usageRead(_ reading: UsageReading?, error: String?) {
-        usage.reading = false
+        let (askers, again) = usage.reads.finish()
         if usage.readingForBudgets, error == nil {
             usage.readingForBudgets = false
             usage.readForBudgets = true
@@ -224,9 +219,6 @@ extension Engine {
             invalidateReplies()
         }
         settleBudgets()
-        let askers = usage.askers
-        usage.askers = usage.nextAskers
-        usage.nextAskers = []
         for (id, app) in askers where sessions[id] != nil {
             replyUsage(id, app)
             out.append(.resume(id))
@@ -235,22 +227,18 @@ extension Engine {
         if usage.dirty, usage.stopping || !resets.isEmpty || usage.lastSaved.map({ now.epoch - $0 >= interval }) ?? true {
             saveUsage()
         }
-        if usage.readAgain || !usage.askers.isEmpty || !usage.resets.isEmpty {
-            usage.readAgain = false
-            requestUsageRead()
-        }
+        if again || !usage.reads.waiters.isEmpty || !usage.resets.isEmpty { requestUsageRead() }
     }
 
     /// Writes the totals, once at a time (a change meanwhile is written next).
     func saveUsage() {
-        guard !usage.saving else { usage.saveAgain = true; return }
-        usage.saving = true
+        guard usage.saves.start() else { return }
         usage.dirty = false
         out.append(.saveUsage(usage.book))
     }
 
     func usageSaved(error: String?) {
-        usage.saving = false
+        let (_, again) = usage.saves.finish()
         if let error {
             log(.err, "usage: cannot save the totals: \(error)")
             usage.dirty = true
@@ -269,10 +257,7 @@ extension Engine {
                 answerReset(r, error: nil)
             }
         }
-        if usage.saveAgain {
-            usage.saveAgain = false
-            if usage.dirty { saveUsage() }
-        }
+        if again, usage.dirty { saveUsage() }
     }
 
     private func answerReset(_ r: (requester: ConnectionID?, app: String?, at: Int), error: String?) {
@@ -406,7 +391,7 @@ extension Engine {
             if fresh, !usage.readForBudgets {
                 if !usage.readingForBudgets {
                     usage.readingForBudgets = true
-                    if usage.reading { usage.readAgain = true } else { requestUsageRead() }
+                    requestUsageRead()
                 }
                 return
             }
@@ -576,8 +561,7 @@ extension Engine {
     static let usageReadSpacingSec: UInt64 = 1
 
     private func askUsage(_ id: ConnectionID, _ app: String?) {
-        if usage.reading { usage.nextAskers.append((id, app)) } else { usage.askers.append((id, app)) }
-        requestUsageRead()
+        if usage.reads.request((id, app)) { out.append(.readUsage) }
     }
 
     /// A uid's spacing ran out: what it asked meanwhile is answered from a reading made now.

@@ -173,11 +173,8 @@ public final class Engine {
     private var nextTimer: TimerID = 1
     /// Policy loads run away from the event loop, one at a time: the files read while one is in flight may
     /// predate a request made meanwhile (an admin edits, then asks for a reload), so that request waits for the
-    /// next load. `reloadRequesters` are answered by the load in flight, `nextRequesters` by the one after it.
-    var loadInFlight = false
-    var loadAgain = false
-    var reloadRequesters: [ConnectionID] = []
-    var nextRequesters: [ConnectionID] = []
+    /// next load. Its waiters are the RELOAD requesters each load answers.
+    var policyLoads = InFlight<ConnectionID>()
     /// DECIDE and FORGET whose decision is being written, and requests that came meanwhile.
     var storing: PendingStore?
     var waitingForStore: [(ConnectionID, Request)] = []
@@ -239,15 +236,9 @@ public final class Engine {
             kernel = snapshot
             setNetwork(classify(snapshot))
         case let .policy(result):
-            let wasInFlight = loadInFlight
-            loadInFlight = false
-            applyPolicy(result)
-            if wasInFlight && loadAgain {
-                loadAgain = false
-                reloadRequesters = nextRequesters
-                nextRequesters = []
-                startLoad()
-            }
+            let (requesters, again) = policyLoads.finish()
+            applyPolicy(result, requesters: requesters)
+            if again, policyLoads.start() { startLoad() }
         case .reload:
             requestReload(by: nil)
         case .started:
@@ -478,7 +469,8 @@ public final class Engine {
     }
 
     /// A new policy, or why the files could not be used; the last good policy stays in force then.
-    private func applyPolicy(_ result: ConfigParseResult) {
+    /// `requesters`: the RELOADs this load answers.
+    private func applyPolicy(_ result: ConfigParseResult, requesters: [ConnectionID]) {
         for p in result.problems {
             log(p.severity == .warning ? .warning : .err, p.description)
         }
@@ -492,7 +484,7 @@ public final class Engine {
             state.policyError = message
             pendingEvents.append(.policy(generation: state.policyGeneration, apps: state.config.apps.count,
                                          error: message))
-            finishReload(error: message)
+            finishReload(error: message, requesters: requesters)
             return
         }
         let changed = config != state.config
@@ -534,7 +526,7 @@ public final class Engine {
         // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules.
         settleEnforcement(permissionsChanged: true, networkChanged: true)
         enforcement.settledEarly = true
-        finishReload(error: nil)
+        finishReload(error: nil, requesters: requesters)
     }
 
     private func classify(_ snapshot: KernelSnapshot) -> NetworkState {
@@ -563,8 +555,7 @@ public final class Engine {
         guard let session = sessions.removeValue(forKey: id) else { return }
         if let t = session.waiting?.timer { cancelTimer(t) }
         if let t = session.reaching?.timer { cancelTimer(t) }
-        reloadRequesters.removeAll { $0 == id }
-        nextRequesters.removeAll { $0 == id }
+        policyLoads.removeWaiters { $0 == id }
         waitingForStore.removeAll { $0.0 == id }
         enforcement.held.removeAll { $0.id == id }
         if storing?.requester == id { storing?.requester = nil }
@@ -709,29 +700,20 @@ public final class Engine {
     /// A reload asked for by a connection's RELOAD (answered once the policy is read) or by a signal or a change
     /// on disk (nil). Starts a load, or queues one after the load in flight.
     func requestReload(by requester: ConnectionID?) {
-        if loadInFlight {
-            loadAgain = true
-            if let requester { nextRequesters.append(requester) }
-        } else {
-            if let requester { reloadRequesters.append(requester) }
-            startLoad()
-        }
+        if policyLoads.request(requester) { startLoad() }
     }
 
     /// RELOADING=1, then read the files; the answer comes back as `Input.policy`.
     private func startLoad() {
-        loadInFlight = true
         out.append(.notify(.reloading))
         out.append(.loadPolicy)
     }
 
-    private func finishReload(error: String?) {
+    private func finishReload(error: String?, requesters: [ConnectionID]) {
         // The start-up load is not a reload: READY=1 comes with `started`.
         // A reload is done (`systemctl reload` returns) once its rules are in force.
         if state.ready { onceInForce(nil) { [unowned self] in out.append(.notify(.ready(status: statusText))) } }
         lastStatus = statusSummary
-        let requesters = reloadRequesters
-        reloadRequesters = []
         for id in requesters {
             if let error {
                 replyError(id, ProtocolError(.policyInvalid, error))
