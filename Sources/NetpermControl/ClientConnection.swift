@@ -12,6 +12,8 @@ final class ClientConnection {
     /// entries before the frame being delivered are dropped, so this holds one entry but for a shared socket.
     private var senders: [(from: Int, sender: Credentials)] = []
     private var source: IOSource?
+    /// Its first request was answered (it is served with the established clients).
+    private var established = false
     private var framer: LineFramer
     /// What waits to be sent, in order, from `first` on; `firstSent` bytes of `pieces[first]` went already.
     private var pieces: [Piece] = []
@@ -235,6 +237,19 @@ final class ClientConnection {
     private func processFrames() {
         while !isClosed && !held && !closingAfterFlush && mayTakeRequests, let frame = framer.next() {
             server.delegate.frame(id, frame, sender: sender(of: framer.frameStart))
+            if !established && !isClosed { establish() }
+        }
+    }
+
+    /// Its first request answered: from now on it is served with the established clients (`ControlServer`).
+    private func establish() {
+        established = true
+        source?.cancel()
+        do {
+            source = try server.clientGroup.add(fd: fd, events: interest) { [unowned self] revents in self.ready(revents) }
+        } catch {
+            Log.warning("control socket: cannot move client fd \(fd) to the established clients: \(error)")
+            close()
         }
     }
 

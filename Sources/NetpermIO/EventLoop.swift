@@ -9,8 +9,9 @@ public protocol EventLoop: AnyObject {
     /// Calls `handler` with the name of the entry that changed in directory `path` (nil for the directory itself).
     /// Throws when the path does not exist.
     func watch(directory path: String, _ handler: @escaping (String?) -> Void) throws(Errno) -> TimerSource
-    /// See `IOGroup`.
-    func makeIOGroup() throws(Errno) -> IOGroup
+    /// See `IOGroup`. `servedFirst`: its ready members are served before any other source's; `batch`: at most this
+    /// many ready members per pass, so that a group served first waits behind no more than that.
+    func makeIOGroup(servedFirst: Bool, batch: Int) throws(Errno) -> IOGroup
     func exit(code: Int32)
 }
 
@@ -31,4 +32,8 @@ public protocol TimerSource: AnyObject {
 /// fewer requests than 8).
 public protocol IOGroup: AnyObject {
     func add(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(Errno) -> IOSource
+}
+
+extension EventLoop {
+    public func makeIOGroup() throws(Errno) -> IOGroup { try makeIOGroup(servedFirst: false, batch: 256) }
 }

@@ -6,20 +6,24 @@ import NetpermIO
 /// An epoll instance of its own, seen by sd-event as one source: each pass of the loop serves every ready member
 /// (up to `batch`), instead of one source per pass.
 final class EpollGroup: IOGroup {
-    static let batch = 256
-
+    private let batch: Int
     private let epfd: Int32
     private var source: IOSource?
     /// Keyed by an id, never by descriptor: a descriptor closed and reused within one batch must not reach the
     /// new member with the old one's event.
     private var handlers: [UInt64: (UInt32) -> Void] = [:]
     private var nextID: UInt64 = 1
-    private var ready = [epoll_event](repeating: epoll_event(), count: EpollGroup.batch)
+    private var ready: [epoll_event]
 
-    init(loop: SDEventLoop) throws(Errno) {
+    /// `servedFirst`: a higher sd-event priority than the loop's other sources (and other groups).
+    init(loop: SDEventLoop, servedFirst: Bool, batch: Int) throws(Errno) {
+        self.batch = batch
+        ready = [epoll_event](repeating: epoll_event(), count: batch)
         epfd = try sys { epoll_create1(Int32(EPOLL_CLOEXEC)) }
         do {
-            source = try loop.addIO(fd: epfd, events: IOEvents.readable) { [unowned self] _ in self.dispatch() }
+            let s = try loop.addIO(fd: epfd, events: IOEvents.readable) { [unowned self] _ in self.dispatch() }
+            if servedFirst, let sd = (s as? SDIOSource)?.source { sd_event_source_set_priority(sd, -1) }
+            source = s
         } catch {
             FD.close(epfd)
             throw error
@@ -48,7 +52,7 @@ final class EpollGroup: IOGroup {
 
     private func dispatch() {
         let n = (try? ready.withUnsafeMutableBufferPointer { (buf) throws(Errno) -> Int32 in
-            try sys { epoll_wait(epfd, buf.baseAddress, Int32(Self.batch), 0) }
+            try sys { epoll_wait(epfd, buf.baseAddress, Int32(batch), 0) }
         }) ?? 0
         guard n > 0 else { return }
         for i in 0..<Int(n) {
@@ -85,5 +89,7 @@ final class EpollGroup: IOGroup {
 }
 
 extension SDEventLoop {
-    public func makeIOGroup() throws(Errno) -> IOGroup { try EpollGroup(loop: self) }
+    public func makeIOGroup(servedFirst: Bool, batch: Int) throws(Errno) -> IOGroup {
+        try EpollGroup(loop: self, servedFirst: servedFirst, batch: batch)
+    }
 }

@@ -328,7 +328,7 @@ final class EnginePromptTests: XCTestCase {
     func testBlockedPacketRaisesOnePrompt() throws {
         let h = harness(agents: true)
         let agent = h.connections.keys.max()!
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         let prompts = h.takeEvents(agent, named: "prompt")
         XCTAssertEqual(prompts.map { $0["app"] }, ["maps"])
         XCTAssertEqual(prompts.map { $0["kind"] }, ["wwan"])
@@ -336,12 +336,12 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertEqual(prompts.first?["identity"], .null, "a packet names no process")
         XCTAssertEqual(prompts.first?["link"]?["name"], "wwan0")
         XCTAssertEqual(h.logged(containing: "maps wants to use wwan via wwan0 (uid 0) (its traffic was rejected): prompt 1").count, 1)
-        for _ in 0..<5 { h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil)) }
+        for _ in 0..<5 { rejected(h) }
         _ = h.request(h.connect(rootMaps), "QUERY")
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "one open prompt per app and kind, whoever raised it")
         XCTAssertEqual(h.request(h.connect(), "DECIDE maps wwan allow")["ok"], true)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-answered").map { $0["id"] }, [1])
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "decided: a late packet raises nothing")
     }
 
@@ -363,7 +363,7 @@ final class EnginePromptTests: XCTestCase {
     /// With no agent, nobody can be asked: no prompt, and the log says so once per app and kind.
     func testBlockedPacketWithNoAgentIsLoggedOnce() {
         let h = harness()
-        for _ in 0..<3 { h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil)) }
+        for _ in 0..<3 { rejected(h) }
         XCTAssertEqual(h.request(h.connect(Peers.admin), "PROMPTS")["prompts"], .array([]))
         XCTAssertEqual(h.logged(containing: "maps may not use wwan, which its policy sets to ask: its traffic was "
             + "rejected and no agent is listening").count, 1)
@@ -375,16 +375,16 @@ final class EnginePromptTests: XCTestCase {
     func testExpiredPromptIsQuietForAMinute() {
         let h = harness(agents: true)
         let agent = h.connections.keys.max()!
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [1])
         h.advance(bySeconds: 10)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [1])
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         h.advance(bySeconds: 59)
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [])
         h.advance(bySeconds: 1)
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
     }
 
@@ -393,7 +393,7 @@ final class EnginePromptTests: XCTestCase {
     func testQuietRestartsAtEachExpiry() {
         let h = harness(agents: true)
         let agent = h.connections.keys.max()!
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         h.advance(bySeconds: 11)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [1])
         _ = h.request(h.connect(rootMaps), "QUERY")
@@ -401,10 +401,10 @@ final class EnginePromptTests: XCTestCase {
         h.advance(bySeconds: 10)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired").map { $0["id"] }, [2])
         h.advance(bySeconds: 50)
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "60 s after the first expiry, 50 s after the last")
         h.advance(bySeconds: 10)
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [3])
     }
 
@@ -413,7 +413,7 @@ final class EnginePromptTests: XCTestCase {
     func testADismissedPromptClosesAtOnceAndIsQuietForAMinute() {
         let h = harness(agents: true)
         let agent = h.connections.keys.max()!
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [1])
         let got = h.send(agent, "ANSWER 1 dismiss").map(EngineHarness.parse)
         XCTAssertEqual(got.first { $0["event"] == nil }?["dismissed"]?["id"], 1)
@@ -425,13 +425,16 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertNotNil(h.requestError(agent, "ANSWER 1 dismiss", .notFound))
         XCTAssertNotNil(h.requestError(agent, "ANSWER 1 dismiss --everyone", .badArguments))
         h.advance(bySeconds: 59)
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt"), [], "quiet for a minute after the dismiss")
         h.advance(bySeconds: 1)
-        h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil))
+        rejected(h)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [2])
         _ = h.request(agent, "ANSWER 2 dismiss")
         _ = h.request(h.connect(rootMaps), "QUERY")
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["id"] }, [3], "asking raises it at once")
     }
+
+    /// A packet of root's maps over WWAN, rejected and logged by the rules.
+    private func rejected(_ h: EngineHarness) { h.feed(.blocked(app: "maps", kind: .wwan, uid: 0, ifindex: nil)) }
 }

@@ -62,7 +62,8 @@ public final class TestLoop: EventLoop {
         throw Errno(ENOSYS)
     }
 
-    public func makeIOGroup() throws(Errno) -> IOGroup { Group(loop: self) }
+    /// Every source is served once per pass here, whatever its group's priority.
+    public func makeIOGroup(servedFirst: Bool, batch: Int) throws(Errno) -> IOGroup { Group(loop: self) }
 
     public func exit(code: Int32) {}
 

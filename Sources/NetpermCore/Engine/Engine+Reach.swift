@@ -15,10 +15,7 @@ extension Engine {
         }
         var wait: UInt64?
         if args.count == 2 {
-            guard let usec = Seconds.parseMicroseconds(args[1]) else {
-                replyError(session.id, ProtocolError(.badArguments, "bad time-out \(ConfigError.quote(args[1])): expected seconds, e.g. 30 or 0.5"))
-                return
-            }
+            guard let usec = timeOut(args[1], session) else { return }
             wait = usec
         }
         let own = ownVerdict(session)

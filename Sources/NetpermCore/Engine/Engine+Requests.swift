@@ -215,14 +215,20 @@ extension Engine {
 
     // MARK: - WAIT
 
+    /// A request's SECONDS (WAIT, REACH) in microseconds; nil, with the error replied, when it is none.
+    func timeOut(_ text: String, _ session: Session) -> UInt64? {
+        guard let usec = Seconds.parseMicroseconds(text) else {
+            replyError(session.id, ProtocolError(.badArguments, "bad time-out \(ConfigError.quote(text)): expected seconds, e.g. 30 or 0.5"))
+            return nil
+        }
+        return usec
+    }
+
     private func wait(_ arguments: [String], session: Session) {
         var args = arguments
         var timeout: UInt64?
         if let last = args.last, let first = last.unicodeScalars.first, !AppPolicy.isLetter(first) {
-            guard let usec = Seconds.parseMicroseconds(last) else {
-                replyError(session.id, ProtocolError(.badArguments, "bad time-out \(ConfigError.quote(last)): expected seconds, e.g. 30 or 0.5"))
-                return
-            }
+            guard let usec = timeOut(last, session) else { return }
             timeout = usec
             args.removeLast()
         }
