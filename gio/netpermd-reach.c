@@ -99,7 +99,9 @@ out:
 typedef struct
 {
   GSocketConnection *connection;
-  GDataInputStream *in;
+  /* The reply as it comes, up to NETPERMD_REACH_MAX_REPLY: a line, never read unbounded. */
+  GByteArray *in;
+  guint8 chunk[4096];
   char *request;
 } Ask;
 
@@ -109,7 +111,7 @@ ask_free (gpointer data)
   Ask *a = data;
   if (a->connection)
     g_io_stream_close (G_IO_STREAM (a->connection), NULL, NULL);
-  g_clear_object (&a->in);
+  g_clear_pointer (&a->in, g_byte_array_unref);
   g_clear_object (&a->connection);
   g_free (a->request);
   g_free (a);
@@ -128,17 +130,37 @@ return_unasked (GTask *task, GError *error)
     }
 }
 
+static void on_read (GObject *source, GAsyncResult *result, gpointer user_data);
+
 static void
-on_line (GObject *source, GAsyncResult *result, gpointer user_data)
+read_more (GTask *task)
+{
+  Ask *a = g_object_get_data (G_OBJECT (task), "ask");
+  g_input_stream_read_async (g_io_stream_get_input_stream (G_IO_STREAM (a->connection)), a->chunk, sizeof a->chunk,
+                             G_PRIORITY_DEFAULT, g_task_get_cancellable (task), on_read, task);
+}
+
+static void
+on_read (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr (GTask) task = user_data;
+  Ask *a = g_object_get_data (G_OBJECT (task), "ask");
   GError *error = NULL;
-  gsize length = 0;
-  g_autofree char *line = g_data_input_stream_read_line_finish (G_DATA_INPUT_STREAM (source), result, &length, &error);
-  if (!line)
+  gssize n = g_input_stream_read_finish (G_INPUT_STREAM (source), result, &error);
+  if (n < 0)
     return return_unasked (task, error);
+  g_byte_array_append (a->in, a->chunk, (guint)n);
+  guint8 *nl = memchr (a->in->data, '\n', a->in->len);
+  if (!nl)
+    {
+      /* The daemon closed before a whole line, or sent more than any reply is: judged without it. */
+      if (n == 0 || a->in->len >= NETPERMD_REACH_MAX_REPLY)
+        return g_task_return_int (task, NETPERMD_REACH_UNASKED);
+      read_more (g_steal_pointer (&task));
+      return;
+    }
   g_autoptr (JsonParser) parser = json_parser_new ();
-  NetpermdReach r = netpermd_reach_reply (parser, line, length, &error);
+  NetpermdReach r = netpermd_reach_reply (parser, (const char *)a->in->data, (gsize)(nl - a->in->data), &error);
   if (r == NETPERMD_REACH_NO || r == NETPERMD_REACH_UNROUTED)
     {
       /* The verdict's reason travels in the error, beside the answer. */
@@ -161,8 +183,7 @@ on_written (GObject *source, GAsyncResult *result, gpointer user_data)
       g_object_unref (task);
       return;
     }
-  Ask *a = g_object_get_data (G_OBJECT (task), "ask");
-  g_data_input_stream_read_line_async (a->in, G_PRIORITY_DEFAULT, g_task_get_cancellable (task), on_line, task);
+  read_more (task);
 }
 
 static void
@@ -178,8 +199,7 @@ on_connected (GObject *source, GAsyncResult *result, gpointer user_data)
       g_object_unref (task);
       return;
     }
-  a->in = g_data_input_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (a->connection)));
-  g_filter_input_stream_set_close_base_stream (G_FILTER_INPUT_STREAM (a->in), FALSE);
+  a->in = g_byte_array_new ();
   g_output_stream_write_all_async (g_io_stream_get_output_stream (G_IO_STREAM (a->connection)), a->request,
                                    strlen (a->request), G_PRIORITY_DEFAULT, g_task_get_cancellable (task), on_written,
                                    task);
