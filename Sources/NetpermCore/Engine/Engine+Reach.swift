@@ -23,7 +23,7 @@ extension Engine {
             reply(session.id) { w in w.field("ok", true); w.field("destination", text); own.write(to: &w) }
             return
         }
-                session.reaching = Reaching(destination: address, text: text, wait: wait, timer: nil, route: nil)
+        session.reaching = Reaching(destination: address, text: text, wait: wait, timer: nil, route: nil)
         out.append(.hold(session.id))
         out.append(.lookUpRoute(session.id, RouteQuestion(destination: address, uid: session.identity.uid, mark: steeringMark(own))))
     }
