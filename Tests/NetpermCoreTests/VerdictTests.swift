@@ -271,25 +271,26 @@ final class VerdictTests: XCTestCase {
                                                 ready: ready)
                         let json = v.json
                         let want = oracle(layout.links, layout.egress, p, ready: ready)
-                        let label = "kinds \(present.map(\.rawValue)) \(layout.name) \(p) ready \(ready)"
-                        XCTAssertEqual(actual(v), want, label)
-                        XCTAssertEqual(fromJSON(json), want, label)
+                        // Described only for a failure: `\(p)` is reflection, and this runs 100,000 times.
+                        func label() -> String { "kinds \(present.map(\.rawValue)) \(layout.name) \(p) ready \(ready)" }
+                        XCTAssertEqual(actual(v), want, label())
+                        XCTAssertEqual(fromJSON(json), want, label())
                         XCTAssertEqual(v.app, "a")
                         XCTAssertEqual(v.matchedBy, .unit)
                         XCTAssertEqual(v.permissions, p)
                         XCTAssertEqual(json.keys, ["app", "matched_by", "available", "reason", "via", "egress",
                                                    "bind_to", "denied_kinds", "pending_kinds", "permissions",
-                                                   "sources", "enforced", "enforced_why", "message"], label)
+                                                   "sources", "enforced", "enforced_why", "message"], label())
                         XCTAssertEqual(json["permissions"], .object([
                             ("wifi", .string(p.wifi.rawValue)), ("wwan", .string(p.wwan.rawValue)),
                             ("ethernet", .string(p.ethernet.rawValue)), ("other", .string(p.other.rawValue)),
                             ("metered", .string(p.metered.rawValue)),
-                        ]), label)
+                        ]), label())
                         // makeLink meters exactly the cellular links, and the Wi-Fi ones in hotspot rows.
                         for member in ["via", "bind_to"] {
                             if let kind = json[member]?["kind"]?.stringValue {
                                 XCTAssertEqual(json[member]?["metered"]?.boolValue,
-                                               kind == "wwan" || (hotspot && kind == "wifi"), label)
+                                               kind == "wwan" || (hotspot && kind == "wifi"), label())
                             }
                         }
                         checked += 1
