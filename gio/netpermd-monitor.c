@@ -186,13 +186,18 @@ no_address (GError **error)
   g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_HOST_UNREACHABLE, "the name resolves to no address");
 }
 
+static GInetAddress *
+inet_of (GSocketAddress *address)
+{
+  return G_IS_INET_SOCKET_ADDRESS (address) ? g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (address)) : NULL;
+}
+
 /* One address's answer: the daemon's judgment of it (by the link the kernel sends it by); when the daemon cannot
  * be asked, the app's verdict and whether the kernel routes the address at all. */
 static gboolean
 judged (NetpermdNetworkMonitor *self, NetpermdReach answer, GSocketAddress *address, GError **error)
 {
-  GInetAddress *inet = G_IS_INET_SOCKET_ADDRESS (address)
-      ? g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (address)) : NULL;
+  GInetAddress *inet = inet_of (address);
   switch (answer)
     {
     case NETPERMD_REACH_YES:
@@ -220,11 +225,6 @@ judged (NetpermdNetworkMonitor *self, NetpermdReach answer, GSocketAddress *addr
   return FALSE;
 }
 
-static GInetAddress *
-inet_of (GSocketAddress *address)
-{
-  return G_IS_INET_SOCKET_ADDRESS (address) ? g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (address)) : NULL;
-}
 
 /* An app that checks before it connects is asked as its first connection would be: the daemon raises the prompt,
  * and the error says the person is being asked. */

@@ -118,10 +118,13 @@ final class EngineReachTests: XCTestCase {
         h.advance(bySeconds: 2)
         XCTAssertEqual(h.takeParsed(other).first?["reason"], "awaiting-decision")
         XCTAssertEqual(h.request(agent, "PROMPTS")["prompts"]?.arrayValue?.count, 1)
-        // A closed connection leaves no timer behind (the harness checks cancellations).
+        // A closed connection leaves no timer behind.
         _ = h.send(other, "REACH 10.64.0.9 60")
+        XCTAssertEqual(h.engine.reachesHeld, 1)
+        let armed = h.armedTimers
         h.disconnect(other)
-        h.advance(bySeconds: 60)
+        XCTAssertEqual(h.armedTimers, armed - 1, "its time-out went with it")
+        XCTAssertEqual(h.engine.reachesHeld, 0)
     }
 
     func testBadAddressesAreRefused() {

@@ -54,6 +54,7 @@ extension Engine {
         }
         if let wait = r.wait, isAsked(v) {
             session.reaching?.timer = armTimer(.reachTimeout(id), microseconds: wait)
+            reachesHeld += 1
             log(.debug, "pid \(session.identity.pid) waits for an answer to reach \(r.text) (up to \(wait / 1000) ms)")
         } else {
             finishReach(session)
@@ -74,7 +75,10 @@ extension Engine {
     /// Replies to a REACH whose route is known, with its verdict as it stands now.
     func finishReach(_ session: Session) {
         guard let r = session.reaching, r.route != nil else { return }
-        if let t = r.timer { cancelTimer(t) }
+        if let t = r.timer {
+            cancelTimer(t)
+            reachesHeld -= 1
+        }
         session.reaching = nil
         let v = reachVerdict(session, r)
         reply(session.id) { w in
@@ -87,6 +91,8 @@ extension Engine {
 
     /// Held REACHes whose prompt was answered, expired or withdrawn (or whose verdict no longer waits for one).
     func answerReachers() {
+        // Every change settles here: with thousands of subscribers and no REACH held, no pass over them.
+        guard reachesHeld > 0 else { return }
         for session in orderedSessions(where: { $0.reaching?.timer != nil }) {
             guard let r = session.reaching, !isAsked(reachVerdict(session, r)) else { continue }
             finishReach(session)

@@ -195,6 +195,8 @@ public final class Engine {
     /// Subscribers of their own app that a reload made another app (renamed, or an [App] added for them): told their
     /// new app's verdict once the reload has settled, even if it equals the old one's.
     var ownAppMoved: [ConnectionID] = []
+    /// REACHes held for a person's answer (those with a time-out armed).
+    var reachesHeld = 0
     static let blockedQuietSec: UInt64 = 60
 
     /// Enforcement in the kernel (Engine+Enforcement.swift). Replies say whether an app is enforced, so a change
@@ -554,7 +556,10 @@ public final class Engine {
     private func closed(_ id: ConnectionID) {
         guard let session = sessions.removeValue(forKey: id) else { return }
         if let t = session.waiting?.timer { cancelTimer(t) }
-        if let t = session.reaching?.timer { cancelTimer(t) }
+        if let t = session.reaching?.timer {
+            cancelTimer(t)
+            reachesHeld -= 1
+        }
         policyLoads.removeWaiters { $0 == id }
         waitingForStore.removeAll { $0.0 == id }
         enforcement.held.removeAll { $0.id == id }
@@ -677,8 +682,9 @@ public final class Engine {
             guard let session = sessions[conn], let w = session.waiting else { return }
             finishWait(session, timedOut: verdict(for: w.match, uid: w.uid))
         case let .reachTimeout(conn):
-            guard let session = sessions[conn] else { return }
+            guard let session = sessions[conn], session.reaching?.timer != nil else { return }
             session.reaching?.timer = nil
+            reachesHeld -= 1
             finishReach(session)
         case let .promptExpiry(promptID):
             guard let p = state.prompts.find(id: promptID) else { return }
