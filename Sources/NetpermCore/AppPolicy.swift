@@ -9,6 +9,12 @@ public struct AppPolicy: Equatable, Sendable {
     public var units: [Glob] = []
     public var userUnits: [Glob] = []
     public var uids: [UInt32] = []
+    /// `DesktopId=`: desktop application IDs whose apps (DesktopAppID, in a user's manager) are this app. With
+    /// `[Defaults] DesktopApps=yes` an app whose own id is a valid application ID is that desktop app too.
+    public var desktopIDs: [String] = []
+    /// Not from the policy: a desktop app found running or installed (`Config.addingDesktopApps`), with
+    /// `[Defaults]`' permissions.
+    public var discovered = false
     public var permissions = PartialPermissions()
     /// `MeteredBudget=`: nil when unset ([Defaults]' applies).
     public var meteredBudget: MeteredBudget?
@@ -18,7 +24,16 @@ public struct AppPolicy: Equatable, Sendable {
 
     public init(id: String, path: String, line: Int) { self.id = id; self.path = path; self.line = line }
 
-    public var hasIdentity: Bool { !executables.isEmpty || !units.isEmpty || !userUnits.isEmpty || !uids.isEmpty }
+    public var hasIdentity: Bool {
+        !executables.isEmpty || !units.isEmpty || !userUnits.isEmpty || !uids.isEmpty || !desktopIDs.isEmpty
+    }
+
+    /// A desktop app no policy line names: its id is its application ID, and `[Defaults]` decide for it.
+    public init(discovered id: String) {
+        self.init(id: id, path: "", line: 0)
+        desktopIDs = [id]
+        discovered = true
+    }
 
     /// App ids start with a letter, then letters, digits, '.', '-', '_'.
     public static func isValidID(_ s: String) -> Bool {

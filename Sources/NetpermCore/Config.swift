@@ -19,6 +19,10 @@ public struct Config: Equatable, Sendable {
     public var enforcement = EnforcementMode.off
     /// `[Usage]`: whether traffic is counted per app, and the periods (docs/USAGE.md).
     public var usage = UsageSettings()
+    /// `[Defaults] DesktopApps=`: whether a desktop app (DesktopAppID: a unit of a user's manager named for its
+    /// application ID) is an app by itself, with `[Defaults]`' permissions, when no `[App]` names it; and whether an
+    /// `[App]` whose name is an application ID is that desktop app (docs/APPS.md, "Desktop apps").
+    public var desktopApps = true
     /// `[Defaults] MeteredBudget=`: bytes an app no `[App]` gives its own may move over metered links per period.
     public var meteredBudget: UInt64?
     /// In the order first defined: the first matching `[App]` wins.
@@ -27,6 +31,8 @@ public struct Config: Equatable, Sendable {
     /// Literal executable paths, for matching without scanning every app.
     private var exactExecutables: [String: Int] = [:]
     private var globExecutableApps: [Int] = []
+    /// Apps by desktop application ID (`AppPolicy.desktopIDs`): the first app naming it.
+    private var desktopIndex: [String: Int] = [:]
 
     public init() {}
 
@@ -34,7 +40,7 @@ public struct Config: Equatable, Sendable {
         a.interfaces == b.interfaces && a.networks == b.networks && a.defaults == b.defaults && a.adminGroup == b.adminGroup
             && a.adminGID == b.adminGID && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
             && a.usage == b.usage && a.meteredBudget == b.meteredBudget
-            && a.userDecisions == b.userDecisions
+            && a.userDecisions == b.userDecisions && a.desktopApps == b.desktopApps
     }
 
     public func app(named id: String) -> AppPolicy? { appIndex[id].map { apps[$0] } }
@@ -52,10 +58,15 @@ public struct Config: Equatable, Sendable {
                 parser.apply(section)
             }
         }
-        // Only now, when every drop-in has had its say.
-        for app in parser.config.apps where !app.hasIdentity && !parser.badIdentity.contains(app.id) {
-            parser.problems.error(app.path, app.line, in: IniSection.label("App", app.id),
-                                  "no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+        // Only now, when every drop-in has had its say (DesktopApps= included).
+        for (i, app) in parser.config.apps.enumerated() {
+            if parser.config.desktopApps, DesktopAppID.isValid(app.id), !app.desktopIDs.contains(app.id) {
+                parser.config.apps[i].desktopIDs.insert(app.id, at: 0)
+            } else if !app.hasIdentity && !parser.badIdentity.contains(app.id) {
+                parser.problems.error(app.path, app.line, in: IniSection.label("App", app.id),
+                                      "no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it"
+                                        + (DesktopAppID.isValid(app.id) ? " (DesktopApps=no)" : ""))
+            }
         }
         // A budget nothing counts against would never run out: said where it is set.
         if !parser.config.usage.count, let (path, line, label) = parser.firstBudget {
@@ -76,7 +87,9 @@ public struct Config: Equatable, Sendable {
     private mutating func buildIndex() {
         exactExecutables = [:]
         globExecutableApps = []
+        desktopIndex = [:]
         for (i, app) in apps.enumerated() {
+            for d in app.desktopIDs where desktopIndex[d] == nil { desktopIndex[d] = i }
             var hasGlob = false
             for g in app.executables {
                 if g.isLiteral {
@@ -108,6 +121,10 @@ public struct Config: Equatable, Sendable {
            let app = apps.first(where: { (peer.userUnit ? $0.userUnits : $0.units).contains { $0.matches(unit) } }) {
             return AppMatch(id: app.id, matchedBy: .unit, app: app)
         }
+        if let desktop = desktopAppID(peer) {
+            let app = desktopIndex[desktop].map { apps[$0] } ?? AppPolicy(discovered: desktop)
+            return AppMatch(id: app.id, matchedBy: .desktop, app: app)
+        }
         if let app = apps.first(where: { $0.uids.contains(peer.uid) }) {
             return AppMatch(id: app.id, matchedBy: .user, app: app)
         }
@@ -116,6 +133,44 @@ public struct Config: Equatable, Sendable {
         var id = base, n = 2
         while appIndex[id] != nil { id = "\(base)-\(n)"; n += 1 }
         return AppMatch(id: id, matchedBy: .defaults, app: nil)
+    }
+
+    /// The desktop app `peer` is (DesktopAppID), if any `[App]` names it by `DesktopId=`, or desktop apps are apps.
+    public func desktopAppID(_ peer: PeerIdentity) -> String? {
+        guard peer.userUnit, peer.unitFollowed, let unit = peer.unit,
+              let id = DesktopAppID.from(unit: unit, slice: peer.slice) else { return nil }
+        return desktopApps || desktopIndex[id] != nil ? id : nil
+    }
+
+    /// The desktop app a user's unit cgroup is, as `desktopAppID(_:)` says for its processes.
+    public func desktopAppID(_ c: UnitCgroup) -> String? {
+        guard c.user, let id = DesktopAppID.from(unit: c.unit, slice: c.slice) else { return nil }
+        return desktopApps || desktopIndex[id] != nil ? id : nil
+    }
+
+    /// The app a desktop application ID is: an `[App]` naming it, nil when none does.
+    public func app(desktopID id: String) -> AppPolicy? { desktopIndex[id].map { apps[$0] } }
+
+    /// This policy with an app of its own for each desktop app in `ids` no `[App]` names (in the order of their ids,
+    /// after the policy's): what the engine judges, lists and enforces. Nothing with `DesktopApps=no`.
+    public func addingDesktopApps(_ ids: some Sequence<String>) -> Config {
+        guard desktopApps else { return self }
+        let new = Set(ids).filter { desktopIndex[$0] == nil && appIndex[$0] == nil }.sorted()
+        guard !new.isEmpty else { return self }
+        var c = self
+        for id in new { c.put(AppPolicy(discovered: id)) }
+        c.buildIndex()
+        return c
+    }
+
+    /// The policy without the apps `addingDesktopApps` added.
+    public var policyOnly: Config {
+        guard apps.contains(where: \.discovered) else { return self }
+        var c = self
+        c.apps.removeAll(where: \.discovered)
+        c.appIndex = Dictionary(uniqueKeysWithValues: c.apps.enumerated().map { ($1.id, $0) })
+        c.buildIndex()
+        return c
     }
 
     /// An id for an app no section names: the executable's file name, made a valid id.
@@ -236,6 +291,12 @@ public struct Config: Equatable, Sendable {
                         case let .bytes(n): config.meteredBudget = n; noteBudget(s, e)
                         }
                     }
+                } else if e.key == "DesktopApps" {
+                    if let b = Ini.parseBool(e.value) {
+                        config.desktopApps = b
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for DesktopApps= (expected yes or no)")
+                    }
                 } else if e.key == "UserDecisions" {
                     if let b = Ini.parseBool(e.value) {
                         config.userDecisions = b
@@ -287,6 +348,20 @@ public struct Config: Equatable, Sendable {
                     } else if let b = budget(s, e) {
                         app.meteredBudget = b
                         if case .bytes = b { noteBudget(s, e) }
+                    }
+                    continue
+                }
+                if e.key == "DesktopId" {
+                    if replaced.insert(e.key).inserted || e.value.isEmpty { app.desktopIDs = [] }
+                    for w in e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init) {
+                        // As a .desktop file's name is given, or as GApplication names itself.
+                        let id = w.hasSuffix(".desktop") ? String(w.dropLast(8)) : w
+                        guard DesktopAppID.isValid(id) else {
+                            badWord(e.line, "DesktopId= takes application IDs such as org.gnome.Maps (at least two "
+                                + "elements of letters, digits, '_' and '-', separated by '.'), got \(ConfigError.quote(w))")
+                            continue
+                        }
+                        if !app.desktopIDs.contains(id) { app.desktopIDs.append(id) }
                     }
                     continue
                 }
@@ -515,8 +590,8 @@ enum SectionKind: CaseIterable {
     var keys: [String] {
         let kinds = PermissionSet.dimensions.map(\.key)
         switch self {
-        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec", "UserDecisions", "MeteredBudget"]
-        case .app: return ["Executable", "Unit", "UserUnit", "User"] + kinds + ["MeteredBudget"]
+        case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec", "UserDecisions", "MeteredBudget", "DesktopApps"]
+        case .app: return ["Executable", "Unit", "UserUnit", "User", "DesktopId"] + kinds + ["MeteredBudget"]
         case .interface, .network: return ["Kind", "Metered"]
         case .enforcement: return ["Mode"]
         case .usage: return ["Count", "PeriodStart", "SaveIntervalSec", "MetricsApps"]

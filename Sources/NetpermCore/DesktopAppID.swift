@@ -11,6 +11,15 @@
 /// user's command, not the terminal; `session.slice` and `background.slice` units (portals, the shell, pipewire)
 /// are the desktop's own, and have no `app-` name. Pure: a name in, an ID or nil out.
 public enum DesktopAppID {
+    /// The slices of a user's manager whose units are the desktop's own, whatever their names: never an app.
+    public static let desktopSlices: Set<String> = ["session.slice", "background.slice"]
+
+    /// The app a unit in `slice` of a user's manager is.
+    public static func from(unit: String, slice: String?) -> String? {
+        if let slice, desktopSlices.contains(slice) { return nil }
+        return from(unit: unit)
+    }
+
     public static func from(unit: String) -> String? {
         let u = Array(unit.utf8)
         if u.starts(with: Array("dbus-:".utf8)) { return fromDBus(u) }

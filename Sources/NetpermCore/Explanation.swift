@@ -16,23 +16,26 @@ extension Verdict {
     private var reasonMessage: String? {
         switch reason {
         case .ok: return nil
-        case .noNetwork: return "\(app) cannot use the network: no link is usable"
+        case .noNetwork: return "\(shownName) cannot use the network: no link is usable"
         case .denied: return kindsMessage(deniedKinds)
         case .awaitingDecision:
             let kinds = pendingKinds.isEmpty ? "the network" : Self.list(pendingKinds.map(Self.text))
-            return "\(app) may not use \(kinds) yet: waiting for your answer"
+            return "\(shownName) may not use \(kinds) yet: waiting for your answer"
         case .routedElsewhere: return routedElsewhereMessage
         case .budgetExhausted:
             guard let b = budget else {
-                return "\(app) may not use metered links: its metered budget for this period is used up"
+                return "\(shownName) may not use metered links: its metered budget for this period is used up"
             }
             // Used up is used up: the counters may stop short of the budget (the kernel refused the packet that
             // would have crossed it), and "used 3 KiB of 4 KiB" would read as room left.
-            return "\(app) may not use metered links: it has used up its metered budget of \(ByteSize.text(b.limit)) "
+            return "\(shownName) may not use metered links: it has used up its metered budget of \(ByteSize.text(b.limit)) "
                 + "for this period" + (b.periodEnd.map { "; they open again on \($0)" } ?? "")
         case .starting: return "netpermd is still starting"
         }
     }
+
+    /// The app as a person knows it: its desktop file's name, else its id.
+    var shownName: String { name ?? app }
 
     /// "metered links" for `metered`, the kind's name otherwise.
     static func text(_ d: PolicyDimension) -> String { d == .metered ? "metered links" : d.rawValue }
@@ -59,9 +62,9 @@ extension Verdict {
 
     /// "maps may not use wwan: its policy denies it", or with several "... wifi (why) or wwan (why)".
     func kindsMessage(_ kinds: [PolicyDimension]) -> String {
-        guard !kinds.isEmpty else { return "\(app) may not use the network: no usable link is one it may use" }
-        if kinds.count == 1 { return "\(app) may not use \(Self.text(kinds[0])): \(whyNot(kinds[0]))" }
-        return "\(app) may not use " + Self.list(kinds.map { "\(Self.text($0)) (\(whyNot($0)))" })
+        guard !kinds.isEmpty else { return "\(shownName) may not use the network: no usable link is one it may use" }
+        if kinds.count == 1 { return "\(shownName) may not use \(Self.text(kinds[0])): \(whyNot(kinds[0]))" }
+        return "\(shownName) may not use " + Self.list(kinds.map { "\(Self.text($0)) (\(whyNot($0)))" })
     }
 
     /// routed-elsewhere: what keeps the app off (a usable link it may not use, a blocking route, a link without
@@ -71,15 +74,15 @@ extension Verdict {
         for family in AddressFamily.allCases {
             guard case let .link(l, allowed)? = egress[family], l.usable, !allowed, l.kind != .loopback else { continue }
             let d: PolicyDimension = PolicyDimension(kind: l.kind).map { permissions[$0] != .allow ? $0 : .metered } ?? .metered
-            return "\(app) may not use \(Self.text(d)): \(whyNot(d)) (the kernel routes its traffic by \(l.name)\(instead))"
+            return "\(shownName) may not use \(Self.text(d)): \(whyNot(d)) (the kernel routes its traffic by \(l.name)\(instead))"
         }
         for family in AddressFamily.allCases {
             switch egress[family] {
-            case let .blocked(b)?: return "the kernel routes \(app)'s traffic into a \(b.rawValue) route\(instead)"
-            case let .link(l, _)?: return "the kernel routes \(app)'s traffic by \(l.name), which is not usable\(instead)"
+            case let .blocked(b)?: return "the kernel routes \(shownName)'s traffic into a \(b.rawValue) route\(instead)"
+            case let .link(l, _)?: return "the kernel routes \(shownName)'s traffic by \(l.name), which is not usable\(instead)"
             case nil: continue
             }
         }
-        return "the kernel has no route for \(app)'s traffic\(instead)"
+        return "the kernel has no route for \(shownName)'s traffic\(instead)"
     }
 }

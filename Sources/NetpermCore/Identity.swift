@@ -16,14 +16,17 @@ public struct PeerIdentity: Equatable, Sendable {
     /// The rules can follow `unit`'s cgroup (`UnitCgroups.isFollowed`): not when it is deeper than the levels they
     /// look up, or inside another unit's cgroup.
     public var unitFollowed: Bool
+    /// The slice `unit` is in (`app.slice`), nil when none: a desktop's own units run in `session.slice` and
+    /// `background.slice` (DesktopAppID).
+    public var slice: String?
     /// Why something could not be read, e.g. "cannot read /proc/1234/exe: Permission denied".
     public var problem: String?
 
     public init(pid: Int32, uid: UInt32, gids: [UInt32], executable: String?, unit: String?, userUnit: Bool = false,
-                unitFollowed: Bool = true, problem: String? = nil) {
+                unitFollowed: Bool = true, slice: String? = nil, problem: String? = nil) {
         self.pid = pid; self.uid = uid; self.gids = gids
         self.executable = executable; self.unit = unit; self.userUnit = userUnit; self.unitFollowed = unitFollowed
-        self.problem = problem
+        self.slice = slice; self.problem = problem
     }
 
     /// The innermost service or scope in a /proc/PID/cgroup text (cgroup v2 line "0::/path", or the
@@ -33,7 +36,7 @@ public struct PeerIdentity: Equatable, Sendable {
     /// The innermost service or scope, whether a user's service manager runs it (a `user@UID.service` above it in
     /// the path: any user may start a unit of theirs with any name, so such a unit says only what its user chose
     /// to call it), and whether the rules can follow its cgroup.
-    public static func unitAndManager(fromCgroup text: String) -> (unit: String, user: Bool, followed: Bool)? {
+    public static func unitAndManager(fromCgroup text: String) -> (unit: String, user: Bool, followed: Bool, slice: String?)? {
         var path: Substring?
         for line in text.split(separator: "\n") {
             // "hierarchy-ID:controllers:path"
@@ -46,7 +49,8 @@ public struct PeerIdentity: Equatable, Sendable {
         let parts = path.split(separator: "/")
         guard let i = parts.lastIndex(where: { $0.hasSuffix(".service") || $0.hasSuffix(".scope") }) else { return nil }
         let user = parts[..<i].contains { $0.hasPrefix("user@") && $0.hasSuffix(".service") }
-        return (String(parts[i]), user, UnitCgroups.isFollowed(path: path))
+        let slice = i > parts.startIndex && parts[i - 1].hasSuffix(".slice") ? String(parts[i - 1]) : nil
+        return (String(parts[i]), user, UnitCgroups.isFollowed(path: path), slice)
     }
 
     public func write(to s: inout JSONWriter) {
@@ -62,6 +66,8 @@ public struct PeerIdentity: Equatable, Sendable {
 /// How an app was recognised.
 public enum MatchedBy: String, Sendable {
     case executable, unit, user
+    /// A desktop app, by the application ID in its unit's name (DesktopAppID).
+    case desktop
     /// No `[App]` matched: `[Defaults]` under an id derived from the executable.
     case defaults = "default"
     /// A privileged caller named the app.

@@ -68,6 +68,10 @@ public struct Prompt: Equatable, Sendable {
     /// The app was recognised by a name its user's own service manager gave (a `UserUnit=` match): the user, not the
     /// policy's author, said which app it is, so an admin's answer is for that uid unless they answer for everyone.
     public var userNamed = false
+    /// The app's name and icon from its desktop file, as the uid asked for sees them: "Allow “Maps” to use
+    /// cellular data?", the notification's icon.
+    public var name: String? = nil
+    public var icon: String? = nil
     /// The processes that asked while it was open: once every one has exited it is withdrawn, unless the app's
     /// traffic was rejected too (no process is known to have given up then).
     public var askers: [Int32] = []
@@ -80,6 +84,8 @@ public struct Prompt: Equatable, Sendable {
     public func write(to s: inout JSONWriter) {
         s.field("id", id)
         s.field("app", app)
+        if let name { s.field("name", name) }
+        if let icon { s.field("icon", icon) }
         s.field("uid", uid.map { Int($0) })
         s.object("identity", identity) {
             $0.field("executable", $1.executable)
@@ -202,6 +208,13 @@ public struct PromptBook: Sendable {
                            metered: link.metered, over: link.over, blocked: true, userNamed: userNamed,
                            timeoutSec: timeoutSec))
         return open[open.count - 1]
+    }
+
+    /// The app's name and icon, once the prompt is raised.
+    public mutating func name(id: Int, _ name: String?, icon: String?) {
+        guard let i = open.firstIndex(where: { $0.id == id }) else { return }
+        open[i].name = name
+        open[i].icon = icon
     }
 
     /// Another process of the app asks while its prompt is open: it joins the askers. Returns whether it is new.

@@ -49,6 +49,10 @@ public struct Verdict: Equatable, Sendable {
     /// The address a REACH asked about: the message says which link it would leave by. Not written (the reply
     /// writes `destination` itself).
     public var destination: String? = nil
+    /// The app's name and icon from its desktop file (DesktopEntry), as the verdict's uid sees them; the message
+    /// names the app by its name.
+    public var name: String? = nil
+    public var icon: String? = nil
 
     /// Kinds denied only because no agent listens to ask the user (`no-agent`).
     public var unaskedKinds: [PolicyDimension] { deniedKinds.filter { sources[$0] == .noAgent } }
@@ -126,6 +130,8 @@ public struct Verdict: Equatable, Sendable {
     /// `message: false` where the reply's own `message` says it (WAIT's time-out).
     public func write(to s: inout JSONWriter, matchedBy withMatchedBy: Bool = true, message withMessage: Bool = true) {
         s.field("app", app)
+        if let name { s.field("name", name) }
+        if let icon { s.field("icon", icon) }
         if withMatchedBy { s.field("matched_by", matchedBy.rawValue) }
         s.field("available", available)
         s.field("reason", reason.rawValue)

@@ -74,7 +74,8 @@ public final class PeerIdentities {
         }
         let unit = cgroup.flatMap(PeerIdentity.unitAndManager(fromCgroup:))
         let identity = PeerIdentity(pid: pid, uid: cred.uid, gids: gids, executable: exe, unit: unit?.unit,
-                                    userUnit: unit?.user ?? false, unitFollowed: unit?.followed ?? true, problem: problem)
+                                    userUnit: unit?.user ?? false, unitFollowed: unit?.followed ?? true,
+                                    slice: unit?.slice, problem: problem)
         if let process, problem == nil { keep(identity, for: process) }
         return identity
     }

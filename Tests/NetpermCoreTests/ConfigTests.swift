@@ -362,14 +362,14 @@ final class ConfigTests: XCTestCase {
                        ["\(path):2: [Defaults]: bad value '\(x60)...' for WWAN= (expected allow, deny or ask)"])
         XCTAssertEqual(problems("[Defaults]\n" + megabyte + "=1\n"),
                        ["\(path):2: warning: [Defaults]: unknown key '\(x60)...' (expected WiFi=, WWAN=, Ethernet=, Other=, "
-                           + "Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions= or MeteredBudget=); ignored"])
+                           + "Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions=, MeteredBudget= or DesktopApps=); ignored"])
         XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x60)...=' appears before any [Section]"])
         // The section a message names is cut too.
         XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x60.dropLast(5)
             + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement] or [Usage]); ignored"])
         let app = "a" + megabyte
         XCTAssertEqual(problems("[App \(app)]\nWWAN=deny\n"),
-                       ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it"])
+                       ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it"])
         for p in problems("[Defaults]\n" + megabyte + "\nWWAN=" + megabyte + "\n[App " + megabyte + "\n") {
             XCTAssertLessThan(p.utf8.count, 300, p)
         }

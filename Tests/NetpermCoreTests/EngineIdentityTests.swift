@@ -35,13 +35,13 @@ final class EngineIdentityTests: XCTestCase {
     func testPrivilegeFollowsTheSender() {
         let h = harness()
         let c = h.connect(Peers.root)
-        XCTAssertEqual(h.request(c, "APPS")["ok"], true)
+        XCTAssertEqual(h.request(c, "METRICS")["ok"], true)
         XCTAssertEqual(h.request(c, "QUERY b")["app"], "b")
         h.changeIdentity(c, to: a)
-        h.requestError(c, "APPS", .permissionDenied)
+        h.requestError(c, "METRICS", .permissionDenied)
         h.requestError(c, "QUERY b", .permissionDenied)
         h.changeIdentity(c, to: Peers.root)
-        XCTAssertEqual(h.request(c, "APPS")["ok"], true)
+        XCTAssertEqual(h.request(c, "METRICS")["ok"], true)
     }
 
     /// An unprivileged subscriber hears about its sender's app: after the change, b's events and not a's.

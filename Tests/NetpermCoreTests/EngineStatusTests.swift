@@ -139,7 +139,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["policy"]?["generation"], 0)
         XCTAssertEqual(r["policy"]?["apps"], 0)
         XCTAssertEqual(r["policy"]?["error"],
-                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it")
         XCTAssertTrue(h.logged(containing: "policy reload failed").isEmpty, "the start-up load is not a reload")
     }
 
@@ -250,7 +250,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(Array(h.notifications[mark...]), [
             .reloading,
             .ready(status: "1 links, via eth0 (ethernet), 2 apps, policy gen 1; reload failed: "
-                + "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it"),
+                + "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it"),
         ])
     }
 

@@ -120,7 +120,7 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(snapshot["policy"]?["generation"], 1)
         XCTAssertEqual(snapshot["policy"]?["apps"], 5)
         XCTAssertEqual(snapshot["policy"]?["error"],
-                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it")
     }
 
     func testBadTopic() {
@@ -386,7 +386,7 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(events.last?["generation"], 2, "the generation still in force")
         XCTAssertEqual(events.last?["apps"], 6)
         XCTAssertEqual(events.last?["error"],
-                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+                       "/etc/netpermd/netpermd.conf:1: [App x]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it")
     }
 
     /// `stopping` goes to every subscriber whatever its topics, and to nobody else.

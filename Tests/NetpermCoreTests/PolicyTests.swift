@@ -167,7 +167,7 @@ final class PolicyTests: XCTestCase {
 
     func testUnknownKeyInDefaults() throws {
         assertWarning("[Defaults]\nWiFi=deny\n\nBogus=yes\n", line: 4, "[Defaults]: unknown key 'Bogus' (expected WiFi=, "
-            + "WWAN=, Ethernet=, Other=, Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions= or MeteredBudget=); ignored")
+            + "WWAN=, Ethernet=, Other=, Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions=, MeteredBudget= or DesktopApps=); ignored")
         // Keys are case-sensitive, and the warning says which key was meant.
         assertWarning("[Defaults]\nwifi=allow\n", line: 2,
                       "[Defaults]: unknown key 'wifi' (did you mean WiFi=? keys are case-sensitive); ignored")
@@ -189,7 +189,7 @@ final class PolicyTests: XCTestCase {
 
     func testUnknownKeyInApp() throws {
         assertWarning("[App curl]\nExecutable=/usr/bin/curl\nPath=/usr/bin\n", line: 3, "[App curl]: unknown key 'Path' "
-            + "(expected Executable=, Unit=, UserUnit=, User=, WiFi=, WWAN=, Ethernet=, Other=, Metered= or MeteredBudget=); ignored")
+            + "(expected Executable=, Unit=, UserUnit=, User=, DesktopId=, WiFi=, WWAN=, Ethernet=, Other=, Metered= or MeteredBudget=); ignored")
         assertWarning("[App curl]\nUser=alice\nAdminGroup=wheel\n", line: 3,
                       "[App curl]: unknown key 'AdminGroup' (AdminGroup= belongs in [Defaults]); ignored")
         assertWarning("[App curl]\nUser=alice\nKind=wwan\n", line: 3,
@@ -217,7 +217,7 @@ final class PolicyTests: XCTestCase {
     /// When a typo leaves an [App] with no identity, the load fails: the app would silently never match.
     func testTypoThatEmptiesAnAppIsAnError() {
         XCTAssertEqual(problems([(main, "[App a]\nexecutable=/usr/bin/a\n")]), [
-            "\(main):1: [App a]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it",
+            "\(main):1: [App a]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it",
             "\(main):2: warning: [App a]: unknown key 'executable' (did you mean Executable=? keys are case-sensitive); "
                 + "ignored",
         ])
@@ -269,13 +269,13 @@ final class PolicyTests: XCTestCase {
 
     func testAppWithNoWayToMatch() {
         assertError("[App a]\nUser=1\n\n[App b]\nWWAN=deny\n", line: 4,
-                    "[App b]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+                    "[App b]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it")
         // Empty lists count as nothing.
         assertError("[App c]\nExecutable=\nUnit=\nUser=\n", line: 1,
-                    "[App c]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+                    "[App c]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it")
         // Reported at the section's first definition, in the file that defined it.
         assertError([(main, "[Defaults]\nWWAN=ask\n"), (dropA, "\n\n[App d]\nWiFi=deny\n")], path: dropA, line: 3,
-                    "[App d]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it")
+                    "[App d]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it")
     }
 
     func testDefaultsWithArgument() {
@@ -333,7 +333,7 @@ final class PolicyTests: XCTestCase {
             "\(main):2: [Defaults]: bad value 'perhaps' for WWAN= (expected allow, deny or ask)",
             "\(main):3: warning: [Defaults]: unknown key 'Wifi' (did you mean WiFi=? keys are case-sensitive); ignored",
             "\(main):6: [App a]: Executable= must be an absolute path or glob, got 'bin/a'",
-            "\(main):7: [App b]: no Executable=, Unit=, UserUnit= or User=, so nothing matches it",
+            "\(main):7: [App b]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it",
             "\(dropA):2: [App a]: unknown user 'mallory' in User=",
             "\(dropA):3: warning: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement] or [Usage]); "
                 + "ignored",
@@ -363,7 +363,7 @@ final class PolicyTests: XCTestCase {
         XCTAssertEqual(problems([(main, "[App 7zip]\nWWAN=maybe\nColour=red\n")]), [
             "\(main):1: [App 7zip]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'",
             "\(main):2: [App 7zip]: bad value 'maybe' for WWAN= (expected allow, deny or ask)",
-            "\(main):3: warning: [App 7zip]: unknown key 'Colour' (expected Executable=, Unit=, UserUnit=, User=, WiFi=, WWAN=, "
+            "\(main):3: warning: [App 7zip]: unknown key 'Colour' (expected Executable=, Unit=, UserUnit=, User=, DesktopId=, WiFi=, WWAN=, "
                 + "Ethernet=, Other=, Metered= or MeteredBudget=); ignored",
         ])
         XCTAssertEqual(problems([(main, "[App a]\nUser=1\n[App a]\nWiFi=sometimes\n")]), [

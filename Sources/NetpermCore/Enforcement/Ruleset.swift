@@ -301,8 +301,10 @@ public struct Ruleset: Equatable, Sendable {
             }
             var exactUserUnits: [String: Int] = [:]
             var globUserUnitApps: [Int] = []
+            var desktopIndex: [String: Int] = [:]
             for (i, app) in apps.enumerated() {
                 if appIndex[app.id] == nil { appIndex[app.id] = i }
+                for d in app.desktopIDs where desktopIndex[d] == nil { desktopIndex[d] = i }
                 var hasGlob = false
                 for g in app.userUnits {
                     if g.isLiteral { if exactUserUnits[g.pattern] == nil { exactUserUnits[g.pattern] = i } } else { hasGlob = true }
@@ -319,6 +321,8 @@ public struct Ruleset: Equatable, Sendable {
                         if (c.user ? apps[i].userUnits : apps[i].units).contains(where: { $0.matches(c.unit) }) { best = i; break }
                     }
                 }
+                // Then a desktop app by its application ID (Config.match's order).
+                if best == nil, c.user, let id = DesktopAppID.from(unit: c.unit, slice: c.slice) { best = desktopIndex[id] }
                 guard let owner = best, let path = cgroups.nftPath(c) else { continue }
                 guard isSafe(path) else { skipped.append(path); continue }
                 cgroupOwner.append((c, path, owner))

@@ -24,6 +24,13 @@ public struct UnitCgroup: Equatable, Hashable, Sendable {
     /// gone, so neither can fail a load.
     public var handle: Int32?
 
+    /// The slice the unit is in (`app.slice`), nil when none.
+    public var slice: String? {
+        let parts = path.split(separator: "/")
+        guard parts.count >= 2, parts[parts.count - 2].hasSuffix(".slice") else { return nil }
+        return String(parts[parts.count - 2])
+    }
+
     public init(path: String, level: Int, unit: String, id: UInt64 = 0, user: Bool = false, handle: Int32? = nil) {
         self.path = path; self.level = level; self.unit = unit; self.id = id; self.user = user; self.handle = handle
     }

@@ -335,7 +335,8 @@ extension Engine {
         case .steer: if enforcement.steeringError != nil { return .notEnforced(.rulesFailed) }
         }
         guard match.matchedBy != .defaults, state.config.app(named: match.id) != nil else {
-            return .notEnforced(.notInPolicy)
+            // A desktop app that does not run: the rules name it once a unit of it exists.
+            return match.matchedBy == .desktop && state.config.desktopApps ? .notEnforced(.cgroupAbsent) : .notEnforced(.notInPolicy)
         }
         switch enforcement.lifecycle.phase {
         case .off, .removing, .loading: return .notEnforced(.starting)
@@ -350,7 +351,8 @@ extension Engine {
     /// force. Its app may be enforced through other cgroups (or not yet at all, executable-only) while the asker's,
     /// just made, is not yet: `netpermctl run` starts its command only once its scope is in the rules.
     func ownEnforcement(_ e: Enforcement, _ caller: Caller) -> Enforcement {
-        guard caller.match.matchedBy == .unit, let unit = caller.identity.unit else { return e }
+        guard caller.match.matchedBy == .unit || caller.match.matchedBy == .desktop, let unit = caller.identity.unit
+        else { return e }
         if case let .notEnforced(why) = e {
             switch why {
             case .executableOnly, .cgroupAbsent, .cgroupPending, .cgroupUnfollowed: break
@@ -373,6 +375,7 @@ extension Engine {
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: matchedBy, app: nil))
         var s = steered(v)
         if matchedBy != .defaults { s.budget = budgetFact(for: v.app) }
+        named(&s)
         return s
     }
 

@@ -65,7 +65,7 @@ extension Engine {
         guard let p = state.prompts.raise(for: v, scope: v.uid, uid: identity?.uid, identity: identity,
                                           network: state.network, timeoutSec: state.config.promptTimeoutSec,
                                           link: link, destination: destination,
-                                          userNamed: identity?.userUnit == true && v.matchedBy == .unit)
+                                          userNamed: identity?.userUnit == true && (v.matchedBy == .unit || v.matchedBy == .desktop))
         else { return }
         for pid in p.askers { watchAsker(pid) }
         sendPrompt(p)
@@ -85,6 +85,12 @@ extension Engine {
     }
 
     func sendPrompt(_ p: Prompt) {
+        var p = p
+        if let e = desktop.catalog.entry(desktopID(of: p.app), uid: p.scope ?? p.uid) {
+            p.name = e.name
+            p.icon = e.icon
+            state.prompts.name(id: p.id, e.name, icon: e.icon)
+        }
         promptsFull.remove(p.scope.map(Int.init) ?? -1)
         let agents = sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count
         log(.info, "\(p.app) wants to use \(p.kinds.map(\.rawValue).joined(separator: " and ")) via \(p.link)"
@@ -135,10 +141,11 @@ extension Engine {
         sendPrompt(p)
     }
 
-    /// A rejected packet's app was named by its user (as far as the rules tell): the app has `UserUnit=` and the
+    /// A rejected packet's app was named by its user (as far as the rules tell): the app has `UserUnit=` (or is a
+    /// desktop app, named by its unit) and the
     /// socket's uid is no `User=` of it, so the packet came out of a unit of that user's own manager.
     static func userNamed(_ app: AppPolicy, uid: UInt32?) -> Bool {
-        guard let uid, uid != 0, !app.userUnits.isEmpty else { return false }
+        guard let uid, uid != 0, !app.userUnits.isEmpty || !app.desktopIDs.isEmpty else { return false }
         return !app.uids.contains(uid)
     }
 

@@ -79,11 +79,13 @@ extension Engine {
             subscribe(r.args, session: session)
             return nil
         case .apps:
+            let listed = appsListed(for: caller)
             return reply(id) { w in
                 w.field("ok", true)
-                w.objects("apps", state.config.apps) {
-                    verdict(for: AppMatch(id: $1.id, matchedBy: .name, app: $1)).write(to: &$0)
-                    writeUserDecisions(of: $1.id, to: &$0)
+                w.objects("apps", listed) { w, e in
+                    forCaller(verdict(for: e.match, uid: e.uid), caller).write(to: &w)
+                    if e.installed { w.field("installed", true) }
+                    if caller.privileged { writeUserDecisions(of: e.match.id, to: &w) }
                 }
             }
         case .reload:
@@ -622,9 +624,9 @@ extension Verb {
     /// user for their own uid's processes (`[Defaults] UserDecisions=yes`).
     var access: Access {
         switch self {
-        case .apps, .reload, .metrics, .resetUsage: return .privileged
+        case .reload, .metrics, .resetUsage: return .privileged
         case .prompts, .answer, .decide, .forget, .decisions: return .ownUID
-        case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .quit: return .anyone
+        case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .apps, .quit: return .anyone
         }
     }
 }

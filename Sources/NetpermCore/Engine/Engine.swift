@@ -28,6 +28,8 @@ public enum Input: Sendable {
     case caughtUp(ConnectionID, dropped: Int)
     /// The system units' cgroups that exist now (at start-up, and whenever one appears or goes).
     case cgroups(UnitCgroups)
+    /// The desktop files read (at start-up, and whenever one changes): desktop apps' names and icons.
+    case desktopCatalog(DesktopCatalog)
     /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
     case rulesLoaded(error: String?)
     /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided): the owner of
@@ -72,6 +74,7 @@ extension Input {
         case .stopping: return "the stop"
         case .caughtUp: return "a subscriber caught up"
         case .cgroups: return "the unit cgroups"
+        case .desktopCatalog: return "the desktop files"
         case .rulesLoaded: return "the rules loaded"
         case .blocked: return "a blocked packet"
         case .exited: return "an asker's exit"
@@ -228,6 +231,8 @@ public final class Engine {
     /// Every app's connection tag, kept while it is in the policy (and a while after): what the rules tag
     /// connections with and counts are kept by.
     var tagTable = TagTable()
+    /// Desktop apps running and installed (Engine+Desktop.swift).
+    var desktop = DesktopBook()
 
     /// Handles one input; its effects are appended to `effects` (which the caller resets between inputs).
     public func handle(_ input: Input, into effects: Effects) {
@@ -280,7 +285,9 @@ public final class Engine {
             log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
             resync(session, .fellBehind, dropped: dropped)
         case let .cgroups(c):
-            if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true }
+            if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true; desktopUnitsChanged(c) }
+        case let .desktopCatalog(c):
+            desktopCatalogRead(c)
         case let .rulesLoaded(error):
             rulesLoaded(error: error)
         case let .blocked(app, kind, uid, ifindex, destination, incoming):
@@ -399,6 +406,7 @@ public final class Engine {
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: match.matchedBy, app: nil))
         var s = steered(v)
         if match.matchedBy != .defaults { s.budget = budgetFact(for: v.app) }
+        named(&s)
         return s
     }
 
@@ -478,7 +486,7 @@ public final class Engine {
         }
         let unlisted = result.errorCount + result.warningCount - result.problems.count
         if unlisted > 0, let path = result.problems.last?.path { log(.warning, "\(path): \(unlisted) more problems not listed") }
-        guard let config = result.config else {
+        guard let parsed = result.config else {
             let message = result.failure ?? "invalid policy"
             if state.policyGeneration > 0 {
                 log(.err, "policy reload failed, keeping generation \(state.policyGeneration): \(message)")
@@ -489,13 +497,9 @@ public final class Engine {
             finishReload(error: message, requesters: requesters)
             return
         }
-        let changed = config != state.config
-        state.config = config
-        let tags = tagTable.assigning(config.apps.map(\.id))
-        if tags != tagTable {
-            tagTable = tags
-            out.append(.saveTags(tags))
-        }
+        let changed = parsed != state.config.policyOnly
+        setApps(parsed)
+        let config = state.config
         if config.adminGID == nil {
             log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
         }

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/// Desktop apps (docs/APPS.md, "Desktop apps"): the apps users' managers run under their application IDs, and those
+/// installed, named by their `.desktop` files. An app of these no `[App]` names is one of `state.config`'s apps by
+/// itself while it runs (`Config.addingDesktopApps`), so that the rules, prompts, decisions and usage treat it as any
+/// other; installed but not running, it is listed (APPS) but costs the rules nothing.
+struct DesktopBook {
+    /// The application IDs of the desktop units that exist (UnitCgroups), whether or not an `[App]` names them.
+    var running: Set<String> = []
+    /// Their uids, by ID: a user's own APPS lists the apps they run.
+    var runningUIDs: [String: Set<UInt32>] = [:]
+    var catalog = DesktopCatalog()
+}
+
+extension Engine {
+    /// The unit cgroups changed: the desktop apps running may have.
+    func desktopUnitsChanged(_ cgroups: UnitCgroups) {
+        var uids: [String: Set<UInt32>] = [:]
+        for c in cgroups.units where c.user {
+            guard let id = DesktopAppID.from(unit: c.unit, slice: c.slice), let uid = Ruleset.UnitOwner.userUID(path: c.path) else { continue }
+            uids[id, default: []].insert(uid)
+        }
+        desktop.runningUIDs = uids
+        let running = Set(uids.keys)
+        guard running != desktop.running else { return }
+        desktop.running = running
+        setApps(state.config.policyOnly)
+    }
+
+    /// New desktop files were read (`Input.desktopCatalog`).
+    func desktopCatalogRead(_ catalog: DesktopCatalog) {
+        guard catalog != desktop.catalog else { return }
+        log(.info, "desktop files: \(catalog.system.count) apps for everyone, "
+            + "\(catalog.users.values.reduce(0) { $0 + $1.count }) of \(catalog.users.count) users' own")
+        desktop.catalog = catalog
+        // Names are looked up as verdicts go out; what listens hears them with its app's next change.
+        invalidateReplies()
+    }
+
+    /// The one setter of the apps judged: the policy's, with the desktop apps running that no `[App]` names.
+    /// What they may do is `[Defaults]`': every verdict and the rules are made again.
+    func setApps(_ policy: Config) {
+        let new = policy.addingDesktopApps(desktop.running)
+        guard new.apps != state.config.apps else {
+            state.config = new
+            return
+        }
+        let old = Set(state.config.apps.lazy.filter(\.discovered).map(\.id))
+        let now = Set(new.apps.lazy.filter(\.discovered).map(\.id))
+        if old != now {
+            log(.info, "desktop apps: " + [("running now", now.subtracting(old)), ("gone", old.subtracting(now))]
+                .filter { !$0.1.isEmpty }
+                .map { "\($0.0) \($0.1.sorted().prefix(10).joined(separator: ", "))\($0.1.count > 10 ? ", ..." : "")" }
+                .joined(separator: "; "))
+        }
+        state.config = new
+        let tags = tagTable.assigning(new.apps.map(\.id))
+        if tags != tagTable {
+            tagTable = tags
+            out.append(.saveTags(tags))
+        }
+        markPermissionsChanged()
+        enforcement.dirty = true
+    }
+
+    /// The verdict with its app's name and icon, as its uid (nil: everyone) sees them.
+    func named(_ v: inout Verdict) {
+        guard let e = desktop.catalog.entry(desktopID(of: v.app), uid: v.uid) else { return }
+        v.name = e.name
+        v.icon = e.icon
+    }
+
+    /// The application ID whose desktop file names app `id`: its own for a desktop app, an `[App]`'s first
+    /// `DesktopId=` (or its own id) otherwise.
+    func desktopID(of id: String) -> String {
+        state.config.app(named: id)?.desktopIDs.first ?? id
+    }
+
+    /// One entry of APPS: the app, as whose uid it is judged, and whether a desktop file of it is installed.
+    struct ListedApp {
+        var match: AppMatch
+        var uid: UInt32?
+        var installed: Bool
+    }
+
+    /// What APPS lists: for root and `AdminGroup=` members, every app of the policy, the desktop apps running and
+    /// those installed for everyone, as everyone has them; for a user, as their uid has them, the apps they run
+    /// (desktop apps, and the policy's apps of their units and uid) and the desktop apps installed for everyone
+    /// and for them. The policy's in its order, then the desktop apps by their ids.
+    func appsListed(for caller: Caller) -> [ListedApp] {
+        let installed = caller.privileged ? Set(desktop.catalog.system.filter { !$0.value.hidden }.keys)
+            : Set(desktop.catalog.system.filter { !$0.value.hidden }.keys)
+                .union((desktop.catalog.users[caller.identity.uid] ?? [:]).filter { !$0.value.hidden }.keys)
+        var listed: [ListedApp] = []
+        var seen: Set<String> = []
+        func add(_ app: AppPolicy, uid: UInt32?) {
+            guard seen.insert(app.id).inserted else { return }
+            let matchedBy: MatchedBy = app.discovered ? .desktop : .name
+            listed.append(ListedApp(match: AppMatch(id: app.id, matchedBy: matchedBy, app: app), uid: uid,
+                                    installed: app.desktopIDs.contains { installed.contains($0) }))
+        }
+        if caller.privileged {
+            for app in state.config.apps { add(app, uid: nil) }
+        } else {
+            let uid = caller.identity.uid
+            for app in state.config.apps where app.uids.contains(uid)
+                || app.desktopIDs.contains(where: { desktop.runningUIDs[$0]?.contains(uid) == true }) {
+                add(app, uid: uid)
+            }
+            for c in enforcement.cgroups.units where c.user && Ruleset.UnitOwner.userUID(path: c.path) == uid {
+                if let app = state.config.apps.first(where: { $0.userUnits.contains { $0.matches(c.unit) } }) {
+                    add(app, uid: uid)
+                }
+            }
+        }
+        for id in installed.sorted() {
+            add(state.config.app(desktopID: id) ?? AppPolicy(discovered: id), uid: caller.privileged ? nil : caller.identity.uid)
+        }
+        return listed
+    }
+
+    /// The name and icon of app `id` as `uid` sees them, written beside its id.
+    func writeName(of id: String, uid: UInt32?, to w: inout JSONWriter) {
+        guard let e = desktop.catalog.entry(desktopID(of: id), uid: uid) else { return }
+        w.field("name", e.name)
+        w.field("icon", e.icon)
+    }
+}
