@@ -38,6 +38,9 @@ static const unsigned int NP_EPOLLHUP = EPOLLHUP;
 static const unsigned int NP_IN_DIRECTORY_CHANGES = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM
     | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
 
+// Opens a file only to look at it (fstat) before anything of it is read: no device's open, no FIFO's wait.
+static const int NP_O_PATH = __O_PATH; // O_PATH, which glibc names only under _GNU_SOURCE
+
 static const int NP_EFD_NONBLOCK = EFD_NONBLOCK;
 static const int NP_EFD_CLOEXEC = EFD_CLOEXEC;
 

@@ -14,6 +14,16 @@ public struct SystemAccounts: AccountResolver, Sendable {
             ? entry.pw_uid : nil
     }
 
+    /// The home directory of `uid`, as the passwd database has it.
+    public func home(of uid: UInt32) -> String? {
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        guard withBuffer({ buf, size in getpwuid_r(uid, &entry, buf, size, &found) }) == 0, found != nil,
+              let dir = entry.pw_dir else { return nil }
+        let home = String(cString: dir)
+        return home.hasPrefix("/") ? home : nil
+    }
+
     public func gid(forGroup name: String) -> UInt32? {
         var entry = group()
         var found: UnsafeMutablePointer<group>?

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import CLinux
 import Glibc
 
 /// Whole files, read without ever blocking the loop on something that is not a file.
@@ -8,12 +9,15 @@ public enum Files {
         /// A FIFO, a device, a directory...: opening it could block, reading it may never end.
         case notRegular
         case tooLarge(limit: Int)
+        /// Not owned by the uid it was read for (`read(at:_:limit:owner:)`).
+        case notOwned(by: UInt32)
 
         public var description: String {
             switch self {
             case let .system(e): return "\(e)"
             case .notRegular: return "not a regular file"
-            case let .tooLarge(limit): return "larger than \(limit >> 20) MiB"
+            case let .tooLarge(limit): return limit >= 1 << 20 ? "larger than \(limit >> 20) MiB" : "larger than \(limit) bytes"
+            case let .notOwned(uid): return "not owned by uid \(uid)"
             }
         }
 
@@ -42,6 +46,34 @@ public enum Files {
             case .end: return out
             // A regular file never would block; treat it as its end rather than spin.
             case .wouldBlock: return out
+            }
+        }
+    }
+
+    /// The file `name` in the directory `parent`, read for someone else: looked at through an `O_PATH` descriptor
+    /// first (opening a device, even through a symlink, may do something; a FIFO would block), and read only when
+    /// it is a regular file of at most `limit` bytes owned by `owner` (nil: anyone). A user's symlink to a file
+    /// they do not own (`/etc/shadow`) is refused, as is a hard link to one.
+    public static func read(at parent: Int32, _ name: [UInt8], limit: Int, owner: UInt32?) throws(ReadError) -> [UInt8] {
+        let c = name.map { CChar(bitPattern: $0) } + [0]
+        let path: Int32
+        do { path = try sys { openat(parent, c, NP_O_PATH | O_CLOEXEC) } } catch { throw .system(error) }
+        defer { FD.close(path) }
+        var st = stat()
+        do { _ = try sys { fstat(path, &st) } } catch { throw .system(error) }
+        guard st.st_mode & S_IFMT == S_IFREG else { throw .notRegular }
+        if let owner, st.st_uid != owner { throw .notOwned(by: owner) }
+        guard st.st_size <= limit else { throw .tooLarge(limit: limit) }
+        let fd: Int32
+        do { fd = try sys { open("/proc/self/fd/\(path)", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) } } catch { throw .system(error) }
+        defer { FD.close(fd) }
+        var out: [UInt8] = []
+        while true {
+            let r: FD.Read
+            do { r = try FD.read(fd, appendingTo: &out, max: 16384) } catch { throw .system(error) }
+            switch r {
+            case .bytes: if out.count > limit { throw .tooLarge(limit: limit) }
+            case .end, .wouldBlock: return out
             }
         }
     }

@@ -89,7 +89,14 @@ func run() -> Int32 {
         wifi.onChange = { interpreter.wifiChanged($0) }
     }
     interpreter.kernelChanged(watcher.snapshot())
-    let cgroups = CgroupWatcher(loop: loop) { interpreter.feed(.cgroups($0)) }
+    // Desktop apps' names and icons: everyone's files, and those of each user whose manager runs.
+    let desktopFiles = DesktopWatcher(loop: loop, files: DesktopFiles(xdgDataDirs: getenv("XDG_DATA_DIRS").map { String(cString: $0) })) {
+        interpreter.feed(.desktopCatalog($0))
+    }
+    let cgroups = CgroupWatcher(loop: loop) { c in
+        interpreter.feed(.cgroups(c))
+        desktopFiles.users(Set(c.units.lazy.filter(\.user).compactMap { Ruleset.UnitOwner.userUID(path: $0.path) }))
+    }
     interpreter.handlesInForce = { cgroups.inForce($0) }
 
     var limits = ControlServer.Limits()
@@ -140,7 +147,7 @@ func run() -> Int32 {
     CodePages.release()
     Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
-    withExtendedLifetime((watcher, wifi, server, reloader, cgroups)) {}
+    withExtendedLifetime((watcher, wifi, server, reloader, cgroups, desktopFiles)) {}
     return code < 0 ? 1 : code
 }
 

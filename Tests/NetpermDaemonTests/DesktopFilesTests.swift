@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import Glibc
+import NetpermCore
+@testable import NetpermHost
+import NetpermIO
+import XCTest
+
+/// Reading desktop files (DesktopFiles) from real directories: everyone's in XDG_DATA_DIRS order, a user's own for
+/// that user only, and a hostile user's files passed over whatever the daemon itself could read.
+final class DesktopFilesTests: XCTestCase {
+    private var root = ""
+    static let user: UInt32 = 4711
+
+    override func setUpWithError() throws {
+        var template = Array("/tmp/netpermd-desktop-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        root = String(cString: try XCTUnwrap(made))
+    }
+
+    override func tearDown() {
+        _ = system("rm -rf '\(root)'")
+    }
+
+    private func write(_ path: String, _ text: String, owner: UInt32? = nil) throws {
+        let full = root + "/" + path
+        try Files.makeDirectory(Files.directory(of: full), mode: 0o755)
+        XCTAssertTrue(FileManagerless.write(full, Array(text.utf8)))
+        if let owner { XCTAssertEqual(chown(full, owner, owner), 0) }
+    }
+
+    private func entry(_ name: String) -> String { "[Desktop Entry]\nType=Application\nName=\(name)\nIcon=\(name.lowercased())\n" }
+
+    func testEveryonesFilesInOrderAndAUsersOwn() throws {
+        try write("a/applications/org.example.Maps.desktop", entry("Maps"))
+        try write("b/applications/org.example.Maps.desktop", entry("Shadowed"))
+        try write("b/applications/org.example.Notes.desktop", entry("Notes"))
+        try write("b/applications/not-an-id.desktop", entry("Plain"))
+        try write("home/.local/share/applications/org.example.Mine.desktop", entry("Mine"), owner: Self.user)
+        try write("home/.local/share/flatpak/exports/share/applications/org.example.Flat.desktop", entry("Flat"),
+                  owner: Self.user)
+        let files = DesktopFiles(xdgDataDirs: "\(root)/a:relative:\(root)/b")
+        XCTAssertEqual(files.dataDirs, ["\(root)/a", "\(root)/b", DesktopFiles.flatpakSystem])
+        let r = files.read(users: [(Self.user, root + "/home")])
+        XCTAssertEqual(r.catalog.system.mapValues(\.name), ["org.example.Maps": "Maps", "org.example.Notes": "Notes"])
+        XCTAssertEqual(r.catalog.users[Self.user]?.mapValues(\.name), ["org.example.Mine": "Mine", "org.example.Flat": "Flat"])
+        XCTAssertTrue(r.watched.contains("\(root)/a/applications"))
+        XCTAssertTrue(r.watched.contains(DesktopFiles.flatpakSystem) || r.watched.contains("/var/lib/flatpak")
+            || r.watched.contains("/var/lib") || r.watched.contains("/var"), "the nearest directory on the way: \(r.watched)")
+        XCTAssertEqual(DesktopFiles(xdgDataDirs: nil).dataDirs, ["/usr/local/share", "/usr/share", DesktopFiles.flatpakSystem])
+    }
+
+    /// A symlink to /etc/shadow (or a hard link), a file of another owner, a FIFO, a huge file, binary bytes, a
+    /// symlinked directory, and 10,000 files: none read, none blocks, at most `maxFilesPerDirectory` looked at.
+    func testAHostileUsersFiles() throws {
+        let apps = "home/.local/share/applications/"
+        try write(apps + "org.example.Good.desktop", entry("Good\u{1B}[2J"), owner: Self.user)
+        try write(apps + "org.example.Root.desktop", entry("Root's"), owner: 0)
+        XCTAssertEqual(symlink("/etc/shadow", root + "/" + apps + "org.example.Shadow.desktop"), 0)
+        XCTAssertEqual(mkfifo(root + "/" + apps + "org.example.Fifo.desktop", 0o644), 0)
+        try write(apps + "org.example.Huge.desktop", entry("Huge") + String(repeating: "#", count: 1 << 20), owner: Self.user)
+        let binary = root + "/" + apps + "org.example.Binary.desktop"
+        XCTAssertTrue(FileManagerless.write(binary, Array("[Desktop Entry]\nName=".utf8) + [0xFF, 0xFE, 0x00, 0x1B]))
+        XCTAssertEqual(chown(binary, Self.user, Self.user), 0)
+        // A directory elsewhere, linked in: never walked.
+        try write("elsewhere/applications/org.example.Linked.desktop", entry("Linked"), owner: Self.user)
+        try Files.makeDirectory(root + "/home2/.local", mode: 0o755)
+        XCTAssertEqual(symlink(root + "/elsewhere", root + "/home2/.local/share"), 0)
+        let files = DesktopFiles(xdgDataDirs: root + "/none")
+        let r = files.read(users: [(Self.user, root + "/home"), (Self.user + 1, root + "/home2")])
+        XCTAssertEqual(r.catalog.users[Self.user].map { Array($0.keys) }, ["org.example.Good"])
+        XCTAssertEqual(r.catalog.users[Self.user]?["org.example.Good"]?.name, "Good\\x1b[2J")
+        XCTAssertNil(r.catalog.users[Self.user + 1])
+        XCTAssertTrue(r.skipped.contains { $0.hasSuffix("org.example.Shadow.desktop: not owned by uid \(Self.user)") }, "\(r.skipped)")
+        XCTAssertTrue(r.skipped.contains { $0.hasSuffix("org.example.Fifo.desktop: not a regular file") })
+
+        // 10,000 files: the first 1,000 read, the rest said once.
+        let many = root + "/many/applications"
+        try Files.makeDirectory(many, mode: 0o755)
+        for i in 0..<10_000 { _ = FileManagerless.write(many + "/org.example.App\(i).desktop", Array(entry("A").utf8)) }
+        let big = DesktopFiles(xdgDataDirs: root + "/many").read(users: [])
+        XCTAssertEqual(big.catalog.system.count, DesktopFiles.maxFilesPerDirectory)
+        XCTAssertTrue(big.skipped.contains { $0.contains("more than 1000 desktop files") })
+    }
+}
+
+/// A file's bytes written with plain syscalls (the tests import no Foundation).
+enum FileManagerless {
+    static func write(_ path: String, _ bytes: [UInt8]) -> Bool {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } == bytes.count
+    }
+}
