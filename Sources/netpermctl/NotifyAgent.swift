@@ -70,7 +70,7 @@ enum NotifyAgent {
             let actions = options.map { ($0.key, $0.label) }
             // Asked without waiting: a server slow to show one (seconds) holds up no other prompt, and no answer.
             do {
-                let token = try notes.notifyLater(appName: "netpermd", icon: "network-wireless", summary: PromptText.summary(t),
+                let token = try notes.notifyLater(appName: "netpermd", icon: t["icon"]?.stringValue ?? "network-wireless", summary: PromptText.summary(t),
                                                   body: body, actions: actions, urgency: 2)
                 asked[token] = p
             } catch {

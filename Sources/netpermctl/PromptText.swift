@@ -20,6 +20,9 @@ enum PromptText {
         return kinds.map { kindNames[$0] ?? $0 }.joined(separator: " and ")
     }
 
+    /// The app as a person knows it: its desktop file's name ("Maps"), else its id.
+    static func app(_ p: JSON) -> String { p["name"]?.stringValue ?? p["app"]?.stringValue ?? "?" }
+
     /// "alice", or "uid 4101" for a uid with no name.
     static func user(_ uid: Int) -> String {
         var pw = passwd()
@@ -35,6 +38,8 @@ enum PromptText {
     static func who(_ p: JSON) -> String {
         let id = p["identity"]
         var who: [String] = []
+        // A name is a desktop file's word: the id it names is said too.
+        if p["name"]?.stringValue != nil, let id = p["app"]?.stringValue { who.append(id) }
         if let exe = id?["executable"]?.stringValue { who.append(exe) }
         if let unit = id?["unit"]?.stringValue { who.append(unit) }
         let uid = (id?["uid"] ?? p["uid"])?.intValue
@@ -70,7 +75,7 @@ enum PromptText {
     /// asked; nil otherwise (a user's agent answers for their own, an everyone's prompt for everyone).
     static func whose(_ p: JSON, privileged: Bool) -> String? {
         guard privileged, let uid = p["for_uid"]?.intValue else { return nil }
-        return "Answers are for \(user(uid))'s own processes; “Allow for everyone” opens \(p["app"]?.stringValue ?? "?") for every user."
+        return "Answers are for \(user(uid))'s own processes; “Allow for everyone” opens \(app(p)) for every user."
     }
 
     /// "wwan0 (cellular, metered)", "tun0 over wwan0 (cellular)"
@@ -86,7 +91,7 @@ enum PromptText {
     /// wwan0 (cellular, metered)".
     static func question(_ p: JSON) -> String {
         let who = who(p)
-        let app = (p["app"]?.stringValue ?? "?") + (who.isEmpty ? "" : " (\(who))")
+        let app = app(p) + (who.isEmpty ? "" : " (\(who))")
         guard p["source"]?.stringValue == "blocked" else { return app + " asks to use \(kinds(p)) via \(link(p))" }
         let to = p["destination"]?.stringValue.map { " to " + $0 } ?? ""
         return app + " was refused a connection\(to) over \(kinds(p)) via \(link(p))"
@@ -95,11 +100,11 @@ enum PromptText {
     /// "Unanswered, it expires in 30 s and maps stays off cellular data."
     static func expiry(_ p: JSON) -> String {
         let seconds = p["timeout_sec"]?.intValue.map { "in \($0) s" } ?? "soon"
-        return "Unanswered, it expires \(seconds) and \(p["app"]?.stringValue ?? "?") stays off \(kinds(p))."
+        return "Unanswered, it expires \(seconds) and \(app(p)) stays off \(kinds(p))."
     }
 
-    /// A notification's title: "Allow “maps” to use cellular data?"
-    static func summary(_ p: JSON) -> String { "Allow “\(p["app"]?.stringValue ?? "?")” to use \(kinds(p))?" }
+    /// A notification's title: "Allow “Maps” to use cellular data?"
+    static func summary(_ p: JSON) -> String { "Allow “\(app(p))” to use \(kinds(p))?" }
 
     /// The daemon's choices with their labels (allow, deny, once), in its order.
     static func choices(_ p: JSON) -> [(choice: PromptChoice, label: String)] {
