@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Desktop apps (docs/APPS.md, "Desktop apps") under a real systemd (RealSystemd) and a user's real `systemd --user`
+/// (RealSystemdUsers), launched as GNOME Shell and Flatpak launch them: each in a scope of its own named for its
+/// application ID. No policy line names them: `[Defaults] WWAN=ask` asks the app by the name its desktop file
+/// gives, the user's agent unit shows the notification (python-dbusmock's notification_daemon), and the answer is
+/// that uid's, for that app.
+final class RealSystemdDesktopAppTests: IntegrationTestCase {
+    static let uid = 4030
+    static let dataDir = "/usr/local/lib/npt/share"
+
+    static let policy = """
+        [Enforcement]
+        Mode=block
+
+        [Defaults]
+        WWAN=ask
+
+        [Interface wlan0]
+        Kind=wifi
+
+        [Interface wwan0]
+        Kind=wwan
+
+        """
+
+    func testADesktopAppIsNamedEnforcedAndAsked() throws {
+        let sd = try bootRealSystemd(policy: Self.policy)
+        showOnFailure("nft list table inet netpermd") {
+            (try? sd.run(["nft", "list", "table", "inet", "netpermd"]))?.stdout ?? "(nft failed)"
+        }
+        showOnFailure("netpermd's journal") {
+            (try? sd.run(["journalctl", "--no-pager", "-o", "cat", "-u", "netpermd.service"]))?.stdout ?? ""
+        }
+        try sd.write("""
+            [Desktop Entry]
+            Type=Application
+            Name=Maps
+            Name[de]=Karten
+            Icon=org.example.Maps
+            Exec=/usr/bin/false
+
+            """, to: Self.dataDir + "/applications/org.example.Maps.desktop")
+        try sd.write("[Service]\nEnvironment=XDG_DATA_DIRS=\(Self.dataDir)\n",
+                     to: "/etc/systemd/system/netpermd.service.d/desktop.conf")
+        try startEnforcing(sd)
+
+        // A user with a home of their own (0700, as Debian 12 makes them), and a desktop file of their own there.
+        try sd.check(["useradd", "--uid", String(Self.uid), "--user-group", "--create-home", "--home-dir", "/home/npt-desk",
+                      "--shell", "/bin/sh", "npt-desk"])
+        try sd.check(["chmod", "0700", "/home/npt-desk"])
+        try sd.write("[Desktop Entry]\nType=Application\nName=Mine\nIcon=mine\n",
+                     to: "/home/npt-desk/.local/share/applications/org.example.Mine.desktop")
+        try sd.check(["chown", "-R", "npt-desk:npt-desk", "/home/npt-desk/.local"])
+        addTeardownBlock { sd.stopUserManager(uid: Self.uid) }
+        try sd.startUserManager(uid: Self.uid)
+        let bus = "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/\(Self.uid)/bus"
+        func user(_ argv: [String]) -> [String] {
+            sd.asUser(Self.uid, argv, environment: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/npt-desk",
+                                                    "XDG_RUNTIME_DIR=/run/user/\(Self.uid)", bus])
+        }
+
+        // The user's own APPS: the app installed for everyone and theirs, by name, before either ever ran.
+        try waitUntil("the user's APPS lists both desktop apps", timeout: 10, interval: 0.05) {
+            let r = try sd.check(user(["netpermctl", "--json", "apps"]))
+            let apps = (try JSONValue.object(r.lines.last ?? "")["apps"] as? [[String: Any]]) ?? []
+            let named = apps.map { "\($0["app"] ?? "?")=\($0["name"] ?? "-")" }
+            return (named == ["org.example.Maps=Maps", "org.example.Mine=Mine"], "\(named)")
+        }
+        let rootApps = try JSONValue.object(sd.check(["netpermctl", "--json", "apps"]).lines.last ?? "")["apps"] as? [[String: Any]]
+        XCTAssertEqual(rootApps?.compactMap { $0["app"] as? String }, ["org.example.Maps"],
+                       "a user's own desktop file names that user's apps, not everyone's")
+
+        // The notification server and the agent unit, on the user's session bus.
+        try sd.check(user(["systemd-run", "--user", "--unit=npt-notifications", "--setenv=" + bus, "/usr/bin/python3", "-m",
+                           "dbusmock", "--session", "--template", "notification_daemon", "-p",
+                           #"{"capabilities": "body actions"}"#]))
+        let script = "/usr/local/lib/npt/notifications.py"
+        try sd.write(try String(contentsOfFile: Repository.path("Tests/IntegrationTests/Support/notifications.py"),
+                                encoding: .utf8), to: script)
+        func calls() throws -> [[String: Any]] {
+            try sd.check(user(["/usr/bin/python3", script, "calls"])).lines.map(JSONValue.object)
+        }
+        try waitUntil("the notification server answers", timeout: 10) {
+            let r = try sd.run(user(["/usr/bin/python3", script, "calls"]))
+            return (r.status == 0, r.summary)
+        }
+        try sd.check(user(["systemctl", "--user", "start", "netpermd-agent.service"]))
+        try waitUntil("the agent asked the server", timeout: 10) {
+            (try calls().contains { $0["method"] as? String == "GetCapabilities" }, "")
+        }
+
+        // Maps as GNOME Shell starts it: QUERY from inside names it, and its first connection over wwan is refused.
+        let maps = try runInScope(sd, unit: "app-gnome-org.example.Maps-1234.scope", user: user) { cgroup in
+            let table = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
+            return (RealSystemdUserRunTests.elements(of: "user5_wwan", in: table).contains("\"\(cgroup)\" : goto "), table)
+        }
+        XCTAssertEqual(maps.query["app"] as? String, "org.example.Maps", "\(maps.query)")
+        XCTAssertEqual(maps.query["name"] as? String, "Maps", "\(maps.query)")
+        XCTAssertEqual(maps.query["icon"] as? String, "org.example.Maps", "\(maps.query)")
+        XCTAssertEqual(maps.query["matched_by"] as? String, "desktop", "\(maps.query)")
+        XCTAssertEqual(maps.query["reason"] as? String, "awaiting-decision", "\(maps.query)")
+        let refused = try maps.probe
+        XCTAssertTrue(refused.refused, "its first connection over wwan0: \(refused)\n\(maps.output)")
+
+        // Its QUERY asked (that prompt went with the netpermctl that asked); its refused connection asks again, by
+        // the app's name and icon, one notification on the screen; the person allows it.
+        var notify: [Any] = []
+        var shown = 0
+        try waitUntil("the refused connection's notification is shown", timeout: 10) {
+            let all = try calls()
+            shown = all.filter { $0["method"] as? String == "Notify" }.count
+            notify = all.last { $0["method"] as? String == "Notify" }?["args"] as? [Any] ?? []
+            return ((notify.dropFirst(4).first as? String)?.contains("was refused a connection") == true, "\(all)")
+        }
+        XCTAssertEqual(shown - (try calls().filter { $0["method"] as? String == "CloseNotification" }.count), 1,
+                       "one prompt on the screen")
+        XCTAssertEqual(notify[2] as? String, "org.example.Maps", "the app's icon: \(notify)")
+        XCTAssertEqual(notify[3] as? String, "Allow “Maps” to use cellular data?", "\(notify)")
+        XCTAssertTrue((notify[4] as? String)?.hasPrefix("Maps (org.example.Maps, run by npt-desk") == true, "\(notify)")
+        try sd.check(user(["/usr/bin/python3", script, "action", String(shown), "allow"]))
+        try waitUntil("the answer is stored for the user's Maps", timeout: 10, interval: 0.05) {
+            let d = (try? sd.check(["cat", "/var/lib/netpermd/decisions.conf"]).stdout) ?? ""
+            return (d.contains("[User 4030 org.example.Maps]\nWWAN=allow\n"), d)
+        }
+
+        // Launched again: allowed, for this uid; everyone else's Maps is still asked.
+        let again = try runInScope(sd, unit: "app-gnome-org.example.Maps-1235.scope", user: user) { cgroup in
+            let table = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
+            return (table.contains(cgroup) == false, table)
+        }
+        XCTAssertEqual(again.query["available"] as? Bool, true, "\(again.query)")
+        let passed = try again.probe
+        XCTAssertTrue(passed.passed, "the user's Maps after Allow: \(passed)\n\(again.output)")
+        let everyone = try JSONValue.object(sd.check(["netpermctl", "--json", "query", "org.example.Maps"]).lines.last ?? "")
+        XCTAssertEqual((everyone["sources"] as? [String: Any])?["wwan"] as? String, "no-agent",
+                       "still asked (and with no agent for everyone, denied): \(everyone)")
+
+        // Flatpak's name for an app no desktop file names: the app by its ID.
+        let notes = try runInScope(sd, unit: "app-flatpak-org.example.Notes-77.scope", user: user, probe: "print('probe')") { _ in (true, "") }
+        XCTAssertEqual(notes.query["app"] as? String, "org.example.Notes", "\(notes.query)")
+        XCTAssertNil(notes.query["name"], "\(notes.query)")
+
+        // An [App] section overrides [Defaults]; DesktopApps=no restores matching by executable only.
+        try sd.write(Self.policy + "[App org.example.Notes]\nWWAN=deny\n", to: "/etc/netpermd/netpermd.conf")
+        try sd.check(["netpermctl", "reload"])
+        let denied = try runInScope(sd, unit: "app-flatpak-org.example.Notes-78.scope", user: user, probe: "print('probe')") { _ in (true, "") }
+        XCTAssertEqual((denied.query["permissions"] as? [String: Any])?["wwan"] as? String, "deny", "\(denied.query)")
+        try sd.write(Self.policy.replacingOccurrences(of: "WWAN=ask\n", with: "WWAN=ask\nDesktopApps=no\n"),
+                     to: "/etc/netpermd/netpermd.conf")
+        try sd.check(["netpermctl", "reload"])
+        let off = try runInScope(sd, unit: "app-gnome-org.example.Maps-1236.scope", user: user, probe: "print('probe')") { _ in (true, "") }
+        XCTAssertEqual(off.query["matched_by"] as? String, "default", "\(off.query)")
+    }
+
+    struct InScope {
+        var output: String
+        var query: [String: Any]
+        var lines: [String]
+        var probe: RealSystemdUserRunTests.Probe { get throws { try RealSystemdUserRunTests.Probe(lines) } }
+    }
+
+    /// Runs a command in a scope of the user's own manager named `unit` (`systemd-run --user --scope --unit=`, as a
+    /// desktop launches an app): it prints the daemon's QUERY reply from inside, then waits for the test's go (once
+    /// `ready(cgroup)` says the rules name the scope) before running `probe` (Python). Every wait is bounded.
+    private func runInScope(_ sd: RealSystemd, unit: String, user: ([String]) -> [String],
+                            probe: String = wwanProbe, ready: (_ cgroup: String) throws -> (Bool, String)) throws -> InScope {
+        let dir = try makeTempDir()
+        let out = dir + "/out", err = dir + "/err"
+        let script = #"""
+            grep '^0::/' /proc/self/cgroup
+            netpermctl --json query
+            read go
+            exec python3 -c "$0"
+            """#
+        let argv = ["nsenter", "-t", String(sd.pid1), "-a"]
+            + user(["systemd-run", "--user", "--scope", "--quiet", "--unit=" + unit, "sh", "-c", script, probe])
+        let (r, w) = try Subprocess.makePipe()
+        var writer: Int32? = w
+        let child: ChildProcess
+        do {
+            child = try Subprocess.spawn(argv, stdin: .fd(r), stdout: .appendFile(out), stderr: .appendFile(err))
+        } catch {
+            close(r); close(w)
+            throw error
+        }
+        close(r)
+        defer {
+            if let fd = writer { close(fd) }
+            child.killAndReap()
+        }
+        func text(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+        func lines() -> [String] { text(out).split(separator: "\n").map(String.init) }
+        var cgroup = ""
+        try waitUntil("the command in \(unit) has asked the daemon", timeout: 20, interval: 0.02) {
+            if let status = child.poll() {
+                throw HarnessError("systemd-run exited \(status) early\n--- stdout ---\n\(text(out))--- stderr ---\n\(text(err))")
+            }
+            let l = lines()
+            cgroup = l.first { $0.hasPrefix("0::/") }.map { String($0.dropFirst(4)) } ?? ""
+            return (!cgroup.isEmpty && l.contains { $0.hasPrefix("{") }, text(out) + text(err))
+        }
+        XCTAssertEqual(cgroup, "user.slice/user-\(Self.uid).slice/user@\(Self.uid).service/app.slice/\(unit)")
+        try waitUntil("the daemon has put \(cgroup) in the kernel", timeout: 10, interval: 0.02) { try ready(cgroup) }
+        guard write(w, "go\n", 3) == 3 else { throw HarnessError("write to the command: \(String(cString: strerror(errno)))") }
+        close(w)
+        writer = nil
+        guard let status = child.wait(timeout: 15) else { throw HarnessError("the command did not end within 15 s: \(text(out))") }
+        let output = text(out) + text(err)
+        XCTAssertEqual(status, 0, output)
+        let l = lines()
+        return InScope(output: output, query: try JSONValue.object(try XCTUnwrap(l.first { $0.hasPrefix("{") }, output)), lines: l)
+    }
+}
