@@ -32,7 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce",
-         "pacedq", "cgchurn", "silent", "flap"]
+         "pacedq", "cgchurn", "silent", "flap", "desktopapps"]
 # Built against GLib (pkg-config gio-2.0): the GLib module's figures.
 GLIB_TOOLS = ["glibmon"]
 # Where `make release` builds the GLib module and its cache (GIO_EXTRA_MODULES points there).
@@ -61,18 +61,18 @@ FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_g
             big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
             glib_inits=30, glib_toggles=200,
             churn_scopes=5000, churn_s=10, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2, silent_wait=10,
-            soak_s=60, soak_clients=16, soak_write_mb=1024, usage_reads=50, alarm_s=1500)
+            soak_s=60, soak_clients=16, soak_write_mb=1024, usage_reads=50, desktop_apps=300, desktop_s=20, alarm_s=1500)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
              route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
              glib_inits=2, glib_toggles=4,
              churn_scopes=100, churn_s=1, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
-             soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, alarm_s=240)
+             soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, desktop_apps=5, desktop_s=1, alarm_s=240)
 
 
 PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",
-          "decide", "steer", "reloadq", "glib", "churn", "silent", "soak", "usage"]
+          "decide", "steer", "reloadq", "glib", "churn", "silent", "soak", "usage", "desktop"]
 
 
 class BenchError(Exception):
@@ -1257,6 +1257,45 @@ class Bench:
                                  "failed_changes": text.count("changing only what differs failed"),
                                  "notice_lines": len(lines), "err_lines": len(errors)}
 
+    def bench_desktop(self):
+        """21: a desktop session's apps (issue 32). A user manager's tree of the bench's own at the root of the
+        hierarchy (npbench-PID.slice/npbench-PID-user.slice/user@UID.service/app.slice), and a policy with no [App]:
+        [Defaults] WiFi=deny. 300 desktop apps launched one after another in scopes named for their application IDs,
+        each refused by the kernel before it was ever named in a policy; a good client's QUERY meanwhile."""
+        c = self.c
+        root = os.path.join(self.cgroup_root(), f"npbench-{os.getpid()}-desk.slice")
+        apps_dir = os.path.join(root, f"npbench-{os.getpid()}-user.slice", f"user@{TPUT_UID}.service", "app.slice")
+        os.makedirs(apps_dir)
+        conf = os.path.join(self.dir, "desktop.conf")
+        sock = os.path.join(self.dir, "desktop.sock")
+        with open(conf, "w") as f:
+            f.write(f"[Interface {WIFI}]\nKind=wifi\n\n[Enforcement]\nMode=block\n\n[Defaults]\nWiFi=deny\n\n"
+                    f"[App {APP}]\nExecutable=/opt/npbench/{APP}\nWiFi=allow\n")
+        d = None
+        try:
+            d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
+                           + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-desktop")), log_name="netpermd-desktop.log")
+            self.wait_for(lambda: json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] == "enforcing",
+                          "the rules in force (desktop)", 30)
+            log(f"desktop: {c['desktop_apps']} desktop apps launched and stopped for {c['desktop_s']} s")
+            rest = self.paced(sock, f"QUERY {APP}", c["rest_s"])
+            apps = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}", self.tool("desktopapps"), apps_dir,
+                               str(c["desktop_apps"]), str(c["desktop_s"]), "10.99.0.2", "9"], stdout=subprocess.PIPE)
+            during = self.paced(sock, f"QUERY {APP}", c["desktop_s"])
+            out, _ = apps.communicate(timeout=c["desktop_s"] + 120)
+            self.stop(d)
+        finally:
+            if d and d.poll() is None:
+                d.kill()
+                d.wait()
+            for p in (apps_dir, os.path.dirname(apps_dir), os.path.dirname(os.path.dirname(apps_dir)), root):
+                try:
+                    os.rmdir(p)
+                except OSError as e:
+                    log(f"warning: {p}: {e}")
+        self.results["desktop"] = {"apps": c["desktop_apps"], "seconds": c["desktop_s"], **json.loads(out),
+                                   "rest": rest, "during": during}
+
     def bench_silent(self):
         """15: subscribers that never read (issue 22, point 12). bsil0 (wifi) with 700 addresses, so that each of
         its link events is about 10 KB; 2,000 subscribers send SUBSCRIBE and never read while bsil0's admin state
@@ -1719,6 +1758,16 @@ def build_rows(r, smoke):
                      f"{ch['notice_lines']} lines at notice+", "no load fails",
                      target("cgroup churn fails no load", failed == 0 and ch["err_lines"] == 0
                             and ch["state_after"] == "enforcing", f"{failed} failed, state {ch['state_after']}")))
+    if "desktop" in r:
+        de = r["desktop"]
+        f, d, rest = de["first_refused_us"], de["during"]["rtt_us"], de["rest"]["rtt_us"]
+        rows.append((f"21 {de['apps']} desktop apps launched and stopped ({de['launched']}, {de['refused']} refused): "
+                     "scope made -> first datagram refused (ms)", triple(f, "ms"), "", f"max {fmt(f['max'], 'ms')} ms",
+                     "every launch refused", target("every desktop app's launch refused by [Defaults]",
+                                                    de["refused"] == de["launched"] > 0,
+                                                    f"{de['refused']} of {de['launched']}")))
+        rows.append(("21 the same: good client's QUERY (ms)", triple(d, "ms"), "at rest: " + triple(rest, "ms"),
+                     f"p99 x{d['p99'] / max(rest['p99'], 1):.0f}, max {fmt(d['max'], 'ms')} ms", "", ""))
     if "silent" in r:
         si = r["silent"]
         d, rest = si["during"]["rtt_us"], si["rest"]["rtt_us"]
