@@ -35,6 +35,8 @@ func checkMatching(_ config: Config, exe: String) {
         PeerIdentity(pid: 3, uid: 1001, gids: [], executable: nil, unit: "apt-daily.service"),
         PeerIdentity(pid: 4, uid: 1001, gids: [], executable: "/" + exe, unit: exe),
         PeerIdentity(pid: 5, uid: 1000, gids: [], executable: nil, unit: exe, userUnit: true),
+        PeerIdentity(pid: 6, uid: 1000, gids: [], executable: nil, unit: "app-gnome-org.example.Maps-1.scope", userUnit: true,
+                     slice: "app.slice"),
     ]
     for peer in peers {
         let m = config.match(peer)
@@ -49,6 +51,13 @@ func checkMatching(_ config: Config, exe: String) {
                 require((peer.userUnit ? app.userUnits : app.units).contains { $0.matches(unit) },
                         "\(m.id) matched unit \(unit) (user: \(peer.userUnit)) by the wrong key")
             }
+        case .desktop:
+            // The unit's application ID names it: an [App] of the policy, or the desktop app by itself.
+            let id = peer.unit.flatMap { DesktopAppID.from(unit: $0, slice: peer.slice) }
+            require(peer.userUnit && id != nil && m.app?.desktopIDs.contains(id!) == true,
+                    "\(m.id) matched as a desktop app from \(peer.unit ?? "no unit")")
+            require(config.app(named: m.id) == m.app || (m.app?.discovered == true && m.id == id && config.desktopApps),
+                    "desktop app \(m.id) is neither the policy's nor discovered")
         case .name:
             require(false, "matched by name without a name")
         }
