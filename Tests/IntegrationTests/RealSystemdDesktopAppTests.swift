@@ -76,6 +76,44 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
         XCTAssertEqual(rootApps?.compactMap { $0["app"] as? String }, ["org.example.Maps"],
                        "a user's own desktop file names that user's apps, not everyone's")
 
+        // A hostile user's own files: a symlink to /etc/shadow, a FIFO, a 1 MiB file, 10,000 files, and their own
+        // app named with terminal escapes. Theirs only: nothing changes for the other user or for everyone.
+        try sd.check(["useradd", "--uid", "4031", "--user-group", "--create-home", "--home-dir", "/home/npt-hostile",
+                      "--shell", "/bin/sh", "npt-hostile"])
+        try sd.check(["/usr/bin/python3", "-c", """
+            import os
+            d = "/home/npt-hostile/.local/share/applications"
+            os.makedirs(d)
+            os.symlink("/etc/shadow", d + "/org.example.Shadow.desktop")
+            os.mkfifo(d + "/org.example.Fifo.desktop")
+            open(d + "/org.example.Huge.desktop", "w").write("[Desktop Entry]\\nName=Huge\\n" + "#" * (1 << 20))
+            open(d + "/org.example.Bank.desktop", "w").write("[Desktop Entry]\\nName=\\x1b[2J\\x1b]0;owned\\x07Bank\\n")
+            for i in range(10000):
+                open(d + "/org.example.H%05d.desktop" % i, "w").write("[Desktop Entry]\\nName=H\\n")
+            """])
+        try sd.check(["chown", "-R", "npt-hostile:npt-hostile", "/home/npt-hostile/.local"])
+        addTeardownBlock { sd.stopUserManager(uid: 4031) }
+        try sd.startUserManager(uid: 4031)
+        func apps(_ argv: [String]) throws -> [String: String] {
+            let list = (try JSONValue.object(sd.check(argv).lines.last ?? "")["apps"] as? [[String: Any]]) ?? []
+            return Dictionary(list.map { ("\($0["app"] ?? "?")", "\($0["name"] ?? "-")") }, uniquingKeysWith: { a, _ in a })
+        }
+        var hostile: [String: String] = [:]
+        try waitUntil("the hostile user's files are read", timeout: 20, interval: 0.1) {
+            hostile = try apps(sd.asUser(4031, ["netpermctl", "--json", "apps"]))
+            return (hostile["org.example.Bank"] == "\\x1b[2J\\x1b]0;owned\\x07Bank", "\(hostile.count) apps, Bank: \(hostile["org.example.Bank"] ?? "-")")
+        }
+        XCTAssertNil(hostile["org.example.Shadow"], "a symlink to a file the user does not own")
+        XCTAssertNil(hostile["org.example.Fifo"])
+        XCTAssertNil(hostile["org.example.Huge"])
+        let read = hostile.keys.filter { $0.hasPrefix("org.example.H0") }.count
+        XCTAssertTrue(read > 900 && read <= 1000, "at most 1,000 files of a directory are read: \(read)")
+        XCTAssertEqual(hostile["org.example.Maps"], "Maps", "everyone's Maps, still named by its own file")
+        XCTAssertEqual(try apps(user(["netpermctl", "--json", "apps"])), ["org.example.Maps": "Maps", "org.example.Mine": "Mine"])
+        XCTAssertEqual(try apps(["netpermctl", "--json", "apps"]), ["org.example.Maps": "Maps"])
+        XCTAssertTrue(try sd.check(["journalctl", "--no-pager", "-o", "cat", "-u", "netpermd.service"]).stdout
+            .contains("more than 1000 desktop files, the rest not read"))
+
         // The notification server and the agent unit, on the user's session bus.
         try sd.check(user(["systemd-run", "--user", "--unit=npt-notifications", "--setenv=" + bus, "/usr/bin/python3", "-m",
                            "dbusmock", "--session", "--template", "notification_daemon", "-p",

@@ -590,7 +590,13 @@ extension Engine {
 
     func replyUsage(_ id: ConnectionID, _ app: String?) {
         let caller = sessions[id]?.caller
-        let apps = app.flatMap { state.config.app(named: $0) }.map { [$0] } ?? caller.map(usageApps) ?? []
+        var apps = app.flatMap { state.config.app(named: $0) }.map { [$0] } ?? caller.map(usageApps) ?? []
+        // Desktop apps that counted this period are listed whether or not they run now (counts are the app's,
+        // every user's together: only for those who see every app's).
+        if app == nil, caller?.privileged == true, state.config.desktopApps {
+            apps += usage.book.apps.keys.filter { state.config.app(named: $0) == nil && DesktopAppID.isValid($0) }.sorted()
+                .map { AppPolicy(discovered: $0) }
+        }
         let period = usage.book.period ?? UsagePeriod.start(containing: wallTime.date, startDay: state.config.usage.periodStart)
         let startDay = state.config.usage.periodStart
         reply(id) { w in
@@ -611,6 +617,7 @@ extension Engine {
             }
             w.objects("apps", apps) { w, a in
                 w.field("app", a.id)
+                writeName(of: a.id, uid: caller?.privileged == false ? caller?.identity.uid : nil, to: &w)
                 write(&w, usage.book[a.id])
                 if let b = budgetFact(for: a.id) { w.object("budget") { b.write(to: &$0) } }
             }
