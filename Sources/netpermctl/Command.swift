@@ -44,7 +44,7 @@ enum Command: String, CaseIterable {
         case .status: return "readiness, links, network, agents, policy (warnings, error), enforcement"
         case .links: return "the links table; with IFACE one link in detail"
         case .query: return "may APP (default: this program's app) use the network now, and if not, why"
-        case .apps: return "every app of the policy with its verdict (privileged)"
+        case .apps: return "every app with its verdict and name (a user: their own and installed ones)"
         case .reload: return "reload the policy now (privileged)"
         case .check: return "validate a policy file and its drop-ins offline"
         case .monitor: return "follow what changes: links, apps (or only APP), the policy"

@@ -73,8 +73,10 @@ enum Help {
                 """
         case .apps:
             return """
-                Every [App] of the policy with its verdict and its five permissions (the four kinds and
-                metered). Needs root or the admin group.
+                Every app with its verdict and its five permissions (the four kinds and metered), and its
+                name from its desktop file. Root and the admin group: every [App] of the policy, the desktop
+                apps running and those installed for everyone. Anyone else: their own apps, as their uid has
+                them, and the desktop apps installed for everyone and for them (docs/APPS.md).
                 """
         case .reload:
             return """

@@ -26,7 +26,7 @@ final class AdminGroupTests: IntegrationTestCase {
                       status.summary)
 
         // (PROMPTS, DECIDE and FORGET are anyone's for their own processes: UserDecisions=yes.)
-        let requests = "QUERY otherapp\nAPPS\nRELOAD\n"
+        let requests = "QUERY otherapp\nMETRICS\nRELOAD\n"
         for groups in ["1,100", "1"] {
             let r = try asNobody(groups: groups, ["socat", "-", "UNIX-CONNECT:\(f.socket)"], input: requests)
             XCTAssertEqual(r.lines.count, 3, r.summary)

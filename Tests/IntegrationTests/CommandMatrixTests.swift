@@ -67,7 +67,8 @@ final class CommandMatrixTests: IntegrationTestCase {
         c += [.usage("query", ["query", "a", "b"]), .unreachable("query", ["query"], user: .root),
               .unreachable("query", ["query", "maps"], user: .nobody)]
 
-        c += C.privileged("apps", ["apps"], verb: "APPS", terse: .rows(13), usage: ["apps", "x"])
+        // Anyone's: a user gets their own apps.
+        c += C.own("apps", ["apps"], verb: "APPS", terse: .rows(13), usage: ["apps", "x"])
 
         c += C.privileged("reload", ["reload"], verb: "RELOAD", exact: false, usage: ["reload", "x"])
         c.append(.refused("reload", "broken-policy", ["reload"], code: "policy-invalid"))

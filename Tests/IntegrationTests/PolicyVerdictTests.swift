@@ -152,7 +152,7 @@ final class PolicyVerdictTests: IntegrationTestCase {
         try waitForLinks(f.socket, "wwan0 usable") { $0[name: "wwan0"]?.usable == true }
 
         let r = try Subprocess.run(Self.asNobody + [mysocat, "-", "UNIX-CONNECT:\(f.socket)"],
-                                   input: Array("QUERY\nQUERY otherapp\nAPPS\nQUERY myapp\nRELOAD\nWAIT otherapp 1\n".utf8))
+                                   input: Array("QUERY\nQUERY otherapp\nMETRICS\nQUERY myapp\nRELOAD\nWAIT otherapp 1\n".utf8))
         XCTAssertEqual(r.status, 0, r.summary)
         XCTAssertEqual(r.lines.count, 6, "one reply per request: \(r.summary)")
         guard r.lines.count == 6 else { return }
@@ -170,7 +170,7 @@ final class PolicyVerdictTests: IntegrationTestCase {
         XCTAssertGreaterThan(try JSONValue.int(identity, "pid"), 1, "\(identity)")
         XCTAssertNil(identity["problem"], "root's daemon reads /proc/PID/exe of any uid: \(identity)")
 
-        for (i, request) in [(1, "QUERY otherapp"), (2, "APPS"), (4, "RELOAD"), (5, "WAIT otherapp 1")] {
+        for (i, request) in [(1, "QUERY otherapp"), (2, "METRICS"), (4, "RELOAD"), (5, "WAIT otherapp 1")] {
             let o = try JSONValue.object(r.lines[i])
             XCTAssertEqual(try JSONValue.bool(o, "ok"), false, "\(request) as nobody: \(o)")
             XCTAssertEqual(o["error"] as? String, "permission-denied", "\(request) as nobody: \(o)")

@@ -210,9 +210,13 @@ extension Engine {
                 + "(\(caller.match.id))"))
         }
         guard let app = state.config.app(named: name) else {
+            // A desktop app whether or not it runs now: the one its ID names.
+            if state.config.desktopApps, DesktopAppID.isValid(name) {
+                return .success(AppMatch(id: name, matchedBy: .desktop, app: AppPolicy(discovered: name)))
+            }
             return .failure(ProtocolError(.notFound, "no [App \(name)] in the policy"))
         }
-        return .success(AppMatch(id: app.id, matchedBy: .name, app: app))
+        return .success(AppMatch(id: app.id, matchedBy: app.discovered ? .desktop : .name, app: app))
     }
 
     // MARK: - WAIT
