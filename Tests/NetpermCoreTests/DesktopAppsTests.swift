@@ -181,6 +181,17 @@ final class DesktopAppsTests: XCTestCase {
         XCTAssertEqual(apps.last?["enforced_why"], "cgroup-absent", "installed, not running: nothing to enforce yet")
     }
 
+    /// One user naming units after ever new IDs makes at most `maxOwnApps` apps of everyone's rules.
+    func testOneUsersDesktopAppsAreBounded() {
+        let h = harness()
+        h.feed(.cgroups(UnitCgroups(nftRoot: "", units: (0..<300).map {
+            Self.cgroup("app-gnome-org.example.A\($0)-1.scope", id: UInt64(100 + $0))
+        } + [Self.cgroup(Self.mapsUnit, uid: 1001, id: 99)])))
+        XCTAssertEqual(h.engine.state.config.apps.filter(\.discovered).count, Engine.maxOwnApps + 1)
+        XCTAssertEqual(h.logged(containing: "uid 1000 runs more than 256 desktop apps").count, 1)
+        XCTAssertNotNil(h.engine.state.config.app(named: "org.example.Maps"), "another user's app is still one")
+    }
+
     // MARK: Desktop files
 
     func testADesktopFileIsRead() {

@@ -9,16 +9,29 @@ struct DesktopBook {
     /// Their uids, by ID: a user's own APPS lists the apps they run.
     var runningUIDs: [String: Set<UInt32>] = [:]
     var catalog = DesktopCatalog()
+    /// Uids told to run more desktop apps than one user may have (`Engine.maxOwnApps`).
+    var crowded: Set<UInt32> = []
 }
 
 extension Engine {
     /// The unit cgroups changed: the desktop apps running may have.
     func desktopUnitsChanged(_ cgroups: UnitCgroups) {
         var uids: [String: Set<UInt32>] = [:]
+        var perUID: [UInt32: Set<String>] = [:]
         for c in cgroups.units where c.user {
             guard let id = DesktopAppID.from(unit: c.unit, slice: c.slice), let uid = Ruleset.UnitOwner.userUID(path: c.path) else { continue }
+            // One user naming units after ever new IDs makes apps for everyone's rules: at most `maxOwnApps` each.
+            guard perUID[uid, default: []].count < Self.maxOwnApps || perUID[uid]!.contains(id) else {
+                if desktop.crowded.insert(uid).inserted {
+                    log(.warning, "desktop apps: uid \(uid) runs more than \(Self.maxOwnApps) desktop apps; the rest are "
+                        + "judged by their uid until some stop", uid: uid)
+                }
+                continue
+            }
+            perUID[uid, default: []].insert(id)
             uids[id, default: []].insert(uid)
         }
+        desktop.crowded.formIntersection(perUID.filter { $0.value.count >= Self.maxOwnApps }.keys)
         desktop.runningUIDs = uids
         let running = Set(uids.keys)
         guard running != desktop.running else { return }
