@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Starts the settings app: `netpermd-settings [--screenshot FILE --size WxH]`."""
+import argparse
+import sys
+
+import gi
+
+gi.require_version("Gtk", "4.0")
+gi.require_version("Adw", "1")
+from gi.repository import Adw  # noqa: E402
+
+from .window import APP_ID, Window  # noqa: E402
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="netpermd-settings", description="Which networks each app may use, and its data")
+    ap.add_argument("--screenshot", help="draw the window into this PNG once its pages are filled, then quit")
+    ap.add_argument("--size", default="900x720", help="the window's size, WIDTHxHEIGHT (default 900x720)")
+    args = ap.parse_args(argv)
+    width, height = (int(x) for x in args.size.split("x"))
+    app = Adw.Application(application_id=APP_ID)
+
+    def activate(a):
+        win = a.get_active_window() or Window(a, screenshot=args.screenshot)
+        win.set_default_size(width, height)
+        win.present()
+    app.connect("activate", activate)
+    return app.run([sys.argv[0]])

@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""What the settings app says, in a person's words, ready for translation (gettext domain `netpermd-settings`)."""
+import gettext
+
+from gi.repository import Adw
+
+_ = gettext.translation("netpermd-settings", fallback=True).gettext
+
+# The iOS three-way choice for cellular, and what each asks of Wi-Fi and cellular (wifi, wwan).
+CHOICES = [
+    ("off", lambda: _("Off"), ("deny", "deny")),
+    ("wifi", lambda: _("Wi-Fi only"), ("allow", "deny")),
+    ("both", lambda: _("Wi-Fi & Cellular"), ("allow", "allow")),
+]
+
+
+def choice_of(verdict):
+    """The choice a verdict's permissions show: an undecided ask counts as not allowed."""
+    p = verdict.get("permissions", {})
+    wifi, wwan = p.get("wifi") == "allow", p.get("wwan") == "allow"
+    if not wifi:
+        return "off"
+    return "both" if wwan else "wifi"
+
+
+def fixed(verdict, kind):
+    """The policy itself says allow or deny for `kind`: no one's decision changes it here."""
+    return verdict.get("sources", {}).get(kind) == "policy" and verdict.get("permissions", {}).get(kind) in ("allow", "deny")
+
+
+def why(verdict):
+    """Why it cannot connect now, or that it can: the daemon's own sentence (one explanation for every face)."""
+    if verdict.get("available"):
+        link = (verdict.get("via") or {}).get("name")
+        return _("Connected by {link}").format(link=link) if link else _("May use the network")
+    return verdict.get("message") or _("Cannot use the network now")
+
+
+def size(n):
+    """Bytes as a person reads them: 1.2 MB."""
+    n = float(n or 0)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return (f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}")
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+KIND_NAMES = {"wifi": lambda: _("Wi-Fi"), "wwan": lambda: _("Cellular"), "ethernet": lambda: _("Ethernet"),
+              "other": lambda: _("Other"), "metered": lambda: _("Metered")}
+
+
+def kind_name(kind, metered=False):
+    name = KIND_NAMES.get(kind, lambda: kind)()
+    return _("{kind}, metered").format(kind=name) if metered and kind != "metered" else name
+
+
+def plain_row(title, subtitle=None):
+    """An Adw.ActionRow whose title and subtitle are text, never markup ("Wi-Fi & Cellular", an app's own name)."""
+    row = Adw.ActionRow()
+    row.set_use_markup(False)
+    row.set_title(title)
+    if subtitle is not None:
+        row.set_subtitle(subtitle)
+    return row
