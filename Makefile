@@ -27,12 +27,13 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
 # managers' session bus), dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent;
 # e2fsprogs for the small ext4 a test freezes under the daemon's decisions file.
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
-             bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux e2fsprogs
+             bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux e2fsprogs \
+             gir1.2-gtk-4.0 gir1.2-adw-1 at-spi2-core python3-pyatspi desktop-file-utils appstream gettext
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-replay fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files uninstall clean \
+.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-replay fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files install-settings uninstall-settings settings-pot uninstall clean \
         gio-deps gio-module gio-test install-gio uninstall-gio
 
 all: build
@@ -148,7 +149,7 @@ integration: deps test-deps release gio-module deb
 # man pages, completions) and netpermd-gio (the GLib module), built by dpkg-buildpackage from the release build
 # into $(DEB_DIR). debian/changelog (in git, so dpkg-buildpackage works from a clone) must name VERSION: one
 # version; SOURCE_DATE_EPOCH (the last commit's time) dates the build, so two builds of one commit are alike.
-DEB_DEBS := debhelper dpkg-dev lintian
+DEB_DEBS := debhelper dpkg-dev lintian dh-python python3
 DEB_DIR := .build/deb
 DEB_ARCH = $(shell dpkg --print-architecture)
 DEB_DATE = $(shell git log -1 --format=%ct 2>/dev/null || stat -c %Y Sources/NetpermCore/DaemonState.swift)
@@ -307,6 +308,30 @@ USER_UNIT_WANTS = yes
 install: release
 	$(MAKE) --no-print-directory install-files BIN="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
 	$(MAKE) --no-print-directory install-gio
+	$(MAKE) --no-print-directory install-settings
+
+# The settings app (Python, GTK 4, libadwaita): its launcher, its modules beside it in share/netpermd-settings,
+# its desktop file, AppStream metainfo and icon where desktops look for them.
+SETTINGS_MODULES = $(wildcard settings/netpermd_settings/*.py)
+install-settings:
+	install -D -m 0755 settings/netpermd-settings $(DESTDIR)$(PREFIX)/bin/netpermd-settings
+	install -d $(DESTDIR)$(PREFIX)/share/netpermd-settings/netpermd_settings
+	install -m 0644 $(SETTINGS_MODULES) $(DESTDIR)$(PREFIX)/share/netpermd-settings/netpermd_settings/
+	install -D -m 0644 settings/data/org.netpermd.Settings.desktop $(DESTDIR)$(PREFIX)/share/applications/org.netpermd.Settings.desktop
+	install -D -m 0644 settings/data/org.netpermd.Settings.metainfo.xml $(DESTDIR)$(PREFIX)/share/metainfo/org.netpermd.Settings.metainfo.xml
+	install -D -m 0644 settings/data/org.netpermd.Settings.svg $(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg
+
+uninstall-settings:
+	rm -f $(DESTDIR)$(PREFIX)/bin/netpermd-settings $(DESTDIR)$(PREFIX)/share/applications/org.netpermd.Settings.desktop \
+	  $(DESTDIR)$(PREFIX)/share/metainfo/org.netpermd.Settings.metainfo.xml \
+	  $(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg
+	rm -rf $(DESTDIR)$(PREFIX)/share/netpermd-settings
+
+# The strings to translate (gettext): po/netpermd-settings.pot, from the modules.
+settings-pot:
+	install -d po
+	xgettext --language=Python --keyword=_ --from-code=UTF-8 --package-name=netpermd-settings \
+	  --output=po/netpermd-settings.pot $(SETTINGS_MODULES)
 
 # What `install` copies, taking the programs from BIN. The real-systemd test installs with this very target
 # (into its container's root, with DESTDIR), so the tested units are the installed ones.
@@ -358,6 +383,7 @@ uninstall:
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
 	$(MAKE) --no-print-directory uninstall-gio
+	$(MAKE) --no-print-directory uninstall-settings
 
 clean:
 	rm -rf .build

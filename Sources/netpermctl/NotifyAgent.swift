@@ -67,7 +67,8 @@ enum NotifyAgent {
             let body = markup(PromptText.question(t) + "." + whose + "\n" + PromptText.expiry(t) + "\nAllow once: "
                 + PromptText.onceUntil(t) + ".")
             // No default action: a click on the body, stray or meant to read it, must not open the app.
-            let actions = options.map { ($0.key, $0.label) }
+            // And "Settings", where the settings app is installed: every app's choice, not only this one's.
+            let actions = options.map { ($0.key, $0.label) } + (SettingsApp.installed ? [(SettingsApp.key, "Settings")] : [])
             // Asked without waiting: a server slow to show one (seconds) holds up no other prompt, and no answer.
             do {
                 let token = try notes.notifyLater(appName: "netpermd", icon: t["icon"]?.stringValue ?? "network-wireless", summary: PromptText.summary(t),
@@ -120,6 +121,11 @@ enum NotifyAgent {
             switch s {
             case let .actionInvoked(n, key):
                 guard let p = shown.prompt(of: n), let id = p["id"]?.intValue else { return }
+                if key == SettingsApp.key {
+                    Screen.out("notification \(n) for prompt \(id): opening the settings app\n")
+                    SettingsApp.open()
+                    return
+                }
                 let options = PromptText.options(p.forTerminal, privileged: session.privileged)
                 guard let option = options.first(where: { $0.key == key }) else {
                     // A server that sends "default" for a click on the body anyway: nothing is granted.

@@ -27,24 +27,28 @@ class AppRow(Adw.ExpanderRow):
         self.app = verdict["app"]
         self.updating = False
         self.add_prefix(app_icon(verdict))
+        # Open: the choice is one press away, for a pointer, a finger, a keyboard and a screen reader alike.
+        self.set_expanded(True)
+        # The three-way choice as linked toggle buttons, one group: the row's own control, operable by keyboard.
         self.checks = {}
+        choice = Adw.PreferencesRow(activatable=False, focusable=False)
+        box = Gtk.Box(homogeneous=True, margin_top=8, margin_bottom=8, margin_start=8, margin_end=8)
+        box.add_css_class("linked")
         group = None
         for key, label, _kinds in CHOICES:
-            row = plain_row(label())
-            check = Gtk.CheckButton(label=None)
-            check.update_property([Gtk.AccessibleProperty.LABEL], [label()])
+            button = Gtk.ToggleButton(label=label())
+            button.update_property([Gtk.AccessibleProperty.DESCRIPTION], [_("Networks for {app}").format(app=self.app)])
             if group is not None:
-                check.set_group(group)
-            group = group or check
-            check.connect("toggled", self._toggled, key)
-            row.add_prefix(check)
-            row.set_activatable_widget(check)
-            self.add_row(row)
-            self.checks[key] = (row, check)
+                button.set_group(group)
+            group = group or button
+            button.connect("toggled", self._toggled, key)
+            box.append(button)
+            self.checks[key] = button
+        choice.set_child(box)
+        self.add_row(choice)
         self.metered_row = plain_row(_("Metered networks"),
                                          subtitle=_("Hotspots and connections marked metered"))
         self.metered = Gtk.Switch(valign=Gtk.Align.CENTER)
-        self.metered.update_property([Gtk.AccessibleProperty.LABEL], [_("Metered networks")])
         self.metered.connect("notify::active", self._metered)
         self.metered_row.add_suffix(self.metered)
         self.metered_row.set_activatable_widget(self.metered)
@@ -60,12 +64,11 @@ class AppRow(Adw.ExpanderRow):
         self.set_subtitle(why(verdict))
         chosen = choice_of(verdict)
         for key, _label, (wifi, wwan) in CHOICES:
-            row, check = self.checks[key]
-            check.set_active(key == chosen)
+            button = self.checks[key]
+            button.set_active(key == chosen)
             # A choice the policy rules out cannot be made here.
-            possible = all(not fixed(verdict, k) or verdict["permissions"][k] == want
-                           for k, want in (("wifi", wifi), ("wwan", wwan)))
-            row.set_sensitive(possible)
+            button.set_sensitive(all(not fixed(verdict, k) or verdict["permissions"][k] == want
+                                     for k, want in (("wifi", wifi), ("wwan", wwan))))
         self.metered.set_active(verdict.get("permissions", {}).get("metered") == "allow")
         self.metered_row.set_sensitive(not fixed(verdict, "metered"))
         fixes = [k for k in ("wifi", "wwan", "ethernet", "other", "metered") if fixed(verdict, k)]

@@ -52,7 +52,7 @@ class DataPage(Adw.PreferencesPage):
     def show(self, usage, privileged, names):
         if self.group is not None:
             self.remove(self.group)
-        self.group = Adw.PreferencesGroup(title=_("Apps"))
+        self.group = Adw.PreferencesGroup(title=_("Data used by each app"))
         self.add(self.group)
         period = usage.get("period") or {}
         counting = usage.get("counting", False)
