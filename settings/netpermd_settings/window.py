@@ -15,6 +15,8 @@ from .waiting import WaitingPage
 
 APP_ID = "org.netpermd.Settings"
 REFRESH_MS = 100
+# What apps use moves without an event: while the Data page is shown, it is read again this often.
+DATA_MS = 2000
 
 
 class Window(Adw.ApplicationWindow):
@@ -47,17 +49,36 @@ class Window(Adw.ApplicationWindow):
             box.append(w)
         self.set_content(box)
 
+        self.data_timer = None
+        self.stack.connect("notify::visible-child", self._page_shown)
+
         self.client = Client(["links", "apps", "policy", "prompts"], self._event, self._state, self._subscribed)
         self.client.start()
+
+    def _page_shown(self, *_args):
+        if self.stack.get_visible_child() is self.data:
+            self.refresh()
+            if self.data_timer is None:
+                self.data_timer = GLib.timeout_add(DATA_MS, self._data_tick)
+        elif self.data_timer is not None:
+            GLib.source_remove(self.data_timer)
+            self.data_timer = None
+
+    def _data_tick(self):
+        if self.client.connected:
+            self.client.request("USAGE", lambda r: r.get("ok") and self.data.show(r, self.privileged, self.names))
+        return True
 
     def _state(self, connected, message):
         if connected:
             self.status_bar.set_reveal_child(False)
+            self.status.set_visible(False)
             self.refresh()
             return
         self.status.set_label(_("netpermd is not running ({socket}); waiting for it to start").format(socket=socket_path())
                               + (f": {message}" if message else ""))
         self.status.update_property([Gtk.AccessibleProperty.LABEL], [_("netpermd is not running")])
+        self.status.set_visible(True)
         self.status_bar.set_reveal_child(True)
 
     def _subscribed(self, reply):

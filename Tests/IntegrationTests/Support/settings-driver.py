@@ -8,6 +8,7 @@ Starts a session bus of its own (and with it the accessibility bus), runs APP on
 waits for its window in the tree, then reads commands on stdin, one per line, and answers each with one JSON line:
 
     apps                     every app row: {"name", "subtitle", "choice", "sensitive": {choice: bool}}
+    choice NAME              app NAME's choice alone, and when it was read: {"choice", "read_at"} (CLOCK_MONOTONIC)
     choose NAME CHOICE       clicks the radio button CHOICE ("Wi-Fi only") in the row of app NAME
     data                     the Data page's rows: {"name", "subtitle", "bar"}
     prompts                  the Waiting page's rows: {"title", "buttons"}
@@ -124,10 +125,16 @@ class Driver:
     def labels(self, n):
         return [name(c) for c, _ in walk(n) if role(c) == "label"]
 
+    def apps_list(self):
+        """The Apps page's list (found once: it stays while its rows come and go)."""
+        if getattr(self, "_apps_list", None) is None:
+            self._apps_list = next(n for n, _ in self.nodes() if role(n) == "list" and name(n) == "Apps")
+        return self._apps_list
+
     def app_rows(self):
         """Each app's expander row: the list item holding its header (a named list item) and its three choices."""
         rows = []
-        for n, _ in self.nodes():
+        for n, _ in walk(self.apps_list()):
             if role(n) != "list item" or name(n):
                 continue
             items = [c for c, _ in walk(n) if role(c) == "list item" and name(c)]
@@ -146,6 +153,18 @@ class Driver:
                         "sensitive": {k: sensitive(v) for k, v in choices.items()},
                         "metered": checked(metered) if metered is not None else None})
         return out
+
+    def choice(self, app):
+        """App `app`'s choice now, reading only its three buttons (found once): a quick look, for timing."""
+        cache = getattr(self, "_rows", None) or {}
+        if app not in cache:
+            cache = {name(h): c for h, c, _ in self.app_rows()}
+            self._rows = cache
+        buttons = cache.get(app)
+        if buttons is None:
+            return {"error": f"no app {app}"}
+        chosen = next((k for k, b in buttons.items() if checked(b)), None)
+        return {"choice": chosen, "read_at": time.monotonic()}
 
     def choose(self, rest):
         for header, choices, _row in self.app_rows():
@@ -234,7 +253,11 @@ def command(d, verb, rest):
     if verb == "page":
         return d.page(rest)
     if verb == "apps":
-        return {"apps": d.apps()}
+        apps = d.apps()
+        # When the tree was read to its end (CLOCK_MONOTONIC, as the test's own clock): what it says held by then.
+        return {"apps": apps, "read_at": time.monotonic()}
+    if verb == "choice":
+        return d.choice(rest)
     if verb == "choose":
         return d.choose(rest)
     if verb == "data":
