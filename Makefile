@@ -315,6 +315,7 @@ install: release
 SETTINGS_MODULES = $(wildcard settings/netpermd_settings/*.py)
 install-settings:
 	install -D -m 0755 settings/netpermd-settings $(DESTDIR)$(PREFIX)/bin/netpermd-settings
+	install -D -m 0644 man/netpermd-settings.1 $(DESTDIR)$(PREFIX)/share/man/man1/netpermd-settings.1
 	install -d $(DESTDIR)$(PREFIX)/share/netpermd-settings/netpermd_settings
 	install -m 0644 $(SETTINGS_MODULES) $(DESTDIR)$(PREFIX)/share/netpermd-settings/netpermd_settings/
 	install -D -m 0644 settings/data/org.netpermd.Settings.desktop $(DESTDIR)$(PREFIX)/share/applications/org.netpermd.Settings.desktop
@@ -323,6 +324,7 @@ install-settings:
 
 uninstall-settings:
 	rm -f $(DESTDIR)$(PREFIX)/bin/netpermd-settings $(DESTDIR)$(PREFIX)/share/applications/org.netpermd.Settings.desktop \
+	  $(DESTDIR)$(PREFIX)/share/man/man1/netpermd-settings.1 \
 	  $(DESTDIR)$(PREFIX)/share/metainfo/org.netpermd.Settings.metainfo.xml \
 	  $(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg
 	rm -rf $(DESTDIR)$(PREFIX)/share/netpermd-settings

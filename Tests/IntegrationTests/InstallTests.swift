@@ -8,7 +8,7 @@ import Glibc
 /// `make install-files` and `make uninstall` into a DESTDIR: what lands where with which mode, that an
 /// administrator's configuration is never overwritten, and that uninstall leaves nothing else behind.
 final class InstallTests: XCTestCase {
-    /// Every file install-files writes under PREFIX=/usr/local, with its mode.
+    /// Every file install-files and install-settings write under PREFIX=/usr/local, with its mode.
     static let installed: [(path: String, mode: mode_t)] = [
         ("usr/local/sbin/netpermd", 0o755),
         ("usr/local/bin/netpermctl", 0o755),
@@ -42,7 +42,15 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/bash-completion/completions/netpermctl", 0o644),
         ("usr/local/share/zsh/site-functions/_netpermctl", 0o644),
         ("etc/netpermd/netpermd.conf", 0o644),
-    ]
+        // The settings app (install-settings).
+        ("usr/local/bin/netpermd-settings", 0o755),
+        ("usr/local/share/man/man1/netpermd-settings.1", 0o644),
+        ("usr/local/share/applications/org.netpermd.Settings.desktop", 0o644),
+        ("usr/local/share/metainfo/org.netpermd.Settings.metainfo.xml", 0o644),
+        ("usr/local/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg", 0o644),
+    ] + ["__init__", "apps", "client", "data", "main", "text", "waiting", "window"].map {
+        ("usr/local/share/netpermd-settings/netpermd_settings/\($0).py", 0o644)
+    }
 
     private var destdir = ""
 
@@ -81,6 +89,7 @@ final class InstallTests: XCTestCase {
 
     func testInstallPutsEveryFileInPlaceAndUninstallRemovesAllButTheConfiguration() throws {
         try make("install-files")
+        try make("install-settings")
         let installed = tree()
         for (path, mode) in Self.installed {
             guard let entry = installed[path] else {

@@ -19,7 +19,7 @@ enum Repository {
     }
 
     /// The man pages under man/, by file name; the section is the last extension.
-    static let manPages = ["netpermctl.1", "netpermd.conf.5", "netpermd.8"]
+    static let manPages = ["netpermctl.1", "netpermd.conf.5", "netpermd.8", "netpermd-settings.1"]
 
     /// Copies the pages into `dir`/manN/, a tree `man` searches when MANPATH names `dir`.
     static func makeManTree(in dir: String) throws {
