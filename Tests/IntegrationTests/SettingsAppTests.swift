@@ -25,9 +25,9 @@ final class SettingsAppTests: IntegrationTestCase {
         [Interface wwan*]
         Kind=wwan
 
-        [App maps]
+        [App mail]
         User=4050
-        WWAN=ask
+        WWAN=allow
 
         [App backup]
         User=4051
@@ -149,8 +149,20 @@ final class SettingsAppTests: IntegrationTestCase {
         try bed.ns.ip("route", "add", "default", "via", "10.82.0.2", "metric", "200")
         let share = dir + "/share/applications"
         try FileManager.default.createDirectory(atPath: share, withIntermediateDirectories: true)
-        try "[Desktop Entry]\nType=Application\nName=Notes\nIcon=org.example.Notes\n"
-            .write(toFile: share + "/org.example.Notes.desktop", atomically: true, encoding: .utf8)
+        for (id, name) in [("org.example.Maps", "Maps"), ("org.example.Notes", "Notes")] {
+            try "[Desktop Entry]\nType=Application\nName=\(name)\nIcon=\(id)\n"
+                .write(toFile: share + "/\(id).desktop", atomically: true, encoding: .utf8)
+        }
+        // Maps running for uid 4050, as GNOME Shell starts it: a scope of the user's manager named for its ID.
+        let top = try EnforcementBed.cgroupRoot() + "/npt-settings-\(getpid()).slice"
+        let scope = top + "/user-4050.slice/user@4050.service/app.slice/app-gnome-org.example.Maps-1.scope"
+        var made: [String] = []
+        addTeardownBlock { EnforcementBed.removeCgroups(made.reversed().map { Array($0.utf8CString) }) }
+        for d in [top, top + "/user-4050.slice", top + "/user-4050.slice/user@4050.service",
+                  top + "/user-4050.slice/user@4050.service/app.slice", scope] {
+            guard mkdir(d, 0o755) == 0 else { throw HarnessError("mkdir \(d): \(String(cString: strerror(errno)))") }
+            made.append(d)
+        }
         let config = try writeConfig(Self.policy, in: dir)
         func start() throws -> DaemonProcess {
             let d = try startDaemon(in: bed.ns, socket: socket, config: config, wrapper: ["env", "XDG_DATA_DIRS=\(dir)/share"],
@@ -167,45 +179,53 @@ final class SettingsAppTests: IntegrationTestCase {
             let p = try self.bed.probe(link: "wlan0"), q = try self.bed.probe(link: "wwan0")
             return (p.passed && q.passed, "\(p) \(q)")
         }
+        func inMaps() throws -> EnforcementBed.Probe { try bed.probe(uid: Self.user, cgroup: scope, link: "wwan0") }
 
-        // The user: their own apps only, the policy's of their uid and the desktop apps installed, by name.
+        // The user: their own apps only (the policy's of their uid, the desktop app they run, the one installed for
+        // everyone), by name.
         let user = try Session(self, uid: Self.user)
         var rows: [String: [String: Any]] = [:]
         try waitUntil("the user's apps are listed", timeout: 10, interval: 0.1) {
             rows = try user.apps()
-            return (Set(rows.keys) == ["maps", "Notes"], "\(rows.keys.sorted())")
+            return (Set(rows.keys) == ["mail", "Maps", "Notes"], "\(rows.keys.sorted())")
         }
-        XCTAssertEqual(rows["maps"]?["choice"] as? String, "Wi-Fi only", "WWAN=ask, undecided: \(rows)")
-        XCTAssertEqual((rows["maps"]?["sensitive"] as? [String: Bool])?["Off"], false,
+        XCTAssertEqual(rows["Maps"]?["choice"] as? String, "Wi-Fi only", "WWAN=ask by [Defaults], undecided: \(rows)")
+        XCTAssertEqual((rows["Maps"]?["sensitive"] as? [String: Bool])?["Off"], false,
                        "[Defaults] WiFi=allow is the policy's: Off cannot be chosen here")
+        XCTAssertEqual((rows["mail"]?["sensitive"] as? [String: Bool])?["Wi-Fi only"], false, "mail's WWAN=allow is the policy's")
 
-        // "Wi-Fi only" for Maps: that uid's Maps is denied on wwan, in the daemon and in the kernel.
-        try user.ask("choose maps Wi-Fi & Cellular")
+        // "Wi-Fi & Cellular", then "Wi-Fi only" for Maps: that uid's Maps is allowed, then denied, on wwan, in the
+        // daemon and in the kernel.
+        try user.ask("choose Maps Wi-Fi & Cellular")
         try waitUntil("the user's own decision is stored", timeout: 10, interval: 0.05) {
-            let q = try self.request(self.socket, "QUERY maps")
+            let q = try self.request(self.socket, "QUERY org.example.Maps")
             let own = (q["user_decisions"] as? [[String: Any]])?.first
             return (own?["decision"] as? String == "allow" && own?["for_uid"] as? Int == Int(Self.user), "\(q)")
         }
-        XCTAssertTrue(try bed.probe(uid: Self.user, link: "wwan0").passed, "allowed on wwan0 now")
-        try user.ask("choose maps Wi-Fi only")
-        try waitUntil("the row and the kernel say Wi-Fi only", timeout: 10, interval: 0.05) {
-            let row = try user.apps()["maps"]
+        try waitUntil("Maps passes out of wwan0", timeout: 10, interval: 0.05) {
+            let p = try inMaps()
+            return (p.passed, "\(p)")
+        }
+        try user.ask("choose Maps Wi-Fi only")
+        try waitUntil("the row says Wi-Fi only", timeout: 10, interval: 0.05) {
+            let row = try user.apps()["Maps"]
             return (row?["choice"] as? String == "Wi-Fi only", "\(row ?? [:])")
         }
-        let own = (try request(socket, "QUERY maps")["user_decisions"] as? [[String: Any]])?.first
+        let own = (try request(socket, "QUERY org.example.Maps")["user_decisions"] as? [[String: Any]])?.first
         XCTAssertEqual(own?["decision"] as? String, "deny", "\(own ?? [:])")
-        let refused = try bed.probe(uid: Self.user, link: "wwan0")
-        XCTAssertTrue(refused.blocked, "uid 4050's maps out of wwan0: \(refused)")
-        XCTAssertTrue(try bed.probe(uid: Self.user, link: "wlan0").passed, "and still on Wi-Fi")
+        let refused = try inMaps()
+        XCTAssertTrue(refused.blocked, "uid 4050's Maps out of wwan0: \(refused)")
+        XCTAssertTrue(try bed.probe(uid: Self.user, cgroup: scope, link: "wlan0").passed, "and still on Wi-Fi")
+        XCTAssertTrue(try bed.probe(uid: Self.user, link: "wwan0").passed, "uid 4050 outside Maps is mail, allowed")
 
         // The Data page: the bytes USAGE reports after that real traffic, with a bar.
         _ = try user.ask("page Data")
         try waitUntil("the Data page shows what USAGE says", timeout: 10, interval: 0.1) {
-            let usage = try self.request(self.socket, "USAGE maps")
+            let usage = try self.request(self.socket, "USAGE mail")
             let cur = ((usage["apps"] as? [[String: Any]])?.first?["current"] as? [String: Any]) ?? [:]
             let sent = cur["sent_bytes"] as? Int ?? -1, received = cur["received_bytes"] as? Int ?? -1
             let data = try user.ask("data")
-            let row = (data["rows"] as? [[String: Any]])?.first { $0["title"] as? String == "maps" }
+            let row = (data["rows"] as? [[String: Any]])?.first { $0["title"] as? String == "mail" }
             let want = "\(Self.size(sent)) sent, \(Self.size(received)) received"
             return (sent > 0 && (row?["subtitle"] as? String)?.hasPrefix(want) == true && row?["bar"] != nil,
                     "want \(want): \(data)")
@@ -222,7 +242,7 @@ final class SettingsAppTests: IntegrationTestCase {
         try waitUntil("the window is back", timeout: 10, interval: 0.1) {
             let s = try user.ask("status")
             _ = try user.ask("page Apps")
-            let listed = try user.apps().keys.contains("maps")
+            let listed = try user.apps().keys.contains("Maps")
             return (s["shown"] as? Bool == false && listed, "\(s)")
         }
 
@@ -230,29 +250,32 @@ final class SettingsAppTests: IntegrationTestCase {
         let root = try Session(self, uid: nil)
         try waitUntil("root sees every app", timeout: 10, interval: 0.1) {
             rows = try root.apps()
-            return (Set(rows.keys) == ["maps", "backup", "Notes"], "\(rows.keys.sorted())")
+            return (Set(rows.keys) == ["mail", "backup", "Maps", "Notes"], "\(rows.keys.sorted())")
         }
         XCTAssertEqual((rows["backup"]?["sensitive"] as? [String: Bool])?["Wi-Fi & Cellular"], false,
                        "backup's WWAN=deny is the policy's: \(rows["backup"] ?? [:])")
-        // uid 4050's maps undecided again, and refused out of wwan0: the kernel's prompt, for that uid.
+        // uid 4050's Maps undecided again, and refused out of wwan0: the kernel's prompt, for that uid.
         _ = try root.ask("page Waiting")
-        try request(socket, "FORGET maps")
-        XCTAssertTrue(try bed.probe(uid: Self.user, link: "wwan0").blocked)
+        try request(socket, "FORGET org.example.Maps")
+        XCTAssertTrue(try inMaps().blocked)
         var prompts: [[String: Any]] = []
         try waitUntil("the prompt is in the window", timeout: 10, interval: 0.1) {
             prompts = (try root.ask("prompts")["rows"] as? [[String: Any]]) ?? []
-            return (prompts.contains { ($0["title"] as? String)?.hasPrefix("Allow “maps” to use cellular") == true },
+            return (prompts.contains { ($0["title"] as? String)?.hasPrefix("Allow “Maps” to use cellular") == true },
                     "\(prompts)")
         }
         let buttons = prompts.first?["buttons"] as? [String] ?? []
-        XCTAssertEqual(buttons, ["Allow for maps", "Wi-Fi only for maps", "Allow once for maps"], "\(prompts)")
-        try root.ask("press Allow for maps")
+        XCTAssertEqual(buttons, ["Allow for Maps", "Wi-Fi only for Maps", "Allow once for Maps"], "\(prompts)")
+        try root.ask("press Allow for Maps")
         try waitUntil("the prompt is answered, for uid 4050", timeout: 10, interval: 0.05) {
-            let q = try self.request(self.socket, "QUERY maps")
+            let q = try self.request(self.socket, "QUERY org.example.Maps")
             let own = (q["user_decisions"] as? [[String: Any]])?.first
             return (own?["decision"] as? String == "allow" && own?["for_uid"] as? Int == Int(Self.user), "\(q)")
         }
-        XCTAssertTrue(try bed.probe(uid: Self.user, link: "wwan0").passed, "answered Allow: wwan0 passes")
+        try waitUntil("answered Allow: Maps passes out of wwan0", timeout: 10, interval: 0.05) {
+            let p = try inMaps()
+            return (p.passed, "\(p)")
+        }
 
         // Decided elsewhere: the window follows within a second of the daemon's reply (the tree read to its end by
         // then: the driver's own reading counts against the window).
@@ -262,12 +285,12 @@ final class SettingsAppTests: IntegrationTestCase {
             clock_gettime(CLOCK_MONOTONIC, &ts)
             return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
         }
-        XCTAssertEqual(try root.ask("choice maps")["choice"] as? String, "Wi-Fi only", "everyone's maps is still asked")
-        try request(socket, "DECIDE maps wwan allow")
+        XCTAssertEqual(try root.ask("choice Maps")["choice"] as? String, "Wi-Fi only", "everyone's Maps is still asked")
+        try request(socket, "DECIDE org.example.Maps wwan allow")
         let decided = monotonic()
         var seenAt = Double.infinity
         try waitUntil("the window shows the change", timeout: 5, interval: 0.01) {
-            let reply = try root.ask("choice maps")
+            let reply = try root.ask("choice Maps")
             if reply["choice"] as? String == "Wi-Fi & Cellular" { seenAt = reply["read_at"] as? Double ?? .infinity }
             return (seenAt.isFinite, "\(reply)")
         }

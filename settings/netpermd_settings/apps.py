@@ -2,7 +2,7 @@
 """The Apps page: every app the person may decide for, its name and icon, the three-way choice for cellular and the
 switch for metered networks, what the policy fixes, and why it cannot connect now. A change is a DECIDE (a user's
 own, for their uid) and shows when the daemon's answer comes."""
-from gi.repository import Adw, Gtk
+from gi.repository import Adw, Gtk, Pango
 
 from .text import plain_row, CHOICES, _, choice_of, fixed, kind_name, why
 
@@ -36,7 +36,11 @@ class AppRow(Adw.ExpanderRow):
         box.add_css_class("linked")
         group = None
         for key, label, _kinds in CHOICES:
-            button = Gtk.ToggleButton(label=label())
+            # Labels that wrap: the three fit a phone's 360 px ("Wi-Fi & Cellular" on two lines there).
+            text = Gtk.Label(label=label(), wrap=True, justify=Gtk.Justification.CENTER, width_chars=3)
+            text.set_wrap_mode(Pango.WrapMode.WORD_CHAR)
+            button = Gtk.ToggleButton(child=text)
+            button.update_property([Gtk.AccessibleProperty.LABEL], [label()])
             button.update_property([Gtk.AccessibleProperty.DESCRIPTION], [_("Networks for {app}").format(app=self.app)])
             if group is not None:
                 button.set_group(group)
