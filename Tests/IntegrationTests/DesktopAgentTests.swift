@@ -524,4 +524,40 @@ final class DesktopAgentTests: IntegrationTestCase {
         XCTAssertTrue(decisionsText(d).contains("[User \(Self.alice) maps]\nWWAN=allow\nMetered=allow\n"), decisionsText(d))
         XCTAssertTrue(try d.bed.probe(uid: Self.bob, link: "wwan0").blocked, "bob's maps was not answered for")
     }
+
+    // MARK: - The settings app
+
+    /// Where netpermd-settings is installed, each notification has a "Settings" action too, and it starts the app
+    /// (here a stand-in on the agent's PATH that says it ran), answering nothing: the prompt stays.
+    func testTheSettingsActionOpensTheSettingsApp() throws {
+        let d = try makeDesk(Self.policy)
+        let bus = try session(d, Self.alice)
+        _ = try notificationMock(d, bus, Self.alice)
+        let bin = try makeTempDir()
+        XCTAssertEqual(chmod(bin, 0o777), 0)
+        let marker = bin + "/ran"
+        try "#!/bin/sh\necho \"$(id -u)\" > \(marker)\n".write(toFile: bin + "/netpermd-settings", atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(bin + "/netpermd-settings", 0o755), 0)
+        let out = try Subprocess.makePipe()
+        let agent = try Subprocess.spawn(asUser(Self.alice, ["env", "PATH=\(bin):/usr/bin:/bin", netpermctl, "--socket", d.socket,
+                                                             "agent", "--notify"], bus: bus),
+                                         stdin: .devNull, stdout: .fd(out.write), stderr: .fd(out.write))
+        close(out.write)
+        let reader = FDLineReader(fd: out.read)
+        addTeardownBlock {
+            agent.killAndReap()
+            close(out.read)
+        }
+        try reader.waitForText("prompts go to")
+        let (id, args) = try blockedUntilNotified(d, bus, count: 1)
+        XCTAssertEqual(args[5] as? [String], ["allow", "Allow", "deny", "Wi-Fi only", "once", "Allow once", "settings", "Settings"])
+        try emit(bus, ["action", String(id), "settings"])
+        try waitUntil("the settings app ran, as alice", timeout: 5) {
+            let ran = (try? String(contentsOfFile: marker, encoding: .utf8)) ?? ""
+            return (ran == "\(Self.alice)\n", ran)
+        }
+        try reader.waitForText("opening the settings app")
+        XCTAssertFalse(try closed(bus).contains(id), "the prompt is still shown: Settings answers nothing")
+        XCTAssertTrue(try d.bed.probe(uid: Self.alice, link: "wwan0").blocked)
+    }
 }
