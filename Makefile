@@ -126,7 +126,8 @@ run: release
 # its bound (AbuseTests: p99 126 ms against 100), and beside lintian they cost a fresh clone's make test nothing.
 # The settings app's test (an X server, a session, the accessibility tree: mostly waiting) runs beside the package
 # build and the fuzz targets' build, not after them (the test bundle itself, not `swift test`: SwiftPM's lock on
-# .build would hold up the package build); then every other test.
+# .build would hold up the package build); then every other test; then the package's own test (a systemd booted
+# to install, upgrade and purge the .deb: mostly waiting) beside the benchmark's and the fuzz targets' smoke runs.
 test: deps test-deps release gio-test
 	$(SWIFT) build --build-tests
 	@mkdir -p .build/fuzz-smoke; \
@@ -140,9 +141,13 @@ test: deps test-deps release gio-test
 	grep -E "Executed [0-9]+ tests" .build/settings-test.log | tail -1; \
 	[ $$lint = 0 ] || exit $$lint; \
 	NETPERMD_BIN=$$($(SWIFT) build --show-bin-path) NETPERMD_RELEASE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path) \
-	  NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) $(SWIFT) test --skip-build --skip SettingsAppTests
-	$(MAKE) bench-smoke
-	$(MAKE) fuzz-smoke
+	  NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) $(SWIFT) test --skip-build --skip 'SettingsAppTests|PackageTests'
+	@bin=$$($(SWIFT) build --show-bin-path); \
+	NETPERMD_BIN=$$bin NETPERMD_RELEASE_BIN=$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path) NETPERMD_DEBS=$(CURDIR)/$(DEB_DIR) \
+	  $$bin/netpermdPackageTests.xctest IntegrationTests.PackageTests > .build/package-test.log 2>&1 & pkg=$$!; \
+	$(MAKE) bench-smoke && $(MAKE) fuzz-smoke; rc=$$?; \
+	wait $$pkg || { cat .build/package-test.log; echo "test: PackageTests failed"; exit 1; }; \
+	grep -E "Executed [0-9]+ tests" .build/package-test.log | tail -1; exit $$rc
 
 unit: deps
 	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests|NetpermDaemonTests'

@@ -69,8 +69,9 @@ class DataPage(Adw.PreferencesPage):
             s, r = totals(a)
             name = a.get("name") or names.get(a["app"]) or a["app"]
             row = plain_row(name)
-            kinds = ", ".join(f"{kind_name(k['kind'], k.get('metered'))} {size(k.get('sent_bytes', 0) + k.get('received_bytes', 0))}"
-                              for k in a.get("current", {}).get("kinds", []))
+            kinds = "\n".join(_("{kind}: {sent} sent, {received} received").format(
+                kind=kind_name(k["kind"], k.get("metered")), sent=size(k.get("sent_bytes", 0)),
+                received=size(k.get("received_bytes", 0))) for k in a.get("current", {}).get("kinds", []))
             line = _("{sent} sent, {received} received").format(sent=size(s), received=size(r))
             budget = a.get("budget")
             if budget:
