@@ -80,9 +80,12 @@ final class DesktopAgentTests: IntegrationTestCase {
     }
 
     /// `netpermctl agent --notify` as `uid` on its bus; its output, line by line.
-    private func notifyAgent(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32, runtime: String? = nil) throws -> (ChildProcess, FDLineReader) {
+    /// `path`: its PATH instead of none.
+    private func notifyAgent(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32, runtime: String? = nil,
+                             path: String? = nil) throws -> (ChildProcess, FDLineReader) {
         let out = try Subprocess.makePipe()
-        let env = runtime.map { ["env", "XDG_RUNTIME_DIR=" + $0] } ?? []
+        let vars = (runtime.map { ["XDG_RUNTIME_DIR=" + $0] } ?? []) + (path.map { ["PATH=" + $0] } ?? [])
+        let env = vars.isEmpty ? [] : ["env"] + vars
         let agent = try Subprocess.spawn(asUser(uid, env + [netpermctl, "--socket", d.socket, "agent", "--notify"], bus: bus),
                                          stdin: .devNull, stdout: .fd(out.write), stderr: .fd(out.write))
         close(out.write)
@@ -538,17 +541,7 @@ final class DesktopAgentTests: IntegrationTestCase {
         let marker = bin + "/ran"
         try "#!/bin/sh\necho \"$(id -u)\" > \(marker)\n".write(toFile: bin + "/netpermd-settings", atomically: true, encoding: .utf8)
         XCTAssertEqual(chmod(bin + "/netpermd-settings", 0o755), 0)
-        let out = try Subprocess.makePipe()
-        let agent = try Subprocess.spawn(asUser(Self.alice, ["env", "PATH=\(bin):/usr/bin:/bin", netpermctl, "--socket", d.socket,
-                                                             "agent", "--notify"], bus: bus),
-                                         stdin: .devNull, stdout: .fd(out.write), stderr: .fd(out.write))
-        close(out.write)
-        let reader = FDLineReader(fd: out.read)
-        addTeardownBlock {
-            agent.killAndReap()
-            close(out.read)
-        }
-        try reader.waitForText("prompts go to")
+        let (_, reader) = try notifyAgent(d, bus, Self.alice, path: "\(bin):/usr/bin:/bin")
         let (id, args) = try blockedUntilNotified(d, bus, count: 1)
         XCTAssertEqual(args[5] as? [String], ["allow", "Allow", "deny", "Wi-Fi only", "once", "Allow once", "settings", "Settings"])
         try emit(bus, ["action", String(id), "settings"])

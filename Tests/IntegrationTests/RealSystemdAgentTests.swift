@@ -49,20 +49,8 @@ final class RealSystemdAgentTests: IntegrationTestCase {
         showOnFailure("the agent unit's journal") { (try? journal()) ?? "" }
 
         // The notification server, a service of the user's own (its bus activated by dbus.socket).
-        try sd.check(user(["systemd-run", "--user", "--unit=npt-notifications", "--setenv=" + bus, "/usr/bin/python3", "-m",
-                           "dbusmock", "--session", "--template", "notification_daemon", "-p",
-                           #"{"capabilities": "body actions"}"#]))
-        // Copied in: the container's /tmp is its own, so a checkout under /tmp is not there.
-        let script = "/usr/local/lib/npt/notifications.py"
-        try sd.write(try String(contentsOfFile: Repository.path("Tests/IntegrationTests/Support/notifications.py"),
-                                encoding: .utf8), to: script)
-        func calls() throws -> [[String: Any]] {
-            try sd.check(user(["/usr/bin/python3", script, "calls"])).lines.map(JSONValue.object)
-        }
-        try waitUntil("the notification server answers", timeout: 10) {
-            let r = try sd.run(user(["/usr/bin/python3", script, "calls"]))
-            return (r.status == 0, r.summary)
-        }
+        let server = try UserNotifications(self, sd, bus: bus, user: user)
+        func calls() throws -> [[String: Any]] { try server.calls() }
 
         try sd.check(user(["systemctl", "--user", "start", "netpermd-agent.service"]))
         try waitUntil("the agent unit runs", timeout: 10) {
@@ -86,7 +74,7 @@ final class RealSystemdAgentTests: IntegrationTestCase {
         XCTAssertTrue((notify[4] as? String)?.contains(") asks to use cellular data via wwan0") == true, "\(notify)")
 
         // The person clicks Allow: the unit's agent answers, for their uid; the app's wait ends.
-        try sd.check(user(["/usr/bin/python3", script, "action", "1", "allow"]))
+        try server.click(1, "allow")
         XCTAssertEqual(waiter.wait(timeout: 10), 0, "the app's wait ends once the agent has answered")
         let decisions = try sd.check(["cat", "/var/lib/netpermd/decisions.conf"]).stdout
         XCTAssertTrue(decisions.contains("[User 4020 npt-user-app]\nWWAN=allow\n"), decisions)

@@ -115,19 +115,8 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
             .contains("more than 1000 desktop files, the rest not read"))
 
         // The notification server and the agent unit, on the user's session bus.
-        try sd.check(user(["systemd-run", "--user", "--unit=npt-notifications", "--setenv=" + bus, "/usr/bin/python3", "-m",
-                           "dbusmock", "--session", "--template", "notification_daemon", "-p",
-                           #"{"capabilities": "body actions"}"#]))
-        let script = "/usr/local/lib/npt/notifications.py"
-        try sd.write(try String(contentsOfFile: Repository.path("Tests/IntegrationTests/Support/notifications.py"),
-                                encoding: .utf8), to: script)
-        func calls() throws -> [[String: Any]] {
-            try sd.check(user(["/usr/bin/python3", script, "calls"])).lines.map(JSONValue.object)
-        }
-        try waitUntil("the notification server answers", timeout: 10) {
-            let r = try sd.run(user(["/usr/bin/python3", script, "calls"]))
-            return (r.status == 0, r.summary)
-        }
+        let server = try UserNotifications(self, sd, bus: bus, user: user)
+        func calls() throws -> [[String: Any]] { try server.calls() }
         try sd.check(user(["systemctl", "--user", "start", "netpermd-agent.service"]))
         try waitUntil("the agent asked the server", timeout: 10) {
             (try calls().contains { $0["method"] as? String == "GetCapabilities" }, "")
@@ -161,7 +150,7 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
         XCTAssertEqual(notify[2] as? String, "org.example.Maps", "the app's icon: \(notify)")
         XCTAssertEqual(notify[3] as? String, "Allow “Maps” to use cellular data?", "\(notify)")
         XCTAssertTrue((notify[4] as? String)?.hasPrefix("Maps (org.example.Maps, run by npt-desk") == true, "\(notify)")
-        try sd.check(user(["/usr/bin/python3", script, "action", String(shown), "allow"]))
+        try server.click(shown, "allow")
         try waitUntil("the answer is stored for the user's Maps", timeout: 10, interval: 0.05) {
             let d = (try? sd.check(["cat", "/var/lib/netpermd/decisions.conf"]).stdout) ?? ""
             return (d.contains("[User 4030 org.example.Maps]\nWWAN=allow\n"), d)
@@ -196,62 +185,14 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
         XCTAssertEqual(off.query["matched_by"] as? String, "default", "\(off.query)")
     }
 
-    struct InScope {
-        var output: String
-        var query: [String: Any]
-        var lines: [String]
-        var probe: RealSystemdUserRunTests.Probe { get throws { try RealSystemdUserRunTests.Probe(lines) } }
-    }
-
-    /// Runs a command in a scope of the user's own manager named `unit` (`systemd-run --user --scope --unit=`, as a
-    /// desktop launches an app): it prints the daemon's QUERY reply from inside, then waits for the test's go (once
-    /// `ready(cgroup)` says the rules name the scope) before running `probe` (Python). Every wait is bounded.
-    private func runInScope(_ sd: RealSystemd, unit: String, user: ([String]) -> [String],
-                            probe: String = wwanProbe, ready: (_ cgroup: String) throws -> (Bool, String)) throws -> InScope {
-        let dir = try makeTempDir()
-        let out = dir + "/out", err = dir + "/err"
-        let script = #"""
-            grep '^0::/' /proc/self/cgroup
-            netpermctl --json query
-            read go
-            exec python3 -c "$0"
-            """#
-        let argv = ["nsenter", "-t", String(sd.pid1), "-a"]
-            + user(["systemd-run", "--user", "--scope", "--quiet", "--unit=" + unit, "sh", "-c", script, probe])
-        let (r, w) = try Subprocess.makePipe()
-        var writer: Int32? = w
-        let child: ChildProcess
-        do {
-            child = try Subprocess.spawn(argv, stdin: .fd(r), stdout: .appendFile(out), stderr: .appendFile(err))
-        } catch {
-            close(r); close(w)
-            throw error
-        }
-        close(r)
-        defer {
-            if let fd = writer { close(fd) }
-            child.killAndReap()
-        }
-        func text(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-        func lines() -> [String] { text(out).split(separator: "\n").map(String.init) }
-        var cgroup = ""
-        try waitUntil("the command in \(unit) has asked the daemon", timeout: 20, interval: 0.02) {
-            if let status = child.poll() {
-                throw HarnessError("systemd-run exited \(status) early\n--- stdout ---\n\(text(out))--- stderr ---\n\(text(err))")
-            }
-            let l = lines()
-            cgroup = l.first { $0.hasPrefix("0::/") }.map { String($0.dropFirst(4)) } ?? ""
-            return (!cgroup.isEmpty && l.contains { $0.hasPrefix("{") }, text(out) + text(err))
-        }
-        XCTAssertEqual(cgroup, "user.slice/user-\(Self.uid).slice/user@\(Self.uid).service/app.slice/\(unit)")
-        try waitUntil("the daemon has put \(cgroup) in the kernel", timeout: 10, interval: 0.02) { try ready(cgroup) }
-        guard write(w, "go\n", 3) == 3 else { throw HarnessError("write to the command: \(String(cString: strerror(errno)))") }
-        close(w)
-        writer = nil
-        guard let status = child.wait(timeout: 15) else { throw HarnessError("the command did not end within 15 s: \(text(out))") }
-        let output = text(out) + text(err)
-        XCTAssertEqual(status, 0, output)
-        let l = lines()
-        return InScope(output: output, query: try JSONValue.object(try XCTUnwrap(l.first { $0.hasPrefix("{") }, output)), lines: l)
+    /// A command in a scope of the user's own manager named `unit` (`systemd-run --user --scope --unit=`, as a
+    /// desktop launches an app), held at its start until `ready(cgroup)` (HeldScope).
+    private func runInScope(_ sd: RealSystemd, unit: String, user: ([String]) -> [String], probe: String = wwanProbe,
+                            ready: (_ cgroup: String) throws -> (Bool, String)) throws -> HeldScope {
+        let held = try HeldScope.run(self, sd, what: unit, probe: probe, launch: { script, probe in
+            user(["systemd-run", "--user", "--scope", "--quiet", "--unit=" + unit, "sh", "-c", script, probe])
+        }, ready: ready)
+        XCTAssertEqual(held.cgroup, "user.slice/user-\(Self.uid).slice/user@\(Self.uid).service/app.slice/\(unit)")
+        return held
     }
 }

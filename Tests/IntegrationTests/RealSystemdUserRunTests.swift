@@ -66,18 +66,7 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
     }
 
     /// What a command run by `netpermctl run` as `uid` saw from inside its scope.
-    struct InScope {
-        var output: String
-        /// Its cgroup as /proc/self/cgroup says it, without the leading "0::/".
-        var cgroup: String
-        var unit: String
-        var query: [String: Any]
-        /// The command's output after the test's go.
-        var lines: [String]
-        /// What `ready` saw when it let the command go (for block, the rules as nft listed them).
-        var seen: String
-        var probe: Probe { get throws { try Probe(lines) } }
-    }
+    typealias InScope = HeldScope
 
     func testRunAsAUserIsAScopeOfTheirOwnManagerThatOnlyNarrows() throws {
         let sd = try bootRealSystemd(policy: Self.policy)
@@ -226,66 +215,12 @@ final class RealSystemdUserRunTests: IntegrationTestCase {
         }
     }
 
-    /// Runs `netpermctl run --app APP` as `uid` with a command that prints its cgroup and the daemon's QUERY reply
-    /// from inside the scope, then waits for a line on its stdin before running `probe` (Python): the rules follow
-    /// a new cgroup a moment after it appears (docs/ENFORCEMENT.md, "What escapes"), and a user cannot list them,
-    /// so the test sends the line once `ready(cgroup)` says the daemon has put the scope in the kernel (returning
-    /// what it saw). Every wait is bounded.
+    /// Runs `netpermctl run --app APP` as `uid`, held at its start until `ready(cgroup)` (HeldScope).
     private func runInScope(_ sd: RealSystemd, uid: Int, app: String, probe: String = RealSystemdUserRunTests.probe,
                             ready: (_ cgroup: String) throws -> (Bool, String)) throws -> InScope {
-        let dir = try makeTempDir()
-        let out = dir + "/out", err = dir + "/err"
-        let script = #"""
-            grep '^0::/' /proc/self/cgroup
-            netpermctl --json query
-            read go
-            exec python3 -c "$0"
-            """#
-        let argv = ["nsenter", "-t", String(sd.pid1), "-a"]
-            + sd.asUser(uid, ["netpermctl", "run", "--app", app, "--", "sh", "-c", script, probe])
-        let (r, w) = try Subprocess.makePipe()
-        var writer: Int32? = w
-        let child: ChildProcess
-        do {
-            child = try Subprocess.spawn(argv, stdin: .fd(r), stdout: .appendFile(out), stderr: .appendFile(err))
-        } catch {
-            close(r); close(w)
-            throw error
-        }
-        close(r)
-        // An early return closes the pipe (the command's `read` ends) and reaps the child, killing it if need be.
-        defer {
-            if let fd = writer { close(fd) }
-            child.killAndReap()
-        }
-        func text(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-        func lines() -> [String] { text(out).split(separator: "\n").map(String.init) }
-
-        var cgroup = ""
-        try waitUntil("the command in \(app)'s scope has asked the daemon", timeout: 20, interval: 0.02) {
-            if let status = child.poll() {
-                throw HarnessError("netpermctl run exited \(status) early\n--- stdout ---\n\(text(out))--- stderr ---\n\(text(err))")
-            }
-            let l = lines()
-            cgroup = l.first { $0.hasPrefix("0::/") }.map { String($0.dropFirst(4)) } ?? ""
-            return (!cgroup.isEmpty && l.contains { $0.hasPrefix("{") }, text(out) + text(err))
-        }
-        var seen = ""
-        try waitUntil("the daemon has put \(cgroup) in the kernel", timeout: 10, interval: 0.02) {
-            let (ok, state) = try ready(cgroup)
-            seen = state
-            return (ok, state)
-        }
-        guard write(w, "go\n", 3) == 3 else { throw HarnessError("write to the command: \(String(cString: strerror(errno)))") }
-        close(w)
-        writer = nil
-        guard let status = child.wait(timeout: 15) else { throw HarnessError("the command did not end within 15 s: \(text(out))") }
-        let output = text(out) + text(err)
-        XCTAssertEqual(status, 0, output)
-        let l = lines()
-        let query = try JSONValue.object(try XCTUnwrap(l.first { $0.hasPrefix("{") }, output))
-        return InScope(output: output, cgroup: cgroup, unit: String(cgroup.split(separator: "/").last ?? ""),
-                       query: query, lines: l, seen: seen)
+        try HeldScope.run(self, sd, what: "\(app)'s scope", probe: probe, launch: { script, probe in
+            sd.asUser(uid, ["netpermctl", "run", "--app", app, "--", "sh", "-c", script, probe])
+        }, ready: ready)
     }
 
     /// The elements of map `name` as `nft list table` prints them ("" when it has none).
