@@ -1273,10 +1273,7 @@ class Bench:
                     f"[App {APP}]\nExecutable=/opt/npbench/{APP}\nWiFi=allow\n")
         d = None
         try:
-            d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
-                           + self.daemon_cmd(sock, conf, os.path.join(self.dir, "state-desktop")), log_name="netpermd-desktop.log")
-            self.wait_for(lambda: json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] == "enforcing",
-                          "the rules in force (desktop)", 30)
+            d = self.start_in_force(sock, conf, "enforcement", "enforcing", "netpermd", "desktop apps", "desktop")
             log(f"desktop: {c['desktop_apps']} desktop apps launched and stopped for {c['desktop_s']} s")
             rest = self.paced(sock, f"QUERY {APP}", c["rest_s"])
             apps = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}", self.tool("desktopapps"), apps_dir,

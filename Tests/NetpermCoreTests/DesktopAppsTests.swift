@@ -162,6 +162,16 @@ final class DesktopAppsTests: XCTestCase {
         XCTAssertEqual(p.first?["icon"], "org.example.Maps")
         XCTAssertEqual(p.first?["for_uid"], 1001)
         XCTAssertEqual(p.first?["user_named"], true)
+        // With UserDecisions=no the prompt is everyone's: never titled by a user's own file (uid 1000's "Alice's Maps").
+        let shared = EngineHarness(policy: "[Enforcement]\nMode=block\n[Defaults]\nUserDecisions=no\n", links: [Links.wwan], agents: true)
+        shared.feed(.desktopCatalog(Self.catalog))
+        let admin = shared.connections.keys.max()!
+        _ = shared.subscribe(admin, "prompts")
+        shared.feed(.cgroups(UnitCgroups(nftRoot: "", units: [Self.cgroup(Self.mapsUnit, id: 51)])))
+        shared.feed(.blocked(app: "org.example.Maps", kind: .wwan, uid: 1000, ifindex: 4))
+        let everyone = shared.takeEvents(admin, named: "prompt")
+        XCTAssertEqual(everyone.first?["for_uid"], .null)
+        XCTAssertEqual(everyone.first?["name"], "Maps")
         // Its unit gone: no longer the policy's, still listed as installed.
         h.feed(.cgroups(UnitCgroups(nftRoot: "", units: [])))
         XCTAssertEqual(h.logged(containing: "desktop apps: gone org.example.Maps").count, 1)

@@ -86,7 +86,9 @@ extension Engine {
 
     func sendPrompt(_ p: Prompt) {
         var p = p
-        if let e = desktop.catalog.entry(desktopID(of: p.app), uid: p.scope ?? p.uid) {
+        // A user's own desktop file names the prompts of that user's processes only: an answer for everyone is asked
+        // by everyone's name for the app (a user must not title a question to the admin).
+        if let e = desktop.catalog.entry(desktopID(of: p.app), uid: p.scope) {
             p.name = e.name
             p.icon = e.icon
             state.prompts.name(id: p.id, e.name, icon: e.icon)
