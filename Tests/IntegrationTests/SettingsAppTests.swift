@@ -80,8 +80,11 @@ final class SettingsAppTests: IntegrationTestCase {
                 environment.append("XDG_RUNTIME_DIR=\(users.home(uid))")
                 argv += users.argv(uid, driver, environment: environment)
             } else {
+                // In a pid namespace of its own, as TestUsers runs a user's: killing it ends its session bus, the
+                // accessibility bus and the portals the bus started, whatever state the driver was left in.
                 let home = try test.makeTempDir()
-                argv += ["env", "-i", "PATH=/usr/bin:/bin", "HOME=\(home)", "XDG_RUNTIME_DIR=\(home)"] + environment + driver
+                argv += ["unshare", "--pid", "--fork", "--kill-child", "env", "-i", "PATH=/usr/bin:/bin", "HOME=\(home)",
+                         "XDG_RUNTIME_DIR=\(home)"] + environment + driver
             }
             let (inR, inW) = try Subprocess.makePipe()
             let (outR, outW) = try Subprocess.makePipe()
@@ -157,7 +160,7 @@ final class SettingsAppTests: IntegrationTestCase {
         let top = try EnforcementBed.cgroupRoot() + "/npt-settings-\(getpid()).slice"
         let scope = top + "/user-4050.slice/user@4050.service/app.slice/app-gnome-org.example.Maps-1.scope"
         var made: [String] = []
-        addTeardownBlock { EnforcementBed.removeCgroups(made.reversed().map { Array($0.utf8CString) }) }
+        addTeardownBlock { EnforcementBed.removeCgroups(made.map { Array($0.utf8CString) }) }
         for d in [top, top + "/user-4050.slice", top + "/user-4050.slice/user@4050.service",
                   top + "/user-4050.slice/user@4050.service/app.slice", scope] {
             guard mkdir(d, 0o755) == 0 else { throw HarnessError("mkdir \(d): \(String(cString: strerror(errno)))") }
@@ -300,8 +303,10 @@ final class SettingsAppTests: IntegrationTestCase {
         let shots = Repository.path(".build/screenshots")
         try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
         for (name, size) in [("settings-phone.png", "360x720"), ("settings-laptop.png", "1000x720")] {
-            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "env", "DISPLAY=\(display)",
-                                        "NETPERMD_SOCKET=\(socket)", "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1",
+            // A session bus of its own that ends with it (without one GIO would autolaunch one that outlives it).
+            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "unshare", "--pid", "--fork",
+                                        "--kill-child", "env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)",
+                                        "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1", "dbus-run-session", "--",
                                         Repository.path("settings/netpermd-settings"), "--screenshot", shots + "/" + name,
                                         "--size", size], timeout: 30)
             XCTAssertEqual(r.status, 0, r.summary)
