@@ -142,12 +142,6 @@ public struct Config: Equatable, Sendable {
         return desktopApps || desktopIndex[id] != nil ? id : nil
     }
 
-    /// The desktop app a user's unit cgroup is, as `desktopAppID(_:)` says for its processes.
-    public func desktopAppID(_ c: UnitCgroup) -> String? {
-        guard c.user, let id = DesktopAppID.from(unit: c.unit, slice: c.slice) else { return nil }
-        return desktopApps || desktopIndex[id] != nil ? id : nil
-    }
-
     /// The app a desktop application ID is: an `[App]` naming it, nil when none does.
     public func app(desktopID id: String) -> AppPolicy? { desktopIndex[id].map { apps[$0] } }
 

@@ -135,14 +135,6 @@ public struct DesktopCatalog: Equatable, Sendable {
         if let uid, let e = users[uid]?[id] { return e }
         return system[id]
     }
-
-    /// The application IDs installed for anyone.
-    public var allIDs: Set<String> {
-        users.values.reduce(into: Set(system.keys)) { $0.formUnion($1.keys) }
-    }
-
-    /// The application IDs installed for everyone and for `uid`.
-    public func ids(for uid: UInt32) -> Set<String> { Set(system.keys).union(users[uid]?.keys ?? [:].keys) }
 }
 
 private extension Substring {

@@ -61,12 +61,19 @@ public struct DesktopFiles: Sendable {
         return result
     }
 
+    /// `path`, or the nearest directory above it that exists: what to watch for it to appear.
+    static func nearestExisting(_ path: String) -> String {
+        var p = path
+        while p.count > 1, access(p, F_OK) != 0 { p = Files.directory(of: p) }
+        return p
+    }
+
     /// The entries of the directory `components` below `base` (walked without following symlinks when `owner` is
     /// given), and the path to watch for it.
     private func readDirectory(from base: String, _ components: [String], owner: UInt32?,
                                skipped: inout [String]) -> ([String: DesktopEntry], String) {
         var path = base
-        guard var fd = try? Directory.open(base) else { return ([:], base) }
+        guard var fd = try? Directory.open(base) else { return ([:], Self.nearestExisting(base)) }
         defer { FD.close(fd) }
         for c in components {
             let next: Int32

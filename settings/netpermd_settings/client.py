@@ -68,14 +68,16 @@ class Line:
         if not self.closed:
             self._read()
 
-    def close(self):
+    def close(self, notify=True):
+        """Closes the connection; `notify`: tell `on_closed` (not when the client closes it itself)."""
         if self.closed:
             return
         self.closed = True
         self.cancel.cancel()
         if self.conn is not None:
             self.conn.close(None)
-        self.on_closed()
+        if notify:
+            self.on_closed()
 
 
 class Client:
@@ -139,11 +141,8 @@ class Client:
 
     def _closed(self, message=None):
         for line in (self.requests, self.events):
-            if line is not None and not line.closed:
-                line.closed = True
-                line.cancel.cancel()
-                if line.conn is not None:
-                    line.conn.close(None)
+            if line is not None:
+                line.close(notify=False)
         waiting, self.waiting = self.waiting, []
         for callback in waiting:
             if callback is not None:

@@ -77,15 +77,15 @@ extension Engine {
 
     /// The verdict with its app's name and icon, as its uid (nil: everyone) sees them.
     func named(_ v: inout Verdict) {
-        guard let e = desktop.catalog.entry(desktopID(of: v.app), uid: v.uid) else { return }
+        guard let e = desktopEntry(of: v.app, uid: v.uid) else { return }
         v.name = e.name
         v.icon = e.icon
     }
 
-    /// The application ID whose desktop file names app `id`: its own for a desktop app, an `[App]`'s first
-    /// `DesktopId=` (or its own id) otherwise.
-    func desktopID(of id: String) -> String {
-        state.config.app(named: id)?.desktopIDs.first ?? id
+    /// What the desktop file of app `id` says, as `uid` (nil: everyone) sees it: the file of its own ID for a
+    /// desktop app, of an `[App]`'s first `DesktopId=` (or its own id) otherwise.
+    func desktopEntry(of id: String, uid: UInt32?) -> DesktopEntry? {
+        desktop.catalog.entry(state.config.app(named: id)?.desktopIDs.first ?? id, uid: uid)
     }
 
     /// One entry of APPS: the app, as whose uid it is judged, and whether a desktop file of it is installed.
@@ -100,9 +100,9 @@ extension Engine {
     /// (desktop apps, and the policy's apps of their units and uid) and the desktop apps installed for everyone
     /// and for them. The policy's in its order, then the desktop apps by their ids.
     func appsListed(for caller: Caller) -> [ListedApp] {
-        let installed = caller.privileged ? Set(desktop.catalog.system.filter { !$0.value.hidden }.keys)
-            : Set(desktop.catalog.system.filter { !$0.value.hidden }.keys)
-                .union((desktop.catalog.users[caller.identity.uid] ?? [:]).filter { !$0.value.hidden }.keys)
+        func shown(_ entries: [String: DesktopEntry]?) -> Set<String> { Set((entries ?? [:]).filter { !$0.value.hidden }.keys) }
+        let installed = shown(desktop.catalog.system)
+            .union(caller.privileged ? [] : shown(desktop.catalog.users[caller.identity.uid]))
         var listed: [ListedApp] = []
         var seen: Set<String> = []
         func add(_ app: AppPolicy, uid: UInt32?) {
@@ -133,7 +133,7 @@ extension Engine {
 
     /// The name and icon of app `id` as `uid` sees them, written beside its id.
     func writeName(of id: String, uid: UInt32?, to w: inout JSONWriter) {
-        guard let e = desktop.catalog.entry(desktopID(of: id), uid: uid) else { return }
+        guard let e = desktopEntry(of: id, uid: uid) else { return }
         w.field("name", e.name)
         w.field("icon", e.icon)
     }

@@ -88,7 +88,7 @@ extension Engine {
         var p = p
         // A user's own desktop file names the prompts of that user's processes only: an answer for everyone is asked
         // by everyone's name for the app (a user must not title a question to the admin).
-        if let e = desktop.catalog.entry(desktopID(of: p.app), uid: p.scope) {
+        if let e = desktopEntry(of: p.app, uid: p.scope) {
             p.name = e.name
             p.icon = e.icon
             state.prompts.name(id: p.id, e.name, icon: e.icon)

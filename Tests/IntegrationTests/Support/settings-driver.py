@@ -174,7 +174,7 @@ class Driver:
                 return {"ok": True}
         return {"error": f"no app row and choice in {rest!r}: {[name(h) for h, _, _ in self.app_rows()]}"}
 
-    def rows_of(self, list_name, page):
+    def rows_of(self, list_name):
         """The showing list items of the list named `list_name` on the page now shown."""
         out = []
         for n, _ in self.nodes():
@@ -224,9 +224,8 @@ def serve(argv):
                     "org.a11y.Bus.GetAddress"], stdout=subprocess.DEVNULL, timeout=10, env=env, check=True)
     app = subprocess.Popen(argv, env=env)
     try:
-        d = Driver(find_app(os.path.basename(argv[-1]) if False else "netpermd-settings"))
+        d = Driver(find_app("netpermd-settings"))
         print(json.dumps({"ready": True}), flush=True)
-        if os.environ.get("PROBE"): subprocess.run(["/usr/bin/python3", os.environ["PROBE"]], env=env)
         for line in sys.stdin:
             words = line.split()
             if not words:
@@ -261,9 +260,9 @@ def command(d, verb, rest):
     if verb == "choose":
         return d.choose(rest)
     if verb == "data":
-        return {"rows": d.rows_of("Data used by each app", "Data"), "total": d.rows_of("This period", "Data")}
+        return {"rows": d.rows_of("Data used by each app"), "total": d.rows_of("This period")}
     if verb == "prompts":
-        return {"rows": d.rows_of("Waiting for your answer", "Waiting")}
+        return {"rows": d.rows_of("Waiting for your answer")}
     if verb == "press":
         return d.press(rest)
     if verb == "status":
