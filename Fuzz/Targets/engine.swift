@@ -236,6 +236,8 @@ final class World: EngineEdges {
             case let .cancelTimer(id): return "cancel \(id)"
             case .loadPolicy: return "load-policy"
             case let .loadRules(scripts, report, _): return "load-rules \(report) " + scripts.joined(separator: "\n--\n")
+            case let .nameUnits(naming): return "name-units " + (naming.map { "\($0)" } ?? "none")
+            case let .loadUnitElements(changes, ids): return "unit-elements \(ids) \(changes.commands.count)"
             case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
             case .readUsage: return "read-usage"
             case let .saveUsage(book): return "save-usage " + book.encoded()
@@ -337,6 +339,11 @@ final class World: EngineEdges {
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
             require(!scripts.isEmpty && !scripts.contains(where: \.isEmpty) && !inForce.isEmpty, "an empty ruleset")
             if report { feed(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
+        case let .nameUnits(naming):
+            // Policies here enforce nothing: no rules in force, so no unit is named as it is made.
+            require(naming == nil, "units named with no rules in force")
+        case let .loadUnitElements(_, ids):
+            require(false, "units named again with no rules in force: \(ids)")
         case let .steer(plan):
             // A plan's marks name only the tables it has rules for.
             if let plan {

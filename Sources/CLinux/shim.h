@@ -11,6 +11,8 @@
 #include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <linux/netlink.h>
@@ -37,6 +39,7 @@ static const unsigned int NP_EPOLLHUP = EPOLLHUP;
 // What changes a configuration directory: an entry created, written, renamed, deleted, or the directory itself.
 static const unsigned int NP_IN_DIRECTORY_CHANGES = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM
     | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
+static const unsigned int NP_IN_ENTRY_MADE = IN_CREATE | IN_MOVED_TO;
 
 // Opens a file only to look at it (fstat) before anything of it is read: no device's open, no FIFO's wait.
 static const int NP_O_PATH = __O_PATH; // O_PATH, which glibc names only under _GNU_SOURCE
@@ -151,3 +154,6 @@ static const int NP_TIME_ERROR = TIME_ERROR;
 static const int NP_STA_UNSYNC = STA_UNSYNC;
 
 static const int NP_SFD_CLOEXEC = SFD_CLOEXEC;
+
+// The calling thread's id (glibc 2.36's gettid(), which Debian 12's headers declare only with _GNU_SOURCE).
+static inline int np_gettid(void) { return (int)syscall(SYS_gettid); }

@@ -17,6 +17,11 @@ import NetpermIO
 /// answered meanwhile. While changes keep coming, a scan's result is handed to the engine at most every
 /// `2 × what handing over the last one cost` (at least the debounce, at most a second): the rules of thousands of
 /// cgroups take hundreds of milliseconds to load, and the loop must not spend all its time on them.
+///
+/// A unit made in a watched directory is not left to the next scan (docs/ENFORCEMENT.md, "The first moments of a new
+/// cgroup"): the directories units are made in are handed to a UnitNamer, which names each unit made there to the
+/// kernel at once, off the loop. Such a unit stays fresh until a scan begun after it was made has been handed over:
+/// one that did not find it says it is gone (`gone`).
 public final class CgroupWatcher {
     static let debounceMicroseconds: UInt64 = 10_000
     static let maxSpacingMicroseconds: UInt64 = 1_000_000
@@ -29,6 +34,18 @@ public final class CgroupWatcher {
     /// A change came while a scan ran: scan again once it is handed over.
     private var again = false
     private let changed: (UnitCgroups) -> Void
+    /// Units named as they were made (UnitNamer), and those of them a later scan did not find.
+    public var unitsNamed: ([NamedUnit], _ generation: Int, _ error: String?) -> Void = { _, _, _ in }
+    public var gone: ([UInt64]) -> Void = { _ in }
+    /// What names units as they are made; nil if it could not be set up (then they wait for the scans).
+    let namer: UnitNamer?
+    /// The directories handed to the namer, by id.
+    private var namerWatches: Set<UInt64> = []
+    /// The ids of the units last handed over, and of those named as they were made (with how many scans had
+    /// started then): a scan begun later says whether they are still there.
+    private var known: Set<UInt64> = []
+    private var fresh: [UInt64: Int] = [:]
+    private var scansStarted = 0
     /// The unit descriptors the rules in force name (`inForce(_:)`): kept open after their cgroup went.
     private var named: Set<Int32> = []
     /// When the next scan may start (monotonic µs): twice what handing over the last one cost the loop after it.
@@ -37,40 +54,69 @@ public final class CgroupWatcher {
     public init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
         self.loop = loop
         self.changed = changed
+        do { namer = try UnitNamer(loop: loop) } catch {
+            Log.warning("cannot set up naming units as they are made (\(error)); they are named by the scans alone")
+            namer = nil
+        }
         if scanner.mountPoint == nil { Log.info("no cgroup v2 hierarchy: Unit= apps cannot be enforced") }
-        do { thread = try OffLoop(loop: loop) } catch {
+        // Scans yield the CPU to the loop and to naming units just made (UnitNamer).
+        do { thread = try OffLoop(loop: loop, background: true) } catch {
             Log.warning("cannot set up scanning cgroups off the loop (\(error)); scans will run on the loop")
             thread = nil
         }
+        namer?.named = { [unowned self] r in self.namedByNamer(r) }
         // The first on the loop: the engine knows the units before it loads its first rules.
-        apply(scanner.scan())
+        scansStarted = 1
+        apply(scanner.scan(), number: 1)
     }
+
+    deinit { namer?.stop() }
 
     private func rescan() {
         timer = nil
-        guard let thread else { return apply(scanner.scan()) }
+        scansStarted += 1
+        let number = scansStarted
+        guard let thread else { return apply(scanner.scan(), number: number) }
         do {
-            try thread.run({ [scanner] in scanner.scan() }) { [unowned self] result in self.apply(result) }
+            try thread.run({ [scanner] in scanner.scan() }) { [unowned self] result in self.apply(result, number: number) }
         } catch {
             Log.warning("cannot start a thread to scan cgroups (\(error)); scanning on the loop")
-            apply(scanner.scan())
+            apply(scanner.scan(), number: number)
         }
     }
 
-    private func apply(_ scan: UnitCgroupScanner.Scan) {
+    private func apply(_ scan: UnitCgroupScanner.Scan, number: Int) {
         let wanted = Set(scan.directories.map(\.id))
-        for (id, w) in watches where !wanted.contains(id) { w.cancel(); watches[id] = nil }
+        for (id, w) in watches where !wanted.contains(id) {
+            w.cancel()
+            watches[id] = nil
+            if namerWatches.remove(id) != nil { namer?.unwatch(id) }
+        }
         var added = false
         for dir in scan.directories where watches[dir.id] == nil {
-            watches[dir.id] = try? loop.watch(directory: "/proc/self/fd/\(dir.fd)") { [unowned self] name in
+            let id = dir.id
+            watches[id] = try? loop.watch(directory: "/proc/self/fd/\(dir.fd)") { [unowned self] name in
                 // Units of either manager, and user managers (`user@UID.service`) coming and going.
                 if let name, !UnitCgroups.isSlice(name) && !UnitCgroups.isUnit(name) { return }
                 self.schedule()
             }
+            // The namer's own descriptor: a scan on its thread may close the scanner's at any moment.
+            if let namer, let place = dir.place, watches[id] != nil, let own = try? Directory.open("/proc/self/fd/\(dir.fd)") {
+                namer.watch(UnitNamer.Directory(id: id, fd: FD.moveAbove(own, LowDescriptors.selectable), place: place))
+                namerWatches.insert(id)
+            }
             added = true
+        }
+        known = Set(scan.cgroups.units.map(\.id))
+        // Fresh units a scan begun after them found are the scan's; those it did not find are gone.
+        var went: [UInt64] = []
+        for (id, before) in fresh where number > before {
+            fresh[id] = nil
+            if !known.contains(id) { went.append(id) }
         }
         let start = Clock.monotonicMicroseconds()
         changed(scan.cgroups)
+        if !went.isEmpty { gone(went.sorted()) }
         let end = Clock.monotonicMicroseconds()
         notBefore = end + min(Self.maxSpacingMicroseconds, max(Self.debounceMicroseconds, 2 * (end - start)))
         scanner.release(keeping: named)
@@ -79,6 +125,20 @@ public final class CgroupWatcher {
             again = false
             schedule()
         }
+    }
+
+    /// Units made from now on are named with this (none: nil).
+    public func nameUnits(with naming: UnitNaming?) { namer?.use(naming) }
+
+    /// The namer's socket and its commits, which the enforcer must count as the daemon's own; nil without one.
+    public var namerCommits: (port: UInt32, commits: () -> (started: UInt32, finished: UInt32))? {
+        namer.map { n in (n.port, { n.commits }) }
+    }
+
+    /// Units the namer named (or failed to): fresh until a scan begun after them is handed over.
+    private func namedByNamer(_ r: UnitNamer.Result) {
+        if r.error == nil { for u in r.units where fresh[u.unit.id] == nil { fresh[u.unit.id] = scansStarted } }
+        unitsNamed(r.units, r.generation, r.error)
     }
 
     /// The rules now in force name these descriptors (none: no rules): the descriptors of cgroups gone since that

@@ -30,6 +30,11 @@ public protocol RuleLoading: AnyObject {
     /// Runs one script of the usage table as one transaction (the removal only if the table exists), in turn with
     /// the rules' loads; `done` gets nil, or why it failed, as `load`'s does.
     func loadUsage(_ script: String, done: @escaping (String?) -> Void)
+    /// Element changes of units just made or gone, by cgroup id, as one transaction never behind a load of `load`'s
+    /// (UnitLane); `done` gets nil, or why the kernel refused them, as `load`'s does.
+    func loadUnitElements(_ changes: ElementChanges, done: @escaping (String?) -> Void)
+    /// Another socket of the daemon's commits to the table (UnitNamer): its port, and its batches begun and finished.
+    func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32))
     /// Another process changed the usage table; the kernel said a quota object of it ran out.
     var usageChanged: () -> Void { get set }
     var quotaReached: (String) -> Void { get set }

@@ -25,6 +25,12 @@ final class Enforcer {
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
     private var monitor: NftablesMonitor?
+    /// Where the elements of units just made go, never behind a load (UnitLane).
+    private let lane: UnitLane
+    /// The daemon's other sockets committing to the table (the lane's, UnitNamer's): their batches begun and
+    /// finished, and what all had finished when the last load left the event group.
+    private var committers: [() -> (started: UInt32, finished: UInt32)] = []
+    private var finishedAtQuiet: UInt32 = 0
     private var nflog: NflogReader?
     /// Binding the NFLOG group failed and the log said so: not said again at every load.
     private var nflogFailed = false
@@ -110,10 +116,32 @@ final class Enforcer {
 
     init(loop: EventLoop) {
         self.loop = loop
-        do { worker = try OffLoop(loop: loop) } catch {
+        lane = UnitLane(loop: loop)
+        // Loads yield the CPU to the loop and to naming units just made (UnitNamer): a scan's thousands of elements
+        // must not starve the one unit the person just started.
+        do { worker = try OffLoop(loop: loop, background: true) } catch {
             Log.warning("cannot set up loading rules off the loop (\(error)); they will be loaded on the loop")
             worker = nil
         }
+        lane.portOpened = { [unowned self] port in
+            ownPortIDs.insert(port)
+            monitor?.ownPortIDs = ownPortIDs
+        }
+        committers.append { [unowned self] in (lane.started, lane.finished) }
+    }
+
+    /// Another socket of the daemon's (UnitNamer's) commits to the table at any time: its notifications and
+    /// commits are the daemon's own.
+    func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32)) {
+        ownPortIDs.insert(port)
+        monitor?.ownPortIDs = ownPortIDs
+        committers.append(commits)
+    }
+
+    /// Element changes of units just made or gone, by id (`Effect.loadUnitElements`): `done` gets nil, or why the
+    /// kernel refused them.
+    func loadUnitElements(_ changes: ElementChanges, done: @escaping (String?) -> Void) {
+        lane.load(changes, done: done)
     }
 
     /// Whether a load runs or waits.
@@ -199,6 +227,7 @@ final class Enforcer {
         // Out of the nftables group meanwhile: the kernel builds no notification of our own changes, and the
         // generation tells whether another process committed in between.
         monitor?.quiet()
+        finishedAtQuiet = committers.reduce(0) { $0 &+ $1().finished }
         running = true
         if load.elements { elementSocket = nil }
         if let worker {
@@ -221,7 +250,9 @@ final class Enforcer {
             ownPortIDs.formUnion(load.ownPortIDs)
             monitor?.ownPortIDs = ownPortIDs
         }
-        if monitor?.listen(ownCommits: load.commits) == true {
+        // What the others began since (or had begun and not finished then) may have committed meanwhile.
+        let others = committers.reduce(0) { $0 &+ $1().started } &- finishedAtQuiet
+        if monitor?.listen(ownCommits: load.commits + others) == true {
             // Repaired once this load is accounted for.
             repairSoon()
             if usageInForce { usageChanged() }
@@ -280,6 +311,12 @@ final class Enforcer {
         do {
             monitor = try NftablesMonitor(loop: loop, tables: [Ruleset.table, UsageRules.table])
             monitor?.ownPortIDs = ownPortIDs
+            monitor?.ownCommits = { [unowned self] in
+                committers.reduce((UInt32(0), UInt32(0))) { sum, c in
+                    let n = c()
+                    return (sum.0 &+ n.started, sum.1 &+ n.finished)
+                }
+            }
             monitor?.changed = { [unowned self] table, pid, name in
                 if table == UsageRules.table {
                     if self.usageInForce { self.usageChanged() }

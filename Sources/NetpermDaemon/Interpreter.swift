@@ -43,6 +43,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// REACH's route lookups (NetlinkWatcher.egress(toward:)): the destination's egress, or why the kernel could not
     /// be asked.
     public var lookUpRoute: (RouteQuestion) -> Result<Egress?, any Error> = { _ in .success(nil) }
+    /// Where units are named as they are made (UnitNamer.use).
+    public var nameUnits: (UnitNaming?) -> Void = { _ in }
     /// The unit cgroups' descriptors the rules in force name, and those of the loads not yet done
     /// (CgroupWatcher.inForce): when a load starts and when it ends.
     public var handlesInForce: (Set<Int32>) -> Void = { _ in }
@@ -130,7 +132,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
                 carryOut(effect)
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
-                 .notify, .log, .loadRules, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
+                 .notify, .log, .loadRules, .nameUnits, .loadUnitElements, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
                  .steer, .lookUpRoute:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
@@ -180,6 +182,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
 
     public func drained() { server?.serveReleased() }
 
+    /// Another socket of the daemon's commits to the rules' table (UnitNamer): the enforcer counts it as its own.
+    public func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32)) {
+        enforcer.alsoCommitting(port: port, commits: commits)
+    }
+
     private func carryOut(_ effect: Effect) {
         switch effect {
         case let .reply(id, range): server?.reply(id, effects[range])
@@ -225,6 +232,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             feed(.policy(result))
         case let .notify(n): notify(n)
         case let .log(priority, message, fields): Log.emit(priority.rawValue, message, fields: fields.pairs)
+        case let .nameUnits(naming): nameUnits(naming)
+        case let .loadUnitElements(changes, ids):
+            enforcer.loadUnitElements(changes) { [unowned self] error in
+                if !ids.isEmpty { self.feed(.unitElementsLoaded(ids: ids, error: error)) }
+            }
         case let .loadRules(scripts, report, inForce):
             let start = Clock.monotonicMicroseconds()
             let n = loads

@@ -47,10 +47,27 @@ public final class UnitCgroupScanner: @unchecked Sendable {
         for fd in retired { FD.close(fd) }
     }
 
-    /// A directory this scan found: its id and the descriptor the daemon holds.
+    /// A directory this scan found: its id and the descriptor the daemon holds; and, where the rules follow units
+    /// made in it, what they would be, so that its watch can name one at once (CgroupWatcher).
     public struct Found: Equatable, Sendable {
         public var id: UInt64
         public var fd: Int32
+        public var place: UnitPlace? = nil
+    }
+
+    /// Where a unit made in a directory stands: the directory's path below the hierarchy's root, the unit's level,
+    /// and whether it is a user's own (below `user@UID.service`: `uid`).
+    public struct UnitPlace: Equatable, Sendable {
+        public var path: String
+        public var level: Int
+        public var uid: UInt32?
+
+        /// The unit cgroup `name` (of id `id`) made here is, if the rules follow it: a service or scope, and below
+        /// a user manager any of that user's units.
+        public func unit(_ name: String, id: UInt64) -> UnitCgroup? {
+            guard uid == nil ? UnitCgroups.isMatchedUnit(name) : UnitCgroups.isUnit(name) else { return nil }
+            return UnitCgroup(path: path + "/" + name, level: level, unit: name, id: id, user: uid != nil)
+        }
     }
 
     /// What a scan found: the cgroups now, and the directories whose entries appearing or going changes them (the
@@ -94,11 +111,16 @@ public final class UnitCgroupScanner: @unchecked Sendable {
             return (Found(id: own, fd: fd), nil)
         }
         func list(_ fd: Int32) -> [[UInt8]] { (try? Directory.entries(fd)) ?? [] }
-        func walked(_ parent: Int32, _ raw: [UInt8], _ path: String) -> Found? {
+        /// `unitLevel`: the level of units made in it, if they are followed; `uid`: a user's tree's.
+        func walked(_ parent: Int32, _ raw: [UInt8], _ path: String, unitLevel: Int?, uid: UInt32? = nil) -> Found? {
             let (found, error) = open(parent, raw, unit: false)
             if let error { problems.emit(4, "cgroups: cannot open \(SafeText.excerpt(path, maxBytes: 300)) (\(error)): "
                 + "the units below it are not followed") }
-            if let found { dirs.append(found) }
+            guard var found else { return nil }
+            if let unitLevel, String(validating: raw, as: UTF8.self) != nil {
+                found.place = UnitPlace(path: path, level: unitLevel, uid: uid)
+            }
+            dirs.append(found)
             return found
         }
         func unit(_ parent: Int32, _ raw: [UInt8], _ path: String, _ name: String, level: Int, user: Bool) {
@@ -119,7 +141,7 @@ public final class UnitCgroupScanner: @unchecked Sendable {
         }
         /// A user manager's subtree: units, and slices holding units, down to the deepest user level, at most
         /// `maxUnitsPerUser` units in all.
-        func walkUser(_ fd: Int32, _ dir: String, level: Int, budget: inout Int, manager: String) {
+        func walkUser(_ fd: Int32, _ dir: String, level: Int, budget: inout Int, manager: String, uid: UInt32?) {
             for raw in list(fd) {
                 let name = String(decoding: raw, as: UTF8.self)
                 if UnitCgroups.isUnit(name) {
@@ -127,8 +149,8 @@ public final class UnitCgroupScanner: @unchecked Sendable {
                     budget -= 1
                     unit(fd, raw, dir + "/" + name, name, level: level, user: true)
                 } else if UnitCgroups.isSlice(name), level < UnitCgroups.userLevels.last!,
-                          let slice = walked(fd, raw, dir + "/" + name) {
-                    walkUser(slice.fd, dir + "/" + name, level: level + 1, budget: &budget, manager: manager)
+                          let slice = walked(fd, raw, dir + "/" + name, unitLevel: level + 1, uid: uid) {
+                    walkUser(slice.fd, dir + "/" + name, level: level + 1, budget: &budget, manager: manager, uid: uid)
                 }
             }
         }
@@ -141,12 +163,14 @@ public final class UnitCgroupScanner: @unchecked Sendable {
                 if UnitCgroups.isMatchedUnit(name) {
                     if UnitCgroups.levels.contains(level + 1) { unit(fd, raw, path, name, level: level + 1, user: false) }
                 } else if UnitCgroups.isSlice(name) {
-                    if level + 1 < UnitCgroups.deepest, let slice = walked(fd, raw, path) {
+                    if level + 1 < UnitCgroups.deepest, let slice = walked(fd, raw, path, unitLevel: level + 2) {
                         walkSystem(slice.fd, path, level: level + 1)
                     }
-                } else if level == 2, UnitCgroups.isUserManager(name), let manager = walked(fd, raw, path) {
+                } else if level == 2, UnitCgroups.isUserManager(name) {
+                    let uid = Ruleset.UnitOwner.userUID(path: name)
+                    guard let manager = walked(fd, raw, path, unitLevel: uid == nil ? nil : 4, uid: uid) else { continue }
                     var budget = Self.maxUnitsPerUser
-                    walkUser(manager.fd, path, level: 4, budget: &budget, manager: name)
+                    walkUser(manager.fd, path, level: 4, budget: &budget, manager: name, uid: uid)
                 }
             }
         }
@@ -156,7 +180,9 @@ public final class UnitCgroupScanner: @unchecked Sendable {
             dirs.append(top)
             for raw in list(top.fd) {
                 let name = String(decoding: raw, as: UTF8.self)
-                if UnitCgroups.isSlice(name), let slice = walked(top.fd, raw, name) { walkSystem(slice.fd, name, level: 1) }
+                if UnitCgroups.isSlice(name), let slice = walked(top.fd, raw, name, unitLevel: 2) {
+                    walkSystem(slice.fd, name, level: 1)
+                }
             }
         } else {
             problems.emit(4, "cgroups: cannot open \(root)\(error.map { " (\($0))" } ?? ""): no unit is followed")

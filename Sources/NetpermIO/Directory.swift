@@ -33,6 +33,12 @@ public enum Directory {
     /// The names in the directory `fd` (not `.` and `..`, not hidden ones) as bytes, in byte order. `fd` stays open
     /// and is not moved.
     public static func entries(_ fd: Int32) throws(Errno) -> [[UInt8]] {
+        try listing(fd).map(\.name).sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    /// The names in the directory `fd` (not `.` and `..`, not hidden ones) with their inode numbers, in the
+    /// directory's order: one pass, where a lookup of each name would take the directory's lock once per name.
+    public static func listing(_ fd: Int32) throws(Errno) -> [(name: [UInt8], inode: UInt64)] {
         // readdir moves the descriptor it reads: a descriptor of its own.
         let own = try sys { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard let d = fdopendir(own) else {
@@ -41,11 +47,11 @@ public enum Directory {
             throw e
         }
         defer { closedir(d) }
-        var names: [[UInt8]] = []
+        var names: [(name: [UInt8], inode: UInt64)] = []
         while let entry = readdir(d) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
-            if name.first != UInt8(ascii: ".") { names.append(name) }
+            if name.first != UInt8(ascii: ".") { names.append((name, UInt64(entry.pointee.d_ino))) }
         }
-        return names.sorted { $0.lexicographicallyPrecedes($1) }
+        return names
     }
 }

@@ -11,10 +11,15 @@ public final class OffLoop<Result: Sendable> {
     private var source: IOSource?
     private var done: ((Result) -> Void)?
     private var job: Job<Result>?
+    /// The nice value its threads run at (0: the process's).
+    private let niceness: Int32
 
-    public init(loop: EventLoop) throws(Errno) {
+    /// `background`: its threads run at nice `Self.backgroundNiceness`, yielding the CPU to the loop and to other
+    /// threads (bulk work, such as scanning thousands of cgroups, while units just made must be named).
+    public init(loop: EventLoop, background: Bool = false) throws(Errno) {
         let fd = try sys { eventfd(0, NP_EFD_NONBLOCK | NP_EFD_CLOEXEC) }
         self.fd = fd
+        niceness = background ? Self.backgroundNiceness : 0
         source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.finished() }
     }
 
@@ -28,11 +33,19 @@ public final class OffLoop<Result: Sendable> {
     /// Starts `work` on its own thread; `then` runs on the loop's thread with its result. One job at a time.
     public func run(_ work: @escaping @Sendable () -> Result, then: @escaping (Result) -> Void) throws(Errno) {
         precondition(job == nil, "one job at a time")
-        let j = Job(work: work, fd: fd)
+        let nice = niceness
+        let j = Job(work: nice == 0 ? work : { OffLoop.setNiceness(nice); return work() }, fd: fd)
         let r = startThread(Unmanaged.passRetained(j as ThreadJob).toOpaque())
         guard r == 0 else { throw Errno(r) }
         job = j
         done = then
+    }
+
+    public static var backgroundNiceness: Int32 { 10 }
+
+    /// The calling thread's nice value (Linux's is per thread); unprivileged, it can only be raised.
+    static func setNiceness(_ n: Int32) {
+        _ = try? sys { setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(np_gettid()), n) }
     }
 
     private func finished() {

@@ -38,6 +38,7 @@ public enum NftablesElements {
                 bytes = Array(name.utf8.prefix(Int(np_ifnamsiz) - 1))
                 bytes += repeatElement(0, count: Int(np_ifnamsiz) - bytes.count)
             case let .cgroup(path): bytes = withUnsafeBytes(of: try cgroupID(path)) { Array($0) }
+            case let .cgroupID(id): bytes = withUnsafeBytes(of: id) { Array($0) }
             }
             r.nested(UInt16(NFTA_SET_ELEM_KEY.rawValue)) { $0.attribute(UInt16(NFTA_DATA_VALUE.rawValue), bytes: bytes) }
         }

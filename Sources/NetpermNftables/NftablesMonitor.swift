@@ -33,6 +33,13 @@ public final class NftablesMonitor {
     public var objectNotified: (_ table: String, _ object: String) -> Void = { _, _ in }
     /// The generation when `quiet()` left the group; nil while in it.
     private var quietSince: UInt32?
+    /// The daemon's other sockets that commit while the monitor listens (elements of units just made): how many
+    /// commits they began and finished so far. Their notifications are their own (`ownPortIDs`); when notifications
+    /// are lost to a full buffer (thousands of units named a second), the generation tells whether anyone else
+    /// committed: no more commits than theirs since the last generation heard is no one else's change.
+    public var ownCommits: () -> (started: UInt32, finished: UInt32) = { (0, 0) }
+    /// The last generation heard (a NEWGEN, or read at `listen`), and the others' commits finished then.
+    private var heard: (generation: UInt32, finished: UInt32)?
 
     public init(loop: EventLoop, family: UInt8 = UInt8(NFPROTO_INET), tables: [String]) throws(Errno) {
         self.family = family
@@ -61,6 +68,7 @@ public final class NftablesMonitor {
         // Joined first, then the generation read: a commit between the two is both heard and counted.
         guard setMembership(NETLINK_ADD_MEMBERSHIP) else { return true }
         guard let after = try? NftablesRequest.generation() else { return true }
+        heard = (after, self.ownCommits().finished)
         return after &- before > ownCommits
     }
 
@@ -92,8 +100,18 @@ public final class NftablesMonitor {
         // Messages lost to a full buffer (or a datagram cut short): what they said is unknown.
         try? datagrams.drain(socket.fd, lost: { _ in
             touched = []
+            guard othersMayHaveCommitted() else { return }
             for t in tables { changed(String(decoding: t, as: UTF8.self), nil, nil) }
         }) { parse(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// After notifications were lost: whether more commits were made since the last generation heard than the
+    /// daemon's other sockets began since (true when it cannot tell).
+    private func othersMayHaveCommitted() -> Bool {
+        guard let heard, let now = try? NftablesRequest.generation() else { return true }
+        let own = ownCommits()
+        self.heard = (now, own.finished)
+        return now &- heard.generation > own.started &- heard.finished
     }
 
     /// The kernel's notice that an object of an `inet` table changed by itself (a quota used up) carries the
@@ -111,6 +129,7 @@ public final class NftablesMonitor {
             guard m.type & 0xFF00 == subsys, msg.count >= 4 else { continue }
             let kind = UInt32(m.type & 0xFF)
             if kind == NFT_MSG_NEWGEN.rawValue {
+                if let g = NftablesRequest.attribute(msg, UInt16(NFTA_GEN_ID.rawValue)) { heard = (g, ownCommits().finished) }
                 guard !touched.isEmpty else { continue }
                 let which = touched.sorted()
                 touched = []

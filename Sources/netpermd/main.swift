@@ -97,6 +97,10 @@ func run() -> Int32 {
         interpreter.feed(.cgroups(c))
         desktopFiles.users(Set(c.units.lazy.filter(\.user).compactMap { Ruleset.UnitOwner.userUID(path: $0.path) }))
     }
+    cgroups.unitsNamed = { interpreter.feed(.unitsNamed($0, generation: $1, error: $2)) }
+    cgroups.gone = { interpreter.feed(.unitsGone($0)) }
+    interpreter.nameUnits = { cgroups.nameUnits(with: $0) }
+    if let n = cgroups.namerCommits { interpreter.alsoCommitting(port: n.port, commits: n.commits) }
     interpreter.handlesInForce = { cgroups.inForce($0) }
 
     var limits = ControlServer.Limits()

@@ -77,9 +77,9 @@ final class UnitCgroupTests: IntegrationTestCase {
     }
 
     @discardableResult
-    private func start(_ config: String) throws -> DaemonProcess {
+    private func start(_ config: String, release: Bool = false) throws -> DaemonProcess {
         let path = try writeConfig(config, in: dir)
-        let d = try startDaemon(in: bed.ns, socket: socket, config: path, nsenter: true)
+        let d = try startDaemon(in: bed.ns, socket: socket, config: path, nsenter: true, binary: release ? releaseNetpermd : nil)
         try waitForEnforcing()
         try waitUntil("the peer of wwan0 accepts connections") {
             let p = try self.bed.probe(link: "wwan0")
@@ -248,6 +248,124 @@ final class UnitCgroupTests: IntegrationTestCase {
         XCTAssertEqual(errors, [], "no load failed")
         XCTAssertFalse(d.log.contains("changing only what differs failed"), "no change of elements failed")
         XCTAssertLessThan(lines.count, 20, "the log at notice and above stays short: \(lines.suffix(20))")
+    }
+
+    /// Issue 37: a unit made while thousands of others come and go was refused only after 0.3-3 s (it waited for a
+    /// scan of them all and a load of their rules). Its cgroup is named to the kernel by a change of its own now:
+    /// each of scopes made at random moments during the churn is refused within 100 ms of its mkdir.
+    func testANewUnitIsRefusedAtOnceUnderChurn() throws {
+        let slice = try makeSlice()
+        let d = try start(Self.policy + "[App churn]\nUnit=npt-churn-*.scope\nWWAN=deny\n", release: true)
+        let churn = try Churn(in: slice, prefix: "npt-churn", count: 5000)
+        defer { churn.stop() }
+        // Once the churn's units are in the rules (the issue's scope came halfway through 20 s of it): the first
+        // unit at a level no unit of the policy's apps was at waits for its scan (docs/ENFORCEMENT.md).
+        try waitForEnforced("churn")
+        var firsts: [Double] = []
+        for i in 0..<10 {
+            usleep(UInt32.random(in: 50_000...300_000))
+            let (ms, passed) = try bed.firstRefused(scope: slice + "/npt-churn-probe-\(i).scope", link: "wwan0")
+            guard let ms else { XCTFail("probe \(i): never refused (\(passed) datagrams passed)"); continue }
+            firsts.append(ms)
+        }
+        let rounds = churn.stop()
+        firsts.sort()
+        print("new scopes during the churn (\(rounds) rounds of 5,000): first refused after "
+            + firsts.map { String(format: "%.1f", $0) }.joined(separator: ", ") + " ms")
+        XCTAssertGreaterThan(rounds, 0, "the churn ran")
+        XCTAssertEqual(firsts.count, 10)
+        XCTAssertLessThan(firsts.last ?? .infinity, 100, "a new scope refused within 100 ms of its mkdir: \(firsts)")
+        XCTAssertEqual(loud(d).errors, [], "no load failed")
+    }
+
+    /// Issue 37: one user's tree churning costs others nothing: a user making and removing 3,000 units of a
+    /// `UserUnit=` app in their own manager's tree, a system unit made meanwhile is refused within 100 ms, and so is
+    /// another user's unit. (A unit of the system app runs at that level already, as system services do: the first
+    /// unit at a level no unit of the policy's apps was at since it was loaded waits for its scan.)
+    func testAUsersChurnDelaysNoOneElse() throws {
+        let slice = try makeSlice()
+        try mkdirs(slice, "npt-sys-up.service")
+        let uid = 4110
+        let users = try mkdirs(slice, "user-\(uid).slice")
+        let manager = try mkdirs(users, "user@\(uid).service")
+        let apps = try mkdirs(manager, "app.slice")
+        try Subprocess.check(["chown", "-R", "\(uid):\(uid)", manager])
+        let other = 4111
+        let otherApps = try mkdirs(try mkdirs(try mkdirs(slice, "user-\(other).slice"), "user@\(other).service"), "app.slice")
+        let d = try start(Self.policy + """
+            [App mine]
+            Unit=npt-sys-*.service
+            WWAN=deny
+
+            [App theirs]
+            UserUnit=app-*.scope
+            WWAN=deny
+
+            """, release: true)
+        let churn = try Churn(in: apps, prefix: "app-churn", count: 3000, uid: uid)
+        defer { churn.stop() }
+        var system: [Double] = [], others: [Double] = []
+        for i in 0..<6 {
+            usleep(UInt32.random(in: 50_000...300_000))
+            let (ms, passed) = try bed.firstRefused(scope: slice + "/npt-sys-\(i).service", link: "wwan0")
+            if let ms { system.append(ms) } else { XCTFail("system unit \(i): never refused (\(passed) passed)") }
+            let (oms, opassed) = try bed.firstRefused(scope: otherApps + "/app-probe-\(i).scope", link: "wwan0")
+            if let oms { others.append(oms) } else { XCTFail("the other user's unit \(i): never refused (\(opassed) passed)") }
+        }
+        let rounds = churn.stop()
+        let sys = system.sorted().map { String(format: "%.1f", $0) }.joined(separator: ", ")
+        let oth = others.sorted().map { String(format: "%.1f", $0) }.joined(separator: ", ")
+        print("a user's churn (\(rounds) rounds of 3,000): system units refused after \(sys) ms, another user's after \(oth) ms")
+        XCTAssertGreaterThan(rounds, 0, "the churn ran")
+        XCTAssertLessThan(system.max() ?? .infinity, 100, "system units: \(system)")
+        XCTAssertLessThan(others.max() ?? .infinity, 100, "another user's units: \(others)")
+        XCTAssertEqual(loud(d).errors, [], "no load failed")
+    }
+
+    /// Scopes `DIR/PREFIX-ROUND-I.scope` made and removed, `count` at a time, as fast as the kernel takes them (as
+    /// `uid` if given, in their own tree), until `stop()`; which returns the rounds made.
+    private final class Churn {
+        private let process: Process
+        private let out = Pipe()
+        init(in dir: String, prefix: String, count: Int, uid: Int? = nil) throws {
+            process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            let script = """
+                import os, signal, sys
+                d, p, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+                stop = False
+                def done(*_):
+                    global stop
+                    stop = True
+                signal.signal(signal.SIGTERM, done)
+                r = 0
+                while not stop:
+                    made = []
+                    for i in range(n):
+                        if stop: break
+                        path = f"{d}/{p}-{r}-{i}.scope"
+                        try:
+                            os.mkdir(path)
+                            made.append(path)
+                        except OSError:
+                            pass
+                    for path in made: os.rmdir(path)
+                    r += 1
+                print(r)
+                """
+            let who = uid.map { ["--reuid", "\($0)", "--regid", "\($0)", "--clear-groups"] } ?? ["--"]
+            process.arguments = who + ["/usr/bin/python3", "-c", script, dir, prefix, String(count)]
+            process.standardOutput = out
+            try process.run()
+        }
+
+        @discardableResult
+        func stop() -> Int {
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        }
     }
 
     /// Point 6: a slice removed and made again within the rescan's delay was never watched again (its watch was

@@ -119,6 +119,12 @@ final class EngineHarness: EngineEdges {
         XCTAssertEqual(engine.listeners, counted, "listener counts drifted from the sessions")
     }
 
+    /// Each `Effect.loadUnitElements`' changes, in order, and what they are answered with.
+    var unitChanges: [ElementChanges] = []
+    var unitsError: String?
+    /// Each `Effect.nameUnits`' naming, in order.
+    var namings: [UnitNaming?] = []
+
     /// Each `Effect.saveTags`' table, in order.
     var savedTags: [TagTable] = []
 
@@ -189,6 +195,13 @@ final class EngineHarness: EngineEdges {
             scripts.append(transactions.joined())
             transactionLists.append(transactions)
             if report { feed(.rulesLoaded(error: rulesError)) }
+        case let .nameUnits(naming):
+            steps.append("name-units-with \(naming.map { "\($0.generation)" } ?? "nothing")")
+            namings.append(naming)
+        case let .loadUnitElements(changes, ids):
+            steps.append("name-units-again \(ids)")
+            unitChanges.append(changes)
+            if !ids.isEmpty { feed(.unitElementsLoaded(ids: ids, error: unitsError)) }
         case .readUsage:
             steps.append("read-usage")
             feed(.usageRead(usageReadError == nil ? usageReading : nil, error: usageReadError))
@@ -265,7 +278,7 @@ final class EngineHarness: EngineEdges {
         case let .saveUsage(book): return "save-usage " + book.encoded()
         case let .saveTags(table): return "save-tags " + table.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
-             .watchExit, .unwatchExit, .lookUpRoute,
+             .nameUnits, .loadUnitElements, .watchExit, .unwatchExit, .lookUpRoute,
              .steer(nil), .readUsage, .loadUsageRules:
             return "\(e)"
         }

@@ -729,17 +729,26 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(Ruleset.removal, "table inet netpermd {}\ndelete table inet netpermd\n" + drop)
     }
 
-    /// A change touching more than about half of the table is loaded whole.
+    /// A change touching more than about half of the table is loaded whole, but never one of fewer than
+    /// `wholeLoadFloor` elements: a small table whose units come and go by the thousand is changed element by element.
     func testLargeChangesLoadTheWholeTable() throws {
-        var deny = "", allow = ""
-        for i in 0..<100 {
-            deny += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=deny\n"
-            allow += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=\(i < 10 ? "allow" : "deny")\n"
+        func policies(_ n: Int) -> (deny: String, allow: String) {
+            var deny = "", allow = ""
+            for i in 0..<n {
+                deny += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=deny\n"
+                allow += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=\(i < 10 ? "allow" : "deny")\n"
+            }
+            return (deny, allow)
         }
+        let (deny, allow) = policies(100)
         let old = try build(deny), few = try build(allow)
         XCTAssertEqual(few.update(from: old)?.size.elements, 20, "each app's uid and tag")
         let all = try build(deny.replacingOccurrences(of: "WWAN=deny", with: "WWAN=allow"))
-        XCTAssertNil(all.update(from: old))
+        XCTAssertEqual(all.update(from: old)?.size.elements, 200, "all of a small table: still elements")
+        let (manyDeny, _) = policies(Ruleset.wholeLoadFloor / 2 + 10)
+        let many = try build(manyDeny)
+        XCTAssertNil(try build(manyDeny.replacingOccurrences(of: "WWAN=deny", with: "WWAN=allow")).update(from: many),
+                     "more than half of the table, and more than the floor")
     }
 
     /// The same rules with other links are what a build with those links gives, skipped names and all.

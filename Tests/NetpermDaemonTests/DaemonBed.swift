@@ -141,6 +141,14 @@ final class FakeRules: RuleLoading {
         usageScripts.append(script)
         done(answer)
     }
+    /// The units' element changes (UnitLane), answered at once with `unitAnswer`.
+    var unitChanges: [ElementChanges] = []
+    var unitAnswer: String?
+    func loadUnitElements(_ changes: ElementChanges, done: @escaping (String?) -> Void) {
+        unitChanges.append(changes)
+        done(unitAnswer)
+    }
+    func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32)) {}
 }
 
 /// Steering's edge, recording the plans.

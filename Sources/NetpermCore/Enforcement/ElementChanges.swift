@@ -21,6 +21,9 @@ public struct ElementChanges: Equatable, Sendable {
         case number(UInt32)
         case ifname(String)
         case cgroup(String)
+        /// A unit cgroup by its id, as the map holds it: how a cgroup just made is named (Engine+FreshUnits), with
+        /// no path to resolve on the way.
+        case cgroupID(UInt64)
     }
 
     public enum Value: Equatable, Sendable {

@@ -70,6 +70,16 @@ public struct Ruleset: Equatable, Sendable {
     /// Who owns each uid and unit cgroup (an index into the policy's apps): what steering marks (SteeringPlan).
     public var uidOwners: [UInt32: Int] = [:]
     public var unitOwners: [UnitOwner] = []
+    /// The maps the chains look up (`usedMaps`, and `build`'s `lookedUp`): an element added to another one changes
+    /// nothing.
+    var used: Set<String> = []
+
+    /// Of `used`, the units' maps: kept looked up by the engine once some unit's elements were (`build`'s
+    /// `lookedUp`) until the policy changes, so that a unit made while none of its level is can be named by its
+    /// elements alone (Engine+FreshUnits.swift).
+    var unitLookups: Set<String> {
+        used.filter { $0.hasPrefix("unit") || $0.hasPrefix("user") || $0.hasPrefix("tag_unit") }
+    }
 
     /// The NFLOG group the rules log an app's first rejected packets of a pending (`ask`) kind to, and the daemon
     /// reads (docs/ENFORCEMENT.md, "The first blocked connection"). One process per network namespace can bind a
@@ -132,7 +142,7 @@ public struct Ruleset: Equatable, Sendable {
     /// only that uid's sockets get (a system unit's sockets can be anyone's, so it keeps the app's).
     public static func build(apps: [AppPolicy], permissions: (AppPolicy) -> PermissionSet,
                              ownPermissions: (AppPolicy, UInt32) -> PermissionSet? = { _, _ in nil }, links: [Link],
-                             cgroups: UnitCgroups, tags given: [String: UInt32]? = nil) -> Ruleset {
+                             cgroups: UnitCgroups, tags given: [String: UInt32]? = nil, lookedUp: Set<String> = []) -> Ruleset {
         let linkPart = LinkPart(links)
         let owners = Owners(apps: apps, cgroups: cgroups)
         let skipped = linkPart.skipped + owners.skipped
@@ -218,7 +228,7 @@ public struct Ruleset: Equatable, Sendable {
             elements += m.elements.count
             set(&t, m.name, type: m.key + " : " + m.value, m.elements.lazy.map(\.text))
         }
-        let used = usedMaps(maps)
+        let used = usedMaps(maps).union(lookedUp)
         // A reset for TCP: connect() fails at once with ECONNREFUSED, an established connection with ECONNRESET,
         // and an orphaned socket goes. The ICMP error reached a connect() only after the SYN was sent again a second
         // later (IPv4 EHOSTUNREACH, IPv6 EACCES: the error comes while connect() holds the socket, which makes it a
@@ -273,7 +283,45 @@ public struct Ruleset: Equatable, Sendable {
                        unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
                                                                  userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
         r.appsEnforced = apps.count - notEnforced.count
+        r.used = used
         return r
+    }
+
+    /// Which app owns a unit's cgroup, from the policy alone: built once per policy, asked once per cgroup.
+    struct OwnerIndex: Equatable, Sendable {
+        var appIndex: [String: Int] = [:]
+        private var exactUnits: [String: Int] = [:], exactUserUnits: [String: Int] = [:]
+        private var globUnitApps: [Int] = [], globUserUnitApps: [Int] = []
+        private var desktopIndex: [String: Int] = [:]
+
+        init(apps: [AppPolicy]) {
+            for (i, app) in apps.enumerated() {
+                if appIndex[app.id] == nil { appIndex[app.id] = i }
+                for d in app.desktopIDs where desktopIndex[d] == nil { desktopIndex[d] = i }
+                var glob = false, userGlob = false
+                for g in app.units {
+                    if g.isLiteral { if exactUnits[g.pattern] == nil { exactUnits[g.pattern] = i } } else { glob = true }
+                }
+                for g in app.userUnits {
+                    if g.isLiteral { if exactUserUnits[g.pattern] == nil { exactUserUnits[g.pattern] = i } } else { userGlob = true }
+                }
+                if glob { globUnitApps.append(i) }
+                if userGlob { globUserUnitApps.append(i) }
+            }
+        }
+
+        /// The first app that names `c`: a `netpermctl run` scope is its app's, whatever that app's keys; then
+        /// Unit= (UserUnit= for a user's unit), then a desktop app by its application ID (Config.match's order).
+        func owner(of c: UnitCgroup, apps: [AppPolicy]) -> Int? {
+            if let i = RunScope.app(fromUnit: c.unit).flatMap({ appIndex[$0] }) { return i }
+            var best = c.user ? exactUserUnits[c.unit] : exactUnits[c.unit]
+            for i in c.user ? globUserUnitApps : globUnitApps {
+                if let b = best, b < i { break }
+                if (c.user ? apps[i].userUnits : apps[i].units).contains(where: { $0.matches(c.unit) }) { best = i; break }
+            }
+            if best == nil, c.user, let id = DesktopAppID.from(unit: c.unit, slice: c.slice) { best = desktopIndex[id] }
+            return best
+        }
     }
 
     /// Who owns each uid and unit cgroup: the first app that names it (a `netpermctl run` scope is its app's). What
@@ -289,41 +337,13 @@ public struct Ruleset: Equatable, Sendable {
         var skipped: [String] = []
 
         init(apps: [AppPolicy], cgroups: UnitCgroups) {
-            var exactUnits: [String: Int] = [:]
-            var globUnitApps: [Int] = []
+            let index = OwnerIndex(apps: apps)
+            appIndex = index.appIndex
             for (i, app) in apps.enumerated() {
                 for uid in app.uids where uidOwner[uid] == nil { uidOwner[uid] = i }
-                var hasGlob = false
-                for g in app.units {
-                    if g.isLiteral { if exactUnits[g.pattern] == nil { exactUnits[g.pattern] = i } } else { hasGlob = true }
-                }
-                if hasGlob { globUnitApps.append(i) }
-            }
-            var exactUserUnits: [String: Int] = [:]
-            var globUserUnitApps: [Int] = []
-            var desktopIndex: [String: Int] = [:]
-            for (i, app) in apps.enumerated() {
-                if appIndex[app.id] == nil { appIndex[app.id] = i }
-                for d in app.desktopIDs where desktopIndex[d] == nil { desktopIndex[d] = i }
-                var hasGlob = false
-                for g in app.userUnits {
-                    if g.isLiteral { if exactUserUnits[g.pattern] == nil { exactUserUnits[g.pattern] = i } } else { hasGlob = true }
-                }
-                if hasGlob { globUserUnitApps.append(i) }
             }
             for c in cgroups.units {
-                // A `netpermctl run` scope is its app's, whatever that app's keys; then Unit= (UserUnit= for a user's unit).
-                var best = RunScope.app(fromUnit: c.unit).flatMap { appIndex[$0] }
-                if best == nil {
-                    best = c.user ? exactUserUnits[c.unit] : exactUnits[c.unit]
-                    for i in c.user ? globUserUnitApps : globUnitApps {
-                        if let b = best, b < i { break }
-                        if (c.user ? apps[i].userUnits : apps[i].units).contains(where: { $0.matches(c.unit) }) { best = i; break }
-                    }
-                }
-                // Then a desktop app by its application ID (Config.match's order).
-                if best == nil, c.user, let id = DesktopAppID.from(unit: c.unit, slice: c.slice) { best = desktopIndex[id] }
-                guard let owner = best, let path = cgroups.nftPath(c) else { continue }
+                guard let owner = index.owner(of: c, apps: apps), let path = cgroups.nftPath(c) else { continue }
                 guard isSafe(path) else { skipped.append(path); continue }
                 cgroupOwner.append((c, path, owner))
             }

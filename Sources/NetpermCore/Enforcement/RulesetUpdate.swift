@@ -85,8 +85,8 @@ extension Ruleset {
         public var elements = 0
         public var chains = 0
         /// Elements of cgroups that went (or were made again) left in the maps: nft can delete an element only by a
-        /// path, which no longer names its id. Harmless, as cgroup ids are never used again; gone at the next load
-        /// of the whole table.
+        /// path, which no longer names its id (a descriptor still does: those are deleted). Harmless, as cgroup ids
+        /// are never used again; gone at the next load of the whole table.
         public var stale = 0
     }
 
@@ -111,6 +111,9 @@ extension Ruleset {
     /// apps' new chains, and the lookups of both builds together; then the elements; then the lookups of this build
     /// alone and the chains no element names any more. Each leaves a state in which a packet that either side
     /// rejects is rejected, whichever generation it reads.
+    /// Changes of fewer elements and chains than this are never a load of the whole table.
+    static let wholeLoadFloor = 65536
+
     public func update(from old: Ruleset) -> Update? {
         guard maps.count == old.maps.count else { return nil }
         let t = "\(Self.family) \(Self.table)"
@@ -126,7 +129,7 @@ extension Ruleset {
             for rule in c.rules { prepare += "add rule \(t) \(c.name) \(rule)\n" }
         }
         // A map looked up now and not before, or the reverse: its chains' rules again, in their order.
-        let used = Self.usedMaps(maps), wasUsed = Self.usedMaps(old.maps)
+        let wasUsed = old.used
         if used != wasUsed {
             let before = Self.chainRules(used: wasUsed), both = Self.chainRules(used: used.union(wasUsed))
             let after = Self.chainRules(used: used)
@@ -145,36 +148,119 @@ extension Ruleset {
             change += "flush map \(t) links\n"
             if !linkElements.isEmpty { change += "add element \(t) links { " + linkElements.joined(separator: ", ") + " }\n" }
         }
-        var additions = ""
+        // Each map's deletions (of changed verdicts, and of cgroups gone) and additions (changed verdicts, and new
+        // keys), in their maps' order.
+        var perMap: [(map: String, deleted: [(String, gone: Bool)], added: [(String, new: Bool)])] = []
         for (new, was) in zip(maps, old.maps) {
             guard new.name == was.name else { return nil }
             guard new.elements != was.elements else { continue }
             let before = Dictionary(was.elements.map { ($0.key, $0.verdict) }, uniquingKeysWith: { a, _ in a })
             let after = Dictionary(new.elements.map { ($0.key, $0.verdict) }, uniquingKeysWith: { a, _ in a })
-            var deleted: [String] = []
+            var deleted: [(String, gone: Bool)] = []
             for e in was.elements where after[e.key] != e.verdict {
-                // Deleting by path needs the path to resolve to the id the element holds, as it did at this build.
+                // Deleting by path needs the path to resolve to the id the element holds, as it did at this build;
+                // a descriptor the daemon holds does while the rules in force name it, its cgroup gone or not
+                // (UnitCgroups.nftPath), unless its number names another cgroup now.
                 if case let .cgroup(path, id) = e.key, cgroupIDs[path] != id {
-                    if case .ask = e.verdict { return nil }
-                    size.stale += 1
+                    guard cgroupIDs[path] == nil, UnitCgroups.isHandle(path) else {
+                        if case .ask = e.verdict { return nil }
+                        size.stale += 1
+                        continue
+                    }
+                    deleted.append((e.key.text, true))
                     continue
                 }
-                deleted.append(e.key.text)
+                deleted.append((e.key.text, false))
             }
-            let added = new.elements.filter { before[$0.key] != $0.verdict }.map(\.text)
+            let added = new.elements.filter { before[$0.key] != $0.verdict }.map { ($0.text, new: before[$0.key] == nil) }
             size.elements += deleted.count + added.count
-            if !deleted.isEmpty { change += "delete element \(t) \(new.name) { " + deleted.joined(separator: ", ") + " }\n" }
-            if !added.isEmpty { additions += "add element \(t) \(new.name) { " + added.joined(separator: ", ") + " }\n" }
+            perMap.append((new.name, deleted, added))
+        }
+        // New elements and those of cgroups gone need no transaction with anything (a new key was nobody's, a gone
+        // cgroup's matches no socket), and the kernel holds every other change to nf_tables (units just made being
+        // named: Engine+FreshUnits.swift) while it commits one: past `chunkElements` of them (a scan's thousands under
+        // churn), they go after the changes of verdicts, a few hundred to a transaction.
+        let apart = perMap.reduce(0) { n, m in n + m.deleted.filter(\.gone).count + m.added.filter(\.new).count } > Self.chunkElements
+        var additions = ""
+        var newOnes: [(map: String, item: String)] = [], goneOnes: [(map: String, item: String)] = []
+        for m in perMap {
+            let deleted = m.deleted.filter { !apart || !$0.gone }.map(\.0)
+            let added = m.added.filter { !apart || !$0.new }.map(\.0)
+            if apart {
+                goneOnes += m.deleted.filter(\.gone).map { (m.map, $0.0) }
+                newOnes += m.added.filter(\.new).map { (m.map, $0.0) }
+            }
+            if !deleted.isEmpty { change += "delete element \(t) \(m.map) { " + deleted.joined(separator: ", ") + " }\n" }
+            if !added.isEmpty { additions += "add element \(t) \(m.map) { " + added.joined(separator: ", ") + " }\n" }
         }
         change += additions
+        let pieces = Self.chunks(newOnes, "add", table: t) + Self.chunks(goneOnes, "delete", table: t)
         for c in old.askChains where !newIDs.contains(c.id) {
             size.chains += 1
             pendingChanges += 1
             cleanup += "delete chain \(t) \(c.name)\n"
         }
-        // Past about half the table, one load of the whole is no slower and leaves nothing to chance. (Writing a
-        // chain's lookups again is a few rules, whatever the table's size.)
-        guard size.elements + pendingChanges <= (elements + pendingChains) / 2 + 16 else { return nil }
-        return Update(transactions: [prepare, change, cleanup].filter { !$0.isEmpty }, size: size)
+        // Past about half the table, one load of the whole is no slower and leaves nothing to chance (writing a
+        // chain's lookups again is a few rules, whatever the table's size); but not for fewer than
+        // `wholeLoadFloor` changes: units made and gone by the thousand in a small table would load it whole at every
+        // scan, and each such load replaces the elements of units named as they were made (Engine+FreshUnits.swift).
+        let changes = size.elements + pendingChanges
+        guard changes <= max((elements + pendingChains) / 2 + 16, Self.wholeLoadFloor) else { return nil }
+        return Update(transactions: ([prepare, change] + pieces + [cleanup]).filter { !$0.isEmpty }, size: size)
+    }
+
+    /// Elements in a transaction of their own: one nf_tables batch (NftablesElements.maxElements).
+    static let chunkElements = 256
+
+    /// `items` (in order) as scripts of `verb element` commands of at most `chunkElements` items each.
+    static func chunks(_ items: [(map: String, item: String)], _ verb: String, table t: String) -> [String] {
+        var scripts: [String] = [], script = "", run: [String] = [], map = "", count = 0
+        func flushRun() {
+            if !run.isEmpty { script += "\(verb) element \(t) \(map) { " + run.joined(separator: ", ") + " }\n" }
+            run = []
+        }
+        for (m, item) in items {
+            if count == chunkElements {
+                flushRun()
+                scripts.append(script)
+                script = ""
+                count = 0
+            }
+            if m != map { flushRun(); map = m }
+            run.append(item)
+            count += 1
+        }
+        flushRun()
+        if !script.isEmpty { scripts.append(script) }
+        return scripts
+    }
+}
+
+extension Ruleset {
+    /// These rules with the elements of units named as they were made (Engine+FreshUnits.swift) that a build finds
+    /// in `build` (by the path it gives them): what the kernel holds, as `update(from:)` compares it, so that a
+    /// load does not add again what is there.
+    func with(fresh: [(id: UInt64, elements: [UnitElement])], as build: Ruleset) -> Ruleset {
+        var paths: [UInt64: String] = [:]
+        for (path, id) in build.cgroupIDs { paths[id] = path }
+        let asks = Dictionary(askChains.map { ($0.id.name, $0.id) }, uniquingKeysWith: { a, _ in a })
+        let index = Dictionary(maps.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
+        var r = self
+        for u in fresh {
+            guard let path = paths[u.id] else { continue }
+            for e in u.elements {
+                let verdict: MapVerdict
+                switch e.value {
+                case .accept: verdict = .accept
+                case .pass: verdict = .pass
+                case let .mark(t): verdict = .mark(t)
+                case let .goto(chain):
+                    if chain == "deny" { verdict = .deny } else if let id = asks[chain] { verdict = .ask(id) } else { continue }
+                }
+                guard let m = index[e.map] else { continue }
+                r.maps[m].elements.append(MapElement(key: .cgroup(path, u.id), verdict: verdict))
+            }
+        }
+        return r
     }
 }

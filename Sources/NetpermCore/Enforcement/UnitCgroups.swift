@@ -79,6 +79,9 @@ public struct UnitCgroups: Equatable, Sendable {
 
     static let handlePrefix = "../../../proc/self/fd/"
 
+    /// Whether nft is given this path through a descriptor (`nftPath`).
+    static func isHandle(_ path: String) -> Bool { path.hasPrefix(handlePrefix) }
+
     /// The descriptors an nft script names through `nftPath`: those must stay open while rules built from it may
     /// be loaded again (a repair loads the rules in force as they were).
     public static func handles(namedIn script: String) -> Set<Int32> {

@@ -82,6 +82,12 @@ public enum Effect: Equatable, Sendable {
     /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another
     /// process changes the table. A whole ruleset replacing a table in force is loaded as `Ruleset.handover` says.
     case loadRules([String], report: Bool, inForce: String)
+    /// Name units just made with this from now on (none: nil), off the loop as their directory's watch sees them
+    /// (Engine+FreshUnits.swift), and tell with `Input.unitsNamed`.
+    case nameUnits(UnitNaming?)
+    /// Add or delete these elements of unit cgroups named by id (Engine+FreshUnits.swift) as one transaction of their
+    /// own, never behind a load of `loadRules`; answered by `Input.unitElementsLoaded(ids:)`.
+    case loadUnitElements(ElementChanges, ids: [UInt64])
     /// Tell with `Input.exited` when this process exits (at once if it has already): a prompt it asked is withdrawn
     /// once nobody who asked is left.
     case watchExit(Int32)
@@ -121,6 +127,8 @@ extension Effect {
         case .notify: return "notifying the service manager"
         case .log: return "a log line"
         case .loadRules: return "loading the rules"
+        case .nameUnits: return "how units are named"
+        case .loadUnitElements: return "naming units again"
         case .watchExit: return "watching an asker"
         case .unwatchExit: return "no longer watching an asker"
         case .readUsage: return "reading the usage counters"

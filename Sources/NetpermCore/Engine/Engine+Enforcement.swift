@@ -3,6 +3,21 @@
 /// handed to the kernel and how that went.
 struct EnforcementBook {
     var cgroups = UnitCgroups()
+    /// The ids of `cgroups`' units.
+    var cgroupIDs: Set<UInt64> = []
+    /// Units named to the kernel as they were made, by cgroup id (Engine+FreshUnits.swift): until a load of rules
+    /// built from a scan that found them takes, or they go.
+    var fresh: [UInt64: FreshUnit] = [:]
+    /// How the edge names units just made (Engine+FreshUnits.swift): the last handed over (nil: none are), the
+    /// same before its rules in force were set (made again at each full build), how many were handed over, and the
+    /// generation of the first after the last load of the whole table.
+    var naming: UnitNaming?
+    var namingBase: UnitNaming?
+    var namingGenerations = 0
+    var wholeLoadNaming = 0
+    /// The units' maps the rules have looked up since the policy was loaded (`Ruleset.unitLookups`): they stay
+    /// looked up, empty or not, so that a unit made at a level where its app's units were can be named alone.
+    var lookedUp: Set<String> = []
     /// Something the rules depend on changed outside the permission and network flags (cgroups, start-up).
     var dirty = true
     /// The links' names and kinds the last build saw: a carrier or address change does not rebuild.
@@ -20,7 +35,7 @@ struct EnforcementBook {
     var handedOver: Ruleset?
     /// The ids of the cgroups the rules in force name (`loadedUnitIDs` once the kernel took them), and those rules:
     /// what the verdicts say is enforced while a load is in flight.
-    var inForceUnitIDs: [UInt64] = []
+    var inForceUnitIDs: Set<UInt64> = []
     var inForceRuleset: Ruleset?
     /// Loads run off the loop, one at a time (docs/ENFORCEMENT.md, "Loads off the loop"): what the state asks for
     /// while one is in flight is handed over when its answer comes. `handOvers` counts the loads of new rules handed
@@ -86,6 +101,7 @@ extension Engine {
         enforcement.links = links
         switch state.config.enforcement {
         case .off:
+            publishNaming(whole: false)
             enforcement.ruleset = nil
             enforcement.handedOver = nil
             guard enforcement.loaded != Ruleset.removal else { return }
@@ -103,7 +119,8 @@ extension Engine {
                 enforcement.fullBuilds += 1
                 r = Ruleset.build(apps: state.config.apps, permissions: enforcedPermissions, ownPermissions: ownPermissions,
                                   links: state.network.links, cgroups: enforcement.cgroups,
-                                  tags: tagTable.tags(of: state.config.apps.map(\.id)))
+                                  tags: tagTable.tags(of: state.config.apps.map(\.id)), lookedUp: enforcement.lookedUp)
+                enforcement.lookedUp = r.unitLookups
             }
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
                 log(.warning, "enforcement: not enforced on names nft cannot be given: "
@@ -112,6 +129,7 @@ extension Engine {
             enforcement.ruleset = r
             settleSteering(r)
             handOver()
+            if !onlyLinks { freshUnitsAfterBuild() }
         }
     }
 
@@ -143,7 +161,9 @@ extension Engine {
         var update: Ruleset.Update?
         if case .enforcing = enforcement.lifecycle.phase, let previous = enforcement.handedOver,
            previous.text == enforcement.loaded {
-            update = r.update(from: previous)
+            // Units named as they were made are in the kernel already: not added again.
+            let fresh = enforcement.fresh.sorted { $0.key < $1.key }.map { (id: $0.key, elements: $0.value.elements) }
+            update = r.update(from: fresh.isEmpty ? previous : previous.with(fresh: fresh, as: r))
             if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
         }
         enforcement.handedOver = r
@@ -151,7 +171,7 @@ extension Engine {
             // Nothing the kernel can be told (a cgroup no element names came or went; a cgroup's elements left
             // stale): the rules in force are these.
             enforcement.loaded = r.text
-            enforcement.inForceUnitIDs = r.unitIDs
+            enforcement.inForceUnitIDs = Set(r.unitIDs)
             enforcement.inForceRuleset = r
             enforcement.stale += update.size.stale
             return
@@ -224,12 +244,14 @@ extension Engine {
             // The edge's own repair reports only failures: a success answers a load in flight.
             guard phase.awaitsAnswer else { return }
             let was = enforcement.state
+            let partial = phase == .changing(partial: true)
             counters.ruleLoads += 1
             enforcement.inForce = enforcement.handOvers
-            enforcement.inForceUnitIDs = removal ? [] : enforcement.loadedUnitIDs
+            enforcement.inForceUnitIDs = removal ? [] : Set(enforcement.loadedUnitIDs)
             enforcement.inForceRuleset = removal ? nil : enforcement.handedOver
             if !removal, was != .enforcing { counters.rulesInForceSince = settings.wallClock() }
             setEnforcement(removal ? .off : .enforcing)
+            freshUnitsAfterLoad(whole: !partial)
             if !removal, was != .enforcing, let r = enforcement.handedOver {
                 log(.notice, "enforcement: rules in force (\(r.appsEnforced) apps "
                     + "enforced, \(r.uids) uids, \(r.cgroups) unit cgroups, \(r.links) links)")
@@ -256,6 +278,7 @@ extension Engine {
         let retry = retryLater("enforcement: loading the rules", attempt: failures, of: EnforcementBook.maxAttempts,
                                error: error, timer: .rulesRetry)
         setEnforcement(.failed(error, failures: failures, retry: retry))
+        publishNaming(whole: false)
     }
 
     /// Sends `reply` (and resumes `id` if `resume`) once the rules the state asks for now are in force, or at once
@@ -362,10 +385,11 @@ extension Engine {
         }
         guard caller.identity.unitFollowed else { return .notEnforced(.cgroupUnfollowed) }
         let user = caller.identity.userUnit
-        let inForce = enforcement.cgroups.units.contains { c in
+        func named(_ c: UnitCgroup) -> Bool {
             c.unit == unit && c.user == user && (!user || Ruleset.UnitOwner.userUID(path: c.path) == caller.identity.uid)
-                && enforcement.inForceUnitIDs.contains(c.id)
         }
+        // A unit named as it was made has only its restrictions in force until its load: not yet enforced.
+        let inForce = enforcement.cgroups.units.contains { named($0) && enforcement.inForceUnitIDs.contains($0.id) }
         return inForce ? .enforced : .notEnforced(.cgroupPending)
     }
 
@@ -388,6 +412,8 @@ extension Engine {
             w.field("apps", r.appsEnforced)
             w.field("uids", r.uids)
             w.field("unit_cgroups", r.cgroups)
+            // Units named as they were made: what they must not do is in force, the rest comes with their load.
+            w.field("units_restricted", enforcement.fresh.count)
             w.field("links", r.links)
         }
         if case let .failed(error, failures, _) = enforcement.lifecycle.phase {

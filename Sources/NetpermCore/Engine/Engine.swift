@@ -28,6 +28,13 @@ public enum Input: Sendable {
     case caughtUp(ConnectionID, dropped: Int)
     /// The system units' cgroups that exist now (at start-up, and whenever one appears or goes).
     case cgroups(UnitCgroups)
+    /// Units whose cgroups the edge saw made and named to the kernel with the `UnitNaming` of `generation`
+    /// (Engine+FreshUnits.swift); nil `error`: the kernel took them.
+    case unitsNamed([NamedUnit], generation: Int, error: String?)
+    /// Units of `unitsMade` (by cgroup id) that a scan begun after them did not find: gone.
+    case unitsGone([UInt64])
+    /// The outcome of an `Effect.loadUnitElements` (its `ids`): nil, or the kernel's error.
+    case unitElementsLoaded(ids: [UInt64], error: String?)
     /// The desktop files read (at start-up, and whenever one changes): desktop apps' names and icons.
     case desktopCatalog(DesktopCatalog)
     /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
@@ -74,6 +81,9 @@ extension Input {
         case .stopping: return "the stop"
         case .caughtUp: return "a subscriber caught up"
         case .cgroups: return "the unit cgroups"
+        case .unitsNamed: return "units named"
+        case .unitsGone: return "units gone"
+        case .unitElementsLoaded: return "units named again"
         case .desktopCatalog: return "the desktop files"
         case .rulesLoaded: return "the rules loaded"
         case .blocked: return "a blocked packet"
@@ -285,7 +295,18 @@ public final class Engine {
             log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
             resync(session, .fellBehind, dropped: dropped)
         case let .cgroups(c):
-            if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true; desktopUnitsChanged(c) }
+            if c != enforcement.cgroups {
+                enforcement.cgroups = c
+                enforcement.cgroupIDs = Set(c.units.map(\.id))
+                enforcement.dirty = true
+                desktopUnitsChanged(c)
+            }
+        case let .unitsNamed(units, generation, error):
+            unitsNamed(units, generation: generation, error: error)
+        case let .unitsGone(ids):
+            unitsGone(ids)
+        case let .unitElementsLoaded(ids, error):
+            unitElementsLoaded(ids, error: error)
         case let .desktopCatalog(c):
             desktopCatalogRead(c)
         case let .rulesLoaded(error):
@@ -510,7 +531,10 @@ public final class Engine {
         state.policyWarningCount = result.warningCount
         // A --once decision holds until the policy changes: a reload of the same files (a SIGHUP, a touch, a package's
         // reload) changes nothing, and ended every once (issue 36, point 12).
-        if changed { state.decisions.dropOnce() }
+        if changed {
+            state.decisions.dropOnce()
+            enforcement.lookedUp = []
+        }
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
         for s in orderedSessions(where: { _ in true }) {

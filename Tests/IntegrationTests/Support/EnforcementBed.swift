@@ -183,3 +183,20 @@ final class EnforcementBed {
         return slice
     }
 }
+
+extension EnforcementBed {
+    /// A unit that starts as others come and go (Support/first-refused.py): makes `scope`, moves a process into it
+    /// and sends a datagram to `link`'s peer every millisecond until one is refused. The milliseconds from its mkdir
+    /// to that refusal (nil: none within `timeout` s), and how many datagrams passed before.
+    func firstRefused(scope: String, link: String, timeout: Double = 5) throws -> (ms: Double?, passed: Int) {
+        guard let addrs = peers[link] else { throw HarnessError("no link \(link)") }
+        let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(ns.name)", Self.python,
+                                    Repository.path("Tests/IntegrationTests/Support/first-refused.py"), scope, addrs.v4,
+                                    Self.port, String(timeout)], timeout: timeout + 20)
+        guard r.status == 0, let o = try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any],
+              let passed = o["passed"] as? Int else {
+            throw HarnessError("first-refused.py failed: \(r.summary)")
+        }
+        return (o["ms"] as? Double, passed)
+    }
+}

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/// Units named to the kernel as they are made (docs/ENFORCEMENT.md, "The first moments of a new cgroup"). A scan of
+/// every cgroup and a load of the rules they lead to take hundreds of milliseconds while thousands of units come
+/// and go; a unit made meanwhile waited for both and sent freely for 0.2-3 s. The engine hands the edge how units
+/// are named (`UnitNaming`, `Effect.nameUnits`) whenever the rules in force or the permissions change; the edge's
+/// watch names each unit it sees made at once, off the loop, by its cgroup's id, with what its app must not do
+/// (`UnitNaming.restrictions`), and tells the engine (`Input.unitsNamed`). The next load of the rules adds the rest. Scans still reconcile everything: once a load of rules built from a scan that found it has
+/// taken, the unit is the rules' like any other; a unit gone before that has its elements deleted by id
+/// (`Input.unitsGone`).
+struct FreshUnit: Equatable {
+    var unit: UnitCgroup
+    /// What the kernel holds for it: what goes when it goes, and what a change of its app's permissions replaces.
+    var elements: [UnitElement]
+}
+
+extension Engine {
+    /// Units the edge named as they were made, with the naming of `generation`; nil `error`: the kernel took them.
+    /// One named with a naming older than the last load of the whole table may have been replaced by it, and one
+    /// whose elements are not what the permissions give now is named again (`Effect.loadUnitElements`).
+    func unitsNamed(_ units: [NamedUnit], generation: Int, error: String?) {
+        if let error {
+            // The next scan's load names them, as it would have without the edge.
+            log(.debug, "enforcement: naming \(units.count) unit cgroups just made failed: \(error)")
+            return
+        }
+        guard state.config.enforcement == .block, let naming = enforcement.naming else { return }
+        var add: [(id: UInt64, elements: [UnitElement])] = [], delete: [(id: UInt64, elements: [UnitElement])] = []
+        for n in units where !enforcement.inForceUnitIDs.contains(n.unit.id) {
+            guard generation < naming.generation else {
+                enforcement.fresh[n.unit.id] = FreshUnit(unit: n.unit, elements: n.elements)
+                continue
+            }
+            let now = naming.restrictions(of: n.unit).flatMap { $0.isEmpty ? nil : $0 }
+            if now != n.elements { delete.append((n.unit.id, n.elements)) }
+            if let now {
+                if now != n.elements || generation < enforcement.wholeLoadNaming { add.append((n.unit.id, now)) }
+                enforcement.fresh[n.unit.id] = FreshUnit(unit: n.unit, elements: now)
+            }
+        }
+        loadUnitElements(delete: delete, add: add)
+    }
+
+    /// The answer to an `Effect.loadUnitElements` the engine asked for: a refusal leaves the units to their scans.
+    func unitElementsLoaded(_ ids: [UInt64], error: String?) {
+        guard let error else { return }
+        log(.debug, "enforcement: naming \(ids.count) unit cgroups again failed: \(error)")
+        for id in ids { enforcement.fresh[id] = nil }
+    }
+
+    /// Units named as they were made that a scan begun after them did not find: their elements go (by id: their
+    /// cgroup has no path any more). A deletion refused (a load of the whole table took them first) leaves nothing
+    /// that matters: elements of cgroups gone match no socket, and the next load of the whole table clears them.
+    func unitsGone(_ ids: [UInt64]) {
+        var gone: [(id: UInt64, elements: [UnitElement])] = []
+        for id in ids { if let f = enforcement.fresh.removeValue(forKey: id) { gone.append((id, f.elements)) } }
+        guard !gone.isEmpty else { return }
+        out.append(.loadUnitElements(UnitNaming.deletions(gone), ids: []))
+    }
+
+    /// Rules took: the edge names units against them from now on. Units the load's scan found are the rules' now;
+    /// after a load of the whole table (which replaced the maps), the others are named again.
+    func freshUnitsAfterLoad(whole: Bool) {
+        publishNaming(whole: whole)
+        guard !enforcement.fresh.isEmpty else { return }
+        for id in enforcement.fresh.keys where enforcement.inForceUnitIDs.contains(id) { enforcement.fresh[id] = nil }
+        guard whole, let naming = enforcement.naming else { return }
+        var add: [(id: UInt64, elements: [UnitElement])] = []
+        for id in enforcement.fresh.keys.sorted() {
+            guard let now = naming.restrictions(of: enforcement.fresh[id]!.unit), !now.isEmpty else {
+                enforcement.fresh[id] = nil
+                continue
+            }
+            enforcement.fresh[id]!.elements = now
+            add.append((id, now))
+        }
+        loadUnitElements(delete: [], add: add)
+    }
+
+    /// The permissions or the policy changed (a full build): the naming is made again, and units named as they were
+    /// made whose elements differ now get the new ones (or are left to their scans).
+    func freshUnitsAfterBuild() {
+        enforcement.namingBase = nil
+        publishNaming(whole: false)
+        guard let naming = enforcement.naming, !enforcement.fresh.isEmpty else {
+            enforcement.fresh = [:]
+            return
+        }
+        var add: [(id: UInt64, elements: [UnitElement])] = [], delete: [(id: UInt64, elements: [UnitElement])] = []
+        for id in enforcement.fresh.keys.sorted() {
+            let f = enforcement.fresh[id]!
+            let now = naming.restrictions(of: f.unit).flatMap { $0.isEmpty ? nil : $0 }
+            guard now != f.elements else { continue }
+            delete.append((id, f.elements))
+            if let now { add.append((id, now)); enforcement.fresh[id]!.elements = now } else { enforcement.fresh[id] = nil }
+        }
+        loadUnitElements(delete: delete, add: add)
+    }
+
+    /// Hands the edge how units are named now (none unless rules are in force in Mode=block).
+    func publishNaming(whole: Bool) {
+        let inForce: Ruleset?
+        switch enforcement.lifecycle.phase {
+        case .enforcing, .changing, .repairing: inForce = state.config.enforcement == .block ? enforcement.inForceRuleset : nil
+        case .off, .removing, .loading, .failed: inForce = nil
+        }
+        guard let inForce else {
+            enforcement.fresh = [:]
+            if enforcement.naming != nil { enforcement.naming = nil; out.append(.nameUnits(nil)) }
+            return
+        }
+        enforcement.namingGenerations += 1
+        let generation = enforcement.namingGenerations
+        if whole { enforcement.wholeLoadNaming = generation }
+        if enforcement.namingBase == nil { enforcement.namingBase = makeNaming(inForce: inForce, generation: generation) }
+        let naming = enforcement.namingBase!.with(inForce: inForce, generation: generation)
+        enforcement.naming = naming
+        out.append(.nameUnits(naming))
+    }
+
+    private func makeNaming(inForce: Ruleset, generation: Int) -> UnitNaming {
+        let apps = state.config.apps
+        let tags = tagTable.tags(of: apps.map(\.id))
+        var index: [String: Int] = [:]
+        for (i, a) in apps.enumerated() where index[a.id] == nil { index[a.id] = i }
+        var own: [Int: [UInt32: PermissionSet]] = [:]
+        for uid in Set(state.decisions.userLasting.keys).union(state.decisions.userOnce.keys) {
+            let decided = Set((state.decisions.userLasting[uid] ?? [:]).keys).union((state.decisions.userOnce[uid] ?? [:]).keys)
+            for app in decided {
+                guard let i = index[app], let p = ownPermissions(apps[i], uid) else { continue }
+                own[i, default: [:]][uid] = p
+            }
+        }
+        return UnitNaming(generation: generation, apps: apps, index: Ruleset.OwnerIndex(apps: apps),
+                          permissions: apps.map { enforcedPermissions($0) }, own: own, tags: apps.map { tags[$0.id] },
+                          inForce: inForce)
+    }
+
+    private func loadUnitElements(delete: [(id: UInt64, elements: [UnitElement])], add: [(id: UInt64, elements: [UnitElement])]) {
+        guard !delete.isEmpty || !add.isEmpty else { return }
+        var changes = UnitNaming.deletions(delete)
+        changes.commands += UnitNaming.additions(add).commands
+        out.append(.loadUnitElements(changes, ids: add.map(\.id)))
+    }
+}

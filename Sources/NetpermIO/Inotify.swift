@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import CLinux
+import Glibc
+
+/// An inotify instance of its own, for a thread that reads its events itself (the loop's watches go through the
+/// EventLoop): directories watched by descriptor, entries made in them read as bytes.
+public final class Inotify {
+    public let fd: Int32
+
+    public init() throws(Errno) {
+        fd = try sys { inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+    }
+
+    deinit { FD.close(fd) }
+
+    /// Watches the directory `dir` (a descriptor) for entries made in it; the watch's number (the same for a
+    /// directory watched twice).
+    public func watchMade(directory dir: Int32) throws(Errno) -> Int32 {
+        try sys { inotify_add_watch(fd, "/proc/self/fd/\(dir)", UInt32(NP_IN_ENTRY_MADE) | UInt32(IN_ONLYDIR)) }
+    }
+
+    public func remove(_ watch: Int32) { _ = inotify_rm_watch(fd, watch) }
+
+    /// One event: its watch, and the entry's name as the kernel has it (empty for the directory itself).
+    public struct Event {
+        public var watch: Int32
+        public var mask: UInt32
+        public var name: [UInt8]
+        /// The queue overflowed: events were lost.
+        public var overflowed: Bool { mask & UInt32(IN_Q_OVERFLOW) != 0 }
+    }
+
+    /// The events of one read: at most about `bytes`' worth of those queued (none: the queue is empty).
+    public func read(bytes: Int) throws(Errno) -> [Event] {
+        var buffer = [UInt8](repeating: 0, count: max(bytes, MemoryLayout<inotify_event>.size + Int(NAME_MAX) + 1))
+        let fd = self.fd
+        let got: Result<Int?, Errno> = buffer.withUnsafeMutableBytes { b in
+            Result { () throws(Errno) in try sysNonBlocking { Glibc.read(fd, b.baseAddress, b.count) } }
+        }
+        guard let n = try got.get(), n > 0 else { return [] }
+        var events: [Event] = []
+        buffer.withUnsafeBytes { b in
+            var at = 0
+            let header = MemoryLayout<inotify_event>.size
+            while at + header <= n {
+                let e = b.loadUnaligned(fromByteOffset: at, as: inotify_event.self)
+                let raw = b[(at + header)..<min(n, at + header + Int(e.len))]
+                events.append(Event(watch: e.wd, mask: e.mask, name: Array(raw.prefix { $0 != 0 })))
+                at += header + Int(e.len)
+            }
+        }
+        return events
+    }
+}
