@@ -108,11 +108,12 @@ public final class CgroupWatcher {
             added = true
         }
         known = Set(scan.cgroups.units.map(\.id))
-        // Fresh units a scan begun after them found are the scan's; those it did not find are gone.
+        // Fresh units a scan begun after them did not find are gone (until then they are fresh, found or not: the
+        // engine deletes the elements of those no load of the rules took over).
         var went: [UInt64] = []
-        for (id, before) in fresh where number > before {
+        for (id, before) in fresh where number > before && !known.contains(id) {
             fresh[id] = nil
-            if !known.contains(id) { went.append(id) }
+            went.append(id)
         }
         let start = Clock.monotonicMicroseconds()
         changed(scan.cgroups)

@@ -275,7 +275,26 @@ final class UnitCgroupTests: IntegrationTestCase {
         XCTAssertGreaterThan(rounds, 0, "the churn ran")
         XCTAssertEqual(firsts.count, 10)
         XCTAssertLessThan(firsts.last ?? .infinity, 100, "a new scope refused within 100 ms of its mkdir: \(firsts)")
+        // Once it settles, STATUS counts what the kernel holds: the one unit there is, and no element of the
+        // 30,000 gone (deleted by their descriptors or their ids, not left behind).
+        let last = try mkdirs(slice, "npt-churn-last.scope")
+        try waitUntil("the last scope is in the rules, and nothing else") {
+            let q = try self.askFromInside(last)
+            let s = try self.request(self.socket, "STATUS")["enforcement"] as? [String: Any]
+            let inMap = try self.elements(of: "unit2_wwan")
+            return (q["enforced"] as? Bool == true && s?["unit_cgroups"] as? Int == 1 && s?["units_restricted"] as? Int == 0
+                        && inMap == 1, "\(q["enforced_why"] ?? "enforced"), \(s ?? [:]), \(inMap) elements in unit2_wwan")
+        }
         XCTAssertEqual(loud(d).errors, [], "no load failed")
+    }
+
+    /// How many elements the kernel's map `name` of the daemon's table holds.
+    private func elements(of map: String) throws -> Int {
+        let r = try bed.nft("-j", "list", "map", "inet", "netpermd", map)
+        guard r.status == 0, let o = try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any],
+              let items = o["nftables"] as? [[String: Any]], let m = items.compactMap({ $0["map"] as? [String: Any] }).first
+        else { throw HarnessError("nft list map \(map): \(r.summary)") }
+        return (m["elem"] as? [Any])?.count ?? 0
     }
 
     /// Issue 37: one user's tree churning costs others nothing: a user making and removing 3,000 units of a

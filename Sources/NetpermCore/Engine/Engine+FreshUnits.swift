@@ -51,8 +51,13 @@ extension Engine {
     /// cgroup has no path any more). A deletion refused (a load of the whole table took them first) leaves nothing
     /// that matters: elements of cgroups gone match no socket, and the next load of the whole table clears them.
     func unitsGone(_ ids: [UInt64]) {
+        // One the rules handed over name (loading, or in force) is theirs to delete: as their next change deletes
+        // every unit that went (deleting it here too would fail that change).
+        let handedOver = Set(enforcement.loadedUnitIDs)
         var gone: [(id: UInt64, elements: [UnitElement])] = []
-        for id in ids { if let f = enforcement.fresh.removeValue(forKey: id) { gone.append((id, f.elements)) } }
+        for id in ids {
+            if let f = enforcement.fresh.removeValue(forKey: id), !handedOver.contains(id) { gone.append((id, f.elements)) }
+        }
         guard !gone.isEmpty else { return }
         out.append(.loadUnitElements(UnitNaming.deletions(gone), ids: []))
     }
