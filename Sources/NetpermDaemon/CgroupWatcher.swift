@@ -37,9 +37,10 @@ public final class CgroupWatcher {
     /// Units named as they were made (UnitNamer), and those of them a later scan did not find.
     public var unitsNamed: ([NamedUnit], _ generation: Int, _ error: String?) -> Void = { _, _, _ in }
     public var gone: ([UInt64]) -> Void = { _ in }
-    /// What names units as they are made; nil if it could not be set up (then they wait for the scans).
-    let namer: UnitNamer?
-    /// The directories handed to the namer, by id.
+    /// What names units as they are made, once there are rules to name them in.
+    let namer: UnitNamer
+    /// The directories of the last scan, and those handed to the namer (by id).
+    private var directories: [UnitCgroupScanner.Found] = []
     private var namerWatches: Set<UInt64> = []
     /// The ids of the units last handed over, and of those named as they were made (with how many scans had
     /// started then): a scan begun later says whether they are still there.
@@ -54,23 +55,24 @@ public final class CgroupWatcher {
     public init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
         self.loop = loop
         self.changed = changed
-        do { namer = try UnitNamer(loop: loop) } catch {
-            Log.warning("cannot set up naming units as they are made (\(error)); they are named by the scans alone")
-            namer = nil
-        }
+        namer = UnitNamer(loop: loop)
         if scanner.mountPoint == nil { Log.info("no cgroup v2 hierarchy: Unit= apps cannot be enforced") }
         // Scans yield the CPU to the loop and to naming units just made (UnitNamer).
         do { thread = try OffLoop(loop: loop, background: true) } catch {
             Log.warning("cannot set up scanning cgroups off the loop (\(error)); scans will run on the loop")
             thread = nil
         }
-        namer?.named = { [unowned self] r in self.namedByNamer(r) }
+        namer.named = { [unowned self] r in self.namedByNamer(r) }
+        namer.started = { [unowned self] port in
+            let n = namer
+            namerStarted(port) { n.commits }
+        }
         // The first on the loop: the engine knows the units before it loads its first rules.
         scansStarted = 1
         apply(scanner.scan(), number: 1)
     }
 
-    deinit { namer?.stop() }
+    deinit { namer.stop() }
 
     private func rescan() {
         timer = nil
@@ -90,7 +92,7 @@ public final class CgroupWatcher {
         for (id, w) in watches where !wanted.contains(id) {
             w.cancel()
             watches[id] = nil
-            if namerWatches.remove(id) != nil { namer?.unwatch(id) }
+            if namerWatches.remove(id) != nil { namer.unwatch(id) }
         }
         var added = false
         for dir in scan.directories where watches[dir.id] == nil {
@@ -100,13 +102,10 @@ public final class CgroupWatcher {
                 if let name, !UnitCgroups.isSlice(name) && !UnitCgroups.isUnit(name) { return }
                 self.schedule()
             }
-            // The namer's own descriptor: a scan on its thread may close the scanner's at any moment.
-            if let namer, let place = dir.place, watches[id] != nil, let own = try? Directory.open("/proc/self/fd/\(dir.fd)") {
-                namer.watch(UnitNamer.Directory(id: id, fd: FD.moveAbove(own, LowDescriptors.selectable), place: place))
-                namerWatches.insert(id)
-            }
             added = true
         }
+        directories = scan.directories
+        handDirectories()
         known = Set(scan.cgroups.units.map(\.id))
         // Fresh units a scan begun after them did not find are gone (until then they are fresh, found or not: the
         // engine deletes the elements of those no load of the rules took over).
@@ -128,12 +127,27 @@ public final class CgroupWatcher {
         }
     }
 
-    /// Units made from now on are named with this (none: nil).
-    public func nameUnits(with naming: UnitNaming?) { namer?.use(naming) }
+    /// Units made from now on are named with this (none: nil). The first time, the namer starts and is handed the
+    /// directories (now if no scan runs, else when it is handed over).
+    public func nameUnits(with naming: UnitNaming?) {
+        let was = namer.active
+        namer.use(naming)
+        guard !was, namer.active else { return }
+        if thread?.busy == true { again = true } else { handDirectories() }
+    }
 
-    /// The namer's socket and its commits, which the enforcer must count as the daemon's own; nil without one.
-    public var namerCommits: (port: UInt32, commits: () -> (started: UInt32, finished: UInt32))? {
-        namer.map { n in (n.port, { n.commits }) }
+    /// Once the namer starts: its socket's port and its commits, which the enforcer must count as the daemon's own.
+    public var namerStarted: (_ port: UInt32, _ commits: @escaping () -> (started: UInt32, finished: UInt32)) -> Void = { _, _ in }
+
+    /// The directories of the last scan not yet handed to the namer, each through a descriptor of its own (a scan on
+    /// its thread may close the scanner's at any moment: called only while none runs).
+    private func handDirectories() {
+        guard namer.active else { return }
+        for dir in directories where !namerWatches.contains(dir.id) && watches[dir.id] != nil {
+            guard let place = dir.place, let own = try? Directory.open("/proc/self/fd/\(dir.fd)") else { continue }
+            namer.watch(UnitNamer.Directory(id: dir.id, fd: FD.moveAbove(own, LowDescriptors.selectable), place: place))
+            namerWatches.insert(dir.id)
+        }
     }
 
     /// Units the namer named (or failed to): fresh until a scan begun after them is handed over.

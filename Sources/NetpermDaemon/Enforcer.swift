@@ -226,8 +226,10 @@ final class Enforcer {
     private func run(_ job: Job, _ load: Load) {
         // Out of the nftables group meanwhile: the kernel builds no notification of our own changes, and the
         // generation tells whether another process committed in between.
-        monitor?.quiet()
+        // What the others had finished before the generation `quiet` reads: a commit of theirs finishing in between
+        // is counted as theirs (begun since), never taken for another process's.
         finishedAtQuiet = committers.reduce(0) { $0 &+ $1().finished }
+        monitor?.quiet()
         running = true
         if load.elements { elementSocket = nil }
         if let worker {

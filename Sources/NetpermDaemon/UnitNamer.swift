@@ -73,56 +73,74 @@ final class UnitNamer {
     static let batchElements = NftablesElements.maxElements
 
     private let shared = Shared()
-    /// Loop -> thread (something in `shared`), thread -> loop (results).
-    private let poke: Int32
-    private let wake: Int32
+    private let loop: EventLoop
+    /// Loop -> thread (something in `shared`), thread -> loop (results); -1 until started.
+    private var poke: Int32 = -1
+    private var wake: Int32 = -1
     private var source: IOSource?
-    private let thread: OffLoop<Bool>
+    private var thread: OffLoop<Bool>?
+    /// Setting up failed (said once): units wait for the scans.
+    private var failed = false
     /// Called on the loop with each batch's outcome.
     var named: (Result) -> Void = { _ in }
-    /// The port of the thread's netfilter socket: its notifications are the daemon's own.
-    let port: UInt32
+    /// Called once started, with the port of the thread's netfilter socket: its notifications and commits are the
+    /// daemon's own.
+    var started: (UInt32) -> Void = { _ in }
 
-    init(loop: EventLoop) throws(Errno) {
-        let socket = try NftablesElements.socket()
-        port = socket.port
-        let inotify = try Inotify()
-        let poke = try EventFD.make()
-        let wake = try EventFD.make()
-        self.poke = poke
-        self.wake = wake
-        thread = try OffLoop(loop: loop)
-        source = try loop.addIO(fd: wake, events: IOEvents.readable) { [unowned self] _ in self.collect() }
-        let body = Body(shared: shared, poke: poke, wake: wake, inotify: inotify, socket: socket)
-        try thread.run({ body.run() }) { _ in
-            FD.close(poke)
-            FD.close(wake)
+    /// Nothing is set up until units are to be named (Mode=block with rules in force): no thread, no descriptor.
+    init(loop: EventLoop) { self.loop = loop }
+
+    /// Whether the thread runs: the directories handed over are watched.
+    var active: Bool { thread != nil }
+
+    private func start() {
+        guard thread == nil, !failed else { return }
+        do throws(Errno) {
+            let socket = try NftablesElements.socket()
+            let inotify = try Inotify()
+            let poke = try EventFD.make(), wake = try EventFD.make()
+            let thread = try OffLoop<Bool>(loop: loop)
+            source = try loop.addIO(fd: wake, events: IOEvents.readable) { [unowned self] _ in self.collect() }
+            let body = Body(shared: shared, poke: poke, wake: wake, inotify: inotify, socket: socket)
+            self.poke = poke
+            self.wake = wake
+            started(socket.port)
+            try thread.run({ body.run() }) { _ in
+                FD.close(poke)
+                FD.close(wake)
+            }
+            self.thread = thread
+        } catch {
+            failed = true
+            Log.warning("cannot set up naming units as they are made (\(error)); they are named by the scans alone")
         }
     }
 
     /// The thread ends (it closes its descriptors; the eventfds close once its end is heard).
     func stop() {
+        guard thread != nil else { return }
         shared.state.withLock { $0.stop = true }
         Self.signal(poke)
         source?.cancel()
         source = nil
     }
 
-    /// Names units with this from now on; none while nil.
+    /// Names units with this from now on (starting the thread the first time); none while nil.
     func use(_ naming: UnitNaming?) {
+        if naming != nil { start() }
         shared.state.withLock { $0.naming = naming }
-        Self.signal(poke)
+        if thread != nil { Self.signal(poke) }
     }
 
     /// Units made in `dir` are named from now on (the namer owns its descriptor).
     func watch(_ dir: Directory) {
         shared.state.withLock { $0.added.append(dir) }
-        Self.signal(poke)
+        if thread != nil { Self.signal(poke) }
     }
 
     func unwatch(_ id: UInt64) {
         shared.state.withLock { $0.removed.append(id) }
-        Self.signal(poke)
+        if thread != nil { Self.signal(poke) }
     }
 
     /// Commits begun so far, and those finished: what may commit after a reading is at most what a later reading

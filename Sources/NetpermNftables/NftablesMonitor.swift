@@ -40,6 +40,7 @@ public final class NftablesMonitor {
     public var ownCommits: () -> (started: UInt32, finished: UInt32) = { (0, 0) }
     /// The last generation heard (a NEWGEN, or read at `listen`), and the others' commits finished then.
     private var heard: (generation: UInt32, finished: UInt32)?
+    private var finishedBeforeRead: UInt32 = 0
 
     public init(loop: EventLoop, family: UInt8 = UInt8(NFPROTO_INET), tables: [String]) throws(Errno) {
         self.family = family
@@ -67,8 +68,9 @@ public final class NftablesMonitor {
         quietSince = nil
         // Joined first, then the generation read: a commit between the two is both heard and counted.
         guard setMembership(NETLINK_ADD_MEMBERSHIP) else { return true }
+        let finished = self.ownCommits().finished
         guard let after = try? NftablesRequest.generation() else { return true }
-        heard = (after, self.ownCommits().finished)
+        heard = (after, finished)
         return after &- before > ownCommits
     }
 
@@ -97,6 +99,9 @@ public final class NftablesMonitor {
     }
 
     private func readAll() {
+        // Before any of the notifications is read: a NEWGEN among them counts the others' commits finished since as
+        // theirs (`heard`).
+        finishedBeforeRead = ownCommits().finished
         // Messages lost to a full buffer (or a datagram cut short): what they said is unknown.
         try? datagrams.drain(socket.fd, lost: { _ in
             touched = []
@@ -108,10 +113,11 @@ public final class NftablesMonitor {
     /// After notifications were lost: whether more commits were made since the last generation heard than the
     /// daemon's other sockets began since (true when it cannot tell).
     private func othersMayHaveCommitted() -> Bool {
+        // What the others finished is read before the generation: one finishing in between counts as theirs.
+        let finished = ownCommits().finished
         guard let heard, let now = try? NftablesRequest.generation() else { return true }
-        let own = ownCommits()
-        self.heard = (now, own.finished)
-        return now &- heard.generation > own.started &- heard.finished
+        self.heard = (now, finished)
+        return now &- heard.generation > ownCommits().started &- heard.finished
     }
 
     /// The kernel's notice that an object of an `inet` table changed by itself (a quota used up) carries the
@@ -129,7 +135,7 @@ public final class NftablesMonitor {
             guard m.type & 0xFF00 == subsys, msg.count >= 4 else { continue }
             let kind = UInt32(m.type & 0xFF)
             if kind == NFT_MSG_NEWGEN.rawValue {
-                if let g = NftablesRequest.attribute(msg, UInt16(NFTA_GEN_ID.rawValue)) { heard = (g, ownCommits().finished) }
+                if let g = NftablesRequest.attribute(msg, UInt16(NFTA_GEN_ID.rawValue)) { heard = (g, finishedBeforeRead) }
                 guard !touched.isEmpty else { continue }
                 let which = touched.sorted()
                 touched = []

@@ -100,7 +100,7 @@ func run() -> Int32 {
     cgroups.unitsNamed = { interpreter.feed(.unitsNamed($0, generation: $1, error: $2)) }
     cgroups.gone = { interpreter.feed(.unitsGone($0)) }
     interpreter.nameUnits = { cgroups.nameUnits(with: $0) }
-    if let n = cgroups.namerCommits { interpreter.alsoCommitting(port: n.port, commits: n.commits) }
+    cgroups.namerStarted = { interpreter.alsoCommitting(port: $0, commits: $1) }
     interpreter.handlesInForce = { cgroups.inForce($0) }
 
     var limits = ControlServer.Limits()

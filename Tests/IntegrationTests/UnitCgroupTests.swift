@@ -278,7 +278,7 @@ final class UnitCgroupTests: IntegrationTestCase {
         // Once it settles, STATUS counts what the kernel holds: the one unit there is, and no element of the
         // 30,000 gone (deleted by their descriptors or their ids, not left behind).
         let last = try mkdirs(slice, "npt-churn-last.scope")
-        try waitUntil("the last scope is in the rules, and nothing else") {
+        try waitUntil("the last scope is in the rules, and nothing else", timeout: 30) {
             let q = try self.askFromInside(last)
             let s = try self.request(self.socket, "STATUS")["enforcement"] as? [String: Any]
             let inMap = try self.elements(of: "unit2_wwan")

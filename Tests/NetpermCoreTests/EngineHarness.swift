@@ -58,6 +58,8 @@ final class EngineHarness: EngineEdges {
     /// Each load's transactions, in the order they run.
     private(set) var transactionLists: [[String]] = []
     var rulesError: String?
+    /// Answers for the next loads of the rules, in turn, before `rulesError`.
+    var rulesAnswers: [String?] = []
     /// The usage table as the fake kernel has it (nil: none): what `Effect.readUsage` reads, or `usageReadError`.
     var usageReading: UsageReading?
     var usageReadError: String?
@@ -194,7 +196,7 @@ final class EngineHarness: EngineEdges {
             rules.append(inForce)
             scripts.append(transactions.joined())
             transactionLists.append(transactions)
-            if report { feed(.rulesLoaded(error: rulesError)) }
+            if report { feed(.rulesLoaded(error: rulesAnswers.isEmpty ? rulesError : rulesAnswers.removeFirst())) }
         case let .nameUnits(naming):
             steps.append("name-units-with \(naming.map { "\($0.generation)" } ?? "nothing")")
             namings.append(naming)

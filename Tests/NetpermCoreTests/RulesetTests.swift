@@ -729,26 +729,43 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(Ruleset.removal, "table inet netpermd {}\ndelete table inet netpermd\n" + drop)
     }
 
-    /// A change touching more than about half of the table is loaded whole, but never one of fewer than
-    /// `wholeLoadFloor` elements: a small table whose units come and go by the thousand is changed element by element.
+    /// A change touching more than about half of the table is loaded whole.
     func testLargeChangesLoadTheWholeTable() throws {
-        func policies(_ n: Int) -> (deny: String, allow: String) {
-            var deny = "", allow = ""
-            for i in 0..<n {
-                deny += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=deny\n"
-                allow += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=\(i < 10 ? "allow" : "deny")\n"
-            }
-            return (deny, allow)
+        var deny = "", allow = ""
+        for i in 0..<100 {
+            deny += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=deny\n"
+            allow += "[App a\(i)]\nUser=\(1000 + i)\nWWAN=\(i < 10 ? "allow" : "deny")\n"
         }
-        let (deny, allow) = policies(100)
         let old = try build(deny), few = try build(allow)
         XCTAssertEqual(few.update(from: old)?.size.elements, 20, "each app's uid and tag")
         let all = try build(deny.replacingOccurrences(of: "WWAN=deny", with: "WWAN=allow"))
-        XCTAssertEqual(all.update(from: old)?.size.elements, 200, "all of a small table: still elements")
-        let (manyDeny, _) = policies(Ruleset.wholeLoadFloor / 2 + 10)
-        let many = try build(manyDeny)
-        XCTAssertNil(try build(manyDeny.replacingOccurrences(of: "WWAN=deny", with: "WWAN=allow")).update(from: many),
-                     "more than half of the table, and more than the floor")
+        XCTAssertNil(all.update(from: old))
+    }
+
+    /// Units by the thousand (a scan under churn): their new elements, and those of units gone (deleted through the
+    /// descriptor the daemon holds), go a few hundred to a transaction after the chains, so that the kernel is never
+    /// held long by one; a verdict changing stays one transaction with its deletion.
+    func testManyUnitsGoAFewHundredToATransaction() throws {
+        let policy = "[App churn]\nUnit=churn-*.scope\nWWAN=deny\n"
+        func units(_ ids: Range<Int>) -> UnitCgroups {
+            UnitCgroups(nftRoot: "", units: ids.map {
+                UnitCgroup(path: "a.slice/churn-\($0).scope", level: 2, unit: "churn-\($0).scope", id: UInt64($0), handle: Int32(1000 + $0))
+            })
+        }
+        let none = try build(policy, cgroups: units(0..<1)), many = try build(policy, cgroups: units(0..<101))
+        let up = try XCTUnwrap(many.update(from: none))
+        XCTAssertEqual(up.size.elements, 600, "100 units, each its 5 kinds and its tag")
+        let counts = up.transactions.map { t in
+            t.split(separator: "\n").reduce(0) { n, line in n + (line.hasPrefix("add element") ? line.split(separator: ",").count : 0) }
+        }
+        XCTAssertEqual(counts, [256, 256, 88], "\(up.transactions.map { $0.prefix(80) })")
+        XCTAssertTrue(up.transactions.allSatisfy { ElementChanges.parse($0) != nil }, "each one nf_tables batch")
+        // All gone but the first: deleted through their descriptors, none left stale.
+        let down = try XCTUnwrap(none.update(from: many))
+        XCTAssertEqual(down.size, Ruleset.UpdateSize(elements: 600))
+        XCTAssertEqual(down.transactions.count, 3)
+        XCTAssertTrue(down.transactions[0].hasPrefix(#"delete element inet netpermd unit2_metered { "../../../proc/self/fd/1001""#),
+                      down.transactions[0].prefix(120).description)
     }
 
     /// The same rules with other links are what a build with those links gives, skipped names and all.

@@ -111,9 +111,6 @@ extension Ruleset {
     /// apps' new chains, and the lookups of both builds together; then the elements; then the lookups of this build
     /// alone and the chains no element names any more. Each leaves a state in which a packet that either side
     /// rejects is rejected, whichever generation it reads.
-    /// Changes of fewer elements and chains than this are never a load of the whole table.
-    static let wholeLoadFloor = 65536
-
     public func update(from old: Ruleset) -> Update? {
         guard maps.count == old.maps.count else { return nil }
         let t = "\(Self.family) \(Self.table)"
@@ -151,6 +148,7 @@ extension Ruleset {
         // Each map's deletions (of changed verdicts, and of cgroups gone) and additions (changed verdicts, and new
         // keys), in their maps' order.
         var perMap: [(map: String, deleted: [(String, gone: Bool)], added: [(String, new: Bool)])] = []
+        var unitsCame = 0
         for (new, was) in zip(maps, old.maps) {
             guard new.name == was.name else { return nil }
             guard new.elements != was.elements else { continue }
@@ -173,6 +171,7 @@ extension Ruleset {
                 deleted.append((e.key.text, false))
             }
             let added = new.elements.filter { before[$0.key] != $0.verdict }.map { ($0.text, new: before[$0.key] == nil) }
+            for e in new.elements where before[e.key] == nil { if case .cgroup = e.key { unitsCame += 1 } }
             size.elements += deleted.count + added.count
             perMap.append((new.name, deleted, added))
         }
@@ -201,11 +200,12 @@ extension Ruleset {
             cleanup += "delete chain \(t) \(c.name)\n"
         }
         // Past about half the table, one load of the whole is no slower and leaves nothing to chance (writing a
-        // chain's lookups again is a few rules, whatever the table's size); but not for fewer than
-        // `wholeLoadFloor` changes: units made and gone by the thousand in a small table would load it whole at every
-        // scan, and each such load replaces the elements of units named as they were made (Engine+FreshUnits.swift).
-        let changes = size.elements + pendingChanges
-        guard changes <= max((elements + pendingChains) / 2 + 16, Self.wholeLoadFloor) else { return nil }
+        // chain's lookups again is a few rules, whatever the table's size). Units coming and going are not counted:
+        // thousands of them churning in a small table would load it whole at every scan, each load holding the
+        // kernel and replacing the elements of the units named as they were made (Engine+FreshUnits.swift).
+        let unitsWent = perMap.reduce(0) { n, m in n + m.deleted.filter(\.gone).count }
+        let changes = size.elements + pendingChanges - unitsCame - unitsWent
+        guard changes <= (elements + pendingChains) / 2 + 16 else { return nil }
         return Update(transactions: ([prepare, change] + pieces + [cleanup]).filter { !$0.isEmpty }, size: size)
     }
 
