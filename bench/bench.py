@@ -32,7 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce",
-         "pacedq", "cgchurn", "silent", "flap", "desktopapps"]
+         "pacedq", "cgchurn", "silent", "flap", "desktopapps", "newscopes"]
 # Built against GLib (pkg-config gio-2.0): the GLib module's figures.
 GLIB_TOOLS = ["glibmon"]
 # Where `make release` builds the GLib module and its cache (GIO_EXTRA_MODULES points there).
@@ -60,14 +60,14 @@ FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_g
             mem_warm=100000, mem_total=1000000, storm=10000, big_apps=10000, reloads=20, bigq=20000,
             big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
             glib_inits=30, glib_toggles=200,
-            churn_scopes=5000, churn_s=10, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2, silent_wait=10,
+            churn_scopes=5000, churn_s=10, churn_new=20, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2, silent_wait=10,
             soak_s=60, soak_clients=16, soak_write_mb=1024, usage_reads=50, desktop_apps=300, desktop_s=20, alarm_s=1500)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
              route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
              glib_inits=2, glib_toggles=4,
-             churn_scopes=100, churn_s=1, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
+             churn_scopes=100, churn_s=1, churn_new=3, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
              soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, desktop_apps=5, desktop_s=1, alarm_s=240)
 
 
@@ -1215,9 +1215,11 @@ class Bench:
         raise BenchError("no cgroup2 hierarchy in /proc/self/mountinfo")
 
     def bench_churn(self):
-        """14: cgroup churn (issue 22, point 11). A slice of the bench's own at the root of the hierarchy, and a
-        policy whose Unit= glob matches the scopes made in it; 5,000 scopes made and removed in it, round after
-        round, for 10 s. Every load must take; a good client's QUERY round trips beside the same at rest."""
+        """14: cgroup churn (issue 22, point 11; issue 37). A slice of the bench's own at the root of the hierarchy,
+        and a policy whose Unit= glob matches the scopes made in it; 5,000 scopes made and removed in it, round after
+        round, for 10 s. Every load must take; a good client's QUERY round trips beside the same at rest; and 20 more
+        scopes of the same app made at random moments once the churn runs (its first second aside), each timed from
+        its mkdir to its first refused datagram, beside 20 at rest."""
         c = self.c
         slice_dir = os.path.join(self.cgroup_root(), f"npbench-{os.getpid()}.slice")
         os.mkdir(slice_dir)
@@ -1233,11 +1235,22 @@ class Bench:
             self.wait_for(lambda: json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] == "enforcing",
                           "the rules in force (churn)", 30)
             log(f"churn: {c['churn_scopes']} scopes made and removed for {c['churn_s']} s")
+            def new_scopes(name, seconds):
+                return self.spawn(["nsenter", f"--net=/run/netns/{self.ns}", self.tool("newscopes"), slice_dir,
+                                   f"npbench-churn-{name}", str(c["churn_new"]), str(seconds), "10.99.0.2", "9"],
+                                  stdout=subprocess.PIPE)
+            new_rest = new_scopes("rest", c["rest_s"])
+            new_rest_out, _ = new_rest.communicate(timeout=c["rest_s"] + 60)
             rest = self.paced(sock, "QUERY churn", c["rest_s"])
             churn = self.spawn([self.tool("cgchurn"), slice_dir, "npbench-churn", str(c["churn_scopes"]), str(c["churn_s"])],
                                stdout=subprocess.PIPE)
-            during = self.paced(sock, "QUERY churn", c["churn_s"])
+            # Once the churn's scopes are in the rules (the issue's scope came halfway through).
+            lead = min(1.0, c["churn_s"] / 4)
+            time.sleep(lead)
+            new_during = new_scopes("during", (c["churn_s"] - lead) * 0.75)
+            during = self.paced(sock, "QUERY churn", c["churn_s"] - lead)
             out, _ = churn.communicate(timeout=c["churn_s"] + 60)
+            new_during_out, _ = new_during.communicate(timeout=c["churn_s"] + 60)
             state = json.loads(self.ask(sock, "STATUS"))["enforcement"]["state"]
             lines, errors = self.loud_lines("netpermd-churn.log")
             with open(os.path.join(self.dir, "netpermd-churn.log"), errors="replace") as f:
@@ -1253,6 +1266,7 @@ class Bench:
                 log(f"warning: {slice_dir}: {e}")
         self.results["churn"] = {"scopes": c["churn_scopes"], "seconds": c["churn_s"], "churn": json.loads(out),
                                  "rest": rest, "during": during, "state_after": state,
+                                 "new_rest": json.loads(new_rest_out), "new_during": json.loads(new_during_out),
                                  "failed_loads": text.count("loading the rules failed"),
                                  "failed_changes": text.count("changing only what differs failed"),
                                  "notice_lines": len(lines), "err_lines": len(errors)}
@@ -1755,6 +1769,13 @@ def build_rows(r, smoke):
                      f"{ch['notice_lines']} lines at notice+", "no load fails",
                      target("cgroup churn fails no load", failed == 0 and ch["err_lines"] == 0
                             and ch["state_after"] == "enforcing", f"{failed} failed, state {ch['state_after']}")))
+        nd, nr = ch["new_during"], ch["new_rest"]
+        f, fr = nd["first_refused_us"], nr["first_refused_us"]
+        rows.append((f"14 a new scope made during the churn ({nd['refused']} of {nd['made']} refused): mkdir -> first "
+                     "datagram refused (ms)", triple(f, "ms"), "at rest: " + triple(fr, "ms"),
+                     f"max {fmt(f['max'], 'ms')} ms (at rest {fmt(fr['max'], 'ms')})", "p99 < 100 ms",
+                     target("a new scope refused within 100 ms during churn (p99)",
+                            nd["refused"] == nd["made"] > 0 and f["p99"] < 100_000, f"p99 {fmt(f['p99'], 'ms')} ms")))
     if "desktop" in r:
         de = r["desktop"]
         f, d, rest = de["first_refused_us"], de["during"]["rtt_us"], de["rest"]["rtt_us"]

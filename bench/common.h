@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -292,5 +294,52 @@ static inline rlim_t raise_nofile(rlim_t want) {
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) die("setrlimit NOFILE %lu", (unsigned long)want);
     return want;
 }
+
+/* A unit starting: makes the cgroup DIR/SCOPE, moves a child process into it, which sends a UDP datagram to HOST:PORT
+ * every millisecond until the kernel refuses one (EPERM), at most 5 s; then removes the cgroup. The microseconds
+ * from the mkdir to that refusal, or -1 when none came. Needs root and the host's cgroup hierarchy. */
+static inline double first_refused(const char *dir, const char *scope, const char *host, int port) {
+    char path[1024], procs[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, scope);
+    int report[2];
+    if (pipe(report) != 0) die("pipe");
+    double start = now_us();
+    if (mkdir(path, 0755) != 0) die("mkdir %s", path);
+    pid_t child = fork();
+    if (child < 0) die("fork");
+    if (child == 0) {
+        close(report[0]);
+        snprintf(procs, sizeof procs, "%s/cgroup.procs", path);
+        int fd = open(procs, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1) die("join %s", procs);
+        close(fd);
+        /* A socket is its cgroup's from when it is made: after the move. */
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(port)};
+        inet_pton(AF_INET, host, &to.sin_addr);
+        double refused = -1;
+        while (now_us() - start < 5e6) {
+            if (sendto(s, "x", 1, 0, (struct sockaddr *)&to, sizeof to) < 0) {
+                if (errno != EPERM) die("sendto");
+                refused = now_us() - start;
+                break;
+            }
+            usleep(1000);
+        }
+        if (write(report[1], &refused, sizeof refused) != sizeof refused) die("report");
+        _exit(0);
+    }
+    close(report[1]);
+    double refused = -1;
+    if (read(report[0], &refused, sizeof refused) != sizeof refused) refused = -1;
+    close(report[0]);
+    waitpid(child, NULL, 0);
+    for (int i = 0; i < 500 && rmdir(path) != 0; i++) {
+        if (errno != EBUSY) die("rmdir %s", path);
+        usleep(10000);
+    }
+    return refused;
+}
+
 
 #endif

@@ -319,6 +319,7 @@ final class Enforcer {
                     return (sum.0 &+ n.started, sum.1 &+ n.finished)
                 }
             }
+            monitor?.countFromNow()
             monitor?.changed = { [unowned self] table, pid, name in
                 if table == UsageRules.table {
                     if self.usageInForce { self.usageChanged() }

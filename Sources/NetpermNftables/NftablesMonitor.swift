@@ -110,6 +110,13 @@ public final class NftablesMonitor {
         }) { parse(UnsafeRawBufferPointer($0)) }
     }
 
+    /// Reads the generation to count from (once `ownCommits` is set): notifications lost before any other was
+    /// heard are then judged by it too, not taken for another process's change.
+    public func countFromNow() {
+        let finished = ownCommits().finished
+        if let now = try? NftablesRequest.generation() { heard = (now, finished) }
+    }
+
     /// After notifications were lost: whether more commits were made since the last generation heard than the
     /// daemon's other sockets began since (true when it cannot tell).
     private func othersMayHaveCommitted() -> Bool {
