@@ -40,13 +40,18 @@ public final class NftablesMonitor {
     public var ownCommits: () -> (started: UInt32, finished: UInt32) = { (0, 0) }
     /// The last generation heard (a NEWGEN, or read at `listen`), and the others' commits finished then.
     private var heard: (generation: UInt32, finished: UInt32)?
-    private var finishedBeforeRead: UInt32 = 0
+    private var finishedBeforeRead: UInt32 = 0, finishedAtLastRead: UInt32 = 0
 
     public init(loop: EventLoop, family: UInt8 = UInt8(NFPROTO_INET), tables: [String]) throws(Errno) {
         self.family = family
         self.tables = tables.map { Array($0.utf8) }
         socket = try NetlinkSocket(protocol: NETLINK_NETFILTER, groups: 1 << (UInt32(NFNLGRP_NFTABLES.rawValue) - 1),
                                    nonBlocking: true)
+        // Units named as they are made commit hundreds of times a second under churn, each heard here: room for a
+        // burst of their notifications, so that fewer are lost (and must be judged by the generation).
+        if (try? SocketOption.setReceiveBuffer(socket.fd, bytes: 4 << 20, force: true)) == nil {
+            _ = try? SocketOption.setReceiveBuffer(socket.fd, bytes: 4 << 20, force: false)
+        }
         source = try loop.addIO(fd: socket.fd, events: IOEvents.readable) { [unowned self] _ in self.readAll() }
     }
 
@@ -71,6 +76,7 @@ public final class NftablesMonitor {
         let finished = self.ownCommits().finished
         guard let after = try? NftablesRequest.generation() else { return true }
         heard = (after, finished)
+        finishedAtLastRead = finished
         return after &- before > ownCommits
     }
 
@@ -99,9 +105,10 @@ public final class NftablesMonitor {
     }
 
     private func readAll() {
-        // Before any of the notifications is read: a NEWGEN among them counts the others' commits finished since as
-        // theirs (`heard`).
-        finishedBeforeRead = ownCommits().finished
+        // What the others had finished when the last reading began: every notification read now came after that
+        // reading emptied the buffer, so a NEWGEN among them counts whatever they finished since as theirs.
+        finishedBeforeRead = finishedAtLastRead
+        finishedAtLastRead = ownCommits().finished
         // Messages lost to a full buffer (or a datagram cut short): what they said is unknown.
         try? datagrams.drain(socket.fd, lost: { _ in
             touched = []
@@ -114,6 +121,7 @@ public final class NftablesMonitor {
     /// heard are then judged by it too, not taken for another process's change.
     public func countFromNow() {
         let finished = ownCommits().finished
+        finishedAtLastRead = finished
         if let now = try? NftablesRequest.generation() { heard = (now, finished) }
     }
 
@@ -142,7 +150,12 @@ public final class NftablesMonitor {
             guard m.type & 0xFF00 == subsys, msg.count >= 4 else { continue }
             let kind = UInt32(m.type & 0xFF)
             if kind == NFT_MSG_NEWGEN.rawValue {
-                if let g = NftablesRequest.attribute(msg, UInt16(NFTA_GEN_ID.rawValue)) { heard = (g, finishedBeforeRead) }
+                // Only a newer one: notifications queued before the daemon's own load left the group are read after
+                // `listen` has counted from the generation after it.
+                if let g = NftablesRequest.attribute(msg, UInt16(NFTA_GEN_ID.rawValue)),
+                   heard.map({ Int32(bitPattern: g &- $0.generation) > 0 }) ?? true {
+                    heard = (g, finishedBeforeRead)
+                }
                 guard !touched.isEmpty else { continue }
                 let which = touched.sorted()
                 touched = []
