@@ -119,26 +119,21 @@ final class UnitLane {
             current = []
             count = 0
         }
+        /// `items` of one map, as many commands as the batches they fall in.
+        func spread<T>(_ items: [T], _ command: ([T]) -> ElementChanges.Command) {
+            var at = 0
+            while at < items.count {
+                if count == batchElements { flush() }
+                let part = Array(items[at..<min(items.count, at + batchElements - count)])
+                current.append(command(part))
+                count += part.count
+                at += part.count
+            }
+        }
         for c in commands {
             switch c {
-            case let .add(map, elements):
-                var at = 0
-                while at < elements.count {
-                    if count == batchElements { flush() }
-                    let part = Array(elements[at..<min(elements.count, at + batchElements - count)])
-                    current.append(.add(map: map, elements: part))
-                    count += part.count
-                    at += part.count
-                }
-            case let .delete(map, keys):
-                var at = 0
-                while at < keys.count {
-                    if count == batchElements { flush() }
-                    let part = Array(keys[at..<min(keys.count, at + batchElements - count)])
-                    current.append(.delete(map: map, keys: part))
-                    count += part.count
-                    at += part.count
-                }
+            case let .add(map, elements): spread(elements) { .add(map: map, elements: $0) }
+            case let .delete(map, keys): spread(keys) { .delete(map: map, keys: $0) }
             case .flush, .deleteChain:
                 if count == batchElements { flush() }
                 current.append(c)

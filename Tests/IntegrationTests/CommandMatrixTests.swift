@@ -212,6 +212,9 @@ final class CommandMatrixTests: IntegrationTestCase {
                 if phase {
                     try (Self.standardConfig + Self.policy).write(toFile: f.config, atomically: true, encoding: .utf8)
                     XCTAssertEqual(try request(f.socket, "RELOAD")["ok"] as? Bool, true)
+                    // The daemon also reloads by itself 200 ms after the file changed: not in the middle of the next
+                    // cases, whose replies are compared with the daemon's own (its policy generation among them).
+                    try settledPolicy(f.socket)
                 }
             }
         }
@@ -297,6 +300,16 @@ final class CommandMatrixTests: IntegrationTestCase {
             case .words:
                 break
             }
+        }
+    }
+
+    /// Waits until the policy generation has stayed the same for longer than the daemon's reload debounce.
+    private func settledPolicy(_ socket: String) throws {
+        var last = -1, since = monotonicNow()
+        try waitUntil("the policy generation settles") {
+            let g = (try self.request(socket, "STATUS")["policy"] as? [String: Any])?["generation"] as? Int ?? -1
+            if g != last { last = g; since = monotonicNow() }
+            return (monotonicNow() - since > 0.5, "generation \(g)")
         }
     }
 
