@@ -55,7 +55,10 @@ enum Render {
         // What the rules name while in force; a failure says why instead.
         if e?["apps"] != nil, e?["error"] == nil {
             func n(_ key: String, _ what: String) -> String { counted(e?[key]?.intValue ?? 0, what) }
-            out += " (\(n("apps", "app")), \(n("uids", "uid")), \(n("unit_cgroups", "unit cgroup")), \(n("links", "link")))"
+            // Units named as they were made: what they must not do is in force, the rest comes with their load.
+            let restricted = e?["units_restricted"]?.intValue ?? 0
+            out += " (\(n("apps", "app")), \(n("uids", "uid")), \(n("unit_cgroups", "unit cgroup")), \(n("links", "link"))"
+                + (restricted > 0 ? "; \(counted(restricted, "new unit")) restricted" : "") + ")"
         }
         if let error = e?["error"]?.stringValue {
             out += " after \(counted(e?["attempts"]?.intValue ?? 0, "attempt")): \(error)"

@@ -268,6 +268,11 @@ final class UnitCgroupTests: IntegrationTestCase {
             guard let ms else { XCTFail("probe \(i): never refused (\(passed) datagrams passed)"); continue }
             firsts.append(ms)
         }
+        // Meanwhile the person asking hears of the units named as they are made, apart from those in the rules.
+        try waitUntil("netpermctl status counts the units restricted as they were made") {
+            let r = try Subprocess.run([self.netpermctl, "--socket", self.socket, "status"])
+            return (r.stdout.contains(" new units restricted)"), r.stdout)
+        }
         let rounds = churn.stop()
         firsts.sort()
         print("new scopes during the churn (\(rounds) rounds of 5,000): first refused after "
