@@ -25,4 +25,7 @@ def main(argv=None):
         win.set_default_size(width, height)
         win.present()
     app.connect("activate", activate)
-    return app.run([sys.argv[0]])
+    # A screenshot that could not be drawn fails the command.
+    app.failed = False
+    status = app.run([sys.argv[0]])
+    return 1 if app.failed else status

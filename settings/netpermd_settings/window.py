@@ -126,14 +126,20 @@ class Window(Adw.ApplicationWindow):
             self.waiting.show(reply.get("prompts", []))
         self._loaded()
 
-    def _shoot(self, path):
-        """The window as it is drawn, into a PNG (the tests' screenshots for README)."""
+    def _shoot(self, path, tries=50):
+        """The window as it is drawn, into a PNG (the tests' screenshots for README). On a busy machine it may not be
+        drawn yet 300 ms after its pages were filled (nothing to render): tried again every 200 ms, for 10 s."""
         paintable = Gtk.WidgetPaintable.new(self)
         snapshot = Gtk.Snapshot()
         paintable.snapshot(snapshot, self.get_width(), self.get_height())
-        if not render_to_png(snapshot, self.get_renderer(), path):
+        if self.get_renderer() is not None and render_to_png(snapshot, self.get_renderer(), path):
+            self.get_application().quit()
+        elif tries > 1:
+            GLib.timeout_add(200, self._shoot, path, tries - 1)
+        else:
             print(f"netpermd-settings: could not draw {path}", file=sys.stderr)
-        self.get_application().quit()
+            self.get_application().failed = True
+            self.get_application().quit()
         return False
 
 
