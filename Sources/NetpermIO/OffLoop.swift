@@ -17,7 +17,7 @@ public final class OffLoop<Result: Sendable> {
     /// `background`: its threads run at nice `Self.backgroundNiceness`, yielding the CPU to the loop and to other
     /// threads (bulk work, such as scanning thousands of cgroups, while units just made must be named).
     public init(loop: EventLoop, background: Bool = false) throws(Errno) {
-        let fd = try sys { eventfd(0, NP_EFD_NONBLOCK | NP_EFD_CLOEXEC) }
+        let fd = try EventFD.make()
         self.fd = fd
         niceness = background ? Self.backgroundNiceness : 0
         source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.finished() }
@@ -76,8 +76,7 @@ private final class Job<Result: Sendable>: ThreadJob, @unchecked Sendable {
 
     override func execute() {
         result = work()
-        var one: UInt64 = 1
-        _ = try? sys { write(fd, &one, 8) }
+        EventFD.signal(fd)
     }
 }
 

@@ -3,8 +3,6 @@
 /// handed to the kernel and how that went.
 struct EnforcementBook {
     var cgroups = UnitCgroups()
-    /// The ids of `cgroups`' units.
-    var cgroupIDs: Set<UInt64> = []
     /// Units named to the kernel as they were made, by cgroup id (Engine+FreshUnits.swift): until a load of rules
     /// built from a scan that found them takes, or they go.
     var fresh: [UInt64: FreshUnit] = [:]

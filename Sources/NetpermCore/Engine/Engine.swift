@@ -295,12 +295,7 @@ public final class Engine {
             log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
             resync(session, .fellBehind, dropped: dropped)
         case let .cgroups(c):
-            if c != enforcement.cgroups {
-                enforcement.cgroups = c
-                enforcement.cgroupIDs = Set(c.units.map(\.id))
-                enforcement.dirty = true
-                desktopUnitsChanged(c)
-            }
+            if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true; desktopUnitsChanged(c) }
         case let .unitsNamed(units, generation, error):
             unitsNamed(units, generation: generation, error: error)
         case let .unitsGone(ids):
