@@ -65,8 +65,10 @@ public struct InterfaceOverride: Equatable, Sendable {
     public var glob: Glob
     public var kind: LinkKind?
     public var metered: Bool?
-    public init(glob: Glob, kind: LinkKind?, metered: Bool?) {
-        self.glob = glob; self.kind = kind; self.metered = metered
+    /// `Roaming=`: for a modem ModemManager does not drive (a USB stick of its own).
+    public var roaming: Bool?
+    public init(glob: Glob, kind: LinkKind?, metered: Bool?, roaming: Bool? = nil) {
+        self.glob = glob; self.kind = kind; self.metered = metered; self.roaming = roaming
     }
 }
 
@@ -76,18 +78,21 @@ public struct NetworkOverride: Equatable, Sendable {
     public var glob: Glob
     public var kind: LinkKind?
     public var metered: Bool?
-    public init(glob: Glob, kind: LinkKind?, metered: Bool?) {
-        self.glob = glob; self.kind = kind; self.metered = metered
+    public var roaming: Bool?
+    public init(glob: Glob, kind: LinkKind?, metered: Bool?, roaming: Bool? = nil) {
+        self.glob = glob; self.kind = kind; self.metered = metered; self.roaming = roaming
     }
 
     /// An SSID is bytes; a glob is text. Bytes that are not UTF-8 become U+FFFD, which only a wildcard matches.
     public func matches(ssid: [UInt8]) -> Bool { glob.matches(String(decoding: ssid, as: UTF8.self)) }
 }
 
-/// Where a link's metered flag came from.
+/// Where a link's metered flag came from, in the order they are asked.
 public enum MeteredSource: String, Sendable, CaseIterable {
     /// `Metered=` in a matching `[Interface]` or `[Network]` section (either way).
     case config
+    /// NetworkManager's `Device.Metered`: the person's setting for the connection, or NetworkManager's guess.
+    case networkManager = "networkmanager"
     /// The kind: wwan is metered.
     case kind
     /// A phone's or a cellular router's tethering (USB, Bluetooth).
@@ -98,15 +103,28 @@ public enum MeteredSource: String, Sendable, CaseIterable {
     case `default`
 }
 
+/// Where a link's roaming flag came from.
+public enum RoamingSource: String, Sendable, CaseIterable {
+    /// `Roaming=` in a matching `[Interface]` or `[Network]` section.
+    case config
+    /// ModemManager's registration state of the modem behind the link.
+    case modemManager = "modemmanager"
+}
+
 public struct Classification: Equatable, Sendable {
     public var kind: LinkKind
     /// Which rule decided, e.g. "config:[Interface wwan*]", "sysfs:devtype=wlan", "driver:rndis_host".
     public var by: String
     public var metered: Bool
     public var meteredBy: MeteredSource
+    /// Whether the link is roaming; nil when no source knows (not a modem, or registered nowhere it can say).
+    public var roaming: Bool? = nil
+    public var roamingBy: RoamingSource? = nil
 
-    public init(kind: LinkKind, by: String, metered: Bool, meteredBy: MeteredSource) {
+    public init(kind: LinkKind, by: String, metered: Bool, meteredBy: MeteredSource, roaming: Bool? = nil,
+                roamingBy: RoamingSource? = nil) {
         self.kind = kind; self.by = by; self.metered = metered; self.meteredBy = meteredBy
+        self.roaming = roaming; self.roamingBy = roaming == nil ? nil : roamingBy
     }
 
     /// The provenance the rules before tethering and DHCP gave: wwan metered by kind, others unmetered by default,
@@ -135,34 +153,47 @@ public enum Classifier {
     }
 
     /// Kind first (config, then the built-in rules, first match wins, reported in `by`), then metered with its
-    /// source: config, tethering, kind (wwan), dhcp, default. The `[Interface]` overrides come first, then, for a
-    /// Wi-Fi link associated to a network (`wifi`), the `[Network]` ones: what the network is beats what the
-    /// device is (a laptop's wlan0 is unmetered at home and metered on a phone's hotspot).
+    /// source: config, NetworkManager (`manager`), tethering, kind (wwan), dhcp, default; then roaming: config,
+    /// ModemManager (`modem`). The `[Interface]` overrides come first, then, for a Wi-Fi link associated to a
+    /// network (`wifi`), the `[Network]` ones: what the network is beats what the device is (a laptop's wlan0 is
+    /// unmetered at home and metered on a phone's hotspot). The person's word in the config beats NetworkManager's,
+    /// whose word (the person's setting in GNOME, or its guess from the hotspot's DHCP option) beats netpermd's
+    /// own guesses from the device. NetworkManager's device type never changes the kind (the caller logs a
+    /// disagreement).
     public static func classify(_ link: LinkFacts, sysfs: SysfsFacts, overrides: [InterfaceOverride],
-                                wifi: WifiFacts? = nil, networks: [NetworkOverride] = []) -> Classification {
+                                wifi: WifiFacts? = nil, networks: [NetworkOverride] = [],
+                                manager: NetworkManagerDevice? = nil, modem: ModemRegistration? = nil) -> Classification {
         var found = builtIn(link, sysfs: sysfs)
         // Later [Interface] sections override earlier ones (systemd's rule for repeated settings).
-        var metered: Bool?
+        var metered: Bool?, roaming: Bool?
         for o in overrides where o.glob.matches(link.name) {
             if let k = o.kind {
                 // A configured kind replaces all the rules said, tethering included.
                 found = Found(kind: k, by: "config:[Interface \(o.glob.pattern)]")
             }
             if let m = o.metered { metered = m }
+            if let r = o.roaming { roaming = r }
         }
         if let ssid = wifi?.ssid {
             for o in networks where o.matches(ssid: ssid) {
                 if let k = o.kind { found = Found(kind: k, by: "config:[Network \(o.glob.pattern)]") }
                 if let m = o.metered { metered = m }
+                if let r = o.roaming { roaming = r }
             }
         }
         let (m, source): (Bool, MeteredSource) =
             if let metered { (metered, .config) }
+            else if let nm = manager?.metered.value { (nm, .networkManager) }
             else if found.tethering { (true, .tethering) }
             else if found.kind == .wwan { (true, .kind) }
             else if sysfs.dhcpAndroidMetered { (true, .dhcp) }
             else { (false, .default) }
-        return Classification(kind: found.kind, by: found.by, metered: m, meteredBy: source)
+        let (r, roamingSource): (Bool?, RoamingSource?) =
+            if let roaming { (roaming, .config) }
+            else if let mm = modem?.roaming { (mm, .modemManager) }
+            else { (nil, nil) }
+        return Classification(kind: found.kind, by: found.by, metered: m, meteredBy: source, roaming: r,
+                              roamingBy: roamingSource)
     }
 
     /// The built-in rules in order; docs/CLASSIFICATION.md has them as a table.

@@ -461,27 +461,28 @@ public struct Config: Equatable, Sendable {
         }
 
         mutating func applyInterface(_ s: IniSection) {
-            guard let (glob, kind, metered) = overrideSection(s, example: "[Interface wwan*]", kind: .interface) else { return }
-            config.interfaces.append(InterfaceOverride(glob: glob, kind: kind, metered: metered))
+            guard let o = overrideSection(s, example: "[Interface wwan*]", kind: .interface) else { return }
+            config.interfaces.append(InterfaceOverride(glob: o.glob, kind: o.kind, metered: o.metered, roaming: o.roaming))
         }
 
         /// `[Network SSID]`: the same keys as `[Interface]`, for a Wi-Fi network by its SSID (exact or glob).
         mutating func applyNetwork(_ s: IniSection) {
-            guard let (glob, kind, metered) = overrideSection(s, example: "[Network CoffeeShop]", kind: .network) else { return }
-            config.networks.append(NetworkOverride(glob: glob, kind: kind, metered: metered))
+            guard let o = overrideSection(s, example: "[Network CoffeeShop]", kind: .network) else { return }
+            config.networks.append(NetworkOverride(glob: o.glob, kind: o.kind, metered: o.metered, roaming: o.roaming))
         }
 
-        /// The glob and the Kind= and Metered= of an `[Interface]` or `[Network]` section; nil when it has an error.
-        mutating func overrideSection(_ s: IniSection, example: String,
-                                      kind sectionKind: SectionKind) -> (Glob, LinkKind?, Bool?)? {
+        /// The glob and the Kind=, Metered= and Roaming= of an `[Interface]` or `[Network]` section; nil when it has
+        /// an error.
+        mutating func overrideSection(_ s: IniSection, example: String, kind sectionKind: SectionKind)
+            -> (glob: Glob, kind: LinkKind?, metered: Bool?, roaming: Bool?)? {
             var glob: Glob?
             if let arg = s.argument {
                 do { glob = try Glob(arg) } catch { fail(s, s.line, error.message) }
             } else {
                 fail(s, s.line, "needs a name or glob, e.g. \(example)")
             }
-            var kind: LinkKind?, metered: Bool?
-            // A bad value is its own error; "sets neither" is for a section with no Kind= or Metered= at all.
+            var kind: LinkKind?, metered: Bool?, roaming: Bool?
+            // A bad value is its own error; "sets none" is for a section with no Kind=, Metered= or Roaming= at all.
             var setsOne = false
             for e in s.entries {
                 switch e.key {
@@ -500,16 +501,23 @@ public struct Config: Equatable, Sendable {
                     } else {
                         fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Metered= (expected yes or no)")
                     }
+                case "Roaming":
+                    setsOne = true
+                    if let r = Ini.parseBool(e.value) {
+                        roaming = r
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Roaming= (expected yes or no)")
+                    }
                 default:
                     unknownKey(s, e, sectionKind)
                 }
             }
             guard let glob else { return nil }
             guard setsOne else {
-                fail(s, s.line, "sets neither Kind= nor Metered=")
+                fail(s, s.line, "sets none of Kind=, Metered=, Roaming=")
                 return nil
             }
-            return (glob, kind, metered)
+            return (glob, kind, metered, roaming)
         }
     }
 }
@@ -586,7 +594,7 @@ enum SectionKind: CaseIterable {
         switch self {
         case .defaults: return kinds + ["AdminGroup", "PromptTimeoutSec", "UserDecisions", "MeteredBudget", "DesktopApps"]
         case .app: return ["Executable", "Unit", "UserUnit", "User", "DesktopId"] + kinds + ["MeteredBudget"]
-        case .interface, .network: return ["Kind", "Metered"]
+        case .interface, .network: return ["Kind", "Metered", "Roaming"]
         case .enforcement: return ["Mode"]
         case .usage: return ["Count", "PeriodStart", "SaveIntervalSec", "MetricsApps"]
         }

@@ -11,6 +11,7 @@ protocol DimensionFields {
     var ethernet: Field { get set }
     var other: Field { get set }
     var metered: Field { get set }
+    var roaming: Field { get set }
 }
 
 extension DimensionFields {
@@ -22,6 +23,7 @@ extension DimensionFields {
             case .ethernet: return ethernet
             case .other: return other
             case .metered: return metered
+            case .roaming: return roaming
             }
         }
         set {
@@ -31,6 +33,7 @@ extension DimensionFields {
             case .ethernet: ethernet = newValue
             case .other: other = newValue
             case .metered: metered = newValue
+            case .roaming: roaming = newValue
             }
         }
     }
@@ -38,7 +41,7 @@ extension DimensionFields {
 
 /// Where each dimension's permission comes from; no entry means the policy.
 public struct PermissionSources: Hashable, Sendable, ExpressibleByDictionaryLiteral, DimensionFields {
-    var wifi, wwan, ethernet, other, metered: PermissionSource?
+    var wifi, wwan, ethernet, other, metered, roaming: PermissionSource?
 
     public init() {}
 

@@ -37,8 +37,14 @@ extension Verdict {
     /// The app as a person knows it: its desktop file's name, else its id.
     var shownName: String { name ?? app }
 
-    /// "metered links" for `metered`, the kind's name otherwise.
-    static func text(_ d: PolicyDimension) -> String { d == .metered ? "metered links" : d.rawValue }
+    /// "metered links" for `metered`, "roaming links" for `roaming`, the kind's name otherwise.
+    static func text(_ d: PolicyDimension) -> String {
+        switch d {
+        case .metered: return "metered links"
+        case .roaming: return "roaming links"
+        case .wifi, .wwan, .ethernet, .other: return d.rawValue
+        }
+    }
 
     /// "a", "a or b", "a, b or c".
     static func list(_ items: [String]) -> String {
@@ -73,7 +79,7 @@ extension Verdict {
         let instead = bindTo.map { "; it may use \($0.name)" } ?? ""
         for family in AddressFamily.allCases {
             guard case let .link(l, allowed)? = egress[family], l.usable, !allowed, l.kind != .loopback else { continue }
-            let d: PolicyDimension = PolicyDimension(kind: l.kind).map { permissions[$0] != .allow ? $0 : .metered } ?? .metered
+            let d = permissions.blocking(l).first?.0 ?? .metered
             return "\(shownName) may not use \(Self.text(d)): \(whyNot(d)) (the kernel routes its traffic by \(l.name)\(instead))"
         }
         for family in AddressFamily.allCases {

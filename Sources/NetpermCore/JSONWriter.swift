@@ -64,6 +64,11 @@ public struct JSONWriter {
         if let value { Self.write(value, into: out) } else { Self.writeNull(into: out) }
     }
 
+    public mutating func field(_ key: StaticString, _ value: Bool?) {
+        self.key(key)
+        if let value { Self.write(value, into: out) } else { Self.writeNull(into: out) }
+    }
+
     public mutating func field<S: Sequence<String>>(_ key: StaticString, strings: S) {
         self.key(key)
         out.append(0x5B)   // [

@@ -127,6 +127,10 @@ public struct KernelSnapshot: Equatable, Sendable {
     public var hostRoutes: [HostRouteFacts] = []
     /// By ifindex: the Wi-Fi network of each wifi link nl80211 reports (none where nl80211 is absent).
     public var wifi: [Int32: WifiFacts] = [:]
+    /// By interface name: what NetworkManager says of each device it manages (none where it does not run).
+    public var managed: [String: NetworkManagerDevice] = [:]
+    /// By interface name: where ModemManager says the modem behind each of its links is registered.
+    public var modems: [String: ModemRegistration] = [:]
     /// Mode=steer: by mark in use, where a socket so marked sends each family's traffic (the kernel's lookup with
     /// `mark`); no entry for a family: no route.
     public var markedEgress: [UInt32: [AddressFamily: Egress]] = [:]
@@ -149,6 +153,12 @@ public struct Link: Equatable, Sendable {
     public var metered: Bool
     /// What made `metered` what it is.
     public var meteredBy: MeteredSource
+    /// Roaming abroad (a modem registered on another operator's network); nil when no source knows.
+    public var roaming: Bool?
+    public var roamingBy: RoamingSource?
+    /// The connection NetworkManager has active on it: its `Id` and `Type`; nil where none is.
+    public var connectionID: String?
+    public var connectionType: String?
     public var adminUp: Bool
     public var carrier: Bool
     public var operstate: String
@@ -168,15 +178,18 @@ public struct Link: Equatable, Sendable {
     public var usable: Bool { adminUp && carrier && metric != nil }
 
     public init(facts: LinkFacts, classification: Classification, addresses: [String],
-                defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?, wifi: WifiFacts? = nil) {
+                defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?, wifi: WifiFacts? = nil,
+                manager: NetworkManagerDevice? = nil) {
         index = facts.index; name = facts.name
         kind = classification.kind; classifiedBy = classification.by; metered = classification.metered
         over = nil
         meteredBy = classification.meteredBy
+        roaming = classification.roaming; roamingBy = classification.roamingBy
         adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
         self.addresses = addresses
         self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
         ssid = wifi?.ssid; bssid = wifi?.bssid
+        connectionID = manager?.connectionID; connectionType = manager?.connectionType
     }
 
     /// "tun0 over wwan0", or the name alone.
@@ -185,12 +198,14 @@ public struct Link: Equatable, Sendable {
     /// The SSID as shown: arbitrary bytes, so invalid UTF-8 is `\xNN` and controls are escaped (SafeText).
     public var ssidText: String? { ssid.map { SafeText.escape(utf8: $0) } }
 
-    /// A link as verdicts name it: `index`, `name`, `kind`, `metered`, `over`.
+    /// A link as verdicts name it: `index`, `name`, `kind`, `metered`, `roaming` (as judged: unknown is home),
+    /// `over`.
     public func writeReference(to s: inout JSONWriter) {
         s.field("index", Int(index))
         s.field("name", name)
         s.field("kind", kind.rawValue)
         s.field("metered", metered)
+        s.field("roaming", roaming == true)
         s.field("over", over)
     }
 
@@ -202,6 +217,8 @@ public struct Link: Equatable, Sendable {
         s.field("classified_by", classifiedBy)
         s.field("metered", metered)
         s.field("metered_by", meteredBy.rawValue)
+        s.field("roaming", roaming)
+        s.field("roaming_by", roamingBy?.rawValue)
         s.field("over", over)
         s.field("admin_up", adminUp)
         s.field("carrier", carrier)
@@ -215,5 +232,9 @@ public struct Link: Equatable, Sendable {
         s.field("usable", usable)
         s.field("ssid", ssidText)
         s.field("bssid", bssid)
+        s.object("connection", connectionID) { w, id in
+            w.field("id", id)
+            w.field("type", connectionType)
+        }
     }
 }

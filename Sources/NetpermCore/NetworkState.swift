@@ -33,7 +33,7 @@ public struct NetworkState: Equatable, Sendable {
         let own = snapshot.links.map { f in
             Link(facts: f, classification: classify(f), addresses: (addrs[f.index] ?? []).sorted(),
                  defaultRouteV4: v4.contains(f.index), defaultRouteV6: v6.contains(f.index), metric: metric[f.index],
-                 wifi: snapshot.wifi[f.index])
+                 wifi: snapshot.wifi[f.index], manager: snapshot.managed[f.name])
         }
         self.init(links: Stacking.apply(own, snapshot: snapshot, overrides: overrides), egress: snapshot.egress)
         markedEgress = snapshot.markedEgress

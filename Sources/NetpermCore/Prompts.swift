@@ -28,21 +28,22 @@ public enum PromptChoice: String, Sendable, CaseIterable {
         case .allow: return "Allow"
         case .once: return "Allow once"
         case .deny:
-            let kinds = kinds.filter { $0 != .metered }
-            guard kinds.count <= 1 else { return "Deny" }
-            switch kinds.first {
-            case .wwan?: return "Wi-Fi only"
-            case .wifi?: return "Not on Wi-Fi"
-            case .ethernet?: return "Not on Ethernet"
-            case .other?: return "Not on this network"
-            case .metered?, nil: return "Unmetered only"
+            let linkKinds = kinds.filter { !$0.isOverlay }
+            guard linkKinds.count <= 1 else { return "Deny" }
+            switch linkKinds.first ?? (kinds.contains(.roaming) ? .roaming : .metered) {
+            case .wwan: return "Wi-Fi only"
+            case .wifi: return "Not on Wi-Fi"
+            case .ethernet: return "Not on Ethernet"
+            case .other: return "Not on this network"
+            case .metered: return "Unmetered only"
+            case .roaming: return "Not while roaming"
             }
         }
     }
 }
 
 /// A question to a person: may this app use the kinds of network it would use now (`kinds`: the link's kind and,
-/// when the link is metered, `metered`)? One per app and scope while open, whatever asks again.
+/// when the link is metered or roaming, `metered` and `roaming`)? One per app and scope while open, whatever asks again.
 public struct Prompt: Equatable, Sendable {
     public var id: Int
     public var app: String
@@ -59,6 +60,8 @@ public struct Prompt: Equatable, Sendable {
     public var link: String
     public var linkKind: LinkKind
     public var metered: Bool
+    /// The link is roaming: the question is about using it abroad.
+    public var roaming = false
     /// The link's carrier when it is stacked or a tunnel ("wwan0" for tun0 over wwan0).
     public var over: String? = nil
     /// Raised (or joined) by a rejected packet of the app (Mode=block): `"source":"blocked"`.
@@ -98,6 +101,7 @@ public struct Prompt: Equatable, Sendable {
             $0.field("name", link)
             $0.field("kind", linkKind.rawValue)
             $0.field("metered", metered)
+            $0.field("roaming", roaming)
             $0.field("over", over)
         }
         if blocked { s.field("source", "blocked") }
@@ -185,7 +189,7 @@ public struct PromptBook: Sendable {
         guard let link = given ?? network.best(of: candidates) else { return nil }
         open.append(Prompt(id: nextID(), app: verdict.app, scope: scope, uid: uid, identity: identity,
                            kinds: verdict.pendingKinds, link: link.name, linkKind: link.kind, metered: link.metered,
-                           over: link.over, destination: destination, userNamed: userNamed,
+                           roaming: link.roaming == true, over: link.over, destination: destination, userNamed: userNamed,
                            askers: (identity?.pid).flatMap { $0 > 0 ? [$0] : nil } ?? [], timeoutSec: timeoutSec))
         return open[open.count - 1]
     }
@@ -197,7 +201,13 @@ public struct PromptBook: Sendable {
                                       scope: UInt32?, uid: UInt32?, network: NetworkState, timeoutSec: Int,
                                       userNamed: Bool = false) -> Prompt? {
         guard find(app: app, scope: scope) == nil, hasRoom(for: scope) else { return nil }
-        func ofKind(_ l: Link) -> Bool { kind.kind.map { $0 == l.kind } ?? l.metered }
+        func ofKind(_ l: Link) -> Bool {
+            switch kind {
+            case .metered: return l.metered
+            case .roaming: return l.roaming == true
+            case .wifi, .wwan, .ethernet, .other: return kind.kind == l.kind
+            }
+        }
         guard let link = given ?? network.best(of: network.usableLinks.lazy.filter(ofKind))
                 ?? network.links.first(where: { ofKind($0) && $0.kind != .loopback })
         else { return nil }
@@ -205,7 +215,8 @@ public struct PromptBook: Sendable {
         kinds.insert(kind)
         open.append(Prompt(id: nextID(), app: app, scope: scope, uid: uid, identity: nil,
                            kinds: Verdict.reportedKinds.filter(kinds.contains), link: link.name, linkKind: link.kind,
-                           metered: link.metered, over: link.over, blocked: true, userNamed: userNamed,
+                           metered: link.metered, roaming: link.roaming == true, over: link.over, blocked: true,
+                           userNamed: userNamed,
                            timeoutSec: timeoutSec))
         return open[open.count - 1]
     }

@@ -15,7 +15,8 @@
 /// Carriers are resolved first (a VLAN on a bond of NICs is wired). The kernel allows no cycle, but a picture
 /// taken mid-change could show one: the walk stops at a link it reaches again, which counts as its own rules
 /// said. An `[Interface]` section setting `Kind=` on the stacked link itself wins over all this, and one setting
-/// `Metered=` wins for metered.
+/// `Metered=` wins for metered. A link is roaming when a carrier is (a VPN over a roaming modem costs the same), unless
+/// `Roaming=` on it says otherwise.
 public enum Stacking {
     /// Kinds that sit on one lower link and send by it.
     public static let lowerKinds: Set<String> = ["vlan", "macvlan", "macvtap", "ipvlan", "ipvtap"]
@@ -92,10 +93,11 @@ public enum Stacking {
             var result = link
             if let (carriers, by) = carriers(of: index), let taken = take(carriers) {
                 var kindSet = false
-                var metered: Bool?
+                var metered: Bool?, roaming: Bool?
                 for o in overrides where o.glob.matches(link.name) {
                     if o.kind != nil { kindSet = true }
                     if let m = o.metered { metered = m }
+                    if let r = o.roaming { roaming = r }
                 }
                 if !kindSet {
                     result.kind = taken.kind
@@ -110,6 +112,15 @@ public enum Stacking {
                     } else {
                         result.metered = false
                         result.meteredBy = taken.meteredBy
+                    }
+                    // Roaming if any carrier is; Roaming= on this link wins, and what is known beats nothing.
+                    if let roaming {
+                        result.roaming = roaming
+                        result.roamingBy = .config
+                    } else if let r = carriers.first(where: { $0.roaming == true })
+                        ?? (result.roaming == nil ? carriers.first(where: { $0.roaming != nil }) : nil) {
+                        result.roaming = r.roaming
+                        result.roamingBy = r.roamingBy
                     }
                     result.over = taken.name
                 }

@@ -62,7 +62,7 @@ public struct Verdict: Equatable, Sendable {
     public var wantsAsking: Bool { reason == .awaitingDecision || !unaskedKinds.isEmpty }
 
     /// Kinds in reporting order.
-    static let reportedKinds: [PolicyDimension] = [.wifi, .wwan, .ethernet, .other, .metered]
+    static let reportedKinds: [PolicyDimension] = [.wifi, .wwan, .ethernet, .other, .metered, .roaming]
 
     public static func compute(app: String, matchedBy: MatchedBy, permissions: PermissionSet,
                                network: NetworkState, ready: Bool) -> Verdict {

@@ -74,6 +74,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// change without the other.
     private var lastKernel: KernelSnapshot?
     private var wifi: [Int32: WifiFacts] = [:]
+    private var managed: [String: NetworkManagerDevice] = [:]
+    private var modems: [String: ModemRegistration] = [:]
     /// Each open connection: its socket, who connected, and the pid the engine has the identity of (nil until
     /// its first request: a connection that sends nothing costs no reading of /proc).
     private var connections: [ConnectionID: (fd: Int32, connector: Credentials, pid: Int32?)] = [:]
@@ -368,6 +370,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         lastKernel = snapshot
         var s = snapshot
         s.wifi = wifi
+        s.managed = managed
+        s.modems = modems
         var seen: Set<Int32> = []
         // What the link's addresses and default routes are: a DHCP lease and a PPP unit's pid file are written
         // around the time those change, so the facts are read again then (and on rename), not per message.
@@ -394,6 +398,18 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// A Wi-Fi link's network changed (associated, roamed, disconnected): the same kernel picture, new networks.
     public func wifiChanged(_ networks: [Int32: WifiFacts]) {
         wifi = networks
+        if let k = lastKernel { kernelChanged(k) }
+    }
+
+    /// What NetworkManager says of its devices changed (or it came or went): the same kernel picture, new facts.
+    public func managedChanged(_ devices: [String: NetworkManagerDevice]) {
+        managed = devices
+        if let k = lastKernel { kernelChanged(k) }
+    }
+
+    /// Where ModemManager says its modems are registered changed (or it came or went).
+    public func modemsChanged(_ registrations: [String: ModemRegistration]) {
+        modems = registrations
         if let k = lastKernel { kernelChanged(k) }
     }
 

@@ -88,6 +88,18 @@ func run() -> Int32 {
         interpreter.wifiChanged(wifi.networks)
         wifi.onChange = { interpreter.wifiChanged($0) }
     }
+    // What NetworkManager and ModemManager say (metered, roaming), where they run: read over the system bus,
+    // never waited for.
+    let systemBus = SystemBus(loop: loop)
+    let networkManager = NetworkManagerReader.follow(bus: systemBus, loop: loop)
+    networkManager.onChange = { devices in
+        interpreter.managedChanged(devices.mapValues {
+            NetworkManagerDevice(metered: .init(dbus: $0.metered), deviceType: $0.deviceType,
+                                 connectionID: $0.connectionID, connectionType: $0.connectionType)
+        })
+    }
+    let modemManager = ModemManagerReader.follow(bus: systemBus, loop: loop)
+    modemManager.onChange = { interpreter.modemsChanged($0.mapValues(ModemRegistration.init(dbus:))) }
     interpreter.kernelChanged(watcher.snapshot())
     // Desktop apps' names and icons: everyone's files, and those of each user whose manager runs.
     let desktopFiles = DesktopWatcher(loop: loop, files: DesktopFiles(xdgDataDirs: getenv("XDG_DATA_DIRS").map { String(cString: $0) })) {
@@ -151,7 +163,7 @@ func run() -> Int32 {
     CodePages.release()
     Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     let code = loop.run()
-    withExtendedLifetime((watcher, wifi, server, reloader, cgroups, desktopFiles)) {}
+    withExtendedLifetime((watcher, wifi, server, reloader, cgroups, desktopFiles, systemBus, networkManager, modemManager)) {}
     return code < 0 ? 1 : code
 }
 

@@ -152,7 +152,7 @@ final class ConfigTests: XCTestCase {
 
     func testUnknownKeyIsIgnoredWithAWarning() throws {
         let text = "[Interface wl*]\nKind=wifi\n\nMTU=1400\n"
-        assertWarnings(text, ["4: [Interface wl*]: unknown key 'MTU' (expected Kind= or Metered=); ignored"])
+        assertWarnings(text, ["4: [Interface wl*]: unknown key 'MTU' (expected Kind=, Metered= or Roaming=); ignored"])
         XCTAssertEqual(try parse(text).interfaces, [InterfaceOverride(glob: try Glob("wl*"), kind: .wifi, metered: nil)])
     }
 
@@ -169,7 +169,7 @@ final class ConfigTests: XCTestCase {
     /// left with nothing to do, which is an error of its own (reported at its header, so first).
     func testKeyIsCaseSensitive() {
         XCTAssertEqual(problems("[Interface wl*]\nkind=wifi\n"), [
-            "\(path):1: [Interface wl*]: sets neither Kind= nor Metered=",
+            "\(path):1: [Interface wl*]: sets none of Kind=, Metered=, Roaming=",
             "\(path):2: warning: [Interface wl*]: unknown key 'kind' (did you mean Kind=? keys are case-sensitive); ignored",
         ])
     }
@@ -215,7 +215,7 @@ final class ConfigTests: XCTestCase {
                        ["\(path):3: malformed section header '[Interface ww*'"])
         XCTAssertEqual(problems("[ ]\nBogus=1\n[Interface x]\nBogus=2\nKind=wifi\n"), [
             "\(path):1: empty section name '[ ]'",
-            "\(path):4: warning: [Interface x]: unknown key 'Bogus' (expected Kind= or Metered=); ignored",
+            "\(path):4: warning: [Interface x]: unknown key 'Bogus' (expected Kind=, Metered= or Roaming=); ignored",
         ])
     }
 
@@ -231,7 +231,7 @@ final class ConfigTests: XCTestCase {
 
     func testInterfaceWithNeitherKey() {
         assertError("[Interface ww*]\nMetered=no\n\n[Interface eth*]\n# Kind=wifi\n", line: 4,
-                    mentions: ["[Interface eth*]: sets neither Kind= nor Metered="])
+                    mentions: ["[Interface eth*]: sets none of Kind=, Metered=, Roaming="])
         // A bad value is its own error; "sets neither" would only repeat it.
         assertError("[Interface eth*]\nKind=cable\n", line: 2, mentions: ["[Interface eth*]: bad value 'cable' for Kind="])
         // A header without a glob is one error, not two.
@@ -271,11 +271,11 @@ final class ConfigTests: XCTestCase {
 
     func testNetworkSectionErrorsNameFileAndLine() {
         assertError("\n[Network]\nMetered=yes\n", line: 2, mentions: ["[Network]: needs a name or glob, e.g. [Network CoffeeShop]"])
-        assertError("[Network Cafe]\n# nothing\n", line: 1, mentions: ["[Network Cafe]: sets neither Kind= nor Metered="])
+        assertError("[Network Cafe]\n# nothing\n", line: 1, mentions: ["[Network Cafe]: sets none of Kind=, Metered=, Roaming="])
         assertError("[Network Cafe]\nMetered=often\n", line: 2, mentions: ["[Network Cafe]: bad value 'often' for Metered= (expected yes or no)"])
         assertError("[Network Cafe]\nKind=cellular\n", line: 2, mentions: ["[Network Cafe]: bad value 'cellular' for Kind="])
         assertError("[Network Cafe[1]\nMetered=no\n", line: 1, mentions: ["[Network Cafe[1]: unclosed '['"])
-        assertWarnings("[Network Cafe]\nMetered=no\nDHCP=yes\n", ["3: [Network Cafe]: unknown key 'DHCP' (expected Kind= or Metered=); ignored"])
+        assertWarnings("[Network Cafe]\nMetered=no\nDHCP=yes\n", ["3: [Network Cafe]: unknown key 'DHCP' (expected Kind=, Metered= or Roaming=); ignored"])
     }
 
     /// decisions.conf stores Metered= next to the kinds, reads back the same, and a file from before Metered=
@@ -315,7 +315,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertNil(parsed.config)
         XCTAssertEqual(parsed.problems.map(\.description), [
             "\(path):2: [Interface wl*]: bad value 'radio' for Kind= (expected one of: wifi, wwan, ethernet, loopback, other)",
-            "\(path):3: warning: [Interface wl*]: unknown key 'Colour' (expected Kind= or Metered=); ignored",
+            "\(path):3: warning: [Interface wl*]: unknown key 'Colour' (expected Kind=, Metered= or Roaming=); ignored",
             "\(path):4: malformed section header '[Interface ww*'",
             "\(path):7: [Interface eth*]: bad value 'often' for Metered= (expected yes or no)",
             "\(path):8: [Interface eth*]: expected 'Key=value' or '[Section]', got 'junk'",
@@ -362,7 +362,7 @@ final class ConfigTests: XCTestCase {
                        ["\(path):2: [Defaults]: bad value '\(x60)...' for WWAN= (expected allow, deny or ask)"])
         XCTAssertEqual(problems("[Defaults]\n" + megabyte + "=1\n"),
                        ["\(path):2: warning: [Defaults]: unknown key '\(x60)...' (expected WiFi=, WWAN=, Ethernet=, Other=, "
-                           + "Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions=, MeteredBudget= or DesktopApps=); ignored"])
+                           + "Metered=, Roaming=, AdminGroup=, PromptTimeoutSec=, UserDecisions=, MeteredBudget= or DesktopApps=); ignore..."])
         XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x60)...=' appears before any [Section]"])
         // The section a message names is cut too.
         XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x60.dropLast(5)

@@ -213,8 +213,8 @@ final class ReplyEncodingTests: XCTestCase {
         let tree = try JSONParser.parse(written { $0.field("ok", true); v.write(to: &$0) })
         XCTAssertEqual(tree.keys, ["ok", "app", "matched_by", "available", "reason", "via", "egress", "bind_to",
                                    "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why", "message"])
-        XCTAssertEqual(tree["permissions"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered"])
-        XCTAssertEqual(tree["sources"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered"])
+        XCTAssertEqual(tree["permissions"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered", "roaming"])
+        XCTAssertEqual(tree["sources"]?.keys, ["wifi", "wwan", "ethernet", "other", "metered", "roaming"])
         XCTAssertEqual(try JSONParser.parse(written { v.write(to: &$0, matchedBy: false) }).keys,
                        ["app", "available", "reason", "via", "egress", "bind_to", "denied_kinds", "pending_kinds",
                         "permissions", "sources", "enforced", "enforced_why", "message"])

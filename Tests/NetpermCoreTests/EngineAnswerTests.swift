@@ -25,7 +25,7 @@ final class EngineAnswerTests: XCTestCase {
         let prompts = h.takeEvents(agent, named: "prompt")
         XCTAssertEqual(prompts.count, 1)
         XCTAssertEqual(prompts.first?["kinds"], .array(["wwan", "metered"]))
-        XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
+        XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null)]))
         let got = h.send(agent, "ANSWER 1 allow --everyone").map(EngineHarness.parse)
         let r = got.last ?? .null
         XCTAssertEqual(got.dropLast().map { $0["event"] }, ["prompt-answered"], "the agent hears it before the reply")

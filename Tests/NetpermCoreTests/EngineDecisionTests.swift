@@ -83,8 +83,8 @@ final class EngineDecisionTests: XCTestCase {
             ("DECIDE maps wwan allow --once x", usage),
             ("DECIDE 1maps wwan allow", "invalid app id '1maps'"),
             ("DECIDE ma/ps wwan allow", "invalid app id 'ma/ps'"),
-            ("DECIDE maps loopback allow", "bad kind 'loopback' (expected wifi, wwan, ethernet, other or metered)"),
-            ("DECIDE maps lte allow", "bad kind 'lte' (expected wifi, wwan, ethernet, other or metered)"),
+            ("DECIDE maps loopback allow", "bad kind 'loopback' (expected wifi, wwan, ethernet, other, metered or roaming)"),
+            ("DECIDE maps lte allow", "bad kind 'lte' (expected wifi, wwan, ethernet, other, metered or roaming)"),
             ("DECIDE maps wwan ask", "bad decision 'ask' (expected allow or deny)"),
             ("DECIDE maps wwan maybe", "bad decision 'maybe' (expected allow or deny)"),
         ]
@@ -249,7 +249,7 @@ final class EngineDecisionTests: XCTestCase {
             XCTAssertEqual(h.requestError(c, line, .badArguments), "usage: FORGET APP [KIND]", line)
         }
         XCTAssertEqual(h.requestError(c, "FORGET maps lte", .badArguments),
-                       "bad kind 'lte' (expected wifi, wwan, ethernet, other or metered)")
+                       "bad kind 'lte' (expected wifi, wwan, ethernet, other, metered or roaming)")
     }
 
     // MARK: One write at a time

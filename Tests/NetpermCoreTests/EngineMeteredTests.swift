@@ -82,7 +82,7 @@ final class EngineMeteredTests: XCTestCase {
         let prompts = h.takeEvents(agent, named: "prompt")
         XCTAssertEqual(prompts.count, 1)
         XCTAssertEqual(prompts.first?["kind"], "metered")
-        XCTAssertEqual(prompts.first?["link"], .object([("name", "wlan0"), ("kind", "wifi"), ("metered", true), ("over", .null)]))
+        XCTAssertEqual(prompts.first?["link"], .object([("name", "wlan0"), ("kind", "wifi"), ("metered", true), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(h.log.filter { $0.1.contains("nav wants to use metered via wlan0") }.count, 1)
 
         let admin = h.connect(Peers.root)

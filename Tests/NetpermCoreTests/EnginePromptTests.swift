@@ -47,7 +47,7 @@ final class EnginePromptTests: XCTestCase {
         XCTAssertEqual(r["pending_kinds"], .array([]))
         XCTAssertEqual(r["permissions"]?["wwan"], "deny")
         XCTAssertEqual(r["sources"], .object([("wifi", "policy"), ("wwan", "no-agent"), ("ethernet", "policy"),
-                                              ("other", "policy"), ("metered", "policy")]))
+                                              ("other", "policy"), ("metered", "policy"), ("roaming", "policy")]))
         // An explicit deny is the policy's, not for want of an agent.
         let backup = h.request(h.connect(makePeer(uid: 5, exe: nil, unit: "backup.service")), "QUERY")
         XCTAssertEqual(backup["sources"]?["wwan"], "policy")
@@ -224,7 +224,7 @@ final class EnginePromptTests: XCTestCase {
                                                  "choices", "once_until", "timeout_sec", "for_uid", "user_named"])
             XCTAssertEqual(prompts.first?["identity"], .object([("executable", "/usr/bin/maps"), ("unit", .null),
                                                                  ("uid", 1000)]))
-            XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan1"), ("kind", "wwan"), ("metered", true),
+            XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan1"), ("kind", "wwan"), ("metered", true), ("roaming", false),
                                                              ("over", .null)]))
             XCTAssertEqual(prompts.first?["choices"]?.arrayValue?.map { $0["label"] }, ["Allow", "Wi-Fi only", "Allow once"])
             XCTAssertEqual(prompts.last?["choices"]?.arrayValue?.map { $0["label"] }, ["Allow", "Deny", "Allow once"])

@@ -26,10 +26,10 @@ final class EngineQueryTests: XCTestCase {
             XCTAssertEqual(r["matched_by"], "executable", line)
             XCTAssertEqual(r["available"], true, line)
             XCTAssertEqual(r["reason"], "ok", line)
-            XCTAssertEqual(r["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]),
+            XCTAssertEqual(r["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null)]),
                            line)
             XCTAssertEqual(r["egress"], .object([
-                ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null),
+                ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null),
                                   ("usable", true), ("allowed", true)])),
                 ("ipv6", .null),
             ]), line)
@@ -37,9 +37,9 @@ final class EngineQueryTests: XCTestCase {
             XCTAssertEqual(r["denied_kinds"], .array([]), line)
             XCTAssertEqual(r["pending_kinds"], .array([]), line)
             XCTAssertEqual(r["permissions"], .object([("wifi", "allow"), ("wwan", "allow"), ("ethernet", "allow"),
-                                                      ("other", "allow"), ("metered", "allow")]), line)
+                                                      ("other", "allow"), ("metered", "allow"), ("roaming", "allow")]), line)
             XCTAssertEqual(r["sources"], .object([("wifi", "policy"), ("wwan", "policy"), ("ethernet", "policy"),
-                                                  ("other", "policy"), ("metered", "policy")]), line)
+                                                  ("other", "policy"), ("metered", "policy"), ("roaming", "policy")]), line)
             XCTAssertEqual(r["identity"], .object([("pid", 4242), ("uid", 1000), ("executable", "/usr/bin/curl"),
                                                    ("unit", .null)]), line)
         }

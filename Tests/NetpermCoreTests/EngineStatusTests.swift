@@ -31,7 +31,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["primary"], "wwan0")
         XCTAssertEqual(r["primary_kind"], "wwan")
         XCTAssertEqual(r["egress"], .object([
-            ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null), ("usable", true)])),
+            ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null), ("usable", true)])),
             ("ipv6", .null),
         ]))
         XCTAssertEqual(r["policy"], .object([("generation", 1), ("apps", 2), ("error", .null), ("warnings", 0),
@@ -52,7 +52,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["primary"], "eth0")
         XCTAssertEqual(r["primary_kind"], "ethernet")
         XCTAssertEqual(r["egress"], .object([
-            ("ipv4", .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("over", .null),
+            ("ipv4", .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("roaming", false), ("over", .null),
                               ("usable", false)])),
             ("ipv6", .null),
         ]))
@@ -65,7 +65,7 @@ final class EngineStatusTests: XCTestCase {
         XCTAssertEqual(r["primary_kind"], "wifi")
         XCTAssertEqual(r["egress"], .object([
             ("ipv4", .object([("blocked", "blackhole")])),
-            ("ipv6", .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", false), ("over", .null), ("usable", true)])),
+            ("ipv6", .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", false), ("roaming", false), ("over", .null), ("usable", true)])),
         ]))
         XCTAssertEqual(h.statusTexts.last, "2 links, via wlan0 (wifi), 2 apps, policy gen 1")
 
@@ -154,11 +154,11 @@ final class EngineStatusTests: XCTestCase {
         let h = EngineHarness(links: [wlan])
         let r = h.send(h.connect(Peers.curl), "LINKS")
         XCTAssertEqual(r, [#"{"ok":true,"links":[{"index":3,"name":"wlan0","kind":"wifi","#
-            + #""classified_by":"sysfs:devtype=wlan","metered":false,"metered_by":"default","over":null,"admin_up":true,"#
+            + #""classified_by":"sysfs:devtype=wlan","metered":false,"metered_by":"default","roaming":null,"roaming_by":null,"over":null,"admin_up":true,"#
             + #""carrier":true,"#
             + #""operstate":"up","addresses":["192.0.2.10/24","fe80::1/64"],"#
             + #""default_route":{"ipv4":true,"ipv6":false},"metric":600,"usable":true,"#
-            + #""ssid":"HomeNet","bssid":"02:00:5e:10:00:01"}]}"#])
+            + #""ssid":"HomeNet","bssid":"02:00:5e:10:00:01","connection":null}]}"#])
     }
 
     /// Sorted by index, each as classified, usable only with admin up, carrier and a default route.

@@ -333,9 +333,9 @@ final class EngineSubscribeTests: XCTestCase {
         XCTAssertEqual(w["available"], false)
         XCTAssertEqual(w["reason"], "routed-elsewhere")
         XCTAssertEqual(w["via"], .null)
-        XCTAssertEqual(w["bind_to"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", false), ("over", .null)]))
+        XCTAssertEqual(w["bind_to"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(w["egress"], .object([
-            ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null), ("usable", true),
+            ("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null), ("usable", true),
                               ("allowed", false)])),
             ("ipv6", .null),
         ]))
@@ -347,7 +347,7 @@ final class EngineSubscribeTests: XCTestCase {
         byApp = Dictionary(events.map { ($0["app"]?.stringValue ?? "", $0) }, uniquingKeysWith: { a, _ in a })
         XCTAssertEqual(byApp["w"]?["reason"], "ok")
         XCTAssertEqual(byApp["w"]?["via"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"),
-                                                    ("metered", false), ("over", .null)]))
+                                                    ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(byApp["w"]?["bind_to"], .null)
         XCTAssertEqual(byApp["a"]?["via"]?["name"], "wlan0")
 

@@ -138,7 +138,7 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertEqual(apps[0]["current"]?["sent_bytes"], 123_456)
         XCTAssertEqual(apps[0]["current"]?["received_bytes"], 42)
         XCTAssertEqual(apps[0]["current"]?["kinds"], .array([.object([
-            ("kind", "wwan"), ("metered", true), ("sent_bytes", 123_456), ("received_bytes", 42),
+            ("kind", "wwan"), ("metered", true), ("roaming", false), ("sent_bytes", 123_456), ("received_bytes", 42),
             ("sent_packets", 123), ("received_packets", 0)])]))
         XCTAssertEqual(apps[0]["budget"]?["used"], 123_498)
         XCTAssertEqual(r["period"]?["start"], "2026-12-01")

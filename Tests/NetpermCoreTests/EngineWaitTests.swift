@@ -97,7 +97,7 @@ final class EngineWaitTests: XCTestCase {
         XCTAssertEqual(r.first?["error"], "timeout")
         XCTAssertEqual(r.first?["message"], "backup may not use wwan: its policy denies it (the kernel routes its traffic by wwan0; it may use eth0)")
         XCTAssertEqual(r.first?["bind_to"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
-                                                     ("metered", false), ("over", .null)]))
+                                                     ("metered", false), ("roaming", false), ("over", .null)]))
     }
 
     /// Doubtful: an app waiting for itself whose traffic the kernel sends by a link of a kind it must be asked
@@ -263,7 +263,7 @@ final class EngineWaitTests: XCTestCase {
         XCTAssertEqual(prompts.first?["identity"], .object([("executable", "/usr/bin/maps"), ("unit", .null),
                                                              ("uid", 1000)]))
         XCTAssertEqual(prompts.first?["kind"], "wwan")
-        XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
+        XCTAssertEqual(prompts.first?["link"], .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null)]))
         XCTAssertTrue(h.connections[maps]!.held)
         // Someone else waiting for modem by name: no prompt.
         XCTAssertEqual(h.send(h.connect(Peers.admin), "WAIT modem"), [])

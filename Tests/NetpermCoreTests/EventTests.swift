@@ -259,7 +259,7 @@ final class SubscriptionTests: XCTestCase {
         let prompt = try members(line(&s, .prompt(p)))
         XCTAssertEqual(prompt[5].1, .object([("executable", "/usr/bin/q\"uote"), ("unit", "a.service"), ("uid", 1000)]))
         XCTAssertEqual(prompt[7].1, .array(["wwan", "metered"]))
-        XCTAssertEqual(prompt[8].1, .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
+        XCTAssertEqual(prompt[8].1, .object([("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(prompt[9].1, .array([.object([("choice", "allow"), ("label", "Allow")]),
                                             .object([("choice", "deny"), ("label", "Wi-Fi only")]),
                                             .object([("choice", "once"), ("label", "Allow once")])]))

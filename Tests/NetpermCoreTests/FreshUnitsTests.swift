@@ -41,7 +41,7 @@ final class FreshUnitsTests: XCTestCase {
         XCTAssertEqual(restrictions.last?.value, .goto("deny"))
         guard case let .goto(chain)? = restrictions.first?.value else { return XCTFail("\(restrictions)") }
         XCTAssertTrue(chain.hasPrefix("ask_") && chain.hasSuffix("_wifi"), "the pending kind's chain: \(chain)")
-        XCTAssertEqual(naming.elements(of: unit("churn-9.scope", id: 9))?.count, 6, "every kind and its tag, as the rules")
+        XCTAssertEqual(naming.elements(of: unit("churn-9.scope", id: 9))?.count, 7, "every kind, metered, roaming and its tag, as the rules")
         XCTAssertNil(naming.restrictions(of: unit("other.scope", id: 9)), "no app owns it")
         XCTAssertNil(naming.restrictions(of: unit("churn-9.scope", id: 9, level: 3)), "a level no lookup is at: its scan")
         // Permissions change: the next naming gives what they give now.

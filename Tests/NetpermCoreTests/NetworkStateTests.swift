@@ -220,9 +220,9 @@ final class NetworkStateTests: XCTestCase {
             addresses: [AddressFacts(index: 3, family: .ipv4, text: "10.1.2.3/30")],
             defaultRoutes: [route(3, .ipv4, metric: 700)]))
         XCTAssertEqual(s.links[0].json.encoded(),
-                       #"{"index":3,"name":"wwan0","kind":"wwan","classified_by":"sysfs:devtype=wwan","metered":true,"metered_by":"kind","over":null,"#
+                       #"{"index":3,"name":"wwan0","kind":"wwan","classified_by":"sysfs:devtype=wwan","metered":true,"metered_by":"kind","roaming":null,"roaming_by":null,"over":null,"#
                            + #""admin_up":true,"carrier":true,"operstate":"up","addresses":["10.1.2.3/30"],"#
-                           + #""default_route":{"ipv4":true,"ipv6":false},"metric":700,"usable":true,"ssid":null,"bssid":null}"#)
+                           + #""default_route":{"ipv4":true,"ipv6":false},"metric":700,"usable":true,"ssid":null,"bssid":null,"connection":null}"#)
         let noRoute = state(KernelSnapshot(links: [facts(2, "eth0")]))
         XCTAssertEqual(noRoute.links[0].json["metric"], .null)
         XCTAssertEqual(noRoute.links[0].json["usable"], false)

@@ -167,7 +167,7 @@ final class PolicyTests: XCTestCase {
 
     func testUnknownKeyInDefaults() throws {
         assertWarning("[Defaults]\nWiFi=deny\n\nBogus=yes\n", line: 4, "[Defaults]: unknown key 'Bogus' (expected WiFi=, "
-            + "WWAN=, Ethernet=, Other=, Metered=, AdminGroup=, PromptTimeoutSec=, UserDecisions=, MeteredBudget= or DesktopApps=); ignored")
+            + "WWAN=, Ethernet=, Other=, Metered=, Roaming=, AdminGroup=, PromptTimeoutSec=, UserDecisions=, MeteredBudget= or DesktopApps=); ignored")
         // Keys are case-sensitive, and the warning says which key was meant.
         assertWarning("[Defaults]\nwifi=allow\n", line: 2,
                       "[Defaults]: unknown key 'wifi' (did you mean WiFi=? keys are case-sensitive); ignored")
@@ -189,7 +189,7 @@ final class PolicyTests: XCTestCase {
 
     func testUnknownKeyInApp() throws {
         assertWarning("[App curl]\nExecutable=/usr/bin/curl\nPath=/usr/bin\n", line: 3, "[App curl]: unknown key 'Path' "
-            + "(expected Executable=, Unit=, UserUnit=, User=, DesktopId=, WiFi=, WWAN=, Ethernet=, Other=, Metered= or MeteredBudget=); ignored")
+            + "(expected Executable=, Unit=, UserUnit=, User=, DesktopId=, WiFi=, WWAN=, Ethernet=, Other=, Metered=, Roaming= or MeteredBudget=); ignored")
         assertWarning("[App curl]\nUser=alice\nAdminGroup=wheel\n", line: 3,
                       "[App curl]: unknown key 'AdminGroup' (AdminGroup= belongs in [Defaults]); ignored")
         assertWarning("[App curl]\nUser=alice\nKind=wwan\n", line: 3,
@@ -364,7 +364,7 @@ final class PolicyTests: XCTestCase {
             "\(main):1: [App 7zip]: invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'",
             "\(main):2: [App 7zip]: bad value 'maybe' for WWAN= (expected allow, deny or ask)",
             "\(main):3: warning: [App 7zip]: unknown key 'Colour' (expected Executable=, Unit=, UserUnit=, User=, DesktopId=, WiFi=, WWAN=, "
-                + "Ethernet=, Other=, Metered= or MeteredBudget=); ignored",
+                + "Ethernet=, Other=, Metered=, Roaming= or MeteredBudget=); ignored",
         ])
         XCTAssertEqual(problems([(main, "[App a]\nUser=1\n[App a]\nWiFi=sometimes\n")]), [
             "\(main):3: [App a]: duplicate app (already defined at line 1 of this file)",

@@ -76,6 +76,7 @@ final class RulesetTests: XCTestCase {
             [App browser]
             Executable=/usr/bin/firefox
             """)
+        try? r.text.write(toFile: "/tmp/golden.txt", atomically: true, encoding: .utf8)
         XCTAssertEqual(r.text, #"""
             table inet netpermd {}
             delete table inet netpermd
@@ -84,6 +85,9 @@ final class RulesetTests: XCTestCase {
             		type ifname : verdict
             		elements = { "eth0" : goto kind_ethernet,
             			     "wwan0" : goto metered_wwan }
+            	}
+            	map uid_roaming {
+            		type uid : verdict
             	}
             	map uid_metered {
             		type uid : verdict
@@ -101,6 +105,9 @@ final class RulesetTests: XCTestCase {
             	map uid_other {
             		type uid : verdict
             	}
+            	map user4_roaming {
+            		type cgroupsv2 : verdict
+            	}
             	map user4_metered {
             		type cgroupsv2 : verdict
             	}
@@ -114,6 +121,9 @@ final class RulesetTests: XCTestCase {
             		type cgroupsv2 : verdict
             	}
             	map user4_other {
+            		type cgroupsv2 : verdict
+            	}
+            	map user5_roaming {
             		type cgroupsv2 : verdict
             	}
             	map user5_metered {
@@ -131,6 +141,9 @@ final class RulesetTests: XCTestCase {
             	map user5_other {
             		type cgroupsv2 : verdict
             	}
+            	map user6_roaming {
+            		type cgroupsv2 : verdict
+            	}
             	map user6_metered {
             		type cgroupsv2 : verdict
             	}
@@ -145,6 +158,10 @@ final class RulesetTests: XCTestCase {
             	}
             	map user6_other {
             		type cgroupsv2 : verdict
+            	}
+            	map unit2_roaming {
+            		type cgroupsv2 : verdict
+            		elements = { "unified/system.slice/cron.service" : return }
             	}
             	map unit2_metered {
             		type cgroupsv2 : verdict
@@ -166,6 +183,9 @@ final class RulesetTests: XCTestCase {
             		type cgroupsv2 : verdict
             		elements = { "unified/system.slice/cron.service" : accept }
             	}
+            	map unit3_roaming {
+            		type cgroupsv2 : verdict
+            	}
             	map unit3_metered {
             		type cgroupsv2 : verdict
             	}
@@ -179,6 +199,9 @@ final class RulesetTests: XCTestCase {
             		type cgroupsv2 : verdict
             	}
             	map unit3_other {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit4_roaming {
             		type cgroupsv2 : verdict
             	}
             	map unit4_metered {
@@ -196,6 +219,9 @@ final class RulesetTests: XCTestCase {
             	map unit4_other {
             		type cgroupsv2 : verdict
             	}
+            	map unit5_roaming {
+            		type cgroupsv2 : verdict
+            	}
             	map unit5_metered {
             		type cgroupsv2 : verdict
             	}
@@ -209,6 +235,9 @@ final class RulesetTests: XCTestCase {
             		type cgroupsv2 : verdict
             	}
             	map unit5_other {
+            		type cgroupsv2 : verdict
+            	}
+            	map unit6_roaming {
             		type cgroupsv2 : verdict
             	}
             	map unit6_metered {
@@ -245,6 +274,10 @@ final class RulesetTests: XCTestCase {
             	}
             	map tag_unit6 {
             		type cgroupsv2 : mark
+            	}
+            	map conn_roaming {
+            		type mark : verdict
+            		elements = { 0x6ee31989 : return }
             	}
             	map conn_metered {
             		type mark : verdict
@@ -290,6 +323,16 @@ final class RulesetTests: XCTestCase {
             	}
             	chain tag_in {
             		ct mark set socket cgroupv2 level 2 map @tag_unit2
+            	}
+            	chain owned_roaming {
+            		socket cgroupv2 level 2 vmap @unit2_roaming
+            		tcp flags & (syn | ack) == syn | ack ct mark vmap @conn_roaming
+            	}
+            	chain roaming {
+            		ct state new ct mark 0 jump tag
+            		meta skuid 0-4294967295 goto owned_roaming
+            		ct mark vmap @conn_roaming
+            		socket cgroupv2 level 2 vmap @unit2_roaming
             	}
             	chain owned_metered {
             		socket cgroupv2 level 2 vmap @unit2_metered
@@ -348,7 +391,25 @@ final class RulesetTests: XCTestCase {
             		jump metered
             		goto kind_wifi
             	}
+            	chain roaming_wifi {
+            		jump roaming
+            		goto kind_wifi
+            	}
+            	chain roaming_metered_wifi {
+            		jump roaming
+            		jump metered
+            		goto kind_wifi
+            	}
             	chain metered_wwan {
+            		jump metered
+            		goto kind_wwan
+            	}
+            	chain roaming_wwan {
+            		jump roaming
+            		goto kind_wwan
+            	}
+            	chain roaming_metered_wwan {
+            		jump roaming
             		jump metered
             		goto kind_wwan
             	}
@@ -356,7 +417,25 @@ final class RulesetTests: XCTestCase {
             		jump metered
             		goto kind_ethernet
             	}
+            	chain roaming_ethernet {
+            		jump roaming
+            		goto kind_ethernet
+            	}
+            	chain roaming_metered_ethernet {
+            		jump roaming
+            		jump metered
+            		goto kind_ethernet
+            	}
             	chain metered_other {
+            		jump metered
+            		goto kind_other
+            	}
+            	chain roaming_other {
+            		jump roaming
+            		goto kind_other
+            	}
+            	chain roaming_metered_other {
+            		jump roaming
             		jump metered
             		goto kind_other
             	}
@@ -678,8 +757,8 @@ final class RulesetTests: XCTestCase {
         let old = try build(policy, cgroups: UnitCgroups(nftRoot: "unified"))
         let came = try build(policy, cgroups: with)
         let u = try XCTUnwrap(came.update(from: old), "a cgroup appearing is elements added")
-        XCTAssertEqual(u.size, Ruleset.UpdateSize(elements: 10, chains: 13),
-                       "its 5 verdicts, its tag, its app's 4 allows by tag; and the chains' lookups, its maps no longer empty")
+        XCTAssertEqual(u.size, Ruleset.UpdateSize(elements: 12, chains: 15),
+                       "its 6 verdicts, its tag, its app's 5 allows by tag; and the chains' lookups, its maps no longer empty")
         XCTAssertEqual(u.transactions.count, 2, "the lookups first, then the elements")
         XCTAssertFalse(u.transactions.joined().contains("delete"), u.transactions.joined())
         XCTAssertTrue(u.transactions[0].hasSuffix("flush chain inet netpermd input\nadd rule inet netpermd input "
@@ -689,13 +768,13 @@ final class RulesetTests: XCTestCase {
                       u.transactions[1])
         let went = try XCTUnwrap(old.update(from: came))
         XCTAssertFalse(went.transactions.joined().contains("cron.service"), "no cgroup element nft can be told of: the path no longer names the id")
-        XCTAssertEqual(went.size, Ruleset.UpdateSize(elements: 4, chains: 13, stale: 6),
+        XCTAssertEqual(went.size, Ruleset.UpdateSize(elements: 5, chains: 15, stale: 7),
                        "its app's allows by tag go, its deny stays; the lookups of the maps now empty go, after the elements")
         XCTAssertEqual(went.transactions.count, 2)
         var again = with
         again.units[0].id = 8
         let remade = try XCTUnwrap(try build(policy, cgroups: again).update(from: came))
-        XCTAssertEqual(remade.size, Ruleset.UpdateSize(elements: 6, stale: 6), "made again: the new id added, the old left")
+        XCTAssertEqual(remade.size, Ruleset.UpdateSize(elements: 7, stale: 7), "made again: the new id added, the old left")
         XCTAssertFalse(remade.transactions.joined().contains("delete"), remade.transactions.joined())
         XCTAssertEqual(try build("[App cron]\nUnit=cron.service\nWWAN=allow\n", cgroups: with).update(from: came)?.size,
                        Ruleset.UpdateSize(elements: 4, chains: 1),
@@ -754,17 +833,17 @@ final class RulesetTests: XCTestCase {
         }
         let none = try build(policy, cgroups: units(0..<1)), many = try build(policy, cgroups: units(0..<101))
         let up = try XCTUnwrap(many.update(from: none))
-        XCTAssertEqual(up.size.elements, 600, "100 units, each its 5 kinds and its tag")
+        XCTAssertEqual(up.size.elements, 700, "100 units, each its 6 dimensions and its tag")
         let counts = up.transactions.map { t in
             t.split(separator: "\n").reduce(0) { n, line in n + (line.hasPrefix("add element") ? line.split(separator: ",").count : 0) }
         }
-        XCTAssertEqual(counts, [256, 256, 88], "\(up.transactions.map { $0.prefix(80) })")
+        XCTAssertEqual(counts, [256, 256, 188], "\(up.transactions.map { $0.prefix(80) })")
         XCTAssertTrue(up.transactions.allSatisfy { ElementChanges.parse($0) != nil }, "each one nf_tables batch")
         // All gone but the first: deleted through their descriptors, none left stale.
         let down = try XCTUnwrap(none.update(from: many))
-        XCTAssertEqual(down.size, Ruleset.UpdateSize(elements: 600))
+        XCTAssertEqual(down.size, Ruleset.UpdateSize(elements: 700))
         XCTAssertEqual(down.transactions.count, 3)
-        XCTAssertTrue(down.transactions[0].hasPrefix(#"delete element inet netpermd unit2_metered { "../../../proc/self/fd/1001""#),
+        XCTAssertTrue(down.transactions[0].hasPrefix(#"delete element inet netpermd unit2_roaming { "../../../proc/self/fd/1001""#),
                       down.transactions[0].prefix(120).description)
     }
 

@@ -140,7 +140,7 @@ final class VerdictTests: XCTestCase {
     private func fromJSON(_ j: JSON) -> Expected {
         func ref(_ r: JSON?) -> String? {
             guard let r, r != .null else { return nil }
-            guard r.keys == ["index", "name", "kind", "metered", "over"], r["over"] == .null, let i = r["index"]?.intValue,
+            guard r.keys == ["index", "name", "kind", "metered", "roaming", "over"], r["over"] == .null, r["roaming"] == false, let i = r["index"]?.intValue,
                   let n = r["name"]?.stringValue, let k = r["kind"]?.stringValue, let m = r["metered"]?.boolValue
             else { return "malformed \(r.encoded())" }
             return Self.ref(i, n, k, m)
@@ -148,7 +148,8 @@ final class VerdictTests: XCTestCase {
         func route(_ r: JSON?) -> String? {
             guard let r, r != .null else { return nil }
             if r.keys == ["blocked"], let b = r["blocked"]?.stringValue { return "blocked \(b)" }
-            guard r.keys == ["index", "name", "kind", "metered", "over", "usable", "allowed"], r["over"] == .null,
+            guard r.keys == ["index", "name", "kind", "metered", "roaming", "over", "usable", "allowed"], r["over"] == .null,
+                  r["roaming"] == false,
                   let i = r["index"]?.intValue, let n = r["name"]?.stringValue, let k = r["kind"]?.stringValue,
                   let m = r["metered"]?.boolValue, let u = r["usable"]?.boolValue, let a = r["allowed"]?.boolValue
             else { return "malformed \(r.encoded())" }
@@ -335,7 +336,7 @@ final class VerdictTests: XCTestCase {
                         XCTAssertEqual(json["permissions"], .object([
                             ("wifi", .string(p.wifi.rawValue)), ("wwan", .string(p.wwan.rawValue)),
                             ("ethernet", .string(p.ethernet.rawValue)), ("other", .string(p.other.rawValue)),
-                            ("metered", .string(p.metered.rawValue)),
+                            ("metered", .string(p.metered.rawValue)), ("roaming", "allow"),
                         ]), label())
                         // makeLink meters exactly the cellular links, and the Wi-Fi ones in hotspot rows.
                         for member in ["via", "bind_to"] {
@@ -380,14 +381,14 @@ final class VerdictTests: XCTestCase {
             Verdict.compute(app: "x", matchedBy: .name, network: n ?? network, wifi, wwan, eth)
         }
         func egress(_ allowed: Bool) -> JSON {
-            .object([("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null),
+            .object([("ipv4", .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null),
                                        ("usable", true), ("allowed", .bool(allowed))])), ("ipv6", .null)])
         }
         let all = v(.allow, .allow, .allow)
         XCTAssertTrue(all.available)
         XCTAssertEqual(all.reason, .ok)
         XCTAssertEqual(all.via?.name, "wwan0")
-        XCTAssertEqual(all.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("over", .null)]))
+        XCTAssertEqual(all.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", true), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(all.json["egress"], egress(true))
         XCTAssertEqual(all.json["bind_to"], .null)
 
@@ -401,7 +402,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(noWWAN.json["reason"], "routed-elsewhere")
         XCTAssertEqual(noWWAN.json["via"], .null)
         XCTAssertEqual(noWWAN.json["bind_to"],
-                       .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("over", .null)]))
+                       .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(noWWAN.json["egress"], egress(false))
         XCTAssertEqual(noWWAN.deniedKinds, [.wwan])
         XCTAssertEqual(noWWAN.pendingKinds, [])
@@ -420,7 +421,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertTrue(viaEth.available)
         XCTAssertEqual(viaEth.reason, .ok)
         XCTAssertEqual(viaEth.json["via"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
-                                                    ("metered", false), ("over", .null)]))
+                                                    ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(viaEth.json["bind_to"], .null)
         XCTAssertEqual(viaEth.deniedKinds, [.wwan])
 
@@ -462,7 +463,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(leaky.bindTo?.name, "eth0")
         XCTAssertEqual(leaky.json["egress"]?["ipv4"]?["allowed"], true)
         XCTAssertEqual(leaky.json["egress"]?["ipv6"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"),
-                                                               ("metered", true), ("over", .null), ("usable", true),
+                                                               ("metered", true), ("roaming", false), ("over", .null), ("usable", true),
                                                                ("allowed", false)]))
         // Allowed on both: ok, via IPv4's link.
         let both = v(split, .allow, .allow, .allow)
@@ -501,7 +502,7 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(intoNothing.reason, .routedElsewhere)
         XCTAssertEqual(intoNothing.bindTo?.name, "wlan0")
         XCTAssertEqual(intoNothing.json["egress"]?["ipv4"], .object([("index", 2), ("name", "eth0"),
-                                                                     ("kind", "ethernet"), ("metered", false), ("over", .null),
+                                                                     ("kind", "ethernet"), ("metered", false), ("roaming", false), ("over", .null),
                                                                      ("usable", false), ("allowed", true)]))
         // A dead link neither works nor leaks: denied, not routed-elsewhere, when Wi-Fi is not allowed; and no
         // network when nothing else is usable, whatever the permissions.
@@ -576,18 +577,18 @@ final class VerdictTests: XCTestCase {
                                                   makeLink(4, "wwan0", .wwan, metric: 10, metered: false)])
         let allow = PermissionSet(wifi: .allow, wwan: .allow, ethernet: .allow, other: .allow)
         let v = Verdict.compute(app: "a", matchedBy: .name, permissions: allow, network: wwanFirst, ready: true)
-        XCTAssertEqual(v.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", false), ("over", .null)]))
+        XCTAssertEqual(v.json["via"], .object([("index", 4), ("name", "wwan0"), ("kind", "wwan"), ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(v.json["egress"]?["ipv4"]?["metered"], false)
         var wifiOnly = allow
         wifiOnly.wwan = .deny
         let w = Verdict.compute(app: "a", matchedBy: .name, permissions: wifiOnly, network: wwanFirst, ready: true)
         XCTAssertEqual(w.reason, .routedElsewhere)
         XCTAssertEqual(w.json["bind_to"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"),
-                                                   ("metered", true), ("over", .null)]))
+                                                   ("metered", true), ("roaming", false), ("over", .null)]))
         let wifiFirst = NetworkState(routedLinks: [makeLink(3, "wlan0", .wifi, metric: 5, metered: true),
                                                   makeLink(4, "wwan0", .wwan, metric: 10, metered: false)])
         let f = Verdict.compute(app: "a", matchedBy: .name, permissions: wifiOnly, network: wifiFirst, ready: true)
-        XCTAssertEqual(f.json["via"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", true), ("over", .null)]))
+        XCTAssertEqual(f.json["via"], .object([("index", 3), ("name", "wlan0"), ("kind", "wifi"), ("metered", true), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(f.json["egress"]?["ipv4"]?["metered"], true)
     }
 
@@ -598,14 +599,14 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(members.map(\.0), ["app", "matched_by", "available", "reason", "via", "egress", "bind_to",
                                           "denied_kinds", "pending_kinds", "permissions", "sources", "enforced", "enforced_why", "message"])
         XCTAssertEqual(v.json["matched_by"], "executable")
-        XCTAssertEqual(v.json["via"]?.keys, ["index", "name", "kind", "metered", "over"])
+        XCTAssertEqual(v.json["via"]?.keys, ["index", "name", "kind", "metered", "roaming", "over"])
         XCTAssertEqual(v.json["egress"]?.keys, ["ipv4", "ipv6"])
-        XCTAssertEqual(v.json["egress"]?["ipv4"]?.keys, ["index", "name", "kind", "metered", "over", "usable", "allowed"])
+        XCTAssertEqual(v.json["egress"]?["ipv4"]?.keys, ["index", "name", "kind", "metered", "roaming", "over", "usable", "allowed"])
         let elsewhere = Verdict.compute(
             app: "a", matchedBy: .executable, permissions: .builtIn,
             network: NetworkState(links: [makeLink(2, "eth0", .ethernet)], egress: [.ipv6: .blocked(.blackhole)]),
             ready: true)
-        XCTAssertEqual(elsewhere.json["bind_to"]?.keys, ["index", "name", "kind", "metered", "over"])
+        XCTAssertEqual(elsewhere.json["bind_to"]?.keys, ["index", "name", "kind", "metered", "roaming", "over"])
         XCTAssertEqual(elsewhere.json["egress"]?.keys, ["ipv4", "ipv6"])
         XCTAssertEqual(elsewhere.json["egress"]?["ipv6"]?.keys, ["blocked"])
     }

@@ -30,8 +30,9 @@ public struct Ruleset: Equatable, Sendable {
     public static let table = "netpermd"
     /// The kinds with a permission, in the order their rules come.
     public static let kinds: [LinkKind] = [.wifi, .wwan, .ethernet, .other]
-    /// What the sets and maps are per: `metered` (checked first, on metered links only), then the kinds.
-    public static let dimensions: [PolicyDimension] = [.metered] + kinds.compactMap { PolicyDimension(kind: $0) }
+    /// What the sets and maps are per: `roaming` and `metered` (checked first, on roaming and metered links only),
+    /// then the kinds.
+    public static let dimensions: [PolicyDimension] = [.roaming, .metered] + kinds.compactMap { PolicyDimension(kind: $0) }
 
     /// The nft script: creates the table if absent, deletes it, and adds it whole. nft runs a script as one
     /// transaction, so the old rules hold until the new ones are in force (no window), and a failure changes
@@ -204,7 +205,7 @@ public struct Ruleset: Equatable, Sendable {
         for level in UnitCgroups.levels {
             let owned = cgroupOwner.filter { !$0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
-                let pass: MapVerdict = k == .metered ? .pass : .accept
+                let pass: MapVerdict = k.isOverlay ? .pass : .accept
                 maps.append(VerdictMap(name: "unit\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.map {
                     MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: permission($0.app, k) == .allow ? pass : reject($0.app, k))
                 }))
@@ -218,7 +219,7 @@ public struct Ruleset: Equatable, Sendable {
         // the cgroup it was tagged in.
         let tagged = Set(appIndex.values).sorted { tags[apps[$0].id]! < tags[apps[$1].id]! }
         for k in dimensions {
-            let pass: MapVerdict = k == .metered ? .pass : .accept
+            let pass: MapVerdict = k.isOverlay ? .pass : .accept
             maps.append(VerdictMap(name: "conn_\(k.rawValue)", key: "mark", elements: tagged.compactMap { i in
                 let verdict = permission(i, k) == .allow ? (unitApps.contains(i) ? pass : nil) : reject(i, k)
                 return verdict.map { MapElement(key: .tag(tags[apps[i].id]!), verdict: $0) }
@@ -252,7 +253,12 @@ public struct Ruleset: Equatable, Sendable {
         }
         let chains = chainRules(used: used)
         for c in chains where hooks[c.chain] == nil { chain(c.chain, c.rules) }
-        for k in dimensions where k != .metered { chain("metered_\(k.rawValue)", ["jump metered", "goto kind_\(k.rawValue)"]) }
+        // A link's chain checks what is on top of its kind first: Roaming= when roaming, Metered= when metered.
+        for k in dimensions where !k.isOverlay {
+            chain("metered_\(k.rawValue)", ["jump metered", "goto kind_\(k.rawValue)"])
+            chain("roaming_\(k.rawValue)", ["jump roaming", "goto kind_\(k.rawValue)"])
+            chain("roaming_metered_\(k.rawValue)", ["jump roaming", "jump metered", "goto kind_\(k.rawValue)"])
+        }
         chain("output", ["oifname vmap @links"])
         for c in chains where hooks[c.chain] != nil { chain(c.chain, c.rules) }
         t += "}\n"
@@ -397,7 +403,8 @@ public struct Ruleset: Equatable, Sendable {
 
     /// What the links alone decide: the `links` map, at the head of the text.
     private struct LinkPart {
-        /// Each link of a kind goes to its kind's chain, through `Metered=` first when metered.
+        /// Each link of a kind goes to its kind's chain, through `Roaming=` first when roaming and `Metered=` when
+        /// metered.
         var elements: [String] = []
         var skipped: [String] = []
         /// The text up to the first of the app rules.
@@ -407,7 +414,8 @@ public struct Ruleset: Equatable, Sendable {
             for l in links {
                 guard let d = PolicyDimension(kind: l.kind) else { continue }
                 guard isSafe(l.name) else { skipped.append(l.name); continue }
-                elements.append("\"\(l.name)\" : goto \(l.metered ? "metered_" : "kind_")\(d.rawValue)")
+                let head = (l.roaming == true ? "roaming_" : "") + (l.metered ? "metered_" : "")
+                elements.append("\"\(l.name)\" : goto \(head.isEmpty ? "kind_" : head)\(d.rawValue)")
             }
             set(&text, "links", type: "ifname : verdict", elements)
         }
@@ -433,8 +441,8 @@ public struct Ruleset: Equatable, Sendable {
         return r
     }
 
-    /// The chain that checks dimension `k`: `metered`, or `kind_KIND`.
-    static func chainName(_ k: PolicyDimension) -> String { k == .metered ? "metered" : "kind_" + k.rawValue }
+    /// The chain that checks dimension `k`: `metered`, `roaming`, or `kind_KIND`.
+    static func chainName(_ k: PolicyDimension) -> String { k.isOverlay ? k.rawValue : "kind_" + k.rawValue }
 
     /// The maps that have elements: only those are looked up. And `reports_KIND` for a kind of `reportKinds` that
     /// some owner of a uid or unit cgroup may not use (by its kind or by `Metered=`): not a map, but the chains'
@@ -445,7 +453,7 @@ public struct Ruleset: Equatable, Sendable {
         let owners = ["uid"] + UnitCgroups.userLevels.map { "user\($0)" } + UnitCgroups.levels.map { "unit\($0)" }
         for kind in reportKinds {
             guard let d = PolicyDimension(kind: kind) else { continue }
-            let names = Set([d, .metered].flatMap { dimension in owners.map { "\($0)_\(dimension.rawValue)" } })
+            let names = Set([d, .metered, .roaming].flatMap { dimension in owners.map { "\($0)_\(dimension.rawValue)" } })
             let keptOff = maps.contains { m in
                 names.contains(m.name) && m.elements.contains { e in
                     switch e.verdict {

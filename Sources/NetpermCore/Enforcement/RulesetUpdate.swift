@@ -40,7 +40,7 @@ extension Ruleset {
 
     enum MapVerdict: Equatable, Sendable {
         case accept
-        /// `return`: Metered= allows a unit; its kind is checked next.
+        /// `return`: Metered= or Roaming= allows a unit; its kind is checked next.
         case pass
         case deny
         /// An undecided `ask`: the app's chain for that kind, which logs before it rejects.

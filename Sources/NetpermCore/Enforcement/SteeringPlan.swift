@@ -8,7 +8,7 @@
 public struct SteeringPlan: Equatable, Sendable {
     /// Marks are `markBase | allowance`: an unusual high half keeps clear of other tools' small marks.
     public static let markBase: UInt32 = 0x6E70_0000
-    /// Tables are `tableBase + allowance` (28240-28270).
+    /// Tables are `tableBase + allowance` (28240-28303).
     public static let tableBase: UInt32 = 28240
     /// The rules' priority: after `local` (0), before `main` (32766) and `default` (32767), so a marked socket's
     /// lookup ends in its table.
@@ -23,18 +23,21 @@ public struct SteeringPlan: Equatable, Sendable {
     public static let unreachableMetric: UInt32 = 0xFFFF_FFFF
 
     /// Which links an app may use, as bits: one per kind of `Ruleset.kinds` (wifi, wwan, ethernet, other) that
-    /// allows it, and `meteredBit` when Metered= does. All bits: every link, no mark.
+    /// allows it, `meteredBit` when Metered= does, and `notRoamingBit` when Roaming= does not (the other way round,
+    /// so that a policy without Roaming= keeps the marks and tables it had). `everything`: every link, no mark.
     public struct Allowance: Hashable, Comparable, Sendable {
         public let bits: UInt32
         public static let meteredBit: UInt32 = 1 << 4
+        public static let notRoamingBit: UInt32 = 1 << 5
         public static let everything = Allowance(bits: 0x1F)
 
-        public init(bits: UInt32) { self.bits = bits & 0x1F }
+        public init(bits: UInt32) { self.bits = bits & 0x3F }
 
         public init(_ p: PermissionSet) {
             var b: UInt32 = 0
             for (i, k) in Ruleset.kinds.enumerated() where p[k] == .allow { b |= 1 << UInt32(i) }
             if p.metered == .allow { b |= Self.meteredBit }
+            if p.roaming != .allow { b |= Self.notRoamingBit }
             self.init(bits: b)
         }
 
@@ -42,11 +45,12 @@ public struct SteeringPlan: Equatable, Sendable {
         public var table: UInt32 { SteeringPlan.tableBase + bits }
 
         /// Whether a socket so marked may leave by a link (loopback, and links of no kind, always).
-        public func allows(kind: LinkKind, metered: Bool) -> Bool {
+        public func allows(kind: LinkKind, metered: Bool, roaming: Bool = false) -> Bool {
             guard let i = Ruleset.kinds.firstIndex(of: kind) else { return true }
             return bits & (1 << UInt32(i)) != 0 && (!metered || bits & Self.meteredBit != 0)
+                && (!roaming || bits & Self.notRoamingBit == 0)
         }
-        public func allows(_ link: Link) -> Bool { allows(kind: link.kind, metered: link.metered) }
+        public func allows(_ link: Link) -> Bool { allows(kind: link.kind, metered: link.metered, roaming: link.roaming == true) }
 
         public static func < (a: Allowance, b: Allowance) -> Bool { a.bits < b.bits }
     }
@@ -104,7 +108,7 @@ public struct SteeringPlan: Equatable, Sendable {
         }
         plan.allowances = used.sorted()
         plan.links = links.filter { $0.adminUp && $0.carrier }.sorted { $0.index < $1.index }
-            .map { SteerLink(index: $0.index, kind: $0.kind, metered: $0.metered) }
+            .map { SteerLink(index: $0.index, kind: $0.kind, metered: $0.metered, roaming: $0.roaming == true) }
         for a in plan.allowances {
             for l in links where !a.allows(l) {
                 for text in l.addresses {
@@ -122,7 +126,7 @@ public struct SteeringPlan: Equatable, Sendable {
     /// The routes of `allowance`'s table: the main table's routes through the links it allows (defaults with their
     /// gateways and metrics, prefix routes, so on-link peers stay on-link), and an unreachable default per family.
     public func routes(for allowance: Allowance, main: [SteerRoute]) -> [SteerRoute] {
-        let allowed = Set(links.filter { allowance.allows(kind: $0.kind, metered: $0.metered) }.map(\.index))
+        let allowed = Set(links.filter { allowance.allows(kind: $0.kind, metered: $0.metered, roaming: $0.roaming) }.map(\.index))
         var out = main.filter { r in r.oif.map { allowed.contains($0) } ?? false }
         for f in AddressFamily.allCases { out.append(.unreachableDefault(f, table: allowance.table)) }
         for i in out.indices { out[i].table = allowance.table }
@@ -136,7 +140,7 @@ public struct SteeringPlan: Equatable, Sendable {
     }
 
     /// Whether a table number is one of steering's (what a clean stop flushes, and a restart repairs).
-    public static func isSteeringTable(_ t: UInt32) -> Bool { t >= tableBase && t < tableBase + 32 }
+    public static func isSteeringTable(_ t: UInt32) -> Bool { t >= tableBase && t < tableBase + 64 }
 
     /// Where a marked socket's traffic goes by the kernel's lookup in its table: the allowed link with a usable
     /// default route and the lowest metric (the table holds copies of the main table's defaults), else the
@@ -163,7 +167,10 @@ public struct SteerLink: Equatable, Sendable {
     public var index: Int32
     public var kind: LinkKind
     public var metered: Bool
-    public init(index: Int32, kind: LinkKind, metered: Bool) { self.index = index; self.kind = kind; self.metered = metered }
+    public var roaming: Bool
+    public init(index: Int32, kind: LinkKind, metered: Bool, roaming: Bool = false) {
+        self.index = index; self.kind = kind; self.metered = metered; self.roaming = roaming
+    }
 }
 
 /// One route of a steering table (or of the main table, read to be copied).

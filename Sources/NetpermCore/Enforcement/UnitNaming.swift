@@ -59,7 +59,7 @@ public struct UnitNaming: Equatable, Sendable {
             case .allow:
                 // A user's unit only takes away; a system unit's allow must not fall through to its uid's verdict.
                 if c.user || restrictionsOnly { continue }
-                value = k == .metered ? .pass : .accept
+                value = k.isOverlay ? .pass : .accept
             case .deny:
                 value = .goto("deny")
             case .ask:
@@ -70,7 +70,7 @@ public struct UnitNaming: Equatable, Sendable {
             }
             // A kind's chain drops membership reports only while some owner is kept off it (Ruleset.usedMaps).
             let keptOff = value != .accept && value != .pass
-            let reports = k == .metered ? reported : reported.filter { $0 == k }
+            let reports = k.isOverlay ? reported : reported.filter { $0 == k }
             guard used.contains(map), !keptOff || reports.allSatisfy({ used.contains("reports_" + $0.rawValue) }) else {
                 return nil
             }

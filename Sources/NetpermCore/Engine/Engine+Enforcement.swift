@@ -66,11 +66,11 @@ struct EnforcementBook {
     var steeringMoved = false
     var steeringError: String?
 
-    /// `index`, `up`, `metered`, `addresses`: Mode=steer only (its tables follow links up, down and re-created, its
-    /// source rules their addresses).
+    /// What the rules say of a link: its chain (kind, metered, roaming). `index`, `up`, `addresses`: Mode=steer
+    /// only (its tables follow links up, down and re-created, its source rules their addresses).
     struct LinkKey: Equatable {
-        var name: String; var kind: LinkKind
-        var index: Int32 = 0; var up = false; var metered = false; var addresses: [String] = []
+        var name: String; var kind: LinkKind; var metered: Bool; var roaming: Bool
+        var index: Int32 = 0; var up = false; var addresses: [String] = []
     }
 
     /// Failed loads are tried again after 1, 2, 4 and 8 s, then left until the next change.
@@ -89,9 +89,9 @@ extension Engine {
         guard state.ready, enforcement.dirty || permissionsChanged || networkChanged else { return }
         let steer = state.config.enforcement == .steer
         let links = state.network.links.map {
-            steer ? EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, index: $0.index, up: $0.adminUp && $0.carrier,
-                                            metered: $0.metered, addresses: $0.addresses)
-                  : EnforcementBook.LinkKey(name: $0.name, kind: $0.kind)
+            steer ? EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, metered: $0.metered, roaming: $0.roaming == true,
+                                            index: $0.index, up: $0.adminUp && $0.carrier, addresses: $0.addresses)
+                  : EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, metered: $0.metered, roaming: $0.roaming == true)
         }
         guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }
         let onlyLinks = !enforcement.dirty && !permissionsChanged

@@ -169,7 +169,7 @@ extension Engine {
         for (unit, help) in [("bytes", "Bytes (IP headers included)"), ("packets", "IP packets")] {
             for direction in UsageDirection.allCases {
                 m.family("netpermd_app_\(direction.rawValue)_\(unit)_total", .counter, "\(help) \(direction.rawValue) by each "
-                    + "app over links of a kind, metered or not, since its last reset; (other): every other process, and "
+                    + "app over links of a kind, metered or not (roaming=\"true\" while roaming), since its last reset; (other): every other process, and "
                     + "forwarded traffic.")
                 for (app, u) in rows {
                     for c in sorted {
@@ -180,7 +180,12 @@ extension Engine {
                         case (.received, true): counts.receivedBytes
                         case (.received, false): counts.receivedPackets
                         }
-                        m.sample(count: n, ["app": app, "kind": c.kind.rawValue, "metered": String(c.metered)])
+                        // `roaming` only on roaming classes: the series of a machine that never roams stay as they were.
+                        if c.roaming {
+                            m.sample(count: n, ["app": app, "kind": c.kind.rawValue, "metered": String(c.metered), "roaming": "true"])
+                        } else {
+                            m.sample(count: n, ["app": app, "kind": c.kind.rawValue, "metered": String(c.metered)])
+                        }
                     }
                 }
             }

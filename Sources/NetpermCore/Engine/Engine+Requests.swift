@@ -393,7 +393,7 @@ extension Engine {
                 return
             }
             guard let kind = Self.decidableKind(args[1]) else {
-                replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet, other or metered)"))
+                replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet, other, metered or roaming)"))
                 return
             }
             guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
@@ -486,7 +486,7 @@ extension Engine {
             var kind: PolicyDimension?
             if args.count == 2 {
                 guard let k = Self.decidableKind(args[1]) else {
-                    replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet, other or metered)"))
+                    replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet, other, metered or roaming)"))
                     return
                 }
                 kind = k
@@ -605,7 +605,7 @@ extension Engine {
         }
     }
 
-    /// A kind of link other than loopback, or `metered`.
+    /// A kind of link other than loopback, `metered` or `roaming`.
     static func decidableKind(_ s: String) -> PolicyDimension? { PolicyDimension(rawValue: s.lowercased()) }
 }
 

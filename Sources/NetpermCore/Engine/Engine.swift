@@ -157,6 +157,8 @@ public final class Engine {
     /// Each link's classification and what it was computed from: a link's kind changes only when its name, type,
     /// device or the [Interface] overrides do, not at every carrier change. Emptied by a policy load.
     private var classifications: [Int32: (facts: ClassifiedFacts, result: Classification)] = [:]
+    /// Each NetworkManager device type that disagreed with a link's kind, logged once.
+    private var disagreements: Set<Disagreement> = []
     /// Every app someone may hear about, with its verdict.
     var tracker = VerdictTracker()
     var sessions: [ConnectionID: Session] = [:]
@@ -562,11 +564,18 @@ public final class Engine {
             seen += 1
             let sysfs = snapshot.sysfs[facts.index] ?? SysfsFacts()
             let wifi = snapshot.wifi[facts.index]
+            let manager = snapshot.managed[facts.name], modem = snapshot.modems[facts.name]
             let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs,
-                                      ssid: wifi?.ssid)
+                                      ssid: wifi?.ssid, manager: manager, modem: modem)
             if let c = classifications[facts.index], c.facts == key { return c.result }
-            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides, wifi: wifi, networks: networks)
+            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides, wifi: wifi, networks: networks,
+                                             manager: manager, modem: modem)
             classifications[facts.index] = (key, result)
+            if let theirs = manager?.kind, theirs != result.kind,
+               disagreements.insert(Disagreement(link: facts.name, theirs: theirs, ours: result.kind)).inserted {
+                log(.notice, "\(facts.name): NetworkManager takes it for \(theirs.rawValue) (device type \(manager!.deviceType)), "
+                    + "netpermd for \(result.kind.rawValue) (\(result.by)); \(result.kind.rawValue) stands", interface: facts.name)
+            }
             return result
         }
         if classifications.count > seen {
@@ -792,6 +801,10 @@ public final class Engine {
                     x.ssidText.map { "'\($0)'" + (x.bssid.map { " (\($0))" } ?? "") } ?? "none"
                 }
                 log(.info, "\(l.name): Wi-Fi network \(network(o)) -> \(network(l))\(o.metered != l.metered ? ", metered \(l.metered)" : "")", interface: l.name)
+            } else if o.roaming != l.roaming {
+                func text(_ x: Link) -> String { x.roaming.map { "\($0)" } ?? "unknown" }
+                log(.info, "\(l.name): roaming \(text(o)) -> \(text(l))" + (l.roamingBy.map { " (\($0.rawValue))" } ?? ""),
+                    interface: l.name)
             } else if o != l {
                 log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))", interface: l.name)
             }
@@ -851,6 +864,15 @@ struct ClassifiedFacts: Equatable {
     var sysfs: SysfsFacts
     /// The Wi-Fi network: [Network] sections apply while associated to it.
     var ssid: [UInt8]?
+    var manager: NetworkManagerDevice?
+    var modem: ModemRegistration?
+}
+
+/// NetworkManager's kind for a link against netpermd's.
+struct Disagreement: Hashable {
+    var link: String
+    var theirs: LinkKind
+    var ours: LinkKind
 }
 
 /// A DECIDE or FORGET whose lasting decisions are being written: what to change once they are on disk, and whom

@@ -1,27 +1,28 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/// What usage is counted per: a link's kind (loopback is never counted) and whether it was metered when the packet
-/// passed, as the rules saw it (docs/USAGE.md).
+/// What usage is counted per: a link's kind (loopback is never counted), whether it was metered and whether it was
+/// roaming when the packet passed, as the rules saw it (docs/USAGE.md): what roaming cost is counted apart.
 public struct UsageClass: Hashable, Sendable, Comparable {
     public var kind: PolicyDimension
     public var metered: Bool
+    public var roaming: Bool
 
-    public init(kind: PolicyDimension, metered: Bool) {
-        precondition(kind != .metered, "a class is a kind of link")
-        self.kind = kind; self.metered = metered
+    public init(kind: PolicyDimension, metered: Bool, roaming: Bool = false) {
+        precondition(!kind.isOverlay, "a class is a kind of link")
+        self.kind = kind; self.metered = metered; self.roaming = roaming
     }
 
-    /// Every class, in reporting order: each kind unmetered, then metered.
+    /// Every class, in reporting order: each kind unmetered, then metered, then the same while roaming.
     public static let all: [UsageClass] = Ruleset.kinds.flatMap { k in
-        [false, true].map { UsageClass(kind: PolicyDimension(kind: k)!, metered: $0) }
+        [false, true].flatMap { r in [false, true].map { UsageClass(kind: PolicyDimension(kind: k)!, metered: $0, roaming: r) } }
     }
 
     public init?(link: Link) {
         guard let d = PolicyDimension(kind: link.kind) else { return nil }
-        self.init(kind: d, metered: link.metered)
+        self.init(kind: d, metered: link.metered, roaming: link.roaming == true)
     }
 
-    /// `wwan` or `wwan_metered`: the nft sets' names and the usage file's words.
-    public var name: String { kind.rawValue + (metered ? "_metered" : "") }
+    /// `wwan`, `wwan_metered`, `wwan_metered_roaming`: the nft sets' names and the usage file's words.
+    public var name: String { kind.rawValue + (metered ? "_metered" : "") + (roaming ? "_roaming" : "") }
 
     public init?(name: String) {
         guard let c = UsageClass.all.first(where: { $0.name == name }) else { return nil }
@@ -108,6 +109,8 @@ public struct UsageTotals: Equatable, Sendable {
     public var sum: UsageCounts { entries.reduce(UsageCounts()) { $0 + $1.counts } }
     /// What a metered budget counts: bytes both ways over metered links.
     public var meteredBytes: UInt64 { entries.reduce(0) { $1.usageClass.metered ? $0 &+ $1.counts.bytes : $0 } }
+    /// Bytes both ways over roaming links: what roaming cost.
+    public var roamingBytes: UInt64 { entries.reduce(0) { $1.usageClass.roaming ? $0 &+ $1.counts.bytes : $0 } }
 
     public static func + (a: UsageTotals, b: UsageTotals) -> UsageTotals {
         var t = a
@@ -115,12 +118,14 @@ public struct UsageTotals: Equatable, Sendable {
         return t
     }
 
-    /// `{"sent_bytes":...,"kinds":[{"kind":"wwan","metered":true,"sent_bytes":...},...]}`
+    /// `{"sent_bytes":...,"roaming_bytes":...,"kinds":[{"kind":"wwan","metered":true,"roaming":false,"sent_bytes":...},...]}`
     func write(to w: inout JSONWriter) {
         sum.write(to: &w)
+        w.field("roaming_bytes", roamingBytes)
         w.objects("kinds", entries) { w, e in
             w.field("kind", e.usageClass.kind.rawValue)
             w.field("metered", e.usageClass.metered)
+            w.field("roaming", e.usageClass.roaming)
             e.counts.write(to: &w)
         }
     }

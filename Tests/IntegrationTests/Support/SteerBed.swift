@@ -125,10 +125,10 @@ final class SteerBed {
         (try ns.ip("rule").lines + ns.ip("-6", "rule").lines).filter { $0.hasPrefix("28239:") }
     }
 
-    /// The routes of steering's tables (28240-28271), both families.
+    /// The routes of steering's tables (28240-28303), both families.
     func steeringRoutes() throws -> [String] {
         (try ns.ip("route", "show", "table", "all").lines + ns.ip("-6", "route", "show", "table", "all").lines)
-            .filter { l in (28240..<28272).contains { l.contains("table \($0)") } }
+            .filter { l in (28240..<28304).contains { l.contains("table \($0)") } }
     }
 
     /// `ip route get SERVER mark MARK` in `ns`: the link the kernel picks for a socket so marked.

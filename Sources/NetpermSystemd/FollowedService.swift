@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermIO
+
+/// A system service whose picture the daemon keeps (NetworkManager's devices, ModemManager's modems): read whole
+/// when it appears, when the bus connects and whenever one of its signals says something that matters changed;
+/// one reading at a time (a signal during one asks for one more after it). Gone (its name has no owner): an empty
+/// picture. A reading that fails otherwise (a time-out: the service is slow or hung) keeps the last picture and is
+/// tried again 10 s later. `read` is the service's own reading; its result goes to `onChange` when it differs.
+public final class FollowedService<Picture: Equatable> {
+    public let name: String
+    let bus: SystemBus
+    private let loop: EventLoop
+    private let read: (SystemBus, @escaping (Result<Picture, BusCallError>) -> Void) -> Void
+    private let empty: Picture
+    private var reading = false
+    private var again = false
+    private var retry: TimerSource?
+    private var failing = false
+    public private(set) var picture: Picture
+    public var onChange: ((Picture) -> Void)?
+
+    /// `matches` are the signal match rules (beside its NameOwnerChanged) after which it is read again; `relevant`
+    /// tells whether one such signal says anything that matters.
+    public init(name: String, bus: SystemBus, loop: EventLoop, empty: Picture, matches: [String],
+                relevant: @escaping (BusReply) -> Bool = { _ in true },
+                read: @escaping (SystemBus, @escaping (Result<Picture, BusCallError>) -> Void) -> Void) {
+        self.name = name; self.bus = bus; self.loop = loop; self.read = read; self.empty = empty; picture = empty
+        bus.onConnect { [weak self] bus in
+            guard let self else { return }
+            bus.subscribe("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(name)'") { [weak self] m in
+                _ = m.string(); _ = m.string()
+                let owner = m.string() ?? ""
+                guard let self else { return }
+                if owner.isEmpty {
+                    Log.info("\(name) left the system bus")
+                    self.set(self.empty)
+                } else {
+                    Log.info("\(name) is on the system bus")
+                }
+                self.request()
+            }
+            for rule in matches {
+                bus.subscribe(rule) { [weak self] m in if relevant(m) { self?.request() } }
+            }
+            self.request()
+        }
+    }
+
+    /// Reads the service again, now or after the reading in flight.
+    public func request() {
+        guard !reading else { again = true; return }
+        reading = true
+        again = false
+        retry?.cancel()
+        retry = nil
+        read(bus) { [weak self] result in
+            guard let self else { return }
+            self.reading = false
+            switch result {
+            case let .success(p):
+                if self.failing { Log.info("\(self.name): answering again") }
+                self.failing = false
+                self.set(p)
+            case let .failure(e) where e.serviceAbsent || e.name == "Disconnected":
+                self.failing = false
+                self.set(self.empty)
+            case let .failure(e):
+                if !self.failing { Log.info("\(self.name): reading it failed (\(e)); what it said last stands, tried again in 10 s") }
+                self.failing = true
+                if !self.again {
+                    self.retry = try? self.loop.addTimer(afterMicroseconds: 10_000_000) { [weak self] in self?.request() }
+                }
+            }
+            if self.again { self.request() }
+        }
+    }
+
+    private func set(_ p: Picture) {
+        guard p != picture else { return }
+        picture = p
+        onChange?(p)
+    }
+}
+
+/// Calls `start` for each of `items` and `done` once every one has finished: replies to many calls at once.
+func gather<T, R>(_ items: [T], _ start: (T, @escaping (R) -> Void) -> Void, done: @escaping ([R]) -> Void) {
+    guard !items.isEmpty else { return done([]) }
+    let box = Gathering<R>(items.count)
+    for (i, item) in items.enumerated() {
+        start(item) { r in
+            box.results[i] = r
+            box.left -= 1
+            if box.left == 0 { done(box.results.map { $0! }) }
+        }
+    }
+}
+
+/// The replies `gather` has so far.
+private final class Gathering<R> {
+    var results: [R?]
+    var left: Int
+    init(_ n: Int) { results = Array(repeating: nil, count: n); left = n }
+}

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import CSystemd
+import Glibc
+import NetpermIO
+
+/// The system bus (`DBUS_SYSTEM_BUS_ADDRESS`, else its well-known socket) on the daemon's loop, for the services it
+/// reads (NetworkManager, ModemManager). Nothing here blocks: the connection, its matches and every call are
+/// asynchronous, each call bounded by `callTimeout`. A bus that is absent or goes away is tried again, 5 s after,
+/// then every 60 s at most; each (re)connection tells `onConnect`, which sets up its matches again.
+public final class SystemBus {
+    /// How long a service may take to answer one call before it counts as failed.
+    public static let callTimeout: UInt64 = 5_000_000
+
+    private let loop: SDEventLoop
+    private(set) var bus: OpaquePointer?
+    private var retry: TimerSource?
+    private var retryDelay: UInt64 = 5_000_000
+    private var connectedOnce = false
+    /// Slots of matches and calls of this connection: unreferenced, they are cancelled.
+    private var slots: [ObjectIdentifier: BusCall] = [:]
+    private var clients: [(SystemBus) -> Void] = []
+    private var disconnectSlot: OpaquePointer?
+
+    public init(loop: SDEventLoop) {
+        self.loop = loop
+        connect()
+    }
+
+    deinit {
+        drop()
+        retry?.cancel()
+    }
+
+    /// `body` runs now if the bus is connected, and after every (re)connection.
+    public func onConnect(_ body: @escaping (SystemBus) -> Void) {
+        clients.append(body)
+        if bus != nil { body(self) }
+    }
+
+    public var connected: Bool { bus != nil }
+
+    private func connect() {
+        var b: OpaquePointer?
+        var r = sd_bus_open_system(&b)
+        if r >= 0, let b { r = sd_bus_attach_event(b, loop.event, 0) }
+        guard r >= 0, let b else {
+            if let b { _ = sd_bus_close_unref(b) }
+            if !connectedOnce && retryDelay == 5_000_000 {
+                Log.info("system bus: cannot connect (\(Errno(-r))); NetworkManager and ModemManager are not read "
+                    + "until it is there")
+            }
+            scheduleRetry()
+            return
+        }
+        bus = b
+        retryDelay = 5_000_000
+        if connectedOnce { Log.info("system bus: connected again") }
+        connectedOnce = true
+        // sd-bus says a lost connection by a local signal.
+        var slot: OpaquePointer?
+        if sd_bus_match_signal(b, &slot, nil, "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local",
+                               "Disconnected", Self.onDisconnected, Unmanaged.passUnretained(self).toOpaque()) >= 0 {
+            disconnectSlot = slot
+        }
+        for c in clients { c(self) }
+    }
+
+    private static let onDisconnected: sd_bus_message_handler_t = { _, userdata, _ in
+        guard let userdata else { return 0 }
+        let me = Unmanaged<SystemBus>.fromOpaque(userdata).takeUnretainedValue()
+        Log.info("system bus: disconnected; connecting again in 5 s")
+        // Not from inside sd-bus's own dispatch: the bus is closed from the loop, next.
+        me.retry = try? me.loop.addTimer(afterMicroseconds: 0) { [weak me] in
+            me?.drop()
+            me?.scheduleRetry()
+        }
+        return 0
+    }
+
+    private func drop() {
+        for c in slots.values { c.cancel() }
+        slots = [:]
+        if let s = disconnectSlot { _ = sd_bus_slot_unref(s) }
+        disconnectSlot = nil
+        if let b = bus { _ = sd_bus_flush_close_unref(b) }
+        bus = nil
+    }
+
+    private func scheduleRetry() {
+        let delay = retryDelay
+        retryDelay = min(retryDelay * 2, 60_000_000)
+        retry = try? loop.addTimer(afterMicroseconds: delay) { [weak self] in
+            guard let self else { return }
+            self.retry = nil
+            if self.bus == nil { self.connect() }
+        }
+    }
+
+    /// Calls `member` of `interface` on `destination`'s `path` without starting the service (no activation: a
+    /// service that is not running is simply absent). `append` adds the arguments; `done` gets the reply, or the
+    /// error's name (a time-out is `org.freedesktop.DBus.Error.Timeout`, no bus is `Disconnected`).
+    public func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
+                     append: (OpaquePointer) -> Int32 = { _ in 0 },
+                     _ done: @escaping (Result<BusReply, BusCallError>) -> Void) {
+        guard let bus else { return done(.failure(BusCallError(name: "Disconnected", errno: ENOTCONN))) }
+        var m: OpaquePointer?
+        var r = sd_bus_message_new_method_call(bus, &m, destination, path, interface, member)
+        defer { _ = sd_bus_message_unref(m) }
+        if r >= 0, let m { r = sd_bus_message_set_auto_start(m, 0) }
+        if r >= 0, let m { r = append(m) }
+        let c = BusCall(owner: self, done: done)
+        var slot: OpaquePointer?
+        if r >= 0, let m {
+            r = sd_bus_call_async(bus, &slot, m, Self.onReply, Unmanaged.passUnretained(c).toOpaque(), Self.callTimeout)
+        }
+        guard r >= 0 else { return done(.failure(BusCallError(name: "Failed", errno: -r))) }
+        c.slot = slot
+        slots[ObjectIdentifier(c)] = c
+    }
+
+    private static let onReply: sd_bus_message_handler_t = { m, userdata, _ in
+        guard let userdata else { return 0 }
+        let c = Unmanaged<BusCall>.fromOpaque(userdata).takeUnretainedValue()
+        c.owner?.slots[ObjectIdentifier(c)] = nil
+        c.cancel()
+        guard let m else {
+            c.done(.failure(BusCallError(name: "Failed", errno: EIO)))
+            return 0
+        }
+        if let e = sd_bus_message_get_error(m), sd_bus_error_is_set(e) != 0 {
+            c.done(.failure(BusCallError(name: e.pointee.name.map { String(cString: $0) } ?? "Failed",
+                                         errno: sd_bus_error_get_errno(e))))
+        } else {
+            c.done(.success(BusReply(m)))
+        }
+        return 0
+    }
+
+    /// Hears every signal matching `rule` (a D-Bus match rule) while connected; added again on reconnection by the
+    /// caller's `onConnect`. The match is installed asynchronously.
+    public func subscribe(_ rule: String, _ handler: @escaping (BusReply) -> Void) {
+        guard let bus else { return }
+        let c = BusCall(owner: self, signal: handler)
+        var slot: OpaquePointer?
+        let r = sd_bus_add_match_async(bus, &slot, rule, Self.onSignal, nil, Unmanaged.passUnretained(c).toOpaque())
+        guard r >= 0 else {
+            Log.warning("system bus: cannot match \(rule): \(Errno(-r))")
+            return
+        }
+        c.slot = slot
+        slots[ObjectIdentifier(c)] = c
+    }
+
+    private static let onSignal: sd_bus_message_handler_t = { m, userdata, _ in
+        guard let userdata, let m else { return 0 }
+        Unmanaged<BusCall>.fromOpaque(userdata).takeUnretainedValue().signal?(BusReply(m))
+        return 0
+    }
+}
+
+/// A call or a match in flight: what hears its answer, and its slot (unreferenced: cancelled).
+final class BusCall {
+    weak var owner: SystemBus?
+    var slot: OpaquePointer?
+    let done: (Result<BusReply, BusCallError>) -> Void
+    let signal: ((BusReply) -> Void)?
+
+    init(owner: SystemBus, done: @escaping (Result<BusReply, BusCallError>) -> Void) {
+        self.owner = owner; self.done = done; signal = nil
+    }
+
+    init(owner: SystemBus, signal: @escaping (BusReply) -> Void) {
+        self.owner = owner; self.signal = signal; done = { _ in }
+    }
+
+    func cancel() {
+        if let slot { _ = sd_bus_slot_unref(slot) }
+        slot = nil
+    }
+}
+
+/// A failed call: the D-Bus error's name and its errno.
+public struct BusCallError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var name: String
+    public var errno: Int32
+    public var description: String { "\(name) (\(Errno(errno)))" }
+
+    /// The service is not on the bus (never was, stopped, or exited).
+    public var serviceAbsent: Bool {
+        name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
+    }
+}
