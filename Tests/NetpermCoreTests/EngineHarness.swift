@@ -314,10 +314,14 @@ final class EngineHarness: EngineEdges {
     var kernelResyncs = 0
 
     /// `wifi`: what nl80211 says of the Wi-Fi links (their network), by ifindex.
+    /// `managed` and `modems`: what NetworkManager and ModemManager say, by link name.
     func setLinks(_ links: [Link], egress: [AddressFamily: Egress]? = nil, wifi: [Int32: WifiFacts] = [:],
-                  markedEgress: [UInt32: [AddressFamily: Egress]] = [:]) {
+                  markedEgress: [UInt32: [AddressFamily: Egress]] = [:], managed: [String: NetworkManagerDevice] = [:],
+                  modems: [String: ModemRegistration] = [:]) {
         var snap = KernelSnapshot()
         snap.wifi = wifi
+        snap.managed = managed
+        snap.modems = modems
         snap.markedEgress = markedEgress
         for l in links {
             let arphrd = l.kind == .loopback ? ARPHRD.loopback : ARPHRD.ether
