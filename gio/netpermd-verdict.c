@@ -49,7 +49,9 @@ netpermd_verdict_read (JsonObject *object, NetpermdVerdict *out)
       if (netpermd_json_string (route, "name"))
         leaves = route;
     }
-  v.metered = netpermd_json_bool (leaves, "metered");
+  /* GLib has no word for roaming: a roaming link costs as a metered one does, so apps that save data on metered
+   * links (updaters, sync) save it abroad too. */
+  v.metered = netpermd_json_bool (leaves, "metered") || netpermd_json_bool (leaves, "roaming");
   if (v.available)
     v.via = netpermd_json_int (via, "index");
   else

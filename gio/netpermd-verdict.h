@@ -7,7 +7,7 @@
 
 typedef struct {
   gboolean available;
-  /* The link the app's traffic leaves by is metered (`via`, else the egress link). */
+  /* The link the app's traffic leaves by is metered or roaming (`via`, else the egress link). */
   gboolean metered;
   /* The ifindex of `via`, 0 when not available: a route moving to another link is a change for the app. */
   gint64 via;

@@ -138,7 +138,8 @@ enum Help {
                 """
         case .decide:
             return """
-                Answers for APP and KIND (wifi, wwan, ethernet or other, or metered: may APP use metered links)
+                Answers for APP and KIND (wifi, wwan, ethernet or other; metered: may APP use metered links; roaming:
+                may APP use a modem while it roams abroad)
                 where the policy says ask: kept in the daemon's state directory, or with --once only until the
                 daemon restarts or the policy changes. Open prompts for that app and kind close. Root and the
                 admin group decide for everyone; with [Defaults] UserDecisions=yes any other user decides for
@@ -146,12 +147,12 @@ enum Help {
                 """
         case .forget:
             return """
-                Removes APP's stored and --once decisions, for KIND (a kind, or metered) or for every kind: as
+                Removes APP's stored and --once decisions, for KIND (a kind, metered or roaming) or for every kind: as
                 root or the admin group, everyone's and every user's own; as any other user, their own.
                 """
         case .decisions:
             return """
-                Every decision: app, kind (or metered), allow or deny, stored or until the daemon restarts or the
+                Every decision: app, kind (or metered, or roaming), allow or deny, stored or until the daemon restarts or the
                 policy changes (--once), and for whom: everyone, or one uid's own processes. Root and the admin
                 group see them all, any other user their own (with [Defaults] UserDecisions=yes).
                 """
@@ -219,9 +220,11 @@ enum Help {
                 With -t, one line per link:
                   index:name:kind:metered:state:default-route:metric:usable:addresses
                 and with IFACE, key:value lines: index, name, kind, classified-by, over (the link whose kind a
-                stacked link or tunnel took, else empty), metered, metered-by (config, kind, tethering, dhcp or
-                default), state, admin-up, carrier, operstate, default-route, metric, usable, unusable-because,
-                addresses, ssid, bssid (the Wi-Fi network, empty when none).
+                stacked link or tunnel took, else empty), metered, metered-by (config, networkmanager, kind,
+                tethering, dhcp or default), state, admin-up, carrier, operstate, default-route, metric, usable,
+                unusable-because, addresses, ssid, bssid (the Wi-Fi network, empty when none), roaming (yes, no,
+                empty when unknown), roaming-by (config or modemmanager), connection and connection-type
+                (NetworkManager's active connection, empty when none).
                 default-route lists ipv4 and ipv6 when there is one; unusable-because lists admin-down,
                 no-carrier and no-default-route; addresses lists every address. Lists are separated by ','.
                 """
@@ -235,7 +238,8 @@ enum Help {
                 (blackhole, unreachable, prohibit), egress-ipv4-usable, egress-ipv4-allowed, and the same for
                 ipv6; bind-to and bind-to-kind (the link to bind to when routed-elsewhere); enforced (yes|no),
                 enforced-why; the metered budget: budget (bytes, empty without one), budget-used, budget-exhausted,
-                budget-enforced; and who asked: pid, uid, executable, unit, problem (empty when APP is named).
+                budget-enforced; who asked: pid, uid, executable, unit, problem (empty when APP is named); and
+                roaming: via-roaming, roaming (the permission), roaming-source.
                 reason is ok, no-network, routed-elsewhere, denied, budget-exhausted, awaiting-decision or starting;
                 metered-source may also be budget (the budget is used up).
                 """
@@ -295,10 +299,10 @@ enum Help {
         case .usage:
             return """
                 With -t, one line per app, period and kind of link:
-                  app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:budget-used
+                  app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:budget-used:roaming
                 period is current, previous or since_reset; an app that used nothing has one current line with
-                kind and metered empty; budget and budget-used are empty without a budget; other processes'
-                lines have an empty app. usage reset -t prints key:value lines: reset (the app, empty for
+                kind, metered and roaming empty; budget and budget-used are empty without a budget; roaming says
+                whether the link was roaming (counted apart); other processes' lines have an empty app. usage reset -t prints key:value lines: reset (the app, empty for
                 every app) and at (when, in seconds since the epoch).
                 """
         case .ping:

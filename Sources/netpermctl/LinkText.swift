@@ -43,7 +43,9 @@ enum LinkText {
         line("kind", "\(l.kind) (classified by \(l.classifiedBy))")
         if let over = l.over { line("over", over) }
         line("metered", "\(yesNo(l.metered)) (by \(l.meteredBy))")
+        if let roaming = l.roaming { line("roaming", "\(yesNo(roaming)) (by \(l.roamingBy ?? "?"))") }
         if let ssid = l.ssid { line("network", "\(ssid)" + (l.bssid.map { " (\($0))" } ?? "")) }
+        if let id = l.connectionID { line("connection", id + (l.connectionType.map { " (\($0))" } ?? "")) }
         line("state", l.state)
         line("admin", l.adminUp ? "up" : "down")
         line("carrier", l.carrier ? "on" : "off")

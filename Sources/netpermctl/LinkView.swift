@@ -25,6 +25,12 @@ struct LinkView {
     /// The Wi-Fi network (already escaped by the daemon: an SSID is arbitrary bytes).
     var ssid: String? { json["ssid"]?.stringValue }
     var bssid: String? { json["bssid"]?.stringValue }
+    /// Roaming (ModemManager, or Roaming= in the config); nil when no source knows.
+    var roaming: Bool? { json["roaming"]?.boolValue }
+    var roamingBy: String? { json["roaming_by"]?.stringValue }
+    /// NetworkManager's active connection on the link.
+    var connectionID: String? { json["connection"]?["id"]?.stringValue }
+    var connectionType: String? { json["connection"]?["type"]?.stringValue }
 
     /// "ipv4", "ipv6": the families with a default route through the link.
     var defaultRouteFamilies: [String] {

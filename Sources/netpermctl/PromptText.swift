@@ -9,15 +9,19 @@ import NetpermCore
 enum PromptText {
     /// What each kind is to a person.
     static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "cellular data", "ethernet": "Ethernet",
-                                              "other": "other networks", "metered": "metered networks"]
+                                              "other": "other networks", "metered": "metered networks",
+                                              "roaming": "data while roaming"]
     /// A link's kind, as a person calls it.
     static let linkKindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "cellular", "ethernet": "Ethernet",
                                                   "other": "other", "loopback": "loopback"]
 
-    /// "cellular data and metered networks"
+    /// "cellular data and metered networks"; roaming is when, not what: "cellular data while roaming".
     static func kinds(_ p: JSON) -> String {
-        let kinds = p["kinds"]?.arrayValue?.compactMap(\.stringValue) ?? [p["kind"]?.stringValue ?? "?"]
-        return kinds.map { kindNames[$0] ?? $0 }.joined(separator: " and ")
+        var kinds = p["kinds"]?.arrayValue?.compactMap(\.stringValue) ?? [p["kind"]?.stringValue ?? "?"]
+        let roaming = kinds.contains("roaming")
+        kinds.removeAll { $0 == "roaming" }
+        if roaming, kinds.isEmpty { kinds = [p["link"]?["kind"]?.stringValue ?? "wwan"] }
+        return kinds.map { kindNames[$0] ?? $0 }.joined(separator: " and ") + (roaming ? " while roaming" : "")
     }
 
     /// The app as a person knows it: its desktop file's name ("Maps"), else its id.
@@ -78,12 +82,12 @@ enum PromptText {
         return "Answers are for \(user(uid))'s own processes; “Allow for everyone” opens \(app(p)) for every user."
     }
 
-    /// "wwan0 (cellular, metered)", "tun0 over wwan0 (cellular)"
+    /// "wwan0 (cellular, metered)", "tun0 over wwan0 (cellular)", "wwan0 (cellular, metered, roaming)"
     static func link(_ p: JSON) -> String {
         let link = p["link"]
         let kind = link?["kind"]?.stringValue ?? "?"
         return Render.nameOver(link) + " (" + (linkKindNames[kind] ?? kind)
-            + (link?["metered"]?.boolValue == true ? ", metered)" : ")")
+            + (link?["metered"]?.boolValue == true ? ", metered" : "") + (link?["roaming"]?.boolValue == true ? ", roaming)" : ")")
     }
 
     /// "maps (/usr/bin/gnome-maps, run by alice) asks to use cellular data via wwan0 (cellular, metered)", or for a

@@ -88,7 +88,7 @@ enum Render {
 
 extension Render {
     static func permissions(_ v: JSON) -> String {
-        ["wifi", "wwan", "ethernet", "other", "metered"].map { "\($0)=\(permission(v, $0))" }.joined(separator: " ")
+        ["wifi", "wwan", "ethernet", "other", "metered", "roaming"].map { "\($0)=\(permission(v, $0))" }.joined(separator: " ")
     }
 
     /// One permission and, unless the policy says it, where it comes from: "allow", "allow (decided)", "allow
@@ -117,8 +117,7 @@ extension Render {
         switch v["reason"]?.stringValue ?? "?" {
         case "ok":
             let via = v["via"]
-            return "yes, via \(nameOver(via)) (\(via?["kind"]?.stringValue ?? "?")"
-                + (via?["metered"]?.boolValue == true ? ", metered)" : ")")
+            return "yes, via \(linkRef(via))"
         case "no-network": return "no: no usable network"
         case "denied": return "no: denied on \(kinds("denied_kinds"))" + stackedEgress(v)
         case "awaiting-decision": return "no: awaiting a decision for \(kinds("pending_kinds"))"
@@ -224,9 +223,10 @@ extension Render {
         return ""
     }
 
+    /// "wwan0 (wwan, metered, roaming)"
     static func linkRef(_ l: JSON?) -> String {
-        "\(nameOver(l)) (\(l?["kind"]?.stringValue ?? "?")"
-            + (l?["metered"]?.boolValue == true ? ", metered)" : ")")
+        "\(nameOver(l)) (\(l?["kind"]?.stringValue ?? "?")" + (l?["metered"]?.boolValue == true ? ", metered" : "")
+            + (l?["roaming"]?.boolValue == true ? ", roaming)" : ")")
     }
 
     /// Why a `routed-elsewhere` verdict is no: where the kernel sends the app's traffic, and what it could bind to.

@@ -31,7 +31,9 @@ extension Terse {
          ("carrier", yesNo(l.carrier)), ("operstate", l.operstate),
          ("default-route", l.defaultRouteFamilies.joined(separator: ",")), ("metric", l.metric.map(String.init) ?? ""),
          ("usable", yesNo(l.usable)), ("unusable-because", l.obstacles.map(\.rawValue).joined(separator: ",")),
-         ("addresses", l.addresses.joined(separator: ",")), ("ssid", l.ssid ?? ""), ("bssid", l.bssid ?? "")]
+         ("addresses", l.addresses.joined(separator: ",")), ("ssid", l.ssid ?? ""), ("bssid", l.bssid ?? ""),
+         ("roaming", l.roaming.map(yesNo) ?? ""), ("roaming-by", l.roamingBy ?? ""),
+         ("connection", l.connectionID ?? ""), ("connection-type", l.connectionType ?? "")]
     }
 
     static let linkRow = ["index", "name", "kind", "metered", "state", "default-route", "metric", "usable", "addresses"]
@@ -65,6 +67,8 @@ extension Terse {
                ("budget-exhausted", value(v["budget"]?["exhausted"])), ("budget-enforced", value(v["budget"]?["enforced"]))]
             + [("pid", value(id?["pid"])), ("uid", value(id?["uid"])), ("executable", value(id?["executable"])),
                ("unit", value(id?["unit"])), ("problem", value(id?["problem"]))]
+            + [("via-roaming", value(v["via"]?["roaming"])), ("roaming", value(v["permissions"]?["roaming"])),
+               ("roaming-source", value(v["sources"]?["roaming"]))]
     }
 
     static let appRow = ["app", "available", "reason", "via", "via-kind", "via-metered", "denied-kinds",

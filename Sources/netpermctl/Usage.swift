@@ -5,9 +5,10 @@ import NetpermCore
 enum Usage {
     static let periods = [("current", "this period"), ("previous", "last period"), ("since_reset", "since reset")]
 
-    /// "wwan, metered"
+    /// "wwan, metered", "wwan, metered, roaming"
     static func kind(_ e: JSON) -> String {
         (e["kind"]?.stringValue ?? "?") + (e["metered"]?.boolValue == true ? ", metered" : "")
+            + (e["roaming"]?.boolValue == true ? ", roaming" : "")
     }
 
     static func bytes(_ v: JSON?) -> String { ByteSize.text(UInt64(max(0, v?.intValue ?? 0))) }
@@ -60,7 +61,7 @@ enum Usage {
     }
 
     /// One line per app, period and kind (or one with no kind for an app that used nothing):
-    /// app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:budget-used
+    /// app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:budget-used:roaming
     static func terse(_ r: JSON) -> String {
         var out = ""
         var rows: [(String, JSON)] = (r["apps"]?.arrayValue ?? []).map { ($0["app"]?.stringValue ?? "", $0) }
@@ -73,10 +74,11 @@ enum Usage {
                     any = true
                     out += Terse.row([name, key, Terse.value(e["kind"]), Terse.value(e["metered"]),
                                       Terse.value(e["sent_bytes"]), Terse.value(e["received_bytes"]),
-                                      Terse.value(e["sent_packets"]), Terse.value(e["received_packets"])] + budget)
+                                      Terse.value(e["sent_packets"]), Terse.value(e["received_packets"])] + budget
+                                      + [Terse.value(e["roaming"])])
                 }
             }
-            if !any { out += Terse.row([name, "current", "", "", "0", "0", "0", "0"] + budget) }
+            if !any { out += Terse.row([name, "current", "", "", "0", "0", "0", "0"] + budget + [""]) }
         }
         return out
     }

@@ -142,6 +142,7 @@ extension NetpermctlTests {
             "index:\(wlan0.index)", "name:wlan0", "kind:wifi", "classified-by:config\\:[Interface wlan0]", "over:", "metered:no",
             "metered-by:default", "state:routable", "admin-up:yes", "carrier:yes", "operstate:up", "default-route:ipv4",
             "metric:100", "usable:yes", "unusable-because:", "addresses:10.1.0.1/24", "ssid:", "bssid:",
+            "roaming:", "roaming-by:", "connection:", "connection-type:",
         ], one.stdout)
         let wwan = try ctl(["--socket", f.socket, "-t", "links", "wwan0"])
         XCTAssertTrue(wwan.lines.contains("unusable-because:no-default-route"), wwan.stdout)
@@ -160,6 +161,8 @@ extension NetpermctlTests {
             // Issue 27: the metered budget, empty without one.
             "budget:", "budget-used:", "budget-exhausted:", "budget-enforced:",
             "pid:", "uid:", "executable:", "unit:", "problem:",
+            // Issue 35: roaming, at the end (scripts reading the lines above are unchanged).
+            "via-roaming:no", "roaming:allow", "roaming-source:policy",
         ], query.stdout)
         // Asking about itself, netpermctl has an identity.
         let own = try ctl(["--socket", f.socket, "-t", "query"])
@@ -272,12 +275,12 @@ extension NetpermctlTests {
                 + "to wlan0 (wifi)",
             "why:          updater may not use wwan: its policy denies it (the kernel routes its traffic by wwan0; it may "
                 + "use wlan0)",
-            "permissions:  wifi=allow wwan=deny ethernet=allow other=allow metered=allow",
+            "permissions:  wifi=allow wwan=deny ethernet=allow other=allow metered=allow roaming=allow",
             "enforced:     no (mode-off)",
         ], human.stdout)
         let maps = try ctl(["--socket", f.socket, "query", "maps"])
         XCTAssertTrue(maps.lines.contains("permissions:  wifi=allow wwan=ask (no agent) ethernet=allow other=allow "
-                                          + "metered=allow"), maps.stdout)
+                                          + "metered=allow roaming=allow"), maps.stdout)
         XCTAssertFalse(maps.stdout.contains("wwan=deny"), maps.stdout)
         let apps = try ctl(["--socket", f.socket, "apps"])
         XCTAssertTrue(apps.lines.contains { $0.hasPrefix("maps ") && $0.contains(" ask (no agent) ") }, apps.stdout)

@@ -57,6 +57,12 @@ test_ok (void)
   g_assert_true (v.metered);
   g_assert_cmpint (v.via, ==, 4);
   netpermd_verdict_clear (&v);
+
+  /* A roaming link, even one the config calls unmetered, is metered to GLib: it costs as much. */
+  v = read_verdict ("{\"app\":\"maps\",\"available\":true,\"reason\":\"ok\",\"via\":{\"index\":4,\"name\":\"wwan0\","
+                    "\"kind\":\"wwan\",\"metered\":false,\"roaming\":true,\"over\":null},\"egress\":{}}");
+  g_assert_true (v.metered);
+  netpermd_verdict_clear (&v);
 }
 
 /* The daemon says why (its `message`); the module gives it GLib's code by reason. */
@@ -76,6 +82,12 @@ test_denied (void)
                   "\"egress\":{\"ipv4\":" WWAN ",\"usable\":true,\"allowed\":false},\"ipv6\":null},"
                   "\"denied_kinds\":[\"wwan\"],\"pending_kinds\":[],\"message\":\"maps may not use wwan: its policy denies it\"}",
                   G_IO_ERROR_PERMISSION_DENIED, "maps may not use wwan: its policy denies it");
+  /* Roaming=deny on a roaming modem: a permission, in the daemon's words. */
+  assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"denied\",\"via\":null,"
+                  "\"egress\":{\"ipv4\":{\"index\":4,\"name\":\"wwan0\",\"kind\":\"wwan\",\"metered\":true,\"roaming\":true,"
+                  "\"over\":null,\"usable\":true,\"allowed\":false},\"ipv6\":null},\"denied_kinds\":[\"roaming\"],"
+                  "\"pending_kinds\":[],\"message\":\"maps may not use roaming links: its policy denies it\"}",
+                  G_IO_ERROR_PERMISSION_DENIED, "maps may not use roaming links: its policy denies it");
   /* A daemon that says nothing: the reason, in few words. */
   assert_refused ("{\"app\":\"maps\",\"available\":false,\"reason\":\"denied\",\"via\":null,\"egress\":{}}",
                   G_IO_ERROR_PERMISSION_DENIED, "maps may not use the network: denied");
