@@ -174,12 +174,18 @@ extension Render {
             t.rows.append([
                 String(p["id"]?.intValue ?? 0), p["app"]?.stringValue ?? "?",
                 (p["kinds"]?.arrayValue?.compactMap(\.stringValue)).map { $0.joined(separator: ",") } ?? p["kind"]?.stringValue ?? "?",
-                nameOver(p["link"]) + (p["link"]?["metered"]?.boolValue == true ? " (metered)" : ""),
+                nameOver(p["link"]) + linkTags(p["link"]),
                 p["identity"]?["executable"]?.stringValue ?? "-", p["identity"]?["unit"]?.stringValue ?? "-",
                 p["identity"]?["uid"]?.intValue.map(String.init) ?? "-",
             ])
         }
         return t.render()
+    }
+
+    /// " (metered)", " (metered, roaming)", or nothing.
+    static func linkTags(_ l: JSON?) -> String {
+        let tags = ["metered", "roaming"].filter { l?[$0]?.boolValue == true }
+        return tags.isEmpty ? "" : " (" + tags.joined(separator: ", ") + ")"
     }
 
     static func decided(_ r: JSON) -> String {

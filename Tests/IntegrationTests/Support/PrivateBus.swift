@@ -7,7 +7,8 @@ import Glibc
 /// A dbus-daemon of the test's own standing in for the system bus (programs find it through DBUS_SYSTEM_BUS_ADDRESS)
 /// or a session bus (DBUS_SESSION_BUS_ADDRESS): no service directories, so nothing is activated on it (not even
 /// dunst, whose activation file Debian installs), and every uid with a passwd entry may connect and own names.
-/// python-dbusmock's NetworkManager template runs on the first, xdg-desktop-portal on the second. A user's session
+/// python-dbusmock's NetworkManager template and this project's ModemManager one (Support/modemmanager.py) run on the
+/// first, xdg-desktop-portal on the second. A user's session
 /// bus runs as that user (`user`: TestUsers, which give it the passwd entries it resolves).
 final class PrivateBus: @unchecked Sendable {
     enum Kind: String { case system, session }
@@ -96,6 +97,23 @@ final class PrivateBus: @unchecked Sendable {
                                      stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
         try waitForName("org.freedesktop.NetworkManager", of: p, log: log)
         return p
+    }
+
+    /// ModemManager as Support/modemmanager.py mocks it, once it owns its name.
+    func startModemManagerMock(log: String) throws -> ChildProcess {
+        let p = try Subprocess.spawn(["env", environment, "/usr/bin/python3", "-m", "dbusmock", "--system", "--template",
+                                      Repository.root + "/Tests/IntegrationTests/Support/modemmanager.py"],
+                                     stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
+        try waitForName("org.freedesktop.ModemManager1", of: p, log: log)
+        return p
+    }
+
+    /// Calls `method` of the mock interface (org.freedesktop.DBus.Mock) of `path` on `destination`, with gdbus's
+    /// textual arguments.
+    @discardableResult
+    func mock(_ destination: String, _ path: String, _ method: String, _ args: String...) throws -> CommandResult {
+        try gdbus(["call", "--\(kind.rawValue)", "--dest", destination, "--object-path", path, "--method",
+                   "org.freedesktop.DBus.Mock." + method] + args)
     }
 
     /// The mock's NMConnectivityState (1 none, 2 portal, 3 limited, 4 full); it emits PropertiesChanged.

@@ -79,6 +79,9 @@ struct DaemonLink: CustomStringConvertible {
     var usable: Bool
     /// The carrier of a stacked link or tunnel; the member is always there, null when not stacked.
     var over: String?
+    /// Roaming and its source; both always there, null when no source knows.
+    var roaming: Bool?
+    var roamingBy: String?
 
     init(_ o: [String: Any]) throws {
         index = try JSONValue.int(o, "index")
@@ -102,6 +105,11 @@ struct DaemonLink: CustomStringConvertible {
         case is NSNull: over = nil
         default: throw HarnessError("\"over\" is neither a name nor null in \(o)")
         }
+        switch (o["roaming"], o["roaming_by"]) {
+        case let (r as Bool, by as String): roaming = r; roamingBy = by
+        case (is NSNull, is NSNull): roaming = nil; roamingBy = nil
+        default: throw HarnessError("\"roaming\" and \"roaming_by\" are neither both set nor both null in \(o)")
+        }
     }
 
     /// The part `ip -j link` can confirm.
@@ -110,7 +118,7 @@ struct DaemonLink: CustomStringConvertible {
     }
 
     var description: String {
-        "\(name)#\(index)(kind \(kind) by \(classifiedBy), metered \(metered), admin \(adminUp ? "up" : "down"), "
+        "\(name)#\(index)(kind \(kind) by \(classifiedBy), metered \(metered) by \(meteredBy), roaming \(roaming.map { "\($0)" } ?? "null"), admin \(adminUp ? "up" : "down"), "
             + "carrier \(carrier ? "on" : "off"), oper \(operstate), addrs \(addresses), v4 \(defaultRouteV4), "
             + "metric \(metric.map(String.init) ?? "null"), usable \(usable)"
             + (over.map { ", over \($0)" } ?? "") + ")"

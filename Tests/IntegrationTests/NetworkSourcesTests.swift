@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 35 against the real daemon: NetworkManager (python-dbusmock's template) and ModemManager (this project's
+/// template, Support/modemmanager.py) on a private system bus the daemon finds through DBUS_SYSTEM_BUS_ADDRESS.
+/// NetworkManager's Metered decides a link's metered flag, and its absence, restart or slowness changes nothing
+/// else and stalls no client; ModemManager's registration makes a modem roaming, which `Roaming=` judges in QUERY,
+/// in the kernel's rules (a real connection refused), in prompts and in the usage table (roaming bytes apart,
+/// against the peer's own count).
+final class NetworkSourcesTests: IntegrationTestCase {
+    static let nm = "org.freedesktop.NetworkManager"
+    static let device = "/org/freedesktop/NetworkManager/Devices/wlan"
+    static let deviceInterface = "org.freedesktop.NetworkManager.Device"
+
+    /// Children of the test (mocks) that a teardown kills, whatever happened.
+    private var children: [ChildProcess] = []
+
+    override func tearDownWithError() throws {
+        for c in children { c.killAndReap() }
+        children = []
+        try super.tearDownWithError()
+    }
+
+    private func makeBus() throws -> PrivateBus {
+        let bus = try PrivateBus(.system, scratch: try makeTempDir())
+        addTeardownBlock { bus.stop() }
+        return bus
+    }
+
+    /// The mock's Wi-Fi device for wlan0, with a Metered property (the template has none).
+    private func addWiFiDevice(_ bus: PrivateBus) throws {
+        try bus.mock(Self.nm, "/org/freedesktop", "AddWiFiDevice", "wlan", "wlan0", "100")
+        try bus.mock(Self.nm, Self.device, "AddProperty", Self.deviceInterface, "Metered", "<uint32 0>")
+    }
+
+    /// NMMetered: 1 yes, 2 no, 3 guess-yes, 4 guess-no; emits PropertiesChanged as NetworkManager does.
+    private func setMetered(_ bus: PrivateBus, _ value: Int) throws {
+        try bus.mock(Self.nm, Self.device, "UpdateProperties", Self.deviceInterface, "{'Metered': <uint32 \(value)>}")
+    }
+
+    private func link(_ socket: String, _ name: String) throws -> DaemonLink {
+        guard let l = try links(socket).first(where: { $0.name == name }) else { throw HarnessError("no \(name)") }
+        return l
+    }
+
+    static let meteredPolicy = """
+        [Interface wlan0]
+        Kind=wifi
+
+        [Interface wwan0]
+        Kind=wwan
+
+        [App backup]
+        Executable=/nonexistent/backup
+        WiFi=allow
+        Metered=deny
+
+        """
+
+    func testNetworkManagersMeteredDecidesAndItsAbsenceChangesNothingElse() throws {
+        let bus = try makeBus()
+        let dir = try makeTempDir()
+        children.append(try bus.startNetworkManagerMock(log: dir + "/nm.log"))
+        try addWiFiDevice(bus)
+        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wlan0", 100)])
+        let socket = dir + "/netpermd.sock"
+        let d = try startDaemon(in: ns, socket: socket, config: try writeConfig(Self.meteredPolicy, in: dir),
+                                wrapper: ["env", bus.environment])
+        try waitForLinks(socket, "wlan0 usable") { $0[name: "wlan0"]?.usable == true }
+        let wwanBefore = try link(socket, "wwan0")
+
+        // The phone's hotspot: NetworkManager guessed it metered (its DHCP option), so the backup waits.
+        try setMetered(bus, 3)
+        try waitForLinks(socket, "NetworkManager's guess-yes") { $0[name: "wlan0"].map { $0.metered && $0.meteredBy == "networkmanager" } ?? false }
+        _ = try waitForVerdict(socket, "backup", "Metered=deny on the hotspot") { $0.reason == "denied" && $0.denied == ["metered"] }
+        // The person marks it unmetered in GNOME Settings.
+        try setMetered(bus, 2)
+        try waitForLinks(socket, "NetworkManager's no") { $0[name: "wlan0"].map { !$0.metered && $0.meteredBy == "networkmanager" } ?? false }
+        _ = try waitForVerdict(socket, "backup", "allowed once unmetered") { $0.reason == "ok" }
+        try setMetered(bus, 1)
+        try waitForLinks(socket, "NetworkManager's yes") { $0[name: "wlan0"]?.metered == true }
+
+        // NetworkManager stops: the built-in guesses again (a veth Kind=wifi: not metered); nothing else moves.
+        children.removeLast().killAndReap()
+        try waitForLinks(socket, "NetworkManager gone") { $0[name: "wlan0"].map { !$0.metered && $0.meteredBy == "default" } ?? false }
+        let wwanGone = try link(socket, "wwan0")
+        XCTAssertEqual("\(wwanGone)", "\(wwanBefore)", "the other link is as it was")
+        // ... and starts again: its word again.
+        children.append(try bus.startNetworkManagerMock(log: dir + "/nm.log"))
+        try addWiFiDevice(bus)
+        try setMetered(bus, 3)
+        try waitForLinks(socket, "NetworkManager back") { $0[name: "wlan0"].map { $0.metered && $0.meteredBy == "networkmanager" } ?? false }
+
+        // NetworkManager hangs (its GetDevices sleeps 7 s, and the mock answers nothing meanwhile): clients are
+        // answered at once, what it said last stands, and the daemon says it gave up on that reading.
+        try bus.mock(Self.nm, "/org/freedesktop/NetworkManager", "AddMethod", Self.nm, "GetDevices", "", "ao",
+                     "import time; time.sleep(7); ret = [k for k in objects.keys() if '/Devices/' in k]")
+        try setMetered(bus, 4)
+        var slowest = 0.0
+        let start = monotonicNow()
+        while monotonicNow() - start < 3 {
+            let t = monotonicNow()
+            let (v, o) = try queryVerdict(socket, "backup")
+            slowest = max(slowest, monotonicNow() - t)
+            XCTAssertEqual(v.denied, ["metered"], "\(o)")
+            usleep(50_000)
+        }
+        XCTAssertLessThan(slowest, 0.25, "a client is answered while NetworkManager hangs (slowest \(slowest) s)")
+        XCTAssertTrue(try link(socket, "wlan0").metered, "what NetworkManager said last stands")
+        try waitUntil("the daemon gives the reading up", timeout: 10) {
+            (d.log.contains("org.freedesktop.NetworkManager: reading it failed"), d.logTail)
+        }
+        let bad = d.log.split(separator: "\n").filter { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") }
+        XCTAssertEqual(bad, [], "no warning or error for a NetworkManager that comes, goes or hangs")
+    }
+
+    // MARK: ModemManager and Roaming=
+
+    static let traveller: UInt32 = 4301, asker: UInt32 = 4302, sender: UInt32 = 4303
+
+    static let roamingPolicy = """
+        [Enforcement]
+        Mode=block
+
+        [Usage]
+        Count=yes
+
+        [Interface wwan0]
+        Kind=wwan
+
+        [Interface eth0]
+        Kind=ethernet
+
+        [Defaults]
+        WWAN=allow
+
+        [App traveller]
+        User=\(traveller)
+        Roaming=deny
+
+        [App asker]
+        User=\(asker)
+        Roaming=ask
+
+        [App sender]
+        User=\(sender)
+
+        """
+
+    func testRoamingDenyIsHeldByTheKernelAndRoamingBytesAreCountedApart() throws {
+        try EnforcementBed.requireTools()
+        let bus = try makeBus()
+        let dir = try makeTempDir()
+        children.append(try bus.startModemManagerMock(log: dir + "/mm.log"))
+        let mm = ("org.freedesktop.ModemManager1", "/org/freedesktop/ModemManager1")
+        try bus.mock(mm.0, mm.1, "AddModem", "0", "wwan0", "1")
+        let bed = try UsageBed(self, dir: dir)
+        // The modem is the way out (a verdict judges usable links: those with a default route).
+        try bed.ns.ip("route", "add", "default", "via", "10.31.0.2", "dev", "wwan0")
+        let socket = dir + "/netpermd.sock"
+        showOnFailure("nft list ruleset") {
+            (try? Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "nft", "list", "ruleset"]).stdout) ?? "?"
+        }
+        try startDaemon(in: bed.ns, socket: socket, config: try writeConfig(Self.roamingPolicy, in: dir),
+                        wrapper: ["env", bus.environment], nsenter: true)
+        try waitUntil("the rules and the counting are in force") {
+            let s = try self.request(socket, "STATUS")
+            let e = (s["enforcement"] as? [String: Any])?["state"] as? String, u = (s["usage"] as? [String: Any])?["state"] as? String
+            return (e == "enforcing" && u == "counting", "\(s)")
+        }
+        func probe(_ uid: UInt32) throws -> (tcp: String, udp: String) {
+            let o = try bed.client(uid: uid, "probe", "wwan0")
+            return (o["tcp"] as? String ?? "?", o["udp"] as? String ?? "?")
+        }
+
+        // At home: every app goes.
+        try waitForLinks(socket, "ModemManager says home") { $0[name: "wwan0"].map { $0.roaming == false && $0.roamingBy == "modemmanager" } ?? false }
+        try waitUntil("the traveller connects at home") { let p = try probe(Self.traveller); return (p == ("ok", "ok"), "\(p)") }
+        let home = try bed.client(uid: Self.sender, "upload", "wwan0", String(1 << 20))
+        XCTAssertNil(home["error"] as? String, "\(home)")
+
+        // Abroad: the traveller is denied, by the daemon and by the kernel; the sender goes on, counted apart.
+        try bus.mock(mm.0, mm.1, "SetRegistrationState", "0", "5")
+        try waitForLinks(socket, "ModemManager says roaming") { $0[name: "wwan0"]?.roaming == true }
+        _ = try waitForVerdict(socket, "traveller", "Roaming=deny abroad") { $0.reason == "denied" && $0.denied == ["roaming"] }
+        let (_, o) = try queryVerdict(socket, "traveller")
+        XCTAssertEqual(o["message"] as? String, "traveller may not use roaming links: its policy denies it")
+        try waitUntil("the kernel refuses the traveller's connection") {
+            let p = try probe(Self.traveller)
+            return (p == ("ECONNREFUSED", "EPERM"), "\(p)")
+        }
+        XCTAssertTrue(try probe(Self.sender) == ("ok", "ok"), "an app without Roaming= is not held back")
+        let sinkBefore = try bed.peerCounter("sink_in")
+        let usageBefore = try request(socket, "USAGE sender")
+        let abroad = try bed.client(uid: Self.sender, "upload", "wwan0", String(2 << 20))
+        XCTAssertNil(abroad["error"] as? String, "\(abroad)")
+        let sent = try bed.peerCounter("sink_in").bytes - sinkBefore.bytes
+        let usage = try request(socket, "USAGE sender")
+        func kinds(_ r: [String: Any]) -> [[String: Any]] {
+            (((r["apps"] as? [[String: Any]])?.first?["current"] as? [String: Any])?["kinds"] as? [[String: Any]]) ?? []
+        }
+        func sentOn(_ r: [String: Any], roaming: Bool) -> Int {
+            kinds(r).first { $0["kind"] as? String == "wwan" && $0["roaming"] as? Bool == roaming }?["sent_bytes"] as? Int ?? 0
+        }
+        let roamingSent = sentOn(usage, roaming: true) - sentOn(usageBefore, roaming: true)
+        XCTAssertGreaterThan(sent, 2 << 20)
+        XCTAssertLessThanOrEqual(abs(Double(roamingSent - sent)) / Double(sent), 0.01,
+                                 "roaming bytes sent \(roamingSent), the peer's kernel received \(sent)")
+        XCTAssertEqual(sentOn(usage, roaming: false), sentOn(usageBefore, roaming: false), "home's count stands still")
+        let current = (usage["apps"] as? [[String: Any]])?.first?["current"] as? [String: Any]
+        XCTAssertEqual(current?["roaming_bytes"] as? Int,
+                       kinds(usage).filter { $0["roaming"] as? Bool == true }.reduce(0) {
+                           $0 + ($1["sent_bytes"] as? Int ?? 0) + ($1["received_bytes"] as? Int ?? 0) })
+        print("usage accuracy: roaming sent: counted \(roamingSent), peer \(sent)")
+
+        // Roaming=ask: one prompt for the asker's refused connections, about roaming on that link.
+        let agent = try EvChannel.connect(socket, name: "agent")
+        defer { agent.close() }
+        XCTAssertEqual(try agent.request("SUBSCRIBE prompts")["ok"] as? Bool, true)
+        var prompts: [[String: Any]] = []
+        func drain() throws {
+            _ = try agent.readAvailable()
+            while let line = agent.bufferedLine() {
+                let o = try JSONValue.object(line)
+                if o["event"] as? String == "prompt" { prompts.append(o) }
+            }
+        }
+        let first = monotonicNow()
+        try waitUntil("a prompt for the asker") {
+            XCTAssertTrue(try probe(Self.asker) == ("ECONNREFUSED", "EPERM"), "pending: refused")
+            try drain()
+            return (!prompts.isEmpty, agent.transcript.joined(separator: "\n"))
+        }
+        while monotonicNow() - first < 1.5 { _ = try probe(Self.asker) }
+        let quiet = monotonicNow() + 0.5
+        while monotonicNow() < quiet {
+            try drain()
+            var p = pollfd(fd: agent.readFD, events: Int16(POLLIN), revents: 0)
+            _ = poll(&p, 1, 20)
+        }
+        try drain()
+        XCTAssertEqual(prompts.count, 1, "\(prompts)")
+        XCTAssertEqual(prompts.first?["kinds"] as? [String], ["roaming"])
+        XCTAssertEqual((prompts.first?["link"] as? [String: Any])?["roaming"] as? Bool, true)
+        XCTAssertEqual((prompts.first?["choices"] as? [[String: Any]])?.map { $0["label"] as? String },
+                       ["Allow", "Not while roaming", "Allow once"])
+        let prompt = try ctl(["--socket", socket, "prompts"])
+        XCTAssertTrue(prompt.lines.contains { $0.contains(" roaming ") && $0.contains("wwan0 (metered, roaming)") }, prompt.stdout)
+
+        // Home again: the traveller goes.
+        try bus.mock(mm.0, mm.1, "SetRegistrationState", "0", "1")
+        try waitUntil("the traveller connects at home again") { let p = try probe(Self.traveller); return (p == ("ok", "ok"), "\(p)") }
+        XCTAssertEqual(try queryVerdict(socket, "traveller").0.reason, "ok")
+    }
+}
