@@ -178,6 +178,20 @@ final class NetworkSourcesTests: XCTestCase {
         XCTAssertEqual(h.request(h.connect(), "QUERY maps")["denied_kinds"], .array([]))
     }
 
+    func testARoamingDecisionIsStoredAndApplied() {
+        let h = EngineHarness(policy: "[App maps]\nUser=1000\nWWAN=allow\nRoaming=ask\n", links: [Links.lo, Links.wwan],
+                              agents: true)
+        h.setLinks([Links.lo, Links.wwan], modems: ["wwan0": .roaming])
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["pending_kinds"], .array(["roaming"]))
+        let r = h.request(h.connect(), "DECIDE maps roaming allow")
+        XCTAssertEqual(r["sources"]?["roaming"], "decision")
+        XCTAssertEqual(r["available"], true)
+        XCTAssertEqual(h.persisted.last?.decision("maps", .roaming).map(\.0), .allow)
+        XCTAssertTrue(h.persisted.last?.encoded().contains("Roaming=allow") == true, h.persisted.last?.encoded() ?? "")
+        XCTAssertEqual(h.request(h.connect(), "FORGET maps roaming")["ok"], true)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["pending_kinds"], .array(["roaming"]))
+    }
+
     func testADisagreementOfKindIsLoggedOnce() {
         let h = EngineHarness(policy: blockPolicy, links: [Links.lo, Links.eth])
         let modem = NetworkManagerDevice(metered: .unknown, deviceType: 8)
