@@ -55,7 +55,9 @@ public enum NetworkManagerReader {
                                                                deviceType: p["DeviceType"]?.uint32 ?? 0), active))
                         }
                     }
-                    if let failure, !failure.serviceAbsent { return done(.failure(failure)) }
+                    // A device gone between the two calls is skipped (its DeviceRemoved reads again); a time-out
+                    // fails the reading, whose last picture then stands.
+                    if let failure, failure.timedOut { return done(.failure(failure)) }
                     let paths = Array(Set(found.compactMap(\.active))).sorted()
                     gather(paths, { p, finish in bus.properties(name, p, active, finish) }) { connections in
                         var byPath: [String: [String: BusValue]] = [:]

@@ -185,6 +185,11 @@ public struct BusCallError: Error, Equatable, Sendable, CustomStringConvertible 
     public var errno: Int32
     public var description: String { "\(name) (\(Errno(errno)))" }
 
+    /// The service did not answer in time (or the connection went).
+    public var timedOut: Bool {
+        name == "org.freedesktop.DBus.Error.Timeout" || name == "org.freedesktop.DBus.Error.NoReply" || name == "Disconnected"
+    }
+
     /// The service is not on the bus (never was, stopped, or exited).
     public var serviceAbsent: Bool {
         name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"

@@ -138,23 +138,23 @@ enum Help {
                 """
         case .decide:
             return """
-                Answers for APP and KIND (wifi, wwan, ethernet or other; metered: may APP use metered links; roaming:
-                may APP use a modem while it roams abroad)
-                where the policy says ask: kept in the daemon's state directory, or with --once only until the
+                Answers for APP and KIND (wifi, wwan, ethernet or other; metered: may APP use metered links;
+                roaming: may APP use a modem while it roams abroad) where the policy says ask: kept in the
+                daemon's state directory, or with --once only until the
                 daemon restarts or the policy changes. Open prompts for that app and kind close. Root and the
                 admin group decide for everyone; with [Defaults] UserDecisions=yes any other user decides for
                 their own processes only (a decision for everyone wins over it).
                 """
         case .forget:
             return """
-                Removes APP's stored and --once decisions, for KIND (a kind, metered or roaming) or for every kind: as
-                root or the admin group, everyone's and every user's own; as any other user, their own.
+                Removes APP's stored and --once decisions, for KIND (a kind, metered or roaming) or for every
+                kind: as root or the admin group, everyone's and every user's own; as any other user, their own.
                 """
         case .decisions:
             return """
-                Every decision: app, kind (or metered, or roaming), allow or deny, stored or until the daemon restarts or the
-                policy changes (--once), and for whom: everyone, or one uid's own processes. Root and the admin
-                group see them all, any other user their own (with [Defaults] UserDecisions=yes).
+                Every decision: app, kind (or metered, or roaming), allow or deny, stored or until the daemon
+                restarts or the policy changes (--once), and for whom: everyone, or one uid's own processes. Root
+                and the admin group see them all, any other user their own (with [Defaults] UserDecisions=yes).
                 """
         case .agent:
             return """
@@ -299,11 +299,13 @@ enum Help {
         case .usage:
             return """
                 With -t, one line per app, period and kind of link:
-                  app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:budget-used:roaming
-                period is current, previous or since_reset; an app that used nothing has one current line with
-                kind, metered and roaming empty; budget and budget-used are empty without a budget; roaming says
-                whether the link was roaming (counted apart); other processes' lines have an empty app. usage reset -t prints key:value lines: reset (the app, empty for
-                every app) and at (when, in seconds since the epoch).
+                  app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:
+                  budget-used:roaming
+                (one line, wrapped here). period is current, previous or since_reset; an app that used nothing
+                has one current line with kind, metered and roaming empty; budget and budget-used are empty
+                without a budget; roaming says whether the link was roaming (counted apart); other processes'
+                lines have an empty app. usage reset -t prints key:value lines: reset (the app, empty for every
+                app) and at (when, in seconds since the epoch).
                 """
         case .ping:
             return "Prints pong with -t too."

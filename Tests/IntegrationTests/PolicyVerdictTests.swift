@@ -57,9 +57,9 @@ final class PolicyVerdictTests: IntegrationTestCase {
             XCTAssertNil(o["identity"], "no identity when naming another app: \(o)")
         }
         let (u0, _) = try queryVerdict(f.socket, "updater")
-        XCTAssertEqual(u0.permissions, ["wifi": "allow", "wwan": "deny", "ethernet": "allow", "other": "allow", "metered": "allow"])
+        XCTAssertEqual(u0.permissions, ["wifi": "allow", "wwan": "deny", "ethernet": "allow", "other": "allow", "metered": "allow", "roaming": "allow"])
         let (m0, _) = try queryVerdict(f.socket, "messenger")
-        XCTAssertEqual(m0.permissions, ["wifi": "allow", "wwan": "allow", "ethernet": "allow", "other": "allow", "metered": "allow"])
+        XCTAssertEqual(m0.permissions, ["wifi": "allow", "wwan": "allow", "ethernet": "allow", "other": "allow", "metered": "allow", "roaming": "allow"])
         try assertCtlQuery(f, "updater", says: "no: no usable network")
 
         // Wi-Fi and WWAN up: Wi-Fi has the lower metric, so both apps go through wlan0. The updater is still
@@ -163,7 +163,7 @@ final class PolicyVerdictTests: IntegrationTestCase {
         let v = try XCTUnwrap(VerdictView(own), "\(own)")
         XCTAssertTrue(v.matches(available: true, reason: "ok", via: "wwan0/wwan/true", denied: [], pending: []), "\(v)")
         // Other=ask, undecided, with no agent to ask: deny.
-        XCTAssertEqual(v.permissions, ["wifi": "deny", "wwan": "allow", "ethernet": "deny", "other": "deny", "metered": "allow"])
+        XCTAssertEqual(v.permissions, ["wifi": "deny", "wwan": "allow", "ethernet": "deny", "other": "deny", "metered": "allow", "roaming": "allow"])
         let identity = try XCTUnwrap(own["identity"] as? [String: Any], "\(own)")
         XCTAssertEqual(try JSONValue.int(identity, "uid"), 65534, "\(identity)")
         XCTAssertEqual(try JSONValue.optionalString(identity, "executable"), mysocat, "\(identity)")
@@ -221,7 +221,7 @@ final class PolicyVerdictTests: IntegrationTestCase {
         let v = try XCTUnwrap(VerdictView(own), "\(own)")
         // WWAN=ask, undecided, with no agent to ask: denied, and the sources say why.
         XCTAssertTrue(v.matches(available: false, reason: "denied", via: nil, denied: ["wwan"], pending: []), "\(v)")
-        XCTAssertEqual(v.permissions, ["wifi": "allow", "wwan": "deny", "ethernet": "deny", "other": "deny", "metered": "allow"])
+        XCTAssertEqual(v.permissions, ["wifi": "allow", "wwan": "deny", "ethernet": "deny", "other": "deny", "metered": "allow", "roaming": "allow"])
         XCTAssertEqual((own["sources"] as? [String: Any])?["wwan"] as? String, "no-agent", "\(own)")
         let identity = try XCTUnwrap(own["identity"] as? [String: Any], "\(own)")
         XCTAssertEqual(try JSONValue.int(identity, "uid"), 65534, "\(identity)")

@@ -46,7 +46,7 @@ final class EngineHarness: EngineEdges {
     private(set) var pendingPolicyLoads = 0
     /// Loads of the usage table answered only by `completeUsageLoad()`, as a slow one on the enforcer's thread.
     var usageLoadsAreManual = false
-    private var pendingUsageLoads: [Input] = []
+    private(set) var pendingUsageLoads: [Input] = []
     var accounts: AccountResolver
 
     private(set) var log: [(Priority, String)] = []
@@ -62,6 +62,16 @@ final class EngineHarness: EngineEdges {
     var rulesAnswers: [String?] = []
     /// The usage table as the fake kernel has it (nil: none): what `Effect.readUsage` reads, or `usageReadError`.
     var usageReading: UsageReading?
+    /// While true, a reading begun is left in flight (`heldUsageReads`) until `finishUsageRead(with:)` answers it
+    /// with what the kernel had when it was read (a reading runs off the loop, beside the loads).
+    var holdUsageReads = false
+    private(set) var heldUsageReads = 0
+
+    func finishUsageRead(with reading: UsageReading?) {
+        guard heldUsageReads > 0 else { return XCTFail("no reading in flight") }
+        heldUsageReads -= 1
+        feed(.usageRead(reading, error: nil))
+    }
     var usageReadError: String?
     /// When set, a usage table comes to exist once its rules are loaded (with this instance), as the kernel does.
     var usageTableInstance = "boot:1:1"
@@ -206,7 +216,8 @@ final class EngineHarness: EngineEdges {
             if !ids.isEmpty { feed(.unitElementsLoaded(ids: ids, error: unitsError)) }
         case .readUsage:
             steps.append("read-usage")
-            feed(.usageRead(usageReadError == nil ? usageReading : nil, error: usageReadError))
+            if holdUsageReads { heldUsageReads += 1 }
+            else { feed(.usageRead(usageReadError == nil ? usageReading : nil, error: usageReadError)) }
         case let .saveUsage(book):
             steps.append("save-usage")
             if usageSaveError == nil { usageSaves.append(book) }

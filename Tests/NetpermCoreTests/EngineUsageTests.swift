@@ -359,6 +359,29 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertEqual(quota(h, "maps").used, 1_048_576 + 1_500, "from what its quota counted")
     }
 
+    /// A reading begun before a raise's quotas were in the kernel (the kernel's notice of the old quota, used up,
+    /// asked for it) and answered after: its word on that quota is the old one's. It once closed the raised budget
+    /// again until the next tick (a minute), seen under load in a fresh clone's `make test`.
+    func testAReadingBegunBeforeARaiseIsInForceDoesNotCloseItAgain() throws {
+        let h = harness()
+        exhaust(h, "maps", counted: 986_023, quotaCounted: 1_048_576 + 1_500)
+        let before = try XCTUnwrap(h.usageReading)
+        h.usageLoadsAreManual = true
+        h.reload(policy: Self.policy.replacingOccurrences(of: "MeteredBudget=1M", with: "MeteredBudget=3M"))
+        XCTAssertEqual(h.pendingUsageLoads.count, 1, "the raise's quotas are being loaded")
+        h.holdUsageReads = true
+        let name = "b_" + ConnectionTags.text(tags["maps"]!).dropFirst(2)
+        h.feed(.budgetReached(quota: name))
+        XCTAssertEqual(h.heldUsageReads, 1, "a reading is in flight beside the load")
+        h.completeUsageLoad()
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "ok", "the load opens it")
+        h.finishUsageRead(with: before)
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "ok", "the old quota's word is not this budget's")
+        h.holdUsageReads = false
+        h.feed(.budgetReached(quota: name))
+        XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "ok", "a reading of the new quota")
+    }
+
     /// Issue 31, point 3: 4M lowered to 1M after 2 MB not yet read: the quota was made from the last reading
     /// (nothing), and 2.5 MB went out on a 1 MiB budget. The quota is made from a reading made after the reload.
     func testLoweringABudgetStartsFromAReadingMadeAfterIt() {

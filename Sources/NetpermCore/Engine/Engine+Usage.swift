@@ -63,6 +63,9 @@ struct UsageKeeper {
     var quotaUsed: [UInt32: UInt64] = [:]
     /// What each quota made again by the load in flight starts from.
     var remadeFrom: [UInt32: UInt64] = [:]
+    /// Budgets whose quotas a load made again while a reading was in flight: that reading may have seen the quota
+    /// before (a raised budget's old quota, used up), so its word on them is not taken; the load's is.
+    var remadeDuringReading: Set<UInt32> = []
     /// A budget's limit changed, or a budget was added: the quota is made again from a reading made after that
     /// (the last one may be a whole SaveIntervalSec= old); asked for, then taken.
     var readForBudgets = false
@@ -163,6 +166,7 @@ extension Engine {
         let now = wallTime
         let noticed = usage.noticed
         usage.noticed = []
+        defer { usage.remadeDuringReading = [] }
         if let error {
             if usage.state != .failed(error, attempts: usage.attempts) { log(.err, "usage: cannot read the counters: \(error)") }
             usage.state = .failed(error, attempts: usage.attempts)
@@ -188,11 +192,18 @@ extension Engine {
                 let moved = usage.book.absorb(r, owner: { owners[$0] })
                 if !moved.isEmpty || !usage.book.other.current.isEmpty { usage.dirty = true }
                 usage.kernelQuotas = Set(r.quotas.keys)
+                // A quota made again during this reading keeps what its load said (usageRulesLoaded).
+                let stale = usage.remadeDuringReading
+                let loadSaid = usage.quotaUsed, depleted = usage.depleted, warned = usage.warned
                 usage.quotaUsed = Dictionary(r.quotaUsed.compactMap { name, used in
-                    UsageRules.Budget.tag(ofBudget: name).map { ($0, used) }
+                    UsageRules.Budget.tag(ofBudget: name).map { ($0, stale.contains($0) ? loadSaid[$0] ?? used : used) }
                 }, uniquingKeysWith: { a, _ in a })
-                usage.depleted = Set(r.quotas.compactMap { name, out in out ? UsageRules.Budget.tag(ofBudget: name) : nil })
-                usage.warned = Set(r.quotas.compactMap { name, out in out ? UsageRules.Budget.tag(ofWarning: name) : nil })
+                usage.depleted = Set(r.quotas.compactMap { name, out in
+                    UsageRules.Budget.tag(ofBudget: name).flatMap { stale.contains($0) ? (depleted.contains($0) ? $0 : nil) : (out ? $0 : nil) }
+                })
+                usage.warned = Set(r.quotas.compactMap { name, out in
+                    UsageRules.Budget.tag(ofWarning: name).flatMap { stale.contains($0) ? (warned.contains($0) ? $0 : nil) : (out ? $0 : nil) }
+                })
                 if !moved.isEmpty, moved.contains(where: { state.config.meteredBudget(for: state.config.app(named: $0)) != nil }) {
                     invalidateReplies()
                 }
@@ -439,6 +450,7 @@ extension Engine {
                 usage.quotaUsed[b.tag] = min(used, b.limit)
                 if used < b.limit { usage.depleted.remove(b.tag) } else { usage.depleted.insert(b.tag) }
                 if used < b.warningLimit { usage.warned.remove(b.tag) } else { usage.warned.insert(b.tag) }
+                if usage.reads.running { usage.remadeDuringReading.insert(b.tag) }
             }
             usage.remadeFrom = [:]
             usage.inForce = r
