@@ -28,6 +28,7 @@ final class SettingsAppTests: IntegrationTestCase {
         [App mail]
         User=4050
         WWAN=allow
+        Roaming=deny
 
         [App backup]
         User=4051
@@ -196,6 +197,8 @@ final class SettingsAppTests: IntegrationTestCase {
         XCTAssertEqual((rows["Maps"]?["sensitive"] as? [String: Bool])?["Off"], false,
                        "[Defaults] WiFi=allow is the policy's: Off cannot be chosen here")
         XCTAssertEqual((rows["mail"]?["sensitive"] as? [String: Bool])?["Wi-Fi only"], false, "mail's WWAN=allow is the policy's")
+        XCTAssertEqual(rows["mail"]?["roaming"] as? Bool, false, "mail's Roaming=deny: its roaming switch is off")
+        XCTAssertEqual(rows["Maps"]?["roaming"] as? Bool, true, "[Defaults] Roaming=allow")
 
         // "Wi-Fi & Cellular", then "Wi-Fi only" for Maps: that uid's Maps is allowed, then denied, on wwan, in the
         // daemon and in the kernel.

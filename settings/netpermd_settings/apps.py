@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The Apps page: every app the person may decide for, its name and icon, the three-way choice for cellular and the
-switch for metered networks, what the policy fixes, and why it cannot connect now. A change is a DECIDE (a user's
+switches for metered networks and roaming, what the policy fixes, and why it cannot connect now. A change is a DECIDE (a user's
 own, for their uid) and shows when the daemon's answer comes."""
 from gi.repository import Adw, Gtk, Pango
 
@@ -19,7 +19,7 @@ def app_icon(verdict):
 
 
 class AppRow(Adw.ExpanderRow):
-    """One app: its choice, its metered switch, and what fixes them."""
+    """One app: its choice, its metered and roaming switches, and what fixes them."""
 
     def __init__(self, page, verdict):
         super().__init__(use_markup=False)
@@ -57,6 +57,13 @@ class AppRow(Adw.ExpanderRow):
         self.metered_row.add_suffix(self.metered)
         self.metered_row.set_activatable_widget(self.metered)
         self.add_row(self.metered_row)
+        # iOS has one "Data Roaming" for every app; here each app has its own (Roaming=).
+        self.roaming_row = plain_row(_("Roaming"), subtitle=_("Cellular data abroad"))
+        self.roaming = Gtk.Switch(valign=Gtk.Align.CENTER)
+        self.roaming.connect("notify::active", self._roaming)
+        self.roaming_row.add_suffix(self.roaming)
+        self.roaming_row.set_activatable_widget(self.roaming)
+        self.add_row(self.roaming_row)
         self.fixed_row = plain_row(_("Set by the policy"))
         self.add_row(self.fixed_row)
         self.update(verdict)
@@ -75,7 +82,11 @@ class AppRow(Adw.ExpanderRow):
                                      for k, want in (("wifi", wifi), ("wwan", wwan))))
         self.metered.set_active(verdict.get("permissions", {}).get("metered") == "allow")
         self.metered_row.set_sensitive(not fixed(verdict, "metered"))
-        fixes = [k for k in ("wifi", "wwan", "ethernet", "other", "metered") if fixed(verdict, k)]
+        # A daemon from before roaming says nothing of it: allowed, as it was.
+        self.roaming.set_active(verdict.get("permissions", {}).get("roaming", "allow") == "allow")
+        self.roaming_row.set_sensitive("roaming" in verdict.get("permissions", {}) and not fixed(verdict, "roaming"))
+        fixes = [k for k in ("wifi", "wwan", "ethernet", "other", "metered", "roaming")
+                 if k in verdict.get("permissions", {}) and fixed(verdict, k)]
         self.fixed_row.set_subtitle(", ".join(
             _("{kind}: {permission}").format(kind=kind_name(k), permission=_("allowed") if verdict["permissions"][k] == "allow"
                                               else _("denied")) for k in fixes) or _("nothing"))
@@ -92,6 +103,11 @@ class AppRow(Adw.ExpanderRow):
         if self.updating:
             return
         self.page.decide(self, {"metered": "allow" if switch.get_active() else "deny"})
+
+    def _roaming(self, switch, _param):
+        if self.updating:
+            return
+        self.page.decide(self, {"roaming": "allow" if switch.get_active() else "deny"})
 
 
 class AppsPage(Adw.PreferencesPage):

@@ -70,7 +70,7 @@ class DataPage(Adw.PreferencesPage):
             name = a.get("name") or names.get(a["app"]) or a["app"]
             row = plain_row(name)
             kinds = "\n".join(_("{kind}: {sent} sent, {received} received").format(
-                kind=kind_name(k["kind"], k.get("metered")), sent=size(k.get("sent_bytes", 0)),
+                kind=kind_name(k["kind"], k.get("metered"), k.get("roaming")), sent=size(k.get("sent_bytes", 0)),
                 received=size(k.get("received_bytes", 0))) for k in a.get("current", {}).get("kinds", []))
             line = _("{sent} sent, {received} received").format(sent=size(s), received=size(r))
             budget = a.get("budget")

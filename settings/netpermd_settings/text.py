@@ -47,12 +47,16 @@ def size(n):
 
 
 KIND_NAMES = {"wifi": lambda: _("Wi-Fi"), "wwan": lambda: _("Cellular"), "ethernet": lambda: _("Ethernet"),
-              "other": lambda: _("Other"), "metered": lambda: _("Metered")}
+              "other": lambda: _("Other"), "metered": lambda: _("Metered"), "roaming": lambda: _("Roaming")}
 
 
-def kind_name(kind, metered=False):
+def kind_name(kind, metered=False, roaming=False):
     name = KIND_NAMES.get(kind, lambda: kind)()
-    return _("{kind}, metered").format(kind=name) if metered and kind != "metered" else name
+    if metered and kind not in ("metered", "roaming"):
+        name = _("{kind}, metered").format(kind=name)
+    if roaming and kind not in ("metered", "roaming"):
+        name = _("{kind}, roaming").format(kind=name)
+    return name
 
 
 def plain_row(title, subtitle=None):

@@ -148,10 +148,12 @@ class Driver:
         for header, choices, row in self.app_rows():
             labels = self.labels(header)
             metered = next((c for c, _ in walk(row) if role(c) == "check box" and name(c).startswith("Metered")), None)
+            roaming = next((c for c, _ in walk(row) if role(c) == "check box" and name(c).startswith("Roaming")), None)
             out.append({"name": name(header), "subtitle": labels[1] if len(labels) > 1 else "",
                         "choice": next((k for k, b in choices.items() if checked(b)), None),
                         "sensitive": {k: sensitive(v) for k, v in choices.items()},
-                        "metered": checked(metered) if metered is not None else None})
+                        "metered": checked(metered) if metered is not None else None,
+                        "roaming": checked(roaming) if roaming is not None else None})
         return out
 
     def choice(self, app):
