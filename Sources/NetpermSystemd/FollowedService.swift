@@ -4,8 +4,9 @@ import NetpermIO
 /// A system service whose picture the daemon keeps (NetworkManager's devices, ModemManager's modems): read whole
 /// when it appears, when the bus connects and whenever one of its signals says something that matters changed;
 /// one reading at a time (a signal during one asks for one more after it). Gone (its name has no owner): an empty
-/// picture. A reading that fails otherwise (a time-out: the service is slow or hung) keeps the last picture and is
-/// tried again 10 s later. `read` is the service's own reading; its result goes to `onChange` when it differs.
+/// picture, as when the bus itself goes. A reading that fails otherwise (a time-out: the service is slow or hung)
+/// keeps the last picture and is tried again 10 s later. `read` is the service's own reading; its result goes to
+/// `onChange` when it differs.
 public final class FollowedService<Picture: Equatable> {
     public let name: String
     let bus: SystemBus
@@ -25,6 +26,13 @@ public final class FollowedService<Picture: Equatable> {
                 relevant: @escaping (BusReply) -> Bool = { _ in true },
                 read: @escaping (SystemBus, @escaping (Result<Picture, BusCallError>) -> Void) -> Void) {
         self.name = name; self.bus = bus; self.loop = loop; self.read = read; self.empty = empty; picture = empty
+        // No bus, no word from the service: what it said goes until it is read again.
+        bus.onDisconnect { [weak self] in
+            guard let self else { return }
+            self.retry?.cancel()
+            self.retry = nil
+            self.set(self.empty)
+        }
         bus.onConnect { [weak self] bus in
             guard let self else { return }
             bus.subscribe("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"

@@ -19,6 +19,7 @@ public final class SystemBus {
     /// Slots of matches and calls of this connection: unreferenced, they are cancelled.
     private var slots: [ObjectIdentifier: BusCall] = [:]
     private var clients: [(SystemBus) -> Void] = []
+    private var losers: [() -> Void] = []
     private var disconnectSlot: OpaquePointer?
 
     public init(loop: SDEventLoop) {
@@ -36,6 +37,9 @@ public final class SystemBus {
         clients.append(body)
         if bus != nil { body(self) }
     }
+
+    /// `body` runs whenever the connection is lost (the bus daemon stopped or restarted).
+    public func onDisconnect(_ body: @escaping () -> Void) { losers.append(body) }
 
     public var connected: Bool { bus != nil }
 
@@ -71,19 +75,25 @@ public final class SystemBus {
         Log.info("system bus: disconnected; connecting again in 5 s")
         // Not from inside sd-bus's own dispatch: the bus is closed from the loop, next.
         me.retry = try? me.loop.addTimer(afterMicroseconds: 0) { [weak me] in
-            me?.drop()
-            me?.scheduleRetry()
+            guard let me else { return }
+            me.drop()
+            for l in me.losers { l() }
+            me.scheduleRetry()
         }
         return 0
     }
 
+    /// Closes the connection; the calls in flight are answered `Disconnected` (a cancelled slot hears nothing, and
+    /// whoever waited for it would wait for good).
     private func drop() {
+        let pending = slots.values.filter { $0.signal == nil }
         for c in slots.values { c.cancel() }
         slots = [:]
         if let s = disconnectSlot { _ = sd_bus_slot_unref(s) }
         disconnectSlot = nil
         if let b = bus { _ = sd_bus_flush_close_unref(b) }
         bus = nil
+        for c in pending { c.done(.failure(BusCallError(name: "Disconnected", errno: ENOTCONN))) }
     }
 
     private func scheduleRetry() {

@@ -118,6 +118,37 @@ final class NetworkSourcesTests: IntegrationTestCase {
         XCTAssertEqual(bad, [], "no warning or error for a NetworkManager that comes, goes or hangs")
     }
 
+    /// The system bus itself stops (NetworkManager's word goes with it) and comes back at the same address: the
+    /// daemon connects again by itself and reads NetworkManager again.
+    func testTheSystemBusGoingAndComingBackIsFollowed() throws {
+        let scratch = try makeTempDir(), dir = try makeTempDir()
+        var buses = [try PrivateBus(.system, scratch: scratch)]
+        addTeardownBlock { for b in buses { b.stop() } }
+        children.append(try buses[0].startNetworkManagerMock(log: dir + "/nm.log"))
+        try addWiFiDevice(buses[0])
+        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wlan0", 100)])
+        let socket = dir + "/netpermd.sock"
+        // The address without the bus's guid: the next bus daemon has another.
+        let d = try startDaemon(in: ns, socket: socket, config: try writeConfig(Self.meteredPolicy, in: dir),
+                                wrapper: ["env", "DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(scratch)/system_bus_socket"])
+        try setMetered(buses[0], 3)
+        try waitForLinks(socket, "NetworkManager's guess-yes") { $0[name: "wlan0"]?.meteredBy == "networkmanager" }
+
+        children.removeLast().killAndReap()
+        buses[0].stop()
+        try waitForLinks(socket, "the bus gone, NetworkManager's word with it") { $0[name: "wlan0"]?.meteredBy == "default" }
+        XCTAssertTrue(d.log.contains("system bus: disconnected"), d.logTail)
+
+        buses.append(try PrivateBus(.system, scratch: scratch))
+        children.append(try buses[1].startNetworkManagerMock(log: dir + "/nm.log"))
+        try addWiFiDevice(buses[1])
+        try setMetered(buses[1], 3)
+        try waitForLinks(socket, "connected again, NetworkManager read again", timeout: 15) {
+            $0[name: "wlan0"].map { $0.metered && $0.meteredBy == "networkmanager" } ?? false
+        }
+        XCTAssertTrue(d.log.contains("system bus: connected again"), d.logTail)
+    }
+
     // MARK: ModemManager and Roaming=
 
     static let traveller: UInt32 = 4301, asker: UInt32 = 4302, sender: UInt32 = 4303
