@@ -217,7 +217,8 @@ public struct Ruleset: Equatable, Sendable {
         // A tag's verdict, for packets no socket owner names: denials, and a unit's allow (whose uid must not be
         // consulted instead, as above). Every app's, not only those owning something now: a connection outlives
         // the cgroup it was tagged in.
-        let tagged = Set(appIndex.values).sorted { tags[apps[$0].id]! < tags[apps[$1].id]! }
+        // Each app's tag looked up once: the comparison hashed two ids (10,001 apps: 5% of a reload on the loop).
+        let tagged = Set(appIndex.values).map { (i: $0, tag: tags[apps[$0].id]!) }.sorted { $0.tag < $1.tag }.map(\.i)
         for k in dimensions {
             let pass: MapVerdict = k.isOverlay ? .pass : .accept
             maps.append(VerdictMap(name: "conn_\(k.rawValue)", key: "mark", elements: tagged.compactMap { i in
