@@ -494,19 +494,12 @@ public struct Config: Equatable, Sendable {
                         fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Kind= (expected one of: "
                             + LinkKind.allCases.map(\.rawValue).joined(separator: ", ") + ")")
                     }
-                case "Metered":
+                case "Metered", "Roaming":
                     setsOne = true
-                    if let m = Ini.parseBool(e.value) {
-                        metered = m
+                    if let flag = Ini.parseBool(e.value) {
+                        if e.key == "Metered" { metered = flag } else { roaming = flag }
                     } else {
-                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Metered= (expected yes or no)")
-                    }
-                case "Roaming":
-                    setsOne = true
-                    if let r = Ini.parseBool(e.value) {
-                        roaming = r
-                    } else {
-                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Roaming= (expected yes or no)")
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for \(e.key)= (expected yes or no)")
                     }
                 default:
                     unknownKey(s, e, sectionKind)

@@ -55,6 +55,22 @@ public final class FollowedService<Picture: Equatable> {
         }
     }
 
+    /// The match rules of `name`'s PropertiesChanged and of its `members` (signals on `interface`, each always worth
+    /// a reading), and which signals are worth one: those members, and a PropertiesChanged that changes one of
+    /// `watched` on one of `interfaces` (services signal many others: statistics, signal strength).
+    public static func signals(of name: String, _ members: [(interface: String, member: String)],
+                               properties watched: Set<String>, on interfaces: Set<String>)
+        -> (matches: [String], relevant: (BusReply) -> Bool) {
+        let sender = "type='signal',sender='\(name)',"
+        let matches = [sender + "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'"]
+            + members.map { sender + "interface='\($0.interface)',member='\($0.member)'" }
+        return (matches, { m in
+            guard m.member == "PropertiesChanged" else { return true }
+            guard let interface = m.string(), interfaces.contains(interface), let changed = m.properties() else { return false }
+            return changed.keys.contains(where: watched.contains)
+        })
+    }
+
     /// Reads the service again, now or after the reading in flight.
     public func request() {
         guard !reading else { again = true; return }

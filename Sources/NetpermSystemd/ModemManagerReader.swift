@@ -14,19 +14,12 @@ public enum ModemManagerReader {
 
     /// Follows ModemManager on `bus`: an empty picture where it does not run.
     public static func follow(bus: SystemBus, loop: SDEventLoop) -> FollowedService<[String: UInt32]> {
-        let sender = "type='signal',sender='\(name)',"
-        return FollowedService(
-            name: name, bus: bus, loop: loop, empty: [:],
-            matches: [sender + "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'",
-                      sender + "interface='org.freedesktop.DBus.ObjectManager',member='InterfacesAdded'",
-                      sender + "interface='org.freedesktop.DBus.ObjectManager',member='InterfacesRemoved'"],
-            relevant: { m in
-                guard m.member == "PropertiesChanged" else { return true }
-                guard let interface = m.string(), [modem, threeGPP, bearer].contains(interface),
-                      let changed = m.properties() else { return false }
-                return changed.keys.contains(where: watched.contains)
-            },
-            read: read)
+        let objects = "org.freedesktop.DBus.ObjectManager"
+        let signals = FollowedService<[String: UInt32]>.signals(
+            of: name, [(objects, "InterfacesAdded"), (objects, "InterfacesRemoved")], properties: watched,
+            on: [modem, threeGPP, bearer])
+        return FollowedService(name: name, bus: bus, loop: loop, empty: [:], matches: signals.matches,
+                               relevant: signals.relevant, read: read)
     }
 
     static func read(_ bus: SystemBus, _ done: @escaping (Result<[String: UInt32], BusCallError>) -> Void) {

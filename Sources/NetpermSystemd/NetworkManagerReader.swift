@@ -21,19 +21,10 @@ public enum NetworkManagerReader {
 
     /// Follows NetworkManager on `bus`: an empty picture where it does not run.
     public static func follow(bus: SystemBus, loop: SDEventLoop) -> FollowedService<[String: ManagedDevice]> {
-        let sender = "type='signal',sender='\(name)',"
-        return FollowedService(
-            name: name, bus: bus, loop: loop, empty: [:],
-            matches: [sender + "interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'",
-                      sender + "interface='\(name)',member='DeviceAdded'",
-                      sender + "interface='\(name)',member='DeviceRemoved'"],
-            relevant: { m in
-                guard m.member == "PropertiesChanged" else { return true }
-                guard let interface = m.string(), [device, active, name].contains(interface),
-                      let changed = m.properties() else { return false }
-                return changed.keys.contains(where: watched.contains)
-            },
-            read: read)
+        let signals = FollowedService<[String: ManagedDevice]>.signals(
+            of: name, [(name, "DeviceAdded"), (name, "DeviceRemoved")], properties: watched, on: [device, active, name])
+        return FollowedService(name: name, bus: bus, loop: loop, empty: [:], matches: signals.matches,
+                               relevant: signals.relevant, read: read)
     }
 
     static func read(_ bus: SystemBus, _ done: @escaping (Result<[String: ManagedDevice], BusCallError>) -> Void) {

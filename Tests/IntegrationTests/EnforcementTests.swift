@@ -160,15 +160,8 @@ final class EnforcementTests: IntegrationTestCase {
         let first = monotonicNow()
         assertBlocked(try bed.probe(uid: 4003, link: "wwan0"), "pending, first connect with an agent")
         var prompts: [[String: Any]] = []
-        func drainPrompts() throws {
-            _ = try agent.readAvailable()
-            while let line = agent.bufferedLine() {
-                let o = try JSONValue.object(line)
-                if o["event"] as? String == "prompt" { prompts.append(o) }
-            }
-        }
         try waitUntil("a prompt arrives", timeout: 5) {
-            try drainPrompts()
+            try agent.drainPrompts(into: &prompts)
             return (!prompts.isEmpty, agent.transcript.joined(separator: "\n"))
         }
         print("enforcement: prompt raised \(Int((monotonicNow() - first) * 1000)) ms after the first rejected connect")
@@ -178,14 +171,7 @@ final class EnforcementTests: IntegrationTestCase {
             assertBlocked(try bed.probe(uid: 4003, link: "wwan0"), "pending, connect \(probes + 2)")
             probes += 1
         }
-        // A late second prompt would come within the daemon's handling of a log message: half a second is ample.
-        let quietUntil = monotonicNow() + 0.5
-        while monotonicNow() < quietUntil {
-            try drainPrompts()
-            var p = pollfd(fd: agent.readFD, events: Int16(POLLIN), revents: 0)
-            _ = poll(&p, 1, 20)
-        }
-        try drainPrompts()
+        try agent.drainPrompts(into: &prompts, for: 0.5)
         XCTAssertEqual(prompts.count, 1, "one prompt for \(probes + 1) rejected connects: \(prompts)")
         XCTAssertEqual(prompts.first?["app"] as? String, "pending")
         XCTAssertEqual(prompts.first?["kind"] as? String, "wwan")

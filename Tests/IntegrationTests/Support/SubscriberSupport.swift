@@ -105,6 +105,27 @@ final class EvChannel: @unchecked Sendable {
         return line
     }
 
+    /// The `prompt` events an agent's connection has received so far (read without waiting), in order.
+    func drainPrompts(into prompts: inout [[String: Any]]) throws {
+        _ = try readAvailable()
+        while let line = bufferedLine() {
+            let o = try JSONValue.object(line)
+            if o["event"] as? String == "prompt" { prompts.append(o) }
+        }
+    }
+
+    /// The prompts that arrive within `seconds` more (a late second prompt would come within the daemon's handling
+    /// of a log message: half a second is ample).
+    func drainPrompts(into prompts: inout [[String: Any]], for seconds: Double) throws {
+        let quiet = monotonicNow() + seconds
+        while monotonicNow() < quiet {
+            try drainPrompts(into: &prompts)
+            var p = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
+            _ = poll(&p, 1, 20)
+        }
+        try drainPrompts(into: &prompts)
+    }
+
     /// Bytes after the last complete line (a truncated line when the other side closed mid-line).
     var partial: [UInt8] { buffer }
 
