@@ -18,8 +18,8 @@ final class Enforcer {
     private let loop: EventLoop
     /// Where loads run; nil if no eventfd could be had (then on the loop).
     private let worker: OffLoop<Load>?
-    /// Loads not yet started, in order.
-    private var queue: [Job] = []
+    /// Loads not yet started, and when a repair is worth one (LoadQueue: its policy, tested in the core).
+    private var queue = LoadQueue<(String?) -> Void>()
     /// Whether a load runs (on the worker, or on the loop between its start and its end).
     private var running = false
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
@@ -36,13 +36,8 @@ final class Enforcer {
     private var nflogFailed = false
     /// The rules last loaded successfully; nil while none are (Mode=off, or after removal).
     private var inForce: String?
-    /// A repair failed while a load of the engine's waited behind it: that load takes the whole table, as the
-    /// engine would after its refusal (the engine hears only its own loads' answers while one is in flight).
-    private var wholeNext = false
     /// A repair asked for by a commit of another process during the daemon's own transaction.
     private var repairTimer: TimerSource?
-    /// When the last repairs were made (monotonic µs).
-    private var repairs: [UInt64] = []
     /// Called when loading the rules again after a foreign change fails: the engine retries.
     var repairFailed: (String) -> Void = { _ in }
     /// The kernel rejected and logged a packet of this app and pending kind.
@@ -55,17 +50,7 @@ final class Enforcer {
     /// This process's netfilter sockets that loads used: changes they make are the daemon's own.
     private var ownPortIDs: Set<UInt32> = []
 
-    /// A load asked for: the engine's rules (`whole` their ruleset; `done` its answer), a repair (the rules in force
-    /// when it starts), or a script of the usage table.
-    private struct Job {
-        enum Kind { case rules, repair, usage }
-        var kind: Kind
-        var transactions: [String]
-        var whole: String?
-        var done: (String?) -> Void
-        var repair: Bool { kind == .repair }
-        var wholeRules: Bool { kind == .rules && transactions == [whole!] }
-    }
+    private typealias Job = LoadQueue<(String?) -> Void>.Job
 
     /// What runs on the thread: the scripts, and what came of them. The thread owns it from `run` until it has
     /// written its result back; the loop reads it only after.
@@ -152,7 +137,7 @@ final class Enforcer {
     /// process change the table (they may change only part of it). A whole ruleset is handed over from the table in
     /// force, if there is one (`Ruleset.wholeLoad`).
     func load(_ transactions: [String], inForce whole: String, done: @escaping (String?) -> Void) {
-        queue.append(Job(kind: .rules, transactions: transactions, whole: whole, done: done))
+        queue.rules(transactions, whole: whole, done: done)
         startNext()
     }
 
@@ -160,26 +145,13 @@ final class Enforcer {
     /// nil, or why it failed. The removal runs only if the table exists, so that a daemon that never counts never
     /// loads libnftables.
     func loadUsage(_ script: String, done: @escaping (String?) -> Void) {
-        queue.append(Job(kind: .usage, transactions: [script], whole: nil, done: done))
+        queue.usage(script, done: done)
         startNext()
     }
 
     private func startNext() {
-        guard !running, !queue.isEmpty else { return }
-        var job = queue.removeFirst()
-        switch job.kind {
-        case .usage: return startUsage(job)
-        case .repair:
-            // A whole load waiting behind it makes it needless.
-            guard let rules = inForce, !queue.contains(where: \.wholeRules) else { return startNext() }
-            job.transactions = [rules]
-            job.whole = rules
-        case .rules:
-            if wholeNext {
-                wholeNext = false
-                job.transactions = [job.whole!]
-            }
-        }
+        guard !running, let job = queue.next(inForce: inForce) else { return }
+        if job.kind == .usage { return startUsage(job) }
         let whole = job.whole!
         let removal = whole == Ruleset.removal
         var scripts = job.transactions
@@ -194,7 +166,7 @@ final class Enforcer {
             case .success: answer = .none
             }
             if case let .some(answer) = answer {
-                job.done(answer)
+                job.done?(answer)
                 return startNext()
             }
         } else if !removal, job.transactions == [whole] {
@@ -216,7 +188,7 @@ final class Enforcer {
             case .success(true?): answer = .none
             }
             if case let .some(answer) = answer {
-                job.done(answer)
+                job.done?(answer)
                 return startNext()
             }
         }
@@ -268,12 +240,12 @@ final class Enforcer {
             }
         case .rules, .repair:
             if failure == nil { took(job.whole!) }
-            if job.repair, let failure {
+            if job.kind == .repair, let failure {
                 Log.err("enforcement: loading the rules again failed: \(failure)")
-                if queue.contains(where: { $0.kind == .rules }) { wholeNext = true } else { repairFailed(failure) }
+                if !queue.repairFailed() { repairFailed(failure) }
             }
         }
-        job.done(failure)
+        job.done?(failure)
         startNext()
     }
 
@@ -354,9 +326,8 @@ final class Enforcer {
         guard inForce != nil else { return }
         // Never a loop with another tool that keeps changing the table (or with ourselves, were our own socket
         // ever mistaken for another's): at most 5 repairs a second, then the engine's bounded retries.
-        let now = Clock.monotonicMicroseconds()
-        repairs = repairs.filter { now - $0 < 1_000_000 } + [now]
-        guard repairs.count <= 5 else {
+        let outcome = queue.repair(at: Clock.monotonicMicroseconds())
+        guard outcome != .tooMany else {
             Log.err("enforcement: table \(Ruleset.family) \(Ruleset.table) keeps being changed by others; not loading it again")
             repairFailed("the table keeps being changed by another process")
             return
@@ -364,9 +335,6 @@ final class Enforcer {
         let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") }
             ?? (during ? "another process (it committed during the daemon's own load)" : "another process (events were lost)")
         Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
-        // One repair waiting is enough: it loads the rules in force when it starts.
-        guard !queue.contains(where: \.repair) else { return }
-        queue.append(Job(kind: .repair, transactions: [], whole: nil, done: { _ in }))
-        startNext()
+        if outcome == .queued { startNext() }
     }
 }
