@@ -49,12 +49,7 @@ final class DesktopAgentTests: IntegrationTestCase {
         chmod(dir, 0o755)
         let socket = dir + "/netpermd.sock"
         _ = try startDaemon(in: bed.ns, socket: socket, config: try writeConfig(policy, in: dir), nsenter: true)
-        if policy.contains("Mode=block") {
-            try waitUntil("the rules are in force") {
-                let e = try self.request(socket, "STATUS")["enforcement"] as? [String: Any]
-                return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
-            }
-        }
+        if policy.contains("Mode=block") { try waitForEnforcing(socket) }
         showOnFailure("netpermd log") { (try? String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8))?.suffix(4000).description ?? "" }
         return Desk(bed: bed, dir: dir, socket: socket,
                     users: try TestUsers(self, [("npt-alice", Self.alice), ("npt-bob", Self.bob)]))

@@ -20,10 +20,7 @@ final class EnforcementLeakTests: IntegrationTestCase {
 
     private func start(_ ns: TestNamespace, _ config: String) throws -> DaemonProcess {
         let d = try startDaemon(in: ns, socket: socket, config: try writeConfig(config, in: dir), nsenter: true)
-        try waitUntil("the rules are in force") {
-            let e = try self.request(self.socket, "STATUS")["enforcement"] as? [String: Any]
-            return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
-        }
+        try waitForEnforcing(socket)
         return d
     }
 

@@ -60,15 +60,8 @@ final class EnforcementTests: IntegrationTestCase {
     private func start(_ config: String = EnforcementTests.policy) throws -> DaemonProcess {
         let path = try writeConfig(config, in: dir)
         let d = try startDaemon(in: bed.ns, socket: socket, config: path, nsenter: true)
-        if config.contains("Mode=block") { try waitForEnforcing() }
+        if config.contains("Mode=block") { try waitForEnforcing(socket) }
         return d
-    }
-
-    private func waitForEnforcing() throws {
-        try waitUntil("the rules are in force") {
-            let e = try self.request(self.socket, "STATUS")["enforcement"] as? [String: Any]
-            return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
-        }
     }
 
     /// The peer answers (the listener is up): root is in no [App], so its traffic always passes.
@@ -77,11 +70,6 @@ final class EnforcementTests: IntegrationTestCase {
             let p = try self.bed.probe(link: link)
             return (p.passed, "\(p)")
         }
-    }
-
-    private func assertBlocked(_ p: EnforcementBed.Probe, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(p.blocked, "\(what): \(p)", file: file, line: line)
-        XCTAssertLessThan(p.ms, 1000, "\(what): rejected at once, not after a time-out", file: file, line: line)
     }
 
     private func query(_ app: String) throws -> [String: Any] { try request(socket, "QUERY \(app)") }

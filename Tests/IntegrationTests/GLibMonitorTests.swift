@@ -87,12 +87,7 @@ final class GLibMonitorTests: IntegrationTestCase {
         let socket = dir + "/netpermd.sock"
         _ = try startDaemon(in: bed.ns, socket: socket, config: try writeConfig(Self.walkPolicy(block: block), in: dir),
                             nsenter: true)
-        if block {
-            try waitUntil("the rules are in force") {
-                let e = try self.request(socket, "STATUS")["enforcement"] as? [String: Any]
-                return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
-            }
-        }
+        if block { try waitForEnforcing(socket) }
         let agent = try LiveConnection(path: socket)
         addTeardownBlock { agent.close() }
         try agent.subscribe("prompts")

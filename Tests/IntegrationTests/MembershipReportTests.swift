@@ -81,10 +81,7 @@ final class MembershipReportTests: IntegrationTestCase {
                     + "[App denied]\nUser=4012\nWWAN=\(wwan)\nWiFi=deny\n"
             }
             _ = try startDaemon(in: bed.ns, socket: socket, config: try writeConfig(policy(wwan: "deny"), in: dir), nsenter: true)
-            try waitUntil("\(mode): the rules are in force") {
-                let e = try self.request(socket, "STATUS")["enforcement"] as? [String: Any]
-                return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
-            }
+            try waitForEnforcing(socket, "\(mode): the rules are in force")
             let enforced = monotonicNow()
 
             /// The app's joins, as uid 4012: what it said, once it has joined.

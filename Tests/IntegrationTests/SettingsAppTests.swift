@@ -171,10 +171,7 @@ final class SettingsAppTests: IntegrationTestCase {
         func start() throws -> DaemonProcess {
             let d = try startDaemon(in: bed.ns, socket: socket, config: config, wrapper: ["env", "XDG_DATA_DIRS=\(dir)/share"],
                                     nsenter: true)
-            try waitUntil("the rules are in force") {
-                let e = try self.request(self.socket, "STATUS")["enforcement"] as? [String: Any]
-                return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
-            }
+            try waitForEnforcing(socket)
             return d
         }
         var daemon = try start()

@@ -80,7 +80,7 @@ final class UnitCgroupTests: IntegrationTestCase {
     private func start(_ config: String, release: Bool = false) throws -> DaemonProcess {
         let path = try writeConfig(config, in: dir)
         let d = try startDaemon(in: bed.ns, socket: socket, config: path, nsenter: true, binary: release ? releaseNetpermd : nil)
-        try waitForEnforcing()
+        try waitForEnforcing(socket)
         try waitUntil("the peer of wwan0 accepts connections") {
             let p = try self.bed.probe(link: "wwan0")
             return (p.passed, "\(p)")
@@ -88,17 +88,6 @@ final class UnitCgroupTests: IntegrationTestCase {
         return d
     }
 
-    private func waitForEnforcing(_ what: String = "the rules are in force") throws {
-        try waitUntil(what) {
-            let e = try self.request(self.socket, "STATUS")["enforcement"] as? [String: Any]
-            return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
-        }
-    }
-
-    private func assertBlocked(_ p: EnforcementBed.Probe, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(p.blocked, "\(what): \(p)", file: file, line: line)
-        XCTAssertLessThan(p.ms, 1000, "\(what): rejected at once", file: file, line: line)
-    }
 
     private func query(_ app: String) throws -> [String: Any] { try request(socket, "QUERY \(app)") }
 
@@ -159,7 +148,7 @@ final class UnitCgroupTests: IntegrationTestCase {
         _ = try writeConfig(Self.policy + "[App late]\nUser=4006\nWWAN=deny\n\n[App hostile]\nUnit=npt-*.service\nWWAN=deny\n\n"
             + "[App narrow]\nUserUnit=app-*.scope\nWWAN=deny\n", in: dir)
         XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
-        try waitForEnforcing()
+        try waitForEnforcing(socket)
         assertBlocked(try bed.probe(uid: 4006, link: "wwan0"), "the app added by the reload")
 
         // More units than one user manager may have followed: the user's first ones in name order are, the rest
@@ -171,7 +160,7 @@ final class UnitCgroupTests: IntegrationTestCase {
         try waitUntil("the log says the user's units past the limit are left out") {
             (d.log.contains("user@\(uid).service has more than 1024 units"), "")
         }
-        try waitForEnforcing()
+        try waitForEnforcing(socket)
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "a User= app while the user has 1,032 units")
         assertBlocked(try bed.probe(uid: 4006, link: "wwan0"), "the late app, still")
         // STATUS counts what is in force: the last change may still be loading.
@@ -235,7 +224,7 @@ final class UnitCgroupTests: IntegrationTestCase {
         // figures for a release build are bench/bench.py's `churn` phase.
         XCTAssertLessThan(p99, 0.5, "QUERY p99 under churn")
         XCTAssertLessThan(worst, 2.0, "a QUERY waited \(worst) s")
-        try waitForEnforcing()
+        try waitForEnforcing(socket)
         assertBlocked(try bed.probe(uid: 4001, link: "wwan0"), "a User= app after the churn")
         let scope = try mkdirs(slice, "npt-churn-last.scope")
         // Asked from inside: the app may be enforced through scopes of the churn's last scan still.

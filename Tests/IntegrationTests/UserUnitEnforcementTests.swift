@@ -31,11 +31,6 @@ final class UserUnitEnforcementTests: IntegrationTestCase {
         made.append(path)
     }
 
-    private func assertBlocked(_ p: EnforcementBed.Probe, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertTrue(p.blocked, "\(what): \(p)", file: file, line: line)
-        XCTAssertLessThan(p.ms, 1000, "\(what): rejected at once", file: file, line: line)
-    }
-
     private func query(_ app: String) throws -> [String: Any] { try request(socket, "QUERY \(app)") }
 
     func testUserUnitsAreFollowedAndOnlyNarrow() throws {

@@ -200,3 +200,20 @@ extension EnforcementBed {
         return (o["ms"] as? Double, passed)
     }
 }
+
+extension IntegrationTestCase {
+    /// Waits until the daemon at `socket` says its rules are in force (STATUS's `enforcement.state`).
+    func waitForEnforcing(_ socket: String, _ what: String = "the rules are in force", timeout: Double = 5) throws {
+        try waitUntil(what, timeout: timeout) {
+            let e = try self.request(socket, "STATUS")["enforcement"] as? [String: Any]
+            return (e?["state"] as? String == "enforcing", "\(e ?? [:])")
+        }
+    }
+
+    /// What docs/ENFORCEMENT.md promises of a refused client: connect() ECONNREFUSED and sendto() EPERM, at once
+    /// (not after a time-out).
+    func assertBlocked(_ p: EnforcementBed.Probe, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertTrue(p.blocked, "\(what): \(p)", file: file, line: line)
+        XCTAssertLessThan(p.ms, 1000, "\(what): rejected at once, not after a time-out", file: file, line: line)
+    }
+}
