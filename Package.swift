@@ -77,7 +77,8 @@ let package = Package(
                     exclude: ["Fixtures"]),
         // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
         // Wi-Fi hardware on the test machines.
-        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables", "NetpermIO"]),
+        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables", "NetpermIO",
+                                                                "TestSupport"]),
         // The daemon library on a test loop with fake edges: the interpreter's effects, its store, slow policies.
         .testTarget(name: "NetpermDaemonTests", dependencies: ["NetpermDaemon", "NetpermCore", "NetpermHost", "NetpermIO",
                                                                "NetpermControl", "TestSupport"]),

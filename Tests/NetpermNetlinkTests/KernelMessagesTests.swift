@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 @testable import NetpermNetlink
+import TestSupport
 import XCTest
 
 /// The one rtnetlink parser for dumps and events, on messages built byte by byte as the kernel lays them out
@@ -14,23 +15,16 @@ final class KernelMessagesTests: XCTestCase {
     static let afBridge: UInt8 = 7
     static let nested: UInt16 = 0x8000
 
-    /// One attribute: length, type, payload padded to 4 bytes.
-    private func attr(_ type: UInt16, _ payload: [UInt8]) -> [UInt8] {
-        let len = 4 + payload.count
-        var b = le(UInt16(len)) + le(type) + payload
-        while b.count % 4 != 0 { b.append(0) }
-        return b
-    }
-    private func le<T: FixedWidthInteger>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v.littleEndian) { Array($0) } }
-    private func string(_ s: String) -> [UInt8] { Array(s.utf8) + [0] }
+    private func attr(_ type: UInt16, _ payload: [UInt8]) -> [UInt8] { NetlinkBytes.attr(type, payload) }
+    private func le<T: FixedWidthInteger>(_ v: T) -> [UInt8] { NetlinkBytes.le(v) }
+    private func string(_ s: String) -> [UInt8] { NetlinkBytes.string(s) }
 
     /// RTM_NEWLINK (or `type`) for `index` with flags UP|LOWER_UP, ARPHRD ether, and `attributes`.
     private func linkMessage(_ type: UInt16 = newLink, family: UInt8 = 0, index: Int32, arphrd: UInt16 = 1,
                              _ attributes: [[UInt8]]) -> [UInt8] {
         let flags: UInt32 = 0x1 | 0x10000
         let ifinfo: [UInt8] = [family, 0] + le(arphrd) + le(index) + le(flags) + le(UInt32(0))
-        let body = ifinfo + attributes.flatMap { $0 }
-        return le(UInt32(16 + body.count)) + le(type) + le(UInt16(0)) + le(UInt32(1)) + le(UInt32(0)) + body
+        return NetlinkBytes.message(type: type, sequence: 1, ifinfo + attributes.flatMap { $0 })
     }
 
     private func linkInfo(kind: String, data: [[UInt8]] = []) -> [UInt8] {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermNftables
+import TestSupport
 import XCTest
 
 /// The NFLOG messages the rules' `log group` sends (<linux/netfilter/nfnetlink_log.h>), built byte by byte: the
@@ -9,15 +10,11 @@ final class NflogMessagesTests: XCTestCase {
     static let packet: UInt16 = 4 << 8, config: UInt16 = 4 << 8 | 1
     static let packetHeader: UInt16 = 1, mark: UInt16 = 2, outdev: UInt16 = 5, prefix: UInt16 = 10, uid: UInt16 = 11
 
-    private func le<T: FixedWidthInteger>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v.littleEndian) { Array($0) } }
-    private func attr(_ type: UInt16, _ payload: [UInt8]) -> [UInt8] {
-        var b = le(UInt16(4 + payload.count)) + le(type) + payload
-        while b.count % 4 != 0 { b.append(0) }
-        return b
-    }
+    private func le<T: FixedWidthInteger>(_ v: T) -> [UInt8] { NetlinkBytes.le(v) }
+    private func attr(_ type: UInt16, _ payload: [UInt8]) -> [UInt8] { NetlinkBytes.attr(type, payload) }
+    /// nfgenmsg: AF_INET, version 0, the group in big-endian (28272).
     private func message(_ type: UInt16, _ attributes: [[UInt8]]) -> [UInt8] {
-        let body: [UInt8] = [2, 0, 0x6E, 0x70] + attributes.flatMap { $0 }
-        return le(UInt32(16 + body.count)) + le(type) + le(UInt16(0)) + le(UInt32(0)) + le(UInt32(0)) + body
+        NetlinkBytes.message(type: type, [2, 0, 0x6E, 0x70] + attributes.flatMap { $0 })
     }
     private func packets(_ bytes: [UInt8]) -> [NflogReader.Packet] { bytes.withUnsafeBytes { NflogReader.packets(in: $0) } }
     private func prefixes(_ bytes: [UInt8]) -> [String] { packets(bytes).map(\.prefix) }

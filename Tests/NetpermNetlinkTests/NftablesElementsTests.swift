@@ -3,25 +3,21 @@ import Glibc
 import NetpermCore
 import NetpermIO
 import NetpermNftables
+import TestSupport
 import XCTest
 
 /// The nfnetlink batch `NftablesElements` sends for element changes, byte for byte as <linux/netfilter/nf_tables.h>
 /// lays it out (numbers written here, not taken from the header): begin, one message per command, end; keys as nft
 /// lays them out for the map's type, verdicts as big-endian codes with their chain.
 final class NftablesElementsTests: XCTestCase {
-    private func le<T: FixedWidthInteger>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v.littleEndian) { Array($0) } }
-    private func be<T: FixedWidthInteger>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v.bigEndian) { Array($0) } }
-    private func attr(_ type: UInt16, _ payload: [UInt8]) -> [UInt8] {
-        var b = le(UInt16(4 + payload.count)) + le(type) + payload
-        while b.count % 4 != 0 { b.append(0) }
-        return b
-    }
-    private func nest(_ type: UInt16, _ inner: [[UInt8]]) -> [UInt8] { attr(type | 0x8000, inner.flatMap { $0 }) }
-    private func text(_ s: String) -> [UInt8] { Array(s.utf8) + [0] }
+    private func le<T: FixedWidthInteger>(_ v: T) -> [UInt8] { NetlinkBytes.le(v) }
+    private func be<T: FixedWidthInteger>(_ v: T) -> [UInt8] { NetlinkBytes.be(v) }
+    private func attr(_ type: UInt16, _ payload: [UInt8]) -> [UInt8] { NetlinkBytes.attr(type, payload) }
+    private func nest(_ type: UInt16, _ inner: [[UInt8]]) -> [UInt8] { NetlinkBytes.nest(type, inner) }
+    private func text(_ s: String) -> [UInt8] { NetlinkBytes.string(s) }
     /// nlmsghdr with length, sequence and port 0 (NetlinkSocket fills them in), then nfgenmsg.
     private func message(_ type: UInt16, flags: UInt16, family: UInt8, resID: [UInt8] = [0, 0], _ attributes: [[UInt8]]) -> [UInt8] {
-        let body: [UInt8] = [family, 0] + resID + attributes.flatMap { $0 }
-        return le(UInt32(16 + body.count)) + le(type) + le(flags | 1) + le(UInt32(0)) + le(UInt32(0)) + body
+        NetlinkBytes.message(type: type, flags: flags | 1, [family, 0] + resID + attributes.flatMap { $0 })
     }
     private func sent(_ r: NetlinkRequest) -> [UInt8] { r.message(sequence: 0, port: 0) }
 

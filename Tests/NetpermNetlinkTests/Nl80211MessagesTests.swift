@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 @testable import NetpermNetlink
+import TestSupport
 import XCTest
 
 /// nl80211's messages as the kernel sends them, built byte by byte from the layout in <linux/netlink.h>,
@@ -10,25 +11,17 @@ final class Nl80211MessagesTests: XCTestCase {
     /// The family id the generic-netlink controller gave nl80211 on some machine (it varies; 0x1c is typical).
     private let family: UInt16 = 0x1C
 
-    private func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
-    private func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8((v >> (8 * $0)) & 0xFF) } }
+    private func le16(_ v: UInt16) -> [UInt8] { NetlinkBytes.le(v) }
+    private func le32(_ v: UInt32) -> [UInt8] { NetlinkBytes.le(v) }
 
-    /// struct nlattr { u16 nla_len (header included); u16 nla_type }, then the payload, padded to 4 bytes.
     private func attr(_ type: UInt16, _ payload: [UInt8], nested: Bool = false) -> [UInt8] {
-        let header = le16(UInt16(4 + payload.count)) + le16(type | (nested ? 0x8000 : 0)) // NLA_F_NESTED
-        return header + payload + [UInt8](repeating: 0, count: (4 - payload.count % 4) % 4)
+        NetlinkBytes.attr(type | (nested ? NetlinkBytes.nested : 0), payload)
     }
 
-    /// struct nlmsghdr { u32 len; u16 type (the family); u16 flags; u32 seq; u32 pid }, then
-    /// struct genlmsghdr { u8 cmd; u8 version; u16 reserved }, then the attributes.
+    /// The message of the family (NLM_F_MULTI, sequence 7), then struct genlmsghdr { u8 cmd; u8 version; u16
+    /// reserved }, then the attributes.
     private func message(type: UInt16? = nil, cmd: UInt8, _ attrs: [[UInt8]]) -> [UInt8] {
-        let body: [UInt8] = [cmd, 1, 0, 0] + attrs.flatMap { $0 }
-        var out: [UInt8] = le32(UInt32(16 + body.count))
-        out += le16(type ?? family)
-        out += le16(0x2) // NLM_F_MULTI
-        out += le32(7) // seq
-        out += le32(0) // pid
-        return out + body
+        NetlinkBytes.message(type: type ?? family, flags: 0x2, sequence: 7, [cmd, 1, 0, 0] + attrs.flatMap { $0 })
     }
 
     // Commands: NEW_INTERFACE 7, NEW_SCAN_RESULTS 34, CONNECT 46, ROAM 47, DISCONNECT 48.
