@@ -380,136 +380,152 @@ extension Engine {
     /// Lasting decisions are on disk before the reply says ok: the candidate is persisted, and the state changes
     /// only once the store reports success (`stored`). A privileged caller decides for everyone; any other (with
     /// `[Defaults] UserDecisions=yes`, checked in `perform`) for its own uid's processes only.
+    /// DECIDE, ANSWER and FORGET: a decision of the caller's scope (everyone's when privileged, else its own uid's),
+    /// committed (stored, then in effect) before the reply.
     func decideOrForget(_ r: Request, session: Session) {
-        var args = r.args
         let scope = session.caller.privileged ? nil : session.caller.ownUID
         switch r.verb {
-        case .decide:
-            let once = args.last == "--once"
-            if once { args.removeLast() }
-            guard args.count == 3 else { replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)")); return }
-            guard AppPolicy.isValidID(args[0]) else {
-                replyError(session.id, ProtocolError(.badArguments, "invalid app id \(ConfigError.quote(args[0]))"))
-                return
-            }
-            guard let kind = Self.decidableKind(args[1]) else {
-                replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet, other, metered or roaming)"))
-                return
-            }
-            guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
-                replyError(session.id, ProtocolError(.badArguments, "bad decision \(ConfigError.quote(args[2])) (expected allow or deny)"))
-                return
-            }
-            let app = args[0]
-            guard withinOwnLimit(app, scope: scope, session: session) else { return }
-            commit({ $0.set(app, kind, p, once: once, uid: scope) }, persist: !once, for: session.id) { [unowned self] in
-                log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")"
-                    + (scope.map { " (uid \($0)'s own processes)" } ?? ""), app: app, uid: scope)
-                closeAnswered(app: app, kinds: [kind], scope: scope, p, once: once)
-            } reply: { [unowned self] in
-                let v = verdict(for: namedMatch(app), uid: scope)
-                let overridden = v.sources[kind] == nil && state.config.permissions(for: namedMatch(app).app)[kind] != .ask
-                reply(session.id) { w in
-                    w.field("ok", true)
-                    w.object("decided") {
-                        $0.field("app", app)
-                        $0.field("kind", kind.rawValue)
-                        $0.field("decision", p.rawValue)
-                        $0.field("once", once)
-                        $0.field("overridden_by_policy", overridden)
-                        $0.field("for_uid", scope.map { Int($0) })
-                    }
-                    v.write(to: &w)
-                }
-            }
-        case .answer:
-            let everyone = args.last == "--everyone"
-            if everyone { args.removeLast() }
-            if args.count == 2, !everyone, let id = Int(args[0]), args[1].lowercased() == "dismiss" {
-                return dismiss(id, session: session)
-            }
-            guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
-                replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
-                return
-            }
-            // A prompt that has closed (or another uid's, which this caller never saw) is answered alike: too late.
-            guard let prompt = state.prompts.find(id: id), session.caller.mayAnswer(prompt) else {
-                replyError(session.id, ProtocolError(.notFound, "prompt \(id) is not open: it expired, was answered or "
-                    + "withdrawn (or is not yours to answer); nothing was stored"))
-                return
-            }
-            guard !everyone || session.caller.privileged else {
-                replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
-                    + "\(ConfigError.quote(state.config.adminGroup)) answer for everyone; a user answers for their own processes"))
-                return
-            }
-            // A user's own process asked (the prompt is its uid's): an admin's answer is for that uid, unless they
-            // answer for everyone. Their one click must not open an app for every user on one user's word.
-            let scope = session.caller.privileged ? (everyone ? nil : prompt.scope) : scope
-            guard withinOwnLimit(prompt.app, scope: scope, session: session) else { return }
-            let (p, once) = choice.decision
-            // Taken: its expiry must not overtake the answer while it is written (a failed write arms it again).
-            for (t, purpose) in timers {
-                if case .promptExpiry(id) = purpose { cancelTimer(t) }
-            }
-            commit({ d in for k in prompt.kinds { d.set(prompt.app, k, p, once: once, uid: scope) } }, persist: !once,
-                   for: session.id) { [unowned self] in
-                log(.info, "prompt \(id) answered \(choice.rawValue): \(prompt.app) may \(p == .allow ? "use" : "not use") "
-                    + prompt.kinds.map(\.rawValue).joined(separator: " and ") + (once ? " (once)" : "")
-                    + (scope.map { " (uid \($0)'s own processes)" } ?? ""), app: prompt.app, uid: scope ?? prompt.uid)
-                closeAnswered(app: prompt.app, kinds: prompt.kinds, scope: scope, p, once: once)
-            } reply: { [unowned self] in
-                let v = verdict(for: namedMatch(prompt.app), uid: scope)
-                reply(session.id) { w in
-                    w.field("ok", true)
-                    w.object("answered") {
-                        $0.field("id", id)
-                        $0.field("app", prompt.app)
-                        $0.field("kinds", strings: prompt.kinds.lazy.map(\.rawValue))
-                        $0.field("choice", choice.rawValue)
-                        $0.field("decision", p.rawValue)
-                        $0.field("once", once)
-                        $0.field("for_uid", scope.map { Int($0) })
-                    }
-                    v.write(to: &w)
-                }
-            } failed: { [unowned self] in
-                if let open = state.prompts.find(id: id) {
-                    _ = armTimer(.promptExpiry(promptID: id), microseconds: UInt64(open.timeoutSec) * 1_000_000)
-                }
-            }
-        case .forget:
-            guard let app = args.first, AppPolicy.isValidID(app) else {
-                replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
-                return
-            }
-            var kind: PolicyDimension?
-            if args.count == 2 {
-                guard let k = Self.decidableKind(args[1]) else {
-                    replyError(session.id, ProtocolError(.badArguments, "bad kind \(ConfigError.quote(args[1])) (expected wifi, wwan, ethernet, other, metered or roaming)"))
-                    return
-                }
-                kind = k
-            }
-            var probe = state.decisions
-            let removed = probe.forget(app, kind: kind, uid: scope)
-            commit({ $0.forget(app, kind: kind, uid: scope) }, persist: removed, for: session.id) { [unowned self] in
-                if removed {
-                    log(.info, "forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")"
-                        + (scope.map { " made by uid \($0)" } ?? ""), app: app, uid: scope)
-                }
-            } reply: { [unowned self] in
-                reply(session.id) { w in
-                    w.field("ok", true)
-                    w.field("forgotten", removed)
-                    w.field("app", app)
-                    w.field("kind", kind?.rawValue)
-                    w.field("for_uid", scope.map { Int($0) })
-                }
-            }
-        case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions, .metrics,
-             .usage, .resetUsage, .quit:
+        case .decide: decide(r, session: session, scope: scope)
+        case .answer: answer(r, session: session, scope: scope)
+        case .forget: forget(r, session: session, scope: scope)
+        case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions,
+             .metrics, .usage, .resetUsage, .quit:
             preconditionFailure("\(r.verb) is not a decision")
+        }
+    }
+
+    /// DECIDE APP KIND allow|deny [--once].
+    private func decide(_ r: Request, session: Session, scope: UInt32?) {
+        var args = r.args
+        let once = args.last == "--once"
+        if once { args.removeLast() }
+        guard args.count == 3 else { replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)")); return }
+        guard AppPolicy.isValidID(args[0]) else {
+            replyError(session.id, ProtocolError(.badArguments, "invalid app id \(ConfigError.quote(args[0]))"))
+            return
+        }
+        guard let kind = Self.decidableKind(args[1]) else {
+            replyError(session.id, Self.badKind(args[1]))
+            return
+        }
+        guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
+            replyError(session.id, ProtocolError(.badArguments, "bad decision \(ConfigError.quote(args[2])) (expected allow or deny)"))
+            return
+        }
+        let app = args[0]
+        guard withinOwnLimit(app, scope: scope, session: session) else { return }
+        commit({ $0.set(app, kind, p, once: once, uid: scope) }, persist: !once, for: session.id) { [unowned self] in
+            log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")"
+                + (scope.map { " (uid \($0)'s own processes)" } ?? ""), app: app, uid: scope)
+            closeAnswered(app: app, kinds: [kind], scope: scope, p, once: once)
+        } reply: { [unowned self] in
+            let v = verdict(for: namedMatch(app), uid: scope)
+            let overridden = v.sources[kind] == nil && state.config.permissions(for: namedMatch(app).app)[kind] != .ask
+            reply(session.id) { w in
+                w.field("ok", true)
+                w.object("decided") {
+                    $0.field("app", app)
+                    $0.field("kind", kind.rawValue)
+                    $0.field("decision", p.rawValue)
+                    $0.field("once", once)
+                    $0.field("overridden_by_policy", overridden)
+                    $0.field("for_uid", scope.map { Int($0) })
+                }
+                v.write(to: &w)
+            }
+        }
+    }
+
+    /// ANSWER ID allow|deny|once [--everyone], or ANSWER ID dismiss.
+    private func answer(_ r: Request, session: Session, scope: UInt32?) {
+        var args = r.args
+        let everyone = args.last == "--everyone"
+        if everyone { args.removeLast() }
+        if args.count == 2, !everyone, let id = Int(args[0]), args[1].lowercased() == "dismiss" {
+            return dismiss(id, session: session)
+        }
+        guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
+            replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
+            return
+        }
+        // A prompt that has closed (or another uid's, which this caller never saw) is answered alike: too late.
+        guard let prompt = state.prompts.find(id: id), session.caller.mayAnswer(prompt) else {
+            replyError(session.id, ProtocolError(.notFound, "prompt \(id) is not open: it expired, was answered or "
+                + "withdrawn (or is not yours to answer); nothing was stored"))
+            return
+        }
+        guard !everyone || session.caller.privileged else {
+            replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
+                + "\(ConfigError.quote(state.config.adminGroup)) answer for everyone; a user answers for their own processes"))
+            return
+        }
+        // A user's own process asked (the prompt is its uid's): an admin's answer is for that uid, unless they
+        // answer for everyone. Their one click must not open an app for every user on one user's word.
+        let scope = session.caller.privileged ? (everyone ? nil : prompt.scope) : scope
+        guard withinOwnLimit(prompt.app, scope: scope, session: session) else { return }
+        let (p, once) = choice.decision
+        // Taken: its expiry must not overtake the answer while it is written (a failed write arms it again).
+        for (t, purpose) in timers {
+            if case .promptExpiry(id) = purpose { cancelTimer(t) }
+        }
+        commit({ d in for k in prompt.kinds { d.set(prompt.app, k, p, once: once, uid: scope) } }, persist: !once,
+               for: session.id) { [unowned self] in
+            log(.info, "prompt \(id) answered \(choice.rawValue): \(prompt.app) may \(p == .allow ? "use" : "not use") "
+                + prompt.kinds.map(\.rawValue).joined(separator: " and ") + (once ? " (once)" : "")
+                + (scope.map { " (uid \($0)'s own processes)" } ?? ""), app: prompt.app, uid: scope ?? prompt.uid)
+            closeAnswered(app: prompt.app, kinds: prompt.kinds, scope: scope, p, once: once)
+        } reply: { [unowned self] in
+            let v = verdict(for: namedMatch(prompt.app), uid: scope)
+            reply(session.id) { w in
+                w.field("ok", true)
+                w.object("answered") {
+                    $0.field("id", id)
+                    $0.field("app", prompt.app)
+                    $0.field("kinds", strings: prompt.kinds.lazy.map(\.rawValue))
+                    $0.field("choice", choice.rawValue)
+                    $0.field("decision", p.rawValue)
+                    $0.field("once", once)
+                    $0.field("for_uid", scope.map { Int($0) })
+                }
+                v.write(to: &w)
+            }
+        } failed: { [unowned self] in
+            if let open = state.prompts.find(id: id) {
+                _ = armTimer(.promptExpiry(promptID: id), microseconds: UInt64(open.timeoutSec) * 1_000_000)
+            }
+        }
+    }
+
+    /// FORGET APP [KIND].
+    private func forget(_ r: Request, session: Session, scope: UInt32?) {
+        let args = r.args
+        guard let app = args.first, AppPolicy.isValidID(app) else {
+            replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
+            return
+        }
+        var kind: PolicyDimension?
+        if args.count == 2 {
+            guard let k = Self.decidableKind(args[1]) else {
+                replyError(session.id, Self.badKind(args[1]))
+                return
+            }
+            kind = k
+        }
+        var probe = state.decisions
+        let removed = probe.forget(app, kind: kind, uid: scope)
+        commit({ $0.forget(app, kind: kind, uid: scope) }, persist: removed, for: session.id) { [unowned self] in
+            if removed {
+                log(.info, "forgot the decisions of \(app)\(kind.map { " for \($0.rawValue)" } ?? "")"
+                    + (scope.map { " made by uid \($0)" } ?? ""), app: app, uid: scope)
+            }
+        } reply: { [unowned self] in
+            reply(session.id) { w in
+                w.field("ok", true)
+                w.field("forgotten", removed)
+                w.field("app", app)
+                w.field("kind", kind?.rawValue)
+                w.field("for_uid", scope.map { Int($0) })
+            }
         }
     }
 
@@ -603,6 +619,11 @@ extension Engine {
             _ = perform(r, from: session)
             if storing?.requester != id, !heldForRules(id) { out.append(.resume(id)) }
         }
+    }
+
+    /// What DECIDE and FORGET say of a kind they do not know.
+    static func badKind(_ word: String) -> ProtocolError {
+        ProtocolError(.badArguments, "bad kind \(ConfigError.quote(word)) (expected wifi, wwan, ethernet, other, metered or roaming)")
     }
 
     /// A kind of link other than loopback, `metered` or `roaming`.
