@@ -50,25 +50,7 @@ extension Engine {
                 w.objects("links", state.network.links) { $1.write(to: &$0) }
             }
         case .query:
-            let match: AppMatch
-            switch resolveApp(r.args.first, caller: caller) {
-            case let .failure(e): return replyError(id, e)
-            case let .success(m): match = m
-            }
-            let own = caller.owns(match)
-            var v = forCaller(verdict(for: match, uid: own ? caller.ownUID : nil), caller)
-            if own { v.enforcement = ownEnforcement(v.enforcement, caller) }
-            let range = reply(id) { w in
-                w.field("ok", true)
-                v.write(to: &w)
-                if caller.privileged { writeUserDecisions(of: match.id, to: &w) }
-                if own { w.object("identity") { caller.identity.write(to: &$0) } }
-            }
-            if own && v.wantsAsking {
-                raisePrompts(v, identity: caller.identity)
-                return nil
-            }
-            return range
+            return query(r.args.first, session: session)
         case .reach:
             reach(r.args, session: session)
             return nil
@@ -79,15 +61,7 @@ extension Engine {
             subscribe(r.args, session: session)
             return nil
         case .apps:
-            let listed = appsListed(for: caller)
-            return reply(id) { w in
-                w.field("ok", true)
-                w.objects("apps", listed) { w, e in
-                    forCaller(verdict(for: e.match, uid: e.uid), caller).write(to: &w)
-                    if e.installed { w.field("installed", true) }
-                    if caller.privileged { writeUserDecisions(of: e.match.id, to: &w) }
-                }
-            }
+            return apps(session)
         case .reload:
             out.append(.hold(id))
             requestReload(by: id)
@@ -127,6 +101,45 @@ extension Engine {
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
             return nil
+        }
+    }
+
+    /// QUERY [APP]: the verdict of the caller's own app (with its identity, and a prompt raised when it wants
+    /// asking), or of the app named; the reply's range when it may be cached.
+    private func query(_ named: String?, session: Session) -> Range<Int>? {
+        let id = session.id, caller = session.caller
+        let match: AppMatch
+        switch resolveApp(named, caller: caller) {
+        case let .failure(e): return replyError(id, e)
+        case let .success(m): match = m
+        }
+        let own = caller.owns(match)
+        var v = forCaller(verdict(for: match, uid: own ? caller.ownUID : nil), caller)
+        if own { v.enforcement = ownEnforcement(v.enforcement, caller) }
+        let range = reply(id) { w in
+            w.field("ok", true)
+            v.write(to: &w)
+            if caller.privileged { writeUserDecisions(of: match.id, to: &w) }
+            if own { w.object("identity") { caller.identity.write(to: &$0) } }
+        }
+        if own && v.wantsAsking {
+            raisePrompts(v, identity: caller.identity)
+            return nil
+        }
+        return range
+    }
+
+    /// APPS: every app the caller may see, with its verdict as the caller's processes have it.
+    private func apps(_ session: Session) -> Range<Int>? {
+        let caller = session.caller
+        let listed = appsListed(for: caller)
+        return reply(session.id) { w in
+            w.field("ok", true)
+            w.objects("apps", listed) { w, e in
+                forCaller(verdict(for: e.match, uid: e.uid), caller).write(to: &w)
+                if e.installed { w.field("installed", true) }
+                if caller.privileged { writeUserDecisions(of: e.match.id, to: &w) }
+            }
         }
     }
 
