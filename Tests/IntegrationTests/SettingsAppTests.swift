@@ -74,16 +74,19 @@ final class SettingsAppTests: IntegrationTestCase {
             var environment = ["DISPLAY=\(test.display)", "NETPERMD_SOCKET=\(test.socket)", "GSETTINGS_BACKEND=memory",
                                "LANG=C.UTF-8"]
             var argv = ["nsenter", "--net=/run/netns/\(test.bed.ns.name)"]
+            let runtime: String
             if let uid {
                 // A user with a passwd entry of the test's own (dbus-daemon resolves its uid), and a home.
                 let users = try TestUsers(test, [("npt-settings", uid)])
                 XCTAssertEqual(chmod(users.home(uid), 0o700), 0)
-                environment.append("XDG_RUNTIME_DIR=\(users.home(uid))")
+                runtime = users.home(uid)
+                environment.append("XDG_RUNTIME_DIR=\(runtime)")
                 argv += users.argv(uid, driver, environment: environment)
             } else {
                 // In a pid namespace of its own, as TestUsers runs a user's: killing it ends its session bus, the
                 // accessibility bus and the portals the bus started, whatever state the driver was left in.
                 let home = try test.makeTempDir()
+                runtime = home
                 argv += ["unshare", "--pid", "--fork", "--kill-child", "env", "-i", "PATH=/usr/bin:/bin", "HOME=\(home)",
                          "XDG_RUNTIME_DIR=\(home)"] + environment + driver
             }
@@ -97,6 +100,9 @@ final class SettingsAppTests: IntegrationTestCase {
             test.addTeardownBlock { [self] in
                 close(self.input)
                 self.child.killAndReap()
+                // The document portal the session bus started mounted its FUSE file system in the runtime
+                // directory; killed with the session, it leaves the mount behind (and the directory unremovable).
+                _ = umount2(runtime + "/doc", Int32(MNT_DETACH))
             }
             let ready = try line(timeout: 30)
             guard ready["ready"] as? Bool == true else { throw HarnessError("the driver did not start: \(ready)") }

@@ -157,5 +157,7 @@ final class RealSystemd: @unchecked Sendable {
             for d in dirs { rmdir(d) }
             if rmdir(cgroup) != 0 { usleep(20_000) }
         }
+        // Beside the scratch directory, which its test removes: this file is the container's own to remove.
+        unlink(consoleLog)
     }
 }
