@@ -309,12 +309,17 @@ final class SettingsAppTests: IntegrationTestCase {
         let shots = Repository.path(".build/screenshots")
         try FileManager.default.createDirectory(atPath: shots, withIntermediateDirectories: true)
         for (name, size) in [("settings-phone.png", "360x720"), ("settings-laptop.png", "1000x720")] {
-            // A session bus of its own that ends with it (without one GIO would autolaunch one that outlives it).
+            // A session bus of its own that ends with it (without one GIO would autolaunch one that outlives it), and
+            // a home and runtime directory of its own: the document portal that bus starts mounts one there (under
+            // root's own ~/.cache it stayed mounted after every run).
+            let runtime = try makeTempDir()
             let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "unshare", "--pid", "--fork",
                                         "--kill-child", "env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)",
+                                        "HOME=\(runtime)", "XDG_RUNTIME_DIR=\(runtime)",
                                         "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1", "dbus-run-session", "--",
                                         Repository.path("settings/netpermd-settings"), "--screenshot", shots + "/" + name,
                                         "--size", size], timeout: 30)
+            _ = umount2(runtime + "/doc", Int32(MNT_DETACH))
             XCTAssertEqual(r.status, 0, r.summary)
             let png = try Data(contentsOf: URL(fileURLWithPath: shots + "/" + name))
             XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "\(name) is a PNG")
