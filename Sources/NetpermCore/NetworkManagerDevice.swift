@@ -32,10 +32,7 @@ public struct NetworkManagerDevice: Equatable, Hashable, Sendable {
     }
 
     public var metered: Metered
-    /// `Device.DeviceType` (NMDeviceType) as the kind it would be; nil for types that say nothing of the kind
-    /// (bridges, bonds, tunnels, unknown).
-    public var kind: LinkKind?
-    /// `DeviceType`'s number, for the log.
+    /// `Device.DeviceType` (NMDeviceType).
     public var deviceType: UInt32
     /// The active connection's `Id` ("Home", "Pixel hotspot") and `Type` ("802-11-wireless", "gsm"); nil when
     /// none is active on the device.
@@ -44,9 +41,12 @@ public struct NetworkManagerDevice: Equatable, Hashable, Sendable {
 
     public init(metered: Metered, deviceType: UInt32, connectionID: String? = nil, connectionType: String? = nil) {
         self.metered = metered; self.deviceType = deviceType
-        kind = Self.kind(deviceType: deviceType)
         self.connectionID = connectionID; self.connectionType = connectionType
     }
+
+    /// The device type as the kind it would be; nil for types that say nothing of the kind (bridges, bonds,
+    /// tunnels, unknown).
+    public var kind: LinkKind? { Self.kind(deviceType: deviceType) }
 
     /// NMDeviceType: ETHERNET 1, WIFI 2, BT 5 (a phone's tethering: wwan, as the built-in rules take it),
     /// MODEM 8, WIFI_P2P 30; the rest say nothing of the kind.

@@ -11,20 +11,12 @@ public enum BusValue: Equatable, Sendable {
     case bool(Bool)
     case objectPaths([String])
     /// `a(su)`: ModemManager's ports (name, type).
-    case namedNumbers([(String, UInt32)])
+    case namedNumbers([NamedNumber])
     case other
 
-    public static func == (a: BusValue, b: BusValue) -> Bool {
-        switch (a, b) {
-        case let (.string(x), .string(y)), let (.objectPath(x), .objectPath(y)): return x == y
-        case let (.uint32(x), .uint32(y)): return x == y
-        case let (.int32(x), .int32(y)): return x == y
-        case let (.bool(x), .bool(y)): return x == y
-        case let (.objectPaths(x), .objectPaths(y)): return x == y
-        case let (.namedNumbers(x), .namedNumbers(y)): return x.map(\.0) == y.map(\.0) && x.map(\.1) == y.map(\.1)
-        case (.other, .other): return true
-        default: return false
-        }
+    public struct NamedNumber: Equatable, Sendable {
+        public var name: String
+        public var number: UInt32
     }
 
     public var string: String? {
@@ -36,7 +28,7 @@ public enum BusValue: Equatable, Sendable {
 
     public var uint32: UInt32? { if case let .uint32(u) = self { u } else { nil } }
     public var objectPaths: [String] { if case let .objectPaths(p) = self { p } else { [] } }
-    public var namedNumbers: [(String, UInt32)] { if case let .namedNumbers(p) = self { p } else { [] } }
+    public var namedNumbers: [NamedNumber] { if case let .namedNumbers(p) = self { p } else { [] } }
 }
 
 /// A message read in order (a reply, or a signal), valid while its handler runs. Each reader returns nil (or
@@ -94,9 +86,9 @@ public struct BusReply {
         case "ao": return strings("o").map(BusValue.objectPaths)
         case "a(su)":
             guard sd_bus_message_enter_container(m, Self.type("a"), "(su)") > 0 else { return nil }
-            var out: [(String, UInt32)] = []
+            var out: [BusValue.NamedNumber] = []
             while sd_bus_message_enter_container(m, Self.type("r"), "su") > 0 {
-                if let s = string("s"), let u = uint32() { out.append((s, u)) }
+                if let s = string("s"), let u = uint32() { out.append(.init(name: s, number: u)) }
                 _ = sd_bus_message_exit_container(m)
             }
             _ = sd_bus_message_exit_container(m)

@@ -40,13 +40,14 @@ public final class FollowedService<Picture: Equatable> {
                 _ = m.string(); _ = m.string()
                 let owner = m.string() ?? ""
                 guard let self else { return }
+                // Gone: nothing to ask it (a reading in flight fails by itself); come: read it.
                 if owner.isEmpty {
                     Log.info("\(name) left the system bus")
                     self.set(self.empty)
                 } else {
                     Log.info("\(name) is on the system bus")
+                    self.request()
                 }
-                self.request()
             }
             for rule in matches {
                 bus.subscribe(rule) { [weak self] m in if relevant(m) { self?.request() } }

@@ -34,7 +34,7 @@ public enum ModemManagerReader {
                 for path in objects.keys.sorted() {
                     guard let m = objects[path]?[modem] else { continue }
                     let state = objects[path]?[threeGPP]?["RegistrationState"]?.uint32 ?? 4
-                    let ports = m["Ports"]?.namedNumbers.filter { $0.1 == netPort }.map(\.0) ?? []
+                    let ports = m["Ports"]?.namedNumbers.filter { $0.number == netPort }.map(\.name) ?? []
                     modems.append((state, m["Bearers"]?.objectPaths ?? [], ports))
                 }
                 let bearers = modems.flatMap(\.bearers)

@@ -313,13 +313,14 @@ final class SettingsAppTests: IntegrationTestCase {
             // a home and runtime directory of its own: the document portal that bus starts mounts one there (under
             // root's own ~/.cache it stayed mounted after every run).
             let runtime = try makeTempDir()
+            // Detached even when the run fails, before the directory's own removal (teardown blocks run last first).
+            addTeardownBlock { _ = umount2(runtime + "/doc", Int32(MNT_DETACH)) }
             let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "unshare", "--pid", "--fork",
                                         "--kill-child", "env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)",
                                         "HOME=\(runtime)", "XDG_RUNTIME_DIR=\(runtime)",
                                         "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1", "dbus-run-session", "--",
                                         Repository.path("settings/netpermd-settings"), "--screenshot", shots + "/" + name,
                                         "--size", size], timeout: 30)
-            _ = umount2(runtime + "/doc", Int32(MNT_DETACH))
             XCTAssertEqual(r.status, 0, r.summary)
             let png = try Data(contentsOf: URL(fileURLWithPath: shots + "/" + name))
             XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "\(name) is a PNG")
