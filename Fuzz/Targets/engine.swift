@@ -573,7 +573,7 @@ final class World: EngineEdges {
         require(engine.listeners.isEmpty, "listeners left: \(engine.listeners)")
         require(clock.armedCount == 0 && engine.timers.isEmpty, "timers left: \(clock.armedCount), engine \(engine.timers.keys.sorted())")
         require(engine.state.agents == 0, "agents left: \(engine.state.agents)")
-        require(engine.policyLoads.waiters.isEmpty && engine.policyLoads.nextWaiters.isEmpty && engine.waitingForStore.isEmpty,
+        require(engine.policyLoads.waiters.isEmpty && engine.policyLoads.nextWaiters.isEmpty && engine.commits.queued.isEmpty,
                 "requesters left")
     }
 }

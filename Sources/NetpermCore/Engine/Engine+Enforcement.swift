@@ -53,18 +53,8 @@ struct EnforcementBook {
     var state: EnforcementState { lifecycle.phase.shown }
     /// A policy load settled enforcement before its reply; the input's settle() need not build again.
     var settledEarly = false
-    /// Mode=steer: the plan last handed to the edge, whether anything of steering may be in the kernel, and the
-    /// edge's last error.
-    var steering: SteeringPlan?
-    var steeringActive = false
-    /// Whether steering's leftovers (a killed steer daemon's rules and tables) were looked for: once, at start-up.
-    var steeringChecked = false
-    /// Mode=steer: each app's verdict as last shown (steered or not), so an app whose steered verdict changes gets its
-    /// event though its main-table verdict, which the tracker compares, did not; and whether steering's standing
-    /// (rules in force, the edge's errors) changed since.
-    var shown: [String: Verdict] = [:]
-    var steeringMoved = false
-    var steeringError: String?
+    /// Mode=steer (SteeringMachine.swift): changed only by `Engine.setSteering`.
+    var steering = SteeringMachine()
 
     /// What the rules say of a link: its chain (kind, metered, roaming). `index`, `up`, `addresses`: Mode=steer
     /// only (its tables follow links up, down and re-created, its source rules their addresses).
@@ -224,7 +214,7 @@ extension Engine {
     func setEnforcement(_ new: EnforcementPhase) {
         let was = enforcement.state
         if let retry = enforcement.lifecycle.set(new, log: { log(.debug, $0) }) { cancelTimer(retry) }
-        if state.config.enforcement == .steer, was != enforcement.state { enforcement.steeringMoved = true }
+        if state.config.enforcement == .steer, was != enforcement.state { enforcement.steering.moved = true }
     }
 
     /// The kernel's answer to the last `loadRules` that asked for one (or the edge's own repair failing); then what
@@ -353,7 +343,7 @@ extension Engine {
         switch state.config.enforcement {
         case .off: return .notEnforced(.modeOff)
         case .block: break
-        case .steer: if enforcement.steeringError != nil { return .notEnforced(.rulesFailed) }
+        case .steer: if enforcement.steering.error != nil { return .notEnforced(.rulesFailed) }
         }
         guard match.matchedBy != .defaults, state.config.app(named: match.id) != nil else {
             // A desktop app that does not run: the rules name it once a unit of it exists.
@@ -427,7 +417,7 @@ extension Engine {
         case .off: return nil
         case .block: break
         case .steer:
-            if let e = enforcement.steeringError {
+            if let e = enforcement.steering.error {
                 return "steering failed: " + (e.utf8.count > 200 ? String(decoding: e.utf8.prefix(200), as: UTF8.self) + "..." : e)
             }
         }

@@ -79,10 +79,10 @@ extension Engine {
                 }
             }
         case .decide, .forget, .answer:
-            if storing != nil {
+            if commits.writing {
                 // A decision is being written: this one waits its turn, so that it starts from that one's result.
                 out.append(.hold(id))
-                waitingForStore.append((id, r))
+                commits.enqueue(id, r)
                 return nil
             }
             decideOrForget(r, session: session)
@@ -597,7 +597,7 @@ extension Engine {
         out.append(.hold(id))
         var candidate = state.decisions
         change(&candidate)
-        storing = PendingStore(requester: id, change: change, apply: apply, reply: reply, failed: failed)
+        commits.begin(PendingStore(requester: id, change: change, apply: apply, reply: reply, failed: failed)) { log(.debug, $0) }
         out.append(.persist(candidate))
     }
 
@@ -612,8 +612,7 @@ extension Engine {
     /// The decisions file was written (or not): the decision takes effect and is answered, or nothing changes.
     /// A requester that has left gets no reply, but its decision stands.
     func stored(error: String?) {
-        guard let pending = storing else { return }
-        storing = nil
+        guard let pending = commits.finish(log: { log(.debug, $0) }) else { return }
         let requester = pending.requester
         if let error {
             log(.err, "cannot store the decisions: \(error)")
@@ -626,11 +625,10 @@ extension Engine {
         }
         // Requests that came while the file was being written, in order; each starts from the last one's result,
         // and is checked as if it came now: a reload meanwhile may have taken its sender's privilege.
-        while storing == nil, !waitingForStore.isEmpty {
-            let (id, r) = waitingForStore.removeFirst()
+        while let (id, r) = commits.next() {
             guard let session = sessions[id] else { continue }
             _ = perform(r, from: session)
-            if storing?.requester != id, !heldForRules(id) { out.append(.resume(id)) }
+            if commits.phase != .writing(requester: id), !heldForRules(id) { out.append(.resume(id)) }
         }
     }
 

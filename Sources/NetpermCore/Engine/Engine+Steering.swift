@@ -6,59 +6,62 @@ extension Engine {
     /// removes whatever steering put in the kernel.
     func settleSteering(_ ruleset: Ruleset?) {
         guard state.config.enforcement == .steer, let ruleset else {
-            // At start-up in another mode, what a killed steer daemon left is removed, quietly (as the nft table).
-            if !enforcement.steeringChecked {
-                enforcement.steeringChecked = true
-                if !enforcement.steeringActive { out.append(.steer(nil)) }
+            switch enforcement.steering.phase {
+            case .unchecked:
+                // At start-up in another mode, what a killed steer daemon left is removed, quietly (as the nft table).
+                setSteering(.absent)
+                out.append(.steer(nil))
+            case .absent: break
+            case .steering:
+                setSteering(.absent)
+                steeredCache.verdicts = [:]
+                log(.notice, "steering: removing the program, rules and tables")
+                out.append(.steer(nil))
             }
-            guard enforcement.steeringActive else { return }
-            enforcement.steeringActive = false
-            enforcement.steering = nil
-            steeredCache.verdicts = [:]
-            enforcement.steeringError = nil
-            log(.notice, "steering: removing the program, rules and tables")
-            out.append(.steer(nil))
             return
         }
         let plan = SteeringPlan.build(ruleset: ruleset, apps: state.config.apps, permissions: enforcedPermissions,
                                       ownPermissions: ownPermissions, links: state.network.links)
-        guard plan != enforcement.steering || !enforcement.steeringActive else { return }
+        guard plan != enforcement.steering.plan else { return }
         log(.debug, "steering: \(plan.uidMarks.count) uids and \(plan.cgroupMarks.count) unit cgroups, "
             + "\(plan.allowances.count) tables")
-        enforcement.steering = plan
+        // The edge's last error stands until it answers this plan.
+        setSteering(.steering(plan, error: enforcement.steering.error))
         steeredCache.verdicts = [:]
-        enforcement.steeringActive = true
-        enforcement.steeringChecked = true
         out.append(.steer(plan))
+    }
+
+    /// The one setter of steering's phase (SteeringMachine): logs old -> new.
+    func setSteering(_ new: SteeringMachine.Phase) {
+        enforcement.steering.set(new) { log(.debug, $0) }
     }
 
     /// The edge's answer to the last `Effect.steer`.
     func steered(error: String?) {
-        guard enforcement.steeringActive else { return }
-        if error != enforcement.steeringError {
-            if let error {
-                log(.err, "steering: \(error)")
-            } else if enforcement.steeringError != nil {
-                log(.notice, "steering: in force again")
-            }
+        guard let plan = enforcement.steering.plan else { return }
+        let was = enforcement.steering.error
+        guard error != was else { return }
+        if let error {
+            log(.err, "steering: \(error)")
+        } else {
+            log(.notice, "steering: in force again")
         }
-        if error != enforcement.steeringError { enforcement.steeringMoved = true }
-        let recovered = enforcement.steeringError != nil && error == nil
-        enforcement.steeringError = error
-        if recovered { steeringTookEffect() }
+        enforcement.steering.moved = true
+        setSteering(.steering(plan, error: error))
+        if was != nil, error == nil { steeringTookEffect() }
     }
 
     /// Steered verdicts hold from now on (the rules are in force, steering works again): a steered app's verdict
     /// can be available where its main-table verdict is not (routed elsewhere), so held WAITs are looked at again.
     func steeringTookEffect() {
-        guard state.config.enforcement == .steer, enforcement.steeringError == nil else { return }
+        guard state.config.enforcement == .steer, enforcement.steering.error == nil else { return }
         answerWaiters()
     }
 
     /// An enforced app kept off some links, in Mode=steer: its sockets are marked and routed by its table, so its
     /// verdict's `egress` and `via` are that table's answer, not the main table's (no `routed-elsewhere`).
     func steered(_ v: Verdict) -> Verdict {
-        guard state.config.enforcement == .steer, v.enforcement.isEnforced, let plan = enforcement.steering else { return v }
+        guard state.config.enforcement == .steer, v.enforcement.isEnforced, let plan = enforcement.steering.plan else { return v }
         let allowance = SteeringPlan.Allowance(v.permissions)
         guard allowance != .everything else { return v }
         if steeredCache.version != version { steeredCache = (version, [:]) }
@@ -81,7 +84,7 @@ extension Engine {
     /// The mark a steered app's sockets carry (as `steered` takes it), for a route lookup of one destination; nil
     /// when it is not steered.
     func steeringMark(_ v: Verdict) -> UInt32? {
-        guard state.config.enforcement == .steer, v.enforcement.isEnforced, enforcement.steering != nil else { return nil }
+        guard state.config.enforcement == .steer, v.enforcement.isEnforced, enforcement.steering.plan != nil else { return nil }
         let allowance = SteeringPlan.Allowance(v.permissions)
         return allowance == .everything ? nil : allowance.mark
     }
@@ -90,9 +93,9 @@ extension Engine {
     /// marked lookups and with steering's standing while its main-table verdict stays. Each tracked app's verdict as
     /// shown is compared with the last one; steered verdicts are computed once per permission set.
     func steeredVerdictEvents() -> [Event] {
-        enforcement.steeringMoved = false
+        enforcement.steering.moved = false
         guard state.config.enforcement == .steer else {
-            enforcement.shown = [:]
+            enforcement.steering.shown = [:]
             return []
         }
         let pending = Set(pendingEvents.compactMap { e -> String? in
@@ -103,25 +106,25 @@ extension Engine {
         var shown: [String: Verdict] = [:]
         for v in tracker.all {
             let s = withEnforcement(v, .name)
-            if let last = enforcement.shown[v.app], !last.sameState(as: s) || last.enforcement != s.enforcement,
+            if let last = enforcement.steering.shown[v.app], !last.sameState(as: s) || last.enforcement != s.enforcement,
                !pending.contains(v.app) {
                 events.append(.app(v))
             }
             shown[v.app] = s
         }
-        enforcement.shown = shown
+        enforcement.steering.shown = shown
         return events
     }
 
     /// STATUS's steering members (Mode=steer).
     func writeSteering(to w: inout JSONWriter) {
-        guard state.config.enforcement == .steer, let plan = enforcement.steering else { return }
+        guard state.config.enforcement == .steer, let plan = enforcement.steering.plan else { return }
         w.object("steering") {
-            $0.field("state", enforcement.steeringError == nil ? "steering" : "failed")
+            $0.field("state", enforcement.steering.error == nil ? "steering" : "failed")
             $0.field("tables", plan.allowances.count)
             $0.field("marked_uids", plan.uidMarks.count)
             $0.field("marked_unit_cgroups", plan.cgroupMarks.values.filter { $0 != 0 }.count)
-            if let e = enforcement.steeringError { $0.field("error", e) }
+            if let e = enforcement.steering.error { $0.field("error", e) }
         }
     }
 }

@@ -46,7 +46,15 @@ struct UsageKeeper {
     var dirty = false
     var stopping = false
 
-    var state = UsageTableState.off
+    /// Changed only by `Engine.setUsageState`.
+    private(set) var state = UsageTableState.off
+
+    /// The one setter of the table's state: logs old -> new.
+    mutating func set(_ new: UsageTableState, log: (String) -> Void) {
+        guard new != state else { return }
+        if new.name != state.name { log("usage: table \(state.name) -> \(new.name)") }
+        state = new
+    }
     /// The last build and what it was built from; the rules in force (nil: not known, the next load is whole).
     var key: RulesKey?
     var built: UsageRules?
@@ -105,6 +113,11 @@ struct UsageKeeper {
 }
 
 extension Engine {
+    /// The one setter of the usage table's state (UsageKeeper.set).
+    func setUsageState(_ new: UsageTableState) {
+        usage.set(new) { log(.debug, $0) }
+    }
+
     // MARK: - Counting, reading, saving
 
     /// Called by every input's settle(): counting on or off, the first reading, the table's rules, the tick.
@@ -130,7 +143,7 @@ extension Engine {
             usage.inForce = nil
             usage.built = nil
             usage.key = nil
-            usage.state = .off
+            setUsageState(.off)
             // A start with Count=no removes a table left by an earlier run, quietly: a daemon that never counts may lack
             // the privilege even to look.
             out.append(.loadUsageRules(UsageRules.removal, report: false))
@@ -143,7 +156,7 @@ extension Engine {
         }
         if usage.tick == nil { armUsageTick() }
         guard usage.synced else {
-            if usage.state == .off { usage.state = .applying }
+            if usage.state == .off { setUsageState(.applying) }
             // A failed reading is tried again at the next tick, not at every input.
             if !usage.readFailed { requestUsageRead() }
             return
@@ -153,12 +166,12 @@ extension Engine {
 
     /// Asks the edge for the counters; a reading in flight is followed by one more.
     func requestUsageRead() {
-        if usage.reads.start() { out.append(.readUsage) }
+        if usage.reads.logged("usage readings", log: debugLog, { $0.start() }) { out.append(.readUsage) }
     }
 
     /// The kernel's counters (nil: no usage table), or why they could not be read.
     func usageRead(_ reading: UsageReading?, error: String?) {
-        let (askers, again) = usage.reads.finish()
+        let (askers, again) = usage.reads.logged("usage readings", log: debugLog) { $0.finish() }
         if usage.readingForBudgets, error == nil {
             usage.readingForBudgets = false
             usage.readForBudgets = true
@@ -169,7 +182,7 @@ extension Engine {
         defer { usage.remadeDuringReading = [] }
         if let error {
             if usage.state != .failed(error, attempts: usage.attempts) { log(.err, "usage: cannot read the counters: \(error)") }
-            usage.state = .failed(error, attempts: usage.attempts)
+            setUsageState(.failed(error, attempts: usage.attempts))
             usage.readFailed = true
             // The kernel's word stands without the reading.
             for q in noticed {
@@ -243,13 +256,13 @@ extension Engine {
 
     /// Writes the totals, once at a time (a change meanwhile is written next).
     func saveUsage() {
-        guard usage.saves.start() else { return }
+        guard usage.saves.logged("usage saves", log: debugLog, { $0.start() }) else { return }
         usage.dirty = false
         out.append(.saveUsage(usage.book))
     }
 
     func usageSaved(error: String?) {
-        let (_, again) = usage.saves.finish()
+        let (_, again) = usage.saves.logged("usage saves", log: debugLog) { $0.finish() }
         if let error {
             log(.err, "usage: cannot save the totals: \(error)")
             usage.dirty = true
@@ -432,7 +445,7 @@ extension Engine {
         usage.remadeFrom = remade
         usage.loading = r
         usage.tableMayExist = true
-        if usage.state != .counting { usage.state = .applying }
+        if usage.state != .counting { setUsageState(.applying) }
         log(.debug, "usage: loading the counting rules (\(old == nil ? "whole" : "changes only"), \(r.budgets.count) budgets)")
         out.append(.loadUsageRules(script, report: true))
     }
@@ -460,7 +473,7 @@ extension Engine {
                 log(.notice, "usage: counting in force (\(r.budgets.count) budgets, "
                     + (state.config.enforcement == .off ? "advice only: [Enforcement] Mode=off" : "enforced") + ")")
             }
-            usage.state = .counting
+            setUsageState(.counting)
             invalidateReplies()
             settleBudgets()
             // Resets made after this load was asked for wait for the next one.
@@ -473,7 +486,7 @@ extension Engine {
         usage.synced = false
         usage.attempts += 1
         let n = usage.attempts
-        usage.state = .failed(error, attempts: n)
+        setUsageState(.failed(error, attempts: n))
         usage.retry = retryLater("usage: loading the counting rules", attempt: n, of: UsageKeeper.maxAttempts, error: error,
                                  timer: .usageRulesRetry)
     }
@@ -573,7 +586,7 @@ extension Engine {
     static let usageReadSpacingSec: UInt64 = 1
 
     private func askUsage(_ id: ConnectionID, _ app: String?) {
-        if usage.reads.request((id, app)) { out.append(.readUsage) }
+        if usage.reads.logged("usage readings", log: debugLog, { $0.request((id, app)) }) { out.append(.readUsage) }
     }
 
     /// A uid's spacing ran out: what it asked meanwhile is answered from a reading made now.

@@ -190,9 +190,8 @@ public final class Engine {
     /// predate a request made meanwhile (an admin edits, then asks for a reload), so that request waits for the
     /// next load. Its waiters are the RELOAD requesters each load answers.
     var policyLoads = InFlight<ConnectionID>()
-    /// DECIDE and FORGET whose decision is being written, and requests that came meanwhile.
-    var storing: PendingStore?
-    var waitingForStore: [(ConnectionID, Request)] = []
+    /// Lasting decisions being written, and decision requests that came meanwhile (DecisionCommits.swift).
+    var commits = DecisionCommits()
     /// What STATUS= last said, compared as facts before it is formatted.
     private var lastStatus: StatusSummary?
     /// "app kind" pairs already logged as asked with no agent; emptied when an agent comes.
@@ -255,9 +254,9 @@ public final class Engine {
             kernel = snapshot
             setNetwork(classify(snapshot))
         case let .policy(result):
-            let (requesters, again) = policyLoads.finish()
+            let (requesters, again) = policyLoads.logged("policy loads", log: debugLog) { $0.finish() }
             applyPolicy(result, requesters: requesters)
-            if again, policyLoads.start() { startLoad() }
+            if again, policyLoads.logged("policy loads", log: debugLog, { $0.start() }) { startLoad() }
         case .reload:
             requestReload(by: nil)
         case .started:
@@ -356,7 +355,7 @@ public final class Engine {
             pendingEvents += tracker.refresh(state: state)
         }
         let changed = permissionsChanged || networkChanged
-        if changed || enforcement.steeringMoved { pendingEvents += steeredVerdictEvents() }
+        if changed || enforcement.steering.moved { pendingEvents += steeredVerdictEvents() }
         // One change's app events in the order of their apps' names, not of the tracker's dictionaries.
         pendingEvents[appEvents...].sort(by: Event.byApp)
         permissionsChanged = false
@@ -593,9 +592,8 @@ public final class Engine {
             reachesHeld -= 1
         }
         policyLoads.removeWaiters { $0 == id }
-        waitingForStore.removeAll { $0.0 == id }
+        commits.forget(id) { log(.debug, $0) }
         enforcement.held.removeAll { $0.id == id }
-        if storing?.requester == id { storing?.requester = nil }
         let listened = session.listened
         let wasAgent = session.isAgent
         changeListening(session) { session.subscription = nil; session.waiting = nil }
@@ -738,7 +736,7 @@ public final class Engine {
     /// A reload asked for by a connection's RELOAD (answered once the policy is read) or by a signal or a change
     /// on disk (nil). Starts a load, or queues one after the load in flight.
     func requestReload(by requester: ConnectionID?) {
-        if policyLoads.request(requester) { startLoad() }
+        if policyLoads.logged("policy loads", log: debugLog, { $0.request(requester) }) { startLoad() }
     }
 
     /// RELOADING=1, then read the files; the answer comes back as `Input.policy`.
@@ -780,6 +778,9 @@ public final class Engine {
         guard priority <= settings.logLevel else { return }
         out.append(.log(priority, SafeText.escape(message()), LogFields(app: app, interface: interface, uid: uid)))
     }
+
+    /// A debug line, for the machines' setters (`log: debugLog`).
+    func debugLog(_ line: String) { log(.debug, line) }
 
     private func logNetworkChange(from old: NetworkState, to new: NetworkState) {
         var oldByIndex: [Int32: Link] = [:]
@@ -873,15 +874,4 @@ struct Disagreement: Hashable {
     var link: String
     var theirs: LinkKind
     var ours: LinkKind
-}
-
-/// A DECIDE or FORGET whose lasting decisions are being written: what to change once they are on disk, and whom
-/// to answer (nil once the requester has left).
-struct PendingStore {
-    var requester: ConnectionID?
-    var change: (inout Decisions) -> Void
-    var apply: () -> Void
-    var reply: () -> Void
-    /// The write failed (nothing changed).
-    var failed: () -> Void
 }

@@ -4,6 +4,30 @@
 /// may have started before what they asked for (a file edited, bytes counted since), so it never answers them.
 /// networkd keeps one request queue for all its kinds of work (networkd-queue.c); here each kind owns one of these.
 struct InFlight<Waiter> {
+    /// Where the kind of job stands, for the log.
+    enum Phase: Equatable {
+        case idle, running, runningThenAgain
+
+        var name: String {
+            switch self {
+            case .idle: return "idle"
+            case .running: return "running"
+            case .runningThenAgain: return "running, another asked for"
+            }
+        }
+    }
+
+    var phase: Phase { running ? (again ? .runningThenAgain : .running) : .idle }
+
+    /// Runs `change` on this, logging `what: old -> new` when the phase moved: the one place its owners' changes
+    /// are logged.
+    mutating func logged<T>(_ what: String, log: (String) -> Void, _ change: (inout InFlight) -> T) -> T {
+        let was = phase
+        let result = change(&self)
+        if phase != was { log("\(what): \(was.name) -> \(phase.name)") }
+        return result
+    }
+
     /// A job is away (asked of the edge, not answered yet).
     private(set) var running = false
     /// Another was asked for while it ran.

@@ -12,8 +12,6 @@ final class Session {
     var waiting: Waiting?
     /// A REACH whose reply waits for the kernel's route, or for a person's answer.
     var reaching: Reaching?
-    /// A request whose reply waits for something outside the engine (a reload, a decision written to disk).
-    var heldForStore = false
     /// The last plain reply: clients that poll (QUERY in a loop) get the same bytes while nothing changed.
     var cache: (line: [UInt8], version: Int, reply: [UInt8])?
 
