@@ -35,16 +35,12 @@ struct EnforcementBook {
     /// what the verdicts say is enforced while a load is in flight.
     var inForceUnitIDs: Set<UInt64> = []
     var inForceRuleset: Ruleset?
-    /// Loads run off the loop, one at a time (docs/ENFORCEMENT.md, "Loads off the loop"): what the state asks for
-    /// while one is in flight is handed over when its answer comes. `handOvers` counts the loads of new rules handed
-    /// over (a retry or a repair of the same text is not one), `inForce` the one the kernel last took, and
-    /// `waiting` is whether the state asks for rules not yet handed over.
-    var handOvers = 0
-    var inForce = 0
-    var waiting = false
-    /// Replies that promise rules (RELOAD, DECIDE, FORGET; READY=1), held until the load that carries them ends:
-    /// the connection (none for READY=1), the load they wait for, and the reply.
-    var held: [(id: ConnectionID?, load: Int, reply: () -> Void)] = []
+    /// Loads run off the loop, one at a time (docs/ENFORCEMENT.md, "Loads off the loop"): the one away (while the
+    /// lifecycle's phase awaits an answer), and whether the state asks for rules not yet handed over (handed over
+    /// when its answer comes). Its waiters are the replies that promise rules (RELOAD, DECIDE, FORGET; READY=1): the
+    /// connection (none for READY=1) and the reply, held until the load that carries them ends.
+    var loads = InFlight<HeldReply>()
+    typealias HeldReply = (id: ConnectionID?, reply: () -> Void)
     /// Elements of unit cgroups that went, left in the kernel's maps by changes of elements only
     /// (`Ruleset.UpdateSize.stale`); none after a load of the whole table.
     var stale = 0
@@ -131,10 +127,9 @@ extension Engine {
         // The same text names new cgroups when one was made again at the same path (new id).
         let differs = text != enforcement.loaded || (r.map { $0.unitIDs != enforcement.loadedUnitIDs } ?? false)
         if enforcement.lifecycle.phase.awaitsAnswer {
-            enforcement.waiting = differs
+            enforcement.loads.logged("rule loads", log: debugLog) { $0.want(differs) }
             return
         }
-        enforcement.waiting = false
         guard differs else { return }
         guard let r, state.config.enforcement != .off else {
             // At start-up a table a killed daemon left is removed; quietly, as a daemon that never enforces may
@@ -195,9 +190,8 @@ extension Engine {
     /// A removal handed over quietly (`report` false: at start-up) hears nothing back, so it is `off` at once.
     private func load(_ text: String, transactions: [String]? = nil, report: Bool) {
         enforcement.loaded = text
-        enforcement.handOvers += 1
         // A removal handed over quietly is answered by nothing: replies do not wait for it.
-        if !report { enforcement.inForce = enforcement.handOvers }
+        if report { startLoad() }
         if text == Ruleset.removal {
             setEnforcement(report ? .removing(failures: 0) : .off)
         } else {
@@ -221,8 +215,20 @@ extension Engine {
     /// the state asked for meanwhile is handed over, and the replies that waited for rules now in force go.
     func rulesLoaded(error: String?) {
         outcome(error: error)
-        if !enforcement.lifecycle.phase.awaitsAnswer { handOver() }
-        releaseHeld()
+        // Still away: a change refused is being loaded whole, its replies wait for it.
+        guard !enforcement.lifecycle.phase.awaitsAnswer else { return }
+        // The load away is in force, or failed: its replies go; those that waited for the next go with it, or now
+        // when nothing more is handed over (failed rules: the replies go, and STATUS and the verdicts say so).
+        var done = enforcement.loads.running ? enforcement.loads.logged("rule loads", log: debugLog) { $0.finish().waiters } : []
+        handOver()
+        if !enforcement.loads.running { done += enforcement.loads.finish().waiters }
+        release(done)
+    }
+
+    /// A load is away: its answer is awaited (`rulesLoaded`).
+    private func startLoad() {
+        let started = enforcement.loads.logged("rule loads", log: debugLog) { $0.start() }
+        assert(started, "a load handed over while one was away")
     }
 
     private func outcome(error: String?) {
@@ -234,7 +240,6 @@ extension Engine {
             let was = enforcement.state
             let partial = phase == .changing(partial: true)
             counters.ruleLoads += 1
-            enforcement.inForce = enforcement.handOvers
             enforcement.inForceUnitIDs = removal ? [] : Set(enforcement.loadedUnitIDs)
             enforcement.inForceRuleset = removal ? nil : enforcement.handedOver
             if !removal, was != .enforcing { counters.rulesInForceSince = settings.wallClock() }
@@ -286,26 +291,20 @@ extension Engine {
     /// `id`, while its connection lasts.
     @discardableResult
     func onceInForce(_ id: ConnectionID?, _ action: @escaping () -> Void) -> Bool {
-        let load = enforcement.handOvers + (enforcement.waiting ? 1 : 0)
-        guard enforcement.lifecycle.phase.awaitsAnswer, load > enforcement.inForce else {
+        guard enforcement.lifecycle.phase.awaitsAnswer else {
             action()
             return false
         }
-        enforcement.held.append((id, load, action))
+        enforcement.loads.wait((id, action))
         return true
     }
 
     /// Whether `id`'s reply waits for rules.
-    func heldForRules(_ id: ConnectionID) -> Bool { enforcement.held.contains { $0.id == id } }
+    func heldForRules(_ id: ConnectionID) -> Bool { enforcement.loads.contains { $0.id == id } }
 
-    /// The replies whose rules are in force, and all of them once no load is in flight (the rules failed: the
-    /// replies go, and STATUS and the verdicts say so), in the order they were held.
-    private func releaseHeld() {
-        let idle = !enforcement.lifecycle.phase.awaitsAnswer, inForce = enforcement.inForce
-        let ready = enforcement.held.filter { idle || $0.load <= inForce }
-        guard !ready.isEmpty else { return }
-        enforcement.held.removeAll { idle || $0.load <= inForce }
-        for h in ready {
+    /// Sends the replies whose rules are in force (or failed), in the order they were held.
+    private func release(_ held: [EnforcementBook.HeldReply]) {
+        for h in held {
             guard let id = h.id else { h.reply(); continue }
             guard sessions[id] != nil else { continue }
             h.reply()
@@ -329,6 +328,7 @@ extension Engine {
         guard case let .failed(_, failures, _) = enforcement.lifecycle.phase, let text = enforcement.loaded else { return }
         enforcement.stale = 0
         setEnforcement(text == Ruleset.removal ? .removing(failures: failures) : .loading(failures: failures))
+        startLoad()
         out.append(.loadRules([text], report: true, inForce: text))
     }
 

@@ -593,7 +593,7 @@ public final class Engine {
         }
         policyLoads.removeWaiters { $0 == id }
         commits.forget(id) { log(.debug, $0) }
-        enforcement.held.removeAll { $0.id == id }
+        enforcement.loads.removeWaiters { $0.id == id }
         let listened = session.listened
         let wasAgent = session.isAgent
         changeListening(session) { session.subscription = nil; session.waiting = nil }

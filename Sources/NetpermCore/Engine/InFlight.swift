@@ -66,6 +66,25 @@ struct InFlight<Waiter> {
         return (done, wanted)
     }
 
+    /// Adds `waiter` to the job that will carry what is asked now: the one after the job away when another is wanted,
+    /// else the job away. Only while one runs (when none does, the caller answers at once).
+    mutating func wait(_ waiter: Waiter) {
+        assert(running, "nothing away to wait for")
+        if again { nextWaiters.append(waiter) } else { waiters.append(waiter) }
+    }
+
+    /// Whether another job is wanted after the one away: what its owner asks for now differs from what is away (or,
+    /// no longer: it came back to it). Only while one runs.
+    mutating func want(_ another: Bool) {
+        guard running else { return }
+        again = another
+    }
+
+    /// Whether `waiter`s matching `match` wait for the job away or the next.
+    func contains(where match: (Waiter) -> Bool) -> Bool {
+        waiters.contains(where: match) || nextWaiters.contains(where: match)
+    }
+
     /// Waiters that went (a connection closed): nobody is answered for them.
     mutating func removeWaiters(where gone: (Waiter) -> Bool) {
         waiters.removeAll(where: gone)
