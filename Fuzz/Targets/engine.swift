@@ -235,14 +235,14 @@ final class World: EngineEdges {
             case let .armTimer(id, usec): return "arm \(id) \(usec)"
             case let .cancelTimer(id): return "cancel \(id)"
             case .loadPolicy: return "load-policy"
-            case let .loadRules(scripts, report, _): return "load-rules \(report) " + scripts.joined(separator: "\n--\n")
+            case let .loadRules(scripts, report, _, _): return "load-rules \(report) " + scripts.joined(separator: "\n--\n")
             case let .nameUnits(naming): return "name-units " + (naming.map { "\($0)" } ?? "none")
             case let .loadUnitElements(changes, ids): return "unit-elements \(ids) \(changes.commands.count)"
             case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
             case .readUsage: return "read-usage"
             case let .saveUsage(book): return "save-usage " + book.encoded()
             case let .saveTags(table): return "save-tags " + table.encoded()
-            case let .loadUsageRules(script, report): return "load-usage \(report) " + script
+            case let .loadUsageRules(script, report, _): return "load-usage \(report) " + script
             case let .watchExit(pid): return "watch \(pid)"
             case let .unwatchExit(pid): return "unwatch \(pid)"
             case let .lookUpRoute(id, q): return "\(id): route \(q.destination.bytes) uid \(q.uid) mark \(q.mark.map(String.init) ?? "-")"
@@ -335,7 +335,7 @@ final class World: EngineEdges {
                 require(!status.utf8.contains(0x0A), "a STATUS= with a newline: \(status)")
             case .reloading, .stopping: break
             }
-        case let .loadRules(scripts, report, inForce):
+        case let .loadRules(scripts, report, inForce, _):
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
             require(!scripts.isEmpty && !scripts.contains(where: \.isEmpty) && !inForce.isEmpty, "an empty ruleset")
             if report { feed(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
@@ -362,7 +362,7 @@ final class World: EngineEdges {
         case let .saveTags(table):
             // What is saved must read back as the same tags: each app's, distinct.
             requireReadsBack(table, table.encoded(), "tags") { (t) throws(ConfigError) in try TagTable.parse(t, path: "t") }
-        case let .loadUsageRules(script, report):
+        case let .loadUsageRules(script, report, _):
             require(!script.isEmpty, "an empty usage script")
             if report { feed(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .watchExit(pid):

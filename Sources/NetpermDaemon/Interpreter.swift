@@ -239,12 +239,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             enforcer.loadUnitElements(changes) { [unowned self] error in
                 if !ids.isEmpty { self.feed(.unitElementsLoaded(ids: ids, error: error)) }
             }
-        case let .loadRules(scripts, report, inForce):
+        case let .loadRules(scripts, report, inForce, handles):
             let start = Clock.monotonicMicroseconds()
             let n = loads
             loads += 1
             // What a repair would load again, as the enforcer keeps it: its cgroups' descriptors must stay open.
-            let handles = UnitCgroups.handles(namedIn: inForce)
             loadHandles[n] = handles
             lastHandles = handles
             keepHandles()
@@ -286,12 +285,12 @@ public final class Interpreter: ControlDelegate, EngineEdges {
                 self.usageSaved($0)
             }
         case let .saveTags(table): saveTags(table)
-        case let .loadUsageRules(script, report):
+        case let .loadUsageRules(script, report, handles):
             let start = Clock.monotonicMicroseconds()
             // It may name cgroups by descriptor too (the connections' tags).
             let n = loads
             loads += 1
-            loadHandles[n] = UnitCgroups.handles(namedIn: script)
+            loadHandles[n] = handles
             keepHandles()
             enforcer.loadUsage(script) { [unowned self] error in
                 loadHandles[n] = nil

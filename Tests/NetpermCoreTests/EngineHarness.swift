@@ -200,7 +200,7 @@ final class EngineHarness: EngineEdges {
         case let .log(p, m, _):
             steps.append("log \(p)")
             log.append((p, m))
-        case let .loadRules(transactions, report, inForce):
+        case let .loadRules(transactions, report, inForce, _):
             steps.append(transactions == [Ruleset.removal] ? "remove-rules" : transactions == [inForce] ? "load-rules"
                          : "update-rules")
             rules.append(inForce)
@@ -222,7 +222,7 @@ final class EngineHarness: EngineEdges {
             steps.append("save-usage")
             if usageSaveError == nil { usageSaves.append(book) }
             feed(.usageSaved(error: usageSaveError))
-        case let .loadUsageRules(script, report):
+        case let .loadUsageRules(script, report, _):
             steps.append(script == UsageRules.removal ? "remove-usage" : "load-usage")
             usageScripts.append(script)
             if usageRulesError == nil {

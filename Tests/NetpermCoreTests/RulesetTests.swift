@@ -28,7 +28,8 @@ final class RulesetTests: XCTestCase {
                           cgroups: held)
         XCTAssertTrue(r.text.contains(#""../../../proc/self/fd/1041" : goto deny"#), r.text)
         XCTAssertFalse(r.text.contains("system.slice/cron.service"), "never by its path")
-        XCTAssertEqual(UnitCgroups.handles(namedIn: r.text), [1041])
+        XCTAssertEqual(r.handles, [1041], "the descriptors travel beside the text")
+        XCTAssertEqual(Self.handles(namedIn: r.text), r.handles, "and are those the text names")
         // A system unit at level 4 (a slice in a slice in a slice) has its map and its lookup.
         XCTAssertTrue(r.text.contains(#"map unit4_wwan {"# + "\n\t\ttype cgroupsv2 : verdict\n"
             + "\t\telements = { " + #""unified/a.slice/a-b.slice/a-b-c.slice/deep.service" : goto deny }"#), r.text)
@@ -36,9 +37,22 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(r.notEnforced, [:])
     }
 
-    func testHandlesNamedInAScript() {
-        XCTAssertEqual(UnitCgroups.handles(namedIn: ""), [])
-        XCTAssertEqual(UnitCgroups.handles(namedIn: #"{ "../../../proc/self/fd/3" : accept, "../../../proc/self/fd/12" : "#
+    /// The descriptors a script names (`../../../proc/self/fd/N`), read from its text: the test's own reading,
+    /// against which `Ruleset.handles` is checked.
+    static func handles(namedIn script: String) -> Set<Int32> {
+        var found: Set<Int32> = []
+        var rest = Substring(script)
+        while let r = rest.firstRange(of: "../../../proc/self/fd/") {
+            rest = rest[r.upperBound...]
+            let digits = rest.prefix { $0.isASCII && $0.isNumber }
+            if let n = Int32(digits) { found.insert(n) }
+        }
+        return found
+    }
+
+    func testTheTestsReadingOfDescriptors() {
+        XCTAssertEqual(Self.handles(namedIn: ""), [])
+        XCTAssertEqual(Self.handles(namedIn: #"{ "../../../proc/self/fd/3" : accept, "../../../proc/self/fd/12" : "#
             + #"goto deny }\#ndelete element x { "../../../proc/self/fd/3", "unified/a.slice/b.service" }"#
             + #" "../../../proc/self/fd/""#), [3, 12])
     }

@@ -55,6 +55,9 @@ public struct Ruleset: Equatable, Sendable {
     /// The ids of the unit cgroups the rules name, in the order of their paths: not in the text (nft resolves the
     /// paths when loading), so a cgroup made again at the same path shows here only.
     public var unitIDs: [UInt64]
+    /// The daemon's descriptors of cgroups the text names (`UnitCgroups.nftPath`): open while these rules may be
+    /// loaded again (a repair loads the rules in force as they were). Data beside the text, never read back from it.
+    public internal(set) var handles: Set<Int32> = []
     /// The elements of the `links` map, as in the text (`"wwan0" : goto metered_wwan`).
     public var linkElements: [String]
     /// Where the text after the `links` map starts (a UTF-8 offset): what `withLinks` keeps.
@@ -291,6 +294,7 @@ public struct Ruleset: Equatable, Sendable {
                                                                  userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
         r.appsEnforced = apps.count - notEnforced.count
         r.used = used
+        r.handles = owners.handles { _ in true }
         return r
     }
 
@@ -343,6 +347,11 @@ public struct Ruleset: Equatable, Sendable {
         /// Cgroup paths nft cannot be given safely.
         var skipped: [String] = []
 
+        /// The descriptors through which the owned cgroups `named` are given to nft.
+        func handles(_ named: (UnitCgroup) -> Bool) -> Set<Int32> {
+            Set(cgroupOwner.filter { named($0.cgroup) }.compactMap(\.cgroup.handle))
+        }
+
         init(apps: [AppPolicy], cgroups: UnitCgroups) {
             let index = OwnerIndex(apps: apps)
             appIndex = index.appIndex
@@ -390,6 +399,8 @@ public struct Ruleset: Equatable, Sendable {
         var tagIn: [String]
         /// The apps whose connections get their tag.
         var taggedApps: Set<String>
+        /// The descriptors the tag maps name cgroups through.
+        var handles: Set<Int32> = []
     }
 
     /// The tagging `build` puts in the rules, for these apps and cgroups: what usage counting tags with too.
@@ -399,7 +410,8 @@ public struct Ruleset: Equatable, Sendable {
         let chains = chainRules(used: usedMaps(maps))
         return Tagging(maps: maps, tag: chains.first { $0.chain == "tag" }!.rules,
                        tagIn: chains.first { $0.chain == "tag_in" }!.rules,
-                       taggedApps: Set(owners.taggedApps.map { apps[$0].id }))
+                       taggedApps: Set(owners.taggedApps.map { apps[$0].id }),
+                       handles: owners.handles { !$0.user && UnitCgroups.levels.contains($0.level) })
     }
 
     /// What the links alone decide: the `links` map, at the head of the text.

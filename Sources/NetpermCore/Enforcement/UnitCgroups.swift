@@ -82,29 +82,6 @@ public struct UnitCgroups: Equatable, Sendable {
     /// Whether nft is given this path through a descriptor (`nftPath`).
     static func isHandle(_ path: String) -> Bool { path.hasPrefix(handlePrefix) }
 
-    /// The descriptors an nft script names through `nftPath`: those must stay open while rules built from it may
-    /// be loaded again (a repair loads the rules in force as they were).
-    public static func handles(namedIn script: String) -> Set<Int32> {
-        let marker = Array(handlePrefix.utf8)
-        var found: Set<Int32> = []
-        var text = script
-        text.withUTF8 { b in
-            var i = 0
-            while i + marker.count <= b.count {
-                guard b[i] == marker[0], b[i..<(i + marker.count)].elementsEqual(marker) else { i += 1; continue }
-                i += marker.count
-                var n: Int32 = 0, digits = 0
-                while i < b.count, b[i] >= UInt8(ascii: "0"), b[i] <= UInt8(ascii: "9"), digits < 9 {
-                    n = n * 10 + Int32(b[i] - UInt8(ascii: "0"))
-                    i += 1
-                    digits += 1
-                }
-                if digits > 0 { found.insert(n) }
-            }
-        }
-        return found
-    }
-
     /// Whether the rules follow the innermost unit of a cgroup path (as /proc/PID/cgroup names it:
     /// `/system.slice/cron.service`): a system unit with only slices above it, at one of `levels`, or a unit of a
     /// user's manager (`SLICE/SLICE/user@UID.service`, at level 3) with only slices between, at one of

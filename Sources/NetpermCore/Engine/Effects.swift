@@ -81,7 +81,8 @@ public enum Effect: Equatable, Sendable {
     /// ruleset, `Ruleset.update(from:)`'s transactions, or `Ruleset.removal`); with `report`, say how it went with
     /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another
     /// process changes the table. A whole ruleset replacing a table in force is loaded as `Ruleset.handover` says.
-    case loadRules([String], report: Bool, inForce: String)
+    /// `handles`: the daemon's cgroup descriptors `inForce` names (Ruleset.handles), to keep open while it may load.
+    case loadRules([String], report: Bool, inForce: String, handles: Set<Int32>)
     /// Name units just made with this from now on (none: nil), off the loop as their directory's watch sees them
     /// (Engine+FreshUnits.swift), and tell with `Input.unitsNamed`.
     case nameUnits(UnitNaming?)
@@ -100,8 +101,9 @@ public enum Effect: Equatable, Sendable {
     /// Write the apps' connection tags (the state directory's `tags`), the latest replacing any not yet written.
     case saveTags(TagTable)
     /// Run this nft script as one transaction (`UsageRules.script`, or `UsageRules.removal`, which the edge runs only
-    /// if the table exists); with `report`, say how it went with `Input.usageRulesLoaded`.
-    case loadUsageRules(String, report: Bool)
+    /// if the table exists); with `report`, say how it went with `Input.usageRulesLoaded`. `handles`: the cgroup
+    /// descriptors it names (UsageRules.handles), to keep open while it loads.
+    case loadUsageRules(String, report: Bool, handles: Set<Int32>)
     /// Mode=steer: put this plan in the kernel (the program and its maps, the rules, the tables, kept following the
     /// main table); nil removes all of it. Say how it went with `Input.steered`.
     case steer(SteeringPlan?)

@@ -200,7 +200,7 @@ extension Engine {
             case .off, .removing, .loading, .failed: setEnforcement(.loading(failures: 0))
             }
         }
-        out.append(.loadRules(transactions ?? [text], report: report, inForce: text))
+        out.append(.loadRules(transactions ?? [text], report: report, inForce: text, handles: handedOverHandles))
     }
 
     /// The one setter of enforcement's lifecycle: logs old -> new, cancels the retry of a `failed` phase it leaves,
@@ -224,6 +224,9 @@ extension Engine {
         if !enforcement.loads.running { done += enforcement.loads.finish().waiters }
         release(done)
     }
+
+    /// The cgroup descriptors the rules handed over name (none for the removal).
+    private var handedOverHandles: Set<Int32> { enforcement.loaded == Ruleset.removal ? [] : enforcement.handedOver?.handles ?? [] }
 
     /// A load is away: its answer is awaited (`rulesLoaded`).
     private func startLoad() {
@@ -262,7 +265,7 @@ extension Engine {
             enforcement.stale = 0
             log(.notice, "enforcement: changing only what differs failed (\(error)); loading the whole table")
             setEnforcement(.repairing)
-            out.append(.loadRules([text], report: true, inForce: text))
+            out.append(.loadRules([text], report: true, inForce: text, handles: handedOverHandles))
             return
         case let .removing(n), let .loading(n), let .failed(_, n, _): failures = n + 1
         // A whole change or a repair refused, or the edge's own repair after another tool's change.
@@ -329,7 +332,7 @@ extension Engine {
         enforcement.stale = 0
         setEnforcement(text == Ruleset.removal ? .removing(failures: failures) : .loading(failures: failures))
         startLoad()
-        out.append(.loadRules([text], report: true, inForce: text))
+        out.append(.loadRules([text], report: true, inForce: text, handles: handedOverHandles))
     }
 
     /// A uid's own decisions for an app, for its sockets in the rules (nil: it has none, or users do not decide).

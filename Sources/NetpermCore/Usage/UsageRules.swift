@@ -58,6 +58,8 @@ public struct UsageRules: Equatable, Sendable {
     public var budgets: [Budget]
     /// Link names nft cannot be given safely: not counted (the daemon logs them).
     public var skipped: [String]
+    /// The daemon's descriptors of cgroups the tag maps name (Ruleset.Tagging): open while these rules load.
+    public var handles: Set<Int32> = []
 
     /// The counting sets (`count_sent_wifi` ...) and the counters of untracked packets (`untracked_sent_wifi`),
     /// one each per direction and class: what the edge reads.
@@ -129,7 +131,7 @@ public struct UsageRules: Equatable, Sendable {
                             rules: ["oifname vmap @sent_links"]))
         chains.append(Chain(name: "prerouting", hook: "type filter hook prerouting priority mangle + 10; policy accept;",
                             rules: ["iifname vmap @received_links"]))
-        return UsageRules(maps: maps, chains: chains, budgets: sorted, skipped: skipped)
+        return UsageRules(maps: maps, chains: chains, budgets: sorted, skipped: skipped, handles: tagging.handles)
     }
 
     /// `retag`: the socket's app's tag, by its unit's cgroup first (deepest first, as `tag` lets the deepest win),
