@@ -235,7 +235,7 @@ final class World: EngineEdges {
             case let .armTimer(id, usec): return "arm \(id) \(usec)"
             case let .cancelTimer(id): return "cancel \(id)"
             case .loadPolicy: return "load-policy"
-            case let .loadRules(scripts, report, _, _): return "load-rules \(report) " + scripts.joined(separator: "\n--\n")
+            case let .loadRules(scripts, report, _, _): return "load-rules \(report) " + scripts.map(\.text).joined(separator: "\n--\n")
             case let .nameUnits(naming): return "name-units " + (naming.map { "\($0)" } ?? "none")
             case let .loadUnitElements(changes, ids): return "unit-elements \(ids) \(changes.commands.count)"
             case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
@@ -337,7 +337,7 @@ final class World: EngineEdges {
             }
         case let .loadRules(scripts, report, inForce, _):
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
-            require(!scripts.isEmpty && !scripts.contains(where: \.isEmpty) && !inForce.isEmpty, "an empty ruleset")
+            require(!scripts.isEmpty && !scripts.contains(where: \.text.isEmpty) && !inForce.isEmpty, "an empty ruleset")
             if report { feed(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .nameUnits(naming):
             // Policies here enforce nothing: no rules in force, so no unit is named as it is made.

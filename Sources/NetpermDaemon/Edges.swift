@@ -22,7 +22,7 @@ public protocol RuleLoading: AnyObject {
     /// Runs the transactions in order, stopping at the first that fails, after the loads asked for before them
     /// (off the loop: `done` gets nil, or why it failed, on the loop's thread, never inside this call's caller's
     /// effects but possibly inside this call). `inForce`: the whole ruleset they lead to.
-    func load(_ transactions: [String], inForce: String, done: @escaping (String?) -> Void)
+    func load(_ transactions: [RuleTransaction], inForce: String, done: @escaping (String?) -> Void)
     /// Loading the rules again after another process changed them failed.
     var repairFailed: (String) -> Void { get set }
     /// The kernel rejected and logged a packet of this app and pending kind.

@@ -55,7 +55,7 @@ final class Enforcer {
     /// What runs on the thread: the scripts, and what came of them. The thread owns it from `run` until it has
     /// written its result back; the loop reads it only after.
     final class Load: @unchecked Sendable {
-        let scripts: [String]
+        let scripts: [RuleTransaction]
         /// Element changes may go as nf_tables messages (not a whole load).
         let elements: Bool
         var socket: NetlinkSocket?
@@ -65,7 +65,7 @@ final class Enforcer {
         /// The commands of each batch sent as nf_tables messages (logged on the loop: the log is the loop's).
         var batches: [Int] = []
 
-        init(scripts: [String], elements: Bool, socket: NetlinkSocket?) {
+        init(scripts: [RuleTransaction], elements: Bool, socket: NetlinkSocket?) {
             self.scripts = scripts; self.elements = elements; self.socket = socket
         }
 
@@ -75,7 +75,7 @@ final class Enforcer {
                 for script in scripts {
                     // Only elements change (and chains go): sent as nf_tables messages, without libnftables' reading
                     // of the whole table first.
-                    if elements, let changes = ElementChanges.parse(script) {
+                    if elements, let changes = script.elements {
                         if socket == nil { socket = try NftablesElements.socket() }
                         if case let .some(refused) = NftablesElements.run(changes, on: socket!) {
                             if let refused { failure = refused; break }
@@ -85,7 +85,7 @@ final class Enforcer {
                         }
                     }
                     if nft == nil { nft = try Nftables() }
-                    try nft!.run(script)
+                    try nft!.run(script.text)
                     commits += 1
                 }
             } catch {
@@ -136,7 +136,7 @@ final class Enforcer {
     /// nil, or why it failed, on the loop. `whole`: the whole ruleset they lead to, loaded again should another
     /// process change the table (they may change only part of it). A whole ruleset is handed over from the table in
     /// force, if there is one (`Ruleset.wholeLoad`).
-    func load(_ transactions: [String], inForce whole: String, done: @escaping (String?) -> Void) {
+    func load(_ transactions: [RuleTransaction], inForce whole: String, done: @escaping (String?) -> Void) {
         queue.rules(transactions, whole: whole, done: done)
         startNext()
     }
@@ -169,17 +169,17 @@ final class Enforcer {
                 job.done?(answer)
                 return startNext()
             }
-        } else if !removal, job.transactions == [whole] {
+        } else if !removal, job.transactions == [RuleTransaction(whole: whole)] {
             // Unknown answers take the handover: it is right whatever is there.
             let (table, handover) = (try? Self.tables()) ?? (nil, nil)
-            scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true)
+            scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true).map(RuleTransaction.init(whole:))
         }
-        run(job, Load(scripts: scripts, elements: job.transactions != [whole], socket: elementSocket))
+        run(job, Load(scripts: scripts, elements: job.transactions != [RuleTransaction(whole: whole)], socket: elementSocket))
     }
 
     private func startUsage(_ job: Job) {
         let script = job.transactions[0]
-        if script == UsageRules.removal {
+        if script.text == UsageRules.removal {
             let answer: String??
             switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: UsageRules.table) }) {
             case .success(false?): usageInForce = false; answer = .some(nil)
@@ -235,7 +235,7 @@ final class Enforcer {
         switch job.kind {
         case .usage:
             if failure == nil {
-                usageInForce = job.transactions != [UsageRules.removal]
+                usageInForce = job.transactions != [RuleTransaction(whole: UsageRules.removal)]
                 if usageInForce { ensureMonitor() } else if inForce == nil { monitor = nil }
             }
         case .rules, .repair:

@@ -251,7 +251,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
                 loadHandles[n] = nil
                 if error == nil { inForceHandles = handles }
                 keepHandles()
-                Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.utf8.count }) bytes took "
+                Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.text.utf8.count }) bytes took "
                     + "\(Clock.monotonicMicroseconds() - start) µs")
                 if report {
                     feed(.rulesLoaded(error: error))

@@ -200,7 +200,8 @@ final class EngineHarness: EngineEdges {
         case let .log(p, m, _):
             steps.append("log \(p)")
             log.append((p, m))
-        case let .loadRules(transactions, report, inForce, _):
+        case let .loadRules(changes, report, inForce, _):
+            let transactions = changes.map(\.text)
             steps.append(transactions == [Ruleset.removal] ? "remove-rules" : transactions == [inForce] ? "load-rules"
                          : "update-rules")
             rules.append(inForce)

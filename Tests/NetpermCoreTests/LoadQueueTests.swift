@@ -9,7 +9,7 @@ final class LoadQueueTests: XCTestCase {
 
     func kinds(_ q: inout Queue, inForce: String?) -> [String] {
         var out: [String] = []
-        while let j = q.next(inForce: inForce) { out.append("\(j.kind) \(j.transactions.joined(separator: "+"))") }
+        while let j = q.next(inForce: inForce) { out.append("\(j.kind) \(j.transactions.map(\.text).joined(separator: "+"))") }
         return out
     }
 
@@ -71,4 +71,9 @@ final class LoadQueueTests: XCTestCase {
         XCTAssertEqual(q.next(inForce: nil)?.done, "the engine")
         XCTAssertNil(q.next(inForce: "X")?.done, "a repair's answer goes to no one")
     }
+}
+
+/// The queue's tests name scripts by short words.
+extension RuleTransaction: ExpressibleByStringLiteral {
+    public init(stringLiteral text: String) { self.init(whole: text) }
 }

@@ -852,7 +852,7 @@ final class RulesetTests: XCTestCase {
             t.split(separator: "\n").reduce(0) { n, line in n + (line.hasPrefix("add element") ? line.split(separator: ",").count : 0) }
         }
         XCTAssertEqual(counts, [256, 256, 188], "\(up.transactions.map { $0.prefix(80) })")
-        XCTAssertTrue(up.transactions.allSatisfy { ElementChanges.parse($0) != nil }, "each one nf_tables batch")
+        XCTAssertTrue(up.changes.allSatisfy { $0.elements != nil }, "each one nf_tables batch")
         // All gone but the first: deleted through their descriptors, none left stale.
         let down = try XCTUnwrap(none.update(from: many))
         XCTAssertEqual(down.size, Ruleset.UpdateSize(elements: 700))

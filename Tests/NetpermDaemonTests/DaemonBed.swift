@@ -125,7 +125,8 @@ final class FakeRules: RuleLoading {
     private var inFlight: [() -> Void] = []
     var pending: Int { inFlight.count }
 
-    func load(_ transactions: [String], inForce: String, done: @escaping (String?) -> Void) {
+    func load(_ changes: [RuleTransaction], inForce: String, done: @escaping (String?) -> Void) {
+        let transactions = changes.map(\.text)
         loaded.append(transactions)
         let answer: String? = during(transactions) ?? (answers.isEmpty ? self.answer : answers.removeFirst())
         if holding { inFlight.append { done(answer) } } else { done(answer) }

@@ -11,7 +11,7 @@ public struct LoadQueue<Done> {
 
     public struct Job {
         public var kind: Kind
-        public var transactions: [String]
+        public var transactions: [RuleTransaction]
         /// Rules: the whole ruleset they lead to (what a repair loads again later); a repair: the rules in force when
         /// it starts; nil for the counting table.
         public var whole: String?
@@ -19,7 +19,7 @@ public struct LoadQueue<Done> {
         public var done: Done?
 
         /// A load of the whole ruleset.
-        var wholeRules: Bool { kind == .rules && whole.map { transactions == [$0] } == true }
+        var wholeRules: Bool { kind == .rules && whole.map { transactions == [RuleTransaction(whole: $0)] } == true }
     }
 
     /// What came of another process's change.
@@ -47,13 +47,13 @@ public struct LoadQueue<Done> {
     public var isEmpty: Bool { jobs.isEmpty }
 
     /// The engine's rules: `transactions` in order, leading to `whole`.
-    public mutating func rules(_ transactions: [String], whole: String, done: Done) {
+    public mutating func rules(_ transactions: [RuleTransaction], whole: String, done: Done) {
         jobs.append(Job(kind: .rules, transactions: transactions, whole: whole, done: done))
     }
 
     /// One script of the counting table, in turn with the rules' loads.
     public mutating func usage(_ script: String, done: Done) {
-        jobs.append(Job(kind: .usage, transactions: [script], whole: nil, done: done))
+        jobs.append(Job(kind: .usage, transactions: [RuleTransaction(whole: script)], whole: nil, done: done))
     }
 
     /// Another process changed the table, at `now` (monotonic µs).
@@ -75,13 +75,13 @@ public struct LoadQueue<Done> {
                 return job
             case .repair:
                 guard let rules = inForce, !jobs.contains(where: \.wholeRules) else { continue }
-                job.transactions = [rules]
+                job.transactions = [RuleTransaction(whole: rules)]
                 job.whole = rules
                 return job
             case .rules:
                 if wholeNext, let whole = job.whole {
                     wholeNext = false
-                    job.transactions = [whole]
+                    job.transactions = [RuleTransaction(whole: whole)]
                 }
                 return job
             }

@@ -59,7 +59,7 @@ public struct Ruleset: Equatable, Sendable {
     /// loaded again (a repair loads the rules in force as they were). Data beside the text, never read back from it.
     public internal(set) var handles: Set<Int32> = []
     /// The elements of the `links` map, as in the text (`"wwan0" : goto metered_wwan`).
-    public var linkElements: [String]
+    var linkElements: [MapElement]
     /// Where the text after the `links` map starts (a UTF-8 offset): what `withLinks` keeps.
     var appRulesOffset: Int
     /// How many of `skipped` (the first ones) are link names; the rest are cgroup paths.
@@ -418,7 +418,7 @@ public struct Ruleset: Equatable, Sendable {
     private struct LinkPart {
         /// Each link of a kind goes to its kind's chain, through `Roaming=` first when roaming and `Metered=` when
         /// metered.
-        var elements: [String] = []
+        var elements: [MapElement] = []
         var skipped: [String] = []
         /// The text up to the first of the app rules.
         var text = dropping(table) + "table \(family) \(table) {\n"
@@ -428,9 +428,9 @@ public struct Ruleset: Equatable, Sendable {
                 guard let d = PolicyDimension(kind: l.kind) else { continue }
                 guard isSafe(l.name) else { skipped.append(l.name); continue }
                 let head = (l.roaming == true ? "roaming_" : "") + (l.metered ? "metered_" : "")
-                elements.append("\"\(l.name)\" : goto \(head.isEmpty ? "kind_" : head)\(d.rawValue)")
+                elements.append(MapElement(key: .ifname(l.name), verdict: .chain((head.isEmpty ? "kind_" : head) + d.rawValue)))
             }
-            set(&text, "links", type: "ifname : verdict", elements)
+            set(&text, "links", type: "ifname : verdict", elements.lazy.map(\.text))
         }
     }
 
@@ -471,7 +471,7 @@ public struct Ruleset: Equatable, Sendable {
                 names.contains(m.name) && m.elements.contains { e in
                     switch e.verdict {
                     case .deny, .ask: return true
-                    case .accept, .pass, .mark: return false
+                    case .accept, .pass, .mark, .chain: return false
                     }
                 }
             }

@@ -28,12 +28,15 @@ extension Ruleset {
         case cgroup(String, UInt64)
         /// A connection's tag (ConnectionTags).
         case tag(UInt32)
+        /// A link's name (the `links` map).
+        case ifname(String)
 
         var text: String {
             switch self {
             case let .uid(u): return String(u)
             case let .cgroup(path, _): return "\"" + path + "\""
             case let .tag(t): return ConnectionTags.text(t)
+            case let .ifname(name): return "\"" + name + "\""
             }
         }
     }
@@ -47,6 +50,8 @@ extension Ruleset {
         case ask(AskChain.ID)
         /// Not a verdict: the tag a connection of this uid or unit gets.
         case mark(UInt32)
+        /// A link's chain (`kind_wifi`, `metered_wwan`, ...).
+        case chain(String)
 
         var text: String {
             switch self {
@@ -55,6 +60,7 @@ extension Ruleset {
             case .deny: return "goto deny"
             case let .ask(id): return "goto " + id.name
             case let .mark(t): return ConnectionTags.text(t)
+            case let .chain(c): return "goto " + c
             }
         }
     }
@@ -92,8 +98,10 @@ extension Ruleset {
 
     /// What `update(from:)` gives: the transactions to run in order (none when nothing differs), and their size.
     public struct Update: Equatable, Sendable {
-        public var transactions: [String]
+        public var changes: [RuleTransaction]
         public var size: UpdateSize
+        /// Their text, as nft reads it.
+        public var transactions: [String] { changes.map(\.text) }
     }
 
     /// The scripts that turn the rules `old` put in force into these, touching only what differs: the `links` map
@@ -113,27 +121,26 @@ extension Ruleset {
     /// rejects is rejected, whichever generation it reads.
     public func update(from old: Ruleset) -> Update? {
         guard maps.count == old.maps.count else { return nil }
-        let t = "\(Self.family) \(Self.table)"
         var size = UpdateSize()
-        var prepare = "", change = "", cleanup = ""
+        var prepare: [RuleCommand] = [], change: [RuleCommand] = [], cleanup: [RuleCommand] = []
         let oldChains = Dictionary(old.askChains.map { ($0.id, $0.prefix) }, uniquingKeysWith: { a, _ in a })
         let newIDs = Set(askChains.map(\.id))
         var pendingChanges = 0
         for c in askChains where oldChains[c.id] != c.prefix {
             size.chains += 1
             pendingChanges += 1
-            prepare += oldChains[c.id] == nil ? "add chain \(t) \(c.name)\n" : "flush chain \(t) \(c.name)\n"
-            for rule in c.rules { prepare += "add rule \(t) \(c.name) \(rule)\n" }
+            prepare.append(oldChains[c.id] == nil ? .addChain(c.name) : .flushChain(c.name))
+            for rule in c.rules { prepare.append(.addRule(chain: c.name, rule)) }
         }
         // A map looked up now and not before, or the reverse: its chains' rules again, in their order.
         let wasUsed = old.used
         if used != wasUsed {
             let before = Self.chainRules(used: wasUsed), both = Self.chainRules(used: used.union(wasUsed))
             let after = Self.chainRules(used: used)
-            func write(_ chain: String, _ rules: [String], into s: inout String) {
+            func write(_ chain: String, _ rules: [String], into s: inout [RuleCommand]) {
                 size.chains += 1
-                s += "flush chain \(t) \(chain)\n"
-                for rule in rules { s += "add rule \(t) \(chain) \(rule)\n" }
+                s.append(.flushChain(chain))
+                for rule in rules { s.append(.addRule(chain: chain, rule)) }
             }
             for ((chain, was), ((_, union), (_, now))) in zip(before, zip(both, after)) {
                 if union != was { write(chain, union, into: &prepare) }
@@ -142,19 +149,19 @@ extension Ruleset {
         }
         if linkElements != old.linkElements {
             size.links = true
-            change += "flush map \(t) links\n"
-            if !linkElements.isEmpty { change += "add element \(t) links { " + linkElements.joined(separator: ", ") + " }\n" }
+            change.append(.flushMap("links"))
+            if !linkElements.isEmpty { change.append(.addElements(map: "links", linkElements)) }
         }
         // Each map's deletions (of changed verdicts, and of cgroups gone) and additions (changed verdicts, and new
         // keys), in their maps' order.
-        var perMap: [(map: String, deleted: [(String, gone: Bool)], added: [(String, new: Bool)])] = []
+        var perMap: [(map: String, deleted: [(Key, gone: Bool)], added: [(MapElement, new: Bool)])] = []
         var unitsCame = 0
         for (new, was) in zip(maps, old.maps) {
             guard new.name == was.name else { return nil }
             guard new.elements != was.elements else { continue }
             let before = Dictionary(was.elements.map { ($0.key, $0.verdict) }, uniquingKeysWith: { a, _ in a })
             let after = Dictionary(new.elements.map { ($0.key, $0.verdict) }, uniquingKeysWith: { a, _ in a })
-            var deleted: [(String, gone: Bool)] = []
+            var deleted: [(Key, gone: Bool)] = []
             for e in was.elements where after[e.key] != e.verdict {
                 // Deleting by path needs the path to resolve to the id the element holds, as it did at this build;
                 // a descriptor the daemon holds does while the rules in force name it, its cgroup gone or not
@@ -165,12 +172,12 @@ extension Ruleset {
                         size.stale += 1
                         continue
                     }
-                    deleted.append((e.key.text, true))
+                    deleted.append((e.key, true))
                     continue
                 }
-                deleted.append((e.key.text, false))
+                deleted.append((e.key, false))
             }
-            let added = new.elements.filter { before[$0.key] != $0.verdict }.map { ($0.text, new: before[$0.key] == nil) }
+            let added = new.elements.filter { before[$0.key] != $0.verdict }.map { ($0, new: before[$0.key] == nil) }
             for e in new.elements where before[e.key] == nil { if case .cgroup = e.key { unitsCame += 1 } }
             size.elements += deleted.count + added.count
             perMap.append((new.name, deleted, added))
@@ -180,8 +187,8 @@ extension Ruleset {
         // named: Engine+FreshUnits.swift) while it commits one: past `chunkElements` of them (a scan's thousands under
         // churn), they go after the changes of verdicts, a few hundred to a transaction.
         let apart = perMap.reduce(0) { n, m in n + m.deleted.filter(\.gone).count + m.added.filter(\.new).count } > Self.chunkElements
-        var additions = ""
-        var newOnes: [(map: String, item: String)] = [], goneOnes: [(map: String, item: String)] = []
+        var additions: [RuleCommand] = []
+        var newOnes: [(map: String, item: MapElement)] = [], goneOnes: [(map: String, item: Key)] = []
         for m in perMap {
             let deleted = m.deleted.filter { !apart || !$0.gone }.map(\.0)
             let added = m.added.filter { !apart || !$0.new }.map(\.0)
@@ -189,15 +196,15 @@ extension Ruleset {
                 goneOnes += m.deleted.filter(\.gone).map { (m.map, $0.0) }
                 newOnes += m.added.filter(\.new).map { (m.map, $0.0) }
             }
-            if !deleted.isEmpty { change += "delete element \(t) \(m.map) { " + deleted.joined(separator: ", ") + " }\n" }
-            if !added.isEmpty { additions += "add element \(t) \(m.map) { " + added.joined(separator: ", ") + " }\n" }
+            if !deleted.isEmpty { change.append(.deleteElements(map: m.map, deleted)) }
+            if !added.isEmpty { additions.append(.addElements(map: m.map, added)) }
         }
         change += additions
-        let pieces = Self.chunks(newOnes, "add", table: t) + Self.chunks(goneOnes, "delete", table: t)
+        let pieces = Self.chunks(newOnes) { .addElements(map: $0, $1) } + Self.chunks(goneOnes) { .deleteElements(map: $0, $1) }
         for c in old.askChains where !newIDs.contains(c.id) {
             size.chains += 1
             pendingChanges += 1
-            cleanup += "delete chain \(t) \(c.name)\n"
+            cleanup.append(.deleteChain(c.name))
         }
         // Past about half the table, one load of the whole is no slower and leaves nothing to chance (writing a
         // chain's lookups again is a few rules, whatever the table's size). Units coming and going are not counted:
@@ -206,24 +213,26 @@ extension Ruleset {
         let unitsWent = perMap.reduce(0) { n, m in n + m.deleted.filter(\.gone).count }
         let changes = size.elements + pendingChanges - unitsCame - unitsWent
         guard changes <= (elements + pendingChains) / 2 + 16 else { return nil }
-        return Update(transactions: ([prepare, change] + pieces + [cleanup]).filter { !$0.isEmpty }, size: size)
+        return Update(changes: ([prepare, change] + pieces + [cleanup]).filter { !$0.isEmpty }.map(RuleTransaction.init),
+                      size: size)
     }
 
     /// Elements in a transaction of their own: one nf_tables batch (NftablesElements.maxElements).
     static let chunkElements = 256
 
-    /// `items` (in order) as scripts of `verb element` commands of at most `chunkElements` items each.
-    static func chunks(_ items: [(map: String, item: String)], _ verb: String, table t: String) -> [String] {
-        var scripts: [String] = [], script = "", run: [String] = [], map = "", count = 0
+    /// `items` (in order) as transactions of commands (`command`: a map's run of items) of at most `chunkElements`
+    /// items each.
+    static func chunks<Item>(_ items: [(map: String, item: Item)], _ command: (String, [Item]) -> RuleCommand) -> [[RuleCommand]] {
+        var transactions: [[RuleCommand]] = [], transaction: [RuleCommand] = [], run: [Item] = [], map = "", count = 0
         func flushRun() {
-            if !run.isEmpty { script += "\(verb) element \(t) \(map) { " + run.joined(separator: ", ") + " }\n" }
+            if !run.isEmpty { transaction.append(command(map, run)) }
             run = []
         }
         for (m, item) in items {
             if count == chunkElements {
                 flushRun()
-                scripts.append(script)
-                script = ""
+                transactions.append(transaction)
+                transaction = []
                 count = 0
             }
             if m != map { flushRun(); map = m }
@@ -231,8 +240,8 @@ extension Ruleset {
             count += 1
         }
         flushRun()
-        if !script.isEmpty { scripts.append(script) }
-        return scripts
+        if !transaction.isEmpty { transactions.append(transaction) }
+        return transactions
     }
 }
 

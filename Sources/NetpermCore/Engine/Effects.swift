@@ -82,7 +82,7 @@ public enum Effect: Equatable, Sendable {
     /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another
     /// process changes the table. A whole ruleset replacing a table in force is loaded as `Ruleset.handover` says.
     /// `handles`: the daemon's cgroup descriptors `inForce` names (Ruleset.handles), to keep open while it may load.
-    case loadRules([String], report: Bool, inForce: String, handles: Set<Int32>)
+    case loadRules([RuleTransaction], report: Bool, inForce: String, handles: Set<Int32>)
     /// Name units just made with this from now on (none: nil), off the loop as their directory's watch sees them
     /// (Engine+FreshUnits.swift), and tell with `Input.unitsNamed`.
     case nameUnits(UnitNaming?)

@@ -150,7 +150,7 @@ extension Engine {
             if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
         }
         enforcement.handedOver = r
-        if let update, update.transactions.isEmpty {
+        if let update, update.changes.isEmpty {
             // Nothing the kernel can be told (a cgroup no element names came or went; a cgroup's elements left
             // stale): the rules in force are these.
             enforcement.loaded = r.text
@@ -166,7 +166,7 @@ extension Engine {
                     : " (changes only: \(u.size.links ? "the links map, " : "")\(u.size.elements) elements, "
                     + "\(u.size.chains) chains" + (u.size.stale > 0 ? ", \(u.size.stale) left stale" : "") + ")"
             } ?? ""))
-        load(r.text, transactions: update?.transactions, report: true)
+        load(r.text, transactions: update?.changes, report: true)
     }
 
     /// What the rules (and steering) hold an app to: the policy with decisions (an undecided `ask` stays `ask`,
@@ -188,7 +188,7 @@ extension Engine {
     /// `text` is the whole ruleset (what a retry or a repair loads); `transactions`, when given, the smaller scripts
     /// that get there from the rules in force.
     /// A removal handed over quietly (`report` false: at start-up) hears nothing back, so it is `off` at once.
-    private func load(_ text: String, transactions: [String]? = nil, report: Bool) {
+    private func load(_ text: String, transactions: [RuleTransaction]? = nil, report: Bool) {
         enforcement.loaded = text
         // A removal handed over quietly is answered by nothing: replies do not wait for it.
         if report { startLoad() }
@@ -200,7 +200,7 @@ extension Engine {
             case .off, .removing, .loading, .failed: setEnforcement(.loading(failures: 0))
             }
         }
-        out.append(.loadRules(transactions ?? [text], report: report, inForce: text, handles: handedOverHandles))
+        out.append(.loadRules(transactions ?? [RuleTransaction(whole: text)], report: report, inForce: text, handles: handedOverHandles))
     }
 
     /// The one setter of enforcement's lifecycle: logs old -> new, cancels the retry of a `failed` phase it leaves,
@@ -265,7 +265,7 @@ extension Engine {
             enforcement.stale = 0
             log(.notice, "enforcement: changing only what differs failed (\(error)); loading the whole table")
             setEnforcement(.repairing)
-            out.append(.loadRules([text], report: true, inForce: text, handles: handedOverHandles))
+            out.append(.loadRules([RuleTransaction(whole: text)], report: true, inForce: text, handles: handedOverHandles))
             return
         case let .removing(n), let .loading(n), let .failed(_, n, _): failures = n + 1
         // A whole change or a repair refused, or the edge's own repair after another tool's change.
@@ -332,7 +332,7 @@ extension Engine {
         enforcement.stale = 0
         setEnforcement(text == Ruleset.removal ? .removing(failures: failures) : .loading(failures: failures))
         startLoad()
-        out.append(.loadRules([text], report: true, inForce: text, handles: handedOverHandles))
+        out.append(.loadRules([RuleTransaction(whole: text)], report: true, inForce: text, handles: handedOverHandles))
     }
 
     /// A uid's own decisions for an app, for its sockets in the rules (nil: it has none, or users do not decide).

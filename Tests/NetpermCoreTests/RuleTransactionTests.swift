@@ -2,14 +2,28 @@
 @testable import NetpermCore
 import XCTest
 
-/// `ElementChanges.parse`: what `Ruleset.update(from:)` writes for elements and chains that go is read back
-/// command for command; anything else (a chain's rules, a new chain, another table, text it never writes) is left
-/// to libnftables.
-final class ElementChangesTests: XCTestCase {
+/// `RuleTransaction`: one list of commands, two spellings: nft's text (what libnftables runs and the golden tests
+/// compare) and the element changes the edge sends as nf_tables messages, when every command is an element's or a
+/// chain's deletion; anything else (a chain's rules, a new chain, a whole table) is left to libnftables.
+final class RuleTransactionTests: XCTestCase {
     private let t = "inet netpermd"
 
-    func testElementsAndChainDeletionsAreReadBack() throws {
-        let c = try XCTUnwrap(ElementChanges.parse("""
+    func testElementsAndChainDeletionsHaveBothSpellings() throws {
+        let ask = Ruleset.AskChain.ID(tag: 0x6EC5_564F, kind: .wwan)
+        let tx = RuleTransaction([
+            .flushMap("links"),
+            .addElements(map: "links", [.init(key: .ifname("wwan0"), verdict: .chain("kind_wwan")),
+                                        .init(key: .ifname("wl-an.1"), verdict: .chain("metered_wifi"))]),
+            .deleteElements(map: "uid_wwan", [.uid(1000), .uid(1001)]),
+            .deleteElements(map: "unit2_metered", [.cgroup("unified/system.slice/cron.service", 7)]),
+            .addElements(map: "uid_wwan", [.init(key: .uid(1000), verdict: .deny), .init(key: .uid(1001), verdict: .ask(ask)),
+                                           .init(key: .uid(7), verdict: .accept)]),
+            .addElements(map: "unit3_wifi", [.init(key: .cgroup("../../../proc/self/fd/12", 8), verdict: .pass)]),
+            .addElements(map: "tag_uid", [.init(key: .uid(1000), verdict: .mark(0x6EC5_564F))]),
+            .deleteElements(map: "conn_wwan", [.tag(0x6EB6_11AF)]),
+            .deleteChain("ask_6eb611af_wwan"),
+        ])
+        XCTAssertEqual(tx.text, """
             flush map \(t) links
             add element \(t) links { "wwan0" : goto kind_wwan, "wl-an.1" : goto metered_wifi }
             delete element \(t) uid_wwan { 1000, 1001 }
@@ -20,8 +34,8 @@ final class ElementChangesTests: XCTestCase {
             delete element \(t) conn_wwan { 0x6eb611af }
             delete chain \(t) ask_6eb611af_wwan
 
-            """))
-        XCTAssertEqual(c.commands, [
+            """)
+        XCTAssertEqual(tx.elements?.commands, [
             .flush(map: "links"),
             .add(map: "links", elements: [.init(key: .ifname("wwan0"), value: .goto("kind_wwan")),
                                           .init(key: .ifname("wl-an.1"), value: .goto("metered_wifi"))]),
@@ -37,31 +51,23 @@ final class ElementChangesTests: XCTestCase {
         ])
     }
 
-    func testAnythingElseIsLeftToLibnftables() {
-        for script in [
-            "", "\n",
-            "add chain \(t) ask_6ec5564f_wwan\n",
-            "flush chain \(t) owned_wifi\n",
-            "add rule \(t) ask_6ec5564f_wwan goto deny\n",
-            "delete element \(t) uid_wwan { 1000 }\nadd rule \(t) x goto deny\n",
-            "add element inet other uid_wwan { 1000 : accept }\n",
-            "add element \(t) uid_wwan { 1000 : drop }\n",
-            "add element \(t) uid_wwan { 1000 : goto a b }\n",
-            "add element \(t) uid_wwan { 1000 }\n",
-            "add element \(t) uid_wwan { }\n",
-            "delete element \(t) uid_wwan { 1000, }\n",
-            "delete element \(t) uid_wwan { x1000 }\n",
-            "delete element \(t) uid_wwan { 99999999999 }\n",
-            "delete element \(t) uid wwan { 1000 }\n",
-            "delete table \(t)\n",
+    func testChainRulesAndWholeTablesAreLeftToLibnftables() {
+        for commands: [RuleCommand] in [
+            [.addChain("ask_6ec5564f_wwan")],
+            [.flushChain("owned_wifi")],
+            [.addRule(chain: "ask_6ec5564f_wwan", "goto deny")],
+            [.deleteElements(map: "uid_wwan", [.uid(1000)]), .addRule(chain: "x", "goto deny")],
         ] {
-            XCTAssertNil(ElementChanges.parse(script), script)
+            let tx = RuleTransaction(commands)
+            XCTAssertNil(tx.elements, tx.text)
         }
+        XCTAssertNil(RuleTransaction([]).elements)
+        XCTAssertNil(RuleTransaction(whole: "delete table \(t)\n").elements)
     }
 
-    /// Every transaction of a real update either reads back into as many commands as it has lines, or holds chain
-    /// rules (the first and the lookups') and is left to libnftables.
-    func testAnUpdatesTransactionsReadBack() throws {
+    /// Every transaction of a real update either goes as element changes, one command a line of its text, or holds
+    /// chain rules (the first and the lookups') and is left to libnftables.
+    func testAnUpdatesTransactionsAsElements() throws {
         let cgroups = UnitCgroups(nftRoot: "unified", units: [
             UnitCgroup(path: "system.slice/cron.service", level: 2, unit: "cron.service"),
         ])
@@ -76,10 +82,10 @@ final class ElementChangesTests: XCTestCase {
             + "[App other]\nUser=2000\nWiFi=deny\n")
         let u = try XCTUnwrap(new.update(from: old))
         XCTAssertEqual(u.transactions.count, 2, "\(u.transactions)")
-        let change = try XCTUnwrap(ElementChanges.parse(u.transactions[0]), u.transactions[0])
+        let change = try XCTUnwrap(u.changes[0].elements, u.transactions[0])
         XCTAssertEqual(change.commands.count, u.transactions[0].split(separator: "\n").count)
-        XCTAssertEqual(ElementChanges.parse(u.transactions[1])?.commands, [.deleteChain(old.askChains[0].name)])
+        XCTAssertEqual(u.changes[1].elements?.commands, [.deleteChain(old.askChains[0].name)])
         let links = new.withLinks([Links.lo, Links.eth]).update(from: new)
-        XCTAssertEqual(ElementChanges.parse(try XCTUnwrap(links?.transactions.first))?.commands.first, .flush(map: "links"))
+        XCTAssertEqual(try XCTUnwrap(links?.changes.first).elements?.commands.first, .flush(map: "links"))
     }
 }
