@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// "Why not", in a person's words: the one table every face shows (the verdict's `message`; the GLib module's
 /// `can_reach()` error, netpermctl's `why:`), so that they cannot disagree. Pure: the verdict in, a sentence out.
 extension Verdict {
