@@ -10,8 +10,8 @@ SOCKET ?= $(RUN_DIR)/netpermd.sock
 STATE_DIR ?= $(RUN_DIR)/state
 RUN_CONFIG ?= config/run.conf
 SWIFT ?= swift
-# The version, from the one place the programs read it (DaemonState.version): the packages take it from here.
-VERSION := $(shell sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/NetpermCore/DaemonState.swift)
+# The version, from the one place the programs read it (NetpermVersion.version): the packages take it from here.
+VERSION := $(shell sed -n 's/.*static let version = "\(.*\)".*/\1/p' Sources/NetpermProtocol/Version.swift)
 # libstdc++-12-dev: the release link takes libstdc++ from its static archive (toolchain/libstdc++.so).
 DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat iproute2 pkg-config systemd util-linux \
         libstdc++-12-dev nftables libnftables-dev
@@ -178,13 +178,13 @@ integration: deps test-deps release gio-module deb
 DEB_DEBS := debhelper dpkg-dev lintian dh-python python3
 DEB_DIR := .build/deb
 DEB_ARCH = $(shell dpkg --print-architecture)
-DEB_DATE = $(shell git log -1 --format=%ct 2>/dev/null || stat -c %Y Sources/NetpermCore/DaemonState.swift)
+DEB_DATE = $(shell git log -1 --format=%ct 2>/dev/null || stat -c %Y Sources/NetpermProtocol/Version.swift)
 
 deb-deps:
 	@$(call install-missing,$(DEB_DEBS))
 
 deb: deps deb-deps gio-deps
-	@test -n "$(VERSION)" || { echo "deb: no version in Sources/NetpermCore/DaemonState.swift" >&2; exit 1; }
+	@test -n "$(VERSION)" || { echo "deb: no version in Sources/NetpermProtocol/Version.swift" >&2; exit 1; }
 	@mkdir -p $(DEB_DIR)
 	rm -f $(DEB_DIR)/*.deb $(DEB_DIR)/*.ddeb $(DEB_DIR)/*.changes $(DEB_DIR)/*.buildinfo
 	@test "$$(dpkg-parsechangelog -S Version)" = "$(VERSION)" || { echo "deb: debian/changelog is at" \
@@ -212,7 +212,11 @@ FUZZ_DIR ?= .build/fuzz
 FUZZ_OPT ?= -O
 FUZZ_SWIFTC := $(dir $(shell command -v $(SWIFT)))swiftc
 FUZZ_FLAGS = -sanitize=fuzzer,address $(FUZZ_OPT) -g -parse-as-library
+# The core and the two pure modules it imports, each a static library of its own (in dependency order).
+PROTOCOL_SOURCES := $(shell find Sources/NetpermProtocol -name '*.swift' | sort)
+POLICY_SOURCES := $(shell find Sources/NetpermPolicy -name '*.swift' | sort)
 CORE_SOURCES := $(shell find Sources/NetpermCore -name '*.swift' | sort)
+FUZZ_LIBS := $(addprefix $(FUZZ_DIR)/core/libNetperm,Protocol.a Policy.a Core.a)
 # The tests' fake clock is the fuzz target's too.
 FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift) Tests/TestSupport/FakeClock.swift
 # Swift's own crash handler reads memory that AddressSanitizer then reports as its own error: leave crashes to ASan.
@@ -220,17 +224,27 @@ FUZZ_ENV := SWIFT_BACKTRACE=enable=no
 
 # -wmo: without it the module swiftc emits beside a multi-file -O library can disagree with the library's own
 # class layouts (a fuzz target read Engine's stored properties at the wrong offsets).
-$(FUZZ_DIR)/core/libNetpermCore.a: $(CORE_SOURCES)
-	@mkdir -p $(@D)
-	$(FUZZ_SWIFTC) $(FUZZ_FLAGS) -wmo -enable-testing -module-name NetpermCore -emit-module \
-	  -emit-module-path $(@D)/NetpermCore.swiftmodule -emit-library -static -o $@ $(CORE_SOURCES)
+# One module: $(1) its name, $(2) its sources.
+fuzz-module = $(FUZZ_SWIFTC) $(FUZZ_FLAGS) -wmo -enable-testing -package-name netpermd -I $(@D) -module-name $(1) \
+	  -emit-module -emit-module-path $(@D)/$(1).swiftmodule -emit-library -static -o $@ $(2)
 
-$(FUZZ_DIR)/bin/%: Fuzz/Targets/%.swift $(FUZZ_SUPPORT) $(FUZZ_DIR)/core/libNetpermCore.a
+$(FUZZ_DIR)/core/libNetpermProtocol.a: $(PROTOCOL_SOURCES)
+	@mkdir -p $(@D)
+	$(call fuzz-module,NetpermProtocol,$(PROTOCOL_SOURCES))
+
+$(FUZZ_DIR)/core/libNetpermPolicy.a: $(POLICY_SOURCES) $(FUZZ_DIR)/core/libNetpermProtocol.a
+	$(call fuzz-module,NetpermPolicy,$(POLICY_SOURCES))
+
+$(FUZZ_DIR)/core/libNetpermCore.a: $(CORE_SOURCES) $(FUZZ_DIR)/core/libNetpermPolicy.a
+	$(call fuzz-module,NetpermCore,$(CORE_SOURCES))
+
+$(FUZZ_DIR)/bin/%: Fuzz/Targets/%.swift $(FUZZ_SUPPORT) $(FUZZ_LIBS)
 	@mkdir -p $(@D)
 	@# A failed compile must not leave the last good binary behind for the test below to find.
 	@rm -f $@
-	$(FUZZ_SWIFTC) $(FUZZ_FLAGS) -module-name $* -I $(FUZZ_DIR)/core -L $(FUZZ_DIR)/core -lNetpermCore \
-	  $(FUZZ_SUPPORT) $< -o $@ 2>&1 | { grep -v 'Cannot export local symbol' || true; }
+	$(FUZZ_SWIFTC) $(FUZZ_FLAGS) -package-name netpermd -module-name $* -I $(FUZZ_DIR)/core -L $(FUZZ_DIR)/core \
+	  -lNetpermCore -lNetpermPolicy -lNetpermProtocol $(FUZZ_SUPPORT) $< -o $@ 2>&1 \
+	  | { grep -v 'Cannot export local symbol' || true; }
 	@test -x $@
 
 fuzz-build: $(addprefix $(FUZZ_DIR)/bin/,$(FUZZ_TARGETS))

@@ -38,16 +38,26 @@ let package = Package(
         // libnftables' header and the netfilter netlink constants; the library itself is loaded with dlopen when
         // enforcement first needs it (NetpermNftables), so it is not linked.
         .systemLibrary(name: "CNftables", providers: [.apt(["libnftables-dev"])]),
-        // Pure core: no C modules, no I/O.
-        .target(name: "NetpermCore"),
+        // The control socket's protocol, what netpermd and its clients share: verbs, requests, error codes, event
+        // names, JSON reading and writing, the wire's vocabulary (kinds, permissions, prompt choices). Pure, no
+        // dependencies.
+        .target(name: "NetpermProtocol"),
+        // The policy's language: the config parser (ini, globs, [App]s, drop-ins' merging), app ids and matching
+        // peers to apps, run scopes' names. Pure: what netpermctl check needs without the engine.
+        .target(name: "NetpermPolicy", dependencies: ["NetpermProtocol"]),
+        // Reading the policy from the host: the config file with its drop-ins, user and group names (NSS).
+        .target(name: "NetpermPolicyFiles", dependencies: ["NetpermPolicy", "NetpermIO"]),
+        // Pure core: the engine, no C modules, no I/O.
+        .target(name: "NetpermCore", dependencies: ["NetpermProtocol", "NetpermPolicy"]),
         // Syscall plumbing: the chokepoint, descriptors, files, Unix sockets, the event-loop protocol, logging.
         .target(name: "NetpermIO", dependencies: ["CLinux"]),
         // The host as the core sees it: peer identity, sysfs, config files, accounts, the decision store.
-        .target(name: "NetpermHost", dependencies: ["NetpermCore", "NetpermIO"]),
-        .target(name: "NetpermNetlink", dependencies: ["CNetlink", "NetpermCore", "NetpermIO"]),
+        .target(name: "NetpermHost", dependencies: ["NetpermCore", "NetpermPolicy", "NetpermPolicyFiles",
+                                                 "NetpermProtocol", "NetpermIO"]),
+        .target(name: "NetpermNetlink", dependencies: ["CNetlink", "NetpermCore", "NetpermProtocol", "NetpermIO"]),
         .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO"]),
         // Enforcement's edge: one libnftables context (scripts as transactions) and the nftables event socket.
-        .target(name: "NetpermNftables", dependencies: ["CNftables", "NetpermCore", "NetpermIO"]),
+        .target(name: "NetpermNftables", dependencies: ["CNftables", "NetpermCore", "NetpermProtocol", "NetpermIO"]),
         // Steering's program (Mode=steer): assembled in Swift, loaded with bpf(2) through NetpermIO's chokepoint.
         .target(name: "NetpermBPF", dependencies: ["NetpermIO"]),
         // The control socket's transport: client ids and bytes, no core types.
@@ -56,8 +66,9 @@ let package = Package(
         // steering, cgroups, policy reloads), unit-tested on a test loop; `netpermd` is only its wiring.
         .target(
             name: "NetpermDaemon",
-            dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermNetlink", "NetpermSystemd",
-                           "NetpermControl", "NetpermNftables", "NetpermBPF"]
+            dependencies: ["NetpermCore", "NetpermProtocol", "NetpermPolicy", "NetpermPolicyFiles", "NetpermIO",
+                           "NetpermHost", "NetpermNetlink", "NetpermSystemd", "NetpermControl", "NetpermNftables",
+                           "NetpermBPF"]
         ),
         .executableTarget(
             name: "netpermd",
@@ -65,22 +76,26 @@ let package = Package(
                            "NetpermControl"],
             linkerSettings: releaseLink
         ),
-        // NetpermSystemd for `run`'s transient scope over sd-bus.
-        .executableTarget(name: "netpermctl", dependencies: ["NetpermCore", "NetpermIO", "NetpermHost", "NetpermSystemd"],
+        // The protocol's client, without the engine: NetpermPolicy and NetpermPolicyFiles for `check`, NetpermSystemd
+        // for `run`'s transient scope over sd-bus.
+        .executableTarget(name: "netpermctl", dependencies: ["NetpermProtocol", "NetpermPolicy", "NetpermPolicyFiles",
+                                                             "NetpermIO", "NetpermSystemd"],
                           linkerSettings: releaseLink),
         // Fixtures are sysfs-shaped trees with symlinks (some to /dev paths that only name things): the tests read
         // them where they are, beside their source, rather than from a copy SwiftPM makes.
         // What the tests share: the test event loop and a clock that moves only when told (the fuzz target compiles
         // FakeClock.swift too).
         .target(name: "TestSupport", dependencies: ["NetpermIO", "NetpermControl"], path: "Tests/TestSupport"),
-        .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermHost", "CLinux", "TestSupport"],
+        .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermProtocol", "NetpermPolicy", "NetpermHost",
+                                                          "CLinux", "TestSupport"],
                     exclude: ["Fixtures"]),
         // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
         // Wi-Fi hardware on the test machines.
-        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermNftables", "NetpermIO",
-                                                                "TestSupport"]),
+        .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermProtocol",
+                                                                "NetpermNftables", "NetpermIO", "TestSupport"]),
         // The daemon library on a test loop with fake edges: the interpreter's effects, its store, slow policies.
-        .testTarget(name: "NetpermDaemonTests", dependencies: ["NetpermDaemon", "NetpermCore", "NetpermHost", "NetpermIO",
+        .testTarget(name: "NetpermDaemonTests", dependencies: ["NetpermDaemon", "NetpermCore", "NetpermProtocol", "NetpermPolicy",
+                                                               "NetpermPolicyFiles", "NetpermHost", "NetpermIO",
                                                                "NetpermControl", "TestSupport"]),
         // The steering program's bytes, and loading it (as root) into the test's own namespace.
         .testTarget(name: "NetpermBPFTests", dependencies: ["NetpermBPF", "NetpermIO"]),
@@ -90,7 +105,7 @@ let package = Package(
         .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO", "TestSupport"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container, glib-app.py is the GLib app of the GLib
         // module's tests; the tests find them beside their sources.
-        .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore"],
+        .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore", "NetpermProtocol"],
                     exclude: ["Support/boot-systemd.sh", "Support/glib-app.py", "Support/notifications.py"]),
     ]
 )

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
 
 /// Users and groups as the fuzz targets' policies name them.
 struct Accounts: AccountResolver {

@@ -7,6 +7,8 @@
 //   +INDEX NAME ARPHRD KIND LOWER MASTER DEVTYPE ('-' for none)   @TUNNEL EGRESS (where a tunnel's remote goes)
 //   =INDEX METRIC (a default route)                                ^INDEX (a host route through the link)
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
 
 func field(_ lines: [[UInt8]], _ i: Int) -> String? {
     i < lines.count ? String(decoding: lines[i], as: UTF8.self) : nil

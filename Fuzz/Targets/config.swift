@@ -3,6 +3,8 @@
 // NUL bytes: the main file, then drop-ins in the order the daemon reads them. The same bytes go through SafeText,
 // which every message quoting them uses.
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
 
 let paths = ["/etc/netpermd/netpermd.conf"] + (1...3).map { "/etc/netpermd/netpermd.conf.d/\($0)0-local.conf" }
 let limit = 5

@@ -2,6 +2,8 @@
 // The decisions loader: Decisions.parse and encoded(). Whatever parses must come back the same through
 // encoded(); whatever is built with set/forget must too; what does not parse is refused with a short message.
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
 
 func roundTrip(_ d: Decisions, _ what: @autoclosure () -> String) {
     let text = d.encoded()

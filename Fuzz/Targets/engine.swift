@@ -19,6 +19,8 @@
 //                   1000, 1001, none): the NFLOG-raised prompt
 //   w<peer>         peer 0-6's process exits (a prompt it alone asked is withdrawn)
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
 
 /// Who may connect: root, an admin-group member, ordinary users matched by executable, unit and user, a peer
 /// whose /proc could not be read, and the daemon's own uid.

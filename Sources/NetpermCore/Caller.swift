@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
 /// A connection's peer as the engine needs it. A class: it is read for every request, and copying its
 /// identity and the matched app's policy cost more retains and releases than the rest of deciding a QUERY.
 public final class Caller: Sendable {

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// What the edge reads about a link's device besides netlink, with an injectable root: sysfs, and for PPP and
 /// DHCP a few files of /proc and /run. Everything the built-in rules look at; the core does no I/O.
 public struct SysfsFacts: Equatable, Sendable {
@@ -58,33 +61,6 @@ public enum PPPChannel: Equatable, Sendable {
     case pppoe(device: String?)
     /// An L2TP session (/proc/net/pppol2tp names the unit).
     case l2tp
-}
-
-/// `[Interface GLOB]` from the config: forces the kind and/or metered flag of matching links.
-public struct InterfaceOverride: Equatable, Sendable {
-    public var glob: Glob
-    public var kind: LinkKind?
-    public var metered: Bool?
-    /// `Roaming=`: for a modem ModemManager does not drive (a USB stick of its own).
-    public var roaming: Bool?
-    public init(glob: Glob, kind: LinkKind?, metered: Bool?, roaming: Bool? = nil) {
-        self.glob = glob; self.kind = kind; self.metered = metered; self.roaming = roaming
-    }
-}
-
-/// `[Network SSID]` from the config: forces the kind and/or metered flag of a Wi-Fi link while it is associated
-/// to a network whose SSID matches.
-public struct NetworkOverride: Equatable, Sendable {
-    public var glob: Glob
-    public var kind: LinkKind?
-    public var metered: Bool?
-    public var roaming: Bool?
-    public init(glob: Glob, kind: LinkKind?, metered: Bool?, roaming: Bool? = nil) {
-        self.glob = glob; self.kind = kind; self.metered = metered; self.roaming = roaming
-    }
-
-    /// An SSID is bytes; a glob is text. Bytes that are not UTF-8 become U+FFFD, which only a wildcard matches.
-    public func matches(ssid: [UInt8]) -> Bool { glob.matches(String(decoding: ssid, as: UTF8.self)) }
 }
 
 /// Where a link's metered flag came from, in the order they are asked.

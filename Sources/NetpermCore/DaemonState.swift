@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// What the engine knows that verdicts depend on: the network, the policy, decisions, prompts, agents.
 public struct DaemonState: Sendable {
-    public static let version = "0.1.0"
+    public static let version = NetpermVersion.version
 
     /// False until the first full netlink dump has been taken and the policy loaded.
     public var ready: Bool

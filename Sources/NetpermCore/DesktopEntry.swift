@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// What an app's `.desktop` file says of it (the Desktop Entry Specification): its name and icon, read from the
 /// `[Desktop Entry]` group. Pure: bytes in, an entry or nil out. Anyone may write such a file for their own apps, so
 /// the text is untrusted: at most `maxBytes` read, valid UTF-8 only, names and icons bounded and made safe to show.

@@ -1,31 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/// The kinds of network an app can be allowed on.
-public enum LinkKind: String, Sendable, CaseIterable {
-    case wifi, wwan, ethernet, loopback, other
-
-    /// `rawValue` as a literal, for JSON keys written without building a String.
-    public var key: StaticString {
-        switch self {
-        case .wifi: "wifi"
-        case .wwan: "wwan"
-        case .ethernet: "ethernet"
-        case .loopback: "loopback"
-        case .other: "other"
-        }
-    }
-}
-
-public enum AddressFamily: String, Sendable, CaseIterable {
-    case ipv4, ipv6
-
-    /// `rawValue` as a literal, for JSON keys.
-    public var key: StaticString {
-        switch self {
-        case .ipv4: "ipv4"
-        case .ipv6: "ipv6"
-        }
-    }
-}
+import NetpermProtocol
 
 /// Where the kernel sends a family's traffic to the internet now: what a route lookup (`ip route get`) of a probe
 /// address answers, honouring rules, tables, route types, metrics and linkdown.
@@ -34,12 +8,6 @@ public enum Egress: Equatable, Sendable {
     case link(Int32)
     /// A route that drops the traffic: blackhole, unreachable or prohibit.
     case blocked(RouteBlock)
-}
-
-/// Route types that stop traffic, as the lookup's error says: blackhole EINVAL, unreachable EHOSTUNREACH,
-/// prohibit EACCES.
-public enum RouteBlock: String, Sendable {
-    case blackhole, unreachable, prohibit
 }
 
 /// What netlink says about a link (RTM_NEWLINK), before classification.

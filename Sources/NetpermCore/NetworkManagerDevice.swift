@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// What NetworkManager says of one of its devices over the system bus (docs/CLASSIFICATION.md, "NetworkManager"):
 /// whether it is metered, what kind of device it takes it for, and the connection active on it. Read by the edge;
 /// the classifier decides what it is worth.

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// The daemon's picture of the network: every link, classified, with its addresses and default routes.
 public struct NetworkState: Equatable, Sendable {
     /// Sorted by index.

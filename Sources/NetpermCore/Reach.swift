@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// REACH: may the app reach one destination now, judged by the link the kernel would send that destination's traffic
 /// by (its route lookup, with the app's uid and Mode=steer mark), as the kernel's rules will judge the connection.
 public struct RouteQuestion: Equatable, Sendable {

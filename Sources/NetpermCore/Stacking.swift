@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// Stacked links and tunnels take the kind of what carries them: the pass after each link's own classification.
 ///
 /// A VLAN or macvlan on wwan0 is cellular, a bridge holding the wired NIC is wired, and a VPN over cellular is

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// One subscriber's filter and sequence counter. `seq` counts the events sent to this subscriber, starting
 /// with 1 for the snapshot, so a gap always means a lost event.
 public struct Subscription: Sendable {

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// "May this app use the network now, and if not, why" — the answer for one app.
 public struct Verdict: Equatable, Sendable {
     public enum Reason: String, CaseIterable, Sendable {

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// An app's verdict for everyone's processes (`uid` nil), or for one uid's (a user's own app, with the user's own
 /// decisions and agent).
 public struct TrackedApp: Hashable, Sendable {

@@ -5,6 +5,8 @@ import NetpermCore
 import NetpermHost
 import NetpermIO
 import NetpermNetlink
+import NetpermPolicyFiles
+import NetpermProtocol
 import NetpermSystemd
 
 /// The daemon as one object with a lifecycle, as networkd's manager is: `init` brings its parts up in order (the

@@ -2,6 +2,7 @@
 import NetpermCore
 import NetpermHost
 import NetpermIO
+import NetpermPolicyFiles
 
 /// Follows the desktop files (DesktopFiles): read at start, again whenever a watched directory changes or a user's
 /// manager starts, each read on a thread of its own and at most every `2 × what the last one took` (at least

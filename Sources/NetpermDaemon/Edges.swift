@@ -3,6 +3,7 @@ import NetpermCore
 import NetpermHost
 import NetpermIO
 import NetpermNftables
+import NetpermProtocol
 import NetpermSystemd
 
 /// The edges the interpreter drives besides the loop and the transport, each a protocol: the daemon gives it the

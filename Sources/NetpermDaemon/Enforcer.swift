@@ -2,6 +2,7 @@
 import NetpermCore
 import NetpermIO
 import NetpermNftables
+import NetpermProtocol
 
 /// Carries out `Effect.loadRules` through libnftables, and keeps the rules in force: another process changing
 /// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded

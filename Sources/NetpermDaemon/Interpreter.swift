@@ -4,6 +4,8 @@ import NetpermControl
 import NetpermCore
 import NetpermHost
 import NetpermIO
+import NetpermPolicy
+import NetpermProtocol
 
 /// Feeds the engine what happens and carries out what it says: the daemon's only logic is which effect is which
 /// system call. Inputs that effects produce (a store's result, a policy read) are queued and handled after the

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermHost
 import NetpermIO
+import NetpermPolicyFiles
 
 /// Reloads the policy when its files change (inotify on the config's directory and the drop-in directory,
 /// debounced so an editor's write-rename-chmod burst is one reload) or on demand (SIGHUP).

@@ -2,6 +2,8 @@
 import Glibc
 import NetpermCore
 import NetpermIO
+import NetpermPolicy
+import NetpermProtocol
 
 /// Reads the desktop files that name apps (docs/APPS.md, "Desktop apps"): `APPID.desktop` in `applications/` of
 /// each data directory (`XDG_DATA_DIRS` as the daemon has it, `/usr/local/share:/usr/share` by default, then

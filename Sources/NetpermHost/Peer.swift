@@ -2,6 +2,8 @@
 import Glibc
 import NetpermCore
 import NetpermIO
+import NetpermPolicy
+import NetpermProtocol
 
 /// Identifies the processes that send requests, from the kernel's word only: the credentials it attaches to each
 /// message (SCM_CREDENTIALS) or recorded at connect (SO_PEERCRED, SO_PEERGROUPS), a pidfd to pin the process, and

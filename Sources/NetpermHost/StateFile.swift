@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 import NetpermIO
+import NetpermPolicy
 
 /// A file of the state directory that only the daemon writes: read whole at start (one that is corrupt or unreadable
 /// is moved aside with a logged error, and the daemon starts without it rather than refusing to start), replaced

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// Finds the units' cgroups under the cgroup v2 hierarchy: every system `*.service` and `*.scope` in a top-level
 /// slice (level 2) or in the slices below it, down to `UnitCgroups.deepest`; and below each user manager

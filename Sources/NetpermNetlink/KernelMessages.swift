@@ -3,6 +3,7 @@ import CNetlink
 import Glibc
 import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// Links and addresses as their rtnetlink messages say, whether the messages came from a dump or as events: one
 /// parser for both, so an address a dump listed is the one its deletion names.

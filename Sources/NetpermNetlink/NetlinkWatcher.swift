@@ -3,6 +3,7 @@ import CNetlink
 import Glibc
 import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// Watches the kernel's links, addresses, routes, rules and nexthops, fed from the daemon's event loop.
 ///

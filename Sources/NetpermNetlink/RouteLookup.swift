@@ -3,6 +3,7 @@ import CNetlink
 import Glibc
 import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// Asks the kernel where traffic would go, as `ip route get` does (RTM_GETROUTE): the answer honours rules,
 /// tables, route types, metrics and linkdown, and costs the same however many routes there are.

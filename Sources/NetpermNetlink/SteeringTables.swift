@@ -3,6 +3,7 @@ import CNetlink
 import Glibc
 import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// Mode=steer's routing rules and tables over rtnetlink (a request socket of its own): reads the main table and
 /// steering's own tables and rules, and carries out a `SteeringDiff` (`ip rule` and `ip route show table N` show

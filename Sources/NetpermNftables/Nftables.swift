@@ -3,6 +3,7 @@ import CNftables
 import Glibc
 import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// What went wrong talking to nftables.
 public enum NftError: Error, CustomStringConvertible, Sendable {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// `netpermctl agent`: answers prompts on the terminal (or from a pipe), one at a time, one key each: y allow, n not
 /// this kind ("Wi-Fi only" for cellular), o once, s skip (the prompt stays open until it expires). A question whose

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// An agent's connection to the daemon, for the terminal agent and the notification agent alike: `SUBSCRIBE
 /// prompts usage`, then the prompts as they open and close, and answers by `ANSWER ID CHOICE`, which the daemon refuses

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
-import NetpermHost
 import NetpermIO
+import NetpermPolicy
+import NetpermPolicyFiles
+import NetpermProtocol
 
 /// `netpermctl check [PATH]`: validates the policy offline, with the same parser the daemon uses, and agrees with
 /// the daemon about what it would load: no PATH means the daemon's default file, which may be missing (the daemon

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// netpermctl's exit codes: scripts and unit files rely on them, so they are named in one place.
 enum ExitCode: Int32 {

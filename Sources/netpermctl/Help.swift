@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// `netpermctl help [COMMAND]`: the text administrators read first, and what the man page follows.
 enum Help {
@@ -314,5 +314,5 @@ enum Help {
         }
     }
 
-    static var version: String { "netpermctl \(DaemonState.version)\n" }
+    static var version: String { "netpermctl \(NetpermVersion.version)\n" }
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// What a command line asks for: options may come before or after the command, never after `--`.
 struct Invocation {

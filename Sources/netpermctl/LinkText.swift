@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// Links for people: the `links` table and `links IFACE`, modelled on `networkctl list` and `networkctl status`.
 enum LinkText {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// A link as LINKS and link events report it, with what netpermctl derives from it for people and scripts.
 struct LinkView {

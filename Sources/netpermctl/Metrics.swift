@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// `netpermctl metrics [--output FILE]`: the daemon's METRICS text, printed or written for node_exporter's textfile
 /// collector, which reads every `*.prom` file of its directory at each scrape: the text goes to FILE.tmp first and

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// `netpermctl monitor [APP]`: follows the daemon's events, reconnecting (with a notice) when it restarts.
 enum Monitor {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// One event as the monitor understood it, with the state it replaced: events carry only the new state.
 enum MonitorChange {

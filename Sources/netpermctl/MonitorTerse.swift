@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
 
 /// Monitor events for scripts: SEQ:EVENT:SUBJECT, then FIELD:OLD:NEW for each field that changed, with the
 /// keys of `links -t IFACE`, `query -t` and `status -t`. `help monitor` documents it.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// Monitor events for people: what changed, old -> new.
 enum MonitorText {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 import NetpermSystemd
 
 /// `netpermctl agent --notify`: each prompt as a desktop notification on the user's session bus, with the choices

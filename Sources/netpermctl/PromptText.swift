@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
+import NetpermProtocol
 
 /// What a person is told about a prompt, on a terminal and in a notification, in a person's words (iOS asks "Allow
 /// “Maps” to use cellular data?"): the app, who runs it (its executable or unit, the user by name), what it asked

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// Human output for each command; --json prints the daemon's reply instead, -t the fields of Terse+Fields.swift.
 enum Render {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
 import NetpermIO
+import NetpermPolicy
+import NetpermProtocol
 import NetpermSystemd
 
 /// `netpermctl run --app NAME -- COMMAND`: moves itself into a new transient scope named for app NAME (RunScope),

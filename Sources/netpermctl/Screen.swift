@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// What netpermctl prints for people and scripts (not --json, which is the daemon's JSON as it is: it escapes every
 /// control itself). Names, paths and messages come from the daemon, which got them from whoever named a directory,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// The fields each command prints with -t. `help COMMAND` documents them; keep the two in step.
 extension Terse {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// Output for scripts, like `nmcli -t`: no headers, no alignment. Tables print one line per row with fields
 /// separated by ':'; the other commands print key:value lines. A ':' or '\' inside a value is escaped with '\'

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
+import NetpermProtocol
 
 /// `netpermctl usage [reset] [APP]`: what each app used per kind of link, this period and the last, and its budget.
 enum Usage {

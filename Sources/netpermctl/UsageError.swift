@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// A command line netpermctl cannot run. Reported in a line or two and a pointer to `help`, never the whole
 /// command list, so the one thing that is wrong stays visible.

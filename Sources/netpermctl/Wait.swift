@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 /// `netpermctl wait`: blocks until the app may use the network, then execs the command.
 enum Wait {

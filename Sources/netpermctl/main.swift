@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
 import NetpermIO
+import NetpermProtocol
 
 // netpermctl: the command-line client of netpermd. `netpermctl help` lists the commands.
 

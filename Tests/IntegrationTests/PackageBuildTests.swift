@@ -11,7 +11,7 @@ final class PackageBuildTests: IntegrationTestCase {
         let tracked = try Subprocess.check(["git", "-C", Repository.root, "ls-files", "debian/changelog"]).stdout
         XCTAssertEqual(tracked, "debian/changelog\n", "a clone has it")
         let version = try Subprocess.check(["dpkg-parsechangelog", "-l", Repository.path("debian/changelog"), "-S", "Version"])
-        let sources = try Repository.read("Sources/NetpermCore/DaemonState.swift")
+        let sources = try Repository.read("Sources/NetpermProtocol/Version.swift")
         XCTAssertTrue(sources.contains("static let version = \"\(version.stdout.trimmingCharacters(in: .newlines))\""),
                       "one version: \(version.stdout)")
     }

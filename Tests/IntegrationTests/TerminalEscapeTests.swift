@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Foundation
 import NetpermCore
+import NetpermProtocol
 import XCTest
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// mountinfo's octal escapes (lenient: a stray backslash stays) and unit names' hex escapes (strict).

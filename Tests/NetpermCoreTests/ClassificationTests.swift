@@ -4,6 +4,8 @@ import Foundation
 import NetpermCore
 import NetpermHost
 import NetpermIO
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// Classification of real-shaped devices: sysfs facts are read from fixture trees through the same `Sysfs`

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// Config and INI parsing. Every problem must point at the exact file and line, name its section and the

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// Desktop apps by the units desktops start them in (issue 32's first step): the ID as xdg-desktop-portal reads it,

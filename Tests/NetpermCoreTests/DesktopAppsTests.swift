@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// Desktop apps (docs/APPS.md, "Desktop apps"): an app a user's manager runs under its application ID is that app,

@@ -2,6 +2,8 @@
 import Foundation
 import NetpermCore
 import NetpermHost
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// One real device per fixture tree (Fixtures/sysfs-NAME, shaped like /sys: class/net/IF/device links into

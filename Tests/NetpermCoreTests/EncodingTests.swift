@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Foundation
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// The hand-written JSON encoder and the client's parser.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermProtocol
 import XCTest
 
 /// Prompts that cannot go wrong (PROTOCOL.md, "Prompts"): one question per app for every pending kind, answered by

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermProtocol
 import XCTest
 
 /// DECIDE and FORGET: who may, what they take, and when a decision takes effect: a lasting one once the store

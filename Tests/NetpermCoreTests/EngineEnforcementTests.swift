@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// [Enforcement] Mode= in the config, and the engine's `loadRules`: emitted when the rules would change and only

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
 import XCTest
 
 /// What the engine logs about the network, old -> new, and that nothing below the log level is produced.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// METRICS (docs/METRICS.md): the exposition text follows what the engine knows and what happened, every series

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermProtocol
 import XCTest
 
 /// Prompts and agents (PROTOCOL.md, "Prompts"): an undecided `ask` is a deny while no agent listens, and a prompt

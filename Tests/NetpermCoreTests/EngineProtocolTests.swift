@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermProtocol
 import XCTest
 
 /// What every request line gets whatever its verb: the framing-independent part of the protocol (PROTOCOL.md,

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// QUERY and APPS: which app the caller is, what it may ask about, the verdict's fields, and the reply cache.

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// RELOAD and SIGHUP: the service manager is told, a good policy takes over (sessions re-matched, links

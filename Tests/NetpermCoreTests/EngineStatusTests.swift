@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
 import XCTest
 
 /// STATUS, LINKS, and what the service manager is told: READY=1 once started, STATUS= when its summary changes,

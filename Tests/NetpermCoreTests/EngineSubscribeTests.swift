@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermProtocol
 import XCTest
 
 /// SUBSCRIBE: the acknowledgement, the snapshot, and the events that follow, each subscriber with its own topics,

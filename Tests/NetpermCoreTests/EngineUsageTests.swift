@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// Usage in the engine (docs/USAGE.md): the first reading before the table's rules, USAGE answered from a reading

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// Users deciding for their own apps (`[Defaults] UserDecisions=yes`, docs/SECURITY.md): a user's agent hears the

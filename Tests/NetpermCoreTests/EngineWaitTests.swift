@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermProtocol
 import XCTest
 
 /// WAIT: answered at once when available, else held until the verdict becomes available or the time-out passes;

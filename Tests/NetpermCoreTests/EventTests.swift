@@ -2,6 +2,8 @@
 import XCTest
 // Prompt's memberwise initializer is internal: the engine is the only one that makes prompts.
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
 
 /// Link events from comparing two pictures of the network.
 final class LinkEventTests: XCTestCase {

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
 import XCTest
 
 /// The one "why not" (Explanation.swift): each reason and each source of a closed kind, as every face shows it (the

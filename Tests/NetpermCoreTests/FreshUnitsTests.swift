@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermProtocol
 import XCTest
 
 /// Units named to the kernel as they are made (issue 37): how the engine tells the edge to name them

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 import NetpermCore
+import NetpermPolicy
 import XCTest
 
 /// Glob claims to behave like fnmatch(3) without flags; each case states the expected answer and is also

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 
 /// What the daemon writes, read back as a tree: tests compare members, the daemon never builds one.
 func parsedObject(_ write: (inout JSONWriter) -> Void) -> JSON {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
 import XCTest
 
 /// Which `[App]` a peer is: Executable, then Unit, then User; within each, the first section defined.

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import XCTest
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
+import XCTest
 
 /// NetworkManager's metered flag and ModemManager's roaming as sources of a link's classification, and `roaming` as
 /// a dimension of the policy on top of the kind (docs/CLASSIFICATION.md "Sources", docs/POLICY.md "Roaming").

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermProtocol
 import XCTest
 
 /// Joining netlink facts into links, and the answers built on them: usable, available, egress, primary.

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 
 /// Users and groups for config tests, so they never depend on the machine's /etc/passwd.
 struct FakeAccounts: AccountResolver {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
 import XCTest
 
 /// `[Defaults]` and `[App NAME]`: what they set, every error with its exact file, line and message, how drop-ins

@@ -2,6 +2,7 @@
 import XCTest
 // Verb(ascii:) is internal: the engine is its only user.
 @testable import NetpermCore
+@testable import NetpermProtocol
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// The nft ruleset built from a policy, links and unit cgroups: the exact text for a small case, who owns what,

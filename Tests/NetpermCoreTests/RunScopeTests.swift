@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// `netpermctl run --app NAME`'s scope name: escaped as systemd escapes, read back only in the form systemd would

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermProtocol
 import XCTest
 
 /// Other people's text on a terminal (defect 7 of issue 14): every control, the bidi controls and invalid UTF-8

@@ -2,6 +2,8 @@
 import Foundation
 import NetpermCore
 import NetpermHost
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// Stacked links on real-shaped sysfs trees: each link's own facts are read by the daemon's `Sysfs` reader and

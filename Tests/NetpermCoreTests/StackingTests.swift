@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// Stacked links and tunnels take the kind of what carries them (`Stacking`), run through `NetworkState` as the

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
 import XCTest
 
 /// Issue 31, point 10: an app's connection tag never moves while it is in the policy, whatever is added or removed

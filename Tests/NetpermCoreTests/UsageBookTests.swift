@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
 import XCTest
 
 /// Usage's pure parts (docs/USAGE.md): sizes, the [Usage] section and MeteredBudget=, periods, totals kept from the

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// The verdict for every combination of link kinds, route layouts and permissions, against an oracle written from

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
+import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// Per-app verdicts and the events when they change.

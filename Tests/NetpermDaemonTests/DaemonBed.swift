@@ -5,6 +5,9 @@ import NetpermCore
 import NetpermDaemon
 import NetpermHost
 import NetpermIO
+import NetpermPolicy
+import NetpermPolicyFiles
+import NetpermProtocol
 import TestSupport
 import XCTest
 

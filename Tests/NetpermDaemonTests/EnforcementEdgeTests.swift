@@ -3,6 +3,7 @@ import Glibc
 import NetpermCore
 import NetpermDaemon
 import NetpermIO
+import NetpermProtocol
 import TestSupport
 import XCTest
 

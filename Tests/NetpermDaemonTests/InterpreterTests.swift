@@ -4,6 +4,7 @@ import NetpermCore
 import NetpermDaemon
 import NetpermHost
 import NetpermIO
+import NetpermPolicy
 import TestSupport
 import XCTest
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 @testable import NetpermNetlink
+import NetpermProtocol
 import TestSupport
 import XCTest
 

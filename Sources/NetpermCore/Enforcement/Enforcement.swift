@@ -1,14 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/// `[Enforcement] Mode=`: whether the kernel is made to follow the verdicts (docs/ENFORCEMENT.md).
-public enum EnforcementMode: String, Sendable, CaseIterable {
-    /// Advice only: nothing is loaded into the kernel (and a table left by an earlier run is removed).
-    case off
-    /// Traffic of an app out of a link of a kind it may not use (or not yet: `ask`) is rejected in the kernel.
-    case block
-    /// As block, and an app kept off some links has its sockets routed out of the links it may use, with their
-    /// source addresses, or fail at once when none is left (SteeringPlan).
-    case steer
-}
+import NetpermPolicy
+import NetpermProtocol
 
 /// Whether an app's permissions are in force in the kernel, and if not, why not. Per app (the policy's
 /// `[App]`), not per process: a process of the app that the kernel cannot tell apart escapes (docs/ENFORCEMENT.md).

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// The nftables ruleset that makes the kernel follow the verdicts (Mode=block), built from the engine's state:
 /// one `table inet netpermd` (IPv4 and IPv6 alike), loaded as one transaction. Pure: text in, text out.
 ///

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// The parts of a `Ruleset` that depend on the apps, kept apart from its text so that two builds can be compared
 /// element by element: a decision or a policy change that moves a few apps' verdicts becomes a transaction of a
 /// few `delete element` / `add element` commands, instead of the whole table of 10,000 apps (about 13,000 chains

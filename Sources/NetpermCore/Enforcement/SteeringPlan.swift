@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// What Mode=steer puts in the kernel besides the nft table (docs/ENFORCEMENT.md, "Steer"): a mark per app whose
 /// permissions keep it off some link, set on its sockets at creation by a BPF program that reads two maps (unit
 /// cgroup id -> mark, uid -> mark); per mark in use, one routing rule per family (`fwmark MARK lookup TABLE`) and a

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
 /// Every app's connection tag (ConnectionTags), kept for as long as the app is in the policy: the state directory's
 /// `tags` file, read at start before the first rules, written whenever a policy adds an app. An app keeps its tag
 /// whatever is added or removed around it (a tag taken by another app's name's hash moved it, and with it that

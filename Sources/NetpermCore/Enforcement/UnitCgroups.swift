@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
 /// One cgroup of a unit that exists now: a service or scope of the system's manager, or (`user`) of a user's own
 /// manager (`user@UID.service`).
 public struct UnitCgroup: Equatable, Hashable, Sendable {

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// How a unit cgroup just made is named to the kernel by itself, as the rules in force would name it: its app (the
 /// policy's order, Ruleset.OwnerIndex) and that app's verdict per kind in its level's maps, and for a system unit its
 /// connections' tag (Ruleset.build). The engine hands it to the edge whenever the rules in force or the permissions

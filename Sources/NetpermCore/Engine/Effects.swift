@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// A control connection, numbered by the transport.
 public typealias ConnectionID = UInt64
 /// A timer the engine armed, numbered by the engine.

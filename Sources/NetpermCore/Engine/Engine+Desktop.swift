@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// Desktop apps (docs/APPS.md, "Desktop apps"): the apps users' managers run under their application IDs, and those
 /// installed, named by their `.desktop` files. An app of these no `[App]` names is one of `state.config`'s apps by
 /// itself while it runs (`Config.addingDesktopApps`), so that the rules, prompts, decisions and usage treat it as any

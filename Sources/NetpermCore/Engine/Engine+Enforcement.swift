@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// What the engine keeps of enforcement: the unit cgroups that exist, the ruleset last built, the text last
 /// handed to the kernel and how that went.
 struct EnforcementBook {

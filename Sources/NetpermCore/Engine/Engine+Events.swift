@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// Events out to subscribers, and prompts to agents.
 extension Engine {
     /// Each event's members are written once (twice for an app's verdict with a budget: with its bytes, for those

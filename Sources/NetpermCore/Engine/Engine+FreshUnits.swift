@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
 /// Units named to the kernel as they are made (docs/ENFORCEMENT.md, "The first moments of a new cgroup"). A scan of
 /// every cgroup and a load of the rules they lead to take hundreds of milliseconds while thousands of units come
 /// and go; a unit made meanwhile waited for both and sent freely for 0.2-3 s. The engine hands the edge how units

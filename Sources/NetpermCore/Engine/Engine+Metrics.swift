@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// What happened since the daemon started, counted as it happens; everything else METRICS reports is read from the
 /// state when asked. Every series is bounded by the policy (its apps, the kinds, the reasons), never by processes,
 /// connections or addresses (docs/METRICS.md).

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// REACH ADDRESS [SECONDS]: the caller's own app toward one destination (GLib's can_reach). The kernel is asked where
 /// that destination's traffic goes (`Effect.lookUpRoute`, answered by `Input.routed`); an app the link's setting
 /// asks about raises the prompt, as its first connection would, and with SECONDS the reply waits for the answer.

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// Requests: each verb's checks, its change of state, and its reply.
 extension Engine {
     func request(_ bytes: [UInt8], from session: Session) {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// Mode=steer in the engine: the plan follows the ruleset (same owners, same permissions) and the links that are
 /// up; the edge puts it in the kernel. A steered app's verdict says where its marked sockets really go.
 extension Engine {

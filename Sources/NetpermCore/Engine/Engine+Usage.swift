@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// Where the usage table stands in the kernel, for STATUS.
 public enum UsageTableState: Equatable, Sendable {
     case off

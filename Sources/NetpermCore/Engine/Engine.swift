@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+import NetpermProtocol
+
 /// What happens to the engine: everything the daemon learns from the kernel, the files, its clients and its timers.
 public enum Input: Sendable {
     /// A new picture of the kernel's links, addresses and default routes (with sysfs facts).

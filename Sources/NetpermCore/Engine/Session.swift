@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
 /// One connection as the engine keeps it: who is on the other end, what it listens to, what it waits for.
 final class Session {
     let id: ConnectionID

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// What usage is counted per: a link's kind (loopback is never counted), whether it was metered and whether it was
 /// roaming when the packet passed, as the rules saw it (docs/USAGE.md): what roaming cost is counted apart.
 public struct UsageClass: Hashable, Sendable, Comparable {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
 /// The usage file (`STATE_DIR/usage`): a readable list of lines the daemon writes and reads back, one total or
 /// one counter a line, so that a restart (or a crash) goes on where the last process left off.
 ///

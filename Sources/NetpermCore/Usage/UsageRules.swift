@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
 /// The nftables table that counts each app's traffic per class of link and enforces metered budgets:
 /// `table inet netpermd_usage`, apart from enforcement's `netpermd` (docs/USAGE.md). Pure: its parts in, scripts
 /// out.

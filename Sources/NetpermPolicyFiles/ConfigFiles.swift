@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermCore
 import NetpermIO
+import NetpermPolicy
 
 /// The config file and its drop-ins (`NAME.d/*.conf` beside it, in lexical order), read from disk and parsed.
 public enum ConfigFiles {

@@ -41,7 +41,7 @@ public struct AppPolicy: Equatable, Sendable {
         return s.unicodeScalars.allSatisfy { isLetter($0) || ("0"..."9").contains($0) || $0 == "." || $0 == "-" || $0 == "_" }
     }
 
-    static func isLetter(_ c: Unicode.Scalar) -> Bool { ("a"..."z").contains(c) || ("A"..."Z").contains(c) }
+    package static func isLetter(_ c: Unicode.Scalar) -> Bool { ("a"..."z").contains(c) || ("A"..."Z").contains(c) }
 }
 
 /// Resolves user and group names; the daemon uses the system's databases, tests inject their own.

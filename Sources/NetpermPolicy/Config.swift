@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// The daemon's configuration and per-app policy: the main file plus drop-ins, merged in order.
 public struct Config: Equatable, Sendable {
     public var interfaces: [InterfaceOverride] = []

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// A problem of a policy as JSON: RELOAD's reply and STATUS list the warnings of the policy in force this way, and
 /// `netpermctl check --json` every error and warning, so a script reads one shape wherever it meets them.
 extension ConfigError {

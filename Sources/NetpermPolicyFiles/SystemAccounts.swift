@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
-import NetpermCore
+import NetpermPolicy
 
 /// User and group names from the system's databases (NSS), asked when a policy is read. The reentrant calls:
 /// policies are parsed on a thread of their own while `netpermctl check` or the start-up read may run elsewhere.

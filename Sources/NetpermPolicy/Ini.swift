@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// A problem in a config file, always with the file and line so the user can go straight to it. A warning is
 /// something ignored (an unknown section or key); an error makes the whole policy invalid.
 public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /// Backslash escapes of one byte: mountinfo's octal `\040`, systemd unit names' hex `\x2d`.
-enum BackslashEscapes {
+package enum BackslashEscapes {
     /// Decodes `\` + `marker` + `digits` digits in `radix`. A backslash that starts no valid escape is kept as it
     /// is, or, when `strict`, makes the whole string invalid (nil).
-    static func decode(_ s: String, marker: UInt8? = nil, radix: Int, digits: Int, strict: Bool) -> String? {
+    package static func decode(_ s: String, marker: UInt8? = nil, radix: Int, digits: Int, strict: Bool) -> String? {
         guard s.utf8.contains(UInt8(ascii: "\\")) else { return s }
         let skip = marker == nil ? 1 : 2
         var out: [UInt8] = []

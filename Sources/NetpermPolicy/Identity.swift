@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// Who is on the other end of a connection, from the kernel's word only (SO_PEERCRED/pidfd, /proc/PID/exe,
 /// /proc/PID/cgroup), never from argv or comm, which any process can set.
 public struct PeerIdentity: Equatable, Sendable {
@@ -27,30 +29,6 @@ public struct PeerIdentity: Equatable, Sendable {
         self.pid = pid; self.uid = uid; self.gids = gids
         self.executable = executable; self.unit = unit; self.userUnit = userUnit; self.unitFollowed = unitFollowed
         self.slice = slice; self.problem = problem
-    }
-
-    /// The innermost service or scope in a /proc/PID/cgroup text (cgroup v2 line "0::/path", or the
-    /// name=systemd line on hybrid hierarchies).
-    public static func unit(fromCgroup text: String) -> String? { unitAndManager(fromCgroup: text)?.unit }
-
-    /// The innermost service or scope, whether a user's service manager runs it (a `user@UID.service` above it in
-    /// the path: any user may start a unit of theirs with any name, so such a unit says only what its user chose
-    /// to call it), and whether the rules can follow its cgroup.
-    public static func unitAndManager(fromCgroup text: String) -> (unit: String, user: Bool, followed: Bool, slice: String?)? {
-        var path: Substring?
-        for line in text.split(separator: "\n") {
-            // "hierarchy-ID:controllers:path"
-            let f = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-            guard f.count == 3 else { continue }
-            if f[0] == "0" && f[1].isEmpty { path = f[2]; break }
-            if f[1] == "name=systemd" { path = f[2] }
-        }
-        guard let path else { return nil }
-        let parts = path.split(separator: "/")
-        guard let i = parts.lastIndex(where: { $0.hasSuffix(".service") || $0.hasSuffix(".scope") }) else { return nil }
-        let user = parts[..<i].contains { $0.hasPrefix("user@") && $0.hasSuffix(".service") }
-        let slice = i > parts.startIndex && parts[i - 1].hasSuffix(".slice") ? String(parts[i - 1]) : nil
-        return (String(parts[i]), user, UnitCgroups.isFollowed(path: path), slice)
     }
 
     public func write(to s: inout JSONWriter) {
