@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
 /// Lasting decisions on their way to disk (DECIDE, FORGET, ANSWER: Engine+Requests.swift): one write at a time, and
 /// the decision requests that come meanwhile wait their turn in order, each to start from the last one's result.
 /// Not coalesced as policy loads are: each is its own change, checked when its turn comes (a reload meanwhile may
