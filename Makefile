@@ -213,8 +213,9 @@ FUZZ_OPT ?= -O
 FUZZ_SWIFTC := $(dir $(shell command -v $(SWIFT)))swiftc
 FUZZ_FLAGS = -sanitize=fuzzer,address $(FUZZ_OPT) -g -parse-as-library
 CORE_SOURCES := $(shell find Sources/NetpermCore -name '*.swift' | sort)
-# The tests' fake clock is the fuzz target's too.
-FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift) Tests/TestSupport/FakeClock.swift
+# The tests' fake clock and the world around the engine (Tests/TestSupport/FakeWorld.swift, the engine tests'
+# harness's) are the fuzz targets' too.
+FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift) Tests/TestSupport/FakeClock.swift Tests/TestSupport/FakeWorld.swift
 # Swift's own crash handler reads memory that AddressSanitizer then reports as its own error: leave crashes to ASan.
 FUZZ_ENV := SWIFT_BACKTRACE=enable=no
 
