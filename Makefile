@@ -217,8 +217,9 @@ PROTOCOL_SOURCES := $(shell find Sources/NetpermProtocol -name '*.swift' | sort)
 POLICY_SOURCES := $(shell find Sources/NetpermPolicy -name '*.swift' | sort)
 CORE_SOURCES := $(shell find Sources/NetpermCore -name '*.swift' | sort)
 FUZZ_LIBS := $(addprefix $(FUZZ_DIR)/core/libNetperm,Protocol.a Policy.a Core.a)
-# The tests' fake clock is the fuzz target's too.
-FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift) Tests/TestSupport/FakeClock.swift
+# The tests' fake clock and the world around the engine (Tests/TestSupport/FakeWorld.swift, the engine tests'
+# harness's) are the fuzz targets' too.
+FUZZ_SUPPORT := $(wildcard Fuzz/Support/*.swift) Tests/TestSupport/FakeClock.swift Tests/TestSupport/FakeWorld.swift
 # Swift's own crash handler reads memory that AddressSanitizer then reports as its own error: leave crashes to ASan.
 FUZZ_ENV := SWIFT_BACKTRACE=enable=no
 

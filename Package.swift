@@ -83,9 +83,11 @@ let package = Package(
                           linkerSettings: releaseLink),
         // Fixtures are sysfs-shaped trees with symlinks (some to /dev paths that only name things): the tests read
         // them where they are, beside their source, rather than from a copy SwiftPM makes.
-        // What the tests share: the test event loop and a clock that moves only when told (the fuzz target compiles
-        // FakeClock.swift too).
-        .target(name: "TestSupport", dependencies: ["NetpermIO", "NetpermControl"], path: "Tests/TestSupport"),
+        // What the tests share: the test event loop, a clock that moves only when told, and the world around the
+        // engine (connections, timers, the store, the kernel's answers) that the engine fuzz target plays too (it
+        // compiles FakeClock.swift and FakeWorld.swift with its own).
+        .target(name: "TestSupport", dependencies: ["NetpermCore", "NetpermProtocol", "NetpermPolicy", "NetpermIO",
+                                                    "NetpermControl"], path: "Tests/TestSupport"),
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermProtocol", "NetpermPolicy", "NetpermHost",
                                                           "CLinux", "TestSupport"],
                     exclude: ["Fixtures"]),

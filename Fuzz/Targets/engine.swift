@@ -3,7 +3,8 @@
 // with a connection digit 0-3 sends the rest of the line (one space after the digit dropped) as a request on that
 // connection; a line starting with a letter below is a step of the world around the engine; any other line is a
 // request on connection 0. The harness plays the transport (no request is taken from a held or closed
-// connection), the clock, the decision store and the policy files, and checks every effect as it comes.
+// connection), the clock, the decision store and the policy files, with the engine tests' harness (FakeWorld in
+// Tests/TestSupport), and checks every effect as it comes.
 //
 //   o<slot><peer>   reopen a slot as a new connection of peer 0-6       c<slot>   close it
 //   i<slot><peer>   the slot's next requests come from peer 0-6 (a child that inherited the socket)
@@ -132,30 +133,18 @@ let errorCodes = Set(ErrorCode.allCases.map(\.rawValue))
 /// The apps of `policies` (and one no policy has) a rejected packet can name.
 let blockedApps = ["firefox", "updater", "bob", "sync", "curl", "nosuch"]
 
-final class Connection {
-    let id: ConnectionID
-    var held = false
-    /// QUIT's close effect: the transport takes nothing more from it.
-    var closing = false
-    /// Requests framed while the connection was held, in order.
-    var pending: [Input] = []
+/// What the fuzz target notes of a connection, beside how the engine left it.
+final class Connection: FakeConnection {
     /// Requests the engine was given that call for a reply, and the replies it sent.
     var asked = 0
     var answered = 0
-    var lastSeq = 0
     /// SUBSCRIBE's reply is followed by its snapshot, which is a second reply line.
     var snapshotsExpected = 0
-    init(id: ConnectionID) { self.id = id }
 }
 
-final class World: EngineEdges {
-    let driver = EngineDriver(engine: Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug)))
-    var engine: Engine { driver.engine }
-    var effects: Effects { driver.effects }
+final class World: FakeWorld<Connection> {
     /// The open prompts before the input being carried out.
     var promptsBefore: [Prompt] = []
-    /// Requests of connections no longer held are being fed.
-    var releasing = false
     /// The same engine fed the same inputs, except that a connection's request lines alternate with and without a
     /// trailing space: the same requests, but never the bytes of the one before, so it never answers from its
     /// reply cache. Its effects must be the same as the first engine's, byte for byte: a cached reply is what a
@@ -164,31 +153,42 @@ final class World: EngineEdges {
     let uncachedEffects = Effects()
     var padNext: Set<ConnectionID> = []
     var slots: [ConnectionID?] = [nil, nil, nil, nil]
-    var live: [ConnectionID: Connection] = [:]
-    var nextID: ConnectionID = 1
-    let clock = FakeClock<TimerID>()
     var now: UInt64 { clock.now }
-    var policy = 0
-    /// Set by R: a policy of the input's own instead of one of `policies`.
-    var customPolicy: String?
-    var loadsManual = false, pendingLoads = 0
-    var storesManual = false, storeFails = false
-    var pendingStores = 0
     var resyncs = 0
+    /// Set by E: every write, load, read and lookup fails.
+    var failing = false
     /// When each app and kind's last prompt expired unanswered: packets may not raise it again for
     /// `Engine.blockedQuietSec` after that.
     var expiredAt: [String: UInt64] = [:]
-    /// The processes the engine watches for their exit, and those that have exited.
-    var watched: Set<Int32> = []
-    var exited: Set<Int32> = []
 
-    init() { driver.edges = self }
+    init() {
+        super.init(engine: Engine(settings: Engine.Settings(daemonUID: 64000, logLevel: .debug)), accounts: Accounts())
+        setPolicy(policies[0])
+    }
 
-    func feed(_ input: Input) { driver.feed(input) }
+    override func fail(_ message: String) { require(false, message) }
 
-    func carryOut(_ effects: Effects, of input: Input) {
-        // From its close on, nothing may be sent to a connection.
-        if case let .closed(id) = input { live[id] = nil }
+    /// The kernel sends every destination by the first link (loopback, where there is one).
+    override func route(_ question: RouteQuestion) -> Egress? {
+        engine.state.network.links.first.map { Egress.link($0.index) }
+    }
+
+    func setPolicy(_ text: String) { policyFiles = [("/etc/netpermd/netpermd.conf", text)] }
+
+    /// E: the disk, nft, bpf and netlink fail from now on (or no longer).
+    func toggleFailing() {
+        failing.toggle()
+        storeError = failing ? "disk full" : nil
+        rulesError = failing ? "nft: no such file" : nil
+        steerError = failing ? "bpf: Operation not permitted" : nil
+        // No usage table in the fuzzer's kernel: counting (if a policy asks for it) reads nothing.
+        usageReadError = failing ? "Operation not permitted" : nil
+        usageSaveError = failing ? "disk full" : nil
+        usageRulesError = failing ? "nft: no such file" : nil
+        routeError = failing ? "netlink: Operation not permitted" : nil
+    }
+
+    override func carryOut(_ effects: Effects, of input: Input) {
         checkPrompts(after: input, before: promptsBefore)
         promptsBefore = engine.state.prompts.open
         uncachedEffects.reset()
@@ -196,19 +196,18 @@ final class World: EngineEdges {
         let a = render(effects), b = render(uncachedEffects)
         require(a == b, "a cached reply differs from a fresh one after \(input):\n\(a.joined(separator: "\n"))\n-- fresh:\n"
             + b.joined(separator: "\n"))
-        for e in effects.list { carryOut(e) }
+        // From its close on (no longer live), nothing may be sent to a connection.
+        super.carryOut(effects, of: input)
         checkAfterInput()
     }
 
-    /// Then, as the transport does, the requests of connections that are no longer held, one at a time.
-    func drained() {
-        guard !releasing else { return }
-        releasing = true
-        while let c = live.values.sorted(by: { $0.id < $1.id })
-            .first(where: { !$0.held && !$0.closing && !$0.pending.isEmpty }) {
-            deliver(c.pending.removeFirst(), to: c)
+    override func handOver(_ input: Input, from c: Connection) {
+        switch input {
+        case let .line(_, bytes): if RequestParser.parse(bytes) != nil { c.asked += 1 }
+        case .lineTooLong: c.asked += 1
+        default: break
         }
-        releasing = false
+        super.handOver(input, from: c)
     }
 
     func padded(_ input: Input) -> Input {
@@ -259,13 +258,10 @@ final class World: EngineEdges {
         }
     }
 
-    func policyResult() -> ConfigParseResult {
-        Config.parse(files: [("/etc/netpermd/netpermd.conf", customPolicy ?? policies[policy])], accounts: Accounts())
-    }
-
     // MARK: - Effects, each checked
 
-    func carryOut(_ e: Effect) {
+    /// Checks the effect, then the world carries it out.
+    override func carryOut(_ e: Effect) {
         switch e {
         case let .reply(id, r):
             guard let c = live[id] else { return require(false, "reply to connection \(id), which is gone") }
@@ -276,7 +272,7 @@ final class World: EngineEdges {
                 c.snapshotsExpected -= 1
                 checkEvent(obj, line, c)
                 require(obj["event"]?.string == "snapshot", "a reply-effect event that is not a snapshot: \(show(line))")
-                return
+                break
             }
             require(obj.keys.first == "ok", "a reply does not start with ok: \(show(line))")
             require(!obj.keys.contains("event"), "a reply with an event member: \(show(line))")
@@ -294,25 +290,20 @@ final class World: EngineEdges {
             let line = Array(effects[head]) + Array(effects[tail])
             checkEvent(oneLine(line, what: "event"), line, c)
         case let .hold(id):
-            guard let c = live[id] else { return require(false, "hold of connection \(id), which is gone") }
             // A flag, as in the transport: holding a held connection again (a DECIDE that waited for a write, then
             // starts its own) changes nothing.
-            c.held = true
+            require(live[id] != nil, "hold of connection \(id), which is gone")
         case let .resume(id):
-            guard let c = live[id] else { return require(false, "resume of connection \(id), which is gone") }
-            c.held = false
+            require(live[id] != nil, "resume of connection \(id), which is gone")
         case let .close(id):
-            guard let c = live[id] else { return require(false, "close of connection \(id), which is gone") }
-            c.closing = true
-            c.pending = []
-            feed(.closed(id))
+            require(live[id] != nil, "close of connection \(id), which is gone")
         case let .keepOpenAfterInputEnds(id):
             require(live[id] != nil, "keep-open of connection \(id), which is gone")
-        case let .armTimer(id, usec):
+        case let .armTimer(id, _):
             require(!clock.isArmed(id), "timer \(id) armed twice")
-            clock.arm(id, after: usec)
-        case let .cancelTimer(id):
-            require(clock.cancel(id), "cancelled timer \(id) was not armed")
+        case .cancelTimer, .loadPolicy, .readUsage, .watchExit, .unwatchExit:
+            // The world checks that a timer cancelled was armed, and that a process is watched once.
+            break
         case let .persist(d):
             // What is written must read back as the same lasting decisions.
             let text = d.encoded()
@@ -324,23 +315,15 @@ final class World: EngineEdges {
             } catch {
                 require(false, "the decisions written do not parse (\(error)):\n\(text)")
             }
-            if storesManual {
-                pendingStores += 1
-            } else {
-                feed(.stored(error: storeFails ? "disk full" : nil))
-            }
-        case .loadPolicy:
-            if loadsManual { pendingLoads += 1 } else { feed(.policy(policyResult())) }
         case let .notify(n):
             switch n {
             case let .ready(status), let .status(status):
                 require(!status.utf8.contains(0x0A), "a STATUS= with a newline: \(status)")
             case .reloading, .stopping: break
             }
-        case let .loadRules(scripts, report, inForce, _):
+        case let .loadRules(scripts, _, inForce, _):
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
             require(!scripts.isEmpty && !scripts.contains(where: \.text.isEmpty) && !inForce.isEmpty, "an empty ruleset")
-            if report { feed(.rulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
         case let .nameUnits(naming):
             // Policies here enforce nothing: no rules in force, so no unit is named as it is made.
             require(naming == nil, "units named with no rules in force")
@@ -353,34 +336,21 @@ final class World: EngineEdges {
                 require(plan.uidMarks.values.allSatisfy(marks.contains), "a uid marked for a table not in the plan")
                 require(plan.cgroupMarks.values.allSatisfy { $0 == 0 || marks.contains($0) }, "a cgroup marked for no table")
             }
-            feed(.steered(error: storeFails ? "bpf: Operation not permitted" : nil))
-        case .readUsage:
-            // No usage table in the fuzzer's kernel: counting (if a policy asks for it) reads nothing.
-            feed(.usageRead(nil, error: storeFails ? "Operation not permitted" : nil))
         case let .saveUsage(book):
             // What is saved must read back as the same totals.
             requireReadsBack(book, book.encoded(), "usage totals") { (t) throws(ConfigError) in try UsageBook.parse(t, path: "u") }
-            feed(.usageSaved(error: storeFails ? "disk full" : nil))
         case let .saveTags(table):
             // What is saved must read back as the same tags: each app's, distinct.
             requireReadsBack(table, table.encoded(), "tags") { (t) throws(ConfigError) in try TagTable.parse(t, path: "t") }
-        case let .loadUsageRules(script, report, _):
+        case let .loadUsageRules(script, _, _):
             require(!script.isEmpty, "an empty usage script")
-            if report { feed(.usageRulesLoaded(error: storeFails ? "nft: no such file" : nil)) }
-        case let .watchExit(pid):
-            require(watched.insert(pid).inserted, "pid \(pid) watched twice")
-            if exited.contains(pid) { feed(.exited(pid: pid)) }
-        case let .unwatchExit(pid):
-            require(watched.remove(pid) != nil, "pid \(pid) unwatched but not watched")
-        case let .lookUpRoute(id, q):
-            // The kernel sends every destination by the first link (loopback, where there is one), or fails.
+        case let .lookUpRoute(_, q):
             require(q.destination.bytes.count == (q.destination.family == .ipv4 ? 4 : 16), "an address of the wrong size")
-            let egress = engine.state.network.links.first.map { Egress.link($0.index) }
-            feed(.routed(id, egress, error: storeFails ? "netlink: Operation not permitted" : nil))
         case let .log(_, message, _):
             require(!message.isEmpty, "an empty log line")
             require(!message.utf8.contains(0x0A), "a log line with a newline: \(message.debugDescription)")
         }
+        super.carryOut(e)
     }
 
     /// At most one open prompt per app and scope, whoever raised it, never asking about no kind; a rejected packet
@@ -435,8 +405,7 @@ final class World: EngineEdges {
     func checkEvent(_ obj: StrictJSON.Value, _ line: [UInt8], _ c: Connection) {
         let keys = obj.keys
         require(keys.count >= 2 && keys[0] == "event" && keys[1] == "seq", "an event not led by event, seq: \(show(line))")
-        require(obj["seq"]?.int == c.lastSeq + 1, "seq \(obj["seq"].map { "\($0)" } ?? "?") after \(c.lastSeq): \(show(line))")
-        c.lastSeq += 1
+        countEvent(obj["seq"]?.int, on: c, show(line))
     }
 
     /// After every input: the engine's listener counts agree with its sessions, and a connection that is not held
@@ -451,7 +420,7 @@ final class World: EngineEdges {
         // Every process an open prompt was asked by is watched, and nothing else.
         require(Set(engine.state.prompts.open.flatMap(\.askers)) == watched,
                 "watched \(watched.sorted()) for prompts asked by \(engine.state.prompts.open.map(\.askers))")
-        for c in live.values where !c.held && !c.closing {
+        for c in live.values where !c.held && !c.closed {
             require(c.answered == c.asked, "connection \(c.id) not held, \(c.asked - c.answered) request(s) unanswered")
             require(c.snapshotsExpected == 0, "connection \(c.id): SUBSCRIBE's snapshot missing")
         }
@@ -461,18 +430,15 @@ final class World: EngineEdges {
     // MARK: - Steps
 
     func connection(_ slot: Int) -> Connection {
-        if let id = slots[slot], let c = live[id], !c.closing { return c }
+        if let id = slots[slot], let c = live[id], !c.closed { return c }
         return open(slot, peer: slot)
     }
 
     @discardableResult
     func open(_ slot: Int, peer: Int) -> Connection {
         close(slot)
-        let c = Connection(id: nextID)
-        nextID += 1
+        let c = openConnection(as: peers[peer % peers.count])
         slots[slot] = c.id
-        live[c.id] = c
-        feed(.opened(c.id, peers[peer % peers.count]))
         return c
     }
 
@@ -480,27 +446,11 @@ final class World: EngineEdges {
         guard let id = slots[slot] else { return }
         slots[slot] = nil
         guard live[id] != nil else { return }
-        feed(.closed(id))
+        disconnect(id)
     }
 
     /// Takes an input from the connection as the transport would: now, or once it is no longer held.
-    func send(_ input: Input, slot: Int) {
-        let c = connection(slot)
-        if c.held || !c.pending.isEmpty { c.pending.append(input) } else { deliver(input, to: c) }
-    }
-
-    func deliver(_ input: Input, to c: Connection) {
-        switch input {
-        case let .line(_, bytes): if RequestParser.parse(bytes) != nil { c.asked += 1 }
-        case .lineTooLong: c.asked += 1
-        default: break
-        }
-        feed(input)
-    }
-
-    func advance(_ usec: UInt64) {
-        clock.advance(by: usec) { feed(.timer($0)) }
-    }
+    func send(_ input: Input, slot: Int) { submit(input, on: connection(slot).id) }
 
     func step(_ line: [UInt8]) {
         guard let first = line.first else { return send(.line(connection(0).id, []), slot: 0) }
@@ -519,25 +469,23 @@ final class World: EngineEdges {
             // The transport sees the sender of the next request, so it comes in order with the requests.
             send(.identityChanged(connection(slot).id, peers[(rest.dropFirst().first.map(Int.init) ?? 0) % peers.count]),
                  slot: slot)
-        case UInt8(ascii: "t"): advance(UInt64(number(rest, limit: 200_000) ?? 1) * 1_000_000 + 1)
+        case UInt8(ascii: "t"): advance(by: UInt64(number(rest, limit: 200_000) ?? 1) * 1_000_000 + 1)
         case UInt8(ascii: "L"): send(.lineTooLong(connection(slot).id), slot: slot)
         case UInt8(ascii: "k"), UInt8(ascii: "K"):
             if first == UInt8(ascii: "K") { resyncs += 1 }
             feed(.kernel(snapshot(number(rest, limit: 100) ?? 0, resyncs: resyncs)))
         case UInt8(ascii: "r"):
-            policy = (number(rest, limit: 100) ?? 0) % policies.count
-            customPolicy = nil
+            setPolicy(policies[(number(rest, limit: 100) ?? 0) % policies.count])
             feed(.reload)
         case UInt8(ascii: "R"):
-            customPolicy = String(decoding: rest.map { $0 == UInt8(ascii: "|") ? 0x0A : $0 }, as: UTF8.self)
+            setPolicy(String(decoding: rest.map { $0 == UInt8(ascii: "|") ? 0x0A : $0 }, as: UTF8.self))
             feed(.reload)
-        case UInt8(ascii: "m"): loadsManual.toggle()
-        case UInt8(ascii: "p"):
-            if pendingLoads > 0 { pendingLoads -= 1; feed(.policy(policyResult())) }
-        case UInt8(ascii: "s"): storesManual.toggle()
+        case UInt8(ascii: "m"): policyLoadIsManual.toggle()
+        case UInt8(ascii: "p"): if pendingPolicyLoads > 0 { completePolicyLoad() }
+        case UInt8(ascii: "s"): storeIsManual.toggle()
         case UInt8(ascii: "d"), UInt8(ascii: "e"):
-            if pendingStores > 0 { pendingStores -= 1; feed(.stored(error: first == UInt8(ascii: "e") ? "EIO" : nil)) }
-        case UInt8(ascii: "E"): storeFails.toggle()
+            if !pendingStores.isEmpty { completeStore(error: first == UInt8(ascii: "e") ? "EIO" : nil) }
+        case UInt8(ascii: "E"): toggleFailing()
         case UInt8(ascii: "x"): feed(.stopping)
         case UInt8(ascii: "b"):
             let digits = Array(rest)
@@ -548,9 +496,7 @@ final class World: EngineEdges {
                           uid: uids[digits.dropFirst(2).first.map { Int($0 &- 0x30) % uids.count } ?? 0],
                           ifindex: nil))
         case UInt8(ascii: "w"):
-            let pid = peers[(rest.first.map { Int($0 &- 0x30) } ?? 0) % peers.count].pid
-            exited.insert(pid)
-            if watched.remove(pid) != nil { feed(.exited(pid: pid)) }
+            exit(pid: peers[(rest.first.map { Int($0 &- 0x30) } ?? 0) % peers.count].pid)
         case UInt8(ascii: "u"):
             if let id = slots[slot], live[id] != nil {
                 feed(.caughtUp(id, dropped: number(rest.dropFirst(), limit: 1_000_000) ?? 1))
@@ -563,14 +509,14 @@ final class World: EngineEdges {
 
     /// Every deferred thing finishes, every connection goes: nothing may be left behind.
     func finish() {
-        loadsManual = false
-        storesManual = false
-        while pendingLoads > 0 { pendingLoads -= 1; feed(.policy(policyResult())) }
-        while pendingStores > 0 { pendingStores -= 1; feed(.stored(error: nil)) }
+        policyLoadIsManual = false
+        storeIsManual = false
+        while pendingPolicyLoads > 0 { completePolicyLoad() }
+        while !pendingStores.isEmpty { completeStore() }
         // WAIT takes time-outs below 10^8 seconds.
-        advance(200_000_000 * 1_000_000)
+        advance(by: 200_000_000 * 1_000_000)
         for slot in 0..<slots.count { close(slot) }
-        advance(200_000_000 * 1_000_000)
+        advance(by: 200_000_000 * 1_000_000)
         require(engine.sessions.isEmpty, "sessions left: \(engine.sessions.keys.sorted())")
         require(engine.listeners.isEmpty, "listeners left: \(engine.listeners)")
         require(clock.armedCount == 0 && engine.timers.isEmpty, "timers left: \(clock.armedCount), engine \(engine.timers.keys.sorted())")
@@ -583,7 +529,7 @@ final class World: EngineEdges {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let world = World()
-    world.feed(.policy(world.policyResult()))
+    world.feed(.policy(world.readPolicy()))
     world.feed(.kernel(snapshot(0, resyncs: 0)))
     world.feed(.started)
     for line in split(bytes(data, size), on: 0x0A).prefix(400) { world.step(line) }

@@ -5,84 +5,26 @@
 import TestSupport
 import XCTest
 
-/// The engine driven as the daemon drives it, without any I/O: connections are ids that collect the lines sent
-/// to them, timers fire when the test moves the clock, the decision store and the policy files are values the
-/// test sets. Effects that produce inputs (persist, load the policy) feed them back in order, as the daemon does.
-/// Like the transport, it takes no request from a held or closing connection: those wait until it is resumed.
-final class EngineHarness: EngineEdges {
-    /// What one connection has been sent, and how the engine left it.
-    final class Connection {
-        var lines: [String] = []
-        /// Lines not yet taken by `take()`.
-        var unread: [String] = []
-        var held = false
-        var closed = false
-        var keepsOpen = false
-        /// Requests the transport has framed but not handed over (the connection is held).
-        var pending: [Input] = []
-        /// The `seq` of the last event, to check there is no gap.
-        var lastSeq: Int?
-    }
-
-    var engine: Engine { driver.engine }
-    private let driver: EngineDriver
-    private var effects: Effects { driver.effects }
-    /// Requests of connections no longer held are being fed.
-    private var releasing = false
-    private(set) var connections: [ConnectionID: Connection] = [:]
-    private var nextConnection: ConnectionID = 1
-
-    /// Timers fire as `advance` passes their deadline.
-    private let clock = FakeClock<TimerID>()
-
-    /// What `Effect.persist` wrote, in order; set `storeError` to make the next writes fail.
-    private(set) var persisted: [Decisions] = []
-    var storeError: String?
-    /// When set, `Effect.persist` waits for `completeStore()` (a slow disk), so inputs can come in between.
-    var storeIsManual = false
-    private(set) var pendingStores: [Decisions] = []
-    /// What `Effect.loadPolicy` reads.
-    var policyFiles: [(path: String, text: String)] = []
-    /// When set, `Effect.loadPolicy` waits for `completePolicyLoad()`.
-    var policyLoadIsManual = false
-    private(set) var pendingPolicyLoads = 0
-    /// Loads of the usage table answered only by `completeUsageLoad()`, as a slow one on the enforcer's thread.
-    var usageLoadsAreManual = false
-    private(set) var pendingUsageLoads: [Input] = []
-    var accounts: AccountResolver
-
+/// The engine driven as the daemon drives it, without any I/O, in the world the fuzz target plays too
+/// (`FakeWorld`, Tests/TestSupport): connections are ids that collect the lines sent to them, timers fire when the
+/// test moves the clock, the decision store and the policy files are values the test sets. Effects that produce
+/// inputs (persist, load the policy) feed them back in order, as the daemon does. Like the transport, it takes no
+/// request from a held or closing connection: those wait until it is resumed.
+final class EngineHarness: FakeWorld<HarnessConnection> {
     private(set) var log: [(Priority, String)] = []
     private(set) var notifications: [NotifyMessage] = []
-    /// Every nft script the engine handed over, and what the fake kernel answers (nil: loaded).
+    /// Every nft script the engine handed over, and what the fake kernel answers (`rulesAnswers`, `rulesError`).
     private(set) var rules: [String] = []
     /// What was actually run each time: the whole ruleset, or only what changed (`Ruleset.update(from:)`).
     private(set) var scripts: [String] = []
     /// Each load's transactions, in the order they run.
     private(set) var transactionLists: [[String]] = []
-    var rulesError: String?
-    /// Answers for the next loads of the rules, in turn, before `rulesError`.
-    var rulesAnswers: [String?] = []
-    /// The usage table as the fake kernel has it (nil: none): what `Effect.readUsage` reads, or `usageReadError`.
-    var usageReading: UsageReading?
-    /// While true, a reading begun is left in flight (`heldUsageReads`) until `finishUsageRead(with:)` answers it
-    /// with what the kernel had when it was read (a reading runs off the loop, beside the loads).
-    var holdUsageReads = false
-    private(set) var heldUsageReads = 0
-
-    func finishUsageRead(with reading: UsageReading?) {
-        guard heldUsageReads > 0 else { return XCTFail("no reading in flight") }
-        heldUsageReads -= 1
-        feed(.usageRead(reading, error: nil))
-    }
-    var usageReadError: String?
     /// When set, a usage table comes to exist once its rules are loaded (with this instance), as the kernel does.
     var usageTableInstance = "boot:1:1"
-    /// Each usage book saved, and the next save's error.
+    /// Each usage book saved (`usageSaveError` unset).
     private(set) var usageSaves: [UsageBook] = []
-    var usageSaveError: String?
-    /// Each usage script the engine handed over (the removal included), and what the kernel answers.
+    /// Each usage script the engine handed over (the removal included).
     private(set) var usageScripts: [String] = []
-    var usageRulesError: String?
     /// Every effect in order, in words ("reply 3", "event 3 prompt", "persist", "notify reloading"...), for tests of
     /// what comes before what.
     private(set) var steps: [String] = []
@@ -94,35 +36,24 @@ final class EngineHarness: EngineEdges {
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
          accounts: AccountResolver = FakeAccounts(), started: Bool = true, usage: UsageBook = UsageBook(),
          usageReading: UsageReading? = nil, tags: TagTable = TagTable()) {
-        self.accounts = accounts
+        super.init(engine: Engine(settings: settings, decisions: decisions, usage: usage, tags: tags), accounts: accounts)
         self.usageReading = usageReading
-        driver = EngineDriver(engine: Engine(settings: settings, decisions: decisions, usage: usage, tags: tags))
-        driver.edges = self
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
-        feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
+        feed(.policy(readPolicy()))
         setLinks(links)
         if started { feed(.started) }
         if agents { _ = connectAgent() }
     }
 
+    override func fail(_ message: String) { XCTFail(message) }
+
+    override func route(_ question: RouteQuestion) -> Egress? { routes[question.destination] }
+
     // MARK: - Inputs
 
-    func feed(_ input: Input) { driver.feed(input) }
-
-    func carryOut(_ effects: Effects, of input: Input) {
+    override func carryOut(_ effects: Effects, of input: Input) {
         checkListeners()
-        for e in effects.list { carryOut(e) }
-    }
-
-    /// Then, as the transport does, the requests of connections that are no longer held, one at a time.
-    func drained() {
-        guard !releasing else { return }
-        releasing = true
-        while let c = connections.sorted(by: { $0.key < $1.key }).map(\.value)
-            .first(where: { !$0.held && !$0.closed && !$0.pending.isEmpty }) {
-            feed(c.pending.removeFirst())
-        }
-        releasing = false
+        super.carryOut(effects, of: input)
     }
 
     /// The engine counts who listens to each app instead of passing over every session: after every input the
@@ -133,9 +64,8 @@ final class EngineHarness: EngineEdges {
         XCTAssertEqual(engine.listeners, counted, "listener counts drifted from the sessions")
     }
 
-    /// Each `Effect.loadUnitElements`' changes, in order, and what they are answered with.
+    /// Each `Effect.loadUnitElements`' changes, in order (answered with `unitsError`).
     var unitChanges: [ElementChanges] = []
-    var unitsError: String?
     /// Each `Effect.nameUnits`' naming, in order.
     var namings: [UnitNaming?] = []
 
@@ -150,7 +80,8 @@ final class EngineHarness: EngineEdges {
     /// Each `Effect.lookUpRoute`'s question, in order.
     private(set) var routeQuestions: [RouteQuestion] = []
 
-    private func carryOut(_ e: Effect) {
+    /// Notes the effect (steps, transcript, what was loaded and saved), then the world carries it out.
+    override func carryOut(_ e: Effect) {
         func text(_ r: Range<Int>) -> String { String(decoding: effects[r], as: UTF8.self) }
         transcript.append(Self.render(e, effects))
         switch e {
@@ -161,119 +92,77 @@ final class EngineHarness: EngineEdges {
             let line = text(head) + text(tail)
             steps.append("event \(id) \(Self.parse(String(line.dropLast()))["event"]?.stringValue ?? "?")")
             deliver(id, line)
-        case let .hold(id):
-            steps.append("hold \(id)")
-            connections[id]?.held = true
-        case let .resume(id):
-            steps.append("resume \(id)")
-            connections[id]?.held = false
-        case let .close(id):
-            steps.append("close \(id)")
-            connections[id]?.closed = true
-            connections[id]?.pending = []
-            feed(.closed(id))
-        case let .keepOpenAfterInputEnds(id):
-            steps.append("keep-open \(id)")
-            connections[id]?.keepsOpen = true
-        case let .armTimer(id, usec):
-            steps.append("arm \(id) \(usec)")
-            clock.arm(id, after: usec)
-        case let .cancelTimer(id):
-            steps.append("cancel \(id)")
-            XCTAssertTrue(clock.cancel(id), "cancelled timer \(id) was not armed")
-        case let .persist(d):
-            steps.append("persist")
-            if storeIsManual {
-                pendingStores.append(d)
-            } else {
-                if storeError == nil { persisted.append(d) }
-                feed(.stored(error: storeError))
-            }
-        case .loadPolicy:
-            steps.append("load-policy")
-            if policyLoadIsManual {
-                pendingPolicyLoads += 1
-            } else {
-                feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
-            }
+        case let .hold(id): steps.append("hold \(id)")
+        case let .resume(id): steps.append("resume \(id)")
+        case let .close(id): steps.append("close \(id)")
+        case let .keepOpenAfterInputEnds(id): steps.append("keep-open \(id)")
+        case let .armTimer(id, usec): steps.append("arm \(id) \(usec)")
+        case let .cancelTimer(id): steps.append("cancel \(id)")
+        case .persist: steps.append("persist")
+        case .loadPolicy: steps.append("load-policy")
         case let .notify(n):
             steps.append("notify \(n)")
             notifications.append(n)
         case let .log(p, m, _):
             steps.append("log \(p)")
             log.append((p, m))
-        case let .loadRules(changes, report, inForce, _):
+        case let .loadRules(changes, _, inForce, _):
             let transactions = changes.map(\.text)
             steps.append(transactions == [Ruleset.removal] ? "remove-rules" : transactions == [inForce] ? "load-rules"
                          : "update-rules")
             rules.append(inForce)
             scripts.append(transactions.joined())
             transactionLists.append(transactions)
-            if report { feed(.rulesLoaded(error: rulesAnswers.isEmpty ? rulesError : rulesAnswers.removeFirst())) }
         case let .nameUnits(naming):
             steps.append("name-units-with \(naming.map { "\($0.generation)" } ?? "nothing")")
             namings.append(naming)
         case let .loadUnitElements(changes, ids):
             steps.append("name-units-again \(ids)")
             unitChanges.append(changes)
-            if !ids.isEmpty { feed(.unitElementsLoaded(ids: ids, error: unitsError)) }
-        case .readUsage:
-            steps.append("read-usage")
-            if holdUsageReads { heldUsageReads += 1 }
-            else { feed(.usageRead(usageReadError == nil ? usageReading : nil, error: usageReadError)) }
+        case .readUsage: steps.append("read-usage")
         case let .saveUsage(book):
             steps.append("save-usage")
             if usageSaveError == nil { usageSaves.append(book) }
-            feed(.usageSaved(error: usageSaveError))
-        case let .loadUsageRules(script, report, _):
+        case let .loadUsageRules(script, _, _):
             steps.append(script == UsageRules.removal ? "remove-usage" : "load-usage")
             usageScripts.append(script)
-            if usageRulesError == nil {
-                if script == UsageRules.removal {
-                    usageReading = nil
-                } else if usageReading == nil {
-                    usageReading = UsageReading(instance: usageTableInstance)
-                }
-                if script != UsageRules.removal, var r = usageReading {
-                    // The quota objects the script leaves, as the kernel would.
-                    for line in script.split(separator: "\n") {
-                        let w = line.split(separator: " ")
-                        if w.count >= 5, w[0] == "delete", w[1] == "quota" {
-                            r.quotas[String(w[4])] = nil
-                            r.quotaUsed[String(w[4])] = nil
-                        }
-                        // add quota inet netpermd_usage NAME { over LIMIT bytes used USED bytes }
-                        if w.count >= 12, w[0] == "add", w[1] == "quota", let limit = UInt64(w[7]), let used = UInt64(w[10]) {
-                            r.quotas[String(w[4])] = used >= limit
-                            r.quotaUsed[String(w[4])] = used
-                        }
-                    }
-                    usageReading = r
-                }
-            }
-            if report {
-                if usageLoadsAreManual { pendingUsageLoads.append(.usageRulesLoaded(error: usageRulesError)) }
-                else { feed(.usageRulesLoaded(error: usageRulesError)) }
-            }
+            if usageRulesError == nil { loadUsageTable(script) }
         case let .saveTags(table):
             savedTags.append(table)
-        case let .watchExit(pid):
-            steps.append("watch \(pid)")
-            XCTAssertFalse(watched.contains(pid), "pid \(pid) watched twice")
-            watched.insert(pid)
-            if exitedProcesses.contains(pid) { feed(.exited(pid: pid)) }
-        case let .unwatchExit(pid):
-            steps.append("unwatch \(pid)")
-            XCTAssertNotNil(watched.remove(pid), "pid \(pid) was not watched")
+        case let .watchExit(pid): steps.append("watch \(pid)")
+        case let .unwatchExit(pid): steps.append("unwatch \(pid)")
         case let .steer(plan):
             steps.append(plan == nil ? "remove-steering" : "steer")
             steering.append(plan)
-            feed(.steered(error: nil))
         case let .lookUpRoute(id, question):
             steps.append("route \(id)")
             routeQuestions.append(question)
-            feed(.routed(id, routes[question.destination], error: nil))
         }
+        super.carryOut(e)
+    }
+
+    /// The usage table as the kernel has it once a usage script ran: made (with `usageTableInstance`) or removed,
+    /// and the quota objects the script leaves.
+    private func loadUsageTable(_ script: String) {
+        if script == UsageRules.removal {
+            usageReading = nil
+        } else if usageReading == nil {
+            usageReading = UsageReading(instance: usageTableInstance)
+        }
+        guard script != UsageRules.removal, var r = usageReading else { return }
+        for line in script.split(separator: "\n") {
+            let w = line.split(separator: " ")
+            if w.count >= 5, w[0] == "delete", w[1] == "quota" {
+                r.quotas[String(w[4])] = nil
+                r.quotaUsed[String(w[4])] = nil
+            }
+            // add quota inet netpermd_usage NAME { over LIMIT bytes used USED bytes }
+            if w.count >= 12, w[0] == "add", w[1] == "quota", let limit = UInt64(w[7]), let used = UInt64(w[10]) {
+                r.quotas[String(w[4])] = used >= limit
+                r.quotaUsed[String(w[4])] = used
+            }
+        }
+        usageReading = r
     }
 
     /// One effect as the transcript has it.
@@ -310,9 +199,7 @@ final class EngineHarness: EngineEdges {
         if members.first?.0 == "event" {
             XCTAssertEqual(members.count >= 2 ? members[1].0 : nil, "seq", "seq second: \(l)")
             let seq = members.count >= 2 ? members[1].1.intValue : nil
-            let expected = (connections[id]?.lastSeq ?? 0) + 1
-            XCTAssertEqual(seq, expected, "seq of \(l)")
-            connections[id]?.lastSeq = seq
+            if let c = connections[id] { countEvent(seq, on: c, l) } else { XCTAssertEqual(seq, 1, "seq of \(l)") }
         } else {
             XCTAssertFalse(members.contains { $0.0 == "event" }, "a reply with an event member: \(l)")
             XCTAssertEqual(members.first?.0, "ok", "a reply starts with ok: \(l)")
@@ -357,47 +244,11 @@ final class EngineHarness: EngineEdges {
         feed(.kernel(snap))
     }
 
-    /// The processes whose exit the engine watches (`Effect.watchExit`), and those that have exited: a watch on one
-    /// of these reports it at once, as pidfd_open's ESRCH does.
-    private(set) var watched: Set<Int32> = []
-    private var exitedProcesses: Set<Int32> = []
+    func advance(byMicroseconds usec: UInt64) { advance(by: usec) }
 
-    /// A process exits: the engine hears it if it watches it.
-    func exit(pid: Int32) {
-        exitedProcesses.insert(pid)
-        guard watched.remove(pid) != nil else { return }
-        feed(.exited(pid: pid))
-    }
-
-    /// Moves the clock, firing every timer that falls due, earliest first.
-    func advance(byMicroseconds usec: UInt64) {
-        clock.advance(by: usec) { feed(.timer($0)) }
-    }
-
-    func advance(bySeconds s: UInt64) { advance(byMicroseconds: s * 1_000_000) }
+    func advance(bySeconds s: UInt64) { advance(by: s * 1_000_000) }
 
     var armedTimers: Int { clock.armedCount }
-
-    /// The slow disk finishes the oldest pending write (successfully unless `error`).
-    func completeStore(error: String? = nil) {
-        guard !pendingStores.isEmpty else { return XCTFail("no store is pending") }
-        let d = pendingStores.removeFirst()
-        if error == nil { persisted.append(d) }
-        feed(.stored(error: error))
-    }
-
-    /// The policy files are read now (as they are at this moment).
-    /// The oldest usage load held (`usageLoadsAreManual`) is answered.
-    func completeUsageLoad() {
-        guard !pendingUsageLoads.isEmpty else { return XCTFail("no usage load is pending") }
-        feed(pendingUsageLoads.removeFirst())
-    }
-
-    func completePolicyLoad() {
-        guard pendingPolicyLoads > 0 else { return XCTFail("no policy load is pending") }
-        pendingPolicyLoads -= 1
-        feed(.policy(Config.parse(files: policyFiles, accounts: accounts)))
-    }
 
     /// The policy files, then a reload as SIGHUP asks for it.
     func reload(policy: String) {
@@ -409,23 +260,13 @@ final class EngineHarness: EngineEdges {
 
     @discardableResult
     func connect(_ identity: PeerIdentity = makePeer(uid: 0, exe: "/usr/bin/tester")) -> ConnectionID {
-        let id = nextConnection
-        nextConnection += 1
-        connections[id] = Connection()
-        feed(.opened(id, identity))
-        return id
+        openConnection(as: identity).id
     }
 
     /// The connection's next request comes from another process (the transport saw another sender). Like a
     /// request, it waits while the connection is held.
     func changeIdentity(_ id: ConnectionID, to identity: PeerIdentity) {
         _ = submit(id, .identityChanged(id, identity))
-    }
-
-    func disconnect(_ id: ConnectionID) {
-        connections[id]?.closed = true
-        connections[id]?.pending = []
-        feed(.closed(id))
     }
 
     /// Sends a request line; returns the lines the connection got meanwhile (its own reply, events...).
@@ -445,12 +286,7 @@ final class EngineHarness: EngineEdges {
     func sendTooLong(_ id: ConnectionID) -> [String] { submit(id, .lineTooLong(id)) }
 
     private func submit(_ id: ConnectionID, _ input: Input) -> [String] {
-        guard let c = connections[id], !c.closed else { return [] }
-        if c.held || !c.pending.isEmpty {
-            c.pending.append(input)
-        } else {
-            feed(input)
-        }
+        submit(input, on: id)
         return take(id)
     }
 
@@ -525,6 +361,13 @@ final class EngineHarness: EngineEdges {
             }
         }
     }
+}
+
+/// What one connection has been sent, beside how the engine left it (held, closed, kept open).
+final class HarnessConnection: FakeConnection {
+    var lines: [String] = []
+    /// Lines not yet taken by `EngineHarness.take(_:)`.
+    var unread: [String] = []
 }
 
 /// Accounts that count the lookups, to show which are made and when.

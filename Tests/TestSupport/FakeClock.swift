@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /// A clock that moves only when a test says so: timers armed for `now + after` fire as `advance` passes their
-/// deadline, earliest first (two due at once in the order of their ids). The engine tests' harness, the fuzz
-/// target (which compiles this file with its own) and the test loop keep their timers here.
+/// deadline, earliest first (two due at once in the order of their ids). The engine's fake world (`FakeWorld`: the
+/// engine tests' harness and the fuzz target, which compiles this file with its own) and the test loop keep their
+/// timers here.
 public final class FakeClock<ID: Hashable & Comparable> {
     /// Microseconds since the clock was made.
     public private(set) var now: UInt64 = 0
