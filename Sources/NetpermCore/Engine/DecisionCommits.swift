@@ -63,7 +63,7 @@ struct DecisionCommits {
 
     private mutating func set(_ new: Phase, log: (String) -> Void) {
         guard new != phase else { return }
-        log("decisions: \(phase.name) -> \(new.name)")
+        if new.name != phase.name { log("decisions: \(phase.name) -> \(new.name)") }
         phase = new
     }
 }
