@@ -46,9 +46,19 @@ enum RuleCommand: Equatable, Sendable {
         case let .deleteChain(c): t += "delete chain \(table) \(c)\n"
         case let .flushMap(m): t += "flush map \(table) \(m)\n"
         case let .addElements(m, elements):
-            t += "add element \(table) \(m) { " + elements.map(\.text).joined(separator: ", ") + " }\n"
+            t += "add element \(table) \(m) { "
+            for (i, e) in elements.enumerated() {
+                if i > 0 { t += ", " }
+                e.write(to: &t)
+            }
+            t += " }\n"
         case let .deleteElements(m, keys):
-            t += "delete element \(table) \(m) { " + keys.map(\.text).joined(separator: ", ") + " }\n"
+            t += "delete element \(table) \(m) { "
+            for (i, k) in keys.enumerated() {
+                if i > 0 { t += ", " }
+                k.write(to: &t)
+            }
+            t += " }\n"
         }
     }
 

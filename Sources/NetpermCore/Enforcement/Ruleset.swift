@@ -175,9 +175,13 @@ public struct Ruleset: Equatable, Sendable {
         // its place.
         let tags = given ?? ConnectionTags.assign(apps.map(\.id))
         func reject(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> MapVerdict {
-            guard permission(i, k, uid: uid) == .ask, let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
+            guard permission(i, k, uid: uid) == .ask else { return .deny }
             let id = AskChain.ID(tag: tags[apps[i].id]!, kind: k)
-            if askSeen.insert(id).inserted { askChains.append(AskChain(id: id, prefix: prefix)) }
+            // Its chain is made once, by the first element that asks (an app's uids, units and tag all do).
+            guard !askSeen.contains(id) else { return .ask(id) }
+            guard let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
+            askSeen.insert(id)
+            askChains.append(AskChain(id: id, prefix: prefix))
             return .ask(id)
         }
 
@@ -234,7 +238,7 @@ public struct Ruleset: Equatable, Sendable {
         }
         for m in maps {
             elements += m.elements.count
-            set(&t, m.name, type: m.key + " : " + m.value, m.elements.lazy.map(\.text))
+            set(&t, m.name, type: m.key + " : " + m.value, m.elements)
         }
         let used = usedMaps(maps).union(lookedUp)
         // A reset for TCP: connect() fails at once with ECONNREFUSED, an established connection with ECONNRESET,
@@ -433,7 +437,7 @@ public struct Ruleset: Equatable, Sendable {
                 let head = (l.roaming == true ? "roaming_" : "") + (l.metered ? "metered_" : "")
                 elements.append(MapElement(key: .ifname(l.name), verdict: .chain((head.isEmpty ? "kind_" : head) + d.rawValue)))
             }
-            set(&text, "links", type: "ifname : verdict", elements.lazy.map(\.text))
+            set(&text, "links", type: "ifname : verdict", elements)
         }
     }
 
@@ -577,6 +581,17 @@ public struct Ruleset: Equatable, Sendable {
             first = false
         }
         if !first { t += " }\n" }
+        t += "\t}\n"
+    }
+
+    /// A map of these elements, each written in place.
+    private static func set(_ t: inout String, _ name: String, type: String, _ elements: [MapElement]) {
+        t += "\tmap \(name) {\n\t\ttype \(type)\n"
+        for (i, e) in elements.enumerated() {
+            t += i == 0 ? "\t\telements = { " : ",\n\t\t\t     "
+            e.write(to: &t)
+        }
+        if !elements.isEmpty { t += " }\n" }
         t += "\t}\n"
     }
 
