@@ -167,8 +167,6 @@ public final class Engine {
     var sessions: [ConnectionID: Session] = [:]
     /// How many connections listen to or wait for each app (see `changeListening`).
     var listeners: [TrackedApp: Int] = [:]
-    /// The processes whose exit is watched (`Effect.watchExit`), with how many open prompts they ask in.
-    var watchedAskers: [Int32: Int] = [:]
 
     /// What settle() must redo: every app's permissions (policy, decisions, agents), or only the network's effect.
     private var permissionsChanged = false
@@ -195,20 +193,12 @@ public final class Engine {
     var policyLoads = InFlight<ConnectionID>()
     /// Lasting decisions being written, and decision requests that came meanwhile (DecisionCommits.swift).
     var commits = DecisionCommits()
+    /// What prompting keeps beside the open prompts (`state.prompts`): Engine+Prompts.swift.
+    var prompting = PromptDesk()
     /// What STATUS= last said, compared as facts before it is formatted.
     private var lastStatus: StatusSummary?
-    /// "app kind" pairs already logged as asked with no agent; emptied when an agent comes.
-    var unaskedLogged: Set<String> = []
-    static let unaskedLogLimit = 256
     /// The apps one user may decide for, for their own processes.
     static let maxOwnApps = 256
-    /// "app scope" pairs whose prompt expired unanswered a moment ago: the app's rejected packets do not raise it
-    /// again until `blockedQuietSec` have passed (an app retrying in a loop must not prompt the user in a loop).
-    var quietBlocked: Set<String> = []
-    /// Scopes (a uid, -1 for everyone's) told to be full of prompts (PromptBook.perScope), until one is raised again.
-    var promptsFull: Set<Int> = []
-    /// "app kind" pairs told once that their incoming connections were refused without a prompt.
-    var incomingLogged: Set<String> = []
     /// Subscribers of their own app that a reload made another app (renamed, or an [App] added for them): told their
     /// new app's verdict once the reload has settled, even if it equals the old one's.
     var ownAppMoved: [ConnectionID] = []
@@ -474,7 +464,7 @@ public final class Engine {
                                            : "no agent of uid \(uid) listens for its own prompts any more")
         }
         guard (old.agents == 0) != (n.agents == 0) || Set(old.users.keys) != Set(n.users.keys) else { return }
-        if n.agents > 0 || n.users.count > old.users.count { unaskedLogged = [] }
+        if n.agents > 0 || n.users.count > old.users.count { prompting.unaskedLogged = [] }
         permissionsChanged = true
     }
 
@@ -694,20 +684,6 @@ public final class Engine {
         out.append(.cancelTimer(id))
     }
 
-    /// A prompt closes without an answer (expired, dismissed): nothing is stored, and the quiet minute starts. It
-    /// runs from the last such close: a prompt raised by asking during the quiet and left unanswered starts it again.
-    func closeUnanswered(_ promptID: Int, event: Event) {
-        guard let p = state.prompts.close(id: promptID) else { return }
-        promptClosed(p)
-        pendingEvents.append(event)
-        let key = Self.quietKey(p.app, p.scope)
-        if !quietBlocked.insert(key).inserted,
-           let old = timers.first(where: { if case .blockedQuiet(key) = $0.value { true } else { false } })?.key {
-            cancelTimer(old)
-        }
-        _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)
-    }
-
     private func fired(_ id: TimerID) {
         guard let purpose = timers.removeValue(forKey: id) else { return }
         switch purpose {
@@ -720,11 +696,9 @@ public final class Engine {
             reachesHeld -= 1
             finishReach(session)
         case let .promptExpiry(promptID):
-            guard let p = state.prompts.find(id: promptID) else { return }
-            log(.info, "prompt \(p.id) for \(p.app) (\(p.kinds.map(\.rawValue).joined(separator: ", "))) expired unanswered", app: p.app, uid: p.uid)
-            closeUnanswered(promptID, event: .promptExpired(p))
+            promptExpired(promptID)
         case let .blockedQuiet(key):
-            quietBlocked.remove(key)
+            prompting.quietBlocked.remove(key)
         case .rulesRetry:
             retryRules()
         case .usageTick:
