@@ -45,21 +45,20 @@ enum RuleCommand: Equatable, Sendable {
         case let .addRule(c, rule): t += "add rule \(table) \(c) \(rule)\n"
         case let .deleteChain(c): t += "delete chain \(table) \(c)\n"
         case let .flushMap(m): t += "flush map \(table) \(m)\n"
-        case let .addElements(m, elements):
-            t += "add element \(table) \(m) { "
-            for (i, e) in elements.enumerated() {
-                if i > 0 { t += ", " }
-                e.write(to: &t)
-            }
-            t += " }\n"
-        case let .deleteElements(m, keys):
-            t += "delete element \(table) \(m) { "
-            for (i, k) in keys.enumerated() {
-                if i > 0 { t += ", " }
-                k.write(to: &t)
-            }
-            t += " }\n"
+        case let .addElements(m, elements): Self.write("add", m, elements, to: &t) { $1.write(to: &$0) }
+        case let .deleteElements(m, keys): Self.write("delete", m, keys, to: &t) { $1.write(to: &$0) }
         }
+    }
+
+    /// `VERB element TABLE MAP { a, b }`, each item written in place.
+    private static func write<T>(_ verb: String, _ map: String, _ items: [T], to t: inout String,
+                                 _ item: (inout String, T) -> Void) {
+        t += "\(verb) element \(Ruleset.family) \(Ruleset.table) \(map) { "
+        for (i, x) in items.enumerated() {
+            if i > 0 { t += ", " }
+            item(&t, x)
+        }
+        t += " }\n"
     }
 
     /// The command as an element change; nil for a chain's rules.
