@@ -132,5 +132,5 @@ final class InterpreterTests: XCTestCase {
 struct SlowStore: DecisionSaving {
     let gate: Gate
     var path: String { "/nonexistent/decisions.conf" }
-    func save(_ d: Decisions) -> StoreOutcome { gate.wait() ? .stored : .failed("the disk never answered") }
+    func save(_ d: Decisions) -> StoreOutcome { gate.wait() ? .stored : .failed(EdgeError(.storeDecisions, "the disk never answered")) }
 }
