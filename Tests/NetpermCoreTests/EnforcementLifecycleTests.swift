@@ -86,6 +86,32 @@ final class EnforcementLifecycleTests: XCTestCase {
         XCTAssertEqual(h.rules.count, loads + 1, "no retry after the rules took")
     }
 
+    /// The engine gets the kernel's errno, not only its words: a load refused with EPERM is kept as EPERM by the
+    /// failed phase (and a retry refused with EBUSY as EBUSY), while STATUS and STATUS= say the words as before.
+    func testARefusalKeepsItsErrno() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth], started: false)
+        let refused = EdgeError(.loadRules, errno: EPERM, "Operation not permitted")
+        h.rulesError = refused
+        h.feed(.started)
+        guard case let .failed(kept, failures, _) = h.engine.enforcement.lifecycle.phase else {
+            return XCTFail("not failed: \(h.engine.enforcement.lifecycle.phase)")
+        }
+        XCTAssertEqual(kept.errno, EPERM)
+        XCTAssertEqual(kept.operation, .loadRules)
+        XCTAssertEqual(failures, 1)
+        XCTAssertEqual(h.engine.enforcement.state, .failed(refused, attempts: 1))
+        let status = h.request(h.connect(), "STATUS")["enforcement"]
+        XCTAssertEqual(status?["error"], "Operation not permitted")
+        XCTAssertEqual(status?["errno"], nil, "STATUS is as it was")
+        XCTAssertEqual(h.statusTexts.last?.hasSuffix(", enforcement failed: Operation not permitted"), true, "\(h.statusTexts)")
+        h.rulesError = EdgeError(.loadRules, errno: EBUSY, "Device or resource busy")
+        h.advance(byMicroseconds: 1_000_000)
+        guard case let .failed(again, 2, _) = h.engine.enforcement.lifecycle.phase else {
+            return XCTFail("not failed twice: \(h.engine.enforcement.lifecycle.phase)")
+        }
+        XCTAssertEqual(again.errno, EBUSY, "EBUSY is not EPERM")
+    }
+
     /// Mode=off at a reload removes the rules (`removing` until the kernel answers); a refused removal is a failure
     /// too, retried as a removal.
     func testModeOffRemovesAndARefusedRemovalIsRetried() {
