@@ -178,14 +178,14 @@ final class World: FakeWorld<Connection> {
     /// E: the disk, nft, bpf and netlink fail from now on (or no longer).
     func toggleFailing() {
         failing.toggle()
-        storeError = failing ? "disk full" : nil
-        rulesError = failing ? "nft: no such file" : nil
-        steerError = failing ? "bpf: Operation not permitted" : nil
+        storeError = failing ? EdgeError(.storeDecisions, "disk full") : nil
+        rulesError = failing ? EdgeError(.loadRules, "nft: no such file") : nil
+        steerError = failing ? EdgeError(.steer, "bpf: Operation not permitted") : nil
         // No usage table in the fuzzer's kernel: counting (if a policy asks for it) reads nothing.
-        usageReadError = failing ? "Operation not permitted" : nil
-        usageSaveError = failing ? "disk full" : nil
-        usageRulesError = failing ? "nft: no such file" : nil
-        routeError = failing ? "netlink: Operation not permitted" : nil
+        usageReadError = failing ? EdgeError(.readUsage, "Operation not permitted") : nil
+        usageSaveError = failing ? EdgeError(.saveUsage, "disk full") : nil
+        usageRulesError = failing ? EdgeError(.loadUsageRules, "nft: no such file") : nil
+        routeError = failing ? EdgeError(.lookUpRoute, "netlink: Operation not permitted") : nil
     }
 
     override func carryOut(_ effects: Effects, of input: Input) {
@@ -484,7 +484,7 @@ final class World: FakeWorld<Connection> {
         case UInt8(ascii: "p"): if pendingPolicyLoads > 0 { completePolicyLoad() }
         case UInt8(ascii: "s"): storeIsManual.toggle()
         case UInt8(ascii: "d"), UInt8(ascii: "e"):
-            if !pendingStores.isEmpty { completeStore(error: first == UInt8(ascii: "e") ? "EIO" : nil) }
+            if !pendingStores.isEmpty { completeStore(error: first == UInt8(ascii: "e") ? EdgeError(.storeDecisions, "EIO") : nil) }
         case UInt8(ascii: "E"): toggleFailing()
         case UInt8(ascii: "x"): feed(.stopping)
         case UInt8(ascii: "b"):

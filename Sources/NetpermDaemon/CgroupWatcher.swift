@@ -35,7 +35,7 @@ public final class CgroupWatcher {
     private var again = false
     private let changed: (UnitCgroups) -> Void
     /// Units named as they were made (UnitNamer), and those of them a later scan did not find.
-    public var unitsNamed: ([NamedUnit], _ generation: Int, _ error: String?) -> Void = { _, _, _ in }
+    public var unitsNamed: ([NamedUnit], _ generation: Int, _ error: EdgeError?) -> Void = { _, _, _ in }
     public var gone: ([UInt64]) -> Void = { _ in }
     /// What names units as they are made, once there are rules to name them in.
     let namer: UnitNamer

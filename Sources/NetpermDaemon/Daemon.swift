@@ -91,7 +91,10 @@ public final class Daemon {
         }
         watcher.onChange = { interpreter.kernelChanged($0) }
         interpreter.steeringMarks = { watcher.marks = $0 }
-        interpreter.lookUpRoute = { q in Result { () throws(NetlinkError) in try watcher.egress(toward: q) }.mapError { $0 } }
+        interpreter.lookUpRoute = { q in
+            Result { () throws(NetlinkError) in try watcher.egress(toward: q) }
+                .mapError { EdgeError(.lookUpRoute, errno: $0.errno, "\($0)") }
+        }
         // Wi-Fi networks, where the kernel has nl80211: one info line where it does not.
         let wifi = WifiWatcher.start(loop: loop)
         if let wifi {

@@ -23,17 +23,17 @@ public protocol RuleLoading: AnyObject {
     /// Runs the transactions in order, stopping at the first that fails, after the loads asked for before them
     /// (off the loop: `done` gets nil, or why it failed, on the loop's thread, never inside this call's caller's
     /// effects but possibly inside this call). `inForce`: the whole ruleset they lead to.
-    func load(_ transactions: [RuleTransaction], inForce: String, done: @escaping (String?) -> Void)
+    func load(_ transactions: [RuleTransaction], inForce: String, done: @escaping (EdgeError?) -> Void)
     /// Loading the rules again after another process changed them failed.
-    var repairFailed: (String) -> Void { get set }
+    var repairFailed: (EdgeError) -> Void { get set }
     /// The kernel rejected and logged a packet of this app and pending kind.
     var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void { get set }
     /// Runs one script of the usage table as one transaction (the removal only if the table exists), in turn with
     /// the rules' loads; `done` gets nil, or why it failed, as `load`'s does.
-    func loadUsage(_ script: String, done: @escaping (String?) -> Void)
+    func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void)
     /// Element changes of units just made or gone, by cgroup id, as one transaction never behind a load of `load`'s
     /// (UnitLane); `done` gets nil, or why the kernel refused them, as `load`'s does.
-    func loadUnitElements(_ changes: ElementChanges, done: @escaping (String?) -> Void)
+    func loadUnitElements(_ changes: ElementChanges, done: @escaping (EdgeError?) -> Void)
     /// Another socket of the daemon's commits to the table (UnitNamer): its port, and its batches begun and finished.
     func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32))
     /// Another process changed the usage table; the kernel said a quota object of it ran out.
@@ -65,9 +65,9 @@ final class KernelUsageCounters: UsageCounting, Sendable {
 /// Mode=steer's program, maps, rules and tables (`Steerer`).
 public protocol SteeringLoading: AnyObject {
     /// Puts the plan in the kernel (nil: removes steering); nil or what failed.
-    func apply(_ plan: SteeringPlan?) -> String?
-    /// The kernel's picture changed: the tables follow the main table. `.none`: nothing new to report.
-    func follow() -> String??
+    func apply(_ plan: SteeringPlan?) -> EdgeError?
+    /// The kernel's picture changed: the tables follow the main table; what to report, if anything new.
+    func follow() -> SteeringChange
 }
 
 extension Steerer: SteeringLoading {}

@@ -20,7 +20,7 @@ final class Enforcer {
     /// Where loads run; nil if no eventfd could be had (then on the loop).
     private let worker: OffLoop<Load>?
     /// Loads not yet started, and when a repair is worth one (LoadQueue: its policy, tested in the core).
-    private var queue = LoadQueue<(String?) -> Void>()
+    private var queue = LoadQueue<(EdgeError?) -> Void>()
     /// Whether a load runs (on the worker, or on the loop between its start and its end).
     private var running = false
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
@@ -40,7 +40,7 @@ final class Enforcer {
     /// A repair asked for by a commit of another process during the daemon's own transaction.
     private var repairTimer: TimerSource?
     /// Called when loading the rules again after a foreign change fails: the engine retries.
-    var repairFailed: (String) -> Void = { _ in }
+    var repairFailed: (EdgeError) -> Void = { _ in }
     /// The kernel rejected and logged a packet of this app and pending kind.
     var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void = { _, _, _, _, _, _ in }
     /// Another process changed the usage table; a quota object of it ran out.
@@ -51,7 +51,7 @@ final class Enforcer {
     /// This process's netfilter sockets that loads used: changes they make are the daemon's own.
     private var ownPortIDs: Set<UInt32> = []
 
-    private typealias Job = LoadQueue<(String?) -> Void>.Job
+    private typealias Job = LoadQueue<(EdgeError?) -> Void>.Job
 
     /// What runs on the thread: the scripts, and what came of them. The thread owns it from `run` until it has
     /// written its result back; the loop reads it only after.
@@ -59,30 +59,37 @@ final class Enforcer {
         let scripts: [RuleTransaction]
         /// Element changes may go as nf_tables messages (not a whole load).
         let elements: Bool
+        /// What a failure says was being done: the rules, or the usage table.
+        let operation: EdgeError.Operation
         var socket: NetlinkSocket?
-        var failure: String?
+        var failure: EdgeError?
         var commits: UInt32 = 0
         var ownPortIDs: Set<UInt32> = []
         /// The commands of each batch sent as nf_tables messages (logged on the loop: the log is the loop's).
         var batches: [Int] = []
 
-        init(scripts: [RuleTransaction], elements: Bool, socket: NetlinkSocket?) {
-            self.scripts = scripts; self.elements = elements; self.socket = socket
+        init(scripts: [RuleTransaction], elements: Bool, operation: EdgeError.Operation, socket: NetlinkSocket?) {
+            self.scripts = scripts; self.elements = elements; self.operation = operation; self.socket = socket
         }
 
         func execute() {
             var nft: Nftables?
             do {
-                for script in scripts {
+                scripts: for script in scripts {
                     // Only elements change (and chains go): sent as nf_tables messages, without libnftables' reading
                     // of the whole table first.
                     if elements, let changes = script.elements {
                         if socket == nil { socket = try NftablesElements.socket() }
-                        if case let .some(refused) = NftablesElements.run(changes, on: socket!) {
-                            if let refused { failure = refused; break }
+                        switch NftablesElements.run(changes, on: socket!, for: operation) {
+                        case .committed:
                             commits += 1
                             batches.append(changes.commands.count)
-                            continue
+                            continue scripts
+                        case let .refused(refused):
+                            failure = refused
+                            break scripts
+                        case .tooLarge:
+                            break
                         }
                     }
                     if nft == nil { nft = try Nftables() }
@@ -90,7 +97,8 @@ final class Enforcer {
                     commits += 1
                 }
             } catch {
-                failure = "\(error)"
+                // libnftables' words (NftError), or the socket's errno.
+                failure = EdgeError(operation, errno: (error as? Errno)?.code, "\(error)")
             }
             // While libnftables' socket surely exists: the commits it made are the daemon's own. The context goes
             // with the load, and what it cached of the table (for 10,000 apps about 40 MB) with it.
@@ -126,7 +134,7 @@ final class Enforcer {
 
     /// Element changes of units just made or gone, by id (`Effect.loadUnitElements`): `done` gets nil, or why the
     /// kernel refused them.
-    func loadUnitElements(_ changes: ElementChanges, done: @escaping (String?) -> Void) {
+    func loadUnitElements(_ changes: ElementChanges, done: @escaping (EdgeError?) -> Void) {
         lane.load(changes, done: done)
     }
 
@@ -137,7 +145,7 @@ final class Enforcer {
     /// nil, or why it failed, on the loop. `whole`: the whole ruleset they lead to, loaded again should another
     /// process change the table (they may change only part of it). A whole ruleset is handed over from the table in
     /// force, if there is one (`Ruleset.wholeLoad`).
-    func load(_ transactions: [RuleTransaction], inForce whole: String, done: @escaping (String?) -> Void) {
+    func load(_ transactions: [RuleTransaction], inForce whole: String, done: @escaping (EdgeError?) -> Void) {
         queue.rules(transactions, whole: whole, done: done)
         startNext()
     }
@@ -145,7 +153,7 @@ final class Enforcer {
     /// Runs one script of the usage table (UsageRules) as one transaction, in turn with the rules' loads; `done` gets
     /// nil, or why it failed. The removal runs only if the table exists, so that a daemon that never counts never
     /// loads libnftables.
-    func loadUsage(_ script: String, done: @escaping (String?) -> Void) {
+    func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void) {
         queue.usage(script, done: done)
         startNext()
     }
@@ -159,15 +167,15 @@ final class Enforcer {
         if removal, inForce == nil {
             // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
             // that Mode=off never loads libnftables.
-            let answer: String??
+            let answer: Shortcut
             switch Result(catching: { () throws(Errno) in try Self.tables() }) {
-            case .success((false?, false?)): answer = .some(nil)
-            case .success((nil, _)), .success((_, nil)): answer = "not permitted to look at nftables"
-            case let .failure(e): answer = "cannot ask nftables: \(e)"
-            case .success: answer = .none
+            case .success((false?, false?)): answer = .answered(nil)
+            case .success((nil, _)), .success((_, nil)): answer = .answered(Self.notPermitted(.loadRules))
+            case let .failure(e): answer = .answered(Self.cannotAsk(.loadRules, e))
+            case .success: answer = .run
             }
-            if case let .some(answer) = answer {
-                job.done?(answer)
+            if case let .answered(error) = answer {
+                job.done?(error)
                 return startNext()
             }
         } else if !removal, job.transactions == [RuleTransaction(whole: whole)] {
@@ -175,25 +183,41 @@ final class Enforcer {
             let (table, handover) = (try? Self.tables()) ?? (nil, nil)
             scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true).map(RuleTransaction.init(whole:))
         }
-        run(job, Load(scripts: scripts, elements: job.transactions != [RuleTransaction(whole: whole)], socket: elementSocket))
+        run(job, Load(scripts: scripts, elements: job.transactions != [RuleTransaction(whole: whole)], operation: .loadRules,
+                      socket: elementSocket))
     }
 
     private func startUsage(_ job: Job) {
         let script = job.transactions[0]
         if script.text == UsageRules.removal {
-            let answer: String??
+            let answer: Shortcut
             switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: UsageRules.table) }) {
-            case .success(false?): usageInForce = false; answer = .some(nil)
-            case .success(nil): answer = "not permitted to look at nftables"
-            case let .failure(e): answer = "cannot ask nftables: \(e)"
-            case .success(true?): answer = .none
+            case .success(false?): usageInForce = false; answer = .answered(nil)
+            case .success(nil): answer = .answered(Self.notPermitted(.loadUsageRules))
+            case let .failure(e): answer = .answered(Self.cannotAsk(.loadUsageRules, e))
+            case .success(true?): answer = .run
             }
-            if case let .some(answer) = answer {
-                job.done?(answer)
+            if case let .answered(error) = answer {
+                job.done?(error)
                 return startNext()
             }
         }
-        run(job, Load(scripts: [script], elements: false, socket: nil))
+        run(job, Load(scripts: [script], elements: false, operation: .loadUsageRules, socket: nil))
+    }
+
+    /// Whether a removal runs, or is answered without running (nothing to remove, or nftables would not say).
+    private enum Shortcut {
+        case run
+        case answered(EdgeError?)
+    }
+
+    /// The kernel would not say whether a table exists (no CAP_NET_ADMIN).
+    private static func notPermitted(_ operation: EdgeError.Operation) -> EdgeError {
+        EdgeError(operation, "not permitted to look at nftables")
+    }
+
+    private static func cannotAsk(_ operation: EdgeError.Operation, _ e: Errno) -> EdgeError {
+        EdgeError(operation, errno: e.code, "cannot ask nftables: \(e)")
     }
 
     private func run(_ job: Job, _ load: Load) {
@@ -330,7 +354,7 @@ final class Enforcer {
         let outcome = queue.repair(at: Clock.monotonicMicroseconds())
         guard outcome != .tooMany else {
             Log.err("enforcement: table \(Ruleset.family) \(Ruleset.table) keeps being changed by others; not loading it again")
-            repairFailed("the table keeps being changed by another process")
+            repairFailed(EdgeError(.loadRules, "the table keeps being changed by another process"))
             return
         }
         let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") }

@@ -44,7 +44,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     public var steeringMarks: ([UInt32]) -> Void = { _ in }
     /// REACH's route lookups (NetlinkWatcher.egress(toward:)): the destination's egress, or why the kernel could not
     /// be asked.
-    public var lookUpRoute: (RouteQuestion) -> Result<Egress?, any Error> = { _ in .success(nil) }
+    public var lookUpRoute: (RouteQuestion) -> Result<Egress?, EdgeError> = { _ in .success(nil) }
     /// Where units are named as they are made (UnitNamer.use).
     public var nameUnits: (UnitNaming?) -> Void = { _ in }
     /// The unit cgroups' descriptors the rules in force name, and those of the loads not yet done
@@ -267,7 +267,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             let done: (Result<UsageReading?, Errno>) -> Void = { [unowned self] result in
                 switch result {
                 case let .success(reading): feed(.usageRead(reading, error: nil))
-                case let .failure(e): feed(.usageRead(nil, error: "\(e)"))
+                case let .failure(e): feed(.usageRead(nil, error: EdgeError(.readUsage, errno: e.code, "\(e)")))
                 }
             }
             // At a stop, on the loop: the process ends right after.
@@ -328,7 +328,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .lookUpRoute(id, question):
             switch lookUpRoute(question) {
             case let .success(egress): feed(.routed(id, egress, error: nil))
-            case let .failure(error): feed(.routed(id, nil, error: "\(error)"))
+            case let .failure(error): feed(.routed(id, nil, error: error))
             }
         }
     }
@@ -356,7 +356,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     }
 
     /// What the engine hears of a write: a file renamed into place but not synced is written (logged).
-    private static func error(of outcome: StoreOutcome, written what: String, risk: String = "") -> String? {
+    private static func error(of outcome: StoreOutcome, written what: String, risk: String = "") -> EdgeError? {
         switch outcome {
         case .stored: return nil
         case let .storedNotSynced(why):
@@ -393,7 +393,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         if sysfsCache.count != seen.count { sysfsCache = sysfsCache.filter { seen.contains($0.key) } }
         feed(.kernel(s))
         // Mode=steer's tables copy the main table's routes: any change of it is followed here.
-        if case let .some(error) = steerer.follow() { feed(.steered(error: error)) }
+        switch steerer.follow() {
+        case .unchanged: break
+        case .recovered: feed(.steered(error: nil))
+        case let .failed(error): feed(.steered(error: error))
+        }
     }
 
     /// A Wi-Fi link's network changed (associated, roamed, disconnected): the same kernel picture, new networks.

@@ -5,6 +5,16 @@ import NetpermHost
 import NetpermIO
 import NetpermNetlink
 
+/// What following the main table (`Steerer.follow`) has for the engine: only a change of outcome is reported.
+public enum SteeringChange: Equatable {
+    /// Nothing new: no plan, or the same outcome as last reported.
+    case unchanged
+    /// Steering is in force again after a failure.
+    case recovered
+    /// Steering failed, or failed otherwise than last reported.
+    case failed(EdgeError)
+}
+
 /// Carries out `Effect.steer` (docs/ENFORCEMENT.md, "Steer"): the `netpermd_steer` program attached to the root of
 /// the cgroup v2 hierarchy through a bpf_link (gone when the daemon exits, however it exits), its two maps written
 /// in place, and the routing rules and tables, which follow the main table: every kernel picture (links,
@@ -20,7 +30,7 @@ final class Steerer {
     private var cgroupMarks: [UInt64: UInt32] = [:]
     private var uidMarks: [UInt32: UInt32] = [:]
     /// The last error reported, so that following the main table reports only changes.
-    private(set) var lastError: String?
+    private(set) var lastError: EdgeError?
     /// The last install of the plan went through (program, maps, tables); until it does, every kernel change
     /// tries it again, and a later table sync that succeeds does not hide the failure.
     private var installed = false
@@ -29,9 +39,9 @@ final class Steerer {
     private var ownTables: Set<UInt32>?
 
     /// Puts `plan` in the kernel (nil: removes everything of steering's); nil or what failed.
-    func apply(_ plan: SteeringPlan?) -> String? {
+    func apply(_ plan: SteeringPlan?) -> EdgeError? {
         self.plan = plan
-        let error: String?
+        let error: EdgeError?
         if let plan {
             error = install(plan)
             installed = error == nil
@@ -51,20 +61,20 @@ final class Steerer {
     }
 
     /// The kernel's picture changed: the tables follow the main table. An error, or its end, is returned only when it
-    /// differs from the last one reported (`.none`: nothing to report).
-    func follow() -> String?? {
-        guard let plan else { return .none }
+    /// differs from the last one reported.
+    func follow() -> SteeringChange {
+        guard let plan else { return .unchanged }
         let error = installed ? syncTables(plan, addsOnly: false) : install(plan)
         installed = error == nil
-        guard error != lastError else { return .none }
+        guard error != lastError else { return .unchanged }
         lastError = error
-        return .some(error)
+        return error.map(SteeringChange.failed) ?? .recovered
     }
 
-    private func install(_ plan: SteeringPlan) -> String? {
+    private func install(_ plan: SteeringPlan) -> EdgeError? {
         // Tables and rules before any mark that leads to them, stale ones removed after the marks moved on.
         if let e = syncTables(plan, addsOnly: true) { return e }
-        do {
+        do throws(Errno) {
             if cgroupMap == nil || uidMap == nil {
                 cgroupMap = try BPFHashMap(name: "netpermd_cgroup", keySize: 8, valueSize: 4, maxEntries: 65536)
                 uidMap = try BPFHashMap(name: "netpermd_uid", keySize: 4, valueSize: 4, maxEntries: 65536)
@@ -78,10 +88,10 @@ final class Steerer {
             for k in uidMarks.keys where plan.uidMarks[k] == nil { try uidMap!.delete(key: UInt64(k)) }
             uidMarks = plan.uidMarks
         } catch {
-            return "writing the steering maps: \(error)"
+            return EdgeError(.steer, errno: error.code, "writing the steering maps: \(error)")
         }
         if link == nil {
-            guard let root = UnitCgroupScanner().mountPoint else { return "no cgroup v2 hierarchy to attach to" }
+            guard let root = UnitCgroupScanner().mountPoint else { return EdgeError(.steer, "no cgroup v2 hierarchy to attach to") }
             do {
                 let cookie = try BPFSyscall.netnsCookie()
                 let code = SteerProgram.instructions(cookie: cookie, levels: SteerProgram.levels, cgroupMap: cgroupMap!.fd,
@@ -89,9 +99,9 @@ final class Steerer {
                 link = try BPFCgroupLink(name: "netpermd_steer", instructions: code, cgroup: root)
                 Log.info("steering: program netpermd_steer attached to \(root) (\(code.count / 8) instructions)")
             } catch let e as BPFError {
-                return "\(e)"
+                return EdgeError(.steer, errno: e.errno.code, "\(e)")
             } catch {
-                return "reading the network namespace's cookie: \(error)"
+                return EdgeError(.steer, errno: (error as? Errno)?.code, "reading the network namespace's cookie: \(error)")
             }
         }
         return syncTables(plan, addsOnly: false)
@@ -112,8 +122,8 @@ final class Steerer {
     /// read the first time and for a removal (to find what an earlier run left); after that only the main table and
     /// steering's own (those its plans used, and those its rules name), so that a kernel change costs the same
     /// whatever other tables hold.
-    private func syncTables(_ plan: SteeringPlan?, addsOnly: Bool) -> String? {
-        do {
+    private func syncTables(_ plan: SteeringPlan?, addsOnly: Bool) -> EdgeError? {
+        do throws(NetlinkError) {
             if tables == nil { tables = try SteeringTables() }
             let used = Set(plan?.allowances.map(\.table) ?? [])
             let now = try tables!.read(only: plan == nil ? nil : ownTables.map { $0.union(used) })
@@ -129,7 +139,7 @@ final class Steerer {
             if !addsOnly { ownTables = plan == nil ? nil : (ownTables ?? []).union(used) }
             return nil
         } catch {
-            return "routing rules and tables: \(error)"
+            return EdgeError(.steer, errno: error.errno, "routing rules and tables: \(error)")
         }
     }
 }

@@ -11,7 +11,7 @@ import NetpermNftables
 final class UnitLane {
     private struct Job {
         var changes: ElementChanges
-        var done: (String?) -> Void
+        var done: (EdgeError?) -> Void
         var deletes: Bool {
             changes.commands.contains { c in
                 switch c {
@@ -26,21 +26,21 @@ final class UnitLane {
     final class Send: @unchecked Sendable {
         let batches: [ElementChanges]
         var socket: NetlinkSocket?
-        var failure: String?
+        var failure: EdgeError?
         init(batches: [ElementChanges], socket: NetlinkSocket?) { self.batches = batches; self.socket = socket }
 
         func execute() {
             do throws(Errno) {
                 if socket == nil { socket = try NftablesElements.socket() }
             } catch {
-                failure = "cannot open a netfilter socket: \(error)"
+                failure = EdgeError(.loadUnitElements, errno: error.code, "cannot open a netfilter socket: \(error)")
                 return
             }
             for b in batches {
-                switch NftablesElements.run(b, on: socket!) {
-                case .some(nil): continue
-                case let .some(refused?): failure = refused
-                case .none: failure = "a batch too large"
+                switch NftablesElements.run(b, on: socket!, for: .loadUnitElements) {
+                case .committed: continue
+                case let .refused(refused): failure = refused
+                case .tooLarge: failure = EdgeError(.loadUnitElements, "a batch too large")
                 }
                 return
             }
@@ -70,7 +70,7 @@ final class UnitLane {
         }
     }
 
-    func load(_ changes: ElementChanges, done: @escaping (String?) -> Void) {
+    func load(_ changes: ElementChanges, done: @escaping (EdgeError?) -> Void) {
         queue.append(Job(changes: changes, done: done))
         startNext()
     }

@@ -43,7 +43,7 @@ final class UnitNamer {
     struct Result: Sendable {
         var units: [NamedUnit]
         var generation: Int
-        var error: String?
+        var error: EdgeError?
     }
 
     /// How many units of one user's manager may be named as they are made: `rate` a second, `burst` at once.
@@ -271,10 +271,12 @@ final class UnitNamer {
                 let part = Array(units[at..<end])
                 at = end
                 shared.started.add(1, ordering: .releasing)
-                let error: String?
-                switch NftablesElements.run(UnitNaming.additions(part.map { ($0.unit.id, $0.elements) }), on: socket) {
-                case .some(let refused): error = refused
-                case .none: error = "a batch too large"
+                let error: EdgeError?
+                switch NftablesElements.run(UnitNaming.additions(part.map { ($0.unit.id, $0.elements) }), on: socket,
+                                            for: .nameUnits) {
+                case .committed: error = nil
+                case let .refused(refused): error = refused
+                case .tooLarge: error = EdgeError(.nameUnits, "a batch too large")
                 }
                 shared.finished.add(1, ordering: .releasing)
                 shared.state.withLock { $0.results.append(Result(units: part, generation: naming.generation, error: error)) }

@@ -10,7 +10,7 @@ public struct DecisionStore: Sendable {
     public init(stateDir: String,
                 syncDirectory: @escaping @Sendable (Int32) throws(Errno) -> Void = AtomicFile.fsyncDirectory) {
         file = StateFile(stateDir + "/decisions.conf", what: "decisions file", without: "starting with no stored decisions",
-                         syncDirectory: syncDirectory)
+                         operation: .storeDecisions, syncDirectory: syncDirectory)
         do { try Files.makeDirectory(stateDir) } catch {
             Log.err("cannot create the state directory \(stateDir): \(error)")
         }

@@ -11,12 +11,15 @@ public struct StateFile: Sendable {
     /// "decisions file", and what starting without it means: "starting with no stored decisions".
     let what: String
     let without: String
+    /// What writing it is, for the errors of `save`.
+    let operation: EdgeError.Operation
     /// fsync(2) of the state directory after the rename; the tests make it fail.
     let syncDirectory: @Sendable (Int32) throws(Errno) -> Void
 
-    public init(_ path: String, what: String, without: String,
+    public init(_ path: String, what: String, without: String, operation: EdgeError.Operation,
                 syncDirectory: @escaping @Sendable (Int32) throws(Errno) -> Void = AtomicFile.fsyncDirectory) {
-        self.path = path; self.what = what; self.without = without; self.syncDirectory = syncDirectory
+        self.path = path; self.what = what; self.without = without; self.operation = operation
+        self.syncDirectory = syncDirectory
     }
 
     /// The file parsed; `empty` when it is missing or unusable.
@@ -45,11 +48,11 @@ public struct StateFile: Sendable {
     public func save(_ text: String) -> StoreOutcome {
         do throws(Errno) {
             if let e = try AtomicFile.write(path, text, syncDirectory: syncDirectory) {
-                return .storedNotSynced("\(Files.directory(of: path)): \(e)")
+                return .storedNotSynced(EdgeError(operation, errno: e.code, "\(Files.directory(of: path)): \(e)"))
             }
             return .stored
         } catch {
-            return .failed("\(path): \(error)")
+            return .failed(EdgeError(operation, errno: error.code, "\(path): \(error)"))
         }
     }
 }
@@ -59,7 +62,7 @@ public enum StoreOutcome: Equatable, Sendable {
     case stored
     /// In place (renamed over the old file), but the directory's fsync failed: the content is on disk and in force,
     /// though a crash before the kernel writes the directory may bring the old file back.
-    case storedNotSynced(String)
+    case storedNotSynced(EdgeError)
     /// Nothing replaced: the old file stands.
-    case failed(String)
+    case failed(EdgeError)
 }

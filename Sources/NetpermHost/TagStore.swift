@@ -10,7 +10,8 @@ public struct TagStore: Sendable {
 
     public init(stateDir: String) {
         file = StateFile(stateDir + "/tags", what: "connection tags file",
-                         without: "giving apps their tags again (connections still open may be taken for other apps)")
+                         without: "giving apps their tags again (connections still open may be taken for other apps)",
+                         operation: .storeTags)
     }
 
     /// A missing file is no app tagged yet.

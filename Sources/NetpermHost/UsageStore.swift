@@ -10,7 +10,7 @@ public struct UsageStore: Sendable {
 
     public init(stateDir: String,
                 syncDirectory: @escaping @Sendable (Int32) throws(Errno) -> Void = AtomicFile.fsyncDirectory) {
-        file = StateFile(stateDir + "/usage", what: "usage file", without: "counting from nothing",
+        file = StateFile(stateDir + "/usage", what: "usage file", without: "counting from nothing", operation: .saveUsage,
                          syncDirectory: syncDirectory)
     }
 

@@ -24,6 +24,14 @@ public enum NetlinkFailure: Error, Equatable, Sendable, CustomStringConvertible 
         case .malformed: return "a malformed answer"
         }
     }
+
+    /// The errno of a refusal or a socket's failure; nil for the others.
+    public var errno: Errno? {
+        switch self {
+        case let .kernel(e), let .socket(e): return e
+        case .interrupted, .truncated, .malformed: return nil
+        }
+    }
 }
 
 /// A netlink socket of the daemon's own: requests out, and of what comes back only the messages that answer them,

@@ -123,16 +123,25 @@ public enum NftablesElements {
     /// A netfilter netlink socket for `run`.
     public static func socket() throws(Errno) -> NetlinkSocket { try NetlinkSocket(protocol: NETLINK_NETFILTER) }
 
-    /// Sends the changes as one batch on `socket` (NETLINK_NETFILTER); nil, or why the kernel refused them (the
-    /// first refused message's errno: the whole batch is then undone). `.none` when they are too large for one
-    /// batch: the caller runs their text through libnftables.
-    public static func run(_ changes: ElementChanges, on socket: NetlinkSocket) -> String?? {
+    /// How a batch of `run` went.
+    public enum Outcome: Equatable, Sendable {
+        /// The kernel took it.
+        case committed
+        /// Why it was not sent, or why the kernel refused it (the whole batch is then undone).
+        case refused(EdgeError)
+        /// Too large for one batch: the caller runs their text through libnftables.
+        case tooLarge
+    }
+
+    /// Sends the changes as one batch on `socket` (NETLINK_NETFILTER), for `operation` (what a refusal says was
+    /// being done); a refusal keeps the first refused message's errno.
+    public static func run(_ changes: ElementChanges, on socket: NetlinkSocket, for operation: EdgeError.Operation) -> Outcome {
         let messages: [NetlinkRequest]
         do throws(Errno) {
-            guard let m = try batch(changes) else { return .none }
+            guard let m = try batch(changes) else { return .tooLarge }
             messages = m
         } catch {
-            return .some("Could not process rule: \(error)")
+            return .refused(EdgeError(operation, errno: error.code, "Could not process rule: \(error)"))
         }
         var refused: (Int, Int32)?
         do throws(NetlinkFailure) {
@@ -142,9 +151,9 @@ public enum NftablesElements {
                 if e != 0, refused == nil || i < refused!.0 { refused = (i, e) }
             }
         } catch {
-            return .some("nf_tables batch: \(error)")
+            return .refused(EdgeError(operation, errno: error.errno?.code, "nf_tables batch: \(error)"))
         }
-        guard let refused else { return .some(nil) }
-        return .some("Could not process rule: \(Errno(refused.1))")
+        guard let refused else { return .committed }
+        return .refused(EdgeError(operation, errno: refused.1, "Could not process rule: \(Errno(refused.1))"))
     }
 }

@@ -20,7 +20,7 @@ final class EnforcementLifecycleTests: XCTestCase {
         XCTAssertNil(l.set(.off) { lines.append($0) })
         XCTAssertEqual(lines, [], "no move, no line")
         XCTAssertNil(l.set(.loading(failures: 0)) { lines.append($0) })
-        XCTAssertNil(l.set(.failed("refused", failures: 1, retry: 7)) { lines.append($0) })
+        XCTAssertNil(l.set(.failed(EdgeError(.loadRules, "refused"), failures: 1, retry: 7)) { lines.append($0) })
         XCTAssertEqual(l.set(.loading(failures: 1)) { lines.append($0) }, 7, "the retry of the failed phase left")
         XCTAssertEqual(lines, ["enforcement: off -> loading", "enforcement: loading -> failed (1 attempt)",
                                "enforcement: failed (1 attempt) -> loading (attempt 2)"])
@@ -32,7 +32,7 @@ final class EnforcementLifecycleTests: XCTestCase {
         let shown: [(EnforcementPhase, EnforcementState)] = [
             (.off, .off), (.removing(failures: 0), .off), (.loading(failures: 2), .applying), (.enforcing, .enforcing),
             (.changing(partial: true), .enforcing), (.changing(partial: false), .enforcing), (.repairing, .enforcing),
-            (.failed("e", failures: 3, retry: nil), .failed("e", attempts: 3)),
+            (.failed(EdgeError(.loadRules, "e"), failures: 3, retry: nil), .failed(EdgeError(.loadRules, "e"), attempts: 3)),
         ]
         for (phase, state) in shown { XCTAssertEqual(phase.shown, state, phase.name) }
     }
@@ -51,7 +51,7 @@ final class EnforcementLifecycleTests: XCTestCase {
     func testARefusedChangeIsRepairedThenFails() {
         let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])
         let mark = h.log.count
-        h.rulesError = "No such file or directory"
+        h.rulesError = EdgeError(.loadRules, errno: ENOENT, "No such file or directory")
         XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow --once")["ok"], true)
         XCTAssertEqual(moves(h, from: mark), ["enforcing -> changing (only what differs)",
                                               "changing (only what differs) -> repairing (the whole table)",
@@ -68,7 +68,7 @@ final class EnforcementLifecycleTests: XCTestCase {
     /// with the phase it belonged to (no retry fires after the rules are in force).
     func testFailuresCountThenGiveUpAndANewChangeCancelsTheRetry() {
         let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth], started: false)
-        h.rulesError = "Operation not permitted"
+        h.rulesError = EdgeError(.loadRules, errno: EPERM, "Operation not permitted")
         h.feed(.started)
         for wait: UInt64 in [1_000_000, 2_000_000, 4_000_000, 8_000_000] { h.advance(byMicroseconds: wait) }
         XCTAssertEqual(moves(h).last, "loading (attempt 5) -> failed (5 attempts, given up)")
@@ -86,6 +86,32 @@ final class EnforcementLifecycleTests: XCTestCase {
         XCTAssertEqual(h.rules.count, loads + 1, "no retry after the rules took")
     }
 
+    /// The engine gets the kernel's errno, not only its words: a load refused with EPERM is kept as EPERM by the
+    /// failed phase (and a retry refused with EBUSY as EBUSY), while STATUS and STATUS= say the words as before.
+    func testARefusalKeepsItsErrno() {
+        let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth], started: false)
+        let refused = EdgeError(.loadRules, errno: EPERM, "Operation not permitted")
+        h.rulesError = refused
+        h.feed(.started)
+        guard case let .failed(kept, failures, _) = h.engine.enforcement.lifecycle.phase else {
+            return XCTFail("not failed: \(h.engine.enforcement.lifecycle.phase)")
+        }
+        XCTAssertEqual(kept.errno, EPERM)
+        XCTAssertEqual(kept.operation, .loadRules)
+        XCTAssertEqual(failures, 1)
+        XCTAssertEqual(h.engine.enforcement.state, .failed(refused, attempts: 1))
+        let status = h.request(h.connect(), "STATUS")["enforcement"]
+        XCTAssertEqual(status?["error"], "Operation not permitted")
+        XCTAssertEqual(status?["errno"], nil, "STATUS is as it was")
+        XCTAssertEqual(h.statusTexts.last?.hasSuffix(", enforcement failed: Operation not permitted"), true, "\(h.statusTexts)")
+        h.rulesError = EdgeError(.loadRules, errno: EBUSY, "Device or resource busy")
+        h.advance(byMicroseconds: 1_000_000)
+        guard case let .failed(again, 2, _) = h.engine.enforcement.lifecycle.phase else {
+            return XCTFail("not failed twice: \(h.engine.enforcement.lifecycle.phase)")
+        }
+        XCTAssertEqual(again.errno, EBUSY, "EBUSY is not EPERM")
+    }
+
     /// Mode=off at a reload removes the rules (`removing` until the kernel answers); a refused removal is a failure
     /// too, retried as a removal.
     func testModeOffRemovesAndARefusedRemovalIsRetried() {
@@ -96,7 +122,7 @@ final class EnforcementLifecycleTests: XCTestCase {
         XCTAssertEqual(moves(h, from: mark), ["enforcing -> removing", "removing -> off"])
         h.reload(policy: policy)
         mark = h.log.count
-        h.rulesError = "Operation not permitted"
+        h.rulesError = EdgeError(.loadRules, errno: EPERM, "Operation not permitted")
         h.reload(policy: "[App phone]\nUser=1000\n")
         XCTAssertEqual(moves(h, from: mark), ["enforcing -> removing", "removing -> failed (1 attempt)"])
         XCTAssertEqual(h.request(h.connect(), "QUERY phone")["enforced_why"], "mode-off")

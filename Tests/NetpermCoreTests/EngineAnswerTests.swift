@@ -94,7 +94,7 @@ final class EngineAnswerTests: XCTestCase {
         _ = h.send(agent, "ANSWER 1 allow")
         h.advance(bySeconds: 30)
         XCTAssertEqual(h.takeEvents(agent, named: "prompt-expired"), [], "taken: no expiry while it is written")
-        h.completeStore(error: "EIO")
+        h.completeStore(error: EdgeError(.storeDecisions, errno: EIO, "EIO"))
         XCTAssertEqual(h.takeParsed(agent).first?["error"], "internal")
         XCTAssertEqual(h.request(h.connect(), "PROMPTS")["prompts"]?.arrayValue?.count, 1, "still open")
         h.advance(bySeconds: 10)

@@ -185,7 +185,7 @@ final class EngineDecisionTests: XCTestCase {
         let agent = h.connections.keys.max()!
         _ = h.request(h.connect(Peers.maps), "QUERY")
         _ = h.take(agent)
-        h.storeError = "/var/lib/netpermd/decisions.conf: No space left on device"
+        h.storeError = EdgeError(.storeDecisions, errno: ENOSPC, "/var/lib/netpermd/decisions.conf: No space left on device")
         let admin = h.connect(Peers.admin)
         XCTAssertEqual(h.requestError(admin, "DECIDE maps wwan allow", .internalError),
                        "cannot store the decision: /var/lib/netpermd/decisions.conf: No space left on device")
@@ -200,7 +200,7 @@ final class EngineDecisionTests: XCTestCase {
         XCTAssertEqual(h.request(admin, "DECIDE maps wifi deny")["ok"], true)
         XCTAssertNil(decision(h.persisted.last, "maps", .wwan), "the failed one is not in the next write")
         // FORGET too.
-        h.storeError = "EIO"
+        h.storeError = EdgeError(.storeDecisions, errno: EIO, "EIO")
         h.requestError(admin, "FORGET maps", .internalError)
         XCTAssertEqual(decision(h.engine.state.decisions, "maps", .wifi), "deny decision")
     }
@@ -290,7 +290,7 @@ final class EngineDecisionTests: XCTestCase {
         let b = h.connect(Peers.root)
         _ = h.send(a, "DECIDE maps wwan allow")
         _ = h.send(b, "FORGET maps")
-        h.completeStore(error: "EIO")
+        h.completeStore(error: EdgeError(.storeDecisions, errno: EIO, "EIO"))
         XCTAssertEqual(h.takeParsed(a).first?["error"], "internal")
         XCTAssertEqual(h.takeParsed(b), [[("ok", true), ("forgotten", false), ("app", "maps"), ("kind", .null), ("for_uid", .null)]].map(JSON.object))
         XCTAssertTrue(h.pendingStores.isEmpty)

@@ -152,7 +152,7 @@ final class EngineEnforcementTests: XCTestCase {
     func testARefusedUpdateLoadsTheWholeTableAtOnce() {
         let h = EngineHarness(policy: policy, links: [Links.lo, Links.wwan])
         XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }, ["load-rules"])
-        h.rulesError = "Could not process rule: No such file or directory"
+        h.rulesError = EdgeError(.loadRules, errno: ENOENT, "Could not process rule: No such file or directory")
         XCTAssertEqual(h.request(h.connect(), "DECIDE phone wwan allow --once")["ok"], true)
         XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }, ["load-rules", "update-rules", "load-rules"])
         XCTAssertEqual(h.rules.last, h.scripts.last)
@@ -232,7 +232,7 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertTrue(h.rules.last?.contains(#""system.slice/\#(scope)" : goto deny"#) == true)
         XCTAssertEqual(h.request(inside, "QUERY")["enforced"], true)
         XCTAssertNil(h.request(inside, "QUERY")["enforced_why"])
-        h.rulesError = "refused"
+        h.rulesError = EdgeError(.loadRules, "refused")
         h.feed(.cgroups(cgroups([scope])))
         XCTAssertEqual(h.request(inside, "QUERY")["enforced_why"], "rules-failed", "nothing in force says so, not pending")
     }
@@ -270,7 +270,7 @@ final class EngineEnforcementTests: XCTestCase {
     /// say so.
     func testFailuresAreRetriedBounded() {
         let h = EngineHarness(policy: policy, links: [Links.lo, Links.eth], started: false)
-        h.rulesError = "Operation not permitted"
+        h.rulesError = EdgeError(.loadRules, errno: EPERM, "Operation not permitted")
         h.feed(.started)
         XCTAssertEqual(h.rules.count, 1)
         XCTAssertEqual(h.request(h.connect(), "QUERY phone")["enforced_why"], "rules-failed")

@@ -104,7 +104,7 @@ final class EngineMetricsTests: XCTestCase {
                        "netpermd_policy_last_reload_successful": "0"])
 
         // The kernel refuses the rules (the change, then the whole table): counted, and nothing is in force.
-        h.rulesError = "Operation not permitted"
+        h.rulesError = EdgeError(.loadRules, errno: EPERM, "Operation not permitted")
         h.reload(policy: policy + "\n[App extra]\nUser=5\n")
         try expect(h, [
             "netpermd_policy_generation": "2", "netpermd_policy_last_reload_successful": "1",

@@ -535,7 +535,7 @@ final class EngineUsageTests: XCTestCase {
         h.feed(.usageTableChanged)
         XCTAssertTrue(h.usageScripts.last!.hasPrefix("table inet netpermd_usage {}\n"), "whole")
         XCTAssertTrue(h.logged(containing: "another process changed the counting table").count == 1)
-        h.usageRulesError = "Error: Could not process rule"
+        h.usageRulesError = EdgeError(.loadUsageRules, "Error: Could not process rule")
         h.setLinks([Links.lo, Links.wwan, Links.eth])
         XCTAssertEqual(h.request(h.connect(), "STATUS")["usage"]?["state"], "failed")
         h.usageRulesError = nil

@@ -70,7 +70,7 @@ final class FreshUnitsTests: XCTestCase {
         XCTAssertEqual(status(h, "units_restricted"), 0)
         // Refused by the kernel: left to the scan, counted nowhere.
         h.feed(.unitsNamed([NamedUnit(unit: unit("churn-10.scope", id: 10), elements: named.elements)],
-                           generation: naming.generation, error: "Could not process rule: No such file or directory"))
+                           generation: naming.generation, error: EdgeError(.nameUnits, errno: ENOENT, "Could not process rule: No such file or directory")))
         XCTAssertEqual(status(h, "units_restricted"), 0)
     }
 
@@ -106,7 +106,7 @@ final class FreshUnitsTests: XCTestCase {
         let named = NamedUnit(unit: x, elements: try XCTUnwrap(naming.restrictions(of: x)))
         h.feed(.unitsNamed([named], generation: naming.generation, error: nil))
         // A change refused: the whole table, which takes.
-        h.rulesAnswers = ["Could not process rule: No such file or directory", nil]
+        h.rulesAnswers = [EdgeError(.loadRules, errno: ENOENT, "Could not process rule: No such file or directory"), nil]
         h.feed(.cgroups(UnitCgroups(nftRoot: "", units: [unit("churn-1.scope", id: 1, handle: 501),
                                                          unit("churn-2.scope", id: 2, handle: 502)])))
         XCTAssertEqual(h.steps.filter { $0.hasSuffix("-rules") }.suffix(2), ["update-rules", "load-rules"])

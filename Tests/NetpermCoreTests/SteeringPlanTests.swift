@@ -206,7 +206,7 @@ final class SteeringPlanTests: XCTestCase {
     func testWaitIsAnsweredWhenSteeringTakesEffect() {
         let h = EngineHarness(policy: "[Enforcement]\nMode=steer\n[App wifionly]\nUser=4001\nWWAN=deny\n",
                               links: [Links.lo, wlan, wwan], started: false)
-        h.rulesError = "Operation not permitted"
+        h.rulesError = EdgeError(.loadRules, errno: EPERM, "Operation not permitted")
         h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)])
         h.feed(.started)
         XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["reason"], "routed-elsewhere")

@@ -114,13 +114,13 @@ final class DaemonBed {
 /// Enforcement's edge, recording the scripts instead of running them.
 final class FakeRules: RuleLoading {
     var loaded: [[String]] = []
-    var answer: String?
+    var answer: EdgeError?
     /// Answers for the next loads, in turn, before `answer`.
-    var answers: [String?] = []
+    var answers: [EdgeError?] = []
     /// Called inside each load (what else happens meanwhile: a cgroup going); what it returns, if anything, is the
     /// answer (the kernel refusing what those transactions name).
-    var during: ([String]) -> String? = { _ in nil }
-    var repairFailed: (String) -> Void = { _ in }
+    var during: ([String]) -> EdgeError? = { _ in nil }
+    var repairFailed: (EdgeError) -> Void = { _ in }
     var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void = { _, _, _, _, _, _ in }
     /// While true, loads are not answered until `finish()`: a load in flight, as a slow one is on its thread.
     var holding = false
@@ -128,10 +128,10 @@ final class FakeRules: RuleLoading {
     private var inFlight: [() -> Void] = []
     var pending: Int { inFlight.count }
 
-    func load(_ changes: [RuleTransaction], inForce: String, done: @escaping (String?) -> Void) {
+    func load(_ changes: [RuleTransaction], inForce: String, done: @escaping (EdgeError?) -> Void) {
         let transactions = changes.map(\.text)
         loaded.append(transactions)
-        let answer: String? = during(transactions) ?? (answers.isEmpty ? self.answer : answers.removeFirst())
+        let answer: EdgeError? = during(transactions) ?? (answers.isEmpty ? self.answer : answers.removeFirst())
         if holding { inFlight.append { done(answer) } } else { done(answer) }
     }
 
@@ -141,14 +141,14 @@ final class FakeRules: RuleLoading {
     var usageScripts: [String] = []
     var usageChanged: () -> Void = {}
     var quotaReached: (String) -> Void = { _ in }
-    func loadUsage(_ script: String, done: @escaping (String?) -> Void) {
+    func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void) {
         usageScripts.append(script)
         done(answer)
     }
     /// The units' element changes (UnitLane), answered at once with `unitAnswer`.
     var unitChanges: [ElementChanges] = []
-    var unitAnswer: String?
-    func loadUnitElements(_ changes: ElementChanges, done: @escaping (String?) -> Void) {
+    var unitAnswer: EdgeError?
+    func loadUnitElements(_ changes: ElementChanges, done: @escaping (EdgeError?) -> Void) {
         unitChanges.append(changes)
         done(unitAnswer)
     }
@@ -158,11 +158,11 @@ final class FakeRules: RuleLoading {
 /// Steering's edge, recording the plans.
 final class FakeSteering: SteeringLoading {
     var plans: [SteeringPlan?] = []
-    func apply(_ plan: SteeringPlan?) -> String? {
+    func apply(_ plan: SteeringPlan?) -> EdgeError? {
         plans.append(plan)
         return nil
     }
-    func follow() -> String?? { .none }
+    func follow() -> SteeringChange { .unchanged }
 }
 
 /// A pipe a job on another thread waits on (at most `bound` seconds, so a test that breaks never hangs), and the

@@ -28,7 +28,7 @@ final class EnforcementEdgeTests: XCTestCase {
     """
     static let wwan = LinkFacts(index: 3, name: "wwan0", arphrd: ARPHRD.ether, rtnlKind: nil, adminUp: true, carrier: true,
                                 operstate: "up")
-    static let refused = "Could not process rule: No such file or directory"
+    static let refused = EdgeError(.loadRules, errno: ENOENT, "Could not process rule: No such file or directory")
 
     private func bed() throws -> DaemonBed {
         let b = try DaemonBed(policy: Self.policy)
@@ -65,7 +65,7 @@ final class EnforcementEdgeTests: XCTestCase {
         let c = try b.connect()
         XCTAssertEqual(try state(b, c), "enforcing")
         let loads = b.rules.loaded.count
-        b.rules.repairFailed("Operation not permitted")
+        b.rules.repairFailed(EdgeError(.loadRules, errno: EPERM, "Operation not permitted"))
         XCTAssertEqual(try state(b, c), "failed")
         XCTAssertEqual(try b.request(c, "QUERY updater")["enforced_why"], "rules-failed")
         b.loop.advance(byMicroseconds: 999_999)

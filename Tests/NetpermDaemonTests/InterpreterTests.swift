@@ -54,6 +54,21 @@ final class InterpreterTests: XCTestCase {
         XCTAssertFalse(FD.exists(b.stateDir + "/decisions.conf"))
     }
 
+    /// The store's edge keeps the errno where it happened: a directory's fsync failing with EIO, a write refused
+    /// with ENOENT (the directory gone) come back as the typed error's errno, with the words the log had before.
+    func testTheStoreKeepsTheErrno() throws {
+        let dir = "/tmp/npt-edge-errno-\(getpid())"
+        let store = DecisionStore(stateDir: dir, syncDirectory: { _ throws(Errno) in throw Errno(EIO) })
+        defer { SocketBed.removeTree(dir) }
+        XCTAssertEqual(store.save(Decisions()),
+                       .storedNotSynced(EdgeError(.storeDecisions, errno: EIO, "\(dir): \(Errno(EIO))")))
+        SocketBed.removeTree(dir)
+        guard case let .failed(e) = store.save(Decisions()) else { return XCTFail("stored in a directory that is gone") }
+        XCTAssertEqual(e.operation, .storeDecisions)
+        XCTAssertEqual(e.errno, ENOENT)
+        XCTAssertEqual(e.description, "\(dir)/decisions.conf: \(Errno(ENOENT))")
+    }
+
     /// The file is in place but the directory's fsync failed: the decision is on disk and in force, and the log
     /// says its durability is in doubt.
     func testAStoreThatFailsAfterItsRenameIsStored() throws {
@@ -132,5 +147,5 @@ final class InterpreterTests: XCTestCase {
 struct SlowStore: DecisionSaving {
     let gate: Gate
     var path: String { "/nonexistent/decisions.conf" }
-    func save(_ d: Decisions) -> StoreOutcome { gate.wait() ? .stored : .failed("the disk never answered") }
+    func save(_ d: Decisions) -> StoreOutcome { gate.wait() ? .stored : .failed(EdgeError(.storeDecisions, "the disk never answered")) }
 }

@@ -49,7 +49,7 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
 
     /// What `Effect.persist` wrote, in order; `storeError` makes the writes fail.
     public private(set) var persisted: [Decisions] = []
-    public var storeError: String?
+    public var storeError: EdgeError?
     /// When set, `Effect.persist` waits for `completeStore()` (a slow disk), so inputs can come in between.
     public var storeIsManual = false
     public private(set) var pendingStores: [Decisions] = []
@@ -62,24 +62,24 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     public private(set) var pendingPolicyLoads = 0
 
     /// What the next loads of the rules are answered with, in turn, before `rulesError`.
-    public var rulesAnswers: [String?] = []
-    public var rulesError: String?
+    public var rulesAnswers: [EdgeError?] = []
+    public var rulesError: EdgeError?
     /// The answer to `Effect.loadUnitElements`.
-    public var unitsError: String?
+    public var unitsError: EdgeError?
     /// The answer to `Effect.steer`.
-    public var steerError: String?
+    public var steerError: EdgeError?
     /// The answer to `Effect.lookUpRoute` when the kernel cannot be asked (otherwise `route(_:)`'s).
-    public var routeError: String?
+    public var routeError: EdgeError?
 
     /// The usage table as the kernel has it (nil: none): what `Effect.readUsage` reads, or `usageReadError`.
     public var usageReading: UsageReading?
-    public var usageReadError: String?
+    public var usageReadError: EdgeError?
     /// While true, a reading begun is left in flight (`heldUsageReads`) until `finishUsageRead(with:)` answers it
     /// with what the kernel had when it was read (a reading runs off the loop, beside the loads).
     public var holdUsageReads = false
     public private(set) var heldUsageReads = 0
-    public var usageSaveError: String?
-    public var usageRulesError: String?
+    public var usageSaveError: EdgeError?
+    public var usageRulesError: EdgeError?
     /// Loads of the usage table answered only by `completeUsageLoad()`, as a slow one on the enforcer's thread.
     public var usageLoadsAreManual = false
     public private(set) var pendingUsageLoads: [Input] = []
@@ -235,7 +235,7 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     }
 
     /// The slow disk finishes the oldest pending write (successfully unless `error`).
-    public func completeStore(error: String? = nil) {
+    public func completeStore(error: EdgeError? = nil) {
         guard !pendingStores.isEmpty else { return fail("no store is pending") }
         let d = pendingStores.removeFirst()
         if error == nil { persisted.append(d) }

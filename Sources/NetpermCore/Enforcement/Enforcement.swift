@@ -53,11 +53,11 @@ public enum EnforcementState: Equatable, Sendable {
     /// Rules built and handed to the kernel; no answer yet.
     case applying
     case enforcing
-    /// The kernel refused the rules (or libnftables failed): the message, and how many attempts were made.
-    case failed(String, attempts: Int)
+    /// The kernel refused the rules (or libnftables failed): why, and how many attempts were made.
+    case failed(EdgeError, attempts: Int)
 
     /// Every state's name, for a gauge per state.
-    public static let names = [EnforcementState.off, .applying, .enforcing, .failed("", attempts: 0)].map(\.name)
+    public static let names = [EnforcementState.off, .applying, .enforcing, .failed(EdgeError(.loadRules, ""), attempts: 0)].map(\.name)
 
     public var name: String {
         switch self {

@@ -21,7 +21,7 @@ enum EnforcementPhase: Equatable, Sendable {
     case repairing
     /// The kernel refused `failures` times in a row (a removal's, when `EnforcementBook.loaded` is the removal);
     /// `retry`: the timer of the next attempt, nil once given up until the next change.
-    case failed(String, failures: Int, retry: TimerID?)
+    case failed(EdgeError, failures: Int, retry: TimerID?)
 
     /// What STATUS, METRICS and the verdicts say (docs/PROTOCOL.md): the rules in force are `enforcing` while they are
     /// being changed or repaired, a removal is `off`.

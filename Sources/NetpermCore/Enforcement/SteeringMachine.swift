@@ -8,7 +8,7 @@ struct SteeringMachine {
         /// Nothing of steering may be in the kernel.
         case absent
         /// A plan handed to the edge; `error`: its last failure (nil: in force, or on its way).
-        case steering(SteeringPlan, error: String?)
+        case steering(SteeringPlan, error: EdgeError?)
 
         var name: String {
             switch self {
@@ -31,7 +31,7 @@ struct SteeringMachine {
         return nil
     }
 
-    var error: String? {
+    var error: EdgeError? {
         if case let .steering(_, error) = phase { return error }
         return nil
     }

@@ -216,7 +216,7 @@ extension Engine {
 
     /// The kernel's answer to the last `loadRules` that asked for one (or the edge's own repair failing); then what
     /// the state asked for meanwhile is handed over, and the replies that waited for rules now in force go.
-    func rulesLoaded(error: String?) {
+    func rulesLoaded(error: EdgeError?) {
         outcome(error: error)
         // Still away: a change refused is being loaded whole, its replies wait for it.
         guard !enforcement.lifecycle.phase.awaitsAnswer else { return }
@@ -237,7 +237,7 @@ extension Engine {
         assert(started, "a load handed over while one was away")
     }
 
-    private func outcome(error: String?) {
+    private func outcome(error: EdgeError?) {
         let removal = enforcement.loaded == Ruleset.removal
         let phase = enforcement.lifecycle.phase
         guard let error else {
@@ -320,7 +320,7 @@ extension Engine {
 
     /// The `n`th failure in a row of a load: tried again after 1, 2, 4... s, until `max` attempts. Returns the retry's
     /// timer (nil: given up until the next change).
-    func retryLater(_ what: String, attempt n: Int, of max: Int, error: String, timer: TimerPurpose) -> TimerID? {
+    func retryLater(_ what: String, attempt n: Int, of max: Int, error: EdgeError, timer: TimerPurpose) -> TimerID? {
         guard n < max else {
             log(.err, "\(what) failed \(n) times, giving up until the next change: \(error)")
             return nil
@@ -411,7 +411,7 @@ extension Engine {
             w.field("links", r.links)
         }
         if case let .failed(error, failures, _) = enforcement.lifecycle.phase {
-            w.field("error", error)
+            w.field("error", error.description)
             w.field("attempts", failures)
         }
         writeSteering(to: &w)
@@ -423,14 +423,15 @@ extension Engine {
         case .off: return nil
         case .block: break
         case .steer:
-            if let e = enforcement.steering.error {
+            if let e = enforcement.steering.error?.description {
                 return "steering failed: " + (e.utf8.count > 200 ? String(decoding: e.utf8.prefix(200), as: UTF8.self) + "..." : e)
             }
         }
         switch enforcement.lifecycle.phase {
         case .off, .removing, .loading: return "enforcement starting"
         case .enforcing, .changing, .repairing: return "enforcing"
-        case let .failed(e, _, _):
+        case let .failed(error, _, _):
+            let e = error.description
             return "enforcement failed: " + (e.utf8.count > 200 ? String(decoding: e.utf8.prefix(200), as: UTF8.self) + "..." : e)
         }
     }

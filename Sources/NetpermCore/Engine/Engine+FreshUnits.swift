@@ -19,7 +19,7 @@ extension Engine {
     /// Units the edge named as they were made, with the naming of `generation`; nil `error`: the kernel took them.
     /// One named with a naming older than the last load of the whole table may have been replaced by it, and one
     /// whose elements are not what the permissions give now is named again (`Effect.loadUnitElements`).
-    func unitsNamed(_ units: [NamedUnit], generation: Int, error: String?) {
+    func unitsNamed(_ units: [NamedUnit], generation: Int, error: EdgeError?) {
         if let error {
             // The next scan's load names them, as it would have without the edge.
             log(.debug, "enforcement: naming \(units.count) unit cgroups just made failed: \(error)")
@@ -43,7 +43,7 @@ extension Engine {
     }
 
     /// The answer to an `Effect.loadUnitElements` the engine asked for: a refusal leaves the units to their scans.
-    func unitElementsLoaded(_ ids: [UInt64], error: String?) {
+    func unitElementsLoaded(_ ids: [UInt64], error: EdgeError?) {
         guard let error else { return }
         log(.debug, "enforcement: naming \(ids.count) unit cgroups again failed: \(error)")
         for id in ids { enforcement.fresh[id] = nil }

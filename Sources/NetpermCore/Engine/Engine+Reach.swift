@@ -40,7 +40,7 @@ extension Engine {
     }
 
     /// The kernel answered where a REACH's destination goes (`error`: it could not be asked).
-    func routed(_ id: ConnectionID, _ route: Egress?, error: String?) {
+    func routed(_ id: ConnectionID, _ route: Egress?, error: EdgeError?) {
         guard let session = sessions[id], var r = session.reaching, r.route == nil else { return }
         if let error {
             log(.warning, "REACH \(r.text): the route lookup failed: \(error)")

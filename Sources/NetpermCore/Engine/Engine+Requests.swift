@@ -614,7 +614,7 @@ extension Engine {
 
     /// The decisions file was written (or not): the decision takes effect and is answered, or nothing changes.
     /// A requester that has left gets no reply, but its decision stands.
-    func stored(error: String?) {
+    func stored(error: EdgeError?) {
         guard let pending = commits.finish(log: { log(.debug, $0) }) else { return }
         let requester = pending.requester
         if let error {

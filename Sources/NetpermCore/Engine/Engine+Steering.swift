@@ -39,7 +39,7 @@ extension Engine {
     }
 
     /// The edge's answer to the last `Effect.steer`.
-    func steered(error: String?) {
+    func steered(error: EdgeError?) {
         guard let plan = enforcement.steering.plan else { return }
         let was = enforcement.steering.error
         guard error != was else { return }
@@ -126,7 +126,7 @@ extension Engine {
             $0.field("tables", plan.allowances.count)
             $0.field("marked_uids", plan.uidMarks.count)
             $0.field("marked_unit_cgroups", plan.cgroupMarks.values.filter { $0 != 0 }.count)
-            if let e = enforcement.steering.error { $0.field("error", e) }
+            if let e = enforcement.steering.error { $0.field("error", e.description) }
         }
     }
 }

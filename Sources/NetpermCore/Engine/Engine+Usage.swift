@@ -8,7 +8,7 @@ public enum UsageTableState: Equatable, Sendable {
     /// Rules handed to the kernel, or the first reading asked for; no answer yet.
     case applying
     case counting
-    case failed(String, attempts: Int)
+    case failed(EdgeError, attempts: Int)
 
     public static let names = ["off", "applying", "counting", "failed"]
 
@@ -173,7 +173,7 @@ extension Engine {
     }
 
     /// The kernel's counters (nil: no usage table), or why they could not be read.
-    func usageRead(_ reading: UsageReading?, error: String?) {
+    func usageRead(_ reading: UsageReading?, error: EdgeError?) {
         let (askers, again) = usage.reads.logged("usage readings", log: debugLog) { $0.finish() }
         if usage.readingForBudgets, error == nil {
             usage.readingForBudgets = false
@@ -264,7 +264,7 @@ extension Engine {
         out.append(.saveUsage(usage.book))
     }
 
-    func usageSaved(error: String?) {
+    func usageSaved(error: EdgeError?) {
         let (_, again) = usage.saves.logged("usage saves", log: debugLog) { $0.finish() }
         if let error {
             log(.err, "usage: cannot save the totals: \(error)")
@@ -302,7 +302,7 @@ extension Engine {
     }
 
     /// The resets whose quotas the load just answered made again (or failed to).
-    private func answerResetsLoaded(error: String?) {
+    private func answerResetsLoaded(error: EdgeError?) {
         let waiting = usage.resetsLoading
         usage.resetsLoading = []
         for r in waiting {
@@ -453,7 +453,7 @@ extension Engine {
         out.append(.loadUsageRules(script, report: true, handles: r.handles))
     }
 
-    func usageRulesLoaded(error: String?) {
+    func usageRulesLoaded(error: EdgeError?) {
         guard let r = usage.loading else { return }
         usage.loading = nil
         guard let error else {
@@ -659,7 +659,7 @@ extension Engine {
         w.field("counting", state.config.usage.count)
         w.field("state", usage.state.name)
         if case let .failed(error, attempts) = usage.state {
-            w.field("error", error)
+            w.field("error", error.description)
             w.field("attempts", attempts)
         }
         w.field("period_start", usage.book.period?.description)

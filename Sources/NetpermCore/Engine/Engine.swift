@@ -24,7 +24,7 @@ public enum Input: Sendable {
     case lineTooLong(ConnectionID)
     case timer(TimerID)
     /// The outcome of the last `Effect.persist`: nil, or what went wrong.
-    case stored(error: String?)
+    case stored(error: EdgeError?)
     /// SIGTERM: tell the subscribers.
     case stopping
     /// A subscriber that fell behind has read its queue empty; `dropped` events were not sent to it.
@@ -33,15 +33,15 @@ public enum Input: Sendable {
     case cgroups(UnitCgroups)
     /// Units whose cgroups the edge saw made and named to the kernel with the `UnitNaming` of `generation`
     /// (Engine+FreshUnits.swift); nil `error`: the kernel took them.
-    case unitsNamed([NamedUnit], generation: Int, error: String?)
+    case unitsNamed([NamedUnit], generation: Int, error: EdgeError?)
     /// Units of `unitsMade` (by cgroup id) that a scan begun after them did not find: gone.
     case unitsGone([UInt64])
     /// The outcome of an `Effect.loadUnitElements` (its `ids`): nil, or the kernel's error.
-    case unitElementsLoaded(ids: [UInt64], error: String?)
+    case unitElementsLoaded(ids: [UInt64], error: EdgeError?)
     /// The desktop files read (at start-up, and whenever one changes): desktop apps' names and icons.
     case desktopCatalog(DesktopCatalog)
     /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
-    case rulesLoaded(error: String?)
+    case rulesLoaded(error: EdgeError?)
     /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided): the owner of
     /// its socket and the link it was to leave by, when the log said.
     /// `incoming`: the packet answered a connection from elsewhere (a server's SYN-ACK), which asks nobody.
@@ -50,20 +50,20 @@ public enum Input: Sendable {
     /// A process that `Effect.watchExit` named has exited (or was gone already).
     case exited(pid: Int32)
     /// The outcome of the last `Effect.steer`: nil, or what failed.
-    case steered(error: String?)
+    case steered(error: EdgeError?)
     /// The usage table's counters (nil: there is no usage table), or why they could not be read (`Effect.readUsage`).
-    case usageRead(UsageReading?, error: String?)
+    case usageRead(UsageReading?, error: EdgeError?)
     /// The outcome of the last `Effect.saveUsage`.
-    case usageSaved(error: String?)
+    case usageSaved(error: EdgeError?)
     /// The outcome of the last `Effect.loadUsageRules` that asked for one.
-    case usageRulesLoaded(error: String?)
+    case usageRulesLoaded(error: EdgeError?)
     /// The kernel said a quota object of the usage table ran out (a budget, or its 80%).
     case budgetReached(quota: String)
     /// Another process changed or removed the usage table.
     case usageTableChanged
     /// Where the kernel sends a REACH's destination (`Effect.lookUpRoute`): a link, a blocking route, or nil for no
     /// route; `error`: the kernel could not be asked.
-    case routed(ConnectionID, Egress?, error: String?)
+    case routed(ConnectionID, Egress?, error: EdgeError?)
 }
 
 extension Input {
