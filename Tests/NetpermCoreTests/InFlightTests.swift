@@ -118,9 +118,10 @@ final class SteeringMachineTests: XCTestCase {
         m.set(.absent) { lines.append($0) }
         m.set(.steering(plan, error: nil)) { lines.append($0) }
         XCTAssertEqual(m.plan, plan)
-        m.set(.steering(plan, error: "bpf: Operation not permitted")) { lines.append($0) }
-        XCTAssertEqual(m.error, "bpf: Operation not permitted")
-        m.set(.steering(plan, error: "bpf: Operation not permitted")) { lines.append($0) }
+        let refused = EdgeError(.steer, errno: 1, "bpf: Operation not permitted")
+        m.set(.steering(plan, error: refused)) { lines.append($0) }
+        XCTAssertEqual(m.error, refused)
+        m.set(.steering(plan, error: refused)) { lines.append($0) }
         m.set(.absent) { lines.append($0) }
         XCTAssertNil(m.plan)
         XCTAssertNil(m.error)
