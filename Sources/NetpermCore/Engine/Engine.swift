@@ -155,13 +155,8 @@ public final class Engine {
     public internal(set) var state = DaemonState() { didSet { version &+= 1 } }
     /// Bumped by every change of `state`: a cached reply is good while it has not moved.
     private(set) var version = 0
-    /// The last kernel picture, so a policy reload can reclassify without a dump.
-    private var kernel = KernelSnapshot()
-    /// Each link's classification and what it was computed from: a link's kind changes only when its name, type,
-    /// device or the [Interface] overrides do, not at every carrier change. Emptied by a policy load.
-    private var classifications: [Int32: (facts: ClassifiedFacts, result: Classification)] = [:]
-    /// Each NetworkManager device type that disagreed with a link's kind, logged once.
-    private var disagreements: Set<Disagreement> = []
+    /// The links as the kernel, sysfs and the network sources have them, classified (LinkClassifier.swift).
+    private var links = LinkClassifier()
     /// Every app someone may hear about, with its verdict.
     var tracker = VerdictTracker()
     var sessions: [ConnectionID: Session] = [:]
@@ -243,8 +238,7 @@ public final class Engine {
         out = effects
         switch input {
         case let .kernel(snapshot):
-            if snapshot.resyncs != kernel.resyncs { resyncAll = true }
-            kernel = snapshot
+            if snapshot.resyncs != links.kernel.resyncs { resyncAll = true }
             setNetwork(classify(snapshot))
         case let .policy(result):
             let (requesters, again) = policyLoads.logged("policy loads", log: debugLog) { $0.finish() }
@@ -513,7 +507,7 @@ public final class Engine {
         if config.adminGID == nil {
             log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
         }
-        classifications = [:]
+        links.forgetClassifications()
         state.policyGeneration += 1
         state.policyError = nil
         state.policyWarnings = result.warnings
@@ -540,7 +534,7 @@ public final class Engine {
         pendingEvents.append(.policy(generation: state.policyGeneration, apps: config.apps.count, error: nil))
         // Privileges may have changed with the policy, and with them who counts as an agent.
         setAgents(countAgents())
-        setNetwork(classify(kernel))
+        setNetwork(classify(links.kernel))
         permissionsChanged = true
         // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules.
         settleEnforcement(permissionsChanged: true, networkChanged: true)
@@ -548,33 +542,9 @@ public final class Engine {
         finishReload(error: nil, requesters: requesters)
     }
 
+    /// The network picture of `snapshot` under the policy's overrides.
     private func classify(_ snapshot: KernelSnapshot) -> NetworkState {
-        let overrides = state.config.interfaces
-        let networks = state.config.networks
-        var seen = 0
-        let network = NetworkState(snapshot: snapshot, overrides: overrides) { facts in
-            seen += 1
-            let sysfs = snapshot.sysfs[facts.index] ?? SysfsFacts()
-            let wifi = snapshot.wifi[facts.index]
-            let manager = snapshot.managed[facts.name], modem = snapshot.modems[facts.name]
-            let key = ClassifiedFacts(name: facts.name, arphrd: facts.arphrd, rtnlKind: facts.rtnlKind, sysfs: sysfs,
-                                      ssid: wifi?.ssid, manager: manager, modem: modem)
-            if let c = classifications[facts.index], c.facts == key { return c.result }
-            let result = Classifier.classify(facts, sysfs: sysfs, overrides: overrides, wifi: wifi, networks: networks,
-                                             manager: manager, modem: modem)
-            classifications[facts.index] = (key, result)
-            if let theirs = manager?.kind, theirs != result.kind,
-               disagreements.insert(Disagreement(link: facts.name, theirs: theirs, ours: result.kind)).inserted {
-                log(.notice, "\(facts.name): NetworkManager takes it for \(theirs.rawValue) (device type \(manager!.deviceType)), "
-                    + "netpermd for \(result.kind.rawValue) (\(result.by)); \(result.kind.rawValue) stands", interface: facts.name)
-            }
-            return result
-        }
-        if classifications.count > seen {
-            let live = Set(snapshot.links.map(\.index))
-            classifications = classifications.filter { live.contains($0.key) }
-        }
-        return network
+        links.picture(of: snapshot, interfaces: state.config.interfaces, networks: state.config.networks) { log(.notice, $0, interface: $1) }
     }
 
     private func closed(_ id: ConnectionID) {
@@ -832,23 +802,4 @@ public final class Engine {
         }
         return line
     }
-}
-
-/// What a link's classification depends on besides the policy's overrides.
-struct ClassifiedFacts: Equatable {
-    var name: String
-    var arphrd: UInt32
-    var rtnlKind: String?
-    var sysfs: SysfsFacts
-    /// The Wi-Fi network: [Network] sections apply while associated to it.
-    var ssid: [UInt8]?
-    var manager: NetworkManagerDevice?
-    var modem: ModemRegistration?
-}
-
-/// NetworkManager's kind for a link against netpermd's.
-struct Disagreement: Hashable {
-    var link: String
-    var theirs: LinkKind
-    var ours: LinkKind
 }
