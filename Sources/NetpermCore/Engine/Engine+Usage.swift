@@ -556,9 +556,9 @@ extension Engine {
         return v
     }
 
-    func usageRequest(_ args: [String], session: Session) {
+    func usageRequest(_ named: String?, session: Session) {
         let caller = session.caller
-        if let name = args.first {
+        if let name = named {
             // One answer whether the app exists or is another's: QUERY tells no more.
             guard let app = state.config.app(named: name), mayReadUsage(of: app, caller) else {
                 replyError(session.id, ProtocolError(.notFound, "no [App \(name)] whose usage you may see (root or members "
@@ -567,7 +567,7 @@ extension Engine {
             }
         }
         guard state.config.usage.count, state.ready else {
-            replyUsage(session.id, args.first)
+            replyUsage(session.id, named)
             return
         }
         // Answered from a reading made after the request: what the caller just sent is counted.
@@ -577,12 +577,12 @@ extension Engine {
         if !caller.privileged {
             let uid = caller.identity.uid
             if usage.cooling[uid] != nil {
-                usage.cooled[uid, default: []].append((session.id, args.first))
+                usage.cooled[uid, default: []].append((session.id, named))
                 return
             }
             usage.cooling[uid] = armTimer(.usageCooldown(uid: uid), microseconds: Self.usageReadSpacingSec * 1_000_000)
         }
-        askUsage(session.id, args.first)
+        askUsage(session.id, named)
     }
 
     /// A user's forced readings are this far apart at least.
@@ -601,13 +601,13 @@ extension Engine {
         for (id, app) in waiting { askUsage(id, app) }
     }
 
-    func resetUsageRequest(_ args: [String], session: Session) {
-        if let name = args.first, state.config.app(named: name) == nil {
+    func resetUsageRequest(_ named: String?, session: Session) {
+        if let name = named, state.config.app(named: name) == nil {
             replyError(session.id, ProtocolError(.notFound, "no [App \(name)] in the policy"))
             return
         }
         out.append(.hold(session.id))
-        usage.resets.append((session.id, args.first))
+        usage.resets.append((session.id, named))
         if state.config.usage.count, state.ready {
             requestUsageRead()
         } else {
