@@ -146,6 +146,37 @@ extension Request {
     }
 }
 
+extension Request {
+    /// The line a client sends for it (without the newline): what `RequestParser` reads back as this request (a
+    /// subscription to no topic is written as SUBSCRIBE alone, which means the default ones).
+    public var line: String {
+        var words = [verb.rawValue.uppercased()]
+        switch self {
+        case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: break
+        case let .query(app), let .usage(app), let .resetUsage(app):
+            if let app { words.append(app) }
+        case let .reach(_, text, timeout):
+            words.append(text)
+            if let timeout { words.append(Seconds.text(timeout)) }
+        case let .subscribe(topics):
+            words += Topic.allCases.filter(topics.contains).map(\.rawValue)
+        case let .wait(app, timeout):
+            if let app { words.append(app) }
+            if let timeout { words.append(Seconds.text(timeout)) }
+        case let .answer(id, .choice(choice, everyone)):
+            words += [String(id), choice.rawValue] + (everyone ? ["--everyone"] : [])
+        case let .answer(id, .dismiss):
+            words += [String(id), "dismiss"]
+        case let .decide(app, kind, p, once):
+            words += [app, kind.rawValue, p.rawValue] + (once ? ["--once"] : [])
+        case let .forget(app, kind):
+            words.append(app)
+            if let kind { words.append(kind.rawValue) }
+        }
+        return words.joined(separator: " ")
+    }
+}
+
 extension Verb {
     /// How many words may follow the verb.
     public var maxArgs: Int {
@@ -188,6 +219,12 @@ extension PolicyDimension {
 }
 
 extension Seconds {
+    /// Microseconds as SECONDS, to the microsecond ("1.500000"): what `parseMicroseconds` reads back exactly.
+    public static func text(_ microseconds: UInt64) -> String {
+        let frac = String(microseconds % 1_000_000)
+        return "\(microseconds / 1_000_000)." + String(repeating: "0", count: 6 - frac.count) + frac
+    }
+
     /// A request's SECONDS (WAIT, REACH) in microseconds, or the error that says it is none.
     static func timeOut(_ text: String) throws(ProtocolError) -> UInt64 {
         guard let usec = parseMicroseconds(text) else {

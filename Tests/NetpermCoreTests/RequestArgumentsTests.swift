@@ -139,6 +139,27 @@ final class RequestArgumentsTests: XCTestCase {
                       accessFirst: .forget)
     }
 
+    /// What a client sends for a typed request (netpermctl's agent and WAIT build theirs so) is read back as it.
+    func testLinesReadBackAsTheirRequests() {
+        let requests: [Request] = [
+            .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit,
+            .query(app: nil), .query(app: "maps"), .usage(app: nil), .usage(app: "maps"), .resetUsage(app: nil),
+            .resetUsage(app: "maps"), .reach(IPAddress("2001:db8::1")!, text: "2001:db8::1", timeout: nil),
+            .reach(IPAddress("192.0.2.1")!, text: "192.0.2.1", timeout: 1), .subscribe(Topic.defaults),
+            .subscribe([.prompts, .usage]), .subscribe(Set(Topic.allCases)), .wait(app: nil, timeout: nil),
+            .wait(app: nil, timeout: 0), .wait(app: "maps", timeout: 2_500_000), .wait(app: "maps", timeout: nil),
+            .answer(prompt: 3, .choice(.once, everyone: false)), .answer(prompt: 3, .choice(.deny, everyone: true)),
+            .answer(prompt: 12, .dismiss), .decide(app: "maps", kind: .wwan, .allow, once: false),
+            .decide(app: "maps", kind: .roaming, .deny, once: true), .forget(app: "maps", kind: nil),
+            .forget(app: "maps", kind: .metered),
+        ]
+        for r in requests { XCTAssertEqual(parse(r.line), r, r.line) }
+        XCTAssertEqual(Request.answer(prompt: 3, .choice(.deny, everyone: true)).line, "ANSWER 3 deny --everyone")
+        XCTAssertEqual(Request.wait(app: "maps", timeout: 1_500_000).line, "WAIT maps 1.500000")
+        XCTAssertEqual(Request.subscribe([.usage, .prompts]).line, "SUBSCRIBE prompts usage")
+        XCTAssertEqual(Request.resetUsage(app: nil).line, "RESET-USAGE")
+    }
+
     /// What is not a verb's words is refused as before, with no verb whose access would come first.
     func testLineErrorsNameNoVerb() {
         for line: [UInt8] in [[0x50, 0], [0xFF], Array("FROB".utf8)] {
