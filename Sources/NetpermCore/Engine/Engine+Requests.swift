@@ -2,7 +2,8 @@
 import NetpermPolicy
 import NetpermProtocol
 
-/// Requests: each verb's checks, its change of state, and its reply.
+/// Requests, typed by the protocol module (`Request`): each verb's checks of the caller and the state, its change of
+/// state, and its reply.
 extension Engine {
     func request(_ bytes: [UInt8], from session: Session) {
         // A repeated request while nothing changed gets the same bytes again.
