@@ -21,20 +21,6 @@ public struct Subscription: Sendable {
         seq = earlier?.seq ?? 0
     }
 
-    /// Parses `SUBSCRIBE [TOPIC...]`; no topic means the default ones.
-    public static func topics(from args: [String]) -> Result<Set<Topic>, ProtocolError> {
-        guard !args.isEmpty else { return .success(Topic.defaults) }
-        var topics: Set<Topic> = []
-        for a in args {
-            guard let t = Topic(rawValue: a.lowercased()) else {
-                return .failure(ProtocolError(.badArguments, "unknown topic \(ConfigError.quote(a)) (expected "
-                    + Topic.allCases.map(\.rawValue).joined(separator: ", ") + ")"))
-            }
-            topics.insert(t)
-        }
-        return .success(topics)
-    }
-
     /// Agents are subscribers of prompts: privileged ones answer for everyone, a user's for its own uid.
     public var isAgent: Bool { topics.contains(.prompts) && (privileged || ownUID != nil) }
 

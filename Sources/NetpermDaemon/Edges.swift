@@ -38,7 +38,7 @@ public protocol RuleLoading: AnyObject {
     func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32))
     /// Another process changed the usage table; the kernel said a quota object of it ran out.
     var usageChanged: () -> Void { get set }
-    var quotaReached: (String) -> Void { get set }
+    var quotaReached: (QuotaName) -> Void { get set }
 }
 
 extension Enforcer: RuleLoading {}

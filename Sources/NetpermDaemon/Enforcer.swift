@@ -45,7 +45,7 @@ final class Enforcer {
     var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void = { _, _, _, _, _, _ in }
     /// Another process changed the usage table; a quota object of it ran out.
     var usageChanged: () -> Void = {}
-    var quotaReached: (String) -> Void = { _ in }
+    var quotaReached: (QuotaName) -> Void = { _ in }
     /// The usage table was loaded by this process and not removed since.
     private var usageInForce = false
     /// This process's netfilter sockets that loads used: changes they make are the daemon's own.
@@ -325,7 +325,8 @@ final class Enforcer {
                 }
             }
             monitor?.objectNotified = { [unowned self] table, object in
-                if table == UsageRules.table { self.quotaReached(object) }
+                // Decoded here, once: an object not one of our quotas is no notice of a budget.
+                if table == UsageRules.table, let q = QuotaName(nft: object) { self.quotaReached(q) }
             }
         } catch {
             Log.warning("enforcement: cannot watch nftables for changes by others (\(error)); "

@@ -37,9 +37,9 @@ public enum UsageCounters {
             case let .counter(name, counter):
                 guard let key = Self.untrackedKey(name) else { continue }
                 reading.counters[key] = counter
-            case let .quota(name, depleted, consumed):
-                reading.quotas[name] = depleted
-                reading.quotaUsed[name] = consumed
+            case let .quota(q, depleted, consumed):
+                reading.quotas[q] = depleted
+                reading.quotaUsed[q] = consumed
             }
         }
         for d in UsageDirection.allCases {
@@ -102,11 +102,11 @@ public enum UsageCounters {
 
     public enum Object: Equatable {
         case counter(String, UsageCounter)
-        /// A quota object, whether it is used up, and the bytes it counted.
-        case quota(String, depleted: Bool, consumed: UInt64)
+        /// A budget's quota object (or its warning's), whether it is used up, and the bytes it counted.
+        case quota(QuotaName, depleted: Bool, consumed: UInt64)
     }
 
-    /// One NFT_MSG_NEWOBJ (after its nlmsghdr): a named counter or a quota; nil for anything else.
+    /// One NFT_MSG_NEWOBJ (after its nlmsghdr): a named counter or a quota of ours (QuotaName); nil for anything else.
     public static func object(_ msg: UnsafeRawBufferPointer) -> Object? {
         guard let nameBytes = NftablesRequest.attributeBytes(msg, UInt16(NFTA_OBJ_NAME.rawValue)),
               let type = NftablesRequest.attribute(msg, UInt16(NFTA_OBJ_TYPE.rawValue)),
@@ -116,10 +116,11 @@ public enum UsageCounters {
         case UInt32(NFT_OBJECT_COUNTER):
             return counter(data).map { .counter(name, $0) }
         case UInt32(NFT_OBJECT_QUOTA):
+            guard let q = QuotaName(nft: name) else { return nil }
             let flags = first(data, UInt16(NFTA_QUOTA_FLAGS.rawValue)).flatMap(be32) ?? 0
             let quota = first(data, UInt16(NFTA_QUOTA_BYTES.rawValue)).flatMap(be64) ?? 0
             let consumed = first(data, UInt16(NFTA_QUOTA_CONSUMED.rawValue)).flatMap(be64) ?? 0
-            return .quota(name, depleted: flags & UInt32(NFT_QUOTA_F_DEPLETED.rawValue) != 0 || consumed >= quota,
+            return .quota(q, depleted: flags & UInt32(NFT_QUOTA_F_DEPLETED.rawValue) != 0 || consumed >= quota,
                           consumed: consumed)
         default:
             return nil

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermProtocol
+
 /// One `[App NAME]` section: who the app is and what it may use.
 public struct AppPolicy: Equatable, Sendable {
     public var id: String
@@ -35,13 +37,10 @@ public struct AppPolicy: Equatable, Sendable {
         discovered = true
     }
 
-    /// App ids start with a letter, then letters, digits, '.', '-', '_'.
-    public static func isValidID(_ s: String) -> Bool {
-        guard let first = s.unicodeScalars.first, isLetter(first) else { return false }
-        return s.unicodeScalars.allSatisfy { isLetter($0) || ("0"..."9").contains($0) || $0 == "." || $0 == "-" || $0 == "_" }
-    }
+    /// App ids start with a letter, then letters, digits, '.', '-', '_' (requests check them alike).
+    public static func isValidID(_ s: String) -> Bool { AppName.isValid(s) }
 
-    package static func isLetter(_ c: Unicode.Scalar) -> Bool { ("a"..."z").contains(c) || ("A"..."Z").contains(c) }
+    package static func isLetter(_ c: Unicode.Scalar) -> Bool { AppName.isLetter(c) }
 }
 
 /// Resolves user and group names; the daemon uses the system's databases, tests inject their own.

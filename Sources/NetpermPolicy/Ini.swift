@@ -39,7 +39,7 @@ public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
     public var text: String { (section.map { $0 + ": " } ?? "") + message }
 
     /// How many bytes of a value a message quotes (escaped, before the "..." that says it was cut).
-    public static let quoteLimit = 60
+    public static let quoteLimit = SafeText.quoteLimit
     /// The longest message, whatever it quotes: a message quotes a value, a section header and a hint at most.
     public static let messageLimit = 240
     /// The longest path a description shows.

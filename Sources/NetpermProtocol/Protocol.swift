@@ -89,13 +89,9 @@ public enum Verb: String, Sendable, CaseIterable {
     }
 }
 
-public struct Request: Equatable, Sendable {
+extension Request {
     /// The longest request line, newline excluded; the transport discards longer ones.
     public static let maxLine = 4096
-
-    public var verb: Verb
-    public var args: [String]
-    public init(verb: Verb, args: [String] = []) { self.verb = verb; self.args = args }
 }
 
 public struct ProtocolError: Error, Equatable, Sendable {
@@ -122,12 +118,13 @@ public struct ProtocolError: Error, Equatable, Sendable {
 }
 
 public enum RequestParser {
-    /// Parses one framed line. Returns nil for a blank line, which is not a request and gets no reply.
-    public static func parse(_ line: [UInt8]) -> Result<Request, ProtocolError>? {
-        if line.contains(0) { return .failure(ProtocolError(.nulByte, "request contains a NUL byte")) }
+    /// Parses one framed line into its verb and that verb's arguments. Returns nil for a blank line, which is not a
+    /// request and gets no reply.
+    public static func parse(_ line: [UInt8]) -> Result<Request, RequestError>? {
+        if line.contains(0) { return .failure(RequestError(ProtocolError(.nulByte, "request contains a NUL byte"))) }
         // ASCII (nearly every request) is valid UTF-8 without building a String to find out.
         guard line.allSatisfy({ $0 < 0x80 }) || String(validating: line, as: UTF8.self) != nil else {
-            return .failure(ProtocolError(.invalidUTF8, "request is not valid UTF-8"))
+            return .failure(RequestError(ProtocolError(.invalidUTF8, "request is not valid UTF-8")))
         }
         // Split on bytes, not Characters: grapheme breaking is the costliest part of a request otherwise,
         // and the separators are ASCII (a UTF-8 continuation byte is never one of them).
@@ -143,11 +140,19 @@ public enum RequestParser {
         guard let first = nextWord() else { return nil }
         guard let verb = Verb(ascii: first) else {
             let shown = String(decoding: first, as: UTF8.self)
-            return .failure(ProtocolError(.unknownVerb, "unknown verb '\(shown.prefix(64))'; send HELP for the list"))
+            return .failure(RequestError(ProtocolError(.unknownVerb,
+                                                       "unknown verb '\(shown.prefix(64))'; send HELP for the list")))
         }
-        var args: [String] = []
-        while let word = nextWord() { args.append(String(decoding: word, as: UTF8.self)) }
-        return .success(Request(verb: verb, args: args))
+        var words: [String] = []
+        while let word = nextWord() { words.append(String(decoding: word, as: UTF8.self)) }
+        guard words.count <= verb.maxArgs else {
+            return .failure(RequestError(ProtocolError(.badArguments, "usage: \(verb.usage)")))
+        }
+        do throws(ProtocolError) {
+            return .success(try Request(verb, words: words))
+        } catch {
+            return .failure(RequestError(error, verb: verb))
+        }
     }
 
     public static var tooLong: ProtocolError {

@@ -84,6 +84,12 @@ public enum SafeText {
         return out
     }
 
+    /// How many bytes of a word a message quotes (escaped, before the "..." that says it was cut).
+    public static let quoteLimit = 60
+
+    /// `s` in single quotes for a message: at most `quoteLimit` bytes of it, escaped (`excerpt`).
+    public static func quote(_ s: some StringProtocol) -> String { "'" + excerpt(s, maxBytes: quoteLimit) + "'" }
+
     private static func append(_ c: Unicode.Scalar, to out: inout String) {
         guard isUnsafe(c) else {
             out.unicodeScalars.append(c)

@@ -34,7 +34,7 @@ final class AgentSession {
     init(socketPath: String) {
         conn = Connection.open(socketPath)
         do {
-            try conn.send("SUBSCRIBE prompts usage")
+            try conn.send(Request.subscribe([.prompts, .usage]).line)
             guard let ack = try conn.readLine(), let r = try? JSONParser.parse(ack) else { throw Errno(ECONNRESET) }
             guard r["ok"]?.boolValue == true else {
                 die("\(r["error"]?.stringValue ?? "error"): \(r["message"]?.stringValue ?? ack)",
@@ -70,11 +70,11 @@ final class AgentSession {
 
     /// Answers prompt `id`; the events that come before the reply are kept for the next `read`.
     func answer(_ id: Int, _ choice: PromptChoice, everyone: Bool = false) -> Answer {
-        exchange("ANSWER \(id) \(choice.rawValue)" + (everyone ? " --everyone" : ""))
+        exchange(Request.answer(prompt: id, .choice(choice, everyone: everyone)).line)
     }
 
     /// Closes prompt `id` unanswered (its notification was dismissed).
-    func dismiss(_ id: Int) -> Answer { exchange("ANSWER \(id) dismiss") }
+    func dismiss(_ id: Int) -> Answer { exchange(Request.answer(prompt: id, .dismiss).line) }
 
     private func exchange(_ request: String) -> Answer {
         do {

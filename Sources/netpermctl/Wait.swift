@@ -12,9 +12,7 @@ enum Wait {
         while true {
             let now = Clock.monotonicMicroseconds()
             let remaining = deadline.map { $0 > now ? $0 - now : 0 }
-            var request = "WAIT"
-            if let app { request += " \(app)" }
-            if let remaining { request += " " + seconds(remaining) }
+            let request = Request.wait(app: app, timeout: remaining).line
             let conn: Connection
             do { conn = try Connection(path: socketPath) } catch {
                 // Not running yet, or restarting: keep trying within the time-out. A refusal stays a refusal.
@@ -62,12 +60,6 @@ enum Wait {
                 + "\(reply["message"]?.stringValue ?? SafeText.escape(line))\n")
             exit(.failed)
         }
-    }
-
-    /// `1500000` -> "1.500000".
-    static func seconds(_ microseconds: UInt64) -> String {
-        let frac = String(microseconds % 1_000_000)
-        return "\(microseconds / 1_000_000)." + String(repeating: "0", count: 6 - frac.count) + frac
     }
 
     static func exec(_ command: [String]) -> Never {

@@ -42,6 +42,18 @@ final class EngineDecisionTests: XCTestCase {
         XCTAssertEqual(h.request(h.connect(Peers.admin), "DECIDE maps wwan allow")["ok"], true)
     }
 
+    /// Wrong words after a verb the caller may not use: it is told it may not, not what the words lack (the parser
+    /// reads them before the engine checks access); too many words are refused first, for anyone.
+    func testAccessIsCheckedBeforeTheWords() {
+        let h = EngineHarness(policy: policy + "\n[Defaults]\nUserDecisions=no\n", links: [Links.wwan])
+        let c = h.connect(Peers.curl)
+        for line in ["DECIDE 9maps wwan allow", "DECIDE maps cable allow", "FORGET", "ANSWER x allow"] {
+            XCTAssertEqual(h.request(c, line)["error"], "permission-denied", line)
+            XCTAssertEqual(h.request(h.connect(Peers.admin), line)["error"], "bad-arguments", line)
+        }
+        XCTAssertEqual(h.requestError(c, "DECIDE a b c d e", .badArguments), "usage: \(Verb.decide.usage)")
+    }
+
     /// A user decides for their own uid's processes only: stored as theirs, applied to their own QUERY and WAIT,
     /// never to everyone's verdict nor another uid's; a decision for everyone wins over it; FORGET and DECISIONS
     /// reach their own only.

@@ -152,14 +152,16 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         guard script != UsageRules.removal, var r = usageReading else { return }
         for line in script.split(separator: "\n") {
             let w = line.split(separator: " ")
-            if w.count >= 5, w[0] == "delete", w[1] == "quota" {
-                r.quotas[String(w[4])] = nil
-                r.quotaUsed[String(w[4])] = nil
+            // The kernel's quotas as the edge reads them: by the QuotaName their nft names spell.
+            if w.count >= 5, w[0] == "delete", w[1] == "quota", let q = QuotaName(nft: String(w[4])) {
+                r.quotas[q] = nil
+                r.quotaUsed[q] = nil
             }
             // add quota inet netpermd_usage NAME { over LIMIT bytes used USED bytes }
-            if w.count >= 12, w[0] == "add", w[1] == "quota", let limit = UInt64(w[7]), let used = UInt64(w[10]) {
-                r.quotas[String(w[4])] = used >= limit
-                r.quotaUsed[String(w[4])] = used
+            if w.count >= 12, w[0] == "add", w[1] == "quota", let q = QuotaName(nft: String(w[4])),
+               let limit = UInt64(w[7]), let used = UInt64(w[10]) {
+                r.quotas[q] = used >= limit
+                r.quotaUsed[q] = used
             }
         }
         usageReading = r

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
+import NetpermProtocol
 import XCTest
 
 /// REACH (GLib's can_reach): each destination judged by the link the kernel sends it by, not by the app's default

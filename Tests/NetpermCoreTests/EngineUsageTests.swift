@@ -271,9 +271,9 @@ final class EngineUsageTests: XCTestCase {
         let watcher = h.connect(Peers.admin)
         _ = h.subscribe(watcher, "apps")
         count(h, "maps", sent: 1_000_000)
-        let tag = ConnectionTags.text(tags["maps"]!).dropFirst(2)
-        h.usageReading!.quotas["b_\(tag)"] = true
-        h.feed(.budgetReached(quota: "b_\(tag)"))
+        let budget = QuotaName(tag: tags["maps"]!)
+        h.usageReading!.quotas[budget] = true
+        h.feed(.budgetReached(quota: budget))
         // The verdict follows the reading the notice asked for: its event carries the bytes used, not the last tick's.
         let events = h.takeEvents(watcher, named: "app").filter { $0["app"] == "maps" }
         XCTAssertEqual(events.map { $0["reason"] }, ["budget-exhausted"])
@@ -290,11 +290,11 @@ final class EngineUsageTests: XCTestCase {
         let watcher = h.connect(Peers.admin)
         _ = h.subscribe(watcher, "usage")
         count(h, "maps", sent: 500_000)
-        let tag = ConnectionTags.text(tags["maps"]!).dropFirst(2)
-        h.usageReading!.quotas["w_\(tag)"] = true
-        h.feed(.budgetReached(quota: "w_\(tag)"))
-        h.usageReading!.quotas["b_\(tag)"] = true
-        h.feed(.budgetReached(quota: "b_\(tag)"))
+        let warning = QuotaName(tag: tags["maps"]!, warning: true), budget = QuotaName(tag: tags["maps"]!)
+        h.usageReading!.quotas[warning] = true
+        h.feed(.budgetReached(quota: warning))
+        h.usageReading!.quotas[budget] = true
+        h.feed(.budgetReached(quota: budget))
         XCTAssertEqual(h.takeEvents(watcher, named: "usage").map { $0["percent"] }, [80, 100])
         XCTAssertEqual(h.request(h.connect(), "QUERY maps")["reason"], "budget-exhausted")
     }
@@ -332,14 +332,14 @@ final class EngineUsageTests: XCTestCase {
 
     /// The quota of `app`'s budget, as the kernel's reading has it: (used up, bytes it counted).
     func quota(_ h: EngineHarness, _ app: String) -> (out: Bool?, used: UInt64?) {
-        let name = "b_" + ConnectionTags.text(tags[app]!).dropFirst(2)
+        let name = QuotaName(tag: tags[app]!)
         return (h.usageReading?.quotas[name], h.usageReading?.quotaUsed[name])
     }
 
     /// The kernel's quota used up by the packet that crossed it, which it refused and no counter saw.
     func exhaust(_ h: EngineHarness, _ app: String, counted: UInt64, quotaCounted: UInt64) {
         count(h, app, sent: counted)
-        let name = "b_" + ConnectionTags.text(tags[app]!).dropFirst(2)
+        let name = QuotaName(tag: tags[app]!)
         h.usageReading!.quotas[name] = true
         h.usageReading!.quotaUsed[name] = quotaCounted
         h.feed(.budgetReached(quota: name))
@@ -371,7 +371,7 @@ final class EngineUsageTests: XCTestCase {
         h.reload(policy: Self.policy.replacingOccurrences(of: "MeteredBudget=1M", with: "MeteredBudget=3M"))
         XCTAssertEqual(h.pendingUsageLoads.count, 1, "the raise's quotas are being loaded")
         h.holdUsageReads = true
-        let name = "b_" + ConnectionTags.text(tags["maps"]!).dropFirst(2)
+        let name = QuotaName(tag: tags["maps"]!)
         h.feed(.budgetReached(quota: name))
         XCTAssertEqual(h.heldUsageReads, 1, "a reading is in flight beside the load")
         h.completeUsageLoad()
@@ -397,7 +397,7 @@ final class EngineUsageTests: XCTestCase {
     /// Issue 31, point 4: a restart while the app's budget was used up opened its verdict (the 986 KB counted is
     /// below 1 MiB; the quota that refused the crossing packet counted past it) although the kernel refused it.
     func testARestartWhileABudgetIsUsedUpKeepsItUsedUp() {
-        let name = "b_" + ConnectionTags.text(tags["maps"]!).dropFirst(2)
+        let name = QuotaName(tag: tags["maps"]!)
         var r = UsageReading(instance: "table-1")
         r.counters[UsageKey(.sent, wwanM, mark: tags["maps"]!)] = UsageCounter(bytes: 986_023, packets: 700)
         r.quotas[name] = true

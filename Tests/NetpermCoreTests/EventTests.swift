@@ -78,7 +78,7 @@ final class LinkEventTests: XCTestCase {
 /// One subscriber's topics, filter and sequence numbers, and the lines it is sent.
 final class SubscriptionTests: XCTestCase {
     private func topics(_ args: [String]) -> Set<Topic>? {
-        if case let .success(t) = Subscription.topics(from: args) { return t }
+        if case let .success(t) = Topic.set(from: args) { return t }
         return nil
     }
 
@@ -88,7 +88,7 @@ final class SubscriptionTests: XCTestCase {
         XCTAssertEqual(topics(["links"]), [.links])
         XCTAssertEqual(topics(["APPS", "Policy"]), [.apps, .policy])
         XCTAssertEqual(topics(["apps", "apps"]), [.apps])
-        guard case let .failure(e) = Subscription.topics(from: ["links", "bogus"]) else {
+        guard case let .failure(e) = Topic.set(from: ["links", "bogus"]) else {
             return XCTFail("expected an error")
         }
         XCTAssertEqual(e.code, .badArguments)

@@ -8,23 +8,24 @@ private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
 /// Request parsing: what the client typed, turned into a verb or a stable error code; time-outs as WAIT takes them.
 final class RequestParserTests: XCTestCase {
-    private func parse(_ s: String) -> Result<Request, ProtocolError>? { RequestParser.parse(bytes(s)) }
+    private func parse(_ s: String) -> Result<Request, RequestError>? { RequestParser.parse(bytes(s)) }
 
-    private func code(_ r: Result<Request, ProtocolError>?) -> ErrorCode? {
-        if case let .failure(e)? = r { return e.code }
+    private func code(_ r: Result<Request, RequestError>?) -> ErrorCode? {
+        if case let .failure(e)? = r { return e.error.code }
         return nil
     }
 
     func testVerbsAreCaseInsensitive() {
-        for s in ["PING", "ping", "Ping", "pInG"] { XCTAssertEqual(try parse(s)?.get(), Request(verb: .ping), s) }
-        XCTAssertEqual(try parse("status")?.get(), Request(verb: .status))
-        XCTAssertEqual(try parse("Links")?.get(), Request(verb: .links))
-        XCTAssertEqual(try parse("HELP")?.get(), Request(verb: .help))
-        XCTAssertEqual(try parse("quit")?.get(), Request(verb: .quit))
+        for s in ["PING", "ping", "Ping", "pInG"] { XCTAssertEqual(try parse(s)?.get(), .ping, s) }
+        XCTAssertEqual(try parse("status")?.get(), .status)
+        XCTAssertEqual(try parse("Links")?.get(), .links)
+        XCTAssertEqual(try parse("HELP")?.get(), .help)
+        XCTAssertEqual(try parse("quit")?.get(), .quit)
     }
 
     func testArgumentsSplitOnSpacesAndTabs() {
-        XCTAssertEqual(try parse("  LINKS \t wwan0   eth0 ")?.get(), Request(verb: .links, args: ["wwan0", "eth0"]))
+        XCTAssertEqual(try parse("  SUBSCRIBE \t links   apps ")?.get(), .subscribe([.links, .apps]))
+        XCTAssertEqual(try parse("wait\tfirefox\r0.5")?.get(), .wait(app: "firefox", timeout: 500_000))
     }
 
     func testNulByte() {
@@ -46,15 +47,16 @@ final class RequestParserTests: XCTestCase {
 
     func testUnknownVerb() {
         guard case let .failure(e)? = parse("FROB x") else { return XCTFail("expected failure") }
-        XCTAssertEqual(e.code, .unknownVerb)
-        XCTAssertTrue(e.message.contains("'FROB'"), e.message)
+        XCTAssertEqual(e.error.code, .unknownVerb)
+        XCTAssertNil(e.verb)
+        XCTAssertTrue(e.error.message.contains("'FROB'"), e.error.message)
     }
 
     /// An echoed unknown verb is capped so a client cannot make the reply huge.
     func testUnknownVerbEchoIsCapped() {
         guard case let .failure(e)? = parse(String(repeating: "Q", count: 1000)) else { return XCTFail("expected failure") }
-        XCTAssertTrue(e.message.contains("'" + String(repeating: "Q", count: 64) + "'"), e.message)
-        XCTAssertFalse(e.message.contains(String(repeating: "Q", count: 65)))
+        XCTAssertTrue(e.error.message.contains("'" + String(repeating: "Q", count: 64) + "'"), e.error.message)
+        XCTAssertFalse(e.error.message.contains(String(repeating: "Q", count: 65)))
     }
 
     func testBlankIsNil() {

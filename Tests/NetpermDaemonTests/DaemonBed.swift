@@ -140,7 +140,7 @@ final class FakeRules: RuleLoading {
     /// The usage table's scripts.
     var usageScripts: [String] = []
     var usageChanged: () -> Void = {}
-    var quotaReached: (String) -> Void = { _ in }
+    var quotaReached: (QuotaName) -> Void = { _ in }
     func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void) {
         usageScripts.append(script)
         done(answer)

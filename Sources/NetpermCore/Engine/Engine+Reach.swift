@@ -6,21 +6,8 @@ import NetpermProtocol
 /// that destination's traffic goes (`Effect.lookUpRoute`, answered by `Input.routed`); an app the link's setting
 /// asks about raises the prompt, as its first connection would, and with SECONDS the reply waits for the answer.
 extension Engine {
-    func reach(_ args: [String], session: Session) {
-        guard let text = args.first, args.count <= 2 else {
-            replyError(session.id, ProtocolError(.badArguments, "usage: \(Verb.reach.usage)"))
-            return
-        }
-        guard let address = IPAddress(text) else {
-            replyError(session.id, ProtocolError(.badArguments, "\(ConfigError.quote(text)) is not an IP address "
-                + "(e.g. 192.0.2.1 or 2001:db8::1, without a port or zone)"))
-            return
-        }
-        var wait: UInt64?
-        if args.count == 2 {
-            guard let usec = timeOut(args[1], session) else { return }
-            wait = usec
-        }
+    /// `text`: the address as the client wrote it; `wait`: SECONDS, in microseconds.
+    func reach(_ address: IPAddress, text: String, wait: UInt64?, session: Session) {
         let own = ownVerdict(session)
         guard state.ready else {
             reply(session.id) { w in w.field("ok", true); w.field("destination", text); own.write(to: &w) }

@@ -2,7 +2,8 @@
 import NetpermPolicy
 import NetpermProtocol
 
-/// Requests: each verb's checks, its change of state, and its reply.
+/// Requests, typed by the protocol module (`Request`): each verb's checks of the caller and the state, its change of
+/// state, and its reply.
 extension Engine {
     func request(_ bytes: [UInt8], from session: Session) {
         // A repeated request while nothing changed gets the same bytes again.
@@ -13,7 +14,10 @@ extension Engine {
         }
         switch RequestParser.parse(bytes) {
         case nil: return
-        case let .failure(e)?: replyError(session.id, e)
+        case let .failure(e)?:
+            // Words a verb does not take: one who may not use the verb is told that first.
+            let range = replyError(session.id, e.verb.flatMap { accessDenied($0, session.caller) } ?? e.error)
+            session.cache = (bytes, version, Array(out[range]))
         case let .success(r)?:
             if let range = perform(r, from: session) {
                 session.cache = (bytes, version, Array(out[range]))
@@ -26,18 +30,8 @@ extension Engine {
     func perform(_ r: Request, from session: Session) -> Range<Int>? {
         let id = session.id
         let caller = session.caller
-        guard r.args.count <= r.verb.maxArgs else {
-            return replyError(id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
-        }
-        switch r.verb.access {
-        case .anyone: break
-        case .privileged, .ownUID:
-            guard !caller.privileged, r.verb.access == .privileged || caller.ownUID == nil else { break }
-            return replyError(id, ProtocolError(.permissionDenied, "\(r.verb.rawValue.uppercased()) needs root or "
-                + "membership of group \(ConfigError.quote(state.config.adminGroup))"
-                + (r.verb.access == .ownUID ? " ([Defaults] UserDecisions=no: users do not decide for their own apps)" : "")))
-        }
-        switch r.verb {
+        if let denied = accessDenied(r.verb, caller) { return replyError(id, denied) }
+        switch r {
         case .ping:
             return reply(id) { $0.field("ok", true); $0.field("pong", true) }
         case .help:
@@ -52,16 +46,16 @@ extension Engine {
                 w.field("ok", true)
                 w.objects("links", state.network.links) { $1.write(to: &$0) }
             }
-        case .query:
-            return query(r.args.first, session: session)
-        case .reach:
-            reach(r.args, session: session)
+        case let .query(app):
+            return query(app, session: session)
+        case let .reach(address, text, timeout):
+            reach(address, text: text, wait: timeout, session: session)
             return nil
-        case .wait:
-            wait(r.args, session: session)
+        case let .wait(app, timeout):
+            wait(app, timeout: timeout, session: session)
             return nil
-        case .subscribe:
-            subscribe(r.args, session: session)
+        case let .subscribe(topics):
+            subscribe(topics, session: session)
             return nil
         case .apps:
             return apps(session)
@@ -94,16 +88,28 @@ extension Engine {
             // Never from the cache: counters move without the state changing.
             reply(id) { writeMetrics(to: &$0) }
             return nil
-        case .usage:
-            usageRequest(r.args, session: session)
+        case let .usage(app):
+            usageRequest(app, session: session)
             return nil
-        case .resetUsage:
-            resetUsageRequest(r.args, session: session)
+        case let .resetUsage(app):
+            resetUsageRequest(app, session: session)
             return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
             return nil
+        }
+    }
+
+    /// Why the caller may not use `verb`; nil when it may.
+    func accessDenied(_ verb: Verb, _ caller: Caller) -> ProtocolError? {
+        switch verb.access {
+        case .anyone: return nil
+        case .privileged, .ownUID:
+            guard !caller.privileged, verb.access == .privileged || caller.ownUID == nil else { return nil }
+            return ProtocolError(.permissionDenied, "\(verb.rawValue.uppercased()) needs root or "
+                + "membership of group \(ConfigError.quote(state.config.adminGroup))"
+                + (verb.access == .ownUID ? " ([Defaults] UserDecisions=no: users do not decide for their own apps)" : ""))
         }
     }
 
@@ -237,35 +243,11 @@ extension Engine {
 
     // MARK: - WAIT
 
-    /// A request's SECONDS (WAIT, REACH) in microseconds; nil, with the error replied, when it is none.
-    func timeOut(_ text: String, _ session: Session) -> UInt64? {
-        guard let usec = Seconds.parseMicroseconds(text) else {
-            replyError(session.id, ProtocolError(.badArguments, "bad time-out \(ConfigError.quote(text)): expected seconds, e.g. 30 or 0.5"))
-            return nil
-        }
-        return usec
-    }
-
-    private func wait(_ arguments: [String], session: Session) {
-        var args = arguments
-        var timeout: UInt64?
-        if let last = args.last, let first = last.unicodeScalars.first, !AppPolicy.isLetter(first) {
-            guard let usec = timeOut(last, session) else { return }
-            timeout = usec
-            args.removeLast()
-        }
-        guard args.count <= 1 else {
-            replyError(session.id, ProtocolError(.badArguments, "usage: \(Verb.wait.usage)"))
-            return
-        }
-        // `WAIT 1 2`: two numbers, not an app and a time-out.
-        if let name = args.first, let c = name.unicodeScalars.first, !AppPolicy.isLetter(c) {
-            replyError(session.id, ProtocolError(.badArguments, "\(ConfigError.quote(name)) is not an app id (they start with a letter); "
-                + "usage: \(Verb.wait.usage)"))
-            return
-        }
+    /// WAIT [APP] [SECONDS]: the verdict at once when available, else held until it is or `timeout` (microseconds)
+    /// passes.
+    private func wait(_ app: String?, timeout: UInt64?, session: Session) {
         let match: AppMatch
-        switch resolveApp(args.first, caller: session.caller) {
+        switch resolveApp(app, caller: session.caller) {
         case let .failure(e): replyError(session.id, e); return
         case let .success(m): match = m
         }
@@ -315,12 +297,7 @@ extension Engine {
 
     // MARK: - SUBSCRIBE
 
-    private func subscribe(_ args: [String], session: Session) {
-        let topics: Set<Topic>
-        switch Subscription.topics(from: args) {
-        case let .failure(e): replyError(session.id, e); return
-        case let .success(t): topics = t
-        }
+    private func subscribe(_ topics: Set<Topic>, session: Session) {
         let caller = session.caller
         if topics.contains(.prompts) && !caller.privileged && caller.ownUID == nil {
             replyError(session.id, ProtocolError(.permissionDenied, "only root or members of group "
@@ -400,10 +377,12 @@ extension Engine {
     /// committed (stored, then in effect) before the reply.
     func decideOrForget(_ r: Request, session: Session) {
         let scope = session.caller.privileged ? nil : session.caller.ownUID
-        switch r.verb {
-        case .decide: decide(r, session: session, scope: scope)
-        case .answer: answer(r, session: session, scope: scope)
-        case .forget: forget(r, session: session, scope: scope)
+        switch r {
+        case let .decide(app, kind, p, once): decide(app, kind, p, once: once, session: session, scope: scope)
+        case let .answer(id, .choice(choice, everyone)):
+            answer(id, choice, everyone: everyone, session: session, scope: scope)
+        case let .answer(id, .dismiss): dismiss(id, session: session)
+        case let .forget(app, kind): forget(app, kind: kind, session: session, scope: scope)
         case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions,
              .metrics, .usage, .resetUsage, .quit:
             preconditionFailure("\(r.verb) is not a decision")
@@ -411,24 +390,8 @@ extension Engine {
     }
 
     /// DECIDE APP KIND allow|deny [--once].
-    private func decide(_ r: Request, session: Session, scope: UInt32?) {
-        var args = r.args
-        let once = args.last == "--once"
-        if once { args.removeLast() }
-        guard args.count == 3 else { replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)")); return }
-        guard AppPolicy.isValidID(args[0]) else {
-            replyError(session.id, ProtocolError(.badArguments, "invalid app id \(ConfigError.quote(args[0]))"))
-            return
-        }
-        guard let kind = Self.decidableKind(args[1]) else {
-            replyError(session.id, Self.badKind(args[1]))
-            return
-        }
-        guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
-            replyError(session.id, ProtocolError(.badArguments, "bad decision \(ConfigError.quote(args[2])) (expected allow or deny)"))
-            return
-        }
-        let app = args[0]
+    private func decide(_ app: String, _ kind: PolicyDimension, _ p: Permission, once: Bool, session: Session,
+                        scope: UInt32?) {
         guard withinOwnLimit(app, scope: scope, session: session) else { return }
         commit({ $0.set(app, kind, p, once: once, uid: scope) }, persist: !once, for: session.id) { [unowned self] in
             log(.info, "decision: \(app) may \(p == .allow ? "use" : "not use") \(kind.rawValue)\(once ? " (once)" : "")"
@@ -453,17 +416,7 @@ extension Engine {
     }
 
     /// ANSWER ID allow|deny|once [--everyone], or ANSWER ID dismiss.
-    private func answer(_ r: Request, session: Session, scope: UInt32?) {
-        var args = r.args
-        let everyone = args.last == "--everyone"
-        if everyone { args.removeLast() }
-        if args.count == 2, !everyone, let id = Int(args[0]), args[1].lowercased() == "dismiss" {
-            return dismiss(id, session: session)
-        }
-        guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
-            replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
-            return
-        }
+    private func answer(_ id: Int, _ choice: PromptChoice, everyone: Bool, session: Session, scope: UInt32?) {
         // A prompt that has closed (or another uid's, which this caller never saw) is answered alike: too late.
         guard let prompt = state.prompts.find(id: id), session.caller.mayAnswer(prompt) else {
             replyError(session.id, ProtocolError(.notFound, "prompt \(id) is not open: it expired, was answered or "
@@ -513,20 +466,7 @@ extension Engine {
     }
 
     /// FORGET APP [KIND].
-    private func forget(_ r: Request, session: Session, scope: UInt32?) {
-        let args = r.args
-        guard let app = args.first, AppPolicy.isValidID(app) else {
-            replyError(session.id, ProtocolError(.badArguments, "usage: \(r.verb.usage)"))
-            return
-        }
-        var kind: PolicyDimension?
-        if args.count == 2 {
-            guard let k = Self.decidableKind(args[1]) else {
-                replyError(session.id, Self.badKind(args[1]))
-                return
-            }
-            kind = k
-        }
+    private func forget(_ app: String, kind: PolicyDimension?, session: Session, scope: UInt32?) {
         var probe = state.decisions
         let removed = probe.forget(app, kind: kind, uid: scope)
         commit({ $0.forget(app, kind: kind, uid: scope) }, persist: removed, for: session.id) { [unowned self] in
@@ -634,29 +574,9 @@ extension Engine {
             if commits.phase != .writing(requester: id), !heldForRules(id) { out.append(.resume(id)) }
         }
     }
-
-    /// What DECIDE and FORGET say of a kind they do not know.
-    static func badKind(_ word: String) -> ProtocolError {
-        ProtocolError(.badArguments, "bad kind \(ConfigError.quote(word)) (expected wifi, wwan, ethernet, other, metered or roaming)")
-    }
-
-    /// A kind of link other than loopback, `metered` or `roaming`.
-    static func decidableKind(_ s: String) -> PolicyDimension? { PolicyDimension(rawValue: s.lowercased()) }
 }
 
 extension Verb {
-    /// How many words may follow the verb.
-    var maxArgs: Int {
-        switch self {
-        case .query, .usage, .resetUsage: return 1
-        case .wait, .forget, .reach: return 2
-        case .answer: return 3
-        case .decide: return 4
-        case .subscribe: return Topic.allCases.count
-        case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: return 0
-        }
-    }
-
     enum Access { case anyone, privileged, ownUID }
 
     /// Who may use the verb: anyone; only root, the daemon's own user and AdminGroup= members; or those, and any

@@ -65,7 +65,7 @@ struct UsageKeeper {
     /// Handed to the edge, not answered yet.
     var loading: UsageRules?
     /// The quota objects the kernel holds, as the last reading or load left them.
-    var kernelQuotas: Set<String> = []
+    var kernelQuotas: Set<QuotaName> = []
     /// Tags whose budget quota (and 80% quota) the kernel reported used up since it was made.
     var depleted: Set<UInt32> = []
     var warned: Set<UInt32> = []
@@ -86,7 +86,7 @@ struct UsageKeeper {
     /// Resets of each app in this run: part of its quotas' epoch.
     var resetCount: [String: Int] = [:]
     /// Quotas the kernel said ran out since the last reading began (`budgetReached`).
-    var noticed: Set<String> = []
+    var noticed: Set<QuotaName> = []
     /// Unprivileged uids whose USAGE forced a reading lately, and their USAGE requests waiting for the next one.
     var cooling: [UInt32: TimerID] = [:]
     var cooled: [UInt32: [(ConnectionID, String?)]] = [:]
@@ -189,8 +189,7 @@ extension Engine {
             usage.readFailed = true
             // The kernel's word stands without the reading.
             for q in noticed {
-                if let tag = UsageRules.Budget.tag(ofBudget: q) { usage.depleted.insert(tag) }
-                if let tag = UsageRules.Budget.tag(ofWarning: q) { usage.warned.insert(tag) }
+                if q.warning { usage.warned.insert(q.tag) } else { usage.depleted.insert(q.tag) }
             }
         } else {
             usage.readFailed = false
@@ -211,15 +210,15 @@ extension Engine {
                 // A quota made again during this reading keeps what its load said (usageRulesLoaded).
                 let stale = usage.remadeDuringReading
                 let loadSaid = usage.quotaUsed, depleted = usage.depleted, warned = usage.warned
-                usage.quotaUsed = Dictionary(r.quotaUsed.compactMap { name, used in
-                    UsageRules.Budget.tag(ofBudget: name).map { ($0, stale.contains($0) ? loadSaid[$0] ?? used : used) }
+                usage.quotaUsed = Dictionary(r.quotaUsed.compactMap { q, used in
+                    q.warning ? nil : (q.tag, stale.contains(q.tag) ? loadSaid[q.tag] ?? used : used)
                 }, uniquingKeysWith: { a, _ in a })
-                usage.depleted = Set(r.quotas.compactMap { name, out in
-                    UsageRules.Budget.tag(ofBudget: name).flatMap { stale.contains($0) ? (depleted.contains($0) ? $0 : nil) : (out ? $0 : nil) }
-                })
-                usage.warned = Set(r.quotas.compactMap { name, out in
-                    UsageRules.Budget.tag(ofWarning: name).flatMap { stale.contains($0) ? (warned.contains($0) ? $0 : nil) : (out ? $0 : nil) }
-                })
+                // Used up, by the reading's word, or the load's for a quota it made again meanwhile.
+                func usedUp(_ q: QuotaName, _ reading: Bool) -> Bool {
+                    stale.contains(q.tag) ? (q.warning ? warned : depleted).contains(q.tag) : reading
+                }
+                usage.depleted = Set(r.quotas.compactMap { q, o in !q.warning && usedUp(q, o) ? q.tag : nil })
+                usage.warned = Set(r.quotas.compactMap { q, o in q.warning && usedUp(q, o) ? q.tag : nil })
                 if !moved.isEmpty, moved.contains(where: { state.config.meteredBudget(for: state.config.app(named: $0)) != nil }) {
                     invalidateReplies()
                 }
@@ -326,7 +325,7 @@ extension Engine {
     /// A quota object of the usage table ran out (the kernel said so on its own): a budget, or its 80%.
     /// The kernel said a quota ran out: the counters are read at once, and the verdict and the 80%/100% events follow
     /// that reading (which has the quota's word too), so that they carry the bytes used, not the last tick's.
-    func budgetReached(_ quota: String) {
+    func budgetReached(_ quota: QuotaName) {
         log(.debug, "usage: quota \(quota) used up")
         usage.noticed.insert(quota)
         requestUsageRead()
@@ -556,9 +555,9 @@ extension Engine {
         return v
     }
 
-    func usageRequest(_ args: [String], session: Session) {
+    func usageRequest(_ named: String?, session: Session) {
         let caller = session.caller
-        if let name = args.first {
+        if let name = named {
             // One answer whether the app exists or is another's: QUERY tells no more.
             guard let app = state.config.app(named: name), mayReadUsage(of: app, caller) else {
                 replyError(session.id, ProtocolError(.notFound, "no [App \(name)] whose usage you may see (root or members "
@@ -567,7 +566,7 @@ extension Engine {
             }
         }
         guard state.config.usage.count, state.ready else {
-            replyUsage(session.id, args.first)
+            replyUsage(session.id, named)
             return
         }
         // Answered from a reading made after the request: what the caller just sent is counted.
@@ -577,12 +576,12 @@ extension Engine {
         if !caller.privileged {
             let uid = caller.identity.uid
             if usage.cooling[uid] != nil {
-                usage.cooled[uid, default: []].append((session.id, args.first))
+                usage.cooled[uid, default: []].append((session.id, named))
                 return
             }
             usage.cooling[uid] = armTimer(.usageCooldown(uid: uid), microseconds: Self.usageReadSpacingSec * 1_000_000)
         }
-        askUsage(session.id, args.first)
+        askUsage(session.id, named)
     }
 
     /// A user's forced readings are this far apart at least.
@@ -601,13 +600,13 @@ extension Engine {
         for (id, app) in waiting { askUsage(id, app) }
     }
 
-    func resetUsageRequest(_ args: [String], session: Session) {
-        if let name = args.first, state.config.app(named: name) == nil {
+    func resetUsageRequest(_ named: String?, session: Session) {
+        if let name = named, state.config.app(named: name) == nil {
             replyError(session.id, ProtocolError(.notFound, "no [App \(name)] in the policy"))
             return
         }
         out.append(.hold(session.id))
-        usage.resets.append((session.id, args.first))
+        usage.resets.append((session.id, named))
         if state.config.usage.count, state.ready {
             requestUsageRead()
         } else {
@@ -740,17 +739,5 @@ extension Engine {
 }
 
 extension UsageRules.Budget {
-    /// The tag a budget's quota object is named for (`b_6e8012ab`); nil for other names (its 80% is `w_`).
-    static func tag(ofBudget name: String) -> UInt32? {
-        guard name.hasPrefix("b_") else { return nil }
-        return UInt32(name.dropFirst(2), radix: 16)
-    }
-
-    /// The tag a budget's 80% quota object is named for (`w_6e8012ab`).
-    static func tag(ofWarning name: String) -> UInt32? {
-        guard name.hasPrefix("w_") else { return nil }
-        return UInt32(name.dropFirst(2), radix: 16)
-    }
-
     static func warningLimit(_ limit: UInt64) -> UInt64 { UsageRules.Budget(tag: 0, limit: limit, epoch: "").warningLimit }
 }

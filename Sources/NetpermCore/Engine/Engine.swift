@@ -58,7 +58,7 @@ public enum Input: Sendable {
     /// The outcome of the last `Effect.loadUsageRules` that asked for one.
     case usageRulesLoaded(error: EdgeError?)
     /// The kernel said a quota object of the usage table ran out (a budget, or its 80%).
-    case budgetReached(quota: String)
+    case budgetReached(quota: QuotaName)
     /// Another process changed or removed the usage table.
     case usageTableChanged
     /// Where the kernel sends a REACH's destination (`Effect.lookUpRoute`): a link, a blocking route, or nil for no

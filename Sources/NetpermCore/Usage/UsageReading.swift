@@ -30,14 +30,14 @@ public struct UsageReading: Equatable, Sendable {
     /// counters are only comparable with earlier readings of the same table.
     public var instance: String
     public var counters: [UsageKey: UsageCounter]
-    /// Quota objects by name, and whether the kernel found each exhausted.
-    public var quotas: [String: Bool]
+    /// The budgets' quota objects (names not ours are left out), and whether the kernel found each exhausted.
+    public var quotas: [QuotaName: Bool]
     /// The bytes each quota object counted (from the `used` it was made with): a budget's quota counts the packet
     /// that crossed it, which it refused and no counter saw, so it may be past the budget while the counters are not.
-    public var quotaUsed: [String: UInt64]
+    public var quotaUsed: [QuotaName: UInt64]
 
-    public init(instance: String, counters: [UsageKey: UsageCounter] = [:], quotas: [String: Bool] = [:],
-                quotaUsed: [String: UInt64] = [:]) {
+    public init(instance: String, counters: [UsageKey: UsageCounter] = [:], quotas: [QuotaName: Bool] = [:],
+                quotaUsed: [QuotaName: UInt64] = [:]) {
         self.instance = instance; self.counters = counters; self.quotas = quotas; self.quotaUsed = quotaUsed
     }
 }

@@ -36,8 +36,8 @@ public struct UsageRules: Equatable, Sendable {
         public var epoch: String
         public init(tag: UInt32, limit: UInt64, epoch: String) { self.tag = tag; self.limit = limit; self.epoch = epoch }
 
-        var name: String { "b_" + ConnectionTags.text(tag).dropFirst(2) }
-        var warningName: String { "w_" + ConnectionTags.text(tag).dropFirst(2) }
+        var name: QuotaName { QuotaName(tag: tag) }
+        var warningName: QuotaName { QuotaName(tag: tag, warning: true) }
         /// 80% of the budget, rounded up.
         var warningLimit: UInt64 { limit / 10 * 8 + (limit % 10 * 8 + 9) / 10 }
     }
@@ -90,9 +90,9 @@ public struct UsageRules: Equatable, Sendable {
         let uidTags = tagging.maps.first { $0.name == "tag_uid" }?.elements.map(\.text) ?? []
         maps.append(Map(name: "retag_uid", type: "uid : mark", elements: uidTags + ["* : 0x00000000"]))
         let sorted = budgets.sorted { $0.tag < $1.tag }
-        maps.append(Map(name: "budgets", type: "mark : quota", elements: sorted.map { ConnectionTags.text($0.tag) + " : \"\($0.name)\"" }))
+        maps.append(Map(name: "budgets", type: "mark : quota", elements: sorted.map { ConnectionTags.text($0.tag) + " : \"\($0.name.nft)\"" }))
         maps.append(Map(name: "warnings", type: "mark : quota", elements: sorted.map {
-            ConnectionTags.text($0.tag) + " : \"\($0.warningName)\""
+            ConnectionTags.text($0.tag) + " : \"\($0.warningName.nft)\""
         }))
 
         var chains: [Chain] = [Chain(name: "tag", rules: tagging.tag), Chain(name: "tag_in", rules: tagging.tagIn),
@@ -156,7 +156,7 @@ public struct UsageRules: Equatable, Sendable {
     /// objects are made again when their budget's limit or epoch changed, with the bytes `used` gives (at most the
     /// budget, which nft requires); `kernelQuotas` are those the kernel holds now, deleted first when made again
     /// or no longer wanted.
-    public func script(from old: UsageRules?, kernelQuotas: Set<String>, used: (UInt32) -> UInt64) -> String {
+    public func script(from old: UsageRules?, kernelQuotas: Set<QuotaName>, used: (UInt32) -> UInt64) -> String {
         let t = "\(Self.family) \(Self.table)"
         var s = ""
         let whole = old == nil
@@ -186,11 +186,11 @@ public struct UsageRules: Equatable, Sendable {
                 s += "add element \(t) \(m.name) { " + m.elements.joined(separator: ", ") + " }\n"
             }
         }
-        for name in deleting { s += "delete quota \(t) \(name)\n" }
+        for q in deleting { s += "delete quota \(t) \(q.nft)\n" }
         for b in remade {
             let u = min(used(b.tag), b.limit)
-            s += "add quota \(t) \(b.name) { over \(b.limit) bytes used \(u) bytes }\n"
-            s += "add quota \(t) \(b.warningName) { over \(b.warningLimit) bytes used \(min(u, b.warningLimit)) bytes }\n"
+            s += "add quota \(t) \(b.name.nft) { over \(b.limit) bytes used \(u) bytes }\n"
+            s += "add quota \(t) \(b.warningName.nft) { over \(b.warningLimit) bytes used \(min(u, b.warningLimit)) bytes }\n"
         }
         for m in maps where m.type.hasSuffix(": quota") && !m.elements.isEmpty
             && (whole || quotasMove || oldMaps[m.name] != m) {
@@ -205,5 +205,5 @@ public struct UsageRules: Equatable, Sendable {
     }
 
     /// The quota objects these rules hold once loaded.
-    public var quotaNames: Set<String> { Set(budgets.flatMap { [$0.name, $0.warningName] }) }
+    public var quotaNames: Set<QuotaName> { Set(budgets.flatMap { [$0.name, $0.warningName] }) }
 }

@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-import NetpermProtocol
-
 /// An IP address a client names (REACH): "192.0.2.1", "2001:db8::1", "::ffff:192.0.2.1". Parsed here, without the C
-/// library, so the engine can refuse a bad one in its own words; no zone ("%wlan0") and no port: a route is looked
-/// up for the address alone.
+/// library, so the request parser can refuse a bad one in its own words; no zone ("%wlan0") and no port: a route is
+/// looked up for the address alone.
 public struct IPAddress: Equatable, Hashable, Sendable {
     public var family: AddressFamily
     /// 4 or 16 bytes, network order.

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/// A request line read once: its verb with that verb's arguments, typed. Only the syntax of the words is checked
+/// here; what depends on the daemon's state (whether an app is in the policy, a prompt is open, the caller may use
+/// the verb) is the engine's.
+public enum Request: Equatable, Sendable {
+    case ping, help, status, links
+    /// QUERY [APP]: nil for the caller's own app.
+    case query(app: String?)
+    /// REACH ADDRESS [SECONDS]: the address, as written too (replies and logs repeat it), and the time-out in
+    /// microseconds.
+    case reach(IPAddress, text: String, timeout: UInt64?)
+    case apps, reload
+    /// SUBSCRIBE [TOPIC...]: no topic named means `Topic.defaults`.
+    case subscribe(Set<Topic>)
+    /// WAIT [APP] [SECONDS]: nil app for the caller's own; the time-out in microseconds.
+    case wait(app: String?, timeout: UInt64?)
+    case prompts
+    /// ANSWER ID allow|deny|once [--everyone], or ANSWER ID dismiss.
+    case answer(prompt: Int, PromptAnswer)
+    /// DECIDE APP KIND allow|deny [--once]: the decision is `.allow` or `.deny`, never `.ask`.
+    case decide(app: String, kind: PolicyDimension, Permission, once: Bool)
+    /// FORGET APP [KIND]: nil kind for every kind.
+    case forget(app: String, kind: PolicyDimension?)
+    case decisions, metrics
+    /// USAGE [APP]: nil for the caller's own apps.
+    case usage(app: String?)
+    /// RESET-USAGE [APP]: nil for every app.
+    case resetUsage(app: String?)
+    case quit
+
+    public var verb: Verb {
+        switch self {
+        case .ping: .ping
+        case .help: .help
+        case .status: .status
+        case .links: .links
+        case .query: .query
+        case .reach: .reach
+        case .apps: .apps
+        case .reload: .reload
+        case .subscribe: .subscribe
+        case .wait: .wait
+        case .prompts: .prompts
+        case .answer: .answer
+        case .decide: .decide
+        case .forget: .forget
+        case .decisions: .decisions
+        case .metrics: .metrics
+        case .usage: .usage
+        case .resetUsage: .resetUsage
+        case .quit: .quit
+        }
+    }
+}
+
+/// What an ANSWER says of its prompt.
+public enum PromptAnswer: Equatable, Sendable {
+    /// Allow, deny or once; `everyone`: for every uid (`--everyone`), not only the one whose process asked.
+    case choice(PromptChoice, everyone: Bool)
+    /// Closed unanswered (a notification dismissed): nothing is stored.
+    case dismiss
+}
+
+/// A request line that is not one: the protocol's error for it, and the verb it named when only the words after
+/// that verb are wrong (not too many of them). Then the caller's access to the verb is checked before this error
+/// is told, as the engine did when it read the words itself: one who may not DECIDE hears that, whatever its words.
+public struct RequestError: Error, Equatable, Sendable {
+    public var error: ProtocolError
+    public var verb: Verb?
+    public init(_ error: ProtocolError, verb: Verb? = nil) { self.error = error; self.verb = verb }
+}
+
+extension Request {
+    /// The request `verb` with `words` after it; the protocol's error when they are not its arguments.
+    public init(_ verb: Verb, words: [String]) throws(ProtocolError) {
+        func usage() -> ProtocolError { ProtocolError(.badArguments, "usage: \(verb.usage)") }
+        switch verb {
+        case .ping: self = .ping
+        case .help: self = .help
+        case .status: self = .status
+        case .links: self = .links
+        case .apps: self = .apps
+        case .reload: self = .reload
+        case .prompts: self = .prompts
+        case .decisions: self = .decisions
+        case .metrics: self = .metrics
+        case .quit: self = .quit
+        case .query: self = .query(app: words.first)
+        case .usage: self = .usage(app: words.first)
+        case .resetUsage: self = .resetUsage(app: words.first)
+        case .subscribe: self = .subscribe(try Topic.set(from: words).get())
+        case .reach:
+            guard let text = words.first, words.count <= 2 else { throw usage() }
+            guard let address = IPAddress(text) else {
+                throw ProtocolError(.badArguments, "\(SafeText.quote(text)) is not an IP address "
+                    + "(e.g. 192.0.2.1 or 2001:db8::1, without a port or zone)")
+            }
+            var timeout: UInt64?
+            if words.count == 2 { timeout = try Seconds.timeOut(words[1]) }
+            self = .reach(address, text: text, timeout: timeout)
+        case .wait:
+            var args = words
+            var timeout: UInt64?
+            if let last = args.last, let first = last.unicodeScalars.first, !AppName.isLetter(first) {
+                timeout = try Seconds.timeOut(last)
+                args.removeLast()
+            }
+            guard args.count <= 1 else { throw usage() }
+            // `WAIT 1 2`: two numbers, not an app and a time-out.
+            if let name = args.first, let c = name.unicodeScalars.first, !AppName.isLetter(c) {
+                throw ProtocolError(.badArguments, "\(SafeText.quote(name)) is not an app id (they start with a letter); "
+                    + "usage: \(verb.usage)")
+            }
+            self = .wait(app: args.first, timeout: timeout)
+        case .answer:
+            var args = words
+            let everyone = args.last == "--everyone"
+            if everyone { args.removeLast() }
+            if args.count == 2, !everyone, let id = Int(args[0]), args[1].lowercased() == "dismiss" {
+                self = .answer(prompt: id, .dismiss)
+                return
+            }
+            guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
+                throw usage()
+            }
+            self = .answer(prompt: id, .choice(choice, everyone: everyone))
+        case .decide:
+            var args = words
+            let once = args.last == "--once"
+            if once { args.removeLast() }
+            guard args.count == 3 else { throw usage() }
+            guard AppName.isValid(args[0]) else {
+                throw ProtocolError(.badArguments, "invalid app id \(SafeText.quote(args[0]))")
+            }
+            let kind = try PolicyDimension.named(args[1])
+            guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
+                throw ProtocolError(.badArguments, "bad decision \(SafeText.quote(args[2])) (expected allow or deny)")
+            }
+            self = .decide(app: args[0], kind: kind, p, once: once)
+        case .forget:
+            guard let app = words.first, AppName.isValid(app) else { throw usage() }
+            var kind: PolicyDimension?
+            if words.count == 2 { kind = try PolicyDimension.named(words[1]) }
+            self = .forget(app: app, kind: kind)
+        }
+    }
+}
+
+extension Request {
+    /// The line a client sends for it (without the newline): what `RequestParser` reads back as this request (a
+    /// subscription to no topic is written as SUBSCRIBE alone, which means the default ones).
+    public var line: String {
+        var words = [verb.rawValue.uppercased()]
+        switch self {
+        case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: break
+        case let .query(app), let .usage(app), let .resetUsage(app):
+            if let app { words.append(app) }
+        case let .reach(_, text, timeout):
+            words.append(text)
+            if let timeout { words.append(Seconds.text(timeout)) }
+        case let .subscribe(topics):
+            words += Topic.allCases.filter(topics.contains).map(\.rawValue)
+        case let .wait(app, timeout):
+            if let app { words.append(app) }
+            if let timeout { words.append(Seconds.text(timeout)) }
+        case let .answer(id, .choice(choice, everyone)):
+            words += [String(id), choice.rawValue] + (everyone ? ["--everyone"] : [])
+        case let .answer(id, .dismiss):
+            words += [String(id), "dismiss"]
+        case let .decide(app, kind, p, once):
+            words += [app, kind.rawValue, p.rawValue] + (once ? ["--once"] : [])
+        case let .forget(app, kind):
+            words.append(app)
+            if let kind { words.append(kind.rawValue) }
+        }
+        return words.joined(separator: " ")
+    }
+}
+
+extension Verb {
+    /// How many words may follow the verb.
+    public var maxArgs: Int {
+        switch self {
+        case .query, .usage, .resetUsage: return 1
+        case .wait, .forget, .reach: return 2
+        case .answer: return 3
+        case .decide: return 4
+        case .subscribe: return Topic.allCases.count
+        case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: return 0
+        }
+    }
+}
+
+extension Topic {
+    /// `SUBSCRIBE [TOPIC...]`'s topics, in any case; none means the default ones.
+    public static func set(from words: [String]) -> Result<Set<Topic>, ProtocolError> {
+        guard !words.isEmpty else { return .success(Topic.defaults) }
+        var topics: Set<Topic> = []
+        for a in words {
+            guard let t = Topic(rawValue: a.lowercased()) else {
+                return .failure(ProtocolError(.badArguments, "unknown topic \(SafeText.quote(a)) (expected "
+                    + Topic.allCases.map(\.rawValue).joined(separator: ", ") + ")"))
+            }
+            topics.insert(t)
+        }
+        return .success(topics)
+    }
+}
+
+extension PolicyDimension {
+    /// What DECIDE and FORGET name: a kind of link other than loopback, `metered` or `roaming`, in any case.
+    static func named(_ word: String) throws(ProtocolError) -> PolicyDimension {
+        guard let kind = PolicyDimension(rawValue: word.lowercased()) else {
+            throw ProtocolError(.badArguments, "bad kind \(SafeText.quote(word)) "
+                + "(expected wifi, wwan, ethernet, other, metered or roaming)")
+        }
+        return kind
+    }
+}
+
+extension Seconds {
+    /// Microseconds as SECONDS, to the microsecond ("1.500000"): what `parseMicroseconds` reads back exactly.
+    public static func text(_ microseconds: UInt64) -> String {
+        let frac = String(microseconds % 1_000_000)
+        return "\(microseconds / 1_000_000)." + String(repeating: "0", count: 6 - frac.count) + frac
+    }
+
+    /// A request's SECONDS (WAIT, REACH) in microseconds, or the error that says it is none.
+    static func timeOut(_ text: String) throws(ProtocolError) -> UInt64 {
+        guard let usec = parseMicroseconds(text) else {
+            throw ProtocolError(.badArguments, "bad time-out \(SafeText.quote(text)): expected seconds, e.g. 30 or 0.5")
+        }
+        return usec
+    }
+}
+
+/// App ids as requests (and the policy) write them.
+public enum AppName {
+    /// App ids start with a letter, then letters, digits, '.', '-', '_'.
+    public static func isValid(_ s: String) -> Bool {
+        guard let first = s.unicodeScalars.first, isLetter(first) else { return false }
+        return s.unicodeScalars.allSatisfy { isLetter($0) || ("0"..."9").contains($0) || $0 == "." || $0 == "-" || $0 == "_" }
+    }
+
+    /// An ASCII letter.
+    public static func isLetter(_ c: Unicode.Scalar) -> Bool { ("a"..."z").contains(c) || ("A"..."Z").contains(c) }
+}
