@@ -39,6 +39,21 @@ final class EngineWaitTests: XCTestCase {
         XCTAssertEqual(named["via"]?["name"], "eth0")
     }
 
+    /// A session's role changes through one setter, which logs it old -> new: subscribed, then held in a WAIT,
+    /// then answered, then gone.
+    func testASessionsRoleIsLoggedAsItChanges() {
+        let h = harness()
+        let admin = h.connect(Peers.admin)
+        _ = h.request(admin, "SUBSCRIBE")
+        XCTAssertEqual(h.send(admin, "WAIT backup"), [])
+        h.setLinks([Links.wwan, Links.wlan, Links.eth])
+        _ = h.take(admin)
+        h.disconnect(admin)
+        let roles = h.log.map(\.1).filter { $0.hasPrefix("connection \(admin): ") }
+        XCTAssertEqual(roles, ["connection \(admin): client -> subscriber", "connection \(admin): subscriber -> subscriber+waiting",
+                               "connection \(admin): subscriber+waiting -> subscriber", "connection \(admin): subscriber -> client"])
+    }
+
     /// No reply until a link the app may use is usable; a change that does not help keeps it waiting.
     func testHeldThenAnsweredWhenTheVerdictBecomesAvailable() {
         let h = harness()

@@ -13,7 +13,9 @@ extension Engine {
             reply(session.id) { w in w.field("ok", true); w.field("destination", text); own.write(to: &w) }
             return
         }
-        session.reaching = Reaching(destination: address, text: text, wait: wait, timer: nil, route: nil)
+        changeSession(session) {
+            session.reaching = Reaching(destination: address, text: text, wait: wait, timer: nil, route: nil)
+        }
         out.append(.hold(session.id))
         out.append(.lookUpRoute(session.id, RouteQuestion(destination: address, uid: session.identity.uid, mark: steeringMark(own))))
     }
@@ -31,13 +33,13 @@ extension Engine {
         guard let session = sessions[id], var r = session.reaching, r.route == nil else { return }
         if let error {
             log(.warning, "REACH \(r.text): the route lookup failed: \(error)")
-            session.reaching = nil
+            changeSession(session) { session.reaching = nil }
             replyError(id, ProtocolError(.internalError, "cannot ask the kernel where \(r.text) is routed: \(error)"))
             out.append(.resume(id))
             return
         }
         r.route = .some(route)
-        session.reaching = r
+        changeSession(session) { session.reaching = r }
         let v = reachVerdict(session, r)
         if v.wantsAsking, case let .link(l, _)? = v.egress[r.destination.family] {
             raisePrompts(v, identity: session.identity, link: l, destination: r.text)
@@ -69,7 +71,7 @@ extension Engine {
             cancelTimer(t)
             reachesHeld -= 1
         }
-        session.reaching = nil
+        changeSession(session) { session.reaching = nil }
         let v = reachVerdict(session, r)
         reply(session.id) { w in
             w.field("ok", true)

@@ -262,7 +262,7 @@ extension Engine {
             + (timeout.map { " (up to \($0 / 1000) ms)" } ?? ""))
         trackOwn(match, uid: uid)
         let timer = timeout.map { armTimer(.waitTimeout(session.id), microseconds: $0) }
-        changeListening(session) { session.waiting = Waiting(match: match, timer: timer, own: own, uid: uid) }
+        changeSession(session) { session.waiting = Waiting(match: match, timer: timer, own: own, uid: uid) }
         out.append(.hold(session.id))
         if own, v.wantsAsking { raisePrompts(v, identity: session.identity) }
     }
@@ -272,7 +272,7 @@ extension Engine {
     func finishWait(_ session: Session, timedOut: Verdict? = nil, failed: ProtocolError? = nil) {
         guard let w = session.waiting else { return }
         if let t = w.timer { cancelTimer(t) }
-        changeListening(session) { session.waiting = nil }
+        changeSession(session) { session.waiting = nil }
         untrackIfUnwanted([TrackedApp(w.match.id)] + (w.uid.map { [TrackedApp(w.match.id, uid: $0)] } ?? []))
         if let failed {
             replyError(session.id, failed)
@@ -335,7 +335,7 @@ extension Engine {
             b.append(0x0A)
         }
         out.append(.reply(session.id, range))
-        changeListening(session) { session.subscription = sub }
+        changeSession(session) { session.subscription = sub }
     }
 
     /// What a snapshot and a resync carry: the state of each subscribed topic, as far as the subscriber may see.

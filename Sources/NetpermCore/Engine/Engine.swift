@@ -160,7 +160,7 @@ public final class Engine {
     /// Every app someone may hear about, with its verdict.
     var tracker = VerdictTracker()
     var sessions: [ConnectionID: Session] = [:]
-    /// How many connections listen to or wait for each app (see `changeListening`).
+    /// How many connections listen to or wait for each app (see `changeSession`).
     var listeners: [TrackedApp: Int] = [:]
 
     /// What settle() must redo: every app's permissions (policy, decisions, agents), or only the network's effect.
@@ -559,17 +559,20 @@ public final class Engine {
         enforcement.loads.removeWaiters { $0.id == id }
         let listened = session.listened
         let wasAgent = session.isAgent
-        changeListening(session) { session.subscription = nil; session.waiting = nil }
+        changeSession(session) { session.subscription = nil; session.waiting = nil }
         untrackIfUnwanted(listened)
         if wasAgent { setAgents(countAgents()) }
     }
 
-    /// Runs `body`, which may change what the session listens to or waits for, keeping `listeners` counted:
-    /// with 10,000 subscribers, finding out whether anyone else still listens must not cost a pass over them all.
-    func changeListening(_ session: Session, _ body: () -> Void) {
+    /// The one setter of a session's role: runs `body`, which may change what it listens to, waits for or reaches,
+    /// logs its role old -> new, and keeps `listeners` counted: with 10,000 subscribers, finding out whether anyone
+    /// else still listens must not cost a pass over them all.
+    func changeSession(_ session: Session, _ body: () -> Void) {
+        let was = session.role
         for key in session.listened { listeners[key, default: 1] -= 1; if listeners[key] == 0 { listeners[key] = nil } }
         body()
         for key in session.listened { listeners[key, default: 0] += 1 }
+        if session.role != was { log(.debug, "connection \(session.id): \(was.name) -> \(session.role.name)") }
     }
 
     /// Tracks an app someone listens to or waits for: everyone's verdict, and `uid`'s own.
@@ -594,7 +597,7 @@ public final class Engine {
     /// A user's agent whose uid may no longer answer (`UserDecisions=no`): told so, in an event of its own, and its
     /// prompts topic is taken off, rather than left subscribed and useless.
     private func unsubscribePrompts(_ s: Session) {
-        s.subscription!.topics.remove(.prompts)
+        changeSession(s) { _ = s.subscription!.topics.remove(.prompts) }
         let range = out.write { b in
             s.subscription!.writeHead(.unsubscribed, into: b)
             var w = JSONWriter(continuing: b)
@@ -609,7 +612,7 @@ public final class Engine {
     }
 
     private func remakeCaller(_ s: Session) {
-        changeListening(s) {
+        changeSession(s) {
             s.caller = makeCaller(s.identity)
             s.subscription?.privileged = s.caller.privileged
             s.subscription?.appID = s.caller.match.id

@@ -23,6 +23,32 @@ final class Session {
 
     var isAgent: Bool { subscription?.isAgent ?? false }
 
+    /// What the connection is to the engine, changed only through `Engine.changeSession`, which logs it old -> new.
+    struct Role: Equatable {
+        enum Listens: Equatable { case nothing, ownApp, prompts }
+        /// Subscribed (to its own app's verdict and events), or as an agent (it answers prompts too).
+        var listens: Listens
+        /// Its reply is held: a WAIT for a verdict, a REACH for a route or an answer.
+        var waiting: Bool
+        var reaching: Bool
+
+        var name: String {
+            var parts: [String] = []
+            switch listens {
+            case .nothing: break
+            case .ownApp: parts.append("subscriber")
+            case .prompts: parts.append("agent")
+            }
+            if waiting { parts.append("waiting") }
+            if reaching { parts.append("reaching") }
+            return parts.isEmpty ? "client" : parts.joined(separator: "+")
+        }
+    }
+
+    var role: Role {
+        Role(listens: subscription == nil ? .nothing : isAgent ? .prompts : .ownApp, waiting: waiting != nil, reaching: reaching != nil)
+    }
+
     /// The apps this connection listens to (its own app, as a subscriber) or waits for: everyone's verdict of each
     /// (what privileged subscribers hear), and its uid's own when it has one.
     var listened: [TrackedApp] {
