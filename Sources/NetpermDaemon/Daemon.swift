@@ -77,9 +77,10 @@ public final class Daemon {
             for (_, stop) in stops.reversed() { stop() }
             throw error
         }
+        // Start-up's code and read-only data leave the RSS once its work is done (READY=1 sent, the first desktop
+        // files and usage counters read); what the running daemon uses comes back from the cache.
+        interpreter.onStartupSettled = { CodePages.release() }
         interpreter.feed(.started)
-        // Start-up's code and read-only data leave the RSS; what the running daemon uses comes back from the cache.
-        CodePages.release()
         Log.notice("netpermd \(DaemonState.version) listening on \(boundPath ?? "the socket-activated socket")")
     }
 
@@ -118,6 +119,7 @@ public final class Daemon {
         let desktopFiles = DesktopWatcher(loop: loop, files: DesktopFiles(xdgDataDirs: getenv("XDG_DATA_DIRS").map { String(cString: $0) })) {
             interpreter.feed(.desktopCatalog($0))
         }
+        interpreter.awaitsDesktopFiles = desktopFiles.reads
         let cgroups = CgroupWatcher(loop: loop) { c in
             interpreter.feed(.cgroups(c))
             desktopFiles.users(Set(c.units.lazy.filter(\.user).compactMap { Ruleset.UnitOwner.userUID(path: $0.path) }))

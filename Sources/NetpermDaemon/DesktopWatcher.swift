@@ -34,6 +34,9 @@ public final class DesktopWatcher {
     }
 
     /// The users whose managers run now (`user@UID.service`): their own files are read too.
+    /// Whether the files are read at all (off the loop): a catalog is to come.
+    public var reads: Bool { thread != nil }
+
     public func users(_ new: Set<UInt32>) {
         guard new != uids else { return }
         uids = new

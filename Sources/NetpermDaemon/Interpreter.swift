@@ -124,7 +124,32 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     }
 
     /// Handles `input` and everything it leads to, then lets released clients' requests through.
-    public func feed(_ input: Input) { driver.feed(input) }
+    public func feed(_ input: Input) {
+        driver.feed(input)
+        if case .desktopCatalog = input { startup.desktopRead = true }
+        settledAfterStart()
+    }
+
+    /// What start-up still waits for before its code may leave the RSS (`onStartupSettled`): READY=1 sent, and the
+    /// answers that come after it (the first desktop files read, the usage readings READY's input asked for).
+    private struct Startup {
+        var ready = false
+        var desktopRead = false
+        var done = false
+    }
+    private var startup = Startup()
+    /// Whether a desktop catalog is to come (false when the desktop files cannot be read off the loop).
+    public var awaitsDesktopFiles = true
+    /// Called once, when start-up's work is done: the daemon releases start-up's code pages then (CodePages), so
+    /// that what ran after READY=1 (reading the desktop files and the usage counters) does not stay resident.
+    public var onStartupSettled: () -> Void = {}
+
+    private func settledAfterStart() {
+        guard !startup.done, startup.ready, startup.desktopRead || !awaitsDesktopFiles,
+              !(usageReader?.busy ?? false), !driver.draining else { return }
+        startup.done = true
+        onStartupSettled()
+    }
 
     public func carryOut(_ effects: Effects, of input: Input) {
         if case .stopping = input { stopping = true }
@@ -234,7 +259,9 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             let result = loadPolicy()
             Heap.releaseFree()
             feed(.policy(result))
-        case let .notify(n): notify(n)
+        case let .notify(n):
+            if case .ready = n { startup.ready = true }
+            notify(n)
         case let .log(priority, message, fields): Log.emit(priority.rawValue, message, fields: fields.pairs)
         case let .nameUnits(naming): nameUnits(naming)
         case let .loadUnitElements(changes, ids):

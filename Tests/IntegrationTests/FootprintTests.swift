@@ -2,7 +2,8 @@
 import Foundation
 import XCTest
 
-/// Once ready the daemon unmaps the pages of its code and read-only data that start-up faulted in
+/// Once start-up's work is done (READY=1 sent, the first desktop files and usage counters read) the daemon unmaps
+/// the pages of its code and read-only data that start-up faulted in
 /// (`CodePages.release()`, BENCHMARKS.md "RSS at idle"): the call must stay wired in, happen once, and leave a
 /// daemon that works as before, its code coming back from the page cache.
 final class FootprintTests: IntegrationTestCase {

@@ -21,6 +21,22 @@ final class InterpreterTests: XCTestCase {
 
     /// A pipelined DECIDE and PING: the DECIDE is held while its decision is written, subscribers hear the new
     /// verdict before its reply, and the PING behind it is answered after it.
+    /// Start-up's code pages are released once its work is done: READY=1 sent (the bed's start) and the first desktop
+    /// files read, not before, and only once.
+    func testStartUpSettlesOnceAfterReadyAndTheDesktopFiles() throws {
+        let b = try bed()
+        var settled = 0
+        b.interpreter.onStartupSettled = { settled += 1 }
+        XCTAssertTrue(b.notifications.contains { if case .ready = $0 { true } else { false } }, "READY=1 was sent")
+        b.interpreter.feed(.reload)
+        XCTAssertEqual(settled, 0, "the desktop files are still to be read")
+        b.interpreter.feed(.desktopCatalog(DesktopCatalog()))
+        XCTAssertEqual(settled, 1)
+        b.interpreter.feed(.desktopCatalog(DesktopCatalog()))
+        b.interpreter.feed(.reload)
+        XCTAssertEqual(settled, 1, "once")
+    }
+
     func testADecisionIsWrittenThenHeardThenAnswered() throws {
         let b = try bed()
         let subscriber = try b.connect()
