@@ -198,7 +198,8 @@ extension Ruleset {
         // Each map's deletions (of changed verdicts, and of cgroups gone) and additions (changed verdicts, and new
         // keys), in their maps' order.
         var perMap: [(map: String, deleted: [(Key, gone: Bool)], added: [(MapElement, new: Bool)])] = []
-        var unitsCame = 0
+        var unitsCame = 0, unitsGoing = 0
+        let limit = (elements + pendingChains) / 2 + 16
         for (new, was) in zip(maps, old.maps) {
             guard new.name == was.name else { return nil }
             guard new.elements != was.elements else { continue }
@@ -224,6 +225,10 @@ extension Ruleset {
             for e in new.elements where before[e.key] == nil { if case .cgroup = e.key { unitsCame += 1 } }
             size.elements += deleted.count + added.count
             perMap.append((new.name, deleted, added))
+            unitsGoing += deleted.filter(\.gone).count
+            // What follows only adds to the count below: past the limit already, the whole table is loaded, and a
+            // reload that moves every app's verdict is not compared to the end (a fifth of its time on the loop).
+            guard size.elements + pendingChanges - unitsCame - unitsGoing <= limit else { return nil }
         }
         // New elements and those of cgroups gone need no transaction with anything (a new key was nobody's, a gone
         // cgroup's matches no socket), and the kernel holds every other change to nf_tables (units just made being
@@ -253,9 +258,7 @@ extension Ruleset {
         // chain's lookups again is a few rules, whatever the table's size). Units coming and going are not counted:
         // thousands of them churning in a small table would load it whole at every scan, each load holding the
         // kernel and replacing the elements of the units named as they were made (Engine+FreshUnits.swift).
-        let unitsWent = perMap.reduce(0) { n, m in n + m.deleted.filter(\.gone).count }
-        let changes = size.elements + pendingChanges - unitsCame - unitsWent
-        guard changes <= (elements + pendingChains) / 2 + 16 else { return nil }
+        guard size.elements + pendingChanges - unitsCame - unitsGoing <= limit else { return nil }
         return Update(changes: ([prepare, change] + pieces + [cleanup]).filter { !$0.isEmpty }.map(RuleTransaction.init),
                       size: size)
     }
