@@ -14,6 +14,11 @@ let releaseLink: [LinkerSetting] = [
                  .when(configuration: .release)),
 ]
 
+// The pure modules below the engine are optimized with it: their code is inlined and specialized where the engine
+// calls it (permissions, decisions, JSON), as when they were one module; without it a reload of 10,001 apps spent a
+// quarter more on the loop in the verdicts' tracker.
+let crossModule: [SwiftSetting] = [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
+
 let package = Package(
     name: "netpermd",
     products: [
@@ -41,10 +46,10 @@ let package = Package(
         // The control socket's protocol, what netpermd and its clients share: verbs, requests, error codes, event
         // names, JSON reading and writing, the wire's vocabulary (kinds, permissions, prompt choices). Pure, no
         // dependencies.
-        .target(name: "NetpermProtocol"),
+        .target(name: "NetpermProtocol", swiftSettings: crossModule),
         // The policy's language: the config parser (ini, globs, [App]s, drop-ins' merging), app ids and matching
         // peers to apps, run scopes' names. Pure: what netpermctl check needs without the engine.
-        .target(name: "NetpermPolicy", dependencies: ["NetpermProtocol"]),
+        .target(name: "NetpermPolicy", dependencies: ["NetpermProtocol"], swiftSettings: crossModule),
         // Reading the policy from the host: the config file with its drop-ins, user and group names (NSS).
         .target(name: "NetpermPolicyFiles", dependencies: ["NetpermPolicy", "NetpermIO"]),
         // Pure core: the engine, no C modules, no I/O.
