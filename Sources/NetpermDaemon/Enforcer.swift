@@ -178,13 +178,13 @@ final class Enforcer {
                 job.done?(error)
                 return startNext()
             }
-        } else if !removal, job.transactions == [RuleTransaction(whole: whole)] {
+        } else if !removal, job.loadsWhole {
             // Unknown answers take the handover: it is right whatever is there.
             let (table, handover) = (try? Self.tables()) ?? (nil, nil)
-            scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true).map(RuleTransaction.init(whole:))
+            scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true)
+                .map(RuleTransaction.init(whole:))
         }
-        run(job, Load(scripts: scripts, elements: job.transactions != [RuleTransaction(whole: whole)], operation: .loadRules,
-                      socket: elementSocket))
+        run(job, Load(scripts: scripts, elements: !job.loadsWhole, operation: .loadRules, socket: elementSocket))
     }
 
     private func startUsage(_ job: Job) {
@@ -260,7 +260,7 @@ final class Enforcer {
         switch job.kind {
         case .usage:
             if failure == nil {
-                usageInForce = job.transactions != [RuleTransaction(whole: UsageRules.removal)]
+                usageInForce = job.transactions.first?.text != UsageRules.removal
                 if usageInForce { ensureMonitor() } else if inForce == nil { monitor = nil }
             }
         case .rules, .repair:

@@ -56,7 +56,7 @@ final class InFlightTests: XCTestCase {
         let done = f.finish()
         XCTAssertEqual(done.waiters, [1, 3])
         XCTAssertFalse(done.again)
-        XCTAssertEqual(f.finish().waiters, [2], "nothing started: what waited for the next goes now")
+        XCTAssertEqual(f.drain(), [2], "nothing started: what waited for the next goes now")
         f.want(true)
         XCTAssertEqual(f.phase, .idle, "nothing away: nothing to want after it")
     }

@@ -18,8 +18,10 @@ public struct LoadQueue<Done> {
         /// Who hears the answer; nil for a repair (the engine hears of one only when it fails with nothing behind it).
         public var done: Done?
 
-        /// A load of the whole ruleset.
-        var wholeRules: Bool { kind == .rules && whole.map { transactions == [RuleTransaction(whole: $0)] } == true }
+        /// It loads the whole ruleset it leads to (not only what differs): a repair, a retry, or a change too large.
+        public var loadsWhole: Bool { whole.map { transactions == [RuleTransaction(whole: $0)] } == true }
+        /// A load of the engine's whole ruleset.
+        var wholeRules: Bool { kind == .rules && loadsWhole }
     }
 
     /// What came of another process's change.

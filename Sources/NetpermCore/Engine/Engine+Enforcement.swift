@@ -224,7 +224,7 @@ extension Engine {
         // when nothing more is handed over (failed rules: the replies go, and STATUS and the verdicts say so).
         var done = enforcement.loads.running ? enforcement.loads.logged("rule loads", log: debugLog) { $0.finish().waiters } : []
         handOver()
-        if !enforcement.loads.running { done += enforcement.loads.finish().waiters }
+        if !enforcement.loads.running { done += enforcement.loads.drain() }
         release(done)
     }
 

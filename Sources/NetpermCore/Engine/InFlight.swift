@@ -85,6 +85,14 @@ struct InFlight<Waiter> {
         waiters.contains(where: match) || nextWaiters.contains(where: match)
     }
 
+    /// Nothing is away: the waiters left for a job that will not start now (what they waited for is what the last
+    /// job carried), to be answered at once.
+    mutating func drain() -> [Waiter] {
+        assert(!running, "a job is away: its waiters wait for it")
+        defer { waiters = []; nextWaiters = []; again = false }
+        return waiters + nextWaiters
+    }
+
     /// Waiters that went (a connection closed): nobody is answered for them.
     mutating func removeWaiters(where gone: (Waiter) -> Bool) {
         waiters.removeAll(where: gone)
