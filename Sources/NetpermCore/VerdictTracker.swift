@@ -85,6 +85,9 @@ public struct VerdictTracker: Sendable {
     private var everyone = Store<String>()
     private var own = Store<TrackedApp>()
     private var templates: [EffectivePermissions: Verdict] = [:]
+    /// Counts the calls that may change it: a copy is this tracker while the count is the same
+    /// (ReloadPreparation.swift).
+    public private(set) var changes = 0
 
     public init() {}
 
@@ -99,6 +102,7 @@ public struct VerdictTracker: Sendable {
     /// Rebuilds the set of apps after a policy load, keeping extra ones (derived apps, and apps seen as one uid
     /// sees them); returns app events.
     public mutating func reset(state: DaemonState, extra: [(AppMatch, UInt32?)]) -> [Event] {
+        changes += 1
         let old = (everyone.verdicts, own.verdicts)
         everyone = Store()
         own = Store()
@@ -112,6 +116,7 @@ public struct VerdictTracker: Sendable {
 
     /// Starts tracking one app (a subscriber's or waiter's own); no event.
     public mutating func track(_ match: AppMatch, uid: UInt32? = nil, state: DaemonState) {
+        changes += 1
         if let uid {
             own.add(match, as: TrackedApp(match.id, uid: uid), templates: &templates, state: state)
         } else {
@@ -122,6 +127,7 @@ public struct VerdictTracker: Sendable {
     /// Stops tracking an app nobody listens to any more (never a policy app's verdict for everyone: those are
     /// always tracked).
     public mutating func untrack(_ id: String, uid: UInt32? = nil, state: DaemonState) {
+        changes += 1
         let emptied: EffectivePermissions?
         if let uid {
             emptied = own.remove(TrackedApp(id, uid: uid), state: state)
@@ -134,6 +140,7 @@ public struct VerdictTracker: Sendable {
 
     /// Recomputes after the network changed; events for the apps whose verdict changed.
     public mutating func refresh(state: DaemonState) -> [Event] {
+        changes += 1
         var events: [Event] = []
         for perms in Set(everyone.appsBySet.keys).union(own.appsBySet.keys) {
             guard let old = templates[perms] else { continue }

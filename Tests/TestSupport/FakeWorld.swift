@@ -59,7 +59,11 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     public var accounts: AccountResolver
     /// When set, `Effect.loadPolicy` waits for `completePolicyLoad()`.
     public var policyLoadIsManual = false
-    public private(set) var pendingPolicyLoads = 0
+    public var pendingPolicyLoads: Int { policyLoadBases.count }
+    private var policyLoadBases: [ReloadBasis] = []
+    /// Whether a policy read comes with what its basis makes of it (as the daemon's thread does), or alone (as when
+    /// the daemon reads it on the loop).
+    public var preparesReloads = true
 
     /// What the next loads of the rules are answered with, in turn, before `rulesError`.
     public var rulesAnswers: [EdgeError?] = []
@@ -143,7 +147,8 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
                 feed(.stored(error: storeError))
             }
         case .loadPolicy:
-            if policyLoadIsManual { pendingPolicyLoads += 1 } else { feed(.policy(readPolicy())) }
+            let basis = engine.reloadBasis()
+            if policyLoadIsManual { policyLoadBases.append(basis) } else { feed(policyRead(basis)) }
         case let .loadRules(_, report, _, _):
             if report { feed(.rulesLoaded(error: rulesAnswers.isEmpty ? rulesError : rulesAnswers.removeFirst())) }
         case let .loadUnitElements(_, ids):
@@ -244,9 +249,13 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
 
     /// One waiting policy load reads the files (as they are at this moment).
     public func completePolicyLoad() {
-        guard pendingPolicyLoads > 0 else { return fail("no policy load is pending") }
-        pendingPolicyLoads -= 1
-        feed(.policy(readPolicy()))
+        guard !policyLoadBases.isEmpty else { return fail("no policy load is pending") }
+        feed(policyRead(policyLoadBases.removeFirst()))
+    }
+
+    private func policyRead(_ basis: ReloadBasis) -> Input {
+        let result = readPolicy()
+        return .policy(result, prepared: preparesReloads ? basis.prepare(result) : nil)
     }
 
     /// The oldest usage load held (`usageLoadsAreManual`) is answered.

@@ -22,11 +22,11 @@ public struct UnitNaming: Equatable, Sendable {
     let asks: Set<Ruleset.AskChain.ID>
 
     init(generation: Int, apps: [AppPolicy], index: Ruleset.OwnerIndex, permissions: [PermissionSet],
-         own: [Int: [UInt32: PermissionSet]], tags: [UInt32?], inForce: Ruleset) {
+         own: [Int: [UInt32: PermissionSet]], tags: [UInt32?], inForce: Ruleset? = nil) {
         self.generation = generation; self.apps = apps; self.index = index; self.permissions = permissions
         self.own = own; self.tags = tags
-        used = inForce.used
-        asks = Set(inForce.askChains.map(\.id))
+        used = inForce?.used ?? []
+        asks = Set(inForce?.askChains.map(\.id) ?? [])
     }
 
     /// The same permissions, against other rules in force.

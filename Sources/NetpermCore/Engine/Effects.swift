@@ -75,7 +75,8 @@ public enum Effect: Equatable, Sendable {
     case cancelTimer(TimerID)
     /// Write the lasting decisions to disk, then report with `Input.stored`.
     case persist(Decisions)
-    /// Read and parse the policy files, then report with `Input.policy`.
+    /// Read and parse the policy files, then report with `Input.policy`, with what `Engine.reloadBasis`'s `prepare`
+    /// makes of them (away from the loop).
     case loadPolicy
     case notify(NotifyMessage)
     case log(Priority, String, LogFields)

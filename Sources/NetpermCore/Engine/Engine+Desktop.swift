@@ -39,7 +39,7 @@ extension Engine {
         let running = Set(uids.keys)
         guard running != desktop.running else { return }
         desktop.running = running
-        setApps(state.config.policyOnly)
+        setApps(AppsInputs(policy: state.config.policyOnly, running: running, config: state.config, tags: tagTable))
     }
 
     /// New desktop files were read (`Input.desktopCatalog`).
@@ -54,25 +54,24 @@ extension Engine {
 
     /// The one setter of the apps judged: the policy's, with the desktop apps running that no `[App]` names.
     /// What they may do is `[Defaults]`': every verdict and the rules are made again.
-    func setApps(_ policy: Config) {
-        let new = policy.addingDesktopApps(desktop.running)
-        guard new.apps != state.config.apps else {
-            state.config = new
+    func setApps(_ inputs: AppsInputs) {
+        let new = prepared(\.apps, for: inputs) { $0.adopt() }
+        guard new.appsChanged else {
+            state.config = new.config
             return
         }
         let old = Set(state.config.apps.lazy.filter(\.discovered).map(\.id))
-        let now = Set(new.apps.lazy.filter(\.discovered).map(\.id))
+        let now = Set(new.config.apps.lazy.filter(\.discovered).map(\.id))
         if old != now {
             log(.info, "desktop apps: " + [("running now", now.subtracting(old)), ("gone", old.subtracting(now))]
                 .filter { !$0.1.isEmpty }
                 .map { "\($0.0) \($0.1.sorted().prefix(10).joined(separator: ", "))\($0.1.count > 10 ? ", ..." : "")" }
                 .joined(separator: "; "))
         }
-        state.config = new
-        let tags = tagTable.assigning(new.apps.map(\.id))
-        if tags != tagTable {
-            tagTable = tags
-            out.append(.saveTags(tags))
+        state.config = new.config
+        if new.tagsChanged {
+            tagTable = new.tags
+            out.append(.saveTags(new.tags))
         }
         markPermissionsChanged()
         enforcement.dirty = true

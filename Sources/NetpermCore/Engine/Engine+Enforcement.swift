@@ -104,9 +104,7 @@ extension Engine {
                 r = last.withLinks(state.network.links)
             } else {
                 enforcement.fullBuilds += 1
-                r = Ruleset.build(apps: state.config.apps, permissions: enforcedPermissions, ownPermissions: ownPermissions,
-                                  links: state.network.links, cgroups: enforcement.cgroups,
-                                  tags: tagTable.tags(of: state.config.apps.map(\.id)), lookedUp: enforcement.lookedUp)
+                r = prepared(\.ruleset, for: rulesetInputs) { $0.build() }
                 enforcement.lookedUp = r.unitLookups
             }
             if r.skipped != enforcement.ruleset?.skipped, !r.skipped.isEmpty {
@@ -149,7 +147,8 @@ extension Engine {
            previous.text == enforcement.loaded {
             // Units named as they were made are in the kernel already: not added again.
             let fresh = enforcement.fresh.sorted { $0.key < $1.key }.map { (id: $0.key, elements: $0.value.elements) }
-            update = r.update(from: fresh.isEmpty ? previous : previous.with(fresh: fresh, as: r))
+            let base = fresh.isEmpty ? previous : previous.with(fresh: fresh, as: r)
+            update = prepared(\.update, for: RulesetChange(ruleset: r, previous: base)) { $0.ruleset.update(from: $0.previous) }
             if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
         }
         enforcement.handedOver = r
@@ -172,20 +171,15 @@ extension Engine {
         load(r.text, transactions: update?.changes, report: true)
     }
 
-    /// What the rules (and steering) hold an app to: the policy with decisions (an undecided `ask` stays `ask`,
-    /// whether or not an agent listens). In Mode=steer, metered links are denied too while the app's budget is used
-    /// up, so that its sockets are routed off them. In Mode=block the usage table's quotas alone refuse it there:
-    /// the rules' denial would also drop the reset the kernel sends a peer whose connection the budget ended
-    /// (docs/USAGE.md).
-    func enforcedPermissions(_ app: AppPolicy) -> PermissionSet {
-        budgetDenied(state.decisions.apply(to: state.config.permissions(for: app), app: app.id).permissions, app)
+    /// What the rules hold each app to now.
+    var enforcedPermissions: EnforcedPermissions {
+        EnforcedPermissions(config: state.config, decisions: state.decisions, exhausted: state.exhausted)
     }
 
-    /// `p` with metered links denied in Mode=steer while the app's budget is used up.
-    func budgetDenied(_ p: PermissionSet, _ app: AppPolicy) -> PermissionSet {
-        var p = p
-        if state.config.enforcement == .steer, state.exhausted.contains(app.id), p.metered != .deny { p.metered = .deny }
-        return p
+    /// What the rules are made from now.
+    var rulesetInputs: RulesetInputs {
+        RulesetInputs(permissions: enforcedPermissions, links: state.network.links, cgroups: enforcement.cgroups,
+                      tags: tagTable, lookedUp: enforcement.lookedUp)
     }
 
     /// `text` is the whole ruleset (what a retry or a repair loads); `transactions`, when given, the smaller scripts
@@ -336,12 +330,6 @@ extension Engine {
         setEnforcement(text == Ruleset.removal ? .removing(failures: failures) : .loading(failures: failures))
         startLoad()
         out.append(.loadRules([RuleTransaction(whole: text)], report: true, inForce: text, handles: handedOverHandles))
-    }
-
-    /// A uid's own decisions for an app, for its sockets in the rules (nil: it has none, or users do not decide).
-    func ownPermissions(_ app: AppPolicy, _ uid: UInt32) -> PermissionSet? {
-        guard state.config.userDecisions, state.decisions.hasOwn(app.id, uid: uid) else { return nil }
-        return budgetDenied(state.decisions.apply(to: state.config.permissions(for: app), app: app.id, uid: uid).permissions, app)
     }
 
     /// Whether an app's permissions are in force in the kernel.

@@ -58,4 +58,14 @@ extension Event {
         guard case let .app(x) = a, case let .app(y) = b else { return false }
         return x.app < y.app
     }
+
+    /// Whether `events` are in `byApp`'s order already.
+    static func sorted(_ events: ArraySlice<Event>) -> Bool {
+        var i = events.startIndex
+        while i + 1 < events.endIndex {
+            if byApp(events[i + 1], events[i]) { return false }
+            i += 1
+        }
+        return true
+    }
 }

@@ -118,28 +118,10 @@ extension Engine {
         enforcement.namingGenerations += 1
         let generation = enforcement.namingGenerations
         if whole { enforcement.wholeLoadNaming = generation }
-        if enforcement.namingBase == nil { enforcement.namingBase = makeNaming(inForce: inForce, generation: generation) }
+        if enforcement.namingBase == nil { enforcement.namingBase = prepared(\.naming, for: NamingInputs(permissions: enforcedPermissions, tags: tagTable)) { $0.naming() } }
         let naming = enforcement.namingBase!.with(inForce: inForce, generation: generation)
         enforcement.naming = naming
         out.append(.nameUnits(naming))
-    }
-
-    private func makeNaming(inForce: Ruleset, generation: Int) -> UnitNaming {
-        let apps = state.config.apps
-        let tags = tagTable.tags(of: apps.map(\.id))
-        var index: [String: Int] = [:]
-        for (i, a) in apps.enumerated() where index[a.id] == nil { index[a.id] = i }
-        var own: [Int: [UInt32: PermissionSet]] = [:]
-        for uid in Set(state.decisions.userLasting.keys).union(state.decisions.userOnce.keys) {
-            let decided = Set((state.decisions.userLasting[uid] ?? [:]).keys).union((state.decisions.userOnce[uid] ?? [:]).keys)
-            for app in decided {
-                guard let i = index[app], let p = ownPermissions(apps[i], uid) else { continue }
-                own[i, default: [:]][uid] = p
-            }
-        }
-        return UnitNaming(generation: generation, apps: apps, index: Ruleset.OwnerIndex(apps: apps),
-                          permissions: apps.map { enforcedPermissions($0) }, own: own, tags: apps.map { tags[$0.id] },
-                          inForce: inForce)
     }
 
     private func loadUnitElements(delete: [(id: UInt64, elements: [UnitElement])], add: [(id: UInt64, elements: [UnitElement])]) {

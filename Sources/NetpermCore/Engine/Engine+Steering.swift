@@ -22,8 +22,9 @@ extension Engine {
             }
             return
         }
-        let plan = SteeringPlan.build(ruleset: ruleset, apps: state.config.apps, permissions: enforcedPermissions,
-                                      ownPermissions: ownPermissions, links: state.network.links)
+        let inputs = enforcedPermissions
+        let plan = SteeringPlan.build(ruleset: ruleset, apps: state.config.apps, permissions: inputs.permissions,
+                                      ownPermissions: inputs.ownPermissions, links: state.network.links)
         guard plan != enforcement.steering.plan else { return }
         log(.debug, "steering: \(plan.uidMarks.count) uids and \(plan.cgroupMarks.count) unit cgroups, "
             + "\(plan.allowances.count) tables")

@@ -6,8 +6,9 @@ import NetpermProtocol
 public enum Input: Sendable {
     /// A new picture of the kernel's links, addresses and default routes (with sysfs facts).
     case kernel(KernelSnapshot)
-    /// The policy files were read and parsed (at start-up, and after `Effect.loadPolicy`).
-    case policy(ConfigParseResult)
+    /// The policy files were read and parsed (at start-up, and after `Effect.loadPolicy`), and what its basis made of
+    /// them away from the loop (ReloadPreparation.swift; nil: none).
+    case policy(ConfigParseResult, prepared: PreparedReload? = nil)
     /// SIGHUP, or the policy files changed on disk: reload them.
     case reload
     /// The first picture and the policy are in: answer for real from now on.
@@ -214,6 +215,11 @@ public final class Engine {
     /// answered from the cache, and a budget's bytes in a verdict move the version when they do.
     var usage = UsageKeeper()
 
+    /// What the policy load being taken brought, made away from the loop (ReloadPreparation.swift); and how many of
+    /// the parts were taken, and how many not (what they read had changed), for the tests.
+    private var preparedReload: PreparedReload?
+    var preparations = (taken: 0, missed: 0)
+
     /// The effects of the input being handled.
     private(set) var out = Effects()
 
@@ -240,8 +246,9 @@ public final class Engine {
         case let .kernel(snapshot):
             if snapshot.resyncs != links.kernel.resyncs { resyncAll = true }
             setNetwork(classify(snapshot))
-        case let .policy(result):
+        case let .policy(result, prepared):
             let (requesters, again) = policyLoads.logged("policy loads", log: debugLog) { $0.finish() }
+            preparedReload = prepared
             applyPolicy(result, requesters: requesters)
             if again, policyLoads.logged("policy loads", log: debugLog, { $0.start() }) { startLoad() }
         case .reload:
@@ -315,6 +322,7 @@ public final class Engine {
             routed(id, route, error: error)
         }
         settle()
+        preparedReload = nil
         if case .started = input {
             // Once the first rules are in force (or their load failed): units ordered after the daemon start
             // under its rules, as they did while loads ran on the loop.
@@ -337,14 +345,26 @@ public final class Engine {
         settleUsage()
         let appEvents = pendingEvents.count
         if permissionsChanged {
-            pendingEvents += tracker.reset(state: state, extra: extraMatches())
+            let extras = extraMatches()
+            var reset = prepared(\.tracker, for: TrackerInputs(state: state, extras: extras, tracker: tracker.changes)) { _ in
+                var t = tracker
+                let events = t.reset(state: state, extra: extras)
+                return TrackerReset(tracker: t, events: events)
+            }
+            tracker = reset.tracker
+            // Moved rather than copied: 10,001 events, each holding a verdict's dozen references.
+            var events = reset.events
+            reset.events = []
+            events.insert(contentsOf: pendingEvents, at: 0)
+            pendingEvents = events
         } else if networkChanged {
             pendingEvents += tracker.refresh(state: state)
         }
         let changed = permissionsChanged || networkChanged
         if changed || enforcement.steering.moved { pendingEvents += steeredVerdictEvents() }
-        // One change's app events in the order of their apps' names, not of the tracker's dictionaries.
-        pendingEvents[appEvents...].sort(by: Event.byApp)
+        // One change's app events in the order of their apps' names, not of the tracker's dictionaries (a reload's
+        // prepared ones come sorted: not moved again).
+        if !Event.sorted(pendingEvents[appEvents...]) { pendingEvents[appEvents...].sort(by: Event.byApp) }
         permissionsChanged = false
         networkChanged = false
         if changed || !pendingEvents.isEmpty {
@@ -352,7 +372,10 @@ public final class Engine {
             answerReachers()
         }
         while !pendingEvents.isEmpty {
-            let events = pendingEvents.map { e -> Event in
+            // What the rules make of each verdict is told to those who hear the events (subscribers, and the waiters
+            // for their own app who ask below): with none, the events are only counted.
+            let told = sessions.values.contains { $0.subscription != nil || $0.waiting?.own == true }
+            let events = !told ? pendingEvents : pendingEvents.map { e -> Event in
                 if case let .app(v) = e { return .app(withEnforcement(v, .name)) }
                 return e
             }
@@ -362,6 +385,7 @@ public final class Engine {
             tellOwnAppMoved()
             // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts, with the
             // identity of the process that has waited longest (the earliest connection waiting for its own app).
+            guard sessions.values.contains(where: { $0.waiting?.own == true }) else { continue }
             for case let .app(v) in events where v.wantsAsking {
                 for s in orderedSessions(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app && $0.waiting?.uid == v.uid }) {
                     raisePrompts(v, identity: s.identity)
@@ -501,8 +525,8 @@ public final class Engine {
             finishReload(error: message, requesters: requesters)
             return
         }
-        let changed = parsed != state.config.policyOnly
-        setApps(parsed)
+        let changed = prepared(\.change, for: PolicyChange(policy: parsed, config: state.config)) { $0.changed }
+        setApps(AppsInputs(policy: parsed, running: desktop.running, config: state.config, tags: tagTable))
         let config = state.config
         if config.adminGID == nil {
             log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
@@ -693,6 +717,30 @@ public final class Engine {
     private func startLoad() {
         out.append(.notify(.reloading))
         out.append(.loadPolicy)
+    }
+
+    /// What a policy load's thread prepares the reload from (ReloadPreparation.swift): taken by the edge as it
+    /// starts the load, once the input that asked for it has settled.
+    public func reloadBasis() -> ReloadBasis {
+        ReloadBasis(state: state, running: desktop.running, tags: tagTable, tracker: tracker, extras: extraMatches(),
+                    cgroups: enforcement.cgroups, lookedUp: enforcement.lookedUp, handedOver: enforcement.handedOver)
+    }
+
+    /// `make(inputs)`, or what a reload's preparation made of equal inputs (ReloadPreparation.swift).
+    /// A part is taken once: the engine then holds the only reference to it.
+    func prepared<I, O>(_ part: ReferenceWritableKeyPath<PreparedReload, Prepared<I, O>?>, for inputs: I,
+                        _ make: (I) -> O) -> O {
+        if let p = preparedReload?[keyPath: part] {
+            preparedReload?[keyPath: part] = nil
+            if let o = p.output(for: inputs) {
+                preparations.taken += 1
+                return o
+            }
+            preparations.missed += 1
+            let name = "\(part)".split(separator: ".").last ?? ""
+            log(.debug, "reload: the prepared \(name) made again on the loop: what it was made from changed meanwhile")
+        }
+        return make(inputs)
     }
 
     private func finishReload(error: String?, requesters: [ConnectionID]) {
