@@ -10,9 +10,9 @@ import XCTest
 final class ReloadPreparationTests: XCTestCase {
     /// `n` apps (users, units and executables) whose permissions move with `turn`: a reload moves most verdicts and
     /// most of the rules, as bench figure 19's does.
-    static func policy(apps n: Int, turn: Int, mode: String = "block") -> String {
+    static func policy(apps n: Int, turn: Int, mode: String = "block", count: Bool = false) -> String {
         let values = ["allow", "deny", "ask"]
-        var s = "[Defaults]\nWWAN=ask\n[Enforcement]\nMode=\(mode)\n"
+        var s = "[Defaults]\nWWAN=ask\n[Enforcement]\nMode=\(mode)\n" + (count ? "[Usage]\nCount=yes\n" : "")
         for i in 0..<n {
             s += "[App a\(i)]\n"
             switch i % 3 {
@@ -35,9 +35,10 @@ final class ReloadPreparationTests: XCTestCase {
     private var agent: ConnectionID = 0, subscriber: ConnectionID = 0
 
     /// Two engines, one given the preparations: started with an agent and a subscriber, enforcing.
-    private func pair(mode: String = "block") -> [EngineHarness] {
+    private func pair(mode: String = "block", count: Bool = false) -> [EngineHarness] {
         [true, false].map { prepares in
-            let h = EngineHarness(policy: Self.policy(apps: 30, turn: 0, mode: mode), links: [Links.lo, Links.eth, Links.wwan])
+            let h = EngineHarness(policy: Self.policy(apps: 30, turn: 0, mode: mode, count: count),
+                                  links: [Links.lo, Links.eth, Links.wwan])
             h.preparesReloads = prepares
             h.feed(.cgroups(Self.cgroups([1, 4, 7])))
             agent = h.connectAgent()
@@ -58,8 +59,8 @@ final class ReloadPreparationTests: XCTestCase {
         }
     }
 
-    /// Nothing changed while the files were read: the policy's change, the apps, the rules, the units' naming and
-    /// every verdict are taken as prepared.
+    /// Nothing changed while the files were read: the policy's change, the apps, the rules and their change, the
+    /// units' naming, usage's tagging and every verdict are taken as prepared.
     func testAReloadTakesWhatWasPrepared() {
         let h = pair()
         for x in h { x.reload(policy: Self.policy(apps: 30, turn: 1)) }
@@ -75,6 +76,12 @@ final class ReloadPreparationTests: XCTestCase {
         XCTAssertEqual(steer[0].engine.preparations.taken, 5)
         XCTAssertEqual(steer[0].engine.preparations.missed, 0)
         assertSameEffects(steer)
+        // Counting: what usage tags connections by too.
+        let counting = pair(count: true)
+        for x in counting { x.reload(policy: Self.policy(apps: 30, turn: 1, count: true)) }
+        XCTAssertEqual(counting[0].engine.preparations.taken, 7)
+        XCTAssertEqual(counting[0].engine.preparations.missed, 0)
+        assertSameEffects(counting)
     }
 
     /// Each thing the preparations read, changed while the files are read: what depends on it is made on the loop,
@@ -104,13 +111,15 @@ final class ReloadPreparationTests: XCTestCase {
         }
     }
 
-    /// Reloads, decisions, links, cgroups and subscribers in random orders, each load completed at a random point:
+    /// Reloads, decisions, links, cgroups and subscribers in random orders, each load completed at a random point, with
+    /// counting off and on:
     /// the engine given the preparations writes what the one without writes, effect for effect.
     func testRandomInterleavingsWriteTheSameEffects() {
         var rng = SplitMix(seed: 0x5EED_34)
         var taken = 0, missed = 0
         for round in 0..<6 {
-            let h = pair()
+            let count = round % 2 == 1
+            let h = pair(count: count)
             for x in h { x.policyLoadIsManual = true }
             var steps: [Int] = []
             for _ in 0..<30 { steps.append(rng.next(9)) }
@@ -118,7 +127,7 @@ final class ReloadPreparationTests: XCTestCase {
             for (i, step) in steps.enumerated() {
                 for x in h {
                     switch step {
-                    case 0, 1: x.reload(policy: Self.policy(apps: 12 + (turn % 3) * 4, turn: turn))
+                    case 0, 1: x.reload(policy: Self.policy(apps: 12 + (turn % 3) * 4, turn: turn, count: count))
                     case 2: if x.pendingPolicyLoads > 0 { x.completePolicyLoad() }
                     case 3: _ = x.send(x.connect(Peers.root), "DECIDE a\(i % 12) wwan \(i % 2 == 0 ? "allow" : "deny")")
                     case 4: x.setLinks(i % 2 == 0 ? [Links.lo, Links.wwan] : [Links.lo, Links.eth, Links.wwan])

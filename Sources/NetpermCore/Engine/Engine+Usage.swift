@@ -513,10 +513,13 @@ extension Engine {
     func refreshTagging() {
         if let k = usage.taggingKey, k.generation == state.policyGeneration, k.cgroups == enforcement.cgroups,
            usage.tagging != nil { return }
-        usage.tags = tagTable.tags(of: state.config.apps.map(\.id))
-        usage.tagging = Ruleset.tagging(apps: state.config.apps, cgroups: enforcement.cgroups, tags: usage.tags)
+        let t = prepared(\.tagging, for: TaggingInputs(apps: state.config.apps, cgroups: enforcement.cgroups, tags: tagTable)) {
+            $0.tagging()
+        }
+        usage.tags = t.tags
+        usage.owners = t.owners
+        usage.tagging = t.tagging
         usage.taggingKey = (state.policyGeneration, enforcement.cgroups)
-        usage.owners = Dictionary(usage.tags.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// The budgets the kernel holds: apps with a budget whose connections are tagged, each with the epoch of its
