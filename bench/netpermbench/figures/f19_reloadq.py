@@ -15,7 +15,8 @@ class ReloadQ:
     def bench_reloadq(self):
         """19 (issue 26): a good client's QUERY round trips while the policy of 10,000 apps is reloaded with
         enforcement on, each reload changing most of the table (every app's permissions moved on: a whole load of
-        the rules), beside the same client at rest, in the same run (target p99 under 10 ms)."""
+        the rules), beside the same client at rest, in the same run (target p99 under 10 ms, max under 50 ms: issue
+        34)."""
         c = self.c
         self.tput_links()
         conf = os.path.join(self.dir, "reloadq.conf")
@@ -55,7 +56,9 @@ def rows(r, smoke, target):
         rq = r["reloadq"]
         d, rest = rq["during"]["rtt_us"], rq["rest"]["rtt_us"]
         rows.append((f"19 {rq['reloads']} whole-table reloads of {rq['apps']} apps, enforcing: good client's QUERY (ms)",
-                     triple(d, "ms"), "at rest: " + triple(rest, "ms"), f"max {fmt(d['max'], 'ms')} ms", "p99 < 10 ms",
-                     target("good client's QUERY p99 < 10 ms during whole-table reloads", d["p99"] < 10000,
-                            f"p99 {d['p99'] / 1000:.1f} ms")))
+                     triple(d, "ms"), "at rest: " + triple(rest, "ms"), f"max {fmt(d['max'], 'ms')} ms",
+                     "p99 < 10 ms, max < 50 ms",
+                     target("good client's QUERY p99 < 10 ms, max < 50 ms during whole-table reloads",
+                            d["p99"] < 10000 and d["max"] < 50000,
+                            f"p99 {d['p99'] / 1000:.1f} ms, max {d['max'] / 1000:.1f} ms")))
     return rows
