@@ -5,8 +5,11 @@ import NetpermIO
 
 /// The system bus (`DBUS_SYSTEM_BUS_ADDRESS`, else its well-known socket) on the daemon's loop, for the services it
 /// reads (NetworkManager, ModemManager). Nothing here blocks: the connection, its matches and every call are
-/// asynchronous, each call bounded by `callTimeout`. A bus that is absent or goes away is tried again, 5 s after,
-/// then every 60 s at most; each (re)connection tells `onConnect`, which sets up its matches again.
+/// asynchronous, each call bounded by `callTimeout`. A bus whose socket is not there is connected to once its
+/// directory says it was made (inotify): a machine without one (a container, a gateway without D-Bus) is not
+/// tried every minute, each attempt bringing libsystemd's connecting code back into memory. A bus that refuses or
+/// goes away is tried again, 5 s after, then every 60 s at most; each (re)connection tells `onConnect`, which sets
+/// up its matches again.
 public final class SystemBus {
     /// How long a service may take to answer one call before it counts as failed.
     public static let callTimeout: UInt64 = 5_000_000
@@ -14,6 +17,8 @@ public final class SystemBus {
     private let loop: SDEventLoop
     private(set) var bus: OpaquePointer?
     private var retry: TimerSource?
+    /// The watch on the directory of a socket that is not there yet.
+    private var socketWatch: TimerSource?
     private var retryDelay: UInt64 = 5_000_000
     private var connectedOnce = false
     /// Slots of matches and calls of this connection: unreferenced, they are cancelled.
@@ -30,6 +35,7 @@ public final class SystemBus {
     deinit {
         drop()
         retry?.cancel()
+        socketWatch?.cancel()
     }
 
     /// `body` runs now if the bus is connected, and after every (re)connection.
@@ -49,16 +55,20 @@ public final class SystemBus {
         if r >= 0, let b { r = sd_bus_attach_event(b, loop.event, 0) }
         guard r >= 0, let b else {
             if let b { _ = sd_bus_close_unref(b) }
-            if !connectedOnce && retryDelay == 5_000_000 {
+            if !connectedOnce && retryDelay == 5_000_000 && socketWatch == nil {
                 Log.info("system bus: cannot connect (\(Errno(-r))); NetworkManager and ModemManager are not read "
                     + "until it is there")
             }
-            scheduleRetry()
+            socketWatch?.cancel()
+            socketWatch = nil
+            if !waitForSocket() { scheduleRetry() }
             return
         }
         bus = b
         retryDelay = 5_000_000
-        if connectedOnce { Log.info("system bus: connected again") }
+        if connectedOnce { Log.info("system bus: connected again") } else if socketWatch != nil { Log.info("system bus: connected") }
+        socketWatch?.cancel()
+        socketWatch = nil
         connectedOnce = true
         // sd-bus says a lost connection by a local signal.
         var slot: OpaquePointer?
@@ -94,6 +104,52 @@ public final class SystemBus {
         if let b = bus { _ = sd_bus_flush_close_unref(b) }
         bus = nil
         for c in pending { c.done(.failure(BusCallError(name: "Disconnected", errno: ENOTCONN))) }
+    }
+
+    /// When the bus's socket (`DBUS_SYSTEM_BUS_ADDRESS`'s `unix:path=`, else the well-known one) is not there:
+    /// watches its directory and connects once an entry of that name is made there. False when it is there (the
+    /// bus refused), or its address is no path, or its directory cannot be watched: then a timer tries again.
+    private func waitForSocket() -> Bool {
+        let address = getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }
+        guard let path = Self.socketPath(address: address), let slash = path.lastIndex(of: "/") else { return false }
+        let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        let name = String(path[path.index(after: slash)...])
+        guard access(path, F_OK) != 0, errno == ENOENT else { return false }
+        do {
+            socketWatch = try loop.watch(directory: directory) { [weak self] entry in
+                guard let self, entry == nil || entry == name, self.bus == nil, self.retry == nil else { return }
+                // From the loop, next: connecting ends this watch, which is not freed inside its own callback.
+                self.retry = try? self.loop.addTimer(afterMicroseconds: 0) { [weak self] in
+                    guard let self else { return }
+                    self.retry = nil
+                    if self.bus == nil { self.connect() }
+                }
+            }
+        } catch {
+            Log.debug("system bus: cannot watch \(directory) (\(error)); trying again in \(retryDelay / 1_000_000) s")
+            return false
+        }
+        // Made between the attempt and the watch: the timer tries it.
+        guard access(path, F_OK) != 0 else {
+            socketWatch?.cancel()
+            socketWatch = nil
+            return false
+        }
+        Log.debug("system bus: waiting for \(path) to be made")
+        return true
+    }
+
+    /// The socket of a `unix:path=` address (its first transport), or of the well-known address when none is set;
+    /// nil for any other (an abstract socket, TCP, an escaped path).
+    static func socketPath(address: String?) -> String? {
+        guard let address else { return "/run/dbus/system_bus_socket" }
+        let first = address.split(separator: ";").first.map(String.init) ?? ""
+        guard first.hasPrefix("unix:") else { return nil }
+        for pair in first.dropFirst(5).split(separator: ",") where pair.hasPrefix("path=") {
+            let path = String(pair.dropFirst(5))
+            return path.hasPrefix("/") && !path.contains("%") ? path : nil
+        }
+        return nil
     }
 
     private func scheduleRetry() {

@@ -149,6 +149,26 @@ final class NetworkSourcesTests: IntegrationTestCase {
         XCTAssertTrue(d.log.contains("system bus: connected again"), d.logTail)
     }
 
+    /// No system bus when the daemon starts (a machine without D-Bus): it waits on the socket's directory rather
+    /// than trying every minute, and connects as soon as a bus makes its socket there (not at a retry's time).
+    func testASystemBusMadeLaterIsConnectedToWhenItsSocketIsMade() throws {
+        let scratch = try makeTempDir(), dir = try makeTempDir()
+        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wlan0", 100)])
+        let socket = dir + "/netpermd.sock"
+        let d = try startDaemon(in: ns, socket: socket, config: try writeConfig(Self.meteredPolicy, in: dir),
+                                wrapper: ["env", "DBUS_SYSTEM_BUS_ADDRESS=unix:path=\(scratch)/system_bus_socket"])
+        try waitUntil("the daemon says the bus is absent") { (d.log.contains("system bus: cannot connect"), d.logTail) }
+        var buses: [PrivateBus] = []
+        addTeardownBlock { for b in buses { b.stop() } }
+        buses.append(try PrivateBus(.system, scratch: scratch))
+        children.append(try buses[0].startNetworkManagerMock(log: dir + "/nm.log"))
+        try addWiFiDevice(buses[0])
+        try setMetered(buses[0], 3)
+        try waitForLinks(socket, "NetworkManager read once its bus is there") { $0[name: "wlan0"]?.meteredBy == "networkmanager" }
+        // Connected by the socket's watch: a retry's connection says nothing at the first one.
+        XCTAssertTrue(d.log.split(separator: "\n").contains { $0.hasSuffix("system bus: connected") }, d.logTail)
+    }
+
     // MARK: ModemManager and Roaming=
 
     static let traveller: UInt32 = 4301, asker: UInt32 = 4302, sender: UInt32 = 4303
