@@ -74,7 +74,7 @@ extension Engine {
             out.append(.saveTags(new.tags))
         }
         markPermissionsChanged()
-        enforcement.dirty = true
+        appsChanged()
     }
 
     /// The verdict with its app's name and icon, as its uid (nil: everyone) sees them.

@@ -4,54 +4,48 @@ import NetpermProtocol
 
 /// What the engine keeps of enforcement: the unit cgroups that exist, the ruleset last built, the text last
 /// handed to the kernel and how that went.
+/// Its fields change only in this file (fileprivate(set)), but the units made's and steering's, each of which
+/// changes only in its own.
 struct EnforcementBook {
-    var cgroups = UnitCgroups()
-    /// Units named to the kernel as they were made, by cgroup id (Engine+FreshUnits.swift): until a load of rules
-    /// built from a scan that found them takes, or they go.
-    var fresh: [UInt64: FreshUnit] = [:]
-    /// How the edge names units just made (Engine+FreshUnits.swift): the last handed over (nil: none are), the
-    /// same before its rules in force were set (made again at each full build), how many were handed over, and the
-    /// generation of the first after the last load of the whole table.
-    var naming: UnitNaming?
-    var namingBase: UnitNaming?
-    var namingGenerations = 0
-    var wholeLoadNaming = 0
+    fileprivate(set) var cgroups = UnitCgroups()
+    /// Units named to the kernel as they were made (Engine+FreshUnits.swift, whose own they are).
+    var units = UnitsMade()
     /// The units' maps the rules have looked up since the policy was loaded (`Ruleset.unitLookups`): they stay
     /// looked up, empty or not, so that a unit made at a level where its app's units were can be named alone.
-    var lookedUp: Set<String> = []
+    fileprivate(set) var lookedUp: Set<String> = []
     /// Something the rules depend on changed outside the permission and network flags (cgroups, start-up).
-    var dirty = true
+    fileprivate(set) var dirty = true
     /// The links' names and kinds the last build saw: a carrier or address change does not rebuild.
-    var links: [LinkKey] = []
+    fileprivate(set) var links: [LinkKey] = []
     /// The last build (Mode=block); nil in Mode=off.
-    var ruleset: Ruleset?
+    fileprivate(set) var ruleset: Ruleset?
     /// How many times the whole ruleset was built (every app's maps); a change of links alone builds only their
     /// sets. Counted for the tests.
-    var fullBuilds = 0
+    fileprivate(set) var fullBuilds = 0
     /// The script last handed to the kernel (`Ruleset.removal` once the table is to be gone); nil before any.
-    var loaded: String?
+    fileprivate(set) var loaded: String?
     /// The ids of the cgroups the loaded script names, as nft resolved them.
-    var loadedUnitIDs: [UInt64] = []
+    fileprivate(set) var loadedUnitIDs: [UInt64] = []
     /// The ruleset `loaded` is the text of (Mode=block and steer): what a change of only what differs starts from.
-    var handedOver: Ruleset?
+    fileprivate(set) var handedOver: Ruleset?
     /// The ids of the cgroups the rules in force name (`loadedUnitIDs` once the kernel took them), and those rules:
     /// what the verdicts say is enforced while a load is in flight.
-    var inForceUnitIDs: Set<UInt64> = []
-    var inForceRuleset: Ruleset?
+    fileprivate(set) var inForceUnitIDs: Set<UInt64> = []
+    fileprivate(set) var inForceRuleset: Ruleset?
     /// Loads run off the loop, one at a time (docs/ENFORCEMENT.md, "Loads off the loop"): the one away (while the
     /// lifecycle's phase awaits an answer), and whether the state asks for rules not yet handed over (handed over
     /// when its answer comes). Its waiters are the replies that promise rules (RELOAD, DECIDE, FORGET; READY=1): the
     /// connection (none for READY=1) and the reply, held until the load that carries them ends.
-    var loads = InFlight<HeldReply>()
+    fileprivate(set) var loads = InFlight<HeldReply>()
     typealias HeldReply = (id: ConnectionID?, reply: () -> Void)
     /// Elements of unit cgroups that went, left in the kernel's maps by changes of elements only
     /// (`Ruleset.UpdateSize.stale`); none after a load of the whole table.
-    var stale = 0
+    fileprivate(set) var stale = 0
     /// Where the rules stand (EnforcementLifecycle.swift): changed only by `Engine.setEnforcement`.
-    var lifecycle = EnforcementLifecycle()
+    fileprivate(set) var lifecycle = EnforcementLifecycle()
     var state: EnforcementState { lifecycle.phase.shown }
     /// A policy load settled enforcement before its reply; the input's settle() need not build again.
-    var settledEarly = false
+    fileprivate(set) var settledEarly = false
     /// Mode=steer (SteeringMachine.swift): changed only by `Engine.setSteering`.
     var steering = SteeringMachine()
 
@@ -70,6 +64,41 @@ struct EnforcementBook {
 }
 
 extension Engine {
+    // MARK: - What other machines tell enforcement
+
+    /// The system units' cgroups now (`Input.cgroups`): true if they changed, and the rules are built again.
+    func setUnitCgroups(_ c: UnitCgroups) -> Bool {
+        guard c != enforcement.cgroups else { return false }
+        enforcement.cgroups = c
+        enforcement.dirty = true
+        return true
+    }
+
+    /// The apps judged changed (a desktop app came or went): the rules are built again.
+    func appsChanged() { enforcement.dirty = true }
+
+    /// A new policy: the units' maps looked up under the old one need not stay looked up.
+    func forgetLookups() { enforcement.lookedUp = [] }
+
+    /// A policy load settles enforcement before its reply (the rules follow the new policy before RELOAD is answered);
+    /// the input's `settle()` then does not build again (`settleEnforcementOnce`).
+    func settleEnforcementEarly() {
+        settleEnforcement(permissionsChanged: true, networkChanged: true)
+        enforcement.settledEarly = true
+    }
+
+    /// `settle()`'s turn of enforcement, unless the input settled it early.
+    func settleEnforcementOnce(permissionsChanged: Bool, networkChanged: Bool) {
+        guard !enforcement.settledEarly else {
+            enforcement.settledEarly = false
+            return
+        }
+        settleEnforcement(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
+    }
+
+    /// A connection closed: the replies it waited for the rules for are not sent.
+    func forgetHeldReplies(of id: ConnectionID) { enforcement.loads.removeWaiters { $0.id == id } }
+
     /// Builds the rules when what they depend on changed, and hands them to the kernel when they differ from
     /// the last ones handed over: links appearing, going or changing kind, the policy, decisions (lasting and
     /// once), agents (an undecided `ask` is rejected either way, so no new text), unit cgroups.
@@ -146,7 +175,7 @@ extension Engine {
         if case .enforcing = enforcement.lifecycle.phase, let previous = enforcement.handedOver,
            previous.text == enforcement.loaded {
             // Units named as they were made are in the kernel already: not added again.
-            let fresh = enforcement.fresh.sorted { $0.key < $1.key }.map { (id: $0.key, elements: $0.value.elements) }
+            let fresh = enforcement.units.fresh.sorted { $0.key < $1.key }.map { (id: $0.key, elements: $0.value.elements) }
             let base = fresh.isEmpty ? previous : previous.with(fresh: fresh, as: r)
             update = prepared(\.update, for: RulesetChange(ruleset: r, previous: base)) { $0.ruleset.update(from: $0.previous) }
             if let u = update, enforcement.stale + u.size.stale > EnforcementBook.maxStale { update = nil }
@@ -395,7 +424,7 @@ extension Engine {
             w.field("uids", r.uids)
             w.field("unit_cgroups", r.cgroups)
             // Units named as they were made: what they must not do is in force, the rest comes with their load.
-            w.field("units_restricted", enforcement.fresh.count)
+            w.field("units_restricted", enforcement.units.fresh.count)
             w.field("links", r.links)
         }
         if case let .failed(error, failures, _) = enforcement.lifecycle.phase {

@@ -15,6 +15,20 @@ struct FreshUnit: Equatable {
     var elements: [UnitElement]
 }
 
+/// What the engine keeps of the units named as they were made; its fields change only in this file.
+struct UnitsMade {
+    /// Units named to the kernel as they were made, by cgroup id: until a load of rules built from a scan that found
+    /// them takes, or they go.
+    fileprivate(set) var fresh: [UInt64: FreshUnit] = [:]
+    /// How the edge names units just made: the last handed over (nil: none are), the same before its rules in force
+    /// were set (made again at each full build), how many were handed over, and the generation of the first after
+    /// the last load of the whole table.
+    fileprivate(set) var naming: UnitNaming?
+    fileprivate(set) var namingBase: UnitNaming?
+    fileprivate(set) var namingGenerations = 0
+    fileprivate(set) var wholeLoadNaming = 0
+}
+
 extension Engine {
     /// Units the edge named as they were made, with the naming of `generation`; nil `error`: the kernel took them.
     /// One named with a naming older than the last load of the whole table may have been replaced by it, and one
@@ -25,18 +39,18 @@ extension Engine {
             log(.debug, "enforcement: naming \(units.count) unit cgroups just made failed: \(error)")
             return
         }
-        guard state.config.enforcement == .block, let naming = enforcement.naming else { return }
+        guard state.config.enforcement == .block, let naming = enforcement.units.naming else { return }
         var add: [(id: UInt64, elements: [UnitElement])] = [], delete: [(id: UInt64, elements: [UnitElement])] = []
         for n in units where !enforcement.inForceUnitIDs.contains(n.unit.id) {
             guard generation < naming.generation else {
-                enforcement.fresh[n.unit.id] = FreshUnit(unit: n.unit, elements: n.elements)
+                enforcement.units.fresh[n.unit.id] = FreshUnit(unit: n.unit, elements: n.elements)
                 continue
             }
             let now = naming.restrictions(of: n.unit).flatMap { $0.isEmpty ? nil : $0 }
             if now != n.elements { delete.append((n.unit.id, n.elements)) }
             if let now {
-                if now != n.elements || generation < enforcement.wholeLoadNaming { add.append((n.unit.id, now)) }
-                enforcement.fresh[n.unit.id] = FreshUnit(unit: n.unit, elements: now)
+                if now != n.elements || generation < enforcement.units.wholeLoadNaming { add.append((n.unit.id, now)) }
+                enforcement.units.fresh[n.unit.id] = FreshUnit(unit: n.unit, elements: now)
             }
         }
         loadUnitElements(delete: delete, add: add)
@@ -46,7 +60,7 @@ extension Engine {
     func unitElementsLoaded(_ ids: [UInt64], error: EdgeError?) {
         guard let error else { return }
         log(.debug, "enforcement: naming \(ids.count) unit cgroups again failed: \(error)")
-        for id in ids { enforcement.fresh[id] = nil }
+        for id in ids { enforcement.units.fresh[id] = nil }
     }
 
     /// Units named as they were made that a scan begun after them did not find: their elements go (by id: their
@@ -58,7 +72,7 @@ extension Engine {
         let handedOver = Set(enforcement.loadedUnitIDs)
         var gone: [(id: UInt64, elements: [UnitElement])] = []
         for id in ids {
-            if let f = enforcement.fresh.removeValue(forKey: id), !handedOver.contains(id) { gone.append((id, f.elements)) }
+            if let f = enforcement.units.fresh.removeValue(forKey: id), !handedOver.contains(id) { gone.append((id, f.elements)) }
         }
         guard !gone.isEmpty else { return }
         out.append(.loadUnitElements(UnitNaming.deletions(gone), ids: []))
@@ -68,16 +82,16 @@ extension Engine {
     /// after a load of the whole table (which replaced the maps), the others are named again.
     func freshUnitsAfterLoad(whole: Bool) {
         publishNaming(whole: whole)
-        guard !enforcement.fresh.isEmpty else { return }
-        for id in enforcement.fresh.keys where enforcement.inForceUnitIDs.contains(id) { enforcement.fresh[id] = nil }
-        guard whole, let naming = enforcement.naming else { return }
+        guard !enforcement.units.fresh.isEmpty else { return }
+        for id in enforcement.units.fresh.keys where enforcement.inForceUnitIDs.contains(id) { enforcement.units.fresh[id] = nil }
+        guard whole, let naming = enforcement.units.naming else { return }
         var add: [(id: UInt64, elements: [UnitElement])] = []
-        for id in enforcement.fresh.keys.sorted() {
-            guard let now = naming.restrictions(of: enforcement.fresh[id]!.unit), !now.isEmpty else {
-                enforcement.fresh[id] = nil
+        for id in enforcement.units.fresh.keys.sorted() {
+            guard let now = naming.restrictions(of: enforcement.units.fresh[id]!.unit), !now.isEmpty else {
+                enforcement.units.fresh[id] = nil
                 continue
             }
-            enforcement.fresh[id]!.elements = now
+            enforcement.units.fresh[id]!.elements = now
             add.append((id, now))
         }
         loadUnitElements(delete: [], add: add)
@@ -86,19 +100,19 @@ extension Engine {
     /// The permissions or the policy changed (a full build): the naming is made again, and units named as they were
     /// made whose elements differ now get the new ones (or are left to their scans).
     func freshUnitsAfterBuild() {
-        enforcement.namingBase = nil
+        enforcement.units.namingBase = nil
         publishNaming(whole: false)
-        guard let naming = enforcement.naming, !enforcement.fresh.isEmpty else {
-            enforcement.fresh = [:]
+        guard let naming = enforcement.units.naming, !enforcement.units.fresh.isEmpty else {
+            enforcement.units.fresh = [:]
             return
         }
         var add: [(id: UInt64, elements: [UnitElement])] = [], delete: [(id: UInt64, elements: [UnitElement])] = []
-        for id in enforcement.fresh.keys.sorted() {
-            let f = enforcement.fresh[id]!
+        for id in enforcement.units.fresh.keys.sorted() {
+            let f = enforcement.units.fresh[id]!
             let now = naming.restrictions(of: f.unit).flatMap { $0.isEmpty ? nil : $0 }
             guard now != f.elements else { continue }
             delete.append((id, f.elements))
-            if let now { add.append((id, now)); enforcement.fresh[id]!.elements = now } else { enforcement.fresh[id] = nil }
+            if let now { add.append((id, now)); enforcement.units.fresh[id]!.elements = now } else { enforcement.units.fresh[id] = nil }
         }
         loadUnitElements(delete: delete, add: add)
     }
@@ -111,16 +125,16 @@ extension Engine {
         case .off, .removing, .loading, .failed: inForce = nil
         }
         guard let inForce else {
-            enforcement.fresh = [:]
-            if enforcement.naming != nil { enforcement.naming = nil; out.append(.nameUnits(nil)) }
+            enforcement.units.fresh = [:]
+            if enforcement.units.naming != nil { enforcement.units.naming = nil; out.append(.nameUnits(nil)) }
             return
         }
-        enforcement.namingGenerations += 1
-        let generation = enforcement.namingGenerations
-        if whole { enforcement.wholeLoadNaming = generation }
-        if enforcement.namingBase == nil { enforcement.namingBase = prepared(\.naming, for: NamingInputs(permissions: enforcedPermissions, tags: tagTable)) { $0.naming() } }
-        let naming = enforcement.namingBase!.with(inForce: inForce, generation: generation)
-        enforcement.naming = naming
+        enforcement.units.namingGenerations += 1
+        let generation = enforcement.units.namingGenerations
+        if whole { enforcement.units.wholeLoadNaming = generation }
+        if enforcement.units.namingBase == nil { enforcement.units.namingBase = prepared(\.naming, for: NamingInputs(permissions: enforcedPermissions, tags: tagTable)) { $0.naming() } }
+        let naming = enforcement.units.namingBase!.with(inForce: inForce, generation: generation)
+        enforcement.units.naming = naming
         out.append(.nameUnits(naming))
     }
 

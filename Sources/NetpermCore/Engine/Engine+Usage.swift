@@ -24,30 +24,31 @@ public enum UsageTableState: Equatable, Sendable {
 
 /// What the engine keeps of usage counting (docs/USAGE.md): the totals, the readings of the kernel's counters, the
 /// requests waiting for one, the saves, and the usage table's rules.
+/// Its fields change only in this file (fileprivate(set)): usage's state is usage's own.
 struct UsageKeeper {
-    var book = UsageBook()
+    fileprivate(set) var book: UsageBook
     /// Readings asked of the edge: one in flight, one more after it. Its waiters are USAGE requests (a connection and
     /// the app asked about): the reading in flight answers its own; those that came during it wait for the next (it
     /// may have started before what they want counted).
-    var reads = InFlight<(ConnectionID, String?)>()
+    fileprivate(set) var reads = InFlight<(ConnectionID, String?)>()
     /// RESET-USAGE requests the next reading applies (counts up to it are dropped), then answered once saved.
-    var resets: [(requester: ConnectionID?, app: String?)] = []
-    var resetsSaving: [(requester: ConnectionID?, app: String?, at: Int)] = []
+    fileprivate(set) var resets: [(requester: ConnectionID?, app: String?)] = []
+    fileprivate(set) var resetsSaving: [(requester: ConnectionID?, app: String?, at: Int)] = []
     /// A reading of this run came in: until then the kernel's counters and quota objects are unknown.
-    var synced = false
+    fileprivate(set) var synced = false
     /// The last reading failed: the next is at the tick.
-    var readFailed = false
+    fileprivate(set) var readFailed = false
     /// Count=no after counting: the last reading before the table goes was asked for.
-    var finalRead = false
-    var tick: TimerID?
+    fileprivate(set) var finalRead = false
+    fileprivate(set) var tick: TimerID?
     /// The `SaveIntervalSec=` the tick was armed with: a reload that changes it arms the tick again.
-    var tickInterval = 0
+    fileprivate(set) var tickInterval = 0
     /// Saves of the totals: one at a time, and one more if they changed meanwhile.
-    var saves = InFlight<Never>()
-    var lastSaved: Int?
+    fileprivate(set) var saves = InFlight<Never>()
+    fileprivate(set) var lastSaved: Int?
     /// The totals moved since the last save.
-    var dirty = false
-    var stopping = false
+    fileprivate(set) var dirty = false
+    fileprivate(set) var stopping = false
 
     /// Changed only by `Engine.setUsageState`.
     private(set) var state = UsageTableState.off
@@ -59,49 +60,49 @@ struct UsageKeeper {
         state = new
     }
     /// The last build and what it was built from; the rules in force (nil: not known, the next load is whole).
-    var key: RulesKey?
-    var built: UsageRules?
-    var inForce: UsageRules?
+    fileprivate(set) var key: RulesKey?
+    fileprivate(set) var built: UsageRules?
+    fileprivate(set) var inForce: UsageRules?
     /// Handed to the edge, not answered yet.
-    var loading: UsageRules?
+    fileprivate(set) var loading: UsageRules?
     /// The quota objects the kernel holds, as the last reading or load left them.
-    var kernelQuotas: Set<QuotaName> = []
+    fileprivate(set) var kernelQuotas: Set<QuotaName> = []
     /// Tags whose budget quota (and 80% quota) the kernel reported used up since it was made.
-    var depleted: Set<UInt32> = []
-    var warned: Set<UInt32> = []
+    fileprivate(set) var depleted: Set<UInt32> = []
+    fileprivate(set) var warned: Set<UInt32> = []
     /// What each budget's quota counted at the last reading (or was made with since): past the budget when the
     /// packet that crossed it was refused, which no counter saw.
-    var quotaUsed: [UInt32: UInt64] = [:]
+    fileprivate(set) var quotaUsed: [UInt32: UInt64] = [:]
     /// What each quota made again by the load in flight starts from.
-    var remadeFrom: [UInt32: UInt64] = [:]
+    fileprivate(set) var remadeFrom: [UInt32: UInt64] = [:]
     /// Budgets whose quotas a load made again while a reading was in flight: that reading may have seen the quota
     /// before (a raised budget's old quota, used up), so its word on them is not taken; the load's is.
-    var remadeDuringReading: Set<UInt32> = []
+    fileprivate(set) var remadeDuringReading: Set<UInt32> = []
     /// A budget's limit changed, or a budget was added: the quota is made again from a reading made after that
     /// (the last one may be a whole SaveIntervalSec= old); asked for, then taken.
-    var readForBudgets = false
-    var readingForBudgets = false
+    fileprivate(set) var readForBudgets = false
+    fileprivate(set) var readingForBudgets = false
     /// RESET-USAGE requests saved, answered once the quotas they made again are in the kernel.
-    var resetsLoading: [(requester: ConnectionID?, app: String?, at: Int)] = []
+    fileprivate(set) var resetsLoading: [(requester: ConnectionID?, app: String?, at: Int)] = []
     /// Resets of each app in this run: part of its quotas' epoch.
-    var resetCount: [String: Int] = [:]
+    fileprivate(set) var resetCount: [String: Int] = [:]
     /// Quotas the kernel said ran out since the last reading began (`budgetReached`).
-    var noticed: Set<QuotaName> = []
+    fileprivate(set) var noticed: Set<QuotaName> = []
     /// Unprivileged uids whose USAGE forced a reading lately, and their USAGE requests waiting for the next one.
-    var cooling: [UInt32: TimerID] = [:]
-    var cooled: [UInt32: [(ConnectionID, String?)]] = [:]
+    fileprivate(set) var cooling: [UInt32: TimerID] = [:]
+    fileprivate(set) var cooled: [UInt32: [(ConnectionID, String?)]] = [:]
     /// The table may be in the kernel: Count=yes loaded it, or a start with Count=no has not looked yet.
-    var tableMayExist = true
-    var attempts = 0
-    var retry: TimerID?
+    fileprivate(set) var tableMayExist = true
+    fileprivate(set) var attempts = 0
+    fileprivate(set) var retry: TimerID?
     /// The policy's tags (ConnectionTags) and tagging, per generation and cgroups.
-    var tags: [String: UInt32] = [:]
-    var owners: [UInt32: String] = [:]
-    var tagging: Ruleset.Tagging?
+    fileprivate(set) var tags: [String: UInt32] = [:]
+    fileprivate(set) var owners: [UInt32: String] = [:]
+    fileprivate(set) var tagging: Ruleset.Tagging?
     /// The wall and boot clocks at this process's last reading, and the last note on the period not moving.
-    var clockSeen: (epoch: Int, boot: Double, steadySince: Double)?
-    var periodNote: String?
-    var taggingKey: (generation: Int, cgroups: UnitCgroups)?
+    fileprivate(set) var clockSeen: (epoch: Int, boot: Double, steadySince: Double)?
+    fileprivate(set) var periodNote: String?
+    fileprivate(set) var taggingKey: (generation: Int, cgroups: UnitCgroups)?
 
     /// What the usage rules depend on.
     struct RulesKey: Equatable {
@@ -113,6 +114,8 @@ struct UsageKeeper {
     }
 
     static let maxAttempts = 5
+
+    init(book: UsageBook = UsageBook()) { self.book = book }
 }
 
 extension Engine {

@@ -229,7 +229,7 @@ public final class Engine {
         self.settings = settings
         state.prompts = PromptBook(idKey: settings.promptIDKey)
         state.decisions = decisions
-        usage.book = book
+        usage = UsageKeeper(book: book)
         tagTable = tags
     }
 
@@ -290,7 +290,7 @@ public final class Engine {
             log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
             resync(session, .fellBehind, dropped: dropped)
         case let .cgroups(c):
-            if c != enforcement.cgroups { enforcement.cgroups = c; enforcement.dirty = true; desktopUnitsChanged(c) }
+            if setUnitCgroups(c) { desktopUnitsChanged(c) }
         case let .unitsNamed(units, generation, error):
             unitsNamed(units, generation: generation, error: error)
         case let .unitsGone(ids):
@@ -337,11 +337,7 @@ public final class Engine {
 
     /// Turns what changed into events, answers waiters, asks agents, and keeps STATUS= current.
     func settle() {
-        if enforcement.settledEarly {
-            enforcement.settledEarly = false
-        } else {
-            settleEnforcement(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
-        }
+        settleEnforcementOnce(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
         settleUsage()
         let appEvents = pendingEvents.count
         if permissionsChanged {
@@ -540,7 +536,7 @@ public final class Engine {
         // reload) changes nothing, and ended every once (issue 36, point 12).
         if changed {
             state.decisions.dropOnce()
-            enforcement.lookedUp = []
+            forgetLookups()
         }
         let warnings = result.warningCount == 0 ? "" : ", \(result.warningCount) warning\(result.warningCount == 1 ? "" : "s")"
         log(.info, "policy generation \(state.policyGeneration): \(config.apps.count) apps\(warnings)")
@@ -561,8 +557,7 @@ public final class Engine {
         setNetwork(classify(links.kernel))
         permissionsChanged = true
         // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules.
-        settleEnforcement(permissionsChanged: true, networkChanged: true)
-        enforcement.settledEarly = true
+        settleEnforcementEarly()
         finishReload(error: nil, requesters: requesters)
     }
 
@@ -580,7 +575,7 @@ public final class Engine {
         }
         policyLoads.removeWaiters { $0 == id }
         commits.forget(id) { log(.debug, $0) }
-        enforcement.loads.removeWaiters { $0.id == id }
+        forgetHeldReplies(of: id)
         let listened = session.listened
         let wasAgent = session.isAgent
         changeSession(session) { session.subscription = nil; session.waiting = nil }
