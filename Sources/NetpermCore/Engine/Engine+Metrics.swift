@@ -14,6 +14,9 @@ struct MetricCounters {
     /// Prompts whose askers had all exited before an answer.
     var promptsWithdrawn = 0
     var reloadFailures = 0
+    /// A reload's computations taken as the policy's thread made them, and those made again on the loop because what
+    /// they read changed meanwhile (ReloadPreparation.swift).
+    var reloadWorkPrepared = 0, reloadWorkRedone = 0
     var ruleLoads = 0, ruleLoadFailures = 0
     /// Wall-clock seconds: when the daemon became ready, and when the rules now in force took effect.
     var startedAt: Double?
@@ -79,6 +82,11 @@ extension Engine {
         m.sample(state.policyError == nil)
         m.family("netpermd_policy_reload_failures_total", .counter, "Policy loads that failed (the last good policy stayed).")
         m.sample(c.reloadFailures)
+        m.family("netpermd_policy_reload_work_total", .counter,
+                 "A reload's computations (the rules, the units' naming, usage's tagging, the verdicts) by where they were made: "
+                 + "off the loop by the thread that read the policy, or again on the loop as what they read changed meanwhile.")
+        m.sample(c.reloadWorkPrepared, ["made": "off-loop"])
+        m.sample(c.reloadWorkRedone, ["made": "loop"])
 
         m.family("netpermd_prompts_raised_total", .counter,
                  "Prompts sent to agents, by what raised them: the app asking, or a packet the kernel rejected (NFLOG).")

@@ -215,10 +215,10 @@ public final class Engine {
     /// answered from the cache, and a budget's bytes in a verdict move the version when they do.
     var usage = UsageKeeper()
 
-    /// What the policy load being taken brought, made away from the loop (ReloadPreparation.swift); and how many of
-    /// the parts were taken, and how many not (what they read had changed), for the tests.
+    /// What the policy load being taken brought, made away from the loop (ReloadPreparation.swift); how many of its
+    /// parts were taken, and how many not (what they read had changed): METRICS' `netpermd_policy_reload_work_total`.
     private var preparedReload: PreparedReload?
-    var preparations = (taken: 0, missed: 0)
+    var preparations: (taken: Int, missed: Int) { (counters.reloadWorkPrepared, counters.reloadWorkRedone) }
 
     /// The effects of the input being handled.
     private(set) var out = Effects()
@@ -728,10 +728,10 @@ public final class Engine {
         if let p = preparedReload?[keyPath: part] {
             preparedReload?[keyPath: part] = nil
             if let o = p.output(for: inputs) {
-                preparations.taken += 1
+                counters.reloadWorkPrepared += 1
                 return o
             }
-            preparations.missed += 1
+            counters.reloadWorkRedone += 1
             let name = "\(part)".split(separator: ".").last ?? ""
             log(.debug, "reload: the prepared \(name) made again on the loop: what it was made from changed meanwhile")
         }
