@@ -51,11 +51,12 @@ final class ReloadPreparationTests: XCTestCase {
     /// Every effect but the debug lines that say what was made again on the loop.
     private func effects(_ h: EngineHarness) -> [String] { h.transcript.filter { !$0.contains("made again on the loop") } }
 
-    private func assertSameEffects(_ h: [EngineHarness], file: StaticString = #filePath, line: UInt = #line) {
+    private func assertSameEffects(_ h: [EngineHarness], _ what: String = "", file: StaticString = #filePath,
+                                   line: UInt = #line) {
         let (a, b) = (effects(h[0]), effects(h[1]))
-        XCTAssertEqual(a.count, b.count, "effects", file: file, line: line)
+        XCTAssertEqual(a.count, b.count, "effects \(what)", file: file, line: line)
         for (i, (x, y)) in zip(a, b).enumerated() where x != y {
-            return XCTFail("effect \(i) differs:\n\(x)\n-- made on the loop:\n\(y)", file: file, line: line)
+            return XCTFail("\(what) effect \(i) differs:\n\(x)\n-- made on the loop:\n\(y)", file: file, line: line)
         }
     }
 
@@ -107,7 +108,7 @@ final class ReloadPreparationTests: XCTestCase {
             }
             XCTAssertGreaterThan(h[0].engine.preparations.missed, 0, what)
             XCTAssertGreaterThan(h[0].logged(containing: "made again on the loop").count, 0, what)
-            assertSameEffects(h)
+            assertSameEffects(h, what)
         }
     }
 
@@ -143,8 +144,7 @@ final class ReloadPreparationTests: XCTestCase {
                 x.policyLoadIsManual = false
                 while x.pendingPolicyLoads > 0 { x.completePolicyLoad() }
             }
-            assertSameEffects(h)
-            if effects(h[0]) != effects(h[1]) { return XCTFail("round \(round)") }
+            assertSameEffects(h, "round \(round)")
             taken += h[0].engine.preparations.taken
             missed += h[0].engine.preparations.missed
         }

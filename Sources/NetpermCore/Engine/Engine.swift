@@ -369,8 +369,12 @@ public final class Engine {
         }
         while !pendingEvents.isEmpty {
             // What the rules make of each verdict is told to those who hear the events (subscribers, and the waiters
-            // for their own app who ask below): with none, the events are only counted.
-            let told = sessions.values.contains { $0.subscription != nil || $0.waiting?.own == true }
+            // for their own app who ask below): with none, the events are only counted. One pass over the sessions.
+            var told = false, asking = false
+            for s in sessions.values {
+                if s.waiting?.own == true { (told, asking) = (true, true); break }
+                if s.subscription != nil { told = true }
+            }
             let events = !told ? pendingEvents : pendingEvents.map { e -> Event in
                 if case let .app(v) = e { return .app(withEnforcement(v, .name)) }
                 return e
@@ -381,7 +385,7 @@ public final class Engine {
             tellOwnAppMoved()
             // An app waiting for itself keeps asking: a verdict that now needs a decision raises prompts, with the
             // identity of the process that has waited longest (the earliest connection waiting for its own app).
-            guard sessions.values.contains(where: { $0.waiting?.own == true }) else { continue }
+            guard asking else { continue }
             for case let .app(v) in events where v.wantsAsking {
                 for s in orderedSessions(where: { $0.waiting?.own == true && $0.waiting?.match.id == v.app && $0.waiting?.uid == v.uid }) {
                     raisePrompts(v, identity: s.identity)
