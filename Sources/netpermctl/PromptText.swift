@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
+import NetpermPolicyFiles
 import NetpermProtocol
 
 /// What a person is told about a prompt, on a terminal and in a notification, in a person's words (iOS asks "Allow
@@ -29,12 +30,8 @@ enum PromptText {
 
     /// "alice", or "uid 4101" for a uid with no name.
     static func user(_ uid: Int) -> String {
-        var pw = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard uid >= 0, getpwuid_r(uid_t(uid), &pw, &buffer, buffer.count, &result) == 0, result != nil,
-              let name = pw.pw_name else { return "uid \(uid)" }
-        return SafeText.escape(String(cString: name))
+        guard uid >= 0, let name = SystemAccounts().name(ofUser: UInt32(uid)) else { return "uid \(uid)" }
+        return SafeText.escape(name)
     }
 
     /// "/usr/bin/gnome-maps, run by alice", or "run by alice" for a refused connection; for an app its user named
