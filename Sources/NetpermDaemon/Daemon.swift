@@ -163,6 +163,8 @@ public final class Daemon {
     public func run() -> Int32 {
         let code = loop.run()
         parts = []
+        // sd-event ends its loop when a source's dispatch fails: say why, or the service manager sees only "exit 1".
+        if code < 0 { Log.err("the event loop failed: \(Errno(-code)); exiting") }
         return code < 0 ? 1 : code
     }
 

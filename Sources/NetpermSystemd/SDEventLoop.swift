@@ -7,6 +7,7 @@ import NetpermIO
 public final class SDEventLoop: EventLoop {
     let event: OpaquePointer
     private var signalSources: [SDSignalSource] = []
+    var directoryWatches: DirectoryWatches?
 
     public init() throws(Errno) {
         var e: OpaquePointer?
@@ -15,7 +16,10 @@ public final class SDEventLoop: EventLoop {
         event = e
     }
 
-    deinit { sd_event_unref(event) }
+    deinit {
+        directoryWatches = nil
+        sd_event_unref(event)
+    }
 
     public func addIO(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) throws(Errno) -> IOSource {
         let src = SDIOSource(handler: handler)
@@ -106,35 +110,85 @@ final class SDSignalSource {
     init(handler: @escaping () -> Void) { self.handler = handler }
 }
 
-/// inotify through sd-event (the loop owns the inotify fd and its buffer).
+/// One directory watched for the loop: its handler, until cancelled.
 final class PathWatch: TimerSource {
     let handler: (String?) -> Void
-    var source: OpaquePointer?
+    fileprivate weak var owner: DirectoryWatches?
+    fileprivate var watch: Int32 = -1
     init(handler: @escaping (String?) -> Void) { self.handler = handler }
     func cancel() {
-        if let source { sd_event_source_disable_unref(source) }
-        source = nil
+        owner?.remove(self)
+        owner = nil
     }
     deinit { cancel() }
 }
 
+/// The loop's directory watches, on an inotify instance of the daemon's own rather than sd-event's: sd-event reads
+/// inotify into a buffer for names of at most NAME_MAX bytes, cgroupfs accepts longer ones (any user can make one in
+/// their delegated subtree), and that read's EINVAL ended the loop and the daemon. `Inotify.read` takes an event of
+/// any size; a read that fails all the same is logged and every watch told to look again, as after an overflow.
+final class DirectoryWatches {
+    private let inotify: Inotify
+    private var source: IOSource?
+    /// By watch number: a directory watched twice (two paths to it) is one watch, with a handler each.
+    private var watchers: [Int32: [PathWatch]] = [:]
+    private var failures = RateLimitedLog(intervalMicroseconds: 10_000_000)
+
+    init(loop: EventLoop) throws(Errno) {
+        inotify = try Inotify()
+        source = try loop.addIO(fd: inotify.fd, events: IOEvents.readable) { [unowned self] _ in self.readOnce() }
+    }
+
+    deinit { source?.cancel() }
+
+    func add(_ w: PathWatch, path: String) throws(Errno) {
+        let n = try inotify.watch(path: path, mask: Kernel.directoryChanges)
+        w.watch = n
+        w.owner = self
+        watchers[n, default: []].append(w)
+    }
+
+    func remove(_ w: PathWatch) {
+        guard var list = watchers[w.watch] else { return }
+        list.removeAll { $0 === w }
+        if list.isEmpty {
+            watchers[w.watch] = nil
+            inotify.remove(w.watch)
+        } else {
+            watchers[w.watch] = list
+        }
+    }
+
+    /// One read per turn of the loop (the descriptor stays ready while more wait): a user's churn of cgroups must
+    /// not keep the loop from its other sources.
+    private func readOnce() {
+        let events: [Inotify.Event]
+        do { events = try inotify.read(bytes: 64 * 1024) } catch {
+            failures.emit(3, "directory watches: reading inotify failed: \(error); looking at every directory again")
+            return tellEveryone()
+        }
+        for e in events { dispatch(e) }
+    }
+
+    private func dispatch(_ e: Inotify.Event) {
+        if e.overflowed { return tellEveryone() }
+        guard let list = watchers[e.watch] else { return }
+        let name = e.name.isEmpty ? nil : String(decoding: e.name, as: UTF8.self)
+        for w in list { w.handler(name) }
+        // The kernel dropped the watch (its directory is gone): its number may be given to another directory.
+        if e.ignored, let left = watchers.removeValue(forKey: e.watch) { for w in left { w.owner = nil } }
+    }
+
+    private func tellEveryone() {
+        for list in watchers.values { for w in list { w.handler(nil) } }
+    }
+}
+
 extension SDEventLoop {
     public func watch(directory path: String, _ handler: @escaping (String?) -> Void) throws(Errno) -> TimerSource {
+        if directoryWatches == nil { directoryWatches = try DirectoryWatches(loop: self) }
         let w = PathWatch(handler: handler)
-        var s: OpaquePointer?
-        let r = sd_event_add_inotify(event, &s, path, Kernel.directoryChanges, { _, ev, userdata in
-            guard let ev, let userdata else { return 0 }
-            var name: String?
-            if ev.pointee.len > 0 {
-                let raw = UnsafeRawPointer(ev).advanced(by: MemoryLayout<inotify_event>.size)
-                name = String(decoding: UnsafeRawBufferPointer(start: raw, count: Int(ev.pointee.len)).prefix { $0 != 0 },
-                              as: UTF8.self)
-            }
-            Unmanaged<PathWatch>.fromOpaque(userdata).takeUnretainedValue().handler(name)
-            return 0
-        }, Unmanaged.passUnretained(w).toOpaque())
-        guard r >= 0 else { throw Errno(-r) }
-        w.source = s
+        try directoryWatches!.add(w, path: path)
         return w
     }
 }

@@ -381,6 +381,43 @@ final class UnitCgroupTests: IntegrationTestCase {
         }
     }
 
+    /// Issue 48: a cgroup name of 256 bytes or more (cgroupfs takes it; any user can make one in their delegated tree)
+    /// made sd-event's inotify read fail with EINVAL, and the loop ended: every daemon watching the tree exited 1
+    /// without a word. Names of 256, 1,000 and 3,000 bytes, made where the daemon watches (by root under a matched
+    /// slice, by a user in their own tree): the daemon lives on, answers, and still follows the units made after them.
+    func testCgroupNamesLongerThanAnyFileNameStopNothing() throws {
+        let slice = try makeSlice()
+        let uid = 4100
+        let users = try mkdirs(slice, "user-\(uid).slice")
+        let manager = try mkdirs(users, "user@\(uid).service")
+        let apps = try mkdirs(manager, "app.slice")
+        try Subprocess.check(["chown", "-R", "\(uid):\(uid)", manager])
+        let d = try start(Self.policy + "[App late]\nUnit=npt-late.service\nWWAN=deny\n\n[App mine]\nUserUnit=app-mine.scope\nWWAN=deny\n")
+        let asUser = ["setpriv", "--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups"]
+        for length in [256, 1000, 3000] {
+            let long = "npt-" + String(repeating: "x", count: length - "npt-.service".count) + ".service"
+            try mkdirs(slice, long)
+            let scope = "app-" + String(repeating: "y", count: length - "app-.scope".count) + ".scope"
+            let made = try Subprocess.run(asUser + ["mkdir", apps + "/" + scope])
+            XCTAssertEqual(made.status, 0, "a user may make a \(length)-byte name in their own tree: \(made.summary)")
+            self.made.append(Self.path(apps, Array(scope.utf8)))
+        }
+        XCTAssertEqual(try request(socket, "PING")["ok"] as? Bool, true, d.logTail)
+        // Made after them: seen only if the loop and its watches live on.
+        let unit = try mkdirs(slice, "npt-late.service")
+        try waitForEnforced("late")
+        assertBlocked(try bed.probe(cgroup: unit, link: "wwan0"), "a unit made after the long names")
+        let mine = apps + "/app-mine.scope"
+        XCTAssertEqual(try Subprocess.run(asUser + ["mkdir", mine]).status, 0)
+        made.append(Self.path(apps, Array("app-mine.scope".utf8)))
+        try waitUntil("the user's unit made after the long names is in the rules") {
+            let p = try self.bed.probe(uid: UInt32(uid), cgroup: mine, link: "wwan0")
+            return (!p.passed, "\(p)")
+        }
+        XCTAssertTrue(d.isRunning, d.logTail)
+        XCTAssertEqual(loud(d).errors, [], "nothing failed")
+    }
+
     /// Point 6: a slice removed and made again within the rescan's delay was never watched again (its watch was
     /// kept by path, and the path's new directory had none), so a unit made in it later was never enforced.
     func testASliceMadeAgainIsWatchedAgain() throws {
