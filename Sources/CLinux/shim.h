@@ -22,6 +22,8 @@
 #include <sys/signalfd.h>
 #include <sys/vfs.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -157,3 +159,32 @@ static const int NP_SFD_CLOEXEC = SFD_CLOEXEC;
 
 // The calling thread's id (glibc 2.36's gettid(), which Debian 12's headers declare only with _GNU_SOURCE).
 static inline int np_gettid(void) { return (int)syscall(SYS_gettid); }
+
+// C's `stderr` stream, replaced once at start (before any thread) by one whose lines go to `sink`: libraries that
+// print with fprintf(stderr) (libnftables does on some failures) are then logged with a priority, and no thread
+// ever swaps the stream while another may crash into it. Descriptor 2 itself is never moved. fopencookie(3) is
+// declared only under _GNU_SOURCE; its functions' table is glibc's ABI.
+typedef struct {
+    ssize_t (*read)(void *, char *, size_t);
+    ssize_t (*write)(void *, const char *, size_t);
+    int (*seek)(void *, long *, int);
+    int (*close)(void *);
+} np_cookie_io_functions;
+extern FILE *fopencookie(void *cookie, const char *mode, np_cookie_io_functions funcs);
+typedef void (*np_stdio_sink)(const char *bytes, size_t count);
+struct np_stdio_cookie { np_stdio_sink sink; };
+static inline ssize_t np_stderr_write(void *cookie, const char *bytes, size_t count) {
+    ((struct np_stdio_cookie *)cookie)->sink(bytes, count);
+    return (ssize_t)count;
+}
+static inline int np_stderr_lines_to(np_stdio_sink sink) {
+    struct np_stdio_cookie *cookie = malloc(sizeof *cookie); // the stream's for the process's life
+    if (!cookie) return -1;
+    cookie->sink = sink;
+    np_cookie_io_functions io = { NULL, np_stderr_write, NULL, NULL };
+    FILE *f = fopencookie(cookie, "w", io);
+    if (!f) { free(cookie); return -1; }
+    setvbuf(f, NULL, _IOLBF, 0);
+    stderr = f;
+    return 0;
+}

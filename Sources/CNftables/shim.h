@@ -27,11 +27,3 @@ typedef void (*np_nft_ctx_free_fn)(struct nft_ctx *);
 typedef int (*np_nft_ctx_buffer_fn)(struct nft_ctx *);
 typedef const char *(*np_nft_ctx_get_buffer_fn)(struct nft_ctx *);
 typedef int (*np_nft_run_cmd_from_buffer_fn)(struct nft_ctx *, const char *);
-
-// C's stderr stream, swapped: libnftables prints some errors there with fprintf itself, past its error buffer, and
-// NetpermNftables catches them to log them with a priority. Returns the stream it replaced.
-static inline FILE *np_swap_stderr(FILE *stream) {
-    FILE *old = stderr;
-    stderr = stream;
-    return old;
-}

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import CLinux
 import Glibc
 
 /// One line per event worth a human's attention, on stderr with a syslog priority prefix (`<6>`), which journald
@@ -19,6 +20,17 @@ public enum Log {
         if let journal { return journal(priority, message(), fields) }
         // One write(2) per line: lines from a crash-looping daemon never interleave half-way.
         sink("<\(priority)>\(message())\n")
+    }
+
+    /// What C libraries print with stdio's `stderr` (libnftables on some failures), from now on logged at err, a line
+    /// each, as "library: ..." (journald would file a bare line at the unit's default level). Called once, before any
+    /// thread starts; the stream is never swapped back.
+    public static func takeLibraryLines() {
+        _ = np_stderr_lines_to { bytes, count in
+            guard let bytes, count > 0 else { return }
+            let text = String(decoding: UnsafeRawBufferPointer(start: bytes, count: count), as: UTF8.self)
+            for line in text.split(separator: "\n") where !line.isEmpty { Log.err("library: " + line) }
+        }
     }
 
     public static func err(_ m: @autoclosure () -> String) { emit(3, m()) }

@@ -68,7 +68,7 @@ public final class Nftables {
         let lib = try Library.load()
         self.lib = lib
         // libnftables waits on its netlink socket with select(2): the socket must get a number below 1024.
-        guard let ctx = LowDescriptors.whileFree({ Self.logStderr(of: { lib.new(UInt32(NFT_CTX_DEFAULT)) }) }) else {
+        guard let ctx = LowDescriptors.whileFree({ lib.new(UInt32(NFT_CTX_DEFAULT)) }) else {
             throw .noContext
         }
         self.ctx = ctx
@@ -86,7 +86,7 @@ public final class Nftables {
     @discardableResult
     public func run(_ script: String) throws(NftError) -> String {
         // It may open its socket again (after an error): below 1024, as at the start.
-        let r = LowDescriptors.whileFree { Self.logStderr { lib.run(ctx, script) } }
+        let r = LowDescriptors.whileFree { lib.run(ctx, script) }
         let output = lib.outputBuffer(ctx).map { String(cString: $0) } ?? ""
         let errors = lib.errorBuffer(ctx).map { String(cString: $0) } ?? ""
         guard r == 0 else {
@@ -94,32 +94,5 @@ public final class Nftables {
             throw .rejected(message.isEmpty ? "nft failed (\(r))" : message)
         }
         return output
-    }
-
-    /// Runs a call into libnftables with C's `stderr` pointed at a memory stream, then logs what it wrote there
-    /// with a priority: besides its error buffer, libnftables prints some failures with fprintf(stderr) itself
-    /// ("Operation not permitted (you must be root)"), a line journald would file at the default level. Only
-    /// stdio's `stderr` moves, never descriptor 2, so the daemon's own lines (written to the descriptor) are not
-    /// caught; the loop's thread is the only one calling in.
-    private static func logStderr<T>(of call: () -> T) -> T {
-        let text = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: 1)
-        let size = UnsafeMutablePointer<Int>.allocate(capacity: 1)
-        text.initialize(to: nil)
-        size.initialize(to: 0)
-        defer {
-            free(text.pointee)
-            text.deallocate()
-            size.deallocate()
-        }
-        guard let stream = open_memstream(text, size) else { return call() }
-        let saved = np_swap_stderr(stream)
-        let result = call()
-        np_swap_stderr(saved)
-        fclose(stream)
-        guard let written = text.pointee, size.pointee > 0 else { return result }
-        for line in String(cString: written).split(separator: "\n") where !line.isEmpty {
-            Log.err("enforcement: libnftables: " + SafeText.escape(line))
-        }
-        return result
     }
 }

@@ -17,6 +17,7 @@ func run() -> Int32 {
     Log.maxPriority = options.logLevel.rawValue
     // Under the service manager, lines go to the journal with their fields (`journalctl APP=maps`).
     if Journal.connectedToStderr { Log.journal = { Journal.send(priority: $0, message: $1, fields: $2) } }
+    Log.takeLibraryLines()
     if options.removeRules { return RuleRemoval.run() }
     Heap.useOneArena()
     Signals.ignore(SIGPIPE)

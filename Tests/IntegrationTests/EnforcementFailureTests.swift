@@ -43,7 +43,7 @@ final class EnforcementFailureTests: IntegrationTestCase {
         for l in log {
             XCTAssertNotNil(l.range(of: #"^<[0-7]>"#, options: .regularExpression), "a line without a priority: \(l)")
         }
-        XCTAssertTrue(log.contains("<3>enforcement: libnftables: Operation not permitted (you must be root)"),
+        XCTAssertTrue(log.contains("<3>library: Operation not permitted (you must be root)"),
                       d.logTail)
     }
 }
