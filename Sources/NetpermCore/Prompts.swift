@@ -90,29 +90,18 @@ public struct Prompt: Equatable, Sendable {
 public struct PromptBook: Sendable {
     public private(set) var open: [Prompt] = []
     private var count: UInt32 = 0
-    /// Ids are the count of prompts raised, permuted by this key (0: none, as the tests have them): every user sees
-    /// the ids of their own prompts only, and sequential ones would tell them how many others were asked meanwhile.
-    private let idKey: UInt32
+    /// Ids are the count of prompts raised, permuted with this key (PromptIDs).
+    private let idKey: PromptIDKey
 
-    public init(idKey: UInt32 = 0) { self.idKey = idKey }
+    public init(idKey: PromptIDKey = .none) { self.idKey = idKey }
 
     /// The next id, never 0.
     private mutating func nextID() -> Int {
         while true {
             count &+= 1
-            let x = Self.permuted(count & 0x7FFF_FFFF, key: idKey)
+            let x = PromptIDs.permuted(count & 0x7FFF_FFFF, key: idKey)
             if x != 0 { return Int(x) }
         }
-    }
-
-    /// A bijection on 31 bits (xor with the key, odd multipliers, xorshifts): distinct counts, distinct ids.
-    static func permuted(_ n: UInt32, key: UInt32) -> UInt32 {
-        guard key != 0 else { return n }
-        var x = ((n ^ key) &* 0x2C1B_3C6D) & 0x7FFF_FFFF
-        x ^= x >> 12
-        x = (x &* 0x297A_2D39) & 0x7FFF_FFFF
-        x ^= x >> 15
-        return x
     }
 
     public func find(app: String, scope: UInt32?) -> Prompt? { open.first { $0.app == app && $0.scope == scope } }

@@ -42,7 +42,7 @@ public final class Daemon {
                                             wallClock: { Double(clock.now) },
                                             localDate: { let d = Clock.localDay($0); return CivilDate(year: d.year, month: d.month, day: d.day) },
                                             clockTrust: { [run = options.runRoot] in clock.trust(run: run) },
-                                            bootClock: { Clock.bootSeconds() }, promptIDKey: UInt32.random(in: 1...UInt32.max),
+                                            bootClock: { Clock.bootSeconds() }, promptIDKey: .random(),
                                             netns: (try? Files.fileID("/proc/self/ns/net"))?.inode),
                             decisions: store.load(), usage: usageStore.load(), tags: tagStore.load())
         let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)

@@ -128,14 +128,37 @@ final class EnginePromptTests: XCTestCase {
     }
 
     /// Issue 36, 12: prompt ids were one counter for everyone, so a user saw how many others were asked between two
-    /// of their own prompts. The daemon permutes them with a key of its own: distinct, and not in order.
+    /// of their own prompts. Issue 48: the key was only XORed into the counter before steps anyone could undo, so a
+    /// user decoded two of their own ids to 6 and 8: one other prompt between them. Every step is keyed now.
     func testPromptIdsTellNothingOfOthers() throws {
-        let key: UInt32 = 0x9E37_79B9
-        let ids = (1...200_000).map { PromptBook.permuted(UInt32($0), key: key) }
+        let key = PromptIDKey(0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210)
+        let ids = (1...200_000).map { PromptIDs.permuted(UInt32($0), key: key) }
         XCTAssertEqual(Set(ids).count, ids.count, "distinct")
         XCTAssertTrue(ids.allSatisfy { $0 <= 0x7FFF_FFFF }, "a JSON number every client reads")
         XCTAssertLessThan(zip(ids, ids.dropFirst()).filter { $1 == $0 &+ 1 }.count, 10, "not a counter")
-        XCTAssertEqual(PromptBook.permuted(7, key: 0), 7, "no key: the tests' 1, 2, ...")
+        XCTAssertEqual(PromptIDs.permuted(7, key: .none), 7, "no key: the tests' 1, 2, ...")
+
+        // The old attack: undo the unkeyed mixing, and the XOR of two decoded ids is the XOR of their counts.
+        var g = SystemRandomNumberGenerator()
+        var revealed = 0
+        var differences = Set<UInt32>()
+        for _ in 0..<200 {
+            let k = PromptIDKey(g.next(), g.next())
+            let (six, eight) = (PromptIDs.permuted(6, key: k), PromptIDs.permuted(8, key: k))
+            if Self.undoOldMixing(six) ^ Self.undoOldMixing(eight) == 6 ^ 8 { revealed += 1 }
+            differences.insert(six ^ eight)
+        }
+        XCTAssertLessThan(revealed, 3, "the counts' difference is not in the ids")
+        XCTAssertGreaterThan(differences.count, 190, "the ids' difference depends on the key, not on the counts")
+        // One bit of the key changes about half the bits of every id.
+        let flipped = PromptIDKey(key.k0 ^ 1, key.k1)
+        let changed = (1...1000).map { (PromptIDs.permuted(UInt32($0), key: key) ^ PromptIDs.permuted(UInt32($0), key: flipped)).nonzeroBitCount }
+        let mean = Double(changed.reduce(0, +)) / Double(changed.count)
+        XCTAssertTrue((13.0...18.0).contains(mean), "\(mean) of 31 bits changed")
+
+        // SipHash-2-4's own test vector (key 00..0f, message 00..07).
+        XCTAssertEqual(PromptIDs.sipHash24(PromptIDKey(0x0706_0504_0302_0100, 0x0F0E_0D0C_0B0A_0908), 0x0706_0504_0302_0100),
+                       0x93F5_F579_9A93_2462)
 
         let h = EngineHarness(policy: Self.policy, links: [Links.wwan],
                               settings: Engine.Settings(daemonUID: 0, logLevel: .debug, promptIDKey: key))
@@ -144,7 +167,19 @@ final class EnginePromptTests: XCTestCase {
         let maps = h.connect(Peers.maps)
         XCTAssertTrue(h.send(maps, "WAIT").isEmpty)
         let prompt = try XCTUnwrap(h.takeEvents(agent, named: "prompt").first)
-        XCTAssertEqual(prompt["id"]?.intValue, Int(PromptBook.permuted(1, key: key)))
+        XCTAssertEqual(prompt["id"]?.intValue, Int(PromptIDs.permuted(1, key: key)))
+    }
+
+    /// The inverse of the old ids' unkeyed steps (two odd multipliers and two xorshifts on 31 bits): what a user
+    /// could compute from an id alone.
+    private static func undoOldMixing(_ id: UInt32) -> UInt32 {
+        let mask: UInt32 = 0x7FFF_FFFF
+        func inverse(_ a: UInt32) -> UInt32 { var x = a; for _ in 0..<5 { x = x &* (2 &- a &* x) }; return x & mask }
+        func unshift(_ y: UInt32, _ s: UInt32) -> UInt32 { var x = y; for _ in 0..<3 { x = y ^ (x >> s) }; return x & mask }
+        var x = unshift(id, 15)
+        x = (x &* inverse(0x297A_2D39)) & mask
+        x = unshift(x, 12)
+        return (x &* inverse(0x2C1B_3C6D)) & mask
     }
 
     /// Issue 36, 10: one uid's processes asking for 300 apps opened 300 prompts, burying the agents (and another

@@ -122,15 +122,15 @@ public final class Engine {
         /// by it (PeriodMove).
         public var clockTrust: @Sendable () -> ClockTrust
         public var bootClock: @Sendable () -> Double
-        /// Permutes prompt ids (PromptBook): the daemon draws it at random; 0, the tests' default, leaves them 1, 2, ...
-        public var promptIDKey: UInt32
+        /// Permutes prompt ids (PromptIDs): the daemon draws it at random; `none`, the tests' default, leaves them 1, 2, ...
+        public var promptIDKey: PromptIDKey
         /// The daemon's network namespace (the inode of /proc/self/ns/net), told to subscribers: a process in
         /// another (PrivateNetwork=yes, bwrap --unshare-net) knows the verdicts are not about its links.
         public var netns: UInt64?
         public init(daemonUID: UInt32 = 0, logLevel: Priority = .info, wallClock: @escaping @Sendable () -> Double = { 0 },
                     localDate: @escaping @Sendable (Int) -> CivilDate = Settings.utcDate,
                     clockTrust: @escaping @Sendable () -> ClockTrust = { .synchronized },
-                    bootClock: @escaping @Sendable () -> Double = { 0 }, promptIDKey: UInt32 = 0, netns: UInt64? = nil) {
+                    bootClock: @escaping @Sendable () -> Double = { 0 }, promptIDKey: PromptIDKey = .none, netns: UInt64? = nil) {
             self.daemonUID = daemonUID; self.logLevel = logLevel; self.wallClock = wallClock; self.localDate = localDate
             self.clockTrust = clockTrust; self.bootClock = bootClock; self.promptIDKey = promptIDKey; self.netns = netns
         }
