@@ -316,6 +316,11 @@ public final class SystemBus {
         }
         let sender = signal.sender
         if let expected, sender == expected { return true }
+        // No owner known yet (its GetNameOwner is on its way, and a reading follows it): not worth a notice.
+        guard expected != nil else {
+            Log.debug("system bus: ignored \(signal.member ?? "a signal") from \(sender ?? "no sender"): no owner known")
+            return false
+        }
         strangers.emit(5, "system bus: ignored \(signal.member ?? "a signal") from \(sender ?? "no sender"), not from "
             + (from.name.map { "\($0)'s owner" } ?? "the bus"))
         return false
