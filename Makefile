@@ -164,7 +164,7 @@ test: deps test-deps release gio-test
 	grep -E "Executed [0-9]+ tests?" .build/package-test.log | tail -1; exit $$rc
 
 unit: deps
-	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests|NetpermDaemonTests'
+	$(SWIFT) test --filter 'NetpermCoreTests|NetpermIOTests|NetpermControlTests|NetpermNetlinkTests|NetpermDaemonTests|NetpermSystemdTests'
 
 integration: deps test-deps release gio-module deb
 	$(SWIFT) build --build-tests
@@ -297,7 +297,7 @@ ASAN_ENV := SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=log_path=$(ASAN_REPORTS)/asan
 asan: deps test-deps
 	$(SWIFT) build --build-tests $(ASAN_BUILD)
 	rm -rf $(ASAN_REPORTS); mkdir -p $(ASAN_REPORTS)
-	$(ASAN_ENV) $(SWIFT) test --skip-build $(ASAN_BUILD) --filter 'NetpermCoreTests|NetpermControlTests|NetpermIOTests|NetpermDaemonTests'
+	$(ASAN_ENV) $(SWIFT) test --skip-build $(ASAN_BUILD) --filter 'NetpermCoreTests|NetpermControlTests|NetpermIOTests|NetpermDaemonTests|NetpermSystemdTests'
 	@# The daemon that the integration tests start is the ASan build too: NETPERMD_BIN, and ASAN_OPTIONS inherited.
 	$(ASAN_ENV) NETPERMD_BIN=$$($(SWIFT) build $(ASAN_BUILD) --show-bin-path) \
 	  $(SWIFT) test --skip-build $(ASAN_BUILD) --filter '$(ASAN_INTEGRATION)' --skip '$(ASAN_SKIP)'

@@ -108,6 +108,8 @@ let package = Package(
         .testTarget(name: "NetpermBPFTests", dependencies: ["NetpermBPF", "NetpermIO"]),
         // Syscall plumbing that can be tested in-process (releasing code pages).
         .testTarget(name: "NetpermIOTests", dependencies: ["NetpermIO"]),
+        // The bus edge's pure pieces: calls bounded in flight, refusals tried again.
+        .testTarget(name: "NetpermSystemdTests", dependencies: ["NetpermSystemd"]),
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
         .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO", "TestSupport"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container, glib-app.py is the GLib app of the GLib

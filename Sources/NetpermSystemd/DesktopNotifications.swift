@@ -131,7 +131,10 @@ public final class DesktopNotifications {
     }
 
     private static let onOwner: sd_bus_message_handler_t = { m, userdata, _ in
-        guard let m, let userdata else { return 0 }
+        // Only the bus says who owns a name: a NameOwnerChanged any peer sends straight to the agent would make it
+        // the server, whose ActionInvoked would then answer prompts.
+        guard let m, let userdata, let sender = sd_bus_message_get_sender(m),
+              String(cString: sender) == "org.freedesktop.DBus" else { return 0 }
         var name: UnsafePointer<CChar>?, old: UnsafePointer<CChar>?, new: UnsafePointer<CChar>?
         guard sd_bus_message_read_basic(m, BusMessage.type("s"), &name) > 0,
               sd_bus_message_read_basic(m, BusMessage.type("s"), &old) > 0,

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import Glibc
 import NetpermIO
 
 /// A system service whose picture the daemon keeps (NetworkManager's devices, ModemManager's modems): read whole
@@ -35,22 +36,20 @@ public final class FollowedService<Picture: Equatable> {
         }
         bus.onConnect { [weak self] bus in
             guard let self else { return }
-            bus.subscribe("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
-                + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(name)'") { [weak self] m in
-                _ = m.string(); _ = m.string()
-                let owner = m.string() ?? ""
+            // Who owns the name is the bus's word alone; its signals are taken from that owner alone.
+            bus.watchOwner(of: name) { [weak self] owner in
                 guard let self else { return }
                 // Gone: nothing to ask it (a reading in flight fails by itself); come: read it.
-                if owner.isEmpty {
+                if let owner {
+                    Log.info("\(name) is on the system bus (\(owner))")
+                    self.request()
+                } else {
                     Log.info("\(name) left the system bus")
                     self.set(self.empty)
-                } else {
-                    Log.info("\(name) is on the system bus")
-                    self.request()
                 }
             }
             for rule in matches {
-                bus.subscribe(rule) { [weak self] m in if relevant(m) { self?.request() } }
+                bus.subscribe(rule, from: .owner(name)) { [weak self] m in if relevant(m) { self?.request() } }
             }
             self.request()
         }
@@ -79,26 +78,35 @@ public final class FollowedService<Picture: Equatable> {
         again = false
         retry?.cancel()
         retry = nil
-        read(bus) { [weak self] result in
+        // Its owner first: the signals that follow the reading are checked against the owner it was read from.
+        bus.askOwner(of: name) { [weak self] owner in
             guard let self else { return }
-            self.reading = false
-            switch result {
-            case let .success(p):
-                if self.failing { Log.info("\(self.name): answering again") }
-                self.failing = false
-                self.set(p)
-            case let .failure(e) where e.serviceAbsent || e.name == "Disconnected":
-                self.failing = false
-                self.set(self.empty)
-            case let .failure(e):
-                if !self.failing { Log.info("\(self.name): reading it failed (\(e)); what it said last stands, tried again in 10 s") }
-                self.failing = true
-                if !self.again {
-                    self.retry = try? self.loop.addTimer(afterMicroseconds: 10_000_000) { [weak self] in self?.request() }
-                }
+            switch owner {
+            case .success(nil): self.finish(.failure(BusCallError(name: "org.freedesktop.DBus.Error.NameHasNoOwner", errno: ENXIO)))
+            case .success: self.read(self.bus) { [weak self] in self?.finish($0) }
+            case let .failure(e): self.finish(.failure(e))
             }
-            if self.again { self.request() }
         }
+    }
+
+    private func finish(_ result: Result<Picture, BusCallError>) {
+        self.reading = false
+        switch result {
+        case let .success(p):
+            if self.failing { Log.info("\(self.name): answering again") }
+            self.failing = false
+            self.set(p)
+        case let .failure(e) where e.serviceAbsent || e.name == "Disconnected":
+            self.failing = false
+            self.set(self.empty)
+        case let .failure(e):
+            if !self.failing { Log.info("\(self.name): reading it failed (\(e)); what it said last stands, tried again in 10 s") }
+            self.failing = true
+            if !self.again {
+                self.retry = try? self.loop.addTimer(afterMicroseconds: 10_000_000) { [weak self] in self?.request() }
+            }
+        }
+        if self.again { self.request() }
     }
 
     private func set(_ p: Picture) {

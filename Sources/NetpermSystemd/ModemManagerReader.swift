@@ -41,7 +41,14 @@ public enum ModemManagerReader {
                 gather(bearers, { p, finish in bus.properties(name, p, bearer, finish) }) { replies in
                     var interface: [String: String] = [:]
                     for (p, r) in zip(bearers, replies) {
-                        if case let .success(props) = r, let i = props["Interface"]?.string, !i.isEmpty { interface[p] = i }
+                        switch r {
+                        case let .success(props):
+                            if let i = props["Interface"]?.string, !i.isEmpty { interface[p] = i }
+                        // A bearer gone since the listing is skipped (InterfacesRemoved reads again); any other
+                        // failure fails the reading: its modem's links are never taken for home.
+                        case let .failure(e) where e.gone: continue
+                        case let .failure(e): return done(.failure(e))
+                        }
                     }
                     var out: [String: UInt32] = [:]
                     for m in modems {

@@ -37,6 +37,7 @@ public enum NetworkManagerReader {
                     var found: [(names: [String], device: ManagedDevice, active: String?)] = []
                     for d in devices {
                         switch d {
+                        case let .failure(e) where e.gone: continue
                         case let .failure(e): failure = failure ?? e
                         case let .success(p):
                             // A modem's Interface is its control port (cdc-wdm0, ttyUSB2): its link is IpInterface.
@@ -46,13 +47,20 @@ public enum NetworkManagerReader {
                                                                deviceType: p["DeviceType"]?.uint32 ?? 0), active))
                         }
                     }
-                    // A device gone between the two calls is skipped (its DeviceRemoved reads again); a time-out
-                    // fails the reading, whose last picture then stands.
-                    if let failure, failure.timedOut { return done(.failure(failure)) }
+                    // A device gone between the two calls is skipped (its DeviceRemoved reads again); any other
+                    // failure (a time-out, a refusal tried in vain) fails the reading, whose last picture then
+                    // stands: a device not read is never taken for one gone.
+                    if let failure { return done(.failure(failure)) }
                     let paths = Array(Set(found.compactMap(\.active))).sorted()
                     gather(paths, { p, finish in bus.properties(name, p, active, finish) }) { connections in
                         var byPath: [String: [String: BusValue]] = [:]
-                        for (p, c) in zip(paths, connections) { if case let .success(props) = c { byPath[p] = props } }
+                        for (p, c) in zip(paths, connections) {
+                            switch c {
+                            case let .success(props): byPath[p] = props
+                            case let .failure(e) where e.gone: continue
+                            case let .failure(e): return done(.failure(e))
+                            }
+                        }
                         var out: [String: ManagedDevice] = [:]
                         for f in found {
                             var d = f.device

@@ -24,10 +24,21 @@ public enum TransientScope {
         let context = Unmanaged.passUnretained(jobs).toOpaque()
         // A private socket is a direct connection: its messages carry no sender name.
         let sender: String? = direct ? nil : "org.freedesktop.systemd1"
+        if let sender {
+            // On a bus any peer can send a JobRemoved "done" straight to us: only the manager's connection counts.
+            guard let owner = uniqueOwner(bus, sender) else {
+                throw Failure(description: "no service manager on \(reached): nothing owns \(sender)")
+            }
+            jobs.manager = owner
+        }
         var slot: OpaquePointer?
         var r = sd_bus_match_signal(bus, &slot, sender, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
                                     "JobRemoved", { m, userdata, _ in
             guard let m, let userdata else { return 0 }
+            let jobs = Unmanaged<Jobs>.fromOpaque(userdata).takeUnretainedValue()
+            if let manager = jobs.manager {
+                guard let from = sd_bus_message_get_sender(m), String(cString: from) == manager else { return 0 }
+            }
             var id: UInt32 = 0
             var path: UnsafePointer<CChar>?
             var unit: UnsafePointer<CChar>?
@@ -37,7 +48,7 @@ public enum TransientScope {
                   sd_bus_message_read_basic(m, CChar(UInt8(ascii: "s")), &unit) > 0,
                   sd_bus_message_read_basic(m, CChar(UInt8(ascii: "s")), &result) > 0,
                   let path, let result else { return 0 }
-            Unmanaged<Jobs>.fromOpaque(userdata).takeUnretainedValue().removed[String(cString: path)] = String(cString: result)
+            jobs.removed[String(cString: path)] = String(cString: result)
             return 0
         }, context)
         guard r >= 0 else { throw Failure(description: "cannot watch \(reached) for jobs: \(Errno(-r))") }
@@ -95,6 +106,22 @@ public enum TransientScope {
     private final class Jobs {
         /// Job object path -> result ("done", "failed", ...).
         var removed: [String: String] = [:]
+        /// On a bus, the manager's unique name: the only sender whose JobRemoved counts.
+        var manager: String?
+    }
+
+    /// The unique name owning `name` on `bus` (GetNameOwner), nil when none does.
+    private static func uniqueOwner(_ bus: OpaquePointer, _ name: String) -> String? {
+        var m: OpaquePointer?, reply: OpaquePointer?
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error); _ = sd_bus_message_unref(m); _ = sd_bus_message_unref(reply) }
+        var r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                               "org.freedesktop.DBus", "GetNameOwner")
+        if r >= 0, let m { r = BusMessage.append(m, "s", name) }
+        if r >= 0 { r = sd_bus_call(bus, m, 5_000_000, &error, &reply) }
+        var owner: UnsafePointer<CChar>?
+        guard r >= 0, sd_bus_message_read_basic(reply, BusMessage.type("s"), &owner) > 0, let owner else { return nil }
+        return String(cString: owner)
     }
 
     /// The manager's private socket first (no dbus-daemon needed, as systemd-run does), then the bus. Returns the

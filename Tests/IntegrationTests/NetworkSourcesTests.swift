@@ -169,6 +169,124 @@ final class NetworkSourcesTests: IntegrationTestCase {
         XCTAssertTrue(d.log.split(separator: "\n").contains { $0.hasSuffix("system bus: connected") }, d.logTail)
     }
 
+    // MARK: What a bus peer can do (issue 48)
+
+    /// The unique name owning `name` on `bus`.
+    private func owner(_ bus: PrivateBus, _ name: String) throws -> String {
+        let out = try bus.gdbus(["call", "--system", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
+                                 "--method", "org.freedesktop.DBus.GetNameOwner", name]).stdout
+        guard let unique = out.split(separator: "'").first(where: { $0.hasPrefix(":") }) else {
+            throw HarnessError("no owner of \(name): \(out)")
+        }
+        return String(unique)
+    }
+
+    /// Sends `signal` (interface.member) of `path` from a connection of the test's own, as any local user can,
+    /// straight to every connection on `bus` but `name`'s owner: the daemon's among them. A unicast signal: the bus
+    /// delivers it whatever a match's `sender=` says.
+    private func forge(_ bus: PrivateBus, sparing name: String, path: String, signal: String, _ args: String...) throws {
+        let spared = try owner(bus, name)
+        let listing = try bus.gdbus(["call", "--system", "--dest", "org.freedesktop.DBus", "--object-path",
+                                     "/org/freedesktop/DBus", "--method", "org.freedesktop.DBus.ListNames"]).stdout
+        let peers = listing.split(separator: "'").filter { $0.hasPrefix(":") && $0 != spared }
+        XCTAssertFalse(peers.isEmpty, listing)
+        for peer in peers {
+            try bus.gdbus(["emit", "--system", "--dest", String(peer), "--object-path", path, "--signal", signal] + args)
+        }
+    }
+
+    /// NetworkManager's word is taken from NetworkManager alone: a "NetworkManager left the bus" any user sends
+    /// straight to the daemon drops nothing (it dropped NetworkManager's facts, and the backup left through the
+    /// metered hotspot), and a PropertiesChanged from a peer that is not NetworkManager is not even a reason to read.
+    func testSignalsFromAnyoneButTheBusOrTheServiceAreIgnored() throws {
+        let bus = try makeBus()
+        let dir = try makeTempDir()
+        children.append(try bus.startNetworkManagerMock(log: dir + "/nm.log"))
+        try addWiFiDevice(bus)
+        try setMetered(bus, 3)
+        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wlan0", 100)])
+        let socket = dir + "/netpermd.sock"
+        let d = try startDaemon(in: ns, socket: socket, config: try writeConfig(Self.meteredPolicy, in: dir),
+                                wrapper: ["env", bus.environment])
+        try waitForLinks(socket, "NetworkManager's guess-yes") { $0[name: "wlan0"].map { $0.metered && $0.meteredBy == "networkmanager" } ?? false }
+        _ = try waitForVerdict(socket, "backup", "Metered=deny on the hotspot") { $0.reason == "denied" && $0.denied == ["metered"] }
+
+        // "NetworkManager left", from a peer: the daemon either says it ignored it or believes it (before issue 48).
+        try forge(bus, sparing: Self.nm, path: "/org/freedesktop/DBus", signal: "org.freedesktop.DBus.NameOwnerChanged",
+                  "'\(Self.nm)'", "'\(try owner(bus, Self.nm))'", "''")
+        try waitUntil("the daemon hears the forged NameOwnerChanged", timeout: 10) {
+            (d.log.contains("ignored NameOwnerChanged from") || d.log.contains("left the system bus"), d.logTail)
+        }
+        XCTAssertFalse(d.log.contains("left the system bus"), d.logTail)
+        let wlan = try link(socket, "wlan0")
+        XCTAssertTrue(wlan.metered && wlan.meteredBy == "networkmanager", "NetworkManager's word stands: \(wlan)")
+        let (v, o) = try queryVerdict(socket, "backup")
+        XCTAssertEqual(v.denied, ["metered"], "the backup still waits for an unmetered link: \(o)")
+
+        // A PropertiesChanged "Metered: no" from a peer, then NetworkManager's own: read once, for NetworkManager's
+        // alone (the peer's made a reading of its own before issue 48: anyone could make the daemon read at will).
+        try bus.mock(Self.nm, "/org/freedesktop/NetworkManager", "ClearCalls")
+        try forge(bus, sparing: Self.nm, path: Self.device, signal: "org.freedesktop.DBus.Properties.PropertiesChanged",
+                  "'\(Self.deviceInterface)'", "{'Metered': <uint32 2>}", "@as []")
+        try setMetered(bus, 2)
+        try waitForLinks(socket, "NetworkManager's own no") { $0[name: "wlan0"].map { !$0.metered && $0.meteredBy == "networkmanager" } ?? false }
+        let calls = try bus.mock(Self.nm, "/org/freedesktop/NetworkManager", "GetCalls").stdout
+        XCTAssertEqual(calls.components(separatedBy: "'GetDevices'").count - 1, 1, "one reading, for NetworkManager's signal: \(calls)")
+        let bad = d.log.split(separator: "\n").filter { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") }
+        XCTAssertEqual(bad, [], "a forged signal is no warning: any user can send one")
+    }
+
+    /// 202 devices on a system bus as Debian configures it (128 replies may wait per connection): every device is
+    /// read, none taken for gone. The daemon sent all 202 GetAll at once, the bus refused those past its limit, and
+    /// the two real links, listed last, fell back to the built-in guess without a word. Now at most 32 are out: the
+    /// bus refuses none.
+    func testTwoHundredDevicesAreEachReadOnASystemBus() throws {
+        let log = try readTwoHundredDevices(maxReplies: 128)
+        XCTAssertFalse(log.contains("refused"), "the window keeps below the bus's limit")
+    }
+
+    /// The same on a bus that lets only 16 replies wait, below the daemon's own bound: the bus refuses calls every
+    /// time, whatever the mock's speed (it answers one call at a time), so the refused calls' retry is tested
+    /// deterministically.
+    func testTwoHundredDevicesAreEachReadOnABusThatRefusesCallsPastItsLimit() throws {
+        let log = try readTwoHundredDevices(maxReplies: 16)
+        XCTAssertTrue(log.contains("refused calls tried again"), "the bus refused calls and the daemon said so")
+    }
+
+    /// Starts the daemon against 202 NetworkManager devices on a bus with `maxReplies`, waits until both real links
+    /// have NetworkManager's word; returns the daemon's log.
+    private func readTwoHundredDevices(maxReplies: Int) throws -> String {
+        let bus = try PrivateBus(.system, scratch: try makeTempDir(), limits: ["max_replies_per_connection": maxReplies])
+        addTeardownBlock { bus.stop() }
+        let dir = try makeTempDir()
+        children.append(try bus.startNetworkManagerMock(log: dir + "/nm.log"))
+        // Devices made before the daemon starts: one reading sees them all. wwan0 in the middle ("no", against the
+        // built-in guess for WWAN), wlan0 last ("guess-yes", against the built-in "no" for Wi-Fi).
+        let script = """
+            import dbus, sys
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            nm = bus.get_object('org.freedesktop.NetworkManager', '/org/freedesktop')
+            names = ['nm%d' % i for i in range(100)] + ['wwan0'] + ['nm%d' % i for i in range(100, 200)] + ['wlan0']
+            for n in names:
+                path = nm.AddEthernetDevice('d' + n, n, 100, dbus_interface='org.freedesktop.DBus.Mock')
+                metered = {'wwan0': 2, 'wlan0': 3}.get(n, 4)
+                bus.get_object('org.freedesktop.NetworkManager', path).AddProperty(
+                    'org.freedesktop.NetworkManager.Device', 'Metered', dbus.UInt32(metered),
+                    dbus_interface='org.freedesktop.DBus.Mock')
+            """
+        try Subprocess.check(["/usr/bin/python3", "-c", script, bus.address])
+        let ns = try makeTwoLinkNamespace(defaultRoutes: [("wlan0", 100)])
+        let socket = dir + "/netpermd.sock"
+        let d = try startDaemon(in: ns, socket: socket, config: try writeConfig(Self.meteredPolicy, in: dir),
+                                wrapper: ["env", bus.environment])
+        try waitForLinks(socket, "both real links read from NetworkManager", timeout: 15) {
+            guard let wlan = $0[name: "wlan0"], let wwan = $0[name: "wwan0"] else { return false }
+            return wlan.metered && wlan.meteredBy == "networkmanager" && !wwan.metered && wwan.meteredBy == "networkmanager"
+        }
+        XCTAssertFalse(d.log.contains("reading it failed"), d.logTail)
+        return d.log
+    }
+
     // MARK: ModemManager and Roaming=
 
     static let traveller: UInt32 = 4301, asker: UInt32 = 4302, sender: UInt32 = 4303

@@ -21,7 +21,9 @@ final class PrivateBus: @unchecked Sendable {
     /// `DBUS_SYSTEM_BUS_ADDRESS=...` or `DBUS_SESSION_BUS_ADDRESS=...`, for `env`.
     var environment: String { "DBUS_\(kind.rawValue.uppercased())_BUS_ADDRESS=\(address)" }
 
-    init(_ kind: Kind, scratch: String, user: (users: TestUsers, uid: UInt32)? = nil) throws {
+    /// `limits`: dbus-daemon's `<limit>`s (a system bus's `max_replies_per_connection` is 128), by name.
+    init(_ kind: Kind, scratch: String, user: (users: TestUsers, uid: UInt32)? = nil,
+         limits: KeyValuePairs<String, Int> = [:]) throws {
         self.kind = kind
         chmod(scratch, 0o755)
         if let user { chown(scratch, user.uid, user.uid) }
@@ -33,6 +35,7 @@ final class PrivateBus: @unchecked Sendable {
               <type>\(kind.rawValue)</type>
               <listen>unix:path=\(scratch)/\(kind.rawValue)_bus_socket</listen>
               <auth>EXTERNAL</auth>
+            \(limits.map { "  <limit name=\"\($0.key)\">\($0.value)</limit>\n" }.joined())
               <policy context="default">
                 <allow user="*"/>
                 <allow own="*"/>

@@ -8,6 +8,8 @@
     notifications.py slow SECONDS       its first Notify from now on takes SECONDS to answer (ids 101, 102, ...)
     notifications.py forge ID KEY       another peer (this one) sends ActionInvoked(ID, KEY) straight to every
                                         other connection but the server's, as a hostile program on the bus could
+    notifications.py forge ID KEY owner the same, first sending a NameOwnerChanged that names this peer the
+                                        server's new owner, as if the bus had said so
 """
 import json
 import sys
@@ -30,7 +32,7 @@ def plain(v):
     return str(v)
 
 
-def forge(nid, key):
+def forge(nid, key, as_owner=False):
     bus = dbus.SessionBus()
     daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus"), "org.freedesktop.DBus")
     server = daemon.GetNameOwner("org.freedesktop.Notifications")
@@ -38,6 +40,11 @@ def forge(nid, key):
     if not targets:
         sys.exit("no connection but the server's")
     for t in targets:
+        if as_owner:
+            msg = dbus.lowlevel.SignalMessage("/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged")
+            msg.set_destination(t)
+            msg.append("org.freedesktop.Notifications", server, bus.get_unique_name(), signature="sss")
+            bus.send_message(msg)
         msg = dbus.lowlevel.SignalMessage(PATH, "org.freedesktop.Notifications", "ActionInvoked")
         msg.set_destination(t)
         msg.append(dbus.UInt32(nid), key, signature="us")
@@ -47,7 +54,7 @@ def forge(nid, key):
 
 def main():
     if sys.argv[1] == "forge":
-        forge(int(sys.argv[2]), sys.argv[3])
+        forge(int(sys.argv[2]), sys.argv[3], as_owner=sys.argv[4:] == ["owner"])
         return
     mock = dbus.Interface(dbus.SessionBus().get_object("org.freedesktop.Notifications", PATH),
                           "org.freedesktop.DBus.Mock")
