@@ -94,10 +94,11 @@ $(GIO_MODULE): $(GIO_SOURCES) $(wildcard gio/*.h) Makefile
 $(GIO_DIR)/giomodule.cache: $(GIO_MODULE)
 	$(GIO_QUERYMODULES) $(GIO_DIR)
 
-# The module's pure parts (verdicts and protocol lines to what GLib reports), on JSON the daemon writes.
+# The module's pure parts (verdicts and protocol lines to what GLib reports, on JSON the daemon writes; a refused
+# route's error).
 gio-test: gio-module
 	gcc $(GIO_CFLAGS) $(GIO_WARNINGS) -Igio $$(pkg-config --cflags $(GIO_PKGS)) gio/tests/netpermd-tests.c \
-	  gio/netpermd-verdict.c gio/netpermd-protocol.c gio/netpermd-json.c -o $(GIO_DIR)/netpermd-tests \
+	  gio/netpermd-verdict.c gio/netpermd-protocol.c gio/netpermd-json.c gio/netpermd-route.c -o $(GIO_DIR)/netpermd-tests \
 	  $$(pkg-config --libs $(GIO_PKGS))
 	$(GIO_DIR)/netpermd-tests
 

@@ -300,8 +300,9 @@ on_answer (GObject *source G_GNUC_UNUSED, GAsyncResult *result, gpointer user_da
       g_task_return_boolean (task, TRUE);
       return;
     }
-  g_socket_address_enumerator_next_async (r->enumerator, g_task_get_cancellable (task), on_next_address,
-                                          g_steal_pointer (&task));
+  /* Read before the task is stolen: a function's arguments are evaluated in no set order. */
+  GCancellable *cancellable = g_task_get_cancellable (task);
+  g_socket_address_enumerator_next_async (r->enumerator, cancellable, on_next_address, g_steal_pointer (&task));
 }
 
 static void
@@ -326,6 +327,7 @@ on_next_address (GObject *source, GAsyncResult *result, gpointer user_data)
       return;
     }
   NetpermdNetworkMonitor *self = g_task_get_source_object (task);
+  GCancellable *cancellable = g_task_get_cancellable (task);
   GInetAddress *inet = inet_of (r->address);
   if (!inet)
     {
@@ -333,12 +335,10 @@ on_next_address (GObject *source, GAsyncResult *result, gpointer user_data)
       if (judged (self, NETPERMD_REACH_UNASKED, r->address, &r->refused))
         g_task_return_boolean (task, TRUE);
       else
-        g_socket_address_enumerator_next_async (r->enumerator, g_task_get_cancellable (task), on_next_address,
-                                                g_steal_pointer (&task));
+        g_socket_address_enumerator_next_async (r->enumerator, cancellable, on_next_address, g_steal_pointer (&task));
       return;
     }
-  netpermd_reach_ask_async (self->path, inet, NETPERMD_REACH_WAIT_S, g_task_get_cancellable (task), on_answer,
-                            g_steal_pointer (&task));
+  netpermd_reach_ask_async (self->path, inet, NETPERMD_REACH_WAIT_S, cancellable, on_answer, g_steal_pointer (&task));
 }
 
 static void

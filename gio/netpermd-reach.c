@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "netpermd-reach.h"
 
+#include "netpermd-route.h"
+
 #include <errno.h>
 #include <gio/gunixsocketaddress.h>
 #include <poll.h>
@@ -22,16 +24,26 @@ netpermd_reach_route (GSocketAddress *address, GError **error)
         g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "not an address a route can lead to");
       return FALSE;
     }
-  int fd = socket (native.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  int e = fd < 0 ? errno : connect (fd, (struct sockaddr *)&native, (socklen_t)size) == 0 ? 0 : errno;
-  if (fd >= 0)
-    close (fd);
-  if (e == 0)
-    return TRUE;
   g_autofree char *text = G_IS_INET_SOCKET_ADDRESS (address)
       ? g_inet_address_to_string (g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (address)))
       : g_strdup ("the address");
-  g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "no route to %s: %s", text, g_strerror (e));
+  int fd = socket (native.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    {
+      int e = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "cannot ask the kernel for a route to %s: %s", text,
+                   g_strerror (e));
+      return FALSE;
+    }
+  /* A broadcast destination is one an app may send to (with SO_BROADCAST, as it would): EACCES is then only a
+   * prohibit route's. */
+  int on = 1;
+  setsockopt (fd, SOL_SOCKET, SO_BROADCAST, &on, sizeof on);
+  int e = connect (fd, (struct sockaddr *)&native, (socklen_t)size) == 0 ? 0 : errno;
+  close (fd);
+  if (e == 0)
+    return TRUE;
+  netpermd_route_refused (e, text, error);
   return FALSE;
 }
 

@@ -7,8 +7,8 @@
 
 #include "netpermd-protocol.h"
 
-/* TRUE when the kernel routes `address` (an inet socket address) somewhere, else FALSE and `error` with what
- * connect() would say (G_IO_ERROR_NETWORK_UNREACHABLE, G_IO_ERROR_HOST_UNREACHABLE...). */
+/* TRUE when the kernel routes `address` (an inet socket address) somewhere, else FALSE and `error` with the route
+ * it refused by (netpermd_route_refused: G_IO_ERROR_NETWORK_UNREACHABLE, G_IO_ERROR_HOST_UNREACHABLE). */
 gboolean netpermd_reach_route (GSocketAddress *address, GError **error);
 
 /* Asks the daemon at `path` about `address` and blocks at most `timeout_us`; the answer comes at once (a prompt it

@@ -57,7 +57,7 @@ public enum Explanation {
         switch route {
         case let .keptOff(link, k):
             return "\(app) may not use \(text(k.dimension)): \(whyNot(k)) (the kernel routes its traffic by \(link)\(instead))"
-        case let .blocked(b): return "the kernel routes \(app)'s traffic into a \(b.rawValue) route\(instead)"
+        case let .blocked(b): return "the kernel routes \(app)'s traffic into \(b.withArticle) route\(instead)"
         case let .unusable(link): return "the kernel routes \(app)'s traffic by \(link), which is not usable\(instead)"
         case .none: return "the kernel has no route for \(app)'s traffic\(instead)"
         }

@@ -31,4 +31,13 @@ public enum AddressFamily: String, Sendable, CaseIterable {
 /// prohibit EACCES.
 public enum RouteBlock: String, Sendable {
     case blackhole, unreachable, prohibit
+
+    /// As a sentence says it: "an unreachable", not "a unreachable".
+    public var withArticle: String {
+        switch self {
+        case .blackhole: "a blackhole"
+        case .unreachable: "an unreachable"
+        case .prohibit: "a prohibit"
+        }
+    }
 }

@@ -74,6 +74,34 @@ final class EnforcementTests: IntegrationTestCase {
 
     private func query(_ app: String) throws -> [String: Any] { try request(socket, "QUERY \(app)") }
 
+    /// Issue 48: the peer's socat forks a child per connection, and one whose connection was still open (or cut
+    /// by the rules mid-way, so that it never hears the end) outlived the test, and a fresh clone's `make test`.
+    /// Stopping the server stops its children; what else is left in a namespace goes with it.
+    func testThePeersServerLeavesNoChildBehind() throws {
+        try bed.addLink("wwan0", subnet: 71)
+        try waitForPeer("wwan0")
+        let out = dir + "/client.out"
+        let client = try Subprocess.spawn(["nsenter", "--net=/run/netns/\(bed.ns.name)", EnforcementBed.python, "-c",
+                                           "import socket, sys, time\ns = socket.create_connection((sys.argv[1], 7777))\n"
+                                           + "print('connected', flush=True)\ntime.sleep(60)", "10.71.0.2"],
+                                          stdin: .devNull, stdout: .appendFile(out), stderr: .appendFile(out))
+        addTeardownBlock { client.killAndReap() }
+        let peer = bed.peer.name
+        func inPeer() -> String {
+            (TestNamespace.processes(in: peer) ?? []).map { p in
+                "\(p) " + ((try? readProcFile("/proc/\(p)/cmdline")) ?? "?").replacingOccurrences(of: "\0", with: " ")
+            }.joined(separator: "; ")
+        }
+        try waitUntil("the client is connected and socat forked a child for it") {
+            (((try? String(contentsOfFile: out, encoding: .utf8)) ?? "") == "connected\n"
+                && TestNamespace.processes(in: peer)?.count == 2, inPeer())
+        }
+        bed.stopListener()
+        try waitUntil("nothing is left in the peer's namespace", timeout: 5) {
+            (TestNamespace.processes(in: peer)?.isEmpty ?? false, inPeer())
+        }
+    }
+
     func testBlocksPerAppAndKindForBothFamilies() throws {
         try bed.addLink("wwan0", subnet: 71)
         try bed.addLink("eth0", subnet: 72)

@@ -165,6 +165,71 @@ final class GLibMonitorTests: IntegrationTestCase {
         try walkEveryVerdict(block: true)
     }
 
+    // MARK: - Routes the kernel refuses
+
+    /// Issue 48: a blackhole route made can_reach() fail with G_IO_ERROR_INVALID_ARGUMENT "no route to 192.0.2.1:
+    /// Invalid argument" (connect()'s EINVAL passed through), and a prohibit route with PERMISSION_DENIED, which
+    /// means netpermd's policy. Each route type the kernel refuses has the code docs/APPS.md gives, IPv4 and IPv6,
+    /// and the daemon's REACH names the same route type the module's message does.
+    func testARouteTheKernelRefusesIsTheNetworksNotAPermission() throws {
+        let bed = try EnforcementBed(self)
+        try bed.addLink("wlan0", subnet: 81)
+        try bed.ns.ip("route", "add", "default", "via", "10.81.0.2", "dev", "wlan0")
+        try bed.ns.ip("-6", "route", "add", "default", "via", "fd00:81::2", "dev", "wlan0")
+        // (route type, IPv4 prefix, IPv6 prefix); a throw route ends the lookup in no route at all.
+        let routes = [("blackhole", "192.0.2.0/24", "2001:db8:1::/48"), ("prohibit", "198.51.100.0/24", "2001:db8:2::/48"),
+                      ("unreachable", "203.0.113.0/24", "2001:db8:3::/48"), ("throw", "198.18.0.0/16", "2001:db8:4::/48")]
+        for (type, v4, v6) in routes {
+            try bed.ns.ip("route", "add", type, v4)
+            try bed.ns.ip("-6", "route", "add", type, v6)
+        }
+        let dir = try makeTempDir()
+        chmod(dir, 0o755)
+        let socket = dir + "/netpermd.sock"
+        _ = try startDaemon(in: bed.ns, socket: socket,
+                            config: try writeConfig("[Interface wlan0]\nKind=wifi\n\n[App maps]\nUser=4242\n", in: dir),
+                            nsenter: true)
+        try waitForVerdict(socket, "maps", "ok by wlan0") { $0.reason == "ok" }
+        let maps = try app(bed.ns, socket: socket)
+        XCTAssertEqual(maps.type, Self.module)
+
+        let expected: [(host: String, blocked: String?, reach: GLibApp.Reach)] = [
+            ("192.0.2.1", "blackhole", refused("network-unreachable", "no route to 192.0.2.1: a blackhole route drops its traffic")),
+            ("198.51.100.1", "prohibit", refused("network-unreachable", "no route to 198.51.100.1: a prohibit route refuses it")),
+            ("203.0.113.1", "unreachable", refused("host-unreachable", "no route to 203.0.113.1: an unreachable route refuses it")),
+            ("198.18.0.1", nil, refused("network-unreachable", "no route to 198.18.0.1: Network is unreachable")),
+            ("2001:db8:1::1", "blackhole", refused("network-unreachable", "no route to 2001:db8:1::1: a blackhole route drops its traffic")),
+            ("2001:db8:2::1", "prohibit", refused("network-unreachable", "no route to 2001:db8:2::1: a prohibit route refuses it")),
+            ("2001:db8:3::1", "unreachable", refused("host-unreachable", "no route to 2001:db8:3::1: an unreachable route refuses it")),
+            ("2001:db8:4::1", nil, refused("network-unreachable", "no route to 2001:db8:4::1: Network is unreachable")),
+        ]
+        for e in expected {
+            try assertReach(maps, e.reach, "the kernel refuses it", host: e.host)
+            // The daemon's REACH, asked as maps asks it: the same route type, never a permission.
+            let r = try reachAsApp(bed.ns, socket, e.host, uid: 4242)
+            XCTAssertEqual(r["reason"] as? String, "routed-elsewhere", "REACH \(e.host): \(r)")
+            let family = e.host.contains(":") ? "ipv6" : "ipv4"
+            let egress = (r["egress"] as? [String: Any])?[family]
+            XCTAssertEqual((egress as? [String: Any])?["blocked"] as? String, e.blocked, "REACH \(e.host): \(r)")
+            if e.blocked == nil { XCTAssertTrue(egress is NSNull, "REACH \(e.host): no route: \(r)") }
+        }
+        XCTAssertEqual(try maps.reach("10.81.0.7"), reachable, "wlan0's own subnet")
+        // can_reach_async went on to the next address with the task already handed over (its cancellable lost).
+        XCTAssertFalse(maps.stderr.contains("CRITICAL"), maps.stderr)
+    }
+
+    /// `REACH HOST` as `uid` in `ns` (socat, as the app's process would ask): the reply's object.
+    private func reachAsApp(_ ns: TestNamespace, _ socket: String, _ host: String, uid: UInt32) throws -> [String: Any] {
+        let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(ns.name)", "setpriv", "--reuid", "\(uid)",
+                                    "--regid", "\(uid)", "--clear-groups", "socat", "-t", "2", "-", "UNIX-CONNECT:\(socket)"],
+                                   input: Array("REACH \(host)\n".utf8), timeout: 10)
+        guard r.status == 0, let line = r.lines.first,
+              let o = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+            throw HarnessError("REACH \(host) as uid \(uid): \(r.summary)")
+        }
+        return o
+    }
+
     // MARK: - network-changed
 
     /// One signal per change of the app's own verdict, whatever made it (DECIDE, FORGET, a link down and up, a

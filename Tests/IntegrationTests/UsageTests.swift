@@ -426,7 +426,7 @@ final class UsageTests: IntegrationTestCase {
     /// meets the reset and its peer's next one the kernel's; what the peer had sent meanwhile still arrives, and
     /// is counted. So the bound is per connection, what its peer may have in flight: at most the receive window the
     /// app advertised. Measured with 16 downloads at once, with the app's receive buffers at their default and
-    /// at 64 KiB (a window of at most 64 KiB: the bound asserted).
+    /// at 64 KiB (a window of at most the 128 KiB buffer the kernel makes of it: the bound asserted).
     func testParallelDownloadsPassTheBudgetByAtMostTheirWindows() throws {
         try bed.ns.ip("link", "set", "eth0", "down")
         try bed.ns.ip("route", "add", "default", "via", "10.31.0.2", "dev", "wwan0")
@@ -451,8 +451,10 @@ final class UsageTests: IntegrationTestCase {
                   + "the apps got \((r["received"] as? [Int] ?? []).reduce(0, +)) bytes of payload")
             XCTAssertLessThan(received, 4 * budget, "the budget ends them at all")
             if rcvbuf > 0 {
-                // SO_RCVBUF 64 KiB: the kernel doubles it, and advertises at most half of that, plus a segment.
-                XCTAssertLessThanOrEqual(over, flows * (64 << 10 + 1500), "at most each connection's window past it")
+                // SO_RCVBUF 64 KiB: the kernel doubles it, and advertises at most the share of that it expects
+                // packets to fill with data (TCP_WINDOW_CLAMP 117,248 bytes over veth on 6.18, not 64 KiB: issue 48),
+                // never the whole buffer; plus a segment.
+                XCTAssertLessThanOrEqual(over, flows * (2 * rcvbuf + 1500), "at most each connection's window past it")
             }
         }
     }

@@ -69,6 +69,8 @@ final class ExplanationTests: XCTestCase {
                        + "may use wlan0)")
         XCTAssertEqual(verdict(.routedElsewhere, egress: [.ipv4: .blocked(.blackhole)], bindTo: wlan).message,
                        "the kernel routes maps's traffic into a blackhole route; it may use wlan0")
+        XCTAssertEqual(verdict(.routedElsewhere, egress: [.ipv4: .blocked(.unreachable)]).message,
+                       "the kernel routes maps's traffic into an unreachable route")
         let down = makeLink(3, "wlan0", .wifi, carrier: false)
         XCTAssertEqual(verdict(.routedElsewhere, egress: [.ipv4: .link(down, allowed: true)], bindTo: wwan).message,
                        "the kernel routes maps's traffic by wlan0, which is not usable; it may use wwan0")

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /* The module's pure parts on the lines netpermd writes: what GLib reports for each verdict, and which lines of a
- * subscription carry the app's own. Run by `make gio-test` (part of `make test`). */
+ * subscription carry the app's own; and what can_reach() says of a route the kernel refuses. Run by `make gio-test`
+ * (part of `make test`). */
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "netpermd-protocol.h"
+#include "netpermd-route.h"
 #include "netpermd-verdict.h"
 
 #define PERMS_ALL_ALLOW                                                                                                \
@@ -295,9 +298,9 @@ test_reach (void)
   g_clear_error (&error);
   const char *blocked = "{\"ok\":true,\"destination\":\"198.51.100.1\",\"app\":\"maps\",\"available\":false,"
                         "\"reason\":\"routed-elsewhere\",\"via\":null,\"egress\":{\"ipv4\":{\"blocked\":\"unreachable\"},"
-                        "\"ipv6\":null},\"bind_to\":null,\"message\":\"the kernel routes maps's traffic into a unreachable route\"}";
+                        "\"ipv6\":null},\"bind_to\":null,\"message\":\"the kernel routes maps's traffic into an unreachable route\"}";
   g_assert_cmpint (netpermd_reach_reply (p, blocked, strlen (blocked), &error), ==, NETPERMD_REACH_UNROUTED);
-  g_assert_cmpstr (error->message, ==, "the kernel routes maps's traffic into a unreachable route");
+  g_assert_cmpstr (error->message, ==, "the kernel routes maps's traffic into an unreachable route");
   g_clear_error (&error);
   const char *unknown = "{\"ok\":false,\"error\":\"unknown-verb\",\"message\":\"unknown verb 'REACH'\"}";
   const char *starting = "{\"ok\":true,\"destination\":\"10.64.0.9\",\"app\":\"maps\",\"available\":false,"
@@ -308,6 +311,39 @@ test_reach (void)
   g_assert_no_error (error);
   g_assert_cmpint (netpermd_reach_reply (p, starting, strlen (starting), &error), ==, NETPERMD_REACH_NO);
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_NETWORK_UNREACHABLE);
+}
+
+static void
+assert_route_refused (int e, GIOErrorEnum code, const char *message)
+{
+  g_autoptr (GError) error = NULL;
+  netpermd_route_refused (e, "192.0.2.1", &error);
+  g_assert_error (error, G_IO_ERROR, (gint)code);
+  g_assert_cmpstr (error->message, ==, message);
+}
+
+/* Every route the kernel refuses, by connect()'s errno (docs/APPS.md's table): never the errno's own code (EINVAL
+ * is no invalid argument of the app's, EACCES no permission of netpermd's). */
+static void
+test_route_refused (void)
+{
+  assert_route_refused (ENETUNREACH, G_IO_ERROR_NETWORK_UNREACHABLE, "no route to 192.0.2.1: Network is unreachable");
+  assert_route_refused (EHOSTUNREACH, G_IO_ERROR_HOST_UNREACHABLE,
+                        "no route to 192.0.2.1: an unreachable route refuses it");
+  assert_route_refused (EINVAL, G_IO_ERROR_NETWORK_UNREACHABLE,
+                        "no route to 192.0.2.1: a blackhole route drops its traffic");
+  assert_route_refused (EACCES, G_IO_ERROR_NETWORK_UNREACHABLE, "no route to 192.0.2.1: a prohibit route refuses it");
+  g_autofree char *other = g_strdup_printf ("no route to 192.0.2.1: the kernel refuses it (%s)", g_strerror (EPERM));
+  assert_route_refused (EPERM, G_IO_ERROR_NETWORK_UNREACHABLE, other);
+  /* No errno turns into "not allowed", nor into an error GLib's monitors never give for a destination. */
+  for (int e = 1; e < 134; e++)
+    {
+      g_autoptr (GError) error = NULL;
+      netpermd_route_refused (e, "2001:db8::1", &error);
+      g_assert_true (error->domain == G_IO_ERROR);
+      g_assert_true (error->code == G_IO_ERROR_NETWORK_UNREACHABLE || error->code == G_IO_ERROR_HOST_UNREACHABLE);
+      g_assert_true (g_str_has_prefix (error->message, "no route to 2001:db8::1: "));
+    }
 }
 
 int
@@ -325,5 +361,6 @@ main (int argc, char **argv)
   g_test_add_func ("/verdict/connectivity", test_connectivity);
   g_test_add_func ("/protocol/lines", test_protocol);
   g_test_add_func ("/protocol/reach", test_reach);
+  g_test_add_func ("/route/refused", test_route_refused);
   return g_test_run ();
 }

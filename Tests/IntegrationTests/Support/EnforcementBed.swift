@@ -24,9 +24,14 @@ final class EnforcementBed {
         peer = try test.makeNamespace(ipv6: true)
         let l = try Subprocess.spawn(["ip", "netns", "exec", peer.name, "socat", "-u",
                                       "TCP6-LISTEN:\(Self.port),fork,reuseaddr,ipv6only=0", "/dev/null"],
-                                     stdin: .devNull, stdout: .devNull, stderr: .devNull)
+                                     stdin: .devNull, stdout: .devNull, stderr: .devNull, ownGroup: true)
         listener = l
         test.addTeardownBlock { l.killAndReap() }
+    }
+
+    /// Stops the peer's server and every child it forked for a connection (its process group), as teardown does.
+    func stopListener() {
+        listener?.killAndReap()
     }
 
     /// A veth `name` in `ns`, its other end in `peer`, with 10.N.0.1/24 and fd00:N::1/64 on this side.

@@ -61,7 +61,10 @@ enum Subprocess {
 
     /// Starts `argv` with the given standard descriptors. Signals are reset to their defaults in the child
     /// (the test process ignores SIGPIPE, and an ignored signal would stay ignored across exec).
-    static func spawn(_ argv: [String], stdin: Redirect, stdout: Redirect, stderr: Redirect) throws -> ChildProcess {
+    /// `ownGroup`: in a process group of its own, which `killAndReap` kills whole: a server that forks a child per
+    /// connection (`socat ... fork`) leaves none behind.
+    static func spawn(_ argv: [String], stdin: Redirect, stdout: Redirect, stderr: Redirect,
+                      ownGroup: Bool = false) throws -> ChildProcess {
         precondition(!argv.isEmpty)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -89,7 +92,9 @@ enum Subprocess {
         sigemptyset(&none)
         posix_spawnattr_setsigdefault(&attr, &all)
         posix_spawnattr_setsigmask(&attr, &none)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
+                                                    | (ownGroup ? POSIX_SPAWN_SETPGROUP : 0)))
+        posix_spawnattr_setpgroup(&attr, 0)
 
         let path = resolve(argv[0])
         var cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
@@ -103,7 +108,7 @@ enum Subprocess {
         guard r == 0 else {
             throw HarnessError("cannot start \(path): \(String(cString: strerror(r)))")
         }
-        return ChildProcess(pid: pid, argv: argv)
+        return ChildProcess(pid: pid, argv: argv, ownGroup: ownGroup)
     }
 
     /// Our environment without what would make a child talk to a service manager (the test runner may run
@@ -228,9 +233,11 @@ enum Subprocess {
 final class ChildProcess: @unchecked Sendable {
     let pid: pid_t
     let argv: [String]
+    /// Leads a process group of its own (its pid is the group's id).
+    let ownGroup: Bool
     private(set) var exitStatus: Int32?
 
-    init(pid: pid_t, argv: [String]) { self.pid = pid; self.argv = argv }
+    init(pid: pid_t, argv: [String], ownGroup: Bool = false) { self.pid = pid; self.argv = argv; self.ownGroup = ownGroup }
 
     /// The status (exit code, or 128 + signal) if it has exited, reaping it; nil while it runs.
     @discardableResult
@@ -262,9 +269,11 @@ final class ChildProcess: @unchecked Sendable {
         if isRunning { kill(pid, sig) }
     }
 
-    /// SIGKILL (if still running) and reap; bounded, as SIGKILL cannot be blocked.
+    /// SIGKILL (if still running) and reap; bounded, as SIGKILL cannot be blocked. A group leader's whole group is
+    /// killed first, while the leader is unreaped: its pid, the group's id, cannot have been given to anyone else.
     @discardableResult
     func killAndReap() -> Int32? {
+        if ownGroup && exitStatus == nil { kill(-pid, SIGKILL) }
         signal(SIGKILL)
         return wait(timeout: 10)
     }

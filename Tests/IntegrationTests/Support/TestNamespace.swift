@@ -77,10 +77,31 @@ final class TestNamespace: @unchecked Sendable {
         return routes
     }
 
+    /// Kills what still runs in it, then deletes it: nothing a test started here outlives the test, whatever it
+    /// left (a server's forked children, whose connections the rules may have cut mid-way, hang on forever
+    /// otherwise; `ip netns del` alone leaves them running).
     func delete() {
         guard !deleted else { return }
         deleted = true
+        Self.killProcesses(in: name)
         _ = try? Subprocess.run(["ip", "netns", "del", name])
+    }
+
+    /// SIGKILLs every process in namespace `name` (`ip netns pids`) until none is left; bounded (2 s). A killed
+    /// process leaves the list once it has exited, zombie or not.
+    static func killProcesses(in name: String) {
+        let deadline = monotonicNow() + 2
+        while let pids = processes(in: name) {
+            if pids.isEmpty || monotonicNow() >= deadline { return }
+            for p in pids { kill(p, SIGKILL) }
+            usleep(5000)
+        }
+    }
+
+    /// The processes in namespace `name` (`ip netns pids`), never this one; nil if it cannot be read.
+    static func processes(in name: String) -> [pid_t]? {
+        guard let r = try? Subprocess.run(["ip", "netns", "pids", name]), r.status == 0 else { return nil }
+        return r.lines.compactMap { pid_t($0.trimmingCharacters(in: .whitespaces)) }.filter { $0 != getpid() }
     }
 
     /// Whether `ip netns list` still shows this namespace.
@@ -98,6 +119,7 @@ final class TestNamespace: @unchecked Sendable {
             let parts = ns.dropFirst(prefix.count).split(separator: "-")
             guard parts.count == 2, let pid = pid_t(parts[0]), pid != getpid() else { continue }
             if kill(pid, 0) != 0 && errno == ESRCH {
+                killProcesses(in: ns)
                 _ = try? Subprocess.run(["ip", "netns", "del", ns])
             }
         }
