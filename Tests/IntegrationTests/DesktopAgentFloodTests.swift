@@ -242,3 +242,50 @@ extension DesktopAgentTests {
         XCTAssertFalse(titles.contains { $0.contains("early4") || $0.contains("early5") }, "\(titles)\n\(out.allText)")
     }
 }
+
+extension DesktopAgentTests {
+    /// The same flood on a real dunst (under Xvfb): dunst holds at most the three questions and the count, shown or
+    /// queued, and none once the prompts are withdrawn. Before: all 60, and with 228 dunst died.
+    func testDunstUnderAFloodHoldsFourNotifications() throws {
+        let d = try makeDesk(Self.floodPolicy)
+        let bus = try session(d, Self.alice)
+        let log = d.dir + "/dunst.log"
+        let config = d.dir + "/dunstrc"
+        try "[global]\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let dunst = try Subprocess.spawn(d.users.argv(Self.alice, ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", "dunst",
+                                                                   "-config", config],
+                                                      environment: [bus.environment]),
+                                         stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
+        addTeardownBlock { dunst.killAndReap() }
+        try bus.waitForName("org.freedesktop.Notifications", of: dunst, log: log)
+        showOnFailure("dunst's log") { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        _ = try notifyAgent(d, bus, Self.alice)
+        /// What dunst holds: shown, and queued to be shown.
+        func held() throws -> (displayed: Int, waiting: Int) {
+            let count = { (what: String) throws -> Int in
+                Int(try Subprocess.check(self.asUser(Self.alice, ["dunstctl", "count", what], bus: bus)).stdout
+                    .trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            }
+            return (try count("displayed"), try count("waiting"))
+        }
+
+        let askers = try flood(d, Self.alice, try programs((1...60).map { String(format: "many%02d", $0) }))
+        try waitForPrompts(d, of: Self.alice, count: 60)
+        var most = 0
+        try waitUntil("dunst shows three questions and the count", timeout: 10, interval: 0.2) {
+            let h = try held()
+            most = max(most, h.displayed + h.waiting)
+            return (h.displayed + h.waiting == 4, "\(h)")
+        }
+        XCTAssertLessThanOrEqual(most, 4)
+        askers.killAndReap()
+        try waitForPrompts(d, of: Self.alice, count: 0)
+        try waitUntil("dunst holds none", timeout: 5, interval: 0.2) {
+            let h = try held()
+            most = max(most, h.displayed + h.waiting)
+            return (h.displayed + h.waiting == 0, "\(h)")
+        }
+        XCTAssertLessThanOrEqual(most, 4)
+        XCTAssertNil(dunst.poll(), "dunst is still running")
+    }
+}
