@@ -80,7 +80,7 @@ enum NotifyAgent {
         // Notify calls for prompts in flight: the prompt each is for; those to close as soon as they come.
         var asked: [UInt64: Int] = [:]
         var unwanted: Set<UInt64> = []
-        // Prompts the server closed (or could not show), answered or dismissed here: not shown again.
+        // Prompts the server closed (or could not show): still open, and waiting, but not shown again.
         var setAside: Set<Int> = []
         var shown = Shown()
         var summary = Summary()
@@ -238,6 +238,14 @@ enum NotifyAgent {
             }
         }
 
+        /// The prompt is done with here (answered, dismissed) or closed: neither shown nor counted as waiting, even
+        /// before the daemon's word of it comes.
+        func forget(_ id: Int) {
+            open[id] = nil
+            arrival.removeAll { $0 == id }
+            setAside.remove(id)
+        }
+
         func take(_ changes: [AgentSession.Change]) {
             for change in changes {
                 switch change {
@@ -246,9 +254,7 @@ enum NotifyAgent {
                     open[id] = p
                     arrival.append(id)
                 case let .closed(id, why, _):
-                    open[id] = nil
-                    arrival.removeAll { $0 == id }
-                    setAside.remove(id)
+                    forget(id)
                     takeDown(id, ["prompt-expired": "expired unanswered", "prompt-answered": "was answered",
                                   "prompt-withdrawn": "was withdrawn (its asker has exited)"][why] ?? "is no longer open")
                 case let .budget(e): Screen.out(Usage.notice(e.forTerminal) + "\n")
@@ -282,8 +288,9 @@ enum NotifyAgent {
                     return
                 }
                 let label = option.label
-                // Answered (or refused: closed already): not shown again while the daemon's word is on its way.
-                setAside.insert(id)
+                // Answered (or refused: closed already): not shown again, nor waiting, while the daemon's word of it
+                // is on its way.
+                forget(id)
                 switch session.answer(id, option.choice, everyone: option.everyone) {
                 case let .done(reply): Screen.out(PromptText.answered(reply.forTerminal, label: label) + "\n")
                 case let .refused(_, message):
@@ -310,11 +317,12 @@ enum NotifyAgent {
                 guard reason != 3, let p = shown.prompts[n], let id = p["id"]?.intValue else { return }
                 _ = shown.close(prompt: id)
                 showing[id] = nil
-                setAside.insert(id)
                 guard reason == 2 else {
+                    setAside.insert(id)
                     Screen.out("notification \(n) for prompt \(id) closed by \(server): the prompt stays open until it expires\n")
                     return
                 }
+                forget(id)
                 switch session.dismiss(id) {
                 case .done: Screen.out("notification \(n) for prompt \(id) dismissed: the prompt is closed unanswered\n")
                 case let .refused(_, message): Screen.out("notification \(n) for prompt \(id) dismissed: \(message)\n")
