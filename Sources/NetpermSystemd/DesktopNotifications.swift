@@ -22,7 +22,15 @@ public final class DesktopNotifications {
         case serverChanged(owner: String?)
         /// The server's answer to `notifyLater` `token`: the notification's id, or why not.
         case shown(token: UInt64, result: Result<UInt32, Failure>)
+        /// The server's answer to `closeLater(id)`: nil when it closed it (or had no such notification).
+        case closeAnswered(id: UInt32, failure: Failure?)
     }
+
+    /// How long a call's reply is waited for. A notification is drawn in milliseconds, in seconds by a server that
+    /// struggles; a Notify whose reply never comes leaves a notification the agent cannot name, so it is waited for
+    /// longer than a close.
+    static let notifyTimeoutUsec: UInt64 = 30_000_000
+    static let closeTimeoutUsec: UInt64 = 10_000_000
 
     static let name = "org.freedesktop.Notifications"
     static let path = "/org/freedesktop/Notifications"
@@ -38,7 +46,12 @@ public final class DesktopNotifications {
         /// The unique name owning the server's name: the only sender whose signals count.
         var owner: String?
         var tokens: UInt64 = 0
+        /// Calls sent whose reply (or time-out) has not come yet.
+        var inFlight = 0
     }
+
+    /// Notify and CloseNotification calls not answered yet.
+    public var callsInFlight: Int { inbox.inFlight }
 
     /// The server's connection (its unique name), nil while none owns the name.
     public var owner: String? { inbox.owner }
@@ -173,44 +186,82 @@ public final class DesktopNotifications {
     }
 
     /// Notify, without waiting: shows a notification with `actions` as (key, label) pairs, `resident` (no time-out,
-    /// an action does not remove it: the agent does) or the server's usual one. The server's answer, its id, comes
-    /// as `.shown(token, ...)` from `process()`, in order with its signals, so that a server slow to answer one
-    /// notification (seconds) holds up nothing else. Returns the token.
+    /// an action does not remove it: the agent does) or the server's usual one; `replaces` a notification shown
+    /// (its id) in place, or 0 for a new one. The server's answer, its id, comes as `.shown(token, ...)` from
+    /// `process()`, in order with its signals, so that a server slow to answer one notification (seconds) holds up
+    /// nothing else. Returns the token.
     public func notifyLater(appName: String, icon: String, summary: String, body: String,
                             actions: [(key: String, label: String)], urgency: UInt8,
-                            resident: Bool = true) throws(Failure) -> UInt64 {
+                            resident: Bool = true, replaces: UInt32 = 0) throws(Failure) -> UInt64 {
         var m: OpaquePointer?
         defer { _ = sd_bus_message_unref(m) }
         var r = sd_bus_message_new_method_call(bus, &m, Self.name, Self.path, Self.name, "Notify")
         if r >= 0, let m {
             r = Self.appendNotify(m, appName: appName, icon: icon, summary: summary, body: body, actions: actions,
-                                  urgency: urgency, resident: resident)
+                                  urgency: urgency, resident: resident, replaces: replaces)
         }
         inbox.tokens += 1
         let token = inbox.tokens
-        let box = Unmanaged.passRetained(Pending(inbox: inbox, token: token)).toOpaque()
+        try send(m, r, "Notify", Pending(inbox: inbox, token: token), Self.onNotified, timeout: Self.notifyTimeoutUsec)
+        return token
+    }
+
+    /// CloseNotification, without waiting: the server's answer comes as `.closeAnswered(id, ...)` from `process()`
+    /// (and the server says `closed` with reason 3).
+    public func closeLater(_ id: UInt32) throws(Failure) {
+        var m: OpaquePointer?
+        defer { _ = sd_bus_message_unref(m) }
+        var r = sd_bus_message_new_method_call(bus, &m, Self.name, Self.path, Self.name, "CloseNotification")
+        var n = id
+        if r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &n) }
+        try send(m, r, "CloseNotification", Pending(inbox: inbox, token: UInt64(id)), Self.onCloseAnswered,
+                 timeout: Self.closeTimeoutUsec)
+    }
+
+    /// Sends `m` (built when `built` >= 0) with `pending` as the handler's context, counted in flight until its reply.
+    private func send(_ m: OpaquePointer?, _ built: Int32, _ method: String, _ pending: Pending,
+                      _ handler: sd_bus_message_handler_t, timeout: UInt64) throws(Failure) {
+        var r = built
+        let box = Unmanaged.passRetained(pending).toOpaque()
         // A floating slot (nil): sd-bus keeps it until the reply or the time-out.
-        if r >= 0 { r = sd_bus_call_async(bus, nil, m, Self.onNotified, box, 60_000_000) }
+        if r >= 0 { r = sd_bus_call_async(bus, nil, m, handler, box, timeout) }
         guard r >= 0 else {
             Unmanaged<Pending>.fromOpaque(box).release()
-            throw Failure(description: "\(Self.name).Notify on \(address): \(Errno(-r))")
+            throw Failure(description: "\(Self.name).\(method) on \(address): \(Errno(-r))")
         }
-        return token
+        inbox.inFlight += 1
     }
 
     private final class Pending {
         let inbox: Inbox
+        /// The Notify's token, or the id a CloseNotification closes.
         let token: UInt64
         init(inbox: Inbox, token: UInt64) { self.inbox = inbox; self.token = token }
+    }
+
+    /// The error a reply carries (a time-out is one too: sd-bus answers the call itself), if any.
+    private static func failure(_ m: OpaquePointer?) -> Failure? {
+        guard let m else { return Failure(description: "no reply") }
+        guard let e = sd_bus_message_get_error(m), sd_bus_error_is_set(e) != 0 else { return nil }
+        return Failure(description: e.pointee.message.map { String(cString: $0) } ?? e.pointee.name.map { String(cString: $0) }
+                       ?? "error")
+    }
+
+    private static let onCloseAnswered: sd_bus_message_handler_t = { m, userdata, _ in
+        guard let userdata else { return 0 }
+        let pending = Unmanaged<Pending>.fromOpaque(userdata).takeRetainedValue()
+        pending.inbox.inFlight -= 1
+        pending.inbox.signals.append(.closeAnswered(id: UInt32(truncatingIfNeeded: pending.token), failure: failure(m)))
+        return 0
     }
 
     private static let onNotified: sd_bus_message_handler_t = { m, userdata, _ in
         guard let userdata else { return 0 }
         let pending = Unmanaged<Pending>.fromOpaque(userdata).takeRetainedValue()
+        pending.inbox.inFlight -= 1
         var id: UInt32 = 0
-        if let m, let e = sd_bus_message_get_error(m), sd_bus_error_is_set(e) != 0 {
-            let why = e.pointee.message.map { String(cString: $0) } ?? e.pointee.name.map { String(cString: $0) } ?? "error"
-            pending.inbox.signals.append(.shown(token: pending.token, result: .failure(Failure(description: why))))
+        if let why = failure(m) {
+            pending.inbox.signals.append(.shown(token: pending.token, result: .failure(why)))
         } else if let m, sd_bus_message_read_basic(m, BusMessage.type("u"), &id) > 0 {
             pending.inbox.signals.append(.shown(token: pending.token, result: .success(id)))
         } else {
@@ -221,9 +272,10 @@ public final class DesktopNotifications {
     }
 
     private static func appendNotify(_ m: OpaquePointer, appName: String, icon: String, summary: String, body: String,
-                                     actions: [(key: String, label: String)], urgency: UInt8, resident: Bool) -> Int32 {
+                                     actions: [(key: String, label: String)], urgency: UInt8, resident: Bool,
+                                     replaces: UInt32) -> Int32 {
             var r = BusMessage.append(m, "s", appName)
-            var replaces: UInt32 = 0
+            var replaces = replaces
             if r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &replaces) }
             for s in [icon, summary, body] where r >= 0 { r = BusMessage.append(m, "s", s) }
             if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "s") }
@@ -252,14 +304,26 @@ public final class DesktopNotifications {
             return r
     }
 
-    /// CloseNotification: takes it off the screen (the server then says `closed` with reason 3).
-    public func close(_ id: UInt32) throws(Failure) {
-        var reply: OpaquePointer?
-        defer { _ = sd_bus_message_unref(reply) }
-        try call("CloseNotification", reply: &reply) { m in
-            var id = id
-            return sd_bus_message_append_basic(m, BusMessage.type("u"), &id)
+    /// Waits at most `seconds` for the calls in flight to be answered (the agent's closes as it goes: a call still
+    /// unread when the connection closes may never reach the server), then sends what is queued.
+    public func finish(within seconds: Double) {
+        let deadline = Clock.monotonicSeconds() + seconds
+        while inbox.inFlight > 0 {
+            guard (try? process()) != nil, inbox.inFlight > 0 else { break }
+            let left = deadline - Clock.monotonicSeconds()
+            guard left > 0 else { break }
+            var fds = [pollfd(fd: fd, events: events, revents: 0)]
+            _ = poll(&fds, 1, min(pollTimeout, Int32(left * 1000) + 1))
         }
+        _ = sd_bus_flush(bus)
+    }
+
+    /// How long a poll may wait before `process()` is due (a call's time-out), in milliseconds; -1 for no limit.
+    public var pollTimeout: Int32 {
+        var usec: UInt64 = 0
+        guard sd_bus_get_timeout(bus, &usec) >= 0, usec != UInt64.max else { return -1 }
+        let now = Clock.monotonicMicroseconds()
+        return usec <= now ? 0 : Int32(clamping: (usec - now + 999) / 1000)
     }
 
     /// The descriptor to poll, and for what.

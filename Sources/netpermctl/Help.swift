@@ -167,9 +167,10 @@ enum Help {
                 screen; a key that comes too late is refused by the daemon and stores nothing. Answers may come
                 from a pipe. Ctrl-D (the end of input) or Ctrl-C stops it; an agent that stops mid-question
                 leaves its prompt open for the next.
-                With --notify, each prompt is a desktop notification on the session bus
-                (org.freedesktop.Notifications), its choices as its buttons (a click on its body
-                grants nothing), closed when its prompt closes and when the agent stops (a killed
+                With --notify, prompts are desktop notifications on the session bus
+                (org.freedesktop.Notifications), their choices as their buttons (a click on the body
+                grants nothing): at most three at once, picked in turn by uid, and one that says how
+                many others wait; each closed when its prompt closes and when the agent stops (a killed
                 agent's by the next one), shown again by a notification server that restarts;
                 without a notification server that shows actions it says so and exits 6.
                 The netpermd-agent.service user unit runs it in graphical sessions. It asks a person: -t and

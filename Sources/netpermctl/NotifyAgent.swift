@@ -4,14 +4,18 @@ import NetpermIO
 import NetpermProtocol
 import NetpermSystemd
 
-/// `netpermctl agent --notify`: each prompt as a desktop notification on the user's session bus, with the choices
-/// as its actions and no default action (a click on its body grants nothing: only a button does), critical and
-/// resident so it stays until answered; the answer is the daemon's `ANSWER`. A notification is closed when its prompt closes (expired,
-/// answered elsewhere, its asker gone); an action that comes after that is still sent, and the daemon refuses it. A
-/// notification the person dismisses leaves its prompt open until it expires. The agent takes its notifications
-/// with it when it goes (a signal, the daemon gone); those a killed agent left are closed by the next one (their ids
-/// are kept in `$XDG_RUNTIME_DIR`, with the server's connection they belong to). A server that restarts is shown the
-/// open prompts again.
+/// `netpermctl agent --notify`: prompts as desktop notifications on the user's session bus, with the choices as
+/// their actions and no default action (a click on the body grants nothing: only a button does), critical and
+/// resident so they stay until answered; the answer is the daemon's `ANSWER`. As a phone asks one question at a
+/// time, at most `NotifyLineup.questions` prompts are shown at once (fairly among uids: `NotifyLineup`), and one
+/// more notification says how many others wait; each comes up as one shown closes. A notification is closed when
+/// its prompt closes (expired, answered elsewhere, its asker gone), and a prompt that closes before its turn is never
+/// shown; an action that comes after its notification closed is still sent, and the daemon refuses it if the prompt
+/// has closed. A notification the person dismisses leaves its prompt open until it expires. Every call to the
+/// server goes without waiting (its reply handled when it comes): a server slow to draw holds up no answer. The
+/// agent takes its notifications with it when it goes (a signal, the daemon gone); those a killed agent left are
+/// closed by the next one (their ids are kept in `$XDG_RUNTIME_DIR`, with the server's connection they belong to).
+/// A server that restarts is shown the open prompts again.
 enum NotifyAgent {
     /// Notifications shown, by their id, and (to refuse late actions by name) those closed lately.
     private struct Shown {
@@ -27,6 +31,26 @@ enum NotifyAgent {
         }
 
         func prompt(of n: UInt32) -> JSON? { prompts[n] ?? closed.last { $0.notification == n }?.prompt }
+    }
+
+    /// A prompt's notification: asked of the server (the Notify's token), or shown (its id).
+    private enum Showing {
+        case asking(UInt64)
+        case shown(UInt32)
+    }
+
+    /// The one notification that says how many prompts wait besides those shown.
+    private struct Summary {
+        var id: UInt32?
+        /// Its Notify in flight, and what it says; one at a time, the next when it has come.
+        var token: UInt64?
+        var sending: String?
+        /// What the one shown says.
+        var text: String?
+        /// No prompt waits any more while its Notify was in flight: closed as soon as it comes.
+        var unwanted = false
+        /// The person (or the server) closed it: not shown again until no prompt waits.
+        var hidden = false
     }
 
     static func run(socketPath: String) -> Never {
@@ -49,18 +73,42 @@ enum NotifyAgent {
         let session = AgentSession(socketPath: socketPath)
         Screen.out("netpermctl agent --notify: prompts go to \(server) on \(notes.address); answers are for "
             + "\(session.answersFor) (Ctrl-C to stop)\n")
+        // The prompts open in the daemon, and their ids in the order they came (ids are no order: they are keyed).
+        var open: [Int: JSON] = [:]
+        var arrival: [Int] = []
+        var showing: [Int: Showing] = [:]
+        // Notify calls for prompts in flight: the prompt each is for; those to close as soon as they come.
+        var asked: [UInt64: Int] = [:]
+        var unwanted: Set<UInt64> = []
+        // Prompts the server closed (or could not show): still open, and waiting, but not shown again.
+        var setAside: Set<Int> = []
         var shown = Shown()
-        // Notifications asked of the server and not answered yet: the prompt each is for.
-        var asked: [UInt64: JSON] = [:]
+        var summary = Summary()
+
+        // What the leftovers' file says, written only when it changes.
+        var recorded: [UInt32] = []
+        func record() {
+            let ids = (Array(shown.prompts.keys) + (summary.id.map { [$0] } ?? [])).sorted()
+            guard ids != recorded else { return }
+            recorded = ids
+            leftovers.record(ids, owner: notes.owner)
+        }
+
+        func closeLater(_ n: UInt32) {
+            do { try notes.closeLater(n) } catch { Screen.err("netpermctl: cannot close notification \(n): \(error)\n") }
+        }
+
         // Whatever way the agent goes, its notifications go first: a button left behind would answer nothing.
         beforeExit = {
-            for n in shown.prompts.keys.sorted() { try? notes.close(n) }
+            for n in shown.prompts.keys.sorted() + (summary.id.map { [$0] } ?? []) { try? notes.closeLater(n) }
+            notes.finish(within: 2)
             leftovers.record([], owner: notes.owner)
         }
         let stop: Int32
         do { stop = try Signals.descriptor([SIGTERM, SIGINT, SIGHUP]) } catch { die("signalfd: \(error)", .failed) }
 
-        func show(_ p: JSON) {
+        func show(_ id: Int) {
+            guard let p = open[id] else { return }
             let t = p.forTerminal
             let options = PromptText.options(t, privileged: session.privileged)
             let whose = PromptText.whose(t, privileged: session.privileged).map { "\n" + $0 } ?? ""
@@ -69,47 +117,145 @@ enum NotifyAgent {
             // No default action: a click on the body, stray or meant to read it, must not open the app.
             // And "Settings", where the settings app is installed: every app's choice, not only this one's.
             let actions = options.map { ($0.key, $0.label) } + (SettingsApp.installed ? [(SettingsApp.key, "Settings")] : [])
-            // Asked without waiting: a server slow to show one (seconds) holds up no other prompt, and no answer.
             do {
                 let token = try notes.notifyLater(appName: "netpermd", icon: t["icon"]?.stringValue ?? "network-wireless", summary: PromptText.summary(t),
                                                   body: body, actions: actions, urgency: 2)
-                asked[token] = p
+                asked[token] = id
+                showing[id] = .asking(token)
             } catch {
-                Screen.err("netpermctl: cannot show prompt \(t["id"]?.intValue ?? 0): \(error)\n")
+                setAside.insert(id)
+                Screen.err("netpermctl: cannot show prompt \(id): \(error)\n")
+            }
+        }
+
+        /// Its notification goes (`why` said when it was on the screen); the prompt may still be open.
+        func takeDown(_ id: Int, _ why: String) {
+            switch showing.removeValue(forKey: id) {
+            case let .asking(token)?: unwanted.insert(token)
+            case let .shown(n)?:
+                _ = shown.close(prompt: id)
+                Screen.out("prompt \(id) \(why): notification \(n) closed\n")
+                closeLater(n)
+            case nil: break
+            }
+        }
+
+        /// What the summary says: how many wait, and the first few, in the order they would be asked.
+        func summaryText(_ waiting: [Int]) -> (summary: String, body: String) {
+            let next = NotifyLineup.pick(waiting.map { NotifyLineup.Waiting(prompt: $0, uid: open[$0]?["uid"]?.intValue) },
+                                         count: 5)
+            let names = next.compactMap { open[$0]?.forTerminal }.map { t in
+                PromptText.app(t) + (session.privileged ? t["uid"]?.intValue.map { " (\(PromptText.user($0)))" } ?? "" : "")
+            }
+            let more = waiting.count - names.count
+            let list = names.joined(separator: ", ") + (more > 0 ? " and \(more) more" : "")
+            return (waiting.count == 1 ? "1 more app is waiting" : "\(waiting.count) more apps are waiting",
+                    markup("Waiting to be asked: \(list).\nEach is asked here as the questions shown are answered"
+                           + (SettingsApp.installed ? "; Settings lists them all." : ".")))
+        }
+
+        /// What is shown follows what is open: the lineup's prompts, and the summary of the rest.
+        func settle() {
+            guard notes.owner != nil else { return }
+            let candidates = arrival.filter { !setAside.contains($0) }
+            let picked = NotifyLineup.pick(candidates.map { NotifyLineup.Waiting(prompt: $0, uid: open[$0]?["uid"]?.intValue) })
+            let wanted = Set(picked)
+            for id in showing.keys.sorted() where !wanted.contains(id) { takeDown(id, "waits for another's turn") }
+            // A notification on its way to be closed as soon as it comes counts until then: the bound holds at every
+            // moment on the server's screen, and a struggling server is never sent more than that.
+            for id in picked where showing[id] == nil {
+                guard showing.count + unwanted.count < NotifyLineup.questions else { break }
+                show(id)
+            }
+            let waiting = arrival.filter { showing[$0] == nil }
+            if waiting.isEmpty {
+                summary.hidden = false
+                if summary.token != nil { summary.unwanted = true }
+                if let n = summary.id {
+                    summary.id = nil
+                    summary.text = nil
+                    closeLater(n)
+                }
+            } else if !summary.hidden {
+                summary.unwanted = false
+                let (title, body) = summaryText(waiting)
+                if summary.token == nil, summary.id == nil || summary.text != title + "\n" + body {
+                    do {
+                        summary.token = try notes.notifyLater(appName: "netpermd", icon: "network-wireless", summary: title, body: body,
+                                                              actions: SettingsApp.installed ? [(SettingsApp.key, "Settings")] : [],
+                                                              urgency: 1, replaces: summary.id ?? 0)
+                        summary.sending = title + "\n" + body
+                    } catch {
+                        Screen.err("netpermctl: cannot show how many prompts wait: \(error)\n")
+                    }
+                }
+            }
+            record()
+        }
+
+        func summaryShown(_ result: Result<UInt32, DesktopNotifications.Failure>) {
+            summary.token = nil
+            switch result {
+            case let .failure(e):
+                // Not asked again until it says something else.
+                summary.text = summary.sending
+                Screen.err("netpermctl: \(server) did not show how many prompts wait: \(e)\n")
+            case let .success(n):
+                if summary.unwanted {
+                    summary.unwanted = false
+                    if summary.id == n { summary.id = nil }
+                    summary.text = nil
+                    closeLater(n)
+                    return
+                }
+                // A server that made a new one rather than replace the old: the old goes.
+                if let old = summary.id, old != n { closeLater(old) }
+                summary.id = n
+                summary.text = summary.sending
             }
         }
 
         func shownNow(_ token: UInt64, _ result: Result<UInt32, DesktopNotifications.Failure>) {
-            guard let p = asked.removeValue(forKey: token), let prompt = p["id"]?.intValue else { return }
+            if token == summary.token { return summaryShown(result) }
+            // Not ours: a notice of a refused answer, or a call to a server since gone.
+            guard let id = asked.removeValue(forKey: token) else { return }
+            if unwanted.remove(token) != nil {
+                // Its prompt closed, or gave way to another's, while the server took its time: off the screen at once.
+                if case let .success(n) = result { closeLater(n) }
+                return
+            }
             switch result {
             case let .failure(e):
-                Screen.err("netpermctl: \(server) did not show prompt \(prompt): \(e) (it stays open)\n")
-            case let .success(id):
-                guard session.openPrompts.contains(where: { $0["id"]?.intValue == prompt }) else {
-                    // Closed while the server took its time: off the screen at once.
-                    try? notes.close(id)
-                    return
-                }
-                shown.prompts[id] = p
-                shown.byPrompt[prompt] = id
-                leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
-                Screen.out("prompt \(prompt) for \(p.forTerminal["app"]?.stringValue ?? "?"): notification \(id)\n")
+                showing[id] = nil
+                setAside.insert(id)
+                Screen.err("netpermctl: \(server) did not show prompt \(id): \(e) (it stays open)\n")
+            case let .success(n):
+                guard let p = open[id] else { return closeLater(n) }
+                showing[id] = .shown(n)
+                shown.prompts[n] = p
+                shown.byPrompt[id] = n
+                Screen.out("prompt \(id) for \(p.forTerminal["app"]?.stringValue ?? "?"): notification \(n)\n")
             }
         }
 
-        func withdraw(_ prompt: Int, _ why: String) {
-            guard let n = shown.close(prompt: prompt) else { return }
-            Screen.out("prompt \(prompt) \(why): notification \(n) closed\n")
-            do { try notes.close(n) } catch { Screen.err("netpermctl: cannot close notification \(n): \(error)\n") }
-            leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
+        /// The prompt is done with here (answered, dismissed) or closed: neither shown nor counted as waiting, even
+        /// before the daemon's word of it comes.
+        func forget(_ id: Int) {
+            open[id] = nil
+            arrival.removeAll { $0 == id }
+            setAside.remove(id)
         }
 
         func take(_ changes: [AgentSession.Change]) {
             for change in changes {
                 switch change {
-                case let .opened(p): show(p)
+                case let .opened(p):
+                    guard let id = p["id"]?.intValue, open[id] == nil else { continue }
+                    open[id] = p
+                    arrival.append(id)
                 case let .closed(id, why, _):
-                    withdraw(id, ["prompt-expired": "expired unanswered", "prompt-answered": "was answered",
+                    forget(id)
+                    takeDown(id, ["prompt-expired": "expired unanswered", "prompt-answered": "was answered",
                                   "prompt-withdrawn": "was withdrawn (its asker has exited)"][why] ?? "is no longer open")
                 case let .budget(e): Screen.out(Usage.notice(e.forTerminal) + "\n")
                 case .stopping: Screen.out("netpermd is stopping\n")
@@ -119,6 +265,14 @@ enum NotifyAgent {
 
         func signal(_ s: DesktopNotifications.Signal) {
             switch s {
+            case let .actionInvoked(n, key) where n == summary.id:
+                guard key == SettingsApp.key else {
+                    Screen.out("the notification of the waiting prompts: \(key == "default" ? "a click on it" : "action \(key)") "
+                        + "answers nothing\n")
+                    return
+                }
+                Screen.out("the notification of the waiting prompts: opening the settings app\n")
+                SettingsApp.open()
             case let .actionInvoked(n, key):
                 guard let p = shown.prompt(of: n), let id = p["id"]?.intValue else { return }
                 if key == SettingsApp.key {
@@ -134,6 +288,9 @@ enum NotifyAgent {
                     return
                 }
                 let label = option.label
+                // Answered (or refused: closed already): not shown again, nor waiting, while the daemon's word of it
+                // is on its way.
+                forget(id)
                 switch session.answer(id, option.choice, everyone: option.everyone) {
                 case let .done(reply): Screen.out(PromptText.answered(reply.forTerminal, label: label) + "\n")
                 case let .refused(_, message):
@@ -145,47 +302,64 @@ enum NotifyAgent {
                                           summary: "“\(label)” was not stored for \(t["app"]?.stringValue ?? "?")",
                                           body: markup(message), actions: [], urgency: 1, resident: false)
                 }
-                withdraw(id, "answered here")
+                takeDown(id, "answered here")
+            case let .closed(n, reason) where n == summary.id:
+                guard reason != 3 else { return }
+                summary.id = nil
+                summary.text = nil
+                summary.hidden = true
+                Screen.out("the notification of the waiting prompts was closed: it comes back when they have all been asked\n")
             case let .closed(n, reason):
                 // Closed by the person (reason 2): not now. The prompt is dismissed with it (stores nothing; the app's
                 // blocked traffic asks again after a quiet minute, its asking at once), so no question stays open that
-                // nobody sees. Closed by the server otherwise (expired, 1; undefined, 4): the prompt stays open.
+                // nobody sees. Closed by the server otherwise (expired, 1; undefined, 4): the prompt stays open, not
+                // shown again.
                 guard reason != 3, let p = shown.prompts[n], let id = p["id"]?.intValue else { return }
                 _ = shown.close(prompt: id)
-                leftovers.record(shown.prompts.keys.sorted(), owner: notes.owner)
+                showing[id] = nil
                 guard reason == 2 else {
+                    setAside.insert(id)
                     Screen.out("notification \(n) for prompt \(id) closed by \(server): the prompt stays open until it expires\n")
                     return
                 }
+                forget(id)
                 switch session.dismiss(id) {
                 case .done: Screen.out("notification \(n) for prompt \(id) dismissed: the prompt is closed unanswered\n")
                 case let .refused(_, message): Screen.out("notification \(n) for prompt \(id) dismissed: \(message)\n")
                 }
             case let .shown(token, result): shownNow(token, result)
+            case let .closeAnswered(n, failure):
+                if let failure { Screen.err("netpermctl: cannot close notification \(n): \(failure)\n") }
             case let .serverChanged(owner):
                 // Its notifications went with the old server: the open prompts are shown again by the new one.
-                let open = session.openPrompts
-                shown = Shown()
+                showing = [:]
                 asked = [:]
+                unwanted = []
+                setAside = []
+                shown = Shown()
+                summary = Summary()
+                recorded = []
                 leftovers.record([], owner: owner)
                 guard owner != nil else {
                     Screen.out("the notification server is gone: its prompts will be shown again when one returns\n")
                     return
                 }
-                Screen.out("the notification server restarted: showing \(open.count) open prompt(s) again\n")
-                for p in open { show(p) }
+                Screen.out("the notification server restarted: showing \(min(open.count, NotifyLineup.questions)) open prompt(s) again"
+                    + (open.count > NotifyLineup.questions ? ", and how many others wait" : "") + "\n")
             }
         }
 
         while true {
             if session.hasChanges { take(session.changes(reading: false)) }
-            // Signals read during a call are queued by sd-bus, not left on the socket: taken before each poll.
+            // Signals and replies read during a call are queued by sd-bus, not left on the socket: taken before each poll.
             do { for s in try notes.process() { signal(s) } } catch { die("agent --notify: \(error)", .noNotifications) }
             if session.hasChanges { continue }
+            settle()
             var fds = [pollfd(fd: session.conn.fd, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: notes.fd, events: notes.events, revents: 0),
                        pollfd(fd: stop, events: Int16(POLLIN), revents: 0)]
-            do { _ = try sys { poll(&fds, nfds_t(fds.count), -1) } } catch { die("poll: \(error)", .failed) }
+            // Bounded by the calls' time-outs: a reply that never comes is still answered, by sd-bus, on time.
+            do { _ = try sys { poll(&fds, nfds_t(fds.count), notes.pollTimeout) } } catch { die("poll: \(error)", .failed) }
             if fds[2].revents != 0 {
                 Screen.out("stopping: the notifications of open prompts are closed (the prompts stay open)\n")
                 beforeExit?()
@@ -210,7 +384,7 @@ enum NotifyAgent {
             let lines = text.split(separator: "\n").map(String.init)
             guard let owner = notes.owner, lines.first == owner else { return }
             let stale = lines.dropFirst().compactMap { UInt32($0) }
-            for n in stale { try? notes.close(n) }
+            for n in stale { try? notes.closeLater(n) }
             if !stale.isEmpty { Screen.out("closed \(stale.count) notification(s) a stopped agent left\n") }
             record([], owner: owner)
         }

@@ -41,7 +41,7 @@ final class DesktopAgentTests: IntegrationTestCase {
 
     /// The daemon in an enforcement bed whose only link is wwan0 (metered, as cellular is), its rules in force, and
     /// alice and bob with passwd entries of their own.
-    private func makeDesk(_ policy: String = DesktopAgentTests.policy) throws -> Desk {
+    func makeDesk(_ policy: String = DesktopAgentTests.policy) throws -> Desk {
         let bed = try EnforcementBed(self)
         try bed.addLink("wwan0", subnet: 2)
         try bed.ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0")
@@ -56,14 +56,14 @@ final class DesktopAgentTests: IntegrationTestCase {
     }
 
     /// `uid`'s own session bus.
-    private func session(_ d: Desk, _ uid: UInt32) throws -> PrivateBus {
+    func session(_ d: Desk, _ uid: UInt32) throws -> PrivateBus {
         let bus = try PrivateBus(.session, scratch: try makeTempDir(), user: (d.users, uid))
         addTeardownBlock { bus.stop() }
         return bus
     }
 
     /// python-dbusmock's notification server on the bus, as `uid`, once it owns its name.
-    private func notificationMock(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32) throws -> ChildProcess {
+    func notificationMock(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32) throws -> ChildProcess {
         let log = d.dir + "/mock-\(uid).log"
         let mock = try Subprocess.spawn(d.users.argv(uid, ["/usr/bin/python3", "-m", "dbusmock", "--session", "--template",
                                                            "notification_daemon", "-p", #"{"capabilities": "body actions"}"#],
@@ -76,7 +76,7 @@ final class DesktopAgentTests: IntegrationTestCase {
 
     /// `netpermctl agent --notify` as `uid` on its bus; its output, line by line.
     /// `path`: its PATH instead of none.
-    private func notifyAgent(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32, runtime: String? = nil,
+    func notifyAgent(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32, runtime: String? = nil,
                              path: String? = nil) throws -> (ChildProcess, FDLineReader) {
         let out = try Subprocess.makePipe()
         let vars = (runtime.map { ["XDG_RUNTIME_DIR=" + $0] } ?? []) + (path.map { ["PATH=" + $0] } ?? [])
@@ -94,34 +94,34 @@ final class DesktopAgentTests: IntegrationTestCase {
         return (agent, reader)
     }
 
-    private func asUser(_ uid: UInt32, _ argv: [String], bus: PrivateBus? = nil) -> [String] {
+    func asUser(_ uid: UInt32, _ argv: [String], bus: PrivateBus? = nil) -> [String] {
         ["setpriv", "--reuid", String(uid), "--regid", String(uid), "--clear-groups", "env", "-i"]
             + (bus.map { [$0.environment] } ?? []) + argv
     }
 
     /// What the mock was asked, in order.
-    private func calls(_ bus: PrivateBus) throws -> [[String: Any]] {
+    func calls(_ bus: PrivateBus) throws -> [[String: Any]] {
         let r = try Subprocess.check(["env", bus.environment, "/usr/bin/python3", Repository.path("Tests/IntegrationTests/Support/notifications.py"), "calls"])
         return try r.lines.map(JSONValue.object)
     }
 
-    private func notifications(_ bus: PrivateBus) throws -> [[Any]] {
+    func notifications(_ bus: PrivateBus) throws -> [[Any]] {
         try calls(bus).filter { $0["method"] as? String == "Notify" }.compactMap { $0["args"] as? [Any] }
     }
 
-    private func closed(_ bus: PrivateBus) throws -> [Int] {
+    func closed(_ bus: PrivateBus) throws -> [Int] {
         try calls(bus).filter { $0["method"] as? String == "CloseNotification" }
             .compactMap { ($0["args"] as? [Any])?.first as? Int }
     }
 
     /// The mock emits a signal, as the person's click would have it do.
-    private func emit(_ bus: PrivateBus, _ args: [String]) throws {
+    func emit(_ bus: PrivateBus, _ args: [String]) throws {
         try Subprocess.check(["env", bus.environment, "/usr/bin/python3",
                               Repository.path("Tests/IntegrationTests/Support/notifications.py")] + args)
     }
 
     /// Waits for the `n`th notification (1-based) and returns its id (the mock numbers them 1, 2, ...) and arguments.
-    private func waitForNotification(_ bus: PrivateBus, count n: Int) throws -> (id: Int, args: [Any]) {
+    func waitForNotification(_ bus: PrivateBus, count n: Int) throws -> (id: Int, args: [Any]) {
         var shown: [[Any]] = []
         try waitUntil("notification \(n) is shown", timeout: 5) {
             shown = try self.notifications(bus)
@@ -134,7 +134,7 @@ final class DesktopAgentTests: IntegrationTestCase {
     /// alice's app connects out of wwan0 and is refused until its `n`th notification is shown: an app retrying, as
     /// apps do (the rules log at most 5 packets a second per app and kind, whatever the uid, and this test's connects
     /// come faster than that).
-    private func blockedUntilNotified(_ d: Desk, _ bus: PrivateBus, count n: Int) throws -> (id: Int, args: [Any]) {
+    func blockedUntilNotified(_ d: Desk, _ bus: PrivateBus, count n: Int) throws -> (id: Int, args: [Any]) {
         try waitUntil("a blocked connect of alice's app raises notification \(n)", timeout: 10) {
             let p = try d.bed.probe(uid: Self.alice, link: "wwan0")
             guard p.blocked else { throw HarnessError("alice's connect was not refused: \(p)") }
@@ -143,11 +143,11 @@ final class DesktopAgentTests: IntegrationTestCase {
         return try waitForNotification(bus, count: n)
     }
 
-    private func ctlAs(_ uid: UInt32, _ d: Desk, _ args: [String]) throws -> CommandResult {
+    func ctlAs(_ uid: UInt32, _ d: Desk, _ args: [String]) throws -> CommandResult {
         try Subprocess.run(asUser(uid, [netpermctl, "--socket", d.socket] + args))
     }
 
-    private func decisionsText(_ d: Desk) -> String { (try? String(contentsOfFile: d.decisions, encoding: .utf8)) ?? "" }
+    func decisionsText(_ d: Desk) -> String { (try? String(contentsOfFile: d.decisions, encoding: .utf8)) ?? "" }
 
     // MARK: - python-dbusmock
 
