@@ -17,8 +17,10 @@ public final class Caller: Sendable {
         ownUID = !privileged && userDecisions ? identity.uid : nil
     }
 
+    /// `identity` as the app was recognised by (Config.resolve): in its enclosing unit, when that unit's app it is.
     public convenience init(identity: PeerIdentity, config: Config, daemonUID: UInt32 = 0, adminGID: () -> UInt32?) {
-        self.init(identity: identity, match: config.match(identity),
+        let (seen, match) = config.resolve(identity)
+        self.init(identity: seen, match: match,
                   privileged: config.isPrivileged(identity, daemonUID: daemonUID, adminGID: adminGID),
                   userDecisions: config.userDecisions)
     }

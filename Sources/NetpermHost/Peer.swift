@@ -77,7 +77,7 @@ public final class PeerIdentities {
         let unit = cgroup.flatMap(PeerIdentity.unitAndManager(fromCgroup:))
         let identity = PeerIdentity(pid: pid, uid: cred.uid, gids: gids, executable: exe, unit: unit?.unit,
                                     userUnit: unit?.user ?? false, unitFollowed: unit?.followed ?? true,
-                                    slice: unit?.slice, problem: problem)
+                                    slice: unit?.slice, problem: problem, enclosing: unit?.enclosing)
         if let process, problem == nil { keep(identity, for: process) }
         return identity
     }

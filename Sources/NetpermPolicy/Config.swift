@@ -107,9 +107,17 @@ public struct Config: Equatable, Sendable {
     /// A `netpermctl run --app NAME` scope (RunScope) is app NAME; then Executable, then Unit, then User; within
     /// each, the first `[App]` (in definition order) that matches. The scope comes first because the rules match it
     /// too (an executable they cannot): the daemon's answer and the kernel's agree.
-    public func match(_ peer: PeerIdentity) -> AppMatch {
-        if let unit = peer.unit, let name = RunScope.app(fromUnit: unit), let i = appIndex[name] {
-            return AppMatch(id: apps[i].id, matchedBy: .unit, app: apps[i])
+    public func match(_ peer: PeerIdentity) -> AppMatch { resolve(peer).match }
+
+    /// The app `peer` is, and the identity it was recognised by: a process in a unit inside another unit's cgroup
+    /// is, at each step that reads units, first its enclosing unit's app (the rules follow that unit's cgroup, and
+    /// the kernel holds the process to it), then its own unit's.
+    public func resolve(_ peer: PeerIdentity) -> (identity: PeerIdentity, match: AppMatch) {
+        let views = [peer.enclosed, peer].compactMap { $0 }
+        for p in views {
+            if let unit = p.unit, let name = RunScope.app(fromUnit: unit), let i = appIndex[name] {
+                return (p, AppMatch(id: apps[i].id, matchedBy: .unit, app: apps[i]))
+            }
         }
         if let exe = peer.executable {
             var best = exactExecutables[exe]
@@ -117,24 +125,28 @@ public struct Config: Equatable, Sendable {
                 if let b = best, b < i { break }
                 if apps[i].executables.contains(where: { $0.matches(exe) }) { best = i; break }
             }
-            if let i = best { return AppMatch(id: apps[i].id, matchedBy: .executable, app: apps[i]) }
+            if let i = best { return (peer, AppMatch(id: apps[i].id, matchedBy: .executable, app: apps[i])) }
         }
-        if let unit = peer.unit,
-           let app = apps.first(where: { (peer.userUnit ? $0.userUnits : $0.units).contains { $0.matches(unit) } }) {
-            return AppMatch(id: app.id, matchedBy: .unit, app: app)
+        for p in views {
+            if let unit = p.unit,
+               let app = apps.first(where: { (p.userUnit ? $0.userUnits : $0.units).contains { $0.matches(unit) } }) {
+                return (p, AppMatch(id: app.id, matchedBy: .unit, app: app))
+            }
         }
-        if let desktop = desktopAppID(peer) {
-            let app = desktopIndex[desktop].map { apps[$0] } ?? AppPolicy(discovered: desktop)
-            return AppMatch(id: app.id, matchedBy: .desktop, app: app)
+        for p in views {
+            if let desktop = desktopAppID(p) {
+                let app = desktopIndex[desktop].map { apps[$0] } ?? AppPolicy(discovered: desktop)
+                return (p, AppMatch(id: app.id, matchedBy: .desktop, app: app))
+            }
         }
         if let app = apps.first(where: { $0.uids.contains(peer.uid) }) {
-            return AppMatch(id: app.id, matchedBy: .user, app: app)
+            return (peer, AppMatch(id: app.id, matchedBy: .user, app: app))
         }
         // Never an id the policy uses: that app's verdict, events and decisions are not this program's.
         let base = Config.derivedID(peer)
         var id = base, n = 2
         while appIndex[id] != nil { id = "\(base)-\(n)"; n += 1 }
-        return AppMatch(id: id, matchedBy: .defaults, app: nil)
+        return (peer, AppMatch(id: id, matchedBy: .defaults, app: nil))
     }
 
     /// The desktop app `peer` is (DesktopAppID), if any `[App]` names it by `DesktopId=`, or desktop apps are apps.

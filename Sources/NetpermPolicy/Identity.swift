@@ -23,12 +23,34 @@ public struct PeerIdentity: Equatable, Sendable {
     public var slice: String?
     /// Why something could not be read, e.g. "cannot read /proc/1234/exe: Permission denied".
     public var problem: String?
+    /// When `unit` is inside another unit's cgroup (a terminal's tab scope inside the terminal's own, a browser's
+    /// sandbox scopes), the unit the rules follow around it, and its slice: the kernel holds the process to that
+    /// unit's app, so the answers do too when an app is that unit's (`enclosed`).
+    public var enclosing: (unit: String, slice: String?)?
 
     public init(pid: Int32, uid: UInt32, gids: [UInt32], executable: String?, unit: String?, userUnit: Bool = false,
-                unitFollowed: Bool = true, slice: String? = nil, problem: String? = nil) {
+                unitFollowed: Bool = true, slice: String? = nil, problem: String? = nil,
+                enclosing: (unit: String, slice: String?)? = nil) {
         self.pid = pid; self.uid = uid; self.gids = gids
         self.executable = executable; self.unit = unit; self.userUnit = userUnit; self.unitFollowed = unitFollowed
-        self.slice = slice; self.problem = problem
+        self.slice = slice; self.problem = problem; self.enclosing = enclosing
+    }
+
+    public static func == (a: PeerIdentity, b: PeerIdentity) -> Bool {
+        a.pid == b.pid && a.uid == b.uid && a.gids == b.gids && a.executable == b.executable && a.unit == b.unit
+            && a.userUnit == b.userUnit && a.unitFollowed == b.unitFollowed && a.slice == b.slice
+            && a.problem == b.problem && a.enclosing?.unit == b.enclosing?.unit && a.enclosing?.slice == b.enclosing?.slice
+    }
+
+    /// The same process seen as in its enclosing unit (followed by the rules), when it has one.
+    public var enclosed: PeerIdentity? {
+        guard let enclosing else { return nil }
+        var p = self
+        p.unit = enclosing.unit
+        p.slice = enclosing.slice
+        p.unitFollowed = true
+        p.enclosing = nil
+        return p
     }
 
     public func write(to s: inout JSONWriter) {

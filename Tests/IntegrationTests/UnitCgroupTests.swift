@@ -477,6 +477,30 @@ final class UnitCgroupTests: IntegrationTestCase {
         }
     }
 
+    /// Issue 47: a unit inside a user's app unit (a terminal's tab scope inside its own) was refused by the kernel as
+    /// the app (the rules match the enclosing unit's cgroup) while its QUERY answered `[Defaults]` under its
+    /// executable, `enforced:false`. The answer is the kernel's now.
+    func testAUnitInsideAnAppsUnitIsThatAppInTheAnswerAsInTheKernel() throws {
+        let slice = try makeSlice()
+        let uid = 4100
+        let manager = try mkdirs(try mkdirs(slice, "user-\(uid).slice"), "user@\(uid).service")
+        let apps = try mkdirs(manager, "app.slice")
+        let term = try mkdirs(apps, "app-org.example.Term-1.scope")
+        let tab = try mkdirs(term, "tab-2.scope")
+        try Subprocess.check(["chown", "-R", "\(uid):\(uid)", manager])
+        try start(Self.policy + "[App tabs]\nUserUnit=app-org.example.Term-*.scope\nWWAN=deny\n")
+        try waitForEnforced("tabs")
+        assertBlocked(try bed.probe(uid: UInt32(uid), cgroup: tab, link: "wwan0"), "the kernel: the tab is the terminal")
+        // Moved into the tab by root, then the user's own process (which may reach the socket's directory).
+        chmod(dir, 0o755)
+        let r = try Subprocess.run(["sh", "-c", #"echo $$ > "$0/cgroup.procs" && exec setpriv --reuid "$2" --regid "$2" --clear-groups socat -t 2 - "UNIX-CONNECT:$1""#,
+                                    tab, socket, "\(uid)"], input: Array("QUERY\n".utf8), timeout: 10)
+        let own = try JSONValue.object(String(try XCTUnwrap(r.stdout.split(separator: "\n").first, r.summary)))
+        XCTAssertEqual(own["app"] as? String, "tabs", "\(own)")
+        XCTAssertEqual(own["matched_by"] as? String, "unit", "\(own)")
+        XCTAssertEqual(own["enforced"] as? Bool, true, "\(own)")
+    }
+
     /// `QUERY` from a process in `cgroup`: what a unit's own process hears.
     private func askFromInside(_ cgroup: String) throws -> [String: Any] {
         let r = try Subprocess.run(["sh", "-c", #"echo $$ > "$0/cgroup.procs" && exec socat -t 2 - "UNIX-CONNECT:$1""#,

@@ -53,6 +53,48 @@ final class DesktopAppsTests: XCTestCase {
         XCTAssertEqual(config.match(deep).matchedBy, .defaults, "what the rules cannot follow is not one either")
     }
 
+    /// Issue 47: a unit inside an app's unit (a terminal's tab scope inside its own, a browser's sandbox scopes) is
+    /// that app, in the answer as in the kernel, whose rules follow only the enclosing unit's cgroup. It used to be
+    /// `[Defaults]` under its executable, `enforced:false`, while the kernel refused it as the app.
+    func testAUnitInsideAnAppsUnitIsThatApp() throws {
+        let config = try parsePolicy("""
+            [App host]
+            Unit=npt-host.service
+
+            [App inner]
+            Unit=npt-inner.scope
+
+            [App tabs]
+            UserUnit=app-org.example.Term-*.scope
+
+            """)
+        func peer(_ cgroup: String, uid: UInt32 = 1000) throws -> PeerIdentity {
+            let u = try XCTUnwrap(PeerIdentity.unitAndManager(fromCgroup: "0::/" + cgroup + "\n"))
+            return PeerIdentity(pid: 7, uid: uid, gids: [uid], executable: "/usr/bin/python3.11", unit: u.unit,
+                                userUnit: u.user, unitFollowed: u.followed, slice: u.slice, enclosing: u.enclosing)
+        }
+        let maps = try peer(Self.home + "/app.slice/" + Self.mapsUnit + "/tab-3.scope")
+        XCTAssertEqual(maps.unit, "tab-3.scope")
+        XCTAssertFalse(maps.unitFollowed)
+        let resolved = config.resolve(maps)
+        XCTAssertEqual(resolved.match.id, "org.example.Maps")
+        XCTAssertEqual(resolved.match.matchedBy, .desktop)
+        XCTAssertEqual(resolved.identity.unit, Self.mapsUnit, "seen as in the unit the rules follow")
+        XCTAssertTrue(resolved.identity.unitFollowed)
+        // Deeper still, and a sandbox's cgroup that is no unit: the app all the same.
+        XCTAssertEqual(config.match(try peer(Self.home + "/app.slice/" + Self.mapsUnit + "/a.scope/b.scope")).id, "org.example.Maps")
+        XCTAssertEqual(config.match(try peer(Self.home + "/app.slice/" + Self.mapsUnit + "/sandbox")).id, "org.example.Maps")
+        XCTAssertEqual(config.match(try peer(Self.home + "/app.slice/app-org.example.Term-1.scope/vte-spawn-9.scope")).id, "tabs")
+        // A system unit's inner unit is that unit's app; with none, its own (which the rules cannot follow).
+        XCTAssertEqual(config.match(try peer("system.slice/npt-host.service/npt-inner.scope")).id, "host")
+        let lone = try peer("system.slice/npt-other.service/npt-inner.scope")
+        XCTAssertEqual(config.resolve(lone).match.id, "inner")
+        XCTAssertFalse(config.resolve(lone).identity.unitFollowed)
+        // The user's manager is no unit of theirs: its own units are not inside "user@1000.service" as an app.
+        XCTAssertNil(try peer(Self.home + "/app.slice/" + Self.mapsUnit).enclosing)
+        XCTAssertNil(try peer("system.slice/npt-host.service").enclosing)
+    }
+
     /// `[App APPID]` needs no other key and overrides `[Defaults]`; `DesktopId=` names it for another id; explicit
     /// `UserUnit=` globs come first, as in the rules.
     func testAnAppSectionOverrides() throws {
