@@ -114,7 +114,7 @@ let package = Package(
         .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO", "TestSupport"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container, glib-app.py is the GLib app of the GLib
         // module's tests; the tests find them beside their sources.
-        .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore", "NetpermProtocol"],
+        .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore", "NetpermProtocol", "NetpermPolicy"],
                     exclude: ["Support/boot-systemd.sh", "Support/glib-app.py", "Support/notifications.py"]),
     ]
 )

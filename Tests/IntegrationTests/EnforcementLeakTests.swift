@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Foundation
+import NetpermCore
+import NetpermPolicy
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -102,6 +104,48 @@ final class EnforcementLeakTests: IntegrationTestCase {
                        "no handover table left")
         print(String(format: "enforcement: a never-stopping sender across 120 decisions, 40 reloads (%d whole loads) "
                      + "and 3 restarts in %.1f s: %d datagrams on the cellular peer", whole, took, counted))
+    }
+
+    /// Issue 48, by nft alone in a namespace of its own (no daemon): the daemon's own transactions (`Ruleset.update`)
+    /// for an app switched between `WWAN=deny` and `WWAN=allow`, `Metered=deny` (its uid's element moves between
+    /// `uid_wwan` and `uid_metered`, which a metered wwan link looks up first), run by `nft -i` a transaction a line
+    /// in a loop while two senders of the app's uid send datagrams out of wwan0 as fast as they can: the peer sees
+    /// none. Before, the move was one transaction, and a packet that met one map before its commit and the other
+    /// after it found the uid in neither: 192-204 datagrams in 10,000 such transactions here.
+    func testAnElementMovedBetweenMapsByNftAloneLetsNothingPass() throws {
+        let bed = try EnforcementBed(self)
+        try bed.addLink("wwan0", subnet: 72)
+        let sniffer = try Sniffer(self, in: bed.peer, interface: "p72", sources: ["10.72.0.1"], dir: dir)
+        let link = Link(facts: LinkFacts(index: 2, name: "wwan0", arphrd: 1, rtnlKind: "veth", adminUp: true, carrier: true,
+                                         operstate: "up"),
+                        classification: Classification(kind: .wwan, by: "test", metered: true),
+                        addresses: [], defaultRouteV4: true, defaultRouteV6: false, metric: 100)
+        func build(_ flip: String) throws -> Ruleset {
+            let text = "[App keep]\nUser=4012\nWWAN=deny\nMetered=deny\n\n[App flip]\nUser=4011\n" + flip
+            let config = try Config.parse(files: [("/etc/netpermd/netpermd.conf", text)]).get()
+            return Ruleset.build(apps: config.apps, permissions: { config.permissions(for: $0) }, links: [link],
+                                 cgroups: UnitCgroups(nftRoot: nil))
+        }
+        let denied = try build("WWAN=deny\n"), metered = try build("WWAN=allow\nMetered=deny\n")
+        let there = try XCTUnwrap(metered.update(from: denied)).transactions, back = try XCTUnwrap(denied.update(from: metered)).transactions
+        let cycles = 3000
+        // One transaction a line (nft -i runs each line as one batch).
+        let line = { (t: String) in t.split(separator: "\n").joined(separator: "; ") }
+        let script = Array(repeating: (there + back).map(line).joined(separator: "\n"), count: cycles).joined(separator: "\n") + "\n"
+        _ = try Subprocess.check(["nsenter", "--net=/run/netns/\(bed.ns.name)", "nft", "-f", "-"], input: Array(denied.text.utf8))
+        try waitUntil("the peer is reachable") { (try bed.probe(link: "wwan0").passed, "") }
+        let senders = try (0..<2).map { _ in try Sender(self, in: bed.ns, uid: 4011, host: "10.72.0.2", port: 9999) }
+        let started = monotonicNow()
+        let r = try Subprocess.check(["nsenter", "--net=/run/netns/\(bed.ns.name)", "nft", "-i"], input: Array(script.utf8), timeout: 40)
+        let took = monotonicNow() - started
+        for s in senders { s.stop() }
+        XCTAssertFalse(r.stdout.contains("Error") || r.stderr.contains("Error"), r.stderr)
+        try sniffer.flush(self, bed.ns, to: "10.72.0.2", port: 9998)
+        let leaked = sniffer.packets.filter { $0.proto == 17 && $0.destinationPort == 9999 }
+        XCTAssertEqual(leaked.count, 0, "\(cycles * (there.count + back.count)) transactions in \(String(format: "%.1f", took)) s: "
+                       + leaked.prefix(3).map(\.description).joined(separator: "; "))
+        print(String(format: "enforcement: %d element moves by nft alone (%d transactions) in %.1f s: %d datagrams on the peer",
+                     2 * cycles, cycles * (there.count + back.count), took, leaked.count))
     }
 
     static func orphanPolicy(unit: String) -> String {

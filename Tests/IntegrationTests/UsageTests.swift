@@ -314,6 +314,54 @@ final class UsageTests: IntegrationTestCase {
         _ = daemon
     }
 
+    /// Issue 48: lowering `MeteredBudget=` from 4M to 1M after 2 MB used was answered in 1 ms, before the new quota
+    /// was in the kernel, and an app that sent the moment the reply came moved another 2 MB under the old one (3 of
+    /// 3 rounds). The reply comes once the quota is in force: wwan0 carries no more than what was in flight.
+    func testAReloadThatLowersABudgetHoldsWhenItIsAnswered() throws {
+        try bed.ns.ip("link", "set", "eth0", "down")
+        try bed.ns.ip("route", "add", "default", "via", "10.31.0.2", "dev", "wwan0")
+        try start(Self.policy(mode: "block", budget: "4M", save: 3600))
+        let gates = dir + "/gates"
+        try FileManager.default.createDirectory(atPath: gates, withIntermediateDirectories: false)
+        chmod(gates, 0o777)
+        for round in 0..<3 {
+            if round > 0 {
+                _ = try writeConfig(Self.policy(mode: "block", budget: "4M", save: 3600), in: dir)
+                XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+                XCTAssertEqual(try request(socket, "RESET-USAGE sender")["reset"] as? String, "sender")
+            }
+            let first = try bed.client(uid: Self.sender, "upload", "wwan0", String(2 << 20))
+            XCTAssertTrue(first["error"] is NSNull, "round \(round): 2 MiB of a 4 MiB budget: \(first)")
+            // An upload already connected, its next 2 MiB sent the moment the reply comes.
+            let gate = gates + "/open\(round)", out = dir + "/gated\(round).json"
+            let child = try Subprocess.spawn(try bed.clientArgv(uid: Self.sender, ["gated", "wwan0", String(2 << 20), gate]),
+                                             stdin: .devNull, stdout: .appendFile(out), stderr: .appendFile(out))
+            addTeardownBlock { _ = child.killAndReap() }
+            try waitUntil("the connection is open") { (FileManager.default.fileExists(atPath: gate + ".ready"), "") }
+            _ = try writeConfig(Self.policy(mode: "block", budget: "1M", save: 3600), in: dir)
+            let before = try bed.linkCounters("wwan0").txBytes
+            XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+            FileManager.default.createFile(atPath: gate, contents: nil)
+            XCTAssertNotNil(child.wait(timeout: 30), "the upload ends")
+            let carried = try bed.linkCounters("wwan0").txBytes - before
+            XCTAssertLessThan(carried, 512 << 10, "round \(round): wwan0 carried \(carried) B after the reply: "
+                              + ((try? String(contentsOfFile: out, encoding: .utf8)) ?? ""))
+        }
+    }
+
+    /// Issue 48: a USAGE sent 6 ms after a reload that turned counting off showed the app at 0 B (57 ms after, the
+    /// right total): the reload's last reading was not waited for. It is.
+    func testAUsageRightAfterCountingStopsHasTheLastCounts() throws {
+        try start(Self.policy(mode: "off", save: 3600))
+        let up = try bed.client(uid: Self.sender, "upload", "wwan0", String(1 << 20))
+        XCTAssertTrue(up["error"] is NSNull, "\(up)")
+        _ = try writeConfig(Self.policy(mode: "off", save: 3600).replacingOccurrences(of: "Count=yes", with: "Count=no"), in: dir)
+        XCTAssertEqual(try request(socket, "RELOAD")["ok"] as? Bool, true)
+        let reply = try request(socket, "USAGE")
+        XCTAssertEqual(reply["counting"] as? Bool, false)
+        XCTAssertGreaterThanOrEqual(try counted("sender", kind: "wwan", metered: true, from: reply).sent, 1 << 20, "\(reply)")
+    }
+
     /// Issue 31, 7 and 11: a flow is its socket's app's, however it began. A UDP flow's addresses and ports reused by
     /// another uid while conntrack keeps it (its first uid's app took all 30 datagrams, the second's 0); a flow the
     /// peer began, the app replying (578 B counted of 3.6 MB received, past a 1 MiB budget); a connection opened

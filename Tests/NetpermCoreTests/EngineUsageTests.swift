@@ -394,6 +394,51 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertEqual(quota(h, "maps").used, 1_048_576)
     }
 
+    /// Issue 48: a RELOAD that lowered a budget was answered in 1 ms, before the new quota was in the kernel (the
+    /// reply waited only for the enforcement table), and an app that sent at once moved 2 MB more under the old one.
+    /// The reply waits for the reading the new quota starts from, then for its load.
+    func testAReloadThatLowersABudgetIsAnsweredOnceItsQuotaIsInTheKernel() throws {
+        let h = harness(Self.policy.replacingOccurrences(of: "MeteredBudget=1M", with: "MeteredBudget=4M"))
+        count(h, "maps", sent: 2_000_000)
+        let reading = try XCTUnwrap(h.usageReading)
+        h.usageLoadsAreManual = true
+        h.holdUsageReads = true
+        h.policyFiles = [("/etc/netpermd/netpermd.conf", Self.policy)]
+        let c = h.connect()
+        XCTAssertEqual(h.send(c, "RELOAD"), [], "not answered while the reading the quota starts from is made")
+        XCTAssertEqual(h.heldUsageReads, 1)
+        h.holdUsageReads = false
+        h.finishUsageRead(with: reading)
+        XCTAssertEqual(h.pendingUsageLoads.count, 1, "the lowered budget's quota is being loaded")
+        XCTAssertEqual(h.take(c), [], "not answered while it is")
+        h.completeUsageLoad()
+        XCTAssertEqual(h.takeParsed(c).first?["ok"], true, "answered once it is in the kernel")
+        XCTAssertEqual(quota(h, "maps").out, true, "used up at once")
+        // A reload that changes no usage rule is answered at once.
+        XCTAssertEqual(h.send(c, "RELOAD").count, 1)
+    }
+
+    /// Issue 48: a USAGE 6 ms after a reload that turned counting off showed the app at 0 B (50 ms later, the right
+    /// total): the reload's last reading was not waited for. It is, as while counting.
+    func testAUsageAfterAReloadThatStopsCountingWaitsForItsLastReading() throws {
+        let h = harness()
+        count(h, "web", sent: 77_000)
+        h.holdUsageReads = true
+        h.policyFiles = [("/etc/netpermd/netpermd.conf", "[App web]\nUser=1001\n")]
+        let c = h.connect()
+        XCTAssertEqual(h.takeParsed(c).count, 0)
+        XCTAssertEqual(h.send(c, "RELOAD").count, 1, "answered: counting off loads nothing")
+        XCTAssertEqual(h.heldUsageReads, 1, "the last reading is away")
+        XCTAssertEqual(h.send(c, "USAGE web"), [], "waits for a reading")
+        h.holdUsageReads = false
+        h.finishUsageRead(with: h.usageReading)
+        let u = try XCTUnwrap(h.takeParsed(c).first)
+        XCTAssertEqual(u["counting"], false)
+        XCTAssertEqual(u["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 77_000, "\(u)")
+        XCTAssertTrue(h.steps.contains("remove-usage"), "and the table goes after")
+        XCTAssertEqual(h.request(h.connect(), "USAGE web")["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 77_000, "kept")
+    }
+
     /// Issue 31, point 4: a restart while the app's budget was used up opened its verdict (the 986 KB counted is
     /// below 1 MiB; the quota that refused the crossing packet counted past it) although the kernel refused it.
     func testARestartWhileABudgetIsUsedUpKeepsItUsedUp() {

@@ -81,10 +81,12 @@ final class RuleTransactionTests: XCTestCase {
         let new = try build("[App phone]\nUser=1000\nWWAN=deny\n[App cron]\nUnit=cron.service\nEthernet=allow\n"
             + "[App other]\nUser=2000\nWiFi=deny\n")
         let u = try XCTUnwrap(new.update(from: old))
-        XCTAssertEqual(u.transactions.count, 2, "\(u.transactions)")
-        let change = try XCTUnwrap(u.changes[0].elements, u.transactions[0])
-        XCTAssertEqual(change.commands.count, u.transactions[0].split(separator: "\n").count)
-        XCTAssertEqual(u.changes[1].elements?.commands, [.deleteChain(old.askChains[0].name)])
+        XCTAssertEqual(u.transactions.count, 3, "\(u.transactions)")
+        for i in 0..<2 {
+            let change = try XCTUnwrap(u.changes[i].elements, u.transactions[i])
+            XCTAssertEqual(change.commands.count, u.transactions[i].split(separator: "\n").count)
+        }
+        XCTAssertEqual(u.changes[2].elements?.commands, [.deleteChain(old.askChains[0].name)])
         let links = new.withLinks([Links.lo, Links.eth]).update(from: new)
         XCTAssertEqual(try XCTUnwrap(links?.changes.first).elements?.commands.first, .flush(map: "links"))
     }

@@ -660,8 +660,9 @@ final class RulesetTests: XCTestCase {
     }
 
     /// A permission changing (a decision, a policy edit) changes only its elements: a changed verdict is deleted
-    /// and added again in the same transaction, a new pending kind's chain is added before the element that names
-    /// it, and a chain no element names any more is deleted after its elements.
+    /// and added again in the same transaction, every change that refuses more before every one that refuses less
+    /// (RuleWindowTests), a new pending kind's chain is added before the element that names it, and a chain no element
+    /// names any more is deleted after its elements.
     func testPermissionUpdateChangesOnlyElements() throws {
         let old = try build("""
             [App phone]
@@ -703,25 +704,28 @@ final class RulesetTests: XCTestCase {
             add rule inet netpermd ask_6ec5564f_wwan goto deny
 
             """#, #"""
-            delete element inet netpermd uid_wifi { 1001, 1002 }
             delete element inet netpermd uid_wwan { 1000, 1001, 1002 }
             delete element inet netpermd unit2_metered { "unified/system.slice/cron.service" }
-            delete element inet netpermd unit2_ethernet { "unified/system.slice/cron.service" }
             delete element inet netpermd conn_metered { 0x6ee31989 }
-            delete element inet netpermd conn_wifi { 0x6ec5564f }
             delete element inet netpermd conn_wwan { 0x6eb611af, 0x6ec5564f }
-            delete element inet netpermd conn_ethernet { 0x6ee31989 }
             add element inet netpermd uid_wwan { 1000 : goto deny, 1001 : goto ask_6ec5564f_wwan, 1002 : goto ask_6ec5564f_wwan }
             add element inet netpermd unit2_metered { "unified/system.slice/cron.service" : goto deny }
-            add element inet netpermd unit2_ethernet { "unified/system.slice/cron.service" : accept }
             add element inet netpermd conn_metered { 0x6ee31989 : goto deny }
             add element inet netpermd conn_wwan { 0x6eb611af : goto deny, 0x6ec5564f : goto ask_6ec5564f_wwan }
+
+            """#, #"""
+            delete element inet netpermd uid_wifi { 1001, 1002 }
+            delete element inet netpermd unit2_ethernet { "unified/system.slice/cron.service" }
+            delete element inet netpermd conn_wifi { 0x6ec5564f }
+            delete element inet netpermd conn_ethernet { 0x6ee31989 }
+            add element inet netpermd unit2_ethernet { "unified/system.slice/cron.service" : accept }
             add element inet netpermd conn_ethernet { 0x6ee31989 : accept }
 
             """#, """
             delete chain inet netpermd ask_6eb611af_wwan
 
-            """], "the new chain, then the elements (uids', cron's cgroup's and the apps' tags'), then the old chain")
+            """], "the new chain, then the elements that refuse more (uids', cron's cgroup's and the apps' tags'), then those "
+           + "that refuse less, then the old chain")
         XCTAssertEqual(u.size, Ruleset.UpdateSize(links: false, elements: 21, chains: 2))
         // A map losing its last element: its lookup leaves its chains after the elements; gaining its first: the
         // lookups come in before, in their places.
@@ -739,7 +743,7 @@ final class RulesetTests: XCTestCase {
             "add element inet netpermd uid_wifi { 2000 : goto deny }\nadd element inet netpermd conn_wifi { \(tag) : goto deny }\n"])
         // The way back is the mirror image.
         let back = try XCTUnwrap(old.update(from: new)).transactions
-        XCTAssertEqual(back.count, 3)
+        XCTAssertEqual(back.count, 4)
         XCTAssertTrue(back.first?.hasPrefix("add chain inet netpermd ask_6eb611af_wwan\n") == true, "\(back)")
         XCTAssertEqual(back.last, "delete chain inet netpermd ask_6ec5564f_wwan\n")
     }
@@ -774,13 +778,15 @@ final class RulesetTests: XCTestCase {
         let u = try XCTUnwrap(came.update(from: old), "a cgroup appearing is elements added")
         XCTAssertEqual(u.size, Ruleset.UpdateSize(elements: 12, chains: 15),
                        "its 6 verdicts, its tag, its app's 5 allows by tag; and the chains' lookups, its maps no longer empty")
-        XCTAssertEqual(u.transactions.count, 2, "the lookups first, then the elements")
+        XCTAssertEqual(u.transactions.count, 3, "the lookups first, then the elements that refuse, then those that pass")
         XCTAssertFalse(u.transactions.joined().contains("delete"), u.transactions.joined())
+        XCTAssertTrue(u.transactions[1].contains(#"add element inet netpermd unit2_wwan { "unified/system.slice/cron.service" : goto deny }"#),
+                      u.transactions[1])
         XCTAssertTrue(u.transactions[0].hasSuffix("flush chain inet netpermd input\nadd rule inet netpermd input "
                                                   + "ct state new tcp flags & (syn | ack) == syn ct mark 0 jump tag_in\n"),
                       u.transactions[0])
-        XCTAssertTrue(u.transactions[1].contains(#"add element inet netpermd unit2_other { "unified/system.slice/cron.service" : accept }"#),
-                      u.transactions[1])
+        XCTAssertTrue(u.transactions[2].contains(#"add element inet netpermd unit2_other { "unified/system.slice/cron.service" : accept }"#),
+                      u.transactions[2])
         let went = try XCTUnwrap(old.update(from: came))
         XCTAssertFalse(went.transactions.joined().contains("cron.service"), "no cgroup element nft can be told of: the path no longer names the id")
         XCTAssertEqual(went.size, Ruleset.UpdateSize(elements: 5, chains: 15, stale: 7),
@@ -838,7 +844,7 @@ final class RulesetTests: XCTestCase {
 
     /// Units by the thousand (a scan under churn): their new elements, and those of units gone (deleted through the
     /// descriptor the daemon holds), go a few hundred to a transaction after the chains, so that the kernel is never
-    /// held long by one; a verdict changing stays one transaction with its deletion.
+    /// held long by one, what refuses before what passes; a verdict changing stays one transaction with its deletion.
     func testManyUnitsGoAFewHundredToATransaction() throws {
         let policy = "[App churn]\nUnit=churn-*.scope\nWWAN=deny\n"
         func units(_ ids: Range<Int>) -> UnitCgroups {
@@ -852,7 +858,8 @@ final class RulesetTests: XCTestCase {
         let counts = up.transactions.map { t in
             t.split(separator: "\n").reduce(0) { n, line in n + (line.hasPrefix("add element") ? line.split(separator: ",").count : 0) }
         }
-        XCTAssertEqual(counts, [256, 256, 188], "\(up.transactions.map { $0.prefix(80) })")
+        // Their denials and tags first (200), then their allows (500).
+        XCTAssertEqual(counts, [200, 256, 244], "\(up.transactions.map { $0.prefix(80) })")
         XCTAssertTrue(up.changes.allSatisfy { $0.elements != nil }, "each one nf_tables batch")
         // All gone but the first: deleted through their descriptors, none left stale.
         let down = try XCTUnwrap(none.update(from: many))

@@ -15,7 +15,7 @@ public struct ElementChanges: Equatable, Sendable {
     /// A key as the map's type has it: a uid or a connection's tag (`uid`, `mark`: a host-order u32), a link's name
     /// (`ifname`), a unit cgroup's path as nft takes it (`cgroupsv2`: the edge resolves it to the cgroup's id, as
     /// nft does, when it sends the change).
-    public enum Key: Equatable, Sendable {
+    public enum Key: Hashable, Sendable {
         case number(UInt32)
         case ifname(String)
         case cgroup(String)

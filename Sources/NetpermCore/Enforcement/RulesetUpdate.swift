@@ -148,24 +148,34 @@ extension Ruleset {
     }
 
     /// The scripts that turn the rules `old` put in force into these, touching only what differs: the `links` map
-    /// (flushed and filled again), map elements (deleted, added; a changed verdict is both), pending apps' chains
-    /// (added, filled again when their prefix changed, deleted once no element names them), and the chains whose
-    /// lookups follow which maps have elements. The element of a unit cgroup that went or was made again stays
-    /// (`UpdateSize.stale`): nft names a cgroup by its path and resolves it when it loads, so it cannot be deleted.
-    /// nil when the whole table must be loaded instead: such an element names a pending app's chain (which could
-    /// then not be deleted, nor reused), or the change is so large that loading the table is as cheap.
+    /// (flushed and filled again), map elements (deleted, added; a changed verdict is both, in one transaction),
+    /// pending apps' chains (added, filled again when their prefix changed, deleted once no element names them), and
+    /// the chains whose lookups follow which maps have elements. The element of a unit cgroup that went or was made
+    /// again stays (`UpdateSize.stale`): nft names a cgroup by its path and resolves it when it loads, so it cannot be
+    /// deleted. nil when the whole table must be loaded instead: such an element names a pending app's chain (which
+    /// could then not be deleted, nor reused), or the change is so large that loading the table is as cheap.
     ///
-    /// Up to three transactions, never one that changes a chain's rules and the elements that lead to it: the
-    /// kernel reads a packet's chains as of the generation it started with and map elements as of now, so a packet
-    /// racing the commit could follow a new element into a chain added by the same commit and find it empty
-    /// (measured: 14 datagrams of an app pending, then denied, in 150 such changes). First the chains: pending
-    /// apps' new chains, and the lookups of both builds together; then the elements; then the lookups of this build
-    /// alone and the chains no element names any more. Each leaves a state in which a packet that either side
-    /// rejects is rejected, whichever generation it reads.
+    /// Never one transaction that changes a chain's rules and the elements that lead to it: the kernel reads a
+    /// packet's chains as of the generation it started with and map elements as of now, so a packet racing the commit
+    /// could follow a new element into a chain added by the same commit and find it empty (measured: 14 datagrams of
+    /// an app pending, then denied, in 150 such changes). Nor one that loosens an element and tightens another: a
+    /// packet looks its maps up one after the other while a commit lands, and nf_tables commits a transaction's sets
+    /// one by one, so a packet can meet some maps as they were and others as they will be. An app moved from
+    /// `uid_wwan` to `uid_metered` (`uid_metered` is looked up first) was in neither for such a packet, which passed
+    /// (1 datagram in 5 runs of a SIGHUP storm, 32 in 3,000 such transactions by nft alone); a unit moved from
+    /// `Metered=allow`, `WWAN=deny` to the reverse met the old `return` and the new `accept`. So: first the chains
+    /// (pending apps' new chains, and the lookups of both builds together); then every element change that refuses
+    /// more (`tightens`: an accept or return taken away, a rejection added); then the `links` map; then every change
+    /// that refuses less; then the lookups of this build alone and the chains no element names any more. A packet's
+    /// verdict only rejects more as an element tightens (the first element found in each of its chains decides, and a
+    /// link passes only when every chain it goes through does), so every state a packet can meet in the first half
+    /// lies between the old rules and both together, and in the second between both together and the new: each
+    /// rejects what the old and the new rules both reject, and passes what both pass (RuleTransactionTests checks
+    /// this for random policies, every map looked up as either side of each commit).
     public func update(from old: Ruleset) -> Update? {
         guard maps.count == old.maps.count else { return nil }
         var size = UpdateSize()
-        var prepare: [RuleCommand] = [], change: [RuleCommand] = [], cleanup: [RuleCommand] = []
+        var prepare: [RuleCommand] = [], cleanup: [RuleCommand] = []
         let oldChains = Dictionary(old.askChains.map { ($0.id, $0.prefix) }, uniquingKeysWith: { a, _ in a })
         let newIDs = Set(askChains.map(\.id))
         var pendingChanges = 0
@@ -190,22 +200,24 @@ extension Ruleset {
                 if now != union { write(chain, now, into: &cleanup) }
             }
         }
+        var links: [RuleCommand] = []
         if linkElements != old.linkElements {
             size.links = true
-            change.append(.flushMap("links"))
-            if !linkElements.isEmpty { change.append(.addElements(map: "links", linkElements)) }
+            links.append(.flushMap("links"))
+            if !linkElements.isEmpty { links.append(.addElements(map: "links", linkElements)) }
         }
-        // Each map's deletions (of changed verdicts, and of cgroups gone) and additions (changed verdicts, and new
-        // keys), in their maps' order.
-        var perMap: [(map: String, deleted: [(Key, gone: Bool)], added: [(MapElement, new: Bool)])] = []
-        var unitsCame = 0, unitsGoing = 0
+        // Each key's change (its old element deleted, its new one added, together), on the side it goes: tightening
+        // or loosening. New keys, and those of cgroups gone, may go apart (below).
+        var tighten: [KeyChange] = [], loosen: [KeyChange] = []
+        var newTighten: [(map: String, item: MapElement)] = [], newLoosen: [(map: String, item: MapElement)] = []
+        var goneOnes: [(map: String, item: Key)] = []
+        var unitsCame = 0
         let limit = (elements + pendingChains) / 2 + 16
         for (new, was) in zip(maps, old.maps) {
             guard new.name == was.name else { return nil }
             guard new.elements != was.elements else { continue }
             let before = Dictionary(was.elements.map { ($0.key, $0.verdict) }, uniquingKeysWith: { a, _ in a })
             let after = Dictionary(new.elements.map { ($0.key, $0.verdict) }, uniquingKeysWith: { a, _ in a })
-            var deleted: [(Key, gone: Bool)] = []
             for e in was.elements where after[e.key] != e.verdict {
                 // Deleting by path needs the path to resolve to the id the element holds, as it did at this build;
                 // a descriptor the daemon holds does while the rules in force name it, its cgroup gone or not
@@ -216,39 +228,42 @@ extension Ruleset {
                         size.stale += 1
                         continue
                     }
-                    deleted.append((e.key, true))
+                    // Its cgroup is gone: it matches no socket, whenever it goes.
+                    goneOnes.append((new.name, e.key))
+                    size.elements += 1
                     continue
                 }
-                deleted.append((e.key, false))
+                let now = after[e.key]
+                let change = KeyChange(map: new.name, delete: e.key, add: now.map { MapElement(key: e.key, verdict: $0) })
+                size.elements += now == nil ? 1 : 2
+                if Self.tightens(from: e.verdict, to: now) { tighten.append(change) } else { loosen.append(change) }
             }
-            let added = new.elements.filter { before[$0.key] != $0.verdict }.map { ($0, new: before[$0.key] == nil) }
-            for e in new.elements where before[e.key] == nil { if case .cgroup = e.key { unitsCame += 1 } }
-            size.elements += deleted.count + added.count
-            perMap.append((new.name, deleted, added))
-            unitsGoing += deleted.filter(\.gone).count
+            for e in new.elements where before[e.key] == nil {
+                if case .cgroup = e.key { unitsCame += 1 }
+                size.elements += 1
+                if Self.tightens(from: nil, to: e.verdict) { newTighten.append((new.name, e)) } else { newLoosen.append((new.name, e)) }
+            }
             // What follows only adds to the count below: past the limit already, the whole table is loaded, and a
             // reload that moves every app's verdict is not compared to the end (a fifth of its time on the loop).
-            guard size.elements + pendingChanges - unitsCame - unitsGoing <= limit else { return nil }
+            guard size.elements + pendingChanges - unitsCame - goneOnes.count <= limit else { return nil }
         }
-        // New elements and those of cgroups gone need no transaction with anything (a new key was nobody's, a gone
-        // cgroup's matches no socket), and the kernel holds every other change to nf_tables (units just made being
-        // named: Engine+FreshUnits.swift) while it commits one: past `chunkElements` of them (a scan's thousands under
-        // churn), they go after the changes of verdicts, a few hundred to a transaction.
-        let apart = perMap.reduce(0) { n, m in n + m.deleted.filter(\.gone).count + m.added.filter(\.new).count } > Self.chunkElements
-        var additions: [RuleCommand] = []
-        var newOnes: [(map: String, item: MapElement)] = [], goneOnes: [(map: String, item: Key)] = []
-        for m in perMap {
-            let deleted = m.deleted.filter { !apart || !$0.gone }.map(\.0)
-            let added = m.added.filter { !apart || !$0.new }.map(\.0)
-            if apart {
-                goneOnes += m.deleted.filter(\.gone).map { (m.map, $0.0) }
-                newOnes += m.added.filter(\.new).map { (m.map, $0.0) }
-            }
-            if !deleted.isEmpty { change.append(.deleteElements(map: m.map, deleted)) }
-            if !added.isEmpty { additions.append(.addElements(map: m.map, added)) }
+        // New elements and those of cgroups gone need no transaction with anything else of their side (a new key was
+        // nobody's in that map, a gone cgroup's matches no socket), and the kernel holds every other change to
+        // nf_tables (units just made being named: Engine+FreshUnits.swift) while it commits one: past `chunkElements`
+        // of them (a scan's thousands under churn), they go after their side's changes of verdicts, a few hundred to
+        // a transaction.
+        let apart = newTighten.count + newLoosen.count + goneOnes.count > Self.chunkElements
+        var firstHalf = Self.commands(tighten), secondHalf = Self.commands(loosen)
+        var firstPieces: [[RuleCommand]] = [], secondPieces: [[RuleCommand]] = []
+        if apart {
+            firstPieces = Self.chunks(newTighten) { .addElements(map: $0, $1) }
+            secondPieces = Self.chunks(newLoosen) { .addElements(map: $0, $1) } + Self.chunks(goneOnes) { .deleteElements(map: $0, $1) }
+        } else {
+            let order = Dictionary(maps.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
+            firstHalf = Self.commands(tighten + newTighten.map { KeyChange(map: $0.map, delete: nil, add: $0.item) }, order: order)
+            secondHalf = Self.commands(goneOnes.map { KeyChange(map: $0.map, delete: $0.item, add: nil) } + loosen
+                                       + newLoosen.map { KeyChange(map: $0.map, delete: nil, add: $0.item) }, order: order)
         }
-        change += additions
-        let pieces = Self.chunks(newOnes) { .addElements(map: $0, $1) } + Self.chunks(goneOnes) { .deleteElements(map: $0, $1) }
         for c in old.askChains where !newIDs.contains(c.id) {
             size.chains += 1
             pendingChanges += 1
@@ -258,9 +273,59 @@ extension Ruleset {
         // chain's lookups again is a few rules, whatever the table's size). Units coming and going are not counted:
         // thousands of them churning in a small table would load it whole at every scan, each load holding the
         // kernel and replacing the elements of the units named as they were made (Engine+FreshUnits.swift).
-        guard size.elements + pendingChanges - unitsCame - unitsGoing <= limit else { return nil }
-        return Update(changes: ([prepare, change] + pieces + [cleanup]).filter { !$0.isEmpty }.map(RuleTransaction.init),
-                      size: size)
+        guard size.elements + pendingChanges - unitsCame - goneOnes.count <= limit else { return nil }
+        // The links map alone, when elements change too: a link moved to another chain must meet elements that
+        // already refuse what both sides refuse.
+        let elementsChange = !(firstHalf.isEmpty && secondHalf.isEmpty && firstPieces.isEmpty && secondPieces.isEmpty)
+        let transactions = [prepare, firstHalf] + firstPieces + (elementsChange ? [links, secondHalf] : [links + secondHalf])
+            + secondPieces + [cleanup]
+        return Update(changes: transactions.filter { !$0.isEmpty }.map(RuleTransaction.init), size: size)
+    }
+
+    /// One key's change in one map: its element in force deleted (if it has one) and its new one added (if it has
+    /// one), always in one transaction, so that the map never lacks the key in between.
+    struct KeyChange {
+        var map: String
+        var delete: Key?
+        var add: MapElement?
+    }
+
+    /// Whether an element going from `old` to `new` (nil: none) makes its lookup refuse more: an accept or a return
+    /// decides for the packet, no element leaves it to the lookups after, a rejection refuses it. A change between
+    /// two of a rank (a deny and an ask, two tags, two chains) goes first too: it only has to be one change.
+    static func tightens(from old: MapVerdict?, to new: MapVerdict?) -> Bool {
+        func rank(_ v: MapVerdict?) -> Int {
+            guard let v else { return 1 }
+            switch v {
+            case .accept, .pass: return 0
+            case .mark, .chain: return 1
+            case .deny, .ask: return 2
+            }
+        }
+        return rank(new) >= rank(old)
+    }
+
+    /// `changes` as one transaction's commands: every deletion, then every addition, each map's in one run, in the
+    /// maps' order (`order`: each map's place).
+    static func commands(_ changes: [KeyChange], order: [String: Int] = [:]) -> [RuleCommand] {
+        let changes = order.isEmpty ? changes : changes.enumerated().sorted {
+            (order[$0.element.map] ?? 0, $0.offset) < (order[$1.element.map] ?? 0, $1.offset)
+        }.map(\.element)
+        var deletions: [RuleCommand] = [], additions: [RuleCommand] = []
+        var map = "", deleted: [Key] = [], added: [MapElement] = []
+        func flush() {
+            if !deleted.isEmpty { deletions.append(.deleteElements(map: map, deleted)) }
+            if !added.isEmpty { additions.append(.addElements(map: map, added)) }
+            deleted = []
+            added = []
+        }
+        for c in changes {
+            if c.map != map { flush(); map = c.map }
+            if let k = c.delete { deleted.append(k) }
+            if let e = c.add { added.append(e) }
+        }
+        flush()
+        return deletions + additions
     }
 
     /// Elements in a transaction of their own: one nf_tables batch (NftablesElements.maxElements).

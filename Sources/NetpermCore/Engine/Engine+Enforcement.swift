@@ -328,6 +328,15 @@ extension Engine {
         return true
     }
 
+    /// Runs `action` once every rule the state asks for now is in force: the enforcement table's, then the usage
+    /// table's (a budget's quota). For `id` only while its connection lasts; `action` resumes it if it must.
+    func onceRulesInForce(_ id: ConnectionID?, _ action: @escaping () -> Void) {
+        onceInForce(nil) { [unowned self] in
+            if let id, sessions[id] == nil { return }
+            onceUsageInForce(id, action)
+        }
+    }
+
     /// Whether `id`'s reply waits for rules.
     func heldForRules(_ id: ConnectionID) -> Bool { enforcement.loads.contains { $0.id == id } }
 

@@ -65,6 +65,12 @@ struct UsageKeeper {
     fileprivate(set) var inForce: UsageRules?
     /// Handed to the edge, not answered yet.
     fileprivate(set) var loading: UsageRules?
+    /// The usage rules' loads as jobs (a lowered or new budget's reading, then its load): the one away, and whether
+    /// the state asks for rules not yet handed over. Its waiters are the replies that promise the rules in force
+    /// (RELOAD, READY=1 after a reload), held until the load that carries their change ends, as enforcement's are
+    /// (`EnforcementBook.loads`): a RELOAD that lowered a budget was answered in 1 ms, and an app that sent at once
+    /// moved 2 MB more under the old quota.
+    fileprivate(set) var loads = InFlight<(id: ConnectionID?, reply: () -> Void)>()
     /// The quota objects the kernel holds, as the last reading or load left them.
     fileprivate(set) var kernelQuotas: Set<QuotaName> = []
     /// Tags whose budget quota (and 80% quota) the kernel reported used up since it was made.
@@ -126,8 +132,44 @@ extension Engine {
 
     // MARK: - Counting, reading, saving
 
-    /// Called by every input's settle(): counting on or off, the first reading, the table's rules, the tick.
+    /// Called by every input's settle() (and by a policy load, before its reply): counting on or off, the first
+    /// reading, the table's rules, the tick; then the replies that waited for the rules now in force.
     func settleUsage() {
+        settleCounting()
+        settleUsageLoads()
+    }
+
+    /// Whether the usage rules' change is away (a budget's reading, then its load): a job of `usage.loads` runs while
+    /// it is, and its replies go once it is not.
+    private func settleUsageLoads() {
+        let busy = usage.loading != nil || (usage.readingForBudgets && usage.reads.running)
+        if busy {
+            if !usage.loads.running { _ = usage.loads.logged("usage rule loads", log: debugLog) { $0.start() } }
+            return
+        }
+        var done = usage.loads.running ? usage.loads.logged("usage rule loads", log: debugLog) { $0.finish().waiters } : []
+        done += usage.loads.drain()
+        releaseUsageReplies(done)
+    }
+
+    /// Runs `action` once the usage rules the state asks for now are in force (or failed to load), or at once if no
+    /// change of them is away; for `id`, while its connection lasts.
+    func onceUsageInForce(_ id: ConnectionID?, _ action: @escaping () -> Void) {
+        guard usage.loads.running else {
+            action()
+            return
+        }
+        usage.loads.wait((id, action))
+    }
+
+    /// A connection closed: the replies it waited for the usage rules for are not sent.
+    func forgetUsageReplies(of id: ConnectionID) { usage.loads.removeWaiters { $0.id == id } }
+
+    private func releaseUsageReplies(_ held: [(id: ConnectionID?, reply: () -> Void)]) {
+        for h in held where h.id.map({ sessions[$0] != nil }) ?? true { h.reply() }
+    }
+
+    private func settleCounting() {
         guard state.ready else { return }
         let settings = state.config.usage
         guard settings.count else {
@@ -410,6 +452,7 @@ extension Engine {
             }
             usage.built = r
         }
+        if let loading = usage.loading { usage.loads.want(usage.built != loading) }
         guard let r = usage.built, r != usage.inForce, usage.loading == nil, usage.retry == nil else { return }
         // A quota made again for a new limit (or a new budget) starts from what was used: read now, not at the last
         // tick (4M lowered to 1M after 2 MB not yet read made a quota of 1M with nothing used).
@@ -458,6 +501,9 @@ extension Engine {
     func usageRulesLoaded(error: EdgeError?) {
         guard let r = usage.loading else { return }
         usage.loading = nil
+        // Its replies go after what the answer changes below; those of the next load wait for it (settleUsageLoads).
+        let done = usage.loads.running ? usage.loads.logged("usage rule loads", log: debugLog) { $0.finish().waiters } : []
+        defer { releaseUsageReplies(done) }
         guard let error else {
             let old = usage.inForce
             let oldBudgets = Dictionary((old?.budgets ?? []).map { ($0.tag, $0) }, uniquingKeysWith: { a, _ in a })
@@ -571,7 +617,9 @@ extension Engine {
                 return
             }
         }
-        guard state.config.usage.count, state.ready else {
+        // Counting turned off by a reload: its last reading is taken before the table goes, and a USAGE waits for a
+        // reading as while counting (it showed 0 B 6 ms after such a reload, the right total 50 ms later).
+        guard state.ready, state.config.usage.count || (usage.inForce != nil && usage.tableMayExist) else {
             replyUsage(session.id, named)
             return
         }

@@ -560,8 +560,10 @@ public final class Engine {
         setAgents(countAgents())
         setNetwork(classify(links.kernel))
         permissionsChanged = true
-        // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules.
+        // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules: the
+        // enforcement table's and the usage table's (a budget's quota) alike.
         settleEnforcementEarly()
+        settleUsage()
         finishReload(error: nil, requesters: requesters)
     }
 
@@ -580,6 +582,7 @@ public final class Engine {
         policyLoads.removeWaiters { $0 == id }
         commits.forget(id) { log(.debug, $0) }
         forgetHeldReplies(of: id)
+        forgetUsageReplies(of: id)
         let listened = session.listened
         let wasAgent = session.isAgent
         changeSession(session) { session.subscription = nil; session.waiting = nil }
@@ -745,21 +748,23 @@ public final class Engine {
     private func finishReload(error: String?, requesters: [ConnectionID]) {
         // The start-up load is not a reload: READY=1 comes with `started`.
         // A reload is done (`systemctl reload` returns) once its rules are in force.
-        if state.ready { onceInForce(nil) { [unowned self] in out.append(.notify(.ready(status: statusText))) } }
+        if state.ready { onceRulesInForce(nil) { [unowned self] in out.append(.notify(.ready(status: statusText))) } }
         lastStatus = statusSummary
         for id in requesters {
             if let error {
                 replyError(id, ProtocolError(.policyInvalid, error))
                 out.append(.resume(id))
             } else {
-                // What it says is written when it goes: the policy as it is then.
-                answerOnceInForce(id, resume: true) { [unowned self] in
+                // What it says is written when it goes: the policy as it is then. (The connection is held since its
+                // RELOAD came.)
+                onceRulesInForce(id) { [unowned self] in
                     reply(id) { w in
                         w.field("ok", true)
                         w.field("generation", state.policyGeneration)
                         w.field("apps", state.config.apps.count)
                         writeWarnings(to: &w)
                     }
+                    out.append(.resume(id))
                 }
             }
         }
