@@ -104,7 +104,8 @@ final class DebianDesktopAppsTests: XCTestCase {
         let c = h.connect(Self.peer(Self.firefoxUnit))
         XCTAssertEqual(h.request(c, "QUERY")["matched_by"], "default")
         h.feed(.desktopCatalog(Self.catalog))
-        XCTAssertEqual(h.request(c, "QUERY")["app"], "firefox-esr")
+        XCTAssertEqual(h.request(c, "QUERY")["matched_by"], "desktop")
+        XCTAssertEqual(h.request(c, "QUERY")["name"], "Firefox ESR")
         h.feed(.desktopCatalog(DesktopCatalog()))
         XCTAssertEqual(h.request(c, "QUERY")["matched_by"], "default")
     }
