@@ -172,9 +172,9 @@ public struct Config: Equatable, Sendable {
 
     /// The policy without the apps `addingDesktopApps` added.
     public var policyOnly: Config {
-        guard apps.contains(where: \.discovered) || installedDesktopApps != InstalledDesktopApps() else { return self }
         var c = self
         c.installedDesktopApps = InstalledDesktopApps()
+        guard apps.contains(where: \.discovered) else { return c }
         c.apps.removeAll(where: \.discovered)
         c.appIndex = Dictionary(uniqueKeysWithValues: c.apps.enumerated().map { ($1.id, $0) })
         c.buildIndex()

@@ -90,12 +90,11 @@ final class DesktopAppIDTests: XCTestCase {
         ]
         for (unit, id) in cases { XCTAssertEqual(app(unit), id, unit) }
         XCTAssertEqual(app("app-gnome-vlc-12.scope"), "vlc", "both readings installed: after the launcher first")
-        XCTAssertNil(app(Self.cases0, slice: "session.slice"), "the desktop's own units are never an app")
+        XCTAssertNil(app("app-gnome-firefox\\x2desr-4242.scope", slice: "session.slice"),
+                     "the desktop's own units are never an app")
         XCTAssertNil(app("app-gnome-firefox\\x2desr-4242.scope", uid: nil), "no user: names alone")
         XCTAssertNil(DesktopAppID.from(unit: "app-gnome-firefox\\x2desr-4242.scope"), "names alone: reverse-DNS only")
     }
-
-    static let cases0 = "app-gnome-firefox\\x2desr-4242.scope"
 
     /// A user's scope named after another user's own app, or an app they deleted for themselves, is no app.
     func testAUsersUnitNamedAfterAnothersApp() {
