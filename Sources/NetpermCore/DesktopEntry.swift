@@ -2,9 +2,10 @@
 import NetpermPolicy
 import NetpermProtocol
 
-/// What an app's `.desktop` file says of it (the Desktop Entry Specification): its name and icon, read from the
-/// `[Desktop Entry]` group. Pure: bytes in, an entry or nil out. Anyone may write such a file for their own apps, so
-/// the text is untrusted: at most `maxBytes` read, valid UTF-8 only, names and icons bounded and made safe to show.
+/// What an app's `.desktop` file says of it (the Desktop Entry Specification, as GLib reads it): its name (and its
+/// translations), icon, what it runs, and whether it is there and listed, from the `[Desktop Entry]` group. Pure:
+/// bytes in, an entry or nil out. Anyone may write such a file for their own apps, so the text is untrusted: at
+/// most `maxBytes` read, valid UTF-8 only, names and icons bounded and made safe to show.
 public struct DesktopEntry: Equatable, Sendable {
     /// `Name=`, the C locale's name: what the daemon, which has no locale of its own, shows.
     public var name: String?
@@ -12,17 +13,44 @@ public struct DesktopEntry: Equatable, Sendable {
     public var localizedNames: [String: String] = [:]
     /// `Icon=`: a theme's icon name, or an absolute path.
     public var icon: String?
-    /// `NoDisplay=true` or `Hidden=true`: installed but not shown in menus (an app still, when it runs).
+    /// `Hidden=true`: the spec's "deleted": the app is not there (a user's own such file deletes everyone's entry
+    /// of that ID for that user).
     public var hidden = false
+    /// `NoDisplay=true`: installed, not shown in menus (GLib's `g_app_info_should_show` is false): not listed
+    /// before it runs, and an app still when it runs.
+    public var noDisplay = false
+    /// `TryExec=`: a program that must be there for the entry to count.
+    public var tryExec: String?
+    /// Set by the reader (DesktopFiles): `TryExec=` names a program that is not there, so GLib drops the entry.
+    public var tryExecMissing = false
+    /// `Exec=`'s arguments, field codes dropped (DesktopExec); nil when it has none or it does not parse.
+    public var exec: [String]?
+    /// The file `Exec=`'s program runs, as the reader resolved it (a bare name looked up in `PATH`); nil when not.
+    public var program: String?
+    /// `DBusActivatable=true`: started over the session bus under its ID, not by `Exec=`.
+    public var dbusActivatable = false
+    /// `OnlyShowIn=` and `NotShowIn=`: the desktops a menu shows it in, or not. The daemon has no desktop, so
+    /// these hide nothing here: a face on a desktop may judge (APPS gives them).
+    public var onlyShowIn: [String] = []
+    public var notShowIn: [String] = []
 
     public static let maxBytes = 65536
     public static let maxNameBytes = 200
     public static let maxIconBytes = 1024
     public static let maxLocales = 64
+    /// Desktops kept of `OnlyShowIn=`/`NotShowIn=`, each at most `maxDesktopBytes`.
+    public static let maxDesktops = 16
+    public static let maxDesktopBytes = 64
+    public static let maxExecBytes = 4096
 
-    public init(name: String? = nil, icon: String? = nil, hidden: Bool = false) {
-        self.name = name; self.icon = icon; self.hidden = hidden
+    public init(name: String? = nil, icon: String? = nil, noDisplay: Bool = false, hidden: Bool = false) {
+        self.name = name; self.icon = icon; self.noDisplay = noDisplay; self.hidden = hidden
     }
+
+    /// Whether the app is there: not deleted (`Hidden=`), its `TryExec=` program found.
+    public var isInstalled: Bool { !hidden && !tryExecMissing }
+    /// Whether menus list it, and so APPS before it runs.
+    public var isListed: Bool { isInstalled && !noDisplay }
 
     /// The entry of a `.desktop` file's bytes; nil when it is not one (not UTF-8, too large, no `[Desktop Entry]`
     /// group first, or `Type=` other than `Application`).
@@ -51,7 +79,13 @@ public struct DesktopEntry: Equatable, Sendable {
             case "Name": entry.name = bounded(value, maxBytes: maxNameBytes)
             case "Icon": entry.icon = bounded(value, maxBytes: maxIconBytes)
             case "Type": type = Substring(value)
-            case "NoDisplay", "Hidden": if value == "true" { entry.hidden = true }
+            case "Hidden": entry.hidden = value == "true"
+            case "NoDisplay": entry.noDisplay = value == "true"
+            case "DBusActivatable": entry.dbusActivatable = value == "true"
+            case "TryExec": entry.tryExec = value.isEmpty || value.utf8.count > maxExecBytes ? nil : value
+            case "Exec": entry.exec = value.utf8.count > maxExecBytes ? nil : DesktopExec.arguments(value)
+            case "OnlyShowIn": entry.onlyShowIn = desktops(value)
+            case "NotShowIn": entry.notShowIn = desktops(value)
             default:
                 if key.hasPrefix("Name["), key.hasSuffix("]"), entry.localizedNames.count < maxLocales {
                     let locale = String(key.dropFirst(5).dropLast())
@@ -65,23 +99,15 @@ public struct DesktopEntry: Equatable, Sendable {
         return entry
     }
 
-    /// The name for a locale (`de_DE.UTF-8@euro`) as the spec matches it: `lang_COUNTRY@MODIFIER`,
+    /// The name for a locale (`de_DE.UTF-8@euro`) as the spec matches it (LocalizedName): `lang_COUNTRY@MODIFIER`,
     /// `lang_COUNTRY`, `lang@MODIFIER`, `lang`, then `Name=`.
     public func name(locale: String?) -> String? {
-        guard let locale, !localizedNames.isEmpty else { return name }
-        var l = Substring(locale)
-        var modifier: Substring?
-        if let at = l.firstIndex(of: "@") { modifier = l[l.index(after: at)...]; l = l[..<at] }
-        if let dot = l.firstIndex(of: ".") { l = l[..<dot] }
-        let lang = l.split(separator: "_", maxSplits: 1).first ?? l
-        let country = l.contains("_") ? l.split(separator: "_", maxSplits: 1).last : nil
-        var tries: [String] = []
-        if let country, let modifier { tries.append("\(lang)_\(country)@\(modifier)") }
-        if let country { tries.append("\(lang)_\(country)") }
-        if let modifier { tries.append("\(lang)@\(modifier)") }
-        tries.append(String(lang))
-        for t in tries { if let n = localizedNames[t] { return n } }
-        return name
+        LocalizedName.pick(localizedNames, locale: locale) ?? name
+    }
+
+    /// A `;`-separated list of desktop names (`GNOME;KDE;`), bounded and safe to show.
+    static func desktops(_ value: String) -> [String] {
+        value.split(separator: ";").prefix(maxDesktops).compactMap { bounded(String($0), maxBytes: maxDesktopBytes) }
     }
 
     /// The spec's escapes in string values: `\s`, `\n`, `\t`, `\r`, `\\`.
@@ -121,9 +147,10 @@ public struct DesktopEntry: Equatable, Sendable {
     }
 }
 
-/// The desktop files the daemon found: for everyone (`XDG_DATA_DIRS`, Flatpak's system exports) and each user's own
-/// (`~/.local/share`, `~/.local/share/flatpak/exports/share`), by application ID. A user's file names only that
-/// user's apps: another uid never sees its name or icon.
+/// The desktop files the daemon found: for everyone (`XDG_DATA_DIRS`, Flatpak's and Snap's system exports) and each
+/// user's own (`~/.local/share`, `~/.local/share/flatpak/exports/share`), by desktop-file ID: the first file of an ID
+/// in the order of the directories, whether or not it deletes the app (`Hidden=true`, a missing `TryExec=`), as GLib
+/// takes them. A user's file names only that user's apps: another uid never sees its name or icon.
 public struct DesktopCatalog: Equatable, Sendable {
     public var system: [String: DesktopEntry] = [:]
     public var users: [UInt32: [String: DesktopEntry]] = [:]
@@ -132,11 +159,27 @@ public struct DesktopCatalog: Equatable, Sendable {
         self.system = system; self.users = users
     }
 
-    /// What `uid` sees of app `id` (its own file first, as `XDG_DATA_HOME` comes before `XDG_DATA_DIRS`); for nil,
-    /// everyone's.
+    /// What `uid` sees of app `id` (its own file first, as `XDG_DATA_HOME` comes before `XDG_DATA_DIRS`, even when
+    /// it deletes the app); for nil, everyone's. nil when the app is not installed for it.
     public func entry(_ id: String, uid: UInt32?) -> DesktopEntry? {
-        if let uid, let e = users[uid]?[id] { return e }
-        return system[id]
+        let e = uid.flatMap { users[$0]?[id] } ?? system[id]
+        return e?.isInstalled == true ? e : nil
+    }
+
+    /// The IDs each uid has installed (what makes a unit of an ID that is not reverse-DNS an app).
+    public var installed: InstalledDesktopApps {
+        InstalledDesktopApps(system: Set(system.filter { $0.value.isInstalled }.keys),
+                             users: users.mapValues { Set($0.filter { $0.value.isInstalled }.keys) }.filter { !$0.value.isEmpty },
+                             deleted: users.mapValues { Set($0.filter { !$0.value.isInstalled }.keys) }.filter { !$0.value.isEmpty })
+    }
+
+    /// The IDs menus list for `uid` (nil: everyone): installed and not `NoDisplay=`.
+    public func listed(uid: UInt32?) -> Set<String> {
+        var ids = Set(system.filter { $0.value.isListed }.keys)
+        if let uid, let own = users[uid] {
+            for (id, e) in own { if e.isListed { ids.insert(id) } else { ids.remove(id) } }
+        }
+        return ids
     }
 }
 

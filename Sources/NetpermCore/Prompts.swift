@@ -35,6 +35,8 @@ public struct Prompt: Equatable, Sendable {
     /// cellular data?", the notification's icon.
     public var name: String? = nil
     public var icon: String? = nil
+    /// `Name[LOCALE]=`, by locale: the agent, in its person's locale, titles the question in their language.
+    public var names: [String: String] = [:]
     /// The processes that asked while it was open: once every one has exited it is withdrawn, unless the app's
     /// traffic was rejected too (no process is known to have given up then).
     public var askers: [Int32] = []
@@ -48,6 +50,7 @@ public struct Prompt: Equatable, Sendable {
         s.field("id", id)
         s.field("app", app)
         if let name { s.field("name", name) }
+        if !names.isEmpty { s.field("names", map: names) }
         if let icon { s.field("icon", icon) }
         s.field("uid", uid.map { Int($0) })
         s.object("identity", identity) {
@@ -171,10 +174,11 @@ public struct PromptBook: Sendable {
     }
 
     /// The app's name and icon, once the prompt is raised.
-    public mutating func name(id: Int, _ name: String?, icon: String?) {
+    public mutating func name(id: Int, _ name: String?, icon: String?, names: [String: String] = [:]) {
         guard let i = open.firstIndex(where: { $0.id == id }) else { return }
         open[i].name = name
         open[i].icon = icon
+        open[i].names = names
     }
 
     /// Another process of the app asks while its prompt is open: it joins the askers. Returns whether it is new.

@@ -56,6 +56,8 @@ public struct Verdict: Equatable, Sendable {
     /// names the app by its name.
     public var name: String? = nil
     public var icon: String? = nil
+    /// `Name[LOCALE]=` of its desktop file, by locale: each face shows the name in its person's language.
+    public var names: [String: String] = [:]
 
     /// Kinds denied only because no agent listens to ask the user (`no-agent`).
     public var unaskedKinds: [PolicyDimension] { deniedKinds.filter { sources[$0] == .noAgent } }
@@ -134,6 +136,7 @@ public struct Verdict: Equatable, Sendable {
     public func write(to s: inout JSONWriter, matchedBy withMatchedBy: Bool = true, message withMessage: Bool = true) {
         s.field("app", app)
         if let name { s.field("name", name) }
+        if !names.isEmpty { s.field("names", map: names) }
         if let icon { s.field("icon", icon) }
         if withMatchedBy { s.field("matched_by", matchedBy.rawValue) }
         s.field("available", available)

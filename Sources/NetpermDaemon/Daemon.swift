@@ -116,7 +116,8 @@ public final class Daemon {
         modemManager.onChange = { interpreter.modemsChanged($0.mapValues(ModemRegistration.init(dbus:))) }
         interpreter.kernelChanged(watcher.snapshot())
         // Desktop apps' names and icons: everyone's files, and those of each user whose manager runs.
-        let desktopFiles = DesktopWatcher(loop: loop, files: DesktopFiles(xdgDataDirs: getenv("XDG_DATA_DIRS").map { String(cString: $0) })) {
+        let desktopFiles = DesktopWatcher(loop: loop, files: DesktopFiles(xdgDataDirs: getenv("XDG_DATA_DIRS").map { String(cString: $0) },
+                                                                           path: getenv("PATH").map { String(cString: $0) })) {
             interpreter.feed(.desktopCatalog($0))
         }
         interpreter.awaitsDesktopFiles = desktopFiles.reads

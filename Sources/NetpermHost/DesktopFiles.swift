@@ -5,32 +5,42 @@ import NetpermIO
 import NetpermPolicy
 import NetpermProtocol
 
-/// Reads the desktop files that name apps (docs/APPS.md, "Desktop apps"): `APPID.desktop` in `applications/` of
-/// each data directory (`XDG_DATA_DIRS` as the daemon has it, `/usr/local/share:/usr/share` by default, then
-/// Flatpak's `/var/lib/flatpak/exports/share`; the first holding an ID wins, as for the desktop), and each user's own
-/// (`~/.local/share`, `~/.local/share/flatpak/exports/share`) for that user's apps.
+/// Reads the desktop files that name apps (docs/APPS.md, "Desktop apps"): the files below `applications/` of each
+/// data directory (`XDG_DATA_DIRS` as the daemon has it, `/usr/local/share:/usr/share` by default, then Flatpak's
+/// `/var/lib/flatpak/exports/share` and Snap's `/var/lib/snapd/desktop`; the first holding an ID wins, as for the
+/// desktop), and each user's own (`~/.local/share`, `~/.local/share/flatpak/exports/share`) for that user's apps. A
+/// file's desktop-file ID is its path below `applications/` with `/` made `-` (`kde4/okular.desktop` is
+/// `kde4-okular`), at most `maxDepth` directories down. `TryExec=` and `Exec=`'s program are looked up in the
+/// daemon's `PATH` (DesktopExec), as GLib does in the launcher's: an entry whose `TryExec=` is missing is dropped.
 ///
 /// A user's files are untrusted, and the daemon may read what they cannot: their directories are walked without
 /// following a symlink, each file is looked at before it is opened and read only when it is a regular file the
 /// user owns, of at most `DesktopEntry.maxBytes` (a symlink to /etc/shadow, a FIFO, a device, a 1 GB file are
-/// passed over), and at most `maxFilesPerDirectory` of a directory are read. Runs on a thread of its own
+/// passed over), and at most `maxFilesPerDirectory` of a data directory are read. Runs on a thread of its own
 /// (DesktopWatcher): nothing here touches the loop.
 public struct DesktopFiles: Sendable {
     public static let maxFilesPerDirectory = 1000
+    /// Subdirectories of `applications/` walked into (the spec's IDs allow any; menus use one level, `kde4/`).
+    public static let maxDepth = 2
     public static let defaultDataDirs = ["/usr/local/share", "/usr/share"]
     public static let flatpakSystem = "/var/lib/flatpak/exports/share"
+    /// snapd's: `SNAP_APP.desktop` (`firefox_firefox.desktop`), added to `XDG_DATA_DIRS` by its profile script.
+    public static let snapSystem = "/var/lib/snapd/desktop"
     /// Below a user's home, the data directories of their own apps, XDG_DATA_HOME's first.
     static let userDataDirs: [[String]] = [[".local", "share"], [".local", "share", "flatpak", "exports", "share"]]
 
     public let dataDirs: [String]
+    /// The daemon's `PATH`, where `TryExec=` and `Exec=` name a bare program (nil: DesktopExec.defaultPath).
+    public let path: String?
 
     /// `xdgDataDirs`: the daemon's `XDG_DATA_DIRS` (nil or empty: the spec's default); relative entries are
     /// ignored, as the spec says.
-    public init(xdgDataDirs: String?) {
+    public init(xdgDataDirs: String?, path: String? = nil) {
         let given = (xdgDataDirs ?? "").split(separator: ":").map(String.init).filter { $0.hasPrefix("/") }
         var dirs = given.isEmpty ? Self.defaultDataDirs : given
-        if !dirs.contains(Self.flatpakSystem) { dirs.append(Self.flatpakSystem) }
+        for extra in [Self.flatpakSystem, Self.snapSystem] where !dirs.contains(extra) { dirs.append(extra) }
         dataDirs = dirs
+        self.path = path
     }
 
     /// What a read found: the catalog, the directories to watch (each `applications/` that exists, or the
@@ -70,6 +80,20 @@ public struct DesktopFiles: Sendable {
         return p
     }
 
+    /// A regular file the daemon may execute (GLib's `g_file_test(G_FILE_TEST_IS_EXECUTABLE)`, no directory).
+    static func isExecutable(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
+    }
+
+    /// The entry as the reader completes it: `TryExec=`'s program looked up, `Exec=`'s resolved.
+    func completed(_ entry: DesktopEntry) -> DesktopEntry {
+        var e = entry
+        if let t = e.tryExec { e.tryExecMissing = DesktopExec.isMissing(tryExec: t, path: path, isExecutable: Self.isExecutable) }
+        if let program = e.exec?.first { e.program = DesktopExec.resolve(program, path: path, isExecutable: Self.isExecutable) }
+        return e
+    }
+
     /// The entries of the directory `components` below `base` (walked without following symlinks when `owner` is
     /// given), and the path to watch for it.
     private func readDirectory(from base: String, _ components: [String], owner: UInt32?,
@@ -88,25 +112,41 @@ public struct DesktopFiles: Sendable {
             fd = next
             path += "/" + c
         }
-        guard let names = try? Directory.entries(fd) else { return ([:], path) }
         var entries: [String: DesktopEntry] = [:]
         var read = 0
+        readFiles(fd, path: path, below: [], owner: owner, into: &entries, read: &read, skipped: &skipped)
+        return (entries, path)
+    }
+
+    /// The desktop files of the directory `fd` (at `below` under `applications/`), and those of its
+    /// subdirectories down to `maxDepth`, never through a symlink; at most `maxFilesPerDirectory` in all.
+    private func readFiles(_ fd: Int32, path: String, below: [String], owner: UInt32?,
+                           into entries: inout [String: DesktopEntry], read: inout Int, skipped: inout [String]) {
+        guard let names = try? Directory.entries(fd) else { return }
         for raw in names {
-            guard let name = String(validating: raw, as: UTF8.self), name.hasSuffix(".desktop") else { continue }
-            let id = String(name.dropLast(8))
-            guard DesktopAppID.isValid(id) else { continue }
+            guard let name = String(validating: raw, as: UTF8.self), name != ".", name != ".." else { continue }
+            guard name.hasSuffix(".desktop") else {
+                guard below.count < Self.maxDepth, read < Self.maxFilesPerDirectory,
+                      let sub = try? Directory.open(at: fd, raw) else { continue }
+                defer { FD.close(sub) }
+                readFiles(sub, path: path + "/" + name, below: below + [name], owner: owner, into: &entries,
+                          read: &read, skipped: &skipped)
+                continue
+            }
+            guard let id = DesktopAppID.fileID(relativePath: below + [name]) else { continue }
             guard read < Self.maxFilesPerDirectory else {
                 skipped.append("\(path): more than \(Self.maxFilesPerDirectory) desktop files, the rest not read")
-                break
+                return
             }
             read += 1
             do {
                 let bytes = try Files.read(at: fd, raw, limit: DesktopEntry.maxBytes, owner: owner)
-                if let e = DesktopEntry.parse(bytes) { entries[id] = e }
+                // The first file of an ID in this directory's walk; ties between `a-b.desktop` and `a/b.desktop`
+                // (both `a-b`) go to the one listed first, as the spec leaves it open.
+                if entries[id] == nil, let e = DesktopEntry.parse(bytes) { entries[id] = completed(e) }
             } catch {
                 if skipped.count < 20 { skipped.append("\(path)/\(SafeText.excerpt(name, maxBytes: 200)): \(error)") }
             }
         }
-        return (entries, path)
     }
 }

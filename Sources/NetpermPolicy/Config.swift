@@ -35,6 +35,10 @@ public struct Config: Equatable, Sendable {
     private var globExecutableApps: [Int] = []
     /// Apps by desktop application ID (`AppPolicy.desktopIDs`): the first app naming it.
     private var desktopIndex: [String: Int] = [:]
+    /// The desktop entries installed, as each uid sees them: what makes a unit named for an ID that is not
+    /// reverse-DNS (`app-gnome-firefox\x2desr-4242.scope`) an app (DesktopAppID). Not the policy's: the engine sets
+    /// it from the desktop files it read (`policyOnly` drops it).
+    public var installedDesktopApps = InstalledDesktopApps()
 
     public init() {}
 
@@ -43,6 +47,7 @@ public struct Config: Equatable, Sendable {
             && a.adminGID == b.adminGID && a.apps == b.apps && a.promptTimeoutSec == b.promptTimeoutSec && a.enforcement == b.enforcement
             && a.usage == b.usage && a.meteredBudget == b.meteredBudget
             && a.userDecisions == b.userDecisions && a.desktopApps == b.desktopApps
+            && a.installedDesktopApps == b.installedDesktopApps
     }
 
     public func app(named id: String) -> AppPolicy? { appIndex[id].map { apps[$0] } }
@@ -152,8 +157,14 @@ public struct Config: Equatable, Sendable {
     /// The desktop app `peer` is (DesktopAppID), if any `[App]` names it by `DesktopId=`, or desktop apps are apps.
     public func desktopAppID(_ peer: PeerIdentity) -> String? {
         guard peer.userUnit, peer.unitFollowed, let unit = peer.unit,
-              let id = DesktopAppID.from(unit: unit, slice: peer.slice) else { return nil }
+              let id = DesktopAppID.from(unit: unit, slice: peer.slice, uid: peer.uid, installed: installedDesktopApps)
+        else { return nil }
         return desktopApps || desktopIndex[id] != nil ? id : nil
+    }
+
+    /// Whether `id` names a desktop app as `uid` (nil: everyone) sees it: a reverse-DNS ID, or one installed.
+    public func isDesktopID(_ id: String, uid: UInt32?) -> Bool {
+        DesktopAppID.isValid(id) || installedDesktopApps.contains(id, uid: uid)
     }
 
     /// The app a desktop application ID is: an `[App]` naming it, nil when none does.
@@ -173,8 +184,9 @@ public struct Config: Equatable, Sendable {
 
     /// The policy without the apps `addingDesktopApps` added.
     public var policyOnly: Config {
-        guard apps.contains(where: \.discovered) else { return self }
         var c = self
+        c.installedDesktopApps = InstalledDesktopApps()
+        guard apps.contains(where: \.discovered) else { return c }
         c.apps.removeAll(where: \.discovered)
         c.appIndex = Dictionary(uniqueKeysWithValues: c.apps.enumerated().map { ($1.id, $0) })
         c.buildIndex()

@@ -89,6 +89,22 @@ public struct JSONWriter {
         inner.close()
     }
 
+    /// A member whose value is an object of strings by key (`names`: locale -> name), keys in sorted order so that
+    /// equal maps make equal bytes. Keys are escaped as values are: they come from files.
+    public mutating func field(_ key: StaticString, map: [String: String]) {
+        self.key(key)
+        out.append(0x7B)   // {
+        var firstItem = true
+        for k in map.keys.sorted() {
+            if !firstItem { out.append(0x2C) }
+            firstItem = false
+            Self.write(k, into: out)
+            out.append(0x3A)   // :
+            Self.write(map[k]!, into: out)
+        }
+        out.append(0x7D)
+    }
+
     /// A member whose value is an object or `null`.
     public mutating func object<T>(_ key: StaticString, _ value: T?, _ body: (inout JSONWriter, T) -> Void) {
         guard let value else {

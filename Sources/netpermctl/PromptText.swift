@@ -25,8 +25,17 @@ enum PromptText {
         return kinds.map { kindNames[$0] ?? $0 }.joined(separator: " and ") + (roaming ? " while roaming" : "")
     }
 
-    /// The app as a person knows it: its desktop file's name ("Maps"), else its id.
-    static func app(_ p: JSON) -> String { p["name"]?.stringValue ?? p["app"]?.stringValue ?? "?" }
+    /// The app as a person knows it: its desktop file's name in the caller's language ("Karten" under
+    /// `LANG=de_DE.UTF-8`, from `names`), else its C locale's name ("Maps"), else its id.
+    static func app(_ p: JSON) -> String { name(p) ?? p["app"]?.stringValue ?? "?" }
+
+    /// The desktop file's name of the app of a verdict, prompt or APPS entry, in the caller's `LC_ALL`,
+    /// `LC_MESSAGES` or `LANG`; nil when it has none.
+    static func name(_ p: JSON) -> String? {
+        LocalizedName.pick(LocalizedName.names(p["names"]), locale: callerLocale) ?? p["name"]?.stringValue
+    }
+
+    static let callerLocale = LocalizedName.messagesLocale { getenv($0).map { String(cString: $0) } }
 
     /// "alice", or "uid 4101" for a uid with no name.
     static func user(_ uid: Int) -> String {

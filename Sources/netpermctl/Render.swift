@@ -149,7 +149,7 @@ extension Render {
         var t = Table(header: ["APP", "AVAILABLE", "WIFI", "WWAN", "ETHERNET", "OTHER", "METERED", "WHY"])
         for v in r["apps"]?.arrayValue ?? [] {
             t.rows.append([
-                (v["app"]?.stringValue ?? "?") + (v["name"]?.stringValue.map { " (\($0))" } ?? ""),
+                (v["app"]?.stringValue ?? "?") + (PromptText.name(v).map { " (\($0))" } ?? ""),
                 yesNo(v["available"]),
                 permission(v, "wifi"), permission(v, "wwan"), permission(v, "ethernet"), permission(v, "other"),
                 permission(v, "metered"),

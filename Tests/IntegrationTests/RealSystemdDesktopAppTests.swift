@@ -185,6 +185,75 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
         XCTAssertEqual(off.query["matched_by"] as? String, "default", "\(off.query)")
     }
 
+    /// Debian's own desktop IDs are not reverse-DNS (issue 47): Firefox ESR as GNOME Shell starts it,
+    /// `app-gnome-firefox\x2desr-PID.scope`, is the app `firefox-esr` because `firefox-esr.desktop` is installed:
+    /// listed and named (in German for a German caller), and the kernel refuses it by `[Defaults] WWAN=deny`, which
+    /// holds no process that is not an app. A scope named after an app that is not installed is no app: it passes.
+    func testADebianAppIsKnownByItsInstalledEntry() throws {
+        let sd = try bootRealSystemd(policy: Self.policy.replacingOccurrences(of: "WWAN=ask\n", with: "WWAN=deny\n"))
+        showOnFailure("nft list table inet netpermd") {
+            (try? sd.run(["nft", "list", "table", "inet", "netpermd"]))?.stdout ?? "(nft failed)"
+        }
+        showOnFailure("netpermd's journal") {
+            (try? sd.run(["journalctl", "--no-pager", "-o", "cat", "-u", "netpermd.service"]))?.stdout ?? ""
+        }
+        try sd.write("""
+            [Desktop Entry]
+            Type=Application
+            Name=Firefox ESR
+            Name[de]=Firefox ESR (Webbrowser)
+            Icon=firefox-esr
+            TryExec=sh
+            Exec=/usr/lib/firefox-esr/firefox-esr %u
+
+            """, to: Self.dataDir + "/applications/firefox-esr.desktop")
+        // GLib drops an entry whose TryExec= is missing: never listed, never an app.
+        try sd.write("[Desktop Entry]\nType=Application\nName=Gone\nTryExec=npt-no-such-program\n",
+                     to: Self.dataDir + "/applications/gone.desktop")
+        try sd.write("[Service]\nEnvironment=XDG_DATA_DIRS=\(Self.dataDir)\n",
+                     to: "/etc/systemd/system/netpermd.service.d/desktop.conf")
+        try startEnforcing(sd)
+        try sd.check(["useradd", "--uid", String(Self.uid), "--user-group", "--create-home", "--home-dir", "/home/npt-desk",
+                      "--shell", "/bin/sh", "npt-desk"])
+        addTeardownBlock { sd.stopUserManager(uid: Self.uid) }
+        try sd.startUserManager(uid: Self.uid)
+        let bus = "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/\(Self.uid)/bus"
+        func user(_ argv: [String], lang: String = "C.UTF-8") -> [String] {
+            sd.asUser(Self.uid, argv, environment: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/npt-desk",
+                                                    "XDG_RUNTIME_DIR=/run/user/\(Self.uid)", bus, "LANG=" + lang])
+        }
+        try waitUntil("the user's APPS lists Firefox ESR", timeout: 10, interval: 0.05) {
+            let r = try sd.check(user(["netpermctl", "--json", "apps"]))
+            let apps = (try JSONValue.object(r.lines.last ?? "")["apps"] as? [[String: Any]]) ?? []
+            let named = apps.map { "\($0["app"] ?? "?")=\($0["name"] ?? "-")" }
+            return (named == ["firefox-esr=Firefox ESR"], "\(named)")
+        }
+        let german = try sd.check(user(["netpermctl", "apps"], lang: "de_DE.UTF-8")).stdout
+        XCTAssertTrue(german.contains("firefox-esr (Firefox ESR (Webbrowser))"), german)
+        XCTAssertTrue(try sd.check(user(["netpermctl", "apps"])).stdout.contains("firefox-esr (Firefox ESR)"))
+
+        let unit = "app-gnome-firefox\\x2desr-4242.scope"
+        let firefox = try runInScope(sd, unit: unit, user: { user($0) }) { cgroup in
+            let table = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
+            return (RealSystemdUserRunTests.elements(of: "user5_wwan", in: table).contains("\"\(cgroup)\" : goto "), table)
+        }
+        XCTAssertEqual(firefox.query["app"] as? String, "firefox-esr", "\(firefox.query)")
+        XCTAssertEqual(firefox.query["matched_by"] as? String, "desktop", "\(firefox.query)")
+        XCTAssertEqual(firefox.query["name"] as? String, "Firefox ESR", "\(firefox.query)")
+        XCTAssertEqual((firefox.query["names"] as? [String: Any])?["de"] as? String, "Firefox ESR (Webbrowser)")
+        XCTAssertEqual(firefox.query["reason"] as? String, "denied", "\(firefox.query)")
+        let refused = try firefox.probe
+        XCTAssertTrue(refused.refused, "its first datagram over wwan0: \(refused)\n\(firefox.output)")
+
+        // Named after apps that are not installed (none, or deleted by TryExec=): no app, not held by [Defaults].
+        for other in ["app-gnome-gimp-4243.scope", "app-gnome-gone-4244.scope"] {
+            let scope = try runInScope(sd, unit: other, user: { user($0) }) { _ in (true, "") }
+            XCTAssertEqual(scope.query["matched_by"] as? String, "default", "\(scope.query)")
+            let passed = try scope.probe
+            XCTAssertTrue(passed.passed, "\(other): \(passed)\n\(scope.output)")
+        }
+    }
+
     /// A command in a scope of the user's own manager named `unit` (`systemd-run --user --scope --unit=`, as a
     /// desktop launches an app), held at its start until `ready(cgroup)` (HeldScope).
     private func runInScope(_ sd: RealSystemd, unit: String, user: ([String]) -> [String], probe: String = wwanProbe,

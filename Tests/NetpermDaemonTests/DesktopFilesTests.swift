@@ -39,9 +39,10 @@ final class DesktopFilesTests: XCTestCase {
         try write("home/.local/share/flatpak/exports/share/applications/org.example.Flat.desktop", entry("Flat"),
                   owner: Self.user)
         let files = DesktopFiles(xdgDataDirs: "\(root)/a:relative:\(root)/b")
-        XCTAssertEqual(files.dataDirs, ["\(root)/a", "\(root)/b", DesktopFiles.flatpakSystem])
+        XCTAssertEqual(files.dataDirs, ["\(root)/a", "\(root)/b", DesktopFiles.flatpakSystem, DesktopFiles.snapSystem])
         let r = files.read(users: [(Self.user, root + "/home")])
-        XCTAssertEqual(r.catalog.system.mapValues(\.name), ["org.example.Maps": "Maps", "org.example.Notes": "Notes"])
+        XCTAssertEqual(r.catalog.system.mapValues(\.name), ["org.example.Maps": "Maps", "org.example.Notes": "Notes",
+                                                            "not-an-id": "Plain"])
         XCTAssertEqual(r.catalog.users[Self.user]?.mapValues(\.name), ["org.example.Mine": "Mine", "org.example.Flat": "Flat"])
         XCTAssertTrue(r.watched.contains("\(root)/a/applications"))
         // Where a directory does not exist, the nearest one on the way to it is watched, so that making it is seen.
@@ -49,7 +50,48 @@ final class DesktopFilesTests: XCTestCase {
         while access(nearest, F_OK) != 0 { nearest = Files.directory(of: nearest) }
         XCTAssertTrue(r.watched.contains(nearest), "\(nearest) in \(r.watched)")
         XCTAssertTrue(r.watched.contains(root + "/home/.local/share/applications"), "\(r.watched)")
-        XCTAssertEqual(DesktopFiles(xdgDataDirs: nil).dataDirs, ["/usr/local/share", "/usr/share", DesktopFiles.flatpakSystem])
+        XCTAssertEqual(DesktopFiles(xdgDataDirs: nil).dataDirs, ["/usr/local/share", "/usr/share", DesktopFiles.flatpakSystem,
+                                                                 "/var/lib/snapd/desktop"])
+    }
+
+    /// Debian's desktop files (issue 47): IDs that are not reverse-DNS, subdirectories' `-`-joined IDs, Snap's
+    /// `SNAP_APP.desktop`, TryExec= looked up in PATH, Exec='s program resolved, a user's Hidden=true for them only.
+    func testDebiansFilesAsGLibReadsThem() throws {
+        try write("bin/firefox-esr", "#!/bin/sh\n")
+        XCTAssertEqual(chmod(root + "/bin/firefox-esr", 0o755), 0)
+        try write("bin/not-executable", "x\n")
+        try write("usr/applications/firefox-esr.desktop", entry("Firefox ESR")
+            + "Name[de]=Firefox ESR (Webbrowser)\nTryExec=firefox-esr\nExec=firefox-esr %u\n")
+        try write("usr/applications/gimp.desktop", entry("GIMP") + "TryExec=gimp-2.10\nExec=gimp-2.10 %U\n")
+        try write("usr/applications/off.desktop", entry("Off") + "TryExec=\(root)/bin/not-executable\n")
+        try write("usr/applications/vlc.desktop", entry("VLC") + "Exec=/usr/bin/vlc --started-from-file %U\n")
+        try write("usr/applications/kde4/okular.desktop", entry("Okular"))
+        try write("usr/applications/a/b/c/too-deep.desktop", entry("Deep"))
+        try write("usr/applications/helper.desktop", entry("Helper") + "NoDisplay=true\n")
+        try write("snap/applications/firefox_firefox.desktop", entry("Firefox"))
+        try write("home/.local/share/applications/firefox-esr.desktop", entry("Firefox ESR") + "Hidden=true\n",
+                  owner: Self.user)
+        let files = DesktopFiles(xdgDataDirs: "\(root)/usr:\(root)/snap", path: "\(root)/bin:relative")
+        let r = files.read(users: [(Self.user, root + "/home")])
+        let c = r.catalog
+        XCTAssertEqual(Set(c.system.keys), ["firefox-esr", "gimp", "off", "vlc", "kde4-okular", "helper", "firefox_firefox"])
+        XCTAssertEqual(c.system["firefox-esr"]?.localizedNames, ["de": "Firefox ESR (Webbrowser)"])
+        XCTAssertEqual(c.system["firefox-esr"]?.program, root + "/bin/firefox-esr", "Exec='s bare name, in PATH")
+        XCTAssertEqual(c.system["firefox-esr"]?.exec, ["firefox-esr"])
+        XCTAssertEqual(c.system["vlc"]?.exec, ["/usr/bin/vlc", "--started-from-file"])
+        XCTAssertEqual(c.system["gimp"]?.tryExecMissing, true, "TryExec's program is in no PATH directory")
+        XCTAssertEqual(c.system["off"]?.tryExecMissing, true, "not executable")
+        XCTAssertEqual(c.system["firefox-esr"]?.tryExecMissing, false)
+        XCTAssertNil(c.entry("gimp", uid: nil), "GLib drops it")
+        XCTAssertEqual(c.entry("firefox-esr", uid: Self.user + 1)?.name, "Firefox ESR")
+        XCTAssertNil(c.entry("firefox-esr", uid: Self.user), "the user's own Hidden=true deletes it for them")
+        XCTAssertEqual(c.listed(uid: nil), ["firefox-esr", "vlc", "kde4-okular", "firefox_firefox"])
+        XCTAssertEqual(c.listed(uid: Self.user), ["vlc", "kde4-okular", "firefox_firefox"])
+        XCTAssertTrue(c.installed.contains("helper", uid: Self.user), "NoDisplay=true: installed, not listed")
+        // The first data directory holding an ID wins, even when its file deletes the app.
+        try write("first/applications/vlc.desktop", entry("VLC") + "Hidden=true\n")
+        let shadowed = DesktopFiles(xdgDataDirs: "\(root)/first:\(root)/usr", path: root + "/bin").read(users: [])
+        XCTAssertNil(shadowed.catalog.entry("vlc", uid: nil))
     }
 
     /// A symlink to /etc/shadow (or a hard link), a file of another owner, a FIFO, a huge file, binary bytes, a

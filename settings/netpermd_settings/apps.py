@@ -4,7 +4,7 @@ switches for metered networks and roaming, what the policy fixes, and why it can
 own, for their uid) and shows when the daemon's answer comes."""
 from gi.repository import Adw, Gtk, Pango
 
-from .text import plain_row, CHOICES, _, choice_of, fixed, kind_name, why
+from .text import plain_row, CHOICES, _, app_name, choice_of, fixed, kind_name, why
 
 
 def app_icon(verdict):
@@ -71,7 +71,7 @@ class AppRow(Adw.ExpanderRow):
     def update(self, verdict):
         self.verdict = verdict
         self.updating = True
-        self.set_title(verdict.get("name") or self.app)
+        self.set_title(app_name(verdict) or self.app)
         self.set_subtitle(why(verdict))
         chosen = choice_of(verdict)
         for key, _label, (wifi, wwan) in CHOICES:

@@ -4,7 +4,7 @@
 may."""
 from gi.repository import Adw, Gdk, Graphene, Gtk
 
-from .text import plain_row, _, kind_name, size
+from .text import plain_row, _, app_name, kind_name, size
 
 
 class UsageBar(Gtk.Widget):
@@ -67,7 +67,7 @@ class DataPage(Adw.PreferencesPage):
         largest = max([sum(totals(a)) for a in apps] + [1])
         for a in sorted(apps, key=lambda a: -sum(totals(a))):
             s, r = totals(a)
-            name = a.get("name") or names.get(a["app"]) or a["app"]
+            name = app_name(a) or names.get(a["app"]) or a["app"]
             row = plain_row(name)
             kinds = "\n".join(_("{kind}: {sent} sent, {received} received").format(
                 kind=kind_name(k["kind"], k.get("metered"), k.get("roaming")), sent=size(k.get("sent_bytes", 0)),

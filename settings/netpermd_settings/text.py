@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """What the settings app says, in a person's words, ready for translation (gettext domain `netpermd-settings`)."""
 import gettext
+import os
 
 from gi.repository import Adw
 
@@ -12,6 +13,38 @@ CHOICES = [
     ("wifi", lambda: _("Wi-Fi only"), ("allow", "deny")),
     ("both", lambda: _("Wi-Fi & Cellular"), ("allow", "allow")),
 ]
+
+
+def _messages_locale():
+    """The person's locale for messages, as setlocale(LC_MESSAGES, "") takes it: LC_ALL, LC_MESSAGES, LANG."""
+    for key in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        if os.environ.get(key):
+            return os.environ[key]
+    return None
+
+
+def app_name(entry, locale=None):
+    """The app's name in the person's language: the daemon's `names` (its desktop file's Name[LOCALE]=) matched
+    as the Desktop Entry spec matches a locale (lang_COUNTRY@MODIFIER, lang_COUNTRY, lang@MODIFIER, lang), else
+    `name`, else None."""
+    names = entry.get("names") or {}
+    loc = locale if locale is not None else _messages_locale()
+    if names and loc and loc.split(".")[0] not in ("C", "POSIX"):
+        lang, _sep, modifier = loc.partition("@")
+        lang = lang.split(".")[0]
+        base, _sep, country = lang.partition("_")
+        tries = []
+        if country and modifier:
+            tries.append(f"{base}_{country}@{modifier}")
+        if country:
+            tries.append(f"{base}_{country}")
+        if modifier:
+            tries.append(f"{base}@{modifier}")
+        tries.append(base)
+        for t in tries:
+            if t in names:
+                return names[t]
+    return entry.get("name")
 
 
 def choice_of(verdict):

@@ -2,7 +2,7 @@
 """The Waiting page: the open prompts the person may answer, answered here as in a notification."""
 from gi.repository import Adw, Gtk
 
-from .text import plain_row, _, kind_name
+from .text import plain_row, _, app_name, kind_name
 
 
 class WaitingPage(Adw.PreferencesPage):
@@ -18,7 +18,7 @@ class WaitingPage(Adw.PreferencesPage):
         self.group = Adw.PreferencesGroup(title=_("Waiting for your answer"))
         self.add(self.group)
         for p in prompts:
-            name = p.get("name") or p.get("app")
+            name = app_name(p) or p.get("app")
             kinds = _(" and ").join(kind_name(k) for k in p.get("kinds", []))
             row = plain_row(_("Allow “{app}” to use {kinds}?").format(app=name, kinds=kinds.lower()),
                                 subtitle=_("via {link}").format(link=(p.get("link") or {}).get("name", "?")))

@@ -10,7 +10,7 @@ from gi.repository import Adw, GLib, Gtk
 from .apps import AppsPage
 from .client import Client, socket_path
 from .data import DataPage
-from .text import _
+from .text import _, app_name
 from .waiting import WaitingPage
 
 APP_ID = "org.netpermd.Settings"
@@ -112,7 +112,7 @@ class Window(Adw.ApplicationWindow):
     def _apps(self, reply):
         if reply.get("ok"):
             verdicts = reply.get("apps", [])
-            self.names = {v["app"]: v["name"] for v in verdicts if v.get("name")}
+            self.names = {v["app"]: app_name(v) for v in verdicts if app_name(v)}
             self.apps.show(verdicts)
         self._loaded()
 

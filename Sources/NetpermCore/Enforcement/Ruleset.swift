@@ -149,9 +149,10 @@ public struct Ruleset: Equatable, Sendable {
     /// only that uid's sockets get (a system unit's sockets can be anyone's, so it keeps the app's).
     public static func build(apps: [AppPolicy], permissions: (AppPolicy) -> PermissionSet,
                              ownPermissions: (AppPolicy, UInt32) -> PermissionSet? = { _, _ in nil }, links: [Link],
-                             cgroups: UnitCgroups, tags given: [String: UInt32]? = nil, lookedUp: Set<String> = []) -> Ruleset {
+                             cgroups: UnitCgroups, tags given: [String: UInt32]? = nil, lookedUp: Set<String> = [],
+                             installed: InstalledDesktopApps = InstalledDesktopApps()) -> Ruleset {
         let linkPart = LinkPart(links)
-        let owners = Owners(apps: apps, cgroups: cgroups)
+        let owners = Owners(apps: apps, cgroups: cgroups, installed: installed)
         let skipped = linkPart.skipped + owners.skipped
         let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner, appIndex = owners.appIndex
         // What each owning app may do, computed once per app.
@@ -311,8 +312,11 @@ public struct Ruleset: Equatable, Sendable {
         private var exactUnits: [String: Int] = [:], exactUserUnits: [String: Int] = [:]
         private var globUnitApps: [Int] = [], globUserUnitApps: [Int] = []
         private var desktopIndex: [String: Int] = [:]
+        /// What makes a unit named for an ID that is not reverse-DNS an app (DesktopAppID), for its user.
+        private var installed: InstalledDesktopApps
 
-        init(apps: [AppPolicy]) {
+        init(apps: [AppPolicy], installed: InstalledDesktopApps = InstalledDesktopApps()) {
+            self.installed = installed
             for (i, app) in apps.enumerated() {
                 if appIndex[app.id] == nil { appIndex[app.id] = i }
                 for d in app.desktopIDs where desktopIndex[d] == nil { desktopIndex[d] = i }
@@ -337,7 +341,10 @@ public struct Ruleset: Equatable, Sendable {
                 if let b = best, b < i { break }
                 if (c.user ? apps[i].userUnits : apps[i].units).contains(where: { $0.matches(c.unit) }) { best = i; break }
             }
-            if best == nil, c.user, let id = DesktopAppID.from(unit: c.unit, slice: c.slice) { best = desktopIndex[id] }
+            if best == nil, c.user, let uid = UnitOwner.userUID(path: c.path),
+               let id = DesktopAppID.from(unit: c.unit, slice: c.slice, uid: uid, installed: installed) {
+                best = desktopIndex[id]
+            }
             return best
         }
     }
@@ -359,8 +366,8 @@ public struct Ruleset: Equatable, Sendable {
             Set(cgroupOwner.filter { named($0.cgroup) }.compactMap(\.cgroup.handle))
         }
 
-        init(apps: [AppPolicy], cgroups: UnitCgroups) {
-            let index = OwnerIndex(apps: apps)
+        init(apps: [AppPolicy], cgroups: UnitCgroups, installed: InstalledDesktopApps) {
+            let index = OwnerIndex(apps: apps, installed: installed)
             appIndex = index.appIndex
             for (i, app) in apps.enumerated() {
                 for uid in app.uids where uidOwner[uid] == nil { uidOwner[uid] = i }
@@ -411,8 +418,9 @@ public struct Ruleset: Equatable, Sendable {
     }
 
     /// The tagging `build` puts in the rules, for these apps and cgroups: what usage counting tags with too.
-    static func tagging(apps: [AppPolicy], cgroups: UnitCgroups, tags: [String: UInt32]? = nil) -> Tagging {
-        let owners = Owners(apps: apps, cgroups: cgroups)
+    static func tagging(apps: [AppPolicy], cgroups: UnitCgroups, tags: [String: UInt32]? = nil,
+                        installed: InstalledDesktopApps = InstalledDesktopApps()) -> Tagging {
+        let owners = Owners(apps: apps, cgroups: cgroups, installed: installed)
         let maps = owners.tagMaps(apps: apps, tags: tags ?? ConnectionTags.assign(apps.map(\.id)))
         let chains = chainRules(used: usedMaps(maps))
         return Tagging(maps: maps, tag: chains.first { $0.chain == "tag" }!.rules,

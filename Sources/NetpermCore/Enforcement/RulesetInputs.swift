@@ -44,7 +44,8 @@ struct RulesetInputs: Equatable, Sendable {
     func build() -> Ruleset {
         let apps = permissions.config.apps
         return Ruleset.build(apps: apps, permissions: permissions.permissions, ownPermissions: permissions.ownPermissions,
-                             links: links, cgroups: cgroups, tags: tags.tags(of: apps.map(\.id)), lookedUp: lookedUp)
+                             links: links, cgroups: cgroups, tags: tags.tags(of: apps.map(\.id)), lookedUp: lookedUp,
+                             installed: permissions.config.installedDesktopApps)
     }
 }
 
@@ -69,7 +70,7 @@ struct NamingInputs: Equatable, Sendable {
                 own[i, default: [:]][uid] = p
             }
         }
-        return UnitNaming(generation: 0, apps: apps, index: Ruleset.OwnerIndex(apps: apps),
+        return UnitNaming(generation: 0, apps: apps, index: Ruleset.OwnerIndex(apps: apps, installed: permissions.config.installedDesktopApps),
                           permissions: apps.map(permissions.permissions), own: own, tags: apps.map { tags[$0.id] })
     }
 }

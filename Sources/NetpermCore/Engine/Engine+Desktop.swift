@@ -12,17 +12,21 @@ struct DesktopBook {
     /// Their uids, by ID: a user's own APPS lists the apps they run.
     var runningUIDs: [String: Set<UInt32>] = [:]
     var catalog = DesktopCatalog()
+    /// The IDs each uid has installed (`catalog.installed`): what makes a unit of an ID that is not reverse-DNS an app.
+    var installed = InstalledDesktopApps()
     /// Uids told to run more desktop apps than one user may have (`Engine.maxOwnApps`).
     var crowded: Set<UInt32> = []
 }
 
 extension Engine {
     /// The unit cgroups changed: the desktop apps running may have.
-    func desktopUnitsChanged(_ cgroups: UnitCgroups) {
+    func desktopUnitsChanged(_ cgroups: UnitCgroups, installedChanged: Bool = false) {
         var uids: [String: Set<UInt32>] = [:]
         var perUID: [UInt32: Set<String>] = [:]
         for c in cgroups.units where c.user {
-            guard let id = DesktopAppID.from(unit: c.unit, slice: c.slice), let uid = Ruleset.UnitOwner.userUID(path: c.path) else { continue }
+            guard let uid = Ruleset.UnitOwner.userUID(path: c.path),
+                  let id = DesktopAppID.from(unit: c.unit, slice: c.slice, uid: uid, installed: desktop.installed)
+            else { continue }
             // One user naming units after ever new IDs makes apps for everyone's rules: at most `maxOwnApps` each.
             guard perUID[uid, default: []].count < Self.maxOwnApps || perUID[uid]!.contains(id) else {
                 if desktop.crowded.insert(uid).inserted {
@@ -37,9 +41,10 @@ extension Engine {
         desktop.crowded.formIntersection(perUID.filter { $0.value.count >= Self.maxOwnApps }.keys)
         desktop.runningUIDs = uids
         let running = Set(uids.keys)
-        guard running != desktop.running else { return }
+        guard running != desktop.running || installedChanged else { return }
         desktop.running = running
-        setApps(AppsInputs(policy: state.config.policyOnly, running: running, config: state.config, tags: tagTable))
+        setApps(AppsInputs(policy: state.config.policyOnly, running: running, installed: desktop.installed,
+                           config: state.config, tags: tagTable))
     }
 
     /// New desktop files were read (`Input.desktopCatalog`).
@@ -50,6 +55,12 @@ extension Engine {
         desktop.catalog = catalog
         // Names are looked up as verdicts go out; what listens hears them with its app's next change.
         invalidateReplies()
+        // Which units of IDs that are not reverse-DNS are apps follows what is installed, for each uid.
+        let installed = catalog.installed
+        guard installed != desktop.installed else { return }
+        desktop.installed = installed
+        desktopUnitsChanged(enforcement.cgroups, installedChanged: true)
+        rematchCallers()
     }
 
     /// The one setter of the apps judged: the policy's, with the desktop apps running that no `[App]` names.
@@ -78,9 +89,12 @@ extension Engine {
     }
 
     /// The verdict with its app's name and icon, as its uid (nil: everyone) sees them.
+    /// An app no section or unit names (`matched_by: default`) has an id made of its executable's file name: a
+    /// terminal's `/usr/bin/vlc` is `vlc`, which is no desktop file's word about it.
     func named(_ v: inout Verdict) {
-        guard let e = desktopEntry(of: v.app, uid: v.uid) else { return }
+        guard v.matchedBy != .defaults, let e = desktopEntry(of: v.app, uid: v.uid) else { return }
         v.name = e.name
+        v.names = e.localizedNames
         v.icon = e.icon
     }
 
@@ -102,9 +116,8 @@ extension Engine {
     /// (desktop apps, and the policy's apps of their units and uid) and the desktop apps installed for everyone
     /// and for them. The policy's in its order, then the desktop apps by their ids.
     func appsListed(for caller: Caller) -> [ListedApp] {
-        func shown(_ entries: [String: DesktopEntry]?) -> Set<String> { Set((entries ?? [:]).filter { !$0.value.hidden }.keys) }
-        let installed = shown(desktop.catalog.system)
-            .union(caller.privileged ? [] : shown(desktop.catalog.users[caller.identity.uid]))
+        // Menus' apps (not deleted, TryExec's program there, not NoDisplay=), a user's own file first for them.
+        let installed = desktop.catalog.listed(uid: caller.privileged ? nil : caller.identity.uid)
         var listed: [ListedApp] = []
         var seen: Set<String> = []
         func add(_ app: AppPolicy, uid: UInt32?) {
@@ -137,6 +150,7 @@ extension Engine {
     func writeName(of id: String, uid: UInt32?, to w: inout JSONWriter) {
         guard let e = desktopEntry(of: id, uid: uid) else { return }
         w.field("name", e.name)
+        if !e.localizedNames.isEmpty { w.field("names", map: e.localizedNames) }
         w.field("icon", e.icon)
     }
 }

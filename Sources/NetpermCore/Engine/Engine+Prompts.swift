@@ -66,7 +66,8 @@ extension Engine {
         if let e = desktopEntry(of: p.app, uid: p.scope) {
             p.name = e.name
             p.icon = e.icon
-            state.prompts.name(id: p.id, e.name, icon: e.icon)
+            p.names = e.localizedNames
+            state.prompts.name(id: p.id, e.name, icon: e.icon, names: e.localizedNames)
         }
         prompting.full.remove(p.scope.map(Int.init) ?? -1)
         let agents = sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count

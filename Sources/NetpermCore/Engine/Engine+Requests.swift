@@ -233,7 +233,7 @@ extension Engine {
         }
         guard let app = state.config.app(named: name) else {
             // A desktop app whether or not it runs now: the one its ID names.
-            if state.config.desktopApps, DesktopAppID.isValid(name) {
+            if state.config.desktopApps, state.config.isDesktopID(name, uid: nil) {
                 return .success(AppMatch(id: name, matchedBy: .desktop, app: AppPolicy(discovered: name)))
             }
             return .failure(ProtocolError(.notFound, "no [App \(name)] in the policy"))

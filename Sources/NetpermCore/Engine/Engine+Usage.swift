@@ -562,7 +562,8 @@ extension Engine {
     func refreshTagging() {
         if let k = usage.taggingKey, k.generation == state.policyGeneration, k.cgroups == enforcement.cgroups,
            usage.tagging != nil { return }
-        let t = prepared(\.tagging, for: TaggingInputs(apps: state.config.apps, cgroups: enforcement.cgroups, tags: tagTable)) {
+        let t = prepared(\.tagging, for: TaggingInputs(apps: state.config.apps, cgroups: enforcement.cgroups, tags: tagTable,
+                                                          installed: state.config.installedDesktopApps)) {
             $0.tagging()
         }
         usage.tags = t.tags
@@ -675,7 +676,7 @@ extension Engine {
         // Desktop apps that counted this period are listed whether or not they run now (counts are the app's,
         // every user's together: only for those who see every app's).
         if app == nil, caller?.privileged == true, state.config.desktopApps {
-            apps += usage.book.apps.keys.filter { state.config.app(named: $0) == nil && DesktopAppID.isValid($0) }.sorted()
+            apps += usage.book.apps.keys.filter { state.config.app(named: $0) == nil && state.config.isDesktopID($0, uid: nil) }.sorted()
                 .map { AppPolicy(discovered: $0) }
         }
         let period = usage.book.period ?? UsagePeriod.start(containing: wallTime.date, startDay: state.config.usage.periodStart)

@@ -526,7 +526,8 @@ public final class Engine {
             return
         }
         let changed = prepared(\.change, for: PolicyChange(policy: parsed, config: state.config)) { $0.changed }
-        setApps(AppsInputs(policy: parsed, running: desktop.running, config: state.config, tags: tagTable))
+        setApps(AppsInputs(policy: parsed, running: desktop.running, installed: desktop.installed, config: state.config,
+                           tags: tagTable))
         let config = state.config
         if config.adminGID == nil {
             log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
@@ -653,6 +654,22 @@ public final class Engine {
         }
     }
 
+    /// What is installed changed (desktop files read): a process in a unit named for an ID that is not reverse-DNS
+    /// may be that app now, or no more. Its connection's app follows, as after a reload.
+    func rematchCallers() {
+        for s in orderedSessions(where: { $0.identity.userUnit }) {
+            let old = s.caller.match
+            guard state.config.match(s.identity) != old else { continue }
+            let listened = s.listened
+            remakeCaller(s)
+            if let sub = s.subscription {
+                trackOwn(s.caller.match, uid: s.caller.ownUID)
+                if sub.topics.contains(.own) { ownAppMoved.append(s.id) }
+            }
+            untrackIfUnwanted(listened)
+        }
+    }
+
     /// Another process speaks on the connection. Its requests are answered for it, and its own app and privilege
     /// become the connection's: a subscriber hears about the new app from its next event (SUBSCRIBE again for a
     /// snapshot), and stops or starts being an agent with its privilege. A held WAIT cannot be affected: no
@@ -724,7 +741,7 @@ public final class Engine {
     /// What a policy load's thread prepares the reload from (ReloadPreparation.swift): taken by the edge as it
     /// starts the load, once the input that asked for it has settled.
     public func reloadBasis() -> ReloadBasis {
-        ReloadBasis(state: state, running: desktop.running, tags: tagTable, tracker: tracker, extras: extraMatches(),
+        ReloadBasis(state: state, running: desktop.running, installed: desktop.installed, tags: tagTable, tracker: tracker, extras: extraMatches(),
                     cgroups: enforcement.cgroups, lookedUp: enforcement.lookedUp, handedOver: enforcement.handedOver)
     }
 

@@ -11,6 +11,7 @@ import NetpermPolicy
 public struct ReloadBasis: Sendable {
     let state: DaemonState
     let running: Set<String>
+    let installed: InstalledDesktopApps
     let tags: TagTable
     let tracker: VerdictTracker
     let extras: [(AppMatch, UInt32?)]
@@ -25,7 +26,8 @@ public struct ReloadBasis: Sendable {
         guard let parsed = result.config else { return nil }
         let p = PreparedReload()
         let change = Prepared(PolicyChange(policy: parsed, config: state.config)) { $0.changed }
-        let apps = Prepared(AppsInputs(policy: parsed, running: running, config: state.config, tags: tags)) { $0.adopt() }
+        let apps = Prepared(AppsInputs(policy: parsed, running: running, installed: installed, config: state.config,
+                                         tags: tags)) { $0.adopt() }
         var s = state
         s.config = apps.output.config
         if change.output { s.decisions.dropOnce() }
@@ -45,7 +47,8 @@ public struct ReloadBasis: Sendable {
             }
         }
         if s.ready, s.config.usage.count {
-            p.tagging = Prepared(TaggingInputs(apps: s.config.apps, cgroups: cgroups, tags: apps.output.tags)) { $0.tagging() }
+            p.tagging = Prepared(TaggingInputs(apps: s.config.apps, cgroups: cgroups, tags: apps.output.tags,
+                                                     installed: s.config.installedDesktopApps)) { $0.tagging() }
         }
         p.tracker = Prepared(TrackerInputs(state: s, extras: extras, tracker: tracker.changes)) { _ in
             var t = tracker
@@ -95,13 +98,16 @@ struct PolicyChange: Equatable, Sendable {
 struct AppsInputs: Equatable, Sendable {
     var policy: Config
     var running: Set<String>
+    /// The desktop entries installed (`Config.installedDesktopApps`).
+    var installed: InstalledDesktopApps
     /// The apps judged now, and their tags.
     var config: Config
     var tags: TagTable
 
     func adopt() -> AppsAdoption {
-        let new = policy.addingDesktopApps(running)
-        guard new.apps != config.apps else { return AppsAdoption(config: new, appsChanged: false, tags: tags, tagsChanged: false) }
+        var new = policy.addingDesktopApps(running)
+        new.installedDesktopApps = installed
+        guard new.apps != config.apps || new.installedDesktopApps != config.installedDesktopApps else { return AppsAdoption(config: new, appsChanged: false, tags: tags, tagsChanged: false) }
         let assigned = tags.assigning(new.apps.map(\.id))
         return AppsAdoption(config: new, appsChanged: true, tags: assigned, tagsChanged: assigned != tags)
     }

@@ -8,11 +8,12 @@ struct TaggingInputs: Equatable, Sendable {
     var apps: [AppPolicy]
     var cgroups: UnitCgroups
     var tags: TagTable
+    var installed = InstalledDesktopApps()
 
     func tagging() -> UsageTagging {
         let tags = tags.tags(of: apps.map(\.id))
         return UsageTagging(tags: tags, owners: Dictionary(tags.map { ($1, $0) }, uniquingKeysWith: { a, _ in a }),
-                            tagging: Ruleset.tagging(apps: apps, cgroups: cgroups, tags: tags))
+                            tagging: Ruleset.tagging(apps: apps, cgroups: cgroups, tags: tags, installed: installed))
     }
 }
 

@@ -18,11 +18,15 @@ final class DaemonProcess: @unchecked Sendable {
     /// so `pid` is the daemon's own. `stateDir` keeps the daemon away from the host's /var/lib/netpermd.
     /// With `nsenter`, `nsenter --net=/run/netns/NS` instead: it enters only the network namespace, where `ip netns
     /// exec` also remounts /sys and so hides the cgroup hierarchy (enforcement needs it; FACTS.md).
+    /// The daemon reads desktop files from `XDG_DATA_DIRS` set to a directory of the state dir that holds none
+    /// (a `wrapper` of `env XDG_DATA_DIRS=...` comes after and wins): the machine's own (`vim.desktop`) would be
+    /// listed by APPS and make tests depend on what happens to be installed.
     init(binary: String, namespace: String, socketPath: String, configPath: String, stateDir: String,
          logPath: String, extraArgs: [String] = [], wrapper: [String] = [], nsenter: Bool = false) throws {
         self.socketPath = socketPath
         self.logPath = logPath
-        argv = (nsenter ? ["nsenter", "--net=/run/netns/\(namespace)"] : ["ip", "netns", "exec", namespace]) + wrapper + [binary, "--socket", socketPath, "--config", configPath,
+        argv = (nsenter ? ["nsenter", "--net=/run/netns/\(namespace)"] : ["ip", "netns", "exec", namespace])
+            + ["env", "XDG_DATA_DIRS=\(stateDir)/no-desktop-files"] + wrapper + [binary, "--socket", socketPath, "--config", configPath,
                 "--state-dir", stateDir, "--log-level", "debug"] + extraArgs
         process = try Subprocess.spawn(argv, stdin: .devNull, stdout: .appendFile(logPath), stderr: .appendFile(logPath))
     }
