@@ -252,12 +252,7 @@ extension DesktopAgentTests {
         let log = d.dir + "/dunst.log"
         let config = d.dir + "/dunstrc"
         try "[global]\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let dunst = try Subprocess.spawn(d.users.argv(Self.alice, ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", "dunst",
-                                                                   "-config", config],
-                                                      environment: [bus.environment]),
-                                         stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
-        addTeardownBlock { dunst.killAndReap() }
-        try bus.waitForName("org.freedesktop.Notifications", of: dunst, log: log)
+        let server = try dunst(d, bus, config: config, log: log)
         showOnFailure("dunst's log") { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
         _ = try notifyAgent(d, bus, Self.alice)
         /// What dunst holds: shown, and queued to be shown.
@@ -286,6 +281,6 @@ extension DesktopAgentTests {
             return (h.displayed + h.waiting == 0, "\(h)")
         }
         XCTAssertLessThanOrEqual(most, 4)
-        XCTAssertNil(dunst.poll(), "dunst is still running")
+        XCTAssertNil(server.poll(), "dunst is still running")
     }
 }

@@ -62,6 +62,18 @@ final class DesktopAgentTests: IntegrationTestCase {
         return bus
     }
 
+    /// A real dunst (Debian's) under xvfb-run on alice's bus, once it owns the notifications' name.
+    @discardableResult
+    func dunst(_ d: Desk, _ bus: PrivateBus, config: String, log: String) throws -> ChildProcess {
+        let dunst = try Subprocess.spawn(d.users.argv(Self.alice, ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", "dunst",
+                                                                   "-config", config],
+                                                      environment: [bus.environment]),
+                                         stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
+        addTeardownBlock { dunst.killAndReap() }
+        try bus.waitForName("org.freedesktop.Notifications", of: dunst, log: log)
+        return dunst
+    }
+
     /// python-dbusmock's notification server on the bus, as `uid`, once it owns its name.
     func notificationMock(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32) throws -> ChildProcess {
         let log = d.dir + "/mock-\(uid).log"
@@ -453,12 +465,7 @@ final class DesktopAgentTests: IntegrationTestCase {
         chmod(choice, 0o644)
         let config = d.dir + "/dunstrc"
         try "[global]\ndmenu = \(menu)\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let dunst = try Subprocess.spawn(d.users.argv(Self.alice, ["xvfb-run", "-a", "-s", "-screen 0 640x480x24", "dunst",
-                                                                   "-config", config],
-                                                      environment: [bus.environment]),
-                                         stdin: .devNull, stdout: .appendFile(log), stderr: .appendFile(log))
-        addTeardownBlock { dunst.killAndReap() }
-        try bus.waitForName("org.freedesktop.Notifications", of: dunst, log: log)
+        try dunst(d, bus, config: config, log: log)
         showOnFailure("dunst's menus and log") {
             ((try? String(contentsOfFile: shownMenus, encoding: .utf8)) ?? "") + ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
         }

@@ -31,12 +31,7 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
 
     func testADesktopAppIsNamedEnforcedAndAsked() throws {
         let sd = try bootRealSystemd(policy: Self.policy)
-        showOnFailure("nft list table inet netpermd") {
-            (try? sd.run(["nft", "list", "table", "inet", "netpermd"]))?.stdout ?? "(nft failed)"
-        }
-        showOnFailure("netpermd's journal") {
-            (try? sd.run(["journalctl", "--no-pager", "-o", "cat", "-u", "netpermd.service"]))?.stdout ?? ""
-        }
+        showTableAndJournalOnFailure(sd)
         try sd.write("""
             [Desktop Entry]
             Type=Application
@@ -191,12 +186,7 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
     /// holds no process that is not an app. A scope named after an app that is not installed is no app: it passes.
     func testADebianAppIsKnownByItsInstalledEntry() throws {
         let sd = try bootRealSystemd(policy: Self.policy.replacingOccurrences(of: "WWAN=ask\n", with: "WWAN=deny\n"))
-        showOnFailure("nft list table inet netpermd") {
-            (try? sd.run(["nft", "list", "table", "inet", "netpermd"]))?.stdout ?? "(nft failed)"
-        }
-        showOnFailure("netpermd's journal") {
-            (try? sd.run(["journalctl", "--no-pager", "-o", "cat", "-u", "netpermd.service"]))?.stdout ?? ""
-        }
+        showTableAndJournalOnFailure(sd)
         try sd.write("""
             [Desktop Entry]
             Type=Application
@@ -263,5 +253,15 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
         }, ready: ready)
         XCTAssertEqual(held.cgroup, "user.slice/user-\(Self.uid).slice/user@\(Self.uid).service/app.slice/\(unit)")
         return held
+    }
+
+    /// The daemon's table and journal, shown when the test fails.
+    private func showTableAndJournalOnFailure(_ sd: RealSystemd) {
+        showOnFailure("nft list table inet netpermd") {
+            (try? sd.run(["nft", "list", "table", "inet", "netpermd"]))?.stdout ?? "(nft failed)"
+        }
+        showOnFailure("netpermd's journal") {
+            (try? sd.run(["journalctl", "--no-pager", "-o", "cat", "-u", "netpermd.service"]))?.stdout ?? ""
+        }
     }
 }
