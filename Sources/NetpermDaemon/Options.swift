@@ -51,6 +51,8 @@ public struct Options: Sendable {
                              leaves room for); others get a too-many-connections error
           --max-connections-per-uid N  clients one uid may have at once (default 256; root and the daemon's
                              own uid are not limited)
+          --process-events-netns PATH  for tests: open the kernel's process events in the network namespace
+                             PATH names (the kernel gives them only in the initial one)
           --remove-rules     remove what enforcement and counting left in the kernel (the nft tables,
                              steering's routing rules and tables; a stopped daemon leaves them in force) and exit
           --clock-offset-file PATH  for tests: seconds to add to the wall clock, read from PATH before each

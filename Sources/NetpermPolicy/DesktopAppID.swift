@@ -16,9 +16,9 @@
 /// before; any other desktop-file ID (`firefox-esr`, `vlc`, `firefox_firefox`) only where the unit's user has an
 /// entry of that ID installed (InstalledDesktopApps): a name read from a unit whose dashes were not escaped may be
 /// read more than one way (`app-gnome-vlc-12.scope`: `vlc` after the launcher `gnome`, or `gnome-vlc`), and the
-/// installed one is the app. Anything else is no app: a terminal's `vte-spawn-*.scope` runs its user's command,
-/// not the terminal; `session.slice` and `background.slice` units (portals, the shell, pipewire) are the desktop's
-/// own. Pure: a name in, an ID or nil out.
+/// installed one is the app. A terminal's `vte-spawn-*.scope` inside the terminal's own slice
+/// (`app-org.gnome.Terminal.slice`) is the terminal's app. Anything else is no app: `session.slice` and
+/// `background.slice` units (portals, the shell, pipewire) are the desktop's own. Pure: a name in, an ID or nil out.
 public enum DesktopAppID {
     /// The slices of a user's manager whose units are the desktop's own, whatever their names: never an app.
     public static let desktopSlices: Set<String> = ["session.slice", "background.slice"]
