@@ -250,6 +250,8 @@ final class World: FakeWorld<Connection> {
             case let .loadUsageRules(script, report, _): return "load-usage \(report) " + script
             case let .watchExit(pid): return "watch \(pid)"
             case let .unwatchExit(pid): return "unwatch \(pid)"
+            case let .watchExecs(index): return "watch-execs \(index.programs.count)"
+            case let .makeScope(r): return "scope \(r.unit)"
             case let .lookUpRoute(id, q): return "\(id): route \(q.destination.bytes) uid \(q.uid) mark \(q.mark.map(String.init) ?? "-")"
             case let .notify(n):
                 switch n {
@@ -348,6 +350,10 @@ final class World: FakeWorld<Connection> {
             requireReadsBack(table, table.encoded(), "tags") { (t) throws(ConfigError) in try TagTable.parse(t, path: "t") }
         case let .loadUsageRules(script, _, _):
             require(!script.isEmpty, "an empty usage script")
+        case let .makeScope(r):
+            require(r.pid > 0 && r.unit.hasSuffix(".scope"), "a scope for no process")
+        case .watchExecs:
+            break
         case let .lookUpRoute(_, q):
             require(q.destination.bytes.count == (q.destination.family == .ipv4 ? 4 : 16), "an address of the wrong size")
         case let .log(_, message, _):

@@ -17,6 +17,9 @@
 #include <sys/socket.h>
 #include <linux/netlink.h>
 #include <linux/bpf.h>
+#include <linux/connector.h>
+#include <linux/cn_proc.h>
+#include <stddef.h>
 #include <sys/syscall.h>
 #include <sys/timex.h>
 #include <sys/signalfd.h>
@@ -188,3 +191,21 @@ static inline int np_stderr_lines_to(np_stdio_sink sink) {
     stderr = f;
     return 0;
 }
+
+// The kernel's process events (the process connector): a NETLINK_CONNECTOR socket bound to CN_IDX_PROC, subscribed
+// with PROC_CN_MCAST_LISTEN; each event is a cn_msg whose data is a struct proc_event.
+static const int NP_NETLINK_CONNECTOR = NETLINK_CONNECTOR;
+static const unsigned int NP_CN_IDX_PROC = CN_IDX_PROC;
+static const unsigned int NP_CN_VAL_PROC = CN_VAL_PROC;
+static const unsigned int NP_PROC_CN_MCAST_LISTEN = PROC_CN_MCAST_LISTEN;
+static const unsigned int NP_PROC_EVENT_NONE = PROC_EVENT_NONE;
+static const unsigned int NP_PROC_EVENT_EXEC = PROC_EVENT_EXEC;
+static const int NP_CN_MSG_SIZE = sizeof(struct cn_msg);
+static const int NP_CN_MSG_LEN_OFFSET = offsetof(struct cn_msg, len);
+static const int NP_PROC_EVENT_DATA_OFFSET = offsetof(struct proc_event, event_data);
+static const int NP_PROC_EVENT_EXEC_TGID_OFFSET = offsetof(struct proc_event, event_data.exec.process_tgid);
+
+// setns(2) and CLONE_NEWNET are declared only under _GNU_SOURCE (tests open the process connector's socket in the
+// initial network namespace while their daemon runs in one of its own).
+extern int setns(int fd, int nstype);
+static const int NP_CLONE_NEWNET = 0x40000000;

@@ -29,6 +29,14 @@ public struct DesktopEntry: Equatable, Sendable {
     public var program: String?
     /// `DBusActivatable=true`: started over the session bus under its ID, not by `Exec=`.
     public var dbusActivatable = false
+    /// Set by the reader: the file the program is (device and inode, `stat` following symlinks, as /proc/PID/exe
+    /// names the file that runs), when the entry may be known by what it runs (ExecIndex): for everyone's entries
+    /// only a program in directories only root can write.
+    public var programFile: FileKey?
+    /// Set by the reader for an interpreted app (`Exec=python3 /usr/bin/foo`, or a program starting with `#!`):
+    /// the interpreter /proc/PID/exe names, and the script it runs.
+    public var interpreterFile: FileKey?
+    public var scriptFile: FileKey?
     /// `OnlyShowIn=` and `NotShowIn=`: the desktops a menu shows it in, or not. The daemon has no desktop, so
     /// these hide nothing here: a face on a desktop may judge (APPS gives them).
     public var onlyShowIn: [String] = []

@@ -26,6 +26,8 @@ public struct EdgeError: Error, Equatable, Sendable, CustomStringConvertible {
         case loadUsageRules = "loading the counting rules"
         /// `Effect.lookUpRoute`.
         case lookUpRoute = "looking up a route"
+        /// `Effect.makeScope`.
+        case makeScope = "making an app's scope"
     }
 
     public var operation: Operation

@@ -130,6 +130,13 @@ public final class Daemon {
         interpreter.nameUnits = { cgroups.nameUnits(with: $0) }
         cgroups.namerStarted = { interpreter.alsoCommitting(port: $0, commits: $1) }
         interpreter.handlesInForce = { cgroups.inForce($0) }
+        // Apps known by what they run: the kernel's exec events, and scopes made through users' managers.
+        if let exec = Self.execWatcher(loop: loop, netns: options.processEventsNetns, interpreter: interpreter) {
+            interpreter.watchExecs = { exec.use($0) }
+            let scopes = ScopeMaker(loop: loop)
+            interpreter.makeScope = { scopes.make($0, done: $1) }
+            parts += [exec, scopes]
+        }
 
         let server = try Self.must("cannot serve the control socket") {
             try ControlServer(loop: loop, listenFD: listenFD, limits: Self.limits(options), delegate: interpreter)
@@ -151,8 +158,24 @@ public final class Daemon {
                 reloader.reloadNow()
             }
         }
-        parts = [interpreter, watcher, server, reloader, cgroups, desktopFiles, systemBus, networkManager, modemManager]
+        parts += [interpreter, watcher, server, reloader, cgroups, desktopFiles, systemBus, networkManager, modemManager]
         if let wifi { parts.append(wifi) }
+    }
+
+    /// The watcher of the kernel's exec events, or nil (said once) where the kernel refuses them: without
+    /// CAP_NET_ADMIN (bind fails with EPERM) or outside the initial network namespace (ECONNREFUSED). `netns`, for
+    /// tests: the namespace to open the socket in (the calling thread enters it for the moment).
+    private static func execWatcher(loop: EventLoop, netns: String?, interpreter: Interpreter) -> ExecWatcher? {
+        do {
+            let fd = try ProcessEvents.open(inNamespace: netns)
+            return try ExecWatcher(loop: loop, fd: fd) { interpreter.feed(.execFound($0)) }
+        } catch {
+            let why = error == .notPermitted ? "it needs CAP_NET_ADMIN" : error == Errno(ECONNREFUSED)
+                ? "the daemon is not in the initial network namespace" : "\(error)"
+            Log.info("process events: not heard (\(why)): apps without a unit of their own (D-Bus-activated, started "
+                     + "by a desktop that makes no units, from a terminal) are not known by what they run")
+            return nil
+        }
     }
 
     /// `make`'s result, or why it failed as a start failure.

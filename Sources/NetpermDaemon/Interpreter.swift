@@ -47,6 +47,13 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// REACH's route lookups (NetlinkWatcher.egress(toward:)): the destination's egress, or why the kernel could not
     /// be asked.
     public var lookUpRoute: (RouteQuestion) -> Result<Egress?, EdgeError> = { _ in .success(nil) }
+    /// Which programs the exec watcher looks for (ExecWatcher.use).
+    public var watchExecs: (ExecIndex) -> Void = { _ in }
+    /// Makes a scope of a user's manager for a process (ScopeMaker.make): `done` gets nil, or why not, on the loop's
+    /// thread, never inside this call.
+    public var makeScope: (ScopeRequest, @escaping (EdgeError?) -> Void) -> Void = { request, done in
+        done(EdgeError(.makeScope, "no way to reach user managers"))
+    }
     /// Where units are named as they are made (UnitNamer.use).
     public var nameUnits: (UnitNaming?) -> Void = { _ in }
     /// The unit cgroups' descriptors the rules in force name, and those of the loads not yet done
@@ -184,7 +191,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
                  .notify, .log, .loadRules, .nameUnits, .loadUnitElements, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
-                 .steer, .lookUpRoute:
+                 .steer, .lookUpRoute, .watchExecs, .makeScope:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -387,6 +394,10 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             case let .success(egress): feed(.routed(id, egress, error: nil))
             case let .failure(error): feed(.routed(id, nil, error: error))
             }
+        case let .watchExecs(index):
+            watchExecs(index)
+        case let .makeScope(request):
+            makeScope(request) { [unowned self] error in self.feed(.scopeMade(request, error: error)) }
         }
     }
 

@@ -27,11 +27,15 @@ public struct Options: Sendable {
     /// `--clock-offset-file PATH`, for tests: seconds added to the wall clock, read again before each reading of
     /// the usage counters, so that a test moves time to the next period.
     public var clockOffsetFile: String?
+    /// `--process-events-netns PATH`, for tests whose daemon runs in a network namespace of its own: the process
+    /// connector answers only in the initial one, whose /proc/PID/ns/net this names.
+    public var processEventsNetns: String?
 
     public static let usage = """
         usage: netpermd [--socket PATH] [--config PATH] [--state-dir PATH] [--log-level LEVEL] [--sysfs PATH]
                         [--proc PATH] [--run PATH] [--netlink-rcvbuf BYTES] [--subscriber-timeout SECONDS] [--max-connections N]
-                        [--max-connections-per-uid N] [--remove-rules] [--clock-offset-file PATH] [--version] [--help]
+                        [--max-connections-per-uid N] [--remove-rules] [--clock-offset-file PATH] [--process-events-netns PATH]
+                        [--version] [--help]
           --socket PATH      control socket (default /run/netpermd/netpermd.sock)
           --config PATH      configuration file (default /etc/netpermd/netpermd.conf; drop-ins in PATH.d/*.conf)
           --state-dir PATH   where decisions and usage totals are kept (default /var/lib/netpermd)
@@ -47,6 +51,8 @@ public struct Options: Sendable {
                              leaves room for); others get a too-many-connections error
           --max-connections-per-uid N  clients one uid may have at once (default 256; root and the daemon's
                              own uid are not limited)
+          --process-events-netns PATH  for tests: open the kernel's process events in the network namespace
+                             PATH names (the kernel gives them only in the initial one)
           --remove-rules     remove what enforcement and counting left in the kernel (the nft tables,
                              steering's routing rules and tables; a stopped daemon leaves them in force) and exit
           --clock-offset-file PATH  for tests: seconds to add to the wall clock, read from PATH before each
@@ -74,6 +80,7 @@ public struct Options: Sendable {
             case "--sysfs": guard let v = value() else { return missing(a) }; o.sysfsRoot = v
             case "--proc": guard let v = value() else { return missing(a) }; o.procRoot = v
             case "--run": guard let v = value() else { return missing(a) }; o.runRoot = v
+            case "--process-events-netns": guard let v = value() else { return missing(a) }; o.processEventsNetns = v
             case "--log-level":
                 guard let v = value(), let l = Priority(name: v) else {
                     return .exit(2, "netpermd: --log-level takes err, warning, notice, info or debug\n")

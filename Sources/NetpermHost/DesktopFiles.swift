@@ -86,12 +86,72 @@ public struct DesktopFiles: Sendable {
         return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
     }
 
-    /// The entry as the reader completes it: `TryExec=`'s program looked up, `Exec=`'s resolved.
-    func completed(_ entry: DesktopEntry) -> DesktopEntry {
+    /// The entry as the reader completes it: `TryExec=`'s program looked up, `Exec=`'s resolved, and the files it
+    /// runs by device and inode (ExecIndex): for everyone's entries (`owner` nil) only files in directories only
+    /// root can write, so that no user can make everyone's app run their file.
+    func completed(_ entry: DesktopEntry, owner: UInt32? = nil) -> DesktopEntry {
         var e = entry
         if let t = e.tryExec { e.tryExecMissing = DesktopExec.isMissing(tryExec: t, path: path, isExecutable: Self.isExecutable) }
         if let program = e.exec?.first { e.program = DesktopExec.resolve(program, path: path, isExecutable: Self.isExecutable) }
+        guard let program = e.program, let args = e.exec else { return e }
+        func trusted(_ p: String) -> FileKey? {
+            guard owner != nil || Self.onlyRootWrites(p) else { return nil }
+            return Self.fileKey(p)
+        }
+        if args.count >= 2, args[1].hasPrefix("/"), Self.shebang(args[1]) != nil {
+            // `Exec=python3 /usr/bin/foo`: the interpreter runs the script.
+            e.interpreterFile = trusted(program)
+            e.scriptFile = e.interpreterFile == nil ? nil : trusted(args[1])
+        } else if let interpreter = Self.shebang(program) {
+            // A script with a `#!` line: /proc/PID/exe is its interpreter.
+            let resolved = interpreter.hasPrefix("/") ? interpreter
+                : DesktopExec.resolve(interpreter, path: path, isExecutable: Self.isExecutable)
+            e.interpreterFile = resolved.flatMap(trusted)
+            e.scriptFile = e.interpreterFile == nil ? nil : trusted(program)
+        } else {
+            e.programFile = trusted(program)
+        }
         return e
+    }
+
+    /// The device and inode of the file `path` names (symlinks followed, as /proc/PID/exe names what runs).
+    static func fileKey(_ path: String) -> FileKey? {
+        (try? Files.fileID(path)).map { FileKey(device: $0.device, inode: $0.inode) }
+    }
+
+    /// Whether only root can change what `path` runs: the file (symlinks resolved) and every directory above it
+    /// owned by root and writable by no group or other.
+    static func onlyRootWrites(_ path: String) -> Bool {
+        guard let real = realpath(path, nil) else { return false }
+        defer { free(real) }
+        var p = String(cString: real)
+        while true {
+            var st = stat()
+            guard stat(p, &st) == 0, st.st_uid == 0, st.st_mode & 0o022 == 0 else { return false }
+            if p == "/" { return true }
+            p = Files.directory(of: p)
+            if p.isEmpty { p = "/" }
+        }
+    }
+
+    /// The interpreter a `#!` line names (`#!/usr/bin/gjs -m`: `/usr/bin/gjs`; `#!/usr/bin/env python3`: `python3`,
+    /// looked up in `PATH` as env does), nil when the file is no script.
+    static func shebang(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard fd >= 0 else { return nil }
+        defer { FD.close(fd) }
+        var st = stat()
+        var buffer = [UInt8](repeating: 0, count: 256)
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return nil }
+        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        guard n > 2 else { return nil }
+        let bytes = buffer.prefix(n)
+        guard bytes.starts(with: [0x23, 0x21]) else { return nil }
+        let line = bytes.dropFirst(2).prefix { $0 != 0x0A }
+        let words = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard let first = words.first else { return nil }
+        if first.hasSuffix("/env") { return words.dropFirst().first { !$0.hasPrefix("-") } }
+        return first
     }
 
     /// The entries of the directory `components` below `base` (walked without following symlinks when `owner` is
@@ -143,7 +203,7 @@ public struct DesktopFiles: Sendable {
                 let bytes = try Files.read(at: fd, raw, limit: DesktopEntry.maxBytes, owner: owner)
                 // The first file of an ID in this directory's walk; ties between `a-b.desktop` and `a/b.desktop`
                 // (both `a-b`) go to the one listed first, as the spec leaves it open.
-                if entries[id] == nil, let e = DesktopEntry.parse(bytes) { entries[id] = completed(e) }
+                if entries[id] == nil, let e = DesktopEntry.parse(bytes) { entries[id] = completed(e, owner: owner) }
             } catch {
                 if skipped.count < 20 { skipped.append("\(path)/\(SafeText.excerpt(name, maxBytes: 200)): \(error)") }
             }

@@ -16,9 +16,9 @@
 /// before; any other desktop-file ID (`firefox-esr`, `vlc`, `firefox_firefox`) only where the unit's user has an
 /// entry of that ID installed (InstalledDesktopApps): a name read from a unit whose dashes were not escaped may be
 /// read more than one way (`app-gnome-vlc-12.scope`: `vlc` after the launcher `gnome`, or `gnome-vlc`), and the
-/// installed one is the app. Anything else is no app: a terminal's `vte-spawn-*.scope` runs its user's command,
-/// not the terminal; `session.slice` and `background.slice` units (portals, the shell, pipewire) are the desktop's
-/// own. Pure: a name in, an ID or nil out.
+/// installed one is the app. A terminal's `vte-spawn-*.scope` inside the terminal's own slice
+/// (`app-org.gnome.Terminal.slice`) is the terminal's app. Anything else is no app: `session.slice` and
+/// `background.slice` units (portals, the shell, pipewire) are the desktop's own. Pure: a name in, an ID or nil out.
 public enum DesktopAppID {
     /// The slices of a user's manager whose units are the desktop's own, whatever their names: never an app.
     public static let desktopSlices: Set<String> = ["session.slice", "background.slice"]
@@ -34,7 +34,10 @@ public enum DesktopAppID {
     /// reverse-DNS ID (as read before IDs of other forms were known), or an ID `installed` has for `uid`.
     public static func from(unit: String, slice: String?, uid: UInt32?, installed: InstalledDesktopApps) -> String? {
         if let slice, desktopSlices.contains(slice) { return nil }
-        for c in candidates(unit: unit) {
+        // A terminal's command scope inside the terminal's own slice (GNOME Terminal:
+        // `app-org.gnome.Terminal.slice/vte-spawn-X.scope`) is the terminal's, as macOS holds a command to Terminal.
+        let named = isTerminalScope(unit) ? slice.flatMap(sliceCandidates) ?? [] : candidates(unit: unit)
+        for c in named {
             if c.byName, isValid(c.id) { return c.id }
             if let uid, installed.contains(c.id, uid: uid) { return c.id }
         }
@@ -73,6 +76,41 @@ public enum DesktopAppID {
             if let id = unescaped(reading), isFileID(id) { out.append((id, i == 0)) }
         }
         return out
+    }
+
+    /// A terminal's per-command scope (VTE's `vte-spawn-UUID.scope`): what runs in it is the terminal's, or an app
+    /// of its own when it runs one (ExecIndex).
+    public static func isTerminalScope(_ unit: some StringProtocol) -> Bool {
+        unit.hasPrefix("vte-spawn-") && unit.hasSuffix(".scope")
+    }
+
+    /// The IDs an app's slice (`app-org.gnome.Terminal.slice`, `app-gnome-org.gnome.Terminal-12.slice`) may be read
+    /// as: with a random part or without.
+    static func sliceCandidates(_ slice: String) -> [(id: String, byName: Bool)]? {
+        let u = Array(slice.utf8)
+        guard u.count <= 1024, u.starts(with: Array("app-".utf8)), let body = u.dropFirst(4).stripping(suffix: ".slice")
+        else { return nil }
+        var out = candidates(unit: slice)
+        for (i, reading) in [body, withoutLauncher(body)].enumerated() where i == 0 || reading.startIndex != body.startIndex {
+            if let id = unescaped(reading), isFileID(id), !out.contains(where: { $0.id == id }) { out.append((id, i == 0)) }
+        }
+        return out
+    }
+
+    /// A launcher's scope for app `id` (`app-LAUNCHER-ID-RANDOM.scope`), the ID escaped as GNOME Shell escapes it
+    /// (every byte outside `[A-Za-z0-9:_.]` as `\xNN`), so that the name has one reading: `firefox-esr` is
+    /// `app-netpermd-firefox\x2desr-4242.scope`.
+    public static func unitName(launcher: String, id: String, random: String) -> String {
+        var escaped = ""
+        for b in id.utf8 {
+            if isAlnum(b) || b == 0x3A || b == 0x5F || b == 0x2E {
+                escaped.unicodeScalars.append(Unicode.Scalar(b))
+            } else {
+                let hex = String(b, radix: 16)
+                escaped += "\\x" + (hex.count == 1 ? "0" : "") + hex
+            }
+        }
+        return "app-\(launcher)-\(escaped)-\(random).scope"
     }
 
     /// A desktop-file ID this daemon takes (the spec allows any file name; faces and the protocol need an app id):

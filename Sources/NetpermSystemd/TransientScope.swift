@@ -16,7 +16,39 @@ public enum TransientScope {
     @discardableResult
     public static func start(name: String, pids: [UInt32], description: String, user: Bool,
                              timeout: Double = 10) throws(Failure) -> String {
-        let (bus, reached, direct) = try connect(user: user)
+        try start(name: name, pids: pids, description: description, slice: nil, connection: connect(user: user),
+                  timeout: timeout)
+    }
+
+    /// Starts the scope `name` holding `pids` in `slice` of user `uid`'s manager, as root (the daemon giving an app
+    /// found by what it runs a scope of its own: docs/APPS.md): its private socket `/run/user/UID/systemd/private`
+    /// (which takes root and the user only), else the user's bus `/run/user/UID/bus`.
+    @discardableResult
+    public static func start(name: String, pids: [UInt32], description: String, slice: String, ofUser uid: UInt32,
+                             timeout: Double = 5) throws(Failure) -> String {
+        var tried: [String] = []
+        let runtime = "/run/user/\(uid)"
+        if let bus = openPrivate(runtime + "/systemd/private", failures: &tried) {
+            return try start(name: name, pids: pids, description: description, slice: slice,
+                             connection: (bus, runtime + "/systemd/private", true), timeout: timeout)
+        }
+        var bus: OpaquePointer?
+        var r = sd_bus_new(&bus)
+        if r >= 0 { r = sd_bus_set_address(bus, "unix:path=" + addressEscape(runtime + "/bus")) }
+        if r >= 0 { r = sd_bus_set_bus_client(bus, 1) }
+        if r >= 0 { r = sd_bus_start(bus) }
+        guard r >= 0, let bus else {
+            _ = sd_bus_close_unref(bus)
+            tried.append("\(runtime)/bus (\(Errno(-r)))")
+            throw Failure(description: "uid \(uid)'s service manager not reachable: tried " + tried.joined(separator: " and "))
+        }
+        return try start(name: name, pids: pids, description: description, slice: slice,
+                         connection: (bus, "uid \(uid)'s bus", false), timeout: timeout)
+    }
+
+    private static func start(name: String, pids: [UInt32], description: String, slice: String?,
+                              connection: (OpaquePointer, String, Bool), timeout: Double) throws(Failure) -> String {
+        let (bus, reached, direct) = connection
         defer { _ = sd_bus_flush_close_unref(bus) }
 
         // JobRemoved is matched before the call, so a job that ends before its reply is read is not missed.
@@ -71,6 +103,7 @@ public enum TransientScope {
                 }
             }
             if r >= 0 { r = BusMessage.pair(m, "r", "Description", "s") { BusMessage.append($0, "s", description) } }
+            if r >= 0, let slice { r = BusMessage.pair(m, "r", "Slice", "s") { BusMessage.append($0, "s", slice) } }
             if r >= 0 { r = sd_bus_message_close_container(m) }
             // No auxiliary units.
             if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sa(sv))") }

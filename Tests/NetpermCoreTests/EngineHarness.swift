@@ -137,6 +137,10 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .lookUpRoute(id, question):
             steps.append("route \(id)")
             routeQuestions.append(question)
+        case .watchExecs:
+            steps.append("watch-execs")
+        case let .makeScope(request):
+            steps.append("scope \(request.unit)")
         }
         super.carryOut(e)
     }
@@ -186,7 +190,7 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .saveTags(table): return "save-tags " + table.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .nameUnits, .loadUnitElements, .watchExit, .unwatchExit, .lookUpRoute,
-             .steer(nil), .readUsage, .loadUsageRules:
+             .steer(nil), .readUsage, .loadUsageRules, .watchExecs, .makeScope:
             return "\(e)"
         }
     }

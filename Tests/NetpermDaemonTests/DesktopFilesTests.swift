@@ -137,3 +137,35 @@ enum FileManagerless {
         return bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } == bytes.count
     }
 }
+
+extension DesktopFilesTests {
+    /// The files an entry runs, by device and inode: everyone's entries only where root alone can write the program
+    /// (a program below /tmp is anyone's to replace), a script's interpreter and script, a user's own entries always.
+    func testWhatAnEntryRunsByDeviceAndInode() throws {
+        try write("a/applications/true.desktop", entry("True") + "Exec=/usr/bin/true %U\n")
+        try write("a/applications/anyones.desktop", entry("Anyone's") + "Exec=\(root)/prog\n")
+        try write("a/applications/script.desktop", entry("Script") + "Exec=\(root)/script --x\n")
+        try write("a/applications/interpreted.desktop", entry("Interp") + "Exec=sh \(root)/script\n")
+        try write("prog", "\u{7f}ELF")
+        try write("script", "#!/bin/sh\necho\n")
+        XCTAssertEqual(chmod(root + "/prog", 0o755), 0)
+        XCTAssertEqual(chmod(root + "/script", 0o755), 0)
+        let catalog = DesktopFiles(xdgDataDirs: "\(root)/a").read(users: []).catalog
+        let id = try Files.fileID("/usr/bin/true")
+        XCTAssertEqual(catalog.system["true"]?.programFile, FileKey(device: id.device, inode: id.inode))
+        XCTAssertNil(catalog.system["anyones"]?.programFile, "\(root) is below /tmp: not only root's")
+        XCTAssertNil(catalog.system["script"]?.scriptFile, "a script below /tmp neither")
+        XCTAssertNil(catalog.system["script"]?.programFile, "a script's file is never its program")
+        // As a user's own entry, what the user runs is theirs to name.
+        let own = DesktopFiles(xdgDataDirs: "\(root)/a")
+        var e = DesktopEntry(name: "Interp")
+        e.exec = ["sh", root + "/script"]
+        let completed = own.completed(e, owner: 1000)
+        let sh = try Files.fileID("/bin/sh"), script = try Files.fileID(root + "/script")
+        XCTAssertEqual(completed.interpreterFile, FileKey(device: sh.device, inode: sh.inode))
+        XCTAssertEqual(completed.scriptFile, FileKey(device: script.device, inode: script.inode))
+        XCTAssertNil(completed.programFile)
+        XCTAssertEqual(DesktopFiles.shebang(root + "/script"), "/bin/sh")
+        XCTAssertNil(DesktopFiles.shebang("/usr/bin/true"))
+    }
+}

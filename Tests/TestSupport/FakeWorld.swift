@@ -74,6 +74,10 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     public var steerError: EdgeError?
     /// The answer to `Effect.lookUpRoute` when the kernel cannot be asked (otherwise `route(_:)`'s).
     public var routeError: EdgeError?
+    /// The answer to `Effect.makeScope` (nil: made); with `scopesAreManual` the requests wait in `pendingScopes`.
+    public var scopeError: EdgeError?
+    public var scopesAreManual = false
+    public var pendingScopes: [ScopeRequest] = []
 
     /// The usage table as the kernel has it (nil: none): what `Effect.readUsage` reads, or `usageReadError`.
     public var usageReading: UsageReading?
@@ -174,6 +178,10 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
             feed(.steered(error: steerError))
         case let .lookUpRoute(id, question):
             feed(.routed(id, route(question), error: routeError))
+        case .watchExecs:
+            break
+        case let .makeScope(request):
+            if scopesAreManual { pendingScopes.append(request) } else { feed(.scopeMade(request, error: scopeError)) }
         }
     }
 

@@ -113,6 +113,12 @@ public enum Effect: Equatable, Sendable {
     /// Ask the kernel where this destination's traffic goes (`ip route get ADDRESS uid UID [mark M]`), then report
     /// with `Input.routed`.
     case lookUpRoute(ConnectionID, RouteQuestion)
+    /// Look at each exec of a person's session for these programs from now on (ExecWatcher), and tell of those found
+    /// with `Input.execFound`.
+    case watchExecs(ExecIndex)
+    /// Move a process into a new scope of its user's manager (StartTransientUnit), then report with
+    /// `Input.scopeMade`.
+    case makeScope(ScopeRequest)
 }
 
 extension Effect {
@@ -142,6 +148,8 @@ extension Effect {
         case .loadUsageRules: return "loading the counting rules"
         case .steer: return "steering"
         case .lookUpRoute: return "a route lookup"
+        case .watchExecs: return "which programs are apps"
+        case .makeScope: return "making an app's scope"
         }
     }
 }

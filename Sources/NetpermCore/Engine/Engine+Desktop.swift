@@ -53,6 +53,7 @@ extension Engine {
         log(.info, "desktop files: \(catalog.system.count) apps for everyone, "
             + "\(catalog.users.values.reduce(0) { $0 + $1.count }) of \(catalog.users.count) users' own")
         desktop.catalog = catalog
+        execIndexFollows(catalog)
         // Names are looked up as verdicts go out; what listens hears them with its app's next change.
         invalidateReplies()
         // Which units of IDs that are not reverse-DNS are apps follows what is installed, for each uid.

@@ -41,6 +41,10 @@ public enum Input: Sendable {
     case unitElementsLoaded(ids: [UInt64], error: EdgeError?)
     /// The desktop files read (at start-up, and whenever one changes): desktop apps' names and icons.
     case desktopCatalog(DesktopCatalog)
+    /// A process of a person's session with no app unit of its own runs an installed app's program (ExecWatcher).
+    case execFound(ExecFound)
+    /// The scope asked for by `Effect.makeScope` was made, or why not.
+    case scopeMade(ScopeRequest, error: EdgeError?)
     /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
     case rulesLoaded(error: EdgeError?)
     /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided): the owner of
@@ -89,6 +93,8 @@ extension Input {
         case .unitsGone: return "units gone"
         case .unitElementsLoaded: return "units named again"
         case .desktopCatalog: return "the desktop files"
+        case .execFound: return "an app found by what it runs"
+        case .scopeMade: return "an app's scope made"
         case .rulesLoaded: return "the rules loaded"
         case .blocked: return "a blocked packet"
         case .exited: return "an asker's exit"
@@ -238,6 +244,8 @@ public final class Engine {
     var tagTable = TagTable()
     /// Desktop apps running and installed (Engine+Desktop.swift).
     var desktop = DesktopBook()
+    /// Apps known by what they run, and the scopes asked for them (Engine+Exec.swift).
+    var execs = ExecBook()
 
     /// Handles one input; its effects are appended to `effects` (which the caller resets between inputs).
     public func handle(_ input: Input, into effects: Effects) {
@@ -299,6 +307,10 @@ public final class Engine {
             unitElementsLoaded(ids, error: error)
         case let .desktopCatalog(c):
             desktopCatalogRead(c)
+        case let .execFound(found):
+            execFound(found)
+        case let .scopeMade(request, error):
+            scopeMade(request, error: error)
         case let .rulesLoaded(error):
             rulesLoaded(error: error)
         case let .blocked(app, kind, uid, ifindex, destination, incoming):

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
+/// Apps known by what they run (docs/APPS.md, "Apps known by what they run"): a process of a person's session with
+/// no app unit of its own (dbus-daemon's activation, a desktop that makes no units, a terminal's command) that runs
+/// an installed app's program is given a scope of its user's manager named for the app, as GNOME Shell gives the
+/// apps it starts, so that the rules name it like every other desktop app. The edge hears of execs and says which
+/// processes these are (`Input.execFound`); the engine asks for the scopes, a bounded number at a time.
+struct ExecBook {
+    /// What the edge looks for (`Effect.watchExecs`), from the desktop files.
+    var index = ExecIndex()
+    /// Scopes asked for and not answered yet, by uid, and in all.
+    var inFlight: [UInt32: Int] = [:]
+    var total = 0
+    /// Apps whose scope failed: said once each at warning, then at debug.
+    var failed: Set<String> = []
+    /// Processes found while the bound was reached: left where they were (said once per burst).
+    var crowded = false
+}
+
+extension Engine {
+    /// Scopes asked for at once for one uid, and for everyone: a user starting processes in a loop makes requests
+    /// of their own manager at this pace, never an unbounded queue.
+    static let maxScopesPerUID = 4
+    static let maxScopes = 16
+    /// For the edge that makes them: as many threads as requests may be out.
+    public static var maxScopesPublic: Int { maxScopes }
+
+    /// The desktop files changed: the programs the edge looks for may have.
+    func execIndexFollows(_ catalog: DesktopCatalog) {
+        let index = ExecIndex(catalog: catalog)
+        guard index != execs.index else { return }
+        execs.index = index
+        out.append(.watchExecs(index))
+    }
+
+    func execFound(_ found: ExecFound) {
+        // DesktopApps=no: only DesktopId= names desktop apps.
+        guard state.config.desktopApps || state.config.app(desktopID: found.app) != nil else { return }
+        // An [App] that names the program by Executable= holds it already: the policy names it.
+        if let exe = found.executable,
+           state.config.match(PeerIdentity(pid: found.pid, uid: found.uid, gids: [], executable: exe, unit: nil))
+            .matchedBy == .executable {
+            return
+        }
+        guard execs.total < Self.maxScopes, execs.inFlight[found.uid, default: 0] < Self.maxScopesPerUID else {
+            if !execs.crowded {
+                execs.crowded = true
+                log(.notice, "desktop apps: \(Self.maxScopes) scopes asked for (\(Self.maxScopesPerUID) a uid) and not "
+                    + "made yet; pid \(found.pid) of uid \(found.uid) (\(found.app)) stays where it runs", uid: found.uid)
+            }
+            return
+        }
+        execs.crowded = false
+        let request = ScopeRequest(uid: found.uid, pid: found.pid, app: found.app)
+        execs.inFlight[found.uid, default: 0] += 1
+        execs.total += 1
+        log(.info, "desktop apps: pid \(found.pid) of uid \(found.uid) runs \(found.app) (\(found.place.shown)): "
+            + "giving it \(request.unit)", uid: found.uid)
+        out.append(.makeScope(request))
+    }
+
+    func scopeMade(_ request: ScopeRequest, error: EdgeError?) {
+        execs.total = max(0, execs.total - 1)
+        let left = execs.inFlight[request.uid, default: 1] - 1
+        execs.inFlight[request.uid] = left > 0 ? left : nil
+        guard let error else { return }
+        let line = "desktop apps: no scope for pid \(request.pid) of uid \(request.uid) (\(request.app)): \(error)"
+        if execs.failed.insert(request.app).inserted {
+            log(.warning, line + "; it is judged where it runs (further failures for this app at debug)", uid: request.uid)
+        } else {
+            log(.debug, line, uid: request.uid)
+        }
+    }
+}
+
+extension SessionPlace {
+    /// For the log.
+    var shown: String {
+        switch self {
+        case .dbusActivation: return "activated by dbus-daemon"
+        case let .sessionUnit(u): return "in session.slice/\(u)"
+        case let .loginSession(u): return "in \(u)"
+        case let .terminal(u): return "a terminal's command in \(u)"
+        }
+    }
+}

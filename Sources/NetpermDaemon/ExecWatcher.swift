@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import Glibc
+import NetpermCore
+import NetpermIO
+
+/// What the exec watcher reads of a process (/proc), as a protocol so that its tests give a fake.
+public protocol ProcessReading {
+    /// A pidfd of `pid` (nil: gone), to be sure that what is read afterwards was that process's.
+    func pin(_ pid: Int32) -> Int32?
+    func isAlive(_ pin: Int32) -> Bool
+    func release(_ pin: Int32)
+    /// The file /proc/PID/exe names (device and inode), and its path.
+    func executableFile(_ pid: Int32) -> FileKey?
+    func executablePath(_ pid: Int32) -> String?
+    func cgroup(_ pid: Int32) -> String?
+    /// /proc/PID/cmdline's arguments (at most a few: only the script's is wanted).
+    func arguments(_ pid: Int32) -> [String]?
+    /// The file a path of the process names (relative: from its working directory).
+    func file(_ path: String, of pid: Int32) -> FileKey?
+}
+
+/// /proc as the daemon sees it (the initial pid namespace's, where the process connector's pids are).
+public struct ProcFiles: ProcessReading {
+    public init() {}
+    public func pin(_ pid: Int32) -> Int32? { Pidfd.open(pid) }
+    public func isAlive(_ pin: Int32) -> Bool { Pidfd.isAlive(pin) }
+    public func release(_ pin: Int32) { FD.close(pin) }
+    public func executableFile(_ pid: Int32) -> FileKey? {
+        (try? Files.fileID("/proc/\(pid)/exe")).map { FileKey(device: $0.device, inode: $0.inode) }
+    }
+    public func executablePath(_ pid: Int32) -> String? { try? Files.readLink("/proc/\(pid)/exe") }
+    public func cgroup(_ pid: Int32) -> String? { FD.readText("/proc/\(pid)/cgroup") }
+    public func arguments(_ pid: Int32) -> [String]? {
+        guard let bytes = try? Files.read("/proc/\(pid)/cmdline", limit: 1 << 16) else { return nil }
+        return bytes.split(separator: 0, omittingEmptySubsequences: false).prefix(6).map { String(decoding: $0, as: UTF8.self) }
+    }
+    public func file(_ path: String, of pid: Int32) -> FileKey? {
+        let p = path.hasPrefix("/") ? path : "/proc/\(pid)/cwd/" + path
+        return (try? Files.fileID(p)).map { FileKey(device: $0.device, inode: $0.inode) }
+    }
+}
+
+/// Hears of every exec of the system from the kernel (ProcessEvents) and tells of the processes of a person's
+/// session with no app unit of its own that run an installed app's program (docs/APPS.md, "Apps known by what they
+/// run"). Cheapest question first, so that a compile's 10,000 execs a second cost little: the executable's device
+/// and inode (one `stat` of /proc/PID/exe) against the index the engine gave (`use`); only a process that runs an
+/// app's program (or an interpreter of an app's script) is pinned (a pidfd), its cgroup read (SessionPlace: where
+/// it runs), its script looked for, its executable read again, and told only if it was alive after all that, so
+/// that nothing read was another process's with a reused pid. Everything here is a few small reads of /proc, on
+/// the loop.
+public final class ExecWatcher {
+    public struct Counts: Equatable, Sendable {
+        public var execs = 0
+        /// Execs whose program is some app's.
+        public var candidates = 0
+        public var found = 0
+        /// Times the kernel dropped events (the socket's buffer overran).
+        public var overruns = 0
+    }
+
+    private let loop: EventLoop
+    private let fd: Int32
+    private let proc: ProcessReading
+    private let found: (ExecFound) -> Void
+    private var source: IOSource?
+    private var datagrams = EventDatagrams()
+    private var index = ExecIndex()
+    public private(set) var counts = Counts()
+    private var overrunLogged = false
+
+    /// Watches the process connector's socket `fd` (ProcessEvents.open; the tests' own socket), which it owns.
+    public init(loop: EventLoop, fd: Int32, proc: ProcessReading = ProcFiles(), found: @escaping (ExecFound) -> Void) throws(Errno) {
+        self.loop = loop
+        self.fd = fd
+        self.proc = proc
+        self.found = found
+        source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.readable() }
+    }
+
+    deinit {
+        source?.cancel()
+        FD.close(fd)
+    }
+
+    /// The programs to look for from now on (Effect.watchExecs).
+    public func use(_ index: ExecIndex) { self.index = index }
+
+    private func readable() {
+        var execs: [Int32] = []
+        do {
+            try datagrams.drain(fd, lost: { [unowned self] loss in
+                self.counts.overruns += 1
+                if !self.overrunLogged {
+                    self.overrunLogged = true
+                    Log.warning("process events: the kernel dropped some (\(loss)); a process that started an app then "
+                                + "stays where it runs (said once)")
+                }
+            }) { d in
+                for event in ProcessEvents.parse(UnsafeRawBufferPointer(d)) {
+                    switch event {
+                    case let .exec(e): execs.append(e.tgid)
+                    case let .subscribed(error) where error != 0:
+                        Log.warning("process events: the kernel refused the subscription (\(Errno(Int32(bitPattern: error))))")
+                    case .subscribed, .other: break
+                    }
+                }
+            }
+        } catch {
+            Log.warning("process events: cannot read (\(error)); no longer watching execs")
+            source?.cancel()
+            source = nil
+            return
+        }
+        for pid in execs { exec(pid) }
+    }
+
+    /// One exec: is it an app's process to give a scope?
+    func exec(_ pid: Int32) {
+        counts.execs += 1
+        guard !index.isEmpty, let exe = proc.executableFile(pid), index.mayRun(exe) else { return }
+        counts.candidates += 1
+        guard let pin = proc.pin(pid) else { return }
+        defer { proc.release(pin) }
+        // Read again once pinned: the pid may have been another process's a moment ago.
+        guard let exe = proc.executableFile(pid), index.mayRun(exe), let text = proc.cgroup(pid),
+              let (uid, place) = SessionPlace.of(cgroup: text) else { return }
+        var script: FileKey?
+        if index.interprets(exe), let argv = proc.arguments(pid), let path = ExecIndex.scriptArgument(argv) {
+            script = proc.file(path, of: pid)
+        }
+        guard let app = index.app(uid: uid, exe: exe, script: script) else { return }
+        let path = proc.executablePath(pid)
+        guard proc.isAlive(pin) else { return }
+        counts.found += 1
+        found(ExecFound(pid: pid, uid: uid, app: app, place: place, executable: path))
+    }
+}
