@@ -24,7 +24,6 @@ import Glibc
 /// The fixed tree, made once: the hierarchy's root with system.slice and a user's manager, and a home.
 final class Bed {
     let root: String
-    let cgroupfs: Bool
     let home: String
     let uid = getuid()
     let scanner: UnitCgroupScanner
@@ -44,11 +43,9 @@ final class Bed {
         if getuid() == 0, let info = FD.readText("/proc/self/mountinfo") { mount = UnitCgroups.unifiedMountPoint(mountinfo: info) }
         if let m = mount, mkdir(m + "/npt-fuzz-watch-\(pid)", 0o755) == 0 {
             root = m + "/npt-fuzz-watch-\(pid)"
-            cgroupfs = true
         } else {
             root = "/tmp/npt-fuzz-watch-\(pid)"
             _ = mkdir(root, 0o755)
-            cgroupfs = false
         }
         home = "/tmp/npt-fuzz-watch-home-\(pid)"
         for d in [root + "/user.slice", root + "/user.slice/user-\(uid).slice", root + "/user.slice/user-\(uid).slice/user@\(uid).service",
@@ -277,8 +274,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 }
 
 /// What a scan found agrees with what was made: every unit a descriptor of its own directory, once; every unit made
-/// directly in the user's app.slice or in system.slice (named in text, a service or scope) found, as a user's or the
-/// system's; what DesktopAppID makes of each name a valid ID or nothing.
+/// directly in the user's app.slice or in system.slice (named in text, not hidden, a service or scope) found, as a
+/// user's or the system's; what DesktopAppID makes of each name a valid ID or nothing.
 func checkScan(_ scan: UnitCgroupScanner.Scan, made: [Made]) {
     var ids: Set<UInt64> = []
     for u in scan.cgroups.units {
@@ -297,7 +294,9 @@ func checkScan(_ scan: UnitCgroupScanner.Scan, made: [Made]) {
     let units = Dictionary(scan.cgroups.units.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
     let userPath = "user.slice/user-\(bed.uid).slice/user@\(bed.uid).service/app.slice"
     for m in made {
-        guard let first = m.dirs.first, let name = String(validating: first.name, as: UTF8.self) else { continue }
+        // Hidden names are passed over, as in every directory the daemon lists (Directory.entries).
+        guard let first = m.dirs.first, first.name.first != 0x2E,
+              let name = String(validating: first.name, as: UTF8.self) else { continue }
         var st = stat()
         guard fstatat(first.parent, first.name.map { CChar(bitPattern: $0) } + [0], &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
         let user = m.base == bed.userSlice
