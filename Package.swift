@@ -113,8 +113,9 @@ let package = Package(
         // The transport on a test loop: back-pressure, held requests, framing (real sockets, no daemon).
         .testTarget(name: "NetpermControlTests", dependencies: ["NetpermControl", "NetpermIO", "TestSupport"]),
         // boot-systemd.sh runs as PID 1 of the real-systemd test container, glib-app.py is the GLib app of the GLib
-        // module's tests; the tests find them beside their sources.
+        // module's tests, hostile-user.py the soak's users; the tests find them beside their sources.
         .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore", "NetpermProtocol", "NetpermPolicy"],
-                    exclude: ["Support/boot-systemd.sh", "Support/glib-app.py", "Support/notifications.py"]),
+                    exclude: ["Support/boot-systemd.sh", "Support/glib-app.py", "Support/notifications.py",
+                              "Support/hostile-user.py", "Support/slow-notifications.py"]),
     ]
 )

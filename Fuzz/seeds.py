@@ -172,17 +172,58 @@ def classify_seeds():
     return seeds
 
 
+def watch_seeds():
+    """Records (NUL-separated) for the watch target: cgroups as desktops, Flatpak, KDE, D-Bus activation, snap and
+    terminals name them (docs/APPS.md, FACTS.md), then as a hostile user may (SoakTests' hostile-user.py): names of
+    256-4,000 bytes, bytes that are not UTF-8, deep nesting; the settings app's real desktop file and hostile ones."""
+    def records(*rs):
+        return b"\0".join(r if isinstance(r, bytes) else r.encode("utf-8") for r in rs)
+
+    seeds = {}
+    seeds["desktop-units"] = records(
+        "uapp-gnome-org.gnome.Maps-4242.scope", "uapp-flatpak-org.gnome.Maps-77.scope", "uapp-org.kde.okular@9c2d.service",
+        "udbus-:1.2-org.gnome.Calculator@0.service", "uapp-gnome-firefox\\x2desr-4242.scope",
+        "uapp-org.gnome.Terminal.slice/vte-spawn-5f1e0b3c.scope", "usnap.firefox.firefox.2d8b1a.scope",
+        "uapp-org.kde.kate-autostart.service", "sexample.service", "ssystem-getty.slice/getty@tty1.service",
+        "suser@4242.service", "!", "r", "!")
+    seeds["long-names"] = records(*[kind + prefix + "x" * (n - len(prefix) - len(suffix)) + suffix
+                                     for n in (255, 256, 1000, 3000, 4000)
+                                     for kind, prefix, suffix in (("u", "app-", ".scope"), ("s", "npt-", ".service"))])
+    seeds["not-text"] = records(b"uapp-\xff\xfe.scope", b"uapp-gnome-org.example.\xc3(-1.scope", b"snpt-\xff.service",
+                                b"u\xed\xa0\x80.slice/app-a.b-1.scope", "uapp-org.example.\u202eevil-1.scope")
+    seeds["deep"] = records("u" + "/".join(f"n{i}.slice" for i in range(40)) + "/app-org.example.Deep-1.scope",
+                            "s" + "/".join(f"d{i}-" + "y" * 300 + ".slice" for i in range(12)) + "/deep.service", "!", "r")
+    settings = read("settings/data/org.netpermd.Settings.desktop")
+    seeds["desktop-files"] = records(
+        "dorg.netpermd.Settings.desktop\x01" + settings,
+        "dorg.example.Maps.desktop\x01[Desktop Entry]\nType=Application\nName=Maps\nName[de]=Karten\nIcon=org.example.Maps\n"
+        "Exec=/usr/bin/false\n",
+        "dorg.example.Hidden.desktop\x01[Desktop Entry]\nType=Application\nName=Hidden\nNoDisplay=true\n",
+        "dorg.example.Link.desktop\x01[Desktop Entry]\nType=Link\nName=Link\n", "uapp-gnome-org.example.Maps-1.scope")
+    seeds["desktop-hostile"] = records(
+        "dorg.example.Bank.desktop\x01[Desktop Entry]\nName=\x1b[2J\x1b]0;owned\x07Bank\\n\\s\nExec=rm -rf ~\n",
+        b"dorg.example.Junk.desktop\x01\xff\xfe\x00\x01[Desktop Entry]",
+        "dorg.example.Names.desktop\x01[Desktop Entry]\n" + "".join(f"Name[l{i}]={i}\n" for i in range(100)) + "[unclosed\n",
+        b"dorg.example.\xff.desktop\x01[Desktop Entry]\nName=NotText\n",
+        "lorg.example.Zero.desktop", "forg.example.Fifo.desktop", "Dorg.example.Dir.desktop",
+        "dorg.example.Late.desktop\x01[Desktop Entry]\nName=Late\n", "xorg.example.Late.desktop", "!")
+    # Apart: larger than `make fuzz`'s -max_len, which cuts a seed to it.
+    seeds["desktop-over-limit"] = records("dorg.example.Over.desktop\x01[Desktop Entry]\nName=Over\n" + "#" * 65536 + "\n",
+                                          "dorg.example.At.desktop\x01[Desktop Entry]\nName=At\n" + "#" * 65509 + "\n")
+    return seeds
+
+
 def main():
     check = "--check" in sys.argv[1:]
     want = {"engine": engine_seeds(), "config": config_seeds(), "decisions": decisions_seeds(),
-            "classify": classify_seeds()}
+            "classify": classify_seeds(), "watch": watch_seeds()}
     stale = []
     for target, seeds in want.items():
         d = os.path.join(CORPUS, target)
         have = set(os.listdir(d)) if os.path.isdir(d) else set()
         for name, text in seeds.items():
             path = os.path.join(d, name)
-            data = text.encode("utf-8")
+            data = text if isinstance(text, bytes) else text.encode("utf-8")
             if check:
                 if name not in have or open(path, "rb").read() != data:
                     stale.append(path)

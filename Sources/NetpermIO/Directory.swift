@@ -36,6 +36,15 @@ public enum Directory {
         try listing(fd).map(\.name).sorted { $0.lexicographicallyPrecedes($1) }
     }
 
+    /// An entry's name, whatever its length. `struct dirent` declares 256 bytes for it, but cgroupfs takes longer
+    /// names and readdir hands each over whole (its record is as long as its name): the name ends at its NUL. Read
+    /// as 256 bytes, a user's unit named with more was looked up by a name that is not there, and never followed.
+    public static func name(of entry: UnsafeMutablePointer<dirent>) -> [UInt8] {
+        let p = UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \.d_name)!)
+            .assumingMemoryBound(to: CChar.self)
+        return Array(UnsafeRawBufferPointer(start: p, count: strlen(p)))
+    }
+
     /// The names in the directory `fd` (not `.` and `..`, not hidden ones) with their inode numbers, in the
     /// directory's order: one pass, where a lookup of each name would take the directory's lock once per name.
     public static func listing(_ fd: Int32) throws(Errno) -> [(name: [UInt8], inode: UInt64)] {
@@ -49,7 +58,7 @@ public enum Directory {
         defer { closedir(d) }
         var names: [(name: [UInt8], inode: UInt64)] = []
         while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+            let name = Self.name(of: entry)
             if name.first != UInt8(ascii: ".") { names.append((name, UInt64(entry.pointee.d_ino))) }
         }
         return names

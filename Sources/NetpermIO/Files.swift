@@ -182,9 +182,7 @@ public enum Files {
         defer { closedir(d) }
         var names: [String] = []
         while let entry = readdir(d) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            let name = String(decoding: Directory.name(of: entry), as: UTF8.self)
             if !name.hasPrefix(".") { names.append(name) }
         }
         return names

@@ -46,7 +46,7 @@ final class AbuseTests: IntegrationTestCase {
         var daemon = try startDaemon(in: ns, socket: socket, config: config, extraArgs: args)
 
         let flapper = Flapper(ns: ns, dir: dir)
-        let good = GoodClient(socket: socket)
+        let good = GoodClient(socket: socket, app: "updater")
         addTeardownBlock { flapper.stop(); good.stop() }
         try good.start()
         // Warm up (sd-event makes its timerfd at the first timer, a storm's or a reload's), then take the
@@ -319,57 +319,5 @@ private final class Flapper: @unchecked Sendable {
         guard was else { return }
         // The thread finishes its batch (a few ms).
         usleep(200_000)
-    }
-}
-
-/// A well-behaved client: one connection, QUERY every 5 ms, each round trip timed.
-private final class GoodClient: @unchecked Sendable {
-    let socket: String
-    private let lock = NSLock()
-    private var running = false
-    private var times: [Double] = []
-    private var errors: [String] = []
-    private var started = false
-    private var finished = false
-
-    init(socket: String) { self.socket = socket }
-
-    var latencies: [Double] { lock.lock(); defer { lock.unlock() }; return times }
-    var failures: [String] { lock.lock(); defer { lock.unlock() }; return errors }
-
-    func start() throws {
-        let ch = try EvChannel.connect(socket, name: "good client")
-        lock.lock(); running = true; started = true; lock.unlock()
-        Thread { [self] in
-            while true {
-                lock.lock(); let go = running; lock.unlock()
-                guard go else { break }
-                let t = monotonicNow()
-                do {
-                    let r = try ch.request("QUERY updater", timeout: 5)
-                    let took = monotonicNow() - t
-                    lock.lock()
-                    times.append(took)
-                    if r["app"] as? String != "updater" { errors.append("\(r)") }
-                    lock.unlock()
-                } catch {
-                    lock.lock(); errors.append("\(error)"); lock.unlock()
-                    break
-                }
-                usleep(5000)
-            }
-            ch.close()
-            lock.lock(); finished = true; lock.unlock()
-        }.start()
-    }
-
-    func stop() {
-        lock.lock(); running = false; let was = started; lock.unlock()
-        guard was else { return }
-        for _ in 0..<600 {
-            lock.lock(); let done = finished; lock.unlock()
-            if done { return }
-            usleep(10_000)
-        }
     }
 }

@@ -58,6 +58,22 @@ final class RulesetTests: XCTestCase {
             + #" "../../../proc/self/fd/""#), [3, 12])
     }
 
+    /// The uid of the user manager a path lies under: its first `user@UID.service` component, whatever the
+    /// components around it (names of thousands of bytes, not text, slashes doubled).
+    func testTheUserAUnitBelongsTo() {
+        let long = String(repeating: "x", count: 3000)
+        let cases: [(String, UInt32?)] = [
+            ("user.slice/user-1000.slice/user@1000.service/app.slice/app-x-1.scope", 1000),
+            ("user.slice/user-7.slice/user@7.service/app.slice/app-\(long).scope", 7),
+            ("/user.slice//user@4294967295.service/", 4294967295), ("user@0.service", 0),
+            ("user.slice/user-1.slice/user@1.service/app.slice/user@2.service", 1),
+            ("system.slice/cron.service", nil), ("user@.service", nil), ("user@x.service/user@3.service", nil),
+            ("user@4294967296.service", nil), ("a.slice/\u{FFFD}user@5.service", nil), ("", nil), ("/", nil),
+            ("user@5.servicex/user@6.service", 6),
+        ]
+        for (path, uid) in cases { XCTAssertEqual(Ruleset.UnitOwner.userUID(path: path), uid, path) }
+    }
+
     /// Which cgroups the rules follow: a system unit with only slices above it, levels 2 to 6; a user's unit
     /// below its manager with only slices between, levels 4 to 6; nothing deeper or inside another unit.
     func testWhichUnitsAreFollowed() {

@@ -18,8 +18,28 @@ extension IntegrationTestCase {
         showOnFailure("journal of \(sd.name)") {
             (try? sd.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "60"]))?.stdout ?? "(no journal)"
         }
+        try sanitizedService(sd)
         try sd.check(["systemctl", "enable", "--now", "netpermd.socket"])
         return sd
+    }
+
+    /// Under `make asan` (ASAN_OPTIONS names a log_path): the daemon's unit gets the test's sanitizer options but the
+    /// path (the service's sandbox writes nowhere of the host's), so a report goes to the container's journal, and is
+    /// copied beside the others when the test ends: systemd restarts a daemon that died, and the test might not see it.
+    private func sanitizedService(_ sd: RealSystemd) throws {
+        guard let options = ProcessInfo.processInfo.environment["ASAN_OPTIONS"],
+              let logPath = options.split(separator: ":").first(where: { $0.hasPrefix("log_path=") })?.dropFirst(9) else { return }
+        let kept = options.split(separator: ":").filter { !$0.hasPrefix("log_path=") }.joined(separator: ":")
+        let symbolizer = Subprocess.resolve("llvm-symbolizer")
+        try sd.write("[Service]\nEnvironment=ASAN_OPTIONS=\(kept)\n"
+            + (symbolizer.hasPrefix("/") ? "Environment=ASAN_SYMBOLIZER_PATH=\(symbolizer)\n" : ""),
+                     to: "/etc/systemd/system/netpermd.service.d/asan.conf")
+        try sd.check(["systemctl", "daemon-reload"])
+        addTeardownBlock {
+            let journal = (try? sd.run(["journalctl", "--no-pager", "-o", "cat", "-u", "netpermd.service"]))?.stdout ?? ""
+            guard journal.contains("AddressSanitizer") else { return }
+            try? journal.write(toFile: "\(logPath).\(sd.name).journal", atomically: true, encoding: .utf8)
+        }
     }
 
     /// Starts netpermd.service with a shipped drop-in (docs/ENFORCEMENT.md: `netpermd-enforcement.conf` for
