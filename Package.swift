@@ -116,6 +116,7 @@ let package = Package(
         // module's tests, hostile-user.py the soak's users; the tests find them beside their sources.
         .testTarget(name: "IntegrationTests", dependencies: ["NetpermCore", "NetpermProtocol", "NetpermPolicy"],
                     exclude: ["Support/boot-systemd.sh", "Support/glib-app.py", "Support/notifications.py",
-                              "Support/hostile-user.py", "Support/slow-notifications.py"]),
+                              "Support/hostile-user.py", "Support/slow-notifications.py", "Support/first-refused.py",
+                              "Support/settings-driver.py", "Support/modemmanager.py"]),
     ]
 )
