@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <linux/netlink.h>
 #include <linux/bpf.h>
+#include <linux/filter.h>
+#include <arpa/inet.h>
 #include <linux/connector.h>
 #include <linux/cn_proc.h>
 #include <stddef.h>
@@ -204,6 +206,22 @@ static const int NP_CN_MSG_SIZE = sizeof(struct cn_msg);
 static const int NP_CN_MSG_LEN_OFFSET = offsetof(struct cn_msg, len);
 static const int NP_PROC_EVENT_DATA_OFFSET = offsetof(struct proc_event, event_data);
 static const int NP_PROC_EVENT_EXEC_TGID_OFFSET = offsetof(struct proc_event, event_data.exec.process_tgid);
+
+// A socket filter that keeps only exec events and the kernel's answer to the subscription (PROC_EVENT_NONE): a
+// compile's forks and exits, two for each exec, are dropped in the kernel rather than queued, read and parsed.
+// Classic BPF loads in network byte order, so `what` (host order) is compared byte-swapped. 0, or -1 and errno.
+static inline int np_proc_events_filter(int fd) {
+    const unsigned int what = NLMSG_HDRLEN + sizeof(struct cn_msg) + offsetof(struct proc_event, what);
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, what),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_EXEC), 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, htonl(PROC_EVENT_NONE), 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    struct sock_fprog prog = { .len = sizeof code / sizeof code[0], .filter = code };
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+}
 
 // setns(2) and CLONE_NEWNET are declared only under _GNU_SOURCE (tests open the process connector's socket in the
 // initial network namespace while their daemon runs in one of its own).

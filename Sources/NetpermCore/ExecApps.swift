@@ -134,6 +134,18 @@ public struct ExecIndex: Equatable, Sendable {
     }
 }
 
+/// What the edge that hears of execs counted since the daemon started (Input.execsCounted, for METRICS): every exec
+/// the kernel told of, those whose program is some app's (looked at further), and the times the kernel dropped
+/// events. Most execs are no app's and never reach the engine otherwise.
+public struct ExecCounts: Equatable, Sendable {
+    public var execs = 0
+    public var candidates = 0
+    public var overruns = 0
+    public init(execs: Int = 0, candidates: Int = 0, overruns: Int = 0) {
+        self.execs = execs; self.candidates = candidates; self.overruns = overruns
+    }
+}
+
 /// A process found by what it runs, to be given a scope of its own (Effect.makeScope).
 public struct ExecFound: Equatable, Sendable {
     public var pid: Int32

@@ -168,7 +168,9 @@ public final class Daemon {
     private static func execWatcher(loop: EventLoop, netns: String?, interpreter: Interpreter) -> ExecWatcher? {
         do {
             let fd = try ProcessEvents.open(inNamespace: netns)
-            return try ExecWatcher(loop: loop, fd: fd) { interpreter.feed(.execFound($0)) }
+            return try ExecWatcher(loop: loop, fd: fd, counted: { interpreter.feed(.execsCounted($0)) }) {
+                interpreter.feed(.execFound($0))
+            }
         } catch {
             let why = error == .notPermitted ? "it needs CAP_NET_ADMIN" : error == Errno(ECONNREFUSED)
                 ? "the daemon is not in the initial network namespace" : "\(error)"

@@ -49,35 +49,38 @@ public struct ProcFiles: ProcessReading {
 /// that nothing read was another process's with a reused pid. Everything here is a few small reads of /proc, on
 /// the loop.
 public final class ExecWatcher {
-    public struct Counts: Equatable, Sendable {
-        public var execs = 0
-        /// Execs whose program is some app's.
-        public var candidates = 0
-        public var found = 0
-        /// Times the kernel dropped events (the socket's buffer overran).
-        public var overruns = 0
-    }
+    /// Counts reach the engine (METRICS) at most this often while execs come: an input per datagram would cost a
+    /// compile's 10,000 execs a second more than the execs do.
+    static let reportMicroseconds: UInt64 = 500_000
 
     private let loop: EventLoop
     private let fd: Int32
     private let proc: ProcessReading
     private let found: (ExecFound) -> Void
+    private let counted: (ExecCounts) -> Void
     private var source: IOSource?
     private var datagrams = EventDatagrams()
     private var index = ExecIndex()
-    public private(set) var counts = Counts()
+    /// `found` counted apart, by the engine.
+    public private(set) var counts = ExecCounts()
+    private var reported = ExecCounts()
+    private var reportTimer: TimerSource?
     private var overrunLogged = false
 
     /// Watches the process connector's socket `fd` (ProcessEvents.open; the tests' own socket), which it owns.
-    public init(loop: EventLoop, fd: Int32, proc: ProcessReading = ProcFiles(), found: @escaping (ExecFound) -> Void) throws(Errno) {
+    /// `counted`: what was counted, at most every `reportMicroseconds` while it changes.
+    public init(loop: EventLoop, fd: Int32, proc: ProcessReading = ProcFiles(), counted: @escaping (ExecCounts) -> Void = { _ in },
+                found: @escaping (ExecFound) -> Void) throws(Errno) {
         self.loop = loop
         self.fd = fd
         self.proc = proc
         self.found = found
+        self.counted = counted
         source = try loop.addIO(fd: fd, events: IOEvents.readable) { [unowned self] _ in self.readable() }
     }
 
     deinit {
+        reportTimer?.cancel()
         source?.cancel()
         FD.close(fd)
     }
@@ -112,6 +115,17 @@ public final class ExecWatcher {
             return
         }
         for pid in execs { exec(pid) }
+        scheduleReport()
+    }
+
+    /// Tells the counts once the interval is over (one timer at a time; none while nothing changed).
+    private func scheduleReport() {
+        guard reportTimer == nil, counts != reported else { return }
+        reportTimer = try? loop.addTimer(afterMicroseconds: Self.reportMicroseconds) { [unowned self] in
+            self.reportTimer = nil
+            self.reported = self.counts
+            self.counted(self.counts)
+        }
     }
 
     /// One exec: is it an app's process to give a scope?
@@ -131,7 +145,6 @@ public final class ExecWatcher {
         guard let app = index.app(uid: uid, exe: exe, script: script) else { return }
         let path = proc.executablePath(pid)
         guard proc.isAlive(pin) else { return }
-        counts.found += 1
         found(ExecFound(pid: pid, uid: uid, app: app, place: place, executable: path))
     }
 }

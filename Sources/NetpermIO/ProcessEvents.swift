@@ -42,6 +42,11 @@ public enum ProcessEvents {
             if setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size)) != 0 {
                 _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
             }
+            // Only execs (and the subscription's answer) are queued: a compile's forks and exits are dropped in the
+            // kernel (without the filter they are read and ignored, at three times the cost).
+            if np_proc_events_filter(fd) != 0 {
+                Log.debug("process events: no socket filter (\(Errno(errno))); every event is read")
+            }
             var address = sockaddr_nl()
             address.nl_family = sa_family_t(AF_NETLINK)
             address.nl_groups = NP_CN_IDX_PROC

@@ -138,6 +138,28 @@ final class EngineMetricsTests: XCTestCase {
     }
 
     /// Like APPS: the policy's whole picture is for root and the admin group.
+    /// Apps known by what they run: the edge's exec counts (most execs never reach the engine otherwise), the
+    /// processes found, and the scopes' outcomes.
+    func testExecsCountedFoundAndScopes() throws {
+        let h = harness()
+        try expect(h, ["netpermd_process_execs_total": "0", "netpermd_process_exec_app_programs_total": "0",
+                       "netpermd_process_events_overruns_total": "0", "netpermd_process_exec_apps_found_total": "0",
+                       "netpermd_process_exec_scopes_total{outcome=\"made\"}": "0",
+                       "netpermd_process_exec_scopes_total{outcome=\"failed\"}": "0"], "from the start")
+        h.feed(.execsCounted(ExecCounts(execs: 10_000, candidates: 3, overruns: 1)))
+        h.scopesAreManual = true
+        for pid in Int32(1)...2 {
+            h.feed(.execFound(ExecFound(pid: pid, uid: 1000, app: "org.example.Maps", place: .dbusActivation, executable: nil)))
+        }
+        XCTAssertEqual(h.pendingScopes.count, 2)
+        h.feed(.scopeMade(h.pendingScopes[0], error: nil))
+        h.feed(.scopeMade(h.pendingScopes[1], error: EdgeError(.makeScope, "no manager")))
+        try expect(h, ["netpermd_process_execs_total": "10000", "netpermd_process_exec_app_programs_total": "3",
+                       "netpermd_process_events_overruns_total": "1", "netpermd_process_exec_apps_found_total": "2",
+                       "netpermd_process_exec_scopes_total{outcome=\"made\"}": "1",
+                       "netpermd_process_exec_scopes_total{outcome=\"failed\"}": "1"])
+    }
+
     func testIsPrivileged() {
         let h = harness()
         _ = h.requestError(h.connect(Peers.maps), "METRICS", .permissionDenied)

@@ -43,11 +43,14 @@ final class ExecWatcherTests: XCTestCase {
     private let loop = TestLoop()
     private let proc = FakeProc()
     private var found: [ExecFound] = []
+    private var counted: [ExecCounts] = []
     private var watcher: ExecWatcher?
 
     override func setUpWithError() throws {
         XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &sockets), 0)
-        watcher = try ExecWatcher(loop: loop, fd: sockets[0], proc: proc) { [unowned self] in self.found.append($0) }
+        watcher = try ExecWatcher(loop: loop, fd: sockets[0], proc: proc, counted: { [unowned self] in self.counted.append($0) }) {
+            [unowned self] in self.found.append($0)
+        }
         var maps = DesktopEntry(name: "Maps")
         maps.programFile = Self.maps
         watcher?.use(ExecIndex(catalog: DesktopCatalog(system: ["org.example.Maps": maps])))
@@ -84,6 +87,21 @@ final class ExecWatcherTests: XCTestCase {
         XCTAssertEqual(watcher?.counts.candidates, 0)
         XCTAssertEqual(proc.exeReads, 1000, "one look each")
         XCTAssertEqual(proc.cgroupReads, 0, "no cgroup read")
+    }
+
+    /// The counts reach the engine (METRICS) once per interval while execs come, not once per datagram, and not
+    /// at all while nothing changes.
+    func testCountsAreToldOncePerInterval() {
+        proc.processes[40] = .init(exe: Self.maps, path: "/usr/bin/maps", cgroup: "/system.slice/cron.service")
+        for pid in Int32(40)..<60 { exec(pid) }
+        XCTAssertEqual(counted, [], "not at once")
+        XCTAssertEqual(loop.armedTimers, 1, "one timer for the burst")
+        loop.advance(byMicroseconds: ExecWatcher.reportMicroseconds)
+        XCTAssertEqual(counted, [ExecCounts(execs: 20, candidates: 1)])
+        XCTAssertEqual(loop.armedTimers, 0, "nothing to tell")
+        exec(61)
+        loop.advance(byMicroseconds: ExecWatcher.reportMicroseconds)
+        XCTAssertEqual(counted.last, ExecCounts(execs: 21, candidates: 1))
     }
 
     func testOnlyProcessesOfASessionWithoutAnAppUnit() {

@@ -21,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(HERE)
 TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce",
-         "pacedq", "cgchurn", "silent", "flap", "desktopapps", "newscopes"]
+         "pacedq", "cgchurn", "silent", "flap", "desktopapps", "newscopes", "execload", "execfound", "execapp"]
 # Built against GLib (pkg-config gio-2.0): the GLib module's figures.
 GLIB_TOOLS = ["glibmon"]
 # Where `make release` builds the GLib module and its cache (GIO_EXTRA_MODULES points there).
@@ -50,18 +50,21 @@ FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_g
             big_routes=100000, route_changes=1000, route_latency_toggles=50, tput_rounds=12, tput_s=2, dgrams=200000, inforce_rounds=10, linkforce_rounds=20,
             glib_inits=30, glib_toggles=200,
             churn_scopes=5000, churn_s=10, churn_new=20, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2, silent_wait=10,
-            soak_s=60, soak_clients=16, soak_write_mb=1024, usage_reads=50, desktop_apps=300, desktop_s=20, alarm_s=1500)
+            soak_s=60, soak_clients=16, soak_write_mb=1024, usage_reads=50, desktop_apps=300, desktop_s=20,
+            exec_rate=10000, exec_s=10, exec_workers=4, exec_rounds=200, exec_gap_ms=20, alarm_s=1600)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
              route_latency_toggles=4, tput_rounds=1, tput_s=0.3, dgrams=5000, inforce_rounds=2, linkforce_rounds=2,
              glib_inits=2, glib_toggles=4,
              churn_scopes=100, churn_s=1, churn_new=3, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
-             soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, desktop_apps=5, desktop_s=1, alarm_s=240)
+             soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, desktop_apps=5, desktop_s=1,
+             exec_rate=500, exec_s=0.5, exec_workers=1, exec_rounds=3, exec_gap_ms=5, alarm_s=240)
 
 
 PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",
-          "decide", "steer", "reloadq", "glib", "churn", "silent", "soak", "usage", "desktop"]
+          "decide", "steer", "reloadq", "glib", "churn", "silent", "soak", "usage", "desktop",
+          "execload", "execfound"]
 
 
 class BenchError(Exception):
@@ -216,12 +219,12 @@ class BenchBase:
                 buf += chunk
         return buf.split(b"\n", 1)[0].decode()
 
-    def spawn(self, cmd, log_name=None, stdin=subprocess.DEVNULL, stdout=None, in_ns=False):
+    def spawn(self, cmd, log_name=None, stdin=subprocess.DEVNULL, stdout=None, in_ns=False, env=None):
         if in_ns:
             cmd = ["ip", "netns", "exec", self.ns] + cmd
         logf = open(os.path.join(self.dir, log_name), "ab") if log_name else subprocess.DEVNULL
         p = subprocess.Popen(cmd, stdin=stdin, stdout=stdout if stdout is not None else logf, stderr=logf,
-                             env=self.env, text=stdout is not None)
+                             env=env or self.env, text=stdout is not None)
         self.procs.append(p)
         return p
 

@@ -16,6 +16,11 @@ struct ExecBook {
     var failed: Set<String> = []
     /// Processes found while the bound was reached: left where they were (said once per burst).
     var crowded = false
+    /// What the edge counted (METRICS), and the processes it found that the engine took (to ask a scope or not).
+    var counted = ExecCounts()
+    var found = 0
+    /// Scopes answered: made, or not.
+    var scopesMade = 0, scopesFailed = 0
 }
 
 extension Engine {
@@ -35,6 +40,7 @@ extension Engine {
     }
 
     func execFound(_ found: ExecFound) {
+        execs.found += 1
         // DesktopApps=no: only DesktopId= names desktop apps.
         guard state.config.desktopApps || state.config.app(desktopID: found.app) != nil else { return }
         // An [App] that names the program by Executable= holds it already: the policy names it.
@@ -64,7 +70,8 @@ extension Engine {
         execs.total = max(0, execs.total - 1)
         let left = execs.inFlight[request.uid, default: 1] - 1
         execs.inFlight[request.uid] = left > 0 ? left : nil
-        guard let error else { return }
+        guard let error else { execs.scopesMade += 1; return }
+        execs.scopesFailed += 1
         let line = "desktop apps: no scope for pid \(request.pid) of uid \(request.uid) (\(request.app)): \(error)"
         if execs.failed.insert(request.app).inserted {
             log(.warning, line + "; it is judged where it runs (further failures for this app at debug)", uid: request.uid)

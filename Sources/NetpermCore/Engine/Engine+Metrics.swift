@@ -127,6 +127,7 @@ extension Engine {
         m.family("netpermd_waiters", .gauge, "Connections whose WAIT is held now.")
         m.sample(waiters)
 
+        writeExecMetrics(to: &m)
         writeUsageMetrics(to: &m)
         return m
     }
@@ -148,6 +149,27 @@ extension Engine {
         m.sample(c.ruleLoads)
         m.family("netpermd_enforcement_rule_load_failures_total", .counter, "Rule loads the kernel or libnftables refused.")
         m.sample(c.ruleLoadFailures)
+    }
+
+    /// Apps known by what they run (docs/APPS.md): the kernel's execs as the edge counted them (up to half a second
+    /// late), the processes found running an installed app's program, and the scopes asked for them.
+    private func writeExecMetrics(to m: inout MetricsText) {
+        let c = execs.counted
+        m.family("netpermd_process_execs_total", .counter,
+                 "Execs the kernel told of (process events), of every process of the system; counted up to 0.5 s late.")
+        m.sample(c.execs)
+        m.family("netpermd_process_exec_app_programs_total", .counter,
+                 "Of those, execs of a program some installed app runs (looked at further: where the process runs).")
+        m.sample(c.candidates)
+        m.family("netpermd_process_events_overruns_total", .counter, "Times the kernel dropped process events (the socket's buffer overran).")
+        m.sample(c.overruns)
+        m.family("netpermd_process_exec_apps_found_total", .counter,
+                 "Processes of a person's session with no app unit of their own found running an installed app's program.")
+        m.sample(execs.found)
+        m.family("netpermd_process_exec_scopes_total", .counter,
+                 "Scopes asked of users' managers for apps found by what they run, by outcome: made, failed.")
+        m.sample(execs.scopesMade, ["outcome": "made"])
+        m.sample(execs.scopesFailed, ["outcome": "failed"])
     }
 
     /// Per-app usage (docs/USAGE.md): bytes each app of the policy (and, as `(other)`, everything else) sent and

@@ -43,6 +43,8 @@ public enum Input: Sendable {
     case desktopCatalog(DesktopCatalog)
     /// A process of a person's session with no app unit of its own runs an installed app's program (ExecWatcher).
     case execFound(ExecFound)
+    /// What the exec watcher counted so far (at most twice a second, while execs come).
+    case execsCounted(ExecCounts)
     /// The scope asked for by `Effect.makeScope` was made, or why not.
     case scopeMade(ScopeRequest, error: EdgeError?)
     /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
@@ -94,6 +96,7 @@ extension Input {
         case .unitElementsLoaded: return "units named again"
         case .desktopCatalog: return "the desktop files"
         case .execFound: return "an app found by what it runs"
+        case .execsCounted: return "the execs counted"
         case .scopeMade: return "an app's scope made"
         case .rulesLoaded: return "the rules loaded"
         case .blocked: return "a blocked packet"
@@ -309,6 +312,8 @@ public final class Engine {
             desktopCatalogRead(c)
         case let .execFound(found):
             execFound(found)
+        case let .execsCounted(counts):
+            execs.counted = counts
         case let .scopeMade(request, error):
             scopeMade(request, error: error)
         case let .rulesLoaded(error):
