@@ -386,7 +386,9 @@ class BenchBase:
         """Mode=block; the app TPUT_UID with WiFi=`wifi`, then `apps` User= apps over all 81 permission sets
         (`rotate`: each app's permissions moved on by that many, which changes most of the table)."""
         perms = ["allow", "deny", "ask"][rotate % 3:] + ["allow", "deny", "ask"][:rotate % 3]
-        parts = [f"[Interface {TPUT_LINK}]\nKind=wifi\n\n[Enforcement]\nMode=block\n\n"
+        # No desktop apps: the daemon follows the host's cgroups, and other programs' app scopes coming and going
+        # (a test's) would change the table it measures, and the nft -f baseline's copy of it.
+        parts = [f"[Interface {TPUT_LINK}]\nKind=wifi\n\n[Enforcement]\nMode=block\n\n[Defaults]\nDesktopApps=no\n\n"
                  f"[App tputapp]\nUser={TPUT_UID}\nWiFi={wifi}\nWWAN=deny\nEthernet=deny\nOther=deny\n"]
         for i in range(apps):
             parts.append(f"\n[App uapp{i:05d}]\nUser={200000 + i}\nWiFi={perms[i % 3]}\nWWAN={perms[(i // 3) % 3]}\n"
