@@ -11,18 +11,23 @@ public final class Caller: Sendable {
     /// app is answered as that uid's processes have it, and it may decide and answer prompts for that uid alone.
     /// nil: privileged callers decide for everyone; with user decisions off, nobody else decides.
     public let ownUID: UInt32?
+    /// Whether the rules hold this process to `match`'s app (AppResolver's `held`): not one it is by `Executable=`
+    /// while its unit or uid is another app's, or none.
+    public let heldToMatch: Bool
 
-    public init(identity: PeerIdentity, match: AppMatch, privileged: Bool, userDecisions: Bool = false) {
+    public init(identity: PeerIdentity, match: AppMatch, privileged: Bool, userDecisions: Bool = false,
+                heldToMatch: Bool = true) {
         self.identity = identity; self.match = match; self.privileged = privileged
         ownUID = !privileged && userDecisions ? identity.uid : nil
+        self.heldToMatch = heldToMatch
     }
 
     /// `identity` as the app was recognised by (Config.resolve): in its enclosing unit, when that unit's app it is.
     public convenience init(identity: PeerIdentity, config: Config, daemonUID: UInt32 = 0, adminGID: () -> UInt32?) {
-        let (seen, match) = config.resolve(identity)
-        self.init(identity: seen, match: match,
+        let r = config.resolver.resolve(identity)
+        self.init(identity: r.identity, match: config.appMatch(r),
                   privileged: config.isPrivileged(identity, daemonUID: daemonUID, adminGID: adminGID),
-                  userDecisions: config.userDecisions)
+                  userDecisions: config.userDecisions, heldToMatch: r.held)
     }
 
     /// Whether it may see and answer a prompt: every one when privileged, else its own uid's.

@@ -24,21 +24,24 @@ public struct Config: Equatable, Sendable {
     /// `[Defaults] DesktopApps=`: whether a desktop app (DesktopAppID: a unit of a user's manager named for its
     /// application ID) is an app by itself, with `[Defaults]`' permissions, when no `[App]` names it; and whether an
     /// `[App]` whose name is an application ID is that desktop app (docs/APPS.md, "Desktop apps").
-    public var desktopApps = true
+    public var desktopApps: Bool {
+        get { resolver.desktopApps }
+        set { resolver.desktopApps = newValue }
+    }
     /// `[Defaults] MeteredBudget=`: bytes an app no `[App]` gives its own may move over metered links per period.
     public var meteredBudget: UInt64?
     /// In the order first defined: the first matching `[App]` wins.
     public private(set) var apps: [AppPolicy] = []
     private var appIndex: [String: Int] = [:]
-    /// Literal executable paths, for matching without scanning every app.
-    private var exactExecutables: [String: Int] = [:]
-    private var globExecutableApps: [Int] = []
-    /// Apps by desktop application ID (`AppPolicy.desktopIDs`): the first app naming it.
-    private var desktopIndex: [String: Int] = [:]
+    /// Which app a process is, in the one order the rules follow too (AppResolver).
+    public private(set) var resolver = AppResolver()
     /// The desktop entries installed, as each uid sees them: what makes a unit named for an ID that is not
     /// reverse-DNS (`app-gnome-firefox\x2desr-4242.scope`) an app (DesktopAppID). Not the policy's: the engine sets
     /// it from the desktop files it read (`policyOnly` drops it).
-    public var installedDesktopApps = InstalledDesktopApps()
+    public var installedDesktopApps: InstalledDesktopApps {
+        get { resolver.installed }
+        set { resolver.installed = newValue }
+    }
 
     public init() {}
 
@@ -92,74 +95,35 @@ public struct Config: Equatable, Sendable {
     }
 
     private mutating func buildIndex() {
-        exactExecutables = [:]
-        globExecutableApps = []
-        desktopIndex = [:]
-        for (i, app) in apps.enumerated() {
-            for d in app.desktopIDs where desktopIndex[d] == nil { desktopIndex[d] = i }
-            var hasGlob = false
-            for g in app.executables {
-                if g.isLiteral {
-                    if exactExecutables[g.pattern] == nil { exactExecutables[g.pattern] = i }
-                } else {
-                    hasGlob = true
-                }
-            }
-            if hasGlob { globExecutableApps.append(i) }
-        }
+        resolver = AppResolver(apps: apps, installed: installedDesktopApps, desktopApps: desktopApps)
     }
 
-    /// A `netpermctl run --app NAME` scope (RunScope) is app NAME; then Executable, then Unit, then User; within
-    /// each, the first `[App]` (in definition order) that matches. The scope comes first because the rules match it
-    /// too (an executable they cannot): the daemon's answer and the kernel's agree.
+    /// The app `peer` is, in the order AppResolver writes once (the rules' too).
     public func match(_ peer: PeerIdentity) -> AppMatch { resolve(peer).match }
 
-    /// The app `peer` is, and the identity it was recognised by: a process in a unit inside another unit's cgroup
-    /// is, at each step that reads units, first its enclosing unit's app (the rules follow that unit's cgroup, and
-    /// the kernel holds the process to it), then its own unit's.
+    /// The app `peer` is, and the identity it was recognised by: in its enclosing unit when that unit is an app's.
     public func resolve(_ peer: PeerIdentity) -> (identity: PeerIdentity, match: AppMatch) {
-        let views = [peer.enclosed, peer].compactMap { $0 }
-        for p in views {
-            if let unit = p.unit, let name = RunScope.app(fromUnit: unit), let i = appIndex[name] {
-                return (p, AppMatch(id: apps[i].id, matchedBy: .unit, app: apps[i]))
-            }
-        }
-        if let exe = peer.executable {
-            var best = exactExecutables[exe]
-            for i in globExecutableApps {
-                if let b = best, b < i { break }
-                if apps[i].executables.contains(where: { $0.matches(exe) }) { best = i; break }
-            }
-            if let i = best { return (peer, AppMatch(id: apps[i].id, matchedBy: .executable, app: apps[i])) }
-        }
-        for p in views {
-            if let unit = p.unit,
-               let app = apps.first(where: { (p.userUnit ? $0.userUnits : $0.units).contains { $0.matches(unit) } }) {
-                return (p, AppMatch(id: app.id, matchedBy: .unit, app: app))
-            }
-        }
-        for p in views {
-            if let desktop = desktopAppID(p) {
-                let app = desktopIndex[desktop].map { apps[$0] } ?? AppPolicy(discovered: desktop)
-                return (p, AppMatch(id: app.id, matchedBy: .desktop, app: app))
-            }
-        }
-        if let app = apps.first(where: { $0.uids.contains(peer.uid) }) {
-            return (peer, AppMatch(id: app.id, matchedBy: .user, app: app))
-        }
-        // Never an id the policy uses: that app's verdict, events and decisions are not this program's.
-        let base = Config.derivedID(peer)
-        var id = base, n = 2
-        while appIndex[id] != nil { id = "\(base)-\(n)"; n += 1 }
-        return (peer, AppMatch(id: id, matchedBy: .defaults, app: nil))
+        let r = resolver.resolve(peer)
+        return (r.identity, appMatch(r))
     }
 
-    /// The desktop app `peer` is (DesktopAppID), if any `[App]` names it by `DesktopId=`, or desktop apps are apps.
+    /// The answer's app for a resolution: the policy's, a desktop app by itself, or `[Defaults]` under an id made
+    /// from the executable's name.
+    public func appMatch(_ r: AppResolver.Resolution) -> AppMatch {
+        if let i = r.app { return AppMatch(id: apps[i].id, matchedBy: r.matchedBy, app: apps[i]) }
+        if let id = r.desktopID { return AppMatch(id: id, matchedBy: .desktop, app: AppPolicy(discovered: id)) }
+        // Never an id the policy uses: that app's verdict, events and decisions are not this program's.
+        let base = Config.derivedID(r.identity)
+        var id = base, n = 2
+        while appIndex[id] != nil { id = "\(base)-\(n)"; n += 1 }
+        return AppMatch(id: id, matchedBy: .defaults, app: nil)
+    }
+
+    /// The desktop app `peer`'s own unit is (DesktopAppID), if any `[App]` names it by `DesktopId=`, or desktop apps
+    /// are apps.
     public func desktopAppID(_ peer: PeerIdentity) -> String? {
-        guard peer.userUnit, peer.unitFollowed, let unit = peer.unit,
-              let id = DesktopAppID.from(unit: unit, slice: peer.slice, uid: peer.uid, installed: installedDesktopApps)
-        else { return nil }
-        return desktopApps || desktopIndex[id] != nil ? id : nil
+        guard case let .desktop(id)? = resolver.unitMatch(peer)?.kind else { return nil }
+        return id
     }
 
     /// Whether `id` names a desktop app as `uid` (nil: everyone) sees it: a reverse-DNS ID, or one installed.
@@ -168,13 +132,13 @@ public struct Config: Equatable, Sendable {
     }
 
     /// The app a desktop application ID is: an `[App]` naming it, nil when none does.
-    public func app(desktopID id: String) -> AppPolicy? { desktopIndex[id].map { apps[$0] } }
+    public func app(desktopID id: String) -> AppPolicy? { resolver.app(desktopID: id).map { apps[$0] } }
 
     /// This policy with an app of its own for each desktop app in `ids` no `[App]` names (in the order of their ids,
     /// after the policy's): what the engine judges, lists and enforces. Nothing with `DesktopApps=no`.
     public func addingDesktopApps(_ ids: some Sequence<String>) -> Config {
         guard desktopApps else { return self }
-        let new = Set(ids).filter { desktopIndex[$0] == nil && appIndex[$0] == nil }.sorted()
+        let new = Set(ids).filter { resolver.app(desktopID: $0) == nil && appIndex[$0] == nil }.sorted()
         guard !new.isEmpty else { return self }
         var c = self
         for id in new { c.put(AppPolicy(discovered: id)) }

@@ -306,52 +306,9 @@ public struct Ruleset: Equatable, Sendable {
         return r
     }
 
-    /// Which app owns a unit's cgroup, from the policy alone: built once per policy, asked once per cgroup.
-    struct OwnerIndex: Equatable, Sendable {
-        var appIndex: [String: Int] = [:]
-        private var exactUnits: [String: Int] = [:], exactUserUnits: [String: Int] = [:]
-        private var globUnitApps: [Int] = [], globUserUnitApps: [Int] = []
-        private var desktopIndex: [String: Int] = [:]
-        /// What makes a unit named for an ID that is not reverse-DNS an app (DesktopAppID), for its user.
-        private var installed: InstalledDesktopApps
-
-        init(apps: [AppPolicy], installed: InstalledDesktopApps = InstalledDesktopApps()) {
-            self.installed = installed
-            for (i, app) in apps.enumerated() {
-                if appIndex[app.id] == nil { appIndex[app.id] = i }
-                for d in app.desktopIDs where desktopIndex[d] == nil { desktopIndex[d] = i }
-                var glob = false, userGlob = false
-                for g in app.units {
-                    if g.isLiteral { if exactUnits[g.pattern] == nil { exactUnits[g.pattern] = i } } else { glob = true }
-                }
-                for g in app.userUnits {
-                    if g.isLiteral { if exactUserUnits[g.pattern] == nil { exactUserUnits[g.pattern] = i } } else { userGlob = true }
-                }
-                if glob { globUnitApps.append(i) }
-                if userGlob { globUserUnitApps.append(i) }
-            }
-        }
-
-        /// The first app that names `c`: a `netpermctl run` scope is its app's, whatever that app's keys; then
-        /// Unit= (UserUnit= for a user's unit), then a desktop app by its application ID (Config.match's order).
-        func owner(of c: UnitCgroup, apps: [AppPolicy]) -> Int? {
-            if let i = RunScope.app(fromUnit: c.unit).flatMap({ appIndex[$0] }) { return i }
-            var best = c.user ? exactUserUnits[c.unit] : exactUnits[c.unit]
-            for i in c.user ? globUserUnitApps : globUnitApps {
-                if let b = best, b < i { break }
-                if (c.user ? apps[i].userUnits : apps[i].units).contains(where: { $0.matches(c.unit) }) { best = i; break }
-            }
-            if best == nil, c.user, let uid = UnitOwner.userUID(path: c.path),
-               let id = DesktopAppID.from(unit: c.unit, slice: c.slice, uid: uid, installed: installed) {
-                best = desktopIndex[id]
-            }
-            return best
-        }
-    }
-
-    /// Who owns each uid and unit cgroup: the first app that names it (a `netpermctl run` scope is its app's). What
-    /// the rules judge, and what connections are tagged with (ConnectionTags): usage counting tags alike
-    /// (UsageRules).
+    /// Who owns each uid and unit cgroup, as AppResolver orders them (the answers' order: a unit's app, then its
+    /// uid's; the kernel has no executables). What the rules judge, and what connections are tagged with
+    /// (ConnectionTags): usage counting tags alike (UsageRules).
     struct Owners {
         var uidOwner: [UInt32: Int] = [:]
         var sortedUIDs: [UInt32] = []
@@ -367,13 +324,13 @@ public struct Ruleset: Equatable, Sendable {
         }
 
         init(apps: [AppPolicy], cgroups: UnitCgroups, installed: InstalledDesktopApps) {
-            let index = OwnerIndex(apps: apps, installed: installed)
-            appIndex = index.appIndex
-            for (i, app) in apps.enumerated() {
-                for uid in app.uids where uidOwner[uid] == nil { uidOwner[uid] = i }
+            let resolver = AppResolver(apps: apps, installed: installed)
+            appIndex = resolver.appIndex
+            for app in apps {
+                for uid in app.uids where uidOwner[uid] == nil { uidOwner[uid] = resolver.uidOwner(uid) }
             }
             for c in cgroups.units {
-                guard let owner = index.owner(of: c, apps: apps), let path = cgroups.nftPath(c) else { continue }
+                guard let owner = Ruleset.owner(of: c, resolver), let path = cgroups.nftPath(c) else { continue }
                 guard isSafe(path) else { skipped.append(path); continue }
                 cgroupOwner.append((c, path, owner))
             }
@@ -415,6 +372,14 @@ public struct Ruleset: Equatable, Sendable {
         var taggedApps: Set<String>
         /// The descriptors the tag maps name cgroups through.
         var handles: Set<Int32> = []
+    }
+
+    /// The app owning unit cgroup `c` (AppResolver's `unitMatch`, for its path's user): nil for a desktop app no
+    /// `[App]` of `apps` names (the engine adds one for each that runs: Config.addingDesktopApps).
+    static func owner(of c: UnitCgroup, _ resolver: AppResolver) -> Int? {
+        let uid = c.user ? UnitOwner.userUID(path: c.path) : nil
+        if c.user, uid == nil { return nil }
+        return resolver.unitMatch(unit: c.unit, slice: c.slice, user: c.user, uid: uid)?.app
     }
 
     /// The tagging `build` puts in the rules, for these apps and cgroups: what usage counting tags with too.

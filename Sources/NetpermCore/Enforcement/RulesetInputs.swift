@@ -70,7 +70,7 @@ struct NamingInputs: Equatable, Sendable {
                 own[i, default: [:]][uid] = p
             }
         }
-        return UnitNaming(generation: 0, apps: apps, index: Ruleset.OwnerIndex(apps: apps, installed: permissions.config.installedDesktopApps),
+        return UnitNaming(generation: 0, apps: apps, index: permissions.config.resolver,
                           permissions: apps.map(permissions.permissions), own: own, tags: apps.map { tags[$0.id] })
     }
 }

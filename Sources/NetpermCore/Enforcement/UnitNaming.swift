@@ -3,7 +3,7 @@ import NetpermPolicy
 import NetpermProtocol
 
 /// How a unit cgroup just made is named to the kernel by itself, as the rules in force would name it: its app (the
-/// policy's order, Ruleset.OwnerIndex) and that app's verdict per kind in its level's maps, and for a system unit its
+/// policy's order, AppResolver) and that app's verdict per kind in its level's maps, and for a system unit its
 /// connections' tag (Ruleset.build). The engine hands it to the edge whenever the rules in force or the permissions
 /// change (`Effect.nameUnits`), and the edge names units with it off the loop as their directory's watch sees them
 /// made (docs/ENFORCEMENT.md, "The first moments of a new cgroup"). Pure: the same unit gives the same elements.
@@ -12,7 +12,7 @@ public struct UnitNaming: Equatable, Sendable {
     /// changed, or a load of the whole table may have replaced them).
     public var generation: Int
     let apps: [AppPolicy]
-    let index: Ruleset.OwnerIndex
+    let index: AppResolver
     /// Each app's permissions in the rules (decisions applied), and a user's own for the apps they decided for.
     let permissions: [PermissionSet]
     let own: [Int: [UInt32: PermissionSet]]
@@ -21,7 +21,7 @@ public struct UnitNaming: Equatable, Sendable {
     let used: Set<String>
     let asks: Set<Ruleset.AskChain.ID>
 
-    init(generation: Int, apps: [AppPolicy], index: Ruleset.OwnerIndex, permissions: [PermissionSet],
+    init(generation: Int, apps: [AppPolicy], index: AppResolver, permissions: [PermissionSet],
          own: [Int: [UInt32: PermissionSet]], tags: [UInt32?], inForce: Ruleset? = nil) {
         self.generation = generation; self.apps = apps; self.index = index; self.permissions = permissions
         self.own = own; self.tags = tags
@@ -49,7 +49,7 @@ public struct UnitNaming: Equatable, Sendable {
     public func elements(of c: UnitCgroup) -> [UnitElement]? { elements(of: c, restrictionsOnly: false) }
 
     private func elements(of c: UnitCgroup, restrictionsOnly: Bool) -> [UnitElement]? {
-        guard let i = index.owner(of: c, apps: apps), let tag = tags[i] else { return nil }
+        guard let i = Ruleset.owner(of: c, index), let tag = tags[i] else { return nil }
         let uid = c.user ? Ruleset.UnitOwner.userUID(path: c.path) : nil
         if c.user, uid == nil { return nil }
         let p = uid.flatMap { own[i]?[$0] } ?? permissions[i]

@@ -27,6 +27,11 @@ extension Engine {
             guard let uid = Ruleset.UnitOwner.userUID(path: c.path),
                   let id = DesktopAppID.from(unit: c.unit, slice: c.slice, uid: uid, installed: desktop.installed)
             else { continue }
+            // A unit a run scope or `UserUnit=` names is that app's (AppResolver's order), no desktop app of its own.
+            switch state.config.resolver.unitMatch(unit: c.unit, slice: c.slice, user: true, uid: uid)?.kind {
+            case .runScope?, .unit?: continue
+            case .desktop?, nil: break
+            }
             // One user naming units after ever new IDs makes apps for everyone's rules: at most `maxOwnApps` each.
             guard perUID[uid, default: []].count < Self.maxOwnApps || perUID[uid]!.contains(id) else {
                 if desktop.crowded.insert(uid).inserted {
@@ -136,9 +141,8 @@ extension Engine {
                 add(app, uid: uid)
             }
             for c in enforcement.cgroups.units where c.user && Ruleset.UnitOwner.userUID(path: c.path) == uid {
-                if let app = state.config.apps.first(where: { $0.userUnits.contains { $0.matches(c.unit) } }) {
-                    add(app, uid: uid)
-                }
+                // Its app as the rules have it (AppResolver): a run scope's, a `UserUnit=` app's or a desktop app's.
+                if let i = Ruleset.owner(of: c, state.config.resolver) { add(state.config.apps[i], uid: uid) }
             }
         }
         for id in installed.sorted() {

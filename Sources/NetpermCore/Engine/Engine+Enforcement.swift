@@ -394,6 +394,11 @@ extension Engine {
     /// force. Its app may be enforced through other cgroups (or not yet at all, executable-only) while the asker's,
     /// just made, is not yet: `netpermctl run` starts its command only once its scope is in the rules.
     func ownEnforcement(_ e: Enforcement, _ caller: Caller) -> Enforcement {
+        // Known by its executable, which the kernel cannot see: held to its app only where its unit or uid is that
+        // app's too (AppResolver); otherwise the kernel judges it as another app, or as none.
+        if caller.match.matchedBy == .executable, e.isEnforced, !caller.heldToMatch {
+            return .notEnforced(.executableOnly)
+        }
         guard caller.match.matchedBy == .unit || caller.match.matchedBy == .desktop, let unit = caller.identity.unit
         else { return e }
         if case let .notEnforced(why) = e {
