@@ -44,7 +44,7 @@ final class IdentityDifferentialTests: IntegrationTestCase {
         let seed = ProcessInfo.processInfo.environment["NETPERMD_IDENTITY_SEED"].flatMap { UInt64($0) }
             ?? UInt64.random(in: 1...UInt64.max)
         print("identity differential: seed \(seed) (NETPERMD_IDENTITY_SEED=\(seed) replays it)")
-        var rng = SplitMix(seed: seed)
+        var rng = SplitMix64(state: seed)
         let start = monotonicNow()
         var round = 0
         repeat {
@@ -59,7 +59,7 @@ final class IdentityDifferentialTests: IntegrationTestCase {
     /// answered `enforced` for processes the kernel held to another app (or to none), in every cgroup of the layout.
     func testFixedSeeds() throws {
         for seed: UInt64 in [2, 3] {
-            var rng = SplitMix(seed: seed)
+            var rng = SplitMix64(state: seed)
             try checkLayout(&rng, round: 0, seed: seed)
         }
         XCTAssertGreaterThan(checked, 5, "answers enforced and checked against the kernel")
@@ -76,7 +76,7 @@ final class IdentityDifferentialTests: IntegrationTestCase {
         return path
     }
 
-    private func checkLayout(_ rng: inout SplitMix, round: Int, seed: UInt64) throws {
+    private func checkLayout(_ rng: inout SplitMix64, round: Int, seed: UInt64) throws {
         let firstMade = made.count
         let top = try mkdirs(root + "/npt-id-\(getpid())-\(seed % 100_000)-\(round).slice")
         var places: [Place] = []
@@ -233,15 +233,3 @@ final class IdentityDifferentialTests: IntegrationTestCase {
     }
 }
 
-/// A small seeded generator (SplitMix64), so that a seed replays a layout.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

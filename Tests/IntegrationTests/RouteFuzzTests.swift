@@ -48,8 +48,8 @@ final class RouteFuzzTests: IntegrationTestCase {
     }
 }
 
-/// SplitMix64: small, seedable, the same sequence everywhere.
-struct SplitMix64 {
+/// SplitMix64: small, seedable, the same sequence everywhere (a seed replays a run).
+struct SplitMix64: RandomNumberGenerator {
     var state: UInt64
     mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
