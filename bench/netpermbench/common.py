@@ -185,6 +185,8 @@ class BenchBase:
                     p.wait(timeout=3)
                 except ProcessLookupError:
                     pass
+        if getattr(self, "exec_dir", None):
+            shutil.rmtree(self.exec_dir, ignore_errors=True)
         if self.peer_ns:
             run(["ip", "netns", "del", self.peer_ns], check=False)
         if self.ns_created:

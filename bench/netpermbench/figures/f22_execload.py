@@ -4,7 +4,9 @@ client's QUERY meanwhile, beside the same load with the daemon not hearing execs
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 
 from ..common import APP, HERE, BenchError, fmt, log, run, triple
@@ -44,7 +46,13 @@ class ExecLoad:
         if not os.path.exists(nop) or os.path.getmtime(nop) < os.path.getmtime(src):
             run(["gcc", "-O2", "-static", "-nostdlib", "-o", nop + ".tmp", src], timeout=120)
             os.replace(nop + ".tmp", nop)
-        program = self.tool("execapp")
+        # The daemon takes an everyone's entry's program only where root alone can write it and every directory above
+        # it: a copy in a directory of the bench's own under /run (the tools' directory may be below /tmp).
+        self.exec_dir = tempfile.mkdtemp(prefix="npbench-apps-", dir="/run")
+        os.chmod(self.exec_dir, 0o755)
+        program = os.path.join(self.exec_dir, "execapp")
+        shutil.copy2(self.tool("execapp"), program)
+        self.exec_program = program
         if not only_root_writes(program):
             raise BenchError(f"{program}: some directory above it is writable by others than root, so the daemon "
                              "would not take it for an installed app's program")

@@ -29,7 +29,7 @@ class ExecFoundFigure:
         try:
             d, sock = self.start_exec_daemon("exec-found", True)
             log(f"execfound: {c['exec_rounds']} starts of {EXEC_APP}'s program in a session's dbus.service")
-            out = self.tool_json([self.tool("execfound"), dbus, self.tool("execapp"),
+            out = self.tool_json([self.tool("execfound"), dbus, self.exec_program,
                                   os.path.join(self.dir, "netpermd-exec-found.log"), str(c["exec_rounds"]),
                                   str(c["exec_gap_ms"]), "2000"], timeout=c["exec_rounds"] * 3 + 60, name="execfound")
             metrics = self.exec_metrics(sock)
