@@ -318,15 +318,16 @@ func checkScan(_ scan: UnitCgroupScanner.Scan, made: [Made]) {
 /// bytes parse, each as DesktopEntry.parse reads those bytes; never a symlink, FIFO or directory; every entry's
 /// name and icon bounded and safe to show.
 func checkDesktopFiles(files: [[UInt8]: [UInt8]], others: Set<[UInt8]>) {
-    let read = DesktopFiles(xdgDataDirs: "/nonexistent-npt-fuzz").read(users: [(uid: bed.uid, home: bed.home)])
+    let reader = DesktopFiles(xdgDataDirs: "/nonexistent-npt-fuzz")
+    let read = reader.read(users: [(uid: bed.uid, home: bed.home)])
     require(read.watched.contains(bed.apps), "the applications directory is not watched: \(read.watched)")
     let own = read.catalog.users[bed.uid] ?? [:]
     var want: [String: DesktopEntry] = [:]
     for (raw, content) in files {
         guard let name = String(validating: raw, as: UTF8.self), name.hasSuffix(".desktop") else { continue }
-        let id = String(name.dropLast(8))
-        guard DesktopAppID.isValid(id), let e = DesktopEntry.parse(content) else { continue }
-        want[id] = e
+        guard let id = DesktopAppID.fileID(relativePath: [name]), let e = DesktopEntry.parse(content) else { continue }
+        // As the reader completes a user's entry: TryExec's and Exec's programs looked up, the files they run.
+        want[id] = reader.completed(e, owner: bed.uid)
     }
     require(own == want, "read \(own.keys.sorted()), made \(want.keys.sorted())")
     for raw in others {
