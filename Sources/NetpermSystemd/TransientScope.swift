@@ -54,23 +54,17 @@ public enum TransientScope {
         // JobRemoved is matched before the call, so a job that ends before its reply is read is not missed.
         let jobs = Jobs()
         let context = Unmanaged.passUnretained(jobs).toOpaque()
-        // A private socket is a direct connection: its messages carry no sender name.
+        // A private socket is a direct connection: its messages carry no sender name. On a bus any peer can send a
+        // JobRemoved "done" straight to us: each is kept with its sender, and only the one from the connection that
+        // answered StartTransientUnit (the manager's, whoever owned the name when the call was made: it may join the
+        // bus only as the call activates it) counts.
         let sender: String? = direct ? nil : "org.freedesktop.systemd1"
-        if let sender {
-            // On a bus any peer can send a JobRemoved "done" straight to us: only the manager's connection counts.
-            guard let owner = uniqueOwner(bus, sender) else {
-                throw Failure(description: "no service manager on \(reached): nothing owns \(sender)")
-            }
-            jobs.manager = owner
-        }
         var slot: OpaquePointer?
         var r = sd_bus_match_signal(bus, &slot, sender, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
                                     "JobRemoved", { m, userdata, _ in
             guard let m, let userdata else { return 0 }
             let jobs = Unmanaged<Jobs>.fromOpaque(userdata).takeUnretainedValue()
-            if let manager = jobs.manager {
-                guard let from = sd_bus_message_get_sender(m), String(cString: from) == manager else { return 0 }
-            }
+            let from = sd_bus_message_get_sender(m).map { String(cString: $0) }
             var id: UInt32 = 0
             var path: UnsafePointer<CChar>?
             var unit: UnsafePointer<CChar>?
@@ -80,7 +74,7 @@ public enum TransientScope {
                   sd_bus_message_read_basic(m, CChar(UInt8(ascii: "s")), &unit) > 0,
                   sd_bus_message_read_basic(m, CChar(UInt8(ascii: "s")), &result) > 0,
                   let path, let result else { return 0 }
-            jobs.removed[String(cString: path)] = String(cString: result)
+            jobs.removed[String(cString: path), default: []].append((String(cString: result), from))
             return 0
         }, context)
         guard r >= 0 else { throw Failure(description: "cannot watch \(reached) for jobs: \(Errno(-r))") }
@@ -119,9 +113,12 @@ public enum TransientScope {
             throw Failure(description: "\(reached) answered StartTransientUnit without a job")
         }
         let jobPath = String(cString: job)
+        // On the private socket only the manager speaks; on a bus, only the connection that answered counts.
+        let manager = direct ? nil : sd_bus_message_get_sender(reply).map { String(cString: $0) } ?? ""
+        func result() -> String? { jobs.removed[jobPath]?.first { manager == nil || $0.sender == manager }?.result }
 
         let deadline = Clock.monotonicSeconds() + timeout
-        while jobs.removed[jobPath] == nil {
+        while result() == nil {
             r = sd_bus_process(bus, nil)
             if r > 0 { continue }
             if r < 0 { throw Failure(description: "lost \(reached) while \(name) started: \(Errno(-r))") }
@@ -130,31 +127,15 @@ public enum TransientScope {
             r = sd_bus_wait(bus, UInt64(left * 1_000_000))
             if r < 0 && r != -EINTR { throw Failure(description: "lost \(reached) while \(name) started: \(Errno(-r))") }
         }
-        guard let result = jobs.removed[jobPath], result == "done" else {
-            throw Failure(description: "\(name) failed to start (\(reached)): the job's result is \(jobs.removed[jobPath] ?? "")")
+        guard let result = result(), result == "done" else {
+            throw Failure(description: "\(name) failed to start (\(reached)): the job's result is \(result() ?? "")")
         }
         return reached
     }
 
     private final class Jobs {
-        /// Job object path -> result ("done", "failed", ...).
-        var removed: [String: String] = [:]
-        /// On a bus, the manager's unique name: the only sender whose JobRemoved counts.
-        var manager: String?
-    }
-
-    /// The unique name owning `name` on `bus` (GetNameOwner), nil when none does.
-    private static func uniqueOwner(_ bus: OpaquePointer, _ name: String) -> String? {
-        var m: OpaquePointer?, reply: OpaquePointer?
-        var error = sd_bus_error()
-        defer { sd_bus_error_free(&error); _ = sd_bus_message_unref(m); _ = sd_bus_message_unref(reply) }
-        var r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                               "org.freedesktop.DBus", "GetNameOwner")
-        if r >= 0, let m { r = BusMessage.append(m, "s", name) }
-        if r >= 0 { r = sd_bus_call(bus, m, 5_000_000, &error, &reply) }
-        var owner: UnsafePointer<CChar>?
-        guard r >= 0, sd_bus_message_read_basic(reply, BusMessage.type("s"), &owner) > 0, let owner else { return nil }
-        return String(cString: owner)
+        /// Job object path -> each JobRemoved heard for it: its result ("done", "failed", ...) and its sender.
+        var removed: [String: [(result: String, sender: String?)]] = [:]
     }
 
     /// The manager's private socket first (no dbus-daemon needed, as systemd-run does), then the bus. Returns the
