@@ -92,7 +92,11 @@ public struct AppResolver: Equatable, Sendable {
     /// The app unit `unit` (in `slice`; `user`: of user `uid`'s own manager) is, in the order above (1, 3, 4).
     /// `followed`: the rules can follow its cgroup; a desktop app is one only then (its ID names nothing else).
     public func unitMatch(unit: String, slice: String?, user: Bool, uid: UInt32?, followed: Bool = true) -> UnitMatch? {
-        if let i = RunScope.app(fromUnit: unit).flatMap({ appIndex[$0] }) { return UnitMatch(kind: .runScope, app: i) }
+        // A desktop app found by what it runs gets a scope of the same form, `app-netpermd-ID-PID.scope`; `run --app`
+        // takes only the policy's apps, so a scope of an app the policy does not name is that desktop app's (4).
+        if let i = RunScope.app(fromUnit: unit).flatMap({ appIndex[$0] }), !apps[i].discovered {
+            return UnitMatch(kind: .runScope, app: i)
+        }
         let named = user ? first(unit, exact: exactUserUnits, globbed: globUserUnitApps, \.userUnits)
                          : first(unit, exact: exactUnits, globbed: globUnitApps, \.units)
         if let i = named { return UnitMatch(kind: .unit, app: i) }

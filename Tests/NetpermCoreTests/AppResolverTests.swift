@@ -72,6 +72,16 @@ final class AppResolverTests: XCTestCase {
         }
     }
 
+    /// The scope the daemon gives a desktop app found by what it runs has a run scope's form: the app no `[App]`
+    /// names is that desktop app (`matched_by: desktop`), not a run scope of the app the desktop files added.
+    func testAScopeOfADesktopAppFoundByWhatItRunsIsThatDesktopApp() throws {
+        let c = try parsePolicy("[Defaults]\nWWAN=ask\n").addingDesktopApps(["org.npt.R"])
+        let m = c.match(peer(user: true))
+        XCTAssertEqual(m.id, "org.npt.R")
+        XCTAssertEqual(m.matchedBy, .desktop)
+        try assertRulesAgree(c, peer(user: true), user: true, "a discovered desktop app's app-netpermd scope")
+    }
+
     /// The same kind twice: the first defined wins.
     func testWithinAKindTheFirstDefinedWins() throws {
         let c = try parsePolicy("""

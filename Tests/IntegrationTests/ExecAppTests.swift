@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Apps known by what they run (docs/APPS.md; issue 47's rule 2), end to end: a real user manager (HostUserManager)
+/// with Debian's session bus, the kernel's exec events, the daemon's scope made through that manager, and the kernel's
+/// rules. Each app (Support/exec-app.py) starts where a desktop without units per app starts it, waits until it is in
+/// its scope and its QUERY says the rules name it, then sends a datagram over wwan every 50 ms: `[Defaults] WWAN=ask`
+/// and `Mode=block` refuse it, one prompt with its name is raised, the person's answer lets it out.
+final class ExecAppTests: IntegrationTestCase {
+    private var bed: EnforcementBed!
+    private var dir = ""
+    private var apps = ""
+    private var socket: String { dir + "/netpermd.sock" }
+    private var daemon: DaemonProcess!
+    private var manager: HostUserManager!
+    private var uid: UInt32 = 0
+
+    private static let policy = """
+        [Enforcement]
+        Mode=block
+
+        [Interface wwan*]
+        Kind=wwan
+
+        [Defaults]
+        WWAN=ask
+
+        """
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        try EnforcementBed.requireTools()
+    }
+
+    /// The test's links, its installed apps (programs root alone can write, in a directory of the test's own below
+    /// /run), the daemon hearing the kernel's exec events, and a user manager of a uid of the test's own.
+    private func start() throws {
+        bed = try EnforcementBed(self)
+        try bed.addLink("wwan0", subnet: 76)
+        dir = try makeTempDir()
+        chmod(dir, 0o755)
+        uid = 47_000 + UInt32(getpid() % 1000)
+        apps = try makeRunDirectory()
+        let bin = apps + "/bin"
+        mkdir(bin, 0o755)
+        try FileManager.default.copyItem(atPath: Repository.path("Tests/IntegrationTests/Support/exec-app.py"),
+                                         toPath: bin + "/npt-maps")
+        try FileManager.default.copyItem(atPath: "/usr/bin/python3.11", toPath: bin + "/npt-geary")
+        try FileManager.default.copyItem(atPath: "/bin/true", toPath: bin + "/npt-term")
+        for p in ["npt-maps", "npt-geary", "npt-term"] { chmod(bin + "/" + p, 0o755) }
+        let results = dir + "/results"
+        mkdir(results, 0o777)
+        chmod(results, 0o777)
+        let peer = bed.peers["wwan0"]!.v4
+        let args = "\(results)/maps.dbus \(peer) \(EnforcementBed.port) \(socket)"
+        try write("""
+            [Desktop Entry]
+            Type=Application
+            Name=Test Maps
+            Name[de]=Testkarten
+            DBusActivatable=true
+            Exec=\(bin)/npt-maps %U
+
+            """, to: "share/applications/org.npt.Maps.desktop")
+        try write("[D-BUS Service]\nName=org.npt.Maps\nExec=\(bin)/npt-maps \(args)\n",
+                  to: "share/dbus-1/services/org.npt.Maps.service")
+        try write("[Desktop Entry]\nType=Application\nName=Test Geary\nExec=\(bin)/npt-geary %U\n",
+                  to: "share/applications/npt-geary.desktop")
+        try write("[Desktop Entry]\nType=Application\nName=Test Terminal\nExec=\(bin)/npt-term\n",
+                  to: "share/applications/org.npt.Term.desktop")
+        let config = try writeConfig(Self.policy, in: dir)
+        daemon = try startDaemon(in: bed.ns, socket: socket, config: config,
+                                 extraArgs: ["--process-events-netns", "/proc/\(getpid())/ns/net"],
+                                 wrapper: ["env", "XDG_DATA_DIRS=\(apps)/share"], nsenter: true)
+        showOnFailure("netpermd's log") { [daemon] in daemon?.logTail ?? "" }
+        try waitForEnforcing(socket)
+        XCTAssertFalse(daemon.log.contains("process events: not heard"), "the daemon hears the kernel's exec events")
+        manager = try HostUserManager(self, netns: bed.ns.name, uid: uid)
+        // dbus-daemon reads its service files from the manager's environment, set before the bus first starts.
+        let env = try Subprocess.run(manager.asUser(["systemctl", "--user", "set-environment",
+                                                     "XDG_DATA_DIRS=\(apps)/share:/usr/share"]))
+        guard env.status == 0 else { throw HarnessError(env.summary) }
+        try listenForPrompts()
+    }
+
+    /// The person's agent: a subscriber of the uid's prompts (without one the daemon asks nobody), until teardown.
+    private func listenForPrompts() throws {
+        let out = dir + "/agent.out"
+        let p = try Subprocess.spawn(manager.asUser(["sh", "-c", #"(echo "SUBSCRIBE prompts"; exec sleep 120) | exec socat - "UNIX-CONNECT:$0""#,
+                                                     socket]), stdin: .devNull, stdout: .appendFile(out), stderr: .appendFile(out),
+                                     ownGroup: true)
+        addTeardownBlock { _ = p.killAndReap() }
+        try waitUntil("the uid's agent is subscribed") {
+            let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            return (text.contains("\"ok\":true"), text)
+        }
+    }
+
+    /// A directory of the test's own below /run (root's, 0755 all the way up): the daemon takes an everyone's entry's
+    /// program only where root alone can write it and every directory above it (the test's temporary directory may
+    /// be below /tmp, which everyone writes).
+    private func makeRunDirectory() throws -> String {
+        var template = Array("/run/npt-apps-XXXXXX".utf8CString)
+        guard let p = mkdtemp(&template) else { throw HarnessError("mkdtemp: \(String(cString: strerror(errno)))") }
+        let path = String(cString: p)
+        chmod(path, 0o755)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+        return path
+    }
+
+    private func write(_ text: String, to relative: String) throws {
+        let path = apps + "/" + relative
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o644)
+    }
+
+    /// Runs `argv` as the test uid in `cgroup` (below the manager's), in the test's namespace, until teardown.
+    private func startIn(_ cgroup: String, _ argv: [String]) throws {
+        let p = try Subprocess.spawn(["nsenter", "--net=/run/netns/\(bed.ns.name)", "sh", "-c",
+                                      #"echo $$ > "$0/cgroup.procs" && exec "$@""#, cgroup]
+                                     + manager.asUser(argv), stdin: .devNull, stdout: .devNull, stderr: .devNull)
+        addTeardownBlock { _ = p.killAndReap() }
+    }
+
+    /// The lines the app wrote to `result`, once `done` holds of them (at most `timeout` seconds).
+    @discardableResult
+    private func lines(_ result: String, timeout: Double = 10, until done: ([[String: Any]]) -> Bool) throws -> [[String: Any]] {
+        var got: [[String: Any]] = []
+        try waitUntil("\(result) says what was awaited", timeout: timeout, interval: 0.02) {
+            let text = (try? String(contentsOfFile: result, encoding: .utf8)) ?? ""
+            got = text.split(separator: "\n").compactMap { try? JSONValue.object(String($0)) }
+            return (done(got), text)
+        }
+        return got
+    }
+
+    private func states(_ l: [[String: Any]]) -> [String] { l.compactMap { $0["state"] as? String } }
+
+    /// The user's own request, as that uid.
+    private func asUser(_ line: String) throws -> [String: Any] {
+        let r = try Subprocess.run(manager.asUser(["socat", "-t", "2", "-", "UNIX-CONNECT:" + socket]),
+                                   input: Array((line + "\n").utf8))
+        guard r.status == 0, let first = r.stdout.split(separator: "\n").first else { throw HarnessError(r.summary) }
+        return try JSONValue.object(String(first))
+    }
+
+    /// The app's result: in its scope, named by its installed entry, refused over wwan, one prompt with its name for
+    /// the test uid; the user's answer lets its datagrams out; APPS lists it for the user.
+    private func checkFoundAndHeld(_ result: String, app: String, name: String) throws {
+        let first = try lines(result) { self.states($0).contains("refused") || self.states($0).contains("passed")
+            || self.states($0).contains(where: { $0.hasPrefix("never") }) }
+        XCTAssertEqual(states(first).prefix(2), ["query", "refused"], "\(first)")
+        guard let q = first.first?["query"] as? [String: Any], let cgroup = first.first?["cgroup"] as? String,
+              let pid = first.first?["pid"] as? Int else { return XCTFail("\(first)") }
+        let unit = "app-netpermd-" + app.replacingOccurrences(of: "-", with: "\\x2d") + "-\(pid).scope"
+        XCTAssertTrue(cgroup.hasSuffix("/user@\(uid).service/app.slice/" + unit), cgroup)
+        XCTAssertEqual(q["app"] as? String, app, "\(q)")
+        XCTAssertEqual(q["matched_by"] as? String, "desktop", "\(q)")
+        XCTAssertEqual(q["name"] as? String, name, "\(q)")
+        XCTAssertEqual(q["enforced"] as? Bool, true, "\(q)")
+
+        var prompt: [String: Any] = [:]
+        try waitUntil("one prompt for \(app) of uid \(uid)") {
+            let ps = (try self.request(self.socket, "PROMPTS")["prompts"] as? [[String: Any]]) ?? []
+            let mine = ps.filter { $0["app"] as? String == app }
+            prompt = mine.first ?? [:]
+            return (mine.count == 1 && mine[0]["uid"] as? Int == Int(self.uid), "\(ps)")
+        }
+        XCTAssertEqual(prompt["name"] as? String, name, "\(prompt)")
+        let listed = ((try asUser("APPS")["apps"] as? [[String: Any]]) ?? []).compactMap { $0["app"] as? String }
+        XCTAssertTrue(listed.contains(app), "APPS of uid \(uid): \(listed)")
+        guard let id = prompt["id"] else { return XCTFail("no id: \(prompt)") }
+        let answer = try asUser("ANSWER \(id) allow")
+        XCTAssertEqual(answer["ok"] as? Bool, true, "\(answer)")
+        try lines(result) { self.states($0).suffix(1) == ["passed"] }
+        XCTAssertEqual(try asUser("DECISIONS").description.contains(app), true)
+    }
+
+    /// A `DBusActivatable=true` app activated over the session bus: Debian 12's dbus-daemon forks it in
+    /// `session.slice/dbus.service` (its service file names no `SystemdService=`), where only its program says what it
+    /// is: a script (`#!/usr/bin/python3`, as Maps is `#!/usr/bin/gjs -m`).
+    func testADBusActivatedAppGetsAScopeAndIsAskedAndHeld() throws {
+        try start()
+        let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)"]
+            + manager.asUser(["dbus-send", "--session", "--dest=org.npt.Maps", "/", "org.npt.Maps.Start"]))
+        XCTAssertEqual(r.status, 0, r.summary)
+        try checkFoundAndHeld(dir + "/results/maps.dbus", app: "org.npt.Maps", name: "Test Maps")
+    }
+
+    /// A desktop that makes no unit per app starts it from a process of its session (`session.slice`): the app is
+    /// a binary whose desktop ID is not reverse-DNS (`npt-geary`, as Debian's `firefox-esr`).
+    func testAnAppStartedByTheSessionGetsAScopeAndIsAskedAndHeld() throws {
+        try start()
+        let shell = try manager.makeCgroup("session.slice/npt-shell.service")
+        let result = dir + "/results/geary"
+        try startIn(shell, [apps + "/bin/npt-geary", Repository.path("Tests/IntegrationTests/Support/exec-app.py"),
+                            result, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket])
+        try checkFoundAndHeld(result, app: "npt-geary", name: "Test Geary")
+    }
+
+    /// A terminal's command: an installed app typed in the terminal is that app, in a scope of its own; any other
+    /// command stays the terminal's (in the answer as in the kernel: refused as the terminal is, undecided); a user's
+    /// own copy of an installed app's program is another file, no app; a process in a sub-cgroup of an app's unit is
+    /// that app.
+    func testATerminalsCommandsAreTheAppTheyRunOrTheTerminals() throws {
+        try start()
+        let vte = try manager.makeCgroup("app.slice/app-org.npt.Term.slice/vte-spawn-1.scope")
+        let maps = dir + "/results/maps.vte"
+        let peer = bed.peers["wwan0"]!.v4
+        try startIn(vte, [apps + "/bin/npt-maps", maps, peer, EnforcementBed.port, socket])
+        try checkFoundAndHeld(maps, app: "org.npt.Maps", name: "Test Maps")
+
+        let script = Repository.path("Tests/IntegrationTests/Support/exec-app.py")
+        let other = dir + "/results/other"
+        try startIn(vte, ["/usr/bin/python3", script, other, peer, EnforcementBed.port, socket, "--stay"])
+        let copy = dir + "/results/npt-geary-copy"
+        try FileManager.default.copyItem(atPath: apps + "/bin/npt-geary", toPath: copy)
+        chmod(copy, 0o755)
+        chown(copy, uid, uid)
+        let copied = dir + "/results/copied"
+        try startIn(vte, [copy, script, copied, peer, EnforcementBed.port, socket, "--stay"])
+        let sandbox = try manager.makeCgroup("app.slice/app-gnome-npt\\x2dgeary-77.scope/sandbox")
+        let inside = dir + "/results/inside"
+        try startIn(sandbox, ["/usr/bin/python3", script, inside, peer, EnforcementBed.port, socket, "--stay"])
+        for (result, app, place) in [(other, "org.npt.Term", vte), (copied, "org.npt.Term", vte),
+                                     (inside, "npt-geary", sandbox)] {
+            let l = try lines(result) { self.states($0).contains("refused") || self.states($0).contains("passed") }
+            XCTAssertEqual(states(l).prefix(2), ["query", "refused"], "\(result): \(l)")
+            let q = l.first?["query"] as? [String: Any] ?? [:]
+            XCTAssertEqual(q["app"] as? String, app, "\(result): \(q)")
+            XCTAssertEqual(q["enforced"] as? Bool, true, "\(result): \(q)")
+            XCTAssertTrue(place.hasSuffix(l.first?["cgroup"] as? String ?? "-"), "\(result) stays where it runs: \(l)")
+        }
+    }
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""An app found by what it runs (ExecAppTests): started where a desktop starts apps without a unit of their own, it
+waits until it is in the scope netpermd has its user's manager make (`app-netpermd-*`, or `--stay` for one that must
+stay where it runs) and until its own QUERY says the rules name it, then sends a datagram to the peer every 50 ms and
+writes a JSON line to RESULT for its first one and for each change (passed, refused) until 20 s have passed.
+Usage: exec-app.py RESULT PEER PORT SOCKET [--stay]"""
+
+import errno
+import json
+import os
+import socket
+import sys
+import time
+
+
+def cgroup():
+    with open("/proc/self/cgroup") as f:
+        return next(line.split(":", 2)[2].strip() for line in f if line.startswith("0::"))
+
+
+def query(path):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(2)
+        s.connect(path)
+        s.sendall(b"QUERY\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return json.loads(data.split(b"\n")[0])
+
+
+def main():
+    result, peer, port, path = sys.argv[1:5]
+    stay = "--stay" in sys.argv[5:]
+    out = open(result, "a", buffering=1)
+
+    def say(**kw):
+        out.write(json.dumps(dict(kw, pid=os.getpid(), cgroup=cgroup())) + "\n")
+
+    deadline = time.monotonic() + 10
+    while not stay and "/app-netpermd-" not in cgroup():
+        if time.monotonic() > deadline:
+            say(state="never-scoped")
+            return
+        time.sleep(0.005)
+    q = query(path)
+    while not q.get("enforced") and not stay:
+        if time.monotonic() > deadline:
+            say(state="never-enforced", query=q)
+            return
+        time.sleep(0.01)
+        q = query(path)
+    say(state="query", query=q)
+    last = None
+    end = time.monotonic() + 20
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    while time.monotonic() < end:
+        try:
+            s.sendto(b"npt", (peer, int(port)))
+            state = "passed"
+        except OSError as e:
+            state = "refused" if e.errno == errno.EPERM else errno.errorcode.get(e.errno, str(e.errno))
+        if state != last:
+            say(state=state)
+            last = state
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    main()
