@@ -452,14 +452,17 @@ install-files:
 	for u in $(UNITS); do \
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
 	done
-	@# The desktop agent, for every user's graphical session (a user turns it off with systemctl --user mask). The
-	@# package enables it as Debian enables user units instead (USER_UNIT_WANTS=no, then dh_installsystemduser).
+	@# The desktop agent, for every user's graphical session, and the maker of apps' scopes, for every session (a
+	@# user turns either off with systemctl --user mask). The package enables them as Debian enables user units
+	@# instead (USER_UNIT_WANTS=no, then dh_installsystemduser).
 	install -d $(USERUNITDIR)
-	sed 's|/usr/local|$(PREFIX)|g' systemd/netpermd-agent.service > $(USERUNITDIR)/netpermd-agent.service
-	chmod 0644 $(USERUNITDIR)/netpermd-agent.service
+	for u in netpermd-agent.service netpermd-scopes.service; do \
+	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(USERUNITDIR)/$$u; chmod 0644 $(USERUNITDIR)/$$u; \
+	done
 	if [ "$(USER_UNIT_WANTS)" = yes ]; then \
-	  install -d $(USERUNITDIR)/graphical-session.target.wants; \
+	  install -d $(USERUNITDIR)/graphical-session.target.wants $(USERUNITDIR)/default.target.wants; \
 	  ln -sf ../netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service; \
+	  ln -sf ../netpermd-scopes.service $(USERUNITDIR)/default.target.wants/netpermd-scopes.service; \
 	fi
 	install -m 0644 $(DOCS) $(DOCDIR)/
 	@# The pages name installed paths (the docs, netpermctl in ExecStartPre=), so they follow PREFIX like the units.
@@ -486,7 +489,8 @@ uninstall:
 	rm -f $(SBINDIR)/netpermd $(BINDIR)/netpermctl
 	for u in $(UNITS); do rm -f $(UNITDIR)/$$u; done
 	rm -f $(USERUNITDIR)/netpermd-agent.service $(USERUNITDIR)/graphical-session.target.wants/netpermd-agent.service
-	-rmdir $(USERUNITDIR)/graphical-session.target.wants 2>/dev/null
+	rm -f $(USERUNITDIR)/netpermd-scopes.service $(USERUNITDIR)/default.target.wants/netpermd-scopes.service
+	-rmdir $(USERUNITDIR)/graphical-session.target.wants $(USERUNITDIR)/default.target.wants 2>/dev/null
 	rm -f $(SYSUSERSDIR)/netpermd.conf
 	rm -rf $(DOCDIR) $(DATADIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done

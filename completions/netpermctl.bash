@@ -3,7 +3,7 @@
 # Installed as $(PREFIX)/share/bash-completion/completions/netpermctl. Self-contained: it needs nothing from
 # the bash-completion package, but uses its _command_offset for `wait -- COMMAND ARGS` when present.
 
-_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent metrics usage ping help"
+_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent scopes metrics usage ping help"
 _netpermctl_options="--socket -j --json -t --terse -h --help --version"
 _netpermctl_kinds="wifi wwan ethernet other metered"
 

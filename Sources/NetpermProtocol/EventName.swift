@@ -10,6 +10,9 @@ public enum Topic: String, Sendable, CaseIterable {
     /// Apps crossing 80% and 100% of their metered budget (docs/USAGE.md): the subscriber's own app, or (privileged)
     /// every app.
     case usage
+    /// Scopes wanted for the subscriber's own uid's apps found by what they run (docs/APPS.md): the user's own
+    /// `netpermctl scopes` makes them through that user's manager, which a daemon without root cannot reach.
+    case scopes
 
     /// What `SUBSCRIBE` alone means: prompts only for those who ask to be agents.
     public static let defaults: Set<Topic> = [.links, .apps, .policy]
@@ -21,6 +24,8 @@ public enum EventName: String, Sendable, CaseIterable {
     case promptExpired = "prompt-expired"
     case promptAnswered = "prompt-answered"
     case promptWithdrawn = "prompt-withdrawn"
+    /// To one subscriber of `scopes`: make this scope for a process of its uid, then say `SCOPE ID made|failed`.
+    case scopeWanted = "scope-wanted"
     case stopping
     /// The whole state again, as in the snapshot, after events were lost: the kernel's messages (a netlink
     /// overrun) or the subscriber's own (it fell too far behind and its backlog was dropped).

@@ -23,6 +23,7 @@ public enum Verb: String, Sendable, CaseIterable {
     case ping, help, status, links, query, reach, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions,
          metrics, usage
     case resetUsage = "reset-usage"
+    case scope
     case quit
 
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
@@ -50,7 +51,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .reach: return "REACH ADDRESS [SECONDS]"
         case .apps: return "APPS"
         case .reload: return "RELOAD"
-        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self] [usage]"
+        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self] [usage] [scopes]"
         case .wait: return "WAIT [APP] [SECONDS]"
         case .prompts: return "PROMPTS"
         case .answer: return "ANSWER ID allow|deny|once|dismiss [--everyone]"
@@ -60,6 +61,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .metrics: return "METRICS"
         case .usage: return "USAGE [APP]"
         case .resetUsage: return "RESET-USAGE [APP]"
+        case .scope: return "SCOPE ID made|failed [WHY]"
         case .quit: return "QUIT"
         }
     }
@@ -84,6 +86,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .metrics: return "counters and gauges in Prometheus' text format, as one JSON string (privileged)"
         case .usage: return "data used per app and kind of link, this period and the last, and budgets (your own apps unless privileged)"
         case .resetUsage: return "start an app's (default: every app's) counts of this period from zero (privileged)"
+        case .scope: return "say what became of a scope-wanted event's scope (the subscriber of scopes it was sent to)"
         case .quit: return "close this connection"
         }
     }

@@ -26,6 +26,8 @@ public enum Request: Equatable, Sendable {
     case usage(app: String?)
     /// RESET-USAGE [APP]: nil for every app.
     case resetUsage(app: String?)
+    /// SCOPE ID made|failed [WHY...]: what became of a `scope-wanted` event's scope; `why` only when it failed.
+    case scope(id: Int, failed: String?)
     case quit
 
     public var verb: Verb {
@@ -48,6 +50,7 @@ public enum Request: Equatable, Sendable {
         case .metrics: .metrics
         case .usage: .usage
         case .resetUsage: .resetUsage
+        case .scope: .scope
         case .quit: .quit
         }
     }
@@ -137,6 +140,13 @@ extension Request {
                 throw ProtocolError(.badArguments, "bad decision \(SafeText.quote(args[2])) (expected allow or deny)")
             }
             self = .decide(app: args[0], kind: kind, p, once: once)
+        case .scope:
+            guard words.count >= 2, let id = Int(words[0]) else { throw usage() }
+            switch words[1].lowercased() {
+            case "made" where words.count == 2: self = .scope(id: id, failed: nil)
+            case "failed": self = .scope(id: id, failed: words.count > 2 ? words[2...].joined(separator: " ") : "")
+            default: throw usage()
+            }
         case .forget:
             guard let app = words.first, AppName.isValid(app) else { throw usage() }
             var kind: PolicyDimension?
@@ -172,6 +182,9 @@ extension Request {
         case let .forget(app, kind):
             words.append(app)
             if let kind { words.append(kind.rawValue) }
+        case let .scope(id, failed):
+            words += [String(id), failed == nil ? "made" : "failed"]
+            if let failed, !failed.isEmpty { words.append(failed) }
         }
         return words.joined(separator: " ")
     }
@@ -186,6 +199,7 @@ extension Verb {
         case .answer: return 3
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
+        case .scope: return 66
         case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: return 0
         }
     }

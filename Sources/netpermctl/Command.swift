@@ -2,13 +2,13 @@
 /// The commands netpermctl knows and the arguments each takes: the one table that usage errors, `help` and
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {
-    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, decisions, agent, metrics, usage,
-         ping, help
+    case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, decisions, agent, scopes, metrics,
+         usage, ping, help
 
     /// Positional arguments that must be given, then those that may follow.
     var arguments: (required: [String], optional: [String]) {
         switch self {
-        case .status, .apps, .reload, .prompts, .decisions, .agent, .metrics, .ping, .wait, .run: return ([], [])
+        case .status, .apps, .reload, .prompts, .decisions, .agent, .scopes, .metrics, .ping, .wait, .run: return ([], [])
         case .links: return ([], ["IFACE"])
         case .query, .monitor: return ([], ["APP"])
         case .check: return ([], ["PATH"])
@@ -27,7 +27,8 @@ enum Command: String, CaseIterable {
         case .decide: return "[--once]"
         case .agent: return "[--notify]"
         case .metrics: return "[--output FILE]"
-        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .decisions, .usage, .ping, .help:
+        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .decisions, .usage, .ping, .help,
+             .scopes:
             return nil
         }
     }
@@ -55,6 +56,7 @@ enum Command: String, CaseIterable {
         case .forget: return "remove an app's decisions (privileged; a user their own)"
         case .decisions: return "every decision, for everyone and per user (privileged; a user: their own)"
         case .agent: return "answer prompts here, one key each, or as desktop notifications (--notify)"
+        case .scopes: return "make the scopes netpermd wants for your apps found by what they run (netpermd-scopes.service)"
         case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
         case .usage: return "data used per app and kind of link, budgets; reset counts anew (privileged)"
         case .ping: return "check that the daemon answers"

@@ -156,6 +156,15 @@ enum Help {
                 restarts or the policy changes (--once), and for whom: everyone, or one uid's own processes. Root
                 and the admin group see them all, any other user their own (with [Defaults] UserDecisions=yes).
                 """
+        case .scopes:
+            return """
+                Makes the scopes netpermd wants for this user's apps found by what they run (a D-Bus-activated
+                app in dbus.service, an app a desktop started without a unit, an installed app typed in a
+                terminal): each in app-netpermd-ID-PID.scope of this user's own service manager, as GNOME Shell
+                makes the scopes of the apps it starts, so that the kernel's rules name it. netpermd under its
+                shipped unit cannot reach a user's manager; netpermd-scopes.service (a user unit) runs this in
+                every session. Runs until netpermd closes the connection (exit 3).
+                """
         case .agent:
             return """
                 Registers with the daemon as an agent and asks, one prompt at a time, whether an app may use the
@@ -295,6 +304,8 @@ enum Help {
             return "With -t, key:value lines: forgotten (yes|no), app, kind (empty for every kind), for-uid."
         case .agent:
             return "Asks and answers in words; -t and --json change nothing."
+        case .scopes:
+            return "Prints nothing but failures (on standard error); -t and --json change nothing."
         case .metrics:
             return "Prints the same text with -t; --json prints the daemon's reply, the text in its metrics member."
         case .usage:

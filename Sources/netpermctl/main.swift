@@ -78,6 +78,7 @@ case .decide:
 case .forget:
     ask((["FORGET"] + args).joined(separator: " "), human: Render.forgotten) { Terse.lines(Terse.forgotten($0)) }
 case .agent: invocation.notify ? NotifyAgent.run(socketPath: socketPath) : Agent.run(socketPath: socketPath)
+case .scopes: Scopes.run(socketPath: socketPath)
 case .decisions: ask("DECISIONS", human: Render.decisions, terse: Terse.decisions)
 case .metrics: Metrics.run(socketPath: socketPath, output: invocation.output, mode: mode)
 case .usage:

@@ -146,6 +146,15 @@ final class CommandMatrixTests: IntegrationTestCase {
             c.append(unreachable)
         }
 
+        // The maker of apps' scopes runs until the daemon goes (or it is stopped), saying only that it started and
+        // what failed, on standard error, in every mode.
+        for user in [MatrixCase.User.root, .nobody] {
+            c.append(C(command: "scopes", kind: "success", args: ["scopes"], user: user, exit: 130, json: .nothing,
+                       terse: .nothing, humanOutput: false, untilInterrupted: true))
+        }
+        c.append(.usage("scopes", ["scopes", "x"]))
+        c.append(.unreachable("scopes", ["scopes"], user: .nobody, socket: .locked))
+
         // The exposition text in human and -t modes; counters move between two asks, so --json is compared member by
         // member.
         c += C.privileged("metrics", ["metrics"], verb: "METRICS", exact: false, terse: .words, usage: ["metrics", "x"])

@@ -204,6 +204,29 @@ final class ExecAppTests: IntegrationTestCase {
         try checkFoundAndHeld(result, app: "npt-geary", name: "Test Geary")
     }
 
+    /// Under the shipped unit the daemon cannot reach a user's manager (docs/APPS.md): the user's own `netpermctl
+    /// scopes`, a unit of that manager as netpermd-scopes.service is, makes the scope when the daemon asks it.
+    func testTheUsersOwnNetpermctlScopesMakesTheScope() throws {
+        try start()
+        let log = dir + "/results/scopes.log"
+        let r = try Subprocess.run(manager.asUser(["systemd-run", "--user", "--quiet", "--unit=npt-scopes.service",
+                                                   "-p", "StandardError=file:" + log, netpermctl, "--socket", socket,
+                                                   "scopes"]))
+        XCTAssertEqual(r.status, 0, r.summary)
+        try waitUntil("netpermctl scopes is subscribed") {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            return (text.contains("making the scopes"), text)
+        }
+        let shell = try manager.makeCgroup("session.slice/npt-shell.service")
+        let result = dir + "/results/geary"
+        try startIn(shell, [apps + "/bin/npt-geary", Repository.path("Tests/IntegrationTests/Support/exec-app.py"),
+                            result, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket])
+        try checkFoundAndHeld(result, app: "npt-geary", name: "Test Geary")
+        let metrics = try request(socket, "METRICS")["metrics"] as? String ?? ""
+        XCTAssertTrue(metrics.contains("netpermd_process_exec_scopes_by_users_total 1\n"), metrics)
+        XCTAssertTrue(metrics.contains("netpermd_process_exec_scopes_total{outcome=\"made\"} 1\n"), metrics)
+    }
+
     /// A terminal's command: an installed app typed in the terminal is that app, in a scope of its own; any other
     /// command stays the terminal's (in the answer as in the kernel: refused as the terminal is, undecided); a user's
     /// own copy of an installed app's program is another file, no app; a process in a sub-cgroup of an app's unit is

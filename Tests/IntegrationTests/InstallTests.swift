@@ -20,6 +20,9 @@ final class InstallTests: XCTestCase {
         ("usr/local/lib/systemd/user/netpermd-agent.service", 0o644),
         // A symbolic link (its mode is always 777): the desktop agent in every user's graphical session.
         ("usr/local/lib/systemd/user/graphical-session.target.wants/netpermd-agent.service", 0o777),
+        // Apps' scopes made by each user's own manager, in every session (docs/APPS.md).
+        ("usr/local/lib/systemd/user/netpermd-scopes.service", 0o644),
+        ("usr/local/lib/systemd/user/default.target.wants/netpermd-scopes.service", 0o777),
         ("usr/local/lib/sysusers.d/netpermd.conf", 0o644),
         ("usr/local/share/doc/netpermd/README.md", 0o644),
         ("usr/local/share/doc/netpermd/PROTOCOL.md", 0o644),
@@ -168,7 +171,7 @@ final class InstallTests: XCTestCase {
         try make("install-files", prefix: "/usr")
         for path in ["usr/share/man/man1/netpermctl.1", "usr/share/man/man5/netpermd.conf.5",
                      "usr/share/man/man8/netpermd.8", "usr/lib/systemd/system/netpermd.service",
-                     "usr/lib/systemd/user/netpermd-agent.service"] {
+                     "usr/lib/systemd/user/netpermd-agent.service", "usr/lib/systemd/user/netpermd-scopes.service"] {
             let text = try String(contentsOfFile: destdir + "/" + path, encoding: .utf8)
             XCTAssertFalse(text.contains("/usr/local"), "\(path) still names /usr/local")
         }

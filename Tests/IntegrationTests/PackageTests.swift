@@ -124,7 +124,9 @@ final class PackageTests: IntegrationTestCase {
         try sd.check(["sh", "-c", "rm -f /usr/sbin/policy-rc.d /usr/local/bin/netpermd /usr/local/bin/netpermctl "
             + "/usr/local/lib/systemd/system/netpermd* /usr/local/lib/sysusers.d/netpermd.conf "
             + "/usr/local/lib/systemd/user/netpermd-agent.service "
-            + "/usr/local/lib/systemd/user/graphical-session.target.wants/netpermd-agent.service; "
+            + "/usr/local/lib/systemd/user/graphical-session.target.wants/netpermd-agent.service "
+            + "/usr/local/lib/systemd/user/netpermd-scopes.service "
+            + "/usr/local/lib/systemd/user/default.target.wants/netpermd-scopes.service; "
             + "if dpkg-query -W netpermd >/dev/null 2>&1; then dpkg --purge netpermd-gio netpermd; fi; "
             + "rm -rf /etc/netpermd /var/lib/private/netpermd /var/lib/netpermd; "
             + "mkdir -p \(Self.textfileDir); systemctl daemon-reload"])
@@ -341,6 +343,8 @@ final class PackageTests: IntegrationTestCase {
         }
         XCTAssertNotEqual(try sd.run(["sh", "-c", "dpkg-query -W -f '${Status}' netpermd | grep -q installed"]).status, 0)
         XCTAssertFalse(sd.exists(Self.agentUnit), "purge removed the agent's user unit")
+        XCTAssertFalse(sd.exists("/usr/lib/systemd/user/netpermd-scopes.service"), "purge removed the scopes' user unit")
+        XCTAssertNotEqual(try sd.run(["systemctl", "--global", "is-enabled", "netpermd-scopes.service"]).stdout, "enabled\n")
         let link = try sd.run(["readlink", Self.agentWants])
         XCTAssertNotEqual(link.status, 0, "purge removed the agent's enabling link: \(link.summary)")
         XCTAssertNotEqual(try sd.run(["systemctl", "--global", "is-enabled", "netpermd-agent.service"]).stdout, "enabled\n")
@@ -370,6 +374,14 @@ final class PackageTests: IntegrationTestCase {
                                                  "graphical-session.target"])).stdout
         XCTAssertTrue(wants.split(separator: " ").contains { $0.trimmingCharacters(in: .whitespacesAndNewlines) == "netpermd-agent.service" },
                       "the user's graphical-session.target wants it: \(wants)")
+        // The maker of apps' scopes runs in every session from the start, subscribed to the daemon (docs/APPS.md).
+        XCTAssertEqual(try sd.run(["systemctl", "--global", "is-enabled", "netpermd-scopes.service"]).stdout, "enabled\n")
+        try waitUntil("the user's netpermd-scopes.service runs", timeout: 15, interval: 0.1) {
+            let s = try sd.check(sd.asUser(uid, ["systemctl", "--user", "show", "-p", "ActiveState", "-p", "SubState",
+                                                 "-p", "ExecStart", "netpermd-scopes.service"])).stdout
+            return (s.contains("ActiveState=active\n") && s.contains("SubState=running\n")
+                    && s.contains("argv[]=/usr/bin/netpermctl scopes"), s)
+        }
     }
 
     /// systemd's timespan ("1h 2min 3.456789s", as `systemctl show` prints a monotonic time) in microseconds.

@@ -127,6 +127,54 @@ final class ExecAppsTests: XCTestCase {
         XCTAssertEqual(h.pendingScopes.count, 1, "answered requests free their place")
     }
 
+    /// A user's own `netpermctl scopes` (a subscriber of `scopes` of the process's uid) is asked instead of the
+    /// daemon's own request of the manager: one event to the first such connection, answered by SCOPE from it only;
+    /// no answer within the time, or the connection gone, is a failure that frees the place.
+    func testAUsersOwnNetpermctlScopesIsAskedAndAnswers() throws {
+        let h = harness()
+        h.scopesAreManual = true
+        let mine = h.connect(makePeer(uid: 1000, exe: "/usr/bin/netpermctl", pid: 70))
+        let other = h.connect(makePeer(uid: 1001, exe: "/usr/bin/netpermctl", pid: 71))
+        let second = h.connect(makePeer(uid: 1000, exe: "/usr/bin/netpermctl", pid: 72))
+        for c in [mine, other, second] { _ = h.subscribe(c, "scopes") }
+        h.feed(.execFound(ExecFound(pid: 4242, uid: 1000, app: "org.gnome.Maps", place: .dbusActivation, executable: nil)))
+        XCTAssertEqual(h.pendingScopes, [], "the daemon asks nothing itself")
+        let wanted = EngineHarness.events(h.take(mine), named: "scope-wanted")
+        XCTAssertEqual(wanted.count, 1)
+        XCTAssertEqual(wanted.first?["unit"]?.stringValue, "app-netpermd-org.gnome.Maps-4242.scope")
+        XCTAssertEqual(wanted.first?["pid"]?.intValue, 4242)
+        XCTAssertEqual(wanted.first?["slice"]?.stringValue, "app.slice")
+        XCTAssertEqual(EngineHarness.events(h.take(other)), [], "another uid's hears nothing")
+        XCTAssertEqual(EngineHarness.events(h.take(second)), [], "only the first of the uid's is asked")
+        let id = try XCTUnwrap(wanted.first?["id"]?.intValue)
+        XCTAssertEqual(EngineHarness.parse(h.send(other, "SCOPE \(id) made").first ?? "")["error"]?.stringValue, "not-found",
+                       "only the connection asked answers")
+        XCTAssertEqual(EngineHarness.parse(h.send(mine, "SCOPE \(id) made").first ?? "")["ok"]?.boolValue, true)
+        XCTAssertEqual(h.engine.execs.scopesMade, 1)
+        XCTAssertEqual(h.engine.execs.scopesByUsers, 1)
+        XCTAssertEqual(EngineHarness.parse(h.send(mine, "SCOPE \(id) made").first ?? "")["error"]?.stringValue, "not-found",
+                       "answered once")
+
+        // Unanswered: a failure after the time; the connection gone: a failure at once. Both free the place.
+        h.feed(.execFound(ExecFound(pid: 4243, uid: 1000, app: "org.gnome.Maps", place: .dbusActivation, executable: nil)))
+        XCTAssertEqual(EngineHarness.events(h.take(mine), named: "scope-wanted").count, 1)
+        h.advance(by: Engine.scopeAnswerSec * 1_000_000)
+        XCTAssertEqual(h.engine.execs.scopesFailed, 1)
+        XCTAssertEqual(h.logged(containing: "did not answer within").count, 1, "\(h.log)")
+        h.feed(.execFound(ExecFound(pid: 4244, uid: 1000, app: "org.gnome.Maps", place: .dbusActivation, executable: nil)))
+        XCTAssertEqual(EngineHarness.events(h.take(mine), named: "scope-wanted").count, 1)
+        h.disconnect(mine)
+        XCTAssertEqual(h.engine.execs.scopesFailed, 2)
+        XCTAssertEqual(h.engine.execs.asked.count, 0)
+        XCTAssertEqual(h.engine.execs.total, 0, "every place freed")
+        // The next is the uid's other one's; with none left, the daemon's own request.
+        h.feed(.execFound(ExecFound(pid: 4245, uid: 1000, app: "org.gnome.Maps", place: .dbusActivation, executable: nil)))
+        XCTAssertEqual(EngineHarness.events(h.take(second), named: "scope-wanted").count, 1)
+        h.disconnect(second)
+        h.feed(.execFound(ExecFound(pid: 4246, uid: 1000, app: "org.gnome.Maps", place: .dbusActivation, executable: nil)))
+        XCTAssertEqual(h.pendingScopes.map(\.pid), [4246])
+    }
+
     func testThePolicyOrDesktopAppsNoKeepsAProcessWhereItRuns() {
         let h = EngineHarness(policy: "[App fx]\nExecutable=/usr/lib/firefox-esr/firefox-esr\n", links: [Links.wwan])
         h.feed(.desktopCatalog(Self.catalog))

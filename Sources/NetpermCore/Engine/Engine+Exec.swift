@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermPolicy
+import NetpermProtocol
 
 /// Apps known by what they run (docs/APPS.md, "Apps known by what they run"): a process of a person's session with
 /// no app unit of its own (dbus-daemon's activation, a desktop that makes no units, a terminal's command) that runs
@@ -19,8 +20,18 @@ struct ExecBook {
     /// What the edge counted (METRICS), and the processes it found that the engine took (to ask a scope or not).
     var counted = ExecCounts()
     var found = 0
-    /// Scopes answered: made, or not.
-    var scopesMade = 0, scopesFailed = 0
+    /// Scopes answered: made, or not; and of those, how many a user's `netpermctl scopes` was asked for.
+    var scopesMade = 0, scopesFailed = 0, scopesByUsers = 0
+    /// Scopes asked of a user's `netpermctl scopes` (a `scope-wanted` event), by the id its `SCOPE` answer names.
+    var asked: [Int: AskedScope] = [:]
+    var nextAsked = 1
+}
+
+/// A scope a user's own `netpermctl scopes` was asked to make.
+struct AskedScope {
+    var request: ScopeRequest
+    var connection: ConnectionID
+    var timer: TimerID
 }
 
 extension Engine {
@@ -63,7 +74,65 @@ extension Engine {
         execs.total += 1
         log(.info, "desktop apps: pid \(found.pid) of uid \(found.uid) runs \(found.app) (\(found.place.shown)): "
             + "giving it \(request.unit)", uid: found.uid)
-        out.append(.makeScope(request))
+        askOrMakeScope(request)
+    }
+
+    /// How long a user's `netpermctl scopes` may take to answer: a start job of the user's manager, then the reply.
+    static let scopeAnswerSec: UInt64 = 5
+
+    /// The scope is made by the user's own `netpermctl scopes` where one subscribes (the first connected): a daemon
+    /// without root cannot reach the user's manager, whose private socket takes only root and that user. Else the
+    /// daemon asks the manager itself.
+    private func askOrMakeScope(_ request: ScopeRequest) {
+        guard let maker = orderedSessions(where: {
+            $0.subscription?.topics.contains(.scopes) == true && $0.caller.identity.uid == request.uid
+        }).first else {
+            out.append(.makeScope(request))
+            return
+        }
+        let id = execs.nextAsked
+        execs.nextAsked += 1
+        let timer = armTimer(.scopeTimeout(id), microseconds: Self.scopeAnswerSec * 1_000_000)
+        execs.asked[id] = AskedScope(request: request, connection: maker.id, timer: timer)
+        let tail = out.write { b in
+            var w = JSONWriter(continuing: b)
+            w.field("id", id)
+            w.field("pid", Int(request.pid))
+            w.field("app", request.app)
+            w.field("unit", request.unit)
+            w.field("slice", "app.slice")
+            w.close()
+            b.append(0x0A)
+        }
+        let head = out.write { maker.subscription!.writeHead(.scopeWanted, into: $0) }
+        out.append(.event(maker.id, head: head, tail: tail))
+    }
+
+    /// SCOPE ID made|failed [WHY]: only from the connection the scope was asked of.
+    func scopeAnswer(_ id: Int, failed: String?, session: Session) {
+        guard let asked = execs.asked[id], asked.connection == session.id else {
+            _ = replyError(session.id, ProtocolError(.notFound, "no scope \(id) was asked of this connection "
+                + "(answered, timed out, or never)"))
+            return
+        }
+        _ = reply(session.id) { $0.field("ok", true) }
+        scopeAnswered(id, error: failed.map { EdgeError(.makeScope, "the user's netpermctl scopes: "
+                                                    + ($0.isEmpty ? "failed" : SafeText.excerpt($0, maxBytes: 200))) })
+    }
+
+    /// A scope asked of a user's `netpermctl scopes` was made, or not (an answer, a time-out, the connection gone).
+    func scopeAnswered(_ id: Int, error: EdgeError?) {
+        guard let asked = execs.asked.removeValue(forKey: id) else { return }
+        cancelTimer(asked.timer)
+        execs.scopesByUsers += 1
+        scopeMade(asked.request, error: error)
+    }
+
+    /// The connection of a `netpermctl scopes` closed: what it was asked and did not answer failed.
+    func forgetScopesAsked(of connection: ConnectionID) {
+        for id in execs.asked.keys.sorted() where execs.asked[id]?.connection == connection {
+            scopeAnswered(id, error: EdgeError(.makeScope, "the user's netpermctl scopes went away before answering"))
+        }
     }
 
     func scopeMade(_ request: ScopeRequest, error: EdgeError?) {

@@ -170,6 +170,9 @@ extension Engine {
                  "Scopes asked of users' managers for apps found by what they run, by outcome: made, failed.")
         m.sample(execs.scopesMade, ["outcome": "made"])
         m.sample(execs.scopesFailed, ["outcome": "failed"])
+        m.family("netpermd_process_exec_scopes_by_users_total", .counter,
+                 "Of those, scopes a user's own netpermctl scopes was asked to make (the rest the daemon made itself).")
+        m.sample(execs.scopesByUsers)
     }
 
     /// Per-app usage (docs/USAGE.md): bytes each app of the policy (and, as `(other)`, everything else) sent and

@@ -94,6 +94,9 @@ extension Engine {
         case let .resetUsage(app):
             resetUsageRequest(app, session: session)
             return nil
+        case let .scope(scope, failed):
+            scopeAnswer(scope, failed: failed, session: session)
+            return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
@@ -384,7 +387,7 @@ extension Engine {
         case let .answer(id, .dismiss): dismiss(id, session: session)
         case let .forget(app, kind): forget(app, kind: kind, session: session, scope: scope)
         case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions,
-             .metrics, .usage, .resetUsage, .quit:
+             .metrics, .usage, .resetUsage, .scope, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
@@ -585,7 +588,8 @@ extension Verb {
         switch self {
         case .reload, .metrics, .resetUsage: return .privileged
         case .prompts, .answer, .decide, .forget, .decisions: return .ownUID
-        case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .apps, .quit: return .anyone
+        // SCOPE: only the subscriber the scope was asked of can answer it (Engine+Exec.swift).
+        case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .apps, .scope, .quit: return .anyone
         }
     }
 }

@@ -189,6 +189,8 @@ public final class Engine {
         case usageCooldown(uid: UInt32)
         /// A prompt for this "app scope" expired: rejected packets raise it again only once this fires.
         case blockedQuiet(String)
+        /// A scope asked of a user's `netpermctl scopes` (Engine+Exec.swift) was not answered in time.
+        case scopeTimeout(Int)
     }
     var timers: [TimerID: TimerPurpose] = [:]
     private var nextTimer: TimerID = 1
@@ -601,6 +603,7 @@ public final class Engine {
         commits.forget(id) { log(.debug, $0) }
         forgetHeldReplies(of: id)
         forgetUsageReplies(of: id)
+        forgetScopesAsked(of: id)
         let listened = session.listened
         let wasAgent = session.isAgent
         changeSession(session) { session.subscription = nil; session.waiting = nil }
@@ -740,6 +743,9 @@ public final class Engine {
             retryUsageRules()
         case let .usageCooldown(uid):
             usageCooledDown(uid)
+        case let .scopeTimeout(id):
+            scopeAnswered(id, error: EdgeError(.makeScope, "the user's netpermctl scopes did not answer within "
+                                                   + "\(Self.scopeAnswerSec) s"))
         }
     }
 
