@@ -24,7 +24,7 @@ enum Scopes {
             die("netpermd refused SUBSCRIBE scopes: \(first ?? "no reply")", .failed)
         }
         let uid = getuid()
-        Screen.err("netpermctl scopes: making the scopes netpermd wants for uid \(uid)'s apps\n")
+        Screen.err("netpermctl: making the scopes netpermd wants for uid \(uid)'s apps\n")
         while true {
             let line: String?
             do { line = try c.readLine() } catch { die("lost the connection to netpermd: \(error)", .unreachable) }
@@ -42,7 +42,7 @@ enum Scopes {
                 answer = "SCOPE \(id) made"
             } catch {
                 answer = String("SCOPE \(id) failed \(error)".map { $0.isNewline ? " " : $0 })
-                Screen.err("netpermctl scopes: no scope for pid \(pid) (\(app)): \(error)\n")
+                Screen.err("netpermctl: no scope for pid \(pid) (\(app)): \(error)\n")
             }
             do { try c.send(String(answer.prefix(Request.maxLine))) } catch {
                 die("lost the connection to netpermd: \(error)", .unreachable)

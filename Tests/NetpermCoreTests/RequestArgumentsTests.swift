@@ -49,8 +49,22 @@ final class RequestArgumentsTests: XCTestCase {
     func testEveryCaseNamesItsVerb() {
         let lines = ["PING", "HELP", "STATUS", "LINKS", "QUERY", "REACH 192.0.2.1", "APPS", "RELOAD", "SUBSCRIBE",
                      "WAIT", "PROMPTS", "ANSWER 1 allow", "DECIDE a wifi allow", "FORGET a", "DECISIONS", "METRICS",
-                     "USAGE", "RESET-USAGE", "QUIT"]
+                     "USAGE", "RESET-USAGE", "SCOPE 1 made", "QUIT"]
         XCTAssertEqual(lines.compactMap { parse($0)?.verb }, Verb.allCases)
+    }
+
+    /// SCOPE ID made, or failed with any words of why; read back from its line.
+    func testScope() {
+        XCTAssertEqual(parse("SCOPE 7 made"), .scope(id: 7, failed: nil))
+        XCTAssertEqual(parse("scope 7 FAILED"), .scope(id: 7, failed: ""))
+        XCTAssertEqual(parse("SCOPE 7 failed Access denied by the manager"),
+                       .scope(id: 7, failed: "Access denied by the manager"))
+        for r in [Request.scope(id: 7, failed: nil), .scope(id: 8, failed: "no such process")] {
+            XCTAssertEqual(parse(r.line), r)
+        }
+        for bad in ["SCOPE", "SCOPE 7", "SCOPE x made", "SCOPE 7 made now", "SCOPE 7 done"] {
+            assertRefused(bad, "usage: SCOPE ID made|failed [WHY]", accessFirst: .scope)
+        }
     }
 
     func testQueryUsageAndResetUsageTakeAnyName() {
@@ -83,7 +97,7 @@ final class RequestArgumentsTests: XCTestCase {
         XCTAssertEqual(parse("SUBSCRIBE"), .subscribe(Topic.defaults))
         XCTAssertEqual(parse("subscribe PROMPTS self"), .subscribe([.prompts, .own]))
         XCTAssertEqual(parse("SUBSCRIBE links links"), .subscribe([.links]))
-        assertRefused("SUBSCRIBE links bogus", "unknown topic 'bogus' (expected links, apps, policy, prompts, self, usage)",
+        assertRefused("SUBSCRIBE links bogus", "unknown topic 'bogus' (expected links, apps, policy, prompts, self, usage, scopes)",
                       accessFirst: .subscribe)
     }
 
