@@ -95,12 +95,22 @@ $(GIO_DIR)/giomodule.cache: $(GIO_MODULE)
 	$(GIO_QUERYMODULES) $(GIO_DIR)
 
 # The module's pure parts (verdicts and protocol lines to what GLib reports, on JSON the daemon writes; a refused
-# route's error).
+# route's error); then the monitor object in the real GLib (a repeated init, network-changed coalesced and emitted
+# with a reference held), against a copy of the module built with AddressSanitizer, so that a use after free fails.
+GIO_ASAN_DIR := $(GIO_DIR)/asan
+GIO_ASAN_FLAGS := -fsanitize=address -fno-omit-frame-pointer
 gio-test: gio-module
 	gcc $(GIO_CFLAGS) $(GIO_WARNINGS) -Igio $$(pkg-config --cflags $(GIO_PKGS)) gio/tests/netpermd-tests.c \
 	  gio/netpermd-verdict.c gio/netpermd-protocol.c gio/netpermd-json.c gio/netpermd-route.c -o $(GIO_DIR)/netpermd-tests \
 	  $$(pkg-config --libs $(GIO_PKGS))
 	$(GIO_DIR)/netpermd-tests
+	@mkdir -p $(GIO_ASAN_DIR)
+	gcc $(GIO_CFLAGS) $(GIO_ASAN_FLAGS) $(GIO_WARNINGS) -fPIC -shared -fvisibility=hidden \
+	  -DNETPERMD_DEFAULT_SOCKET='"$(GIO_SOCKET)"' $$(pkg-config --cflags $(GIO_PKGS)) $(GIO_SOURCES) \
+	  -o $(GIO_ASAN_DIR)/libgionetpermd.so $$(pkg-config --libs $(GIO_PKGS))
+	gcc $(GIO_CFLAGS) $(GIO_ASAN_FLAGS) $(GIO_WARNINGS) $$(pkg-config --cflags $(GIO_PKGS)) \
+	  gio/tests/netpermd-monitor-tests.c -o $(GIO_DIR)/netpermd-monitor-tests $$(pkg-config --libs $(GIO_PKGS))
+	ASAN_OPTIONS=detect_leaks=0 $(GIO_DIR)/netpermd-monitor-tests $(GIO_ASAN_DIR)
 
 # Into DESTDIR$(GIOMODULEDIR), then the directory's cache (GLib loads a module only for the extension points the
 # cache lists).

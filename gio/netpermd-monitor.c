@@ -29,7 +29,11 @@ struct _NetpermdNetworkMonitor
 {
   GObject parent_instance;
   gboolean initialised;
+  /* Why the first initable_init failed: a repeated one fails with it again (GInitable sets an error with FALSE). */
+  GError *init_error;
   GMainContext *context;
+  /* A change is waiting for its idle to be reported (main context only). */
+  gboolean report_queued;
   /* The daemon's socket, for can_reach()'s questions. */
   char *path;
   NetpermdConnection *connection;
@@ -69,7 +73,7 @@ netpermd_network_monitor_register (GIOModule *module)
 }
 
 /* Recomputes the report from the verdict and NetworkManager; when it differs, notifies each property that changed
- * and emits network-changed once. */
+ * and emits network-changed once. From the idle alone, never from inside the reader or a D-Bus callback. */
 static void
 report (NetpermdNetworkMonitor *self)
 {
@@ -102,6 +106,34 @@ report (NetpermdNetworkMonitor *self)
   g_signal_emit_by_name (self, "network-changed", now.verdict.available);
 }
 
+/* The idle's reference keeps the monitor alive through the handlers: one may drop the app's last reference. */
+static gboolean
+on_report_due (gpointer user_data)
+{
+  NetpermdNetworkMonitor *self = user_data;
+  self->report_queued = FALSE;
+  report (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* A change is reported from an idle of the monitor's context, once for all that came before it runs: below the
+ * reader's priority, so that a burst of lines (or NetworkManager's signals beside them) becomes one network-changed
+ * with the last state, as GNetworkMonitorBase coalesces; and no handler runs inside the reader, which could free the
+ * connection it is reading. Queued only from the context's own callbacks, so the idle runs at its next turn. */
+static void
+queue_report (NetpermdNetworkMonitor *self)
+{
+  if (self->report_queued)
+    return;
+  self->report_queued = TRUE;
+  GSource *idle = g_idle_source_new ();
+  g_source_set_priority (idle, G_PRIORITY_HIGH_IDLE);
+  g_source_set_callback (idle, on_report_due, g_object_ref (self), g_object_unref);
+  g_source_set_static_name (idle, "[netpermd] network-changed");
+  g_source_attach (idle, self->context);
+  g_source_unref (idle);
+}
+
 static void
 on_verdict (const char *app, const NetpermdVerdict *verdict, gpointer user_data)
 {
@@ -114,13 +146,13 @@ on_verdict (const char *app, const NetpermdVerdict *verdict, gpointer user_data)
       g_mutex_unlock (&self->lock);
     }
   netpermd_verdict_copy (verdict, &self->verdict);
-  report (self);
+  queue_report (self);
 }
 
 static void
 on_nm_changed (gpointer user_data)
 {
-  report (user_data);
+  queue_report (user_data);
 }
 
 /* xdg-desktop-portal answers sandboxed apps with its own monitor's view: that must stay the host's. */
@@ -134,13 +166,10 @@ is_portal (void)
   return g_strcmp0 (base, NETPERMD_PORTAL_PROGRAM) == 0;
 }
 
+/* Connects to the daemon and reads the app's first verdict; FALSE and `error` when GLib must take another monitor. */
 static gboolean
-initable_init (GInitable *initable, GCancellable *cancellable G_GNUC_UNUSED, GError **error)
+connect_monitor (NetpermdNetworkMonitor *self, GError **error)
 {
-  NetpermdNetworkMonitor *self = NETPERMD_NETWORK_MONITOR (initable);
-  if (self->initialised)
-    return self->connection != NULL;
-  self->initialised = TRUE;
   if (is_portal ())
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
@@ -164,6 +193,25 @@ initable_init (GInitable *initable, GCancellable *cancellable G_GNUC_UNUSED, GEr
   netpermd_verdict_copy (&self->verdict, &self->reported.verdict);
   netpermd_verdict_cap (&self->reported.verdict, self->reported.connectivity);
   g_debug ("%s: %s", app, self->verdict.message ? self->verdict.message : "ok");
+  return TRUE;
+}
+
+/* Once: a repeated call gives the first one's result, its error too, as GLib's own GInitables do. */
+static gboolean
+initable_init (GInitable *initable, GCancellable *cancellable G_GNUC_UNUSED, GError **error)
+{
+  NetpermdNetworkMonitor *self = NETPERMD_NETWORK_MONITOR (initable);
+  if (!self->initialised)
+    {
+      self->initialised = TRUE;
+      if (!connect_monitor (self, &self->init_error) && !self->init_error)
+        g_set_error_literal (&self->init_error, G_IO_ERROR, G_IO_ERROR_FAILED, "netpermd could not be reached");
+    }
+  if (self->init_error)
+    {
+      g_propagate_error (error, g_error_copy (self->init_error));
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -394,6 +442,7 @@ finalize (GObject *object)
   netpermd_verdict_clear (&self->reported.verdict);
   g_free (self->app);
   g_free (self->path);
+  g_clear_error (&self->init_error);
   g_mutex_clear (&self->lock);
   G_OBJECT_CLASS (netpermd_network_monitor_parent_class)->finalize (object);
 }

@@ -1,6 +1,20 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermProtocol
 
+/// A piece of the ruleset's text that appends itself to the text being built (see `MapElement.write`); `text` is the
+/// same piece on its own.
+protocol TextWriting {
+    func write(to t: inout String)
+}
+
+extension TextWriting {
+    var text: String {
+        var t = ""
+        write(to: &t)
+        return t
+    }
+}
+
 /// The parts of a `Ruleset` that depend on the apps, kept apart from its text so that two builds can be compared
 /// element by element: a decision or a policy change that moves a few apps' verdicts becomes a transaction of a
 /// few `delete element` / `add element` commands, instead of the whole table of 10,000 apps (about 13,000 chains
@@ -16,15 +30,9 @@ extension Ruleset {
         var elements: [MapElement]
     }
 
-    struct MapElement: Equatable, Sendable {
+    struct MapElement: Equatable, Sendable, TextWriting {
         var key: Key
         var verdict: MapVerdict
-
-        var text: String {
-            var t = ""
-            write(to: &t)
-            return t
-        }
 
         /// Appended piece by piece: a build writes every element of 10,001 apps, an intermediate string each cost a
         /// tenth of its time.
@@ -35,7 +43,7 @@ extension Ruleset {
         }
     }
 
-    enum Key: Hashable, Sendable {
+    enum Key: Hashable, Sendable, TextWriting {
         case uid(UInt32)
         /// A unit cgroup's path as nft takes it, and the id nft turns it into when it loads it: a cgroup made again
         /// at the same path is another key.
@@ -44,12 +52,6 @@ extension Ruleset {
         case tag(UInt32)
         /// A link's name (the `links` map).
         case ifname(String)
-
-        var text: String {
-            var t = ""
-            write(to: &t)
-            return t
-        }
 
         func write(to t: inout String) {
             switch self {
@@ -63,7 +65,7 @@ extension Ruleset {
         }
     }
 
-    enum MapVerdict: Equatable, Sendable {
+    enum MapVerdict: Equatable, Sendable, TextWriting {
         case accept
         /// `return`: Metered= or Roaming= allows a unit; its kind is checked next.
         case pass
@@ -74,12 +76,6 @@ extension Ruleset {
         case mark(UInt32)
         /// A link's chain (`kind_wifi`, `metered_wwan`, ...).
         case chain(String)
-
-        var text: String {
-            var t = ""
-            write(to: &t)
-            return t
-        }
 
         func write(to t: inout String) {
             switch self {
@@ -100,14 +96,10 @@ extension Ruleset {
     /// The chain of an app (by its tag: the same whatever the app's place in the policy, so reordering the policy
     /// renames no chain) and an undecided `ask` kind.
     struct AskChain: Equatable, Sendable {
-        struct ID: Hashable, Sendable {
+        struct ID: Hashable, Sendable, TextWriting {
             var tag: UInt32
             var kind: PolicyDimension
-            var name: String {
-                var t = ""
-                write(to: &t)
-                return t
-            }
+            var name: String { text }
 
             func write(to t: inout String) {
                 t += "ask_"
