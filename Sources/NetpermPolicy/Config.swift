@@ -75,7 +75,9 @@ public struct Config: Equatable, Sendable {
             } else if !app.hasIdentity && !parser.badIdentity.contains(app.id) {
                 parser.problems.error(app.path, app.line, in: IniSection.label("App", app.id),
                                       "no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it"
-                                        + (DesktopAppID.isValid(app.id) ? " (DesktopApps=no)" : ""))
+                                        + (DesktopAppID.isValid(app.id) ? " (DesktopApps=no)"
+                                           : DesktopAppID.isFileID(app.id) ? " (an installed app of this ID: "
+                                             + "DesktopId=\(app.id))" : ""))
             }
         }
         // A budget nothing counts against would never run out: said where it is set.
@@ -340,9 +342,9 @@ public struct Config: Equatable, Sendable {
                     for w in e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init) {
                         // As a .desktop file's name is given, or as GApplication names itself.
                         let id = w.hasSuffix(".desktop") ? String(w.dropLast(8)) : w
-                        guard DesktopAppID.isValid(id) else {
-                            badWord(e.line, "DesktopId= takes application IDs such as org.gnome.Maps (at least two "
-                                + "elements of letters, digits, '_' and '-', separated by '.'), got \(ConfigError.quote(w))")
+                        guard DesktopAppID.isFileID(id) else {
+                            badWord(e.line, "DesktopId= takes desktop-file IDs such as org.gnome.Maps or firefox-esr "
+                                + "(a letter, then letters, digits, '.', '-' and '_'), got \(ConfigError.quote(w))")
                             continue
                         }
                         if !app.desktopIDs.contains(id) { app.desktopIDs.append(id) }

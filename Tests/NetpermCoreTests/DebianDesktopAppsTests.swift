@@ -42,6 +42,25 @@ final class DebianDesktopAppsTests: XCTestCase {
         return h
     }
 
+    /// A section names a Debian app by `DesktopId=firefox-esr`: its scope is that section's app where the entry is
+    /// installed for its user, and no app where it is not (a user's own file deleting it); a section of that id with
+    /// no key says how to name it.
+    func testASectionNamesADebianAppByItsDesktopID() throws {
+        let h = EngineHarness(policy: "[Enforcement]\nMode=block\n[Defaults]\nWWAN=ask\n[App browser]\n"
+                              + "DesktopId=firefox-esr.desktop\nWWAN=allow\n", links: [Links.wwan], agents: true)
+        h.feed(.desktopCatalog(Self.catalog))
+        let r = h.request(h.connect(Self.peer(Self.firefoxUnit)), "QUERY")
+        XCTAssertEqual(r["app"], "browser")
+        XCTAssertEqual(r["matched_by"], "desktop")
+        XCTAssertEqual(r["reason"], "ok")
+        let hidden = h.request(h.connect(Self.peer(Self.firefoxUnit, uid: 1002)), "QUERY")
+        XCTAssertEqual(hidden["matched_by"], "default", "deleted for uid 1002 by its own Hidden=true")
+        let bare = Config.parse(files: [("/etc/netpermd/netpermd.conf", "[App firefox-esr]\nWWAN=allow\n")])
+        XCTAssertEqual(bare.errors.map(\.description), ["/etc/netpermd/netpermd.conf:1: [App firefox-esr]: no "
+            + "Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it (an installed app of this ID: "
+            + "DesktopId=firefox-esr)"])
+    }
+
     /// QUERY from Firefox ESR's scope: the app `firefox-esr`, named, in every language its file has, asked.
     func testAnEscapedDebianUnitIsItsInstalledApp() {
         let h = harness()

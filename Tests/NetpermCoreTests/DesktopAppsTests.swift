@@ -133,10 +133,10 @@ final class DesktopAppsTests: XCTestCase {
         let bad = Config.parse(files: [("/etc/netpermd/netpermd.conf", "[Defaults]\nDesktopApps=no\n[App org.example.Maps]\n")])
         XCTAssertEqual(bad.errors.map(\.description), ["/etc/netpermd/netpermd.conf:3: [App org.example.Maps]: no "
             + "Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it (DesktopApps=no)"])
-        let word = Config.parse(files: [("/etc/netpermd/netpermd.conf", "[App x]\nDesktopId=maps\n[Defaults]\nDesktopApps=maybe\n")])
+        let word = Config.parse(files: [("/etc/netpermd/netpermd.conf", "[App x]\nDesktopId=0ad\n[Defaults]\nDesktopApps=maybe\n")])
         XCTAssertEqual(word.errors.map(\.description), [
-            "/etc/netpermd/netpermd.conf:2: [App x]: DesktopId= takes application IDs such as org.gnome.Maps (at least two "
-                + "elements of letters, digits, '_' and '-', separated by '.'), got 'maps'",
+            "/etc/netpermd/netpermd.conf:2: [App x]: DesktopId= takes desktop-file IDs such as org.gnome.Maps or "
+                + "firefox-esr (a letter, then letters, digits, '.', '-' and '_'), got '0ad'",
             "/etc/netpermd/netpermd.conf:4: [Defaults]: bad value 'maybe' for DesktopApps= (expected yes or no)",
         ])
     }
