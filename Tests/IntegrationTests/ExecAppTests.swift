@@ -72,6 +72,9 @@ final class ExecAppTests: IntegrationTestCase {
                   to: "share/applications/npt-geary.desktop")
         try write("[Desktop Entry]\nType=Application\nName=Test Terminal\nExec=\(bin)/npt-term\n",
                   to: "share/applications/org.npt.Term.desktop")
+        // As snapd installs a snap's entry (in /var/lib/snapd/desktop, read like any data directory).
+        try write("[Desktop Entry]\nType=Application\nName=Test Snap\nExec=\(bin)/npt-term\n",
+                  to: "share/applications/npt-snap_npt-snap.desktop")
         let config = try writeConfig(Self.policy, in: dir)
         daemon = try startDaemon(in: bed.ns, socket: socket, config: config,
                                  extraArgs: ["--process-events-netns", "/proc/\(getpid())/ns/net"],
@@ -152,13 +155,13 @@ final class ExecAppTests: IntegrationTestCase {
 
     /// The app's result: in its scope, named by its installed entry, refused over wwan, one prompt with its name for
     /// the test uid; the user's answer lets its datagrams out; APPS lists it for the user.
-    private func checkFoundAndHeld(_ result: String, app: String, name: String) throws {
+    private func checkFoundAndHeld(_ result: String, app: String, name: String, unit known: String? = nil) throws {
         let first = try lines(result) { self.states($0).contains("refused") || self.states($0).contains("passed")
             || self.states($0).contains(where: { $0.hasPrefix("never") }) }
         XCTAssertEqual(states(first).prefix(2), ["query", "refused"], "\(first)")
         guard let q = first.first?["query"] as? [String: Any], let cgroup = first.first?["cgroup"] as? String,
               let pid = first.first?["pid"] as? Int else { return XCTFail("\(first)") }
-        let unit = "app-netpermd-" + app.replacingOccurrences(of: "-", with: "\\x2d") + "-\(pid).scope"
+        let unit = known ?? "app-netpermd-" + app.replacingOccurrences(of: "-", with: "\\x2d") + "-\(pid).scope"
         XCTAssertTrue(cgroup.hasSuffix("/user@\(uid).service/app.slice/" + unit), cgroup)
         XCTAssertEqual(q["app"] as? String, app, "\(q)")
         XCTAssertEqual(q["matched_by"] as? String, "desktop", "\(q)")
@@ -227,10 +230,23 @@ final class ExecAppTests: IntegrationTestCase {
         XCTAssertTrue(metrics.contains("netpermd_process_exec_scopes_total{outcome=\"made\"} 1\n"), metrics)
     }
 
+    /// Snap's scope (`snap.SNAP.APP.UUID.scope`, as snapd's launcher asks the user's manager for it) is the snap's
+    /// installed entry `SNAP_APP`, a desktop ID that is not reverse-DNS: named, refused, asked and held.
+    func testASnapsScopeIsItsInstalledApp() throws {
+        try start()
+        let shell = try manager.makeCgroup("session.slice/npt-shell.service")
+        let unit = "snap.npt-snap.npt-snap.0b2c6a1e-1a2b-4c3d-8e9f-a0b1c2d3e4f5.scope"
+        let result = dir + "/results/snap"
+        try startIn(shell, ["systemd-run", "--user", "--scope", "--quiet", "--unit=" + unit, "/usr/bin/python3",
+                            Repository.path("Tests/IntegrationTests/Support/exec-app.py"), result,
+                            bed.peers["wwan0"]!.v4, EnforcementBed.port, socket, "--stay"])
+        try checkFoundAndHeld(result, app: "npt-snap_npt-snap", name: "Test Snap", unit: unit)
+    }
+
     /// A terminal's command: an installed app typed in the terminal is that app, in a scope of its own; any other
     /// command stays the terminal's (in the answer as in the kernel: refused as the terminal is, undecided); a user's
-    /// own copy of an installed app's program is another file, no app; a process in a sub-cgroup of an app's unit is
-    /// that app.
+    /// own copy of an installed app's program, a link to that copy and a script of theirs named like an app's are other
+    /// files, no app; a process in a sub-cgroup of an app's unit is that app.
     func testATerminalsCommandsAreTheAppTheyRunOrTheTerminals() throws {
         try start()
         let vte = try manager.makeCgroup("app.slice/app-org.npt.Term.slice/vte-spawn-1.scope")
@@ -248,10 +264,21 @@ final class ExecAppTests: IntegrationTestCase {
         chown(copy, uid, uid)
         let copied = dir + "/results/copied"
         try startIn(vte, [copy, script, copied, peer, EnforcementBed.port, socket, "--stay"])
+        // A link to the user's copy, and a script of the user's named like the installed one: other files, no app.
+        let link = dir + "/results/npt-geary"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: copy)
+        let linked = dir + "/results/linked"
+        try startIn(vte, [link, script, linked, peer, EnforcementBed.port, socket, "--stay"])
+        let named = dir + "/results/npt-maps"
+        try FileManager.default.copyItem(atPath: script, toPath: named)
+        chown(named, uid, uid)
+        let likeMaps = dir + "/results/like-maps"
+        try startIn(vte, ["/usr/bin/python3", named, likeMaps, peer, EnforcementBed.port, socket, "--stay"])
         let sandbox = try manager.makeCgroup("app.slice/app-gnome-npt\\x2dgeary-77.scope/sandbox")
         let inside = dir + "/results/inside"
         try startIn(sandbox, ["/usr/bin/python3", script, inside, peer, EnforcementBed.port, socket, "--stay"])
         for (result, app, place) in [(other, "org.npt.Term", vte), (copied, "org.npt.Term", vte),
+                                     (linked, "org.npt.Term", vte), (likeMaps, "org.npt.Term", vte),
                                      (inside, "npt-geary", sandbox)] {
             let l = try lines(result) { self.states($0).contains("refused") || self.states($0).contains("passed") }
             XCTAssertEqual(states(l).prefix(2), ["query", "refused"], "\(result): \(l)")

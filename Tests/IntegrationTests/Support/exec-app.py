@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """An app found by what it runs (ExecAppTests): started where a desktop starts apps without a unit of their own, it
-waits until it is in the scope netpermd has its user's manager make (`app-netpermd-*`, or `--stay` for one that must
-stay where it runs) and until its own QUERY says the rules name it, then sends a datagram to the peer every 50 ms and
+waits until it is in the scope netpermd has its user's manager make (`app-netpermd-*`; `--stay`: one that must stay
+where it runs) and until its own QUERY says the rules name it, then sends a datagram to the peer every 50 ms and
 writes a JSON line to RESULT for its first one and for each change (passed, refused) until 20 s have passed.
 Usage: exec-app.py RESULT PEER PORT SOCKET [--stay]"""
 
@@ -48,7 +48,7 @@ def main():
             return
         time.sleep(0.005)
     q = query(path)
-    while not q.get("enforced") and not stay:
+    while not q.get("enforced"):
         if time.monotonic() > deadline:
             say(state="never-enforced", query=q)
             return
