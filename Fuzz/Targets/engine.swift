@@ -252,6 +252,7 @@ final class World: FakeWorld<Connection> {
             case let .unwatchExit(pid): return "unwatch \(pid)"
             case let .watchExecs(index): return "watch-execs \(index.programs.count)"
             case let .makeScope(r): return "scope \(r.unit)"
+            case let .checkClaim(c): return "claim \(c.pid) \(c.uid) \(c.app)"
             case let .lookUpRoute(id, q): return "\(id): route \(q.destination.bytes) uid \(q.uid) mark \(q.mark.map(String.init) ?? "-")"
             case let .notify(n):
                 switch n {
@@ -352,6 +353,8 @@ final class World: FakeWorld<Connection> {
             require(!script.isEmpty, "an empty usage script")
         case let .makeScope(r):
             require(r.pid > 0 && r.unit.hasSuffix(".scope"), "a scope for no process")
+        case let .checkClaim(c):
+            require(c.pid > 0 && !c.app.isEmpty, "a claim of no process")
         case .watchExecs:
             break
         case let .lookUpRoute(_, q):

@@ -130,12 +130,18 @@ public final class Daemon {
         interpreter.nameUnits = { cgroups.nameUnits(with: $0) }
         cgroups.namerStarted = { interpreter.alsoCommitting(port: $0, commits: $1) }
         interpreter.handlesInForce = { cgroups.inForce($0) }
-        // Apps known by what they run: the kernel's exec events, and scopes made through users' managers.
+        // Apps known by what they run (the kernel's exec events) or by the bus names they own (users' netpermctl
+        // scopes), and scopes made through users' managers.
+        // Its threads only once a scope is wanted: most machines never need one.
+        var scopes: ScopeMaker?
+        interpreter.makeScope = { [loop] request, done in
+            if scopes == nil { scopes = ScopeMaker(loop: loop) }
+            scopes?.make(request, done: done)
+        }
+        stops.append(("the scope makers", { scopes = nil }))
         if let exec = Self.execWatcher(loop: loop, netns: options.processEventsNetns, interpreter: interpreter) {
             interpreter.watchExecs = { exec.use($0) }
-            let scopes = ScopeMaker(loop: loop)
-            interpreter.makeScope = { scopes.make($0, done: $1) }
-            parts += [exec, scopes]
+            parts.append(exec)
         }
 
         let server = try Self.must("cannot serve the control socket") {

@@ -47,6 +47,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// REACH's route lookups (NetlinkWatcher.egress(toward:)): the destination's egress, or why the kernel could not
     /// be asked.
     public var lookUpRoute: (RouteQuestion) -> Result<Egress?, EdgeError> = { _ in .success(nil) }
+    /// Processes found by the bus names they own (Effect.checkClaim).
+    public var claims = NameClaims()
     /// Which programs the exec watcher looks for (ExecWatcher.use).
     public var watchExecs: (ExecIndex) -> Void = { _ in }
     /// Makes a scope of a user's manager for a process (ScopeMaker.make): `done` gets nil, or why not, on the loop's
@@ -191,7 +193,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
                  .notify, .log, .loadRules, .nameUnits, .loadUnitElements, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
-                 .steer, .lookUpRoute, .watchExecs, .makeScope:
+                 .steer, .lookUpRoute, .watchExecs, .makeScope, .checkClaim:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -398,6 +400,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             watchExecs(index)
         case let .makeScope(request):
             makeScope(request) { [unowned self] error in self.feed(.scopeMade(request, error: error)) }
+        case let .checkClaim(claim):
+            if let found = claims.check(claim) { feed(.execFound(found)) }
         }
     }
 

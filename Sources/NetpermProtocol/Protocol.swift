@@ -23,7 +23,7 @@ public enum Verb: String, Sendable, CaseIterable {
     case ping, help, status, links, query, reach, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions,
          metrics, usage
     case resetUsage = "reset-usage"
-    case scope
+    case scope, owns
     case quit
 
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
@@ -62,6 +62,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .usage: return "USAGE [APP]"
         case .resetUsage: return "RESET-USAGE [APP]"
         case .scope: return "SCOPE ID made|failed [WHY]"
+        case .owns: return "OWNS NAME PID"
         case .quit: return "QUIT"
         }
     }
@@ -87,6 +88,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .usage: return "data used per app and kind of link, this period and the last, and budgets (your own apps unless privileged)"
         case .resetUsage: return "start an app's (default: every app's) counts of this period from zero (privileged)"
         case .scope: return "say what became of a scope-wanted event's scope (the subscriber of scopes it was sent to)"
+        case .owns: return "tell that a process of the caller's uid owns a well-known name on its session bus (an app's ID: that app, found by its name)"
         case .quit: return "close this connection"
         }
     }

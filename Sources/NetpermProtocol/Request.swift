@@ -28,6 +28,8 @@ public enum Request: Equatable, Sendable {
     case resetUsage(app: String?)
     /// SCOPE ID made|failed [WHY...]: what became of a `scope-wanted` event's scope; `why` only when it failed.
     case scope(id: Int, failed: String?)
+    /// OWNS NAME PID: the caller's session bus says process PID owns well-known name NAME.
+    case owns(name: String, pid: Int32)
     case quit
 
     public var verb: Verb {
@@ -51,6 +53,7 @@ public enum Request: Equatable, Sendable {
         case .usage: .usage
         case .resetUsage: .resetUsage
         case .scope: .scope
+        case .owns: .owns
         case .quit: .quit
         }
     }
@@ -140,6 +143,10 @@ extension Request {
                 throw ProtocolError(.badArguments, "bad decision \(SafeText.quote(args[2])) (expected allow or deny)")
             }
             self = .decide(app: args[0], kind: kind, p, once: once)
+        case .owns:
+            guard words.count == 2, let pid = Int32(words[1]), pid > 0, !words[0].isEmpty, words[0].utf8.count <= 255
+            else { throw usage() }
+            self = .owns(name: words[0], pid: pid)
         case .scope:
             guard words.count >= 2, let id = Int(words[0]) else { throw usage() }
             switch words[1].lowercased() {
@@ -182,6 +189,8 @@ extension Request {
         case let .forget(app, kind):
             words.append(app)
             if let kind { words.append(kind.rawValue) }
+        case let .owns(name, pid):
+            words += [name, String(pid)]
         case let .scope(id, failed):
             words += [String(id), failed == nil ? "made" : "failed"]
             if let failed, !failed.isEmpty { words.append(failed) }
@@ -200,6 +209,7 @@ extension Verb {
         case .decide: return 4
         case .subscribe: return Topic.allCases.count
         case .scope: return 66
+        case .owns: return 2
         case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: return 0
         }
     }

@@ -25,28 +25,63 @@ enum Scopes {
         }
         let uid = getuid()
         Screen.err("netpermctl: making the scopes netpermd wants for uid \(uid)'s apps\n")
-        while true {
-            let line: String?
-            do { line = try c.readLine() } catch { die("lost the connection to netpermd: \(error)", .unreachable) }
-            guard let line else { die("netpermd closed the connection", .unreachable) }
-            // Replies to SCOPE are {"ok":true}, or not-found for one answered too late: nothing to do either way.
-            guard let e = try? JSONParser.parse(line) else { continue }
-            guard e["event"]?.stringValue == EventName.scopeWanted.rawValue, let id = e["id"]?.intValue,
-                  let pid = e["pid"]?.intValue, let unit = e["unit"]?.stringValue,
-                  let app = e["app"]?.stringValue else { continue }
-            let answer: String
-            do {
-                try TransientScope.start(name: unit, pids: [UInt32(truncatingIfNeeded: pid)],
-                                         description: "\(app), found by what it runs (netpermd)",
-                                         slice: e["slice"]?.stringValue ?? "app.slice", ofUser: uid)
-                answer = "SCOPE \(id) made"
-            } catch {
-                answer = String("SCOPE \(id) failed \(error)".map { $0.isNewline ? " " : $0 })
-                Screen.err("netpermctl: no scope for pid \(pid) (\(app)): \(error)\n")
-            }
-            do { try c.send(String(answer.prefix(Request.maxLine))) } catch {
+        // Apps own their IDs as names on the session bus: the daemon, which cannot reach the bus, is told who owns which.
+        var names: SessionBusNames?
+        do { names = try SessionBusNames() } catch {
+            Screen.err("netpermctl: \(error); apps are known by what they run only\n")
+        }
+        func send(_ line: String) {
+            do { try c.send(String(line.prefix(Request.maxLine))) } catch {
                 die("lost the connection to netpermd: \(error)", .unreachable)
             }
+        }
+        func tellNames() {
+            do {
+                for (name, pid) in try names?.taken() ?? [] { send("OWNS \(name) \(pid)") }
+            } catch {
+                Screen.err("netpermctl: \(error); apps are known by what they run only\n")
+                names = nil
+            }
+        }
+        tellNames()
+        while true {
+            while c.hasLine {
+                let line: String?
+                do { line = try c.readLine() } catch { die("lost the connection to netpermd: \(error)", .unreachable) }
+                if let line, let answer = make(line, uid: uid) { send(answer) }
+            }
+            var fds = [pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)] + (names.map { [$0.pollFD] } ?? [])
+            var wait: Int32 = -1
+            if let t = names?.timeout, t != UInt64.max {
+                let now = UInt64(Clock.monotonicMicroseconds())
+                wait = t <= now ? 0 : Int32(min((t - now) / 1000 + 1, 60_000))
+            }
+            if poll(&fds, nfds_t(fds.count), wait) < 0 && errno != EINTR {
+                die("poll: \(Errno(errno))", .failed)
+            }
+            if fds[0].revents != 0 {
+                do {
+                    guard try c.fill() else { die("netpermd closed the connection", .unreachable) }
+                } catch { die("lost the connection to netpermd: \(error)", .unreachable) }
+            }
+            tellNames()
+        }
+    }
+
+    /// A `scope-wanted` event made into its scope: the SCOPE answer to send (nil for any other line: replies to SCOPE
+    /// and OWNS, {"ok":...}, need nothing).
+    private static func make(_ line: String, uid: UInt32) -> String? {
+        guard let e = try? JSONParser.parse(line), e["event"]?.stringValue == EventName.scopeWanted.rawValue,
+              let id = e["id"]?.intValue, let pid = e["pid"]?.intValue, let unit = e["unit"]?.stringValue,
+              let app = e["app"]?.stringValue else { return nil }
+        do {
+            try TransientScope.start(name: unit, pids: [UInt32(truncatingIfNeeded: pid)],
+                                     description: "\(app), found by what it runs (netpermd)",
+                                     slice: e["slice"]?.stringValue ?? "app.slice", ofUser: uid)
+            return "SCOPE \(id) made"
+        } catch {
+            Screen.err("netpermctl: no scope for pid \(pid) (\(app)): \(error)\n")
+            return String("SCOPE \(id) failed \(error)".map { $0.isNewline ? " " : $0 })
         }
     }
 }

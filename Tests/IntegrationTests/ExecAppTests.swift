@@ -211,23 +211,61 @@ final class ExecAppTests: IntegrationTestCase {
     /// scopes`, a unit of that manager as netpermd-scopes.service is, makes the scope when the daemon asks it.
     func testTheUsersOwnNetpermctlScopesMakesTheScope() throws {
         try start()
-        let log = dir + "/results/scopes.log"
-        let r = try Subprocess.run(manager.asUser(["systemd-run", "--user", "--quiet", "--unit=npt-scopes.service",
-                                                   "-p", "StandardError=file:" + log, netpermctl, "--socket", socket,
-                                                   "scopes"]))
-        XCTAssertEqual(r.status, 0, r.summary)
-        try waitUntil("netpermctl scopes is subscribed") {
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            return (text.contains("making the scopes"), text)
-        }
+        try startScopes()
         let shell = try manager.makeCgroup("session.slice/npt-shell.service")
         let result = dir + "/results/geary"
         try startIn(shell, [apps + "/bin/npt-geary", Repository.path("Tests/IntegrationTests/Support/exec-app.py"),
                             result, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket])
         try checkFoundAndHeld(result, app: "npt-geary", name: "Test Geary")
-        let metrics = try request(socket, "METRICS")["metrics"] as? String ?? ""
-        XCTAssertTrue(metrics.contains("netpermd_process_exec_scopes_by_users_total 1\n"), metrics)
-        XCTAssertTrue(metrics.contains("netpermd_process_exec_scopes_total{outcome=\"made\"} 1\n"), metrics)
+        // Counted once its SCOPE answer is read, which may come after the app saw itself in its scope.
+        try waitUntil("the scope counted as made by the user's netpermctl scopes") {
+            let metrics = try self.request(self.socket, "METRICS")["metrics"] as? String ?? ""
+            return (metrics.contains("netpermd_process_exec_scopes_by_users_total 1\n")
+                    && metrics.contains("netpermd_process_exec_scopes_total{outcome=\"made\"} 1\n"),
+                    metrics.split(separator: "\n").filter { $0.hasPrefix("netpermd_process_") }.joined(separator: "\n"))
+        }
+    }
+
+    /// The user's `netpermctl scopes`, as netpermd-scopes.service runs it: a unit of the user's manager.
+    private func startScopes() throws {
+        let log = dir + "/results/scopes.log"
+        let r = try Subprocess.run(manager.asUser(["systemd-run", "--user", "--quiet", "--unit=npt-scopes.service",
+                                                   "-p", "StandardError=file:" + log, netpermctl, "--socket", socket,
+                                                   "scopes"]))
+        XCTAssertEqual(r.status, 0, r.summary)
+        showOnFailure("netpermctl scopes") { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        try waitUntil("netpermctl scopes is subscribed") {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            return (text.contains("making the scopes"), text)
+        }
+    }
+
+    /// An app is also what owns its ID on the session bus (GApplication owns it, whatever program runs it): the
+    /// user's `netpermctl scopes` tells the daemon who owns which name, and a process of a session place that owns
+    /// an installed app's name is that app, given its scope, asked and held. A name no installed app has changes
+    /// nothing.
+    func testAProcessOwningAnAppsNameOnTheSessionBusIsThatApp() throws {
+        try start()
+        try write("[Desktop Entry]\nType=Application\nName=Test Owner\nExec=\(apps)/bin/npt-term\n",
+                  to: "share/applications/org.npt.Owner.desktop")
+        try waitUntil("the daemon lists org.npt.Owner") {
+            let listed = ((try self.request(self.socket, "APPS")["apps"] as? [[String: Any]]) ?? [])
+                .compactMap { $0["app"] as? String }
+            return (listed.contains("org.npt.Owner"), "\(listed)")
+        }
+        try startScopes()
+        let shell = try manager.makeCgroup("session.slice/npt-shell.service")
+        let script = Repository.path("Tests/IntegrationTests/Support/exec-app.py")
+        let result = dir + "/results/owner"
+        try startIn(shell, ["/usr/bin/python3", script, result, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket,
+                            "--own", "org.npt.Owner"])
+        try checkFoundAndHeld(result, app: "org.npt.Owner", name: "Test Owner")
+        let other = dir + "/results/not-an-app"
+        try startIn(shell, ["/usr/bin/python3", script, other, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket,
+                            "--stay", "--own", "org.npt.NotInstalled"])
+        let l = try lines(other) { self.states($0).contains("refused") || self.states($0).contains("passed") }
+        XCTAssertTrue(shell.hasSuffix(l.first?["cgroup"] as? String ?? "-"), "no app, stays where it runs: \(l)")
+        XCTAssertEqual((l.first?["query"] as? [String: Any])?["matched_by"] as? String, "default", "\(l)")
     }
 
     /// Snap's scope (`snap.SNAP.APP.UUID.scope`, as snapd's launcher asks the user's manager for it) is the snap's

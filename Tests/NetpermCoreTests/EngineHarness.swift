@@ -141,6 +141,8 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
             steps.append("watch-execs")
         case let .makeScope(request):
             steps.append("scope \(request.unit)")
+        case let .checkClaim(c):
+            steps.append("claim \(c.pid) \(c.app)")
         }
         super.carryOut(e)
     }
@@ -190,7 +192,7 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .saveTags(table): return "save-tags " + table.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .nameUnits, .loadUnitElements, .watchExit, .unwatchExit, .lookUpRoute,
-             .steer(nil), .readUsage, .loadUsageRules, .watchExecs, .makeScope:
+             .steer(nil), .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim:
             return "\(e)"
         }
     }

@@ -175,6 +175,24 @@ final class ExecAppsTests: XCTestCase {
         XCTAssertEqual(h.pendingScopes.map(\.pid), [4246])
     }
 
+    /// OWNS NAME PID: a name that is an installed app's ID for the caller's uid (an entry menus show) is that app's,
+    /// checked at the edge, then given a scope like a process found by its program; any other name is not-found.
+    func testAProcessOwningAnInstalledAppsNameIsThatApp() {
+        let h = harness()
+        h.scopesAreManual = true
+        let c = h.connect(makePeer(uid: 1000, exe: "/usr/bin/netpermctl", pid: 70))
+        let r = EngineHarness.parse(h.send(c, "OWNS org.gnome.Maps 4242").first ?? "")
+        XCTAssertEqual(r["ok"]?.boolValue, true, "\(r)")
+        XCTAssertEqual(r["app"]?.stringValue, "org.gnome.Maps")
+        XCTAssertEqual(h.claims, [ProcessClaim(pid: 4242, uid: 1000, app: "org.gnome.Maps")])
+        XCTAssertEqual(h.pendingScopes.map(\.unit), ["app-netpermd-org.gnome.Maps-4242.scope"])
+        for name in ["org.gnome.Shell", "org.example.NotInstalled", "firefox-esr", "org.freedesktop.Notifications"] {
+            let e = EngineHarness.parse(h.send(c, "OWNS \(name) 4243").first ?? "")
+            XCTAssertEqual(e["error"]?.stringValue, "not-found", "\(name): \(e)")
+        }
+        XCTAssertEqual(h.claims.count, 1, "nothing else looked at")
+    }
+
     func testThePolicyOrDesktopAppsNoKeepsAProcessWhereItRuns() {
         let h = EngineHarness(policy: "[App fx]\nExecutable=/usr/lib/firefox-esr/firefox-esr\n", links: [Links.wwan])
         h.feed(.desktopCatalog(Self.catalog))

@@ -49,8 +49,17 @@ final class RequestArgumentsTests: XCTestCase {
     func testEveryCaseNamesItsVerb() {
         let lines = ["PING", "HELP", "STATUS", "LINKS", "QUERY", "REACH 192.0.2.1", "APPS", "RELOAD", "SUBSCRIBE",
                      "WAIT", "PROMPTS", "ANSWER 1 allow", "DECIDE a wifi allow", "FORGET a", "DECISIONS", "METRICS",
-                     "USAGE", "RESET-USAGE", "SCOPE 1 made", "QUIT"]
+                     "USAGE", "RESET-USAGE", "SCOPE 1 made", "OWNS org.a.B 1", "QUIT"]
         XCTAssertEqual(lines.compactMap { parse($0)?.verb }, Verb.allCases)
+    }
+
+    /// OWNS NAME PID: a name and a positive pid.
+    func testOwns() {
+        XCTAssertEqual(parse("OWNS org.gnome.Maps 4242"), .owns(name: "org.gnome.Maps", pid: 4242))
+        XCTAssertEqual(parse(Request.owns(name: "org.gnome.Maps", pid: 7).line), .owns(name: "org.gnome.Maps", pid: 7))
+        for bad in ["OWNS", "OWNS org.gnome.Maps", "OWNS org.gnome.Maps 0", "OWNS org.gnome.Maps x"] {
+            assertRefused(bad, "usage: OWNS NAME PID", accessFirst: .owns)
+        }
     }
 
     /// SCOPE ID made, or failed with any words of why; read back from its line.

@@ -130,4 +130,29 @@ final class ExecWatcherTests: XCTestCase {
         XCTAssertEqual(found, [])
         XCTAssertEqual(proc.exeReads, 0)
     }
+
+    /// A process found by the bus name it owns (NameClaims): taken where it is the claimant's, in a session place,
+    /// alive after the reads; another uid's, one in an app's unit, one gone are not.
+    func testAClaimIsTakenOnlyForTheClaimantsProcessOfASessionPlace() {
+        let proc = FakeProc()
+        let home = "/user.slice/user-1000.slice/user@1000.service"
+        proc.processes[10] = .init(exe: FileKey(device: 1, inode: 1), path: "/usr/bin/python3.11",
+                                   cgroup: home + "/session.slice/dbus.service")
+        proc.processes[11] = .init(exe: FileKey(device: 1, inode: 1), path: "/usr/bin/python3.11",
+                                   cgroup: "/user.slice/user-1001.slice/user@1001.service/session.slice/dbus.service")
+        proc.processes[12] = .init(exe: FileKey(device: 1, inode: 1), path: "/usr/bin/python3.11",
+                                   cgroup: home + "/app.slice/app-gnome-org.npt.Maps-1.scope")
+        proc.processes[13] = .init(exe: FileKey(device: 1, inode: 1), path: "/usr/bin/python3.11",
+                                   cgroup: home + "/session.slice/dbus.service")
+        proc.exitOnPin = [13]
+        let claims = NameClaims(proc: proc)
+        XCTAssertEqual(claims.check(ProcessClaim(pid: 10, uid: 1000, app: "org.npt.Maps")),
+                       ExecFound(pid: 10, uid: 1000, app: "org.npt.Maps", place: .dbusActivation,
+                                 executable: "/usr/bin/python3.11"))
+        XCTAssertNil(claims.check(ProcessClaim(pid: 11, uid: 1000, app: "org.npt.Maps")), "another uid's process")
+        XCTAssertNil(claims.check(ProcessClaim(pid: 12, uid: 1000, app: "org.npt.Maps")), "in an app's unit already")
+        XCTAssertNil(claims.check(ProcessClaim(pid: 13, uid: 1000, app: "org.npt.Maps")), "gone (a reused pid)")
+        XCTAssertNil(claims.check(ProcessClaim(pid: 14, uid: 1000, app: "org.npt.Maps")), "no such process")
+        XCTAssertEqual(proc.open, 0, "every pin released")
+    }
 }

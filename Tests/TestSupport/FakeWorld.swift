@@ -78,6 +78,9 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     public var scopeError: EdgeError?
     public var scopesAreManual = false
     public var pendingScopes: [ScopeRequest] = []
+    /// Processes claimed by their bus names (Effect.checkClaim): the fake edge takes each as found, in `claimPlace`.
+    public var claims: [ProcessClaim] = []
+    public var claimPlace: SessionPlace? = .dbusActivation
 
     /// The usage table as the kernel has it (nil: none): what `Effect.readUsage` reads, or `usageReadError`.
     public var usageReading: UsageReading?
@@ -182,6 +185,11 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
             break
         case let .makeScope(request):
             if scopesAreManual { pendingScopes.append(request) } else { feed(.scopeMade(request, error: scopeError)) }
+        case let .checkClaim(claim):
+            claims.append(claim)
+            if let claimPlace {
+                feed(.execFound(ExecFound(pid: claim.pid, uid: claim.uid, app: claim.app, place: claimPlace, executable: nil)))
+            }
         }
     }
 

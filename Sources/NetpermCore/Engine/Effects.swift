@@ -119,6 +119,9 @@ public enum Effect: Equatable, Sendable {
     /// Move a process into a new scope of its user's manager (StartTransientUnit), then report with
     /// `Input.scopeMade`.
     case makeScope(ScopeRequest)
+    /// A process a user's `netpermctl scopes` says owns an installed app's name on its session bus: the edge checks
+    /// that it is that uid's and where it runs, then tells it as `Input.execFound`.
+    case checkClaim(ProcessClaim)
 }
 
 extension Effect {
@@ -150,6 +153,7 @@ extension Effect {
         case .lookUpRoute: return "a route lookup"
         case .watchExecs: return "which programs are apps"
         case .makeScope: return "making an app's scope"
+        case .checkClaim: return "looking at a process found by its bus name"
         }
     }
 }

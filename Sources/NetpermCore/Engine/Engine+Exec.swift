@@ -128,6 +128,20 @@ extension Engine {
         scopeMade(asked.request, error: error)
     }
 
+    /// OWNS NAME PID from a user's `netpermctl scopes`: PID owns an installed app's name on that uid's session bus, so
+    /// it is that app where it runs with no app unit of its own (checked at the edge: the process is that uid's, in a
+    /// session place). A process of the uid could make its own scope of any name anyway: this only narrows.
+    func ownsName(_ name: String, pid: Int32, session: Session) {
+        let uid = session.caller.identity.uid
+        guard let app = execs.index.app(uid: uid, busName: name) else {
+            _ = replyError(session.id, ProtocolError(.notFound, "\(SafeText.quote(name)) is no installed app's name "
+                + "for uid \(uid)"))
+            return
+        }
+        _ = reply(session.id) { $0.field("ok", true); $0.field("app", app) }
+        out.append(.checkClaim(ProcessClaim(pid: pid, uid: uid, app: app)))
+    }
+
     /// The connection of a `netpermctl scopes` closed: what it was asked and did not answer failed.
     func forgetScopesAsked(of connection: ConnectionID) {
         for id in execs.asked.keys.sorted() where execs.asked[id]?.connection == connection {

@@ -97,6 +97,9 @@ extension Engine {
         case let .scope(scope, failed):
             scopeAnswer(scope, failed: failed, session: session)
             return nil
+        case let .owns(name, pid):
+            ownsName(name, pid: pid, session: session)
+            return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
@@ -387,7 +390,7 @@ extension Engine {
         case let .answer(id, .dismiss): dismiss(id, session: session)
         case let .forget(app, kind): forget(app, kind: kind, session: session, scope: scope)
         case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions,
-             .metrics, .usage, .resetUsage, .scope, .quit:
+             .metrics, .usage, .resetUsage, .scope, .owns, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
@@ -589,7 +592,8 @@ extension Verb {
         case .reload, .metrics, .resetUsage: return .privileged
         case .prompts, .answer, .decide, .forget, .decisions: return .ownUID
         // SCOPE: only the subscriber the scope was asked of can answer it (Engine+Exec.swift).
-        case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .apps, .scope, .quit: return .anyone
+        case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .apps, .scope, .owns, .quit:
+            return .anyone
         }
     }
 }

@@ -80,6 +80,8 @@ public struct ExecIndex: Equatable, Sendable {
     public private(set) var scripts: [FileKey: [Owner]] = [:]
     /// The IDs a user's own files name (installed or deleted): everyone's entry of such an ID is not theirs.
     private var own: [UInt32: Set<String>] = [:]
+    /// Reverse-DNS IDs of entries menus show, which an app owns as its bus name, by name.
+    private var names: [String: [Owner]] = [:]
 
     public init() {}
 
@@ -89,6 +91,7 @@ public struct ExecIndex: Equatable, Sendable {
     public init(catalog: DesktopCatalog) {
         func add(_ e: DesktopEntry, _ owner: Owner) {
             guard e.isListed else { return }
+            if DesktopAppID.isValid(owner.id) { names[owner.id, default: []].append(owner) }
             if let p = e.programFile { programs[p, default: []].append(owner) }
             if let i = e.interpreterFile, let s = e.scriptFile {
                 interpreters.insert(i)
@@ -102,6 +105,7 @@ public struct ExecIndex: Equatable, Sendable {
         }
         programs = programs.mapValues { $0.sorted() }
         scripts = scripts.mapValues { $0.sorted() }
+        names = names.mapValues { $0.sorted() }
     }
 
     public var isEmpty: Bool { programs.isEmpty && scripts.isEmpty }
@@ -114,6 +118,12 @@ public struct ExecIndex: Equatable, Sendable {
 
     /// The app a process of `uid` is by what it runs: its user's own entry first, then everyone's entry of an ID
     /// the user's own files do not name; the first by ID when several run the same file.
+    /// The app whose ID is the well-known bus name `name` for `uid` (GApplication and D-Bus activation own the app's
+    /// ID as its name): an entry menus show, installed for that uid.
+    public func app(uid: UInt32, busName name: String) -> String? {
+        names[name].flatMap { pick($0, uid: uid) }
+    }
+
     public func app(uid: UInt32, exe: FileKey, script: FileKey?) -> String? {
         if let owners = programs[exe], let id = pick(owners, uid: uid) { return id }
         if interpreters.contains(exe), let script, let owners = scripts[script] { return pick(owners, uid: uid) }
@@ -161,6 +171,15 @@ public struct ExecFound: Equatable, Sendable {
 
 /// A scope of a user's manager to make for a process (StartTransientUnit with `PIDs=[pid]`), named as a launcher
 /// names the apps it starts: `app-netpermd-ID-PID.scope` in `app.slice`.
+/// A process `uid`'s own session bus says owns app `app`'s well-known name (`OWNS NAME PID`): to be checked at the
+/// edge (the process is that uid's, in a session place) before it is taken as that app.
+public struct ProcessClaim: Equatable, Sendable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var app: String
+    public init(pid: Int32, uid: UInt32, app: String) { self.pid = pid; self.uid = uid; self.app = app }
+}
+
 public struct ScopeRequest: Equatable, Sendable {
     public var uid: UInt32
     public var pid: Int32

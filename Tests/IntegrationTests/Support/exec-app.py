@@ -4,7 +4,8 @@
 waits until it is in the scope netpermd has its user's manager make (`app-netpermd-*`; `--stay`: one that must stay
 where it runs) and until its own QUERY says the rules name it, then sends a datagram to the peer every 50 ms and
 writes a JSON line to RESULT for its first one and for each change (passed, refused) until 20 s have passed.
-Usage: exec-app.py RESULT PEER PORT SOCKET [--stay]"""
+With `--own NAME` it first owns NAME on its session bus, as an app owns its ID (GApplication).
+Usage: exec-app.py RESULT PEER PORT SOCKET [--stay] [--own NAME]"""
 
 import errno
 import json
@@ -37,6 +38,13 @@ def main():
     result, peer, port, path = sys.argv[1:5]
     stay = "--stay" in sys.argv[5:]
     out = open(result, "a", buffering=1)
+    if "--own" in sys.argv[5:]:
+        from gi.repository import Gio, GLib
+        bus = Gio.bus_get_sync(Gio.BusType.SESSION, None)
+        name = sys.argv[sys.argv.index("--own") + 1]
+        bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "RequestName",
+                      GLib.Variant("(su)", (name, 4)), None, Gio.DBusCallFlags.NONE, 5000, None)
+        main.bus = bus  # kept: the name is owned while the connection lives
 
     def say(**kw):
         out.write(json.dumps(dict(kw, pid=os.getpid(), cgroup=cgroup())) + "\n")
@@ -48,7 +56,8 @@ def main():
             return
         time.sleep(0.005)
     q = query(path)
-    while not q.get("enforced"):
+    # No app of the rules (matched by [Defaults]): nothing to wait for.
+    while not q.get("enforced") and q.get("matched_by") != "default":
         if time.monotonic() > deadline:
             say(state="never-enforced", query=q)
             return
