@@ -136,6 +136,7 @@ public struct UsageBook: Equatable, Sendable {
     /// Forgets apps no longer in the policy (`keep`), once their counts are of no period shown.
     public mutating func drop(except keep: Set<String>) {
         apps = apps.filter { keep.contains($0.key) || !$0.value.current.isEmpty }
-        userApps = userApps.filter { keep.contains($0.key.app) || !$0.value.current.isEmpty }
+        // Users' own apps are listed from here, whether or not they run: kept while a period shown has counts.
+        userApps = userApps.filter { keep.contains($0.key.app) || !$0.value.current.isEmpty || !$0.value.previous.isEmpty }
     }
 }
