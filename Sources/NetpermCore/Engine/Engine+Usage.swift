@@ -249,10 +249,7 @@ extension Engine {
                 // The tags name the policy's apps from the first reading on: counts made while no daemon ran (a
                 // restart, a crash) are the apps', not other processes'.
                 refreshTagging()
-                let owners = usage.owners, unitOwners = usage.unitOwners
-                let users = usage.book.userApps
-                let moved = usage.book.absorb(r, owner: { owners[$0] }, unitOwner: { unitOwners[$0] })
-                if !moved.isEmpty || !usage.book.other.current.isEmpty || usage.book.userApps != users { usage.dirty = true }
+                let moved = absorb(r)
                 usage.kernelQuotas = Set(r.quotas.keys)
                 // A quota made again during this reading keeps what its load said (usageRulesLoaded).
                 let stale = usage.remadeDuringReading
@@ -301,6 +298,16 @@ extension Engine {
             saveUsage()
         }
         if again || !usage.reads.waiters.isEmpty || !usage.resets.isEmpty { requestUsageRead() }
+    }
+
+    /// A reading's growth into the totals, by the tags and the users' units in force; the totals are to be saved
+    /// when they moved. Returns the apps whose counts moved.
+    private func absorb(_ r: UsageReading) -> Set<String> {
+        let owners = usage.owners, unitOwners = usage.unitOwners
+        let users = usage.book.userApps
+        let moved = usage.book.absorb(r, owner: { owners[$0] }, unitOwner: { unitOwners[$0] })
+        if !moved.isEmpty || !usage.book.other.current.isEmpty || usage.book.userApps != users { usage.dirty = true }
+        return moved
     }
 
     /// Writes the totals, once at a time (a change meanwhile is written next).
