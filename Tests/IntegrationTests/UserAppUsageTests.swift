@@ -68,13 +68,18 @@ final class UserAppUsageTests: IntegrationTestCase {
                             "--socket", socket] + args)
     }
 
-    func testADesktopAppsBytesAreItsOwnForItsUid() throws {
+    private func start() throws -> DaemonProcess {
         let config = try writeConfig(UsageTests.policy(mode: "off"), in: dir)
-        _ = try startDaemon(in: bed.ns, socket: socket, config: config, nsenter: true)
+        let d = try startDaemon(in: bed.ns, socket: socket, config: config, nsenter: true)
         try waitUntil("counting is in force") {
             let u = try self.request(self.socket, "STATUS")["usage"] as? [String: Any]
             return (u?["state"] as? String == "counting", "\(u ?? [:])")
         }
+        return d
+    }
+
+    func testADesktopAppsBytesAreItsOwnForItsUid() throws {
+        var daemon = try start()
         // Maps of the sender's uid, and a scope the receiver's uid names after it (his to name as he likes).
         let top = try mkdirs(try EnforcementBed.cgroupRoot() + "/npt-user-\(getpid()).slice")
         let hers = try scope(top, uid: Self.sender, "app-gnome-\(Self.maps)-\(getpid()).scope")
@@ -144,5 +149,16 @@ final class UserAppUsageTests: IntegrationTestCase {
         let nobody = try asUser(4199, ["usage", Self.maps])
         XCTAssertEqual(nobody.status, 1, nobody.summary)
         XCTAssertTrue(nobody.stderr.contains("not-found"), nobody.summary)
+
+        // A restart, with Maps sending while no daemon runs: kept, and its unit's counter read on from where the
+        // last process saved it (counted once).
+        stopDaemon(daemon)
+        peerWas.0 = try peer("echo_in")
+        XCTAssertEqual(try bed.client(uid: Self.sender, cgroup: hers, "udp", "wwan0", "20", "1000")["echoed"] as? Int, 20)
+        let meanwhile = try peer("echo_in") - peerWas.0
+        daemon = try start()
+        let after = bytes(userApp(try request(socket, "USAGE"), uid: Self.sender, Self.maps), "wwan")
+        XCTAssertEqual(after.sent, mine.sent + meanwhile, "a restart keeps Maps' part and loses nothing of it")
+        XCTAssertEqual(bytes(userApp(try request(socket, "USAGE"), uid: Self.receiver, Self.maps), "wwan").sent, theirs.sent)
     }
 }
