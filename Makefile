@@ -134,13 +134,14 @@ run: release
 # starting, systemd booting, time-outs) overlaps: SIDE_SUITES in one, every other suite in the other (a new suite
 # lands there unless named here). The two halves took about 105 s each, the timed ones 80 s (fresh clone), before
 # SoakTests' minute of hostile users (62 s). Suites that make desktop apps' scopes at the host's cgroup root, where
-# every test's daemon follows them (IdentityDifferentialTests' random layouts, ExecAppTests' user manager), run alone too: beside the others they
+# every test's daemon follows them (IdentityDifferentialTests' random layouts, ExecAppTests' user manager,
+# UserAppUsageTests' Maps), run alone too: beside the others they
 # added apps to what those daemons enforce and list (EnforcementTests counted 7 apps for its 4).
 TIMED_SUITES := IntegrationTests.AbuseTests IntegrationTests.UnitCgroupTests IntegrationTests.SilentSubscribersTests \
                 IntegrationTests.EnforcementLeakTests IntegrationTests.GLibMonitorTests IntegrationTests.HostileFilesTests \
                 IntegrationTests.ConnectionLimitTests IntegrationTests.ConnectBurstTests IntegrationTests.SteerTests \
                 IntegrationTests.NetworkSourcesTests IntegrationTests.SoakTests IntegrationTests.IdentityDifferentialTests \
-                IntegrationTests.ExecAppTests
+                IntegrationTests.ExecAppTests IntegrationTests.UserAppUsageTests
 SIDE_SUITES := IntegrationTests.RealSystemdTests IntegrationTests.DocsExamplesTests IntegrationTests.DesktopAgentTests \
                IntegrationTests.PromptTests IntegrationTests.CommandMatrixTests IntegrationTests.ProtocolTests \
                IntegrationTests.EnforcementTests IntegrationTests.RealSystemdUserRunTests

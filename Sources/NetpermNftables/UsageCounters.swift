@@ -44,18 +44,33 @@ public enum UsageCounters {
         }
         for d in UsageDirection.allCases {
             for c in UsageClass.all {
-                let set = Array(UsageRules.setName(d, c).utf8) + [0]
-                let answers = try NftablesRequest.ask(NFT_MSG_GETSETELEM.rawValue, family: family, attributes: [
-                    (UInt16(NFTA_SET_ELEM_LIST_TABLE.rawValue), table), (UInt16(NFTA_SET_ELEM_LIST_SET.rawValue), set),
-                ], dump: true).get()
-                for a in answers where a.type == NFT_MSG_NEWSETELEM.rawValue {
-                    a.message.withUnsafeBytes { m in
+                for m in try Self.dump(UsageRules.setName(d, c), table: table) {
+                    m.withUnsafeBytes { m in
                         for e in Self.elements(m) { reading.counters[UsageKey(d, c, mark: e.mark)] = e.counter }
+                    }
+                }
+                // Users' units' sets (a table an older daemon made has none: nothing to read there).
+                for m in try Self.dump(UsageRules.unitSetName(d, c), table: table, absentIsEmpty: true) {
+                    m.withUnsafeBytes { m in
+                        for e in Self.unitElements(m) { reading.unitCounters[UnitUsageKey(d, c, cgroup: e.cgroup)] = e.counter }
                     }
                 }
             }
         }
         return reading
+    }
+
+    /// The NEWSETELEM messages of one set of the usage table.
+    private static func dump(_ name: String, table: [UInt8], absentIsEmpty: Bool = false) throws(Errno) -> [[UInt8]] {
+        switch try NftablesRequest.ask(NFT_MSG_GETSETELEM.rawValue, family: UInt8(NFPROTO_INET), attributes: [
+            (UInt16(NFTA_SET_ELEM_LIST_TABLE.rawValue), table), (UInt16(NFTA_SET_ELEM_LIST_SET.rawValue), Array(name.utf8) + [0]),
+        ], dump: true) {
+        case let .failure(e):
+            if absentIsEmpty, e.code == ENOENT { return [] }
+            throw e
+        case let .success(answers):
+            return answers.filter { $0.type == NFT_MSG_NEWSETELEM.rawValue }.map(\.message)
+        }
     }
 
     /// This boot's id: a table's handle and the namespace's cookie are unique only within one boot.
@@ -76,15 +91,20 @@ public enum UsageCounters {
 
     /// The elements of one NFT_MSG_NEWSETELEM (after its nlmsghdr): each key (a mark, in host order) and its counter.
     public static func elements(_ msg: UnsafeRawBufferPointer) -> [(mark: UInt32, counter: UsageCounter)] {
-        var out: [(mark: UInt32, counter: UsageCounter)] = []
+        keyed(msg, size: 4).map { (UInt32(truncatingIfNeeded: $0.key), $0.counter) }
+    }
+
+    /// Each element's key of `size` bytes (4 or 8, in host order) and its counter.
+    static func keyed(_ msg: UnsafeRawBufferPointer, size: Int) -> [(key: UInt64, counter: UsageCounter)] {
+        var out: [(key: UInt64, counter: UsageCounter)] = []
         guard let list = NftablesRequest.attributeBytes(msg, UInt16(NFTA_SET_ELEM_LIST_ELEMENTS.rawValue)) else { return out }
         for (t, element) in attributes(list) where t == UInt16(NFTA_LIST_ELEM.rawValue) {
-            var mark: UInt32?, counter: UsageCounter?
+            var mark: UInt64?, counter: UsageCounter?
             for (et, value) in attributes(element) {
                 switch et {
                 case UInt16(NFTA_SET_ELEM_KEY.rawValue):
-                    if let data = first(value, UInt16(NFTA_DATA_VALUE.rawValue)), data.count == 4 {
-                        mark = data.loadUnaligned(as: UInt32.self)
+                    if let data = first(value, UInt16(NFTA_DATA_VALUE.rawValue)), data.count == size {
+                        mark = size == 8 ? data.loadUnaligned(as: UInt64.self) : UInt64(data.loadUnaligned(as: UInt32.self))
                     }
                 case UInt16(NFTA_SET_ELEM_EXPRESSIONS.rawValue):
                     for (lt, expr) in attributes(value) where lt == UInt16(NFTA_LIST_ELEM.rawValue) {
@@ -98,6 +118,12 @@ public enum UsageCounters {
             if let mark, let counter { out.append((mark, counter)) }
         }
         return out
+    }
+
+    /// The elements of one NFT_MSG_NEWSETELEM of a users' units' set: each key (a cgroup's id, in host order, as
+    /// `socket cgroupv2` gives it) and its counter.
+    public static func unitElements(_ msg: UnsafeRawBufferPointer) -> [(cgroup: UInt64, counter: UsageCounter)] {
+        keyed(msg, size: 8).map { (UInt64(truncatingIfNeeded: $0.key), $0.counter) }
     }
 
     public enum Object: Equatable {

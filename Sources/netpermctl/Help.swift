@@ -312,12 +312,14 @@ enum Help {
             return """
                 With -t, one line per app, period and kind of link:
                   app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:
-                  budget-used:roaming
+                  budget-used:roaming:uid
                 (one line, wrapped here). period is current, previous or since_reset; an app that used nothing
                 has one current line with kind, metered and roaming empty; budget and budget-used are empty
                 without a budget; roaming says whether the link was roaming (counted apart); other processes'
-                lines have an empty app. usage reset -t prints key:value lines: reset (the app, empty for every
-                app) and at (when, in seconds since the epoch).
+                lines have an empty app. uid is empty but on the lines of a user's own app (a desktop app, the
+                app of a unit of their own), which come last and are parts of their uid's lines, not more.
+                usage reset -t prints key:value lines: reset (the app, empty for every app) and at (when, in
+                seconds since the epoch).
                 """
         case .ping:
             return "Prints pong with -t too."

@@ -27,10 +27,25 @@ enum Usage {
         var out = "this period: \(p?["start"]?.stringValue ?? "?") to \(p?["end"]?.stringValue ?? "?")"
             + " (last period from \(p?["previous_start"]?.stringValue ?? "?"))"
             + (r["counting"]?.boolValue == true ? "" : "; not counting ([Usage] Count=no)") + "\n"
-        var t = Table(header: ["APP", "KIND", "SENT", "RECEIVED", "LAST PERIOD", "SINCE RESET"])
         var budgets: [(String, String)] = []
         var rows: [(String, JSON)] = (r["apps"]?.arrayValue ?? []).map { ($0["app"]?.stringValue ?? "?", $0) }
         if let other = r["other"] { rows.append(("(other processes)", other)) }
+        out += table(rows, budgets: &budgets)
+        // Users' own apps: parts of their uid's counts above (or of other processes'), never beside them.
+        let users = r["user_apps"]?.arrayValue ?? []
+        if !users.isEmpty {
+            out += "users' own apps (already counted above, as their uid's):\n"
+            out += table(users.map { ("\($0["app"]?.stringValue ?? "?") (uid \($0["uid"]?.intValue ?? -1))", $0) }, budgets: &budgets)
+        }
+        if !budgets.isEmpty {
+            out += "metered budgets:\n" + budgets.map { "  \($0.0): \($0.1)\n" }.joined()
+        }
+        return out
+    }
+
+    /// One row per app and kind it used in one of the periods.
+    static func table(_ rows: [(String, JSON)], budgets: inout [(String, String)]) -> String {
+        var t = Table(header: ["APP", "KIND", "SENT", "RECEIVED", "LAST PERIOD", "SINCE RESET"])
         for (name, a) in rows {
             // Every kind it used in one of the periods, in the daemon's order.
             var kinds: [String] = []
@@ -53,20 +68,19 @@ enum Usage {
             }
             if let b = a["budget"] { budgets.append((name, budget(b))) }
         }
-        out += t.render()
-        if !budgets.isEmpty {
-            out += "metered budgets:\n" + budgets.map { "  \($0.0): \($0.1)\n" }.joined()
-        }
-        return out
+        return t.render()
     }
 
     /// One line per app, period and kind (or one with no kind for an app that used nothing):
-    /// app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:budget-used:roaming
+    /// app:period:kind:metered:sent-bytes:received-bytes:sent-packets:received-packets:budget:budget-used:roaming:uid
+    /// (`uid` only on a user's own app's lines, which come last: parts of their uid's lines, not more).
     static func terse(_ r: JSON) -> String {
         var out = ""
         var rows: [(String, JSON)] = (r["apps"]?.arrayValue ?? []).map { ($0["app"]?.stringValue ?? "", $0) }
         if let other = r["other"] { rows.append(("", other)) }
+        rows += (r["user_apps"]?.arrayValue ?? []).map { ($0["app"]?.stringValue ?? "", $0) }
         for (name, a) in rows {
+            let uid = Terse.value(a["uid"])
             let budget = [Terse.value(a["budget"]?["limit"]), Terse.value(a["budget"]?["used"])]
             var any = false
             for (key, _) in periods {
@@ -75,10 +89,10 @@ enum Usage {
                     out += Terse.row([name, key, Terse.value(e["kind"]), Terse.value(e["metered"]),
                                       Terse.value(e["sent_bytes"]), Terse.value(e["received_bytes"]),
                                       Terse.value(e["sent_packets"]), Terse.value(e["received_packets"])] + budget
-                                      + [Terse.value(e["roaming"])])
+                                      + [Terse.value(e["roaming"]), uid])
                 }
             }
-            if !any { out += Terse.row([name, "current", "", "", "0", "0", "0", "0"] + budget + [""]) }
+            if !any { out += Terse.row([name, "current", "", "", "0", "0", "0", "0"] + budget + ["", uid]) }
         }
         return out
     }

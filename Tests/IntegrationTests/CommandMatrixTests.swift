@@ -162,11 +162,11 @@ final class CommandMatrixTests: IntegrationTestCase {
 
         // Nothing counts here ([Usage] Count=no): the totals stored, all zero, and resets of them.
         // Another's app is not-found, as one that does not exist (issue 31, point 12: QUERY tells no more).
-        c += [.success("usage", ["usage", "maps"], verb: "USAGE maps", exact: false, terse: .rows(11)),
+        c += [.success("usage", ["usage", "maps"], verb: "USAGE maps", exact: false, terse: .rows(12)),
               .refused("usage", "not-found", ["usage", "maps"], code: "not-found", user: .nobody),
               .usage("usage", ["usage", "maps", "updater"]),
               .unreachable("usage", ["usage", "maps"], user: .root), .unreachable("usage", ["usage", "maps"], user: .nobody)]
-        c.append(.success("usage", ["usage"], verb: "USAGE", exact: false, terse: .rows(11)))
+        c.append(.success("usage", ["usage"], verb: "USAGE", exact: false, terse: .rows(12)))
         c.append(.refused("usage", "not-found", ["usage", "nosuch"], code: "not-found"))
         c.append(.success("usage", ["usage", "reset", "maps"], verb: "RESET-USAGE maps", exact: false))
         c.append(.refused("usage", "permission-denied", ["usage", "reset"], code: "permission-denied", user: .nobody))

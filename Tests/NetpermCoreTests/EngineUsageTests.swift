@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 @testable import NetpermCore
 @testable import NetpermPolicy
+import NetpermProtocol
 import XCTest
 
 /// Usage in the engine (docs/USAGE.md): the first reading before the table's rules, USAGE answered from a reading
@@ -76,7 +77,10 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertTrue(script.hasPrefix("table inet netpermd_usage {}\nflush table inet netpermd_usage\n"), script)
         XCTAssertTrue(script.contains("add set inet netpermd_usage count_sent_wwan_metered { type mark; size 65535; "
                                       + "flags dynamic; counter; }"), "declared, never flushed")
-        XCTAssertFalse(script.contains("flush set"), "no count is ever thrown away")
+        XCTAssertFalse(script.contains("flush set inet netpermd_usage count_") || script.contains("flush set inet netpermd_usage user_sent")
+                       || script.contains("flush set inet netpermd_usage user_received"), "no count is ever thrown away")
+        XCTAssertTrue(script.contains("add set inet netpermd_usage user_sent_wwan_metered { type cgroupsv2; size 65535; "
+                                      + "flags dynamic,timeout; timeout 3d; counter; }"), "users' units: declared, never flushed")
         XCTAssertTrue(script.contains("add element inet netpermd_usage sent_links { \"wwan0\" : goto sent_wwan_metered }"))
         let maps = ConnectionTags.text(tags["maps"]!)
         XCTAssertTrue(script.contains("add quota inet netpermd_usage b_\(maps.dropFirst(2)) { over 1048576 bytes used 0 bytes }"))
@@ -200,6 +204,58 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertEqual(his?["reason"], "budget-exhausted")
         XCTAssertNotNil(his?["budget"], "\(String(describing: his))")
         XCTAssertNil(his?["budget"]?["used"], "\(String(describing: his))")
+    }
+
+    /// Issue 47, "its data is its own": a desktop app's unit is counted apart as its user's own app (`user_apps`),
+    /// beside the uid's app, whose count and budget keep every byte. Each user sees their own uid's part only; a
+    /// scope another user names after the app counts for that user's uid, never onto hers.
+    func testADesktopAppsBytesAreItsOwnForItsUid() throws {
+        let h = harness()
+        let home = "user.slice/user-1000.slice/user@1000.service/app.slice/"
+        let other = "user.slice/user-1001.slice/user@1001.service/app.slice/"
+        h.feed(.cgroups(UnitCgroups(nftRoot: "", units: [
+            UnitCgroup(path: home + "app-gnome-org.gnome.Maps-1.scope", level: 5, unit: "app-gnome-org.gnome.Maps-1.scope",
+                       id: 51, user: true),
+            UnitCgroup(path: other + "app-gnome-org.gnome.Maps-2.scope", level: 5, unit: "app-gnome-org.gnome.Maps-2.scope",
+                       id: 52, user: true),
+        ])))
+        let script = h.usageScripts.joined()
+        XCTAssertTrue(script.contains("add element inet netpermd_usage user_units { \"\(home)app-gnome-org.gnome.Maps-1.scope\", "
+                                      + "\"\(other)app-gnome-org.gnome.Maps-2.scope\" }"), script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage unit_sent_wwan_metered socket cgroupv2 level 5 @user_units "
+                                      + "update @user_sent_wwan_metered { socket cgroupv2 level 5 } return"), script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage user_input iifname vmap @user_received_links"), script)
+        // Maps of 1000 sent 3,000 of maps' 5,000 (her uid's app), and 1001's scope named the same 700 of web's.
+        count(h, "maps", sent: 5_000)
+        count(h, "web", sent: 900)
+        h.usageReading!.unitCounters = [UnitUsageKey(.sent, wwanM, cgroup: 51): UsageCounter(bytes: 3_000, packets: 3),
+                                        UnitUsageKey(.sent, wwanM, cgroup: 52): UsageCounter(bytes: 700, packets: 1)]
+        func users(_ r: JSON) -> [String] {
+            (r["user_apps"]?.arrayValue ?? []).map { (u: JSON) -> String in
+                let uid = u["uid"]?.intValue ?? -1, app = u["app"]?.stringValue ?? ""
+                let sent = u["current"]?["sent_bytes"]?.intValue ?? -1
+                return "\(uid) \(app) \(sent)"
+            }
+        }
+        let alice = h.connect(makePeer(uid: 1000, exe: "/usr/bin/gnome-maps"))
+        let hers = h.request(alice, "USAGE")
+        XCTAssertEqual(users(hers), ["1000 org.gnome.Maps 3000"], "\(hers)")
+        XCTAssertEqual(hers["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 5_000, "her uid's app keeps every byte")
+        XCTAssertEqual(hers["apps"]?.arrayValue?.first?["budget"]?["used"], 5_000, "and so does its budget")
+        h.advance(bySeconds: 1)
+        XCTAssertEqual(users(h.request(alice, "USAGE org.gnome.Maps")), ["1000 org.gnome.Maps 3000"])
+        let bob = h.connect(makePeer(uid: 1001, exe: "/usr/bin/web"))
+        let his = h.request(bob, "USAGE")
+        XCTAssertEqual(users(his), ["1001 org.gnome.Maps 700"], "his own scope, for his uid")
+        XCTAssertEqual(his["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 900)
+        h.advance(bySeconds: 1)
+        let carol = h.connect(makePeer(uid: 1002, exe: "/usr/bin/x"))
+        XCTAssertEqual(users(h.request(carol, "USAGE")), [])
+        h.requestError(carol, "USAGE org.gnome.Maps", .notFound)
+        let all = h.request(h.connect(Peers.admin), "USAGE")
+        XCTAssertEqual(users(all), ["1000 org.gnome.Maps 3000", "1001 org.gnome.Maps 700"])
+        XCTAssertEqual(h.request(h.connect(Peers.admin), "RESET-USAGE org.gnome.Maps")["reset"]?.stringValue, "org.gnome.Maps")
+        XCTAssertEqual(users(h.request(h.connect(Peers.admin), "USAGE")), ["1000 org.gnome.Maps 0", "1001 org.gnome.Maps 0"])
     }
 
     /// 80% and 100% are told once each per period (a `usage` event, to the app's own subscriber and to privileged

@@ -203,4 +203,57 @@ final class UsageBookTests: XCTestCase {
             }
         }
     }
+
+    /// Issue 47: a user's own app (a desktop app's unit) is counted apart by its unit's cgroup, for the uid and app the
+    /// unit was first read as, beside the tags' counts (which keep every byte: its uid's app, or other processes).
+    /// A unit gone keeps its owner while its counter lasts; another table's cgroup ids (a reboot) are other units.
+    func testUsersOwnAppsAreCountedApartByTheirUnits() throws {
+        var book = UsageBook()
+        let maps1000 = UserApp(uid: 1000, app: "org.gnome.Maps"), maps1001 = UserApp(uid: 1001, app: "org.gnome.Maps")
+        var units: [UInt64: UserApp] = [51: maps1000, 52: maps1001]
+        var r = UsageReading(instance: "b:1:7", counters: [
+            UsageKey(.sent, wifi, mark: 0x6E80_0001): UsageCounter(bytes: 9000, packets: 9),
+        ], unitCounters: [
+            UnitUsageKey(.sent, wifi, cgroup: 51): UsageCounter(bytes: 3000, packets: 3),
+            UnitUsageKey(.received, wifi, cgroup: 51): UsageCounter(bytes: 4000, packets: 4),
+            UnitUsageKey(.sent, wifi, cgroup: 52): UsageCounter(bytes: 700, packets: 1),
+            UnitUsageKey(.sent, wifi, cgroup: 99): UsageCounter(bytes: 5, packets: 1),
+        ])
+        XCTAssertEqual(book.absorb(r, owner: { $0 == 0x6E80_0001 ? "person" : nil }, unitOwner: { units[$0] }), ["person"])
+        XCTAssertEqual(book["person"].current[wifi].sentBytes, 9000, "the tag's count is whole")
+        XCTAssertEqual(book[maps1000].current[wifi], UsageCounts(sentBytes: 3000, sentPackets: 3, receivedBytes: 4000, receivedPackets: 4))
+        XCTAssertEqual(book[maps1001].current[wifi].sentBytes, 700, "the same app of another uid is apart")
+        XCTAssertEqual(Set(book.userApps.keys), [maps1000, maps1001], "an unknown cgroup is no one's")
+        XCTAssertTrue(book.apps["org.gnome.Maps"] == nil && book.other.isEmpty, "nothing moves to an app's or other's count")
+        // The unit went (its scope ended) and its last bytes are read: still its app's. Then a unit at the same
+        // id would be asked about only when its counter is new.
+        units = [:]
+        r.unitCounters[UnitUsageKey(.sent, wifi, cgroup: 51)] = UsageCounter(bytes: 3500, packets: 4)
+        book.absorb(r, owner: { _ in nil }, unitOwner: { units[$0] })
+        XCTAssertEqual(book[maps1000].current[wifi].sentBytes, 3500)
+        XCTAssertEqual(book[maps1000].sinceReset[wifi].sentBytes, 3500)
+        // Another table: cgroup ids are another boot's, asked again.
+        r.instance = "b:2:3"
+        units = [51: UserApp(uid: 1002, app: "org.example.Other")]
+        book.absorb(r, owner: { _ in nil }, unitOwner: { units[$0] })
+        XCTAssertEqual(book[maps1000].current[wifi].sentBytes, 3500, "not the new boot's unit 51")
+        XCTAssertEqual(book[UserApp(uid: 1002, app: "org.example.Other")].current[wifi].sentBytes, 3500)
+        XCTAssertNil(book.unitOwners[52], "a unit asked of no one is forgotten")
+
+        // Read back as written; periods, resets and drops as for the apps.
+        let text = book.encoded()
+        XCTAssertTrue(text.contains("unit sent wifi 51 1002 org.example.Other 3500 4\n"), text)
+        XCTAssertTrue(text.contains("user 1000 org.gnome.Maps current wifi 3500 4 4000 4\n"), text)
+        XCTAssertEqual(try UsageBook.parse(text, path: "u"), book)
+        XCTAssertThrowsError(try UsageBook.parse("user x org.gnome.Maps current wifi 1 1 1 1\n", path: "u"))
+        XCTAssertThrowsError(try UsageBook.parse("unit sent wifi 51 1000 9x 1 1\n", path: "u"))
+        book.reset("org.gnome.Maps", at: 1_800_000_000)
+        XCTAssertTrue(book[maps1000].current.isEmpty && book[maps1001].current.isEmpty, "every uid's part of the app")
+        XCTAssertEqual(book[UserApp(uid: 1002, app: "org.example.Other")].current[wifi].sentBytes, 3500)
+        book.period = CivilDate("2026-12-01")
+        book.roll(to: CivilDate("2027-01-01")!, startDay: 1)
+        XCTAssertEqual(book[UserApp(uid: 1002, app: "org.example.Other")].previous[wifi].sentBytes, 3500)
+        book.drop(except: [])
+        XCTAssertNotNil(book.userApps[UserApp(uid: 1002, app: "org.example.Other")], "its previous period is still shown")
+    }
 }

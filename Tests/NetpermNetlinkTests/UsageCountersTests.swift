@@ -67,4 +67,27 @@ final class UsageCountersTests: XCTestCase {
         let names = [QuotaName(tag: 2, warning: true), QuotaName(tag: 0xA), QuotaName(tag: 1, warning: true), QuotaName(tag: 3)]
         XCTAssertEqual(names.sorted().map(\.nft), names.map(\.nft).sorted())
     }
+
+    /// One NFT_MSG_NEWSETELEM of a dynamic set with timeouts and counters: nfgenmsg, then the table, the set and the
+    /// elements (each: its key, its timeout and expiration, its counter among its expressions).
+    private func setElements(_ keys: [[UInt8]], bytes: UInt64, packets: UInt64) -> [UInt8] {
+        let counter = nest(1, [attr(1, NetlinkBytes.string("counter")), nest(2, [attr(1, be(bytes)), attr(2, be(packets))])])
+        return [1, 0, 0, 0] + attr(1, NetlinkBytes.string("netpermd_usage")) + attr(2, NetlinkBytes.string("user_sent_wifi"))
+            + nest(3, keys.map { key in
+                nest(1, [nest(1, [attr(1, key)]), attr(4, be(UInt64(259_200_000))), attr(5, be(UInt64(259_199_000))),
+                         nest(11, [counter])])
+            })
+    }
+
+    /// Issue 47: a user's unit's counter is keyed by its cgroup's id (8 bytes, host order, as `socket cgroupv2` gives
+    /// it); a key of another size is no such element, and the marks' reader drops an 8-byte key likewise.
+    func testAUsersUnitsCountersAreKeyedByTheirCgroup() {
+        let id: UInt64 = 0x0000_0001_0000_2A2B
+        let msg = setElements([withUnsafeBytes(of: id) { Array($0) }, [1, 2, 3, 4]], bytes: 52_000, packets: 60)
+        let units = msg.withUnsafeBytes { UsageCounters.unitElements($0) }
+        XCTAssertEqual(units.map(\.cgroup), [id])
+        XCTAssertEqual(units.first?.counter, UsageCounter(bytes: 52_000, packets: 60))
+        let marks = msg.withUnsafeBytes { UsageCounters.elements($0) }
+        XCTAssertEqual(marks.map(\.mark), [0x0403_0201], "only the 4-byte key is a mark")
+    }
 }

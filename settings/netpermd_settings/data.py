@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The Data page: what each app sent and received this period, per kind of link, a bar per app against the largest
 (drawn with GTK's snapshot API), the total, the period's dates, budgets with what is left, and reset for those who
-may."""
+may; then each desktop app's part of the person's data (USAGE's user_apps)."""
 from gi.repository import Adw, Gdk, Graphene, Gtk
 
 from .text import plain_row, _, app_name, kind_name, size
@@ -47,11 +47,15 @@ class DataPage(Adw.PreferencesPage):
         self.reset.connect("clicked", lambda _b: self.window.client.request("RESET-USAGE", lambda _r: self.window.refresh()))
         self.total.add_suffix(self.reset)
         self.group = None
+        self.own = None
         self.rows = []
 
     def show(self, usage, privileged, names):
         if self.group is not None:
             self.remove(self.group)
+        if self.own is not None:
+            self.remove(self.own)
+            self.own = None
         self.group = Adw.PreferencesGroup(title=_("Data used by each app"))
         self.add(self.group)
         period = usage.get("period") or {}
@@ -84,3 +88,30 @@ class DataPage(Adw.PreferencesPage):
             self.group.add(row)
         if not apps:
             self.group.add(plain_row(_("No data used this period")))
+        self.show_own(usage.get("user_apps", []), privileged, names)
+
+    def show_own(self, users, privileged, names):
+        """Each desktop app's part (USAGE's user_apps): what it used of its user's data, already in the totals above
+        (their uid's app, or other processes'), so never added to them."""
+        if self.own is not None:
+            self.remove(self.own)
+            self.own = None
+        users = [u for u in users if sum(totals(u))]
+        if not users:
+            return
+        self.own = Adw.PreferencesGroup(title=_("Data used by your desktop apps"),
+                                        description=_("Part of the data above, by the app that used it"))
+        self.add(self.own)
+        largest = max([sum(totals(u)) for u in users] + [1])
+        for u in sorted(users, key=lambda u: -sum(totals(u))):
+            s, r = totals(u)
+            name = app_name(u) or names.get(u["app"]) or u["app"]
+            if privileged:
+                name = _("{app} (uid {uid})").format(app=name, uid=u.get("uid"))
+            line = _("{sent} sent, {received} received").format(sent=size(s), received=size(r))
+            row = plain_row(name)
+            row.set_subtitle(line)
+            bar = UsageBar((s + r) / largest, _("{app}: {line}").format(app=name, line=line))
+            bar.set_size_request(120, 8)
+            row.add_suffix(bar)
+            self.own.add(row)

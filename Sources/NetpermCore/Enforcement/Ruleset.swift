@@ -370,8 +370,18 @@ public struct Ruleset: Equatable, Sendable {
         var tagIn: [String]
         /// The apps whose connections get their tag.
         var taggedApps: Set<String>
-        /// The descriptors the tag maps name cgroups through.
+        /// The descriptors the tag maps (and `userUnits`) name cgroups through.
         var handles: Set<Int32> = []
+        /// Users' own units an app owns: not tagged, but counted apart as their user's own app (UsageRules).
+        var userUnits: [UserUnit] = []
+
+        struct UserUnit: Equatable, Sendable {
+            var level: Int
+            /// The cgroup as nft is given it (`.cgroup`).
+            var key: Key
+            var id: UInt64
+            var owner: UserApp
+        }
     }
 
     /// The app owning unit cgroup `c` (AppResolver's `unitMatch`, for its path's user): nil for a desktop app no
@@ -388,10 +398,19 @@ public struct Ruleset: Equatable, Sendable {
         let owners = Owners(apps: apps, cgroups: cgroups, installed: installed)
         let maps = owners.tagMaps(apps: apps, tags: tags ?? ConnectionTags.assign(apps.map(\.id)))
         let chains = chainRules(used: usedMaps(maps))
+        let userUnits = owners.cgroupOwner.compactMap { o -> Tagging.UserUnit? in
+            guard o.cgroup.user, UnitCgroups.userLevels.contains(o.cgroup.level),
+                  let uid = UnitOwner.userUID(path: o.cgroup.path) else { return nil }
+            return Tagging.UserUnit(level: o.cgroup.level, key: .cgroup(o.path, o.cgroup.id), id: o.cgroup.id,
+                                    owner: UserApp(uid: uid, app: apps[o.app].id))
+        }
         return Tagging(maps: maps, tag: chains.first { $0.chain == "tag" }!.rules,
                        tagIn: chains.first { $0.chain == "tag_in" }!.rules,
                        taggedApps: Set(owners.taggedApps.map { apps[$0].id }),
-                       handles: owners.handles { !$0.user && UnitCgroups.levels.contains($0.level) })
+                       handles: owners.handles {
+                           $0.user ? UnitCgroups.userLevels.contains($0.level) : UnitCgroups.levels.contains($0.level)
+                       },
+                       userUnits: userUnits)
     }
 
     /// What the links alone decide: the `links` map, at the head of the text.

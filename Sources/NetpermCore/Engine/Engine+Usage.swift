@@ -104,6 +104,7 @@ struct UsageKeeper {
     /// The policy's tags (ConnectionTags) and tagging, per generation and cgroups.
     fileprivate(set) var tags: [String: UInt32] = [:]
     fileprivate(set) var owners: [UInt32: String] = [:]
+    fileprivate(set) var unitOwners: [UInt64: UserApp] = [:]
     fileprivate(set) var tagging: Ruleset.Tagging?
     /// The wall and boot clocks at this process's last reading, and the last note on the period not moving.
     fileprivate(set) var clockSeen: (epoch: Int, boot: Double, steadySince: Double)?
@@ -248,9 +249,7 @@ extension Engine {
                 // The tags name the policy's apps from the first reading on: counts made while no daemon ran (a
                 // restart, a crash) are the apps', not other processes'.
                 refreshTagging()
-                let owners = usage.owners
-                let moved = usage.book.absorb(r, owner: { owners[$0] })
-                if !moved.isEmpty || !usage.book.other.current.isEmpty { usage.dirty = true }
+                let moved = absorb(r)
                 usage.kernelQuotas = Set(r.quotas.keys)
                 // A quota made again during this reading keeps what its load said (usageRulesLoaded).
                 let stale = usage.remadeDuringReading
@@ -299,6 +298,16 @@ extension Engine {
             saveUsage()
         }
         if again || !usage.reads.waiters.isEmpty || !usage.resets.isEmpty { requestUsageRead() }
+    }
+
+    /// A reading's growth into the totals, by the tags and the users' units in force; the totals are to be saved
+    /// when they moved. Returns the apps whose counts moved.
+    private func absorb(_ r: UsageReading) -> Set<String> {
+        let owners = usage.owners, unitOwners = usage.unitOwners
+        let users = usage.book.userApps
+        let moved = usage.book.absorb(r, owner: { owners[$0] }, unitOwner: { unitOwners[$0] })
+        if !moved.isEmpty || !usage.book.other.current.isEmpty || usage.book.userApps != users { usage.dirty = true }
+        return moved
     }
 
     /// Writes the totals, once at a time (a change meanwhile is written next).
@@ -568,6 +577,7 @@ extension Engine {
         }
         usage.tags = t.tags
         usage.owners = t.owners
+        usage.unitOwners = t.unitOwners
         usage.tagging = t.tagging
         usage.taggingKey = (state.policyGeneration, enforcement.cgroups)
     }
@@ -600,6 +610,9 @@ extension Engine {
         caller.privileged || (!app.uids.isEmpty && app.uids.allSatisfy { $0 == caller.identity.uid } && app.units.isEmpty)
     }
 
+    /// A user's own app's usage is its uid's to see (and root's and the admin group's).
+    func mayReadUsage(of user: UserApp, _ caller: Caller) -> Bool { caller.privileged || user.uid == caller.identity.uid }
+
     /// A verdict as `caller` may read it: a budget's bytes only where its usage is the caller's to see.
     func forCaller(_ v: Verdict, _ caller: Caller) -> Verdict {
         guard v.budget != nil, let app = state.config.app(named: v.app), !mayReadUsage(of: app, caller) else { return v }
@@ -611,8 +624,10 @@ extension Engine {
     func usageRequest(_ named: String?, session: Session) {
         let caller = session.caller
         if let name = named {
-            // One answer whether the app exists or is another's: QUERY tells no more.
-            guard let app = state.config.app(named: name), mayReadUsage(of: app, caller) else {
+            // One answer whether the app exists or is another's: QUERY tells no more. A user's own app (of their
+            // units) is theirs to see, whoever else it is.
+            let own = usage.book.userApps.keys.contains { $0.app == name && mayReadUsage(of: $0, caller) }
+            guard own || state.config.app(named: name).map({ mayReadUsage(of: $0, caller) }) == true else {
                 replyError(session.id, ProtocolError(.notFound, "no [App \(name)] whose usage you may see (root or members "
                     + "of group \(ConfigError.quote(state.config.adminGroup)) see every app's; leave APP out for your own)"))
                 return
@@ -672,7 +687,12 @@ extension Engine {
 
     func replyUsage(_ id: ConnectionID, _ app: String?) {
         let caller = sessions[id]?.caller
-        var apps = app.flatMap { state.config.app(named: $0) }.map { [$0] } ?? caller.map(usageApps) ?? []
+        var apps = app.map { state.config.app(named: $0).map { [$0] } ?? [] } ?? caller.map(usageApps) ?? []
+        if let caller { apps = apps.filter { mayReadUsage(of: $0, caller) } }
+        // Users' own apps: the caller's own uid's (root and the admin group: everyone's), or APP's.
+        let users = usage.book.userApps.keys.filter { u in
+            (app == nil || u.app == app) && caller.map { mayReadUsage(of: u, $0) } == true
+        }.sorted()
         // Desktop apps that counted this period are listed whether or not they run now (counts are the app's,
         // every user's together: only for those who see every app's).
         if app == nil, caller?.privileged == true, state.config.desktopApps {
@@ -702,6 +722,12 @@ extension Engine {
                 writeName(of: a.id, uid: caller?.privileged == false ? caller?.identity.uid : nil, to: &w)
                 write(&w, usage.book[a.id])
                 if let b = budgetFact(for: a.id) { w.object("budget") { b.write(to: &$0) } }
+            }
+            w.objects("user_apps", users) { w, u in
+                w.field("uid", Int(u.uid))
+                w.field("app", u.app)
+                writeName(of: u.app, uid: u.uid, to: &w)
+                write(&w, usage.book[u])
             }
             // Other processes' counts are no one app's: shown with every app's, to those who may see them all.
             if app == nil, caller?.privileged == true { w.object("other") { write(&$0, usage.book.other) } }

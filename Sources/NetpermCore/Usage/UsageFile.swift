@@ -11,14 +11,17 @@ import NetpermPolicy
 /// kernel 7d0e...:4096:12
 /// counter sent wwan_metered 0x6e8012ab 1048576 812
 /// counter received wifi untracked 1200 10
+/// unit sent wifi 9081 1000 org.gnome.Maps 52000 60
 /// app maps reset 1764550000 announced 80
 /// app maps current wwan_metered 12000 40 900000 700
+/// user 1000 org.gnome.Maps current wifi 52000 60 310000 240
 /// other previous ethernet 5000 30 7000 40
 /// ```
 ///
-/// A `counter` line is one of the kernel's counters as last read (what its growth is measured from); `current`,
-/// `previous` and `total` lines are an app's totals per class of link: bytes and packets sent, bytes and packets
-/// received.
+/// A `counter` line is one of the kernel's counters as last read (what its growth is measured from), a `unit` line
+/// one of a user's unit's (its cgroup's id, and the uid and app it was counted for); `current`, `previous` and
+/// `total` lines are an app's (`user`: a user's own app's) totals per class of link: bytes and packets sent, bytes
+/// and packets received.
 extension UsageBook {
     public static let fileVersion = 1
 
@@ -30,6 +33,10 @@ extension UsageBook {
             let c = baseline[key]!
             out += "counter \(key.direction.rawValue) \(key.usageClass.name) "
                 + (key.mark.map { ConnectionTags.text($0) } ?? "untracked") + " \(c.bytes) \(c.packets)\n"
+        }
+        for key in unitBaseline.keys.sorted() {
+            guard let c = unitBaseline[key], let owner = unitOwners[key.cgroup] else { continue }
+            out += "unit \(key.direction.rawValue) \(key.usageClass.name) \(key.cgroup) \(owner.uid) \(owner.app) \(c.bytes) \(c.packets)\n"
         }
         func write(_ who: String, _ u: AppUsage) {
             if u.resetAt != nil || u.announced != 0 {
@@ -43,6 +50,7 @@ extension UsageBook {
             }
         }
         for id in apps.keys.sorted() { write("app " + id, apps[id]!) }
+        for u in userApps.keys.sorted() { write("user \(u.uid) \(u.app)", userApps[u]!) }
         write("other", other)
         return out
     }
@@ -85,48 +93,73 @@ extension UsageBook {
                 }
                 book.baseline[UsageKey(direction, c, mark: mark)] = UsageCounter(bytes: try number(words[4]),
                                                                                  packets: try number(words[5]))
-            case "app", "other":
-                var id: String?
+            case "unit":
+                guard words.count == 8, let direction = UsageDirection(rawValue: words[1]), let c = UsageClass(name: words[2]),
+                      let cgroup = UInt64(words[3]), let uid = UInt32(words[4]), AppPolicy.isValidID(words[5]) else {
+                    throw fail("expected unit sent|received CLASS CGROUP UID APP BYTES PACKETS")
+                }
+                book.unitBaseline[UnitUsageKey(direction, c, cgroup: cgroup)] = UsageCounter(bytes: try number(words[6]),
+                                                                                             packets: try number(words[7]))
+                book.unitOwners[cgroup] = UserApp(uid: uid, app: words[5])
+            case "app", "other", "user":
+                var id: String?, user: UserApp?
                 if words[0] == "app" {
                     guard words.count >= 2, AppPolicy.isValidID(words[1]) else { throw fail("expected app NAME") }
                     id = words[1]
                     words.removeFirst(2)
+                } else if words[0] == "user" {
+                    guard words.count >= 3, let uid = UInt32(words[1]), AppPolicy.isValidID(words[2]) else {
+                        throw fail("expected user UID APP")
+                    }
+                    user = UserApp(uid: uid, app: words[2])
+                    words.removeFirst(3)
                 } else {
                     words.removeFirst()
                 }
-                var u = id.map { book[$0] } ?? book.other
-                switch words.first {
-                case "current", "previous", "total":
-                    guard words.count == 6, let c = UsageClass(name: words[1]) else {
-                        throw fail("expected \(words[0]) CLASS SENT-BYTES SENT-PACKETS RECEIVED-BYTES RECEIVED-PACKETS")
-                    }
-                    let counts = UsageCounts(sentBytes: try number(words[2]), sentPackets: try number(words[3]),
-                                             receivedBytes: try number(words[4]), receivedPackets: try number(words[5]))
-                    switch words[0] {
-                    case "current": u.current[c] = counts
-                    case "previous": u.previous[c] = counts
-                    default: u.sinceReset[c] = counts
-                    }
-                case "reset", "announced":
-                    var i = 0
-                    while i + 1 < words.count {
-                        let n = try number(words[i + 1])
-                        switch words[i] {
-                        case "reset": u.resetAt = Int(clamping: n)
-                        case "announced": u.announced = Int(clamping: min(n, 100))
-                        default: throw fail("unknown word \(ConfigError.quote(words[i]))")
-                        }
-                        i += 2
-                    }
-                    guard i == words.count else { throw fail("expected reset SECONDS or announced PERCENT") }
-                default:
-                    throw fail("expected current, previous, total, reset or announced")
-                }
-                if let id { book.apps[id] = u } else { book.other = u }
+                var u = id.map { book[$0] } ?? user.map { book[$0] } ?? book.other
+                try parseTotals(words, into: &u, fail: fail)
+                if let id { book.apps[id] = u } else if let user { book.userApps[user] = u } else { book.other = u }
             default:
                 throw fail("unknown line \(ConfigError.quote(raw))")
             }
         }
         return book
+    }
+
+    /// The rest of an `app`, `user` or `other` line: a period's totals of a class, or when it was reset and what
+    /// was announced.
+    private static func parseTotals(_ words: [String], into u: inout AppUsage,
+                                    fail: (String) -> ConfigError) throws(ConfigError) {
+        func number(_ w: String) throws(ConfigError) -> UInt64 {
+            guard let n = UInt64(w) else { throw fail("bad number \(ConfigError.quote(w))") }
+            return n
+        }
+        switch words.first {
+        case "current", "previous", "total":
+            guard words.count == 6, let c = UsageClass(name: words[1]) else {
+                throw fail("expected \(words[0]) CLASS SENT-BYTES SENT-PACKETS RECEIVED-BYTES RECEIVED-PACKETS")
+            }
+            let counts = UsageCounts(sentBytes: try number(words[2]), sentPackets: try number(words[3]),
+                                     receivedBytes: try number(words[4]), receivedPackets: try number(words[5]))
+            switch words[0] {
+            case "current": u.current[c] = counts
+            case "previous": u.previous[c] = counts
+            default: u.sinceReset[c] = counts
+            }
+        case "reset", "announced":
+            var i = 0
+            while i + 1 < words.count {
+                let n = try number(words[i + 1])
+                switch words[i] {
+                case "reset": u.resetAt = Int(clamping: n)
+                case "announced": u.announced = Int(clamping: min(n, 100))
+                default: throw fail("unknown word \(ConfigError.quote(words[i]))")
+                }
+                i += 2
+            }
+            guard i == words.count else { throw fail("expected reset SECONDS or announced PERCENT") }
+        default:
+            throw fail("expected current, previous, total, reset or announced")
+        }
     }
 }

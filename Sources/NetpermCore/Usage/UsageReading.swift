@@ -35,9 +35,12 @@ public struct UsageReading: Equatable, Sendable {
     /// The bytes each quota object counted (from the `used` it was made with): a budget's quota counts the packet
     /// that crossed it, which it refused and no counter saw, so it may be past the budget while the counters are not.
     public var quotaUsed: [QuotaName: UInt64]
+    /// Every user's unit's counters (UserApp): counted beside `counters`, which have the same bytes by their tags.
+    public var unitCounters: [UnitUsageKey: UsageCounter]
 
     public init(instance: String, counters: [UsageKey: UsageCounter] = [:], quotas: [QuotaName: Bool] = [:],
-                quotaUsed: [QuotaName: UInt64] = [:]) {
+                quotaUsed: [QuotaName: UInt64] = [:], unitCounters: [UnitUsageKey: UsageCounter] = [:]) {
         self.instance = instance; self.counters = counters; self.quotas = quotas; self.quotaUsed = quotaUsed
+        self.unitCounters = unitCounters
     }
 }

@@ -67,6 +67,13 @@ public struct UsageRules: Equatable, Sendable {
     /// one each per direction and class: what the edge reads.
     public static func setName(_ d: UsageDirection, _ c: UsageClass) -> String { "count_\(d.rawValue)_\(c.name)" }
     public static func counterName(_ d: UsageDirection, _ c: UsageClass) -> String { "untracked_\(d.rawValue)_\(c.name)" }
+    /// The sets counting users' own units per cgroup (`user_sent_wifi` ...), one per direction and class.
+    public static func unitSetName(_ d: UsageDirection, _ c: UsageClass) -> String { "user_\(d.rawValue)_\(c.name)" }
+    /// How long a user's unit's element outlives its last packet: past a reading or more (`SaveIntervalSec=` is at
+    /// most a day), so its last bytes are read before it goes; then it goes, and the set never fills with the units
+    /// of long gone launches.
+    static let unitElementTimeout = "3d"
+
     /// The most elements a counting set takes (tags of apps, marks other tools set); packets of a mark that finds
     /// no room count as untracked.
     static let setSize = 65535
@@ -89,6 +96,7 @@ public struct UsageRules: Equatable, Sendable {
         // The uid's tag for a datagram's socket, and for a uid no app owns, none (its catch-all element).
         let uidTags = tagging.maps.first { $0.name == "tag_uid" }?.elements.map(\.text) ?? []
         maps.append(Map(name: "retag_uid", type: "uid : mark", elements: uidTags + ["* : 0x00000000"]))
+        maps += userUnitMaps(tagging, links: links)
         let sorted = budgets.sorted { $0.tag < $1.tag }
         maps.append(Map(name: "budgets", type: "mark : quota", elements: sorted.map { ConnectionTags.text($0.tag) + " : \"\($0.name.nft)\"" }))
         maps.append(Map(name: "warnings", type: "mark : quota", elements: sorted.map {
@@ -125,6 +133,7 @@ public struct UsageRules: Equatable, Sendable {
                 ]))
             }
         }
+        chains += userUnitChains(tagging)
         chains.append(Chain(name: "output", hook: "type filter hook output priority filter + 10; policy accept;",
                             rules: ["oifname vmap @out_links"]))
         chains.append(Chain(name: "input", hook: "type filter hook input priority filter + 10; policy accept;",
@@ -134,6 +143,43 @@ public struct UsageRules: Equatable, Sendable {
         chains.append(Chain(name: "prerouting", hook: "type filter hook prerouting priority mangle + 10; policy accept;",
                             rules: ["iifname vmap @received_links"]))
         return UsageRules(maps: maps, chains: chains, budgets: sorted, skipped: skipped, handles: tagging.handles)
+    }
+
+    /// Users' own units (Ruleset.Tagging.userUnits): the set of their cgroups, and the links each way to the chains
+    /// that count them per class.
+    static func userUnitMaps(_ tagging: Ruleset.Tagging, links: [Link]) -> [Map] {
+        var sent: [String] = [], received: [String] = []
+        for l in links {
+            guard let c = UsageClass(link: l), Ruleset.isSafe(l.name) else { continue }
+            sent.append("\"\(l.name)\" : goto unit_sent_\(c.name)")
+            received.append("\"\(l.name)\" : goto unit_received_\(c.name)")
+        }
+        return [Map(name: "user_units", type: "cgroupsv2", elements: tagging.userUnits.map(\.key.text)),
+                Map(name: "user_sent_links", type: "ifname : verdict", elements: sent),
+                Map(name: "user_received_links", type: "ifname : verdict", elements: received)]
+    }
+
+    /// Counting users' own units, after everything else has judged the packet (`filter + 11`): what an app of a
+    /// user's unit sends (`output`) and receives (`input`, where the kernel finds the packet's socket), added to its
+    /// unit's cgroup's element in its class's set, by the socket's cgroup at each level a unit is at, deepest first
+    /// (a sub-cgroup of an app's unit is the app's). Nothing else reads or writes the connection: the same bytes are
+    /// its tag's, its uid's app's, for counts and budgets alike. No rules while no user's unit is an app's.
+    static func userUnitChains(_ tagging: Ruleset.Tagging) -> [Chain] {
+        let levels = Set(tagging.userUnits.map(\.level)).sorted(by: >)
+        var chains: [Chain] = []
+        for d in UsageDirection.allCases {
+            for c in UsageClass.all {
+                chains.append(Chain(name: "unit_\(d.rawValue)_\(c.name)", rules: levels.map {
+                    "socket cgroupv2 level \($0) @user_units update @\(unitSetName(d, c)) { socket cgroupv2 level \($0) } return"
+                }))
+            }
+        }
+        let any = !levels.isEmpty
+        chains.append(Chain(name: "user_output", hook: "type filter hook output priority filter + 11; policy accept;",
+                            rules: any ? ["oifname vmap @user_sent_links"] : []))
+        chains.append(Chain(name: "user_input", hook: "type filter hook input priority filter + 11; policy accept;",
+                            rules: any ? ["iifname vmap @user_received_links"] : []))
+        return chains
     }
 
     /// `retag`: the socket's app's tag, by its unit's cgroup first (deepest first, as `tag` lets the deepest win),
@@ -167,6 +213,8 @@ public struct UsageRules: Equatable, Sendable {
                 for c in UsageClass.all {
                     s += "add set \(t) \(Self.setName(d, c)) { type mark; size \(Self.setSize); flags dynamic; counter; }\n"
                     s += "add counter \(t) \(Self.counterName(d, c))\n"
+                    s += "add set \(t) \(Self.unitSetName(d, c)) { type cgroupsv2; size \(Self.setSize); flags dynamic,timeout; "
+                        + "timeout \(Self.unitElementTimeout); counter; }\n"
                 }
             }
         }
@@ -180,8 +228,10 @@ public struct UsageRules: Equatable, Sendable {
         for m in maps {
             let changed = whole || oldMaps[m.name] != m || (quotasMove && m.type.hasSuffix(": quota"))
             guard changed else { continue }
-            if whole { s += "add map \(t) \(m.name) { type \(m.type); }\n" }
-            s += "flush map \(t) \(m.name)\n"
+            // A type with no value is a set's.
+            let kind = m.type.contains(" : ") ? "map" : "set"
+            if whole { s += "add \(kind) \(t) \(m.name) { type \(m.type); }\n" }
+            s += "flush \(kind) \(t) \(m.name)\n"
             if !m.elements.isEmpty, !m.type.hasSuffix(": quota") {
                 s += "add element \(t) \(m.name) { " + m.elements.joined(separator: ", ") + " }\n"
             }

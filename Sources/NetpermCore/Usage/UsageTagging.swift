@@ -12,14 +12,18 @@ struct TaggingInputs: Equatable, Sendable {
 
     func tagging() -> UsageTagging {
         let tags = tags.tags(of: apps.map(\.id))
+        let tagging = Ruleset.tagging(apps: apps, cgroups: cgroups, tags: tags, installed: installed)
         return UsageTagging(tags: tags, owners: Dictionary(tags.map { ($1, $0) }, uniquingKeysWith: { a, _ in a }),
-                            tagging: Ruleset.tagging(apps: apps, cgroups: cgroups, tags: tags, installed: installed))
+                            tagging: tagging,
+                            unitOwners: Dictionary(tagging.userUnits.map { ($0.id, $0.owner) }, uniquingKeysWith: { a, _ in a }))
     }
 }
 
-/// Each app's tag, each tag's app, and what tags connections (`Ruleset.tagging`).
+/// Each app's tag, each tag's app, and what tags connections (`Ruleset.tagging`); and whose own app each user's
+/// unit's cgroup is, by its id.
 struct UsageTagging: Sendable {
     var tags: [String: UInt32]
     var owners: [UInt32: String]
     var tagging: Ruleset.Tagging
+    var unitOwners: [UInt64: UserApp] = [:]
 }

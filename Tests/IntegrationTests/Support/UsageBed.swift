@@ -110,20 +110,22 @@ final class UsageBed {
     /// to the sink), `gated LINK BYTES FILE` (an upload that sends 64 KiB, makes `FILE.ready`, and sends the rest once
     /// FILE exists), `pushed LINK COUNT SIZE` (asks the pusher, over eth0, for COUNT datagrams to port 7810 of LINK's
     /// address and replies to each), `parallel LINK N BYTES [RCVBUF]` (N downloads at once). Returns what it printed (one JSON object).
-    func client(uid: UInt32?, _ args: String...) throws -> [String: Any] {
-        let r = try Subprocess.run(try clientArgv(uid: uid, args), timeout: 60)
+    func client(uid: UInt32?, cgroup: String? = nil, _ args: String...) throws -> [String: Any] {
+        let r = try Subprocess.run(try clientArgv(uid: uid, cgroup: cgroup, args), timeout: 60)
         guard r.status == 0, let o = try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any] else {
             throw HarnessError("client failed: \(r.summary)")
         }
         return o
     }
 
-    func clientArgv(uid: UInt32?, _ args: [String]) throws -> [String] {
+    /// `cgroup`: a cgroup directory the client is moved into first, as root (nil: the test's own).
+    func clientArgv(uid: UInt32?, cgroup: String? = nil, _ args: [String]) throws -> [String] {
         var a = args
         guard a.count >= 2, let host = peers[a[1]] else { throw HarnessError("no link in \(args)") }
         a[1] = host
         if args[0] == "pushed" { a += [peers["eth0"]!, String(a[1].dropLast()) + "1"] }
         var argv = ["nsenter", "--net=/run/netns/\(ns.name)"]
+        if let cgroup { argv += ["sh", "-c", #"echo $$ > "$0/cgroup.procs" && exec "$@""#, cgroup] }
         if let uid { argv += ["setpriv", "--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups"] }
         return argv + [Self.python, "-c", Self.clientScript] + a
     }
