@@ -50,7 +50,7 @@ public final class CgroupWatcher {
     /// The unit descriptors the rules in force name (`inForce(_:)`): kept open after their cgroup went.
     private var named: Set<Int32> = []
     /// When the next scan may start (monotonic µs): twice what handing over the last one cost the loop after it.
-    private var notBefore: UInt64 = 0
+    private(set) var notBefore: UInt64 = 0
 
     public init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
         self.loop = loop
@@ -161,6 +161,19 @@ public final class CgroupWatcher {
     public func inForce(_ handles: Set<Int32>) {
         named = handles
         if thread?.busy != true { scanner.release(keeping: handles) }
+    }
+
+    /// A scope the daemon had a user's manager make (ScopeMaker: an app found by what it runs) exists now: scan
+    /// without waiting for the debounce, since its app is new to the rules until a scan finds its unit (the namer
+    /// names only the units of apps the rules know); never sooner than `notBefore` allows, and after the scan that
+    /// runs, if one does.
+    public func scanSoon() {
+        guard thread?.busy != true else { again = true; return }
+        timer?.cancel()
+        timer = nil
+        let now = Clock.monotonicMicroseconds()
+        guard notBefore > now else { return rescan() }
+        timer = try? loop.addTimer(afterMicroseconds: notBefore - now) { [unowned self] in self.rescan() }
     }
 
     private func schedule() {

@@ -134,7 +134,13 @@ public final class Daemon {
         if let exec = Self.execWatcher(loop: loop, netns: options.processEventsNetns, interpreter: interpreter) {
             interpreter.watchExecs = { exec.use($0) }
             let scopes = ScopeMaker(loop: loop)
-            interpreter.makeScope = { scopes.make($0, done: $1) }
+            // A scope made is scanned for at once: its app joins the rules with its unit.
+            interpreter.makeScope = { request, done in
+                scopes.make(request) { error in
+                    if error == nil { cgroups.scanSoon() }
+                    done(error)
+                }
+            }
             parts += [exec, scopes]
         }
 
