@@ -48,6 +48,8 @@ int main(int argc, char **argv) {
         if (prev >= 0 && t - prev > max_gap) max_gap = t - prev;
         prev = t;
         if (err == EPERM) {
+            /* Moved between the look at its cgroup and the socket: in its scope by the time of this send. */
+            if (scoped < 0 && in_own_scope()) scoped = t - t0;
             refused = t - t0;
             break;
         }
