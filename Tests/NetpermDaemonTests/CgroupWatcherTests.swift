@@ -8,19 +8,24 @@ import XCTest
 /// The cgroup watcher on the test loop (whose clock moves only when told), scanning this machine's hierarchy.
 final class CgroupWatcherTests: XCTestCase {
     /// A scope the daemon had made is scanned for at once (`scanSoon`), not after the debounce: its app joins the
-    /// rules with its unit (docs/ENFORCEMENT.md, "What escapes"). Once the spacing after the last scan is over, the
-    /// scan starts without the loop's clock moving at all.
+    /// rules with its unit (docs/ENFORCEMENT.md, "What escapes"). Right after a scan (the debounce's floor still
+    /// ahead), the next starts without the loop's clock moving at all; asked for while a scan runs, it starts as
+    /// soon as that one is handed over.
     func testAScopeMadeIsScannedForWithoutTheDebounce() throws {
         let loop = TestLoop()
         var scans = 0
         let watcher = CgroupWatcher(loop: loop) { _ in scans += 1 }
         XCTAssertEqual(scans, 1, "the first scan, on the loop")
-        let bound = Clock.monotonicMicroseconds() + CgroupWatcher.maxSpacingMicroseconds
-        while Clock.monotonicMicroseconds() <= watcher.notBefore {
-            XCTAssertLessThan(Clock.monotonicMicroseconds(), bound + 1_000)
-            usleep(1_000)
-        }
+        // Twice what handing the first scan over cost (a counter): microseconds.
+        XCTAssertLessThan(watcher.soonNotBefore, watcher.notBefore)
+        while Clock.monotonicMicroseconds() <= watcher.soonNotBefore { usleep(100) }
+        XCTAssertLessThan(Clock.monotonicMicroseconds(), watcher.notBefore, "the debounce's floor is still ahead")
         watcher.scanSoon()
-        XCTAssertTrue(loop.run(until: { scans == 2 }, timeout: 10), "scanned without the debounce")
+        XCTAssertTrue(watcher.scanning, "started at once")
+        watcher.scanSoon()
+        XCTAssertTrue(loop.run(until: { scans == 2 }, timeout: 10))
+        // The second waits only for twice the hand-over's cost, less than the debounce by far.
+        loop.advance(byMicroseconds: CgroupWatcher.debounceMicroseconds - 1)
+        XCTAssertTrue(loop.run(until: { scans == 3 }, timeout: 10), "the one asked for meanwhile, before the debounce")
     }
 }
