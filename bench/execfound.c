@@ -1,100 +1,76 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* An installed app's program started where dbus-daemon starts D-Bus-activated apps (a user manager's
- * session.slice/dbus.service, a cgroup of the bench's own), ROUNDS times, GAP_MS apart; each time, from the moment
- * just before the child's execve to the moment the daemon's log says it gives that process a scope ("giving it
- * app-netpermd-...-PID.scope"): the exec heard, the process read and found, the engine's decision to ask the
- * user's manager for a scope. The log is the daemon's stderr file, followed with inotify from its end.
+/* An installed app's program started where dbus-daemon starts D-Bus-activated apps (a real user manager's
+ * session.slice/dbus.service), as that user, ROUNDS times, GAP_MS apart; the app (execapp) sends a datagram over the
+ * denied link every INTERVAL_US from its exec on and says when it was in its scope and when a send was first
+ * refused, counted from the moment just before the child's execve.
  *
- *   execfound CGROUP_DIR PROGRAM LOG_FILE ROUNDS GAP_MS TIMEOUT_MS
- * Prints one JSON object: the times in microseconds, and the rounds whose line never came within TIMEOUT_MS. */
+ *   execfound CGROUP_DIR UID PROGRAM PEER PORT INTERVAL_US ROUNDS GAP_MS TIMEOUT_MS
+ * Prints one JSON object: {"rounds":N,"starts":[each start's JSON line from execapp, or null if it said nothing]}. */
 #include "common.h"
-#include <sys/inotify.h>
+#include <grp.h>
 
-static char logbuf[1 << 20];
-static size_t loglen;
+/* The child: into the cgroup and the uid, then the time, then the exec with that time as its first argument. */
+static void start_child(const char *procs, uid_t uid, int out, char **argv) {
+    int c = open(procs, O_WRONLY | O_CLOEXEC);
+    if (c < 0 || write(c, "0", 1) != 1) _exit(3);
+    close(c);
+    if (setgroups(0, NULL) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(4);
+    if (dup2(out, 1) != 1) _exit(5);
+    char t0[32];
+    snprintf(t0, sizeof t0, "%.1f", now_us());
+    argv[1] = t0;
+    execv(argv[0], argv);
+    _exit(6);
+}
 
-/* Reads what was appended to the log; true once a line names `needle`. */
-static int log_has(int fd, const char *needle) {
-    for (;;) {
-        if (loglen + 65536 > sizeof logbuf) {
-            /* Keep the last partial line only. */
-            char *nl = memrchr(logbuf, '\n', loglen);
-            size_t keep = nl ? loglen - (size_t)(nl + 1 - logbuf) : 0;
-            memmove(logbuf, logbuf + loglen - keep, keep);
-            loglen = keep;
-        }
-        ssize_t n = read(fd, logbuf + loglen, 65536);
+/* Everything the child writes until it closes its end, or until `deadline_us`. */
+static size_t read_all(int fd, char *buf, size_t cap, double deadline_us) {
+    size_t len = 0;
+    while (len + 1 < cap) {
+        double left = deadline_us - now_us();
+        if (left <= 0) break;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)(left / 1e3) + 1) <= 0) continue;
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
         if (n <= 0) break;
-        loglen += (size_t)n;
+        len += (size_t)n;
     }
-    logbuf[loglen] = 0;
-    return strstr(logbuf, needle) != NULL;
+    buf[len] = 0;
+    return len;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) {
-        fprintf(stderr, "usage: execfound CGROUP_DIR PROGRAM LOG_FILE ROUNDS GAP_MS TIMEOUT_MS\n");
+    if (argc != 10) {
+        fprintf(stderr, "usage: execfound CGROUP_DIR UID PROGRAM PEER PORT INTERVAL_US ROUNDS GAP_MS TIMEOUT_MS\n");
         return 2;
     }
-    const char *dir = argv[1], *program = argv[2], *logpath = argv[3];
-    int rounds = atoi(argv[4]);
-    double gap_ms = atof(argv[5]), timeout_ms = atof(argv[6]);
     char procs[4096];
-    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
-    int logfd = open(logpath, O_RDONLY | O_CLOEXEC);
-    if (logfd < 0) die("open %s", logpath);
-    lseek(logfd, 0, SEEK_END);
-    int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (in < 0 || inotify_add_watch(in, logpath, IN_MODIFY) < 0) die("inotify %s", logpath);
-    samples_t found = {0};
-    int missed = 0;
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", argv[1]);
+    uid_t uid = (uid_t)atoi(argv[2]);
+    int rounds = atoi(argv[7]);
+    double gap_ms = atof(argv[8]);
+    char *child_argv[] = {argv[3], NULL, argv[4], argv[5], argv[6], argv[9], NULL};
+    printf("{\"rounds\":%d,\"starts\":[", rounds);
     for (int i = 0; i < rounds; i++) {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0) die("pipe");
-        loglen = 0;
         pid_t pid = fork();
         if (pid < 0) die("fork");
-        if (pid == 0) {
-            /* Into the session's dbus.service, then the time, then the exec (the pipe closes with it). */
-            int c = open(procs, O_WRONLY | O_CLOEXEC);
-            if (c < 0 || write(c, "0", 1) != 1) _exit(3);
-            double t0 = now_us();
-            if (write(p[1], &t0, sizeof t0) != sizeof t0) _exit(4);
-            char *args[] = {(char *)program, NULL};
-            execv(program, args);
-            _exit(5);
-        }
+        if (pid == 0) start_child(procs, uid, p[1], child_argv);
         close(p[1]);
-        double t0 = 0;
-        if (read(p[0], &t0, sizeof t0) != sizeof t0) die("the child did not start (round %d)", i);
-        char c;
-        if (read(p[0], &c, 1) != 0) die("the child did not exec");
+        static char line[4096];
+        size_t n = read_all(p[0], line, sizeof line, now_us() + atof(argv[9]) * 1e3 + 3e6);
         close(p[0]);
-        char needle[64];
-        snprintf(needle, sizeof needle, "-%d.scope", (int)pid);
-        double deadline = t0 + timeout_ms * 1e3;
-        int seen = 0;
-        for (;;) {
-            if (log_has(logfd, needle)) {
-                samples_add(&found, now_us() - t0);
-                seen = 1;
-                break;
-            }
-            double left = deadline - now_us();
-            if (left <= 0) break;
-            struct pollfd pf = {.fd = in, .events = POLLIN};
-            if (poll(&pf, 1, (int)(left / 1e3) + 1) > 0) {
-                char ev[4096];
-                while (read(in, ev, sizeof ev) > 0) {}
-            }
-        }
-        if (!seen) missed++;
         kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (WIFEXITED(status) && WEXITSTATUS(status) >= 3 && WEXITSTATUS(status) <= 6)
+            die("round %d: the child could not start the app (%d)", i, WEXITSTATUS(status));
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' ')) line[--n] = 0;
+        printf("%s%s", i ? "," : "", n && line[0] == '{' ? line : "null");
+        fflush(stdout);
         usleep((useconds_t)(gap_ms * 1e3));
     }
-    printf("{\"rounds\":%d,\"missed\":%d,", rounds, missed);
-    samples_json(stdout, "found_us", &found);
-    printf("}\n");
+    printf("]}\n");
     return 0;
 }

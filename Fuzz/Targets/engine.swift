@@ -253,6 +253,7 @@ final class World: FakeWorld<Connection> {
             case let .watchExecs(index): return "watch-execs \(index.programs.count)"
             case let .makeScope(r): return "scope \(r.unit)"
             case let .checkClaim(c): return "claim \(c.pid) \(c.uid) \(c.app)"
+            case .scanCgroupsSoon: return "scan-cgroups"
             case let .lookUpRoute(id, q): return "\(id): route \(q.destination.bytes) uid \(q.uid) mark \(q.mark.map(String.init) ?? "-")"
             case let .notify(n):
                 switch n {
@@ -355,6 +356,8 @@ final class World: FakeWorld<Connection> {
             require(r.pid > 0 && r.unit.hasSuffix(".scope"), "a scope for no process")
         case let .checkClaim(c):
             require(c.pid > 0 && !c.app.isEmpty, "a claim of no process")
+        case .scanCgroupsSoon:
+            break
         case .watchExecs:
             break
         case let .lookUpRoute(_, q):

@@ -50,7 +50,12 @@ public final class CgroupWatcher {
     /// The unit descriptors the rules in force name (`inForce(_:)`): kept open after their cgroup went.
     private var named: Set<Int32> = []
     /// When the next scan may start (monotonic µs): twice what handing over the last one cost the loop after it.
-    private var notBefore: UInt64 = 0
+    private(set) var notBefore: UInt64 = 0
+    /// The same without the debounce's floor, for a scope the daemon had made (`scanSoon`); and such a scan asked
+    /// for while one ran.
+    private(set) var soonNotBefore: UInt64 = 0
+    private var soon = false
+    var scanning: Bool { thread?.busy == true }
 
     public init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
         self.loop = loop
@@ -119,9 +124,14 @@ public final class CgroupWatcher {
         if !went.isEmpty { gone(went.sorted()) }
         let end = Clock.monotonicMicroseconds()
         notBefore = end + min(Self.maxSpacingMicroseconds, max(Self.debounceMicroseconds, 2 * (end - start)))
+        soonNotBefore = end + min(Self.maxSpacingMicroseconds, 2 * (end - start))
         scanner.release(keeping: named)
         // What was made in a directory between its listing and its watch is seen by one more scan.
-        if added || again {
+        if soon {
+            soon = false
+            again = false
+            scanSoon()
+        } else if added || again {
             again = false
             schedule()
         }
@@ -161,6 +171,20 @@ public final class CgroupWatcher {
     public func inForce(_ handles: Set<Int32>) {
         named = handles
         if thread?.busy != true { scanner.release(keeping: handles) }
+    }
+
+    /// A scope the daemon had a user's manager make (ScopeMaker: an app found by what it runs) exists now: scan
+    /// without waiting for the debounce, since its app is new to the rules until a scan finds its unit (the namer
+    /// names only the units of apps the rules know); right after the scan that runs, if one does, and never sooner
+    /// than twice what handing over the last scan cost the loop (`soonNotBefore`): a user starting apps in a loop
+    /// makes at most 16 scopes at once (Engine.maxScopes), and a tree so big that its scans cost much spaces them.
+    public func scanSoon() {
+        guard thread?.busy != true else { soon = true; return }
+        timer?.cancel()
+        timer = nil
+        let now = Clock.monotonicMicroseconds()
+        guard soonNotBefore > now else { return rescan() }
+        timer = try? loop.addTimer(afterMicroseconds: soonNotBefore - now) { [unowned self] in self.rescan() }
     }
 
     private func schedule() {

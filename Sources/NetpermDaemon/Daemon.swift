@@ -139,6 +139,9 @@ public final class Daemon {
             scopes?.make(request, done: done)
         }
         stops.append(("the scope makers", { scopes = nil }))
+        // A scope made (by the daemon or a user's netpermctl scopes) is scanned for at once: its app joins the rules
+        // with its unit.
+        interpreter.scanCgroupsSoon = { cgroups.scanSoon() }
         if let exec = Self.execWatcher(loop: loop, netns: options.processEventsNetns, interpreter: interpreter) {
             interpreter.watchExecs = { exec.use($0) }
             parts.append(exec)

@@ -26,7 +26,7 @@ public struct ProcFiles: ProcessReading {
     public func isAlive(_ pin: Int32) -> Bool { Pidfd.isAlive(pin) }
     public func release(_ pin: Int32) { FD.close(pin) }
     public func executableFile(_ pid: Int32) -> FileKey? {
-        (try? Files.fileID("/proc/\(pid)/exe")).map { FileKey(device: $0.device, inode: $0.inode) }
+        Files.executableID(pid: pid).map { FileKey(device: $0.device, inode: $0.inode) }
     }
     public func executablePath(_ pid: Int32) -> String? { try? Files.readLink("/proc/\(pid)/exe") }
     public func cgroup(_ pid: Int32) -> String? { FD.readText("/proc/\(pid)/cgroup") }
@@ -52,6 +52,12 @@ public final class ExecWatcher {
     /// Counts reach the engine (METRICS) at most this often while execs come: an input per datagram would cost a
     /// compile's 10,000 execs a second more than the execs do.
     static let reportMicroseconds: UInt64 = 500_000
+    /// After a read the socket rests this long (sd-event's timers may fire up to 1 ms later still), so that under a
+    /// compile's burst one wake-up of the loop reads every exec of that time, not one each: read one by one, each
+    /// exec cost a wake-up (a context switch, sd-event's pass) and an empty read after it, more than its `stat` of
+    /// /proc/PID/exe (perf, bench figure 22: 13-14 µs of CPU an exec, 5 µs with the pause). An app's exec that comes
+    /// while the socket rests is read that much later (docs/APPS.md); one after a quiet moment at once.
+    static let pauseMicroseconds: UInt64 = 1_000
 
     private let loop: EventLoop
     private let fd: Int32
@@ -66,6 +72,9 @@ public final class ExecWatcher {
     private var reported = ExecCounts()
     private var reportTimer: TimerSource?
     private var overrunLogged = false
+    /// The pause after a read (pauseReading), and the execs of one read (kept: no allocation per read).
+    private var pause: TimerSource?
+    private var execs: [Int32] = []
 
     /// Watches the process connector's socket `fd` (ProcessEvents.open; the tests' own socket), which it owns.
     /// `counted`: what was counted, at most every `reportMicroseconds` while it changes.
@@ -81,6 +90,7 @@ public final class ExecWatcher {
 
     deinit {
         reportTimer?.cancel()
+        pause?.cancel()
         source?.cancel()
         FD.close(fd)
     }
@@ -88,10 +98,34 @@ public final class ExecWatcher {
     /// The programs to look for from now on (Effect.watchExecs).
     public func use(_ index: ExecIndex) { self.index = index }
 
+    /// The socket is readable: read it, then pause.
     private func readable() {
-        var execs: [Int32] = []
+        guard read() else { return }
+        pauseReading()
+    }
+
+    /// Leaves the socket unwatched for `pauseMicroseconds`, then reads what came meanwhile at once; a pause in which
+    /// nothing came ends the pausing (the socket is watched again), so that an exec after a quiet moment is read at
+    /// once and a compile's burst costs one wake-up of the loop per pause instead of one per exec.
+    private func pauseReading() {
+        source?.setEvents(0)
+        pause = try? loop.addTimer(afterMicroseconds: Self.pauseMicroseconds) { [unowned self] in
+            self.pause = nil
+            if self.read() { self.pauseReading() } else { self.source?.setEvents(IOEvents.readable) }
+        }
+        // Without a timer, no pause: every exec is read as it comes, as before.
+        if pause == nil { source?.setEvents(IOEvents.readable) }
+    }
+
+    /// Reads every datagram queued and looks at each exec; false when nothing was there. A read error ends the
+    /// watching.
+    private func read() -> Bool {
+        guard source != nil else { return false }
+        var any = false
+        execs.removeAll(keepingCapacity: true)
         do {
             try datagrams.drain(fd, lost: { [unowned self] loss in
+                any = true
                 self.counts.overruns += 1
                 if !self.overrunLogged {
                     self.overrunLogged = true
@@ -99,9 +133,10 @@ public final class ExecWatcher {
                                 + "stays where it runs (said once)")
                 }
             }) { d in
-                for event in ProcessEvents.parse(UnsafeRawBufferPointer(d)) {
+                any = true
+                ProcessEvents.forEach(in: UnsafeRawBufferPointer(d)) { event in
                     switch event {
-                    case let .exec(e): execs.append(e.tgid)
+                    case let .exec(e): self.execs.append(e.tgid)
                     case let .subscribed(error) where error != 0:
                         Log.warning("process events: the kernel refused the subscription (\(Errno(Int32(bitPattern: error))))")
                     case .subscribed, .other: break
@@ -112,10 +147,11 @@ public final class ExecWatcher {
             Log.warning("process events: cannot read (\(error)); no longer watching execs")
             source?.cancel()
             source = nil
-            return
+            return false
         }
         for pid in execs { exec(pid) }
         scheduleReport()
+        return any
     }
 
     /// Tells the counts once the interval is over (one timer at a time; none while nothing changed).

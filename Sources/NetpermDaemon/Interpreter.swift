@@ -47,6 +47,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// REACH's route lookups (NetlinkWatcher.egress(toward:)): the destination's egress, or why the kernel could not
     /// be asked.
     public var lookUpRoute: (RouteQuestion) -> Result<Egress?, EdgeError> = { _ in .success(nil) }
+    /// Looks for new units now rather than after the scan's pause (CgroupWatcher.scanSoon).
+    public var scanCgroupsSoon: () -> Void = {}
     /// Processes found by the bus names they own (Effect.checkClaim).
     public var claims = NameClaims()
     /// Which programs the exec watcher looks for (ExecWatcher.use).
@@ -193,7 +195,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
                  .notify, .log, .loadRules, .nameUnits, .loadUnitElements, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
-                 .steer, .lookUpRoute, .watchExecs, .makeScope, .checkClaim:
+                 .steer, .lookUpRoute, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -402,6 +404,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             makeScope(request) { [unowned self] error in self.feed(.scopeMade(request, error: error)) }
         case let .checkClaim(claim):
             if let found = claims.check(claim) { feed(.execFound(found)) }
+        case .scanCgroupsSoon:
+            scanCgroupsSoon()
         }
     }
 

@@ -151,6 +151,14 @@ public enum Files {
         return FileID(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 
+    /// The file a process runs (/proc/PID/exe), nil when it is gone or unreadable; the path is made on the stack
+    /// (the exec watcher asks this of every exec of the system).
+    public static func executableID(pid: Int32) -> FileID? {
+        var device: UInt64 = 0, inode: UInt64 = 0
+        guard np_proc_exe_id(pid, &device, &inode) == 0 else { return nil }
+        return FileID(device: device, inode: inode)
+    }
+
     /// The uid that owns `path` (symlinks followed).
     public static func owner(_ path: String) throws(Errno) -> uid_t {
         var st = stat()

@@ -143,6 +143,8 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
             steps.append("scope \(request.unit)")
         case let .checkClaim(c):
             steps.append("claim \(c.pid) \(c.app)")
+        case .scanCgroupsSoon:
+            steps.append("scan-cgroups")
         }
         super.carryOut(e)
     }
@@ -192,7 +194,7 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .saveTags(table): return "save-tags " + table.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .nameUnits, .loadUnitElements, .watchExit, .unwatchExit, .lookUpRoute,
-             .steer(nil), .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim:
+             .steer(nil), .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon:
             return "\(e)"
         }
     }

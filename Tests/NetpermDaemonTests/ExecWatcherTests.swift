@@ -61,12 +61,40 @@ final class ExecWatcherTests: XCTestCase {
         FD.close(sockets[1])
     }
 
-    private func exec(_ pids: Int32...) {
+    private func send(_ pids: Int32...) {
         for pid in pids {
             let d = ProcessEvents.execDatagram(pid: pid, tgid: pid)
-            XCTAssertEqual(d.withUnsafeBytes { send(sockets[1], $0.baseAddress, $0.count, 0) }, d.count)
+            XCTAssertEqual(d.withUnsafeBytes { Glibc.send(sockets[1], $0.baseAddress, $0.count, 0) }, d.count)
         }
+    }
+
+    /// The execs sent and read, and the pause after the read over (a quiet one: the socket is watched again).
+    private func exec(_ pids: Int32...) {
+        for pid in pids { send(pid) }
         loop.runOnce()
+        loop.advance(byMicroseconds: ExecWatcher.pauseMicroseconds)
+    }
+
+    /// Under a burst the socket is read once per pause, every exec that came meanwhile at once; a pause in which
+    /// nothing came ends the pausing, so that the next exec is read as it comes.
+    func testABurstIsReadOncePerPause() {
+        for pid in Int32(200)..<205 {
+            proc.processes[pid] = .init(exe: Self.make, path: "/usr/bin/cc", cgroup: "/system.slice/x.service")
+        }
+        send(200)
+        loop.runOnce()
+        XCTAssertEqual(watcher?.counts.execs, 1, "an exec after a quiet moment is read at once")
+        send(201, 202)
+        loop.runOnce(timeoutMilliseconds: 20)
+        XCTAssertEqual(watcher?.counts.execs, 1, "the socket rests after a read")
+        send(203)
+        loop.advance(byMicroseconds: ExecWatcher.pauseMicroseconds)
+        XCTAssertEqual(watcher?.counts.execs, 4, "what came during the pause, read in one go when it ends")
+        loop.advance(byMicroseconds: ExecWatcher.pauseMicroseconds)
+        XCTAssertEqual(watcher?.counts.execs, 4)
+        send(204)
+        loop.runOnce()
+        XCTAssertEqual(watcher?.counts.execs, 5, "watched again after a quiet pause")
     }
 
     func testAnAppActivatedByDBusIsFound() {

@@ -73,4 +73,12 @@ final class ProcessEventsTests: XCTestCase {
         XCTAssertTrue(seen, "the exec of pid \(pid) was heard")
         XCTAssertEqual(others, 0, "forks and exits are dropped in the kernel")
     }
+
+    /// What the exec watcher asks of every exec: the file /proc/PID/exe names, as a stat of that path says; nothing
+    /// for a pid that names no process.
+    func testTheFileAProcessRuns() throws {
+        let own = try Files.fileID("/proc/self/exe")
+        XCTAssertEqual(Files.executableID(pid: getpid()), own)
+        XCTAssertNil(Files.executableID(pid: Int32.max))
+    }
 }

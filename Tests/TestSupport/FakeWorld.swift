@@ -185,6 +185,8 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
             break
         case let .makeScope(request):
             if scopesAreManual { pendingScopes.append(request) } else { feed(.scopeMade(request, error: scopeError)) }
+        case .scanCgroupsSoon:
+            break
         case let .checkClaim(claim):
             claims.append(claim)
             if let claimPlace {

@@ -59,7 +59,7 @@ SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_
              glib_inits=2, glib_toggles=4,
              churn_scopes=100, churn_s=1, churn_new=3, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
              soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, desktop_apps=5, desktop_s=1,
-             exec_rate=500, exec_s=0.5, exec_workers=1, exec_rounds=3, exec_gap_ms=5, alarm_s=240)
+             exec_rate=500, exec_s=0.5, exec_workers=1, exec_rounds=4, exec_gap_ms=5, alarm_s=240)
 
 
 PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",

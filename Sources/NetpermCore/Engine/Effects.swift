@@ -122,6 +122,8 @@ public enum Effect: Equatable, Sendable {
     /// A process a user's `netpermctl scopes` says owns an installed app's name on its session bus: the edge checks
     /// that it is that uid's and where it runs, then tells it as `Input.execFound`.
     case checkClaim(ProcessClaim)
+    /// A scope asked for was made: look for new units now, so that its app, new to the rules, joins them with it.
+    case scanCgroupsSoon
 }
 
 extension Effect {
@@ -154,6 +156,7 @@ extension Effect {
         case .watchExecs: return "which programs are apps"
         case .makeScope: return "making an app's scope"
         case .checkClaim: return "looking at a process found by its bus name"
+        case .scanCgroupsSoon: return "looking for new units"
         }
     }
 }

@@ -153,7 +153,11 @@ extension Engine {
         execs.total = max(0, execs.total - 1)
         let left = execs.inFlight[request.uid, default: 1] - 1
         execs.inFlight[request.uid] = left > 0 ? left : nil
-        guard let error else { execs.scopesMade += 1; return }
+        guard let error else {
+            execs.scopesMade += 1
+            out.append(.scanCgroupsSoon)
+            return
+        }
         execs.scopesFailed += 1
         let line = "desktop apps: no scope for pid \(request.pid) of uid \(request.uid) (\(request.app)): \(error)"
         if execs.failed.insert(request.app).inserted {

@@ -13,6 +13,8 @@ from ..common import APP, HERE, BenchError, fmt, log, run, triple
 
 PHASE = "execload"
 EXEC_APP = "npbench-execapp"
+# A second installed app (figure 23): the desktop's other app, already running in a launcher's scope.
+OTHER_APP = "npbenchother"
 
 
 def only_root_writes(path):
@@ -60,20 +62,27 @@ class ExecLoad:
         os.makedirs(os.path.join(self.exec_data, "applications"))
         with open(os.path.join(self.exec_data, "applications", EXEC_APP + ".desktop"), "w") as f:
             f.write(f"[Desktop Entry]\nType=Application\nName=Bench exec app\nExec={program}\n")
+        self.exec_other = os.path.join(self.exec_dir, "otherapp")
+        shutil.copy2(self.tool("execapp"), self.exec_other)
+        with open(os.path.join(self.exec_data, "applications", OTHER_APP + ".desktop"), "w") as f:
+            f.write(f"[Desktop Entry]\nType=Application\nName=Bench other app\nExec={self.exec_other}\n")
 
-    def start_exec_daemon(self, name, hears):
+    def start_exec_daemon(self, name, hears, conf=None, enforcing=False):
         """netpermd in the bench namespace (entered with nsenter: the cgroup tree stays visible) with the installed
         app; `hears`: its process events opened in the bench runner's namespace, the initial one, so that it hears
-        every exec of the system (without it the kernel refuses them to the daemon's own namespace)."""
+        every exec of the system (without it the kernel refuses them to the daemon's own namespace). `conf`: the
+        policy (the small one by default); `enforcing`: wait for its rules in force too."""
         sock = os.path.join(self.dir, f"{name}.sock")
         extra = ["--process-events-netns", f"/proc/{os.getpid()}/ns/net"] if hears else []
         d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
-                       + self.daemon_cmd(sock, self.small_conf, os.path.join(self.dir, "state-" + name)) + extra,
-                       log_name=f"netpermd-{name}.log", env=dict(self.env, XDG_DATA_DIRS=self.exec_data))
+                       + self.daemon_cmd(sock, conf or self.small_conf, os.path.join(self.dir, "state-" + name))
+                       + extra, log_name=f"netpermd-{name}.log", env=dict(self.env, XDG_DATA_DIRS=self.exec_data))
 
         def ready():
             if d.poll() is not None:
                 raise BenchError(f"netpermd ({name}) exited with {d.returncode}")
+            if enforcing and json.loads(self.ask(sock, "STATUS", timeout=5))["enforcement"]["state"] != "enforcing":
+                return False
             return EXEC_APP in self.ask(sock, "APPS", timeout=5)
         self.wait_for(ready, f"netpermd ({name}) listing {EXEC_APP}", 30)
         with open(os.path.join(self.dir, f"netpermd-{name}.log"), errors="replace") as f:
