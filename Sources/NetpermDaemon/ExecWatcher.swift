@@ -149,7 +149,12 @@ public final class ExecWatcher {
             source = nil
             return false
         }
-        for pid in execs { exec(pid) }
+        // A process's execs in one batch (a launcher's `sh` -> `env` -> the app) are looked at once, as /proc shows it
+        // now: each would find the last program, and ask for its scope again.
+        var seen = Set<Int32>()
+        for pid in execs {
+            if seen.insert(pid).inserted { exec(pid) } else { counts.execs += 1 }
+        }
         scheduleReport()
         return any
     }

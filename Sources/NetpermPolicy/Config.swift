@@ -75,9 +75,7 @@ public struct Config: Equatable, Sendable {
             } else if !app.hasIdentity && !parser.badIdentity.contains(app.id) {
                 parser.problems.error(app.path, app.line, in: IniSection.label("App", app.id),
                                       "no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it"
-                                        + (DesktopAppID.isValid(app.id) ? " (DesktopApps=no)"
-                                           : DesktopAppID.isFileID(app.id) ? " (an installed app of this ID: "
-                                             + "DesktopId=\(app.id))" : ""))
+                                        + (DesktopAppID.isValid(app.id) ? " (DesktopApps=no)" : ""))
             }
         }
         // A budget nothing counts against would never run out: said where it is set.

@@ -57,8 +57,7 @@ final class DebianDesktopAppsTests: XCTestCase {
         XCTAssertEqual(hidden["matched_by"], "default", "deleted for uid 1002 by its own Hidden=true")
         let bare = Config.parse(files: [("/etc/netpermd/netpermd.conf", "[App firefox-esr]\nWWAN=allow\n")])
         XCTAssertEqual(bare.errors.map(\.description), ["/etc/netpermd/netpermd.conf:1: [App firefox-esr]: no "
-            + "Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it (an installed app of this ID: "
-            + "DesktopId=firefox-esr)"])
+            + "Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it"])
     }
 
     /// QUERY from Firefox ESR's scope: the app `firefox-esr`, named, in every language its file has, asked.

@@ -112,6 +112,9 @@ final class ExecAppsTests: XCTestCase {
         h.feed(.execFound(ExecFound(pid: 4242, uid: 1000, app: "firefox-esr", place: .dbusActivation,
                                     executable: "/usr/lib/firefox-esr/firefox-esr")))
         XCTAssertEqual(h.pendingScopes.map(\.unit), ["app-netpermd-firefox\\x2desr-4242.scope"])
+        h.feed(.execFound(ExecFound(pid: 4242, uid: 1000, app: "firefox-esr", place: .dbusActivation,
+                                    executable: "/usr/lib/firefox-esr/firefox-esr")))
+        XCTAssertEqual(h.pendingScopes.count, 1, "found again while its scope is made: asked once")
         for pid in Int32(1)...10 {
             h.feed(.execFound(ExecFound(pid: pid, uid: 1000, app: "firefox-esr", place: .terminal("vte-spawn-1.scope"),
                                         executable: nil)))

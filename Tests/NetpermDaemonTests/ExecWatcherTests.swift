@@ -97,6 +97,16 @@ final class ExecWatcherTests: XCTestCase {
         XCTAssertEqual(watcher?.counts.execs, 5, "watched again after a quiet pause")
     }
 
+    /// A launcher's chain of execs (`sh` -> `setpriv` -> `env` -> the app) read in one batch: /proc shows the app's
+    /// program for each, and the process is told once.
+    func testAProcesssExecsReadTogetherAreToldOnce() {
+        proc.processes[10] = .init(exe: Self.maps, path: "/usr/bin/maps", cgroup: Self.home + "/session.slice/dbus.service")
+        send(10, 10, 10)
+        loop.runOnce()
+        XCTAssertEqual(found.map(\.pid), [10])
+        XCTAssertEqual(watcher?.counts.execs, 3, "every exec counted")
+    }
+
     func testAnAppActivatedByDBusIsFound() {
         proc.processes[10] = .init(exe: Self.maps, path: "/usr/bin/maps", cgroup: Self.home + "/session.slice/dbus.service")
         exec(10)

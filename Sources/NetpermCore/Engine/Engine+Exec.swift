@@ -10,8 +10,9 @@ import NetpermProtocol
 struct ExecBook {
     /// What the edge looks for (`Effect.watchExecs`), from the desktop files.
     var index = ExecIndex()
-    /// Scopes asked for and not answered yet, by uid, and in all.
+    /// Scopes asked for and not answered yet, by uid, and in all; and their processes.
     var inFlight: [UInt32: Int] = [:]
+    var pids: Set<Int32> = []
     var total = 0
     /// Apps whose scope failed: said once each at warning, then at debug.
     var failed: Set<String> = []
@@ -60,6 +61,8 @@ extension Engine {
             .matchedBy == .executable {
             return
         }
+        // Found again (its name and its program, or two execs read together) while its scope is being made.
+        guard !execs.pids.contains(found.pid) else { return }
         guard execs.total < Self.maxScopes, execs.inFlight[found.uid, default: 0] < Self.maxScopesPerUID else {
             if !execs.crowded {
                 execs.crowded = true
@@ -72,6 +75,7 @@ extension Engine {
         let request = ScopeRequest(uid: found.uid, pid: found.pid, app: found.app)
         execs.inFlight[found.uid, default: 0] += 1
         execs.total += 1
+        execs.pids.insert(found.pid)
         log(.info, "desktop apps: pid \(found.pid) of uid \(found.uid) runs \(found.app) (\(found.place.shown)): "
             + "giving it \(request.unit)", uid: found.uid)
         askOrMakeScope(request)
@@ -151,6 +155,7 @@ extension Engine {
 
     func scopeMade(_ request: ScopeRequest, error: EdgeError?) {
         execs.total = max(0, execs.total - 1)
+        execs.pids.remove(request.pid)
         let left = execs.inFlight[request.uid, default: 1] - 1
         execs.inFlight[request.uid] = left > 0 ? left : nil
         guard let error else {
