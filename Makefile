@@ -129,7 +129,8 @@ run: release
 TIMED_SUITES := IntegrationTests.AbuseTests IntegrationTests.UnitCgroupTests IntegrationTests.SilentSubscribersTests \
                 IntegrationTests.EnforcementLeakTests IntegrationTests.GLibMonitorTests IntegrationTests.HostileFilesTests \
                 IntegrationTests.ConnectionLimitTests IntegrationTests.ConnectBurstTests IntegrationTests.SteerTests \
-                IntegrationTests.NetworkSourcesTests IntegrationTests.SoakTests IntegrationTests.IdentityDifferentialTests
+                IntegrationTests.NetworkSourcesTests IntegrationTests.SoakTests IntegrationTests.IdentityDifferentialTests \
+                IntegrationTests.BusFaceTests
 SIDE_SUITES := IntegrationTests.RealSystemdTests IntegrationTests.DocsExamplesTests IntegrationTests.DesktopAgentTests \
                IntegrationTests.PromptTests IntegrationTests.CommandMatrixTests IntegrationTests.ProtocolTests \
                IntegrationTests.EnforcementTests IntegrationTests.RealSystemdUserRunTests
@@ -400,6 +401,9 @@ DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
 # of /usr/share/doc leaves only the copyright): the enforcement and steering drop-ins.
 DATADIR = $(DESTDIR)$(PREFIX)/share/netpermd
 CONFDIR = $(DESTDIR)/etc/netpermd
+# dbus-daemon and polkitd read /usr/share only, whatever PREFIX: there go the bus face's files.
+DBUSDIR = $(DESTDIR)/usr/share/dbus-1
+POLKITDIR = $(DESTDIR)/usr/share/polkit-1/actions
 MANDIR = $(DESTDIR)$(PREFIX)/share/man
 BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
@@ -474,6 +478,10 @@ install-files:
 	@# Not installed as a drop-in: enforcement's CAP_NET_ADMIN is the administrator's choice (docs/ENFORCEMENT.md).
 	install -D -m 0644 systemd/netpermd-enforcement.conf $(DATADIR)/netpermd-enforcement.conf
 	install -D -m 0644 systemd/netpermd-steer.conf $(DATADIR)/netpermd-steer.conf
+	@# The system bus face (docs/DBUS.md): its interface, its bus policy and its polkit actions.
+	install -D -m 0644 data/org.netpermd.NetPerm1.xml $(DBUSDIR)/interfaces/org.netpermd.NetPerm1.xml
+	install -D -m 0644 data/org.netpermd.NetPerm1.conf $(DBUSDIR)/system.d/org.netpermd.NetPerm1.conf
+	install -D -m 0644 data/org.netpermd.NetPerm1.policy $(POLKITDIR)/org.netpermd.NetPerm1.policy
 	@# Never overwrite an administrator's configuration.
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
 
@@ -490,6 +498,8 @@ uninstall:
 	rm -rf $(DOCDIR) $(DATADIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
+	rm -f $(DBUSDIR)/interfaces/org.netpermd.NetPerm1.xml $(DBUSDIR)/system.d/org.netpermd.NetPerm1.conf \
+	  $(POLKITDIR)/org.netpermd.NetPerm1.policy
 	$(MAKE) --no-print-directory uninstall-gio
 	$(MAKE) --no-print-directory uninstall-settings
 

@@ -42,6 +42,10 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/bash-completion/completions/netpermctl", 0o644),
         ("usr/local/share/zsh/site-functions/_netpermctl", 0o644),
         ("etc/netpermd/netpermd.conf", 0o644),
+        // The bus face: where dbus-daemon and polkitd read them, whatever PREFIX.
+        ("usr/share/dbus-1/interfaces/org.netpermd.NetPerm1.xml", 0o644),
+        ("usr/share/dbus-1/system.d/org.netpermd.NetPerm1.conf", 0o644),
+        ("usr/share/polkit-1/actions/org.netpermd.NetPerm1.policy", 0o644),
         // The settings app (install-settings).
         ("usr/local/bin/netpermd-settings", 0o755),
         ("usr/local/share/man/man1/netpermd-settings.1", 0o644),
