@@ -36,6 +36,12 @@ final class BusFaceTests: IntegrationTestCase {
         [App asked]
         Executable=/usr/bin/asked
         WWAN=ask
+        # What the docs' examples name.
+        [App updater]
+        Executable=/usr/bin/apt-get
+        [App maps]
+        Executable=/usr/bin/maps
+        WWAN=ask
         """
 
     private func boot() throws -> RealSystemd {
@@ -89,6 +95,7 @@ final class BusFaceTests: IntegrationTestCase {
         let sd = try boot()
         try checkIntrospection(sd)
         try checkRoot(sd)
+        try checkDocsExamples(sd)
         try checkUsers(sd)
         try checkSameVerdicts(sd)
         try checkSignalTiming(sd)
@@ -122,6 +129,21 @@ final class BusFaceTests: IntegrationTestCase {
         XCTAssertTrue(e.text.contains("is not open"), e.text)
         let status = try call(sd, Self.r, "GetStatus").get() as? [String: Any]
         XCTAssertEqual((status?["policy"] as? [String: Any])?["generation"] as? Int, 2, "Reload reloaded")
+    }
+
+    /// The busctl lines of README.md and docs/DBUS.md, as root, as written (DocsExamplesTests leaves them here).
+    private func checkDocsExamples(_ sd: RealSystemd) throws {
+        var ran = 0
+        for file in ["README.md", "docs/DBUS.md"] {
+            for block in try DocsExamplesTests.blocks(in: file) where block.language == "sh" {
+                for command in DocsExamplesTests.commands(block) where DocsExamplesTests.callsTheBus(command) {
+                    let r = try sd.run(["sh", "-c", command])
+                    XCTAssertEqual(r.status, 0, "\(file):\(block.line): \(command): \(r.summary)")
+                    ran += 1
+                }
+            }
+        }
+        XCTAssertEqual(ran, 19, "the docs' bus examples were found")
     }
 
     /// A user decides for their own processes without a password; for everyone only when polkit says yes; never

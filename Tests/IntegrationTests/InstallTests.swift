@@ -33,6 +33,7 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/doc/netpermd/APPS.md", 0o644),
         ("usr/local/share/doc/netpermd/METRICS.md", 0o644),
         ("usr/local/share/doc/netpermd/USAGE.md", 0o644),
+        ("usr/local/share/doc/netpermd/DBUS.md", 0o644),
         ("usr/local/share/netpermd/netpermd-enforcement.conf", 0o644),
         ("usr/local/share/netpermd/netpermd-steer.conf", 0o644),
         ("usr/local/share/doc/netpermd/netpermd.conf.example", 0o644),
