@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Glibc
 import NetpermIO
+import NetpermPolicy
 import NetpermProtocol
 import NetpermSystemd
 
@@ -40,9 +41,11 @@ public final class BusFace: SecondTransport {
     /// Calls waiting for credentials or polkit.
     private var preparing = 0
     private var subscribed = false
-    /// Callers' (pid, uid) as the bus daemon said, by unique name (never reused on one bus).
-    private var callers: [String: (pid: Int32, uid: UInt32)] = [:]
-    private var callerLookups: [String: [(Result<(pid: Int32, uid: UInt32), BusCallError>) -> Void]] = [:]
+    /// Callers as the bus daemon named them (pid and uid), by unique name (never reused on one bus), identified
+    /// once: a connection's process is the one that connected, as a socket connection's is until another pid writes
+    /// on it.
+    private var callers: [String: PeerIdentity] = [:]
+    private var callerLookups: [String: [(Result<PeerIdentity, BusCallError>) -> Void]] = [:]
     /// polkit checks in flight, by sender, action and interaction: a caller's calls share one.
     private var checks: [String: [(PolkitAnswer) -> Void]] = [:]
     private var pendingSignals: Set<String> = []
@@ -57,8 +60,8 @@ public final class BusFace: SecondTransport {
             callers = [:]
             guard !subscribed else { return }
             subscribed = true
-            interpreter.busRequest(Self.subscriberID, pid: getpid(), uid: daemonUID, authorized: false,
-                                   line: "SUBSCRIBE links apps policy usage")
+            interpreter.busRequest(Self.subscriberID, caller: interpreter.identifyBusCaller(pid: getpid(), uid: daemonUID),
+                                   authorized: false, line: "SUBSCRIBE links apps policy usage")
         }
     }
 
@@ -93,7 +96,7 @@ public final class BusFace: SecondTransport {
                     let id = nextID
                     nextID += 1
                     inEngine[id] = (call, request.shape)
-                    interpreter.busRequest(id, pid: who.pid, uid: who.uid, authorized: authorized, line: request.line)
+                    interpreter.busRequest(id, caller: who, authorized: authorized, line: request.line)
                 }
             }
         }
@@ -127,17 +130,17 @@ public final class BusFace: SecondTransport {
     }
 
     /// The caller's pid and uid as the bus daemon recorded them when it connected.
-    private func caller(_ sender: String, _ done: @escaping (Result<(pid: Int32, uid: UInt32), BusCallError>) -> Void) {
+    private func caller(_ sender: String, _ done: @escaping (Result<PeerIdentity, BusCallError>) -> Void) {
         if let known = callers[sender] { return done(.success(known)) }
         let first = callerLookups[sender] == nil
         callerLookups[sender, default: []].append(done)
         guard first else { return }
         bus.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionCredentials",
                  append: { BusMessage.append($0, "s", sender) }) { [unowned self] result in
-            let answer = result.flatMap { reply -> Result<(pid: Int32, uid: UInt32), BusCallError> in
+            let answer = result.flatMap { reply -> Result<PeerIdentity, BusCallError> in
                 let p = reply.properties() ?? [:]
                 guard let uid = p["UnixUserID"]?.uint32 else { return .failure(BusCallError(name: "NoUnixUserID", errno: EPROTO)) }
-                return .success((pid: Int32(bitPattern: p["ProcessID"]?.uint32 ?? 0), uid: uid))
+                return .success(interpreter.identifyBusCaller(pid: Int32(bitPattern: p["ProcessID"]?.uint32 ?? 0), uid: uid))
             }
             if case let .success(who) = answer {
                 if callers.count >= Self.maxKnownCallers { callers = [:] }

@@ -496,10 +496,17 @@ public final class Interpreter: ControlDelegate, EngineEdges {
 
     // MARK: - The bus's calls
 
-    /// A call on the bus as a connection of its own: opened for the process the bus daemon names (`authorized`:
-    /// polkit allowed it everyone's privilege), then its one request.
-    public func busRequest(_ id: UInt64, pid: Int32, uid: UInt32, authorized: Bool, line: String) {
-        feed(.opened(id, identities.identify(busCaller: pid, uid: uid, authorized: authorized)))
+    /// The process the bus daemon names as a call's sender, read from /proc.
+    public func identifyBusCaller(pid: Int32, uid: UInt32) -> PeerIdentity {
+        identities.identify(busCaller: pid, uid: uid, authorized: false)
+    }
+
+    /// A call on the bus as a connection of its own: opened for its caller (`authorized`: polkit allowed it
+    /// everyone's privilege), then its one request.
+    public func busRequest(_ id: UInt64, caller: PeerIdentity, authorized: Bool, line: String) {
+        var identity = caller
+        identity.via = .bus(authorized: authorized)
+        feed(.opened(id, identity))
         feed(.line(id, Array(line.utf8)))
     }
 
