@@ -185,6 +185,21 @@ final class BusFaceTests: IntegrationTestCase {
         guard case .failure = try call(sd, as: Self.alice, Self.r, "GetUsage", ["sb", "", "true"]) else {
             return XCTFail("manage is not read-all")
         }
+
+        // Without polkit (stopped, and the bus may not start it): what needs it is refused, saying why; the rest
+        // and the socket serve as before.
+        try sd.check(["systemctl", "mask", "--runtime", "--now", "polkit.service"])
+        for (who, args) in [(Self.alice, ["sssbb", "asked", "wwan", "deny", "false", "true"]),
+                            (Self.bob, ["sssbb", "asked", "wwan", "allow", "false", "false"])] {
+            guard case let .failure(e) = try call(sd, as: who, Self.d, "Decide", args) else {
+                return XCTFail("decided without polkit")
+            }
+            XCTAssertTrue(e.text.contains("needs polkit's authorization"), e.text)
+        }
+        if case let .failure(e) = try call(sd, as: Self.bob, Self.r, "GetApps", ["b", "false"]) { XCTFail("bob's own apps: \(e.text)") }
+        let socket = try sd.run(sd.asUser(Self.bob, ["/usr/local/bin/netpermctl", "decide", "asked", "wwan", "allow"]))
+        XCTAssertEqual(socket.status, 0, "the socket needs no polkit: \(socket.summary)")
+        try sd.check(["systemctl", "unmask", "--runtime", "polkit.service"])
     }
 
     private func client(_ sd: RealSystemd, as uid: Int?, _ args: [String]) throws -> [String: Any] {
