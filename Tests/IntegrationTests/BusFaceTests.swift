@@ -42,6 +42,7 @@ final class BusFaceTests: IntegrationTestCase {
         [App maps]
         Executable=/usr/bin/maps
         WWAN=ask
+        WiFi=deny
         """
 
     private func boot() throws -> RealSystemd {
@@ -97,8 +98,20 @@ final class BusFaceTests: IntegrationTestCase {
         try checkRoot(sd)
         try checkDocsExamples(sd)
         try checkUsers(sd)
-        try checkSameVerdicts(sd)
+        try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (nil, ["compare", "QueryApp", "elsewhere"]),
+                                   (nil, ["compare", "QueryApp", "denied"]), (nil, ["compare", "QueryApp", "unmetered"]),
+                                   (nil, ["compare", "QueryApp", "asked"]), (Self.alice, ["compare", "Query"]),
+                                   (nil, ["compare", "Query"]), (nil, ["compare-agent", "QueryApp", "maps"])],
+                              reasons: ["ok", "routed-elsewhere", "denied", "awaiting-decision"])
         try checkSignalTiming(sd)
+        // No usable link left (wlan0p went down above).
+        try sd.namespace.ip("link", "set", "wwan0p", "down")
+        try waitUntil("no link is usable", timeout: 10) {
+            let r = try sd.run(["/usr/local/bin/netpermctl", "--json", "query", "open"])
+            return (r.stdout.contains("\"no-network\""), r.summary)
+        }
+        try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (Self.bob, ["compare", "Query"])],
+                              reasons: ["no-network"])
     }
 
     /// What the bus shows of the object is the installed interface file's, interface by interface.
@@ -212,19 +225,17 @@ final class BusFaceTests: IntegrationTestCase {
 
     /// The same process asks the socket and the bus: the same verdict, member by member, for every reason the
     /// policy's apps have (ok, routed-elsewhere, denied by kind, by metered) and for a user's own app.
-    private func checkSameVerdicts(_ sd: RealSystemd) throws {
+    private func checkSameVerdicts(_ sd: RealSystemd, _ cases: [(Int?, [String])], reasons expected: Set<String>) throws {
         var reasons: Set<String> = []
-        for (uid, args) in [(nil, ["QueryApp", "open"]), (nil, ["QueryApp", "elsewhere"]), (nil, ["QueryApp", "denied"]),
-                            (nil, ["QueryApp", "unmetered"]), (nil, ["QueryApp", "asked"]), (Self.alice, ["Query"]),
-                            (nil, ["Query"])] as [(Int?, [String])] {
-            let both = try client(sd, as: uid, ["compare", Self.socket] + args)
+        for (uid, args) in cases {
+            let both = try client(sd, as: uid, [args[0], Self.socket] + args.dropFirst())
             var socket = try XCTUnwrap(both["socket"] as? [String: Any], "\(both)")
             XCTAssertEqual(socket.removeValue(forKey: "ok") as? Bool, true, "\(both)")
             let expected = Self.withoutNulls(socket) as? NSDictionary
             XCTAssertEqual(expected, both["bus"] as? NSDictionary, "\(args) as \(uid ?? 0)")
             reasons.insert(socket["reason"] as? String ?? "?")
         }
-        XCTAssertEqual(reasons, ["ok", "routed-elsewhere", "denied"], "the reasons compared")
+        XCTAssertEqual(reasons, expected, "the reasons compared")
     }
 
     /// A link's change comes as LinkChanged within 50 ms of the socket's link event, to one process listening to both.

@@ -2,7 +2,8 @@
 # The bus face's test client (BusFaceTests), run by /usr/bin/python3 (GLib's bindings) inside the test's systemd
 # container, as whichever user the test says:
 #   compare SOCKET METHOD [ARGS...]: one process asks the socket and the bus; prints {"socket":...,"bus":...}.
-#     METHOD Query is QUERY; QueryApp APP is QUERY APP (the bus's everyone view).
+#     METHOD Query is QUERY; QueryApp APP is QUERY APP (the bus's everyone view). compare-agent: the same while
+#     this process is an agent on the socket too (SUBSCRIBE prompts), so that an ask is awaiting-decision.
 #   race SOCKET: subscribes to links on the socket and to LinkChanged on the bus, prints "ready", then the
 #     monotonic times (s) the first link event came by each: {"socket":T,"bus":T}.
 #   flood SECONDS RATE: one connection sends GetStatus calls at RATE a second and never reads a reply; prints
@@ -112,6 +113,12 @@ def flood(seconds, rate):
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "compare":
+        compare(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif cmd == "compare-agent":
+        agent = socket.socket(socket.AF_UNIX)
+        agent.connect(sys.argv[2])
+        agent.sendall(b"SUBSCRIBE prompts\n")
+        agent.recv(65536)
         compare(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif cmd == "race":
         race(sys.argv[2])
