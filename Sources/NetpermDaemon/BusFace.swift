@@ -19,8 +19,9 @@ public protocol SecondTransport: AnyObject {
 /// (GetConnectionCredentials of the sender's unique name: never a pid the caller gives), with `authorized` when
 /// polkit allowed the call's action, sent one request line, and closed once its reply is back. Nothing waits on the
 /// loop: the caller's credentials and polkit's answer come asynchronously, the call's message is held meanwhile.
-/// The signals come from one more connection of the engine's, the daemon's own, subscribed to links, apps, policy
-/// and usage: what they carry is what every user may see (links, the policy's generation), the rest is "changed".
+/// The signals come from one more connection of the engine's, the daemon's own, subscribed to links, apps, policy,
+/// usage and prompts (as an observer, no agent): what they carry is what every user may see (links, the policy's
+/// generation), the rest is "changed".
 public final class BusFace: SecondTransport {
     /// Connection ids of the bus, far above the socket's (which count up from 1).
     static let firstID: UInt64 = 1 << 48
@@ -61,7 +62,7 @@ public final class BusFace: SecondTransport {
             guard !subscribed else { return }
             subscribed = true
             interpreter.busRequest(Self.subscriberID, caller: interpreter.identifyBusCaller(pid: getpid(), uid: daemonUID),
-                                   authorized: false, line: "SUBSCRIBE links apps policy usage")
+                                   authorized: false, line: "SUBSCRIBE links apps policy usage prompts")
         }
     }
 
@@ -187,6 +188,7 @@ public final class BusFace: SecondTransport {
             }
         case "app": pendingSignals.insert("AppsChanged")
         case "usage": pendingSignals.insert("UsageChanged")
+        case "prompt", "prompt-expired", "prompt-answered", "prompt-withdrawn": pendingSignals.insert("PromptsChanged")
         case "policy": emitPolicy(json)
         case "resync":
             for link in json["links"]?.arrayValue ?? [] {
@@ -197,7 +199,7 @@ public final class BusFace: SecondTransport {
                 }
             }
             if let policy = json["policy"] { emitPolicy(policy) }
-            pendingSignals.insert("AppsChanged")
+            pendingSignals.formUnion(["AppsChanged", "PromptsChanged"])
         default: break
         }
     }

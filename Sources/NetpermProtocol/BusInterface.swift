@@ -69,6 +69,8 @@ public enum BusInterface {
     </signal>
     <!-- A budget reached 80% or 100% ("usage" event): call GetUsage again. -->
     <signal name="UsageChanged"/>
+    <!-- A prompt was raised, answered, expired or withdrawn ("prompt..." events): call GetPrompts again. -->
+    <signal name="PromptsChanged"/>
   </interface>
   <interface name="org.netpermd.NetPerm1.Decisions">
     <!-- DECIDE APP KIND allow|deny [--once]: for the caller's own processes (polkit's decide-own), or with

@@ -103,6 +103,7 @@ final class BusFaceTests: IntegrationTestCase {
                                    (nil, ["compare", "QueryApp", "asked"]), (Self.alice, ["compare", "Query"]),
                                    (nil, ["compare", "Query"]), (nil, ["compare-agent", "QueryApp", "maps"])],
                               reasons: ["ok", "routed-elsewhere", "denied", "awaiting-decision"])
+        try checkPromptSignal(sd)
         try checkSignalTiming(sd)
         // No usable link left (wlan0p went down above).
         try sd.namespace.ip("link", "set", "wwan0p", "down")
@@ -236,6 +237,22 @@ final class BusFaceTests: IntegrationTestCase {
             reasons.insert(socket["reason"] as? String ?? "?")
         }
         XCTAssertEqual(reasons, expected, "the reasons compared")
+    }
+
+    /// An app asking while an agent listens raises a prompt: PromptsChanged says so on the bus.
+    private func checkPromptSignal(_ sd: RealSystemd) throws {
+        try sd.check(["cp", "/usr/bin/socat", "/usr/bin/maps"])
+        let pipe = try Subprocess.makePipe()
+        let p = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a", "/usr/bin/python3",
+                                      "/usr/local/lib/npt-bus-client.py", "signal", Self.socket, "PromptsChanged"],
+                                     stdin: .devNull, stdout: .fd(pipe.write), stderr: .devNull)
+        close(pipe.write)
+        let out = FDLineReader(fd: pipe.read)
+        defer { p.killAndReap(); close(pipe.read) }
+        XCTAssertEqual(out.nextLine(timeout: 10), "ready")
+        let ask = try sd.run(["sh", "-c", "echo QUERY | /usr/bin/maps -t 2 - UNIX-CONNECT:\(Self.socket)"])
+        XCTAssertTrue(ask.stdout.contains("awaiting-decision"), ask.summary)
+        XCTAssertEqual(out.nextLine(timeout: 15), "{\"got\": true}", "\(out.history)")
     }
 
     /// A link's change comes as LinkChanged within 50 ms of the socket's link event, to one process listening to both.

@@ -106,4 +106,22 @@ final class BusMethodTests: XCTestCase {
         member.via = .bus(authorized: true)
         XCTAssertEqual(h.request(h.connect(member), "DECIDE maps wwan allow")["decided"]?["for_uid"], .null)
     }
+
+    /// The bus face's own subscriber hears prompts to signal them, and is no agent: an undecided ask stays a deny
+    /// while only it listens; with an agent on the socket the prompt is raised, and it hears it too.
+    func testTheBusFacesSubscriberIsNoAgent() {
+        let h = EngineHarness(policy: "[App maps]\nExecutable=/usr/bin/maps\nWWAN=ask\nWiFi=deny\n", links: [Links.wwan])
+        var own = makePeer(uid: 0, exe: "/usr/sbin/netpermd", pid: 2)
+        own.via = .bus(authorized: false)
+        let observer = h.connect(own)
+        _ = h.subscribe(observer, "prompts")
+        let maps = h.connect(Peers.maps)
+        XCTAssertEqual(h.request(maps, "QUERY")["sources"]?["wwan"], "no-agent")
+        XCTAssertEqual(h.request(h.connect(Peers.root), "STATUS")["agents"], 0)
+        let agent = h.connectAgent()
+        XCTAssertEqual(h.request(maps, "QUERY")["reason"], "awaiting-decision")
+        XCTAssertEqual(h.takeEvents(observer, named: "prompt").map { $0["app"] }, ["maps"])
+        XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["app"] }, ["maps"])
+        XCTAssertEqual(h.request(h.connect(Peers.root), "STATUS")["agents"], 1)
+    }
 }

@@ -6,6 +6,8 @@
 #     this process is an agent on the socket too (SUBSCRIBE prompts), so that an ask is awaiting-decision.
 #   race SOCKET: subscribes to links on the socket and to LinkChanged on the bus, prints "ready", then the
 #     monotonic times (s) the first link event came by each: {"socket":T,"bus":T}.
+#   signal SOCKET NAME: an agent on the socket (SUBSCRIBE prompts) that listens for the bus's signal NAME; prints
+#     "ready", then {"got":true} when it came (false after 10 s).
 #   flood SECONDS RATE: one connection sends GetStatus calls at RATE a second and never reads a reply; prints
 #     how many it sent.
 import json, socket, sys, time
@@ -72,6 +74,28 @@ def race(path):
     print(json.dumps(times), flush=True)
 
 
+def signal(path, name):
+    loop = GLib.MainLoop()
+    got = [False]
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+
+    def on_bus(*_):
+        got[0] = True
+        loop.quit()
+
+    bus.signal_subscribe(NAME, IFACE, name, PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
+    agent = socket.socket(socket.AF_UNIX)
+    agent.connect(path)
+    agent.sendall(b"SUBSCRIBE prompts\n")
+    agent.recv(65536)
+    bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId", None, None,
+                  Gio.DBusCallFlags.NONE, 5000, None)
+    print("ready", flush=True)
+    GLib.timeout_add_seconds(10, loop.quit)
+    loop.run()
+    print(json.dumps({"got": got[0]}), flush=True)
+
+
 def flood(seconds, rate):
     address = Gio.dbus_address_get_for_bus_sync(Gio.BusType.SYSTEM, None)
     path = address.split("path=")[1].split(",")[0].split(";")[0]
@@ -122,5 +146,7 @@ if __name__ == "__main__":
         compare(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif cmd == "race":
         race(sys.argv[2])
+    elif cmd == "signal":
+        signal(sys.argv[2], sys.argv[3])
     elif cmd == "flood":
         flood(float(sys.argv[2]), int(sys.argv[3]))
