@@ -19,7 +19,7 @@ DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat ipro
 # relocation table (BIND_NOW, RELRO), as Debian's hardening asks of a daemon.
 RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro
 
-BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev systemd
+BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev systemd libsystemd-dev dbus
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
 # to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
 # Debian's GLib for Python (/usr/bin/python3), dbus-daemon, python-dbusmock, xdg-desktop-portal and bubblewrap (a
@@ -141,7 +141,7 @@ TIMED_SUITES := IntegrationTests.AbuseTests IntegrationTests.UnitCgroupTests Int
                 IntegrationTests.EnforcementLeakTests IntegrationTests.GLibMonitorTests IntegrationTests.HostileFilesTests \
                 IntegrationTests.ConnectionLimitTests IntegrationTests.ConnectBurstTests IntegrationTests.SteerTests \
                 IntegrationTests.NetworkSourcesTests IntegrationTests.SoakTests IntegrationTests.IdentityDifferentialTests \
-                IntegrationTests.ExecAppTests IntegrationTests.UserAppUsageTests
+                IntegrationTests.ExecAppTests IntegrationTests.UserAppUsageTests IntegrationTests.BusFaceTests
 SIDE_SUITES := IntegrationTests.RealSystemdTests IntegrationTests.DocsExamplesTests IntegrationTests.DesktopAgentTests \
                IntegrationTests.PromptTests IntegrationTests.CommandMatrixTests IntegrationTests.ProtocolTests \
                IntegrationTests.EnforcementTests IntegrationTests.RealSystemdUserRunTests
@@ -412,12 +412,15 @@ DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/netpermd
 # of /usr/share/doc leaves only the copyright): the enforcement and steering drop-ins.
 DATADIR = $(DESTDIR)$(PREFIX)/share/netpermd
 CONFDIR = $(DESTDIR)/etc/netpermd
+# dbus-daemon and polkitd read /usr/share only, whatever PREFIX: there go the bus face's files.
+DBUSDIR = $(DESTDIR)/usr/share/dbus-1
+POLKITDIR = $(DESTDIR)/usr/share/polkit-1/actions
 MANDIR = $(DESTDIR)$(PREFIX)/share/man
 BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
-       docs/ENFORCEMENT.md docs/APPS.md docs/METRICS.md docs/USAGE.md
+       docs/ENFORCEMENT.md docs/APPS.md docs/METRICS.md docs/USAGE.md docs/DBUS.md
 UNITS = netpermd.service netpermd.socket netpermd-metrics.service netpermd-metrics.timer netpermd-metrics.path
 # `make install` enables the agent's user unit with a wants link (nothing else would); the package does not.
 USER_UNIT_WANTS = yes
@@ -489,6 +492,10 @@ install-files:
 	@# Not installed as a drop-in: enforcement's CAP_NET_ADMIN is the administrator's choice (docs/ENFORCEMENT.md).
 	install -D -m 0644 systemd/netpermd-enforcement.conf $(DATADIR)/netpermd-enforcement.conf
 	install -D -m 0644 systemd/netpermd-steer.conf $(DATADIR)/netpermd-steer.conf
+	@# The system bus face (docs/DBUS.md): its interface, its bus policy and its polkit actions.
+	install -D -m 0644 data/org.netpermd.NetPerm1.xml $(DBUSDIR)/interfaces/org.netpermd.NetPerm1.xml
+	install -D -m 0644 data/org.netpermd.NetPerm1.conf $(DBUSDIR)/system.d/org.netpermd.NetPerm1.conf
+	install -D -m 0644 data/org.netpermd.NetPerm1.policy $(POLKITDIR)/org.netpermd.NetPerm1.policy
 	@# Never overwrite an administrator's configuration.
 	[ -e $(CONFDIR)/netpermd.conf ] || install -m 0644 config/netpermd.conf $(CONFDIR)/netpermd.conf
 
@@ -506,6 +513,8 @@ uninstall:
 	rm -rf $(DOCDIR) $(DATADIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
+	rm -f $(DBUSDIR)/interfaces/org.netpermd.NetPerm1.xml $(DBUSDIR)/system.d/org.netpermd.NetPerm1.conf \
+	  $(POLKITDIR)/org.netpermd.NetPerm1.policy
 	$(MAKE) --no-print-directory uninstall-gio
 	$(MAKE) --no-print-directory uninstall-settings
 

@@ -60,7 +60,7 @@ let package = Package(
         .target(name: "NetpermHost", dependencies: ["NetpermCore", "NetpermPolicy", "NetpermPolicyFiles",
                                                  "NetpermProtocol", "NetpermIO"]),
         .target(name: "NetpermNetlink", dependencies: ["CNetlink", "NetpermCore", "NetpermProtocol", "NetpermIO"]),
-        .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO"]),
+        .target(name: "NetpermSystemd", dependencies: ["CSystemd", "NetpermIO", "NetpermProtocol"]),
         // Enforcement's edge: one libnftables context (scripts as transactions) and the nftables event socket.
         .target(name: "NetpermNftables", dependencies: ["CNftables", "NetpermCore", "NetpermProtocol", "NetpermIO"]),
         // Steering's program (Mode=steer): assembled in Swift, loaded with bpf(2) through NetpermIO's chokepoint.

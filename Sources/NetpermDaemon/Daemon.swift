@@ -112,6 +112,10 @@ public final class Daemon {
                                      connectionID: $0.connectionID, connectionType: $0.connectionType)
             })
         }
+        // The daemon's own face on the same bus (docs/DBUS.md): the socket's requests, for polkit's callers.
+        let face = BusFace(bus: systemBus, interpreter: interpreter, daemonUID: geteuid())
+        interpreter.bus = face
+        face.start()
         let modemManager = ModemManagerReader.follow(bus: systemBus, loop: loop)
         modemManager.onChange = { interpreter.modemsChanged($0.mapValues(ModemRegistration.init(dbus:))) }
         interpreter.kernelChanged(watcher.snapshot())
@@ -167,7 +171,7 @@ public final class Daemon {
                 reloader.reloadNow()
             }
         }
-        parts += [interpreter, watcher, server, reloader, cgroups, desktopFiles, systemBus, networkManager, modemManager]
+        parts += [interpreter, watcher, server, reloader, cgroups, desktopFiles, systemBus, face, networkManager, modemManager]
         if let wifi { parts.append(wifi) }
     }
 

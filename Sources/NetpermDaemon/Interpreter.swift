@@ -72,6 +72,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private var loads = 0
     /// The transport, set once it exists (it needs the interpreter as its delegate).
     public var server: ControlServer?
+    /// The system bus's face (BusFace), whose connections' replies and events go to it rather than the socket.
+    public var bus: SecondTransport?
 
     private var effects: Effects { driver.effects }
     /// An input whose effects hold the loop this long is logged, with the effect that took longest (at most once
@@ -242,7 +244,10 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         }
     }
 
-    public func drained() { server?.serveReleased() }
+    public func drained() {
+        server?.serveReleased()
+        bus?.flush()
+    }
 
     /// Another socket of the daemon's commits to the rules' table (UnitNamer): the enforcer counts it as its own.
     public func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32)) {
@@ -251,16 +256,19 @@ public final class Interpreter: ControlDelegate, EngineEdges {
 
     private func carryOut(_ effect: Effect) {
         switch effect {
-        case let .reply(id, range): server?.reply(id, effects[range])
+        case let .reply(id, range):
+            if let bus, bus.owns(id) { bus.reply(id, effects[range]) } else { server?.reply(id, effects[range]) }
         case let .event(id, head, tail):
+            if let bus, bus.owns(id) { return bus.event(id, head: effects[head], tail: effects[tail]) }
             guard let server else { return }
             let body = bodies[tail] ?? server.body(effects[tail])
             bodies[tail] = body
             server.event(id, head: effects[head], body: body)
-        case let .hold(id): server?.hold(id)
-        case let .resume(id): server?.resume(id)
-        case let .close(id): server?.closeAfterFlush(id)
-        case let .keepOpenAfterInputEnds(id): server?.keepOpenAfterInputEnds(id)
+        // A bus call's connection carries one request: nothing to hold or keep, and it closes with its reply.
+        case let .hold(id): if bus?.owns(id) != true { server?.hold(id) }
+        case let .resume(id): if bus?.owns(id) != true { server?.resume(id) }
+        case let .close(id): if bus?.owns(id) != true { server?.closeAfterFlush(id) }
+        case let .keepOpenAfterInputEnds(id): if bus?.owns(id) != true { server?.keepOpenAfterInputEnds(id) }
         case let .armTimer(id, usec):
             do {
                 timers[id] = try loop.addTimer(afterMicroseconds: usec) { [unowned self] in
@@ -493,6 +501,25 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         modems = registrations
         if let k = lastKernel { kernelChanged(k) }
     }
+
+    // MARK: - The bus's calls
+
+    /// The process the bus daemon names as a call's sender, read from /proc.
+    public func identifyBusCaller(pid: Int32, uid: UInt32) -> PeerIdentity {
+        identities.identify(busCaller: pid, uid: uid, authorized: false)
+    }
+
+    /// A call on the bus as a connection of its own: opened for its caller (`authorized`: polkit allowed it
+    /// everyone's privilege), then its one request.
+    public func busRequest(_ id: UInt64, caller: PeerIdentity, authorized: Bool, line: String) {
+        var identity = caller
+        identity.via = .bus(authorized: authorized)
+        feed(.opened(id, identity))
+        feed(.line(id, Array(line.utf8)))
+    }
+
+    /// Its reply is out.
+    public func busClosed(_ id: UInt64) { feed(.closed(id)) }
 
     // MARK: - ControlDelegate
 

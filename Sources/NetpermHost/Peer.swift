@@ -49,6 +49,38 @@ public final class PeerIdentities {
         return identify(sender, groups: nil, pidfd: Pidfd.open(sender.pid))
     }
 
+    /// Who made a call on the system bus: the pid and uid the bus daemon recorded when the caller connected
+    /// (GetConnectionCredentials), never ones the caller named; its groups and the rest from /proc.
+    public func identify(busCaller pid: Int32, uid: UInt32, authorized: Bool) -> PeerIdentity {
+        var identity: PeerIdentity
+        if pid > 0 {
+            identity = identify(Credentials(pid: pid, uid: uid, gid: Self.primaryGroup(pid) ?? UInt32.max), groups: nil,
+                                pidfd: Pidfd.open(pid))
+            // The process now holding the pid is not the caller's uid's: it exited and another took its number.
+            if identity.problem == nil, Self.realUID(pid) != uid {
+                identity = PeerIdentity(pid: pid, uid: uid, gids: [], executable: nil, unit: nil,
+                                        problem: "the process exited before it could be identified")
+            }
+        } else {
+            identity = PeerIdentity(pid: 0, uid: uid, gids: [], executable: nil, unit: nil,
+                                    problem: "the bus did not say which process called")
+        }
+        identity.via = .bus(authorized: authorized)
+        return identity
+    }
+
+    /// The real gid, and uid, in /proc/PID/status ("Gid:\treal effective ...").
+    static func primaryGroup(_ pid: Int32) -> UInt32? { statusID(pid, "Gid:") }
+    static func realUID(_ pid: Int32) -> UInt32? { statusID(pid, "Uid:") }
+
+    private static func statusID(_ pid: Int32, _ key: String) -> UInt32? {
+        guard let status = FD.readText("/proc/\(pid)/status") else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix(key) {
+            return line.dropFirst(key.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { UInt32($0) }
+        }
+        return nil
+    }
+
     /// `groups`: primary then supplementary, when the kernel recorded them; nil to read them from /proc.
     private func identify(_ cred: Credentials, groups: [UInt32]?, pidfd: Int32?) -> PeerIdentity {
         defer { if let pidfd { FD.close(pidfd) } }

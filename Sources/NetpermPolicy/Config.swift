@@ -184,8 +184,13 @@ public struct Config: Equatable, Sendable {
     /// anyway; under DynamicUser= it is the unit's own ExecReload=), or a member of `AdminGroup=`, whose gid
     /// `adminGID` gives (nil: no such group). The group is asked for only then: resolving a name may load NSS
     /// modules that a daemon only root talks to never needs.
+    /// Over the system bus the group counts for nothing: polkit's answer for the call does (`PeerIdentity.via`).
     public func isPrivileged(_ peer: PeerIdentity, daemonUID: UInt32 = 0, adminGID: () -> UInt32?) -> Bool {
-        peer.uid == 0 || peer.uid == daemonUID || (adminGID().map { peer.gids.contains($0) } ?? false)
+        if peer.uid == 0 || peer.uid == daemonUID { return true }
+        switch peer.via {
+        case .socket: return adminGID().map { peer.gids.contains($0) } ?? false
+        case let .bus(authorized): return authorized
+        }
     }
 
     private mutating func put(_ app: AppPolicy) {

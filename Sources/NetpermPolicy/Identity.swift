@@ -27,19 +27,31 @@ public struct PeerIdentity: Equatable, Sendable {
     /// sandbox scopes), the unit the rules follow around it, and its slice: the kernel holds the process to that
     /// unit's app, so the answers do too when an app is that unit's (`enclosed`).
     public var enclosing: (unit: String, slice: String?)?
+    /// Which transport brought the request, and so what may make it privileged besides uid 0 and the daemon's uid.
+    public var via: Transport
+
+    /// The socket takes `AdminGroup=` membership; the system bus takes polkit's word for the one call instead
+    /// (docs/DBUS.md), so that a desktop's administrator is one in every panel, and a group no panel knows of
+    /// grants nothing there.
+    public enum Transport: Equatable, Sendable {
+        case socket
+        /// `authorized`: polkit allowed the call's action for this caller.
+        case bus(authorized: Bool)
+    }
 
     public init(pid: Int32, uid: UInt32, gids: [UInt32], executable: String?, unit: String?, userUnit: Bool = false,
                 unitFollowed: Bool = true, slice: String? = nil, problem: String? = nil,
-                enclosing: (unit: String, slice: String?)? = nil) {
+                enclosing: (unit: String, slice: String?)? = nil, via: Transport = .socket) {
         self.pid = pid; self.uid = uid; self.gids = gids
         self.executable = executable; self.unit = unit; self.userUnit = userUnit; self.unitFollowed = unitFollowed
-        self.slice = slice; self.problem = problem; self.enclosing = enclosing
+        self.slice = slice; self.problem = problem; self.enclosing = enclosing; self.via = via
     }
 
     public static func == (a: PeerIdentity, b: PeerIdentity) -> Bool {
         a.pid == b.pid && a.uid == b.uid && a.gids == b.gids && a.executable == b.executable && a.unit == b.unit
             && a.userUnit == b.userUnit && a.unitFollowed == b.unitFollowed && a.slice == b.slice
             && a.problem == b.problem && a.enclosing?.unit == b.enclosing?.unit && a.enclosing?.slice == b.enclosing?.slice
+            && a.via == b.via
     }
 
     /// The same process seen as in its enclosing unit (followed by the rules), when it has one.

@@ -3,11 +3,11 @@ import CSystemd
 
 /// Building sd-bus messages, for the scope `netpermctl run` starts and the notifications its agent shows: a basic
 /// value, and a name paired with a variant.
-enum BusMessage {
+public enum BusMessage {
     /// The D-Bus type character as sd-bus takes it.
     static func type(_ t: Unicode.Scalar) -> CChar { CChar(UInt8(ascii: t)) }
 
-    static func append(_ m: OpaquePointer, _ t: Unicode.Scalar, _ s: String) -> Int32 {
+    public static func append(_ m: OpaquePointer, _ t: Unicode.Scalar, _ s: String) -> Int32 {
         s.withCString { sd_bus_message_append_basic(m, type(t), $0) }
     }
 

@@ -51,6 +51,16 @@ public struct BusReply {
         return String(cString: p)
     }
 
+    public func bool() -> Bool? {
+        var b: Int32 = 0
+        return sd_bus_message_read_basic(m, Self.type("b"), &b) > 0 ? b != 0 : nil
+    }
+
+    /// Enters a struct of `contents` (`bba{ss}`); `exit` leaves it.
+    public func enterStruct(_ contents: String) -> Bool {
+        sd_bus_message_enter_container(m, Self.type("r"), contents) > 0
+    }
+
     public func uint32() -> UInt32? {
         var u: UInt32 = 0
         return sd_bus_message_read_basic(m, Self.type("u"), &u) > 0 ? u : nil

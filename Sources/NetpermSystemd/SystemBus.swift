@@ -186,11 +186,13 @@ public final class SystemBus {
     /// service that is not running is simply absent). `append` adds the arguments (to each try's message); `done`
     /// gets the reply, or the error's name (a time-out is `org.freedesktop.DBus.Error.Timeout`, no bus is
     /// `Disconnected`). The call waits its turn in the window; a refusal reaches `done` only after its last try.
+    /// `timeout` and `autoStart` for polkit, which the bus starts on demand and which may wait for a person.
     public func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
+                     timeout: UInt64 = SystemBus.callTimeout, autoStart: Bool = false,
                      append: @escaping (OpaquePointer) -> Int32 = { _ in 0 },
                      _ done: @escaping (Result<BusReply, BusCallError>) -> Void) {
         guard bus != nil else { return done(.failure(BusCallError(name: "Disconnected", errno: ENOTCONN))) }
-        window.add(BusCall(owner: self, call: (destination, path, interface, member, append), done: done))
+        window.add(BusCall(owner: self, call: (destination, path, interface, member, append, timeout, autoStart), done: done))
         pump()
     }
 
@@ -213,11 +215,11 @@ public final class SystemBus {
         var m: OpaquePointer?
         var r = sd_bus_message_new_method_call(bus, &m, call.destination, call.path, call.interface, call.member)
         defer { _ = sd_bus_message_unref(m) }
-        if r >= 0, let m { r = sd_bus_message_set_auto_start(m, 0) }
+        if r >= 0, let m { r = sd_bus_message_set_auto_start(m, call.autoStart ? 1 : 0) }
         if r >= 0, let m { r = call.append(m) }
         var slot: OpaquePointer?
         if r >= 0, let m {
-            r = sd_bus_call_async(bus, &slot, m, Self.onReply, Unmanaged.passUnretained(c).toOpaque(), Self.callTimeout)
+            r = sd_bus_call_async(bus, &slot, m, Self.onReply, Unmanaged.passUnretained(c).toOpaque(), call.timeout)
         }
         guard r >= 0 else {
             // Refused before it left (sd-bus's own queue is full): as the bus's refusal.
@@ -380,7 +382,7 @@ public enum SignalSender: Equatable, Sendable {
 /// A call or a match in flight: what hears its answer, and its slot (unreferenced: cancelled).
 final class BusCall {
     typealias Request = (destination: String, path: String, interface: String, member: String,
-                         append: (OpaquePointer) -> Int32)
+                         append: (OpaquePointer) -> Int32, timeout: UInt64, autoStart: Bool)
     weak var owner: SystemBus?
     var slot: OpaquePointer?
     /// A call's message, built again for each try.
@@ -411,6 +413,8 @@ public struct BusCallError: Error, Equatable, Sendable, CustomStringConvertible 
     public var name: String
     public var errno: Int32
     public var description: String { "\(name) (\(Errno(errno)))" }
+
+    public init(name: String, errno: Int32) { self.name = name; self.errno = errno }
 
     /// The service did not answer in time (or the connection went).
     public var timedOut: Bool {

@@ -12,10 +12,13 @@ import Glibc
 final class DocsExamplesTests: IntegrationTestCase {
     static let documents = ["README.md", "docs/PROTOCOL.md", "docs/POLICY.md", "docs/CLASSIFICATION.md", "docs/ROUTING.md",
                             "docs/ARCHITECTURE.md", "docs/SYSTEMD.md", "docs/SECURITY.md", "docs/APPS.md",
-                            "docs/METRICS.md"]
+                            "docs/METRICS.md", "docs/DBUS.md"]
 
     /// Commands that ask xdg-desktop-portal on a session bus: GLibMonitorTests runs them against the real portal.
     static func asksThePortal(_ command: String) -> Bool { command.contains("org.freedesktop.portal") }
+
+    /// Commands that call netpermd on the system bus: BusFaceTests runs them, where a system bus and polkit run.
+    static func callsTheBus(_ command: String) -> Bool { command.hasPrefix("busctl ") }
 
     struct Block {
         var file: String
@@ -105,7 +108,7 @@ final class DocsExamplesTests: IntegrationTestCase {
                     // `make run` and `make test` are what runs this test; `make install`, systemd-sysusers and
                     // systemctl are the real-systemd example below; apt-get installing the packages is PackageTests.
                     if command.hasPrefix("make ") || Self.isSystemStep(command) || command.hasPrefix("apt-get ")
-                        || Self.asksThePortal(command) {
+                        || Self.asksThePortal(command) || Self.callsTheBus(command) {
                         continue
                     }
                     let r = try run(command, in: sandbox)

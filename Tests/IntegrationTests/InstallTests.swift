@@ -36,6 +36,7 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/doc/netpermd/APPS.md", 0o644),
         ("usr/local/share/doc/netpermd/METRICS.md", 0o644),
         ("usr/local/share/doc/netpermd/USAGE.md", 0o644),
+        ("usr/local/share/doc/netpermd/DBUS.md", 0o644),
         ("usr/local/share/netpermd/netpermd-enforcement.conf", 0o644),
         ("usr/local/share/netpermd/netpermd-steer.conf", 0o644),
         ("usr/local/share/doc/netpermd/netpermd.conf.example", 0o644),
@@ -45,6 +46,10 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/bash-completion/completions/netpermctl", 0o644),
         ("usr/local/share/zsh/site-functions/_netpermctl", 0o644),
         ("etc/netpermd/netpermd.conf", 0o644),
+        // The bus face: where dbus-daemon and polkitd read them, whatever PREFIX.
+        ("usr/share/dbus-1/interfaces/org.netpermd.NetPerm1.xml", 0o644),
+        ("usr/share/dbus-1/system.d/org.netpermd.NetPerm1.conf", 0o644),
+        ("usr/share/polkit-1/actions/org.netpermd.NetPerm1.policy", 0o644),
         // The settings app (install-settings).
         ("usr/local/bin/netpermd-settings", 0o755),
         ("usr/local/share/man/man1/netpermd-settings.1", 0o644),

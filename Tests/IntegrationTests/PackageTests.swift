@@ -104,6 +104,31 @@ final class PackageTests: IntegrationTestCase {
         try sd.journal(unit: "netpermd.service").filter { $0.message.hasPrefix(prefix) }.count
     }
 
+    /// The package's bus face (docs/DBUS.md): its user made by sysusers, and once the container's system bus runs
+    /// (Debian's dbus, reading the package's bus policy), the daemon owns its name and shows the installed interface.
+    private func checkBusFace(_ sd: RealSystemd) throws {
+        XCTAssertEqual(try sd.run(["getent", "passwd", "netpermd"]).status, 0, "sysusers made the daemon's user")
+        for path in ["/usr/share/dbus-1/interfaces/org.netpermd.NetPerm1.xml",
+                     "/usr/share/dbus-1/system.d/org.netpermd.NetPerm1.conf",
+                     "/usr/share/polkit-1/actions/org.netpermd.NetPerm1.policy"] {
+            XCTAssertTrue(sd.exists(path), "the package installed \(path)")
+        }
+        try sd.check(["systemctl", "start", "dbus.socket", "dbus.service"])
+        var shown = ""
+        try waitUntil("the daemon shows its interface on the system bus", timeout: 15, interval: 0.1) {
+            let r = try sd.run(["busctl", "--system", "introspect", "--xml-interface", "org.netpermd.NetPerm1",
+                                "/org/netpermd/NetPerm1"])
+            shown = r.stdout
+            return (r.status == 0, r.summary)
+        }
+        let file = try String(contentsOfFile: sd.root + "/usr/share/dbus-1/interfaces/org.netpermd.NetPerm1.xml", encoding: .utf8)
+        for block in file.components(separatedBy: "<interface ").dropFirst() {
+            XCTAssertTrue(shown.contains("<interface " + block.components(separatedBy: "</interface>")[0]))
+        }
+        let uid = try sd.check(["busctl", "--system", "status", "org.netpermd.NetPerm1"]).stdout
+        XCTAssertTrue(uid.contains("EUID=\(try sd.check(["id", "-u", "netpermd"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines))"), uid)
+    }
+
     func testInstallUpgradeRemovePurgeAndMetricsInNodeExporter() throws {
         let (deb, gioDeb, version) = try debs()
         let ns = try makeTwoLinkNamespace(defaultRoutes: [("wwan0", 100)])
@@ -193,6 +218,7 @@ final class PackageTests: IntegrationTestCase {
         XCTAssertEqual(restart.status, 0, restart.summary)
         XCTAssertEqual(try sd.property("netpermd.service", "ActiveState"), "active")
         XCTAssertEqual(try query(sd, as: 65534)?["ok"] as? Bool, true, "answered on the built-in defaults")
+        try checkBusFace(sd)
 
         // The administrator edits the policy and reloads; a member of the packaged group may do what root may.
         try sd.addUser("npt-updater", uid: 4201)

@@ -312,8 +312,10 @@ extension Engine {
             return
         }
         // SUBSCRIBE again replaces the topics; seq keeps counting the connection's events.
+        // A connection of the bus face listens only: the socket's subscribers are the agents.
+        let observer = session.identity.via != .socket
         var sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id,
-                               ownUID: caller.ownUID, continuing: session.subscription)
+                               ownUID: caller.ownUID, observer: observer, continuing: session.subscription)
         // Before any reply: a client whose input has already ended must not be closed once they are sent.
         out.append(.keepOpenAfterInputEnds(session.id))
         // A first agent changes verdicts: the other subscribers hear it as events, this one in its snapshot.
@@ -324,7 +326,7 @@ extension Engine {
         settle()
         // The events settle() just sent went to the old subscription and were counted there: go on from them.
         sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id,
-                           ownUID: caller.ownUID, continuing: session.subscription)
+                           ownUID: caller.ownUID, observer: observer, continuing: session.subscription)
         trackOwn(caller.match, uid: caller.ownUID)
         reply(session.id) { w in
             w.field("ok", true)

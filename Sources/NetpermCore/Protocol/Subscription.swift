@@ -12,17 +12,21 @@ public struct Subscription: Sendable {
     /// An unprivileged subscriber's uid when users decide for their own apps (`[Defaults] UserDecisions=yes`): it
     /// hears its app as its uid's processes have it, and (subscribed to prompts) its uid's prompts.
     public var ownUID: UInt32?
+    /// Hears prompts without answering them: the bus face's own subscriber, whose prompt events become signals.
+    /// Nobody is asked through it, so it is no agent: an `ask` with no agent stays a deny (docs/DBUS.md).
+    public let observer: Bool
     public private(set) var seq = 0
 
     /// `continuing`: the connection's earlier subscription, whose count goes on.
     public init(topics: Set<Topic>, privileged: Bool, appID: String, ownUID: UInt32? = nil,
-                continuing earlier: Subscription? = nil) {
+                observer: Bool = false, continuing earlier: Subscription? = nil) {
         self.topics = topics; self.privileged = privileged; self.appID = appID; self.ownUID = ownUID
+        self.observer = observer
         seq = earlier?.seq ?? 0
     }
 
     /// Agents are subscribers of prompts: privileged ones answer for everyone, a user's for its own uid.
-    public var isAgent: Bool { topics.contains(.prompts) && (privileged || ownUID != nil) }
+    public var isAgent: Bool { topics.contains(.prompts) && (privileged || ownUID != nil) && !observer }
 
     /// Whether it may see (and answer) a prompt: every one when privileged, else its own uid's.
     public func mayAnswer(_ p: Prompt) -> Bool { privileged || (ownUID != nil && p.scope == ownUID) }

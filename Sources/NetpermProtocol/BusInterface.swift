@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+
+/// The bus face's introspection data: the text of data/org.netpermd.NetPerm1.xml (without its last newline), installed in
+/// /usr/share/dbus-1/interfaces, which a unit test holds this copy to (BusMethodTests).
+public enum BusInterface {
+    public static let xml = """
+<!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
+<!-- SPDX-License-Identifier: LGPL-2.1-or-later -->
+<!-- netpermd's system bus face, docs/DBUS.md: each method is the socket's request of docs/PROTOCOL.md, made
+     for the calling process as the bus daemon identifies it, and its answer is that request's reply as D-Bus
+     values (a JSON object is a{sv}, an array as, ax, ab or aa{sv}, a number x, null an absent key). -->
+<node>
+  <interface name="org.netpermd.NetPerm1">
+    <!-- The daemon's version (STATUS's "version"). -->
+    <property name="Version" type="s" access="read">
+      <annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>
+    </property>
+    <!-- STATUS -->
+    <method name="GetStatus">
+      <arg name="status" type="a{sv}" direction="out"/>
+    </method>
+    <!-- LINKS: the links, sorted by index. -->
+    <method name="GetLinks">
+      <arg name="links" type="aa{sv}" direction="out"/>
+    </method>
+    <!-- QUERY: the verdict of the caller's own app. -->
+    <method name="Query">
+      <arg name="verdict" type="a{sv}" direction="out"/>
+    </method>
+    <!-- The verdict of an app of the caller's own (APPS' list), or with everyone (polkit's read-all) of any
+         [App] of the policy (QUERY APP). -->
+    <method name="QueryApp">
+      <arg name="app" type="s" direction="in"/>
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="verdict" type="a{sv}" direction="out"/>
+    </method>
+    <!-- APPS: the caller's own apps, or with everyone (read-all) every app. -->
+    <method name="GetApps">
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="apps" type="aa{sv}" direction="out"/>
+    </method>
+    <!-- USAGE [APP] ("" for all): the caller's own apps, or with everyone (read-all) every app and other traffic. -->
+    <method name="GetUsage">
+      <arg name="app" type="s" direction="in"/>
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="usage" type="a{sv}" direction="out"/>
+    </method>
+    <!-- PROMPTS: the caller's own processes' open prompts, or with everyone (read-all) all. -->
+    <method name="GetPrompts">
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="prompts" type="aa{sv}" direction="out"/>
+    </method>
+    <!-- DECISIONS: the caller's own, or with everyone (read-all) all. -->
+    <method name="GetDecisions">
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="decisions" type="aa{sv}" direction="out"/>
+    </method>
+    <!-- A link was added, changed or removed ("link" event): change is added, changed or removed. -->
+    <signal name="LinkChanged">
+      <arg name="change" type="s"/>
+      <arg name="link" type="a{sv}"/>
+    </signal>
+    <!-- Verdicts changed ("app" events): call GetApps or Query again for those you show. -->
+    <signal name="AppsChanged"/>
+    <!-- A policy load succeeded or failed ("policy" event): generation, apps, error. -->
+    <signal name="PolicyChanged">
+      <arg name="policy" type="a{sv}"/>
+    </signal>
+    <!-- A budget reached 80% or 100% ("usage" event): call GetUsage again. -->
+    <signal name="UsageChanged"/>
+    <!-- A prompt was raised, answered, expired or withdrawn ("prompt..." events): call GetPrompts again. -->
+    <signal name="PromptsChanged"/>
+  </interface>
+  <interface name="org.netpermd.NetPerm1.Decisions">
+    <!-- DECIDE APP KIND allow|deny [--once]: for the caller's own processes (polkit's decide-own), or with
+         everyone for everyone (manage). -->
+    <method name="Decide">
+      <arg name="app" type="s" direction="in"/>
+      <arg name="kind" type="s" direction="in"/>
+      <arg name="decision" type="s" direction="in"/>
+      <arg name="once" type="b" direction="in"/>
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="result" type="a{sv}" direction="out"/>
+    </method>
+    <!-- FORGET APP [KIND] ("" for every kind): the caller's own (decide-own), or with everyone everyone's (manage). -->
+    <method name="Forget">
+      <arg name="app" type="s" direction="in"/>
+      <arg name="kind" type="s" direction="in"/>
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="result" type="a{sv}" direction="out"/>
+    </method>
+    <!-- ANSWER ID allow|deny|once|dismiss [--everyone]: a prompt of the caller's own processes (decide-own), or
+         with everyone any prompt, for everyone (manage). -->
+    <method name="Answer">
+      <arg name="id" type="u" direction="in"/>
+      <arg name="choice" type="s" direction="in"/>
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="result" type="a{sv}" direction="out"/>
+    </method>
+    <!-- RELOAD (manage). -->
+    <method name="Reload">
+      <arg name="result" type="a{sv}" direction="out"/>
+    </method>
+  </interface>
+</node>
+"""
+
+    /// What Introspect answers: the interfaces above, and the standard ones sd-bus serves on every object.
+    public static var introspection: String {
+        let standard = """
+          <interface name="org.freedesktop.DBus.Peer">
+            <method name="Ping"/>
+            <method name="GetMachineId"><arg name="machine_uuid" type="s" direction="out"/></method>
+          </interface>
+          <interface name="org.freedesktop.DBus.Introspectable">
+            <method name="Introspect"><arg name="xml_data" type="s" direction="out"/></method>
+          </interface>
+          <interface name="org.freedesktop.DBus.Properties">
+            <method name="Get"><arg name="interface_name" type="s" direction="in"/><arg name="property_name" type="s" direction="in"/><arg name="value" type="v" direction="out"/></method>
+            <method name="GetAll"><arg name="interface_name" type="s" direction="in"/><arg name="props" type="a{sv}" direction="out"/></method>
+            <method name="Set"><arg name="interface_name" type="s" direction="in"/><arg name="property_name" type="s" direction="in"/><arg name="value" type="v" direction="in"/></method>
+            <signal name="PropertiesChanged"><arg name="interface_name" type="s"/><arg name="changed_properties" type="a{sv}"/><arg name="invalidated_properties" type="as"/></signal>
+          </interface>
+
+        """
+        let end = "</node>"
+        guard xml.hasSuffix(end) else { return xml }
+        return String(xml.dropLast(end.count)) + standard + end
+    }
+}

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The system bus face (docs/DBUS.md) as installed: a real systemd container (RealSystemd) with Debian's
+/// dbus-daemon as its system bus, reading the installed bus policy, and Debian's real polkitd 122, started by the
+/// bus on demand, reading the installed actions (a test rule in /etc/polkit-1/rules.d says yes where a person
+/// would type a password). netpermd runs as its unit says (User=netpermd, socket-activated).
+final class BusFaceTests: IntegrationTestCase {
+    static let socket = "/run/netpermd/netpermd.sock"
+    static let dest = ["org.netpermd.NetPerm1", "/org/netpermd/NetPerm1"]
+    static let alice = 1500, bob = 1501
+    /// Apps whose verdicts differ in reason: wwan0 (metered, the kernel's egress) and wlan0 both usable.
+    static let policy = """
+        [Interface wlan0]
+        Kind=wifi
+        [Interface wwan0]
+        Kind=wwan
+        [App open]
+        Executable=/usr/bin/open-app
+        WWAN=allow
+        [App elsewhere]
+        Executable=/usr/bin/elsewhere
+        WWAN=deny
+        [App denied]
+        Executable=/usr/bin/denied
+        WWAN=deny
+        WiFi=deny
+        [App unmetered]
+        Executable=/usr/bin/unmetered
+        Metered=deny
+        WiFi=deny
+        [App asked]
+        Executable=/usr/bin/asked
+        WWAN=ask
+        # What the docs' examples name.
+        [App updater]
+        Executable=/usr/bin/apt-get
+        [App maps]
+        Executable=/usr/bin/maps
+        WWAN=ask
+        WiFi=deny
+        """
+
+    private func boot() throws -> RealSystemd {
+        let sd = try bootRealSystemd(policy: Self.policy, defaultRoutes: [("wwan0", 100), ("wlan0", 600)])
+        try sd.addUser("alice", uid: Self.alice)
+        try sd.addUser("bob", uid: Self.bob)
+        // The container's system bus: Debian's dbus.socket and dbus.service, which read the installed policy.
+        try sd.check(["systemctl", "start", "dbus.socket", "dbus.service"])
+        try sd.check(["systemctl", "start", "netpermd.service"])
+        try waitUntil("netpermd owns its name", timeout: 10) {
+            let r = try sd.run(["busctl", "--system", "status", "org.netpermd.NetPerm1"])
+            return (r.status == 0, r.summary)
+        }
+        return sd
+    }
+
+    /// `busctl call` as `uid` (nil: root), its reply's values as plain JSON, or the error busctl printed.
+    private func call(_ sd: RealSystemd, as uid: Int? = nil, interactive: Bool = false, _ iface: String,
+                      _ method: String, _ args: [String] = []) throws -> Result<Any, BusError> {
+        let argv = ["busctl", "--system", "--json=short", "--allow-interactive-authorization=\(interactive ? "yes" : "no")",
+                    "call"] + Self.dest + [iface, method] + args
+        let r = try sd.run(uid.map { sd.asUser($0, argv) } ?? argv)
+        guard r.status == 0 else { return .failure(BusError(text: r.stderr)) }
+        let reply = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        return .success(Self.plain((reply?["data"] as? [Any])?.first ?? NSNull()))
+    }
+
+    struct BusError: Error { var text: String }
+
+    /// busctl's `{"type":T,"data":V}` around every variant's value, taken off.
+    static func plain(_ v: Any) -> Any {
+        if let d = v as? [String: Any] {
+            if d.count == 2, d["type"] is String, let data = d["data"] { return plain(data) }
+            return d.mapValues(plain)
+        }
+        if let a = v as? [Any] { return a.map(plain) }
+        return v
+    }
+
+    /// A socket reply as the bus gives it: no `ok`, and no null anywhere (D-Bus has none).
+    static func withoutNulls(_ v: Any) -> Any? {
+        if v is NSNull { return nil }
+        if let d = v as? [String: Any] { return d.compactMapValues(withoutNulls) }
+        if let a = v as? [Any] { return a.compactMap(withoutNulls) }
+        return v
+    }
+
+    private static let r = "org.netpermd.NetPerm1", d = "org.netpermd.NetPerm1.Decisions"
+
+    func testTheBusFace() throws {
+        let sd = try boot()
+        try checkIntrospection(sd)
+        try checkRoot(sd)
+        try checkDocsExamples(sd)
+        try checkUsers(sd)
+        try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (nil, ["compare", "QueryApp", "elsewhere"]),
+                                   (nil, ["compare", "QueryApp", "denied"]), (nil, ["compare", "QueryApp", "unmetered"]),
+                                   (nil, ["compare", "QueryApp", "asked"]), (Self.alice, ["compare", "Query"]),
+                                   (nil, ["compare", "Query"]), (nil, ["compare-agent", "QueryApp", "maps"])],
+                              reasons: ["ok", "routed-elsewhere", "denied", "awaiting-decision"])
+        try checkPromptSignal(sd)
+        try checkSignalTiming(sd)
+        // No usable link left (wlan0p went down above).
+        try sd.namespace.ip("link", "set", "wwan0p", "down")
+        try waitUntil("no link is usable", timeout: 10) {
+            let r = try sd.run(["/usr/local/bin/netpermctl", "--json", "query", "open"])
+            return (r.stdout.contains("\"no-network\""), r.summary)
+        }
+        try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (Self.bob, ["compare", "Query"])],
+                              reasons: ["no-network"])
+    }
+
+    /// What the bus shows of the object is the installed interface file's, interface by interface.
+    private func checkIntrospection(_ sd: RealSystemd) throws {
+        let shown = try sd.check(["busctl", "--system", "introspect", "--xml-interface"] + Self.dest).stdout
+        let file = try String(contentsOfFile: sd.root + "/usr/share/dbus-1/interfaces/org.netpermd.NetPerm1.xml", encoding: .utf8)
+        let blocks = file.components(separatedBy: "<interface ").dropFirst().map { "<interface " + $0.components(separatedBy: "</interface>")[0] }
+        XCTAssertEqual(blocks.count, 2)
+        for b in blocks { XCTAssertTrue(shown.contains(b), "introspection lacks \(b.prefix(60))...:\n\(shown)") }
+        XCTAssertEqual(try sd.check(["busctl", "--system", "get-property"] + Self.dest + [Self.r, "Version"]).stdout
+            .hasPrefix("s \""), true)
+    }
+
+    /// Root may call every method, and needs no polkit.
+    private func checkRoot(_ sd: RealSystemd) throws {
+        for (iface, method, args) in [(Self.r, "GetStatus", []), (Self.r, "GetLinks", []), (Self.r, "Query", []),
+                                      (Self.r, "QueryApp", ["sb", "open", "true"]), (Self.r, "GetApps", ["b", "true"]),
+                                      (Self.r, "GetUsage", ["sb", "", "true"]), (Self.r, "GetPrompts", ["b", "true"]),
+                                      (Self.r, "GetDecisions", ["b", "true"]),
+                                      (Self.d, "Decide", ["sssbb", "asked", "wwan", "allow", "false", "true"]),
+                                      (Self.d, "Forget", ["ssb", "asked", "", "true"]), (Self.d, "Reload", [])] {
+            if case let .failure(e) = try call(sd, iface, method, args) { XCTFail("root's \(method): \(e.text)") }
+        }
+        // Answer is the engine's answer: no such prompt.
+        guard case let .failure(e) = try call(sd, Self.d, "Answer", ["usb", "7", "allow", "true"]) else {
+            return XCTFail("answered a prompt that is not open")
+        }
+        XCTAssertTrue(e.text.contains("is not open"), e.text)
+        let status = try call(sd, Self.r, "GetStatus").get() as? [String: Any]
+        XCTAssertEqual((status?["policy"] as? [String: Any])?["generation"] as? Int, 2, "Reload reloaded")
+    }
+
+    /// The busctl lines of README.md and docs/DBUS.md, as root, as written (DocsExamplesTests leaves them here).
+    private func checkDocsExamples(_ sd: RealSystemd) throws {
+        var ran = 0
+        for file in ["README.md", "docs/DBUS.md"] {
+            for block in try DocsExamplesTests.blocks(in: file) where block.language == "sh" {
+                for command in DocsExamplesTests.commands(block) where DocsExamplesTests.callsTheBus(command) {
+                    let r = try sd.run(["sh", "-c", command])
+                    XCTAssertEqual(r.status, 0, "\(file):\(block.line): \(command): \(r.summary)")
+                    ran += 1
+                }
+            }
+        }
+        XCTAssertEqual(ran, 19, "the docs' bus examples were found")
+    }
+
+    /// A user decides for their own processes without a password; for everyone only when polkit says yes; never
+    /// reads another user's usage or prompts without it.
+    private func checkUsers(_ sd: RealSystemd) throws {
+        let own = try call(sd, as: Self.alice, Self.d, "Decide", ["sssbb", "asked", "wwan", "allow", "false", "false"])
+        XCTAssertEqual(((try? own.get()) as? [String: Any])?["decided"].flatMap { ($0 as? [String: Any])?["for_uid"] as? Int },
+                       Self.alice, "\(own)")
+        for interactive in [false, true] {
+            guard case let .failure(e) = try call(sd, as: Self.alice, interactive: interactive, Self.d, "Decide",
+                                                  ["sssbb", "asked", "wwan", "deny", "false", "true"]) else {
+                return XCTFail("alice decided for everyone without polkit's yes")
+            }
+            XCTAssertTrue(e.text.contains("needs authentication") || e.text.contains("does not allow"), e.text)
+        }
+        for (method, args) in [("GetUsage", ["sb", "", "true"]), ("GetPrompts", ["b", "true"]), ("GetApps", ["b", "true"])] {
+            guard case let .failure(e) = try call(sd, as: Self.bob, Self.r, method, args) else {
+                return XCTFail("bob read everyone's \(method)")
+            }
+            XCTAssertTrue(e.text.contains("read-all"), e.text)
+        }
+        if case let .failure(e) = try call(sd, as: Self.bob, Self.r, "GetUsage", ["sb", "", "false"]) {
+            XCTFail("bob's own usage: \(e.text)")
+        }
+        let decisions = try call(sd, Self.r, "GetDecisions", ["b", "true"]).get() as? [[String: Any]] ?? []
+        XCTAssertFalse(decisions.contains { $0["for_uid"] == nil }, "no decision for everyone: \(decisions)")
+
+        // The administrator's rule: alice manages (as a rule for a group would, docs/DBUS.md).
+        try sd.write("""
+            polkit.addRule(function(action, subject) {
+                if (action.id == "org.netpermd.NetPerm1.manage" && subject.user == "alice") return polkit.Result.YES;
+            });
+            """, to: "/etc/polkit-1/rules.d/50-netpermd-test.rules")
+        try sd.check(["systemctl", "restart", "polkit.service"])
+        let everyone = try call(sd, as: Self.alice, Self.d, "Decide", ["sssbb", "asked", "wwan", "deny", "false", "true"])
+        let decided = ((try? everyone.get()) as? [String: Any])?["decided"] as? [String: Any]
+        XCTAssertEqual(decided?["decision"] as? String, "deny", "\(everyone)")
+        XCTAssertNil(decided?["for_uid"], "for everyone: \(everyone)")
+        guard case .failure = try call(sd, as: Self.alice, Self.r, "GetUsage", ["sb", "", "true"]) else {
+            return XCTFail("manage is not read-all")
+        }
+
+        // Without polkit (stopped, and the bus may not start it): what needs it is refused, saying why; the rest
+        // and the socket serve as before.
+        try sd.check(["systemctl", "mask", "--runtime", "--now", "polkit.service"])
+        for (who, args) in [(Self.alice, ["sssbb", "asked", "wwan", "deny", "false", "true"]),
+                            (Self.bob, ["sssbb", "asked", "wwan", "allow", "false", "false"])] {
+            guard case let .failure(e) = try call(sd, as: who, Self.d, "Decide", args) else {
+                return XCTFail("decided without polkit")
+            }
+            XCTAssertTrue(e.text.contains("needs polkit's authorization"), e.text)
+        }
+        if case let .failure(e) = try call(sd, as: Self.bob, Self.r, "GetApps", ["b", "false"]) { XCTFail("bob's own apps: \(e.text)") }
+        let socket = try sd.run(sd.asUser(Self.bob, ["/usr/local/bin/netpermctl", "decide", "asked", "wwan", "allow"]))
+        XCTAssertEqual(socket.status, 0, "the socket needs no polkit: \(socket.summary)")
+        try sd.check(["systemctl", "unmask", "--runtime", "polkit.service"])
+    }
+
+    private func client(_ sd: RealSystemd, as uid: Int?, _ args: [String]) throws -> [String: Any] {
+        let script = try String(contentsOfFile: Repository.root + "/Tests/IntegrationTests/Support/bus-client.py", encoding: .utf8)
+        try sd.write(script, to: "/usr/local/lib/npt-bus-client.py")
+        let argv = ["/usr/bin/python3", "/usr/local/lib/npt-bus-client.py"] + args
+        let r = try sd.check(uid.map { sd.asUser($0, argv) } ?? argv)
+        return try JSONValue.object(r.lines.last ?? "")
+    }
+
+    /// The same process asks the socket and the bus: the same verdict, member by member, for every reason the
+    /// policy's apps have (ok, routed-elsewhere, denied by kind, by metered) and for a user's own app.
+    private func checkSameVerdicts(_ sd: RealSystemd, _ cases: [(Int?, [String])], reasons expected: Set<String>) throws {
+        var reasons: Set<String> = []
+        for (uid, args) in cases {
+            let both = try client(sd, as: uid, [args[0], Self.socket] + args.dropFirst())
+            var socket = try XCTUnwrap(both["socket"] as? [String: Any], "\(both)")
+            XCTAssertEqual(socket.removeValue(forKey: "ok") as? Bool, true, "\(both)")
+            let expected = Self.withoutNulls(socket) as? NSDictionary
+            XCTAssertEqual(expected, both["bus"] as? NSDictionary, "\(args) as \(uid ?? 0)")
+            reasons.insert(socket["reason"] as? String ?? "?")
+        }
+        XCTAssertEqual(reasons, expected, "the reasons compared")
+    }
+
+    /// An app asking while an agent listens raises a prompt: PromptsChanged says so on the bus.
+    private func checkPromptSignal(_ sd: RealSystemd) throws {
+        try sd.check(["cp", "/usr/bin/socat", "/usr/bin/maps"])
+        let pipe = try Subprocess.makePipe()
+        let p = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a", "/usr/bin/python3",
+                                      "/usr/local/lib/npt-bus-client.py", "signal", Self.socket, "PromptsChanged"],
+                                     stdin: .devNull, stdout: .fd(pipe.write), stderr: .devNull)
+        close(pipe.write)
+        let out = FDLineReader(fd: pipe.read)
+        defer { p.killAndReap(); close(pipe.read) }
+        XCTAssertEqual(out.nextLine(timeout: 10), "ready")
+        let ask = try sd.run(["sh", "-c", "echo QUERY | /usr/bin/maps -t 2 - UNIX-CONNECT:\(Self.socket)"])
+        XCTAssertTrue(ask.stdout.contains("awaiting-decision"), ask.summary)
+        XCTAssertEqual(out.nextLine(timeout: 15), "{\"got\": true}", "\(out.history)")
+    }
+
+    /// A link's change comes as LinkChanged within 50 ms of the socket's link event, to one process listening to both.
+    private func checkSignalTiming(_ sd: RealSystemd) throws {
+        let script = try String(contentsOfFile: Repository.root + "/Tests/IntegrationTests/Support/bus-client.py", encoding: .utf8)
+        try sd.write(script, to: "/usr/local/lib/npt-bus-client.py")
+        let pipe = try Subprocess.makePipe()
+        let p = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a", "/usr/bin/python3",
+                                      "/usr/local/lib/npt-bus-client.py", "race", Self.socket],
+                                     stdin: .devNull, stdout: .fd(pipe.write), stderr: .devNull)
+        close(pipe.write)
+        let out = FDLineReader(fd: pipe.read)
+        defer { p.killAndReap(); close(pipe.read) }
+        XCTAssertEqual(out.nextLine(timeout: 10), "ready")
+        try sd.namespace.ip("link", "set", "wlan0p", "down")
+        let line = try XCTUnwrap(out.nextLine(timeout: 15), "no times: \(out.history)")
+        let times = try JSONValue.object(line)
+        let bus = try XCTUnwrap(times["bus"] as? Double, line), socket = try XCTUnwrap(times["socket"] as? Double, line)
+        print(String(format: "BusFaceTests: LinkChanged %.2f ms after the socket's link event", (bus - socket) * 1000))
+        XCTAssertLessThan(abs(bus - socket), 0.05, line)
+    }
+
+    /// `netpermd_connections_total`: the socket's connections and the bus's calls.
+    private func connections(_ sd: RealSystemd) throws -> Int {
+        let text = try sd.check(["/usr/local/bin/netpermctl", "metrics"]).stdout
+        let line = text.split(separator: "\n").first { $0.hasPrefix("netpermd_connections_total ") } ?? ""
+        return Int(Double(line.split(separator: " ").last ?? "") ?? -1)
+    }
+
+    /// One caller floods the bus face with 10,000 calls a second and never reads a reply: the socket's good client
+    /// is answered meanwhile (p99), and the face answers root right after.
+    func testAFloodingCallerStallsNothing() throws {
+        let sd = try boot()
+        let good = GoodClient(socket: sd.root + Self.socket, app: "open")
+        try good.start()
+        let before = try connections(sd)
+        let flood = try client(sd, as: Self.alice, ["flood", "3", "10000"])
+        good.stop()
+        // Each call is a connection of the engine's: how many of the flood's the daemon answered.
+        let served = try connections(sd) - before
+        XCTAssertGreaterThan(served, 1_000, "the flood reached the daemon (the bus refuses a caller more than 128 calls waiting)")
+        let latencies = good.latencies.sorted()
+        XCTAssertGreaterThan(latencies.count, 100, "the good client kept asking")
+        XCTAssertEqual(good.failures, [])
+        let p99 = latencies[Int(Double(latencies.count) * 0.99)]
+        print(String(format: "BusFaceTests: flood of %@ calls in 3 s, %d answered; good client's QUERY p99 %.2f ms, worst %.1f ms",
+                     "\(flood["sent"] ?? 0)", served, p99 * 1000, (latencies.last ?? 0) * 1000))
+        XCTAssertGreaterThan(flood["sent"] as? Int ?? 0, 10_000, "the flood was sent")
+        XCTAssertLessThan(p99, 0.1, "p99 of the good client's QUERY")
+        let t = monotonicNow()
+        if case let .failure(e) = try call(sd, Self.r, "GetStatus") { XCTFail("after the flood: \(e.text)") }
+        XCTAssertLessThan(monotonicNow() - t, 2, "root answered at once after the flood")
+    }
+}

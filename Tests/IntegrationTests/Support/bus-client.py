@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The bus face's test client (BusFaceTests), run by /usr/bin/python3 (GLib's bindings) inside the test's systemd
+# container, as whichever user the test says:
+#   compare SOCKET METHOD [ARGS...]: one process asks the socket and the bus; prints {"socket":...,"bus":...}.
+#     METHOD Query is QUERY; QueryApp APP is QUERY APP (the bus's everyone view). compare-agent: the same while
+#     this process is an agent on the socket too (SUBSCRIBE prompts), so that an ask is awaiting-decision.
+#   race SOCKET: subscribes to links on the socket and to LinkChanged on the bus, prints "ready", then the
+#     monotonic times (s) the first link event came by each: {"socket":T,"bus":T}.
+#   signal SOCKET NAME: an agent on the socket (SUBSCRIBE prompts) that listens for the bus's signal NAME; prints
+#     "ready", then {"got":true} when it came (false after 10 s).
+#   flood SECONDS RATE: one connection sends GetStatus calls at RATE a second and never reads a reply; prints
+#     how many it sent.
+import json, socket, sys, time
+from gi.repository import Gio, GLib
+
+NAME, PATH, IFACE = "org.netpermd.NetPerm1", "/org/netpermd/NetPerm1", "org.netpermd.NetPerm1"
+
+
+def ask_socket(path, line):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(line.encode() + b"\n")
+    data = b""
+    while not data.endswith(b"\n"):
+        data += s.recv(65536)
+    return json.loads(data)
+
+
+def compare(path, method, args):
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+    if method == "Query":
+        line, params = "QUERY", None
+    else:
+        line, params = "QUERY " + args[0], GLib.Variant("(sb)", (args[0], True))
+    reply = bus.call_sync(NAME, PATH, IFACE, method, params, None, Gio.DBusCallFlags.NONE, 10000, None)
+    print(json.dumps({"socket": ask_socket(path, line), "bus": reply.unpack()[0]}))
+
+
+def race(path):
+    loop = GLib.MainLoop()
+    times = {}
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+
+    def on_bus(*_):
+        times.setdefault("bus", time.monotonic())
+        done()
+
+    bus.signal_subscribe(NAME, IFACE, "LinkChanged", PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(b"SUBSCRIBE links\n")
+    buf = [b""]
+
+    def on_socket(*_):
+        buf[0] += s.recv(65536)
+        for line in buf[0].split(b"\n")[:-1]:
+            if json.loads(line).get("event") == "link":
+                times.setdefault("socket", time.monotonic())
+        buf[0] = buf[0].split(b"\n")[-1]
+        done()
+        return True
+
+    def done():
+        if len(times) == 2:
+            loop.quit()
+
+    GLib.io_add_watch(s.fileno(), GLib.IO_IN, on_socket)
+    # The match is in place once the bus has answered a call made after it.
+    bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId", None, None,
+                  Gio.DBusCallFlags.NONE, 5000, None)
+    print("ready", flush=True)
+    GLib.timeout_add_seconds(10, loop.quit)
+    loop.run()
+    print(json.dumps(times), flush=True)
+
+
+def signal(path, name):
+    loop = GLib.MainLoop()
+    got = [False]
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+
+    def on_bus(*_):
+        got[0] = True
+        loop.quit()
+
+    bus.signal_subscribe(NAME, IFACE, name, PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
+    agent = socket.socket(socket.AF_UNIX)
+    agent.connect(path)
+    agent.sendall(b"SUBSCRIBE prompts\n")
+    agent.recv(65536)
+    bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId", None, None,
+                  Gio.DBusCallFlags.NONE, 5000, None)
+    print("ready", flush=True)
+    GLib.timeout_add_seconds(10, loop.quit)
+    loop.run()
+    print(json.dumps({"got": got[0]}), flush=True)
+
+
+def flood(seconds, rate):
+    address = Gio.dbus_address_get_for_bus_sync(Gio.BusType.SYSTEM, None)
+    path = address.split("path=")[1].split(",")[0].split(";")[0]
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    import os
+    s.sendall(b"\0AUTH EXTERNAL " + str(os.getuid()).encode().hex().encode() + b"\r\n")
+    assert s.recv(4096).startswith(b"OK"), "the bus refused"
+    s.sendall(b"BEGIN\r\n")
+
+    def blob(serial, dest, path, iface, member):
+        m = Gio.DBusMessage.new_method_call(dest, path, iface, member)
+        m.set_serial(serial)
+        return m.to_blob(Gio.DBusCapabilityFlags.NONE)
+
+    s.sendall(blob(1, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello"))
+    s.setblocking(False)
+    # Whole messages only: what the socket did not take waits in `out`, and nothing new is made meanwhile.
+    sent, serial, start, out = 0, 2, time.monotonic(), b""
+    while time.monotonic() - start < seconds:
+        due = int((time.monotonic() - start) * rate)
+        while sent < due and not out:
+            out = blob(serial, NAME, PATH, IFACE, "GetStatus")
+            sent += 1
+            serial += 1
+            try:
+                out = out[s.send(out):]
+            except BlockingIOError:
+                pass
+        if out:
+            try:
+                out = out[s.send(out):]
+            except BlockingIOError:
+                pass
+        time.sleep(0.001)
+    print(json.dumps({"sent": sent}), flush=True)
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "compare":
+        compare(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif cmd == "compare-agent":
+        agent = socket.socket(socket.AF_UNIX)
+        agent.connect(sys.argv[2])
+        agent.sendall(b"SUBSCRIBE prompts\n")
+        agent.recv(65536)
+        compare(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif cmd == "race":
+        race(sys.argv[2])
+    elif cmd == "signal":
+        signal(sys.argv[2], sys.argv[3])
+    elif cmd == "flood":
+        flood(float(sys.argv[2]), int(sys.argv[3]))
