@@ -448,6 +448,7 @@ uninstall-settings:
 # lacks a string. `settings-mo` compiles the catalogues where the app looks for them in this checkout.
 SETTINGS_UI = $(wildcard settings/netpermd_settings/ui/*.ui)
 SETTINGS_LANGS = de zh_CN
+AGENT_SOURCES = Sources/netpermctl/PromptText.swift Sources/netpermctl/NotifyAgent.swift
 settings-pot:
 	install -d po
 	xgettext --from-code=UTF-8 --keyword=_ --package-name=netpermd-settings --sort-output --no-location \
@@ -455,6 +456,12 @@ settings-pot:
 	sed -i '1s/.*/# SPDX-License-Identifier: LGPL-2.1-or-later/' po/netpermd-settings.pot
 	for l in $(SETTINGS_LANGS); do msgmerge --quiet --update --backup=none --no-fuzzy-matching --sort-output \
 	  po/$$l.po po/netpermd-settings.pot; done
+	@# The notification agent's questions (netpermctl agent --notify): tr("...") in Swift, read as C by xgettext.
+	xgettext --language=C --from-code=UTF-8 --keyword=tr --keyword=N_ --package-name=netpermctl --sort-output \
+	  --no-location --output=po/netpermctl/netpermctl.pot $(AGENT_SOURCES)
+	sed -i '1s/.*/# SPDX-License-Identifier: LGPL-2.1-or-later/' po/netpermctl/netpermctl.pot
+	for l in $(SETTINGS_LANGS); do msgmerge --quiet --update --backup=none --no-fuzzy-matching --sort-output \
+	  po/netpermctl/$$l.po po/netpermctl/netpermctl.pot; done
 
 settings-mo:
 	for l in $(SETTINGS_LANGS); do install -d .build/settings-locale/$$l/LC_MESSAGES; \
@@ -466,6 +473,8 @@ install-files:
 	@test -x "$(BIN)/netpermd" -a -x "$(BIN)/netpermctl" || { echo "install-files: no programs in BIN='$(BIN)'" >&2; exit 1; }
 	install -D -m 0755 $(BIN)/netpermd $(SBINDIR)/netpermd
 	install -D -m 0755 $(BIN)/netpermctl $(BINDIR)/netpermctl
+	for l in de zh_CN; do install -d $(DESTDIR)$(PREFIX)/share/locale/$$l/LC_MESSAGES; \
+	  msgfmt -o $(DESTDIR)$(PREFIX)/share/locale/$$l/LC_MESSAGES/netpermctl.mo po/netpermctl/$$l.po || exit 1; done
 	install -d $(UNITDIR) $(DOCDIR) $(CONFDIR)/netpermd.conf.d
 	for u in $(UNITS); do \
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
@@ -509,6 +518,7 @@ uninstall:
 	rm -rf $(DOCDIR) $(DATADIR)
 	for m in $(MANPAGES); do rm -f $(MANDIR)/man$${m##*.}/$$m; done
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
+	rm -f $(foreach l,de zh_CN,$(DESTDIR)$(PREFIX)/share/locale/$(l)/LC_MESSAGES/netpermctl.mo)
 	$(MAKE) --no-print-directory uninstall-gio
 	$(MAKE) --no-print-directory uninstall-settings
 

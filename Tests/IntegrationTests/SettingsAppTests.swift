@@ -389,27 +389,15 @@ final class SettingsAppTests: IntegrationTestCase {
         XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "\(path) is a PNG")
     }
 
-    /// The environment of a person reading `lang` (zh_CN, de): the locale built by localedef into a directory of the
-    /// test's own (LOCPATH: the host's locales are not touched), and the app's catalogues compiled from po/.
+    /// The environment of a person reading `lang` (zh_CN, de), with the app's catalogues (Support/Languages.swift).
     func language(_ lang: String) throws -> [String] {
-        let locales = try makeTempDir()
-        let name = (lang == "de" ? "de_DE" : lang) + ".UTF-8"
-        let def = try Subprocess.run(["localedef", "-i", lang == "de" ? "de_DE" : lang, "-f", "UTF-8", locales + "/" + name],
-                                     timeout: 60)
-        XCTAssertEqual(def.status, 0, def.summary)
-        let catalogues = try makeTempDir()
-        for l in ["de", "zh_CN"] {
-            try FileManager.default.createDirectory(atPath: catalogues + "/\(l)/LC_MESSAGES", withIntermediateDirectories: true)
-            let mo = try Subprocess.run(["msgfmt", "--check", "-o", catalogues + "/\(l)/LC_MESSAGES/netpermd-settings.mo",
-                                         Repository.path("po/\(l).po")])
-            XCTAssertEqual(mo.status, 0, mo.summary)
-        }
-        return ["LANG=\(name)", "LOCPATH=\(locales)", "NETPERMD_SETTINGS_LOCALEDIR=\(catalogues)"]
+        try Languages.environment(self, lang, catalogues: [("netpermd-settings", "po", "NETPERMD_SETTINGS_LOCALEDIR")])
     }
 
-    /// The source strings of the template (po/netpermd-settings.pot), without the header's empty one.
+    /// The source strings of a template or catalogue, without the header's empty one.
     static func msgids(_ file: String) throws -> [String] {
-        let text = try String(contentsOfFile: file, encoding: .utf8)
+        // Unwrapped first: a long msgid is written over several lines.
+        let text = try Subprocess.check(["msgcat", "--no-wrap", "--force-po", file]).stdout
         return text.split(separator: "\n").filter { $0.hasPrefix("msgid \"") }
             .map { String($0.dropFirst(7).dropLast()).replacingOccurrences(of: "\\\"", with: "\"") }.filter { !$0.isEmpty }
     }
@@ -552,8 +540,24 @@ final class SettingsAppTests: IntegrationTestCase {
         let template = try Set(Self.msgids(Repository.path("po/netpermd-settings.pot")))
         XCTAssertEqual(now.subtracting(template).sorted(), [], "not in po/netpermd-settings.pot: run make settings-pot")
         XCTAssertEqual(template.subtracting(now).sorted(), [], "no longer in the app: run make settings-pot")
+        try Self.checkCatalogues(template: template, dir: "po")
+        // The notification agent's questions (netpermctl agent --notify), tr("...") in its Swift, read as C.
+        let agentPot = try makeTempDir() + "/netpermctl.pot"
+        let agent = try Subprocess.run(["xgettext", "--language=C", "--from-code=UTF-8", "--keyword=tr", "--keyword=N_",
+                                        "--output=" + agentPot, Repository.path("Sources/netpermctl/PromptText.swift"),
+                                        Repository.path("Sources/netpermctl/NotifyAgent.swift")])
+        XCTAssertEqual(agent.status, 0, agent.summary)
+        let agentNow = try Set(Self.msgids(agentPot))
+        XCTAssertTrue(agentNow.contains("Allow “{app}” to use {kinds}?"), "\(agentNow.sorted())")
+        let agentTemplate = try Set(Self.msgids(Repository.path("po/netpermctl/netpermctl.pot")))
+        XCTAssertEqual(agentNow.symmetricDifference(agentTemplate).sorted(), [], "po/netpermctl is not current: make settings-pot")
+        try Self.checkCatalogues(template: agentTemplate, dir: "po/netpermctl")
+    }
+
+    /// Each catalogue of `dir` (zh_CN, de) translates every string of `template`, and has no other.
+    static func checkCatalogues(template: Set<String>, dir: String) throws {
         for lang in ["zh_CN", "de"] {
-            let po = Repository.path("po/\(lang).po")
+            let po = Repository.path("\(dir)/\(lang).po")
             let stats = try Subprocess.run(["msgfmt", "--check", "--statistics", "-o", "/dev/null", po])
             XCTAssertEqual(stats.status, 0, stats.summary)
             XCTAssertEqual(stats.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "\(template.count) translated messages.",
