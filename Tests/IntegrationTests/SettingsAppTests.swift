@@ -417,6 +417,15 @@ final class SettingsAppTests: IntegrationTestCase {
         return child
     }
 
+    /// The app's pure logic alone (Support/settings-unit.py): the choice each verdict is, what a choice decides, the
+    /// words, IEC sizes, the protocol's faults.
+    func testTheChoiceIsComputedFromTheVerdictAndSaidInThePersonsWords() throws {
+        let r = try Subprocess.run(["/usr/bin/python3", Repository.path("Tests/IntegrationTests/Support/settings-unit.py"),
+                                    Repository.path("settings")], timeout: 60)
+        XCTAssertEqual(r.status, 0, r.summary)
+        XCTAssertTrue(r.stderr.contains("\nOK"), r.summary)
+    }
+
     /// Noise, JSON of the wrong shape, silence, no daemon and a daemon gone: each said as what it is, with a retry
     /// that works once a good daemon answers.
     func testEachFaultOfTheDaemonIsShownAsWhatItIs() throws {
