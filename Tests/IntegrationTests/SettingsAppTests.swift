@@ -483,14 +483,11 @@ final class SettingsAppTests: IntegrationTestCase {
         XCTAssertLessThan(m["listed_after_snapshot_s"] as? Double ?? 99, 3, "1,000 apps listed after the snapshot: \(line)")
         let searchCPU = m["search_cpu_ms"] as? [Double] ?? []
         XCTAssertEqual(searchCPU.count, 3, line)
-        // Narrowing ("app0999", then "app09"): the main loop's own time; clearing widens in batches.
+        // Narrowing ("app0999"), then widening a little ("app09"): the main loop's own time; clearing widens by steps.
         for ms in searchCPU.prefix(2) { XCTAssertLessThan(ms, 100, "search narrows: \(line)") }
         XCTAssertLessThan(m["event_ms"] as? Double ?? 9999, 1000, "a DECIDE's event shown: \(line)")
-        let stalls = (m["stalls"] as? [[Any]]) ?? []
-        for stall in stalls where (stall[2] as? String) != "search " {
-            XCTFail("the main loop busy \(stall[0]) ms CPU in one go (\(stall[2])): \(line)")
-        }
-        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 999, 100, line)
+        // No main-loop spell over 50 ms of CPU after the window's first frame, whatever the step.
+        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 999, 50, line)
     }
 
     /// Under LANG=zh_CN.UTF-8 the accessibility tree of every page holds no source string of the catalogue: each

@@ -48,6 +48,8 @@ class AppItem(GObject.Object):
         self.verdict = {}
         self.key = ""
         self.usage = None
+        # Its place in the list (the search lets new matches in by place).
+        self.pos = 0
         self.update(verdict, privileged)
 
     def update(self, verdict, privileged):
@@ -122,6 +124,8 @@ class AppList:
             self.pending = GLib.idle_add(self._chunk, ordered, end, privileged, done, made)
             return False
         items = [made[v["app"]] for v in ordered]
+        for i, item in enumerate(items):
+            item.pos = i
         old = [self.store.get_item(i) for i in range(self.store.get_n_items())]
         self.items = made
         # Unchanged order (a resync of the same apps): the rows stay, their items changed in place.
