@@ -25,15 +25,18 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev sys
 # Debian's GLib for Python (/usr/bin/python3), dbus-daemon, python-dbusmock, xdg-desktop-portal and bubblewrap (a
 # Flatpak app's sandbox) for the GLib module's tests; for the prompt agents' tests, dbus-user-session (users'
 # managers' session bus), dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent;
-# e2fsprogs for the small ext4 a test freezes under the daemon's decisions file.
+# e2fsprogs for the small ext4 a test freezes under the daemon's decisions file; for the settings app's test in
+# Chinese and German, locales (the data localedef builds zh_CN.UTF-8 and de_DE.UTF-8 from, into the test's own
+# LOCPATH) and a CJK font for its screenshots.
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
              bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux e2fsprogs \
-             gir1.2-gtk-4.0 gir1.2-adw-1 at-spi2-core python3-pyatspi desktop-file-utils appstream gettext
+             gir1.2-gtk-4.0 gir1.2-adw-1 at-spi2-core python3-pyatspi desktop-file-utils appstream gettext \
+             locales fonts-wqy-microhei
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-replay fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files install-settings uninstall-settings settings-pot uninstall clean \
+.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-replay fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files install-settings uninstall-settings settings-pot settings-mo uninstall clean \
         gio-deps gio-module gio-test install-gio uninstall-gio
 
 all: build
@@ -206,7 +209,7 @@ integration: deps test-deps release gio-module deb
 # man pages, completions) and netpermd-gio (the GLib module), built by dpkg-buildpackage from the release build
 # into $(DEB_DIR). debian/changelog (in git, so dpkg-buildpackage works from a clone) must name VERSION: one
 # version; SOURCE_DATE_EPOCH (the last commit's time) dates the build, so two builds of one commit are alike.
-DEB_DEBS := debhelper dpkg-dev lintian dh-python python3
+DEB_DEBS := debhelper dpkg-dev lintian dh-python python3 gettext
 DEB_DIR := .build/deb
 DEB_ARCH = $(shell dpkg --print-architecture)
 DEB_DATE = $(shell git log -1 --format=%ct 2>/dev/null || stat -c %Y Sources/NetpermProtocol/Version.swift)
@@ -439,6 +442,10 @@ install-settings:
 	install -D -m 0644 man/netpermd-settings.1 $(DESTDIR)$(PREFIX)/share/man/man1/netpermd-settings.1
 	install -d $(DESTDIR)$(PREFIX)/share/netpermd-settings/netpermd_settings
 	install -m 0644 $(SETTINGS_MODULES) $(DESTDIR)$(PREFIX)/share/netpermd-settings/netpermd_settings/
+	install -d $(DESTDIR)$(PREFIX)/share/netpermd-settings/netpermd_settings/ui
+	install -m 0644 $(SETTINGS_UI) $(DESTDIR)$(PREFIX)/share/netpermd-settings/netpermd_settings/ui/
+	for l in $(SETTINGS_LANGS); do install -d $(DESTDIR)$(PREFIX)/share/locale/$$l/LC_MESSAGES; \
+	  msgfmt -o $(DESTDIR)$(PREFIX)/share/locale/$$l/LC_MESSAGES/netpermd-settings.mo po/$$l.po || exit 1; done
 	install -D -m 0644 settings/data/org.netpermd.Settings.desktop $(DESTDIR)$(PREFIX)/share/applications/org.netpermd.Settings.desktop
 	install -D -m 0644 settings/data/org.netpermd.Settings.metainfo.xml $(DESTDIR)$(PREFIX)/share/metainfo/org.netpermd.Settings.metainfo.xml
 	install -D -m 0644 settings/data/org.netpermd.Settings.svg $(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg
@@ -447,14 +454,33 @@ uninstall-settings:
 	rm -f $(DESTDIR)$(PREFIX)/bin/netpermd-settings $(DESTDIR)$(PREFIX)/share/applications/org.netpermd.Settings.desktop \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/netpermd-settings.1 \
 	  $(DESTDIR)$(PREFIX)/share/metainfo/org.netpermd.Settings.metainfo.xml \
-	  $(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg
+	  $(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg \
+	  $(foreach l,$(SETTINGS_LANGS),$(DESTDIR)$(PREFIX)/share/locale/$(l)/LC_MESSAGES/netpermd-settings.mo)
 	rm -rf $(DESTDIR)$(PREFIX)/share/netpermd-settings
 
-# The strings to translate (gettext): po/netpermd-settings.pot, from the modules.
+# The strings to translate (gettext): po/netpermd-settings.pot, from the modules and the .ui templates, then each
+# catalogue (po/LANG.po) merged with it; SettingsAppTests fails when the template is not current or a catalogue
+# lacks a string. `settings-mo` compiles the catalogues where the app looks for them in this checkout.
+SETTINGS_UI = $(wildcard settings/netpermd_settings/ui/*.ui)
+SETTINGS_LANGS = de zh_CN
+AGENT_SOURCES = Sources/netpermctl/PromptText.swift Sources/netpermctl/NotifyAgent.swift
 settings-pot:
 	install -d po
-	xgettext --language=Python --keyword=_ --from-code=UTF-8 --package-name=netpermd-settings \
-	  --output=po/netpermd-settings.pot $(SETTINGS_MODULES)
+	xgettext --from-code=UTF-8 --keyword=_ --package-name=netpermd-settings --sort-output --no-location \
+	  --output=po/netpermd-settings.pot $(SETTINGS_MODULES) $(SETTINGS_UI)
+	sed -i '1s/.*/# SPDX-License-Identifier: LGPL-2.1-or-later/' po/netpermd-settings.pot
+	for l in $(SETTINGS_LANGS); do msgmerge --quiet --update --backup=none --no-fuzzy-matching --sort-output \
+	  po/$$l.po po/netpermd-settings.pot; done
+	@# The notification agent's questions (netpermctl agent --notify): tr("...") in Swift, read as C by xgettext.
+	xgettext --language=C --from-code=UTF-8 --keyword=tr --keyword=N_ --package-name=netpermctl --sort-output \
+	  --no-location --output=po/netpermctl/netpermctl.pot $(AGENT_SOURCES)
+	sed -i '1s/.*/# SPDX-License-Identifier: LGPL-2.1-or-later/' po/netpermctl/netpermctl.pot
+	for l in $(SETTINGS_LANGS); do msgmerge --quiet --update --backup=none --no-fuzzy-matching --sort-output \
+	  po/netpermctl/$$l.po po/netpermctl/netpermctl.pot; done
+
+settings-mo:
+	for l in $(SETTINGS_LANGS); do install -d .build/settings-locale/$$l/LC_MESSAGES; \
+	  msgfmt --check -o .build/settings-locale/$$l/LC_MESSAGES/netpermd-settings.mo po/$$l.po || exit 1; done
 
 # What `install` copies, taking the programs from BIN. The real-systemd test installs with this very target
 # (into its container's root, with DESTDIR), so the tested units are the installed ones.
@@ -462,6 +488,8 @@ install-files:
 	@test -x "$(BIN)/netpermd" -a -x "$(BIN)/netpermctl" || { echo "install-files: no programs in BIN='$(BIN)'" >&2; exit 1; }
 	install -D -m 0755 $(BIN)/netpermd $(SBINDIR)/netpermd
 	install -D -m 0755 $(BIN)/netpermctl $(BINDIR)/netpermctl
+	for l in de zh_CN; do install -d $(DESTDIR)$(PREFIX)/share/locale/$$l/LC_MESSAGES; \
+	  msgfmt -o $(DESTDIR)$(PREFIX)/share/locale/$$l/LC_MESSAGES/netpermctl.mo po/netpermctl/$$l.po || exit 1; done
 	install -d $(UNITDIR) $(DOCDIR) $(CONFDIR)/netpermd.conf.d
 	for u in $(UNITS); do \
 	  sed 's|/usr/local|$(PREFIX)|g' systemd/$$u > $(UNITDIR)/$$u; chmod 0644 $(UNITDIR)/$$u; \
@@ -515,6 +543,7 @@ uninstall:
 	rm -f $(BASHCOMPDIR)/netpermctl $(ZSHCOMPDIR)/_netpermctl
 	rm -f $(DBUSDIR)/interfaces/org.netpermd.NetPerm1.xml $(DBUSDIR)/system.d/org.netpermd.NetPerm1.conf \
 	  $(POLKITDIR)/org.netpermd.NetPerm1.policy
+	rm -f $(foreach l,de zh_CN,$(DESTDIR)$(PREFIX)/share/locale/$(l)/LC_MESSAGES/netpermctl.mo)
 	$(MAKE) --no-print-directory uninstall-gio
 	$(MAKE) --no-print-directory uninstall-settings
 

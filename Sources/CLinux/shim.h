@@ -2,6 +2,8 @@
 // Kernel constants and structures from the Linux and glibc headers that Swift's Glibc module does not bring in
 // (or brings in only under _GNU_SOURCE), so that NetpermIO can name them instead of repeating magic numbers.
 #include <fcntl.h>
+#include <libintl.h>
+#include <locale.h>
 #include <linux/if.h>
 #include <linux/fs.h>
 #include <malloc.h>

@@ -10,6 +10,10 @@ public enum Topic: String, Sendable, CaseIterable {
     /// Apps crossing 80% and 100% of their metered budget (docs/USAGE.md): the subscriber's own app, or (privileged)
     /// every app.
     case usage
+    /// Every app `APPS` lists for the subscriber, as its uid has them (a privileged one: as everyone has them):
+    /// what a person's settings window follows (their own decisions, others' answers, reloads, budgets), where
+    /// `apps` gives an unprivileged subscriber its own app alone.
+    case mine
     /// Scopes wanted for the subscriber's own uid's apps found by what they run (docs/APPS.md): the user's own
     /// `netpermctl scopes` makes them through that user's manager, which a daemon without root cannot reach.
     case scopes
@@ -44,6 +48,9 @@ public enum ResyncReason: String, Sendable {
     case netlinkOverrun = "netlink-overrun"
     /// The subscriber fell too far behind: the events it had not read were dropped (`dropped` counts them).
     case fellBehind = "fell-behind"
+    /// The apps `APPS` lists for a `mine` subscriber changed (a reload, a desktop app installed, started or gone):
+    /// no app event says that an app left the list, so the whole list comes again.
+    case listed
 }
 
 /// Why a prompt closed unanswered before it expired.

@@ -51,7 +51,7 @@ public enum Verb: String, Sendable, CaseIterable {
         case .reach: return "REACH ADDRESS [SECONDS]"
         case .apps: return "APPS"
         case .reload: return "RELOAD"
-        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self] [usage] [scopes]"
+        case .subscribe: return "SUBSCRIBE [links] [apps] [policy] [prompts] [self] [usage] [mine] [scopes]"
         case .wait: return "WAIT [APP] [SECONDS]"
         case .prompts: return "PROMPTS"
         case .answer: return "ANSWER ID allow|deny|once|dismiss [--everyone]"

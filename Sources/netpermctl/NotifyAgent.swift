@@ -54,6 +54,8 @@ enum NotifyAgent {
     }
 
     static func run(socketPath: String) -> Never {
+        // Its questions in the person's language (the terminal agent's stay as its tests and scripts read them).
+        Localized.start()
         let notes: DesktopNotifications
         let server: String
         do {
@@ -112,11 +114,11 @@ enum NotifyAgent {
             let t = p.forTerminal
             let options = PromptText.options(t, privileged: session.privileged)
             let whose = PromptText.whose(t, privileged: session.privileged).map { "\n" + $0 } ?? ""
-            let body = markup(PromptText.question(t) + "." + whose + "\n" + PromptText.expiry(t) + "\nAllow once: "
-                + PromptText.onceUntil(t) + ".")
+            let body = markup(PromptText.question(t) + "." + whose + "\n" + PromptText.expiry(t) + "\n"
+                + Localized.tr("Allow once: {until}.", [("until", PromptText.onceUntil(t))]))
             // No default action: a click on the body, stray or meant to read it, must not open the app.
             // And "Settings", where the settings app is installed: every app's choice, not only this one's.
-            let actions = options.map { ($0.key, $0.label) } + (SettingsApp.installed ? [(SettingsApp.key, "Settings")] : [])
+            let actions = options.map { ($0.key, $0.label) } + (SettingsApp.installed ? [(SettingsApp.key, Localized.tr("Settings"))] : [])
             do {
                 let token = try notes.notifyLater(appName: "netpermd", icon: t["icon"]?.stringValue ?? "network-wireless", summary: PromptText.summary(t),
                                                   body: body, actions: actions, urgency: 2)
@@ -148,10 +150,12 @@ enum NotifyAgent {
                 PromptText.app(t) + (session.privileged ? t["uid"]?.intValue.map { " (\(PromptText.user($0)))" } ?? "" : "")
             }
             let more = waiting.count - names.count
-            let list = names.joined(separator: ", ") + (more > 0 ? " and \(more) more" : "")
-            return (waiting.count == 1 ? "1 more app is waiting" : "\(waiting.count) more apps are waiting",
-                    markup("Waiting to be asked: \(list).\nEach is asked here as the questions shown are answered"
-                           + (SettingsApp.installed ? "; Settings lists them all." : ".")))
+            let list = names.joined(separator: ", ") + (more > 0 ? Localized.tr(" and {n} more", [("n", String(more))]) : "")
+            return (waiting.count == 1 ? Localized.tr("1 more app is waiting")
+                        : Localized.tr("{n} more apps are waiting", [("n", String(waiting.count))]),
+                    markup(Localized.tr("Waiting to be asked: {list}.", [("list", list)]) + "\n"
+                           + (SettingsApp.installed ? Localized.tr("Each is asked here as the questions shown are answered; Settings lists them all.")
+                                                    : Localized.tr("Each is asked here as the questions shown are answered."))))
         }
 
         /// What is shown follows what is open: the lineup's prompts, and the summary of the rest.
@@ -182,7 +186,7 @@ enum NotifyAgent {
                 if summary.token == nil, summary.id == nil || summary.text != title + "\n" + body {
                     do {
                         summary.token = try notes.notifyLater(appName: "netpermd", icon: "network-wireless", summary: title, body: body,
-                                                              actions: SettingsApp.installed ? [(SettingsApp.key, "Settings")] : [],
+                                                              actions: SettingsApp.installed ? [(SettingsApp.key, Localized.tr("Settings"))] : [],
                                                               urgency: 1, replaces: summary.id ?? 0)
                         summary.sending = title + "\n" + body
                     } catch {

@@ -8,10 +8,19 @@ import NetpermProtocol
 /// for, or that its connection was refused and to where, the link, metered or not, when the question expires, and
 /// the choices. `p` is the daemon's prompt, escaped for the terminal (`JSON.forTerminal`).
 enum PromptText {
-    /// What each kind is to a person.
-    static let kindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "cellular data", "ethernet": "Ethernet",
-                                              "other": "other networks", "metered": "metered networks",
-                                              "roaming": "data while roaming"]
+    static func tr(_ text: String) -> String { Localized.tr(text) }
+    static func tr(_ text: String, _ values: [(String, String)]) -> String { Localized.tr(text, values) }
+    static func N_(_ text: String) -> String { text }
+
+    /// What each kind is to a person (`kindName` translates it).
+    static let kindNames: [String: String] = ["wifi": N_("Wi-Fi"), "wwan": N_("cellular data"), "ethernet": N_("Ethernet"),
+                                              "other": N_("other networks"), "metered": N_("metered networks"),
+                                              "roaming": N_("data while roaming")]
+    static func kindName(_ kind: String) -> String { kindNames[kind].map(tr) ?? kind }
+    /// The daemon's labels of its choices (PromptChoice.label), for the catalogue: shown translated.
+    static let choiceLabels = [N_("Allow"), N_("Allow once"), N_("Deny"), N_("Wi-Fi only"), N_("Not on Wi-Fi"),
+                               N_("Not on Ethernet"), N_("Not on this network"), N_("Unmetered only"),
+                               N_("Not while roaming"), N_("until netpermd restarts or its policy changes")]
     /// A link's kind, as a person calls it.
     static let linkKindNames: [String: String] = ["wifi": "Wi-Fi", "wwan": "cellular", "ethernet": "Ethernet",
                                                   "other": "other", "loopback": "loopback"]
@@ -22,7 +31,8 @@ enum PromptText {
         let roaming = kinds.contains("roaming")
         kinds.removeAll { $0 == "roaming" }
         if roaming, kinds.isEmpty { kinds = [p["link"]?["kind"]?.stringValue ?? "wwan"] }
-        return kinds.map { kindNames[$0] ?? $0 }.joined(separator: " and ") + (roaming ? " while roaming" : "")
+        let list = kinds.map(kindName).joined(separator: tr(" and "))
+        return roaming ? tr("{kinds} while roaming", [("kinds", list)]) : list
     }
 
     /// The app as a person knows it: its desktop file's name in the caller's language ("Karten" under
@@ -53,10 +63,10 @@ enum PromptText {
         if let exe = id?["executable"]?.stringValue { who.append(exe) }
         if let unit = id?["unit"]?.stringValue { who.append(unit) }
         let uid = (id?["uid"] ?? p["uid"])?.intValue
-        if let uid { who.append("run by " + user(uid)) }
+        if let uid { who.append(tr("run by {user}", [("user", user(uid))])) }
         var text = who.joined(separator: ", ")
         if p["user_named"]?.boolValue == true, let uid {
-            text += "; \(user(uid))'s own service manager named it \(p["app"]?.stringValue ?? "?")"
+            text += tr("; {user}'s own service manager named it {app}", [("user", user(uid)), ("app", p["app"]?.stringValue ?? "?")])
         }
         return text
     }
@@ -74,9 +84,9 @@ enum PromptText {
     /// The daemon's choices (allow, deny, once), and for a privileged agent asked about one user's process (an
     /// admin's answer is that uid's) "Allow for everyone" last.
     static func options(_ p: JSON, privileged: Bool) -> [Option] {
-        var options = choices(p).map { Option(choice: $0.choice, everyone: false, label: $0.label) }
+        var options = choices(p).map { Option(choice: $0.choice, everyone: false, label: tr($0.label)) }
         if privileged, p["for_uid"]?.intValue != nil {
-            options.append(Option(choice: .allow, everyone: true, label: "Allow for everyone"))
+            options.append(Option(choice: .allow, everyone: true, label: tr("Allow for everyone")))
         }
         return options
     }
@@ -85,7 +95,8 @@ enum PromptText {
     /// asked; nil otherwise (a user's agent answers for their own, an everyone's prompt for everyone).
     static func whose(_ p: JSON, privileged: Bool) -> String? {
         guard privileged, let uid = p["for_uid"]?.intValue else { return nil }
-        return "Answers are for \(user(uid))'s own processes; “Allow for everyone” opens \(app(p)) for every user."
+        return tr("Answers are for {user}'s own processes; “Allow for everyone” opens {app} for every user.",
+                  [("user", user(uid)), ("app", app(p))])
     }
 
     /// "wwan0 (cellular, metered)", "tun0 over wwan0 (cellular)", "wwan0 (cellular, metered, roaming)"
@@ -102,19 +113,27 @@ enum PromptText {
     static func question(_ p: JSON) -> String {
         let who = who(p)
         let app = app(p) + (who.isEmpty ? "" : " (\(who))")
-        guard p["source"]?.stringValue == "blocked" else { return app + " asks to use \(kinds(p)) via \(link(p))" }
-        let to = p["destination"]?.stringValue.map { " to " + $0 } ?? ""
-        return app + " was refused a connection\(to) over \(kinds(p)) via \(link(p))"
+        guard p["source"]?.stringValue == "blocked" else {
+            return tr("{app} asks to use {kinds} via {link}", [("app", app), ("kinds", kinds(p)), ("link", link(p))])
+        }
+        guard let to = p["destination"]?.stringValue else {
+            return tr("{app} was refused a connection over {kinds} via {link}", [("app", app), ("kinds", kinds(p)), ("link", link(p))])
+        }
+        return tr("{app} was refused a connection to {destination} over {kinds} via {link}",
+                  [("app", app), ("destination", to), ("kinds", kinds(p)), ("link", link(p))])
     }
 
     /// "Unanswered, it expires in 30 s and maps stays off cellular data."
     static func expiry(_ p: JSON) -> String {
-        let seconds = p["timeout_sec"]?.intValue.map { "in \($0) s" } ?? "soon"
-        return "Unanswered, it expires \(seconds) and \(app(p)) stays off \(kinds(p))."
+        guard let seconds = p["timeout_sec"]?.intValue else {
+            return tr("Unanswered, it expires soon and {app} stays off {kinds}.", [("app", app(p)), ("kinds", kinds(p))])
+        }
+        return tr("Unanswered, it expires in {seconds} s and {app} stays off {kinds}.",
+                  [("seconds", String(seconds)), ("app", app(p)), ("kinds", kinds(p))])
     }
 
     /// A notification's title: "Allow “Maps” to use cellular data?"
-    static func summary(_ p: JSON) -> String { "Allow “\(app(p))” to use \(kinds(p))?" }
+    static func summary(_ p: JSON) -> String { tr("Allow “{app}” to use {kinds}?", [("app", app(p)), ("kinds", kinds(p))]) }
 
     /// The daemon's choices with their labels (allow, deny, once), in its order.
     static func choices(_ p: JSON) -> [(choice: PromptChoice, label: String)] {
@@ -126,14 +145,16 @@ enum PromptText {
     }
 
     /// "until netpermd restarts or its policy changes"
-    static func onceUntil(_ p: JSON) -> String { p["once_until"]?.stringValue ?? PromptChoice.onceUntil }
+    static func onceUntil(_ p: JSON) -> String {
+        let until = p["once_until"]?.stringValue ?? PromptChoice.onceUntil
+        return tr(until)
+    }
 
     /// How an answer went, for the agent's own output: "maps: Wi-Fi only (cellular data and metered networks denied,
     /// for everyone)".
     static func answered(_ reply: JSON, label: String) -> String {
         let a = reply["answered"]
-        let kinds = (a?["kinds"]?.arrayValue ?? []).compactMap(\.stringValue).map { kindNames[$0] ?? $0 }
-            .joined(separator: " and ")
+        let kinds = (a?["kinds"]?.arrayValue ?? []).compactMap(\.stringValue).map(kindName).joined(separator: tr(" and "))
         let decision = a?["decision"]?.stringValue == "allow" ? "allowed" : "denied"
         let until = a?["once"]?.boolValue == true ? " " + PromptChoice.onceUntil : ""
         let whose = a?["for_uid"]?.intValue.map { "for \(user($0))'s own processes" } ?? "for everyone"

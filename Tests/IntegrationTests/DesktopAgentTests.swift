@@ -89,9 +89,9 @@ final class DesktopAgentTests: IntegrationTestCase {
     /// `netpermctl agent --notify` as `uid` on its bus; its output, line by line.
     /// `path`: its PATH instead of none.
     func notifyAgent(_ d: Desk, _ bus: PrivateBus, _ uid: UInt32, runtime: String? = nil,
-                             path: String? = nil) throws -> (ChildProcess, FDLineReader) {
+                             path: String? = nil, language: [String] = []) throws -> (ChildProcess, FDLineReader) {
         let out = try Subprocess.makePipe()
-        let vars = (runtime.map { ["XDG_RUNTIME_DIR=" + $0] } ?? []) + (path.map { ["PATH=" + $0] } ?? [])
+        let vars = (runtime.map { ["XDG_RUNTIME_DIR=" + $0] } ?? []) + (path.map { ["PATH=" + $0] } ?? []) + language
         let env = vars.isEmpty ? [] : ["env"] + vars
         let agent = try Subprocess.spawn(asUser(uid, env + [netpermctl, "--socket", d.socket, "agent", "--notify"], bus: bus),
                                          stdin: .devNull, stdout: .fd(out.write), stderr: .fd(out.write))
@@ -162,6 +162,20 @@ final class DesktopAgentTests: IntegrationTestCase {
     func decisionsText(_ d: Desk) -> String { (try? String(contentsOfFile: d.decisions, encoding: .utf8)) ?? "" }
 
     // MARK: - python-dbusmock
+
+    /// The question in the person's language: under LANG=zh_CN.UTF-8 the notification asks "允许“maps”使用无线数据？"
+    /// and its buttons are Chinese, from netpermctl's catalogue (po/netpermctl).
+    func testTheQuestionIsAskedInThePersonsLanguage() throws {
+        let d = try makeDesk()
+        let bus = try session(d, Self.alice)
+        _ = try notificationMock(d, bus, Self.alice)
+        let chinese = try Languages.environment(self, "zh_CN", catalogues: [("netpermctl", "po/netpermctl", "NETPERMCTL_LOCALEDIR")])
+        _ = try notifyAgent(d, bus, Self.alice, language: chinese)
+        let (_, args) = try blockedUntilNotified(d, bus, count: 1)
+        XCTAssertEqual(args[3] as? String, "允许“maps”使用无线数据？")
+        XCTAssertEqual(args[5] as? [String], ["allow", "允许", "deny", "仅限无线局域网", "once", "允许一次"], "\(args)")
+        XCTAssertTrue((args[4] as? String)?.contains("若不回答，此问题将在 3 秒后过期") == true, "\(args)")
+    }
 
     func testEachActionDecidesForTheUsersOwnUidAndTheNotificationFollowsThePrompt() throws {
         let d = try makeDesk()

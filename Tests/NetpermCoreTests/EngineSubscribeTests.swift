@@ -128,7 +128,7 @@ final class EngineSubscribeTests: XCTestCase {
         let h = harness()
         let c = h.connect(Peers.curl)
         XCTAssertEqual(h.requestError(c, "SUBSCRIBE links bogus", .badArguments),
-                       "unknown topic 'bogus' (expected links, apps, policy, prompts, self, usage, scopes)")
+                       "unknown topic 'bogus' (expected links, apps, policy, prompts, self, usage, mine, scopes)")
         XCTAssertFalse(h.connections[c]!.keepsOpen)
         h.setLinks([eth])
         XCTAssertEqual(h.take(c), [], "not subscribed")

@@ -92,7 +92,7 @@ final class SubscriptionTests: XCTestCase {
             return XCTFail("expected an error")
         }
         XCTAssertEqual(e.code, .badArguments)
-        XCTAssertEqual(e.message, "unknown topic 'bogus' (expected links, apps, policy, prompts, self, usage, scopes)")
+        XCTAssertEqual(e.message, "unknown topic 'bogus' (expected links, apps, policy, prompts, self, usage, mine, scopes)")
     }
 
     private func verdict(_ app: String, ready: Bool = true) -> Verdict {

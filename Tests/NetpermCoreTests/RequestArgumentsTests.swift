@@ -106,7 +106,7 @@ final class RequestArgumentsTests: XCTestCase {
         XCTAssertEqual(parse("SUBSCRIBE"), .subscribe(Topic.defaults))
         XCTAssertEqual(parse("subscribe PROMPTS self"), .subscribe([.prompts, .own]))
         XCTAssertEqual(parse("SUBSCRIBE links links"), .subscribe([.links]))
-        assertRefused("SUBSCRIBE links bogus", "unknown topic 'bogus' (expected links, apps, policy, prompts, self, usage, scopes)",
+        assertRefused("SUBSCRIBE links bogus", "unknown topic 'bogus' (expected links, apps, policy, prompts, self, usage, mine, scopes)",
                       accessFirst: .subscribe)
     }
 

@@ -1,153 +1,190 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The Apps page: every app the person may decide for, its name and icon, the three-way choice for cellular and the
-switches for metered networks and roaming, what the policy fixes, and why it cannot connect now. A change is a DECIDE (a user's
-own, for their uid) and shows when the daemon's answer comes."""
-from gi.repository import Adw, Gtk, Pango
+"""The Apps list and an app's page. The list is a Gtk.ListView over the apps' Gio.ListStore, filtered by the search
+field: rows are made only as they scroll into view, and bound to their item's properties, so an event changes a
+row in place. The page shows one app: the three choices, metered and roaming, why it cannot connect now, its
+data, and the links behind it. A choice is a set of DECIDEs (`verdicts.decisions_for`) through the window."""
+import os
 
-from .text import plain_row, CHOICES, _, app_name, choice_of, fixed, kind_name, why
+from gi.repository import Gio, GLib, Gtk, Pango
 
+from . import verdicts
+from .text import _, choice_word, day, details, size
 
-def app_icon(verdict):
-    icon = verdict.get("icon")
-    if icon and icon.startswith("/"):
-        image = Gtk.Image.new_from_file(icon)
-    else:
-        image = Gtk.Image.new_from_icon_name(icon or "application-x-executable")
-    image.set_pixel_size(32)
-    image.set_accessible_role(Gtk.AccessibleRole.PRESENTATION)
-    return image
+UI = os.path.join(os.path.dirname(__file__), "ui")
 
 
-class AppRow(Adw.ExpanderRow):
-    """One app: its choice, its metered and roaming switches, and what fixes them."""
+def list_factory():
+    """Rows made and bound by GTK from app-row.ui, as they scroll into view."""
+    with open(os.path.join(UI, "app-row.ui"), "rb") as f:
+        return Gtk.BuilderListItemFactory.new_from_bytes(None, GLib.Bytes.new(f.read()))
 
-    def __init__(self, page, verdict):
-        super().__init__(use_markup=False)
-        self.page = page
-        self.app = verdict["app"]
-        self.updating = False
-        self.add_prefix(app_icon(verdict))
-        # Open: the choice is one press away, for a pointer, a finger, a keyboard and a screen reader alike.
-        self.set_expanded(True)
-        # The three-way choice as linked toggle buttons, one group: the row's own control, operable by keyboard.
-        self.checks = {}
-        choice = Adw.PreferencesRow(activatable=False, focusable=False)
-        box = Gtk.Box(homogeneous=True, margin_top=8, margin_bottom=8, margin_start=8, margin_end=8)
-        box.add_css_class("linked")
-        group = None
-        for key, label, _kinds in CHOICES:
-            # Labels that wrap: the three fit a phone's 360 px ("Wi-Fi & Cellular" on two lines there).
-            text = Gtk.Label(label=label(), wrap=True, justify=Gtk.Justification.CENTER, width_chars=3)
+
+class Search:
+    """The search field over the list: a filter whose match is a casefolded substring of the name or the id.
+    Narrowing is done at once. Widening lets the new matches in `STEP` list positions per main loop iteration: GTK
+    4.8's list view makes the rows of up to 200 new items in one go (clearing a search of 1,000 apps held the loop
+    for 60-95 ms); once past them, the rest comes at once."""
+
+    STEP = 40
+    ROWS = 240
+
+    def __init__(self, entry, store):
+        self.text = ""
+        self.before = None      # while widening: the narrower text whose matches stay in
+        self.limit = None       # while widening: the list positions the new matches may take
+        self.pending = None
+        self.filter = Gtk.CustomFilter.new(self._match)
+        self.model = Gtk.FilterListModel(model=store, filter=self.filter)
+        entry.connect("search-changed", self._changed)
+
+    def _match(self, item):
+        if self.text and self.text not in item.key:
+            return False
+        if self.limit is None:
+            return True
+        return item.pos < self.limit or (self.before is not None and self.before in item.key)
+
+    def _changed(self, entry):
+        text = entry.get_text().casefold().strip()
+        if text == self.text:
+            return
+        if self.pending is not None:
+            GLib.source_remove(self.pending)
+            self.pending = None
+        narrower = text.startswith(self.text) and self.limit is None
+        self.before = self.text if self.text.startswith(text) else None
+        self.text = text
+        if narrower:
+            self.filter.changed(Gtk.FilterChange.MORE_STRICT)
+            return
+        self.limit = 0
+        self._widen()
+
+    def _widen(self):
+        self.limit += self.STEP
+        if self.limit >= self.ROWS:
+            self.limit = self.before = self.pending = None
+            self.filter.changed(Gtk.FilterChange.LESS_STRICT)
+            return False
+        self.filter.changed(Gtk.FilterChange.DIFFERENT if self.limit == self.STEP and self.before is None
+                            else Gtk.FilterChange.LESS_STRICT)
+        self.pending = GLib.idle_add(self._widen)
+        return False
+
+
+@Gtk.Template(filename=os.path.join(UI, "app-page.ui"))
+class AppPage(Gtk.Box):
+    """One app's page; `show(item)` follows that item until another is shown."""
+    __gtype_name__ = "NetpermAppPage"
+    back = Gtk.Template.Child()
+    icon = Gtk.Template.Child()
+    title = Gtk.Template.Child()
+    choice_box = Gtk.Template.Child()
+    choice_note = Gtk.Template.Child()
+    metered_row = Gtk.Template.Child()
+    roaming_row = Gtk.Template.Child()
+    why_row = Gtk.Template.Child()
+    data_row = Gtk.Template.Child()
+    details_row = Gtk.Template.Child()
+
+    def __init__(self):
+        super().__init__()
+        self.item = None
+        self.handler = None
+        self.on_decide = None     # on_decide(app, {kind: allow?}): set by the window
+        self.actions = Gio.SimpleActionGroup()
+        self.choice_action = Gio.SimpleAction.new_stateful("choice", GLib.VariantType.new("s"), GLib.Variant("s", ""))
+        self.choice_action.connect("activate", self._choose)
+        self.actions.add_action(self.choice_action)
+        self.switches = {}
+        for kind in ("metered", "roaming"):
+            a = Gio.SimpleAction.new_stateful(kind, None, GLib.Variant("b", False))
+            a.connect("activate", self._switch, kind)
+            self.actions.add_action(a)
+            self.switches[kind] = a
+        self.insert_action_group("page", self.actions)
+        self.buttons = {}
+        for key in verdicts.CHOICE_ORDER:
+            text = Gtk.Label(label=choice_word(key), wrap=True, justify=Gtk.Justification.CENTER, width_chars=3)
             text.set_wrap_mode(Pango.WrapMode.WORD_CHAR)
-            button = Gtk.ToggleButton(child=text)
-            button.update_property([Gtk.AccessibleProperty.LABEL], [label()])
-            button.update_property([Gtk.AccessibleProperty.DESCRIPTION], [_("Networks for {app}").format(app=self.app)])
-            if group is not None:
-                button.set_group(group)
-            group = group or button
-            button.connect("toggled", self._toggled, key)
-            box.append(button)
-            self.checks[key] = button
-        choice.set_child(box)
-        self.add_row(choice)
-        self.metered_row = plain_row(_("Metered networks"),
-                                         subtitle=_("Hotspots and connections marked metered"))
-        self.metered = Gtk.Switch(valign=Gtk.Align.CENTER)
-        self.metered.connect("notify::active", self._metered)
-        self.metered_row.add_suffix(self.metered)
-        self.metered_row.set_activatable_widget(self.metered)
-        self.add_row(self.metered_row)
-        # iOS has one "Data Roaming" for every app; here each app has its own (Roaming=).
-        self.roaming_row = plain_row(_("Roaming"), subtitle=_("Cellular data abroad"))
-        self.roaming = Gtk.Switch(valign=Gtk.Align.CENTER)
-        self.roaming.connect("notify::active", self._roaming)
-        self.roaming_row.add_suffix(self.roaming)
-        self.roaming_row.set_activatable_widget(self.roaming)
-        self.add_row(self.roaming_row)
-        self.fixed_row = plain_row(_("Set by the policy"))
-        self.add_row(self.fixed_row)
-        self.update(verdict)
+            button = Gtk.ToggleButton(child=text, action_name="page.choice", action_target=GLib.Variant("s", key))
+            button.update_property([Gtk.AccessibleProperty.LABEL], [choice_word(key)])
+            self.choice_box.append(button)
+            self.buttons[key] = button
 
-    def update(self, verdict):
-        self.verdict = verdict
-        self.updating = True
-        self.set_title(app_name(verdict) or self.app)
-        self.set_subtitle(why(verdict))
-        chosen = choice_of(verdict)
-        for key, _label, (wifi, wwan) in CHOICES:
-            button = self.checks[key]
-            button.set_active(key == chosen)
-            # A choice the policy rules out cannot be made here.
-            button.set_sensitive(all(not fixed(verdict, k) or verdict["permissions"][k] == want
-                                     for k, want in (("wifi", wifi), ("wwan", wwan))))
-        self.metered.set_active(verdict.get("permissions", {}).get("metered") == "allow")
-        self.metered_row.set_sensitive(not fixed(verdict, "metered"))
-        # A daemon from before roaming says nothing of it: allowed, as it was.
-        self.roaming.set_active(verdict.get("permissions", {}).get("roaming", "allow") == "allow")
-        self.roaming_row.set_sensitive("roaming" in verdict.get("permissions", {}) and not fixed(verdict, "roaming"))
-        fixes = [k for k in ("wifi", "wwan", "ethernet", "other", "metered", "roaming")
-                 if k in verdict.get("permissions", {}) and fixed(verdict, k)]
-        self.fixed_row.set_subtitle(", ".join(
-            _("{kind}: {permission}").format(kind=kind_name(k), permission=_("allowed") if verdict["permissions"][k] == "allow"
-                                              else _("denied")) for k in fixes) or _("nothing"))
-        self.updating = False
+    def show(self, item):
+        if self.item is not None and self.handler is not None:
+            self.item.disconnect(self.handler)
+        self.item = item
+        self.handler = item.connect("notify::version", lambda *_a: self.refresh()) if item else None
+        self.refresh()
 
-    def _toggled(self, check, key):
-        if self.updating or not check.get_active():
+    def refresh(self):
+        item = self.item
+        if item is None:
             return
-        wants = dict(zip(("wifi", "wwan"), next(k for c, _l, k in CHOICES if c == key)))
-        self.page.decide(self, {k: v for k, v in wants.items()
-                                if not fixed(self.verdict, k) and self.verdict["permissions"].get(k) != v})
+        v, privileged = item.verdict, item.privileged
+        self.icon.set_from_gicon(item.gicon)
+        self.title.set_label(item.title)
+        key = item.choice_key
+        # Set by an administrator: what it is shows pressed, and nothing can be pressed.
+        self.choice_action.set_state(GLib.Variant("s", (verdicts.matching(v) or "") if key == "admin" else key))
+        for k, button in self.buttons.items():
+            button.set_sensitive(key != "admin" and verdicts.can_choose(v, k, privileged))
+            button.update_property([Gtk.AccessibleProperty.DESCRIPTION],
+                                   [_("Networks for {app}").format(app=item.title)])
+        self.choice_note.set_label(self._note(key, v))
+        self.choice_note.set_visible(bool(self.choice_note.get_label()))
+        p = v.get("permissions", {})
+        for kind, row in (("metered", self.metered_row), ("roaming", self.roaming_row)):
+            self.switches[kind].set_state(GLib.Variant("b", p.get(kind, "allow") == "allow"))
+            self.switches[kind].set_enabled(kind in p and not verdicts.fixed(v, kind, privileged))
+        self.why_row.set_title(_("Connection") if v.get("available") else _("Why not now"))
+        self.why_row.set_subtitle(item.why)
+        self.data_row.set_subtitle(self._data(item))
+        self.details_row.set_subtitle(details(v))
 
-    def _metered(self, switch, _param):
-        if self.updating:
+    @staticmethod
+    def _note(key, v):
+        if key == "admin":
+            shown = verdicts.matching(v)
+            return _("Set by your administrator: {choice}").format(choice=choice_word(shown)) if shown else \
+                _("Set by your administrator")
+        if key == "asks":
+            return _("It asks you the first time it needs a network you have not decided")
+        if key == "some":
+            allowed = [k for k in verdicts.KINDS if v.get("permissions", {}).get(k) == "allow"]
+            from .text import kinds_list
+            return _("Allowed on {kinds}").format(kinds=kinds_list(allowed)) if allowed else ""
+        return ""
+
+    @staticmethod
+    def _data(item):
+        usage = getattr(item, "usage", None)
+        if not usage:
+            return _("Not counted for you")
+        cur = usage.get("current") or {}
+        text = _("{sent} sent, {received} received").format(sent=size(cur.get("sent_bytes", 0)),
+                                                             received=size(cur.get("received_bytes", 0)))
+        budget = usage.get("budget") or item.verdict.get("budget")
+        if budget:
+            left = max(0, budget.get("limit", 0) - budget.get("used", 0))
+            text += "\n" + _("{left} of its {limit} left until {end}").format(
+                left=size(left), limit=size(budget.get("limit")), end=day(budget.get("period_end"), before=True))
+        return text
+
+    def _choose(self, _action, target):
+        if self.item is None or self.on_decide is None:
             return
-        self.page.decide(self, {"metered": "allow" if switch.get_active() else "deny"})
+        key = target.get_string()
+        wants = verdicts.decisions_for(self.item.verdict, key, self.item.privileged)
+        # The buttons show the verdict, not the press: back to it until the daemon's event says otherwise.
+        self.refresh()
+        if wants:
+            self.on_decide(self.item.verdict["app"], wants)
 
-    def _roaming(self, switch, _param):
-        if self.updating:
+    def _switch(self, action, _param, kind):
+        if self.item is None or self.on_decide is None:
             return
-        self.page.decide(self, {"roaming": "allow" if switch.get_active() else "deny"})
-
-
-class AppsPage(Adw.PreferencesPage):
-    def __init__(self, window):
-        super().__init__(title=_("Apps"), icon_name="applications-system-symbolic")
-        self.window = window
-        self.group = Adw.PreferencesGroup(title=_("Apps"),
-                                          description=_("Which networks each app may use"))
-        self.add(self.group)
-        self.rows = {}
-        self.empty = plain_row(_("No apps yet"))
-        self.group.add(self.empty)
-
-    def show(self, verdicts):
-        seen = set()
-        for v in verdicts:
-            seen.add(v["app"])
-            row = self.rows.get(v["app"])
-            if row is None:
-                row = self.rows[v["app"]] = AppRow(self, v)
-                self.group.add(row)
-            else:
-                row.update(v)
-        for app in list(self.rows):
-            if app not in seen:
-                self.group.remove(self.rows.pop(app))
-        self.empty.set_visible(not self.rows)
-
-    def decide(self, row, wants):
-        if not wants:
-            self.window.refresh()
-            return
-        pending = len(wants)
-
-        def answered(reply):
-            nonlocal pending
-            pending -= 1
-            if reply.get("ok") is False:
-                self.window.toast(reply.get("message", _("The change was not made")))
-            if pending == 0:
-                self.window.refresh()
-        for kind, decision in wants.items():
-            self.window.client.request(f"DECIDE {row.app} {kind} {decision}", answered)
+        allow = not action.get_state().get_boolean()
+        self.on_decide(self.item.verdict["app"], {kind: allow})

@@ -1,134 +1,195 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The window: Apps, Data and Waiting in a view stack whose switcher moves to the bottom on a phone's width; a line
-that says when the daemon is gone (and goes once it is back); every change heard on the subscription brings the
-three pages up to date (APPS, USAGE, PROMPTS), at most every `REFRESH_MS`."""
+"""The window: Apps (a list, then a page per app, in an Adw.Leaflet), Data and Waiting in a view stack whose switcher
+moves to the bottom on a phone's width; a line that says what is wrong with the daemon, with a retry. It follows the
+daemon by events alone (protocol.Daemon): a snapshot or resync replaces the list, an app event changes its row in
+place; the Data page reads USAGE when shown and after events, never on a timer."""
 import ctypes
+import os
 import sys
 
-from gi.repository import Adw, GLib, Gtk
+from gi.repository import Adw, Gio, GLib, Gtk
 
-from .apps import AppsPage
-from .client import Client, socket_path
+from .apps import AppPage, Search, list_factory
 from .data import DataPage
-from .text import _, app_name
+from .model import AppList
+from .protocol import Daemon, Fault, Listener, socket_path
+from .text import _
 from .waiting import WaitingPage
 
 APP_ID = "org.netpermd.Settings"
-REFRESH_MS = 100
-# What apps use moves without an event: while the Data page is shown, it is read again this often.
-DATA_MS = 2000
+UI = os.path.join(os.path.dirname(__file__), "ui")
+# Events in a burst make one USAGE reading.
+USAGE_MS = 300
+# Referenced so the template's types exist before it is built.
+_TYPES = (AppPage, DataPage, WaitingPage)
 
 
+def fault_text(fault, detail):
+    where = socket_path()
+    text = {
+        Fault.ABSENT: _("netpermd is not running ({socket}); waiting for it to start").format(socket=where),
+        Fault.STOPPED: _("netpermd stopped; waiting for it to start again"),
+        Fault.NOISE: _("netpermd answered with something that is not its protocol"),
+        Fault.SHAPE: _("netpermd answered in a form this app does not know"),
+        Fault.SILENT: _("netpermd does not answer"),
+    }[fault]
+    return text + (f" ({detail})" if detail and fault in (Fault.NOISE, Fault.SHAPE) else "")
+
+
+@Gtk.Template(filename=os.path.join(UI, "window.ui"))
 class Window(Adw.ApplicationWindow):
-    def __init__(self, app, screenshot=None):
-        super().__init__(application=app, title=_("Network Permissions"), default_width=900, default_height=720)
+    __gtype_name__ = "NetpermSettingsWindow"
+    switcher_title = Gtk.Template.Child()
+    switcher_bar = Gtk.Template.Child()
+    status_bar = Gtk.Template.Child()
+    status = Gtk.Template.Child()
+    toasts = Gtk.Template.Child()
+    stack = Gtk.Template.Child()
+    waiting_page = Gtk.Template.Child()
+    leaflet = Gtk.Template.Child()
+    list_pane = Gtk.Template.Child()
+    search = Gtk.Template.Child()
+    list_stack = Gtk.Template.Child()
+    list = Gtk.Template.Child()
+    app_page = Gtk.Template.Child()
+    data = Gtk.Template.Child()
+    waiting = Gtk.Template.Child()
+
+    def __init__(self, app, screenshot=None, show_app=None):
+        super().__init__(application=app)
         self.set_size_request(360, 480)
-        self.screenshot = screenshot
+        self.screenshot, self.show_app = screenshot, show_app
         self.privileged = False
-        self.names = {}
-        self.pending = None
-        self.loading = 0
+        self.usage_pending = None
+        self.usage = None
+        self.apps = AppList()
+        self.filtered = Search(self.search, self.apps.store)
+        self.filtered.model.connect("items-changed", lambda *_a: self._empty())
+        self.list.set_factory(list_factory())
+        self.list.set_model(Gtk.NoSelection(model=self.filtered.model))
+        self.list.update_property([Gtk.AccessibleProperty.LABEL], [_("Apps")])
+        self.switcher_title.bind_property("title-visible", self.switcher_bar, "reveal", 2)  # SYNC_CREATE
+        self.app_page.on_decide = self.decide
+        self.leaflet.bind_property("folded", self.app_page.back, "visible", 2)
+        self.waiting.on_answer = self.answer
+        self.waiting.on_count = self._badge
+        for name, callback in (("retry", lambda *_a: self.daemon.retry()), ("back", lambda *_a: self.back()),
+                               ("reset-usage", lambda *_a: self.reset_usage())):
+            action = Gio.SimpleAction.new(name, None)
+            action.connect("activate", callback)
+            self.add_action(action)
+        show = Gio.SimpleAction.new("show-app", GLib.VariantType.new("s"))
+        show.connect("activate", lambda _a, app: self.open(self.apps.items.get(app.get_string())))
+        self.add_action(show)
+        self.stack.connect("notify::visible-child", lambda *_a: self._page_shown())
+        self.daemon = Daemon(Listener(self._state, self._snapshot, self._app, self.waiting.add, self.waiting.close,
+                                      self._changed))
+        self.daemon.start()
 
-        self.stack = Adw.ViewStack(vexpand=True)
-        self.apps = AppsPage(self)
-        self.data = DataPage(self)
-        self.waiting = WaitingPage(self)
-        for page, name in ((self.apps, "apps"), (self.data, "data"), (self.waiting, "waiting")):
-            self.stack.add_titled_with_icon(page, name, page.get_title(), page.get_icon_name())
-        title = Adw.ViewSwitcherTitle(stack=self.stack, title=_("Network Permissions"))
-        header = Adw.HeaderBar(title_widget=title)
-        bar = Adw.ViewSwitcherBar(stack=self.stack)
-        title.bind_property("title-visible", bar, "reveal", 0)
+    # -- the daemon's word
 
-        self.status = Gtk.Label(wrap=True, margin_top=6, margin_bottom=6, margin_start=12, margin_end=12)
-        self.status.add_css_class("warning")
-        self.status_bar = Gtk.Revealer(child=self.status)
-        self.toasts = Adw.ToastOverlay(child=self.stack)
-        box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL)
-        for w in (header, self.status_bar, self.toasts, bar):
-            box.append(w)
-        self.set_content(box)
-
-        self.data_timer = None
-        self.stack.connect("notify::visible-child", self._page_shown)
-
-        self.client = Client(["links", "apps", "policy", "prompts"], self._event, self._state, self._subscribed)
-        self.client.start()
-
-    def _page_shown(self, *_args):
-        if self.stack.get_visible_child() is self.data:
-            self.refresh()
-            if self.data_timer is None:
-                self.data_timer = GLib.timeout_add(DATA_MS, self._data_tick)
-        elif self.data_timer is not None:
-            GLib.source_remove(self.data_timer)
-            self.data_timer = None
-
-    def _data_tick(self):
-        if self.client.connected:
-            self.client.request("USAGE", lambda r: r.get("ok") and self.data.show(r, self.privileged, self.names))
-        return True
-
-    def _state(self, connected, message):
-        if connected:
+    def _state(self, fault, detail):
+        # Hidden, not only folded away: a folded revealer's line stays in the accessibility tree.
+        if fault is None:
             self.status_bar.set_reveal_child(False)
-            self.status.set_visible(False)
-            self.refresh()
+            self.status_bar.set_visible(False)
             return
-        self.status.set_label(_("netpermd is not running ({socket}); waiting for it to start").format(socket=socket_path())
-                              + (f": {message}" if message else ""))
-        self.status.update_property([Gtk.AccessibleProperty.LABEL], [_("netpermd is not running")])
-        self.status.set_visible(True)
+        self.status.set_label(fault_text(fault, detail))
+        self.status_bar.set_visible(True)
         self.status_bar.set_reveal_child(True)
 
-    def _subscribed(self, reply):
-        self.privileged = bool(reply.get("privileged"))
+    def _snapshot(self, verdicts, prompts, privileged):
+        self.privileged = privileged
+        self.waiting.replace(prompts)
+        self.apps.replace(verdicts, privileged, self._listed)
 
-    def _event(self, event):
-        self.refresh()
+    def _listed(self):
+        shown = self.app_page.item and self.apps.items.get(self.app_page.item.app)
+        # Wide, the page beside the list shows the first app until another is chosen.
+        self.app_page.show(shown or (self.apps.store.get_item(0) if self.apps.store.get_n_items() else None))
+        self._empty()
+        self._read_usage()
+        if self.show_app and self.show_app in self.apps.items:
+            self.open(self.apps.items[self.show_app])
+
+    def _app(self, verdict):
+        self.apps.update(verdict, self.privileged)
+        self._changed()
+
+    def _changed(self):
+        if self.usage_pending is None:
+            self.usage_pending = GLib.timeout_add(USAGE_MS, self._read_usage)
+
+    def _read_usage(self):
+        self.usage_pending = None
+        self.daemon.usage(self._usage)
+        return False
+
+    def _usage(self, reply):
+        if reply is not None and reply.get("ok") is not False:
+            self.apps.set_usage(reply.get("apps", []))
+            self.usage = reply
+            # The Data page is made only while it is shown: 1,000 rows of it cost the Apps list its smoothness.
+            if self.stack.get_visible_child() is self.data:
+                self.data.show(reply, self.privileged, {a: i.title for a, i in self.apps.items.items()})
+            self.app_page.refresh()
+        # The screenshot is of the pages filled: the apps listed, and their data.
+        if self.screenshot and self.apps.items:
+            path, self.screenshot = self.screenshot, None
+            GLib.timeout_add(300, self._shoot, path)
+
+    # -- what the person does
+
+    def open(self, item):
+        if item is None:
+            return
+        self.app_page.show(item)
+        self.leaflet.set_visible_child(self.app_page)
+
+    def back(self):
+        self.leaflet.set_visible_child(self.list_pane)
+
+    def decide(self, app, wants):
+        def answered(reply):
+            if reply is None:
+                self.toast(_("The change was not made: netpermd did not answer"))
+            elif reply.get("ok") is False:
+                self.toast(_("The change was not made"))
+        for kind, allow in wants.items():
+            self.daemon.decide(app, kind, allow, answered)
+
+    def answer(self, prompt_id, choice):
+        self.daemon.answer(prompt_id, choice, lambda r: r is None or r.get("ok") is False and self.toast(_("Not answered")))
+
+    def reset_usage(self):
+        self.daemon.reset_usage(lambda _r: self._changed())
 
     def toast(self, text):
         self.toasts.add_toast(Adw.Toast(title=text))
 
-    def refresh(self):
-        """Asks for every page's contents soon: several changes in a burst make one refresh."""
-        if self.pending is None:
-            self.pending = GLib.timeout_add(REFRESH_MS, self._refresh)
+    def _page_shown(self):
+        if self.stack.get_visible_child() is self.data:
+            if self.usage is not None:
+                self.data.show(self.usage, self.privileged, {a: i.title for a, i in self.apps.items.items()})
+            self._changed()
 
-    def _refresh(self):
-        self.pending = None
-        self.loading = 3
-        self.client.request("APPS", self._apps)
-        self.client.request("USAGE", self._usage)
-        self.client.request("PROMPTS", self._prompts)
-        return False
+    def _badge(self, n):
+        self.waiting_page.set_badge_number(n)
+        self.waiting_page.set_needs_attention(n > 0)
 
-    def _loaded(self):
-        self.loading -= 1
-        if self.loading == 0 and self.screenshot:
-            path, self.screenshot = self.screenshot, None
-            GLib.timeout_add(300, self._shoot, path)
+    def _empty(self):
+        if self.apps.store.get_n_items() == 0:
+            self.list_stack.set_visible_child_name("empty")
+        elif self.filtered.model.get_n_items() == 0:
+            self.list_stack.set_visible_child_name("none-found")
+        else:
+            self.list_stack.set_visible_child_name("list")
 
-    def _apps(self, reply):
-        if reply.get("ok"):
-            verdicts = reply.get("apps", [])
-            self.names = {v["app"]: app_name(v) for v in verdicts if app_name(v)}
-            self.apps.show(verdicts)
-        self._loaded()
-
-    def _usage(self, reply):
-        if reply.get("ok"):
-            self.data.show(reply, self.privileged, self.names)
-        self._loaded()
-
-    def _prompts(self, reply):
-        if reply.get("ok"):
-            self.waiting.show(reply.get("prompts", []))
-        self._loaded()
+    # -- screenshots (README's, AppStream's)
 
     def _shoot(self, path, tries=50):
-        """The window as it is drawn, into a PNG (the tests' screenshots for README). On a busy machine it may not be
-        drawn yet 300 ms after its pages were filled (nothing to render): tried again every 200 ms, for 10 s."""
+        """The window as it is drawn, into a PNG. On a busy machine it may not be drawn yet 300 ms after its pages
+        were filled (nothing to render): tried again every 200 ms, for 10 s."""
         paintable = Gtk.WidgetPaintable.new(self)
         snapshot = Gtk.Snapshot()
         paintable.snapshot(snapshot, self.get_width(), self.get_height())

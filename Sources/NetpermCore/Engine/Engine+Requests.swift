@@ -328,6 +328,9 @@ extension Engine {
         sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id,
                            ownUID: caller.ownUID, observer: observer, continuing: session.subscription)
         trackOwn(caller.match, uid: caller.ownUID)
+        let listing: (apps: [AppMatch], uid: UInt32?) = topics.contains(.mine) ? self.listing(for: caller) : ([], nil)
+        sub.listed = Set(listing.apps.lazy.map(\.id))
+        sub.listedUID = listing.uid
         reply(session.id) { w in
             w.field("ok", true)
             w.field("subscribed", strings: Topic.allCases.filter(topics.contains).lazy.map(\.rawValue))
@@ -338,23 +341,21 @@ extension Engine {
         let range = out.write { b in
             sub.writeHead(.snapshot, into: b)
             var w = JSONWriter(continuing: b)
-            writeState(for: sub, caller, to: &w)
+            writeState(for: sub, caller, listed: listing.apps, to: &w)
             w.close()
             b.append(0x0A)
         }
         out.append(.reply(session.id, range))
         changeSession(session) { session.subscription = sub }
+        setListing(session, listing.apps, uid: listing.uid)
     }
 
     /// What a snapshot and a resync carry: the state of each subscribed topic, as far as the subscriber may see.
-    func writeState(for sub: Subscription, _ caller: Caller, to w: inout JSONWriter) {
+    func writeState(for sub: Subscription, _ caller: Caller, listed: [AppMatch], to w: inout JSONWriter) {
         if sub.topics.contains(.links) { w.objects("links", state.network.links) { $1.write(to: &$0) } }
-        if sub.topics.contains(.apps) || sub.topics.contains(.own) {
-            // Its own app as its uid has it, where it decides for its own uid.
-            let apps = tracker.all.lazy.map { v in v.app == sub.appID ? sub.ownUID.flatMap { self.tracker.verdict(v.app, uid: $0) } ?? v : v }
-            w.objects("apps", apps.filter(sub.hears)) {
-                forCaller(withEnforcement($1, .name), caller).write(to: &$0, matchedBy: false)
-            }
+        if sub.topics.contains(.apps) || sub.topics.contains(.own) || sub.topics.contains(.mine) {
+            // Its own app as its uid has it, where it decides for its own uid; under `mine`, its listed apps.
+            writeApps(for: sub, listed: listed, caller, to: &w)
         }
         if sub.isAgent { w.objects("prompts", state.prompts.open.filter(sub.mayAnswer)) { $1.write(to: &$0) } }
         if sub.topics.contains(.policy) { w.object("policy") { writePolicy(to: &$0) } }
@@ -369,7 +370,7 @@ extension Engine {
             var w = JSONWriter(continuing: b)
             w.field("why", why.rawValue)
             if let dropped { w.field("dropped", dropped) }
-            writeState(for: session.subscription!, session.caller, to: &w)
+            writeState(for: session.subscription!, session.caller, listed: session.listedApps, to: &w)
             w.close()
             b.append(0x0A)
         }

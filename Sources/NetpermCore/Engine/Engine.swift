@@ -209,6 +209,8 @@ public final class Engine {
     /// Subscribers of their own app that a reload made another app (renamed, or an [App] added for them): told their
     /// new app's verdict once the reload has settled, even if it equals the old one's.
     var ownAppMoved: [ConnectionID] = []
+    /// An input that may change which apps `APPS` lists came: `mine` subscribers' lists are made again in `settle`.
+    var listingStale = false
     /// REACHes held for a person's answer (those with a time-out armed).
     var reachesHeld = 0
     static let blockedQuietSec: UInt64 = 60
@@ -340,6 +342,7 @@ public final class Engine {
         case let .routed(id, route, error):
             routed(id, route, error: error)
         }
+        if input.mayChangeListing { listingStale = true }
         settle()
         preparedReload = nil
         if case .started = input {
@@ -411,6 +414,10 @@ public final class Engine {
                 }
             }
         }
+        if listingStale {
+            listingStale = false
+            relist()
+        }
         if resyncAll {
             resyncAll = false
             for s in orderedSessions(where: { $0.subscription != nil }) { resync(s, .netlinkOverrun, dropped: nil) }
@@ -433,6 +440,7 @@ public final class Engine {
             }
             if s.subscription != nil { add(s.caller.match, s.caller.ownUID) }
             if let w = s.waiting { add(w.match, w.uid) }
+            if let sub = s.subscription, sub.topics.contains(.mine) { m += s.listedApps.map { (current($0), sub.listedUID) } }
             return m
         }
     }

@@ -10,6 +10,8 @@ final class Session {
     var caller: Caller
     /// Set by SUBSCRIBE: the connection is a subscriber (an agent if privileged and subscribed to prompts).
     var subscription: Subscription?
+    /// Under `SUBSCRIBE mine`: the apps `APPS` lists for it (`Engine.listing`), kept current by `Engine.relist`.
+    var listedApps: [AppMatch] = []
     /// A WAIT whose reply is deferred.
     var waiting: Waiting?
     /// A REACH whose reply waits for the kernel's route, or for a person's answer.
@@ -59,6 +61,9 @@ final class Session {
         }
         if subscription != nil { add(caller.match.id, caller.ownUID) }
         if let w = waiting { add(w.match.id, w.uid) }
+        if let sub = subscription, sub.topics.contains(.mine) {
+            apps += listedApps.map { TrackedApp($0.id, uid: sub.listedUID) }
+        }
         return apps
     }
 }

@@ -15,6 +15,10 @@ public struct Subscription: Sendable {
     /// Hears prompts without answering them: the bus face's own subscriber, whose prompt events become signals.
     /// Nobody is asked through it, so it is no agent: an `ask` with no agent stays a deny (docs/DBUS.md).
     public let observer: Bool
+    /// Under `mine`: the ids of the apps `APPS` lists for the subscriber, and the uid whose verdicts it hears of
+    /// them (nil when privileged: everyone's). The engine keeps them current (`Engine.relist`).
+    public var listed: Set<String> = []
+    public var listedUID: UInt32?
     public private(set) var seq = 0
 
     /// `continuing`: the connection's earlier subscription, whose count goes on.
@@ -23,6 +27,8 @@ public struct Subscription: Sendable {
         self.topics = topics; self.privileged = privileged; self.appID = appID; self.ownUID = ownUID
         self.observer = observer
         seq = earlier?.seq ?? 0
+        listed = earlier?.listed ?? []
+        listedUID = earlier?.listedUID
     }
 
     /// Agents are subscribers of prompts: privileged ones answer for everyone, a user's for its own uid.
@@ -32,9 +38,11 @@ public struct Subscription: Sendable {
     public func mayAnswer(_ p: Prompt) -> Bool { privileged || (ownUID != nil && p.scope == ownUID) }
 
     /// Whether the subscriber hears of a verdict: its own app's under `apps` or `self` (as its uid has it, when it
-    /// decides for its own uid), any other's under `apps` only when privileged (everyone's).
+    /// decides for its own uid), any other's under `apps` only when privileged (everyone's), and under `mine` each
+    /// app listed for it, as `listedUID` has it.
     public func hears(_ v: Verdict) -> Bool {
-        v.app == appID ? (topics.contains(.apps) || topics.contains(.own)) && v.uid == ownUID
+        if topics.contains(.mine), v.uid == listedUID, listed.contains(v.app) { return true }
+        return v.app == appID ? (topics.contains(.apps) || topics.contains(.own)) && v.uid == ownUID
                        : privileged && topics.contains(.apps) && v.uid == nil
     }
 

@@ -7,14 +7,19 @@
 Starts a session bus of its own (and with it the accessibility bus), runs APP on $DISPLAY with $NETPERMD_SOCKET,
 waits for its window in the tree, then reads commands on stdin, one per line, and answers each with one JSON line:
 
-    apps                     every app row: {"name", "subtitle", "choice", "sensitive": {choice: bool}}
-    choice NAME              app NAME's choice alone, and when it was read: {"choice", "read_at"} (CLOCK_MONOTONIC)
-    choose NAME CHOICE       clicks the radio button CHOICE ("Wi-Fi only") in the row of app NAME
-    data                     the Data page's rows: {"name", "subtitle", "bar"}
+    apps                     the Apps list's rows now built: {"name", "data", "choice"} (the choice in a word)
+    open NAME                opens app NAME's page (its row's button; found by searching when not built)
+    app                      the page shown: {"title", "choice", "sensitive": {choice: bool}, "metered", "roaming",
+                             "why", "data", "details", "note"}
+    choice NAME              app NAME's row's word alone, and when it was read: {"choice", "read_at"} (CLOCK_MONOTONIC)
+    choose NAME CHOICE       opens NAME's page and presses CHOICE ("Wi-Fi only")
+    search TEXT              types TEXT into the search field (empty: clears it)
+    data                     the Data page's rows: {"title", "subtitle", "bar"}
     prompts                  the Waiting page's rows: {"title", "buttons"}
     press LABEL              clicks the button whose accessible name is LABEL ("Allow for Maps")
-    status                   the daemon line: {"shown": bool, "text"}
+    status                   the line about the daemon: {"shown": bool, "text"}
     page NAME                shows page NAME (Apps, Data, Waiting) with its switcher button
+    texts                    every text shown on the screen now: labels' and buttons' names
     tree                     the whole tree, for a failing test's log
     quit
 
@@ -24,6 +29,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 
 import pyatspi
 
@@ -93,6 +99,18 @@ def click(n):
     return action.doAction(0)
 
 
+def walk_labels_before(nodes, marker):
+    """The label just before the label `marker` (the app page's title, before "May use")."""
+    last = None
+    for n, _ in nodes:
+        if role(n) == "label" and showing(n):
+            if name(n) == marker:
+                if last is not None:
+                    yield last
+                return
+            last = name(n)
+
+
 def find_app(prog, timeout=20):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -126,55 +144,100 @@ class Driver:
         return [name(c) for c, _ in walk(n) if role(c) == "label"]
 
     def apps_list(self):
-        """The Apps page's list (found once: it stays while its rows come and go)."""
+        """The Apps list (found once: it stays while its rows come and go)."""
         if getattr(self, "_apps_list", None) is None:
-            self._apps_list = next(n for n, _ in self.nodes() if role(n) == "list" and name(n) == "Apps")
+            self._apps_list = next(n for n, _ in self.nodes() if role(n) == "list" and name(n) in ("Apps", "应用"))
         return self._apps_list
 
     def app_rows(self):
-        """Each app's expander row: the list item holding its header (a named list item) and its three choices."""
+        """Each built row: (its button, its labels: name, data, choice)."""
         rows = []
-        for n, _ in walk(self.apps_list()):
-            if role(n) != "list item" or name(n):
+        lst = self.apps_list()
+        for i in range(lst.childCount):
+            item = lst.getChildAtIndex(i)
+            if item is None or role(item) != "list item":
                 continue
-            items = [c for c, _ in walk(n) if role(c) == "list item" and name(c)]
-            choices = {name(c): c for c, _ in walk(n) if role(c) in ("toggle button", "push button") and name(c) in CHOICES}
-            if len(choices) == 3 and items:
-                rows.append((items[0], choices, n))
+            button = next((c for c, _ in walk(item) if role(c) == "push button"), None)
+            labels = self.labels(item)
+            if button is not None and len(labels) >= 3:
+                rows.append((button, labels))
         return rows
 
     def apps(self):
-        out = []
-        for header, choices, row in self.app_rows():
-            labels = self.labels(header)
-            metered = next((c for c, _ in walk(row) if role(c) == "check box" and name(c).startswith("Metered")), None)
-            roaming = next((c for c, _ in walk(row) if role(c) == "check box" and name(c).startswith("Roaming")), None)
-            out.append({"name": name(header), "subtitle": labels[1] if len(labels) > 1 else "",
-                        "choice": next((k for k, b in choices.items() if checked(b)), None),
-                        "sensitive": {k: sensitive(v) for k, v in choices.items()},
-                        "metered": checked(metered) if metered is not None else None,
-                        "roaming": checked(roaming) if roaming is not None else None})
+        return [{"name": l[0], "data": l[1], "choice": l[2]} for _b, l in self.app_rows()]
+
+    def search(self, text):
+        entry = next(n for n, _ in self.nodes() if role(n) == "entry" and showing(n))
+        entry.queryEditableText().setTextContents(text)
+        return {"ok": True}
+
+    def open(self, app):
+        for attempt in range(2):
+            for button, labels in self.app_rows():
+                if labels[0] == app:
+                    click(button)
+                    return {"ok": True}
+            if attempt == 0:
+                self.search(app)
+                time.sleep(0.2)
+        return {"error": f"no app {app}: {[l[0] for _b, l in self.app_rows()]}"}
+
+    def page_node(self):
+        """The app page: the showing panel holding the three choices."""
+        for n, _ in self.nodes():
+            if role(n) in ("push button", "toggle button") and name(n) in CHOICES and showing(n):
+                return n.parent.parent
+        return None
+
+    def app_page(self):
+        buttons = {name(n): n for n, _ in self.nodes()
+                   if role(n) in ("push button", "toggle button") and name(n) in CHOICES and showing(n)}
+        if len(buttons) != 3:
+            return {"error": "no app page shown"}
+        out = {"choice": next((k for k, b in buttons.items() if checked(b)), None),
+               "sensitive": {k: sensitive(b) for k, b in buttons.items()}}
+        title = next((c for c in walk_labels_before(self.nodes(), "May use")), "")
+        out["title"] = title
+        for key, row_title in (("metered", "Metered networks"), ("roaming", "Roaming")):
+            box = next((n for n, _ in self.nodes() if role(n) == "check box" and name(n) == row_title and showing(n)), None)
+            out[key] = checked(box) if box is not None else None
+            out[key + "_sensitive"] = sensitive(box) if box is not None else None
+        for n, _ in self.nodes():
+            if role(n) == "list item" and showing(n):
+                labels = self.labels(n)
+                if len(labels) >= 2 and name(n) in ("Why not now", "Connection"):
+                    out["why"] = labels[1]
+                elif len(labels) >= 2 and name(n) == "Data this period":
+                    out["data"] = labels[1]
+                elif len(labels) >= 2 and name(n) == "Links":
+                    out["details"] = labels[1]
         return out
 
     def choice(self, app):
-        """App `app`'s choice now, reading only its three buttons (found once): a quick look, for timing."""
-        cache = getattr(self, "_rows", None) or {}
-        if app not in cache:
-            cache = {name(h): c for h, c, _ in self.app_rows()}
-            self._rows = cache
-        buttons = cache.get(app)
-        if buttons is None:
-            return {"error": f"no app {app}"}
-        chosen = next((k for k, b in buttons.items() if checked(b)), None)
-        return {"choice": chosen, "read_at": time.monotonic()}
+        """App `app`'s row's word now, read from its row alone: a quick look, for timing."""
+        for _b, labels in self.app_rows():
+            if labels[0] == app:
+                return {"choice": labels[2], "read_at": time.monotonic()}
+        return {"error": f"no app {app}"}
 
     def choose(self, rest):
-        for header, choices, _row in self.app_rows():
-            prefix = name(header) + " "
-            if rest.startswith(prefix) and rest[len(prefix):] in choices:
-                click(choices[rest[len(prefix):]])
-                return {"ok": True}
-        return {"error": f"no app row and choice in {rest!r}: {[name(h) for h, _, _ in self.app_rows()]}"}
+        for c in CHOICES:
+            if rest.endswith(" " + c):
+                app = rest[:-len(c) - 1]
+                opened = self.open(app)
+                if "error" in opened:
+                    return opened
+                time.sleep(0.1)
+                for n, _ in self.nodes():
+                    if role(n) in ("push button", "toggle button") and name(n) == c and showing(n):
+                        click(n)
+                        return {"ok": True}
+        return {"error": f"no app and choice in {rest!r}"}
+
+    def texts(self):
+        return sorted({name(n) for n, _ in self.nodes()
+                       if role(n) in ("label", "push button", "toggle button", "page tab", "check box", "list item")
+                       and name(n) and showing(n)})
 
     def rows_of(self, list_name):
         """The showing list items of the list named `list_name` on the page now shown."""
@@ -186,7 +249,7 @@ class Driver:
                     if role(item) != "list item":
                         continue
                     labels = self.labels(item)
-                    bar = next((name(x) for x, _ in walk(item) if role(x) == "progress bar"), None)
+                    bar = next((name(x) for x, _ in walk(item) if role(x) in ("progress bar", "level bar")), None)
                     buttons = [name(x) for x, _ in walk(item) if role(x) == "push button"]
                     out.append({"name": name(item), "title": labels[0] if labels else "",
                                 "subtitle": labels[1] if len(labels) > 1 else "", "bar": bar, "buttons": buttons})
@@ -200,9 +263,12 @@ class Driver:
         return {"error": f"no button {label!r}"}
 
     def status(self):
+        """The line about the daemon: the label beside the Retry button."""
         for n, _ in self.nodes():
-            if role(n) == "label" and name(n).startswith("netpermd is not running"):
-                return {"shown": showing(n), "text": name(n)}
+            if role(n) == "push button" and name(n) == "Retry":
+                box = n.parent
+                label = next((name(c) for c, _ in walk(box) if role(c) == "label" and name(c) != "Retry"), "")
+                return {"shown": showing(n), "text": label}
         return {"shown": False, "text": ""}
 
     def page(self, title):
@@ -237,7 +303,7 @@ def serve(argv):
             try:
                 out = command(d, words[0], line.strip()[len(words[0]):].strip())
             except Exception as e:  # the tree moved under us: say so, the test decides
-                out = {"error": f"{type(e).__name__}: {e}"}
+                out = {"error": f"{type(e).__name__}: {e}", "where": traceback.format_exc().splitlines()[-3:]}
             print(json.dumps(out), flush=True)
     finally:
         app.terminate()
@@ -261,6 +327,16 @@ def command(d, verb, rest):
         return d.choice(rest)
     if verb == "choose":
         return d.choose(rest)
+    if verb == "open":
+        return d.open(rest)
+    if verb == "app":
+        return d.app_page()
+    if verb == "search":
+        return d.search(rest)
+    if verb == "texts":
+        return {"texts": d.texts()}
+    if verb == "back":
+        return d.press("Apps")
     if verb == "data":
         return {"rows": d.rows_of("Data used by each app"), "total": d.rows_of("This period")}
     if verb == "prompts":

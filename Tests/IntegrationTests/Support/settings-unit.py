@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The settings app's pure logic, alone (no window, no daemon): the choice a verdict is, what a choice decides, the
+person's words for why not now, sizes and the protocol's line parsing. Run by SettingsAppTests:
+
+    settings-unit.py SETTINGS_DIR"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, sys.argv.pop(1))
+os.environ["LANG"] = "C.UTF-8"
+import gi  # noqa: E402
+
+gi.require_version("Gtk", "4.0")
+gi.require_version("Adw", "1")
+from netpermd_settings import protocol, text, verdicts  # noqa: E402
+
+KINDS = ("wifi", "wwan", "ethernet", "other")
+
+
+def verdict(perms, sources=None, **extra):
+    p = dict(zip(KINDS, perms))
+    s = dict(zip(KINDS, sources or ["user-decision"] * 4))
+    return dict({"app": "maps", "permissions": p, "sources": s}, **extra)
+
+
+class Choices(unittest.TestCase):
+    def test_each_choice_from_its_permissions(self):
+        self.assertEqual(verdicts.choice_of(verdict(["allow"] * 4)), "all")
+        self.assertEqual(verdicts.choice_of(verdict(["allow", "deny", "allow", "allow"])), "wifi")
+        self.assertEqual(verdicts.choice_of(verdict(["deny"] * 4)), "off")
+
+    def test_off_on_wifi_and_wwan_alone_is_not_off(self):
+        # The old app's Off: Ethernet and other still open.
+        self.assertEqual(verdicts.choice_of(verdict(["deny", "deny", "allow", "allow"])), "some")
+
+    def test_denied_wifi_allowed_cellular_is_no_choice_of_the_three(self):
+        self.assertEqual(verdicts.choice_of(verdict(["deny", "allow", "allow", "allow"])), "some")
+
+    def test_undecided_asks_with_or_without_an_agent(self):
+        self.assertEqual(verdicts.choice_of(verdict(["allow", "ask", "allow", "allow"])), "asks")
+        self.assertEqual(verdicts.choice_of(verdict(["allow", "deny", "allow", "allow"],
+                                                    ["policy", "no-agent", "policy", "policy"])), "asks")
+
+    def test_the_policys_own_or_an_administrators_is_set_by_the_administrator(self):
+        self.assertEqual(verdicts.choice_of(verdict(["allow"] * 4, ["policy"] * 4)), "admin")
+        everyones = verdict(["allow"] * 4, ["decision"] * 4)
+        self.assertEqual(verdicts.choice_of(everyones), "admin")
+        self.assertEqual(verdicts.choice_of(everyones, privileged=True), "all", "root decides for everyone")
+
+    def test_off_decides_every_kind_that_is_the_persons(self):
+        self.assertEqual(verdicts.decisions_for(verdict(["allow"] * 4), "off"),
+                         {"wifi": False, "wwan": False, "ethernet": False, "other": False})
+        fixed = verdict(["allow", "ask", "allow", "allow"], ["policy", "no-agent", "policy", "policy"])
+        self.assertFalse(verdicts.can_choose(fixed, "off"), "Wi-Fi is the policy's allow")
+        self.assertTrue(verdicts.can_choose(fixed, "wifi"))
+        self.assertEqual(verdicts.decisions_for(fixed, "wifi"), {"wwan": False})
+
+
+class Words(unittest.TestCase):
+    def test_why_from_reason_and_kinds_not_the_sentence(self):
+        v = verdict(["deny"] * 4, reason="denied", denied_kinds=["wwan", "metered"], message="maps may not use wwan")
+        self.assertEqual(text.why(v), "Not allowed on Cellular, Metered networks")
+        ok = verdict(["allow"] * 4, available=True, reason="ok", via={"name": "wlan0", "kind": "wifi"})
+        self.assertEqual(text.why(ok), "Connected by Wi-Fi")
+        self.assertEqual(text.details(ok), "wlan0")
+        spent = verdict(["allow"] * 4, reason="budget-exhausted", budget={"limit": 1 << 30})
+        self.assertEqual(text.why(spent), "Used up its 1 GiB this month")
+        self.assertEqual(text.why(verdict(["ask"] * 4, reason="awaiting-decision", pending_kinds=["wwan"])),
+                         "Waiting for your answer")
+
+    def test_sizes_are_iec_as_usage_md_reads_m_and_g(self):
+        self.assertEqual(text.size(1024 * 1024), "1 MiB")
+        self.assertEqual(text.size(1536), "1.5 KiB")
+        self.assertEqual(text.size(200 * 1024 * 1024), "200 MiB")
+        self.assertEqual(text.size(999), "999 B")
+
+    def test_a_periods_end_is_its_last_day(self):
+        self.assertEqual(text.day("2027-01-01", before=True), text.day("2026-12-31"))
+
+
+class Lines(unittest.TestCase):
+    def test_noise_and_shapes_are_faults_of_their_own(self):
+        with self.assertRaises(protocol.ProtocolError) as e:
+            protocol.parse_line(b"\xff\xfe{")
+        self.assertEqual(e.exception.fault, protocol.Fault.NOISE)
+        with self.assertRaises(protocol.ProtocolError) as e:
+            protocol.parse_line(b"<html>")
+        self.assertEqual(e.exception.fault, protocol.Fault.NOISE)
+        with self.assertRaises(protocol.ProtocolError) as e:
+            protocol.parse_line(b"[1, 2]")
+        self.assertEqual(e.exception.fault, protocol.Fault.SHAPE)
+        with self.assertRaises(protocol.ProtocolError) as e:
+            protocol._verdict({"app": "maps", "permissions": []})
+        self.assertEqual(e.exception.fault, protocol.Fault.SHAPE)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

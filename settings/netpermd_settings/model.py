@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The apps as the list shows them: one `AppItem` per app in a Gio.ListStore, changed in place as events come (the
+rows bound to it follow by property notifications), replaced whole by a snapshot or a resync."""
+import os
+
+from gi.repository import Gio, GLib, GObject
+
+from . import verdicts
+from .text import app_name, choice_word, size, why
+
+
+FALLBACK_ICON = "application-x-executable"
+_theme = None
+
+
+def shown_icon(name):
+    """The icon to draw: the app's when the theme has it or its path names a file, else the generic one (never
+    GTK's broken-image icon)."""
+    global _theme
+    if name and name.startswith("/"):
+        return Gio.FileIcon.new(Gio.File.new_for_path(name)) if os.path.isfile(name) else Gio.ThemedIcon.new(FALLBACK_ICON)
+    if _theme is None:
+        from gi.repository import Gdk, Gtk
+        display = Gdk.Display.get_default()
+        _theme = display and Gtk.IconTheme.get_for_display(display)
+    return Gio.ThemedIcon.new(name if name and _theme and _theme.has_icon(name) else FALLBACK_ICON)
+
+
+class AppItem(GObject.Object):
+    """One app: what its row and its page show, kept as properties the rows bind to."""
+    __gtype_name__ = "NetpermAppItem"
+
+    app = GObject.Property(type=str, default="")
+    title = GObject.Property(type=str, default="")
+    icon = GObject.Property(type=str, default="")
+    choice = GObject.Property(type=str, default="")
+    why = GObject.Property(type=str, default="")
+    data = GObject.Property(type=str, default="")
+    # What the row binds to: the icon the theme has (else the generic one), and the Gio action's target.
+    gicon = GObject.Property(type=Gio.Icon)
+    target = GObject.Property(type=GObject.TYPE_VARIANT)
+    action = GObject.Property(type=str, default="win.show-app")
+    # Bumped at every change of the verdict: the page listens to it.
+    version = GObject.Property(type=int, default=0)
+
+    def __init__(self, verdict, privileged):
+        super().__init__()
+        self.verdict = {}
+        self.key = ""
+        self.usage = None
+        # Its place in the list (the search lets new matches in by place).
+        self.pos = 0
+        self.update(verdict, privileged)
+
+    def update(self, verdict, privileged):
+        # Events carry no names: those of the snapshot stay.
+        for k in ("name", "names", "icon"):
+            if k not in verdict and k in self.verdict:
+                verdict[k] = self.verdict[k]
+        self.verdict = verdict
+        self.privileged = privileged
+        if self.app != verdict["app"]:
+            self.app = verdict["app"]
+            self.target = GLib.Variant("s", self.app)
+        title = app_name(verdict) or verdict["app"]
+        if title != self.title:
+            self.title = title
+        self.key = (title + "\n" + verdict["app"]).casefold()
+        icon = verdict.get("icon") or ""
+        if icon != self.icon or self.gicon is None:
+            self.icon = icon
+            self.gicon = shown_icon(icon)
+        self.choice_key = verdicts.choice_of(verdict, privileged)
+        word = choice_word(self.choice_key)
+        if word != self.choice:
+            self.choice = word
+        reason = why(verdict)
+        if reason != self.why:
+            self.why = reason
+        self.version += 1
+
+    def set_usage(self, usage):
+        cur = (usage or {}).get("current") or {}
+        text = size(cur.get("sent_bytes", 0) + cur.get("received_bytes", 0)) if usage else ""
+        self.usage = usage
+        if text != self.data:
+            self.data = text
+
+
+class AppList:
+    """The store, and each app's item by id."""
+
+    CHUNK = 250
+    ROWS = 40
+
+    def __init__(self):
+        self.store = Gio.ListStore(item_type=AppItem)
+        self.items = {}
+        self.pending = None
+        self.newer = {}
+
+    def replace(self, verdict_list, privileged, done=None):
+        """A snapshot or a resync: the whole list, sorted by name; items of apps still listed are kept (a page open
+        on one stays on it). Made `CHUNK` items at a time, each chunk in a main loop iteration of its own (1,000
+        apps at once held the loop for 40 ms and more); `done()` once all are in."""
+        ordered = sorted(verdict_list, key=lambda v: ((app_name(v) or v["app"]).casefold(), v["app"]))
+        if self.pending is not None:
+            GLib.source_remove(self.pending)
+        self.newer = {}
+        self.pending = GLib.idle_add(self._chunk, ordered, 0, privileged, done, {})
+
+    def _chunk(self, ordered, start, privileged, done, made):
+        for v in ordered[start:start + self.CHUNK]:
+            # An event that came while the list was being made is newer than the snapshot.
+            v = self.newer.pop(v["app"], v)
+            item = self.items.get(v["app"])
+            if item is None:
+                item = AppItem(v, privileged)
+            else:
+                item.update(v, privileged)
+            made[v["app"]] = item
+        end = start + self.CHUNK
+        if end < len(ordered):
+            self.pending = GLib.idle_add(self._chunk, ordered, end, privileged, done, made)
+            return False
+        items = [made[v["app"]] for v in ordered]
+        for i, item in enumerate(items):
+            item.pos = i
+        old = [self.store.get_item(i) for i in range(self.store.get_n_items())]
+        self.items = made
+        # Unchanged order (a resync of the same apps): the rows stay, their items changed in place.
+        if old == items:
+            return self._listed(done)
+        # Into the store `ROWS` at a time: GTK 4.8's list view makes a row for up to 200 items at once, and 200
+        # rows in one go held the main loop for 100 ms.
+        self.store.splice(0, len(old), items[:self.ROWS])
+        self.pending = GLib.idle_add(self._rows, items, self.ROWS, done)
+        return False
+
+    def _rows(self, items, start, done):
+        self.store.splice(self.store.get_n_items(), 0, items[start:start + self.ROWS])
+        if start + self.ROWS < len(items):
+            self.pending = GLib.idle_add(self._rows, items, start + self.ROWS, done)
+            return False
+        return self._listed(done)
+
+    def _listed(self, done):
+        self.pending = None
+        if done is not None:
+            done()
+        return False
+
+    def update(self, verdict, privileged):
+        if self.pending is not None:
+            self.newer[verdict["app"]] = verdict
+        item = self.items.get(verdict["app"])
+        if item is not None:
+            item.update(verdict, privileged)
+        return item
+
+    def set_usage(self, usage_apps):
+        by_app = {a.get("app"): a for a in usage_apps}
+        for app, item in self.items.items():
+            item.set_usage(by_app.get(app))
