@@ -21,6 +21,8 @@ public struct Config: Equatable, Sendable {
     public var enforcement = EnforcementMode.off
     /// `[Usage]`: whether traffic is counted per app, and the periods (docs/USAGE.md).
     public var usage = UsageSettings()
+    /// `[Report]`: whether the privacy report is kept, and for how many days (docs/PRIVACY.md).
+    public var report = ReportSettings()
     /// `[Defaults] DesktopApps=`: whether a desktop app (DesktopAppID: a unit of a user's manager named for its
     /// application ID) is an app by itself, with `[Defaults]`' permissions, when no `[App]` names it; and whether an
     /// `[App]` whose name is an application ID is that desktop app (docs/APPS.md, "Desktop apps").
@@ -247,6 +249,7 @@ public struct Config: Equatable, Sendable {
             case .interface?: applyInterface(s)
             case .enforcement?: applyEnforcement(s)
             case .usage?: applyUsage(s)
+            case .report?: applyReport(s)
             case .network?: applyNetwork(s)
             case nil:
                 // Its entries go unread: they would only repeat the warning.
@@ -450,6 +453,28 @@ public struct Config: Equatable, Sendable {
             }
         }
 
+        mutating func applyReport(_ s: IniSection) {
+            if s.argument != nil { fail(s, s.line, "[Report] takes no name") }
+            for e in s.entries {
+                switch e.key {
+                case "Enabled":
+                    if let b = Ini.parseBool(e.value) {
+                        config.report.enabled = b
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Enabled= (expected yes or no)")
+                    }
+                case "Days":
+                    if let n = Int(e.value), ReportSettings.dayRange.contains(n) {
+                        config.report.days = n
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Days= (expected days, 1 to 31)")
+                    }
+                default:
+                    unknownKey(s, e, .report)
+                }
+            }
+        }
+
         mutating func applyInterface(_ s: IniSection) {
             guard let o = overrideSection(s, example: "[Interface wwan*]", kind: .interface) else { return }
             config.interfaces.append(InterfaceOverride(glob: o.glob, kind: o.kind, metered: o.metered, roaming: o.roaming))
@@ -542,7 +567,7 @@ extension ConfigParseResult {
 
 /// The sections a policy may have, with their keys: what tells a typo from a key of another section.
 enum SectionKind: CaseIterable {
-    case defaults, app, interface, network, enforcement, usage
+    case defaults, app, interface, network, enforcement, usage, report
 
     init?(name: String) {
         guard let k = SectionKind.allCases.first(where: { $0.name == name }) else { return nil }
@@ -557,6 +582,7 @@ enum SectionKind: CaseIterable {
         case .network: return "Network"
         case .enforcement: return "Enforcement"
         case .usage: return "Usage"
+        case .report: return "Report"
         }
     }
 
@@ -569,6 +595,7 @@ enum SectionKind: CaseIterable {
         case .network: return "[Network SSID]"
         case .enforcement: return "[Enforcement]"
         case .usage: return "[Usage]"
+        case .report: return "[Report]"
         }
     }
 
@@ -580,6 +607,7 @@ enum SectionKind: CaseIterable {
         case .interface, .network: return ["Kind", "Metered", "Roaming"]
         case .enforcement: return ["Mode"]
         case .usage: return ["Count", "PeriodStart", "SaveIntervalSec", "MetricsApps"]
+        case .report: return ["Enabled", "Days"]
         }
     }
 }
