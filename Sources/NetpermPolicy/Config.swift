@@ -85,6 +85,11 @@ public struct Config: Equatable, Sendable {
             parser.problems.error(path, line, in: label, "MeteredBudget= needs [Usage] Count=yes: nothing counts "
                 + "what apps use without it")
         }
+        // The report's rules live in the counting table, which tags connections in every mode (PRIVACY.md).
+        if !parser.config.usage.count, parser.config.report.enabled, let (path, line, label) = parser.reportEnabledAt {
+            parser.problems.error(path, line, in: label, "Enabled=yes needs [Usage] Count=yes: the report is learnt "
+                + "through the counting table")
+        }
         parser.problems.sort(files: files.map(\.path))
         var config: Config?
         if parser.problems.errorCount == 0 {
@@ -212,6 +217,8 @@ public struct Config: Equatable, Sendable {
         var badIdentity: Set<String> = []
         /// Where a budget was first set, for the error when nothing counts.
         var firstBudget: (String, Int, String)?
+        /// Where `[Report] Enabled=yes` was last set.
+        var reportEnabledAt: (String, Int, String)?
 
         init(accounts: AccountResolver, limit: Int) {
             self.accounts = accounts
@@ -460,6 +467,7 @@ public struct Config: Equatable, Sendable {
                 case "Enabled":
                     if let b = Ini.parseBool(e.value) {
                         config.report.enabled = b
+                        reportEnabledAt = b ? (s.path, e.line, s.label) : nil
                     } else {
                         fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Enabled= (expected yes or no)")
                     }

@@ -31,7 +31,7 @@ final class ReportBookTests: XCTestCase {
     func testReportSection() throws {
         XCTAssertEqual(try parsePolicy("").report, ReportSettings(), "off by default")
         XCTAssertFalse(ReportSettings().enabled)
-        let on = try parsePolicy("[Report]\nEnabled=yes\nDays=3\n").report
+        let on = try parsePolicy("[Usage]\nCount=yes\n[Report]\nEnabled=yes\nDays=3\n").report
         XCTAssertTrue(on.enabled)
         XCTAssertEqual(on.days, 3)
         let path = "/etc/netpermd/netpermd.conf"
@@ -41,6 +41,10 @@ final class ReportBookTests: XCTestCase {
             "\(path):3: [Report]: bad value '0' for Days= (expected days, 1 to 31)",
             "\(path):4: [Report]: bad value '32' for Days= (expected days, 1 to 31)",
             "\(path):5: warning: [Report]: unknown key 'Keep' (expected Enabled= or Days=); ignored",
+        ])
+        let uncounted = Config.parse(files: [(path, "[Report]\nEnabled=yes\n")], accounts: FakeAccounts())
+        XCTAssertEqual(uncounted.problems.map(\.description), [
+            "\(path):2: [Report]: Enabled=yes needs [Usage] Count=yes: the report is learnt through the counting table",
         ])
     }
 

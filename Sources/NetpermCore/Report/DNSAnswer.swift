@@ -10,6 +10,8 @@ public struct DNSAnswer: Equatable, Sendable {
 
     public static let maxAddresses = 32
 
+    public init(name: String, addresses: [String]) { self.name = name; self.addresses = addresses }
+
     /// From an IPv4 or IPv6 packet carrying UDP (what NFLOG copies): the payload of a datagram from port 53.
     public static func parse(ipPacket p: [UInt8]) -> DNSAnswer? {
         guard let first = p.first else { return nil }

@@ -72,7 +72,11 @@ public struct UsageRules: Equatable, Sendable {
     static let setSize = 65535
 
     /// `tagging` is what enforcement tags connections with (Ruleset.tagging), for the same apps and cgroups.
-    static func build(links: [Link], tagging: Ruleset.Tagging, budgets: [Budget], enforce: Bool) -> UsageRules {
+    /// `report`: the privacy report's two rules (docs/PRIVACY.md): a new tagged connection's class of link written
+    /// into its labels (ReportLabels), which conntrack's events carry, and tagged DNS answers logged to
+    /// `reportLogGroup` with their connection.
+    static func build(links: [Link], tagging: Ruleset.Tagging, budgets: [Budget], enforce: Bool,
+                      report: Bool = false) -> UsageRules {
         var out: [String] = [], post: [String] = [], pre: [String] = [], skipped: [String] = []
         for l in links {
             guard let c = UsageClass(link: l) else { continue }
@@ -120,7 +124,8 @@ public struct UsageRules: Equatable, Sendable {
             for c in UsageClass.all {
                 // Received over a metered link: counted first (it came, whatever happens next), then its budget.
                 let then = d == .received && c.metered && budgeted ? "goto budget_in" : "return"
-                chains.append(Chain(name: "\(d.rawValue)_\(c.name)", rules: [
+                let labels = report && d == .sent ? [reportLabelRule(c)] : []
+                chains.append(Chain(name: "\(d.rawValue)_\(c.name)", rules: labels + [
                     "update @\(setName(d, c)) { ct mark } \(then)", "counter name \"\(counterName(d, c))\"",
                 ]))
             }
@@ -132,8 +137,25 @@ public struct UsageRules: Equatable, Sendable {
         chains.append(Chain(name: "postrouting", hook: "type filter hook postrouting priority srcnat + 10; policy accept;",
                             rules: ["oifname vmap @sent_links"]))
         chains.append(Chain(name: "prerouting", hook: "type filter hook prerouting priority mangle + 10; policy accept;",
-                            rules: ["iifname vmap @received_links"]))
+                            rules: (report ? [reportAnswerRule] : []) + ["iifname vmap @received_links"]))
         return UsageRules(maps: maps, chains: chains, budgets: sorted, skipped: skipped, handles: tagging.handles)
+    }
+
+    /// The NFLOG group the report's DNS answers go to (enforcement's prompts use 28272).
+    public static let reportLogGroup: UInt16 = 28273
+    public static let reportLogPrefix = "netpermd:dns"
+    /// What a tag is: the mark's high bits are ConnectionTags.base.
+    static var tagged: String { "ct mark and \(ConnectionTags.text(~ConnectionTags.mask)) == \(ConnectionTags.text(ConnectionTags.base))" }
+
+    /// A new tagged connection's class, as labels: set before conntrack confirms it, so its NEW event carries them.
+    static func reportLabelRule(_ c: UsageClass) -> String {
+        "ct state new \(tagged) " + ReportLabels.bits(c).map { "ct label set \($0)" }.joined(separator: " ")
+    }
+
+    /// A tagged connection's DNS answers, whole (an EDNS answer fits 1,500 bytes), with the connection's attributes
+    /// (the reader asks for them): its mark says whose answer it is.
+    static var reportAnswerRule: String {
+        "udp sport 53 \(tagged) log prefix \"\(reportLogPrefix)\" group \(reportLogGroup) snaplen 1500"
     }
 
     /// `retag`: the socket's app's tag, by its unit's cgroup first (deepest first, as `tag` lets the deepest win),
