@@ -252,6 +252,9 @@ final class World: FakeWorld<Connection> {
             case let .unwatchExit(pid): return "unwatch \(pid)"
             case let .watchExecs(index): return "watch-execs \(index.programs.count)"
             case let .makeScope(r): return "scope \(r.unit)"
+            case let .saveReport(book): return "save-report " + book.encoded()
+            case .removeReport: return "remove-report"
+            case let .watchReport(on): return "watch-report \(on)"
             case let .lookUpRoute(id, q): return "\(id): route \(q.destination.bytes) uid \(q.uid) mark \(q.mark.map(String.init) ?? "-")"
             case let .notify(n):
                 switch n {
@@ -352,6 +355,12 @@ final class World: FakeWorld<Connection> {
             require(!script.isEmpty, "an empty usage script")
         case let .makeScope(r):
             require(r.pid > 0 && r.unit.hasSuffix(".scope"), "a scope for no process")
+        case let .saveReport(book):
+            // What is saved must read back as the same entries and people.
+            let back = try? ReportBook.parse(book.encoded(), path: "r")
+            require(back?.entries == book.entries && back?.people == book.people, "the report does not read back")
+        case .removeReport, .watchReport:
+            break
         case .watchExecs:
             break
         case let .lookUpRoute(_, q):

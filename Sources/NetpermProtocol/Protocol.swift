@@ -23,6 +23,9 @@ public enum Verb: String, Sendable, CaseIterable {
     case ping, help, status, links, query, reach, apps, reload, subscribe, wait, prompts, answer, decide, forget, decisions,
          metrics, usage
     case resetUsage = "reset-usage"
+    case report
+    case resetReport = "reset-report"
+    case keepReport = "keep-report"
     case quit
 
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
@@ -60,6 +63,9 @@ public enum Verb: String, Sendable, CaseIterable {
         case .metrics: return "METRICS"
         case .usage: return "USAGE [APP]"
         case .resetUsage: return "RESET-USAGE [APP]"
+        case .report: return "REPORT [APP]"
+        case .resetReport: return "RESET-REPORT [APP]"
+        case .keepReport: return "KEEP-REPORT yes|no"
         case .quit: return "QUIT"
         }
     }
@@ -84,6 +90,9 @@ public enum Verb: String, Sendable, CaseIterable {
         case .metrics: return "counters and gauges in Prometheus' text format, as one JSON string (privileged)"
         case .usage: return "data used per app and kind of link, this period and the last, and budgets (your own apps unless privileged)"
         case .resetUsage: return "start an app's (default: every app's) counts of this period from zero (privileged)"
+        case .report: return "the privacy report: where each app went and what was refused, per destination (your own apps unless privileged)"
+        case .resetReport: return "delete an app's (default: every app's) report entries (a user: their own)"
+        case .keepReport: return "turn the report on or off for your own apps (off deletes their entries)"
         case .quit: return "close this connection"
         }
     }

@@ -49,7 +49,7 @@ final class RequestArgumentsTests: XCTestCase {
     func testEveryCaseNamesItsVerb() {
         let lines = ["PING", "HELP", "STATUS", "LINKS", "QUERY", "REACH 192.0.2.1", "APPS", "RELOAD", "SUBSCRIBE",
                      "WAIT", "PROMPTS", "ANSWER 1 allow", "DECIDE a wifi allow", "FORGET a", "DECISIONS", "METRICS",
-                     "USAGE", "RESET-USAGE", "QUIT"]
+                     "USAGE", "RESET-USAGE", "REPORT", "RESET-REPORT", "KEEP-REPORT yes", "QUIT"]
         XCTAssertEqual(lines.compactMap { parse($0)?.verb }, Verb.allCases)
     }
 

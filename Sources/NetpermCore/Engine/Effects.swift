@@ -119,6 +119,13 @@ public enum Effect: Equatable, Sendable {
     /// Move a process into a new scope of its user's manager (StartTransientUnit), then report with
     /// `Input.scopeMade`.
     case makeScope(ScopeRequest)
+    /// Write the privacy report to the state directory (atomically), then report with `Input.reportSaved`.
+    case saveReport(ReportBook)
+    /// Delete the report's file: the report was turned off (PRIVACY.md).
+    case removeReport
+    /// Keep (true) or close (false) the report's readers: conntrack's events and the DNS answers' NFLOG group,
+    /// which tell with `Input.reportSighted`.
+    case watchReport(Bool)
 }
 
 extension Effect {
@@ -150,6 +157,9 @@ extension Effect {
         case .lookUpRoute: return "a route lookup"
         case .watchExecs: return "which programs are apps"
         case .makeScope: return "making an app's scope"
+        case .saveReport: return "writing the privacy report"
+        case .removeReport: return "deleting the privacy report"
+        case .watchReport: return "the report's readers"
         }
     }
 }

@@ -94,6 +94,16 @@ extension Engine {
         case let .resetUsage(app):
             resetUsageRequest(app, session: session)
             return nil
+        case let .report(app):
+            // Never from the cache: the report moves with every connection, not with the state's version.
+            reportRequest(app, session: session)
+            return nil
+        case let .resetReport(app):
+            resetReportRequest(app, session: session)
+            return nil
+        case let .keepReport(on):
+            keepReportRequest(on, session: session)
+            return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
@@ -384,7 +394,7 @@ extension Engine {
         case let .answer(id, .dismiss): dismiss(id, session: session)
         case let .forget(app, kind): forget(app, kind: kind, session: session, scope: scope)
         case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions,
-             .metrics, .usage, .resetUsage, .quit:
+             .metrics, .usage, .resetUsage, .report, .resetReport, .keepReport, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
@@ -586,6 +596,8 @@ extension Verb {
         case .reload, .metrics, .resetUsage: return .privileged
         case .prompts, .answer, .decide, .forget, .decisions: return .ownUID
         case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .apps, .quit: return .anyone
+        // Each caller's own apps' entries, every app's for the privileged: checked by the engine per entry.
+        case .report, .resetReport, .keepReport: return .anyone
         }
     }
 }
