@@ -28,7 +28,8 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
 # e2fsprogs for the small ext4 a test freezes under the daemon's decisions file.
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
              bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux e2fsprogs \
-             gir1.2-gtk-4.0 gir1.2-adw-1 at-spi2-core python3-pyatspi desktop-file-utils appstream gettext
+             gir1.2-gtk-4.0 gir1.2-adw-1 at-spi2-core python3-pyatspi desktop-file-utils appstream gettext \
+             dnsmasq-base
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600

@@ -29,7 +29,7 @@ final class ReportWatcher {
                 events = e
             }
             if answers == nil {
-                let a = try NflogReader(loop: loop, group: UsageRules.reportLogGroup, copy: 1500, connections: true)
+                let a = try NflogReader(loop: loop, group: UsageRules.reportLogGroup, copy: 1500)
                 a.datagram = { [unowned self] b in
                     let found = ReportAnswers.sightings(in: b)
                     if !found.isEmpty { self.sighted(found, 0) }

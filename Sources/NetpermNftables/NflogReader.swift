@@ -42,9 +42,8 @@ public final class NflogReader {
     /// Set: each datagram's bytes go here instead, for a reader that parses them itself (the report's answers).
     public var datagram: ((UnsafeRawBufferPointer) -> Void)?
 
-    /// `copy`: the packet bytes copied; `connections`: each message carries its packet's connection (NFULA_CT,
-    /// NFULNL_CFG_F_CONNTRACK), whose mark says whose it is.
-    public init(loop: EventLoop, group: UInt16, copy: Int = NflogReader.copied, connections: Bool = false) throws(Errno) {
+    /// `copy`: the packet bytes copied.
+    public init(loop: EventLoop, group: UInt16, copy: Int = NflogReader.copied) throws(Errno) {
         // Blocking while the group is configured (the kernel acknowledges at once); read with MSG_DONTWAIT.
         socket = try NetlinkSocket(protocol: NETLINK_NETFILTER)
         try configure(group: group, attribute: UInt16(NFULA_CFG_CMD.rawValue), [UInt8(NFULNL_CFG_CMD_BIND.rawValue)])
@@ -56,10 +55,6 @@ public final class NflogReader {
         // Each message at once: the kernel otherwise holds up to 100 of them, or a second (measured: the prompt
         // came 1 s after the rejected connect).
         try configure(group: group, attribute: UInt16(NFULA_CFG_QTHRESH.rawValue), withUnsafeBytes(of: UInt32(1).bigEndian) { Array($0) })
-        if connections {
-            try configure(group: group, attribute: UInt16(NFULA_CFG_FLAGS.rawValue),
-                          withUnsafeBytes(of: UInt16(NFULNL_CFG_F_CONNTRACK).bigEndian) { Array($0) })
-        }
         source = try loop.addIO(fd: socket.fd, events: IOEvents.readable) { [unowned self] _ in self.readAll() }
     }
 

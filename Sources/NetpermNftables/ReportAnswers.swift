@@ -4,8 +4,8 @@ import NetpermCore
 import NetpermIO
 
 /// The DNS answers the counting table logs for the privacy report (`UsageRules.reportAnswerRule`): NFLOG messages
-/// whose prefix is the report's, each with its packet (NFULA_PAYLOAD) and its connection (NFULA_CT), whose mark is
-/// the tag of the app that asked. Pure: bytes in, answers out; an answer whose connection carries no tag, or that is
+/// whose prefix is the report's, each with its packet (NFULA_PAYLOAD) and the packet's mark as the rule set it while
+/// logging (NFULA_MARK): its connection's tag, the app that asked. Pure: bytes in, answers out; an answer whose connection carries no tag, or that is
 /// not a well-formed DNS answer, is dropped.
 public enum ReportAnswers {
     public static func sightings(in b: UnsafeRawBufferPointer) -> [ReportSighting] {
@@ -14,8 +14,7 @@ public enum ReportAnswers {
             guard m.type == packet else { return nil }
             let a = m.attributes(after: MemoryLayout<nfgenmsg>.size)
             guard a.first(UInt16(NFULA_PREFIX.rawValue)).map(Netlink.string) == UsageRules.reportLogPrefix,
-                  let ct = a.first(UInt16(NFULA_CT.rawValue)),
-                  let mark = NetlinkAttributes(ct).first(UInt16(CTA_MARK.rawValue)).flatMap(Netlink.bigEndianU32),
+                  let mark = a.first(UInt16(NFULA_MARK.rawValue)).flatMap(Netlink.bigEndianU32),
                   ReportLabels.isTag(mark),
                   let payload = a.first(UInt16(NFULA_PAYLOAD.rawValue)),
                   let answer = DNSAnswer.parse(ipPacket: Array(payload)) else { return nil }

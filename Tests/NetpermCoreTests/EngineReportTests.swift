@@ -56,8 +56,9 @@ final class EngineReportTests: XCTestCase {
         let script = try XCTUnwrap(h.usageScripts.last)
         XCTAssertTrue(script.contains("add rule inet netpermd_usage sent_wwan_metered ct state new ct mark and 0xff800000 "
                                       + "== 0x6e800000 ct label set 121 ct label set 125 ct label set 127"), script)
-        XCTAssertTrue(script.contains("add rule inet netpermd_usage prerouting udp sport 53 ct mark and 0xff800000 == "
-                                      + "0x6e800000 log prefix \"netpermd:dns\" group 28273 snaplen 1500"), script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage prerouting udp sport 53 meta mark 0 ct mark and "
+                                      + "0xff800000 == 0x6e800000 meta mark set ct mark log prefix \"netpermd:dns\" "
+                                      + "group 28273 snaplen 1500 meta mark set 0"), script)
         XCTAssertEqual(h.reportEffects, ["watch-report true"])
         sight(h, "sync", "192.0.2.1")
         wall.now += 60

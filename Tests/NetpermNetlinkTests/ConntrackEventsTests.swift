@@ -15,8 +15,8 @@ final class ConntrackEventsTests: XCTestCase {
     static let tupleOrig: UInt16 = 1, tupleIP: UInt16 = 1, tupleProto: UInt16 = 2, v4Dst: UInt16 = 2, v6Dst: UInt16 = 4
     static let protoNum: UInt16 = 1, dstPort: UInt16 = 3, mark: UInt16 = 8, countersOrig: UInt16 = 9
     static let countersReply: UInt16 = 10, bytes: UInt16 = 2, labels: UInt16 = 22
-    // NFULA_PAYLOAD, NFULA_PREFIX, NFULA_CT.
-    static let payload: UInt16 = 9, prefix: UInt16 = 10, ct: UInt16 = 18
+    // NFULA_MARK, NFULA_PAYLOAD, NFULA_PREFIX.
+    static let nfulaMark: UInt16 = 2, payload: UInt16 = 9, prefix: UInt16 = 10
 
     let tag: UInt32 = 0x6E80_1234
 
@@ -86,7 +86,7 @@ final class ConntrackEventsTests: XCTestCase {
         let ip: [UInt8] = [0x45, 0] + be(UInt16(20 + udp.count)) + [0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 53, 10, 0, 0, 2] + udp
         func log(_ prefix: String, mark: UInt32?) -> [UInt8] {
             var a = [attr(Self.prefix, Array(prefix.utf8) + [0]), attr(Self.payload, ip)]
-            if let mark { a.append(nest(Self.ct, [attr(Self.mark, be(mark))])) }
+            if let mark { a.append(attr(Self.nfulaMark, be(mark))) }
             return NetlinkBytes.message(type: Self.logged, [2, 0, 0x6E, 0x71] + a.flatMap { $0 })
         }
         let bytes = log("netpermd:dns", mark: tag) + log("netpermd:dns", mark: nil) + log("netpermd:dns", mark: 7)

@@ -152,10 +152,13 @@ public struct UsageRules: Equatable, Sendable {
         "ct state new \(tagged) " + ReportLabels.bits(c).map { "ct label set \($0)" }.joined(separator: " ")
     }
 
-    /// A tagged connection's DNS answers, whole (an EDNS answer fits 1,500 bytes), with the connection's attributes
-    /// (the reader asks for them): its mark says whose answer it is.
+    /// A tagged connection's DNS answers, whole (an EDNS answer fits 1,500 bytes), with the connection's tag as the
+    /// packet's mark while it is logged (NFULA_MARK), then 0 again as it came: only a packet with no mark of its own.
+    /// NFLOG's own way to carry the connection (NFULNL_CFG_F_CONNTRACK) needs the kernel's netlink glue for
+    /// conntrack, which kernels are built without (this project's answers EOPNOTSUPP).
     static var reportAnswerRule: String {
-        "udp sport 53 \(tagged) log prefix \"\(reportLogPrefix)\" group \(reportLogGroup) snaplen 1500"
+        "udp sport 53 meta mark 0 \(tagged) meta mark set ct mark log prefix \"\(reportLogPrefix)\" group "
+            + "\(reportLogGroup) snaplen 1500 meta mark set 0"
     }
 
     /// `retag`: the socket's app's tag, by its unit's cgroup first (deepest first, as `tag` lets the deepest win),
