@@ -19,7 +19,7 @@ DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat ipro
 # relocation table (BIND_NOW, RELRO), as Debian's hardening asks of a daemon.
 RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro
 
-BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev
+BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev conntrack
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
 # to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
 # Debian's GLib for Python (/usr/bin/python3), dbus-daemon, python-dbusmock, xdg-desktop-portal and bubblewrap (a

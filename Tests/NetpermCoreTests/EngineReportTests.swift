@@ -75,7 +75,13 @@ final class EngineReportTests: XCTestCase {
     func testOffDeletesAFileLeftBehind() {
         XCTAssertEqual(harness(Self.policy.replacingOccurrences(of: "Enabled=yes", with: ""), fileExists: true).reportEffects,
                        ["remove-report"])
-        XCTAssertEqual(harness(Self.policy.replacingOccurrences(of: "Enabled=yes", with: "")).reportEffects, [])
+        let off = harness(Self.policy.replacingOccurrences(of: "Enabled=yes", with: ""))
+        XCTAssertEqual(off.reportEffects, [])
+        // Nothing is kept while it is off, a person's choice neither.
+        let a = off.connect(alice)
+        XCTAssertEqual(off.request(a, "KEEP-REPORT yes")["yours"], false)
+        XCTAssertEqual(off.request(a, "REPORT")["enabled"], false)
+        XCTAssertEqual(off.reportEffects, [])
     }
 
     /// Each person reads only their own apps, once they turned it on; root reads all; names come from the app's own

@@ -202,13 +202,14 @@ extension Engine {
         }
     }
 
+    /// Nothing is kept while the machine's report is off, a person's choice neither: `yours` then says false.
     func keepReportRequest(_ on: Bool, session: Session) {
         let uid = session.caller.identity.uid
-        report.book.setPerson(uid, on: on)
+        if state.config.report.enabled || !on { report.book.setPerson(uid, on: on) }
         if report.book.dirty { saveReport() }
         reply(session.id) { w in
             w.field("ok", true)
-            w.field("yours", on)
+            w.field("yours", report.book.people.contains(uid))
             w.field("enabled", state.config.report.enabled)
         }
     }

@@ -38,12 +38,14 @@ public struct ReportBook: Equatable, Sendable {
         settings.enabled && (owner.uid.map { people.contains($0) } ?? true)
     }
 
-    /// A policy's `[Report]`. Off forgets everything (the caller deletes the file); fewer days drop the older ones.
+    /// A policy's `[Report]`. Off forgets everything, the people's choices too (the caller deletes the file); fewer
+    /// days drop the older ones.
     public mutating func configure(_ s: ReportSettings, now: Int) {
         settings = s
         if !s.enabled {
             clear { _ in true }
             names.forget { _ in true }
+            people = []
             return
         }
         expiredThrough = .min
@@ -127,13 +129,21 @@ public struct ReportBook: Equatable, Sendable {
     /// The file was written with what the book holds now.
     public mutating func saved() { dirty = false }
 
-    /// An eighth below the bound at once, oldest last time first: one sort per thousands of new entries, so a flood
-    /// of new destinations costs a dictionary update per connection, not a scan.
+    /// About an eighth below the bound at once, oldest last time first: every entry last used before the time that
+    /// an eighth of them are older than (all of one second go together, whatever the dictionary's order, so the
+    /// result is the same in every process). One sort of integers per thousands of new entries: sorting the entries
+    /// themselves, and building the dictionary again, held the loop for hundreds of milliseconds under a flood.
     private mutating func dropOldest() {
-        let keep = limits.entries - limits.entries / 8
-        let newest = entries.sorted { ($0.value.last, $0.key) > ($1.value.last, $1.key) }.prefix(keep)
-        evicted &+= UInt64(entries.count - newest.count)
-        entries = Dictionary(uniqueKeysWithValues: newest.map { ($0.key, $0.value) })
+        var times = entries.values.map(\.last)
+        times.sort()
+        var cutoff = times[times.count / 8]
+        // More than an eighth in the oldest second: all of that second go.
+        if cutoff == times[0] { cutoff = times.first { $0 > cutoff } ?? cutoff }
+        // All in one second: an eighth of them in the keys' order.
+        let old = cutoff == times[0] ? Array(entries.keys.sorted().prefix(times.count / 8 + 1))
+            : entries.compactMap { $0.value.last < cutoff ? $0.key : nil }
+        for k in old { entries.removeValue(forKey: k) }
+        evicted &+= UInt64(old.count)
     }
 
     /// The entries of the owners `include` admits, ordered by owner, host, link and day (for replies and the file).
