@@ -214,9 +214,9 @@ extension Engine {
         }
     }
 
-    /// METRICS' report series: per app, connections and refusals recorded; events lost. Never a destination.
+    /// METRICS' report series: per app, connections and refusals recorded; events lost. Never a destination. The
+    /// families are written whether the report is on or not (none of an app while it is off), as usage's are.
     func writeReportMetrics(to m: inout MetricsText) {
-        guard state.config.report.enabled else { return }
         let apps = report.perApp.keys.sorted()
         m.family("netpermd_report_connections_total", .counter, "Connections the privacy report recorded, per app.")
         for app in apps { m.sample(count: report.perApp[app]!.connections, ["app": app]) }
