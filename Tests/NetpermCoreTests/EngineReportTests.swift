@@ -32,11 +32,12 @@ final class EngineReportTests: XCTestCase {
     let alice = makePeer(uid: 1000, exe: "/usr/bin/maps")
     let bob = makePeer(uid: 1001, exe: "/usr/bin/web")
 
-    func harness(_ policy: String = EngineReportTests.policy, fileExists: Bool = false) -> EngineHarness {
+    func harness(_ policy: String = EngineReportTests.policy, fileExists: Bool = false,
+                 kept: ReportBook = ReportBook()) -> EngineHarness {
         let wall = self.wall
         return EngineHarness(policy: policy, links: [Links.lo, Links.wlan, Links.wwan],
                              settings: Engine.Settings(daemonUID: 0, logLevel: .debug, wallClock: { wall.now }),
-                             reportFileExists: fileExists)
+                             report: kept, reportFileExists: fileExists)
     }
 
     func tag(_ h: EngineHarness, _ app: String) -> UInt32 { h.engine.usage.tags[app]! }
@@ -72,9 +73,15 @@ final class EngineReportTests: XCTestCase {
     }
 
     /// Off at start with a file left by an earlier run: the file goes.
-    func testOffDeletesAFileLeftBehind() {
-        XCTAssertEqual(harness(Self.policy.replacingOccurrences(of: "Enabled=yes", with: ""), fileExists: true).reportEffects,
-                       ["remove-report"])
+    func testOffDeletesAFileLeftBehind() throws {
+        let file = "version 1\nperson 1000\nentry 20788 sync - wwan m a.example 192.0.2.1 443 6 1 2 3 0 0 0 0\n"
+        let left = harness(Self.policy.replacingOccurrences(of: "Enabled=yes", with: ""), fileExists: true,
+                           kept: try ReportBook.parse(file, path: "report"))
+        XCTAssertEqual(left.reportEffects, ["remove-report"])
+        XCTAssertEqual(destinations(left.request(left.connect(), "REPORT")), [], "what the file held is forgotten too")
+        // On with the file kept: what it held is read back.
+        let back = harness(fileExists: true, kept: try ReportBook.parse(file, path: "report"))
+        XCTAssertEqual(destinations(back.request(back.connect(), "REPORT")), ["sync a.example"])
         let off = harness(Self.policy.replacingOccurrences(of: "Enabled=yes", with: ""))
         XCTAssertEqual(off.reportEffects, [])
         // Nothing is kept while it is off, a person's choice neither.

@@ -33,7 +33,9 @@ extension Engine {
     func settleReport() {
         guard state.ready else { return }
         let now = Int(settings.wallClock())
-        if state.config.report != report.book.settings {
+        // Off with something kept (a file read at start whose policy now says off): forgotten too.
+        let keptWhileOff = !state.config.report.enabled && (!report.book.entries.isEmpty || !report.book.people.isEmpty)
+        if state.config.report != report.book.settings || keptWhileOff {
             let was = report.book.settings.enabled
             report.book.configure(state.config.report, now: now)
             if was != state.config.report.enabled {
