@@ -19,7 +19,7 @@ DEBS := libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libsystemd-dev socat ipro
 # relocation table (BIND_NOW, RELRO), as Debian's hardening asks of a daemon.
 RELEASE_FLAGS := -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now -Xlinker -z -Xlinker relro
 
-BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev systemd libsystemd-dev dbus
+BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev systemd libsystemd-dev dbus conntrack
 # What the tests need besides DEBS: the man page linters (groff -ww, man --warnings, mandoc -Tlint) and zsh
 # to run the zsh completion for real; python3 for the enforcement tests' clients (connect and sendto as another uid);
 # Debian's GLib for Python (/usr/bin/python3), dbus-daemon, python-dbusmock, xdg-desktop-portal and bubblewrap (a
@@ -31,7 +31,7 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev sys
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
              bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux e2fsprogs \
              gir1.2-gtk-4.0 gir1.2-adw-1 at-spi2-core python3-pyatspi desktop-file-utils appstream gettext \
-             locales fonts-wqy-microhei
+             locales fonts-wqy-microhei dnsmasq-base
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600

@@ -3,7 +3,7 @@
 # Installed as $(PREFIX)/share/bash-completion/completions/netpermctl. Self-contained: it needs nothing from
 # the bash-completion package, but uses its _command_offset for `wait -- COMMAND ARGS` when present.
 
-_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent scopes metrics usage ping help"
+_netpermctl_commands="status links query apps reload check monitor wait run prompts decide forget decisions agent scopes metrics usage report ping help"
 _netpermctl_options="--socket -j --json -t --terse -h --help --version"
 _netpermctl_kinds="wifi wwan ethernet other metered"
 
@@ -122,6 +122,8 @@ _netpermctl()
         decide:1 | forget:1) words=$_netpermctl_kinds ;;
         usage:0) words="reset $(_netpermctl_apps "$prog" "$socket")" ;;
         usage:1) [[ ${args[0]} == reset ]] && words=$(_netpermctl_apps "$prog" "$socket") ;;
+        report:0) words="clear on off $(_netpermctl_apps "$prog" "$socket")" ;;
+        report:1) [[ ${args[0]} == clear ]] && words=$(_netpermctl_apps "$prog" "$socket") ;;
         decide:2) words="allow deny" ;;
         decide:3) [[ -z $once ]] && words="--once" ;;
         wait:*) words="--app --timeout --" ;;

@@ -19,6 +19,9 @@
 //                   out of a link of kind 0-4 (wifi, wwan, ethernet, other, metered), its socket's uid 0-3 (root,
 //                   1000, 1001, none): the NFLOG-raised prompt
 //   w<peer>         peer 0-6's process exits (a prompt it alone asked is withdrawn)
+//   n<app><what><bytes>  the report's readers heard of app 0-5's connection (by its tag): what 0 a new one over
+//                   metered wwan, 1 its end (with 1 event lost), 2 a DNS answer whose name is the rest's bytes
+//                   (escaped as the report takes them); the address is 192.0.2.<the next byte>
 @testable import NetpermCore
 @testable import NetpermPolicy
 @testable import NetpermProtocol
@@ -254,6 +257,9 @@ final class World: FakeWorld<Connection> {
             case let .makeScope(r): return "scope \(r.unit)"
             case let .checkClaim(c): return "claim \(c.pid) \(c.uid) \(c.app)"
             case .scanCgroupsSoon: return "scan-cgroups"
+            case let .saveReport(book): return "save-report " + book.encoded()
+            case .removeReport: return "remove-report"
+            case let .watchReport(on): return "watch-report \(on)"
             case let .lookUpRoute(id, q): return "\(id): route \(q.destination.bytes) uid \(q.uid) mark \(q.mark.map(String.init) ?? "-")"
             case let .notify(n):
                 switch n {
@@ -357,6 +363,12 @@ final class World: FakeWorld<Connection> {
         case let .checkClaim(c):
             require(c.pid > 0 && !c.app.isEmpty, "a claim of no process")
         case .scanCgroupsSoon:
+            break
+        case let .saveReport(book):
+            // What is saved must read back as the same entries and people.
+            let back = try? ReportBook.parse(book.encoded(), path: "r")
+            require(back?.entries == book.entries && back?.people == book.people, "the report does not read back")
+        case .removeReport, .watchReport:
             break
         case .watchExecs:
             break
@@ -511,6 +523,20 @@ final class World: FakeWorld<Connection> {
             feed(.blocked(app: app, kind: kinds[digits.dropFirst().first.map { Int($0 &- 0x30) % kinds.count } ?? 0],
                           uid: uids[digits.dropFirst(2).first.map { Int($0 &- 0x30) % uids.count } ?? 0],
                           ifindex: nil))
+        case UInt8(ascii: "n"):
+            let d = Array(rest)
+            let app = blockedApps[d.first.map { Int($0 &- 0x30) % blockedApps.count } ?? 0]
+            let tag = engine.usage.tags[app] ?? 0x6E80_0001
+            let address = "192.0.2.\(d.dropFirst(2).first ?? 0)"
+            let sighting: ReportSighting
+            switch d.dropFirst().first.map({ Int($0 &- 0x30) % 3 }) ?? 0 {
+            case 0: sighting = .opened(tag: tag, address: address, port: 443, proto: 6, link: ReportLink(kind: .wwan, metered: true))
+            case 1: sighting = .closed(tag: tag, address: address, link: ReportLink(kind: .wwan, metered: true), bytes: 1500)
+            default:
+                guard let name = DNSName.text(labels: [d.dropFirst(3)]) else { return }
+                sighting = .answer(tag: tag, DNSAnswer(name: name, addresses: [address]))
+            }
+            feed(.reportSighted([sighting], lost: d.dropFirst().first == UInt8(ascii: "1") ? 1 : 0))
         case UInt8(ascii: "w"):
             exit(pid: peers[(rest.first.map { Int($0 &- 0x30) } ?? 0) % peers.count].pid)
         case UInt8(ascii: "u"):

@@ -13,6 +13,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink_log.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <net/if.h>
 
 // Macros Swift does not import (one defined by another plus one), as constants: an nfnetlink batch's first and

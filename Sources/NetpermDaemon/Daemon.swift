@@ -37,6 +37,7 @@ public final class Daemon {
         let store = DecisionStore(stateDir: options.stateDir)
         let usageStore = UsageStore(stateDir: options.stateDir)
         let tagStore = TagStore(stateDir: options.stateDir)
+        let reportStore = ReportStore(stateDir: options.stateDir)
         let clock = WallClock(offsetFile: options.clockOffsetFile)
         let engine = Engine(settings: .init(daemonUID: geteuid(), logLevel: options.logLevel,
                                             wallClock: { Double(clock.now) },
@@ -44,10 +45,11 @@ public final class Daemon {
                                             clockTrust: { [run = options.runRoot] in clock.trust(run: run) },
                                             bootClock: { Clock.bootSeconds() }, promptIDKey: .random(),
                                             netns: (try? Files.fileID("/proc/self/ns/net"))?.inode),
-                            decisions: store.load(), usage: usageStore.load(), tags: tagStore.load())
+                            decisions: store.load(), usage: usageStore.load(), tags: tagStore.load(),
+                            report: reportStore.load(), reportFileExists: access(reportStore.path, F_OK) == 0)
         let sysfs = Sysfs(root: options.sysfsRoot, proc: options.procRoot, run: options.runRoot)
         let interpreter = Interpreter(engine: engine, loop: loop, store: store, usageStore: usageStore, tagStore: tagStore,
-                                      sysfs: sysfs, clock: clock) {
+                                      reportStore: reportStore, sysfs: sysfs, clock: clock) {
             ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)
         }
         let policy = ConfigFiles.load(options.configPath, required: options.configGiven, accounts: accounts)

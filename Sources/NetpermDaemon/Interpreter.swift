@@ -25,6 +25,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     private let storeWriter: OffLoop<StoreOutcome>?
     /// The usage totals, written off the loop as the decisions are (on it at a stop: the process is about to go).
     private let usageStore: UsageSaving
+    private let reportStore: ReportStore
+    private let reportWatcher: ReportWatcher
+    private var reportWriter: OffLoop<StoreOutcome>?
+    private var reportWriting = false
+    private var reportWaiting: (@Sendable () -> StoreOutcome)?
     private let usageWriter: OffLoop<StoreOutcome>?
     /// The connection tags, written off the loop, one write at a time: a table that comes meanwhile waits, and
     /// only the latest is written.
@@ -103,7 +108,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// `rules`, `steering` and `counters` nil: the real ones (libnftables, bpf(2) and rtnetlink, netfilter netlink);
     /// `usageStore` nil: the usage file beside the decisions. The tests give fakes.
     public init(engine: Engine, loop: EventLoop, store: DecisionSaving, usageStore: UsageSaving? = nil,
-                tagStore: TagStore? = nil, sysfs: Sysfs, clock: WallClock = WallClock(),
+                tagStore: TagStore? = nil, reportStore: ReportStore? = nil, sysfs: Sysfs, clock: WallClock = WallClock(),
                 rules: RuleLoading? = nil, steering: SteeringLoading? = nil, counters: UsageCounting? = nil,
                 notify: @escaping (NotifyMessage) -> Void = ServiceManager.notify,
                 loadPolicy: @escaping @Sendable () -> ConfigParseResult) {
@@ -113,6 +118,9 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         steerer = steering ?? Steerer()
         self.usageStore = usageStore ?? UsageStore(stateDir: Files.directory(of: store.path))
         self.tagStore = tagStore ?? TagStore(stateDir: Files.directory(of: store.path))
+        self.reportStore = reportStore ?? ReportStore(stateDir: Files.directory(of: store.path))
+        reportWatcher = ReportWatcher(loop: loop)
+        reportWriter = Self.offLoop(loop, "writing the privacy report", "it will be written on the loop")
         self.counters = counters ?? KernelUsageCounters()
         self.notify = notify
         policyLoader = Self.offLoop(loop, "reading the policy", "reloads will read it on the loop")
@@ -127,6 +135,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         }
         enforcer.usageChanged = { [unowned self] in self.feed(.usageTableChanged) }
         enforcer.quotaReached = { [unowned self] quota in self.feed(.budgetReached(quota: quota)) }
+        reportWatcher.sighted = { [unowned self] found, lost in self.feed(.reportSighted(found, lost: lost)) }
         driver.edges = self
     }
 
@@ -197,7 +206,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             // Those that may make a system call are timed.
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
                  .notify, .log, .loadRules, .nameUnits, .loadUnitElements, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
-                 .steer, .lookUpRoute, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon:
+                 .steer, .lookUpRoute, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon, .saveReport, .removeReport,
+                 .watchReport:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -414,6 +424,29 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             if let found = claims.check(claim) { feed(.execFound(found)) }
         case .scanCgroupsSoon:
             scanCgroupsSoon()
+        case let .saveReport(book):
+            let store = reportStore
+            writeReport { store.save(book) }
+        case .removeReport:
+            let store = reportStore
+            writeReport { store.remove() }
+        case let .watchReport(on):
+            reportWatcher.watch(on)
+        }
+    }
+
+    /// One write of the report's file at a time, in order (a deletion never overtaken by a save begun before it);
+    /// the latest waiting replaces any other waiting.
+    private func writeReport(_ job: @escaping @Sendable () -> StoreOutcome) {
+        guard !reportWriting else { reportWaiting = job; return }
+        reportWriting = true
+        write("the privacy report", with: stopping ? nil : reportWriter, job) { [unowned self] outcome in
+            reportWriting = false
+            feed(.reportSaved(error: Self.error(of: outcome, written: "report written to \(reportStore.path)")))
+            if let next = reportWaiting {
+                reportWaiting = nil
+                writeReport(next)
+            }
         }
     }
 

@@ -39,14 +39,17 @@ public final class NflogReader {
     private var datagrams = EventDatagrams()
     /// Each logged packet, in order.
     public var logged: (Packet) -> Void = { _ in }
+    /// Set: each datagram's bytes go here instead, for a reader that parses them itself (the report's answers).
+    public var datagram: ((UnsafeRawBufferPointer) -> Void)?
 
-    public init(loop: EventLoop, group: UInt16) throws(Errno) {
+    /// `copy`: the packet bytes copied.
+    public init(loop: EventLoop, group: UInt16, copy: Int = NflogReader.copied) throws(Errno) {
         // Blocking while the group is configured (the kernel acknowledges at once); read with MSG_DONTWAIT.
         socket = try NetlinkSocket(protocol: NETLINK_NETFILTER)
         try configure(group: group, attribute: UInt16(NFULA_CFG_CMD.rawValue), [UInt8(NFULNL_CFG_CMD_BIND.rawValue)])
         // copy_range (big-endian u32), copy_mode NFULNL_COPY_PACKET: an IPv6 header and the ports, no payload.
         var mode = nfulnl_msg_config_mode()
-        mode.copy_range = UInt32(Self.copied).bigEndian
+        mode.copy_range = UInt32(copy).bigEndian
         mode.copy_mode = UInt8(NFULNL_COPY_PACKET)
         try withUnsafeBytes(of: mode) { b throws(Errno) in try configure(group: group, attribute: UInt16(NFULA_CFG_MODE.rawValue), Array(b)) }
         // Each message at once: the kernel otherwise holds up to 100 of them, or a second (measured: the prompt
@@ -78,12 +81,13 @@ public final class NflogReader {
     private func readAll() {
         // Messages lost: the rules log again a second later while the app keeps trying.
         try? datagrams.drain(socket.fd, lost: { _ in }) { b in
+            if let datagram { return datagram(UnsafeRawBufferPointer(b)) }
             for p in Self.packets(in: UnsafeRawBufferPointer(b)) { logged(p) }
         }
     }
 
     /// The packet bytes copied: an IPv6 header (40) and a TCP header up to its flags (14), or a UDP header's ports.
-    static let copied = 54
+    public static let copied = 54
 
     /// Each NFULNL_MSG_PACKET with an NFULA_PREFIX in a buffer of netlink messages: the prefix (without its NUL),
     /// and NFULA_UID and NFULA_IFINDEX_OUTDEV when present (big-endian u32s), and the destination NFULA_PAYLOAD says.

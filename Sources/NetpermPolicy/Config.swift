@@ -21,6 +21,8 @@ public struct Config: Equatable, Sendable {
     public var enforcement = EnforcementMode.off
     /// `[Usage]`: whether traffic is counted per app, and the periods (docs/USAGE.md).
     public var usage = UsageSettings()
+    /// `[Report]`: whether the privacy report is kept, and for how many days (docs/PRIVACY.md).
+    public var report = ReportSettings()
     /// `[Defaults] DesktopApps=`: whether a desktop app (DesktopAppID: a unit of a user's manager named for its
     /// application ID) is an app by itself, with `[Defaults]`' permissions, when no `[App]` names it; and whether an
     /// `[App]` whose name is an application ID is that desktop app (docs/APPS.md, "Desktop apps").
@@ -82,6 +84,11 @@ public struct Config: Equatable, Sendable {
         if !parser.config.usage.count, let (path, line, label) = parser.firstBudget {
             parser.problems.error(path, line, in: label, "MeteredBudget= needs [Usage] Count=yes: nothing counts "
                 + "what apps use without it")
+        }
+        // The report's rules live in the counting table, which tags connections in every mode (PRIVACY.md).
+        if !parser.config.usage.count, parser.config.report.enabled, let (path, line, label) = parser.reportEnabledAt {
+            parser.problems.error(path, line, in: label, "Enabled=yes needs [Usage] Count=yes: the report is learnt "
+                + "through the counting table")
         }
         parser.problems.sort(files: files.map(\.path))
         var config: Config?
@@ -215,6 +222,8 @@ public struct Config: Equatable, Sendable {
         var badIdentity: Set<String> = []
         /// Where a budget was first set, for the error when nothing counts.
         var firstBudget: (String, Int, String)?
+        /// Where `[Report] Enabled=yes` was last set.
+        var reportEnabledAt: (String, Int, String)?
 
         init(accounts: AccountResolver, limit: Int) {
             self.accounts = accounts
@@ -252,6 +261,7 @@ public struct Config: Equatable, Sendable {
             case .interface?: applyInterface(s)
             case .enforcement?: applyEnforcement(s)
             case .usage?: applyUsage(s)
+            case .report?: applyReport(s)
             case .network?: applyNetwork(s)
             case nil:
                 // Its entries go unread: they would only repeat the warning.
@@ -455,6 +465,29 @@ public struct Config: Equatable, Sendable {
             }
         }
 
+        mutating func applyReport(_ s: IniSection) {
+            if s.argument != nil { fail(s, s.line, "[Report] takes no name") }
+            for e in s.entries {
+                switch e.key {
+                case "Enabled":
+                    if let b = Ini.parseBool(e.value) {
+                        config.report.enabled = b
+                        reportEnabledAt = b ? (s.path, e.line, s.label) : nil
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Enabled= (expected yes or no)")
+                    }
+                case "Days":
+                    if let n = Int(e.value), ReportSettings.dayRange.contains(n) {
+                        config.report.days = n
+                    } else {
+                        fail(s, e.line, "bad value \(ConfigError.quote(e.value)) for Days= (expected days, 1 to 31)")
+                    }
+                default:
+                    unknownKey(s, e, .report)
+                }
+            }
+        }
+
         mutating func applyInterface(_ s: IniSection) {
             guard let o = overrideSection(s, example: "[Interface wwan*]", kind: .interface) else { return }
             config.interfaces.append(InterfaceOverride(glob: o.glob, kind: o.kind, metered: o.metered, roaming: o.roaming))
@@ -547,7 +580,7 @@ extension ConfigParseResult {
 
 /// The sections a policy may have, with their keys: what tells a typo from a key of another section.
 enum SectionKind: CaseIterable {
-    case defaults, app, interface, network, enforcement, usage
+    case defaults, app, interface, network, enforcement, usage, report
 
     init?(name: String) {
         guard let k = SectionKind.allCases.first(where: { $0.name == name }) else { return nil }
@@ -562,6 +595,7 @@ enum SectionKind: CaseIterable {
         case .network: return "Network"
         case .enforcement: return "Enforcement"
         case .usage: return "Usage"
+        case .report: return "Report"
         }
     }
 
@@ -574,6 +608,7 @@ enum SectionKind: CaseIterable {
         case .network: return "[Network SSID]"
         case .enforcement: return "[Enforcement]"
         case .usage: return "[Usage]"
+        case .report: return "[Report]"
         }
     }
 
@@ -585,6 +620,7 @@ enum SectionKind: CaseIterable {
         case .interface, .network: return ["Kind", "Metered", "Roaming"]
         case .enforcement: return ["Mode"]
         case .usage: return ["Count", "PeriodStart", "SaveIntervalSec", "MetricsApps"]
+        case .report: return ["Enabled", "Days"]
         }
     }
 }

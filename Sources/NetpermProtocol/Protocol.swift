@@ -24,6 +24,9 @@ public enum Verb: String, Sendable, CaseIterable {
          metrics, usage
     case resetUsage = "reset-usage"
     case scope, owns
+    case report
+    case resetReport = "reset-report"
+    case keepReport = "keep-report"
     case quit
 
     /// The verb a request's first word names, in any case; nil for anything else. Compares bytes: building a
@@ -63,6 +66,9 @@ public enum Verb: String, Sendable, CaseIterable {
         case .resetUsage: return "RESET-USAGE [APP]"
         case .scope: return "SCOPE ID made|failed [WHY]"
         case .owns: return "OWNS NAME PID"
+        case .report: return "REPORT [APP]"
+        case .resetReport: return "RESET-REPORT [APP]"
+        case .keepReport: return "KEEP-REPORT yes|no"
         case .quit: return "QUIT"
         }
     }
@@ -89,6 +95,9 @@ public enum Verb: String, Sendable, CaseIterable {
         case .resetUsage: return "start an app's (default: every app's) counts of this period from zero (privileged)"
         case .scope: return "say what became of a scope-wanted event's scope (the subscriber of scopes it was sent to)"
         case .owns: return "tell that a process of the caller's uid owns a well-known name on its session bus (an app's ID: that app, found by its name)"
+        case .report: return "the privacy report: where each app went and what was refused, per destination (your own apps unless privileged)"
+        case .resetReport: return "delete an app's (default: every app's) report entries (a user: their own)"
+        case .keepReport: return "turn the report on or off for your own apps (off deletes their entries)"
         case .quit: return "close this connection"
         }
     }

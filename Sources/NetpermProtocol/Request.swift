@@ -30,6 +30,11 @@ public enum Request: Equatable, Sendable {
     case scope(id: Int, failed: String?)
     /// OWNS NAME PID: the caller's session bus says process PID owns well-known name NAME.
     case owns(name: String, pid: Int32)
+    /// REPORT [APP], RESET-REPORT [APP]: nil for every app the caller may see.
+    case report(app: String?)
+    case resetReport(app: String?)
+    /// KEEP-REPORT yes|no: the caller's own apps recorded or not.
+    case keepReport(Bool)
     case quit
 
     public var verb: Verb {
@@ -54,6 +59,9 @@ public enum Request: Equatable, Sendable {
         case .resetUsage: .resetUsage
         case .scope: .scope
         case .owns: .owns
+        case .report: .report
+        case .resetReport: .resetReport
+        case .keepReport: .keepReport
         case .quit: .quit
         }
     }
@@ -94,6 +102,14 @@ extension Request {
         case .query: self = .query(app: words.first)
         case .usage: self = .usage(app: words.first)
         case .resetUsage: self = .resetUsage(app: words.first)
+        case .report: self = .report(app: words.first)
+        case .resetReport: self = .resetReport(app: words.first)
+        case .keepReport:
+            switch words.first?.lowercased() {
+            case "yes"?: self = .keepReport(true)
+            case "no"?: self = .keepReport(false)
+            default: throw usage()
+            }
         case .subscribe: self = .subscribe(try Topic.set(from: words).get())
         case .reach:
             guard let text = words.first, words.count <= 2 else { throw usage() }
@@ -170,8 +186,10 @@ extension Request {
         var words = [verb.rawValue.uppercased()]
         switch self {
         case .ping, .help, .status, .links, .apps, .reload, .prompts, .decisions, .metrics, .quit: break
-        case let .query(app), let .usage(app), let .resetUsage(app):
+        case let .query(app), let .usage(app), let .resetUsage(app), let .report(app), let .resetReport(app):
             if let app { words.append(app) }
+        case let .keepReport(on):
+            words.append(on ? "yes" : "no")
         case let .reach(_, text, timeout):
             words.append(text)
             if let timeout { words.append(Seconds.text(timeout)) }
@@ -203,7 +221,7 @@ extension Verb {
     /// How many words may follow the verb.
     public var maxArgs: Int {
         switch self {
-        case .query, .usage, .resetUsage: return 1
+        case .query, .usage, .resetUsage, .report, .resetReport, .keepReport: return 1
         case .wait, .forget, .reach: return 2
         case .answer: return 3
         case .decide: return 4

@@ -3,7 +3,7 @@
 /// the dispatch in main.swift are all derived from.
 enum Command: String, CaseIterable {
     case status, links, query, apps, reload, check, monitor, wait, run, prompts, decide, forget, decisions, agent, scopes, metrics,
-         usage, ping, help
+         usage, report, ping, help
 
     /// Positional arguments that must be given, then those that may follow.
     var arguments: (required: [String], optional: [String]) {
@@ -15,6 +15,7 @@ enum Command: String, CaseIterable {
         case .decide: return (["APP", "KIND", "allow|deny"], [])
         case .forget: return (["APP"], ["KIND"])
         case .usage: return ([], ["reset", "APP"])
+        case .report: return ([], ["clear|on|off", "APP"])
         case .help: return ([], ["COMMAND"])
         }
     }
@@ -27,8 +28,8 @@ enum Command: String, CaseIterable {
         case .decide: return "[--once]"
         case .agent: return "[--notify]"
         case .metrics: return "[--output FILE]"
-        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .decisions, .usage, .ping, .help,
-             .scopes:
+        case .status, .links, .query, .apps, .reload, .check, .monitor, .prompts, .forget, .decisions, .usage, .report, .ping,
+             .help, .scopes:
             return nil
         }
     }
@@ -59,6 +60,7 @@ enum Command: String, CaseIterable {
         case .scopes: return "make the scopes netpermd wants for your apps found by what they run (netpermd-scopes.service)"
         case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
         case .usage: return "data used per app and kind of link, budgets; reset counts anew (privileged)"
+        case .report: return "where each app went and what was refused; on, off or clear yours"
         case .ping: return "check that the daemon answers"
         case .help: return "all commands, or one command's usage and description"
         }

@@ -206,6 +206,17 @@ enum Help {
                 app. usage reset [APP] starts APP's counts of this period (with nothing named, everyone's) from
                 zero and opens a used-up budget again; it needs root or the admin group.
                 """
+        case .report:
+            return """
+                The privacy report (docs/PRIVACY.md): for each app, the destinations it reached over the days kept
+                ([Report] Days=), by the name the app itself resolved where the machine can know it (else the
+                address), with the kind of link, metered or roaming, the first and last time, the connections,
+                the bytes where usage is counted, and what was refused (denied, waiting for an answer, budget).
+                Without APP, your own apps; root and the admin group see every app. report on records your own
+                apps (off until you turn it on, and only while the admin has [Report] Enabled=yes); report off
+                stops and deletes them; report clear [APP] deletes your apps' entries (root and the admin group:
+                anyone's, or every app's).
+                """
         case .ping:
             return "Checks that the daemon answers: prints pong."
         case .help:
@@ -308,6 +319,14 @@ enum Help {
             return "Prints nothing but failures (on standard error); -t and --json change nothing."
         case .metrics:
             return "Prints the same text with -t; --json prints the daemon's reply, the text in its metrics member."
+        case .report:
+            return """
+                With -t, one line per app and destination:
+                  app:uid:host:address:port:protocol:kind:metered:roaming:first:last:connections:bytes:denied:
+                  ask:budget
+                (one line, wrapped here). uid is empty for an app that is no one person's; first and last are
+                seconds since the epoch. report on|off -t prints key:value lines: yours, enabled.
+                """
         case .usage:
             return """
                 With -t, one line per app, period and kind of link:

@@ -129,6 +129,10 @@ struct Invocation {
         if command == .usage, inv.args.count == 2, inv.args[0] != "reset" {
             throw .bad("usage: unexpected argument '\(inv.args[1])'", command)
         }
+        // `report APP1 APP2`, `report on APP`: only clear takes an app after it.
+        if command == .report, inv.args.count == 2, inv.args[0] != "clear" {
+            throw .bad("report: unexpected argument '\(inv.args[1])'", command)
+        }
         if command == .run {
             guard inv.waitApp != nil else { throw .bad("run needs --app APP", command) }
             guard !inv.program.isEmpty else { throw .bad("run needs -- COMMAND", command) }

@@ -88,6 +88,15 @@ case .usage:
         }
     }
     ask((["USAGE"] + args).joined(separator: " "), human: Usage.human, terse: Usage.terse)
+case .report:
+    switch args.first {
+    case "clear"?: ask((["RESET-REPORT"] + args.dropFirst()).joined(separator: " "), human: Report.clearedHuman) {
+            Terse.lines([("cleared", Terse.value($0["cleared"]))])
+        }
+    case "on"?, "off"?:
+        ask("KEEP-REPORT " + (args.first == "on" ? "yes" : "no"), human: Report.keptHuman) { Terse.lines(Report.keptTerse($0)) }
+    default: ask((["REPORT"] + args).joined(separator: " "), human: Report.human, terse: Report.terse)
+    }
 case .ping: ask("PING", human: { _ in "pong\n" }, terse: { _ in "pong\n" })
 case .help: Screen.out(Help.overview())   // Invocation turns `help [COMMAND]` into .help(_) above
 }

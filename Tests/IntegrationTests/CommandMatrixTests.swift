@@ -171,6 +171,15 @@ final class CommandMatrixTests: IntegrationTestCase {
         c.append(.success("usage", ["usage", "reset", "maps"], verb: "RESET-USAGE maps", exact: false))
         c.append(.refused("usage", "permission-denied", ["usage", "reset"], code: "permission-denied", user: .nobody))
 
+        // The report is off here: nothing recorded, one's own switch, clearing; another's app is not-found.
+        c += [.success("report", ["report"], verb: "REPORT", terse: .nothing),
+              .success("report", ["report"], verb: "REPORT", terse: .nothing, user: .nobody),
+              .refused("report", "not-found", ["report", "maps"], code: "not-found", user: .nobody),
+              .usage("report", ["report", "maps", "updater"]),
+              .unreachable("report", ["report"], user: .root), .unreachable("report", ["report"], user: .nobody),
+              .success("report", ["report", "on"], verb: "KEEP-REPORT yes", user: .nobody),
+              .success("report", ["report", "clear", "maps"], verb: "RESET-REPORT maps")]
+
         c += C.asking("ping", ["ping"], verb: "PING", terse: .words, usage: ["ping", "x"])
 
         c.append(C(command: "help", kind: "success", args: ["help"], exit: 0, json: .words, terse: .words,

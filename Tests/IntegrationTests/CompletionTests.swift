@@ -55,7 +55,7 @@ final class CompletionTests: XCTestCase {
         XCTAssertEqual(try bash(["netpermctl", "p"]), ["prompts", "ping"])
         XCTAssertEqual(try bash(["netpermctl", ""]), Self.commands)
         // After options, the command is still the first word that is not one.
-        XCTAssertEqual(try bash(["netpermctl", "--json", "--socket", "/tmp/x", "re"]), ["reload"])
+        XCTAssertEqual(try bash(["netpermctl", "--json", "--socket", "/tmp/x", "rel"]), ["reload"])
         XCTAssertEqual(try bash(["netpermctl", "help", "q"]), ["query"])
         XCTAssertEqual(try bash(["netpermctl", "help", ""]), Self.commands)
         XCTAssertEqual(try bash(["netpermctl", "help", "query", ""]), [])
@@ -217,7 +217,7 @@ final class CompletionTests: XCTestCase {
         XCTAssertEqual(try zsh("netpermctl de"), ["decide", "decisions"])
         XCTAssertEqual(try zsh("netpermctl agent --n"), ["--notify"])
         XCTAssertEqual(try zsh("netpermctl ").sorted(), Self.commands.sorted())
-        XCTAssertEqual(try zsh("netpermctl --json re"), ["reload"])
+        XCTAssertEqual(try zsh("netpermctl --json rel"), ["reload"])
         XCTAssertEqual(try zsh("netpermctl help q"), ["query"])
         XCTAssertEqual(try zsh("netpermctl --j"), ["--json"])
         XCTAssertEqual(try zsh("netpermctl links --te"), ["--terse"])

@@ -99,7 +99,8 @@ final class ManPageTests: XCTestCase {
     /// netpermctl's commands, options and exit statuses, from its specification. When `netpermctl help`
     /// lists its commands, compare this list with it.
     static let netpermctlCommands = ["status", "links", "query", "apps", "reload", "check", "monitor", "wait", "run",
-                                     "prompts", "decide", "forget", "decisions", "agent", "scopes", "metrics", "usage", "ping",
+                                     "prompts", "decide", "forget", "decisions", "agent", "scopes", "metrics", "usage", "report",
+                                     "ping",
                                      "help"]
     static let netpermctlOptions = ["--socket", "-j", "--json", "-t", "--terse", "-h", "--help", "--version",
                                     "--app", "--timeout", "--once", "--notify", "--output"]

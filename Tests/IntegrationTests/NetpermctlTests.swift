@@ -181,7 +181,7 @@ final class NetpermctlTests: IntegrationTestCase {
     static let synopses = [
         "status", "links [IFACE]", "query [APP]", "apps", "reload", "check [PATH]", "monitor [APP]",
         "wait [--app APP] [--timeout SECONDS] [-- COMMAND [ARGS...]]", "prompts", "decide APP KIND allow|deny [--once]",
-        "forget APP [KIND]", "decisions", "agent [--notify]", "usage [reset] [APP]", "ping", "help [COMMAND]",
+        "forget APP [KIND]", "decisions", "agent [--notify]", "usage [reset] [APP]", "report [clear|on|off] [APP]", "ping", "help [COMMAND]",
     ]
 
     func testHelpListsEveryCommandAndDescribesEach() throws {

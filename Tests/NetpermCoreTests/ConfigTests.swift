@@ -137,7 +137,7 @@ final class ConfigTests: XCTestCase {
     func testUnknownSectionIsIgnoredWithAWarning() throws {
         let text = "# c\n[Interface wl*]\nKind=wifi\n[Match]\nDHCP=yes\nKind=wwan\n"
         // Its entries are not read: no warning for DHCP=, and Kind=wwan does not reach [Interface wl*].
-        assertWarnings(text, ["4: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement] or [Usage]); "
+        assertWarnings(text, ["4: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement], [Usage] or [Report]); "
             + "ignored"])
         XCTAssertEqual(try parse(text), try parse("[Interface wl*]\nKind=wifi\n"))
     }
@@ -368,7 +368,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(problems(megabyte + "=1\n"), ["\(path):1: '\(x60)...=' appears before any [Section]"])
         // The section a message names is cut too.
         XCTAssertEqual(problems("[Frob " + megabyte + "]\n"), ["\(path):1: warning: [Frob " + x60.dropLast(5)
-            + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement] or [Usage]); ignored"])
+            + "...]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement], [Usage] or [Report]); ignored"])
         let app = "a" + megabyte
         XCTAssertEqual(problems("[App \(app)]\nWWAN=deny\n"),
                        ["\(path):1: [App a" + x60.dropLast(5) + "...]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it"])

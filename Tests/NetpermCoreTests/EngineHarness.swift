@@ -35,8 +35,10 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
     init(policy: String = "", links: [Link] = [], agents: Bool = false, decisions: Decisions = Decisions(),
          settings: Engine.Settings = Engine.Settings(daemonUID: 0, logLevel: .debug),
          accounts: AccountResolver = FakeAccounts(), started: Bool = true, usage: UsageBook = UsageBook(),
-         usageReading: UsageReading? = nil, tags: TagTable = TagTable()) {
-        super.init(engine: Engine(settings: settings, decisions: decisions, usage: usage, tags: tags), accounts: accounts)
+         usageReading: UsageReading? = nil, tags: TagTable = TagTable(), report: ReportBook = ReportBook(),
+         reportFileExists: Bool = false) {
+        super.init(engine: Engine(settings: settings, decisions: decisions, usage: usage, tags: tags, report: report,
+                                  reportFileExists: reportFileExists), accounts: accounts)
         self.usageReading = usageReading
         policyFiles = [("/etc/netpermd/netpermd.conf", policy)]
         feed(.policy(readPolicy()))
@@ -77,6 +79,8 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
 
     /// The kernel's routes for REACH's lookups: a destination's egress (none: no route).
     var routes: [IPAddress: Egress] = [:]
+    /// The report's effects, in order (`save-report FILE`, `remove-report`, `watch-report BOOL`).
+    private(set) var reportEffects: [String] = []
     /// Each `Effect.lookUpRoute`'s question, in order.
     private(set) var routeQuestions: [RouteQuestion] = []
 
@@ -145,6 +149,10 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
             steps.append("claim \(c.pid) \(c.app)")
         case .scanCgroupsSoon:
             steps.append("scan-cgroups")
+        // Kept apart from `steps`: the report's effects come only where a test turns it on.
+        case let .saveReport(book): reportEffects.append("save-report " + book.encoded())
+        case .removeReport: reportEffects.append("remove-report")
+        case let .watchReport(on): reportEffects.append("watch-report \(on)")
         }
         super.carryOut(e)
     }
@@ -194,8 +202,10 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .saveTags(table): return "save-tags " + table.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .nameUnits, .loadUnitElements, .watchExit, .unwatchExit, .lookUpRoute,
-             .steer(nil), .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon:
+             .steer(nil), .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon, .removeReport,
+             .watchReport:
             return "\(e)"
+        case let .saveReport(book): return "save-report " + book.encoded()
         }
     }
 

@@ -91,7 +91,7 @@ final class EngineProtocolTests: XCTestCase {
         let maxArgs: [Verb: Int] = [.ping: 0, .help: 0, .status: 0, .links: 0, .query: 1, .apps: 0, .reload: 0,
                                     .subscribe: 8, .wait: 2, .prompts: 0, .answer: 3, .decide: 4, .forget: 2,
                                     .decisions: 0, .metrics: 0, .usage: 1, .resetUsage: 1, .quit: 0, .reach: 2,
-                                    .scope: 66, .owns: 2]
+                                    .scope: 66, .owns: 2, .report: 1, .resetReport: 1, .keepReport: 1]
         XCTAssertEqual(Set(maxArgs.keys), Set(Verb.allCases), "a new verb needs its row here")
         for peer in [Peers.root, Peers.curl] {
             let h = EngineHarness(links: [Links.eth])

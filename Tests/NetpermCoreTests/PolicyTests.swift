@@ -336,7 +336,7 @@ final class PolicyTests: XCTestCase {
             "\(main):6: [App a]: Executable= must be an absolute path or glob, got 'bin/a'",
             "\(main):7: [App b]: no Executable=, Unit=, UserUnit=, User= or DesktopId=, so nothing matches it",
             "\(dropA):2: [App a]: unknown user 'mallory' in User=",
-            "\(dropA):3: warning: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement] or [Usage]); "
+            "\(dropA):3: warning: [Match]: unknown section (expected [Defaults], [App NAME], [Interface GLOB], [Network SSID], [Enforcement], [Usage] or [Report]); "
                 + "ignored",
             "\(dropA):6: [Defaults]: bad value 'forever' for PromptTimeoutSec= (expected seconds, 1 to 86400)",
         ])

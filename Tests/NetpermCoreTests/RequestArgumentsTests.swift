@@ -49,7 +49,8 @@ final class RequestArgumentsTests: XCTestCase {
     func testEveryCaseNamesItsVerb() {
         let lines = ["PING", "HELP", "STATUS", "LINKS", "QUERY", "REACH 192.0.2.1", "APPS", "RELOAD", "SUBSCRIBE",
                      "WAIT", "PROMPTS", "ANSWER 1 allow", "DECIDE a wifi allow", "FORGET a", "DECISIONS", "METRICS",
-                     "USAGE", "RESET-USAGE", "SCOPE 1 made", "OWNS org.a.B 1", "QUIT"]
+                     "USAGE", "RESET-USAGE", "SCOPE 1 made", "OWNS org.a.B 1", "REPORT", "RESET-REPORT", "KEEP-REPORT yes",
+                     "QUIT"]
         XCTAssertEqual(lines.compactMap { parse($0)?.verb }, Verb.allCases)
     }
 

@@ -168,6 +168,10 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
             }
         case .saveUsage:
             feed(.usageSaved(error: usageSaveError))
+        case .saveReport, .removeReport:
+            feed(.reportSaved(error: nil))
+        case .watchReport:
+            break
         case let .loadUsageRules(_, report, _):
             guard report else { break }
             if usageLoadsAreManual { pendingUsageLoads.append(.usageRulesLoaded(error: usageRulesError)) }

@@ -124,6 +124,13 @@ public enum Effect: Equatable, Sendable {
     case checkClaim(ProcessClaim)
     /// A scope asked for was made: look for new units now, so that its app, new to the rules, joins them with it.
     case scanCgroupsSoon
+    /// Write the privacy report to the state directory (atomically), then report with `Input.reportSaved`.
+    case saveReport(ReportBook)
+    /// Delete the report's file: the report was turned off (PRIVACY.md).
+    case removeReport
+    /// Keep (true) or close (false) the report's readers: conntrack's events and the DNS answers' NFLOG group,
+    /// which tell with `Input.reportSighted`.
+    case watchReport(Bool)
 }
 
 extension Effect {
@@ -157,6 +164,9 @@ extension Effect {
         case .makeScope: return "making an app's scope"
         case .checkClaim: return "looking at a process found by its bus name"
         case .scanCgroupsSoon: return "looking for new units"
+        case .saveReport: return "writing the privacy report"
+        case .removeReport: return "deleting the privacy report"
+        case .watchReport: return "the report's readers"
         }
     }
 }

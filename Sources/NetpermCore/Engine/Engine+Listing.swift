@@ -67,7 +67,7 @@ extension Input {
             return true
         case .kernel, .reload, .started, .opened, .closed, .line, .lineTooLong, .timer, .stored, .stopping, .caughtUp,
              .execsCounted, .rulesLoaded, .blocked, .exited, .steered, .usageRead, .usageSaved, .usageRulesLoaded,
-             .budgetReached, .usageTableChanged, .routed:
+             .budgetReached, .usageTableChanged, .routed, .reportSighted, .reportSaved:
             return false
         }
     }

@@ -129,6 +129,7 @@ extension Engine {
 
         writeExecMetrics(to: &m)
         writeUsageMetrics(to: &m)
+        writeReportMetrics(to: &m)
         return m
     }
 

@@ -100,6 +100,16 @@ extension Engine {
         case let .owns(name, pid):
             ownsName(name, pid: pid, session: session)
             return nil
+        case let .report(app):
+            // Never from the cache: the report moves with every connection, not with the state's version.
+            reportRequest(app, session: session)
+            return nil
+        case let .resetReport(app):
+            resetReportRequest(app, session: session)
+            return nil
+        case let .keepReport(on):
+            keepReportRequest(on, session: session)
+            return nil
         case .quit:
             reply(id) { $0.field("ok", true); $0.field("bye", true) }
             out.append(.close(id))
@@ -393,7 +403,7 @@ extension Engine {
         case let .answer(id, .dismiss): dismiss(id, session: session)
         case let .forget(app, kind): forget(app, kind: kind, session: session, scope: scope)
         case .ping, .help, .status, .links, .query, .reach, .apps, .reload, .subscribe, .wait, .prompts, .decisions,
-             .metrics, .usage, .resetUsage, .scope, .owns, .quit:
+             .metrics, .usage, .resetUsage, .scope, .owns, .report, .resetReport, .keepReport, .quit:
             preconditionFailure("\(r.verb) is not a decision")
         }
     }
@@ -597,6 +607,8 @@ extension Verb {
         // SCOPE: only the subscriber the scope was asked of can answer it (Engine+Exec.swift).
         case .ping, .help, .status, .links, .query, .reach, .subscribe, .wait, .usage, .apps, .scope, .owns, .quit:
             return .anyone
+        // Each caller's own apps' entries, every app's for the privileged: checked by the engine per entry.
+        case .report, .resetReport, .keepReport: return .anyone
         }
     }
 }

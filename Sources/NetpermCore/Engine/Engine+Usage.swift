@@ -118,6 +118,7 @@ struct UsageKeeper {
         var cgroups: UnitCgroups
         var budgets: [UsageRules.Budget]
         var enforce: Bool
+        var report: Bool
     }
 
     static let maxAttempts = 5
@@ -450,11 +451,12 @@ extension Engine {
         refreshTagging()
         let links = state.network.links.compactMap { l in UsageClass(link: l).map { l.name + " " + $0.name } }
         let key = UsageKeeper.RulesKey(links: links, generation: state.policyGeneration, cgroups: enforcement.cgroups,
-                                       budgets: kernelBudgets(), enforce: state.config.enforcement != .off)
+                                       budgets: kernelBudgets(), enforce: state.config.enforcement != .off,
+                                       report: state.config.report.enabled)
         if key != usage.key || usage.built == nil {
             usage.key = key
             let r = UsageRules.build(links: state.network.links, tagging: usage.tagging!, budgets: key.budgets,
-                                     enforce: key.enforce)
+                                     enforce: key.enforce, report: key.report)
             if r.skipped != usage.built?.skipped, !r.skipped.isEmpty {
                 log(.warning, "usage: not counted on links whose names nft cannot be given: "
                     + r.skipped.prefix(10).joined(separator: ", "))

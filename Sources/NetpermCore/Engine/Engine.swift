@@ -71,6 +71,11 @@ public enum Input: Sendable {
     /// Where the kernel sends a REACH's destination (`Effect.lookUpRoute`): a link, a blocking route, or nil for no
     /// route; `error`: the kernel could not be asked.
     case routed(ConnectionID, Egress?, error: EdgeError?)
+    /// What the report's readers heard in one pass (tagged connections, their ends, DNS answers), and how many
+    /// events the kernel dropped since the last.
+    case reportSighted([ReportSighting], lost: Int)
+    /// The outcome of the last `Effect.saveReport` or `Effect.removeReport`.
+    case reportSaved(error: EdgeError?)
 }
 
 extension Input {
@@ -108,6 +113,8 @@ extension Input {
         case .budgetReached: return "a quota used up"
         case .usageTableChanged: return "the counting table changed"
         case .routed: return "a route lookup's answer"
+        case .reportSighted: return "connections seen"
+        case .reportSaved: return "the report saved"
         }
     }
 }
@@ -185,6 +192,8 @@ public final class Engine {
         case waitTimeout(ConnectionID), reachTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
         /// Usage: read the counters (and save the totals if they moved); load the counting rules again.
         case usageTick, usageRulesRetry
+        /// The report changed: write it.
+        case reportSave
         /// A uid's USAGE forced a reading less than `usageReadSpacingSec` ago: its next ones wait for this.
         case usageCooldown(uid: UInt32)
         /// A prompt for this "app scope" expired: rejected packets raise it again only once this fires.
@@ -227,6 +236,8 @@ public final class Engine {
     /// Usage counting and budgets (Engine+Usage.swift). Its totals change without a new version: USAGE is never
     /// answered from the cache, and a budget's bytes in a verdict move the version when they do.
     var usage = UsageKeeper()
+    /// The privacy report (Engine+Report.swift).
+    var report = ReportKeeper()
 
     /// What the policy load being taken brought, made away from the loop (ReloadPreparation.swift); how many of its
     /// parts were taken, and how many not (what they read had changed): METRICS' `netpermd_policy_reload_work_total`.
@@ -238,12 +249,13 @@ public final class Engine {
 
     /// Names of users and groups are resolved when the policy is read (`Config.parse`), never here.
     public init(settings: Settings = Settings(), decisions: Decisions = Decisions(), usage book: UsageBook = UsageBook(),
-                tags: TagTable = TagTable()) {
+                tags: TagTable = TagTable(), report kept: ReportBook = ReportBook(), reportFileExists: Bool = false) {
         self.settings = settings
         state.prompts = PromptBook(idKey: settings.promptIDKey)
         state.decisions = decisions
         usage = UsageKeeper(book: book)
         tagTable = tags
+        report = ReportKeeper(book: kept, fileExists: reportFileExists)
     }
 
     /// Every app's connection tag, kept while it is in the policy (and a while after): what the rules tag
@@ -300,6 +312,7 @@ public final class Engine {
             out.append(.notify(.stopping))
             stopEnforcing()
             stopUsage()
+            stopReport()
         case let .caughtUp(id, dropped):
             guard let session = sessions[id], session.subscription != nil else { break }
             log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
@@ -323,6 +336,7 @@ public final class Engine {
         case let .rulesLoaded(error):
             rulesLoaded(error: error)
         case let .blocked(app, kind, uid, ifindex, destination, incoming):
+            if !incoming { reportRefused(app: app, ifindex: ifindex, destination: destination) }
             guard !incoming else { return refusedIncoming(app: app, kind: kind) }
             blocked(app: app, kind: kind, uid: uid, ifindex: ifindex, destination: destination)
         case let .exited(pid):
@@ -341,6 +355,10 @@ public final class Engine {
             usageTableChanged()
         case let .routed(id, route, error):
             routed(id, route, error: error)
+        case let .reportSighted(sightings, lost):
+            reportSighted(sightings, lost: lost)
+        case let .reportSaved(error):
+            reportSaved(error: error)
         }
         if input.mayChangeListing { listingStale = true }
         settle()
@@ -361,6 +379,7 @@ public final class Engine {
     func settle() {
         settleEnforcementOnce(permissionsChanged: permissionsChanged, networkChanged: networkChanged)
         settleUsage()
+        settleReport()
         let appEvents = pendingEvents.count
         if permissionsChanged {
             let extras = extraMatches()
@@ -749,6 +768,8 @@ public final class Engine {
             usageTicked()
         case .usageRulesRetry:
             retryUsageRules()
+        case .reportSave:
+            reportSaveFired()
         case let .usageCooldown(uid):
             usageCooledDown(uid)
         case let .scopeTimeout(id):

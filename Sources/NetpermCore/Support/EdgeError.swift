@@ -22,6 +22,8 @@ public struct EdgeError: Error, Equatable, Sendable, CustomStringConvertible {
         case readUsage = "reading the usage counters"
         /// `Effect.saveUsage`.
         case saveUsage = "saving the usage totals"
+        /// `Effect.saveReport` and `Effect.removeReport`.
+        case saveReport = "saving the privacy report"
         /// `Effect.loadUsageRules`.
         case loadUsageRules = "loading the counting rules"
         /// `Effect.lookUpRoute`.

@@ -79,7 +79,11 @@ public struct UsageRules: Equatable, Sendable {
     static let setSize = 65535
 
     /// `tagging` is what enforcement tags connections with (Ruleset.tagging), for the same apps and cgroups.
-    static func build(links: [Link], tagging: Ruleset.Tagging, budgets: [Budget], enforce: Bool) -> UsageRules {
+    /// `report`: the privacy report's two rules (docs/PRIVACY.md): a new tagged connection's class of link written
+    /// into its labels (ReportLabels), which conntrack's events carry, and tagged DNS answers logged to
+    /// `reportLogGroup` with their connection.
+    static func build(links: [Link], tagging: Ruleset.Tagging, budgets: [Budget], enforce: Bool,
+                      report: Bool = false) -> UsageRules {
         var out: [String] = [], post: [String] = [], pre: [String] = [], skipped: [String] = []
         for l in links {
             guard let c = UsageClass(link: l) else { continue }
@@ -128,7 +132,8 @@ public struct UsageRules: Equatable, Sendable {
             for c in UsageClass.all {
                 // Received over a metered link: counted first (it came, whatever happens next), then its budget.
                 let then = d == .received && c.metered && budgeted ? "goto budget_in" : "return"
-                chains.append(Chain(name: "\(d.rawValue)_\(c.name)", rules: [
+                let labels = report && d == .sent ? [reportLabelRule(c)] : []
+                chains.append(Chain(name: "\(d.rawValue)_\(c.name)", rules: labels + [
                     "update @\(setName(d, c)) { ct mark } \(then)", "counter name \"\(counterName(d, c))\"",
                 ]))
             }
@@ -141,7 +146,7 @@ public struct UsageRules: Equatable, Sendable {
         chains.append(Chain(name: "postrouting", hook: "type filter hook postrouting priority srcnat + 10; policy accept;",
                             rules: ["oifname vmap @sent_links"]))
         chains.append(Chain(name: "prerouting", hook: "type filter hook prerouting priority mangle + 10; policy accept;",
-                            rules: ["iifname vmap @received_links"]))
+                            rules: (report ? [reportAnswerRule] : []) + ["iifname vmap @received_links"]))
         return UsageRules(maps: maps, chains: chains, budgets: sorted, skipped: skipped, handles: tagging.handles)
     }
 
@@ -180,6 +185,26 @@ public struct UsageRules: Equatable, Sendable {
         chains.append(Chain(name: "user_input", hook: "type filter hook input priority filter + 11; policy accept;",
                             rules: any ? ["iifname vmap @user_received_links"] : []))
         return chains
+    }
+
+    /// The NFLOG group the report's DNS answers go to (enforcement's prompts use 28272).
+    public static let reportLogGroup: UInt16 = 28273
+    public static let reportLogPrefix = "netpermd:dns"
+    /// What a tag is: the mark's high bits are ConnectionTags.base.
+    static var tagged: String { "ct mark and \(ConnectionTags.text(~ConnectionTags.mask)) == \(ConnectionTags.text(ConnectionTags.base))" }
+
+    /// A new tagged connection's class, as labels: set before conntrack confirms it, so its NEW event carries them.
+    static func reportLabelRule(_ c: UsageClass) -> String {
+        "ct state new \(tagged) " + ReportLabels.bits(c).map { "ct label set \($0)" }.joined(separator: " ")
+    }
+
+    /// A tagged connection's DNS answers, whole (an EDNS answer fits 1,500 bytes), with the connection's tag as the
+    /// packet's mark while it is logged (NFULA_MARK), then 0 again as it came: only a packet with no mark of its own.
+    /// NFLOG's own way to carry the connection (NFULNL_CFG_F_CONNTRACK) needs the kernel's netlink glue for
+    /// conntrack, which kernels are built without (this project's answers EOPNOTSUPP).
+    static var reportAnswerRule: String {
+        "udp sport 53 meta mark 0 \(tagged) meta mark set ct mark log prefix \"\(reportLogPrefix)\" group "
+            + "\(reportLogGroup) snaplen 1500 meta mark set 0"
     }
 
     /// `retag`: the socket's app's tag, by its unit's cgroup first (deepest first, as `tag` lets the deepest win),

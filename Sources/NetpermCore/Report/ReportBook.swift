@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import NetpermPolicy
+
+/// The privacy report (docs/PRIVACY.md): per owner, per day, per destination and class of link, what the app reached
+/// and what was refused. Pure: the edges hand it what the kernel said (`ReportConnection`, `ReportBytes`,
+/// `ReportAnswer`), the engine asks it what a caller may read. Bounded: `Limits.entries` in all, the oldest (by
+/// their last time) dropped first; days past `Days=` dropped whole.
+public struct ReportBook: Equatable, Sendable {
+    public struct Limits: Equatable, Sendable {
+        public var entries = 16384
+        public var names = ReportNames.Limits()
+        public init() {}
+    }
+
+    public let limits: Limits
+    public private(set) var settings = ReportSettings()
+    public private(set) var entries: [ReportKey: ReportEntry] = [:]
+    public private(set) var names: ReportNames
+    /// The people who turned the report on for their own apps.
+    public private(set) var people: Set<UInt32> = []
+    /// Whether anything changed since the file was last written (`saved()`).
+    public private(set) var dirty = false
+    /// Entries dropped to stay within the bound since the daemon started (METRICS).
+    public private(set) var evicted: UInt64 = 0
+    /// The last day whose expiry ran: expiring is once a day, not once a connection.
+    private var expiredThrough = Int.min
+
+    public static let secondsPerDay = 86400
+
+    public init(limits: Limits = Limits()) {
+        self.limits = limits
+        names = ReportNames(limits: limits.names)
+    }
+
+    /// Whether `owner`'s connections are recorded: the machine's report on, and for a person's own app, that
+    /// person's too.
+    public func records(_ owner: ReportOwner) -> Bool {
+        settings.enabled && (owner.uid.map { people.contains($0) } ?? true)
+    }
+
+    /// A policy's `[Report]`. Off forgets everything, the people's choices too (the caller deletes the file); fewer
+    /// days drop the older ones.
+    public mutating func configure(_ s: ReportSettings, now: Int) {
+        settings = s
+        if !s.enabled {
+            clear { _ in true }
+            names.forget { _ in true }
+            people = []
+            return
+        }
+        expiredThrough = .min
+        expire(now: now)
+        if entries.count > limits.entries { dropOldest() }
+    }
+
+    /// A person turns the report on or off for their own apps; off deletes their entries.
+    public mutating func setPerson(_ uid: UInt32, on: Bool) {
+        if on {
+            if people.insert(uid).inserted { dirty = true }
+        } else {
+            if people.remove(uid) != nil { dirty = true }
+            clear { $0.uid == uid }
+        }
+    }
+
+    public mutating func record(_ c: ReportConnection) {
+        guard records(c.owner) else { return }
+        expire(now: c.time)
+        let host = names.name(of: c.address, for: c.owner) ?? c.address
+        let key = ReportKey(owner: c.owner, day: Self.day(of: c.time), host: host, link: c.link)
+        var e = entries[key] ?? ReportEntry(address: c.address, port: c.port, proto: c.proto, first: c.time, last: c.time)
+        e.address = c.address
+        e.port = c.port
+        e.proto = c.proto
+        e.first = min(e.first, c.time)
+        e.last = max(e.last, c.time)
+        e.count(c.outcome)
+        entries[key] = e
+        dirty = true
+        if entries.count > limits.entries { dropOldest() }
+    }
+
+    /// A connection's bytes at its end: added to the newest entry of its destination (the day it began may be past).
+    public mutating func add(_ b: ReportBytes) {
+        guard records(b.owner), b.bytes > 0 else { return }
+        let host = names.name(of: b.address, for: b.owner) ?? b.address
+        let today = Self.day(of: b.time)
+        for day in stride(from: today, to: today - settings.days, by: -1) {
+            let key = ReportKey(owner: b.owner, day: day, host: host, link: b.link)
+            if entries[key] != nil {
+                entries[key]!.bytes &+= b.bytes
+                dirty = true
+                return
+            }
+        }
+    }
+
+    public mutating func learn(_ a: ReportAnswer) {
+        guard records(a.owner), !a.addresses.isEmpty else { return }
+        names.learn(a)
+    }
+
+    /// Drops the entries of the owners `drop` names (a person clearing theirs, the report turned off).
+    public mutating func clear(where drop: (ReportOwner) -> Bool) {
+        let before = entries.count
+        entries = entries.filter { !drop($0.key.owner) }
+        names.forget(where: drop)
+        if entries.count != before { dirty = true }
+    }
+
+    /// Days past `Days=` go whole, once a day.
+    public mutating func expire(now: Int) {
+        let today = Self.day(of: now)
+        guard today > expiredThrough else { return }
+        expiredThrough = today
+        let oldest = today - settings.days + 1
+        let before = entries.count
+        entries = entries.filter { $0.key.day >= oldest }
+        if entries.count != before { dirty = true }
+    }
+
+    /// What the file held, taken back at start (`ReportFile`); `configure` then applies the policy's bounds.
+    mutating func restore(_ kept: [ReportKey: ReportEntry], people: Set<UInt32>) {
+        entries = kept
+        self.people = people
+        dirty = false
+    }
+
+    /// The file was written with what the book holds now.
+    public mutating func saved() { dirty = false }
+
+    /// About an eighth below the bound at once, oldest last time first: every entry last used before the time that
+    /// an eighth of them are older than (all of one second go together, whatever the dictionary's order, so the
+    /// result is the same in every process). One sort of integers per thousands of new entries: sorting the entries
+    /// themselves, and building the dictionary again, held the loop for hundreds of milliseconds under a flood.
+    private mutating func dropOldest() {
+        var times = entries.values.map(\.last)
+        times.sort()
+        var cutoff = times[times.count / 8]
+        // More than an eighth in the oldest second: all of that second go.
+        if cutoff == times[0] { cutoff = times.first { $0 > cutoff } ?? cutoff }
+        // All in one second: an eighth of them in the keys' order.
+        let old = cutoff == times[0] ? Array(entries.keys.sorted().prefix(times.count / 8 + 1))
+            : entries.compactMap { $0.value.last < cutoff ? $0.key : nil }
+        for k in old { entries.removeValue(forKey: k) }
+        evicted &+= UInt64(old.count)
+    }
+
+    /// The entries of the owners `include` admits, ordered by owner, host, link and day (for replies and the file).
+    public func rows(where include: (ReportOwner) -> Bool = { _ in true }) -> [(key: ReportKey, entry: ReportEntry)] {
+        entries.filter { include($0.key.owner) }.sorted { $0.key < $1.key }.map { (key: $0.key, entry: $0.value) }
+    }
+
+    public static func day(of time: Int) -> Int {
+        time >= 0 ? time / secondsPerDay : (time - secondsPerDay + 1) / secondsPerDay
+    }
+}

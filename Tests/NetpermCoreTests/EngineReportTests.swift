@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+@testable import NetpermCore
+@testable import NetpermPolicy
+@testable import NetpermProtocol
+import XCTest
+
+/// The privacy report in the engine (docs/PRIVACY.md): the counting table's rules for it, tags turned into apps,
+/// per-person opt-in, who reads and clears what through REPORT, RESET-REPORT and KEEP-REPORT, metrics per app only,
+/// saving, and off deleting the file.
+final class EngineReportTests: XCTestCase {
+    final class Wall: @unchecked Sendable {
+        var now: Double = 1_796_083_200   // 2026-12-01 00:00 UTC
+    }
+
+    static let policy = """
+        [Usage]
+        Count=yes
+        [Report]
+        Enabled=yes
+        [Defaults]
+        WWAN=allow
+        [App maps]
+        User=1000
+        [App web]
+        User=1001
+        [App sync]
+        Unit=sync.service
+        """
+
+    let wall = Wall()
+    let wwan = ReportLink(kind: .wwan, metered: true)
+    let alice = makePeer(uid: 1000, exe: "/usr/bin/maps")
+    let bob = makePeer(uid: 1001, exe: "/usr/bin/web")
+
+    func harness(_ policy: String = EngineReportTests.policy, fileExists: Bool = false,
+                 kept: ReportBook = ReportBook()) -> EngineHarness {
+        let wall = self.wall
+        return EngineHarness(policy: policy, links: [Links.lo, Links.wlan, Links.wwan],
+                             settings: Engine.Settings(daemonUID: 0, logLevel: .debug, wallClock: { wall.now }),
+                             report: kept, reportFileExists: fileExists)
+    }
+
+    func tag(_ h: EngineHarness, _ app: String) -> UInt32 { h.engine.usage.tags[app]! }
+
+    func sight(_ h: EngineHarness, _ app: String, _ address: String, link: ReportLink? = nil, port: UInt16 = 443) {
+        h.feed(.reportSighted([.opened(tag: tag(h, app), address: address, port: port, proto: 6, link: link ?? wwan)], lost: 0))
+    }
+
+    func destinations(_ reply: JSON) -> [String] {
+        (reply["apps"]?.arrayValue ?? []).flatMap { a in
+            (a["destinations"]?.arrayValue ?? []).map { "\(a["app"]!.stringValue!) \($0["host"]!.stringValue!)" }
+        }
+    }
+
+    func testTheCountingTableCarriesTheReportsRulesOnlyWhileOn() throws {
+        let h = harness()
+        let script = try XCTUnwrap(h.usageScripts.last)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage sent_wwan_metered ct state new ct mark and 0xff800000 "
+                                      + "== 0x6e800000 ct label set 121 ct label set 125 ct label set 127"), script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage prerouting udp sport 53 meta mark 0 ct mark and "
+                                      + "0xff800000 == 0x6e800000 meta mark set ct mark log prefix \"netpermd:dns\" "
+                                      + "group 28273 snaplen 1500 meta mark set 0"), script)
+        XCTAssertEqual(h.reportEffects, ["watch-report true"])
+        sight(h, "sync", "192.0.2.1")
+        wall.now += 60
+        h.advance(bySeconds: 60)
+        XCTAssertEqual(h.reportEffects.count, 2)
+        h.reload(policy: Self.policy.replacingOccurrences(of: "Enabled=yes", with: "Enabled=no"))
+        let off = try XCTUnwrap(h.usageScripts.last)
+        XCTAssertTrue(off.contains("flush chain inet netpermd_usage prerouting"), off)
+        XCTAssertFalse(off.contains("ct label set") || off.contains("netpermd:dns"), off)
+        XCTAssertEqual(Array(h.reportEffects.dropFirst(2)), ["remove-report", "watch-report false"], "off deletes the file")
+    }
+
+    /// Off at start with a file left by an earlier run: the file goes.
+    func testOffDeletesAFileLeftBehind() throws {
+        let file = "version 1\nperson 1000\nentry 20788 sync - wwan m a.example 192.0.2.1 443 6 1 2 3 0 0 0 0\n"
+        let left = harness(Self.policy.replacingOccurrences(of: "Enabled=yes", with: ""), fileExists: true,
+                           kept: try ReportBook.parse(file, path: "report"))
+        XCTAssertEqual(left.reportEffects, ["remove-report"])
+        XCTAssertEqual(destinations(left.request(left.connect(), "REPORT")), [], "what the file held is forgotten too")
+        // On with the file kept: what it held is read back.
+        let back = harness(fileExists: true, kept: try ReportBook.parse(file, path: "report"))
+        XCTAssertEqual(destinations(back.request(back.connect(), "REPORT")), ["sync a.example"])
+        let off = harness(Self.policy.replacingOccurrences(of: "Enabled=yes", with: ""))
+        XCTAssertEqual(off.reportEffects, [])
+        // Nothing is kept while it is off, a person's choice neither.
+        let a = off.connect(alice)
+        XCTAssertEqual(off.request(a, "KEEP-REPORT yes")["yours"], false)
+        XCTAssertEqual(off.request(a, "REPORT")["enabled"], false)
+        XCTAssertEqual(off.reportEffects, [])
+    }
+
+    /// Each person reads only their own apps, once they turned it on; root reads all; names come from the app's own
+    /// answers; METRICS carries apps, never destinations.
+    func testWhoReadsWhat() {
+        let h = harness()
+        let root = h.connect(), a = h.connect(alice), b = h.connect(bob)
+        h.feed(.reportSighted([.answer(tag: tag(h, "sync"), DNSAnswer(name: "backup.example", addresses: ["192.0.2.5"]))],
+                              lost: 0))
+        sight(h, "sync", "192.0.2.5")
+        sight(h, "maps", "192.0.2.6")
+        XCTAssertEqual(destinations(h.request(root, "REPORT")), ["sync backup.example"], "a person's app waits for them")
+        XCTAssertEqual(h.request(a, "KEEP-REPORT yes")["yours"], true)
+        XCTAssertEqual(h.request(b, "KEEP-REPORT yes")["yours"], true)
+        // Bob's app receives an answer naming the address Alice's app reaches: hers stays an address.
+        h.feed(.reportSighted([.answer(tag: tag(h, "web"), DNSAnswer(name: "evil.example", addresses: ["192.0.2.6"]))],
+                              lost: 0))
+        sight(h, "maps", "192.0.2.6")
+        sight(h, "web", "192.0.2.6", link: ReportLink(kind: .wifi))
+        XCTAssertEqual(destinations(h.request(root, "REPORT")),
+                       ["maps 192.0.2.6", "sync backup.example", "web evil.example"])
+        XCTAssertEqual(destinations(h.request(a, "REPORT")), ["maps 192.0.2.6"])
+        XCTAssertEqual(destinations(h.request(b, "REPORT")), ["web evil.example"])
+        XCTAssertEqual(h.requestError(b, "REPORT maps", .notFound).prefix(29), "no [App maps] whose report yo")
+        XCTAssertEqual(h.requestError(b, "REPORT sync", .notFound).prefix(29), "no [App sync] whose report yo")
+        XCTAssertEqual(h.requestError(b, "RESET-REPORT maps", .notFound).prefix(13), "no [App maps]")
+        let entry = h.request(a, "REPORT maps")["apps"]?.arrayValue?.first?["destinations"]?.arrayValue?.first
+        XCTAssertEqual(entry?["connections"], 1)
+        XCTAssertEqual(entry?["kind"], "wwan")
+        XCTAssertEqual(entry?["metered"], true)
+        XCTAssertEqual(entry?["named"], false)
+        let metrics = h.request(root, "METRICS")["metrics"]?.stringValue ?? ""
+        XCTAssertTrue(metrics.contains("netpermd_report_connections_total{app=\"sync\"} 1"), metrics)
+        for secret in ["backup.example", "evil.example", "192.0.2."] { XCTAssertFalse(metrics.contains(secret), secret) }
+        // Alice clears hers; Bob's stay.
+        XCTAssertEqual(h.request(a, "RESET-REPORT")["ok"], true)
+        XCTAssertEqual(destinations(h.request(root, "REPORT")), ["sync backup.example", "web evil.example"])
+        XCTAssertTrue(h.reportEffects.last?.hasPrefix("save-report") == true, "a clearing is written at once")
+        XCTAssertFalse(h.reportEffects.last!.contains("maps"), h.reportEffects.last!)
+        // Bob turns his off: his go too, and his app is no longer recorded.
+        h.request(b, "KEEP-REPORT no")
+        sight(h, "web", "192.0.2.7")
+        XCTAssertEqual(destinations(h.request(root, "REPORT")), ["sync backup.example"])
+    }
+
+    func testRefusedWhileAskingAndSavedAfterAMinute() throws {
+        let h = harness(Self.policy.replacingOccurrences(of: "WWAN=allow", with: "WWAN=ask"))
+        let root = h.connect()
+        h.feed(.blocked(app: "sync", kind: .wwan, uid: 0, ifindex: Links.wwan.index, destination: "[2001:db8::9]:8443"))
+        let d = h.request(root, "REPORT")["apps"]?.arrayValue?.first?["destinations"]?.arrayValue?.first
+        XCTAssertEqual(d?["host"], "2001:db8::9")
+        XCTAssertEqual(d?["port"], 8443)
+        XCTAssertEqual(d?["connections"], 0)
+        XCTAssertEqual(d?["refused"]?["ask"], 1)
+        XCTAssertFalse(h.reportEffects.contains { $0.hasPrefix("save-report") })
+        wall.now += 60
+        h.advance(bySeconds: 60)
+        let saved = try XCTUnwrap(h.reportEffects.last)
+        XCTAssertTrue(saved.contains("entry 20788 sync - wwan m 2001:db8::9 2001:db8::9 8443 0 "), saved)
+    }
+}
