@@ -249,6 +249,10 @@ class Daemon:
 
     def _fault(self, fault, detail):
         self._close()
+        # A daemon that stopped and is not back yet has stopped, not "is not running": its socket's absence while
+        # the window waits for it to start again says nothing new.
+        if fault == Fault.ABSENT and self.fault == Fault.STOPPED:
+            fault = Fault.STOPPED
         self.fault = fault
         self.listener.state(fault, detail)
         if fault in (Fault.ABSENT, Fault.STOPPED) and self.retry_source is None:
