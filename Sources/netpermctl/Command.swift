@@ -57,7 +57,7 @@ enum Command: String, CaseIterable {
         case .forget: return "remove an app's decisions (privileged; a user their own)"
         case .decisions: return "every decision, for everyone and per user (privileged; a user: their own)"
         case .agent: return "answer prompts here, one key each, or as desktop notifications (--notify)"
-        case .scopes: return "make the scopes netpermd wants for your apps found by what they run (netpermd-scopes.service)"
+        case .scopes: return "make the scopes of your apps found by what they run (a user unit runs it)"
         case .metrics: return "the daemon's metrics for Prometheus, or into FILE atomically (privileged)"
         case .usage: return "data used per app and kind of link, budgets; reset counts anew (privileged)"
         case .report: return "where each app went and what was refused; on, off or clear yours"
