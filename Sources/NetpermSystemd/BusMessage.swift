@@ -7,6 +7,20 @@ public enum BusMessage {
     /// The D-Bus type character as sd-bus takes it.
     static func type(_ t: Unicode.Scalar) -> CChar { CChar(UInt8(ascii: t)) }
 
+    /// A method call built by `build` to `destination`'s `interface` at `path`, answered within sd-bus's default
+    /// time-out: sd-bus's own, or a negative errno; `error` and `reply` as sd_bus_call fills them.
+    static func call(_ bus: OpaquePointer, destination: String, path: String, interface: String, _ method: String,
+                     error: UnsafeMutablePointer<sd_bus_error>? = nil, reply: UnsafeMutablePointer<OpaquePointer?>? = nil,
+                     _ build: (OpaquePointer) -> Int32) -> Int32 {
+        var m: OpaquePointer?
+        var r = sd_bus_message_new_method_call(bus, &m, destination, path, interface, method)
+        defer { _ = sd_bus_message_unref(m) }
+        guard r >= 0, let m else { return r }
+        r = build(m)
+        guard r >= 0 else { return r }
+        return sd_bus_call(bus, m, 0, error, reply)
+    }
+
     public static func append(_ m: OpaquePointer, _ t: Unicode.Scalar, _ s: String) -> Int32 {
         s.withCString { sd_bus_message_append_basic(m, type(t), $0) }
     }

@@ -79,19 +79,13 @@ public final class SessionBusNames {
         return pid
     }
 
-    /// A method of the bus itself, built by `build`, answered within sd-bus's default time-out.
+    /// A method of the bus itself, built by `build`.
     private static func call(_ bus: OpaquePointer, _ method: String, reply: UnsafeMutablePointer<OpaquePointer?>,
                              _ build: (OpaquePointer) -> Int32) -> Int32 {
-        var m: OpaquePointer?
-        var r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                               "org.freedesktop.DBus", method)
-        defer { _ = sd_bus_message_unref(m) }
-        guard r >= 0, let m else { return r }
-        r = build(m)
-        guard r >= 0 else { return r }
         var error = sd_bus_error()
         defer { sd_bus_error_free(&error) }
-        return sd_bus_call(bus, m, 0, &error, reply)
+        return BusMessage.call(bus, destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                               interface: "org.freedesktop.DBus", method, error: &error, reply: reply, build)
     }
 
     private final class Acquired {

@@ -214,14 +214,8 @@ public enum TransientScope {
     private static func call(_ bus: OpaquePointer, _ method: String, error: UnsafeMutablePointer<sd_bus_error>? = nil,
                              reply: UnsafeMutablePointer<OpaquePointer?>? = nil,
                              _ build: (OpaquePointer) -> Int32) -> Int32 {
-        var m: OpaquePointer?
-        var r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                               "org.freedesktop.systemd1.Manager", method)
-        defer { _ = sd_bus_message_unref(m) }
-        guard r >= 0, let m else { return r }
-        r = build(m)
-        guard r >= 0 else { return r }
-        return sd_bus_call(bus, m, 0, error, reply)
+        BusMessage.call(bus, destination: "org.freedesktop.systemd1", path: "/org/freedesktop/systemd1",
+                        interface: "org.freedesktop.systemd1.Manager", method, error: error, reply: reply, build)
     }
 
     /// D-Bus addresses escape every byte but `[A-Za-z0-9_/.\-]` as %XX.
