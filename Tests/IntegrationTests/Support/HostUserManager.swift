@@ -90,11 +90,14 @@ final class HostUserManager {
         return path
     }
 
+    /// Also after a start that failed half-way: what was made before the failure goes too.
     private func stop() {
-        guard let p = process else { return }
-        process = nil
-        p.signal(SIGTERM)
-        if p.wait(timeout: 10) == nil { _ = p.killAndReap() }
+        if let p = process {
+            process = nil
+            p.signal(SIGTERM)
+            if p.wait(timeout: 10) == nil { _ = p.killAndReap() }
+        }
+        guard access(top, F_OK) == 0 || access(runtime, F_OK) == 0 else { return }
         // Whatever the manager left (its units' processes, the test's own) dies with the tree.
         let kill = cgroup + "/cgroup.kill"
         if access(kill, F_OK) == 0 { try? "1".write(toFile: kill, atomically: false, encoding: .utf8) }
