@@ -7,7 +7,7 @@ import os
 
 from gi.repository import Gio, GLib, Gtk, Pango
 
-from . import verdicts
+from . import activity, verdicts
 from .text import _, choice_word, day, details, size
 
 UI = os.path.join(os.path.dirname(__file__), "ui")
@@ -86,10 +86,15 @@ class AppPage(Gtk.Box):
     why_row = Gtk.Template.Child()
     data_row = Gtk.Template.Child()
     details_row = Gtk.Template.Child()
+    activity_group = Gtk.Template.Child()
+    activity_none = Gtk.Template.Child()
 
     def __init__(self):
         super().__init__()
         self.item = None
+        self.report = None
+        self.activity_shown = None
+        self.activity_rows = []
         self.handler = None
         self.on_decide = None     # on_decide(app, {kind: allow?}): set by the window
         self.actions = Gio.SimpleActionGroup()
@@ -118,6 +123,32 @@ class AppPage(Gtk.Box):
         self.item = item
         self.handler = item.connect("notify::version", lambda *_a: self.refresh()) if item else None
         self.refresh()
+        self.show_activity(self.report)
+
+    # Places shown on an app's page; the rest are on the App Activity page.
+    PLACES = 5
+
+    def show_activity(self, report):
+        """The app's part of REPORT's answer (None: not read): its most contacted places, refusals marked."""
+        self.report = report
+        on = bool(report) and report.get("ok") is not False and report.get("enabled") is True
+        entries = [a for a in (report or {}).get("apps") or [] if isinstance(a, dict) and self.item is not None
+                   and a.get("app") == self.item.app] if on else []
+        # Every uid's entries of the app (root reads them all): one list of places.
+        merged = {"app": self.item and self.item.app, "destinations": [d for a in entries for d in a.get("destinations") or []]}
+        key = (on, repr(merged))
+        if key == self.activity_shown:
+            return
+        self.activity_shown = key
+        for row in self.activity_rows:
+            self.activity_group.remove(row)
+        self.activity_rows = activity.app_rows(merged, self.PLACES) if merged["destinations"] else []
+        for row in self.activity_rows:
+            self.activity_group.add(row)
+        self.activity_none.set_title(_("No activity recorded yet") if on else _("App Activity is off"))
+        self.activity_none.set_visible(not self.activity_rows)
+        self.activity_group.set_description(GLib.markup_escape_text(activity.app_summary(merged))
+                                            if self.activity_rows else None)
 
     def refresh(self):
         item = self.item

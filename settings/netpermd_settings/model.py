@@ -92,6 +92,7 @@ class AppList:
 
     CHUNK = 250
     ROWS = 40
+    FULL = 240
 
     def __init__(self):
         self.store = Gio.ListStore(item_type=AppItem)
@@ -138,9 +139,11 @@ class AppList:
         return False
 
     def _rows(self, items, start, done):
-        self.store.splice(self.store.get_n_items(), 0, items[start:start + self.ROWS])
-        if start + self.ROWS < len(items):
-            self.pending = GLib.idle_add(self._rows, items, start + self.ROWS, done)
+        # Past the rows GTK makes at once (`FULL`), new items make no rows until scrolled to: the rest in one go.
+        end = len(items) if start >= self.FULL else start + self.ROWS
+        self.store.splice(self.store.get_n_items(), 0, items[start:end])
+        if end < len(items):
+            self.pending = GLib.idle_add(self._rows, items, end, done)
             return False
         return self._listed(done)
 

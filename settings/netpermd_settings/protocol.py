@@ -317,6 +317,17 @@ class Daemon:
             return obj
         self._request("USAGE", callback, parse)
 
+    def report(self, callback):
+        """The privacy report of the apps the caller may read (REPORT): each app's destinations, as objects."""
+        def parse(obj):
+            for a in _list(obj, "apps", lambda a: _object(a, "a report's app")):
+                _list(a, "destinations", lambda d: _object(d, "a destination"))
+            return obj
+        self._request("REPORT", callback, parse)
+
+    def keep_report(self, keep, callback):
+        self._request(f"KEEP-REPORT {'yes' if keep else 'no'}", callback, lambda o: o)
+
     def decide(self, app, kind, allow, callback):
         self._request(f"DECIDE {app} {kind} {'allow' if allow else 'deny'}", callback, lambda o: o)
 

@@ -154,6 +154,20 @@ def day(iso, before=False):
     return date.format("%x")
 
 
+def when(epoch):
+    """A time (seconds since the epoch) as the locale writes it: the hour and minute today, with the date before."""
+    try:
+        t = GLib.DateTime.new_from_unix_local(int(epoch))
+    except (TypeError, ValueError, OverflowError):
+        return "?"
+    if t is None:
+        return "?"
+    now = GLib.DateTime.new_now_local()
+    if (t.get_year(), t.get_day_of_year()) == (now.get_year(), now.get_day_of_year()):
+        return t.format("%R")
+    return t.format("%x %R")
+
+
 def plain_row(title, subtitle=None):
     """An Adw.ActionRow whose title and subtitle are text, never markup ("Wi-Fi & Cellular", an app's own name)."""
     row = Adw.ActionRow()

@@ -9,6 +9,7 @@ import sys
 
 from gi.repository import Adw, Gio, GLib, Gtk
 
+from .activity import ActivityPage
 from .apps import AppPage, Search, list_factory
 from .data import DataPage
 from .model import AppList
@@ -21,7 +22,7 @@ UI = os.path.join(os.path.dirname(__file__), "ui")
 # Events in a burst make one USAGE reading.
 USAGE_MS = 300
 # Referenced so the template's types exist before it is built.
-_TYPES = (AppPage, DataPage, WaitingPage)
+_TYPES = (AppPage, DataPage, WaitingPage, ActivityPage)
 
 
 def fault_text(fault, detail):
@@ -53,12 +54,13 @@ class Window(Adw.ApplicationWindow):
     list = Gtk.Template.Child()
     app_page = Gtk.Template.Child()
     data = Gtk.Template.Child()
+    activity = Gtk.Template.Child()
     waiting = Gtk.Template.Child()
 
-    def __init__(self, app, screenshot=None, show_app=None):
+    def __init__(self, app, screenshot=None, show_app=None, show_page=None):
         super().__init__(application=app)
         self.set_size_request(360, 480)
-        self.screenshot, self.show_app = screenshot, show_app
+        self.screenshot, self.show_app, self.show_page = screenshot, show_app, show_page
         self.privileged = False
         self.usage_pending = None
         self.usage = None
@@ -71,6 +73,8 @@ class Window(Adw.ApplicationWindow):
         self.switcher_title.bind_property("title-visible", self.switcher_bar, "reveal", 2)  # SYNC_CREATE
         self.app_page.on_decide = self.decide
         self.leaflet.bind_property("folded", self.app_page.back, "visible", 2)
+        self.activity.on_keep = self.keep_report
+        self.report = None
         self.waiting.on_answer = self.answer
         self.waiting.on_count = self._badge
         for name, callback in (("retry", lambda *_a: self.daemon.retry()), ("back", lambda *_a: self.back()),
@@ -111,6 +115,8 @@ class Window(Adw.ApplicationWindow):
         self._read_usage()
         if self.show_app and self.show_app in self.apps.items:
             self.open(self.apps.items[self.show_app])
+        if self.show_page:
+            self.stack.set_visible_child_name(self.show_page)
 
     def _app(self, verdict):
         self.apps.update(verdict, self.privileged)
@@ -123,7 +129,33 @@ class Window(Adw.ApplicationWindow):
     def _read_usage(self):
         self.usage_pending = None
         self.daemon.usage(self._usage)
+        self._read_report()
         return False
+
+    def _read_report(self):
+        """REPORT, while a page that shows it is shown: App Activity, or the Apps page (an app's page has its part)."""
+        if self.stack.get_visible_child() in (self.activity, self.leaflet):
+            self.daemon.report(self._report)
+
+    def _report(self, reply):
+        if reply is None:
+            return
+        self.report = reply
+        self.app_page.show_activity(reply)
+        if self.stack.get_visible_child() is self.activity:
+            self.activity.show(reply, self._name, self.privileged)
+            self._shoot_when_filled()
+
+    def _name(self, app):
+        item = self.apps.items.get(app)
+        return item.title if item is not None else app or "?"
+
+    def keep_report(self, keep):
+        def answered(reply):
+            if reply is None or reply.get("ok") is False:
+                self.toast(_("The change was not made"))
+            self._read_report()
+        self.daemon.keep_report(keep, answered)
 
     def _usage(self, reply):
         if reply is not None and reply.get("ok") is not False:
@@ -133,7 +165,11 @@ class Window(Adw.ApplicationWindow):
             if self.stack.get_visible_child() is self.data:
                 self.data.show(reply, self.privileged, {a: i.title for a, i in self.apps.items.items()})
             self.app_page.refresh()
-        # The screenshot is of the pages filled: the apps listed, and their data.
+        # The screenshot is of the pages filled: the apps listed, and their data (App Activity: its report).
+        if self.show_page != "activity":
+            self._shoot_when_filled()
+
+    def _shoot_when_filled(self):
         if self.screenshot and self.apps.items:
             path, self.screenshot = self.screenshot, None
             GLib.timeout_add(300, self._shoot, path)
@@ -145,6 +181,7 @@ class Window(Adw.ApplicationWindow):
             return
         self.app_page.show(item)
         self.leaflet.set_visible_child(self.app_page)
+        self._read_report()
 
     def back(self):
         self.leaflet.set_visible_child(self.list_pane)
@@ -168,6 +205,10 @@ class Window(Adw.ApplicationWindow):
         self.toasts.add_toast(Adw.Toast(title=text))
 
     def _page_shown(self):
+        if self.stack.get_visible_child() is self.activity:
+            if self.report is not None:
+                self.activity.show(self.report, self._name, self.privileged)
+            self._read_report()
         if self.stack.get_visible_child() is self.data:
             if self.usage is not None:
                 self.data.show(self.usage, self.privileged, {a: i.title for a, i in self.apps.items.items()})

@@ -6,13 +6,14 @@
 
 MODE: `noise` answers every line with bytes that are not JSON (and one that is not UTF-8); `shape` answers with JSON
 of the wrong shape; `silent` accepts and never answers; `apps` is a daemon of N apps (a snapshot of N verdicts under
-SUBSCRIBE, USAGE of them, and DECIDE answered with the app's new verdict as an event on every subscriber). It makes
+SUBSCRIBE, USAGE of them, REPORT of the first three, and DECIDE answered with the app's new verdict as an event on every subscriber). It makes
 SOCKET.ready once it listens, and serves until killed."""
 import json
 import os
 import selectors
 import socket
 import sys
+import time
 
 KINDS = ("wifi", "wwan", "ethernet", "other")
 
@@ -25,6 +26,20 @@ def verdict(i, perms):
             "permissions": dict(perms), "sources": {k: ("policy" if k in ("metered", "roaming") else "user-decision")
                                                     for k in perms},
             "enforced": True, "message": None}
+
+
+def report(n):
+    """REPORT of the first `n` apps: two named places and an address, one of them refused (the shape of
+    docs/PROTOCOL.md; `refused` counts by reason)."""
+    now = int(time.time()) - 600
+    def place(host, named, kind, connections, refused):
+        return {"host": host, "named": named, "address": "192.0.2.7" if named else host, "port": 443, "protocol": "tcp",
+                "kind": kind, "metered": kind == "wwan", "roaming": False, "first": now - 86400, "last": now,
+                "connections": connections, "bytes": connections * 40960, "refused": {"denied": 0, "ask": refused, "budget": 0}}
+    return {"ok": True, "enabled": True, "days": 7, "yours": True, "apps": [
+        {"app": f"app{i:04d}", "uid": None, "destinations": [
+            place("tiles.example.org", True, "wifi", 12 - i, 0), place("api.example.net", True, "wwan", 3, 2 if i == 0 else 0),
+            place("198.51.100.9", False, "ethernet", 1, 0)]} for i in range(n)]}
 
 
 class Apps:
@@ -44,6 +59,8 @@ class Apps:
             return [{"ok": True, "counting": True, "period": {"start": "2026-12-01", "end": "2027-01-01"},
                      "apps": [{"app": f"app{i:04d}", "current": {"sent_bytes": i * 1024, "received_bytes": i * 3 * 1048576,
                                                                "kinds": []}} for i in self.perms]}]
+        if verb == "REPORT":
+            return [report(min(len(self.perms), 3))]
         if verb == "DECIDE" and len(words) >= 4:
             i = int(words[1][3:])
             self.perms[i][words[2]] = words[3]
