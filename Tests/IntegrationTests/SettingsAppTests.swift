@@ -20,6 +20,9 @@ final class SettingsAppTests: IntegrationTestCase {
         [Usage]
         Count=yes
 
+        [Report]
+        Enabled=yes
+
         [Interface wlan*]
         Kind=wifi
 
@@ -208,6 +211,10 @@ final class SettingsAppTests: IntegrationTestCase {
         }
         var daemon = try start()
         XCTAssertEqual(chmod(socket, 0o666), 0)
+        // The person keeps the report of their own apps (mail, User=4050), as App Activity's switch does.
+        let on = try Subprocess.run(["setpriv", "--reuid", "\(Self.user)", "--regid", "\(Self.user)", "--clear-groups",
+                                     netpermctl, "--socket", socket, "report", "on"])
+        XCTAssertEqual(on.status, 0, on.summary)
         try waitUntil("the peers answer") {
             let p = try Self.links.map { try self.bed.probe(link: $0.0) }
             return (p.allSatisfy(\.passed), "\(p)")
@@ -304,6 +311,24 @@ final class SettingsAppTests: IntegrationTestCase {
             let want = "\(Self.size(sent)) sent, \(Self.size(received)) received"
             return (sent > 0 && (row?["subtitle"] as? String)?.hasPrefix(want) == true && row?["bar"] != nil,
                     "want \(want): \(data)")
+        }
+
+        // App Activity: the places uid 4050 reached (its traffic is mail's: a user's own units are not tagged), the
+        // peer of each link that passed its probes above (IPv4: the report records no IPv6 connection yet), and as
+        // REPORT says, refusals marked.
+        _ = try user.ask("page App Activity")
+        let reached = Self.links.map { bed.peers[$0.0]!.v4 }
+        try waitUntil("App Activity lists the places mail reached", timeout: 10, interval: 0.2) {
+            let report = try self.request(self.socket, "REPORT mail")
+            let places = ((report["apps"] as? [[String: Any]])?.first?["destinations"] as? [[String: Any]]) ?? []
+            let shown = ((try user.ask("lists"))["lists"] as? [String: [[String: Any]]])?["mail"] ?? []
+            let titles = Set(shown.compactMap { $0["title"] as? String })
+            let refused = Set(places.filter { (($0["refused"] as? [String: Int]) ?? [:]).values.contains { $0 > 0 } }
+                .compactMap { $0["host"] as? String })
+            let marked = Set(shown.filter { $0["refused"] as? Bool == true }.compactMap { $0["title"] as? String })
+            let hosts = Set(places.compactMap { $0["host"] as? String })
+            return (titles.isSuperset(of: reached) && titles == hosts && marked == refused,
+                    "want \(reached) and REPORT's \(hosts.sorted()) (refused \(refused.sorted())): \(shown)")
         }
 
         // The daemon stopped: the window says so; started again: it comes back.
@@ -502,7 +527,7 @@ final class SettingsAppTests: IntegrationTestCase {
             return (Set(names) == ["应用 0000", "应用 0001", "应用 0002"], "\(names.sorted())")
         }
         try window.ask("open 应用 0001")
-        for page in ["应用", "数据", "等待中"] {
+        for page in ["应用", "数据", "应用活动", "等待中"] {
             XCTAssertNil(try window.ask("page \(page)")["error"], page)
             Thread.sleep(forTimeInterval: 0.3)
             texts.formUnion((try window.ask("texts")["texts"] as? [String]) ?? [])
@@ -519,6 +544,7 @@ final class SettingsAppTests: IntegrationTestCase {
         }
         XCTAssertEqual(found, [], "English shown under zh_CN, of \(texts.sorted())")
         XCTAssertTrue(texts.contains("仅限无线局域网"), "\(texts.sorted())")
+        XCTAssertTrue(texts.contains("联系最多"), "App Activity's groups: \(texts.sorted())")
     }
 
     /// The desktop file and the AppStream metainfo validate; the template holds every string the app shows (as

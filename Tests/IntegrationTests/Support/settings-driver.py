@@ -16,6 +16,8 @@ waits for its window in the tree, then reads commands on stdin, one per line, an
     search TEXT              types TEXT into the search field (empty: clears it)
     data                     the Data page's rows: {"title", "subtitle", "bar"}
     prompts                  the Waiting page's rows: {"title", "buttons"}
+    lists                    every list shown now, by its name (a group's title: "Most contacted", an app's name on
+                             App Activity, "Activity" on an app's page): its rows' {"title", "subtitle", "refused"}
     press LABEL              clicks the button whose accessible name is LABEL ("Allow for Maps")
     status                   the line about the daemon: {"shown": bool, "text"}
     page NAME                shows page NAME (Apps, Data, Waiting) with its switcher button
@@ -255,6 +257,22 @@ class Driver:
                                 "subtitle": labels[1] if len(labels) > 1 else "", "bar": bar, "buttons": buttons})
         return out
 
+    def lists(self):
+        out = {}
+        for n, _ in self.nodes():
+            if role(n) == "list" and showing(n) and name(n):
+                rows = []
+                for c in range(n.childCount):
+                    item = n.getChildAtIndex(c)
+                    if item is None or role(item) != "list item" or not showing(item):
+                        continue
+                    labels = [x for x in self.labels(item) if x]
+                    refused = any(role(x) == "image" and name(x) == "Refused" for x, _ in walk(item))
+                    rows.append({"title": labels[0] if labels else "", "subtitle": labels[1] if len(labels) > 1 else "",
+                                 "refused": refused})
+                out.setdefault(name(n), []).extend(rows)
+        return out
+
     def press(self, label):
         for n, _ in self.nodes():
             if role(n) == "push button" and name(n) == label and showing(n):
@@ -341,6 +359,8 @@ def command(d, verb, rest):
         return {"rows": d.rows_of("Data used by each app"), "total": d.rows_of("This period")}
     if verb == "prompts":
         return {"rows": d.rows_of("Waiting for your answer")}
+    if verb == "lists":
+        return {"lists": d.lists()}
     if verb == "press":
         return d.press(rest)
     if verb == "status":
