@@ -31,6 +31,8 @@ public enum EventName: String, Sendable, CaseIterable {
     /// To one subscriber of `scopes`: make this scope for a process of its uid, then say `SCOPE ID made|failed`.
     case scopeWanted = "scope-wanted"
     case stopping
+    /// To a `mine` subscriber: what its apps sent and received moved (their USAGE entries, as it may read them).
+    case counted
     /// The whole state again, as in the snapshot, after events were lost: the kernel's messages (a netlink
     /// overrun) or the subscriber's own (it fell too far behind and its backlog was dropped).
     case resync

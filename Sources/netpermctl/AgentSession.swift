@@ -121,7 +121,7 @@ final class AgentSession {
             guard e["topics"]?.arrayValue?.contains(where: { $0.stringValue == "prompts" }) == true else { return }
             die("\(e["error"]?.stringValue ?? "permission-denied"): \(e["message"]?.stringValue ?? "no longer an agent")",
                 .mayNotAnswer)
-        case .link, .app, .policy, .overflow, .scopeWanted:
+        case .link, .app, .policy, .overflow, .scopeWanted, .counted:
             break
         }
     }

@@ -98,7 +98,7 @@ struct MonitorState {
                            changes: resync(e, seq: seq))
         case .overflow?:
             return .overflow
-        case .prompt?, .promptExpired?, .promptAnswered?, .promptWithdrawn?, .usage?, .unsubscribed?, .scopeWanted?, nil:
+        case .prompt?, .promptExpired?, .promptAnswered?, .promptWithdrawn?, .usage?, .unsubscribed?, .scopeWanted?, .counted?, nil:
             return .other(seq: seq, name: e["event"]?.stringValue ?? "?")
         }
     }

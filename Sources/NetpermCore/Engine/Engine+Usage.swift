@@ -110,6 +110,8 @@ struct UsageKeeper {
     fileprivate(set) var clockSeen: (epoch: Int, boot: Double, steadySince: Double)?
     fileprivate(set) var periodNote: String?
     fileprivate(set) var taggingKey: (generation: Int, cgroups: UnitCgroups)?
+    /// `mine` subscribers follow their apps' bytes: changed only in Engine+UsageFollow.swift.
+    var follow = UsageFollow()
 
     /// What the usage rules depend on.
     struct RulesKey: Equatable {
@@ -139,6 +141,7 @@ extension Engine {
     func settleUsage() {
         settleCounting()
         settleUsageLoads()
+        settleUsageFollow()
     }
 
     /// Whether the usage rules' change is away (a budget's reading, then its load): a job of `usage.loads` runs while
@@ -250,7 +253,8 @@ extension Engine {
                 // The tags name the policy's apps from the first reading on: counts made while no daemon ran (a
                 // restart, a crash) are the apps', not other processes'.
                 refreshTagging()
-                let moved = absorb(r)
+                let (moved, movedUsers) = absorb(r)
+                tellCounted(moved, movedUsers)
                 usage.kernelQuotas = Set(r.quotas.keys)
                 // A quota made again during this reading keeps what its load said (usageRulesLoaded).
                 let stale = usage.remadeDuringReading
@@ -303,12 +307,13 @@ extension Engine {
 
     /// A reading's growth into the totals, by the tags and the users' units in force; the totals are to be saved
     /// when they moved. Returns the apps whose counts moved.
-    private func absorb(_ r: UsageReading) -> Set<String> {
+    private func absorb(_ r: UsageReading) -> (apps: Set<String>, users: Set<UserApp>) {
         let owners = usage.owners, unitOwners = usage.unitOwners
         let users = usage.book.userApps
         let moved = usage.book.absorb(r, owner: { owners[$0] }, unitOwner: { unitOwners[$0] })
-        if !moved.isEmpty || !usage.book.other.current.isEmpty || usage.book.userApps != users { usage.dirty = true }
-        return moved
+        let movedUsers = usage.book.userApps == users ? [] : Set(usage.book.userApps.compactMap { users[$0.key] == $0.value ? nil : $0.key })
+        if !moved.isEmpty || !usage.book.other.current.isEmpty || !movedUsers.isEmpty { usage.dirty = true }
+        return (moved, movedUsers)
     }
 
     /// Writes the totals, once at a time (a change meanwhile is written next).
@@ -713,27 +718,34 @@ extension Engine {
                 $0.field("previous_start", period.months(-1, day: startDay).description)
                 $0.field("provisional", usage.book.provisional)
             }
-            func write(_ w: inout JSONWriter, _ u: AppUsage) {
-                w.object("current") { u.current.write(to: &$0) }
-                w.object("previous") { u.previous.write(to: &$0) }
-                w.object("since_reset") { u.sinceReset.write(to: &$0) }
-                w.field("reset_at", u.resetAt)
-            }
-            w.objects("apps", apps) { w, a in
-                w.field("app", a.id)
-                writeName(of: a.id, uid: caller?.privileged == false ? caller?.identity.uid : nil, to: &w)
-                write(&w, usage.book[a.id])
-                if let b = budgetFact(for: a.id) { w.object("budget") { b.write(to: &$0) } }
-            }
-            w.objects("user_apps", users) { w, u in
-                w.field("uid", Int(u.uid))
-                w.field("app", u.app)
-                writeName(of: u.app, uid: u.uid, to: &w)
-                write(&w, usage.book[u])
-            }
+            w.objects("apps", apps) { w, a in writeUsage(of: a.id, for: caller, to: &w) }
+            w.objects("user_apps", users) { w, u in writeUsage(of: u, to: &w) }
             // Other processes' counts are no one app's: shown with every app's, to those who may see them all.
-            if app == nil, caller?.privileged == true { w.object("other") { write(&$0, usage.book.other) } }
+            if app == nil, caller?.privileged == true { w.object("other") { writeTotals(usage.book.other, to: &$0) } }
         }
+    }
+
+    /// An app's entry of USAGE's `apps` (and of a `counted` event's), as `caller` may read it.
+    func writeUsage(of app: String, for caller: Caller?, to w: inout JSONWriter) {
+        w.field("app", app)
+        writeName(of: app, uid: caller?.privileged == false ? caller?.identity.uid : nil, to: &w)
+        writeTotals(usage.book[app], to: &w)
+        if let b = budgetFact(for: app) { w.object("budget") { b.write(to: &$0) } }
+    }
+
+    /// A user's own app's entry of USAGE's `user_apps` (and of a `counted` event's).
+    func writeUsage(of u: UserApp, to w: inout JSONWriter) {
+        w.field("uid", Int(u.uid))
+        w.field("app", u.app)
+        writeName(of: u.app, uid: u.uid, to: &w)
+        writeTotals(usage.book[u], to: &w)
+    }
+
+    private func writeTotals(_ u: AppUsage, to w: inout JSONWriter) {
+        w.object("current") { u.current.write(to: &$0) }
+        w.object("previous") { u.previous.write(to: &$0) }
+        w.object("since_reset") { u.sinceReset.write(to: &$0) }
+        w.field("reset_at", u.resetAt)
     }
 
     /// STATUS's `usage` member.

@@ -192,6 +192,8 @@ public final class Engine {
         case waitTimeout(ConnectionID), reachTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
         /// Usage: read the counters (and save the totals if they moved); load the counting rules again.
         case usageTick, usageRulesRetry
+        /// A `mine` subscriber follows its apps' bytes: read the counters again.
+        case usageFollow
         /// The report changed: write it.
         case reportSave
         /// A uid's USAGE forced a reading less than `usageReadSpacingSec` ago: its next ones wait for this.
@@ -768,6 +770,8 @@ public final class Engine {
             usageTicked()
         case .usageRulesRetry:
             retryUsageRules()
+        case .usageFollow:
+            usageFollowFired()
         case .reportSave:
             reportSaveFired()
         case let .usageCooldown(uid):
