@@ -36,7 +36,7 @@ TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbu
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-replay fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files install-settings uninstall-settings settings-pot settings-mo uninstall clean \
+.PHONY: all deps test-deps deb deb-deps deb-lint build release run test unit integration fuzz fuzz-build fuzz-smoke fuzz-replay fuzz-seeds asan fuzz-routes bench bench-smoke bench-deps install install-files install-settings uninstall-settings settings-pot settings-mo screenshots uninstall clean \
         gio-deps gio-module gio-test install-gio uninstall-gio
 
 all: build
@@ -477,6 +477,16 @@ settings-pot:
 	sed -i '1s/.*/# SPDX-License-Identifier: LGPL-2.1-or-later/' po/netpermctl/netpermctl.pot
 	for l in $(SETTINGS_LANGS); do msgmerge --quiet --update --backup=none --no-fuzzy-matching --sort-output \
 	  po/netpermctl/$$l.po po/netpermctl/netpermctl.pot; done
+
+# The screenshots README and the AppStream metainfo show (docs/screenshots): drawn by SettingsAppTests' main test
+# against the real daemon in its namespaces (into .build/screenshots, with the dark and Chinese ones), then copied.
+SCREENSHOTS = settings-phone settings-laptop settings-activity-phone settings-activity-laptop
+screenshots: test-deps
+	$(SWIFT) build --build-tests
+	bin=$$($(SWIFT) build --show-bin-path); NETPERMD_BIN=$$bin $$bin/netpermdPackageTests.xctest \
+	  IntegrationTests.SettingsAppTests/testThePersonSeesAndChangesEveryAppAsTheDaemonAndTheKernelHaveIt
+	install -d docs/screenshots
+	for s in $(SCREENSHOTS); do install -m 0644 .build/screenshots/$$s.png docs/screenshots/; done
 
 settings-mo:
 	for l in $(SETTINGS_LANGS); do install -d .build/settings-locale/$$l/LC_MESSAGES; \

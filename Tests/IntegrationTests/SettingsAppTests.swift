@@ -180,6 +180,14 @@ final class SettingsAppTests: IntegrationTestCase {
         return ""
     }
 
+    /// The bytes a size the app wrote stands for ("1.5 MiB": 1,572,864), 0 for none.
+    static func bytes(_ text: String) -> Double {
+        let parts = text.split(separator: " ")
+        guard parts.count == 2, let n = Double(parts[0]) else { return 0 }
+        let units = ["B": 1.0, "KiB": 1024.0, "MiB": 1_048_576.0, "GiB": 1_073_741_824.0]
+        return n * (units[String(parts[1])] ?? 0)
+    }
+
     func testThePersonSeesAndChangesEveryAppAsTheDaemonAndTheKernelHaveIt() throws {
         for (name, subnet) in Self.links { try bed.addLink(name, subnet: subnet) }
         // Default routes, as a phone has them: Wi-Fi first, cellular behind it.
@@ -300,6 +308,37 @@ final class SettingsAppTests: IntegrationTestCase {
         page = try user.ask("app")
         XCTAssertEqual(page["choice"] as? String, nil, "a mix is no one choice: \(page)")
 
+        // Bytes the user's app sends show in their open window within a second, by the daemon's `counted` event (the
+        // window asks nothing meanwhile): 1 MiB over TCP as uid 4050 (mail) to wlan0's peer.
+        func mailTotal() throws -> Int {
+            let usage = try request(socket, "USAGE mail")
+            let cur = ((usage["apps"] as? [[String: Any]])?.first?["current"] as? [String: Any]) ?? [:]
+            return (cur["sent_bytes"] as? Int ?? 0) + (cur["received_bytes"] as? Int ?? 0)
+        }
+        let before = try mailTotal()
+        let send = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "\(Self.user)",
+                                       "--regid", "\(Self.user)", "--clear-groups", "/usr/bin/python3", "-c",
+                                       "import socket; s = socket.create_connection(('\(bed.peers["wlan0"]!.v4)', 7777), 5); "
+                                       + "s.sendall(b'x' * 1048576); s.shutdown(socket.SHUT_WR); s.recv(1); s.close()"],
+                                      timeout: 20)
+        XCTAssertEqual(send.status, 0, send.summary)
+        let sent = monotonic()
+        var shownAt = Double.infinity
+        // Nothing here asks USAGE while waiting: a reading it forced would tell the window too.
+        try waitUntil("the user's window shows mail's new bytes", timeout: 5, interval: 0.01) {
+            let reply = try user.ask("choice mail")
+            if Self.bytes(reply["data"] as? String ?? "") >= Double(before + 1_048_576) * 0.95 {
+                shownAt = reply["read_at"] as? Double ?? .infinity
+            }
+            return (shownAt.isFinite, "\(Self.size(before)) before: \(reply)")
+        }
+        print("settings: 1 MiB sent by the user's app shown in their window \(Int((shownAt - sent) * 1000)) ms after it")
+        XCTAssertLessThan(shownAt - sent, 1, "from the bytes sent to the window's row")
+        try waitUntil("the row says what USAGE says", timeout: 5, interval: 0.1) {
+            let total = try mailTotal(), row = try user.ask("choice mail")["data"] as? String
+            return (row == Self.size(total), "USAGE \(Self.size(total)), the row \(row ?? "?")")
+        }
+
         // The Data page: the bytes USAGE reports after that real traffic, with a bar.
         _ = try user.ask("page Data")
         try waitUntil("the Data page shows what USAGE says", timeout: 10, interval: 0.1) {
@@ -393,10 +432,15 @@ final class SettingsAppTests: IntegrationTestCase {
                 }
             }
         }
+        // App Activity, with what uid 4050's traffic left in the report (README's and AppStream's third).
+        for (width, size) in [("phone", "360x720"), ("laptop", "1000x720")] {
+            try screenshot(shots + "/settings-activity-\(width).png", size: size, dark: false, language: ["LANG=C.UTF-8"],
+                           page: "activity")
+        }
     }
 
     /// The app drawn into `path` once its pages are filled (`--screenshot`), Maps' page open, against the socket.
-    func screenshot(_ path: String, size: String, dark: Bool, language: [String]) throws {
+    func screenshot(_ path: String, size: String, dark: Bool, language: [String], page: String? = nil) throws {
         // A session bus of its own that ends with it (without one GIO would autolaunch one that outlives it), and a
         // home and runtime directory of its own: the document portal that bus starts mounts one there (under root's
         // own ~/.cache it stayed mounted after every run).
@@ -408,7 +452,8 @@ final class SettingsAppTests: IntegrationTestCase {
                                     "HOME=\(runtime)", "XDG_RUNTIME_DIR=\(runtime)", "GSETTINGS_BACKEND=memory",
                                     "NO_AT_BRIDGE=1"] + language + ["dbus-run-session", "--",
                                     Repository.path("settings/netpermd-settings"), "--screenshot", path, "--size", size,
-                                    "--app", "org.example.Maps"] + (dark ? ["--dark"] : []), timeout: 30)
+                                    "--app", "org.example.Maps"] + (dark ? ["--dark"] : []) + (page.map { ["--page", $0] } ?? []),
+                                   timeout: 30)
         XCTAssertEqual(r.status, 0, r.summary)
         let png = try Data(contentsOf: URL(fileURLWithPath: path))
         XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "\(path) is a PNG")
@@ -492,9 +537,11 @@ final class SettingsAppTests: IntegrationTestCase {
         defer { withExtendedLifetime(daemon) {} }
         let runtime = try makeTempDir()
         addTeardownBlock { _ = umount2(runtime + "/doc", Int32(MNT_DETACH)) }
+        // Drawn with cairo: Xvfb's GL is llvmpipe, a GPU emulated on the CPU the machine's other work shares (its
+        // frames took most of the wall time here, 0.4-1.5 s of it for one search), where a desktop's GL is its GPU.
         let r = try Subprocess.run(["env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)", "HOME=\(runtime)",
                                     "XDG_RUNTIME_DIR=\(runtime)", "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1",
-                                    "dbus-run-session", "--", "/usr/bin/python3",
+                                    "GSK_RENDERER=cairo", "dbus-run-session", "--", "/usr/bin/python3",
                                     Repository.path("Tests/IntegrationTests/Support/settings-timed.py"),
                                     Repository.path("settings"), "1000"], timeout: 90)
         XCTAssertEqual(r.status, 0, r.summary)
@@ -502,10 +549,11 @@ final class SettingsAppTests: IntegrationTestCase {
         print("settings-timed: \(line)")
         let m = try JSONValue.object(line)
         XCTAssertNil(m["error"], line + "\n" + r.summary + ((try? String(contentsOfFile: dir + "/fake.log", encoding: .utf8)) ?? ""))
-        // The main loop's own work to list them (the window's start included) is under a second; the wall clock's time
-        // after the snapshot (0.24-0.97 s measured here) grows with the machine's other load, so it has room.
+        // The main loop's own work to list them (the window's start included) is under a second, and so is the wall
+        // clock's time from the daemon's answer (the snapshot's line read off the socket) to the first frame drawn with
+        // all 1,000 in the list.
         XCTAssertLessThan(m["listed_cpu_ms"].flatMap { ($0 as? [Double])?.first } ?? 9999, 1000, "1,000 apps listed: \(line)")
-        XCTAssertLessThan(m["listed_after_snapshot_s"] as? Double ?? 99, 3, "1,000 apps listed after the snapshot: \(line)")
+        XCTAssertLessThan(m["listed_after_snapshot_s"] as? Double ?? 99, 1, "1,000 apps listed after the daemon's answer: \(line)")
         let searchCPU = m["search_cpu_ms"] as? [Double] ?? []
         XCTAssertEqual(searchCPU.count, 3, line)
         // Narrowing ("app0999"), then widening a little ("app09"): the main loop's own time; clearing widens by steps.
@@ -556,6 +604,15 @@ final class SettingsAppTests: IntegrationTestCase {
         XCTAssertEqual(desktop.stdout + desktop.stderr, "", desktop.summary)
         let meta = try Subprocess.run(["appstreamcli", "validate", "--no-net", data + "/org.netpermd.Settings.metainfo.xml"])
         XCTAssertEqual(meta.status, 0, meta.summary)
+        // Its screenshots and README's are the ones `make screenshots` commits in docs/screenshots.
+        let metainfo = try String(contentsOfFile: data + "/org.netpermd.Settings.metainfo.xml", encoding: .utf8)
+        let readme = try String(contentsOfFile: Repository.path("README.md"), encoding: .utf8)
+        for shot in ["settings-laptop.png", "settings-phone.png", "settings-activity-laptop.png"] {
+            XCTAssertTrue(metainfo.contains("/docs/screenshots/" + shot), "the metainfo lists \(shot)")
+            XCTAssertTrue(readme.contains("(docs/screenshots/" + shot + ")"), "README shows \(shot)")
+            let png = (try? Data(contentsOf: URL(fileURLWithPath: Repository.path("docs/screenshots/" + shot)))) ?? Data()
+            XCTAssertEqual(Array(png.prefix(4)), [0x89, 0x50, 0x4E, 0x47], "docs/screenshots/\(shot) is a PNG")
+        }
         let pot = try makeTempDir() + "/netpermd-settings.pot"
         let package = Repository.path("settings/netpermd_settings")
         let sources = try FileManager.default.contentsOfDirectory(atPath: package).filter { $0.hasSuffix(".py") }

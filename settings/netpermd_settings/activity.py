@@ -181,7 +181,7 @@ class ActivityPage(Adw.Bin):
         # A person's own record is theirs to turn on; root's and an administrator's is the machine's.
         self.keep_row.set_visible(not privileged)
         apps = by_activity(report)
-        self.keep_group.set_description(GLib.markup_escape_text(
+        self.top_group.set_description(GLib.markup_escape_text(
             _("Where your apps went in the last {days} days, kept on this computer").format(days=report.get("days") or 7)))
         key = repr(report.get("apps"))
         if key == self.shown:
@@ -193,10 +193,12 @@ class ActivityPage(Adw.Bin):
             row = plain_row(host, _("{n} connections, by {apps}").format(n=count, apps=_(", ").join(who)))
             self.top_group.add(row)
             self.groups.append(row)
-        self.top_group.set_visible(bool(self.groups))
         self.nothing.set_visible(not apps)
+        # An empty group draws an empty frame.
+        self.keep_group.set_visible(self.keep_row.get_visible() or not apps)
         self.stack.set_visible_child_name("list")
-        self.pending = GLib.idle_add(self._add_apps, apps, 0, names)
+        # The first apps at once (no frame shows the page without them), the rest a few per iteration.
+        self._add_apps(apps, 0, names)
 
     def _add_apps(self, apps, start, names):
         for a in apps[start:start + STEP]:

@@ -2,7 +2,7 @@
 """The daemon as the settings app talks to it: the one module that speaks its protocol (docs/PROTOCOL.md), so that
 moving to another transport (the D-Bus face) changes this file alone. Two connections on GLib's main loop: one
 for requests, answered in order, and one holding `SUBSCRIBE mine links policy prompts`, whose snapshot and events
-keep the views current. Nothing here blocks: connecting, writing and reading are asynchronous, every request and
+(`counted` among them: the apps' bytes as they move) keep the views current. Nothing here blocks: connecting, writing and reading are asynchronous, every request and
 the subscription's answer have a time-out, and a fault is told as what it is (`Fault`), never as an empty list."""
 import enum
 import json
@@ -184,11 +184,13 @@ class Line:
 class Listener:
     """What the views are told (each a callable; the window wires them)."""
 
-    def __init__(self, state, snapshot, app, prompt, prompt_closed, changed):
+    def __init__(self, state, snapshot, app, prompt, prompt_closed, changed, counted=None):
         # state(fault or None, detail); snapshot(apps, prompts, privileged); app(verdict); prompt(prompt);
-        # prompt_closed(id); changed(): something moved that the Data page may show (a policy, a budget).
+        # prompt_closed(id); changed(): something moved that the Data page may show (a policy, a budget);
+        # counted(apps, user_apps): the new totals of the person's apps whose bytes moved (USAGE's entries).
         self.state, self.snapshot, self.app = state, snapshot, app
         self.prompt, self.prompt_closed, self.changed = prompt, prompt_closed, changed
+        self.counted = counted
 
 
 class Daemon:
@@ -287,6 +289,9 @@ class Daemon:
             self.listener.prompt_closed(_prompt(obj)["id"])
         elif name in ("policy", "usage"):
             self.listener.changed()
+        elif name == "counted" and self.listener.counted is not None:
+            self.listener.counted(_list(obj, "apps", lambda a: _object(a, "an app's usage")),
+                                  _list(obj, "user_apps", lambda a: _object(a, "an app's usage")))
         elif name == "stopping":
             self._fault(Fault.STOPPED, None)
 

@@ -2,7 +2,8 @@
 """The window: Apps (a list, then a page per app, in an Adw.Leaflet), Data and Waiting in a view stack whose switcher
 moves to the bottom on a phone's width; a line that says what is wrong with the daemon, with a retry. It follows the
 daemon by events alone (protocol.Daemon): a snapshot or resync replaces the list, an app event changes its row in
-place; the Data page reads USAGE when shown and after events, never on a timer."""
+place, a `counted` event the moved apps' data; the Data page reads USAGE when shown and after events, never on a
+timer."""
 import ctypes
 import os
 import sys
@@ -87,7 +88,7 @@ class Window(Adw.ApplicationWindow):
         self.add_action(show)
         self.stack.connect("notify::visible-child", lambda *_a: self._page_shown())
         self.daemon = Daemon(Listener(self._state, self._snapshot, self._app, self.waiting.add, self.waiting.close,
-                                      self._changed))
+                                      self._changed, counted=self._counted))
         self.daemon.start()
 
     # -- the daemon's word
@@ -156,6 +157,29 @@ class Window(Adw.ApplicationWindow):
                 self.toast(_("The change was not made"))
             self._read_report()
         self.daemon.keep_report(keep, answered)
+
+    def _counted(self, apps, user_apps):
+        """The daemon's `counted` event: the moved apps' totals, into what USAGE last said, each row changed in place
+        (no USAGE asked: the event has what moved)."""
+        if self.usage is None:
+            self._changed()
+            return
+        for key, entries, ident in (("apps", apps, lambda a: a.get("app")),
+                                    ("user_apps", user_apps, lambda a: (a.get("uid"), a.get("app")))):
+            known = {ident(a): i for i, a in enumerate(self.usage.get(key) or [])}
+            listed = self.usage.setdefault(key, [])
+            for a in entries:
+                if ident(a) in known:
+                    listed[known[ident(a)]] = a
+                else:
+                    listed.append(a)
+        for a in apps:
+            item = self.apps.items.get(a.get("app"))
+            if item is not None:
+                item.set_usage(a)
+        if self.stack.get_visible_child() is self.data:
+            self.data.show(self.usage, self.privileged, {a: i.title for a, i in self.apps.items.items()})
+        self.app_page.refresh()
 
     def _usage(self, reply):
         if reply is not None and reply.get("ok") is not False:

@@ -16,6 +16,8 @@ import sys
 import time
 
 KINDS = ("wifi", "wwan", "ethernet", "other")
+# The report's times: the same in every answer (a report that did not change).
+STARTED = int(time.time())
 
 
 def verdict(i, perms):
@@ -31,7 +33,7 @@ def verdict(i, perms):
 def report(n):
     """REPORT of the first `n` apps: two named places and an address, one of them refused (the shape of
     docs/PROTOCOL.md; `refused` counts by reason)."""
-    now = int(time.time()) - 600
+    now = STARTED - 600
     def place(host, named, kind, connections, refused):
         return {"host": host, "named": named, "address": "192.0.2.7" if named else host, "port": 443, "protocol": "tcp",
                 "kind": kind, "metered": kind == "wwan", "roaming": False, "first": now - 86400, "last": now,

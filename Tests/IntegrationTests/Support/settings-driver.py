@@ -11,7 +11,8 @@ waits for its window in the tree, then reads commands on stdin, one per line, an
     open NAME                opens app NAME's page (its row's button; found by searching when not built)
     app                      the page shown: {"title", "choice", "sensitive": {choice: bool}, "metered", "roaming",
                              "why", "data", "details", "note"}
-    choice NAME              app NAME's row's word alone, and when it was read: {"choice", "read_at"} (CLOCK_MONOTONIC)
+    choice NAME              app NAME's row's word and data alone, and when they were read: {"choice", "data",
+                             "read_at"} (CLOCK_MONOTONIC)
     choose NAME CHOICE       opens NAME's page and presses CHOICE ("Wi-Fi only")
     search TEXT              types TEXT into the search field (empty: clears it)
     data                     the Data page's rows: {"title", "subtitle", "bar"}
@@ -219,7 +220,7 @@ class Driver:
         """App `app`'s row's word now, read from its row alone: a quick look, for timing."""
         for _b, labels in self.app_rows():
             if labels[0] == app:
-                return {"choice": labels[2], "read_at": time.monotonic()}
+                return {"choice": labels[2], "data": labels[1], "read_at": time.monotonic()}
         return {"error": f"no app {app}"}
 
     def choose(self, rest):

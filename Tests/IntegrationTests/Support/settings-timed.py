@@ -6,7 +6,8 @@ against $NETPERMD_SOCKET (fake-netpermd.py apps N), and prints one JSON line of 
     settings-timed.py SETTINGS_DIR N
 
 - `listed_s`: from the window's making (it connects then) to the first frame drawn with all N apps in the list, and
-  `listed_after_snapshot_s` from the daemon's snapshot read to then;
+  `listed_after_snapshot_s` from the daemon's answer (its snapshot's line read off the socket, before it is parsed)
+  to then;
 - `search_ms`: from typing into the search field to the first frame drawn with the list narrowed, for each search;
 - `listed_cpu_ms`, `search_cpu_ms`, `event_cpu_ms`: the main loop's CPU time over the same spans (what the machine's
   other load does not lengthen);
@@ -26,7 +27,20 @@ gi.require_version("Adw", "1")
 from gi.repository import Adw, GLib  # noqa: E402
 
 sys.path.insert(0, sys.argv[1])
+from netpermd_settings import protocol  # noqa: E402
 from netpermd_settings.window import Window  # noqa: E402
+
+# When each line was read off the socket, before its parsing: the snapshot's is the daemon's answer.
+line_read = [0.0]
+_parse = protocol.parse_line
+
+
+def parse_line(raw):
+    line_read[0] = time.monotonic()
+    return _parse(raw)
+
+
+protocol.parse_line = parse_line
 
 N = int(sys.argv[2])
 out = {"apps": N, "search_ms": [], "stalls": []}
@@ -52,7 +66,7 @@ class Run:
         listener = self.win.daemon.listener
         heard = listener.snapshot
         def snapshot(*args):
-            out.setdefault("snapshot_s", round(time.monotonic() - self.made, 3))
+            out.setdefault("snapshot_s", round(line_read[0] - self.made, 3))
             heard(*args)
         listener.snapshot = snapshot
         told = listener.state

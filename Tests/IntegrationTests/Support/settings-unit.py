@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The settings app's pure logic, alone (no window, no daemon): the choice a verdict is, what a choice decides, the
-person's words for why not now, sizes and the protocol's line parsing. Run by SettingsAppTests:
+person's words for why not now, sizes, the protocol's line parsing and App Activity's summary of a report. Run by SettingsAppTests:
 
     settings-unit.py SETTINGS_DIR"""
 import os
@@ -14,7 +14,7 @@ import gi  # noqa: E402
 
 gi.require_version("Gtk", "4.0")
 gi.require_version("Adw", "1")
-from netpermd_settings import protocol, text, verdicts  # noqa: E402
+from netpermd_settings import activity, protocol, text, verdicts  # noqa: E402
 
 KINDS = ("wifi", "wwan", "ethernet", "other")
 
@@ -94,6 +94,46 @@ class Lines(unittest.TestCase):
         with self.assertRaises(protocol.ProtocolError) as e:
             protocol._verdict({"app": "maps", "permissions": []})
         self.assertEqual(e.exception.fault, protocol.Fault.SHAPE)
+
+
+class Activity(unittest.TestCase):
+    """App Activity from REPORT's answer: `refused` as PROTOCOL.md has it (counts by reason), as a list of refusals
+    with a reason, or absent."""
+
+    @staticmethod
+    def place(host, kind, connections, refused=None, first=100, last=200):
+        d = {"host": host, "kind": kind, "metered": False, "roaming": False, "first": first, "last": last,
+             "connections": connections}
+        if refused is not None:
+            d["refused"] = refused
+        return d
+
+    def test_refusals_of_each_shape(self):
+        self.assertEqual(activity.refusals(self.place("a", "wifi", 1, {"denied": 2, "ask": 0, "budget": 1})),
+                         {"denied": 2, "budget": 1})
+        self.assertEqual(activity.refusals(self.place("a", "wifi", 1, [{"reason": "ask", "at": 5}, {"reason": "ask"}])),
+                         {"ask": 2})
+        self.assertEqual(activity.refusals(self.place("a", "wifi", 1)), {})
+
+    def test_a_place_is_one_line_whatever_its_links(self):
+        app = {"app": "maps", "destinations": [self.place("tiles.example.org", "wifi", 3, first=100, last=150),
+                                               self.place("tiles.example.org", "wwan", 2, {"ask": 1}, 90, 300),
+                                               self.place("192.0.2.7", "wifi", 9)]}
+        places = activity.places(app)
+        self.assertEqual([p["host"] for p in places], ["192.0.2.7", "tiles.example.org"])
+        tiles = places[1]
+        self.assertEqual((tiles["connections"], tiles["refused"], tiles["first"], tiles["last"]), (5, {"ask": 1}, 90, 300))
+        self.assertIn("Refused once: waiting for your answer", activity.place_line(tiles))
+        self.assertEqual(activity.app_summary(app), "2 places · refused once")
+
+    def test_apps_by_activity_and_the_most_contacted(self):
+        report = {"apps": [{"app": "quiet", "destinations": [self.place("a.example", "wifi", 1)]},
+                           {"app": "busy", "destinations": [self.place("a.example", "wifi", 5),
+                                                            self.place("b.example", "wifi", 0, {"denied": 3})]},
+                           {"app": "none", "destinations": []}]}
+        self.assertEqual([a["app"] for a in activity.by_activity(report)], ["busy", "quiet"])
+        self.assertEqual(activity.most_contacted(report, str.upper),
+                         [("a.example", 6, ["QUIET", "BUSY"]), ("b.example", 3, ["BUSY"])])
 
 
 if __name__ == "__main__":
