@@ -206,6 +206,47 @@ final class EngineUsageTests: XCTestCase {
         XCTAssertNil(his?["budget"]?["used"], "\(String(describing: his))")
     }
 
+    /// Issue 51, "Live": a person's window (`SUBSCRIBE mine`) follows its apps' bytes by `counted` events, never by
+    /// asking: the counters are read every 0.5 s while one listens (never without one), and each hears only the
+    /// entries USAGE would give it, of those that moved.
+    func testMineSubscribersFollowTheirOwnAppsBytes() {
+        let h = harness()
+        func reads() -> Int { h.steps.filter { $0 == "read-usage" }.count }
+        var before = reads()
+        h.advance(byMicroseconds: 600_000)
+        XCTAssertEqual(reads(), before, "no one follows: no reading")
+        let alice = h.connect(makePeer(uid: 1000, exe: "/usr/bin/desk"))
+        _ = h.subscribe(alice, "mine")
+        let bob = h.connect(makePeer(uid: 1001, exe: "/usr/bin/desk"))
+        _ = h.subscribe(bob, "mine")
+        let admin = h.connect(Peers.admin)
+        _ = h.subscribe(admin, "mine")
+        let agent = h.connect(makePeer(uid: 1001, exe: "/usr/bin/web"))
+        _ = h.subscribe(agent, "apps usage")
+        count(h, "maps", sent: 5_000)
+        before = reads()
+        h.advance(byMicroseconds: 500_000)
+        XCTAssertEqual(reads(), before + 1, "one reading for every follower")
+        let hers = h.takeEvents(alice, named: "counted")
+        XCTAssertEqual(hers.count, 1, "\(hers)")
+        XCTAssertEqual(hers.first?["apps"]?.arrayValue?.map { $0["app"] }, ["maps"])
+        XCTAssertEqual(hers.first?["apps"]?.arrayValue?.first?["current"]?["sent_bytes"], 5_000)
+        XCTAssertEqual(h.takeEvents(bob, named: "counted").count, 0, "maps' bytes are not bob's to know")
+        XCTAssertEqual(h.takeEvents(agent, named: "counted").count, 0, "only under mine")
+        XCTAssertEqual(h.takeEvents(admin, named: "counted").first?["apps"]?.arrayValue?.map { $0["app"] }, ["maps"])
+        h.advance(byMicroseconds: 500_000)
+        XCTAssertEqual(reads(), before + 2)
+        XCTAssertEqual(h.takeEvents(alice, named: "counted").count, 0, "nothing moved: nothing said")
+        count(h, "web", sent: 700)
+        h.advance(byMicroseconds: 500_000)
+        XCTAssertEqual(h.takeEvents(bob, named: "counted").first?["apps"]?.arrayValue?.map { $0["app"] }, ["web"])
+        XCTAssertEqual(h.takeEvents(alice, named: "counted").count, 0)
+        for id in [alice, bob, admin] { h.feed(.closed(id)) }
+        before = reads()
+        h.advance(bySeconds: 2)
+        XCTAssertEqual(reads(), before, "no one follows any more: no reading")
+    }
+
     /// Issue 47, "its data is its own": a desktop app's unit is counted apart as its user's own app (`user_apps`),
     /// beside the uid's app, whose count and budget keep every byte. Each user sees their own uid's part only; a
     /// scope another user names after the app counts for that user's uid, never onto hers.
