@@ -58,6 +58,12 @@ def by_activity(report):
     return sorted(apps, key=lambda a: (-activity(a)[0], -activity(a)[1], str(a.get("app"))))
 
 
+def _extreme(pick, a, b):
+    """min or max of two times, either of which may be missing."""
+    known = [t for t in (a, b) if isinstance(t, (int, float))]
+    return pick(known) if known else None
+
+
 def places(app):
     """An app's destinations merged by place (host), the most contacted first: one line per host whatever the links."""
     merged = {}
@@ -72,8 +78,8 @@ def places(app):
         if kind not in m["kinds"]:
             m["kinds"].append(kind)
         m["bytes"] += d.get("bytes") if isinstance(d.get("bytes"), int) else 0
-        m["first"] = min(x for x in (m["first"], d.get("first")) if x is not None) if d.get("first") else m["first"]
-        m["last"] = max(x for x in (m["last"], d.get("last")) if x is not None) if d.get("last") else m["last"]
+        m["first"] = _extreme(min, m["first"], d.get("first"))
+        m["last"] = _extreme(max, m["last"], d.get("last"))
     return sorted(merged.values(), key=lambda m: (-(m["connections"] + sum(m["refused"].values())), m["host"]))
 
 
