@@ -76,6 +76,7 @@ class Window(Adw.ApplicationWindow):
         self.leaflet.bind_property("folded", self.app_page.back, "visible", 2)
         self.activity.on_keep = self.keep_report
         self.report = None
+        self.report_pending = None
         self.waiting.on_answer = self.answer
         self.waiting.on_count = self._badge
         for name, callback in (("retry", lambda *_a: self.daemon.retry()), ("back", lambda *_a: self.back()),
@@ -180,6 +181,14 @@ class Window(Adw.ApplicationWindow):
         if self.stack.get_visible_child() is self.data:
             self.data.show(self.usage, self.privileged, {a: i.title for a, i in self.apps.items.items()})
         self.app_page.refresh()
+        # Bytes moved: connections may have too (the report has no events of its own, they would tell destinations).
+        if self.report_pending is None:
+            self.report_pending = GLib.timeout_add(USAGE_MS, self._report_due)
+
+    def _report_due(self):
+        self.report_pending = None
+        self._read_report()
+        return False
 
     def _usage(self, reply):
         if reply is not None and reply.get("ok") is not False:
