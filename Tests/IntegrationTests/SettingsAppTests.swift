@@ -539,9 +539,11 @@ final class SettingsAppTests: IntegrationTestCase {
         addTeardownBlock { _ = umount2(runtime + "/doc", Int32(MNT_DETACH)) }
         // Drawn with cairo: Xvfb's GL is llvmpipe, a GPU emulated on the CPU the machine's other work shares (its
         // frames took most of the wall time here, 0.4-1.5 s of it for one search), where a desktop's GL is its GPU.
+        // At nice -10: make test's builds run beside it (load averages of 14-16 on 2 cores, where the listing took
+        // 1.3 s of wall clock for 0.1 s of its CPU); a person's window does not share its machine with them.
         let r = try Subprocess.run(["env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)", "HOME=\(runtime)",
                                     "XDG_RUNTIME_DIR=\(runtime)", "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1",
-                                    "GSK_RENDERER=cairo", "dbus-run-session", "--", "/usr/bin/python3",
+                                    "GSK_RENDERER=cairo", "dbus-run-session", "--", "nice", "-n", "-10", "/usr/bin/python3",
                                     Repository.path("Tests/IntegrationTests/Support/settings-timed.py"),
                                     Repository.path("settings"), "1000"], timeout: 90)
         XCTAssertEqual(r.status, 0, r.summary)

@@ -2,7 +2,7 @@
 """The daemon as the settings app talks to it: the one module that speaks its protocol (docs/PROTOCOL.md), so that
 moving to another transport (the D-Bus face) changes this file alone. Two connections on GLib's main loop: one
 for requests, answered in order, and one holding `SUBSCRIBE mine links policy prompts`, whose snapshot and events
-(`counted` among them: the apps' bytes as they move) keep the views current. Nothing here blocks: connecting, writing and reading are asynchronous, every request and
+keep the views current. Nothing here blocks: connecting, writing and reading are asynchronous, every request and
 the subscription's answer have a time-out, and a fault is told as what it is (`Fault`), never as an empty list."""
 import enum
 import json
@@ -290,6 +290,7 @@ class Daemon:
         elif name in ("policy", "usage"):
             self.listener.changed()
         elif name == "counted" and self.listener.counted is not None:
+            # The apps' bytes as they move, with their new totals (no USAGE asked).
             self.listener.counted(_list(obj, "apps", lambda a: _object(a, "an app's usage")),
                                   _list(obj, "user_apps", lambda a: _object(a, "an app's usage")))
         elif name == "stopping":
@@ -322,6 +323,15 @@ class Daemon:
             return obj
         self._request("USAGE", callback, parse)
 
+    def decide(self, app, kind, allow, callback):
+        self._request(f"DECIDE {app} {kind} {'allow' if allow else 'deny'}", callback, lambda o: o)
+
+    def answer(self, prompt_id, choice, callback):
+        self._request(f"ANSWER {int(prompt_id)} {choice}", callback, lambda o: o)
+
+    def reset_usage(self, callback):
+        self._request("RESET-USAGE", callback, lambda o: o)
+
     def report(self, callback):
         """The privacy report of the apps the caller may read (REPORT): each app's destinations, as objects."""
         def parse(obj):
@@ -332,12 +342,3 @@ class Daemon:
 
     def keep_report(self, keep, callback):
         self._request(f"KEEP-REPORT {'yes' if keep else 'no'}", callback, lambda o: o)
-
-    def decide(self, app, kind, allow, callback):
-        self._request(f"DECIDE {app} {kind} {'allow' if allow else 'deny'}", callback, lambda o: o)
-
-    def answer(self, prompt_id, choice, callback):
-        self._request(f"ANSWER {int(prompt_id)} {choice}", callback, lambda o: o)
-
-    def reset_usage(self, callback):
-        self._request("RESET-USAGE", callback, lambda o: o)
