@@ -54,11 +54,11 @@ final class InstallTests: XCTestCase {
         ("usr/local/bin/netpermd-settings", 0o755),
         ("usr/local/share/man/man1/netpermd-settings.1", 0o644),
         ("usr/local/share/applications/org.netpermd.Settings.desktop", 0o644),
-        ("usr/local/share/metainfo/org.netpermd.Settings.metainfo.xml", 0o644),
-        ("usr/local/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg", 0o644),
         // App Activity's module and template.
         ("usr/local/share/netpermd-settings/netpermd_settings/activity.py", 0o644),
         ("usr/local/share/netpermd-settings/netpermd_settings/ui/activity-page.ui", 0o644),
+        ("usr/local/share/metainfo/org.netpermd.Settings.metainfo.xml", 0o644),
+        ("usr/local/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg", 0o644),
     ] + ["__init__", "apps", "data", "main", "model", "protocol", "text", "verdicts", "waiting", "window"].map {
         ("usr/local/share/netpermd-settings/netpermd_settings/\($0).py", 0o644)
     } + ["app-page", "app-row", "data-page", "data-row", "waiting-page", "window"].map {

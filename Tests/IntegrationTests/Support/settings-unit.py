@@ -15,9 +15,10 @@ import gi  # noqa: E402
 gi.require_version("Gtk", "4.0")
 gi.require_version("Adw", "1")
 from netpermd_settings import protocol, text, verdicts  # noqa: E402
-from netpermd_settings import activity  # noqa: E402
 
 KINDS = ("wifi", "wwan", "ethernet", "other")
+
+from netpermd_settings import activity  # noqa: E402
 
 
 def verdict(perms, sources=None, **extra):
