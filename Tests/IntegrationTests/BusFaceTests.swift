@@ -43,6 +43,10 @@ final class BusFaceTests: IntegrationTestCase {
         Executable=/usr/bin/maps
         WWAN=ask
         WiFi=deny
+        # Listed for both users (SUBSCRIBE mine, Subscribe): what each decides for themselves.
+        [App shared]
+        Executable=/usr/bin/shared
+        User=1500 1501
         """
 
     private func boot() throws -> RealSystemd {
@@ -97,6 +101,7 @@ final class BusFaceTests: IntegrationTestCase {
         try checkIntrospection(sd)
         try checkRoot(sd)
         try checkDocsExamples(sd)
+        try checkSubscriptions(sd)
         try checkUsers(sd)
         try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (nil, ["compare", "QueryApp", "elsewhere"]),
                                    (nil, ["compare", "QueryApp", "denied"]), (nil, ["compare", "QueryApp", "unmetered"]),
@@ -237,6 +242,54 @@ final class BusFaceTests: IntegrationTestCase {
             reasons.insert(socket["reason"] as? String ?? "?")
         }
         XCTAssertEqual(reasons, expected, "the reasons compared")
+    }
+
+    /// The test client run in the container as `uid` (nil: root), its lines read as they come; killed at the end.
+    private func streaming(_ sd: RealSystemd, as uid: Int?, _ args: [String]) throws -> FDLineReader {
+        let script = try String(contentsOfFile: Repository.root + "/Tests/IntegrationTests/Support/bus-client.py", encoding: .utf8)
+        try sd.write(script, to: "/usr/local/lib/npt-bus-client.py")
+        let argv = ["/usr/bin/python3", "/usr/local/lib/npt-bus-client.py"] + args
+        let log = try makeTempDir() + "/client.log"
+        showOnFailure("the bus client's errors") { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        let pipe = try Subprocess.makePipe()
+        let p = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a"] + (uid.map { sd.asUser($0, argv) } ?? argv),
+                                     stdin: .devNull, stdout: .fd(pipe.write), stderr: .appendFile(log))
+        close(pipe.write)
+        addTeardownBlock { p.killAndReap(); close(pipe.read) }
+        return FDLineReader(fd: pipe.read)
+    }
+
+    /// A subscriber's signals carry what the socket's events do: alice's own decision reaches her as AppChanged
+    /// with her `app` event's members, within 50 ms of it; bob, subscribed and hearing every AppChanged whoever it
+    /// is for, hears nothing of alice's and his own decision first (a broadcast failed here: bob heard alice's deny).
+    private func checkSubscriptions(_ sd: RealSystemd) throws {
+        let alice = try streaming(sd, as: Self.alice, ["follow", Self.socket, "shared"])
+        let bob = try streaming(sd, as: Self.bob, ["follow", Self.socket, "shared"])
+        XCTAssertEqual(alice.nextLine(timeout: 10), "ready", "\(alice.history)")
+        XCTAssertEqual(bob.nextLine(timeout: 10), "ready", "\(bob.history)")
+        // Each decides otherwise: what bob hears is his own verdict, never alice's.
+        let decisions = [Self.alice: "deny", Self.bob: "allow"]
+        let decide = { (uid: Int) throws in
+            try sd.check(sd.asUser(uid, ["/usr/local/bin/netpermctl", "decide", "shared", "wwan", decisions[uid] ?? "?"]))
+        }
+        try decide(Self.alice)
+        for (who, out, uid) in [("alice", alice, Self.alice), ("bob", bob, Self.bob)] {
+            if uid == Self.bob { try decide(Self.bob) }
+            let line = try XCTUnwrap(out.nextLine(timeout: 10), "\(who) heard no AppChanged: \(out.history)")
+            let got = try JSONValue.object(line)
+            var socket = try XCTUnwrap(got["socket"] as? [String: Any], line)
+            var bus = try XCTUnwrap(got["bus"] as? [String: Any], line)
+            for k in ["event", "seq"] { socket[k] = nil }
+            bus["seq"] = nil
+            XCTAssertEqual(Self.withoutNulls(socket) as? NSDictionary, bus as NSDictionary, "\(who): \(line)")
+            XCTAssertEqual((bus["sources"] as? [String: Any])?["wwan"] as? String, "user-decision", "\(who)'s own decision: \(line)")
+            XCTAssertEqual((bus["permissions"] as? [String: Any])?["wwan"] as? String, decisions[uid], "\(who)'s own: \(line)")
+            XCTAssertEqual(got["signals"] as? Int, 1, "\(who) heard only the AppChanged of their own change: \(line)")
+            let at = (bus: try XCTUnwrap(got["bus_at"] as? Double), socket: try XCTUnwrap(got["socket_at"] as? Double))
+            print(String(format: "BusFaceTests: %@'s AppChanged %.2f ms after the socket's app event", who, (at.bus - at.socket) * 1000))
+            XCTAssertLessThan(abs(at.bus - at.socket), 0.05, line)
+        }
+        for uid in [Self.alice, Self.bob] { try sd.check(sd.asUser(uid, ["/usr/local/bin/netpermctl", "forget", "shared"])) }
     }
 
     /// An app asking while an agent listens raises a prompt: PromptsChanged says so on the bus.
