@@ -328,6 +328,114 @@ final class BusFaceTests: IntegrationTestCase {
         XCTAssertLessThan(abs(bus - socket), 0.05, line)
     }
 
+    /// A process of the test's in the container as `uid`: its stdin to write, its stdout read line by line; killed
+    /// at the end (and with the container).
+    private func spawnInside(_ sd: RealSystemd, _ argv: [String], log: String) throws -> (input: Int32, output: FDLineReader) {
+        let (inR, inW) = try Subprocess.makePipe()
+        let (outR, outW) = try Subprocess.makePipe()
+        let p = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a"] + argv, stdin: .fd(inR), stdout: .fd(outW),
+                                     stderr: .appendFile(log))
+        close(inR)
+        close(outW)
+        addTeardownBlock { close(inW); p.killAndReap(); close(outR) }
+        return (inW, FDLineReader(fd: outR))
+    }
+
+    /// The settings app as a person who is no administrator meets it: alice runs it under an X server, with her own
+    /// session and accessibility buses, driven through its accessibility tree (Support/settings-driver.py), with a
+    /// polkit agent registered for its process (Debian's pkttyagent: Support/polkit-agent.py) standing for her
+    /// desktop's password dialog. "For everyone on this computer", then "Wi-Fi only" for app shared: polkit asks for
+    /// the password of carol (in group sudo, Debian's polkit administrators). A wrong one: refused, said in the
+    /// window, and nothing decided; the right one: shared's cellular denied for everyone (root's QUERY on the
+    /// socket), and alice's row says her administrator set it.
+    func testTheSettingsAppDecidesForEveryoneWithAnAdministratorsPassword() throws {
+        let sd = try boot()
+        try sd.check(["useradd", "--uid", "1502", "--user-group", "--groups", "sudo", "--no-create-home",
+                      "--home-dir", "/nonexistent", "--shell", "/bin/sh", "carol"])
+        let password = try sd.run(["chpasswd"], input: "carol:npt-admin-pw\n")
+        XCTAssertEqual(password.status, 0, password.summary)
+        // The app and the test's scripts, copied in (the container's / is the host's, without its other mounts).
+        let share = "/usr/local/share/npt-settings"
+        try FileManager.default.createDirectory(atPath: sd.root + share, withIntermediateDirectories: true)
+        _ = try Subprocess.run(["cp", "-r", Repository.path("settings"), sd.root + share + "/"], timeout: 10)
+        for script in ["settings-driver.py", "polkit-agent.py"] {
+            let text = try String(contentsOfFile: Repository.path("Tests/IntegrationTests/Support/" + script), encoding: .utf8)
+            try sd.write(text, to: share + "/" + script)
+        }
+        try sd.check(["install", "-d", "-o", "alice", "-g", "alice", "-m", "0700", "/home/alice", "/run/user/\(Self.alice)"])
+        let log = try makeTempDir() + "/settings.log"
+        showOnFailure("the settings app's, its driver's and the agent's errors") {
+            (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        }
+        _ = try spawnInside(sd, ["Xvfb", ":7", "-ac", "-nolisten", "tcp", "-screen", "0", "1024x768x24"], log: log)
+        try waitUntil("Xvfb listens", timeout: 10, interval: 0.05) {
+            (try sd.run(["test", "-S", "/tmp/.X11-unix/X7"]).status == 0, "")
+        }
+        let env = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/alice", "XDG_RUNTIME_DIR=/run/user/\(Self.alice)",
+                   "DISPLAY=:7", "LANG=C.UTF-8", "GSETTINGS_BACKEND=memory", "NETPERMD_SOCKET=\(Self.socket)"]
+        let driver = try spawnInside(sd, sd.asUser(Self.alice, ["/usr/bin/python3", share + "/settings-driver.py", "serve",
+                                                                share + "/settings/netpermd-settings"], environment: env), log: log)
+        func ask(_ command: String) throws -> [String: Any] {
+            let bytes = Array((command + "\n").utf8)
+            guard write(driver.input, bytes, bytes.count) == bytes.count else { throw HarnessError("write to the driver") }
+            let answer = try JSONValue.object(try XCTUnwrap(driver.output.nextLine(timeout: 30), "\(command): no answer"))
+            if let e = answer["error"] { XCTFail("\(command): \(e)") }
+            return answer
+        }
+        let ready = try JSONValue.object(try XCTUnwrap(driver.output.nextLine(timeout: 60), "the driver did not start"))
+        let pid = try XCTUnwrap(ready["pid"] as? Int, "\(ready)")
+        /// The agent, registered for the app's process, that types `password` when asked.
+        func agent(typing password: String) throws -> FDLineReader {
+            let agent = try spawnInside(sd, sd.asUser(Self.alice, ["/usr/bin/python3", share + "/polkit-agent.py", String(pid),
+                                                                   password]), log: log)
+            XCTAssertEqual(agent.output.nextLine(timeout: 15), "ready", "polkit has the agent: \(agent.output.history)")
+            return agent.output
+        }
+        func everyonesWWAN() throws -> String? {
+            let v = try JSONValue.object(try sd.check(["/usr/local/bin/netpermctl", "--json", "query", "shared"]).stdout)
+            return (v["sources"] as? [String: Any])?["wwan"] as? String == "decision"
+                ? (v["permissions"] as? [String: Any])?["wwan"] as? String : nil
+        }
+        try waitUntil("alice's apps are listed", timeout: 20, interval: 0.1) {
+            let rows = (try ask("apps")["apps"] as? [[String: Any]]) ?? []
+            return (rows.contains { $0["name"] as? String == "shared" }, "\(rows)")
+        }
+        _ = try ask("open shared")
+        _ = try ask("check For everyone on this computer")
+        try waitUntil("Wi-Fi only can be pressed for everyone", timeout: 10, interval: 0.05) {
+            let page = try ask("app")
+            return ((page["sensitive"] as? [String: Bool])?["Wi-Fi only"] == true, "\(page)")
+        }
+
+        // A wrong password: polkit says no, the window says so, nothing is decided.
+        var typing = try agent(typing: "not-the-password")
+        _ = try ask("choose shared Wi-Fi only")
+        XCTAssertEqual(typing.nextLine(timeout: 20), #"{"asked": "carol"}"#, "\(typing.history)")
+        XCTAssertEqual(typing.nextLine(timeout: 20), #"{"outcome": "failed"}"#, "\(typing.history)")
+        try waitUntil("the window says it was not changed", timeout: 15, interval: 0.1) {
+            let texts = (try ask("texts")["texts"] as? [String]) ?? []
+            return (texts.contains("Not changed for everyone: not authorized"), "\(texts)")
+        }
+        XCTAssertNil(try everyonesWWAN(), "refused: nothing decided for everyone")
+
+        // The administrator's password: decided for everyone, and alice's window follows.
+        typing = try agent(typing: "npt-admin-pw")
+        _ = try ask("choose shared Wi-Fi only")
+        XCTAssertEqual(typing.nextLine(timeout: 20), #"{"asked": "carol"}"#, "\(typing.history)")
+        XCTAssertEqual(typing.nextLine(timeout: 20), #"{"outcome": "complete"}"#, "\(typing.history)")
+        try waitUntil("shared's cellular is denied for everyone", timeout: 15, interval: 0.1) {
+            let wwan = try everyonesWWAN()
+            return (wwan == "deny", "\(wwan ?? "undecided")")
+        }
+        let decided = try JSONValue.object(try sd.check(["/usr/local/bin/netpermctl", "--json", "decisions"]).stdout)
+        print("BusFaceTests: decisions after the password: \(decided)")
+        try waitUntil("alice's row says her administrator set it", timeout: 10, interval: 0.1) {
+            let rows = (try ask("apps")["apps"] as? [[String: Any]]) ?? []
+            let row = rows.first { $0["name"] as? String == "shared" }
+            return (row?["choice"] as? String == "Set by your administrator", "\(row ?? [:])")
+        }
+    }
+
     /// `netpermd_connections_total`: the socket's connections and the bus's calls.
     private func connections(_ sd: RealSystemd) throws -> Int {
         let text = try sd.check(["/usr/local/bin/netpermctl", "metrics"]).stdout
