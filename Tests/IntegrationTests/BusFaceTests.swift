@@ -343,8 +343,8 @@ final class BusFaceTests: IntegrationTestCase {
 
     /// The settings app as a person who is no administrator meets it: alice runs it under an X server, with her own
     /// session and accessibility buses, driven through its accessibility tree (Support/settings-driver.py), with a
-    /// polkit agent registered for its process (Debian's pkttyagent: Support/polkit-agent.py) standing for her
-    /// desktop's password dialog. "For everyone on this computer", then "Wi-Fi only" for app shared: polkit asks for
+    /// polkit agent registered for its process (Support/polkit-agent.py, which runs polkit's own password helper)
+    /// standing for her desktop's password dialog. "For everyone on this computer", then "Wi-Fi only" for app shared: polkit asks for
     /// the password of carol (in group sudo, Debian's polkit administrators). A wrong one: refused, said in the
     /// window, and nothing decided; the right one: shared's cellular denied for everyone (root's QUERY on the
     /// socket), and alice's row says her administrator set it.
