@@ -367,12 +367,12 @@ final class BusFaceTests: IntegrationTestCase {
         showOnFailure("the settings app's, its driver's and the agent's errors") {
             (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         }
-        _ = try spawnInside(sd, ["Xvfb", ":7", "-ac", "-nolisten", "tcp", "-screen", "0", "1024x768x24"], log: log)
-        try waitUntil("Xvfb listens", timeout: 10, interval: 0.05) {
-            (try sd.run(["test", "-S", "/tmp/.X11-unix/X7"]).status == 0, "")
-        }
+        // -displayfd: Xvfb picks a free display and writes its number once it accepts connections (a socket's file
+        // alone said it too early: GTK could not open the display).
+        let x = try spawnInside(sd, ["Xvfb", "-displayfd", "1", "-ac", "-nolisten", "tcp", "-screen", "0", "1024x768x24"], log: log)
+        let display = try XCTUnwrap(x.output.nextLine(timeout: 15), "Xvfb did not start")
         let env = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/alice", "XDG_RUNTIME_DIR=/run/user/\(Self.alice)",
-                   "DISPLAY=:7", "LANG=C.UTF-8", "GSETTINGS_BACKEND=memory", "NETPERMD_SOCKET=\(Self.socket)"]
+                   "DISPLAY=:\(display)", "LANG=C.UTF-8", "GSETTINGS_BACKEND=memory", "NETPERMD_SOCKET=\(Self.socket)"]
         let driver = try spawnInside(sd, sd.asUser(Self.alice, ["/usr/bin/python3", share + "/settings-driver.py", "serve",
                                                                 share + "/settings/netpermd-settings"], environment: env), log: log)
         func ask(_ command: String) throws -> [String: Any] {
