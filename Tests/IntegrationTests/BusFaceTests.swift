@@ -178,7 +178,8 @@ final class BusFaceTests: IntegrationTestCase {
             }
             XCTAssertTrue(e.text.contains("needs authentication") || e.text.contains("does not allow"), e.text)
         }
-        for (method, args) in [("GetUsage", ["sb", "", "true"]), ("GetPrompts", ["b", "true"]), ("GetApps", ["b", "true"])] {
+        for (method, args) in [("GetUsage", ["sb", "", "true"]), ("GetPrompts", ["b", "true"]), ("GetApps", ["b", "true"]),
+                               ("Subscribe", ["asb", "1", "apps", "true"])] {
             guard case let .failure(e) = try call(sd, as: Self.bob, Self.r, method, args) else {
                 return XCTFail("bob read everyone's \(method)")
             }
@@ -303,9 +304,25 @@ final class BusFaceTests: IntegrationTestCase {
         let out = FDLineReader(fd: pipe.read)
         defer { p.killAndReap(); close(pipe.read) }
         XCTAssertEqual(out.nextLine(timeout: 10), "ready")
+        let agent = try streaming(sd, as: nil, ["prompt", Self.socket])
+        XCTAssertEqual(agent.nextLine(timeout: 10), "ready", "\(agent.history)")
         let ask = try sd.run(["sh", "-c", "echo QUERY | /usr/bin/maps -t 2 - UNIX-CONNECT:\(Self.socket)"])
         XCTAssertTrue(ask.stdout.contains("awaiting-decision"), ask.summary)
         XCTAssertEqual(out.nextLine(timeout: 15), "{\"got\": true}", "\(out.history)")
+        // A subscriber of prompts on the bus (an agent there, as on the socket) hears the prompt's body itself.
+        let line = try XCTUnwrap(agent.nextLine(timeout: 15), "no PromptChanged: \(agent.history)")
+        let got = try JSONValue.object(line)
+        var socket = try XCTUnwrap(got["socket"] as? [String: Any], line)
+        let bus = try XCTUnwrap(got["bus"] as? [Any], line)
+        XCTAssertEqual(bus.first as? String, "prompt", line)
+        var body = try XCTUnwrap(bus.last as? [String: Any], line)
+        for k in ["event", "seq"] { socket[k] = nil }
+        body["seq"] = nil
+        XCTAssertEqual(Self.withoutNulls(socket) as? NSDictionary, body as NSDictionary, line)
+        XCTAssertEqual(body["app"] as? String, "maps", line)
+        let at = (bus: try XCTUnwrap(got["bus_at"] as? Double), socket: try XCTUnwrap(got["socket_at"] as? Double))
+        print(String(format: "BusFaceTests: PromptChanged %.2f ms after the socket's prompt event", (at.bus - at.socket) * 1000))
+        XCTAssertLessThan(abs(at.bus - at.socket), 0.05, line)
     }
 
     /// A link's change comes as LinkChanged within 50 ms of the socket's link event, to one process listening to both.

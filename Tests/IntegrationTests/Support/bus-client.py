@@ -12,6 +12,9 @@
 #     AppChanged whoever it is addressed to (only what is sent to this process can come); prints "ready" once
 #     both snapshots came, then, once APP's app event and AppChanged have both come, {"socket":EVENT,"bus":SIGNAL,
 #     "socket_at":T,"bus_at":T,"signals":N} (N: the AppChanged signals heard by then, any app's).
+#   prompt SOCKET: the same for prompts: an agent on the socket (SUBSCRIBE prompts) and on the bus (Subscribe
+#     (["prompts"], false)); "ready", then {"socket":EVENT,"bus":[CHANGE,BODY],"socket_at":T,"bus_at":T} for the
+#     first prompt raised.
 #   flood SECONDS RATE: one connection sends GetStatus calls at RATE a second and never reads a reply; prints
 #     how many it sent.
 import json, socket, sys, time
@@ -98,6 +101,52 @@ def signal(path, name):
     GLib.timeout_add_seconds(10, loop.quit)
     loop.run()
     print(json.dumps({"got": got[0]}), flush=True)
+
+
+def prompt(path):
+    loop = GLib.MainLoop()
+    got, ready = {}, set()
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+
+    def on_bus(_c, _sender, _path, _iface, member, params):
+        if member == "Snapshot":
+            ready.add("bus")
+        elif member == "PromptChanged" and params.unpack()[0] == "prompt":
+            got.setdefault("bus", (list(params.unpack()), time.monotonic()))
+        done()
+
+    bus.signal_subscribe(None, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(b"SUBSCRIBE prompts\n")
+    buf = [b""]
+
+    def on_socket(*_):
+        buf[0] += s.recv(65536)
+        for line in buf[0].split(b"\n")[:-1]:
+            event = json.loads(line)
+            if event.get("event") == "snapshot":
+                ready.add("socket")
+            elif event.get("event") == "prompt":
+                got.setdefault("socket", (event, time.monotonic()))
+        buf[0] = buf[0].split(b"\n")[-1]
+        done()
+        return True
+
+    def done():
+        if ready == {"bus", "socket"}:
+            print("ready", flush=True)
+            ready.add("said")
+        if len(got) == 2:
+            print(json.dumps({"socket": got["socket"][0], "bus": got["bus"][0], "socket_at": got["socket"][1],
+                              "bus_at": got["bus"][1]}), flush=True)
+            loop.quit()
+
+    GLib.io_add_watch(s.fileno(), GLib.IO_IN, on_socket)
+    bus.call_sync(NAME, PATH, IFACE, "Subscribe", GLib.Variant("(asb)", (["prompts"], False)), None,
+                  Gio.DBusCallFlags.NONE, 10000, None)
+    GLib.timeout_add_seconds(20, loop.quit)
+    loop.run()
 
 
 def follow(path, app):
@@ -207,6 +256,8 @@ if __name__ == "__main__":
         race(sys.argv[2])
     elif cmd == "signal":
         signal(sys.argv[2], sys.argv[3])
+    elif cmd == "prompt":
+        prompt(sys.argv[2])
     elif cmd == "follow":
         follow(sys.argv[2], sys.argv[3])
     elif cmd == "flood":
