@@ -27,11 +27,12 @@ BENCH_DEBS := gcc libc6-dev python3 iproute2 socat pkg-config libglib2.0-dev sys
 # managers' session bus), dunst under Xvfb (xvfb, with xauth for xvfb-run), and tmux for the terminal agent;
 # e2fsprogs for the small ext4 a test freezes under the daemon's decisions file; for the settings app's test in
 # Chinese and German, locales (the data localedef builds zh_CN.UTF-8 and de_DE.UTF-8 from, into the test's own
-# LOCPATH) and a CJK font for its screenshots.
+# LOCPATH) and a CJK font for its screenshots; polkitd for the bus face's tests (its password helper answers the
+# test's own agent, the dialog the settings app's decision for everyone meets there).
 TEST_DEBS := groff-base man-db mandoc zsh python3 python3-gi gir1.2-glib-2.0 dbus python3-dbusmock xdg-desktop-portal \
              bubblewrap prometheus prometheus-node-exporter curl dbus-user-session dunst xvfb xauth tmux e2fsprogs \
              gir1.2-gtk-4.0 gir1.2-adw-1 at-spi2-core python3-pyatspi desktop-file-utils appstream gettext \
-             locales fonts-wqy-microhei dnsmasq-base
+             locales fonts-wqy-microhei dnsmasq-base polkitd
 
 # The randomized route differential test for FUZZ_SECONDS (default 600), against the debug build.
 FUZZ_SECONDS ?= 600

@@ -118,6 +118,6 @@ let package = Package(
                     exclude: ["Support/boot-systemd.sh", "Support/glib-app.py", "Support/notifications.py",
                               "Support/hostile-user.py", "Support/slow-notifications.py", "Support/first-refused.py",
                               "Support/settings-driver.py", "Support/modemmanager.py", "Support/fake-netpermd.py",
-                              "Support/settings-timed.py", "Support/settings-unit.py"]),
+                              "Support/settings-timed.py", "Support/settings-unit.py", "Support/polkit-agent.py"]),
     ]
 )

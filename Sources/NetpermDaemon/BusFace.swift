@@ -19,9 +19,11 @@ public protocol SecondTransport: AnyObject {
 /// (GetConnectionCredentials of the sender's unique name: never a pid the caller gives), with `authorized` when
 /// polkit allowed the call's action, sent one request line, and closed once its reply is back. Nothing waits on the
 /// loop: the caller's credentials and polkit's answer come asynchronously, the call's message is held meanwhile.
-/// The signals come from one more connection of the engine's, the daemon's own, subscribed to links, apps, policy,
-/// usage and prompts (as an observer, no agent): what they carry is what every user may see (links, the policy's
-/// generation), the rest is "changed".
+/// The broadcast signals come from one more connection of the engine's, the daemon's own, subscribed to links, apps,
+/// policy, usage and prompts (as an observer, no agent): what they carry is what every user may see (links, the
+/// policy's generation), the rest is "changed". What only some may see goes to them alone: a caller's `Subscribe` is
+/// a SUBSCRIBE of the engine's for that caller, whose events become unicast signals to its unique name
+/// (BusFace+Subscriptions.swift).
 public final class BusFace: SecondTransport {
     /// Connection ids of the bus, far above the socket's (which count up from 1).
     static let firstID: UInt64 = 1 << 48
@@ -32,20 +34,23 @@ public final class BusFace: SecondTransport {
     static let maxHeld = 2048
     static let maxKnownCallers = 4096
 
-    private let service: BusService
-    private let bus: SystemBus
-    private unowned let interpreter: Interpreter
+    let service: BusService
+    let bus: SystemBus
+    unowned let interpreter: Interpreter
     private let daemonUID: UInt32
-    private var nextID = firstID + 1
+    var nextID = firstID + 1
     /// Calls handed to the engine, by connection id.
-    private var inEngine: [UInt64: (call: BusIncoming, shape: BusReplyShape)] = [:]
+    var inEngine: [UInt64: (call: BusIncoming, shape: BusReplyShape)] = [:]
     /// Calls waiting for credentials or polkit.
-    private var preparing = 0
+    var preparing = 0
+    /// Callers' subscriptions: the engine's connection of each, by the caller's unique name, and back.
+    var subscriptionOf: [String: (id: UInt64, uid: UInt32)] = [:]
+    var subscriberOf: [UInt64: String] = [:]
     private var subscribed = false
     /// Callers as the bus daemon named them (pid and uid), by unique name (never reused on one bus), identified
     /// once: a connection's process is the one that connected, as a socket connection's is until another pid writes
     /// on it.
-    private var callers: [String: PeerIdentity] = [:]
+    var callers: [String: PeerIdentity] = [:]
     private var callerLookups: [String: [(Result<PeerIdentity, BusCallError>) -> Void]] = [:]
     /// polkit checks in flight, by sender, action and interaction: a caller's calls share one.
     private var checks: [String: [(PolkitAnswer) -> Void]] = [:]
@@ -59,6 +64,7 @@ public final class BusFace: SecondTransport {
         service.onCall = { [unowned self] in self.handle($0) }
         service.onConnect = { [unowned self] in
             callers = [:]
+            connected()
             guard !subscribed else { return }
             subscribed = true
             interpreter.busRequest(Self.subscriberID, caller: interpreter.identifyBusCaller(pid: getpid(), uid: daemonUID),
@@ -84,6 +90,7 @@ public final class BusFace: SecondTransport {
             case let .invalidArguments(why): return call.fail("org.freedesktop.DBus.Error.InvalidArgs", why)
             }
         }
+        if request.shape == .unsubscription { return unsubscribe(call) }
         preparing += 1
         caller(call.sender) { [unowned self] result in
             switch result {
@@ -94,6 +101,9 @@ public final class BusFace: SecondTransport {
                 authorize(call, request, uid: who.uid) { [unowned self] authorized in
                     preparing -= 1
                     guard let authorized else { return }
+                    if request.shape == .subscription, let refusal = subscriptionRefusal(call.sender, uid: who.uid) {
+                        return call.fail("org.freedesktop.DBus.Error.LimitsExceeded", refusal)
+                    }
                     let id = nextID
                     nextID += 1
                     inEngine[id] = (call, request.shape)
@@ -131,7 +141,7 @@ public final class BusFace: SecondTransport {
     }
 
     /// The caller's pid and uid as the bus daemon recorded them when it connected.
-    private func caller(_ sender: String, _ done: @escaping (Result<PeerIdentity, BusCallError>) -> Void) {
+    func caller(_ sender: String, _ done: @escaping (Result<PeerIdentity, BusCallError>) -> Void) {
         if let known = callers[sender] { return done(.success(known)) }
         let first = callerLookups[sender] == nil
         callerLookups[sender, default: []].append(done)
@@ -156,12 +166,19 @@ public final class BusFace: SecondTransport {
     public func owns(_ id: UInt64) -> Bool { id >= Self.firstID }
 
     public func reply(_ id: UInt64, _ bytes: UnsafeRawBufferPointer) {
-        guard let held = inEngine.removeValue(forKey: id) else { return }
-        interpreter.busClosed(id)
+        guard let held = inEngine.removeValue(forKey: id) else {
+            // A subscription's snapshot comes as a second reply, after the acknowledgement.
+            if let sender = subscriberOf[id], let json = try? JSONParser.parse(String(decoding: bytes, as: UTF8.self)) {
+                unicast(json, to: sender)
+            }
+            return
+        }
+        if held.shape != .subscription { interpreter.busClosed(id) }
         guard let json = try? JSONParser.parse(String(decoding: bytes, as: UTF8.self)) else {
             return held.call.fail("org.freedesktop.DBus.Error.Failed", "the daemon's answer could not be read")
         }
         guard json["ok"]?.boolValue == true else {
+            if held.shape == .subscription { interpreter.busClosed(id) }
             let code = json["error"]?.stringValue.flatMap(ErrorCode.init(rawValue:))
             return held.call.fail(code?.busErrorName ?? BusNames.errorPrefix + "Failed", json["message"]?.stringValue ?? "failed")
         }
@@ -173,12 +190,15 @@ public final class BusFace: SecondTransport {
                 return held.call.fail(ErrorCode.notFound.busErrorName, "no app \(SafeText.excerpt(name, maxBytes: 100)) among the caller's own")
             }
             held.call.reply { BusJSON.appendObject($0, app) }
+        case .subscription: subscribed(id, held.call, json)
+        case .unsubscription: held.call.reply { BusJSON.appendObject($0, .object([])) }
         }
     }
 
     public func event(_ id: UInt64, head: UnsafeRawBufferPointer, tail: UnsafeRawBufferPointer) {
-        guard id == Self.subscriberID,
+        guard id == Self.subscriberID || subscriberOf[id] != nil,
               let json = try? JSONParser.parse(String(decoding: Array(head) + Array(tail), as: UTF8.self)) else { return }
+        if let sender = subscriberOf[id] { return unicast(json, to: sender) }
         switch json["event"]?.stringValue {
         case "link":
             service.emit(BusNames.interface, "LinkChanged") { m in

@@ -56,6 +56,20 @@ public enum BusInterface {
       <arg name="everyone" type="b" direction="in"/>
       <arg name="decisions" type="aa{sv}" direction="out"/>
     </method>
+    <!-- SUBSCRIBE TOPIC...: the caller's own events from now on, as unicast signals to its unique name alone
+         (AppChanged, PromptChanged, UsageReached, Snapshot, Unsubscribed): topics of apps, mine, self, usage and
+         prompts (prompts: the caller is an agent, as on the socket), as the caller's uid sees them, or with
+         everyone (read-all) as everyone has them. Its answer is SUBSCRIBE's acknowledgement; a Snapshot follows.
+         Subscribing again replaces the subscription; it ends with Unsubscribe or when the caller leaves the bus. -->
+    <method name="Subscribe">
+      <arg name="topics" type="as" direction="in"/>
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="subscribed" type="a{sv}" direction="out"/>
+    </method>
+    <!-- Ends the caller's subscription (none: nothing). -->
+    <method name="Unsubscribe">
+      <arg name="result" type="a{sv}" direction="out"/>
+    </method>
     <!-- A link was added, changed or removed ("link" event): change is added, changed or removed. -->
     <signal name="LinkChanged">
       <arg name="change" type="s"/>
@@ -71,6 +85,31 @@ public enum BusInterface {
     <signal name="UsageChanged"/>
     <!-- A prompt was raised, answered, expired or withdrawn ("prompt..." events): call GetPrompts again. -->
     <signal name="PromptsChanged"/>
+    <!-- To a subscriber alone: an app's verdict changed ("app" event: the verdict as in Query, without matched_by
+         and identity; seq counts the subscription's events). -->
+    <signal name="AppChanged">
+      <arg name="verdict" type="a{sv}"/>
+    </signal>
+    <!-- To a subscriber alone: a prompt was raised, answered, expired or withdrawn; change is the event's name
+         (prompt, prompt-answered, prompt-expired, prompt-withdrawn), prompt its body. -->
+    <signal name="PromptChanged">
+      <arg name="change" type="s"/>
+      <arg name="prompt" type="a{sv}"/>
+    </signal>
+    <!-- To a subscriber alone: a budget reached 80% or 100% ("usage" event: app, percent, budget). -->
+    <signal name="UsageReached">
+      <arg name="usage" type="a{sv}"/>
+    </signal>
+    <!-- To a subscriber alone: the whole state of its topics, after Subscribe (why: snapshot) or after a resync
+         (why: listed, fell-behind, netlink-overrun): apps, prompts as the snapshot and resync events have them. -->
+    <signal name="Snapshot">
+      <arg name="why" type="s"/>
+      <arg name="state" type="a{sv}"/>
+    </signal>
+    <!-- To a subscriber alone: a reload took topics off its subscription (topics, error, message). -->
+    <signal name="Unsubscribed">
+      <arg name="unsubscribed" type="a{sv}"/>
+    </signal>
   </interface>
   <interface name="org.netpermd.NetPerm1.Decisions">
     <!-- DECIDE APP KIND allow|deny [--once]: for the caller's own processes (polkit's decide-own), or with

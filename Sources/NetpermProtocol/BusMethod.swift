@@ -36,6 +36,7 @@ public enum BusArgument: Equatable, Sendable {
     case string(String)
     case bool(Bool)
     case uint32(UInt32)
+    case strings([String])
 }
 
 /// Which part of the socket's reply is the method's answer.
@@ -46,6 +47,11 @@ public enum BusReplyShape: Equatable, Sendable {
     case member(String)
     /// The one element of the reply's `apps` whose `app` is this (the caller's own list: APPS' rules), `a{sv}`.
     case app(String)
+    /// SUBSCRIBE's acknowledgement, `a{sv}`: the connection stays open, its events become unicast signals to the
+    /// caller until it unsubscribes or leaves the bus.
+    case subscription
+    /// No request: the caller's subscription's connection is closed, `a{sv}` (empty) answers.
+    case unsubscription
 }
 
 /// A call made into the socket's request.
@@ -72,7 +78,8 @@ public enum BusMethod {
     /// Each method's input signature, by interface and member: what the introspection data says.
     public static let signatures: [String: [String: String]] = [
         BusNames.interface: ["GetStatus": "", "GetLinks": "", "Query": "", "QueryApp": "sb", "GetApps": "b",
-                             "GetUsage": "sb", "GetPrompts": "b", "GetDecisions": "b"],
+                             "GetUsage": "sb", "GetPrompts": "b", "GetDecisions": "b", "Subscribe": "asb",
+                             "Unsubscribe": ""],
         BusNames.decisions: ["Decide": "sssbb", "Forget": "ssb", "Answer": "usb", "Reload": ""],
     ]
 
@@ -101,8 +108,24 @@ public enum BusMethod {
             return BusRequest(line: app.isEmpty ? "USAGE" : "USAGE \(app)", action: all(1))
         case "GetPrompts": return BusRequest(line: "PROMPTS", action: all(0), shape: .member("prompts"))
         case "GetDecisions": return BusRequest(line: "DECISIONS", action: all(0), shape: .member("decisions"))
+        case "Subscribe": return try subscribing(a)
+        case "Unsubscribe": return BusRequest(line: "", shape: .unsubscription)
         default: throw .unknownMethod
         }
+    }
+
+    /// The topics whose events are a caller's own (as its uid, or everyone's with read-all) and come as unicast
+    /// signals. Links and the policy are everyone's: their signals are broadcast to all, subscribed or not.
+    public static let subscriptionTopics: Set<String> = ["apps", "mine", "self", "usage", "prompts"]
+
+    private static func subscribing(_ a: [BusArgument]) throws(BusRefusal) -> BusRequest {
+        guard case let .strings(topics)? = a.first, !topics.isEmpty else { throw .invalidArguments("topics: expected some") }
+        for t in topics where !subscriptionTopics.contains(t) {
+            throw .invalidArguments("topics: \(SafeText.excerpt(t, maxBytes: 40)) is none of "
+                + subscriptionTopics.sorted().joined(separator: ", ") + " (links and the policy are broadcast)")
+        }
+        return BusRequest(line: "SUBSCRIBE " + topics.joined(separator: " "), action: flag(a, 1) ? .readAll : nil,
+                          shape: .subscription)
     }
 
     private static func deciding(_ member: String, _ a: [BusArgument]) throws(BusRefusal) -> BusRequest {

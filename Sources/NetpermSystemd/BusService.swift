@@ -76,13 +76,16 @@ public final class BusService {
         return 0
     }
 
-    /// Emits `member` of `interface` from the object; `append` adds its arguments. Dropped when not connected, or
-    /// when the bus does not take it (said at most once a minute).
-    public func emit(_ interface: String, _ member: String, _ append: (OpaquePointer) -> Int32 = { _ in 0 }) {
+    /// Emits `member` of `interface` from the object; `append` adds its arguments. `to`: a unicast signal, for that
+    /// unique name alone (the bus delivers it to no one else, whatever their match rules); nil: a broadcast. Dropped
+    /// when not connected, or when the bus does not take it (said at most once a minute).
+    public func emit(_ interface: String, _ member: String, to destination: String? = nil,
+                     _ append: (OpaquePointer) -> Int32 = { _ in 0 }) {
         guard let b = bus.bus else { return }
         var m: OpaquePointer?
         var r = sd_bus_message_new_signal(b, &m, path, interface, member)
         defer { _ = sd_bus_message_unref(m) }
+        if r >= 0, let m, let destination { r = sd_bus_message_set_destination(m, destination) }
         if r >= 0, let m { r = append(m) }
         if r >= 0, let m { r = sd_bus_send(b, m, nil) }
         if r < 0 { failures.emit(4, "system bus: signal \(member) not sent: \(Errno(-r))") }
@@ -150,8 +153,12 @@ public final class BusService {
         }
         let reply = BusReply(m)
         var args: [BusArgument] = []
+        var array = false
         for t in signature.unicodeScalars {
             switch t {
+            // `as`, the one array a method takes.
+            case "a": array = true
+            case "s" where array: args.append(.strings(reply.strings("s") ?? [])); array = false
             case "s": args.append(.string(reply.string() ?? ""))
             case "b": args.append(.bool(reply.bool() ?? false))
             default: args.append(.uint32(reply.uint32() ?? 0))

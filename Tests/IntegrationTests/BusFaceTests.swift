@@ -43,6 +43,10 @@ final class BusFaceTests: IntegrationTestCase {
         Executable=/usr/bin/maps
         WWAN=ask
         WiFi=deny
+        # Listed for both users (SUBSCRIBE mine, Subscribe): what each decides for themselves.
+        [App shared]
+        Executable=/usr/bin/shared
+        User=1500 1501
         """
 
     private func boot() throws -> RealSystemd {
@@ -97,6 +101,7 @@ final class BusFaceTests: IntegrationTestCase {
         try checkIntrospection(sd)
         try checkRoot(sd)
         try checkDocsExamples(sd)
+        try checkSubscriptions(sd)
         try checkUsers(sd)
         try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (nil, ["compare", "QueryApp", "elsewhere"]),
                                    (nil, ["compare", "QueryApp", "denied"]), (nil, ["compare", "QueryApp", "unmetered"]),
@@ -157,7 +162,7 @@ final class BusFaceTests: IntegrationTestCase {
                 }
             }
         }
-        XCTAssertEqual(ran, 19, "the docs' bus examples were found")
+        XCTAssertEqual(ran, 20, "the docs' bus examples were found")
     }
 
     /// A user decides for their own processes without a password; for everyone only when polkit says yes; never
@@ -173,7 +178,8 @@ final class BusFaceTests: IntegrationTestCase {
             }
             XCTAssertTrue(e.text.contains("needs authentication") || e.text.contains("does not allow"), e.text)
         }
-        for (method, args) in [("GetUsage", ["sb", "", "true"]), ("GetPrompts", ["b", "true"]), ("GetApps", ["b", "true"])] {
+        for (method, args) in [("GetUsage", ["sb", "", "true"]), ("GetPrompts", ["b", "true"]), ("GetApps", ["b", "true"]),
+                               ("Subscribe", ["asb", "1", "apps", "true"])] {
             guard case let .failure(e) = try call(sd, as: Self.bob, Self.r, method, args) else {
                 return XCTFail("bob read everyone's \(method)")
             }
@@ -239,6 +245,54 @@ final class BusFaceTests: IntegrationTestCase {
         XCTAssertEqual(reasons, expected, "the reasons compared")
     }
 
+    /// The test client run in the container as `uid` (nil: root), its lines read as they come; killed at the end.
+    private func streaming(_ sd: RealSystemd, as uid: Int?, _ args: [String]) throws -> FDLineReader {
+        let script = try String(contentsOfFile: Repository.root + "/Tests/IntegrationTests/Support/bus-client.py", encoding: .utf8)
+        try sd.write(script, to: "/usr/local/lib/npt-bus-client.py")
+        let argv = ["/usr/bin/python3", "/usr/local/lib/npt-bus-client.py"] + args
+        let log = try makeTempDir() + "/client.log"
+        showOnFailure("the bus client's errors") { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        let pipe = try Subprocess.makePipe()
+        let p = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a"] + (uid.map { sd.asUser($0, argv) } ?? argv),
+                                     stdin: .devNull, stdout: .fd(pipe.write), stderr: .appendFile(log))
+        close(pipe.write)
+        addTeardownBlock { p.killAndReap(); close(pipe.read) }
+        return FDLineReader(fd: pipe.read)
+    }
+
+    /// A subscriber's signals carry what the socket's events do: alice's own decision reaches her as AppChanged
+    /// with her `app` event's members, within 50 ms of it; bob, subscribed and hearing every AppChanged whoever it
+    /// is for, hears nothing of alice's and his own decision first (a broadcast failed here: bob heard alice's deny).
+    private func checkSubscriptions(_ sd: RealSystemd) throws {
+        let alice = try streaming(sd, as: Self.alice, ["follow", Self.socket, "shared"])
+        let bob = try streaming(sd, as: Self.bob, ["follow", Self.socket, "shared"])
+        XCTAssertEqual(alice.nextLine(timeout: 10), "ready", "\(alice.history)")
+        XCTAssertEqual(bob.nextLine(timeout: 10), "ready", "\(bob.history)")
+        // Each decides otherwise: what bob hears is his own verdict, never alice's.
+        let decisions = [Self.alice: "deny", Self.bob: "allow"]
+        let decide = { (uid: Int) throws in
+            try sd.check(sd.asUser(uid, ["/usr/local/bin/netpermctl", "decide", "shared", "wwan", decisions[uid] ?? "?"]))
+        }
+        try decide(Self.alice)
+        for (who, out, uid) in [("alice", alice, Self.alice), ("bob", bob, Self.bob)] {
+            if uid == Self.bob { try decide(Self.bob) }
+            let line = try XCTUnwrap(out.nextLine(timeout: 10), "\(who) heard no AppChanged: \(out.history)")
+            let got = try JSONValue.object(line)
+            var socket = try XCTUnwrap(got["socket"] as? [String: Any], line)
+            var bus = try XCTUnwrap(got["bus"] as? [String: Any], line)
+            for k in ["event", "seq"] { socket[k] = nil }
+            bus["seq"] = nil
+            XCTAssertEqual(Self.withoutNulls(socket) as? NSDictionary, bus as NSDictionary, "\(who): \(line)")
+            XCTAssertEqual((bus["sources"] as? [String: Any])?["wwan"] as? String, "user-decision", "\(who)'s own decision: \(line)")
+            XCTAssertEqual((bus["permissions"] as? [String: Any])?["wwan"] as? String, decisions[uid], "\(who)'s own: \(line)")
+            XCTAssertEqual(got["signals"] as? Int, 1, "\(who) heard only the AppChanged of their own change: \(line)")
+            let at = (bus: try XCTUnwrap(got["bus_at"] as? Double), socket: try XCTUnwrap(got["socket_at"] as? Double))
+            print(String(format: "BusFaceTests: %@'s AppChanged %.2f ms after the socket's app event", who, (at.bus - at.socket) * 1000))
+            XCTAssertLessThan(abs(at.bus - at.socket), 0.05, line)
+        }
+        for uid in [Self.alice, Self.bob] { try sd.check(sd.asUser(uid, ["/usr/local/bin/netpermctl", "forget", "shared"])) }
+    }
+
     /// An app asking while an agent listens raises a prompt: PromptsChanged says so on the bus.
     private func checkPromptSignal(_ sd: RealSystemd) throws {
         try sd.check(["cp", "/usr/bin/socat", "/usr/bin/maps"])
@@ -250,9 +304,25 @@ final class BusFaceTests: IntegrationTestCase {
         let out = FDLineReader(fd: pipe.read)
         defer { p.killAndReap(); close(pipe.read) }
         XCTAssertEqual(out.nextLine(timeout: 10), "ready")
+        let agent = try streaming(sd, as: nil, ["prompt", Self.socket])
+        XCTAssertEqual(agent.nextLine(timeout: 10), "ready", "\(agent.history)")
         let ask = try sd.run(["sh", "-c", "echo QUERY | /usr/bin/maps -t 2 - UNIX-CONNECT:\(Self.socket)"])
         XCTAssertTrue(ask.stdout.contains("awaiting-decision"), ask.summary)
         XCTAssertEqual(out.nextLine(timeout: 15), "{\"got\": true}", "\(out.history)")
+        // A subscriber of prompts on the bus (an agent there, as on the socket) hears the prompt's body itself.
+        let line = try XCTUnwrap(agent.nextLine(timeout: 15), "no PromptChanged: \(agent.history)")
+        let got = try JSONValue.object(line)
+        var socket = try XCTUnwrap(got["socket"] as? [String: Any], line)
+        let bus = try XCTUnwrap(got["bus"] as? [Any], line)
+        XCTAssertEqual(bus.first as? String, "prompt", line)
+        var body = try XCTUnwrap(bus.last as? [String: Any], line)
+        for k in ["event", "seq"] { socket[k] = nil }
+        body["seq"] = nil
+        XCTAssertEqual(Self.withoutNulls(socket) as? NSDictionary, body as NSDictionary, line)
+        XCTAssertEqual(body["app"] as? String, "maps", line)
+        let at = (bus: try XCTUnwrap(got["bus_at"] as? Double), socket: try XCTUnwrap(got["socket_at"] as? Double))
+        print(String(format: "BusFaceTests: PromptChanged %.2f ms after the socket's prompt event", (at.bus - at.socket) * 1000))
+        XCTAssertLessThan(abs(at.bus - at.socket), 0.05, line)
     }
 
     /// A link's change comes as LinkChanged within 50 ms of the socket's link event, to one process listening to both.
@@ -273,6 +343,114 @@ final class BusFaceTests: IntegrationTestCase {
         let bus = try XCTUnwrap(times["bus"] as? Double, line), socket = try XCTUnwrap(times["socket"] as? Double, line)
         print(String(format: "BusFaceTests: LinkChanged %.2f ms after the socket's link event", (bus - socket) * 1000))
         XCTAssertLessThan(abs(bus - socket), 0.05, line)
+    }
+
+    /// A process of the test's in the container as `uid`: its stdin to write, its stdout read line by line; killed
+    /// at the end (and with the container).
+    private func spawnInside(_ sd: RealSystemd, _ argv: [String], log: String) throws -> (input: Int32, output: FDLineReader) {
+        let (inR, inW) = try Subprocess.makePipe()
+        let (outR, outW) = try Subprocess.makePipe()
+        let p = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a"] + argv, stdin: .fd(inR), stdout: .fd(outW),
+                                     stderr: .appendFile(log))
+        close(inR)
+        close(outW)
+        addTeardownBlock { close(inW); p.killAndReap(); close(outR) }
+        return (inW, FDLineReader(fd: outR))
+    }
+
+    /// The settings app as a person who is no administrator meets it: alice runs it under an X server, with her own
+    /// session and accessibility buses, driven through its accessibility tree (Support/settings-driver.py), with a
+    /// polkit agent registered for its process (Support/polkit-agent.py, which runs polkit's own password helper)
+    /// standing for her desktop's password dialog. "For everyone on this computer", then "Wi-Fi only" for app shared: polkit asks for
+    /// the password of carol (in group sudo, Debian's polkit administrators). A wrong one: refused, said in the
+    /// window, and nothing decided; the right one: shared's cellular denied for everyone (root's QUERY on the
+    /// socket), and alice's row says her administrator set it.
+    func testTheSettingsAppDecidesForEveryoneWithAnAdministratorsPassword() throws {
+        let sd = try boot()
+        try sd.check(["useradd", "--uid", "1502", "--user-group", "--groups", "sudo", "--no-create-home",
+                      "--home-dir", "/nonexistent", "--shell", "/bin/sh", "carol"])
+        let password = try sd.run(["chpasswd"], input: "carol:npt-admin-pw\n")
+        XCTAssertEqual(password.status, 0, password.summary)
+        // The app and the test's scripts, copied in (the container's / is the host's, without its other mounts).
+        let share = "/usr/local/share/npt-settings"
+        try FileManager.default.createDirectory(atPath: sd.root + share, withIntermediateDirectories: true)
+        _ = try Subprocess.run(["cp", "-r", Repository.path("settings"), sd.root + share + "/"], timeout: 10)
+        for script in ["settings-driver.py", "polkit-agent.py"] {
+            let text = try String(contentsOfFile: Repository.path("Tests/IntegrationTests/Support/" + script), encoding: .utf8)
+            try sd.write(text, to: share + "/" + script)
+        }
+        try sd.check(["install", "-d", "-o", "alice", "-g", "alice", "-m", "0700", "/home/alice", "/run/user/\(Self.alice)"])
+        let log = try makeTempDir() + "/settings.log"
+        showOnFailure("the settings app's, its driver's and the agent's errors") {
+            (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        }
+        // -displayfd: Xvfb picks a free display and writes its number once it accepts connections (a socket's file
+        // alone said it too early: GTK could not open the display).
+        let x = try spawnInside(sd, ["Xvfb", "-displayfd", "1", "-ac", "-nolisten", "tcp", "-screen", "0", "1024x768x24"], log: log)
+        let display = try XCTUnwrap(x.output.nextLine(timeout: 15), "Xvfb did not start")
+        let env = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/alice", "XDG_RUNTIME_DIR=/run/user/\(Self.alice)",
+                   "DISPLAY=:\(display)", "LANG=C.UTF-8", "GSETTINGS_BACKEND=memory", "NETPERMD_SOCKET=\(Self.socket)"]
+        let driver = try spawnInside(sd, sd.asUser(Self.alice, ["/usr/bin/python3", share + "/settings-driver.py", "serve",
+                                                                share + "/settings/netpermd-settings"], environment: env), log: log)
+        func ask(_ command: String) throws -> [String: Any] {
+            let bytes = Array((command + "\n").utf8)
+            guard write(driver.input, bytes, bytes.count) == bytes.count else { throw HarnessError("write to the driver") }
+            let answer = try JSONValue.object(try XCTUnwrap(driver.output.nextLine(timeout: 30), "\(command): no answer"))
+            if let e = answer["error"] { XCTFail("\(command): \(e)") }
+            return answer
+        }
+        let ready = try JSONValue.object(try XCTUnwrap(driver.output.nextLine(timeout: 60), "the driver did not start"))
+        let pid = try XCTUnwrap(ready["pid"] as? Int, "\(ready)")
+        /// The agent, registered for the app's process, that types `password` when asked.
+        func agent(typing password: String) throws -> FDLineReader {
+            let agent = try spawnInside(sd, sd.asUser(Self.alice, ["/usr/bin/python3", share + "/polkit-agent.py", String(pid),
+                                                                   password]), log: log)
+            XCTAssertEqual(agent.output.nextLine(timeout: 15), "ready", "polkit has the agent: \(agent.output.history)")
+            return agent.output
+        }
+        func everyonesWWAN() throws -> String? {
+            let v = try JSONValue.object(try sd.check(["/usr/local/bin/netpermctl", "--json", "query", "shared"]).stdout)
+            return (v["sources"] as? [String: Any])?["wwan"] as? String == "decision"
+                ? (v["permissions"] as? [String: Any])?["wwan"] as? String : nil
+        }
+        try waitUntil("alice's apps are listed", timeout: 20, interval: 0.1) {
+            let rows = (try ask("apps")["apps"] as? [[String: Any]]) ?? []
+            return (rows.contains { $0["name"] as? String == "shared" }, "\(rows)")
+        }
+        _ = try ask("open shared")
+        _ = try ask("check For everyone on this computer")
+        try waitUntil("Wi-Fi only can be pressed for everyone", timeout: 10, interval: 0.05) {
+            let page = try ask("app")
+            return ((page["sensitive"] as? [String: Bool])?["Wi-Fi only"] == true, "\(page)")
+        }
+
+        // A wrong password: polkit says no, the window says so, nothing is decided.
+        var typing = try agent(typing: "not-the-password")
+        _ = try ask("choose shared Wi-Fi only")
+        XCTAssertEqual(typing.nextLine(timeout: 20), #"{"asked": "carol"}"#, "\(typing.history)")
+        XCTAssertEqual(typing.nextLine(timeout: 20), #"{"outcome": "failed"}"#, "\(typing.history)")
+        try waitUntil("the window says it was not changed", timeout: 15, interval: 0.1) {
+            let texts = (try ask("texts")["texts"] as? [String]) ?? []
+            return (texts.contains("Not changed for everyone: not authorized"), "\(texts)")
+        }
+        XCTAssertNil(try everyonesWWAN(), "refused: nothing decided for everyone")
+
+        // The administrator's password: decided for everyone, and alice's window follows.
+        typing = try agent(typing: "npt-admin-pw")
+        _ = try ask("choose shared Wi-Fi only")
+        XCTAssertEqual(typing.nextLine(timeout: 20), #"{"asked": "carol"}"#, "\(typing.history)")
+        XCTAssertEqual(typing.nextLine(timeout: 20), #"{"outcome": "complete"}"#, "\(typing.history)")
+        try waitUntil("shared's cellular is denied for everyone", timeout: 15, interval: 0.1) {
+            let wwan = try everyonesWWAN()
+            return (wwan == "deny", "\(wwan ?? "undecided")")
+        }
+        let decided = try JSONValue.object(try sd.check(["/usr/local/bin/netpermctl", "--json", "decisions"]).stdout)
+        print("BusFaceTests: decisions after the password: \(decided)")
+        try waitUntil("alice's row says her administrator set it", timeout: 10, interval: 0.1) {
+            let rows = (try ask("apps")["apps"] as? [[String: Any]]) ?? []
+            let row = rows.first { $0["name"] as? String == "shared" }
+            return (row?["choice"] as? String == "Set by your administrator", "\(row ?? [:])")
+        }
     }
 
     /// `netpermd_connections_total`: the socket's connections and the bus's calls.

@@ -37,6 +37,20 @@ final class BusMethodTests: XCTestCase {
         XCTAssertEqual(request(d, "Reload", []), BusRequest(line: "RELOAD", action: .manage))
     }
 
+    /// Subscribe is SUBSCRIBE of a caller's own topics (everyone's view with read-all); links and the policy are
+    /// broadcast, never subscribed; a topic is one of the list, so nothing else reaches the line.
+    func testSubscribeIsSubscribeOfTheCallersOwnTopics() {
+        let r = BusNames.interface
+        XCTAssertEqual(request(r, "Subscribe", [.strings(["mine", "prompts"]), .bool(false)]),
+                       BusRequest(line: "SUBSCRIBE mine prompts", shape: .subscription))
+        XCTAssertEqual(request(r, "Subscribe", [.strings(["apps", "usage"]), .bool(true)]),
+                       BusRequest(line: "SUBSCRIBE apps usage", action: .readAll, shape: .subscription))
+        XCTAssertEqual(request(r, "Unsubscribe", []), BusRequest(line: "", shape: .unsubscription))
+        for bad in [[], ["links"], ["policy"], ["mine prompts"], ["scopes"], ["mine\nRELOAD"]] {
+            XCTAssertThrowsError(try BusMethod.request(r, "Subscribe", [.strings(bad), .bool(false)]), "\(bad)")
+        }
+    }
+
     /// A name travels as one word of a line: nothing a caller sends can add a word (a flag, another verb).
     func testArgumentsAreOneWordEach() {
         for bad in ["", "maps wwan", "maps\nRELOAD", "--everyone", "-x", "a\tb", "a\u{7F}", String(repeating: "a", count: 257)] {

@@ -2,7 +2,8 @@
 """The Apps list and an app's page. The list is a Gtk.ListView over the apps' Gio.ListStore, filtered by the search
 field: rows are made only as they scroll into view, and bound to their item's properties, so an event changes a
 row in place. The page shows one app: the three choices, metered and roaming, why it cannot connect now, its
-data, and the links behind it. A choice is a set of DECIDEs (`verdicts.decisions_for`) through the window."""
+data, and the links behind it. A choice is a set of DECIDEs (`verdicts.decisions_for`) through the window; with "For
+everyone" checked, for everyone (`verdicts.decisions_for_everyone`), which polkit allows or not."""
 import os
 
 from gi.repository import Gio, GLib, Gtk, Pango
@@ -81,6 +82,7 @@ class AppPage(Gtk.Box):
     title = Gtk.Template.Child()
     choice_box = Gtk.Template.Child()
     choice_note = Gtk.Template.Child()
+    everyone = Gtk.Template.Child()
     metered_row = Gtk.Template.Child()
     roaming_row = Gtk.Template.Child()
     why_row = Gtk.Template.Child()
@@ -96,7 +98,7 @@ class AppPage(Gtk.Box):
         self.activity_shown = None
         self.activity_rows = []
         self.handler = None
-        self.on_decide = None     # on_decide(app, {kind: allow?}): set by the window
+        self.on_decide = None     # on_decide(app, {kind: allow?}, everyone): set by the window
         self.actions = Gio.SimpleActionGroup()
         self.choice_action = Gio.SimpleAction.new_stateful("choice", GLib.VariantType.new("s"), GLib.Variant("s", ""))
         self.choice_action.connect("activate", self._choose)
@@ -107,6 +109,9 @@ class AppPage(Gtk.Box):
             a.connect("activate", self._switch, kind)
             self.actions.add_action(a)
             self.switches[kind] = a
+        self.for_everyone = Gio.SimpleAction.new_stateful("everyone", None, GLib.Variant("b", False))
+        self.for_everyone.connect("activate", self._everyone)
+        self.actions.add_action(self.for_everyone)
         self.insert_action_group("page", self.actions)
         self.buttons = {}
         for key in verdicts.CHOICE_ORDER:
@@ -157,7 +162,11 @@ class AppPage(Gtk.Box):
         v, privileged = item.verdict, item.privileged
         self.icon.set_from_gicon(item.gicon)
         self.title.set_label(item.title)
-        key = item.choice_key
+        # A privileged person's decisions are everyone's already; for another, "For everyone" changes what is theirs.
+        self.everyone.set_visible(not privileged)
+        everyone = self.for_everyone.get_state().get_boolean()
+        key = verdicts.choice_of(v, True) if everyone else item.choice_key
+        privileged = privileged or everyone
         # Set by an administrator: what it is shows pressed, and nothing can be pressed.
         self.choice_action.set_state(GLib.Variant("s", (verdicts.matching(v) or "") if key == "admin" else key))
         for k, button in self.buttons.items():
@@ -208,14 +217,20 @@ class AppPage(Gtk.Box):
         if self.item is None or self.on_decide is None:
             return
         key = target.get_string()
-        wants = verdicts.decisions_for(self.item.verdict, key, self.item.privileged)
+        everyone = self.for_everyone.get_state().get_boolean() and not self.item.privileged
+        wants = verdicts.decisions_for_everyone(self.item.verdict, key) if everyone else \
+            verdicts.decisions_for(self.item.verdict, key, self.item.privileged)
         # The buttons show the verdict, not the press: back to it until the daemon's event says otherwise.
         self.refresh()
         if wants:
-            self.on_decide(self.item.verdict["app"], wants)
+            self.on_decide(self.item.verdict["app"], wants, everyone)
 
     def _switch(self, action, _param, kind):
         if self.item is None or self.on_decide is None:
             return
         allow = not action.get_state().get_boolean()
-        self.on_decide(self.item.verdict["app"], {kind: allow})
+        self.on_decide(self.item.verdict["app"], {kind: allow}, self.for_everyone.get_state().get_boolean())
+
+    def _everyone(self, action, _param):
+        action.set_state(GLib.Variant("b", not action.get_state().get_boolean()))
+        self.refresh()

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The daemon as the settings app talks to it: the one module that speaks its protocol (docs/PROTOCOL.md), so that
-moving to another transport (the D-Bus face) changes this file alone. Two connections on GLib's main loop: one
+moving to another transport changes this file (and bus.py) alone. Two connections on GLib's main loop: one
 for requests, answered in order, and one holding `SUBSCRIBE mine links policy prompts`, whose snapshot and events
-keep the views current. Nothing here blocks: connecting, writing and reading are asynchronous, every request and
+keep the views current. Decisions for everyone go over the system bus instead (bus.py): there polkit may ask for an
+administrator's password, where the socket can only refuse a person who is not one. Nothing here blocks: connecting, writing and reading are asynchronous, every request and
 the subscription's answer have a time-out, and a fault is told as what it is (`Fault`), never as an empty list."""
 import enum
 import json
@@ -10,6 +11,8 @@ import os
 import traceback
 
 from gi.repository import Gio, GLib
+
+from .bus import SystemBus
 
 DEFAULT_SOCKET = "/run/netpermd/netpermd.sock"
 # How long a request may wait for its answer, and a connection for its socket (seconds).
@@ -209,6 +212,7 @@ class Daemon:
         self.retry_source = None
         self.ack_timer = None
         self.privileged = False
+        self.bus = SystemBus()
 
     # -- connection
 
@@ -323,7 +327,12 @@ class Daemon:
             return obj
         self._request("USAGE", callback, parse)
 
-    def decide(self, app, kind, allow, callback):
+    def decide(self, app, kind, allow, callback, everyone=False):
+        """For the person's own processes on the socket (a privileged person's are everyone's there); `everyone`: for
+        everyone over the bus, asking polkit, which may ask for a password first."""
+        if everyone and not self.privileged:
+            self.bus.decide(app, kind, allow, callback)
+            return
         self._request(f"DECIDE {app} {kind} {'allow' if allow else 'deny'}", callback, lambda o: o)
 
     def answer(self, prompt_id, choice, callback):

@@ -68,6 +68,12 @@ def decisions_for(verdict, key, privileged=False):
             if not fixed(verdict, k, privileged) and p.get(k) != want}
 
 
+def decisions_for_everyone(verdict, key):
+    """The DECIDEs choice `key` needs for everyone: each kind the policy or a budget does not fix, whatever the
+    person's own permission is (their own decisions say nothing of everyone's)."""
+    return {k: want == "allow" for k, want in CHOICES[key].items() if not fixed(verdict, k, privileged=True)}
+
+
 def why_facts(verdict):
     """Why it cannot connect now, as facts the words are made from: (what, kinds) where `what` is one of ok,
     no-network, denied, asks, routed, blocked, no-route, budget, starting, unknown and `kinds` the kinds or settings

@@ -219,14 +219,22 @@ class Window(Adw.ApplicationWindow):
     def back(self):
         self.leaflet.set_visible_child(self.list_pane)
 
-    def decide(self, app, wants):
+    def decide(self, app, wants, everyone=False):
+        said = []
+
         def answered(reply):
+            # One choice is several DECIDEs (one password for all): its failure is said once.
+            if said or reply is not None and reply.get("ok") is not False:
+                return
+            said.append(reply)
             if reply is None:
                 self.toast(_("The change was not made: netpermd did not answer"))
+            elif reply.get("ok") is False and reply.get("error") == "not-authorized":
+                self.toast(_("Not changed for everyone: not authorized"))
             elif reply.get("ok") is False:
                 self.toast(_("The change was not made"))
         for kind, allow in wants.items():
-            self.daemon.decide(app, kind, allow, answered)
+            self.daemon.decide(app, kind, allow, answered, everyone=everyone)
 
     def answer(self, prompt_id, choice):
         self.daemon.answer(prompt_id, choice, lambda r: r is None or r.get("ok") is False and self.toast(_("Not answered")))

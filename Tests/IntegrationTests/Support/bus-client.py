@@ -8,6 +8,13 @@
 #     monotonic times (s) the first link event came by each: {"socket":T,"bus":T}.
 #   signal SOCKET NAME: an agent on the socket (SUBSCRIBE prompts) that listens for the bus's signal NAME; prints
 #     "ready", then {"got":true} when it came (false after 10 s).
+#   follow SOCKET APP: SUBSCRIBE mine on the socket and Subscribe(["mine"], false) on the bus, hearing every
+#     AppChanged whoever it is addressed to (only what is sent to this process can come); prints "ready" once
+#     both snapshots came, then, once APP's app event and AppChanged have both come, {"socket":EVENT,"bus":SIGNAL,
+#     "socket_at":T,"bus_at":T,"signals":N} (N: the AppChanged signals heard by then, any app's).
+#   prompt SOCKET: the same for prompts: an agent on the socket (SUBSCRIBE prompts) and on the bus (Subscribe
+#     (["prompts"], false)); "ready", then {"socket":EVENT,"bus":[CHANGE,BODY],"socket_at":T,"bus_at":T} for the
+#     first prompt raised.
 #   flood SECONDS RATE: one connection sends GetStatus calls at RATE a second and never reads a reply; prints
 #     how many it sent.
 import json, socket, sys, time
@@ -96,6 +103,107 @@ def signal(path, name):
     print(json.dumps({"got": got[0]}), flush=True)
 
 
+def prompt(path):
+    loop = GLib.MainLoop()
+    got, ready = {}, set()
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+
+    def on_bus(_c, _sender, _path, _iface, member, params):
+        if member == "Snapshot":
+            ready.add("bus")
+        elif member == "PromptChanged" and params.unpack()[0] == "prompt":
+            got.setdefault("bus", (list(params.unpack()), time.monotonic()))
+        done()
+
+    bus.signal_subscribe(None, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(b"SUBSCRIBE prompts\n")
+    buf = [b""]
+
+    def on_socket(*_):
+        buf[0] += s.recv(65536)
+        for line in buf[0].split(b"\n")[:-1]:
+            event = json.loads(line)
+            if event.get("event") == "snapshot":
+                ready.add("socket")
+            elif event.get("event") == "prompt":
+                got.setdefault("socket", (event, time.monotonic()))
+        buf[0] = buf[0].split(b"\n")[-1]
+        done()
+        return True
+
+    def done():
+        if ready == {"bus", "socket"}:
+            print("ready", flush=True)
+            ready.add("said")
+        if len(got) == 2:
+            print(json.dumps({"socket": got["socket"][0], "bus": got["bus"][0], "socket_at": got["socket"][1],
+                              "bus_at": got["bus"][1]}), flush=True)
+            loop.quit()
+
+    GLib.io_add_watch(s.fileno(), GLib.IO_IN, on_socket)
+    bus.call_sync(NAME, PATH, IFACE, "Subscribe", GLib.Variant("(asb)", (["prompts"], False)), None,
+                  Gio.DBusCallFlags.NONE, 10000, None)
+    GLib.timeout_add_seconds(20, loop.quit)
+    loop.run()
+
+
+def follow(path, app):
+    loop = GLib.MainLoop()
+    got, signals, ready = {}, [0], set()
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+
+    def on_bus(_c, _sender, _path, _iface, member, params):
+        if member == "Snapshot":
+            ready.add("bus")
+            check_ready()
+            return
+        signals[0] += 1
+        body = params.unpack()[0]
+        if body.get("app") == app:
+            got.setdefault("bus", (body, time.monotonic()))
+            done()
+
+    # No sender and no destination in the match: a broadcast of anyone's would be heard too.
+    bus.signal_subscribe(None, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE,
+                         lambda c, s, p, i, m, v: m in ("AppChanged", "Snapshot") and on_bus(c, s, p, i, m, v))
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(b"SUBSCRIBE mine\n")
+    buf = [b""]
+
+    def on_socket(*_):
+        buf[0] += s.recv(65536)
+        for line in buf[0].split(b"\n")[:-1]:
+            event = json.loads(line)
+            if event.get("event") == "snapshot":
+                ready.add("socket")
+                check_ready()
+            elif event.get("event") == "app" and event.get("app") == app:
+                got.setdefault("socket", (event, time.monotonic()))
+        buf[0] = buf[0].split(b"\n")[-1]
+        done()
+        return True
+
+    def check_ready():
+        if ready == {"bus", "socket"}:
+            print("ready", flush=True)
+            ready.add("said")
+
+    def done():
+        if len(got) == 2:
+            print(json.dumps({"socket": got["socket"][0], "bus": got["bus"][0], "socket_at": got["socket"][1],
+                              "bus_at": got["bus"][1], "signals": signals[0]}), flush=True)
+            loop.quit()
+
+    GLib.io_add_watch(s.fileno(), GLib.IO_IN, on_socket)
+    bus.call_sync(NAME, PATH, IFACE, "Subscribe", GLib.Variant("(asb)", (["mine"], False)), None,
+                  Gio.DBusCallFlags.NONE, 10000, None)
+    GLib.timeout_add_seconds(20, loop.quit)
+    loop.run()
+
+
 def flood(seconds, rate):
     address = Gio.dbus_address_get_for_bus_sync(Gio.BusType.SYSTEM, None)
     path = address.split("path=")[1].split(",")[0].split(";")[0]
@@ -148,5 +256,9 @@ if __name__ == "__main__":
         race(sys.argv[2])
     elif cmd == "signal":
         signal(sys.argv[2], sys.argv[3])
+    elif cmd == "prompt":
+        prompt(sys.argv[2])
+    elif cmd == "follow":
+        follow(sys.argv[2], sys.argv[3])
     elif cmd == "flood":
         flood(float(sys.argv[2]), int(sys.argv[3]))

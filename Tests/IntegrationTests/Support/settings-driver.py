@@ -5,7 +5,7 @@
     settings-driver.py serve APP [ARGS...]
 
 Starts a session bus of its own (and with it the accessibility bus), runs APP on $DISPLAY with $NETPERMD_SOCKET,
-waits for its window in the tree, then reads commands on stdin, one per line, and answers each with one JSON line:
+waits for its window in the tree, says {"ready": true, "pid": APP'S PID}, then reads commands on stdin, one per line, and answers each with one JSON line:
 
     apps                     the Apps list's rows now built: {"name", "data", "choice"} (the choice in a word)
     open NAME                opens app NAME's page (its row's button; found by searching when not built)
@@ -20,6 +20,7 @@ waits for its window in the tree, then reads commands on stdin, one per line, an
     lists                    every list shown now, by its name (a group's title: "Most contacted", an app's name on
                              App Activity, "Activity" on an app's page): its rows' {"title", "subtitle", "refused"}
     press LABEL              clicks the button whose accessible name is LABEL ("Allow for Maps")
+    check LABEL              clicks the check box or toggle button whose accessible name is LABEL
     status                   the line about the daemon: {"shown": bool, "text"}
     page NAME                shows page NAME (Apps, Data, Waiting) with its switcher button
     texts                    every text shown on the screen now: labels' and buttons' names
@@ -281,6 +282,14 @@ class Driver:
                 return {"ok": True}
         return {"error": f"no button {label!r}"}
 
+    def check(self, label):
+        for n, _ in self.nodes():
+            if role(n) in ("check box", "toggle button", "push button") and name(n) == label and showing(n):
+                click(n)
+                return {"ok": True}
+        return {"error": f"no check box {label!r}: " + repr([(role(n), name(n), showing(n)) for n, _ in self.nodes()
+                                                            if role(n) in ("check box", "toggle button", "push button")])}
+
     def status(self):
         """The line about the daemon: the label beside the Retry button."""
         for n, _ in self.nodes():
@@ -312,7 +321,7 @@ def serve(argv):
     app = subprocess.Popen(argv, env=env)
     try:
         d = Driver(find_app("netpermd-settings"))
-        print(json.dumps({"ready": True}), flush=True)
+        print(json.dumps({"ready": True, "pid": app.pid}), flush=True)
         for line in sys.stdin:
             words = line.split()
             if not words:
@@ -364,6 +373,8 @@ def command(d, verb, rest):
         return {"lists": d.lists()}
     if verb == "press":
         return d.press(rest)
+    if verb == "check":
+        return d.check(rest)
     if verb == "status":
         return d.status()
     return {"error": f"unknown command {verb}"}

@@ -14,7 +14,7 @@ import gi  # noqa: E402
 
 gi.require_version("Gtk", "4.0")
 gi.require_version("Adw", "1")
-from netpermd_settings import protocol, text, verdicts  # noqa: E402
+from netpermd_settings import bus, protocol, text, verdicts  # noqa: E402
 
 KINDS = ("wifi", "wwan", "ethernet", "other")
 
@@ -58,6 +58,24 @@ class Choices(unittest.TestCase):
         self.assertFalse(verdicts.can_choose(fixed, "off"), "Wi-Fi is the policy's allow")
         self.assertTrue(verdicts.can_choose(fixed, "wifi"))
         self.assertEqual(verdicts.decisions_for(fixed, "wifi"), {"wwan": False})
+
+    def test_for_everyone_every_kind_the_policy_leaves_whatever_the_persons_own(self):
+        # The person's own deny says nothing of everyone's: Wi-Fi only for everyone still denies cellular.
+        own = verdict(["allow", "deny", "allow", "allow"], ["policy", "user-decision", "policy", "policy"])
+        self.assertEqual(verdicts.decisions_for(own, "wifi"), {})
+        self.assertEqual(verdicts.decisions_for_everyone(own, "wifi"), {"wwan": False})
+        # An administrator's decision for everyone is changed for everyone; the policy's and a budget's are not.
+        everyones = verdict(["allow", "allow", "deny", "ask"], ["policy", "decision", "policy", "budget"])
+        self.assertEqual(verdicts.decisions_for_everyone(everyones, "off"), {"wwan": False})
+
+
+class Bus(unittest.TestCase):
+    def test_the_bus_errors_are_the_sockets_codes(self):
+        self.assertEqual(bus._code("org.netpermd.NetPerm1.Error.NotAuthorized"), "not-authorized")
+        self.assertEqual(bus._code("org.netpermd.NetPerm1.Error.PermissionDenied"), "permission-denied")
+        self.assertEqual(bus._code("org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"), "not-authorized")
+        self.assertEqual(bus._code("org.freedesktop.DBus.Error.ServiceUnknown"), "absent")
+        self.assertEqual(bus._code("org.example.Other"), "failed")
 
 
 class Words(unittest.TestCase):
