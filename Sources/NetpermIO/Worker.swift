@@ -51,7 +51,6 @@ public final class Worker<Result: Sendable> {
             do {
                 try thread.run(work) { [unowned self] result in
                     // Free before `then`, which may give the thread its next job.
-                    // Free before `then`, which may give the thread its next job.
                     let next = turns.finished()
                     then(result)
                     next?()
