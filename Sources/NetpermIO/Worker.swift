@@ -45,8 +45,10 @@ public final class Worker<Result: Sendable> {
     public var threaded: Bool { thread != nil }
 
     /// Runs `work` on the thread if it is free, and `then` on the loop's thread with its result; otherwise (the
-    /// thread busy or missing, or `onLoopNow`) as the fallback says: on the loop, `then` within this call.
-    public func run(_ work: @escaping @Sendable () -> Result, then: @escaping (Result) -> Void) {
+    /// thread busy or missing, or `onLoopNow`) as the fallback says: on the loop (`instead`, when given: a cheaper
+    /// way of the same work), `then` within this call.
+    public func run(_ work: @escaping @Sendable () -> Result, instead: (() -> Result)? = nil,
+                    then: @escaping (Result) -> Void) {
         if let thread, !onLoopNow, !turns.running {
             do {
                 try thread.run(work) { [unowned self] result in
@@ -62,7 +64,7 @@ public final class Worker<Result: Sendable> {
             }
         }
         switch fallback {
-        case .onLoop: then(work())
+        case .onLoop: then((instead ?? work)())
         case .skipped: break
         }
     }
