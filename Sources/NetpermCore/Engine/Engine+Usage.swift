@@ -473,16 +473,6 @@ extension Engine {
         setExhausted(exhausted)
     }
 
-    /// The one setter for the apps whose budget is used up.
-    func setExhausted(_ new: Set<String>) {
-        let old = state.exhausted
-        guard new != old else { return }
-        for app in new.subtracting(old).sorted() { log(.info, "usage: \(app): metered links denied, its budget is used up", app: app) }
-        for app in old.subtracting(new).sorted() { log(.info, "usage: \(app): its budget opens metered links again", app: app) }
-        state.exhausted = new
-        markPermissionsChanged()
-    }
-
     /// What a verdict says of an app's budget; nil when it has none.
     func budgetFact(for app: String) -> BudgetFact? {
         guard let limit = state.config.meteredBudget(for: state.config.app(named: app)), state.config.app(named: app) != nil
