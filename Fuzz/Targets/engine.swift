@@ -526,7 +526,7 @@ final class World: FakeWorld<Connection> {
         case UInt8(ascii: "n"):
             let d = Array(rest)
             let app = blockedApps[d.first.map { Int($0 &- 0x30) % blockedApps.count } ?? 0]
-            let tag = engine.usage.tags[app] ?? 0x6E80_0001
+            let tag = engine.usage.tagged.tags[app] ?? 0x6E80_0001
             let address = "192.0.2.\(d.dropFirst(2).first ?? 0)"
             let sighting: ReportSighting
             switch d.dropFirst().first.map({ Int($0 &- 0x30) % 3 }) ?? 0 {

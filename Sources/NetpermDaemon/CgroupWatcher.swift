@@ -28,11 +28,11 @@ public final class CgroupWatcher {
 
     private let loop: EventLoop
     private let scanner = UnitCgroupScanner()
-    private let thread: OffLoop<UnitCgroupScanner.Scan>?
+    /// Where scans after the first run (on the loop if no thread can be had); what a change asks for while one runs
+    /// waits for it to be handed over (`Worker.after`).
+    private let thread: Worker<UnitCgroupScanner.Scan>
     private var watches: [UInt64: TimerSource] = [:]
     private var timer: TimerSource?
-    /// A change came while a scan ran: scan again once it is handed over.
-    private var again = false
     private let changed: (UnitCgroups) -> Void
     /// Units named as they were made (UnitNamer), and those of them a later scan did not find.
     public var unitsNamed: ([NamedUnit], _ generation: Int, _ error: EdgeError?) -> Void = { _, _, _ in }
@@ -55,7 +55,7 @@ public final class CgroupWatcher {
     /// for while one ran.
     private(set) var soonNotBefore: UInt64 = 0
     private var soon = false
-    var scanning: Bool { thread?.busy == true }
+    var scanning: Bool { thread.busy }
 
     public init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
         self.loop = loop
@@ -63,10 +63,7 @@ public final class CgroupWatcher {
         namer = UnitNamer(loop: loop)
         if scanner.mountPoint == nil { Log.info("no cgroup v2 hierarchy: Unit= apps cannot be enforced") }
         // Scans yield the CPU to the loop and to naming units just made (UnitNamer).
-        do { thread = try OffLoop(loop: loop, background: true) } catch {
-            Log.warning("cannot set up scanning cgroups off the loop (\(error)); scans will run on the loop")
-            thread = nil
-        }
+        thread = Worker(loop: loop, doing: "scanning cgroups", background: true)
         namer.named = { [unowned self] r in self.namedByNamer(r) }
         namer.started = { [unowned self] port in
             let n = namer
@@ -83,13 +80,7 @@ public final class CgroupWatcher {
         timer = nil
         scansStarted += 1
         let number = scansStarted
-        guard let thread else { return apply(scanner.scan(), number: number) }
-        do {
-            try thread.run({ [scanner] in scanner.scan() }) { [unowned self] result in self.apply(result, number: number) }
-        } catch {
-            Log.warning("cannot start a thread to scan cgroups (\(error)); scanning on the loop")
-            apply(scanner.scan(), number: number)
-        }
+        thread.run({ [scanner] in scanner.scan() }) { [unowned self] result in self.apply(result, number: number) }
     }
 
     private func apply(_ scan: UnitCgroupScanner.Scan, number: Int) {
@@ -126,13 +117,17 @@ public final class CgroupWatcher {
         notBefore = end + min(Self.maxSpacingMicroseconds, max(Self.debounceMicroseconds, 2 * (end - start)))
         soonNotBefore = end + min(Self.maxSpacingMicroseconds, 2 * (end - start))
         scanner.release(keeping: named)
-        // What was made in a directory between its listing and its watch is seen by one more scan.
+        // What was made in a directory between its listing and its watch is seen by one more scan. (What was asked
+        // for while this scan ran comes after: `resume`.)
+        if added { schedule() }
+    }
+
+    /// What a change, or a scope made, asked for while a scan ran, once it is handed over.
+    private func resume() {
         if soon {
             soon = false
-            again = false
             scanSoon()
-        } else if added || again {
-            again = false
+        } else {
             schedule()
         }
     }
@@ -143,7 +138,7 @@ public final class CgroupWatcher {
         let was = namer.active
         namer.use(naming)
         guard !was, namer.active else { return }
-        if thread?.busy == true { again = true } else { handDirectories() }
+        if !thread.after({ [unowned self] in resume() }) { handDirectories() }
     }
 
     /// Once the namer starts: its socket's port and its commits, which the enforcer must count as the daemon's own.
@@ -170,7 +165,7 @@ public final class CgroupWatcher {
     /// they do not name are closed (once no scan runs: the scanner is the thread's while it does).
     public func inForce(_ handles: Set<Int32>) {
         named = handles
-        if thread?.busy != true { scanner.release(keeping: handles) }
+        if !thread.busy { scanner.release(keeping: handles) }
     }
 
     /// A scope the daemon had a user's manager make (ScopeMaker: an app found by what it runs) exists now: scan
@@ -179,7 +174,7 @@ public final class CgroupWatcher {
     /// than twice what handing over the last scan cost the loop (`soonNotBefore`): a user starting apps in a loop
     /// makes at most 16 scopes at once (Engine.maxScopes), and a tree so big that its scans cost much spaces them.
     public func scanSoon() {
-        guard thread?.busy != true else { soon = true; return }
+        guard !thread.after({ [unowned self] in resume() }) else { soon = true; return }
         timer?.cancel()
         timer = nil
         let now = Clock.monotonicMicroseconds()
@@ -189,7 +184,7 @@ public final class CgroupWatcher {
 
     private func schedule() {
         guard timer == nil else { return }
-        guard thread?.busy != true else { again = true; return }
+        guard !thread.after({ [unowned self] in resume() }) else { return }
         let now = Clock.monotonicMicroseconds()
         let delay = max(Self.debounceMicroseconds, notBefore > now ? notBefore - now : 0)
         timer = try? loop.addTimer(afterMicroseconds: delay) { [unowned self] in self.rescan() }

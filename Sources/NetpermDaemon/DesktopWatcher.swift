@@ -13,11 +13,11 @@ public final class DesktopWatcher {
 
     private let loop: EventLoop
     private let files: DesktopFiles
-    private let thread: OffLoop<(DesktopFiles.Read, took: UInt64)>?
+    /// Never on the loop: without a thread desktop apps are not named.
+    private let thread: Worker<(DesktopFiles.Read, took: UInt64)>
     private let changed: (DesktopCatalog) -> Void
     private var watches: [String: TimerSource] = [:]
     private var timer: TimerSource?
-    private var again = false
     private var uids: Set<UInt32> = []
     private var notBefore: UInt64 = 0
     private var skippedLogged: Set<String> = []
@@ -26,16 +26,13 @@ public final class DesktopWatcher {
         self.loop = loop
         self.files = files
         self.changed = changed
-        do { thread = try OffLoop(loop: loop) } catch {
-            Log.warning("cannot set up reading desktop files off the loop (\(error)); desktop apps are not named")
-            thread = nil
-        }
+        thread = Worker(loop: loop, doing: "reading desktop files", fallback: .skipped)
         schedule()
     }
 
     /// The users whose managers run now (`user@UID.service`): their own files are read too.
     /// Whether the files are read at all (off the loop): a catalog is to come.
-    public var reads: Bool { thread != nil }
+    public var reads: Bool { thread.threaded }
 
     public func users(_ new: Set<UInt32>) {
         guard new != uids else { return }
@@ -45,18 +42,13 @@ public final class DesktopWatcher {
 
     private func read() {
         timer = nil
-        guard let thread else { return }
         let users = uids.sorted()
-        do {
-            try thread.run({ [files] in
-                let start = Clock.monotonicMicroseconds()
-                let accounts = SystemAccounts()
-                let homes = users.compactMap { uid in accounts.home(of: uid).map { (uid: uid, home: $0) } }
-                return (files.read(users: homes), Clock.monotonicMicroseconds() - start)
-            }) { [unowned self] result in self.apply(result.0, took: result.took) }
-        } catch {
-            Log.warning("cannot start a thread to read desktop files (\(error))")
-        }
+        thread.run({ [files] in
+            let start = Clock.monotonicMicroseconds()
+            let accounts = SystemAccounts()
+            let homes = users.compactMap { uid in accounts.home(of: uid).map { (uid: uid, home: $0) } }
+            return (files.read(users: homes), Clock.monotonicMicroseconds() - start)
+        }) { [unowned self] result in self.apply(result.0, took: result.took) }
     }
 
     private func apply(_ read: DesktopFiles.Read, took: UInt64) {
@@ -70,15 +62,12 @@ public final class DesktopWatcher {
             watches[path] = try? loop.watch(directory: path) { [unowned self] _ in self.schedule() }
         }
         changed(read.catalog)
-        if again {
-            again = false
-            schedule()
-        }
     }
 
     private func schedule() {
         guard timer == nil else { return }
-        guard thread?.busy != true else { again = true; return }
+        // Asked for during a read: once it is handed over.
+        guard !thread.after({ [unowned self] in schedule() }) else { return }
         let now = Clock.monotonicMicroseconds()
         let delay = max(notBefore > now ? notBefore - now : 0, watches.isEmpty ? 0 : Self.debounceMicroseconds)
         timer = try? loop.addTimer(afterMicroseconds: max(delay, 1)) { [unowned self] in self.read() }

@@ -52,7 +52,7 @@ public protocol UsageSaving: Sendable {
 extension UsageStore: UsageSaving {}
 
 /// The usage table's counters and quota objects (`UsageCounters`, over netfilter netlink); nil: no table.
-/// Read on a thread of its own (the Interpreter's usage reader): one reading of 10,001 apps' counters is tens of
+/// Read on a thread of its own (UsageReads): one reading of 10,001 apps' counters is tens of
 /// milliseconds.
 public protocol UsageCounting: AnyObject, Sendable {
     func read() -> Result<UsageReading?, Errno>

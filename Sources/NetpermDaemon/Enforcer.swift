@@ -17,8 +17,8 @@ import NetpermProtocol
 /// millisecond); the loop's sources (the event socket, NFLOG) are touched only on the loop, before and after.
 final class Enforcer {
     private let loop: EventLoop
-    /// Where loads run; nil if no eventfd could be had (then on the loop).
-    private let worker: OffLoop<Load>?
+    /// Where loads run (on the loop if no thread can be had).
+    private let worker: Worker<Load>
     /// Loads not yet started, and when a repair is worth one (LoadQueue: its policy, tested in the core).
     private var queue = LoadQueue<(EdgeError?) -> Void>()
     /// Whether a load runs (on the worker, or on the loop between its start and its end).
@@ -113,10 +113,7 @@ final class Enforcer {
         lane = UnitLane(loop: loop)
         // Loads yield the CPU to the loop and to naming units just made (UnitNamer): a scan's thousands of elements
         // must not starve the one unit the person just started.
-        do { worker = try OffLoop(loop: loop, background: true) } catch {
-            Log.warning("cannot set up loading rules off the loop (\(error)); they will be loaded on the loop")
-            worker = nil
-        }
+        worker = Worker(loop: loop, doing: "loading rules", background: true)
         lane.portOpened = { [unowned self] port in
             ownPortIDs.insert(port)
             monitor?.ownPortIDs = ownPortIDs
@@ -229,16 +226,7 @@ final class Enforcer {
         monitor?.quiet()
         running = true
         if load.elements { elementSocket = nil }
-        if let worker {
-            do {
-                try worker.run({ load.execute(); return load }) { [unowned self] in self.finished($0, job) }
-                return
-            } catch {
-                Log.warning("cannot start a thread to load the rules (\(error)); loading them on the loop")
-            }
-        }
-        load.execute()
-        finished(load, job)
+        worker.run({ load.execute(); return load }) { [unowned self] in self.finished($0, job) }
     }
 
     private func finished(_ load: Load, _ job: Job) {

@@ -51,7 +51,7 @@ final class UnitLane {
     static let batchElements = 200
 
     private let loop: EventLoop
-    private let thread: OffLoop<Send>?
+    private let thread: Worker<Send>
     private var queue: [Job] = []
     private var running = false
     private var socket: NetlinkSocket?
@@ -64,10 +64,7 @@ final class UnitLane {
 
     init(loop: EventLoop) {
         self.loop = loop
-        do { thread = try OffLoop(loop: loop) } catch {
-            Log.warning("cannot set up naming new units off the loop (\(error)); they will be named on the loop")
-            thread = nil
-        }
+        thread = Worker(loop: loop, doing: "naming new units")
     }
 
     func load(_ changes: ElementChanges, done: @escaping (EdgeError?) -> Void) {
@@ -99,16 +96,7 @@ final class UnitLane {
             for j in jobs { j.done(s.failure) }
             startNext()
         }
-        if let thread {
-            do {
-                try thread.run({ send.execute(); return send }, then: finish)
-                return
-            } catch {
-                Log.warning("cannot start a thread to name new units (\(error)); naming them on the loop")
-            }
-        }
-        send.execute()
-        finish(send)
+        thread.run({ send.execute(); return send }, then: finish)
     }
 
     /// `commands` cut into batches of at most `batchElements` elements, in order.

@@ -14,8 +14,8 @@ public final class FollowedService<Picture: Equatable> {
     private let loop: EventLoop
     private let read: (SystemBus, @escaping (Result<Picture, BusCallError>) -> Void) -> Void
     private let empty: Picture
-    private var reading = false
-    private var again = false
+    /// One reading in flight, one more asked for meanwhile (a signal during it).
+    private var readings = OnceMore<Void>()
     private var retry: TimerSource?
     private var failing = false
     public private(set) var picture: Picture
@@ -73,9 +73,7 @@ public final class FollowedService<Picture: Equatable> {
 
     /// Reads the service again, now or after the reading in flight.
     public func request() {
-        guard !reading else { again = true; return }
-        reading = true
-        again = false
+        guard readings.ask(()) != nil else { return }
         retry?.cancel()
         retry = nil
         // Its owner first: the signals that follow the reading are checked against the owner it was read from.
@@ -90,7 +88,7 @@ public final class FollowedService<Picture: Equatable> {
     }
 
     private func finish(_ result: Result<Picture, BusCallError>) {
-        self.reading = false
+        let again = readings.finished() != nil
         switch result {
         case let .success(p):
             if self.failing { Log.info("\(self.name): answering again") }
@@ -102,11 +100,11 @@ public final class FollowedService<Picture: Equatable> {
         case let .failure(e):
             if !self.failing { Log.info("\(self.name): reading it failed (\(e)); what it said last stands, tried again in 10 s") }
             self.failing = true
-            if !self.again {
+            if !again {
                 self.retry = try? self.loop.addTimer(afterMicroseconds: 10_000_000) { [weak self] in self?.request() }
             }
         }
-        if self.again { self.request() }
+        if again { self.request() }
     }
 
     private func set(_ p: Picture) {

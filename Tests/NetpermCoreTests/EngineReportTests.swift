@@ -40,7 +40,7 @@ final class EngineReportTests: XCTestCase {
                              report: kept, reportFileExists: fileExists)
     }
 
-    func tag(_ h: EngineHarness, _ app: String) -> UInt32 { h.engine.usage.tags[app]! }
+    func tag(_ h: EngineHarness, _ app: String) -> UInt32 { h.engine.usage.tagged.tags[app]! }
 
     func sight(_ h: EngineHarness, _ app: String, _ address: String, link: ReportLink? = nil, port: UInt16 = 443) {
         h.feed(.reportSighted([.opened(tag: tag(h, app), address: address, port: port, proto: 6, link: link ?? wwan)], lost: 0))

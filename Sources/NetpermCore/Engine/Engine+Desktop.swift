@@ -74,7 +74,7 @@ extension Engine {
     func setApps(_ inputs: AppsInputs) {
         let new = prepared(\.apps, for: inputs) { $0.adopt() }
         guard new.appsChanged else {
-            state.config = new.config
+            setConfig(new.config)
             return
         }
         let old = Set(state.config.apps.lazy.filter(\.discovered).map(\.id))
@@ -85,7 +85,7 @@ extension Engine {
                 .map { "\($0.0) \($0.1.sorted().prefix(10).joined(separator: ", "))\($0.1.count > 10 ? ", ..." : "")" }
                 .joined(separator: "; "))
         }
-        state.config = new.config
+        setConfig(new.config)
         if new.tagsChanged {
             tagTable = new.tags
             out.append(.saveTags(new.tags))

@@ -33,14 +33,14 @@ extension Engine {
             return
         }
         if let open = state.prompts.find(app: v.app, scope: v.uid) {
-            if let pid = identity?.pid, state.prompts.join(id: open.id, asker: pid) { watchAsker(pid) }
+            if let pid = identity?.pid, changePrompts({ $0.join(id: open.id, asker: pid) }) { watchAsker(pid) }
             return
         }
         guard state.prompts.hasRoom(for: v.uid) else { return logFull(v.uid) }
-        guard let p = state.prompts.raise(for: v, scope: v.uid, uid: identity?.uid, identity: identity,
-                                          network: state.network, timeoutSec: state.config.promptTimeoutSec,
-                                          link: link, destination: destination,
-                                          userNamed: identity?.userUnit == true && (v.matchedBy == .unit || v.matchedBy == .desktop))
+        let (network, timeout) = (state.network, state.config.promptTimeoutSec)
+        let userNamed = identity?.userUnit == true && (v.matchedBy == .unit || v.matchedBy == .desktop)
+        guard let p = changePrompts({ $0.raise(for: v, scope: v.uid, uid: identity?.uid, identity: identity, network: network,
+                                               timeoutSec: timeout, link: link, destination: destination, userNamed: userNamed) })
         else { return }
         for pid in p.askers { watchAsker(pid) }
         sendPrompt(p)
@@ -67,7 +67,7 @@ extension Engine {
             p.name = e.name
             p.icon = e.icon
             p.names = e.localizedNames
-            state.prompts.name(id: p.id, e.name, icon: e.icon, names: e.localizedNames)
+            changePrompts { $0.name(id: p.id, e.name, icon: e.icon, names: e.localizedNames) }
         }
         prompting.full.remove(p.scope.map(Int.init) ?? -1)
         let agents = sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count
@@ -103,20 +103,26 @@ extension Engine {
         }
         guard state.hasAgent(for: scope) else { return logUnasked(app: id, kind: kind, blocked: true) }
         if let open = state.prompts.find(app: id, scope: scope) {
-            return state.prompts.markBlocked(id: open.id, destination: destination)
+            return changePrompts { $0.markBlocked(id: open.id, destination: destination) }
         }
         guard state.prompts.hasRoom(for: scope) else { return logFull(scope) }
         guard !prompting.quietBlocked.contains(Self.quietKey(id, scope)),
-              var p = state.prompts.raiseBlocked(app: id, kind: kind, link: ifindex.flatMap { state.network.link(index: $0) },
-                                                 permissions: permissions, scope: scope, uid: uid, network: state.network,
-                                                 timeoutSec: state.config.promptTimeoutSec,
-                                                 userNamed: Self.userNamed(app, uid: uid))
+              var p = raiseBlocked(app, kind: kind, ifindex: ifindex, permissions: permissions, scope: scope, uid: uid)
         else { return }
         if let destination {
-            state.prompts.markBlocked(id: p.id, destination: destination)
+            changePrompts { $0.markBlocked(id: p.id, destination: destination) }
             p.destination = destination
         }
         sendPrompt(p)
+    }
+
+    private func raiseBlocked(_ app: AppPolicy, kind: PolicyDimension, ifindex: Int32?, permissions: PermissionSet,
+                              scope: UInt32?, uid: UInt32?) -> Prompt? {
+        let (network, timeout) = (state.network, state.config.promptTimeoutSec)
+        let link = ifindex.flatMap { network.link(index: $0) }
+        let userNamed = Self.userNamed(app, uid: uid)
+        return changePrompts { $0.raiseBlocked(app: app.id, kind: kind, link: link, permissions: permissions, scope: scope,
+                                               uid: uid, network: network, timeoutSec: timeout, userNamed: userNamed) }
     }
 
     /// A rejected packet's app was named by its user (as far as the rules tell): the app has `UserUnit=` (or is a
@@ -173,7 +179,7 @@ extension Engine {
     /// so an agent stops showing a question whose asker has gone.
     func askerExited(_ pid: Int32) {
         guard prompting.watchedAskers.removeValue(forKey: pid) != nil else { return }
-        for p in state.prompts.askerExited(pid) {
+        for p in changePrompts({ $0.askerExited(pid) }) {
             log(.info, "prompt \(p.id) for \(p.app) withdrawn: pid \(pid), which asked, has exited", app: p.app, uid: p.uid)
             promptClosed(p)
             pendingEvents.append(.promptWithdrawn(p, why: .askerExited))
@@ -183,7 +189,7 @@ extension Engine {
     /// A decision answers the app's open prompts about its kinds: for everyone (`scope` nil), every scope's;
     /// else that uid's own.
     func closeAnswered(app: String, kinds: [PolicyDimension], scope: UInt32?, _ p: Permission, once: Bool) {
-        for prompt in state.prompts.close(app: app, kinds: kinds, scope: scope, everyone: scope == nil) {
+        for prompt in changePrompts({ $0.close(app: app, kinds: kinds, scope: scope, everyone: scope == nil) }) {
             promptClosed(prompt)
             pendingEvents.append(.promptAnswered(prompt, p, once: once, uid: scope))
         }
@@ -199,7 +205,7 @@ extension Engine {
     /// A prompt closes without an answer (expired, dismissed): nothing is stored, and the quiet minute starts. It
     /// runs from the last such close: a prompt raised by asking during the quiet and left unanswered starts it again.
     func closeUnanswered(_ promptID: Int, event: Event) {
-        guard let p = state.prompts.close(id: promptID) else { return }
+        guard let p = changePrompts({ $0.close(id: promptID) }) else { return }
         promptClosed(p)
         pendingEvents.append(event)
         let key = Self.quietKey(p.app, p.scope)

@@ -77,14 +77,14 @@ extension Engine {
         for s in sightings {
             switch s {
             case let .opened(tag, address, port, proto, link):
-                guard let app = usage.owners[tag], let link else { continue }
+                guard let app = usage.tagged.owners[tag], let link else { continue }
                 record(ReportConnection(owner: reportOwner(app: app), address: address, port: port, proto: proto,
                                         link: link, time: now))
             case let .closed(tag, address, link, bytes):
-                guard let app = usage.owners[tag], let link else { continue }
+                guard let app = usage.tagged.owners[tag], let link else { continue }
                 report.book.add(ReportBytes(owner: reportOwner(app: app), address: address, link: link, time: now, bytes: bytes))
             case let .answer(tag, answer):
-                guard let app = usage.owners[tag] else { continue }
+                guard let app = usage.tagged.owners[tag] else { continue }
                 report.book.learn(ReportAnswer(owner: reportOwner(app: app), name: answer.name, addresses: answer.addresses,
                                                time: now))
             }

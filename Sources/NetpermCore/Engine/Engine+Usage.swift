@@ -31,24 +31,19 @@ struct UsageKeeper {
     /// the app asked about): the reading in flight answers its own; those that came during it wait for the next (it
     /// may have started before what they want counted).
     fileprivate(set) var reads = InFlight<(ConnectionID, String?)>()
-    /// RESET-USAGE requests the next reading applies (counts up to it are dropped), then answered once saved.
-    fileprivate(set) var resets: [(requester: ConnectionID?, app: String?)] = []
-    fileprivate(set) var resetsSaving: [(requester: ConnectionID?, app: String?, at: Int)] = []
-    /// A reading of this run came in: until then the kernel's counters and quota objects are unknown.
-    fileprivate(set) var synced = false
-    /// The last reading failed: the next is at the tick.
-    fileprivate(set) var readFailed = false
-    /// Count=no after counting: the last reading before the table goes was asked for.
-    fileprivate(set) var finalRead = false
-    fileprivate(set) var tick: TimerID?
-    /// The `SaveIntervalSec=` the tick was armed with: a reload that changes it arms the tick again.
-    fileprivate(set) var tickInterval = 0
-    /// Saves of the totals: one at a time, and one more if they changed meanwhile.
-    fileprivate(set) var saves = InFlight<Never>()
-    fileprivate(set) var lastSaved: Int?
-    /// The totals moved since the last save.
-    fileprivate(set) var dirty = false
-    fileprivate(set) var stopping = false
+    /// Whether this run knows the kernel's counters and quota objects; changed only by `Engine.setCounters`.
+    fileprivate(set) var counters = CounterSync(known: false, lastFailed: false)
+    /// A budget's limit changed, or a budget was added: the quota is made again from a reading made after that (the
+    /// last one may be a whole SaveIntervalSec= old); asked for, then taken. Changed only by `Engine.setBudgetReading`.
+    fileprivate(set) var budgetReading = BudgetReading.none
+    fileprivate(set) var resetRequests = ResetRequests()
+    fileprivate(set) var saving = Saving()
+    fileprivate(set) var ticking = Ticking()
+    fileprivate(set) var table = TableRules()
+    fileprivate(set) var quotas = Quotas()
+    fileprivate(set) var coolDown = CoolDown()
+    fileprivate(set) var tagged = Tagged()
+    fileprivate(set) var clock = ClockNotes()
 
     /// Changed only by `Engine.setUsageState`.
     private(set) var state = UsageTableState.off
@@ -59,57 +54,106 @@ struct UsageKeeper {
         if new.name != state.name { log("usage: table \(state.name) -> \(new.name)") }
         state = new
     }
-    /// The last build and what it was built from; the rules in force (nil: not known, the next load is whole).
-    fileprivate(set) var key: RulesKey?
-    fileprivate(set) var built: UsageRules?
-    fileprivate(set) var inForce: UsageRules?
-    /// Handed to the edge, not answered yet.
-    fileprivate(set) var loading: UsageRules?
-    /// The usage rules' loads as jobs (a lowered or new budget's reading, then its load): the one away, and whether
-    /// the state asks for rules not yet handed over. Its waiters are the replies that promise the rules in force
-    /// (RELOAD, READY=1 after a reload), held until the load that carries their change ends, as enforcement's are
-    /// (`EnforcementBook.loads`): a RELOAD that lowered a budget was answered in 1 ms, and an app that sent at once
-    /// moved 2 MB more under the old quota.
-    fileprivate(set) var loads = InFlight<(id: ConnectionID?, reply: () -> Void)>()
-    /// The quota objects the kernel holds, as the last reading or load left them.
-    fileprivate(set) var kernelQuotas: Set<QuotaName> = []
-    /// Tags whose budget quota (and 80% quota) the kernel reported used up since it was made.
-    fileprivate(set) var depleted: Set<UInt32> = []
-    fileprivate(set) var warned: Set<UInt32> = []
-    /// What each budget's quota counted at the last reading (or was made with since): past the budget when the
-    /// packet that crossed it was refused, which no counter saw.
-    fileprivate(set) var quotaUsed: [UInt32: UInt64] = [:]
-    /// What each quota made again by the load in flight starts from.
-    fileprivate(set) var remadeFrom: [UInt32: UInt64] = [:]
-    /// Budgets whose quotas a load made again while a reading was in flight: that reading may have seen the quota
-    /// before (a raised budget's old quota, used up), so its word on them is not taken; the load's is.
-    fileprivate(set) var remadeDuringReading: Set<UInt32> = []
-    /// A budget's limit changed, or a budget was added: the quota is made again from a reading made after that
-    /// (the last one may be a whole SaveIntervalSec= old); asked for, then taken.
-    fileprivate(set) var readForBudgets = false
-    fileprivate(set) var readingForBudgets = false
-    /// RESET-USAGE requests saved, answered once the quotas they made again are in the kernel.
-    fileprivate(set) var resetsLoading: [(requester: ConnectionID?, app: String?, at: Int)] = []
-    /// Resets of each app in this run: part of its quotas' epoch.
-    fileprivate(set) var resetCount: [String: Int] = [:]
-    /// Quotas the kernel said ran out since the last reading began (`budgetReached`).
-    fileprivate(set) var noticed: Set<QuotaName> = []
+
+    /// Whether a reading of this run came in (until then the kernel's counters and quota objects are unknown), and
+    /// whether the last one failed (the next is then at the tick).
+    struct CounterSync: Equatable, CustomStringConvertible {
+        var known: Bool
+        var lastFailed: Bool
+        var description: String { (known ? "known" : "unknown") + (lastFailed ? ", the last reading failed" : "") }
+    }
+
+    /// The reading a budget's new quota is made from: none needed, asked for, taken (until the quota's load).
+    enum BudgetReading: String, Equatable {
+        case none, asked, taken
+    }
+
+    /// RESET-USAGE requests the next reading applies (counts up to it are dropped), then answered once saved, and
+    /// those saved, answered once the quotas they made again are in the kernel.
+    struct ResetRequests {
+        var resets: [(requester: ConnectionID?, app: String?)] = []
+        var resetsSaving: [(requester: ConnectionID?, app: String?, at: Int)] = []
+        var resetsLoading: [(requester: ConnectionID?, app: String?, at: Int)] = []
+        /// Resets of each app in this run: part of its quotas' epoch.
+        var resetCount: [String: Int] = [:]
+    }
+
+    /// Saves of the totals: one at a time, and one more if they changed meanwhile.
+    struct Saving {
+        var saves = InFlight<Never>()
+        var lastSaved: Int?
+        /// The totals moved since the last save.
+        var dirty = false
+        var stopping = false
+    }
+
+    struct Ticking {
+        var tick: TimerID?
+        /// The `SaveIntervalSec=` the tick was armed with: a reload that changes it arms the tick again.
+        var tickInterval = 0
+    }
+
+    /// The usage table's rules.
+    struct TableRules {
+        /// The last build and what it was built from; the rules in force (nil: not known, the next load is whole).
+        var key: RulesKey?
+        var built: UsageRules?
+        var inForce: UsageRules?
+        /// Handed to the edge, not answered yet.
+        var loading: UsageRules?
+        /// The usage rules' loads as jobs (a lowered or new budget's reading, then its load): the one away, and
+        /// whether the state asks for rules not yet handed over. Its waiters are the replies that promise the rules in
+        /// force (RELOAD, READY=1 after a reload), held until the load that carries their change ends, as
+        /// enforcement's are (`EnforcementBook.loads`): a RELOAD that lowered a budget was answered in 1 ms, and an
+        /// app that sent at once moved 2 MB more under the old quota.
+        var loads = InFlight<(id: ConnectionID?, reply: () -> Void)>()
+        var attempts = 0
+        var retry: TimerID?
+        /// The table may be in the kernel: Count=yes loaded it, or a start with Count=no has not looked yet.
+        var tableMayExist = true
+        /// Count=no after counting: the last reading before the table goes was asked for.
+        var finalRead = false
+    }
+
+    /// The kernel's quota objects.
+    struct Quotas {
+        /// The quota objects the kernel holds, as the last reading or load left them.
+        var kernelQuotas: Set<QuotaName> = []
+        /// Tags whose budget quota (and 80% quota) the kernel reported used up since it was made.
+        var depleted: Set<UInt32> = []
+        var warned: Set<UInt32> = []
+        /// What each budget's quota counted at the last reading (or was made with since): past the budget when the
+        /// packet that crossed it was refused, which no counter saw.
+        var quotaUsed: [UInt32: UInt64] = [:]
+        /// What each quota made again by the load in flight starts from.
+        var remadeFrom: [UInt32: UInt64] = [:]
+        /// Budgets whose quotas a load made again while a reading was in flight: that reading may have seen the
+        /// quota before (a raised budget's old quota, used up), so its word on them is not taken; the load's is.
+        var remadeDuringReading: Set<UInt32> = []
+        /// Quotas the kernel said ran out since the last reading began (`budgetReached`).
+        var noticed: Set<QuotaName> = []
+    }
+
     /// Unprivileged uids whose USAGE forced a reading lately, and their USAGE requests waiting for the next one.
-    fileprivate(set) var cooling: [UInt32: TimerID] = [:]
-    fileprivate(set) var cooled: [UInt32: [(ConnectionID, String?)]] = [:]
-    /// The table may be in the kernel: Count=yes loaded it, or a start with Count=no has not looked yet.
-    fileprivate(set) var tableMayExist = true
-    fileprivate(set) var attempts = 0
-    fileprivate(set) var retry: TimerID?
+    struct CoolDown {
+        var cooling: [UInt32: TimerID] = [:]
+        var cooled: [UInt32: [(ConnectionID, String?)]] = [:]
+    }
+
     /// The policy's tags (ConnectionTags) and tagging, per generation and cgroups.
-    fileprivate(set) var tags: [String: UInt32] = [:]
-    fileprivate(set) var owners: [UInt32: String] = [:]
-    fileprivate(set) var unitOwners: [UInt64: UserApp] = [:]
-    fileprivate(set) var tagging: Ruleset.Tagging?
+    struct Tagged {
+        var tags: [String: UInt32] = [:]
+        var owners: [UInt32: String] = [:]
+        var unitOwners: [UInt64: UserApp] = [:]
+        var tagging: Ruleset.Tagging?
+        var taggingKey: (generation: Int, cgroups: UnitCgroups)?
+    }
+
     /// The wall and boot clocks at this process's last reading, and the last note on the period not moving.
-    fileprivate(set) var clockSeen: (epoch: Int, boot: Double, steadySince: Double)?
-    fileprivate(set) var periodNote: String?
-    fileprivate(set) var taggingKey: (generation: Int, cgroups: UnitCgroups)?
+    struct ClockNotes {
+        var clockSeen: (epoch: Int, boot: Double, steadySince: Double)?
+        var periodNote: String?
+    }
     /// `mine` subscribers follow their apps' bytes: changed only in Engine+UsageFollow.swift.
     var follow = UsageFollow()
 
@@ -134,6 +178,20 @@ extension Engine {
         usage.set(new) { log(.debug, $0) }
     }
 
+    /// The one setter of whether the counters are known: logs old -> new.
+    func setCounters(_ new: UsageKeeper.CounterSync) {
+        guard new != usage.counters else { return }
+        log(.debug, "usage: counters \(usage.counters) -> \(new)")
+        usage.counters = new
+    }
+
+    /// The one setter of a budget's reading: logs old -> new.
+    func setBudgetReading(_ new: UsageKeeper.BudgetReading) {
+        guard new != usage.budgetReading else { return }
+        log(.debug, "usage: budget reading \(usage.budgetReading.rawValue) -> \(new.rawValue)")
+        usage.budgetReading = new
+    }
+
     // MARK: - Counting, reading, saving
 
     /// Called by every input's settle() (and by a policy load, before its reply): counting on or off, the first
@@ -144,31 +202,31 @@ extension Engine {
         settleUsageFollow()
     }
 
-    /// Whether the usage rules' change is away (a budget's reading, then its load): a job of `usage.loads` runs while
+    /// Whether the usage rules' change is away (a budget's reading, then its load): a job of `usage.table.loads` runs while
     /// it is, and its replies go once it is not.
     private func settleUsageLoads() {
-        let busy = usage.loading != nil || (usage.readingForBudgets && usage.reads.running)
+        let busy = usage.table.loading != nil || (usage.budgetReading == .asked && usage.reads.running)
         if busy {
-            if !usage.loads.running { _ = usage.loads.logged("usage rule loads", log: debugLog) { $0.start() } }
+            if !usage.table.loads.running { _ = usage.table.loads.logged("usage rule loads", log: debugLog) { $0.start() } }
             return
         }
-        var done = usage.loads.running ? usage.loads.logged("usage rule loads", log: debugLog) { $0.finish().waiters } : []
-        done += usage.loads.drain()
+        var done = usage.table.loads.running ? usage.table.loads.logged("usage rule loads", log: debugLog) { $0.finish().waiters } : []
+        done += usage.table.loads.drain()
         releaseUsageReplies(done)
     }
 
     /// Runs `action` once the usage rules the state asks for now are in force (or failed to load), or at once if no
     /// change of them is away; for `id`, while its connection lasts.
     func onceUsageInForce(_ id: ConnectionID?, _ action: @escaping () -> Void) {
-        guard usage.loads.running else {
+        guard usage.table.loads.running else {
             action()
             return
         }
-        usage.loads.wait((id, action))
+        usage.table.loads.wait((id, action))
     }
 
     /// A connection closed: the replies it waited for the usage rules for are not sent.
-    func forgetUsageReplies(of id: ConnectionID) { usage.loads.removeWaiters { $0.id == id } }
+    func forgetUsageReplies(of id: ConnectionID) { usage.table.loads.removeWaiters { $0.id == id } }
 
     private func releaseUsageReplies(_ held: [(id: ConnectionID?, reply: () -> Void)]) {
         for h in held where h.id.map({ sessions[$0] != nil }) ?? true { h.reply() }
@@ -178,40 +236,40 @@ extension Engine {
         guard state.ready else { return }
         let settings = state.config.usage
         guard settings.count else {
-            if let t = usage.tick { cancelTimer(t); usage.tick = nil }
-            guard usage.tableMayExist, !usage.reads.running, usage.loading == nil else { return }
+            if let t = usage.ticking.tick { cancelTimer(t); usage.ticking.tick = nil }
+            guard usage.table.tableMayExist, !usage.reads.running, usage.table.loading == nil else { return }
             // Counting was on: what it counted since the last reading is read and saved before the table goes.
-            if usage.inForce != nil, !usage.finalRead {
-                usage.finalRead = true
+            if usage.table.inForce != nil, !usage.table.finalRead {
+                usage.table.finalRead = true
                 requestUsageRead()
                 return
             }
-            if usage.dirty || usage.saves.running {
-                if !usage.saves.running { saveUsage() }
+            if usage.saving.dirty || usage.saving.saves.running {
+                if !usage.saving.saves.running { saveUsage() }
                 return
             }
-            if usage.inForce != nil { log(.notice, "usage: [Usage] Count=no, removing the counting rules") }
-            usage.finalRead = false
-            usage.tableMayExist = false
-            usage.inForce = nil
-            usage.built = nil
-            usage.key = nil
+            if usage.table.inForce != nil { log(.notice, "usage: [Usage] Count=no, removing the counting rules") }
+            usage.table.finalRead = false
+            usage.table.tableMayExist = false
+            usage.table.inForce = nil
+            usage.table.built = nil
+            usage.table.key = nil
             setUsageState(.off)
             // A start with Count=no removes a table left by an earlier run, quietly: a daemon that never counts may lack
             // the privilege even to look.
             out.append(.loadUsageRules(UsageRules.removal, report: false, handles: []))
             return
         }
-        if let t = usage.tick, usage.tickInterval != settings.saveIntervalSec {
+        if let t = usage.ticking.tick, usage.ticking.tickInterval != settings.saveIntervalSec {
             // A reload changed the interval: the next tick is the new interval from now, not the old one's end.
             cancelTimer(t)
-            usage.tick = nil
+            usage.ticking.tick = nil
         }
-        if usage.tick == nil { armUsageTick() }
-        guard usage.synced else {
+        if usage.ticking.tick == nil { armUsageTick() }
+        guard usage.counters.known else {
             if usage.state == .off { setUsageState(.applying) }
             // A failed reading is tried again at the next tick, not at every input.
-            if !usage.readFailed { requestUsageRead() }
+            if !usage.counters.lastFailed { requestUsageRead() }
             return
         }
         settleUsageRules()
@@ -225,72 +283,68 @@ extension Engine {
     /// The kernel's counters (nil: no usage table), or why they could not be read.
     func usageRead(_ reading: UsageReading?, error: EdgeError?) {
         let (askers, again) = usage.reads.logged("usage readings", log: debugLog) { $0.finish() }
-        if usage.readingForBudgets, error == nil {
-            usage.readingForBudgets = false
-            usage.readForBudgets = true
-        }
+        if usage.budgetReading == .asked, error == nil { setBudgetReading(.taken) }
         let now = wallTime
-        let noticed = usage.noticed
-        usage.noticed = []
-        defer { usage.remadeDuringReading = [] }
+        let noticed = usage.quotas.noticed
+        usage.quotas.noticed = []
+        defer { usage.quotas.remadeDuringReading = [] }
         if let error {
-            if usage.state != .failed(error, attempts: usage.attempts) { log(.err, "usage: cannot read the counters: \(error)") }
-            setUsageState(.failed(error, attempts: usage.attempts))
-            usage.readFailed = true
+            if usage.state != .failed(error, attempts: usage.table.attempts) { log(.err, "usage: cannot read the counters: \(error)") }
+            setUsageState(.failed(error, attempts: usage.table.attempts))
+            setCounters(.init(known: usage.counters.known, lastFailed: true))
             // The kernel's word stands without the reading.
             for q in noticed {
-                if q.warning { usage.warned.insert(q.tag) } else { usage.depleted.insert(q.tag) }
+                if q.warning { usage.quotas.warned.insert(q.tag) } else { usage.quotas.depleted.insert(q.tag) }
             }
         } else {
-            usage.readFailed = false
-            if reading == nil, usage.inForce != nil {
+            if reading == nil, usage.table.inForce != nil {
                 log(.notice, "usage: the counting table is gone (another process removed it); loading it again")
-                usage.inForce = nil
+                usage.table.inForce = nil
             }
-            usage.synced = true
-            usage.tableMayExist = reading != nil || usage.tableMayExist
+            setCounters(.init(known: true, lastFailed: false))
+            usage.table.tableMayExist = reading != nil || usage.table.tableMayExist
             if let r = reading {
                 // The tags name the policy's apps from the first reading on: counts made while no daemon ran (a
                 // restart, a crash) are the apps', not other processes'.
                 refreshTagging()
                 let (moved, movedUsers) = absorb(r)
                 tellCounted(moved, movedUsers)
-                usage.kernelQuotas = Set(r.quotas.keys)
+                usage.quotas.kernelQuotas = Set(r.quotas.keys)
                 // A quota made again during this reading keeps what its load said (usageRulesLoaded).
-                let stale = usage.remadeDuringReading
-                let loadSaid = usage.quotaUsed, depleted = usage.depleted, warned = usage.warned
-                usage.quotaUsed = Dictionary(r.quotaUsed.compactMap { q, used in
+                let stale = usage.quotas.remadeDuringReading
+                let loadSaid = usage.quotas.quotaUsed, depleted = usage.quotas.depleted, warned = usage.quotas.warned
+                usage.quotas.quotaUsed = Dictionary(r.quotaUsed.compactMap { q, used in
                     q.warning ? nil : (q.tag, stale.contains(q.tag) ? loadSaid[q.tag] ?? used : used)
                 }, uniquingKeysWith: { a, _ in a })
                 // Used up, by the reading's word, or the load's for a quota it made again meanwhile.
                 func usedUp(_ q: QuotaName, _ reading: Bool) -> Bool {
                     stale.contains(q.tag) ? (q.warning ? warned : depleted).contains(q.tag) : reading
                 }
-                usage.depleted = Set(r.quotas.compactMap { q, o in !q.warning && usedUp(q, o) ? q.tag : nil })
-                usage.warned = Set(r.quotas.compactMap { q, o in q.warning && usedUp(q, o) ? q.tag : nil })
+                usage.quotas.depleted = Set(r.quotas.compactMap { q, o in !q.warning && usedUp(q, o) ? q.tag : nil })
+                usage.quotas.warned = Set(r.quotas.compactMap { q, o in q.warning && usedUp(q, o) ? q.tag : nil })
                 if !moved.isEmpty, moved.contains(where: { state.config.meteredBudget(for: state.config.app(named: $0)) != nil }) {
                     invalidateReplies()
                 }
             } else {
-                usage.kernelQuotas = []
+                usage.quotas.kernelQuotas = []
             }
         }
         followPeriod(now)
-        let resets = usage.resets
-        usage.resets = []
+        let resets = usage.resetRequests.resets
+        usage.resetRequests.resets = []
         for r in resets {
             usage.book.reset(r.app, at: now.epoch)
-            for app in r.app.map({ [$0] }) ?? state.config.apps.map(\.id) { usage.resetCount[app, default: 0] += 1 }
+            for app in r.app.map({ [$0] }) ?? state.config.apps.map(\.id) { usage.resetRequests.resetCount[app, default: 0] += 1 }
             log(.notice, "usage: " + (r.app.map { "\($0)'s counts reset" } ?? "every app's counts reset"), app: r.app)
             if let app = r.app {
-                usage.tags[app].map { _ = usage.depleted.remove($0); _ = usage.warned.remove($0); usage.quotaUsed[$0] = nil }
+                usage.tagged.tags[app].map { _ = usage.quotas.depleted.remove($0); _ = usage.quotas.warned.remove($0); usage.quotas.quotaUsed[$0] = nil }
             } else {
-                usage.depleted = []
-                usage.warned = []
-                usage.quotaUsed = [:]
+                usage.quotas.depleted = []
+                usage.quotas.warned = []
+                usage.quotas.quotaUsed = [:]
             }
-            usage.dirty = true
-            usage.resetsSaving.append((r.requester, r.app, now.epoch))
+            usage.saving.dirty = true
+            usage.resetRequests.resetsSaving.append((r.requester, r.app, now.epoch))
             invalidateReplies()
         }
         settleBudgets()
@@ -299,51 +353,51 @@ extension Engine {
             out.append(.resume(id))
         }
         let interval = state.config.usage.saveIntervalSec
-        if usage.dirty, usage.stopping || !resets.isEmpty || usage.lastSaved.map({ now.epoch - $0 >= interval }) ?? true {
+        if usage.saving.dirty, usage.saving.stopping || !resets.isEmpty || usage.saving.lastSaved.map({ now.epoch - $0 >= interval }) ?? true {
             saveUsage()
         }
-        if again || !usage.reads.waiters.isEmpty || !usage.resets.isEmpty { requestUsageRead() }
+        if again || !usage.reads.waiters.isEmpty || !usage.resetRequests.resets.isEmpty { requestUsageRead() }
     }
 
     /// A reading's growth into the totals, by the tags and the users' units in force; the totals are to be saved
     /// when they moved. Returns the apps whose counts moved.
     private func absorb(_ r: UsageReading) -> (apps: Set<String>, users: Set<UserApp>) {
-        let owners = usage.owners, unitOwners = usage.unitOwners
+        let owners = usage.tagged.owners, unitOwners = usage.tagged.unitOwners
         let users = usage.book.userApps
         let moved = usage.book.absorb(r, owner: { owners[$0] }, unitOwner: { unitOwners[$0] })
         let movedUsers = usage.book.userApps == users ? [] : Set(usage.book.userApps.compactMap { users[$0.key] == $0.value ? nil : $0.key })
-        if !moved.isEmpty || !usage.book.other.current.isEmpty || !movedUsers.isEmpty { usage.dirty = true }
+        if !moved.isEmpty || !usage.book.other.current.isEmpty || !movedUsers.isEmpty { usage.saving.dirty = true }
         return (moved, movedUsers)
     }
 
     /// Writes the totals, once at a time (a change meanwhile is written next).
     func saveUsage() {
-        guard usage.saves.logged("usage saves", log: debugLog, { $0.start() }) else { return }
-        usage.dirty = false
+        guard usage.saving.saves.logged("usage saves", log: debugLog, { $0.start() }) else { return }
+        usage.saving.dirty = false
         out.append(.saveUsage(usage.book))
     }
 
     func usageSaved(error: EdgeError?) {
-        let (_, again) = usage.saves.logged("usage saves", log: debugLog) { $0.finish() }
+        let (_, again) = usage.saving.saves.logged("usage saves", log: debugLog) { $0.finish() }
         if let error {
             log(.err, "usage: cannot save the totals: \(error)")
-            usage.dirty = true
+            usage.saving.dirty = true
         } else {
-            usage.lastSaved = wallTime.epoch
+            usage.saving.lastSaved = wallTime.epoch
         }
-        let done = usage.resetsSaving
-        usage.resetsSaving = []
+        let done = usage.resetRequests.resetsSaving
+        usage.resetRequests.resetsSaving = []
         for r in done {
             if let error {
                 answerReset(r, error: "the counts were reset but could not be saved: \(error)")
-            } else if usage.loading != nil || usage.built != usage.inForce {
+            } else if usage.table.loading != nil || usage.table.built != usage.table.inForce {
                 // Answered once the quotas it made again are in the kernel: `reset && retry` must find them.
-                usage.resetsLoading.append(r)
+                usage.resetRequests.resetsLoading.append(r)
             } else {
                 answerReset(r, error: nil)
             }
         }
-        if again, usage.dirty { saveUsage() }
+        if again, usage.saving.dirty { saveUsage() }
     }
 
     private func answerReset(_ r: (requester: ConnectionID?, app: String?, at: Int), error: String?) {
@@ -362,8 +416,8 @@ extension Engine {
 
     /// The resets whose quotas the load just answered made again (or failed to).
     private func answerResetsLoaded(error: EdgeError?) {
-        let waiting = usage.resetsLoading
-        usage.resetsLoading = []
+        let waiting = usage.resetRequests.resetsLoading
+        usage.resetRequests.resetsLoading = []
         for r in waiting {
             answerReset(r, error: error.map { "the counts were reset but the kernel's quotas could not be made again: \($0)" })
         }
@@ -371,15 +425,15 @@ extension Engine {
 
     /// The usage tick: the counters are read (and the totals saved if they moved), and the period checked.
     func usageTicked() {
-        usage.tick = nil
+        usage.ticking.tick = nil
         guard state.config.usage.count else { return }
         armUsageTick()
         requestUsageRead()
     }
 
     private func armUsageTick() {
-        usage.tickInterval = state.config.usage.saveIntervalSec
-        usage.tick = armTimer(.usageTick, microseconds: UInt64(usage.tickInterval) * 1_000_000)
+        usage.ticking.tickInterval = state.config.usage.saveIntervalSec
+        usage.ticking.tick = armTimer(.usageTick, microseconds: UInt64(usage.ticking.tickInterval) * 1_000_000)
     }
 
     /// A quota object of the usage table ran out (the kernel said so on its own): a budget, or its 80%.
@@ -387,15 +441,15 @@ extension Engine {
     /// that reading (which has the quota's word too), so that they carry the bytes used, not the last tick's.
     func budgetReached(_ quota: QuotaName) {
         log(.debug, "usage: quota \(quota) used up")
-        usage.noticed.insert(quota)
+        usage.quotas.noticed.insert(quota)
         requestUsageRead()
     }
 
     /// SIGTERM: the last counts are read and saved before the process goes (the table stays, and goes on counting
     /// for the next one).
     func stopUsage() {
-        guard state.config.usage.count, usage.synced else { return }
-        usage.stopping = true
+        guard state.config.usage.count, usage.counters.known else { return }
+        usage.saving.stopping = true
         requestUsageRead()
     }
 
@@ -409,11 +463,11 @@ extension Engine {
             guard let fact = budgetFact(for: app.id) else { continue }
             if fact.exhausted { exhausted.insert(app.id) }
             let warned = fact.exhausted || fact.used >= UsageRules.Budget.warningLimit(fact.limit)
-                || usage.tags[app.id].map { usage.warned.contains($0) } ?? false
+                || usage.tagged.tags[app.id].map { usage.quotas.warned.contains($0) } ?? false
             // Each threshold crossed is told, in order, even when one reading or the kernel's notices cross both.
             for percent in [80, 100] where percent > usage.book[app.id].announced && (percent == 100 ? fact.exhausted : warned) {
                 usage.book.apps[app.id, default: AppUsage()].announced = percent
-                usage.dirty = true
+                usage.saving.dirty = true
                 log(percent == 100 ? .notice : .info, "usage: \(app.id) has used \(percent)% of its metered budget "
                     + "(\(ByteSize.text(fact.used)) of \(ByteSize.text(fact.limit)) counted)"
                     + (percent == 100 ? (fact.enforced ? "; refused on metered links" : "; advice only, nothing refuses it")
@@ -424,25 +478,15 @@ extension Engine {
         setExhausted(exhausted)
     }
 
-    /// The one setter for the apps whose budget is used up.
-    func setExhausted(_ new: Set<String>) {
-        let old = state.exhausted
-        guard new != old else { return }
-        for app in new.subtracting(old).sorted() { log(.info, "usage: \(app): metered links denied, its budget is used up", app: app) }
-        for app in old.subtracting(new).sorted() { log(.info, "usage: \(app): its budget opens metered links again", app: app) }
-        state.exhausted = new
-        markPermissionsChanged()
-    }
-
     /// What a verdict says of an app's budget; nil when it has none.
     func budgetFact(for app: String) -> BudgetFact? {
         guard let limit = state.config.meteredBudget(for: state.config.app(named: app)), state.config.app(named: app) != nil
         else { return nil }
         let used = usage.book[app].current.meteredBytes
-        let depleted = usage.tags[app].map { usage.depleted.contains($0) } ?? false
-        let tagged = usage.tagging?.taggedApps.contains(app) ?? false
+        let depleted = usage.tagged.tags[app].map { usage.quotas.depleted.contains($0) } ?? false
+        let tagged = usage.tagged.tagging?.taggedApps.contains(app) ?? false
         let enforced = state.config.enforcement != .off && usage.state == .counting && tagged
-            && usage.inForce?.budgets.contains { $0.tag == usage.tags[app] } == true
+            && usage.table.inForce?.budgets.contains { $0.tag == usage.tagged.tags[app] } == true
         let start = usage.book.period
         return BudgetFact(limit: limit, used: used, exhausted: used >= limit || depleted, enforced: enforced,
                           periodStart: start,
@@ -458,27 +502,27 @@ extension Engine {
         let key = UsageKeeper.RulesKey(links: links, generation: state.policyGeneration, cgroups: enforcement.cgroups,
                                        budgets: kernelBudgets(), enforce: state.config.enforcement != .off,
                                        report: state.config.report.enabled)
-        if key != usage.key || usage.built == nil {
-            usage.key = key
-            let r = UsageRules.build(links: state.network.links, tagging: usage.tagging!, budgets: key.budgets,
+        if key != usage.table.key || usage.table.built == nil {
+            usage.table.key = key
+            let r = UsageRules.build(links: state.network.links, tagging: usage.tagged.tagging!, budgets: key.budgets,
                                      enforce: key.enforce, report: key.report)
-            if r.skipped != usage.built?.skipped, !r.skipped.isEmpty {
+            if r.skipped != usage.table.built?.skipped, !r.skipped.isEmpty {
                 log(.warning, "usage: not counted on links whose names nft cannot be given: "
                     + r.skipped.prefix(10).joined(separator: ", "))
             }
-            usage.built = r
+            usage.table.built = r
         }
-        if let loading = usage.loading { usage.loads.want(usage.built != loading) }
-        guard let r = usage.built, r != usage.inForce, usage.loading == nil, usage.retry == nil else { return }
+        if let loading = usage.table.loading { usage.table.loads.want(usage.table.built != loading) }
+        guard let r = usage.table.built, r != usage.table.inForce, usage.table.loading == nil, usage.table.retry == nil else { return }
         // A quota made again for a new limit (or a new budget) starts from what was used: read now, not at the last
         // tick (4M lowered to 1M after 2 MB not yet read made a quota of 1M with nothing used).
-        if let old = usage.inForce {
+        if let old = usage.table.inForce {
             let was = Dictionary(old.budgets.map { ($0.tag, $0) }, uniquingKeysWith: { a, _ in a })
             // (A new epoch, a reset or a period, comes from a reading itself.)
             let fresh = r.budgets.contains { b in was[b.tag].map { $0.limit != b.limit && $0.epoch == b.epoch } ?? true }
-            if fresh, !usage.readForBudgets {
-                if !usage.readingForBudgets {
-                    usage.readingForBudgets = true
+            if fresh, usage.budgetReading != .taken {
+                if usage.budgetReading == .none {
+                    setBudgetReading(.asked)
                     requestUsageRead()
                 }
                 return
@@ -490,52 +534,53 @@ extension Engine {
     /// The bytes a budget's quota made again starts from: what was counted, or what its quota counted if more (the
     /// packet that crossed it, refused); a quota the kernel said used up counted at least its old limit.
     private func budgetUsed(_ tag: UInt32, oldLimit: UInt64?) -> UInt64 {
-        let counted = usage.owners[tag].map { usage.book[$0].current.meteredBytes } ?? 0
-        let quota = usage.quotaUsed[tag] ?? (usage.depleted.contains(tag) ? oldLimit ?? 0 : 0)
+        let counted = usage.tagged.owners[tag].map { usage.book[$0].current.meteredBytes } ?? 0
+        let quota = usage.quotas.quotaUsed[tag] ?? (usage.quotas.depleted.contains(tag) ? oldLimit ?? 0 : 0)
         return max(counted, quota)
     }
 
     private func loadUsageRules(_ r: UsageRules) {
-        let old = usage.inForce
-        usage.readForBudgets = false
+        let old = usage.table.inForce
+        // Taken by this load (one still asked for stays so: its answer is taken for the next).
+        if usage.budgetReading == .taken { setBudgetReading(.none) }
         let oldLimits = Dictionary((old?.budgets ?? []).map { ($0.tag, $0.limit) }, uniquingKeysWith: { a, _ in a })
         var remade: [UInt32: UInt64] = [:]
-        let script = r.script(from: old, kernelQuotas: usage.kernelQuotas, used: { tag in
-            guard self.usage.owners[tag] != nil else { return 0 }
+        let script = r.script(from: old, kernelQuotas: usage.quotas.kernelQuotas, used: { tag in
+            guard self.usage.tagged.owners[tag] != nil else { return 0 }
             let used = self.budgetUsed(tag, oldLimit: oldLimits[tag])
             remade[tag] = used
             return used
         })
-        usage.remadeFrom = remade
-        usage.loading = r
-        usage.tableMayExist = true
+        usage.quotas.remadeFrom = remade
+        usage.table.loading = r
+        usage.table.tableMayExist = true
         if usage.state != .counting { setUsageState(.applying) }
         log(.debug, "usage: loading the counting rules (\(old == nil ? "whole" : "changes only"), \(r.budgets.count) budgets)")
         out.append(.loadUsageRules(script, report: true, handles: r.handles))
     }
 
     func usageRulesLoaded(error: EdgeError?) {
-        guard let r = usage.loading else { return }
-        usage.loading = nil
+        guard let r = usage.table.loading else { return }
+        usage.table.loading = nil
         // Its replies go after what the answer changes below; those of the next load wait for it (settleUsageLoads).
-        let done = usage.loads.running ? usage.loads.logged("usage rule loads", log: debugLog) { $0.finish().waiters } : []
+        let done = usage.table.loads.running ? usage.table.loads.logged("usage rule loads", log: debugLog) { $0.finish().waiters } : []
         defer { releaseUsageReplies(done) }
         guard let error else {
-            let old = usage.inForce
+            let old = usage.table.inForce
             let oldBudgets = Dictionary((old?.budgets ?? []).map { ($0.tag, $0) }, uniquingKeysWith: { a, _ in a })
             // A quota made again is used up if what it started from is past its limit (a restart while the budget
             // was used up, a lower limit), and open again if not (a higher limit, a reset).
             for b in r.budgets where old == nil || oldBudgets[b.tag] != b {
-                guard let used = usage.remadeFrom[b.tag] else { continue }
-                usage.quotaUsed[b.tag] = min(used, b.limit)
-                if used < b.limit { usage.depleted.remove(b.tag) } else { usage.depleted.insert(b.tag) }
-                if used < b.warningLimit { usage.warned.remove(b.tag) } else { usage.warned.insert(b.tag) }
-                if usage.reads.running { usage.remadeDuringReading.insert(b.tag) }
+                guard let used = usage.quotas.remadeFrom[b.tag] else { continue }
+                usage.quotas.quotaUsed[b.tag] = min(used, b.limit)
+                if used < b.limit { usage.quotas.depleted.remove(b.tag) } else { usage.quotas.depleted.insert(b.tag) }
+                if used < b.warningLimit { usage.quotas.warned.remove(b.tag) } else { usage.quotas.warned.insert(b.tag) }
+                if usage.reads.running { usage.quotas.remadeDuringReading.insert(b.tag) }
             }
-            usage.remadeFrom = [:]
-            usage.inForce = r
-            usage.kernelQuotas = r.quotaNames
-            usage.attempts = 0
+            usage.quotas.remadeFrom = [:]
+            usage.table.inForce = r
+            usage.quotas.kernelQuotas = r.quotaNames
+            usage.table.attempts = 0
             if usage.state != .counting {
                 log(.notice, "usage: counting in force (\(r.budgets.count) budgets, "
                     + (state.config.enforcement == .off ? "advice only: [Enforcement] Mode=off" : "enforced") + ")")
@@ -544,62 +589,62 @@ extension Engine {
             invalidateReplies()
             settleBudgets()
             // Resets made after this load was asked for wait for the next one.
-            if usage.built == usage.inForce { answerResetsLoaded(error: nil) }
+            if usage.table.built == usage.table.inForce { answerResetsLoaded(error: nil) }
             return
         }
         answerResetsLoaded(error: error)
         // The table is not what the change was made against (another tool touched it): read it, then load it whole.
-        usage.inForce = nil
-        usage.synced = false
-        usage.attempts += 1
-        let n = usage.attempts
+        usage.table.inForce = nil
+        setCounters(.init(known: false, lastFailed: usage.counters.lastFailed))
+        usage.table.attempts += 1
+        let n = usage.table.attempts
         setUsageState(.failed(error, attempts: n))
-        usage.retry = retryLater("usage: loading the counting rules", attempt: n, of: UsageKeeper.maxAttempts, error: error,
+        usage.table.retry = retryLater("usage: loading the counting rules", attempt: n, of: UsageKeeper.maxAttempts, error: error,
                                  timer: .usageRulesRetry)
     }
 
     func retryUsageRules() {
-        usage.retry = nil
-        usage.key = nil
+        usage.table.retry = nil
+        usage.table.key = nil
         settleUsage()
     }
 
     /// The kernel changed the usage table behind the daemon's back (or removed it): read what it still has, then
     /// load it whole.
     func usageTableChanged() {
-        guard state.config.usage.count, usage.inForce != nil else { return }
+        guard state.config.usage.count, usage.table.inForce != nil else { return }
         log(.notice, "usage: another process changed the counting table; reading it and loading it again")
-        usage.inForce = nil
-        usage.synced = false
+        usage.table.inForce = nil
+        setCounters(.init(known: false, lastFailed: usage.counters.lastFailed))
         settleUsage()
     }
 
     /// The tags and tagging of the policy and cgroups in force.
     func refreshTagging() {
-        if let k = usage.taggingKey, k.generation == state.policyGeneration, k.cgroups == enforcement.cgroups,
-           usage.tagging != nil { return }
+        if let k = usage.tagged.taggingKey, k.generation == state.policyGeneration, k.cgroups == enforcement.cgroups,
+           usage.tagged.tagging != nil { return }
         let t = prepared(\.tagging, for: TaggingInputs(apps: state.config.apps, cgroups: enforcement.cgroups, tags: tagTable,
                                                           installed: state.config.installedDesktopApps)) {
             $0.tagging()
         }
-        usage.tags = t.tags
-        usage.owners = t.owners
-        usage.unitOwners = t.unitOwners
-        usage.tagging = t.tagging
-        usage.taggingKey = (state.policyGeneration, enforcement.cgroups)
+        usage.tagged.tags = t.tags
+        usage.tagged.owners = t.owners
+        usage.tagged.unitOwners = t.unitOwners
+        usage.tagged.tagging = t.tagging
+        usage.tagged.taggingKey = (state.policyGeneration, enforcement.cgroups)
     }
 
     /// The budgets the kernel holds: apps with a budget whose connections are tagged, each with the epoch of its
     /// quota objects (the period and the app's last reset: either starts it again).
     private func kernelBudgets() -> [UsageRules.Budget] {
-        guard let tagging = usage.tagging else { return [] }
+        guard let tagging = usage.tagged.tagging else { return [] }
         return state.config.apps.compactMap { app in
             guard let limit = state.config.meteredBudget(for: app), tagging.taggedApps.contains(app.id),
-                  let tag = usage.tags[app.id] else { return nil }
+                  let tag = usage.tagged.tags[app.id] else { return nil }
             // Resets counted too: two in one second are two epochs (the second's quota was not made again, and the
             // app stayed cut off after its answer).
             let epoch = (usage.book.period?.description ?? "-") + "/" + String(usage.book[app.id].resetAt ?? 0)
-                + "/" + String(usage.resetCount[app.id] ?? 0)
+                + "/" + String(usage.resetRequests.resetCount[app.id] ?? 0)
             return UsageRules.Budget(tag: tag, limit: limit, epoch: epoch)
         }
     }
@@ -642,7 +687,7 @@ extension Engine {
         }
         // Counting turned off by a reload: its last reading is taken before the table goes, and a USAGE waits for a
         // reading as while counting (it showed 0 B 6 ms after such a reload, the right total 50 ms later).
-        guard state.ready, state.config.usage.count || (usage.inForce != nil && usage.tableMayExist) else {
+        guard state.ready, state.config.usage.count || (usage.table.inForce != nil && usage.table.tableMayExist) else {
             replyUsage(session.id, named)
             return
         }
@@ -652,11 +697,11 @@ extension Engine {
         // QUERY at 393 ms (median) with 10,001 apps. Within it, the request waits for the next one (after it, still).
         if !caller.privileged {
             let uid = caller.identity.uid
-            if usage.cooling[uid] != nil {
-                usage.cooled[uid, default: []].append((session.id, named))
+            if usage.coolDown.cooling[uid] != nil {
+                usage.coolDown.cooled[uid, default: []].append((session.id, named))
                 return
             }
-            usage.cooling[uid] = armTimer(.usageCooldown(uid: uid), microseconds: Self.usageReadSpacingSec * 1_000_000)
+            usage.coolDown.cooling[uid] = armTimer(.usageCooldown(uid: uid), microseconds: Self.usageReadSpacingSec * 1_000_000)
         }
         askUsage(session.id, named)
     }
@@ -670,10 +715,10 @@ extension Engine {
 
     /// A uid's spacing ran out: what it asked meanwhile is answered from a reading made now.
     func usageCooledDown(_ uid: UInt32) {
-        usage.cooling[uid] = nil
-        let waiting = (usage.cooled.removeValue(forKey: uid) ?? []).filter { sessions[$0.0] != nil }
+        usage.coolDown.cooling[uid] = nil
+        let waiting = (usage.coolDown.cooled.removeValue(forKey: uid) ?? []).filter { sessions[$0.0] != nil }
         guard !waiting.isEmpty else { return }
-        usage.cooling[uid] = armTimer(.usageCooldown(uid: uid), microseconds: Self.usageReadSpacingSec * 1_000_000)
+        usage.coolDown.cooling[uid] = armTimer(.usageCooldown(uid: uid), microseconds: Self.usageReadSpacingSec * 1_000_000)
         for (id, app) in waiting { askUsage(id, app) }
     }
 
@@ -683,7 +728,7 @@ extension Engine {
             return
         }
         out.append(.hold(session.id))
-        usage.resets.append((session.id, named))
+        usage.resetRequests.resets.append((session.id, named))
         if state.config.usage.count, state.ready {
             requestUsageRead()
         } else {
@@ -784,22 +829,22 @@ extension Engine {
         // Steady: the wall clock has moved as the boot clock did (NTP slews by at most 0.05%; a step is a jump) for
         // the last quarter of an hour this process looked, time enough for a time service to set a clock that booted
         // wrong.
-        if let seen = usage.clockSeen, abs(Double(now.epoch - seen.epoch) - (now.boot - seen.boot)) <= 60 {
-            usage.clockSeen = (now.epoch, now.boot, seen.steadySince)
+        if let seen = usage.clock.clockSeen, abs(Double(now.epoch - seen.epoch) - (now.boot - seen.boot)) <= 60 {
+            usage.clock.clockSeen = (now.epoch, now.boot, seen.steadySince)
         } else {
-            usage.clockSeen = (now.epoch, now.boot, now.boot)
+            usage.clock.clockSeen = (now.epoch, now.boot, now.boot)
         }
-        let steady = now.boot - usage.clockSeen!.steadySince >= Engine.steadyClockSeconds
+        let steady = now.boot - usage.clock.clockSeen!.steadySince >= Engine.steadyClockSeconds
         let move = PeriodMove.decide(period: usage.book.period, provisional: usage.book.provisional, now: now,
                                      startDay: startDay, steady: steady)
         func note(_ text: String) {
-            guard usage.periodNote != text else { return }
-            usage.periodNote = text
+            guard usage.clock.periodNote != text else { return }
+            usage.clock.periodNote = text
             log(.notice, "usage: " + text)
         }
         switch move {
         case .stay:
-            usage.periodNote = nil
+            usage.clock.periodNote = nil
         case let .first(start, provisional):
             usage.book.period = start
             usage.book.provisional = provisional
@@ -807,21 +852,21 @@ extension Engine {
         case let .roll(start):
             let was = usage.book.period!
             usage.book.roll(to: start, startDay: startDay)
-            usage.periodNote = nil
+            usage.clock.periodNote = nil
             log(.notice, "usage: a new period starts on \(start) (the last one started on \(was))")
             usage.book.drop(except: Set(state.config.apps.map(\.id)))
-            usage.depleted = []
-            usage.warned = []
-            usage.quotaUsed = [:]
-            usage.dirty = true
+            usage.quotas.depleted = []
+            usage.quotas.warned = []
+            usage.quotas.quotaUsed = [:]
+            usage.saving.dirty = true
             invalidateReplies()
         case let .relabel(start, why):
             let was = usage.book.period!
             usage.book.period = start
             if why == .synchronized { usage.book.provisional = false }
-            usage.periodNote = nil
+            usage.clock.periodNote = nil
             log(.notice, "usage: \(why.rawValue): this period's totals are the period of \(start)'s (it was \(was)'s)")
-            usage.dirty = true
+            usage.saving.dirty = true
             invalidateReplies()
         case let .behind(start):
             note("the clock (\(now.date)) is before this period's start (\(usage.book.period!)): counting into it, never "

@@ -17,7 +17,7 @@ extension Engine {
     /// From every input's settle: the follow timer runs exactly while a `mine` subscriber listens and counting is
     /// in force.
     func settleUsageFollow() {
-        let wanted = state.config.usage.count && usage.synced && !usage.stopping
+        let wanted = state.config.usage.count && usage.counters.known && !usage.saving.stopping
             && sessions.values.contains { $0.subscription?.topics.contains(.mine) == true }
         if wanted, usage.follow.timer == nil {
             usage.follow.timer = armTimer(.usageFollow, microseconds: Self.usageFollowMicroseconds)

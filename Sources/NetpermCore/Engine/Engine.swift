@@ -169,7 +169,7 @@ public final class Engine {
     let settings: Settings
 
     /// What verdicts depend on. Every change goes through a setter below, which marks what settle() must redo.
-    public internal(set) var state = DaemonState() { didSet { version &+= 1 } }
+    public private(set) var state = DaemonState() { didSet { version &+= 1 } }
     /// Bumped by every change of `state`: a cached reply is good while it has not moved.
     private(set) var version = 0
     /// The links as the kernel, sysfs and the network sources have them, classified (LinkClassifier.swift).
@@ -505,6 +505,28 @@ public final class Engine {
     /// A reply's facts moved without a change of `state` (a budget's bytes, the usage table's state): cached replies
     /// are no good any more.
     func invalidateReplies() { version &+= 1 }
+
+    /// The one setter for the apps whose budget is used up.
+    func setExhausted(_ new: Set<String>) {
+        let old = state.exhausted
+        guard new != old else { return }
+        for app in new.subtracting(old).sorted() { log(.info, "usage: \(app): metered links denied, its budget is used up", app: app) }
+        for app in old.subtracting(new).sorted() { log(.info, "usage: \(app): its budget opens metered links again", app: app) }
+        state.exhausted = new
+        markPermissionsChanged()
+    }
+
+    /// The policy in force, as its one setter (`setApps`, Engine+Desktop.swift: the policy's apps and the desktop's)
+    /// makes it.
+    func setConfig(_ config: Config) { state.config = config }
+
+    /// The open prompts' one way in (Engine+Prompts.swift): changed on a copy, then put back, so that `change` may
+    /// read `state` meanwhile.
+    func changePrompts<T>(_ change: (inout PromptBook) -> T) -> T {
+        var book = state.prompts
+        defer { state.prompts = book }
+        return change(&book)
+    }
 
     /// The one setter for decisions.
     func setDecisions(_ d: Decisions) {
