@@ -55,7 +55,9 @@ public final class UserManagerLinks {
     public func start(_ scope: Scope, ofUser uid: UInt32, done: @escaping Done) {
         let request = Request(scope: scope, uid: uid, done: done)
         let seconds = Double(timeout) / 1_000_000
-        request.timer = try? loop.addTimer(afterMicroseconds: timeout) { [weak self, unowned request] in
+        // The timer holds the request (nothing else may: a request that failed at once is held by nothing else)
+        // until it fires or `finish` drops it.
+        request.timer = try? loop.addTimer(afterMicroseconds: timeout) { [weak self] in
             self?.finish(request, TransientScope.Failure(description: "\(scope.name) did not start within \(seconds) s "
                 + "(\(request.link?.reached ?? "uid \(uid)'s manager"))"))
         }
@@ -89,7 +91,7 @@ public final class UserManagerLinks {
     /// A failure found while the request is being made: said from the loop, as every answer is.
     private func finishSoon(_ request: Request, _ failure: TransientScope.Failure) {
         request.timer?.cancel()
-        request.timer = try? loop.addTimer(afterMicroseconds: 0) { [weak self, unowned request] in
+        request.timer = try? loop.addTimer(afterMicroseconds: 0) { [weak self] in
             self?.finish(request, failure)
         }
         if request.timer == nil { finish(request, failure) }

@@ -256,6 +256,28 @@ final class ExecAppTests: IntegrationTestCase {
         }
     }
 
+    /// A user whose manager is gone (it exited; its tree is still there): the app's scope cannot be made, the daemon
+    /// says so and keeps running, and the app stays where it runs.
+    func testAnAppWhoseManagerIsGoneStaysWhereItRuns() throws {
+        try start()
+        let r = try Subprocess.run(manager.asUser(["systemctl", "--user", "exit"]))
+        XCTAssertEqual(r.status, 0, r.summary)
+        try waitUntil("the manager is gone") {
+            let s = try Subprocess.run(self.manager.asUser(["systemctl", "--user", "is-system-running"]))
+            return (s.status != 0 && !s.stdout.contains("stopping"), s.summary)
+        }
+        let shell = try manager.makeCgroup("session.slice/npt-shell.service")
+        let result = dir + "/results/geary"
+        try startIn(shell, [apps + "/bin/npt-geary", Repository.path("Tests/IntegrationTests/Support/exec-app.py"),
+                            result, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket, "--stay"])
+        try waitUntil("the daemon says the scope was not made") {
+            (self.daemon.log.contains("desktop apps: no scope for pid"), String(self.daemon.log.suffix(2000)))
+        }
+        XCTAssertNil(daemon.pollExit(), "the daemon runs on")
+        let l = try lines(result) { self.states($0).contains("refused") || self.states($0).contains("passed") }
+        XCTAssertTrue(shell.hasSuffix(l.first?["cgroup"] as? String ?? "-"), "stays where it runs: \(l)")
+    }
+
     /// The sockets of process `pid` (the daemon's by default) connected to the manager's private socket, each with the
     /// bytes waiting in it (ss: the manager's end of each connection names the socket's path and its peer's inode).
     private func connectionsToManager(of pid: pid_t? = nil) throws -> [UInt64: Int] {
