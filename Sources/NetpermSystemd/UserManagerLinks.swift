@@ -75,7 +75,14 @@ public final class UserManagerLinks {
             links[request.uid] = link
             Log.debug("desktop apps: connected to uid \(request.uid)'s manager (\(link.reached))")
         }
-        if let failure = link.send(request) { finishSoon(request, failure) }
+        guard let failure = link.send(request) else { return }
+        // Closed by the manager before its Disconnected was read: once more on a new connection.
+        if sd_bus_is_open(link.bus) <= 0 && !request.retried {
+            request.retried = true
+            lose(link)
+            return send(request)
+        }
+        finishSoon(request, failure)
     }
 
     /// The request's answer, once: its timer, its call and its place in the link forgotten.
