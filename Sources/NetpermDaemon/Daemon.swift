@@ -138,7 +138,7 @@ public final class Daemon {
         interpreter.handlesInForce = { cgroups.inForce($0) }
         // Apps known by what they run (the kernel's exec events) or by the bus names they own (users' netpermctl
         // scopes), and scopes made through users' managers.
-        // Its threads only once a scope is wanted: most machines never need one.
+        // Made only once a scope is wanted: most machines never need one.
         var scopes: ScopeMaker?
         interpreter.makeScope = { [loop] request, done in
             if scopes == nil { scopes = ScopeMaker(loop: loop) }

@@ -20,17 +20,14 @@ public enum TransientScope {
                   timeout: timeout)
     }
 
-    /// Starts the scope `name` holding `pids` in `slice` of user `uid`'s manager, as root (the daemon giving an app
-    /// found by what it runs a scope of its own: docs/APPS.md): its private socket `/run/user/UID/systemd/private`
-    /// (which takes root and the user only), else the user's bus `/run/user/UID/bus`.
-    @discardableResult
-    public static func start(name: String, pids: [UInt32], description: String, slice: String, ofUser uid: UInt32,
-                             timeout: Double = 5) throws(Failure) -> String {
+    /// User `uid`'s manager, as root or that user: its private socket `/run/user/UID/systemd/private` (a direct
+    /// connection), else the user's bus `/run/user/UID/bus`; with what it reached and whether it is the private
+    /// socket. Neither waits for the other side: the authentication (and a bus's Hello) are read with the first call.
+    static func connect(ofUser uid: UInt32) throws(Failure) -> (OpaquePointer, String, Bool) {
         var tried: [String] = []
         let runtime = "/run/user/\(uid)"
         if let bus = openPrivate(runtime + "/systemd/private", failures: &tried) {
-            return try start(name: name, pids: pids, description: description, slice: slice,
-                             connection: (bus, runtime + "/systemd/private", true), timeout: timeout)
+            return (bus, runtime + "/systemd/private", true)
         }
         var bus: OpaquePointer?
         var r = sd_bus_new(&bus)
@@ -42,14 +39,14 @@ public enum TransientScope {
             tried.append("\(runtime)/bus (\(Errno(-r)))")
             throw Failure(description: "uid \(uid)'s service manager not reachable: tried " + tried.joined(separator: " and "))
         }
-        return try start(name: name, pids: pids, description: description, slice: slice,
-                         connection: (bus, "uid \(uid)'s bus", false), timeout: timeout)
+        return (bus, "uid \(uid)'s bus", false)
     }
 
-    private static func start(name: String, pids: [UInt32], description: String, slice: String?,
-                              connection: (OpaquePointer, String, Bool), timeout: Double) throws(Failure) -> String {
+    /// `keep`: the connection stays open (UserManagerConnection), else it is closed.
+    static func start(name: String, pids: [UInt32], description: String, slice: String?,
+                      connection: (OpaquePointer, String, Bool), timeout: Double, keep: Bool = false) throws(Failure) -> String {
         let (bus, reached, direct) = connection
-        defer { _ = sd_bus_flush_close_unref(bus) }
+        defer { if !keep { _ = sd_bus_flush_close_unref(bus) } }
 
         // JobRemoved is matched before the call, so a job that ends before its reply is read is not missed.
         let jobs = Jobs()
@@ -86,23 +83,7 @@ public enum TransientScope {
         var error = sd_bus_error()
         defer { sd_bus_error_free(&error); _ = sd_bus_message_unref(reply) }
         r = call(bus, "StartTransientUnit", error: &error, reply: &reply) { m in
-            var r = BusMessage.append(m, "s", name)
-            if r >= 0 { r = BusMessage.append(m, "s", "fail") }
-            if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sv)") }
-            if r >= 0 {
-                r = BusMessage.pair(m, "r", "PIDs", "au") { m in
-                    var r = sd_bus_message_open_container(m, BusMessage.type("a"), "u")
-                    for var pid in pids where r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &pid) }
-                    return r >= 0 ? sd_bus_message_close_container(m) : r
-                }
-            }
-            if r >= 0 { r = BusMessage.pair(m, "r", "Description", "s") { BusMessage.append($0, "s", description) } }
-            if r >= 0, let slice { r = BusMessage.pair(m, "r", "Slice", "s") { BusMessage.append($0, "s", slice) } }
-            if r >= 0 { r = sd_bus_message_close_container(m) }
-            // No auxiliary units.
-            if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sa(sv))") }
-            if r >= 0 { r = sd_bus_message_close_container(m) }
-            return r
+            appendStartTransientUnit(m, name: name, pids: pids, description: description, slice: slice)
         }
         guard r >= 0 else {
             let why = error.message.map { String(cString: $0) } ?? "\(Errno(-r))"
@@ -131,6 +112,28 @@ public enum TransientScope {
             throw Failure(description: "\(name) failed to start (\(reached)): the job's result is \(result() ?? "")")
         }
         return reached
+    }
+
+    /// StartTransientUnit's arguments: the scope `name` holding `pids`, in `slice` (nil: the manager's default), mode
+    /// "fail", no auxiliary units.
+    static func appendStartTransientUnit(_ m: OpaquePointer, name: String, pids: [UInt32], description: String,
+                                         slice: String?) -> Int32 {
+        var r = BusMessage.append(m, "s", name)
+        if r >= 0 { r = BusMessage.append(m, "s", "fail") }
+        if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sv)") }
+        if r >= 0 {
+            r = BusMessage.pair(m, "r", "PIDs", "au") { m in
+                var r = sd_bus_message_open_container(m, BusMessage.type("a"), "u")
+                for var pid in pids where r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &pid) }
+                return r >= 0 ? sd_bus_message_close_container(m) : r
+            }
+        }
+        if r >= 0 { r = BusMessage.pair(m, "r", "Description", "s") { BusMessage.append($0, "s", description) } }
+        if r >= 0, let slice { r = BusMessage.pair(m, "r", "Slice", "s") { BusMessage.append($0, "s", slice) } }
+        if r >= 0 { r = sd_bus_message_close_container(m) }
+        if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sa(sv))") }
+        if r >= 0 { r = sd_bus_message_close_container(m) }
+        return r
     }
 
     private final class Jobs {
@@ -194,7 +197,7 @@ public enum TransientScope {
     }
 
     /// A direct connection to a manager's private socket, or nil with the failure appended to `failures`.
-    private static func openPrivate(_ path: String, failures: inout [String]) -> OpaquePointer? {
+    static func openPrivate(_ path: String, failures: inout [String]) -> OpaquePointer? {
         var bus: OpaquePointer?
         var r = sd_bus_new(&bus)
         if r >= 0 { r = sd_bus_set_address(bus, "unix:path=" + addressEscape(path)) }

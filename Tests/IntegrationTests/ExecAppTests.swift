@@ -207,8 +207,103 @@ final class ExecAppTests: IntegrationTestCase {
         try checkFoundAndHeld(result, app: "npt-geary", name: "Test Geary")
     }
 
+    /// The daemon keeps one connection to the user's manager for the scopes it has it make (a new one per scope cost
+    /// the manager an accept, an authentication and a teardown: BENCHMARKS.md figure 23), and reads it: the manager
+    /// sends every connection to its private socket every unit's changes, which must not pile up in the socket or in
+    /// the manager. A manager that drops the connection (here it re-executes itself, as after an upgrade) is
+    /// connected to again for the next app.
+    func testTheDaemonKeepsOneConnectionToTheUsersManagerReadsItAndConnectsAgain() throws {
+        try start()
+        let shell = try manager.makeCgroup("session.slice/npt-shell.service")
+        let script = Repository.path("Tests/IntegrationTests/Support/exec-app.py")
+        for name in ["first", "second"] {
+            let result = dir + "/results/" + name
+            try startIn(shell, [apps + "/bin/npt-geary", script, result, bed.peers["wwan0"]!.v4, EnforcementBed.port,
+                                socket])
+            let l = try lines(result) { self.states($0).contains("refused") }
+            XCTAssertTrue((l.first?["cgroup"] as? String ?? "").contains("/app.slice/app-netpermd-npt\\x2dgeary-"), "\(l)")
+        }
+        var kept: [UInt64: Int] = [:]
+        try waitUntil("one connection of the daemon's to the manager's private socket") {
+            kept = try self.connectionsToManager()
+            return (kept.count == 1, "\(kept)")
+        }
+        try churnUnits(from: shell)
+        try waitUntil("the daemon has read what the manager sent") {
+            let now = try self.connectionsToManager()
+            return (now.keys.sorted() == kept.keys.sorted() && now.values.allSatisfy { $0 == 0 }, "\(now) (before: \(kept))")
+        }
+        let r = try Subprocess.run(manager.asUser(["systemctl", "--user", "daemon-reexec"]))
+        XCTAssertEqual(r.status, 0, r.summary)
+        let third = dir + "/results/third"
+        try startIn(shell, [apps + "/bin/npt-geary", script, third, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket])
+        let l = try lines(third) { self.states($0).contains("refused") }
+        XCTAssertTrue((l.first?["cgroup"] as? String ?? "").contains("/app.slice/app-netpermd-npt\\x2dgeary-"), "\(l)")
+        try waitUntil("one new connection of the daemon's to the manager") {
+            let now = try self.connectionsToManager()
+            return (now.count == 1 && Set(now.keys).isDisjoint(with: kept.keys), "\(now) (before: \(kept))")
+        }
+    }
+
+    /// Some hundred signals of the manager to every connection to its private socket: units started and stopped
+    /// (scopes, made as the snap's below, from a cgroup of the manager's tree).
+    private func churnUnits(from cgroup: String) throws {
+        for i in 0..<20 {
+            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "sh", "-c",
+                                        #"echo $$ > "$0/cgroup.procs" && exec "$@""#, cgroup] + manager.asUser(
+                ["systemd-run", "--user", "--scope", "--quiet", "--unit=npt-churn-\(i).scope", "true"]))
+            XCTAssertEqual(r.status, 0, r.summary)
+        }
+    }
+
+    /// A user whose manager is gone (it exited; its tree is still there): the app's scope cannot be made, the daemon
+    /// says so and keeps running, and the app stays where it runs.
+    func testAnAppWhoseManagerIsGoneStaysWhereItRuns() throws {
+        try start()
+        let r = try Subprocess.run(manager.asUser(["systemctl", "--user", "exit"]))
+        XCTAssertEqual(r.status, 0, r.summary)
+        try waitUntil("the manager is gone") {
+            let s = try Subprocess.run(self.manager.asUser(["systemctl", "--user", "is-system-running"]))
+            return (s.status != 0 && !s.stdout.contains("stopping"), s.summary)
+        }
+        let shell = try manager.makeCgroup("session.slice/npt-shell.service")
+        let result = dir + "/results/geary"
+        try startIn(shell, [apps + "/bin/npt-geary", Repository.path("Tests/IntegrationTests/Support/exec-app.py"),
+                            result, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket, "--stay"])
+        try waitUntil("the daemon says the scope was not made") {
+            (self.daemon.log.contains("desktop apps: no scope for pid"), String(self.daemon.log.suffix(2000)))
+        }
+        XCTAssertNil(daemon.pollExit(), "the daemon runs on")
+        let l = try lines(result) { self.states($0).contains("refused") || self.states($0).contains("passed") }
+        XCTAssertTrue(shell.hasSuffix(l.first?["cgroup"] as? String ?? "-"), "stays where it runs: \(l)")
+    }
+
+    /// The sockets of process `pid` (the daemon's by default) connected to the manager's private socket, each with the
+    /// bytes waiting in it (ss: the manager's end of each connection names the socket's path and its peer's inode).
+    private func connectionsToManager(of pid: pid_t? = nil) throws -> [UInt64: Int] {
+        let pid = pid ?? daemon.pid
+        let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "ss", "-xan"])
+        guard r.status == 0 else { throw HarnessError(r.summary) }
+        let rows = r.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        let path = manager.runtime + "/systemd/private"
+        // u_str ESTAB RECV-Q SEND-Q LOCAL INODE PEER PEER-INODE
+        let peers = Set(rows.filter { $0.count >= 8 && $0[4] == path }.compactMap { UInt64($0[7]) })
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        let mine = Set(fds.compactMap { fd -> UInt64? in
+            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/" + fd),
+                  link.hasPrefix("socket:[") else { return nil }
+            return UInt64(link.dropFirst(8).dropLast())
+        })
+        var out: [UInt64: Int] = [:]
+        for row in rows where row.count >= 8 {
+            if let inode = UInt64(row[5]), peers.contains(inode), mine.contains(inode) { out[inode] = Int(row[2]) ?? -1 }
+        }
+        return out
+    }
+
     /// Under the shipped unit the daemon cannot reach a user's manager (docs/APPS.md): the user's own `netpermctl
-    /// scopes`, a unit of that manager as netpermd-scopes.service is, makes the scope when the daemon asks it.
+    /// scopes`, a unit of that manager as netpermd-scopes.service is, makes the scope when the daemon asks it, over a
+    /// connection to the manager it keeps and reads.
     func testTheUsersOwnNetpermctlScopesMakesTheScope() throws {
         try start()
         try startScopes()
@@ -223,6 +318,22 @@ final class ExecAppTests: IntegrationTestCase {
             return (metrics.contains("netpermd_process_exec_scopes_by_users_total 1\n")
                     && metrics.contains("netpermd_process_exec_scopes_total{outcome=\"made\"} 1\n"),
                     metrics.split(separator: "\n").filter { $0.hasPrefix("netpermd_process_") }.joined(separator: "\n"))
+        }
+        // It keeps its connection to the manager for the next scope, and reads what the manager sends meanwhile.
+        let main = try Subprocess.run(manager.asUser(["systemctl", "--user", "show", "--property=MainPID", "--value",
+                                                      "npt-scopes.service"]))
+        guard let pid = pid_t(main.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0 else {
+            return XCTFail(main.summary)
+        }
+        var kept: [UInt64: Int] = [:]
+        try waitUntil("one connection of netpermctl scopes' to the manager's private socket") {
+            kept = try self.connectionsToManager(of: pid)
+            return (kept.count == 1, "\(kept)")
+        }
+        try churnUnits(from: shell)
+        try waitUntil("netpermctl scopes has read what the manager sent") {
+            let now = try self.connectionsToManager(of: pid)
+            return (now.keys.sorted() == kept.keys.sorted() && now.values.allSatisfy { $0 == 0 }, "\(now) (before: \(kept))")
         }
     }
 
