@@ -86,23 +86,7 @@ public enum TransientScope {
         var error = sd_bus_error()
         defer { sd_bus_error_free(&error); _ = sd_bus_message_unref(reply) }
         r = call(bus, "StartTransientUnit", error: &error, reply: &reply) { m in
-            var r = BusMessage.append(m, "s", name)
-            if r >= 0 { r = BusMessage.append(m, "s", "fail") }
-            if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sv)") }
-            if r >= 0 {
-                r = BusMessage.pair(m, "r", "PIDs", "au") { m in
-                    var r = sd_bus_message_open_container(m, BusMessage.type("a"), "u")
-                    for var pid in pids where r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &pid) }
-                    return r >= 0 ? sd_bus_message_close_container(m) : r
-                }
-            }
-            if r >= 0 { r = BusMessage.pair(m, "r", "Description", "s") { BusMessage.append($0, "s", description) } }
-            if r >= 0, let slice { r = BusMessage.pair(m, "r", "Slice", "s") { BusMessage.append($0, "s", slice) } }
-            if r >= 0 { r = sd_bus_message_close_container(m) }
-            // No auxiliary units.
-            if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sa(sv))") }
-            if r >= 0 { r = sd_bus_message_close_container(m) }
-            return r
+            appendStart(m, name: name, pids: pids, description: description, slice: slice)
         }
         guard r >= 0 else {
             let why = error.message.map { String(cString: $0) } ?? "\(Errno(-r))"
@@ -131,6 +115,28 @@ public enum TransientScope {
             throw Failure(description: "\(name) failed to start (\(reached)): the job's result is \(result() ?? "")")
         }
         return reached
+    }
+
+    /// StartTransientUnit's arguments: the scope `name` of `pids`, with its description and slice.
+    private static func appendStart(_ m: OpaquePointer, name: String, pids: [UInt32], description: String,
+                                    slice: String?) -> Int32 {
+        var r = BusMessage.append(m, "s", name)
+        if r >= 0 { r = BusMessage.append(m, "s", "fail") }
+        if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sv)") }
+        if r >= 0 {
+            r = BusMessage.pair(m, "r", "PIDs", "au") { m in
+                var r = sd_bus_message_open_container(m, BusMessage.type("a"), "u")
+                for var pid in pids where r >= 0 { r = sd_bus_message_append_basic(m, BusMessage.type("u"), &pid) }
+                return r >= 0 ? sd_bus_message_close_container(m) : r
+            }
+        }
+        if r >= 0 { r = BusMessage.pair(m, "r", "Description", "s") { BusMessage.append($0, "s", description) } }
+        if r >= 0, let slice { r = BusMessage.pair(m, "r", "Slice", "s") { BusMessage.append($0, "s", slice) } }
+        if r >= 0 { r = sd_bus_message_close_container(m) }
+        // No auxiliary units.
+        if r >= 0 { r = sd_bus_message_open_container(m, BusMessage.type("a"), "(sa(sv))") }
+        if r >= 0 { r = sd_bus_message_close_container(m) }
+        return r
     }
 
     private final class Jobs {
