@@ -58,8 +58,18 @@ public final class ControlServer {
     }
 
     private let loop: EventLoop
-    private let listenFD: Int32
-    private var listenSource: IOSource?
+    /// The listening socket: paused (out of descriptors) until `retry` fires or a client leaves, for `pause`,
+    /// doubled at each failure in a row.
+    private struct Listening {
+        let fd: Int32
+        /// Its watch on the loop.
+        var source: IOSource?
+        var retry: TimerSource?
+        var paused = false
+        var pause: UInt64
+        var failures = 0
+    }
+    private var listening: Listening
     /// The clients' descriptors, served a batch per pass of the loop.
     /// Clients that have been answered once, served before anything else; and those that have not yet (a newcomer's
     /// first request reads its identity from /proc), a few at a time: a crowd connecting at once (1,500 in the abuse
@@ -74,16 +84,15 @@ public final class ControlServer {
     private var releaseTimer: TimerSource?
     /// Clients released from a hold, whose buffered requests wait for `serveReleased()`.
     private var released: [UInt64] = []
-    /// Accepting is paused (out of descriptors) until this timer fires or a client leaves.
-    private var acceptRetry: TimerSource?
-    private var acceptPaused = false
-    private var acceptPause: UInt64
-    private var failedAccepts = 0
-    private var acceptWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
-    private var refusalWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
-    /// Subscribers falling behind and disconnected: a crowd of them must not fill the journal.
-    private var behindWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
-    private var stallWarnings = RateLimitedLog(intervalMicroseconds: 10_000_000)
+    /// Failed accepts, refused connections, and subscribers falling behind and disconnected: a crowd of them must
+    /// not fill the journal.
+    private struct Warnings {
+        var accept = RateLimitedLog(intervalMicroseconds: 10_000_000)
+        var refusal = RateLimitedLog(intervalMicroseconds: 10_000_000)
+        var behind = RateLimitedLog(intervalMicroseconds: 10_000_000)
+        var stall = RateLimitedLog(intervalMicroseconds: 10_000_000)
+    }
+    private var warnings = Warnings()
 
     /// What all queues hold: the connections' own bytes (replies, event heads) and the event bodies alive.
     final class Tally {
@@ -104,16 +113,15 @@ public final class ControlServer {
 
     public init(loop: EventLoop, listenFD: Int32, limits: Limits = Limits(), delegate: ControlDelegate) throws(Errno) {
         self.loop = loop
-        self.listenFD = listenFD
+        listening = Listening(fd: listenFD, pause: limits.firstAcceptPause)
         self.limits = limits
         self.delegate = delegate
-        acceptPause = limits.firstAcceptPause
         clientGroup = try loop.makeIOGroup(servedFirst: true, batch: 256)
         newcomers = try loop.makeIOGroup(servedFirst: false, batch: Self.newcomerBatch)
         try FD.setNonBlocking(listenFD)
         // Ours has it from before listen(); one passed by the service manager may not (PassCredentials=).
         try? UnixSocket.passCredentials(listenFD)
-        listenSource = try loop.addIO(fd: listenFD, events: IOEvents.readable) { [unowned self] _ in
+        listening.source = try loop.addIO(fd: listenFD, events: IOEvents.readable) { [unowned self] _ in
             self.acceptSome()
         }
         // The loop makes the descriptor behind its timers at the first one (sd-event: a timerfd per clock, kept
@@ -123,10 +131,10 @@ public final class ControlServer {
 
     /// Stops accepting; existing clients are left to `closeAll`.
     public func stopListening() {
-        listenSource?.cancel()
-        listenSource = nil
-        acceptRetry?.cancel()
-        acceptRetry = nil
+        listening.source?.cancel()
+        listening.source = nil
+        listening.retry?.cancel()
+        listening.retry = nil
     }
 
     public func closeAll() {
@@ -190,7 +198,7 @@ public final class ControlServer {
         while accepted < limits.acceptBatch {
             let fd: Int32
             do {
-                guard let a = try UnixSocket.accept(listenFD) else { return }
+                guard let a = try UnixSocket.accept(listening.fd) else { return }
                 fd = a
             } catch where error.code == ECONNABORTED {
                 continue   // that client gave up while waiting; the next may not have
@@ -199,10 +207,10 @@ public final class ControlServer {
                 return
             }
             accepted += 1
-            if failedAccepts > 0 {
-                Log.notice("control socket: accepting again after \(failedAccepts) failed accept(s)")
-                failedAccepts = 0
-                acceptPause = limits.firstAcceptPause
+            if listening.failures > 0 {
+                Log.notice("control socket: accepting again after \(listening.failures) failed accept(s)")
+                listening.failures = 0
+                listening.pause = limits.firstAcceptPause
             }
             admit(fd)
         }
@@ -211,13 +219,13 @@ public final class ControlServer {
     func caughtUp(_ client: ClientConnection, dropped: Int) { delegate.caughtUp(client.id, dropped: dropped) }
 
     func fellBehind(fd: Int32, dropped: Int) {
-        behindWarnings.emit(4, "subscriber fd \(fd) fell more than \(limits.maxEventBytes) bytes behind (or all queues "
+        warnings.behind.emit(4, "subscriber fd \(fd) fell more than \(limits.maxEventBytes) bytes behind (or all queues "
             + "hold \(queuedTotal >> 20) MiB): dropped \(dropped) events; it gets the whole state again once it has "
             + "caught up")
     }
 
     func stalled(fd: Int32) {
-        stallWarnings.emit(4, "subscriber fd \(fd) has not caught up \(limits.maxLagMicroseconds / 1_000_000) s after "
+        warnings.stall.emit(4, "subscriber fd \(fd) has not caught up \(limits.maxLagMicroseconds / 1_000_000) s after "
             + "falling behind: disconnecting it")
     }
 
@@ -228,30 +236,30 @@ public final class ControlServer {
     /// Out of descriptors (EMFILE, ENFILE) or memory: the listening socket stays readable, and watching it would
     /// spin the loop on the same failure. Stop watching it for a while, and say so at a limited rate.
     private func acceptFailed(_ error: Errno) {
-        failedAccepts += 1
-        acceptWarnings.emit(4, "control socket: accept failed: \(error); pausing for \(acceptPause / 1000) ms "
+        listening.failures += 1
+        warnings.accept.emit(4, "control socket: accept failed: \(error); pausing for \(listening.pause / 1000) ms "
             + "or until a client leaves (\(clients.count) connections open)")
-        acceptPaused = true
-        listenSource?.setEvents(0)
-        acceptRetry?.cancel()
+        listening.paused = true
+        listening.source?.setEvents(0)
+        listening.retry?.cancel()
         do {
-            acceptRetry = try loop.addTimer(afterMicroseconds: acceptPause) { [unowned self] in
-                self.acceptRetry = nil
+            listening.retry = try loop.addTimer(afterMicroseconds: listening.pause) { [unowned self] in
+                self.listening.retry = nil
                 self.resumeAccepting()
             }
         } catch {
             // Then only a client leaving resumes accepting: retrying at once would spin.
             Log.warning("control socket: cannot arm the retry timer: \(error)")
         }
-        acceptPause = min(acceptPause * 2, limits.maxAcceptPause)
+        listening.pause = min(listening.pause * 2, limits.maxAcceptPause)
     }
 
     private func resumeAccepting() {
-        guard acceptPaused else { return }
-        acceptPaused = false
-        acceptRetry?.cancel()
-        acceptRetry = nil
-        listenSource?.setEvents(IOEvents.readable)
+        guard listening.paused else { return }
+        listening.paused = false
+        listening.retry?.cancel()
+        listening.retry = nil
+        listening.source?.setEvents(IOEvents.readable)
     }
 
     /// Serves the connection, or refuses it past a limit.
@@ -288,7 +296,7 @@ public final class ControlServer {
 
     /// One line saying why, then the end of the stream.
     private func refuse(_ fd: Int32, _ refusal: Refusal, uid: UInt32) {
-        refusalWarnings.emit(4, "control socket: refused a connection of uid \(uid) (too-many-connections): " + {
+        warnings.refusal.emit(4, "control socket: refused a connection of uid \(uid) (too-many-connections): " + {
             switch refusal {
             case let .total(limit): return "\(limit) connections are open, the most allowed"
             case let .perUID(_, limit): return "it has \(limit) open, the most one uid may have"

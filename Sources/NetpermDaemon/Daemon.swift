@@ -89,21 +89,7 @@ public final class Daemon {
     /// The parts after the policy and the socket's path: netlink, the system bus, the files, the server, signals.
     private func startParts(_ options: Options, interpreter: Interpreter, listenFD: Int32) throws(StartFailure) {
         let loop = self.loop
-        let watcher = try Self.must("cannot watch netlink") {
-            try NetlinkWatcher(loop: loop, receiveBuffer: options.netlinkReceiveBuffer)
-        }
-        watcher.onChange = { interpreter.kernelChanged($0) }
-        interpreter.steeringMarks = { watcher.marks = $0 }
-        interpreter.lookUpRoute = { q in
-            Result { () throws(NetlinkError) in try watcher.egress(toward: q) }
-                .mapError { EdgeError(.lookUpRoute, errno: $0.errno, "\($0)") }
-        }
-        // Wi-Fi networks, where the kernel has nl80211: one info line where it does not.
-        let wifi = WifiWatcher.start(loop: loop)
-        if let wifi {
-            interpreter.wifiChanged(wifi.networks)
-            wifi.onChange = { interpreter.wifiChanged($0) }
-        }
+        let (watcher, wifi) = try watchKernel(options, interpreter: interpreter)
         // What NetworkManager and ModemManager say (metered, roaming), where they run: read over the system bus,
         // never waited for.
         let systemBus = SystemBus(loop: loop)
@@ -153,6 +139,37 @@ public final class Daemon {
             parts.append(exec)
         }
 
+        let (server, reloader) = try serve(options, interpreter: interpreter, listenFD: listenFD)
+        parts += [interpreter, watcher, server, reloader, cgroups, desktopFiles, systemBus, face, networkManager, modemManager]
+        if let wifi { parts.append(wifi) }
+    }
+
+    /// The kernel's links, routes and Wi-Fi networks, followed for the interpreter.
+    private func watchKernel(_ options: Options, interpreter: Interpreter) throws(StartFailure)
+        -> (NetlinkWatcher, WifiWatcher?) {
+        let loop = self.loop
+        let watcher = try Self.must("cannot watch netlink") {
+            try NetlinkWatcher(loop: loop, receiveBuffer: options.netlinkReceiveBuffer)
+        }
+        watcher.onChange = { interpreter.kernelChanged($0) }
+        interpreter.steeringMarks = { watcher.marks = $0 }
+        interpreter.lookUpRoute = { q in
+            Result { () throws(NetlinkError) in try watcher.egress(toward: q) }
+                .mapError { EdgeError(.lookUpRoute, errno: $0.errno, "\($0)") }
+        }
+        // Wi-Fi networks, where the kernel has nl80211: one info line where it does not.
+        let wifi = WifiWatcher.start(loop: loop)
+        if let wifi {
+            interpreter.wifiChanged(wifi.networks)
+            wifi.onChange = { interpreter.wifiChanged($0) }
+        }
+        return (watcher, wifi)
+    }
+
+    /// The control socket served, the policy file watched, and the signals handled.
+    private func serve(_ options: Options, interpreter: Interpreter, listenFD: Int32) throws(StartFailure)
+        -> (ControlServer, PolicyReloader) {
+        let loop = self.loop
         let server = try Self.must("cannot serve the control socket") {
             try ControlServer(loop: loop, listenFD: listenFD, limits: Self.limits(options), delegate: interpreter)
         }
@@ -173,8 +190,7 @@ public final class Daemon {
                 reloader.reloadNow()
             }
         }
-        parts += [interpreter, watcher, server, reloader, cgroups, desktopFiles, systemBus, face, networkManager, modemManager]
-        if let wifi { parts.append(wifi) }
+        return (server, reloader)
     }
 
     /// The watcher of the kernel's exec events, or nil (said once) where the kernel refuses them: without

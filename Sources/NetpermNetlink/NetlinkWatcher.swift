@@ -24,15 +24,19 @@ public final class NetlinkWatcher {
     private var datagrams = EventDatagrams()
 
     private var tables = KernelTables()
-    /// Read links and addresses again by a dump: at start, after lost messages.
-    private var needDump = true
-    /// Messages were lost: the next picture counts as a resync (`KernelSnapshot.resyncs`).
-    private var lostMessages = false
-    /// Links or addresses changed since the last picture.
-    private var tablesChanged = false
-    /// Ask the kernel again where traffic goes.
-    private var routesChanged = true
-    private var dirty: Bool { needDump || tablesChanged || routesChanged }
+    /// What the last picture no longer says.
+    private struct Stale {
+        /// Read links and addresses again by a dump: at start, after lost messages.
+        var dump = true
+        /// Messages were lost: the next picture counts as a resync (`KernelSnapshot.resyncs`).
+        var lost = false
+        /// Links or addresses changed since the last picture.
+        var tables = false
+        /// Ask the kernel again where traffic goes.
+        var routes = true
+        var any: Bool { dump || tables || routes }
+    }
+    private var stale = Stale()
     private var last = KernelSnapshot()
     /// Receive-buffer overruns (ENOBUFS): messages were lost, so everything is read again.
     public private(set) var overruns = 0
@@ -42,7 +46,7 @@ public final class NetlinkWatcher {
     /// Mode=steer's marks in use: where a socket with each goes is asked too (`KernelSnapshot.markedEgress`). A new
     /// set is asked about at the next picture, which the rules and tables being changed bring about anyway.
     public var marks: [UInt32] = [] {
-        didSet { if marks != oldValue { routesChanged = true } }
+        didSet { if marks != oldValue { stale.routes = true } }
     }
 
     /// Storms. The picture goes out as soon as its messages are read, up to `burst` times in a row faster than
@@ -102,8 +106,8 @@ public final class NetlinkWatcher {
     /// away deletes, without a message, every IPv4 multipath route with a nexthop through it, and an address going
     /// away the routes by its subnet.
     private func received(_ h: UnsafeMutablePointer<nlmsghdr>) {
-        if tables.apply(h) { tablesChanged = true }
-        routesChanged = true
+        if tables.apply(h) { stale.tables = true }
+        stale.routes = true
     }
 
     /// Reads every datagram queued, without blocking.
@@ -118,8 +122,8 @@ public final class NetlinkWatcher {
                 case let .cut(n):
                     Log.warning("netlink: an event of \(n) bytes was cut; reading everything again")
                 }
-                needDump = true
-                lostMessages = true
+                stale.dump = true
+                stale.lost = true
             }) { b in
                 for m in NetlinkMessages(UnsafeRawBufferPointer(b)) {
                     received(UnsafeMutableRawPointer(mutating: m.start).assumingMemoryBound(to: nlmsghdr.self))
@@ -132,7 +136,7 @@ public final class NetlinkWatcher {
 
     private func dataReady() {
         readEvents()
-        guard dirty else { return }
+        guard stale.any else { return }
         refill()
         if tokens >= 1 {
             // Due (also when a storm's next message comes after its interval, ahead of the timer).
@@ -166,20 +170,20 @@ public final class NetlinkWatcher {
     }
 
     private func deliver() {
-        guard dirty else { return }
+        guard stale.any else { return }
         onChange?(snapshot())
     }
 
     /// The kernel's picture now; only what changed since the last one is read again.
     public func snapshot() -> KernelSnapshot {
-        if needDump { dumpAll() }
-        if tablesChanged {
+        if stale.dump { dumpAll() }
+        if stale.tables {
             last.links = tables.links.values.sorted { $0.index < $1.index }
             last.addresses = Array(tables.addresses.values)
         }
         routes()
-        tablesChanged = false
-        routesChanged = false
+        stale.tables = false
+        stale.routes = false
         return last
     }
 
@@ -211,13 +215,13 @@ public final class NetlinkWatcher {
                 continue
             }
             tables = fresh
-            needDump = false
-            if lostMessages {
-                lostMessages = false
+            stale.dump = false
+            if stale.lost {
+                stale.lost = false
                 last.resyncs += 1
             }
-            tablesChanged = true
-            routesChanged = true
+            stale.tables = true
+            stale.routes = true
             return
         }
     }

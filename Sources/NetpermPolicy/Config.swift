@@ -309,30 +309,10 @@ public struct Config: Equatable, Sendable {
         }
 
         mutating func applyApp(_ s: IniSection) {
-            var id: String?
-            if let arg = s.argument {
-                if AppPolicy.isValidID(arg) {
-                    id = arg
-                } else {
-                    fail(s, s.line, "invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'")
-                }
-            } else {
-                fail(s, s.line, "needs a name, e.g. [App firefox]")
-            }
-            if let id {
-                if let first = appsInThisFile[id] {
-                    fail(s, s.line, "duplicate app (already defined at line \(first) of this file)")
-                } else {
-                    appsInThisFile[id] = s.line
-                }
-            }
+            let id = appID(s)
             // A section without a usable name is still read, so that one run reports all its mistakes; it is
             // then dropped.
             var app = id.flatMap { config.app(named: $0) } ?? AppPolicy(id: id ?? "", path: s.path, line: s.line)
-            func badWord(_ line: Int, _ message: @autoclosure () -> String) {
-                fail(s, line, message())
-                if let id { badIdentity.insert(id) }
-            }
             // Identity lists set in a later file replace the earlier ones; within a section they accumulate.
             var replaced: Set<String> = []
             for e in s.entries {
@@ -350,57 +330,88 @@ public struct Config: Equatable, Sendable {
                     }
                     continue
                 }
-                if e.key == "DesktopId" {
-                    if replaced.insert(e.key).inserted || e.value.isEmpty { app.desktopIDs = [] }
-                    for w in e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init) {
-                        // As a .desktop file's name is given, or as GApplication names itself.
-                        let id = w.hasSuffix(".desktop") ? String(w.dropLast(8)) : w
-                        guard DesktopAppID.isFileID(id) else {
-                            badWord(e.line, "DesktopId= takes desktop-file IDs such as org.gnome.Maps or firefox-esr "
-                                + "(a letter, then letters, digits, '.', '-' and '_'), got \(ConfigError.quote(w))")
-                            continue
-                        }
-                        if !app.desktopIDs.contains(id) { app.desktopIDs.append(id) }
-                    }
-                    continue
-                }
-                guard e.key == "Executable" || e.key == "Unit" || e.key == "UserUnit" || e.key == "User" else {
+                guard ["DesktopId", "Executable", "Unit", "UserUnit", "User"].contains(e.key) else {
                     unknownKey(s, e, .app)
                     continue
                 }
-                let words = e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-                switch e.key {
-                case "Executable":
-                    if replaced.insert(e.key).inserted || words.isEmpty { app.executables = [] }
-                    for w in words {
-                        guard w.hasPrefix("/") else {
-                            badWord(e.line, "Executable= must be an absolute path or glob, got \(ConfigError.quote(w))")
-                            continue
-                        }
-                        do { app.executables.append(try Glob(w)) } catch { badWord(e.line, error.message) }
+                let first = replaced.insert(e.key).inserted
+                applyIdentity(s, e, to: &app, id: id, replacing: first)
+            }
+            if id != nil { config.put(app) }
+        }
+
+        /// The section's app name, checked: nil when it has none, or none usable.
+        mutating func appID(_ s: IniSection) -> String? {
+            guard let arg = s.argument else {
+                fail(s, s.line, "needs a name, e.g. [App firefox]")
+                return nil
+            }
+            guard AppPolicy.isValidID(arg) else {
+                fail(s, s.line, "invalid app name: it must start with a letter, then letters, digits, '.', '-' or '_'")
+                return nil
+            }
+            if let first = appsInThisFile[arg] {
+                fail(s, s.line, "duplicate app (already defined at line \(first) of this file)")
+            } else {
+                appsInThisFile[arg] = s.line
+            }
+            return arg
+        }
+
+        /// A word of an identity list that is no good: said, and the app `id` marked as having a bad identity.
+        mutating func badWord(_ s: IniSection, _ line: Int, app id: String?, _ message: String) {
+            fail(s, line, message)
+            if let id { badIdentity.insert(id) }
+        }
+
+        /// One of the app's identity lists (DesktopId=, Executable=, Unit=, UserUnit=, User=) into `app`; `replacing`:
+        /// its first in this section, which replaces what an earlier file said (as does an empty one).
+        mutating func applyIdentity(_ s: IniSection, _ e: IniEntry, to app: inout AppPolicy, id: String?,
+                                    replacing: Bool) {
+            let words = e.value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            let reset = replacing || words.isEmpty
+            switch e.key {
+            case "DesktopId":
+                if replacing || e.value.isEmpty { app.desktopIDs = [] }
+                for w in words {
+                    // As a .desktop file's name is given, or as GApplication names itself.
+                    let desktopID = w.hasSuffix(".desktop") ? String(w.dropLast(8)) : w
+                    guard DesktopAppID.isFileID(desktopID) else {
+                        badWord(s, e.line, app: id, "DesktopId= takes desktop-file IDs such as org.gnome.Maps or "
+                            + "firefox-esr (a letter, then letters, digits, '.', '-' and '_'), got \(ConfigError.quote(w))")
+                        continue
                     }
-                case "Unit":
-                    if replaced.insert(e.key).inserted || words.isEmpty { app.units = [] }
-                    for w in words {
-                        do { app.units.append(try Glob(w)) } catch { badWord(e.line, error.message) }
+                    if !app.desktopIDs.contains(desktopID) { app.desktopIDs.append(desktopID) }
+                }
+            case "Executable":
+                if reset { app.executables = [] }
+                for w in words {
+                    guard w.hasPrefix("/") else {
+                        badWord(s, e.line, app: id, "Executable= must be an absolute path or glob, got \(ConfigError.quote(w))")
+                        continue
                     }
-                case "UserUnit":
-                    if replaced.insert(e.key).inserted || words.isEmpty { app.userUnits = [] }
-                    for w in words {
-                        do { app.userUnits.append(try Glob(w)) } catch { badWord(e.line, error.message) }
-                    }
-                default: // User
-                    if replaced.insert(e.key).inserted || words.isEmpty { app.uids = [] }
-                    for w in words {
-                        if let uid = UInt32(w) ?? accounts.uid(forUser: w) {
-                            app.uids.append(uid)
-                        } else {
-                            badWord(e.line, "unknown user \(ConfigError.quote(w)) in User=")
-                        }
+                    do { app.executables.append(try Glob(w)) } catch { badWord(s, e.line, app: id, error.message) }
+                }
+            case "Unit":
+                if reset { app.units = [] }
+                for w in words {
+                    do { app.units.append(try Glob(w)) } catch { badWord(s, e.line, app: id, error.message) }
+                }
+            case "UserUnit":
+                if reset { app.userUnits = [] }
+                for w in words {
+                    do { app.userUnits.append(try Glob(w)) } catch { badWord(s, e.line, app: id, error.message) }
+                }
+            default: // User
+                if reset { app.uids = [] }
+                for w in words {
+                    if let uid = UInt32(w) ?? accounts.uid(forUser: w) {
+                        app.uids.append(uid)
+                    } else {
+                        badWord(s, e.line, app: id, "unknown user \(ConfigError.quote(w)) in User=")
                     }
                 }
             }
-            if id != nil { config.put(app) }
         }
 
         mutating func applyEnforcement(_ s: IniSection) {

@@ -111,54 +111,10 @@ extension Request {
             default: throw usage()
             }
         case .subscribe: self = .subscribe(try Topic.set(from: words).get())
-        case .reach:
-            guard let text = words.first, words.count <= 2 else { throw usage() }
-            guard let address = IPAddress(text) else {
-                throw ProtocolError(.badArguments, "\(SafeText.quote(text)) is not an IP address "
-                    + "(e.g. 192.0.2.1 or 2001:db8::1, without a port or zone)")
-            }
-            var timeout: UInt64?
-            if words.count == 2 { timeout = try Seconds.timeOut(words[1]) }
-            self = .reach(address, text: text, timeout: timeout)
-        case .wait:
-            var args = words
-            var timeout: UInt64?
-            if let last = args.last, let first = last.unicodeScalars.first, !AppName.isLetter(first) {
-                timeout = try Seconds.timeOut(last)
-                args.removeLast()
-            }
-            guard args.count <= 1 else { throw usage() }
-            // `WAIT 1 2`: two numbers, not an app and a time-out.
-            if let name = args.first, let c = name.unicodeScalars.first, !AppName.isLetter(c) {
-                throw ProtocolError(.badArguments, "\(SafeText.quote(name)) is not an app id (they start with a letter); "
-                    + "usage: \(verb.usage)")
-            }
-            self = .wait(app: args.first, timeout: timeout)
-        case .answer:
-            var args = words
-            let everyone = args.last == "--everyone"
-            if everyone { args.removeLast() }
-            if args.count == 2, !everyone, let id = Int(args[0]), args[1].lowercased() == "dismiss" {
-                self = .answer(prompt: id, .dismiss)
-                return
-            }
-            guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
-                throw usage()
-            }
-            self = .answer(prompt: id, .choice(choice, everyone: everyone))
-        case .decide:
-            var args = words
-            let once = args.last == "--once"
-            if once { args.removeLast() }
-            guard args.count == 3 else { throw usage() }
-            guard AppName.isValid(args[0]) else {
-                throw ProtocolError(.badArguments, "invalid app id \(SafeText.quote(args[0]))")
-            }
-            let kind = try PolicyDimension.named(args[1])
-            guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
-                throw ProtocolError(.badArguments, "bad decision \(SafeText.quote(args[2])) (expected allow or deny)")
-            }
-            self = .decide(app: args[0], kind: kind, p, once: once)
+        case .reach: self = try Self.parseReach(words)
+        case .wait: self = try Self.parseWait(words)
+        case .answer: self = try Self.parseAnswer(words)
+        case .decide: self = try Self.parseDecide(words)
         case .owns:
             guard words.count == 2, let pid = Int32(words[1]), pid > 0, !words[0].isEmpty, words[0].utf8.count <= 255
             else { throw usage() }
@@ -176,6 +132,67 @@ extension Request {
             if words.count == 2 { kind = try PolicyDimension.named(words[1]) }
             self = .forget(app: app, kind: kind)
         }
+    }
+
+    private static func usageError(_ verb: Verb) -> ProtocolError { ProtocolError(.badArguments, "usage: \(verb.usage)") }
+
+    /// REACH ADDRESS [SECONDS]
+    private static func parseReach(_ words: [String]) throws(ProtocolError) -> Request {
+        guard let text = words.first, words.count <= 2 else { throw Self.usageError(.reach) }
+        guard let address = IPAddress(text) else {
+            throw ProtocolError(.badArguments, "\(SafeText.quote(text)) is not an IP address "
+                + "(e.g. 192.0.2.1 or 2001:db8::1, without a port or zone)")
+        }
+        var timeout: UInt64?
+        if words.count == 2 { timeout = try Seconds.timeOut(words[1]) }
+        return .reach(address, text: text, timeout: timeout)
+    }
+
+    /// WAIT [APP] [SECONDS]: a last word that does not start with a letter is the time-out.
+    private static func parseWait(_ words: [String]) throws(ProtocolError) -> Request {
+        var args = words
+        var timeout: UInt64?
+        if let last = args.last, let first = last.unicodeScalars.first, !AppName.isLetter(first) {
+            timeout = try Seconds.timeOut(last)
+            args.removeLast()
+        }
+        guard args.count <= 1 else { throw Self.usageError(.wait) }
+        // `WAIT 1 2`: two numbers, not an app and a time-out.
+        if let name = args.first, let c = name.unicodeScalars.first, !AppName.isLetter(c) {
+            throw ProtocolError(.badArguments, "\(SafeText.quote(name)) is not an app id (they start with a letter); "
+                + "usage: \(Verb.wait.usage)")
+        }
+        return .wait(app: args.first, timeout: timeout)
+    }
+
+    /// ANSWER ID CHOICE [--everyone], or ANSWER ID dismiss.
+    private static func parseAnswer(_ words: [String]) throws(ProtocolError) -> Request {
+        var args = words
+        let everyone = args.last == "--everyone"
+        if everyone { args.removeLast() }
+        if args.count == 2, !everyone, let id = Int(args[0]), args[1].lowercased() == "dismiss" {
+            return .answer(prompt: id, .dismiss)
+        }
+        guard args.count == 2, let id = Int(args[0]), let choice = PromptChoice(rawValue: args[1].lowercased()) else {
+            throw Self.usageError(.answer)
+        }
+        return .answer(prompt: id, .choice(choice, everyone: everyone))
+    }
+
+    /// DECIDE APP KIND allow|deny [--once]
+    private static func parseDecide(_ words: [String]) throws(ProtocolError) -> Request {
+        var args = words
+        let once = args.last == "--once"
+        if once { args.removeLast() }
+        guard args.count == 3 else { throw Self.usageError(.decide) }
+        guard AppName.isValid(args[0]) else {
+            throw ProtocolError(.badArguments, "invalid app id \(SafeText.quote(args[0]))")
+        }
+        let kind = try PolicyDimension.named(args[1])
+        guard let p = Permission(rawValue: args[2].lowercased()), p != .ask else {
+            throw ProtocolError(.badArguments, "bad decision \(SafeText.quote(args[2])) (expected allow or deny)")
+        }
+        return .decide(app: args[0], kind: kind, p, once: once)
     }
 }
 

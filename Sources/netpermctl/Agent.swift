@@ -37,8 +37,35 @@ enum Agent {
         terminal.oneKeyAtATime()
         Screen.out("netpermctl agent: waiting for prompts; answers are for \(session.answersFor) "
             + "(one key each; Ctrl-D or Ctrl-C to stop)\n")
+        let asker = Asker(session: session, terminal: terminal)
+        while true {
+            if session.hasChanges { asker.take(session.changes(reading: false)) }
+            asker.askNext()
+            var fds = [pollfd(fd: session.conn.fd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)]
+            do { _ = try sys { poll(&fds, nfds_t(fds.count), -1) } } catch { die("poll: \(error)", .failed) }
+            // Keys first: one pressed before the agent heard that its prompt closed is sent, and refused.
+            if fds[1].revents != 0 {
+                let bytes = terminal.read()
+                // An agent that can no longer answer leaves, so the daemon stops holding prompts for it.
+                if bytes.isEmpty { asker.endOfInput() }
+                for b in bytes { asker.key(b) }
+            }
+            if fds[0].revents != 0 { asker.take(session.changes(reading: true)) }
+        }
+    }
+
+    /// The prompts waiting and the one asked, changed by the daemon's changes and the keys pressed.
+    private final class Asker {
+        let session: AgentSession
+        let terminal: Terminal
         var queue: [JSON] = []
         var current: (prompt: JSON, rows: Int)?
+
+        init(session: AgentSession, terminal: Terminal) {
+            self.session = session
+            self.terminal = terminal
+        }
 
         /// The question goes (on a terminal it is erased; a pipe's reader gets a line break), then `message`.
         func clear(_ message: String) {
@@ -87,16 +114,10 @@ enum Agent {
                 return
             }
             let options = PromptText.options(c.prompt.forTerminal, privileged: session.privileged)
-            guard let (_, name) = keys.first(where: { k in
+            guard let (_, name) = Agent.keys.first(where: { k in
                 k.key == b | 0x20 && (k.option.map { n in options.contains { $0.key == n } } ?? true)
             }) else {
-                // The keys' line again, saying so; the question stays.
-                Output.out(terminal.isTTY ? "\r\u{1B}[J" : "\n")
-                let offered = keys.filter { k in k.option.map { n in options.contains { $0.key == n } } ?? true }
-                    .map { String(Character(Unicode.Scalar($0.key))) }
-                Screen.out("press " + offered.dropLast().joined(separator: ", ") + " or " + (offered.last ?? "s") + "."
-                    + question(c.prompt, privileged: session.privileged).1.dropFirst())
-                return
+                return unknownKey(c.prompt, options)
             }
             let id = c.prompt["id"]?.intValue ?? 0
             guard let name, let option = options.first(where: { $0.key == name }) else {
@@ -112,25 +133,22 @@ enum Agent {
             }
         }
 
-        while true {
-            if session.hasChanges { take(session.changes(reading: false)) }
-            if current == nil, !queue.isEmpty {
-                let p = queue.removeFirst()
-                let (first, second) = question(p, privileged: session.privileged)
-                current = (p, terminal.rows(first) + terminal.rows(second))
-                Screen.out(first + "\n" + second)
-            }
-            var fds = [pollfd(fd: session.conn.fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)]
-            do { _ = try sys { poll(&fds, nfds_t(fds.count), -1) } } catch { die("poll: \(error)", .failed) }
-            // Keys first: one pressed before the agent heard that its prompt closed is sent, and refused.
-            if fds[1].revents != 0 {
-                let bytes = terminal.read()
-                // An agent that can no longer answer leaves, so the daemon stops holding prompts for it.
-                if bytes.isEmpty { endOfInput() }
-                for b in bytes { key(b) }
-            }
-            if fds[0].revents != 0 { take(session.changes(reading: true)) }
+        /// A key that is no option: the keys' line again, saying so; the question stays.
+        func unknownKey(_ prompt: JSON, _ options: [PromptText.Option]) {
+            Output.out(terminal.isTTY ? "\r\u{1B}[J" : "\n")
+            let offered = Agent.keys.filter { k in k.option.map { n in options.contains { $0.key == n } } ?? true }
+                .map { String(Character(Unicode.Scalar($0.key))) }
+            Screen.out("press " + offered.dropLast().joined(separator: ", ") + " or " + (offered.last ?? "s") + "."
+                + Agent.question(prompt, privileged: session.privileged).1.dropFirst())
+        }
+
+        /// The next prompt in line is asked once no question is on the screen.
+        func askNext() {
+            guard current == nil, !queue.isEmpty else { return }
+            let p = queue.removeFirst()
+            let (first, second) = Agent.question(p, privileged: session.privileged)
+            current = (p, terminal.rows(first) + terminal.rows(second))
+            Screen.out(first + "\n" + second)
         }
     }
 }

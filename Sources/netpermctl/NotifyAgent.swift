@@ -75,6 +75,39 @@ enum NotifyAgent {
         let session = AgentSession(socketPath: socketPath)
         Screen.out("netpermctl agent --notify: prompts go to \(server) on \(notes.address); answers are for "
             + "\(session.answersFor) (Ctrl-C to stop)\n")
+        let board = Board(notes: notes, server: server, session: session, leftovers: leftovers)
+        beforeExit = { board.closeAll() }
+        let stop: Int32
+        do { stop = try Signals.descriptor([SIGTERM, SIGINT, SIGHUP]) } catch { die("signalfd: \(error)", .failed) }
+
+        while true {
+            if session.hasChanges { board.take(session.changes(reading: false)) }
+            // Signals and replies read during a call are queued by sd-bus, not left on the socket: taken before each poll.
+            do { for s in try notes.process() { board.signal(s) } } catch { die("agent --notify: \(error)", .noNotifications) }
+            if session.hasChanges { continue }
+            board.settle()
+            var fds = [pollfd(fd: session.conn.fd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: notes.fd, events: notes.events, revents: 0),
+                       pollfd(fd: stop, events: Int16(POLLIN), revents: 0)]
+            // Bounded by the calls' time-outs: a reply that never comes is still answered, by sd-bus, on time.
+            do { _ = try sys { poll(&fds, nfds_t(fds.count), notes.pollTimeout) } } catch { die("poll: \(error)", .failed) }
+            if fds[2].revents != 0 {
+                Screen.out("stopping: the notifications of open prompts are closed (the prompts stay open)\n")
+                beforeExit?()
+                exit(.ok)
+            }
+            if fds[0].revents != 0 { board.take(session.changes(reading: true)) }
+        }
+    }
+
+
+    /// What the agent shows and what is open in the daemon, changed by the daemon's changes and the server's
+    /// signals (one object, so that each of its steps is a method of its own).
+    private final class Board {
+        let notes: DesktopNotifications
+        let server: String
+        let session: AgentSession
+        let leftovers: Leftovers
         // The prompts open in the daemon, and their ids in the order they came (ids are no order: they are keyed).
         var open: [Int: JSON] = [:]
         var arrival: [Int] = []
@@ -86,9 +119,23 @@ enum NotifyAgent {
         var setAside: Set<Int> = []
         var shown = Shown()
         var summary = Summary()
-
         // What the leftovers' file says, written only when it changes.
         var recorded: [UInt32] = []
+
+        init(notes: DesktopNotifications, server: String, session: AgentSession, leftovers: Leftovers) {
+            self.notes = notes
+            self.server = server
+            self.session = session
+            self.leftovers = leftovers
+        }
+
+        /// Whatever way the agent goes, its notifications go first: a button left behind would answer nothing.
+        func closeAll() {
+            for n in shown.prompts.keys.sorted() + (summary.id.map { [$0] } ?? []) { try? notes.closeLater(n) }
+            notes.finish(within: 2)
+            leftovers.record([], owner: notes.owner)
+        }
+
         func record() {
             let ids = (Array(shown.prompts.keys) + (summary.id.map { [$0] } ?? [])).sorted()
             guard ids != recorded else { return }
@@ -99,15 +146,6 @@ enum NotifyAgent {
         func closeLater(_ n: UInt32) {
             do { try notes.closeLater(n) } catch { Screen.err("netpermctl: cannot close notification \(n): \(error)\n") }
         }
-
-        // Whatever way the agent goes, its notifications go first: a button left behind would answer nothing.
-        beforeExit = {
-            for n in shown.prompts.keys.sorted() + (summary.id.map { [$0] } ?? []) { try? notes.closeLater(n) }
-            notes.finish(within: 2)
-            leftovers.record([], owner: notes.owner)
-        }
-        let stop: Int32
-        do { stop = try Signals.descriptor([SIGTERM, SIGINT, SIGHUP]) } catch { die("signalfd: \(error)", .failed) }
 
         func show(_ id: Int) {
             guard let p = open[id] else { return }
@@ -277,106 +315,99 @@ enum NotifyAgent {
                 }
                 Screen.out("the notification of the waiting prompts: opening the settings app\n")
                 SettingsApp.open()
-            case let .actionInvoked(n, key):
-                guard let p = shown.prompt(of: n), let id = p["id"]?.intValue else { return }
-                if key == SettingsApp.key {
-                    Screen.out("notification \(n) for prompt \(id): opening the settings app\n")
-                    SettingsApp.open()
-                    return
-                }
-                let options = PromptText.options(p.forTerminal, privileged: session.privileged)
-                guard let option = options.first(where: { $0.key == key }) else {
-                    // A server that sends "default" for a click on the body anyway: nothing is granted.
-                    Screen.out("notification \(n) for prompt \(id): \(key == "default" ? "a click on it" : "action \(key)") "
-                        + "answers nothing; its buttons do\n")
-                    return
-                }
-                let label = option.label
-                // Answered (or refused: closed already): not shown again, nor waiting, while the daemon's word of it
-                // is on its way.
-                forget(id)
-                switch session.answer(id, option.choice, everyone: option.everyone) {
-                case let .done(reply): Screen.out(PromptText.answered(reply.forTerminal, label: label) + "\n")
-                case let .refused(_, message):
-                    Screen.out("prompt \(id): \(label) refused: \(message)\n")
-                    // Said where it was asked: a notification that just went away would read as done.
-                    let t = p.forTerminal
-                    // Without waiting either: its answer (no prompt of ours) is dropped as it comes.
-                    _ = try? notes.notifyLater(appName: "netpermd", icon: "dialog-warning",
-                                          summary: "“\(label)” was not stored for \(t["app"]?.stringValue ?? "?")",
-                                          body: markup(message), actions: [], urgency: 1, resident: false)
-                }
-                takeDown(id, "answered here")
+            case let .actionInvoked(n, key): answer(n, key)
             case let .closed(n, reason) where n == summary.id:
                 guard reason != 3 else { return }
                 summary.id = nil
                 summary.text = nil
                 summary.hidden = true
                 Screen.out("the notification of the waiting prompts was closed: it comes back when they have all been asked\n")
-            case let .closed(n, reason):
-                // Closed by the person (reason 2): not now. The prompt is dismissed with it (stores nothing; the app's
-                // blocked traffic asks again after a quiet minute, its asking at once), so no question stays open that
-                // nobody sees. Closed by the server otherwise (expired, 1; undefined, 4): the prompt stays open, not
-                // shown again.
-                guard reason != 3, let p = shown.prompts[n], let id = p["id"]?.intValue else { return }
-                _ = shown.close(prompt: id)
-                showing[id] = nil
-                guard reason == 2 else {
-                    setAside.insert(id)
-                    Screen.out("notification \(n) for prompt \(id) closed by \(server): the prompt stays open until it expires\n")
-                    return
-                }
-                forget(id)
-                switch session.dismiss(id) {
-                case .done: Screen.out("notification \(n) for prompt \(id) dismissed: the prompt is closed unanswered\n")
-                case let .refused(_, message): Screen.out("notification \(n) for prompt \(id) dismissed: \(message)\n")
-                }
+            case let .closed(n, reason): closed(n, reason: reason)
             case let .shown(token, result): shownNow(token, result)
             case let .closeAnswered(n, failure):
                 if let failure { Screen.err("netpermctl: cannot close notification \(n): \(failure)\n") }
-            case let .serverChanged(owner):
-                // Its notifications went with the old server: the open prompts are shown again by the new one.
-                showing = [:]
-                asked = [:]
-                unwanted = []
-                setAside = []
-                shown = Shown()
-                summary = Summary()
-                recorded = []
-                leftovers.record([], owner: owner)
-                guard owner != nil else {
-                    Screen.out("the notification server is gone: its prompts will be shown again when one returns\n")
-                    return
-                }
-                Screen.out("the notification server restarted: showing \(min(open.count, NotifyLineup.questions)) open prompt(s) again"
-                    + (open.count > NotifyLineup.questions ? ", and how many others wait" : "") + "\n")
+            case let .serverChanged(owner): serverChanged(owner)
             }
         }
 
-        while true {
-            if session.hasChanges { take(session.changes(reading: false)) }
-            // Signals and replies read during a call are queued by sd-bus, not left on the socket: taken before each poll.
-            do { for s in try notes.process() { signal(s) } } catch { die("agent --notify: \(error)", .noNotifications) }
-            if session.hasChanges { continue }
-            settle()
-            var fds = [pollfd(fd: session.conn.fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: notes.fd, events: notes.events, revents: 0),
-                       pollfd(fd: stop, events: Int16(POLLIN), revents: 0)]
-            // Bounded by the calls' time-outs: a reply that never comes is still answered, by sd-bus, on time.
-            do { _ = try sys { poll(&fds, nfds_t(fds.count), notes.pollTimeout) } } catch { die("poll: \(error)", .failed) }
-            if fds[2].revents != 0 {
-                Screen.out("stopping: the notifications of open prompts are closed (the prompts stay open)\n")
-                beforeExit?()
-                exit(.ok)
+        /// An action of a prompt's notification: its answer, or the settings app.
+        func answer(_ n: UInt32, _ key: String) {
+            guard let p = shown.prompt(of: n), let id = p["id"]?.intValue else { return }
+            if key == SettingsApp.key {
+                Screen.out("notification \(n) for prompt \(id): opening the settings app\n")
+                SettingsApp.open()
+                return
             }
-            if fds[0].revents != 0 { take(session.changes(reading: true)) }
+            let options = PromptText.options(p.forTerminal, privileged: session.privileged)
+            guard let option = options.first(where: { $0.key == key }) else {
+                // A server that sends "default" for a click on the body anyway: nothing is granted.
+                Screen.out("notification \(n) for prompt \(id): \(key == "default" ? "a click on it" : "action \(key)") "
+                    + "answers nothing; its buttons do\n")
+                return
+            }
+            let label = option.label
+            // Answered (or refused: closed already): not shown again, nor waiting, while the daemon's word of it
+            // is on its way.
+            forget(id)
+            switch session.answer(id, option.choice, everyone: option.everyone) {
+            case let .done(reply): Screen.out(PromptText.answered(reply.forTerminal, label: label) + "\n")
+            case let .refused(_, message):
+                Screen.out("prompt \(id): \(label) refused: \(message)\n")
+                // Said where it was asked: a notification that just went away would read as done.
+                let t = p.forTerminal
+                // Without waiting either: its answer (no prompt of ours) is dropped as it comes.
+                _ = try? notes.notifyLater(appName: "netpermd", icon: "dialog-warning",
+                                           summary: "“\(label)” was not stored for \(t["app"]?.stringValue ?? "?")",
+                                           body: markup(message), actions: [], urgency: 1, resident: false)
+            }
+            takeDown(id, "answered here")
+        }
+
+        /// A prompt's notification gone from the screen.
+        func closed(_ n: UInt32, reason: UInt32) {
+            // Closed by the person (reason 2): not now. The prompt is dismissed with it (stores nothing; the app's
+            // blocked traffic asks again after a quiet minute, its asking at once), so no question stays open that
+            // nobody sees. Closed by the server otherwise (expired, 1; undefined, 4): the prompt stays open, not
+            // shown again.
+            guard reason != 3, let p = shown.prompts[n], let id = p["id"]?.intValue else { return }
+            _ = shown.close(prompt: id)
+            showing[id] = nil
+            guard reason == 2 else {
+                setAside.insert(id)
+                Screen.out("notification \(n) for prompt \(id) closed by \(server): the prompt stays open until it expires\n")
+                return
+            }
+            forget(id)
+            switch session.dismiss(id) {
+            case .done: Screen.out("notification \(n) for prompt \(id) dismissed: the prompt is closed unanswered\n")
+            case let .refused(_, message): Screen.out("notification \(n) for prompt \(id) dismissed: \(message)\n")
+            }
+        }
+
+        /// Another server, or none: what was shown is gone with the old one.
+        func serverChanged(_ owner: String?) {
+            // Its notifications went with the old server: the open prompts are shown again by the new one.
+            showing = [:]
+            asked = [:]
+            unwanted = []
+            setAside = []
+            shown = Shown()
+            summary = Summary()
+            recorded = []
+            leftovers.record([], owner: owner)
+            guard owner != nil else {
+                Screen.out("the notification server is gone: its prompts will be shown again when one returns\n")
+                return
+            }
+            Screen.out("the notification server restarted: showing \(min(open.count, NotifyLineup.questions)) open prompt(s) again"
+                + (open.count > NotifyLineup.questions ? ", and how many others wait" : "") + "\n")
         }
     }
 
     /// The ids of the notifications shown, with the server connection they belong to, in `$XDG_RUNTIME_DIR` (the
     /// user's own, mode 0700): what a killed agent left, for the next one to close. Ids of another connection (the
     /// server restarted since) are not the agent's and are left alone.
-    final class Leftovers {
+    private final class Leftovers {
         let path: String?
 
         init() {

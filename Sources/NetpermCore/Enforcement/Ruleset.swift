@@ -154,7 +154,7 @@ public struct Ruleset: Equatable, Sendable {
         let linkPart = LinkPart(links)
         let owners = Owners(apps: apps, cgroups: cgroups, installed: installed)
         let skipped = linkPart.skipped + owners.skipped
-        let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner, appIndex = owners.appIndex
+        let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner
         // What each owning app may do, computed once per app.
         var perms: [Int: PermissionSet] = [:]
         var ownPerms: [UInt64: PermissionSet?] = [:]
@@ -191,13 +191,45 @@ public struct Ruleset: Equatable, Sendable {
         t += linkPart.text
         var elements = linkPart.elements.count
         let appRulesOffset = t.utf8.count
+        let maps = verdictMaps(owners: owners, apps: apps, tags: tags, permission: { permission($0, $1, uid: $2) },
+                               reject: { reject($0, $1, uid: $2) })
+        for m in maps {
+            elements += m.elements.count
+            set(&t, m.name, type: m.key + " : " + m.value, m.elements)
+        }
+        let used = usedMaps(maps).union(lookedUp)
+        writeChains(into: &t, askChains: askChains, used: used)
+        t += "}\n"
+
+        let notEnforced = notEnforcedApps(apps, owning: Set(uidOwner.values).union(cgroupOwner.map(\.app)), cgroups: cgroups)
+        var r = Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
+                       links: linkPart.elements.count, elements: elements, pendingChains: askChains.count, skipped: skipped,
+                       unitIDs: cgroupOwner.map(\.cgroup.id), linkElements: linkPart.elements,
+                       appRulesOffset: appRulesOffset, skippedLinks: linkPart.skipped.count, maps: maps, askChains: askChains,
+                       cgroupIDs: Dictionary(cgroups.units.compactMap { c in cgroups.nftPath(c).map { ($0, c.id) } },
+                                             uniquingKeysWith: { a, _ in a }),
+                       uidOwners: uidOwner,
+                       unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
+                                                                 userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
+        r.appsEnforced = apps.count - notEnforced.count
+        r.used = used
+        r.handles = owners.handles { _ in true }
+        return r
+    }
+
+    /// The verdict maps: each kind's by uid, by user's unit and by system unit at each level, the tags' marks, and
+    /// each kind's by tag. `permission` and `reject` judge app `i` for a kind (and a uid's own decisions).
+    private static func verdictMaps(owners: Owners, apps: [AppPolicy], tags: [String: UInt32],
+                                    permission: (Int, PolicyDimension, UInt32?) -> Permission,
+                                    reject: (Int, PolicyDimension, UInt32?) -> MapVerdict) -> [VerdictMap] {
         var maps: [VerdictMap] = []
+        let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner, appIndex = owners.appIndex
         // Only denials need a uid element: a uid no element names passes anyway.
         let sortedUIDs = owners.sortedUIDs
         for k in dimensions {
             maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: sortedUIDs.compactMap { uid in
                 let app = uidOwner[uid]!
-                return permission(app, k, uid: uid) == .allow ? nil : MapElement(key: .uid(uid), verdict: reject(app, k, uid: uid))
+                return permission(app, k, uid) == .allow ? nil : MapElement(key: .uid(uid), verdict: reject(app, k, uid))
             }))
         }
         // A user's unit names only what it takes away: where its app allows, the packet goes on to its uid's verdict.
@@ -206,8 +238,8 @@ public struct Ruleset: Equatable, Sendable {
             for k in dimensions {
                 maps.append(VerdictMap(name: "user\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.compactMap {
                     let uid = UnitOwner.userUID(path: $0.cgroup.path)
-                    return permission($0.app, k, uid: uid) == .allow ? nil
-                        : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k, uid: uid))
+                    return permission($0.app, k, uid) == .allow ? nil
+                        : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k, uid))
                 }))
             }
         }
@@ -218,7 +250,7 @@ public struct Ruleset: Equatable, Sendable {
             for k in dimensions {
                 let pass: MapVerdict = k.isOverlay ? .pass : .accept
                 maps.append(VerdictMap(name: "unit\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.map {
-                    MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: permission($0.app, k) == .allow ? pass : reject($0.app, k))
+                    MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: permission($0.app, k, nil) == .allow ? pass : reject($0.app, k, nil))
                 }))
             }
         }
@@ -233,15 +265,15 @@ public struct Ruleset: Equatable, Sendable {
         for k in dimensions {
             let pass: MapVerdict = k.isOverlay ? .pass : .accept
             maps.append(VerdictMap(name: "conn_\(k.rawValue)", key: "mark", elements: tagged.compactMap { i in
-                let verdict = permission(i, k) == .allow ? (unitApps.contains(i) ? pass : nil) : reject(i, k)
+                let verdict = permission(i, k, nil) == .allow ? (unitApps.contains(i) ? pass : nil) : reject(i, k, nil)
                 return verdict.map { MapElement(key: .tag(tags[apps[i].id]!), verdict: $0) }
             }))
         }
-        for m in maps {
-            elements += m.elements.count
-            set(&t, m.name, type: m.key + " : " + m.value, m.elements)
-        }
-        let used = usedMaps(maps).union(lookedUp)
+        return maps
+    }
+
+    /// The chains after the maps: deny, the apps' pending kinds' (logging, then rejecting), the links' and kinds'.
+    private static func writeChains(into t: inout String, askChains: [AskChain], used: Set<String>) {
         // A reset for TCP: connect() fails at once with ECONNREFUSED, an established connection with ECONNRESET,
         // and an orphaned socket goes. The ICMP error reached a connect() only after the SYN was sent again a second
         // later (IPv4 EHOSTUNREACH, IPv6 EACCES: the error comes while connect() holds the socket, which makes it a
@@ -273,11 +305,12 @@ public struct Ruleset: Equatable, Sendable {
         }
         chain("output", ["oifname vmap @links"])
         for c in chains where hooks[c.chain] != nil { chain(c.chain, c.rules) }
-        t += "}\n"
+    }
 
+    /// Why each app that owns no uid and no unit cgroup (`owning`: the indices of those that do) is not enforced.
+    private static func notEnforcedApps(_ apps: [AppPolicy], owning: Set<Int>, cgroups: UnitCgroups)
+        -> [String: Enforcement.Why] {
         var notEnforced: [String: Enforcement.Why] = [:]
-        var owning = Set(uidOwner.values)
-        for c in cgroupOwner { owning.insert(c.app) }
         for (i, app) in apps.enumerated() where !owning.contains(i) {
             let why: Enforcement.Why
             if !app.uids.isEmpty {
@@ -291,19 +324,7 @@ public struct Ruleset: Equatable, Sendable {
             }
             notEnforced[app.id] = why
         }
-        var r = Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
-                       links: linkPart.elements.count, elements: elements, pendingChains: askChains.count, skipped: skipped,
-                       unitIDs: cgroupOwner.map(\.cgroup.id), linkElements: linkPart.elements,
-                       appRulesOffset: appRulesOffset, skippedLinks: linkPart.skipped.count, maps: maps, askChains: askChains,
-                       cgroupIDs: Dictionary(cgroups.units.compactMap { c in cgroups.nftPath(c).map { ($0, c.id) } },
-                                             uniquingKeysWith: { a, _ in a }),
-                       uidOwners: uidOwner,
-                       unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
-                                                                 userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
-        r.appsEnforced = apps.count - notEnforced.count
-        r.used = used
-        r.handles = owners.handles { _ in true }
-        return r
+        return notEnforced
     }
 
     /// Who owns each uid and unit cgroup, as AppResolver orders them (the answers' order: a unit's app, then its

@@ -46,8 +46,20 @@ extension Engine {
 
     func metricsText() -> MetricsText {
         var m = MetricsText()
-        let c = counters
+        writeDaemonMetrics(to: &m)
+        writePolicyMetrics(to: &m)
+        writePromptMetrics(to: &m)
+        writeEnforcementMetrics(to: &m)
+        writeConnectionMetrics(to: &m)
+        writeExecMetrics(to: &m)
+        writeUsageMetrics(to: &m)
+        writeReportMetrics(to: &m)
+        return m
+    }
 
+    /// The daemon itself and the links it sees.
+    private func writeDaemonMetrics(to m: inout MetricsText) {
+        let c = counters
         m.family("netpermd_build_info", .gauge, "Always 1; the version of the running daemon is its label.")
         m.sample(1, ["version": DaemonState.version])
         m.family("netpermd_ready", .gauge, "1 once the first look at the links is taken and the policy loaded.")
@@ -67,7 +79,11 @@ extension Engine {
         }
         m.family("netpermd_network_available", .gauge, "1 while a link other than loopback is usable.")
         m.sample(net.available)
+    }
 
+    /// The policy in force, its loads, and the apps' verdicts.
+    private func writePolicyMetrics(to m: inout MetricsText) {
+        let c = counters
         m.family("netpermd_policy_apps", .gauge, "Apps the policy in force defines ([App] sections).")
         m.sample(state.config.apps.count)
         var reasons: [Verdict.Reason: Int] = [:]
@@ -87,7 +103,11 @@ extension Engine {
                  + "off the loop by the thread that read the policy, or again on the loop as what they read changed meanwhile.")
         m.sample(c.reloadWorkPrepared, ["made": "off-loop"])
         m.sample(c.reloadWorkRedone, ["made": "loop"])
+    }
 
+    /// Prompts, agents and stored decisions.
+    private func writePromptMetrics(to m: inout MetricsText) {
+        let c = counters
         m.family("netpermd_prompts_raised_total", .counter,
                  "Prompts sent to agents, by what raised them: the app asking, or a packet the kernel rejected (NFLOG).")
         m.sample(c.promptsRaised, ["trigger": "request"])
@@ -112,9 +132,10 @@ extension Engine {
                 m.sample(n, ["source": source, "decision": p.rawValue])
             }
         }
+    }
 
-        writeEnforcementMetrics(to: &m)
-
+    private func writeConnectionMetrics(to m: inout MetricsText) {
+        let c = counters
         let subscribers = sessions.values.reduce(0) { $0 + ($1.subscription != nil ? 1 : 0) }
         let waiters = sessions.values.reduce(0) { $0 + ($1.waiting != nil ? 1 : 0) }
         // Not `netpermd_connections`: OpenMetrics takes that as the counter `netpermd_connections_total`'s own name.
@@ -126,11 +147,6 @@ extension Engine {
         m.sample(subscribers)
         m.family("netpermd_waiters", .gauge, "Connections whose WAIT is held now.")
         m.sample(waiters)
-
-        writeExecMetrics(to: &m)
-        writeUsageMetrics(to: &m)
-        writeReportMetrics(to: &m)
-        return m
     }
 
     private func writeEnforcementMetrics(to m: inout MetricsText) {

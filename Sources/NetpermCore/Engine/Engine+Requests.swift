@@ -35,17 +35,11 @@ extension Engine {
         case .ping:
             return reply(id) { $0.field("ok", true); $0.field("pong", true) }
         case .help:
-            return reply(id) { w in
-                w.field("ok", true)
-                w.objects("verbs", Verb.allCases) { $0.field("verb", $1.usage); $0.field("summary", $1.summary) }
-            }
+            return replyHelp(id)
         case .status:
             return reply(id) { writeStatus(to: &$0, caller: caller) }
         case .links:
-            return reply(id) { w in
-                w.field("ok", true)
-                w.objects("links", state.network.links) { $1.write(to: &$0) }
-            }
+            return replyLinks(id)
         case let .query(app):
             return query(app, session: session)
         case let .reach(address, text, timeout):
@@ -64,25 +58,11 @@ extension Engine {
             requestReload(by: id)
             return nil
         case .prompts:
-            return reply(id) { w in
-                w.field("ok", true)
-                w.objects("prompts", state.prompts.open.filter { caller.mayAnswer($0) }) { $1.write(to: &$0) }
-            }
+            return replyPrompts(id, caller)
         case .decisions:
-            return reply(id) { w in
-                w.field("ok", true)
-                w.objects("decisions", state.decisions.entries(onlyUID: caller.privileged ? nil : caller.ownUID)) {
-                    $1.write(to: &$0)
-                }
-            }
+            return replyDecisions(id, caller)
         case .decide, .forget, .answer:
-            if commits.writing {
-                // A decision is being written: this one waits its turn, so that it starts from that one's result.
-                out.append(.hold(id))
-                commits.enqueue(id, r)
-                return nil
-            }
-            decideOrForget(r, session: session)
+            decideInTurn(r, session: session)
             return nil
         case .metrics:
             // Never from the cache: counters move without the state changing.
@@ -115,6 +95,47 @@ extension Engine {
             out.append(.close(id))
             return nil
         }
+    }
+
+    private func replyHelp(_ id: ConnectionID) -> Range<Int>? {
+        reply(id) { w in
+            w.field("ok", true)
+            w.objects("verbs", Verb.allCases) { $0.field("verb", $1.usage); $0.field("summary", $1.summary) }
+        }
+    }
+
+    private func replyLinks(_ id: ConnectionID) -> Range<Int>? {
+        reply(id) { w in
+            w.field("ok", true)
+            w.objects("links", state.network.links) { $1.write(to: &$0) }
+        }
+    }
+
+    private func replyPrompts(_ id: ConnectionID, _ caller: Caller) -> Range<Int>? {
+        reply(id) { w in
+            w.field("ok", true)
+            w.objects("prompts", state.prompts.open.filter { caller.mayAnswer($0) }) { $1.write(to: &$0) }
+        }
+    }
+
+    private func replyDecisions(_ id: ConnectionID, _ caller: Caller) -> Range<Int>? {
+        reply(id) { w in
+            w.field("ok", true)
+            w.objects("decisions", state.decisions.entries(onlyUID: caller.privileged ? nil : caller.ownUID)) {
+                $1.write(to: &$0)
+            }
+        }
+    }
+
+    /// DECIDE, FORGET, ANSWER: now, or after the decision being written.
+    private func decideInTurn(_ r: Request, session: Session) {
+        if commits.writing {
+            // A decision is being written: this one waits its turn, so that it starts from that one's result.
+            out.append(.hold(session.id))
+            commits.enqueue(session.id, r)
+            return
+        }
+        decideOrForget(r, session: session)
     }
 
     /// Why the caller may not use `verb`; nil when it may.

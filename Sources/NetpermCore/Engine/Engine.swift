@@ -271,97 +271,10 @@ public final class Engine {
     /// Handles one input; its effects are appended to `effects` (which the caller resets between inputs).
     public func handle(_ input: Input, into effects: Effects) {
         out = effects
-        switch input {
-        case let .kernel(snapshot):
-            if snapshot.resyncs != links.kernel.resyncs { resyncAll = true }
-            setNetwork(classify(snapshot))
-        case let .policy(result, prepared):
-            let (requesters, again) = policyLoads.logged("policy loads", log: debugLog) { $0.finish() }
-            preparedReload = prepared
-            applyPolicy(result, requesters: requesters)
-            if again, policyLoads.logged("policy loads", log: debugLog, { $0.start() }) { startLoad() }
-        case .reload:
-            requestReload(by: nil)
-        case .started:
-            guard !state.ready else { return }
-            state.ready = true
-            counters.startedAt = settings.wallClock()
-            networkChanged = true
-            // READY=1 carries the first STATUS=, below.
-            lastStatus = statusSummary
-        case let .opened(id, identity):
-            if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
-            counters.connections += 1
-            sessions[id] = Session(id: id, identity: identity, caller: makeCaller(identity))
-        case let .identityChanged(id, identity):
-            guard let session = sessions[id] else { break }
-            if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
-            log(.debug, "connection \(id): requests now come from pid \(identity.pid), not \(session.identity.pid)")
-            changeIdentity(session, to: identity)
-        case let .closed(id):
-            closed(id)
-        case let .line(id, bytes):
-            guard let session = sessions[id] else { break }
-            request(bytes, from: session)
-        case let .lineTooLong(id):
-            if sessions[id] != nil { replyError(id, RequestParser.tooLong) }
-        case let .timer(id):
-            fired(id)
-        case let .stored(error):
-            stored(error: error)
-        case .stopping:
-            pendingEvents.append(.stopping)
-            out.append(.notify(.stopping))
-            stopEnforcing()
-            stopUsage()
-            stopReport()
-        case let .caughtUp(id, dropped):
-            guard let session = sessions[id], session.subscription != nil else { break }
-            log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
-            resync(session, .fellBehind, dropped: dropped)
-        case let .cgroups(c):
-            if setUnitCgroups(c) { desktopUnitsChanged(c) }
-        case let .unitsNamed(units, generation, error):
-            unitsNamed(units, generation: generation, error: error)
-        case let .unitsGone(ids):
-            unitsGone(ids)
-        case let .unitElementsLoaded(ids, error):
-            unitElementsLoaded(ids, error: error)
-        case let .desktopCatalog(c):
-            desktopCatalogRead(c)
-        case let .execFound(found):
-            execFound(found)
-        case let .execsCounted(counts):
-            execs.counted = counts
-        case let .scopeMade(request, error):
-            scopeMade(request, error: error)
-        case let .rulesLoaded(error):
-            rulesLoaded(error: error)
-        case let .blocked(app, kind, uid, ifindex, destination, incoming):
-            if !incoming { reportRefused(app: app, ifindex: ifindex, destination: destination) }
-            guard !incoming else { return refusedIncoming(app: app, kind: kind) }
-            blocked(app: app, kind: kind, uid: uid, ifindex: ifindex, destination: destination)
-        case let .exited(pid):
-            askerExited(pid)
-        case let .steered(error):
-            steered(error: error)
-        case let .usageRead(reading, error):
-            usageRead(reading, error: error)
-        case let .usageSaved(error):
-            usageSaved(error: error)
-        case let .usageRulesLoaded(error):
-            usageRulesLoaded(error: error)
-        case let .budgetReached(quota):
-            budgetReached(quota)
-        case .usageTableChanged:
-            usageTableChanged()
-        case let .routed(id, route, error):
-            routed(id, route, error: error)
-        case let .reportSighted(sightings, lost):
-            reportSighted(sightings, lost: lost)
-        case let .reportSaved(error):
-            reportSaved(error: error)
-        }
+        // Inputs that change nothing derived: no settling after them.
+        if case .started = input, state.ready { return }
+        if case let .blocked(app, kind, _, _, _, true) = input { return refusedIncoming(app: app, kind: kind) }
+        dispatch(input)
         if input.mayChangeListing { listingStale = true }
         settle()
         preparedReload = nil
@@ -373,6 +286,83 @@ public final class Engine {
                 log(.notice, "ready: \(statusText)")
             }
         }
+    }
+
+    /// The input to the machine it is for.
+    private func dispatch(_ input: Input) {
+        switch input {
+        case let .kernel(snapshot):
+            if snapshot.resyncs != links.kernel.resyncs { resyncAll = true }
+            setNetwork(classify(snapshot))
+        case let .policy(result, prepared):
+            let (requesters, again) = policyLoads.logged("policy loads", log: debugLog) { $0.finish() }
+            preparedReload = prepared
+            applyPolicy(result, requesters: requesters)
+            if again, policyLoads.logged("policy loads", log: debugLog, { $0.start() }) { startLoad() }
+        case .reload: requestReload(by: nil)
+        case .started:
+            state.ready = true
+            counters.startedAt = settings.wallClock()
+            networkChanged = true
+            // READY=1 carries the first STATUS=, below.
+            lastStatus = statusSummary
+        case let .opened(id, identity): opened(id, identity)
+        case let .identityChanged(id, identity):
+            guard let session = sessions[id] else { break }
+            if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
+            log(.debug, "connection \(id): requests now come from pid \(identity.pid), not \(session.identity.pid)")
+            changeIdentity(session, to: identity)
+        case let .closed(id): closed(id)
+        case let .line(id, bytes):
+            guard let session = sessions[id] else { break }
+            request(bytes, from: session)
+        case let .lineTooLong(id): if sessions[id] != nil { replyError(id, RequestParser.tooLong) }
+        case let .timer(id): fired(id)
+        case let .stored(error): stored(error: error)
+        case .stopping: beginStopping()
+        case let .caughtUp(id, dropped):
+            guard let session = sessions[id], session.subscription != nil else { break }
+            log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
+            resync(session, .fellBehind, dropped: dropped)
+        case let .cgroups(c): if setUnitCgroups(c) { desktopUnitsChanged(c) }
+        case let .unitsNamed(units, generation, error): unitsNamed(units, generation: generation, error: error)
+        case let .unitsGone(ids): unitsGone(ids)
+        case let .unitElementsLoaded(ids, error): unitElementsLoaded(ids, error: error)
+        case let .desktopCatalog(c): desktopCatalogRead(c)
+        case let .execFound(found): execFound(found)
+        case let .execsCounted(counts): execs.counted = counts
+        case let .scopeMade(request, error): scopeMade(request, error: error)
+        case let .rulesLoaded(error): rulesLoaded(error: error)
+        case let .blocked(app, kind, uid, ifindex, destination, incoming):
+            // An incoming one never comes here (handle).
+            assert(!incoming)
+            reportRefused(app: app, ifindex: ifindex, destination: destination)
+            blocked(app: app, kind: kind, uid: uid, ifindex: ifindex, destination: destination)
+        case let .exited(pid): askerExited(pid)
+        case let .steered(error): steered(error: error)
+        case let .usageRead(reading, error): usageRead(reading, error: error)
+        case let .usageSaved(error): usageSaved(error: error)
+        case let .usageRulesLoaded(error): usageRulesLoaded(error: error)
+        case let .budgetReached(quota): budgetReached(quota)
+        case .usageTableChanged: usageTableChanged()
+        case let .routed(id, route, error): routed(id, route, error: error)
+        case let .reportSighted(sightings, lost): reportSighted(sightings, lost: lost)
+        case let .reportSaved(error): reportSaved(error: error)
+    }
+    }
+
+    private func opened(_ id: ConnectionID, _ identity: PeerIdentity) {
+        if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
+        counters.connections += 1
+        sessions[id] = Session(id: id, identity: identity, caller: makeCaller(identity))
+    }
+
+    private func beginStopping() {
+        pendingEvents.append(.stopping)
+        out.append(.notify(.stopping))
+        stopEnforcing()
+        stopUsage()
+        stopReport()
     }
 
     // MARK: - Derived state, in one place
