@@ -155,29 +155,39 @@ public struct Ruleset: Equatable, Sendable {
         let owners = Owners(apps: apps, cgroups: cgroups, installed: installed)
         let skipped = linkPart.skipped + owners.skipped
         let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner, appIndex = owners.appIndex
-        // What each owning app may do, computed once per app.
-        var perms: [Int: PermissionSet] = [:]
+        // What each owning app may do, computed once per app (and per uid of its own), found by its index: a DECIDE
+        // builds the rules of every app again, and hashing a key per element and kind was a fifth of it.
+        var perms = [PermissionSet?](repeating: nil, count: apps.count)
         var ownPerms: [UInt64: PermissionSet?] = [:]
-        func permission(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> Permission {
+        func appPermissions(_ i: Int, uid: UInt32? = nil) -> PermissionSet {
             if let uid {
                 let key = UInt64(i) << 32 | UInt64(uid)
-                let own = ownPerms[key] ?? ownPermissions(apps[i], uid)
-                ownPerms[key] = own
-                if let own { return own[k] }
+                let own: PermissionSet?
+                if let cached = ownPerms[key] { own = cached } else { own = ownPermissions(apps[i], uid); ownPerms[key] = own }
+                if let own { return own }
             }
-            let p = perms[i] ?? permissions(apps[i])
+            if let p = perms[i] { return p }
+            let p = permissions(apps[i])
             perms[i] = p
-            return p[k]
+            return p
         }
         // Pending kinds go to a chain of their own that logs before it rejects: the prefix must name the app.
         var askChains: [AskChain] = []
         var askSeen: Set<AskChain.ID> = []
         // Each app's tag (ConnectionTags, kept in a TagTable) names its connections and its pending chains, whatever
-        // its place.
+        // its place; looked up once per app.
         let tags = given ?? ConnectionTags.assign(apps.map(\.id))
-        func reject(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> MapVerdict {
-            guard permission(i, k, uid: uid) == .ask else { return .deny }
-            let id = AskChain.ID(tag: tags[apps[i].id]!, kind: k)
+        var appTags = [UInt32?](repeating: nil, count: apps.count)
+        func tag(_ i: Int) -> UInt32 {
+            if let t = appTags[i] { return t }
+            let t = tags[apps[i].id]!
+            appTags[i] = t
+            return t
+        }
+        // `p`: the app's permission for kind `k`, not `allow`.
+        func reject(_ i: Int, _ k: PolicyDimension, _ p: Permission) -> MapVerdict {
+            guard p == .ask else { return .deny }
+            let id = AskChain.ID(tag: tag(i), kind: k)
             // Its chain is made once, by the first element that asks (an app's uids, units and tag all do).
             guard !askSeen.contains(id) else { return .ask(id) }
             guard let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
@@ -193,11 +203,14 @@ public struct Ruleset: Equatable, Sendable {
         let appRulesOffset = t.utf8.count
         var maps: [VerdictMap] = []
         // Only denials need a uid element: a uid no element names passes anyway.
-        let sortedUIDs = owners.sortedUIDs
+        let uidSets = owners.sortedUIDs.map { uid in
+            let app = uidOwner[uid]!
+            return (uid: uid, app: app, set: appPermissions(app, uid: uid))
+        }
         for k in dimensions {
-            maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: sortedUIDs.compactMap { uid in
-                let app = uidOwner[uid]!
-                return permission(app, k, uid: uid) == .allow ? nil : MapElement(key: .uid(uid), verdict: reject(app, k, uid: uid))
+            maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: uidSets.compactMap { u in
+                let p = u.set[k]
+                return p == .allow ? nil : MapElement(key: .uid(u.uid), verdict: reject(u.app, k, p))
             }))
         }
         // A user's unit names only what it takes away: where its app allows, the packet goes on to its uid's verdict.
@@ -205,9 +218,8 @@ public struct Ruleset: Equatable, Sendable {
             let owned = cgroupOwner.filter { $0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
                 maps.append(VerdictMap(name: "user\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.compactMap {
-                    let uid = UnitOwner.userUID(path: $0.cgroup.path)
-                    return permission($0.app, k, uid: uid) == .allow ? nil
-                        : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k, uid: uid))
+                    let p = appPermissions($0.app, uid: UnitOwner.userUID(path: $0.cgroup.path))[k]
+                    return p == .allow ? nil : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k, p))
                 }))
             }
         }
@@ -218,7 +230,8 @@ public struct Ruleset: Equatable, Sendable {
             for k in dimensions {
                 let pass: MapVerdict = k.isOverlay ? .pass : .accept
                 maps.append(VerdictMap(name: "unit\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.map {
-                    MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: permission($0.app, k) == .allow ? pass : reject($0.app, k))
+                    let p = appPermissions($0.app)[k]
+                    return MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: p == .allow ? pass : reject($0.app, k, p))
                 }))
             }
         }
@@ -229,12 +242,14 @@ public struct Ruleset: Equatable, Sendable {
         // consulted instead, as above). Every app's, not only those owning something now: a connection outlives
         // the cgroup it was tagged in.
         // Each app's tag looked up once: the comparison hashed two ids (10,001 apps: 5% of a reload on the loop).
-        let tagged = Set(appIndex.values).map { (i: $0, tag: tags[apps[$0].id]!) }.sorted { $0.tag < $1.tag }.map(\.i)
+        let tagged = Set(appIndex.values).map { (i: $0, tag: tag($0)) }.sorted { $0.tag < $1.tag }
+            .map { (i: $0.i, tag: $0.tag, set: appPermissions($0.i), unit: unitApps.contains($0.i)) }
         for k in dimensions {
             let pass: MapVerdict = k.isOverlay ? .pass : .accept
-            maps.append(VerdictMap(name: "conn_\(k.rawValue)", key: "mark", elements: tagged.compactMap { i in
-                let verdict = permission(i, k) == .allow ? (unitApps.contains(i) ? pass : nil) : reject(i, k)
-                return verdict.map { MapElement(key: .tag(tags[apps[i].id]!), verdict: $0) }
+            maps.append(VerdictMap(name: "conn_\(k.rawValue)", key: "mark", elements: tagged.compactMap { a in
+                let p = a.set[k]
+                let verdict = p == .allow ? (a.unit ? pass : nil) : reject(a.i, k, p)
+                return verdict.map { MapElement(key: .tag(a.tag), verdict: $0) }
             }))
         }
         for m in maps {
