@@ -189,9 +189,11 @@ public struct Ruleset: Equatable, Sendable {
             guard p == .ask else { return .deny }
             let id = AskChain.ID(tag: tag(i), kind: k)
             // Its chain is made once, by the first element that asks (an app's uids, units and tag all do).
-            guard !askSeen.contains(id) else { return .ask(id) }
-            guard let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
-            askSeen.insert(id)
+            guard askSeen.insert(id).inserted else { return .ask(id) }
+            guard let prefix = logPrefix(app: apps[i].id, kind: k) else {
+                askSeen.remove(id)
+                return .deny
+            }
             askChains.append(AskChain(id: id, prefix: prefix))
             return .ask(id)
         }
@@ -267,11 +269,7 @@ public struct Ruleset: Equatable, Sendable {
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
         // At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
         // raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
-        for chain in askChains {
-            t += "\tchain \(chain.name) {\n"
-            for rule in chain.rules { t += "\t\t" + rule + "\n" }
-            t += "\t}\n"
-        }
+        for chain in askChains { chain.write(to: &t) }
         func chain(_ name: String, _ rules: [String]) {
             t += "\tchain \(name) {\n"
             if let hook = hooks[name] { t += "\t\t" + hook + "\n" }

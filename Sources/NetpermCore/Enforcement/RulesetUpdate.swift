@@ -117,6 +117,19 @@ extension Ruleset {
         var rules: [String] {
             ["limit rate 5/second burst 5 packets log group \(Ruleset.logGroup) prefix \"\(prefix)\"", "goto deny"]
         }
+
+        /// The chain as the table's text has it (`rules`, appended piece by piece: 13,000 of them in a large policy).
+        func write(to t: inout String) {
+            t += "\tchain "
+            id.write(to: &t)
+            t += " {\n\t\tlimit rate 5/second burst 5 packets log group "
+            t += Self.logGroupText
+            t += " prefix \""
+            t += prefix
+            t += "\"\n\t\tgoto deny\n\t}\n"
+        }
+
+        private static let logGroupText = String(Ruleset.logGroup)
     }
 
     /// How much `update(from:)` changes, for the log.

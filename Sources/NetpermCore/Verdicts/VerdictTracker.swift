@@ -146,14 +146,17 @@ public struct VerdictTracker: Sendable {
     public mutating func update(_ apps: Set<String>, state: DaemonState) -> [Event] {
         guard !apps.isEmpty else { return [] }
         changes += 1
-        let old = (everyone.verdicts, own.verdicts)
         let keys = (everyone.order.filter { apps.contains($0) }, own.order.filter { apps.contains($0.id) })
+        // Their verdicts before, not the dictionaries: a copy held while they change is 10,001 verdicts copied.
+        let old = (keys.0.map { everyone.verdicts[$0] }, keys.1.map { own.verdicts[$0] })
         let emptied = everyone.update(keys.0, templates: &templates, state: state)
             + own.update(keys.1, templates: &templates, state: state)
         for perms in emptied where everyone.appsBySet[perms] == nil && own.appsBySet[perms] == nil { templates[perms] = nil }
-        let moved = (keys.0.compactMap { k in everyone.verdicts[k].flatMap { v in old.0[k].map { (v, $0) } } },
-                     keys.1.compactMap { k in own.verdicts[k].flatMap { v in old.1[k].map { (v, $0) } } })
-        return (moved.0 + moved.1).compactMap { v, o in o.sameState(as: v) ? nil : .app(v) }
+        let now = keys.0.map { everyone.verdicts[$0] } + keys.1.map { own.verdicts[$0] }
+        return zip(now, old.0 + old.1).compactMap { v, o in
+            guard let v, let o, !o.sameState(as: v) else { return nil }
+            return .app(v)
+        }
     }
 
     /// Starts tracking one app (a subscriber's or waiter's own); no event.
