@@ -155,39 +155,21 @@ public struct Ruleset: Equatable, Sendable {
         let owners = Owners(apps: apps, cgroups: cgroups, installed: installed)
         let skipped = linkPart.skipped + owners.skipped
         let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner, appIndex = owners.appIndex
-        // What each owning app may do, computed once per app (and per uid of its own), found by its index: a DECIDE
-        // builds the rules of every app again, and hashing a key per element and kind was a fifth of it.
-        var perms = [PermissionSet?](repeating: nil, count: apps.count)
-        var ownPerms: [UInt64: PermissionSet?] = [:]
+        // Each app's permissions (a uid's own instead, where it has some) and tag (ConnectionTags, kept in a TagTable:
+        // it names its connections and pending chains, whatever its place), by its index: a DECIDE builds every
+        // app's rules again, and hashing a key per element and kind was a fifth of it.
+        let tags = given ?? ConnectionTags.assign(apps.map(\.id))
+        let appPerms = apps.map(permissions), appTags = apps.map { tags[$0.id] ?? 0 }
         func appPermissions(_ i: Int, uid: UInt32? = nil) -> PermissionSet {
-            if let uid {
-                let key = UInt64(i) << 32 | UInt64(uid)
-                let own: PermissionSet?
-                if let cached = ownPerms[key] { own = cached } else { own = ownPermissions(apps[i], uid); ownPerms[key] = own }
-                if let own { return own }
-            }
-            if let p = perms[i] { return p }
-            let p = permissions(apps[i])
-            perms[i] = p
-            return p
+            uid.flatMap { ownPermissions(apps[i], $0) } ?? appPerms[i]
         }
         // Pending kinds go to a chain of their own that logs before it rejects: the prefix must name the app.
         var askChains: [AskChain] = []
         var askSeen: Set<AskChain.ID> = []
-        // Each app's tag (ConnectionTags, kept in a TagTable) names its connections and its pending chains, whatever
-        // its place; looked up once per app.
-        let tags = given ?? ConnectionTags.assign(apps.map(\.id))
-        var appTags = [UInt32?](repeating: nil, count: apps.count)
-        func tag(_ i: Int) -> UInt32 {
-            if let t = appTags[i] { return t }
-            let t = tags[apps[i].id]!
-            appTags[i] = t
-            return t
-        }
         // `p`: the app's permission for kind `k`, not `allow`.
         func reject(_ i: Int, _ k: PolicyDimension, _ p: Permission) -> MapVerdict {
             guard p == .ask else { return .deny }
-            let id = AskChain.ID(tag: tag(i), kind: k)
+            let id = AskChain.ID(tag: appTags[i], kind: k)
             // Its chain is made once, by the first element that asks (an app's uids, units and tag all do).
             guard askSeen.insert(id).inserted else { return .ask(id) }
             guard let prefix = logPrefix(app: apps[i].id, kind: k) else {
@@ -244,7 +226,7 @@ public struct Ruleset: Equatable, Sendable {
         // consulted instead, as above). Every app's, not only those owning something now: a connection outlives
         // the cgroup it was tagged in.
         // Each app's tag looked up once: the comparison hashed two ids (10,001 apps: 5% of a reload on the loop).
-        let tagged = Set(appIndex.values).map { (i: $0, tag: tag($0)) }.sorted { $0.tag < $1.tag }
+        let tagged = Set(appIndex.values).map { (i: $0, tag: appTags[$0]) }.sorted { $0.tag < $1.tag }
             .map { (i: $0.i, tag: $0.tag, set: appPermissions($0.i), unit: unitApps.contains($0.i)) }
         for k in dimensions {
             let pass: MapVerdict = k.isOverlay ? .pass : .accept
