@@ -4,6 +4,8 @@
 
     python3 bench/bench.py --bin DIR            # full run: table on stdout, bench/results/latest.json
     python3 bench/bench.py --bin DIR --smoke    # tiny counts: checks the harness end to end (not performance)
+    python3 bench/bench.py --bin DIR --compare OLD_DIR --rounds 3 --only decide,soak
+                                                # two builds in the same run, in turn: a table per run
 
 Needs root (network namespaces), gcc, ip, socat. Everything happens in a namespace of its own
 (npbench-PID) with veth pairs and on Unix sockets under a temporary directory; the host's links are never
@@ -32,6 +34,9 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, ".build", "release"), help="where netpermd and netpermctl are")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: check the harness, not the performance")
     ap.add_argument("--only", help=f"comma-separated phases to run (default all: {','.join(PHASES)})")
+    ap.add_argument("--compare", metavar="OLD_BIN", help="another build's netpermd and netpermctl (the one before): "
+                    "each round runs the phases with it and with --bin in turn, its order alternating")
+    ap.add_argument("--rounds", type=int, default=2, help="with --compare: how many times each build runs (default 2)")
     ap.add_argument("--out", help="JSON results (default bench/results/latest.json; smoke.json with --smoke, "
                     "partial.json with --only)")
     args = ap.parse_args()
@@ -52,7 +57,16 @@ def main():
     ok = False
     try:
         results = bench.main()
-        rows, targets = build_rows(results, args.smoke, TABLE_ORDER)
+        if args.compare:
+            # One table: each run's rows, its build, round and the load average as it began before each figure.
+            rows, targets = [], []
+            for r in results["runs"]:
+                more, t = build_rows(r["results"], args.smoke, TABLE_ORDER)
+                head = f"[{r['build']} {r['round']}, load {r['load'][0]:.1f}] "
+                rows += [(head + x[0],) + tuple(x[1:]) for x in more]
+                targets += [dict(v, target=head + v["target"]) for v in t]
+        else:
+            rows, targets = build_rows(results, args.smoke, TABLE_ORDER)
         ok = True
     except BenchError as e:
         print(f"bench: FAILED: {e}", file=sys.stderr)

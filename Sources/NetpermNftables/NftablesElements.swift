@@ -20,44 +20,6 @@ public enum NftablesElements {
     /// does not resolve (thrown as the kernel would refuse it: ENOENT).
     public static func batch(_ changes: ElementChanges, cgroupID: (String) throws(Errno) -> UInt64 = Self.cgroupID)
     throws(Errno) -> [NetlinkRequest]? {
-        let family = UInt8(NFPROTO_INET)
-        func message(_ type: nf_tables_msg_types, flags: UInt16) -> NetlinkRequest {
-            var r = NetlinkRequest(type: UInt16(NFNL_SUBSYS_NFTABLES) << 8 | UInt16(type.rawValue), flags: flags)
-            r.append(header: nfgenmsg(nfgen_family: family, version: UInt8(NFNETLINK_V0), res_id: 0))
-            return r
-        }
-        func list(_ r: inout NetlinkRequest, map: String) {
-            r.attribute(UInt16(NFTA_SET_ELEM_LIST_TABLE.rawValue), string: Ruleset.table)
-            r.attribute(UInt16(NFTA_SET_ELEM_LIST_SET.rawValue), string: map)
-        }
-        func key(_ k: ElementChanges.Key, into r: inout NetlinkRequest) throws(Errno) {
-            var bytes: [UInt8]
-            switch k {
-            case let .number(n): bytes = withUnsafeBytes(of: n) { Array($0) }
-            case let .ifname(name):
-                bytes = Array(name.utf8.prefix(Int(np_ifnamsiz) - 1))
-                bytes += repeatElement(0, count: Int(np_ifnamsiz) - bytes.count)
-            case let .cgroup(path): bytes = withUnsafeBytes(of: try cgroupID(path)) { Array($0) }
-            case let .cgroupID(id): bytes = withUnsafeBytes(of: id) { Array($0) }
-            }
-            r.nested(UInt16(NFTA_SET_ELEM_KEY.rawValue)) { $0.attribute(UInt16(NFTA_DATA_VALUE.rawValue), bytes: bytes) }
-        }
-        func value(_ v: ElementChanges.Value, into r: inout NetlinkRequest) {
-            r.nested(UInt16(NFTA_SET_ELEM_DATA.rawValue)) { d in
-                func verdict(_ code: Int32, chain: String? = nil) {
-                    d.nested(UInt16(NFTA_DATA_VERDICT.rawValue)) { v in
-                        v.attribute(UInt16(NFTA_VERDICT_CODE.rawValue), bigEndianU32: UInt32(bitPattern: code))
-                        if let chain { v.attribute(UInt16(NFTA_VERDICT_CHAIN.rawValue), string: chain) }
-                    }
-                }
-                switch v {
-                case .accept: verdict(NF_ACCEPT)
-                case .pass: verdict(NFT_RETURN.rawValue)
-                case let .goto(chain): verdict(NFT_GOTO.rawValue, chain: chain)
-                case let .mark(m): d.attribute(UInt16(NFTA_DATA_VALUE.rawValue), u32: m)
-                }
-            }
-        }
         let elements = changes.commands.reduce(0) { n, c in
             switch c {
             case let .add(_, e): return n + e.count
@@ -67,49 +29,95 @@ public enum NftablesElements {
         }
         guard elements <= maxElements else { return nil }
         var messages = [NftablesRequest.batchMarker(np_nfnl_msg_batch_begin)]
-        for c in changes.commands {
-            switch c {
-            case let .flush(map):
-                // A DELSETELEM without elements flushes the set.
-                var r = message(NFT_MSG_DELSETELEM, flags: Netlink.flagAck)
-                list(&r, map: map)
-                messages.append(r)
-            case let .add(map, elements):
-                var r = message(NFT_MSG_NEWSETELEM, flags: Netlink.flagAck | Netlink.flagCreate)
-                list(&r, map: map)
-                var failure: Errno?
-                r.nested(UInt16(NFTA_SET_ELEM_LIST_ELEMENTS.rawValue)) { l in
-                    for e in elements {
-                        l.nested(UInt16(NFTA_LIST_ELEM.rawValue)) { a in
-                            do throws(Errno) { try key(e.key, into: &a) } catch { failure = error }
-                            value(e.value, into: &a)
-                        }
-                    }
-                }
-                if let failure { throw failure }
-                messages.append(r)
-            case let .delete(map, keys):
-                var r = message(NFT_MSG_DELSETELEM, flags: Netlink.flagAck)
-                list(&r, map: map)
-                var failure: Errno?
-                r.nested(UInt16(NFTA_SET_ELEM_LIST_ELEMENTS.rawValue)) { l in
-                    for k in keys {
-                        l.nested(UInt16(NFTA_LIST_ELEM.rawValue)) { a in
-                            do throws(Errno) { try key(k, into: &a) } catch { failure = error }
-                        }
-                    }
-                }
-                if let failure { throw failure }
-                messages.append(r)
-            case let .deleteChain(chain):
-                var r = message(NFT_MSG_DELCHAIN, flags: Netlink.flagAck)
-                r.attribute(UInt16(NFTA_CHAIN_TABLE.rawValue), string: Ruleset.table)
-                r.attribute(UInt16(NFTA_CHAIN_NAME.rawValue), string: chain)
-                messages.append(r)
-            }
-        }
+        for c in changes.commands { messages.append(try request(c, cgroupID: cgroupID)) }
         messages.append(NftablesRequest.batchMarker(np_nfnl_msg_batch_end))
         return messages.reduce(0) { $0 + $1.bytes.count + 4 } > maxBatchBytes ? nil : messages
+    }
+
+    /// One command of the batch as its message.
+    private static func request(_ c: ElementChanges.Command, cgroupID: (String) throws(Errno) -> UInt64)
+    throws(Errno) -> NetlinkRequest {
+        switch c {
+        case let .flush(map):
+            // A DELSETELEM without elements flushes the set.
+            var r = message(NFT_MSG_DELSETELEM, flags: Netlink.flagAck)
+            list(&r, map: map)
+            return r
+        case let .add(map, elements):
+            var r = message(NFT_MSG_NEWSETELEM, flags: Netlink.flagAck | Netlink.flagCreate)
+            list(&r, map: map)
+            var failure: Errno?
+            r.nested(UInt16(NFTA_SET_ELEM_LIST_ELEMENTS.rawValue)) { l in
+                for e in elements {
+                    l.nested(UInt16(NFTA_LIST_ELEM.rawValue)) { a in
+                        do throws(Errno) { try key(e.key, cgroupID: cgroupID, into: &a) } catch { failure = error }
+                        value(e.value, into: &a)
+                    }
+                }
+            }
+            if let failure { throw failure }
+            return r
+        case let .delete(map, keys):
+            var r = message(NFT_MSG_DELSETELEM, flags: Netlink.flagAck)
+            list(&r, map: map)
+            var failure: Errno?
+            r.nested(UInt16(NFTA_SET_ELEM_LIST_ELEMENTS.rawValue)) { l in
+                for k in keys {
+                    l.nested(UInt16(NFTA_LIST_ELEM.rawValue)) { a in
+                        do throws(Errno) { try key(k, cgroupID: cgroupID, into: &a) } catch { failure = error }
+                    }
+                }
+            }
+            if let failure { throw failure }
+            return r
+        case let .deleteChain(chain):
+            var r = message(NFT_MSG_DELCHAIN, flags: Netlink.flagAck)
+            r.attribute(UInt16(NFTA_CHAIN_TABLE.rawValue), string: Ruleset.table)
+            r.attribute(UInt16(NFTA_CHAIN_NAME.rawValue), string: chain)
+            return r
+        }
+    }
+
+    private static func message(_ type: nf_tables_msg_types, flags: UInt16) -> NetlinkRequest {
+        var r = NetlinkRequest(type: UInt16(NFNL_SUBSYS_NFTABLES) << 8 | UInt16(type.rawValue), flags: flags)
+        r.append(header: nfgenmsg(nfgen_family: UInt8(NFPROTO_INET), version: UInt8(NFNETLINK_V0), res_id: 0))
+        return r
+    }
+
+    private static func list(_ r: inout NetlinkRequest, map: String) {
+        r.attribute(UInt16(NFTA_SET_ELEM_LIST_TABLE.rawValue), string: Ruleset.table)
+        r.attribute(UInt16(NFTA_SET_ELEM_LIST_SET.rawValue), string: map)
+    }
+
+    private static func key(_ k: ElementChanges.Key, cgroupID: (String) throws(Errno) -> UInt64,
+                            into r: inout NetlinkRequest) throws(Errno) {
+        var bytes: [UInt8]
+        switch k {
+        case let .number(n): bytes = withUnsafeBytes(of: n) { Array($0) }
+        case let .ifname(name):
+            bytes = Array(name.utf8.prefix(Int(np_ifnamsiz) - 1))
+            bytes += repeatElement(0, count: Int(np_ifnamsiz) - bytes.count)
+        case let .cgroup(path): bytes = withUnsafeBytes(of: try cgroupID(path)) { Array($0) }
+        case let .cgroupID(id): bytes = withUnsafeBytes(of: id) { Array($0) }
+        }
+        r.nested(UInt16(NFTA_SET_ELEM_KEY.rawValue)) { $0.attribute(UInt16(NFTA_DATA_VALUE.rawValue), bytes: bytes) }
+    }
+
+    private static func value(_ v: ElementChanges.Value, into r: inout NetlinkRequest) {
+        r.nested(UInt16(NFTA_SET_ELEM_DATA.rawValue)) { d in
+            func verdict(_ code: Int32, chain: String? = nil) {
+                d.nested(UInt16(NFTA_DATA_VERDICT.rawValue)) { v in
+                    v.attribute(UInt16(NFTA_VERDICT_CODE.rawValue), bigEndianU32: UInt32(bitPattern: code))
+                    if let chain { v.attribute(UInt16(NFTA_VERDICT_CHAIN.rawValue), string: chain) }
+                }
+            }
+            switch v {
+            case .accept: verdict(NF_ACCEPT)
+            case .pass: verdict(NFT_RETURN.rawValue)
+            case let .goto(chain): verdict(NFT_GOTO.rawValue, chain: chain)
+            case let .mark(m): d.attribute(UInt16(NFTA_DATA_VALUE.rawValue), u32: m)
+            }
+        }
     }
 
     /// The id nft gives a `cgroupsv2` path: the inode of the cgroup's directory, resolved from nft's root (a

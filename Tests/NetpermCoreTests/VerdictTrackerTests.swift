@@ -47,6 +47,47 @@ final class VerdictTrackerTests: XCTestCase {
         }
     }
 
+    /// Decisions moving some apps' permissions (for everyone and for one uid's own processes) make only those
+    /// apps' verdicts again: the same events, in the same order, and the same verdicts as a reset of every app.
+    func testAnUpdateOfTheDecidedAppsIsAReset() throws {
+        var s = try state([eth, wwan])
+        let extra = s.config.apps.flatMap { app in [1000, 1001].map { (AppMatch(id: app.id, matchedBy: .name, app: app), UInt32?.some($0)) } }
+        var steps: [(Decisions) -> Decisions] = []
+        for (app, uid) in [("d", nil), ("d", 1000), ("a", nil), ("e", 1001)] as [(String, UInt32?)] {
+            for (p, once) in [(Permission.allow, true), (.deny, false), (.allow, false)] {
+                steps.append { var d = $0; d.set(app, .wwan, p, once: once, uid: uid); d.set(app, .ethernet, p, once: once, uid: uid); return d }
+            }
+            steps.append { var d = $0; d.forget(app, kind: nil, uid: uid); return d }
+        }
+        steps.append { var d = $0; d.dropOnce(); return d }
+        var updated = VerdictTracker(), reset = VerdictTracker()
+        _ = updated.reset(state: s, extra: extra)
+        _ = reset.reset(state: s, extra: extra)
+        for (i, step) in steps.enumerated() {
+            let before = s.decisions
+            s.decisions = step(s.decisions)
+            let events = updated.update(s.decisions.apps(differingFrom: before), state: s)
+            XCTAssertEqual(events, reset.reset(state: s, extra: extra), "step \(i)")
+            for app in s.config.apps {
+                XCTAssertEqual(updated.verdict(app.id), reset.verdict(app.id), "step \(i): \(app.id)")
+                for uid: UInt32 in [1000, 1001] {
+                    XCTAssertEqual(updated.verdict(app.id, uid: uid), reset.verdict(app.id, uid: uid), "step \(i): \(app.id) of \(uid)")
+                }
+            }
+            // Both go on alike: their permission sets are the same (refresh's order is its sets', so by app here).
+            var (u, r) = (updated, reset), moved = s
+            moved.network = NetworkState(routedLinks: [wwan])
+            func keyed(_ events: [Event]) -> [String: Event] {
+                Dictionary(events.map { e -> (String, Event) in
+                    guard case let .app(v) = e else { return ("", e) }
+                    return ("\(v.app) \(v.uid.map(String.init) ?? "-")", e)
+                }, uniquingKeysWith: { a, _ in a })
+            }
+            XCTAssertEqual(keyed(u.refresh(state: moved)), keyed(r.refresh(state: moved)), "step \(i)")
+        }
+        XCTAssertEqual(updated.update([], state: s), [])
+    }
+
     func testRefreshWithoutChangeIsQuiet() throws {
         var t = VerdictTracker()
         let s = try state([eth, wwan])

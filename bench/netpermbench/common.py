@@ -111,9 +111,10 @@ class BenchBase:
         for tool in ("ip", "gcc", "socat"):
             if not shutil.which(tool):
                 raise BenchError(f"{tool} is not installed")
-        for b in ("netpermd", "netpermctl"):
-            if not os.access(os.path.join(self.bin, b), os.X_OK):
-                raise BenchError(f"{self.bin}/{b} is missing: build it (swift build -c release --static-swift-stdlib)")
+        for d in [self.bin] + ([self.args.compare] if self.args.compare else []):
+            for b in ("netpermd", "netpermctl"):
+                if not os.access(os.path.join(d, b), os.X_OK):
+                    raise BenchError(f"{d}/{b} is missing: build it (swift build -c release --static-swift-stdlib)")
         # 10,000 subscribers: the swarm and the daemon each need over 10,000 descriptors (children inherit this).
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         want = 65536
@@ -404,7 +405,7 @@ class BenchBase:
             f.write("".join(parts))
         os.replace(path + ".tmp", path)
 
-    def start_in_force(self, sock, conf, part, state, table, what, name, extra=()):
+    def start_in_force(self, sock, conf, part, state, table, what, name, extra=(), timeout=30):
         """netpermd until STATUS says its `part` (enforcement, usage) is `state` and the kernel has `table`. Entered
         with nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree the daemon reads."""
         d = self.spawn(["nsenter", f"--net=/run/netns/{self.ns}"]
@@ -415,13 +416,14 @@ class BenchBase:
             if d.poll() is not None:
                 raise BenchError(f"netpermd ({what}) exited with {d.returncode}" + self.daemon_log_tail())
             return json.loads(self.ask(sock, "STATUS", timeout=5))[part]["state"] == state
-        self.wait_for(ready, f"the rules of {what} in force", 30)
+        self.wait_for(ready, f"the rules of {what} in force", timeout)
         if not self.nft_table_loaded(table):
             raise BenchError(f"STATUS says {state} but the kernel has no table inet {table}")
         return d
 
-    def start_enforcing(self, sock, conf, extra=()):
-        return self.start_in_force(sock, conf, "enforcement", "enforcing", "netpermd", "Mode=block", "enforce", extra)
+    def start_enforcing(self, sock, conf, extra=(), timeout=30):
+        return self.start_in_force(sock, conf, "enforcement", "enforcing", "netpermd", "Mode=block", "enforce", extra,
+                                   timeout)
 
     def udp_passes(self):
         return run(["ip", "netns", "exec", self.ns, "setpriv", "--reuid", str(TPUT_UID), "--regid", str(TPUT_UID),
@@ -458,6 +460,32 @@ class BenchBase:
         unknown = set(phases) - set(PHASES)
         if unknown:
             raise BenchError(f"unknown phase(s) {', '.join(sorted(unknown))}; phases: {', '.join(PHASES)}")
+        if not self.args.compare:
+            self.run_phases(phases)
+            self.results["seconds"] = round(time.monotonic() - t_start, 1)
+            return self.results
+        # Two builds in the same run (--compare): each round runs the phases with one build, then the other (the
+        # order alternating from round to round), so both see the same machine and the same other load.
+        # Each run has a directory of its own (state, sockets, logs) below the bench's.
+        builds = [("before", self.args.compare), ("after", self.args.bin)]
+        runs, top = [], self.dir
+        try:
+            for k in range(self.args.rounds):
+                for label, path in (builds if k % 2 == 0 else builds[::-1]):
+                    log(f"round {k + 1} of {self.args.rounds}: the {label} build ({path})")
+                    self.bin, self.results = path, {}
+                    self.dir = os.path.join(top, f"{label}{k + 1}")
+                    os.makedirs(self.dir)
+                    load = os.getloadavg()
+                    self.run_phases(phases)
+                    runs.append({"build": label, "bin": path, "round": k + 1,
+                                 "load": [round(a, 2) for a in load], "results": self.results})
+        finally:
+            self.bin, self.dir = self.args.bin, top
+        return {"seconds": round(time.monotonic() - t_start, 1), "runs": runs}
+
+    def run_phases(self, phases):
+        """The selected phases with the build in `self.bin`, the results in `self.results`."""
         if "startup" in phases:
             self.bench_startup()
         self.sock = os.path.join(self.dir, "netpermd.sock")
@@ -471,8 +499,6 @@ class BenchBase:
                 getattr(self, "bench_" + name)()
         self.stop(self.daemon)
         self.stop(self.echo)
-        self.results["seconds"] = round(time.monotonic() - t_start, 1)
-        return self.results
 
 
 # ---- statistics and the report -----------------------------------------------------------------------------

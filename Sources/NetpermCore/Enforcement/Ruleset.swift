@@ -155,33 +155,27 @@ public struct Ruleset: Equatable, Sendable {
         let owners = Owners(apps: apps, cgroups: cgroups, installed: installed)
         let skipped = linkPart.skipped + owners.skipped
         let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner
-        // What each owning app may do, computed once per app.
-        var perms: [Int: PermissionSet] = [:]
-        var ownPerms: [UInt64: PermissionSet?] = [:]
-        func permission(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> Permission {
-            if let uid {
-                let key = UInt64(i) << 32 | UInt64(uid)
-                let own = ownPerms[key] ?? ownPermissions(apps[i], uid)
-                ownPerms[key] = own
-                if let own { return own[k] }
-            }
-            let p = perms[i] ?? permissions(apps[i])
-            perms[i] = p
-            return p[k]
+        // Each app's permissions (a uid's own instead, where it has some) and tag (ConnectionTags, kept in a TagTable:
+        // it names its connections and pending chains, whatever its place), by its index: a DECIDE builds every
+        // app's rules again, and hashing a key per element and kind was a fifth of it.
+        let tags = given ?? ConnectionTags.assign(apps.map(\.id))
+        let appPerms = apps.map(permissions), appTags = apps.map { tags[$0.id] ?? 0 }
+        func appPermissions(_ i: Int, uid: UInt32?) -> PermissionSet {
+            uid.flatMap { ownPermissions(apps[i], $0) } ?? appPerms[i]
         }
         // Pending kinds go to a chain of their own that logs before it rejects: the prefix must name the app.
         var askChains: [AskChain] = []
         var askSeen: Set<AskChain.ID> = []
-        // Each app's tag (ConnectionTags, kept in a TagTable) names its connections and its pending chains, whatever
-        // its place.
-        let tags = given ?? ConnectionTags.assign(apps.map(\.id))
-        func reject(_ i: Int, _ k: PolicyDimension, uid: UInt32? = nil) -> MapVerdict {
-            guard permission(i, k, uid: uid) == .ask else { return .deny }
-            let id = AskChain.ID(tag: tags[apps[i].id]!, kind: k)
+        // `p`: the app's permission for kind `k`, not `allow`.
+        func reject(_ i: Int, _ k: PolicyDimension, _ p: Permission) -> MapVerdict {
+            guard p == .ask else { return .deny }
+            let id = AskChain.ID(tag: appTags[i], kind: k)
             // Its chain is made once, by the first element that asks (an app's uids, units and tag all do).
-            guard !askSeen.contains(id) else { return .ask(id) }
-            guard let prefix = logPrefix(app: apps[i].id, kind: k) else { return .deny }
-            askSeen.insert(id)
+            guard askSeen.insert(id).inserted else { return .ask(id) }
+            guard let prefix = logPrefix(app: apps[i].id, kind: k) else {
+                askSeen.remove(id)
+                return .deny
+            }
             askChains.append(AskChain(id: id, prefix: prefix))
             return .ask(id)
         }
@@ -191,8 +185,8 @@ public struct Ruleset: Equatable, Sendable {
         t += linkPart.text
         var elements = linkPart.elements.count
         let appRulesOffset = t.utf8.count
-        let maps = verdictMaps(owners: owners, apps: apps, tags: tags, permission: { permission($0, $1, uid: $2) },
-                               reject: { reject($0, $1, uid: $2) })
+        let maps = verdictMaps(owners: owners, apps: apps, tags: tags, appTags: appTags,
+                               permissions: { appPermissions($0, uid: $1) }, reject: { reject($0, $1, $2) })
         for m in maps {
             elements += m.elements.count
             set(&t, m.name, type: m.key + " : " + m.value, m.elements)
@@ -218,18 +212,22 @@ public struct Ruleset: Equatable, Sendable {
     }
 
     /// The verdict maps: each kind's by uid, by user's unit and by system unit at each level, the tags' marks, and
-    /// each kind's by tag. `permission` and `reject` judge app `i` for a kind (and a uid's own decisions).
-    private static func verdictMaps(owners: Owners, apps: [AppPolicy], tags: [String: UInt32],
-                                    permission: (Int, PolicyDimension, UInt32?) -> Permission,
-                                    reject: (Int, PolicyDimension, UInt32?) -> MapVerdict) -> [VerdictMap] {
+    /// each kind's by tag. `permissions` gives app `i`'s (a uid's own, where given), `reject` the verdict of a
+    /// permission that is not `allow`; `appTags` each app's tag by its index.
+    private static func verdictMaps(owners: Owners, apps: [AppPolicy], tags: [String: UInt32], appTags: [UInt32],
+                                    permissions appPermissions: (Int, UInt32?) -> PermissionSet,
+                                    reject: (Int, PolicyDimension, Permission) -> MapVerdict) -> [VerdictMap] {
         var maps: [VerdictMap] = []
         let uidOwner = owners.uidOwner, cgroupOwner = owners.cgroupOwner, appIndex = owners.appIndex
         // Only denials need a uid element: a uid no element names passes anyway.
-        let sortedUIDs = owners.sortedUIDs
+        let uidSets = owners.sortedUIDs.map { uid in
+            let app = uidOwner[uid]!
+            return (uid: uid, app: app, set: appPermissions(app, uid))
+        }
         for k in dimensions {
-            maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: sortedUIDs.compactMap { uid in
-                let app = uidOwner[uid]!
-                return permission(app, k, uid) == .allow ? nil : MapElement(key: .uid(uid), verdict: reject(app, k, uid))
+            maps.append(VerdictMap(name: "uid_\(k.rawValue)", key: "uid", elements: uidSets.compactMap { u in
+                let p = u.set[k]
+                return p == .allow ? nil : MapElement(key: .uid(u.uid), verdict: reject(u.app, k, p))
             }))
         }
         // A user's unit names only what it takes away: where its app allows, the packet goes on to its uid's verdict.
@@ -237,9 +235,8 @@ public struct Ruleset: Equatable, Sendable {
             let owned = cgroupOwner.filter { $0.cgroup.user && $0.cgroup.level == level }
             for k in dimensions {
                 maps.append(VerdictMap(name: "user\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.compactMap {
-                    let uid = UnitOwner.userUID(path: $0.cgroup.path)
-                    return permission($0.app, k, uid) == .allow ? nil
-                        : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k, uid))
+                    let p = appPermissions($0.app, UnitOwner.userUID(path: $0.cgroup.path))[k]
+                    return p == .allow ? nil : MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: reject($0.app, k, p))
                 }))
             }
         }
@@ -250,7 +247,8 @@ public struct Ruleset: Equatable, Sendable {
             for k in dimensions {
                 let pass: MapVerdict = k.isOverlay ? .pass : .accept
                 maps.append(VerdictMap(name: "unit\(level)_\(k.rawValue)", key: "cgroupsv2", elements: owned.map {
-                    MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: permission($0.app, k, nil) == .allow ? pass : reject($0.app, k, nil))
+                    let p = appPermissions($0.app, nil)[k]
+                    return MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: p == .allow ? pass : reject($0.app, k, p))
                 }))
             }
         }
@@ -261,12 +259,14 @@ public struct Ruleset: Equatable, Sendable {
         // consulted instead, as above). Every app's, not only those owning something now: a connection outlives
         // the cgroup it was tagged in.
         // Each app's tag looked up once: the comparison hashed two ids (10,001 apps: 5% of a reload on the loop).
-        let tagged = Set(appIndex.values).map { (i: $0, tag: tags[apps[$0].id]!) }.sorted { $0.tag < $1.tag }.map(\.i)
+        let tagged = Set(appIndex.values).map { (i: $0, tag: appTags[$0]) }.sorted { $0.tag < $1.tag }
+            .map { (i: $0.i, tag: $0.tag, set: appPermissions($0.i, nil), unit: unitApps.contains($0.i)) }
         for k in dimensions {
             let pass: MapVerdict = k.isOverlay ? .pass : .accept
-            maps.append(VerdictMap(name: "conn_\(k.rawValue)", key: "mark", elements: tagged.compactMap { i in
-                let verdict = permission(i, k, nil) == .allow ? (unitApps.contains(i) ? pass : nil) : reject(i, k, nil)
-                return verdict.map { MapElement(key: .tag(tags[apps[i].id]!), verdict: $0) }
+            maps.append(VerdictMap(name: "conn_\(k.rawValue)", key: "mark", elements: tagged.compactMap { a in
+                let p = a.set[k]
+                let verdict = p == .allow ? (a.unit ? pass : nil) : reject(a.i, k, p)
+                return verdict.map { MapElement(key: .tag(a.tag), verdict: $0) }
             }))
         }
         return maps
@@ -284,11 +284,7 @@ public struct Ruleset: Equatable, Sendable {
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
         // At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
         // raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
-        for chain in askChains {
-            t += "\tchain \(chain.name) {\n"
-            for rule in chain.rules { t += "\t\t" + rule + "\n" }
-            t += "\t}\n"
-        }
+        for chain in askChains { chain.write(to: &t) }
         func chain(_ name: String, _ rules: [String]) {
             t += "\tchain \(name) {\n"
             if let hook = hooks[name] { t += "\t\t" + hook + "\n" }

@@ -117,6 +117,19 @@ extension Ruleset {
         var rules: [String] {
             ["limit rate 5/second burst 5 packets log group \(Ruleset.logGroup) prefix \"\(prefix)\"", "goto deny"]
         }
+
+        /// The chain as the table's text has it (`rules`, appended piece by piece: 13,000 of them in a large policy).
+        func write(to t: inout String) {
+            t += "\tchain "
+            id.write(to: &t)
+            t += " {\n\t\tlimit rate 5/second burst 5 packets log group "
+            t += Self.logGroupText
+            t += " prefix \""
+            t += prefix
+            t += "\"\n\t\tgoto deny\n\t}\n"
+        }
+
+        private static let logGroupText = String(Ruleset.logGroup)
     }
 
     /// How much `update(from:)` changes, for the log.
@@ -167,9 +180,58 @@ extension Ruleset {
     public func update(from old: Ruleset) -> Update? {
         guard maps.count == old.maps.count else { return nil }
         var size = UpdateSize()
+        var (prepare, cleanup, pendingChanges) = chainChanges(from: old, size: &size)
+        var links: [RuleCommand] = []
+        if linkElements != old.linkElements {
+            size.links = true
+            links.append(.flushMap("links"))
+            if !linkElements.isEmpty { links.append(.addElements(map: "links", linkElements)) }
+        }
+        let limit = (elements + pendingChains) / 2 + 16
+        guard let d = elementChanges(from: old, size: &size, pendingChanges: pendingChanges, limit: limit) else { return nil }
+        // New elements and those of cgroups gone need no transaction with anything else of their side (a new key was
+        // nobody's in that map, a gone cgroup's matches no socket), and the kernel holds every other change to
+        // nf_tables (units just made being named: Engine+FreshUnits.swift) while it commits one: past `chunkElements`
+        // of them (a scan's thousands under churn), they go after their side's changes of verdicts, a few hundred to
+        // a transaction.
+        let apart = d.newTighten.count + d.newLoosen.count + d.goneOnes.count > Self.chunkElements
+        var firstHalf = Self.commands(d.tighten), secondHalf = Self.commands(d.loosen)
+        var firstPieces: [[RuleCommand]] = [], secondPieces: [[RuleCommand]] = []
+        if apart {
+            firstPieces = Self.chunks(d.newTighten) { .addElements(map: $0, $1) }
+            secondPieces = Self.chunks(d.newLoosen) { .addElements(map: $0, $1) } + Self.chunks(d.goneOnes) { .deleteElements(map: $0, $1) }
+        } else {
+            let order = Dictionary(maps.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
+            firstHalf = Self.commands(d.tighten + d.newTighten.map { KeyChange(map: $0.map, delete: nil, add: $0.item) }, order: order)
+            secondHalf = Self.commands(d.goneOnes.map { KeyChange(map: $0.map, delete: $0.item, add: nil) } + d.loosen
+                                       + d.newLoosen.map { KeyChange(map: $0.map, delete: nil, add: $0.item) }, order: order)
+        }
+        let newIDs = Set(askChains.map(\.id))
+        for c in old.askChains where !newIDs.contains(c.id) {
+            size.chains += 1
+            pendingChanges += 1
+            cleanup.append(.deleteChain(c.name))
+        }
+        // Past about half the table, one load of the whole is no slower and leaves nothing to chance (writing a
+        // chain's lookups again is a few rules, whatever the table's size). Units coming and going are not counted:
+        // thousands of them churning in a small table would load it whole at every scan, each load holding the
+        // kernel and replacing the elements of the units named as they were made (Engine+FreshUnits.swift).
+        guard size.elements + pendingChanges - d.unitsCame - d.goneOnes.count <= limit else { return nil }
+        // The links map alone, when elements change too: a link moved to another chain must meet elements that
+        // already refuse what both sides refuse.
+        let elementsChange = !(firstHalf.isEmpty && secondHalf.isEmpty && firstPieces.isEmpty && secondPieces.isEmpty)
+        let transactions = [prepare, firstHalf] + firstPieces + (elementsChange ? [links, secondHalf] : [links + secondHalf])
+            + secondPieces + [cleanup]
+        return Update(changes: transactions.filter { !$0.isEmpty }.map(RuleTransaction.init), size: size)
+    }
+
+    /// The chains `update(from:)` writes before the elements (`prepare`: pending apps' new chains, the lookups of
+    /// both builds together) and after them (`cleanup`: the lookups of this build alone), and how many pending
+    /// apps' chains it adds or fills again.
+    private func chainChanges(from old: Ruleset, size: inout UpdateSize)
+        -> (prepare: [RuleCommand], cleanup: [RuleCommand], pending: Int) {
         var prepare: [RuleCommand] = [], cleanup: [RuleCommand] = []
         let oldChains = Dictionary(old.askChains.map { ($0.id, $0.prefix) }, uniquingKeysWith: { a, _ in a })
-        let newIDs = Set(askChains.map(\.id))
         var pendingChanges = 0
         for c in askChains where oldChains[c.id] != c.prefix {
             size.chains += 1
@@ -192,19 +254,22 @@ extension Ruleset {
                 if now != union { write(chain, now, into: &cleanup) }
             }
         }
-        var links: [RuleCommand] = []
-        if linkElements != old.linkElements {
-            size.links = true
-            links.append(.flushMap("links"))
-            if !linkElements.isEmpty { links.append(.addElements(map: "links", linkElements)) }
-        }
-        // Each key's change (its old element deleted, its new one added, together), on the side it goes: tightening
-        // or loosening. New keys, and those of cgroups gone, may go apart (below).
+        return (prepare, cleanup, pendingChanges)
+    }
+
+    /// The elements' changes from `old`, map by map, each on the side it goes.
+    struct ElementDiff {
         var tighten: [KeyChange] = [], loosen: [KeyChange] = []
+        /// New keys, and those of cgroups gone: they may go apart (`update(from:)`).
         var newTighten: [(map: String, item: MapElement)] = [], newLoosen: [(map: String, item: MapElement)] = []
         var goneOnes: [(map: String, item: Key)] = []
         var unitsCame = 0
-        let limit = (elements + pendingChains) / 2 + 16
+    }
+
+    /// Each key's change (its old element deleted, its new one added, together), on the side it goes: tightening
+    /// or loosening. nil when the whole table must be loaded instead (`update(from:)`).
+    private func elementChanges(from old: Ruleset, size: inout UpdateSize, pendingChanges: Int, limit: Int) -> ElementDiff? {
+        var d = ElementDiff()
         for (new, was) in zip(maps, old.maps) {
             guard new.name == was.name else { return nil }
             guard new.elements != was.elements else { continue }
@@ -221,57 +286,25 @@ extension Ruleset {
                         continue
                     }
                     // Its cgroup is gone: it matches no socket, whenever it goes.
-                    goneOnes.append((new.name, e.key))
+                    d.goneOnes.append((new.name, e.key))
                     size.elements += 1
                     continue
                 }
                 let now = after[e.key]
                 let change = KeyChange(map: new.name, delete: e.key, add: now.map { MapElement(key: e.key, verdict: $0) })
                 size.elements += now == nil ? 1 : 2
-                if Self.tightens(from: e.verdict, to: now) { tighten.append(change) } else { loosen.append(change) }
+                if Self.tightens(from: e.verdict, to: now) { d.tighten.append(change) } else { d.loosen.append(change) }
             }
             for e in new.elements where before[e.key] == nil {
-                if case .cgroup = e.key { unitsCame += 1 }
+                if case .cgroup = e.key { d.unitsCame += 1 }
                 size.elements += 1
-                if Self.tightens(from: nil, to: e.verdict) { newTighten.append((new.name, e)) } else { newLoosen.append((new.name, e)) }
+                if Self.tightens(from: nil, to: e.verdict) { d.newTighten.append((new.name, e)) } else { d.newLoosen.append((new.name, e)) }
             }
             // What follows only adds to the count below: past the limit already, the whole table is loaded, and a
             // reload that moves every app's verdict is not compared to the end (a fifth of its time on the loop).
-            guard size.elements + pendingChanges - unitsCame - goneOnes.count <= limit else { return nil }
+            guard size.elements + pendingChanges - d.unitsCame - d.goneOnes.count <= limit else { return nil }
         }
-        // New elements and those of cgroups gone need no transaction with anything else of their side (a new key was
-        // nobody's in that map, a gone cgroup's matches no socket), and the kernel holds every other change to
-        // nf_tables (units just made being named: Engine+FreshUnits.swift) while it commits one: past `chunkElements`
-        // of them (a scan's thousands under churn), they go after their side's changes of verdicts, a few hundred to
-        // a transaction.
-        let apart = newTighten.count + newLoosen.count + goneOnes.count > Self.chunkElements
-        var firstHalf = Self.commands(tighten), secondHalf = Self.commands(loosen)
-        var firstPieces: [[RuleCommand]] = [], secondPieces: [[RuleCommand]] = []
-        if apart {
-            firstPieces = Self.chunks(newTighten) { .addElements(map: $0, $1) }
-            secondPieces = Self.chunks(newLoosen) { .addElements(map: $0, $1) } + Self.chunks(goneOnes) { .deleteElements(map: $0, $1) }
-        } else {
-            let order = Dictionary(maps.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { a, _ in a })
-            firstHalf = Self.commands(tighten + newTighten.map { KeyChange(map: $0.map, delete: nil, add: $0.item) }, order: order)
-            secondHalf = Self.commands(goneOnes.map { KeyChange(map: $0.map, delete: $0.item, add: nil) } + loosen
-                                       + newLoosen.map { KeyChange(map: $0.map, delete: nil, add: $0.item) }, order: order)
-        }
-        for c in old.askChains where !newIDs.contains(c.id) {
-            size.chains += 1
-            pendingChanges += 1
-            cleanup.append(.deleteChain(c.name))
-        }
-        // Past about half the table, one load of the whole is no slower and leaves nothing to chance (writing a
-        // chain's lookups again is a few rules, whatever the table's size). Units coming and going are not counted:
-        // thousands of them churning in a small table would load it whole at every scan, each load holding the
-        // kernel and replacing the elements of the units named as they were made (Engine+FreshUnits.swift).
-        guard size.elements + pendingChanges - unitsCame - goneOnes.count <= limit else { return nil }
-        // The links map alone, when elements change too: a link moved to another chain must meet elements that
-        // already refuse what both sides refuse.
-        let elementsChange = !(firstHalf.isEmpty && secondHalf.isEmpty && firstPieces.isEmpty && secondPieces.isEmpty)
-        let transactions = [prepare, firstHalf] + firstPieces + (elementsChange ? [links, secondHalf] : [links + secondHalf])
-            + secondPieces + [cleanup]
-        return Update(changes: transactions.filter { !$0.isEmpty }.map(RuleTransaction.init), size: size)
+        return d
     }
 
     /// One key's change in one map: its element in force deleted (if it has one) and its new one added (if it has

@@ -89,6 +89,21 @@ public struct Decisions: Equatable, Sendable {
         return removed
     }
 
+    /// The apps whose decisions differ between these and `other` (for everyone or for any uid): the only apps whose
+    /// permissions a change from one to the other moves.
+    public func apps(differingFrom other: Decisions) -> Set<String> {
+        var apps: Set<String> = []
+        func compare(_ a: Table, _ b: Table) {
+            for (app, kinds) in a where b[app] != kinds { apps.insert(app) }
+            for app in b.keys where a[app] == nil { apps.insert(app) }
+        }
+        compare(lasting, other.lasting)
+        compare(once, other.once)
+        for uid in Set(userLasting.keys).union(other.userLasting.keys) { compare(userLasting[uid] ?? [:], other.userLasting[uid] ?? [:]) }
+        for uid in Set(userOnce.keys).union(other.userOnce.keys) { compare(userOnce[uid] ?? [:], other.userOnce[uid] ?? [:]) }
+        return apps
+    }
+
     public mutating func dropOnce() {
         once = [:]
         userOnce = [:]

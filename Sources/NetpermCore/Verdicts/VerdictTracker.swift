@@ -74,6 +74,33 @@ public struct VerdictTracker: Sendable {
             }
         }
 
+        /// The verdicts of the tracked `keys` made again from their permissions now (as `add` makes them); the
+        /// permission sets no app of this store has any more.
+        mutating func update(_ keys: [Key], templates: inout [EffectivePermissions: Verdict], state: DaemonState)
+            -> [EffectivePermissions] {
+            var emptied: [EffectivePermissions] = []
+            for key in keys {
+                guard let match = matches[key] else { continue }
+                let perms = state.effectivePermissions(for: match, uid: key.uidView)
+                // The set it was filed under (one pass over the sets, at most 3^5, and their keys).
+                let was = appsBySet.first { $0.value.contains(key) }?.key
+                guard perms != was else { continue }
+                if let was {
+                    appsBySet[was]?.removeAll { $0 == key }
+                    if appsBySet[was]?.isEmpty == true {
+                        appsBySet[was] = nil
+                        emptied.append(was)
+                    }
+                }
+                let template = templates[perms]
+                    ?? Verdict.compute(app: "", matchedBy: .name, effective: perms, network: state.network, ready: state.ready)
+                templates[perms] = template
+                appsBySet[perms, default: []].append(key)
+                verdicts[key] = template.renamed(match.id, match.matchedBy, uid: key.uidView)
+            }
+            return emptied
+        }
+
         func changed(since old: [Key: Verdict]) -> [Event] {
             order.compactMap { key in
                 guard let v = verdicts[key], let o = old[key], !o.sameState(as: v) else { return nil }
@@ -112,6 +139,24 @@ public struct VerdictTracker: Sendable {
         }
         for (m, uid) in extra { track(m, uid: uid, state: state) }
         return everyone.changed(since: old.0) + own.changed(since: old.1)
+    }
+
+    /// Makes again the verdicts of `apps` alone (for everyone and for each uid tracked), after their decisions
+    /// changed and nothing else did; returns their events, as `reset` would (in the order tracked, everyone's first).
+    public mutating func update(_ apps: Set<String>, state: DaemonState) -> [Event] {
+        guard !apps.isEmpty else { return [] }
+        changes += 1
+        let keys = (everyone.order.filter { apps.contains($0) }, own.order.filter { apps.contains($0.id) })
+        // Their verdicts before, not the dictionaries: a copy held while they change is 10,001 verdicts copied.
+        let old = (keys.0.map { everyone.verdicts[$0] }, keys.1.map { own.verdicts[$0] })
+        let emptied = everyone.update(keys.0, templates: &templates, state: state)
+            + own.update(keys.1, templates: &templates, state: state)
+        for perms in emptied where everyone.appsBySet[perms] == nil && own.appsBySet[perms] == nil { templates[perms] = nil }
+        let now = keys.0.map { everyone.verdicts[$0] } + keys.1.map { own.verdicts[$0] }
+        return zip(now, old.0 + old.1).compactMap { v, o in
+            guard let v, let o, !o.sameState(as: v) else { return nil }
+            return .app(v)
+        }
     }
 
     /// Starts tracking one app (a subscriber's or waiter's own); no event.

@@ -53,7 +53,8 @@ class Decide:
         self.enforce_conf(conf, n, wifi="ask")
         # At debug, the daemon logs how long its own transactions took.
         daemon_log = os.path.join(self.dir, "netpermd-enforce.log")
-        d = self.start_enforcing(sock, conf, extra=["--log-level", "debug"])
+        # The whole table of 10,001 apps took over 30 s to load on a shared machine under builds.
+        d = self.start_enforcing(sock, conf, extra=["--log-level", "debug"], timeout=180)
         times, loads = [], []
         for i in range(rounds):
             allow = json.loads(self.ask(sock, "DECIDE tputapp wifi allow --once"))
