@@ -40,15 +40,23 @@ final class DesktopAgentTests: IntegrationTestCase {
     }
 
     /// The daemon in an enforcement bed whose only link is wwan0 (metered, as cellular is), its rules in force, and
-    /// alice and bob with passwd entries of their own.
-    func makeDesk(_ policy: String = DesktopAgentTests.policy) throws -> Desk {
+    /// alice and bob with passwd entries of their own. `entries`: desktop entries installed for everyone (by their
+    /// file name), in an `XDG_DATA_DIRS` of the daemon's.
+    func makeDesk(_ policy: String = DesktopAgentTests.policy, entries: [String: String] = [:]) throws -> Desk {
         let bed = try EnforcementBed(self)
         try bed.addLink("wwan0", subnet: 2)
         try bed.ns.ip("route", "add", "default", "via", "10.2.0.2", "dev", "wwan0")
         let dir = try makeTempDir()
         chmod(dir, 0o755)
         let socket = dir + "/netpermd.sock"
-        _ = try startDaemon(in: bed.ns, socket: socket, config: try writeConfig(policy, in: dir), nsenter: true)
+        var wrapper: [String] = []
+        if !entries.isEmpty {
+            try FileManager.default.createDirectory(atPath: dir + "/share/applications", withIntermediateDirectories: true)
+            for (file, text) in entries { try text.write(toFile: dir + "/share/applications/" + file, atomically: true, encoding: .utf8) }
+            wrapper = ["env", "XDG_DATA_DIRS=\(dir)/share"]
+        }
+        _ = try startDaemon(in: bed.ns, socket: socket, config: try writeConfig(policy, in: dir), wrapper: wrapper,
+                            nsenter: true)
         if policy.contains("Mode=block") { try waitForEnforcing(socket) }
         showOnFailure("netpermd log") { (try? String(contentsOfFile: dir + "/netpermd.log", encoding: .utf8))?.suffix(4000).description ?? "" }
         return Desk(bed: bed, dir: dir, socket: socket,
@@ -163,16 +171,18 @@ final class DesktopAgentTests: IntegrationTestCase {
 
     // MARK: - python-dbusmock
 
-    /// The question in the person's language: under LANG=zh_CN.UTF-8 the notification asks "允许“maps”使用无线数据？"
-    /// and its buttons are Chinese, from netpermctl's catalogue (po/netpermctl).
+    /// The question in the person's language: under LANG=zh_CN.UTF-8 the notification names the app by its desktop
+    /// entry's `Name[zh_CN]=` ("允许“测试地图”使用无线数据？", not its `Name=`), and its buttons are Chinese, from
+    /// netpermctl's catalogue (po/netpermctl).
     func testTheQuestionIsAskedInThePersonsLanguage() throws {
-        let d = try makeDesk()
+        let d = try makeDesk(entries: ["maps.desktop": "[Desktop Entry]\nType=Application\nName=Test Maps\n"
+                                        + "Name[de]=Testkarten\nName[zh_CN]=测试地图\nExec=/usr/bin/false\n"])
         let bus = try session(d, Self.alice)
         _ = try notificationMock(d, bus, Self.alice)
         let chinese = try Languages.environment(self, "zh_CN", catalogues: [("netpermctl", "po/netpermctl", "NETPERMCTL_LOCALEDIR")])
         _ = try notifyAgent(d, bus, Self.alice, language: chinese)
         let (_, args) = try blockedUntilNotified(d, bus, count: 1)
-        XCTAssertEqual(args[3] as? String, "允许“maps”使用无线数据？")
+        XCTAssertEqual(args[3] as? String, "允许“测试地图”使用无线数据？", "\(args)")
         XCTAssertEqual(args[5] as? [String], ["allow", "允许", "deny", "仅限无线局域网", "once", "允许一次"], "\(args)")
         XCTAssertTrue((args[4] as? String)?.contains("若不回答，此问题将在 3 秒后过期") == true, "\(args)")
     }

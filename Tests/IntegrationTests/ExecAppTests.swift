@@ -9,7 +9,8 @@ import Glibc
 /// with Debian's session bus, the kernel's exec events, the daemon's scope made through that manager, and the kernel's
 /// rules. Each app (Support/exec-app.py) starts where a desktop without units per app starts it, waits until it is in
 /// its scope and its QUERY says the rules name it, then sends a datagram over wwan every 50 ms: `[Defaults] WWAN=ask`
-/// and `Mode=block` refuse it, one prompt with its name is raised, the person's answer lets it out.
+/// and `Mode=block` refuse it, one prompt with its name is raised, the person's answer lets it out, for that uid only:
+/// another uid's same app is still refused and asked.
 final class ExecAppTests: IntegrationTestCase {
     private var bed: EnforcementBed!
     private var dir = ""
@@ -153,14 +154,17 @@ final class ExecAppTests: IntegrationTestCase {
         return try JSONValue.object(String(first))
     }
 
-    /// The app's result: in its scope, named by its installed entry, refused over wwan, one prompt with its name for
-    /// the test uid; the user's answer lets its datagrams out; APPS lists it for the user.
-    private func checkFoundAndHeld(_ result: String, app: String, name: String, unit known: String? = nil) throws {
+    /// The app's result: in its scope, named by its installed entry, refused over wwan, one prompt with its name (and
+    /// its `names`, in German for a German person) for the test uid; the user's answer lets its datagrams out, and
+    /// that uid's alone; APPS lists it for the user. Its pid.
+    @discardableResult
+    private func checkFoundAndHeld(_ result: String, app: String, name: String, unit known: String? = nil,
+                                   names: [String: String] = [:], otherUnit: String? = nil) throws -> Int {
         let first = try lines(result) { self.states($0).contains("refused") || self.states($0).contains("passed")
             || self.states($0).contains(where: { $0.hasPrefix("never") }) }
         XCTAssertEqual(states(first).prefix(2), ["query", "refused"], "\(first)")
         guard let q = first.first?["query"] as? [String: Any], let cgroup = first.first?["cgroup"] as? String,
-              let pid = first.first?["pid"] as? Int else { return XCTFail("\(first)") }
+              let pid = first.first?["pid"] as? Int else { XCTFail("\(first)"); return 0 }
         let unit = known ?? "app-netpermd-" + app.replacingOccurrences(of: "-", with: "\\x2d") + "-\(pid).scope"
         XCTAssertTrue(cgroup.hasSuffix("/user@\(uid).service/app.slice/" + unit), cgroup)
         XCTAssertEqual(q["app"] as? String, app, "\(q)")
@@ -176,13 +180,50 @@ final class ExecAppTests: IntegrationTestCase {
             return (mine.count == 1 && mine[0]["uid"] as? Int == Int(self.uid), "\(ps)")
         }
         XCTAssertEqual(prompt["name"] as? String, name, "\(prompt)")
+        XCTAssertEqual(prompt["names"] as? [String: String] ?? [:], names, "\(prompt)")
         let listed = ((try asUser("APPS")["apps"] as? [[String: Any]]) ?? []).compactMap { $0["app"] as? String }
         XCTAssertTrue(listed.contains(app), "APPS of uid \(uid): \(listed)")
-        guard let id = prompt["id"] else { return XCTFail("no id: \(prompt)") }
+        if let german = names["de"] {
+            let r = try Subprocess.run(manager.asUser([netpermctl, "--socket", socket, "apps"],
+                                                      environment: ["LANG=de_DE.UTF-8"]))
+            XCTAssertTrue(r.stdout.contains("\(app) (\(german))"), "netpermctl apps of a German person: \(r.summary)")
+        }
+        guard let id = prompt["id"] else { XCTFail("no id: \(prompt)"); return pid }
         let answer = try asUser("ANSWER \(id) allow")
         XCTAssertEqual(answer["ok"] as? Bool, true, "\(answer)")
         try lines(result) { self.states($0).suffix(1) == ["passed"] }
         XCTAssertEqual(try asUser("DECISIONS").description.contains(app), true)
+        try checkAnotherUidIsStillAsked(app, unit: otherUnit)
+        return pid
+    }
+
+    /// After the test uid's answer, the same app of another uid (its own manager's tree beside the test uid's, as
+    /// the launcher of its desktop makes it: `app-gnome-ID-N.scope`) is still refused and awaits its own decision:
+    /// the answer holds for the uid that gave it. (Were it everyone's, this app's datagram would pass: the other uid
+    /// is named by no app.)
+    private func checkAnotherUidIsStillAsked(_ app: String, unit: String?) throws {
+        let other = uid + 1
+        let top = ((manager.cgroup as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        let escaped = app.replacingOccurrences(of: "-", with: "\\x2d")
+        let cgroup = top + "/user-\(other).slice/user@\(other).service/app.slice/"
+            + (unit ?? "app-gnome-\(escaped)-\(getpid()).scope")
+        try FileManager.default.createDirectory(atPath: cgroup, withIntermediateDirectories: true)
+        let result = dir + "/results/\(app).uid\(other)"
+        let p = try Subprocess.spawn(["nsenter", "--net=/run/netns/\(bed.ns.name)", "sh", "-c",
+                                      #"echo $$ > "$0/cgroup.procs" && exec "$@""#, cgroup,
+                                      "setpriv", "--reuid=\(other)", "--regid=\(other)", "--clear-groups",
+                                      "/usr/bin/python3", Repository.path("Tests/IntegrationTests/Support/exec-app.py"),
+                                      result, bed.peers["wwan0"]!.v4, EnforcementBed.port, socket, "--stay"],
+                                     stdin: .devNull, stdout: .devNull, stderr: .devNull)
+        defer { _ = p.killAndReap() }
+        let l = try lines(result) { self.states($0).contains("refused") || self.states($0).contains("passed")
+            || self.states($0).contains(where: { $0.hasPrefix("never") }) }
+        XCTAssertEqual(states(l).prefix(2), ["query", "refused"], "uid \(other)'s \(app) after uid \(uid)'s answer: \(l)")
+        let q = l.first?["query"] as? [String: Any] ?? [:]
+        XCTAssertEqual(q["app"] as? String, app, "\(q)")
+        // Still to be asked: its `ask` is undecided for it, and it has no agent to ask (the test uid's answer would
+        // say `user-decision`, and everyone's `decision`).
+        XCTAssertEqual((q["sources"] as? [String: Any])?["wwan"] as? String, "no-agent", "uid \(other)'s \(app): \(q)")
     }
 
     /// A `DBusActivatable=true` app activated over the session bus: Debian 12's dbus-daemon forks it in
@@ -193,7 +234,11 @@ final class ExecAppTests: IntegrationTestCase {
         let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)"]
             + manager.asUser(["dbus-send", "--session", "--dest=org.npt.Maps", "/", "org.npt.Maps.Start"]))
         XCTAssertEqual(r.status, 0, r.summary)
-        try checkFoundAndHeld(dir + "/results/maps.dbus", app: "org.npt.Maps", name: "Test Maps")
+        let pid = try checkFoundAndHeld(dir + "/results/maps.dbus", app: "org.npt.Maps", name: "Test Maps",
+                                        names: ["de": "Testkarten"])
+        // Where dbus-daemon forked it, as the daemon read it from /proc/PID/cgroup before it asked for the scope.
+        XCTAssertTrue(daemon.log.contains("desktop apps: pid \(pid) of uid \(uid) runs org.npt.Maps (activated by "
+            + "dbus-daemon): giving it app-netpermd-org.npt.Maps-\(pid).scope"), "first in session.slice/dbus.service")
     }
 
     /// A desktop that makes no unit per app starts it from a process of its session (`session.slice`): the app is
@@ -389,7 +434,8 @@ final class ExecAppTests: IntegrationTestCase {
         try startIn(shell, ["systemd-run", "--user", "--scope", "--quiet", "--unit=" + unit, "/usr/bin/python3",
                             Repository.path("Tests/IntegrationTests/Support/exec-app.py"), result,
                             bed.peers["wwan0"]!.v4, EnforcementBed.port, socket, "--stay"])
-        try checkFoundAndHeld(result, app: "npt-snap_npt-snap", name: "Test Snap", unit: unit)
+        try checkFoundAndHeld(result, app: "npt-snap_npt-snap", name: "Test Snap", unit: unit,
+                              otherUnit: "snap.npt-snap.npt-snap.1c3d5e7f-2b4c-4d6e-8f0a-b1c2d3e4f5a6.scope")
     }
 
     /// A terminal's command: an installed app typed in the terminal is that app, in a scope of its own; any other
@@ -402,7 +448,7 @@ final class ExecAppTests: IntegrationTestCase {
         let maps = dir + "/results/maps.vte"
         let peer = bed.peers["wwan0"]!.v4
         try startIn(vte, [apps + "/bin/npt-maps", maps, peer, EnforcementBed.port, socket])
-        try checkFoundAndHeld(maps, app: "org.npt.Maps", name: "Test Maps")
+        try checkFoundAndHeld(maps, app: "org.npt.Maps", name: "Test Maps", names: ["de": "Testkarten"])
 
         let script = Repository.path("Tests/IntegrationTests/Support/exec-app.py")
         let other = dir + "/results/other"
@@ -426,6 +472,10 @@ final class ExecAppTests: IntegrationTestCase {
         let sandbox = try manager.makeCgroup("app.slice/app-gnome-npt\\x2dgeary-77.scope/sandbox")
         let inside = dir + "/results/inside"
         try startIn(sandbox, ["/usr/bin/python3", script, inside, peer, EnforcementBed.port, socket, "--stay"])
+        // A command that opens its socket in the terminal and only then execs an app's program.
+        let opener = dir + "/results/opener"
+        try startIn(vte, ["/usr/bin/python3", script, opener, peer, EnforcementBed.port, socket,
+                          "--open-then-exec", apps + "/bin/npt-geary"])
         for (result, app, place) in [(other, "org.npt.Term", vte), (copied, "org.npt.Term", vte),
                                      (linked, "org.npt.Term", vte), (likeMaps, "org.npt.Term", vte),
                                      (inside, "npt-geary", sandbox)] {
@@ -436,5 +486,24 @@ final class ExecAppTests: IntegrationTestCase {
             XCTAssertEqual(q["enforced"] as? Bool, true, "\(result): \(q)")
             XCTAssertTrue(place.hasSuffix(l.first?["cgroup"] as? String ?? "-"), "\(result) stays where it runs: \(l)")
         }
+        // The sub-cgroup's process is asked by the app's name, answered, and listed, as the app's own.
+        try checkFoundAndHeld(inside, app: "npt-geary", name: "Test Geary", unit: "app-gnome-npt\\x2dgeary-77.scope/sandbox")
+        try checkOpenedBeforeItsExec(opener, place: vte)
+    }
+
+    /// A process that opened a socket in the terminal and then exec'd an app's program is that app, in its scope,
+    /// and the person's answer lets its new sockets out; the socket it opened before keeps the cgroup it was made in
+    /// (the kernel's `socket cgroupv2` reads the socket's, set at its creation: ENFORCEMENT.md, "What escapes"), so
+    /// it is still judged as the terminal's and refused, in the same round as a new socket passes.
+    private func checkOpenedBeforeItsExec(_ result: String, place: String) throws {
+        let l = try lines(result) { self.states($0).suffix(1) == ["passed"] || self.states($0).contains(where: { $0.hasPrefix("never") }) }
+        XCTAssertEqual(l.first?["state"] as? String, "opened", "\(l)")
+        XCTAssertTrue(place.hasSuffix(l.first?["cgroup"] as? String ?? "-"), "opened in the terminal: \(l)")
+        let q = l.first { $0["state"] as? String == "query" }?["query"] as? [String: Any] ?? [:]
+        XCTAssertEqual(q["app"] as? String, "npt-geary", "after its exec, the app: \(q)")
+        XCTAssertTrue((l.last?["cgroup"] as? String ?? "").contains("/app.slice/app-netpermd-npt\\x2dgeary-"), "\(l)")
+        XCTAssertEqual(l.last?["inherited"] as? String, "refused",
+                       "the socket opened before the exec gains nothing of the app's answer: \(l)")
+        XCTAssertFalse(l.contains { $0["inherited"] as? String == "passed" }, "\(l)")
     }
 }

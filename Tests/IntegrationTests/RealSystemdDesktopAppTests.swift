@@ -182,10 +182,12 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
 
     /// Debian's own desktop IDs are not reverse-DNS (issue 47): Firefox ESR as GNOME Shell starts it,
     /// `app-gnome-firefox\x2desr-PID.scope`, is the app `firefox-esr` because `firefox-esr.desktop` is installed:
-    /// listed and named (in German for a German caller), and the kernel refuses it by `[Defaults] WWAN=deny`, which
-    /// holds no process that is not an app. A scope named after an app that is not installed is no app: it passes.
+    /// listed and named (in German for a German caller); `[Defaults] WWAN=ask` and `Mode=block` refuse its first
+    /// datagram and raise one prompt by its name; the person's answer lets it out for their uid only (another user's
+    /// Firefox ESR is still refused, awaiting its own). `[Defaults]` hold no process that is not an app: a scope named
+    /// after an app that is not installed passes.
     func testADebianAppIsKnownByItsInstalledEntry() throws {
-        let sd = try bootRealSystemd(policy: Self.policy.replacingOccurrences(of: "WWAN=ask\n", with: "WWAN=deny\n"))
+        let sd = try bootRealSystemd(policy: Self.policy)
         showTableAndJournalOnFailure(sd)
         try sd.write("""
             [Desktop Entry]
@@ -222,6 +224,7 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
         XCTAssertTrue(german.contains("firefox-esr (Firefox ESR (Webbrowser))"), german)
         XCTAssertTrue(try sd.check(user(["netpermctl", "apps"])).stdout.contains("firefox-esr (Firefox ESR)"))
 
+        try subscribeToPrompts(sd, user: { user($0) })
         let unit = "app-gnome-firefox\\x2desr-4242.scope"
         let firefox = try runInScope(sd, unit: unit, user: { user($0) }) { cgroup in
             let table = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
@@ -231,7 +234,7 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
         XCTAssertEqual(firefox.query["matched_by"] as? String, "desktop", "\(firefox.query)")
         XCTAssertEqual(firefox.query["name"] as? String, "Firefox ESR", "\(firefox.query)")
         XCTAssertEqual((firefox.query["names"] as? [String: Any])?["de"] as? String, "Firefox ESR (Webbrowser)")
-        XCTAssertEqual(firefox.query["reason"] as? String, "denied", "\(firefox.query)")
+        XCTAssertEqual(firefox.query["reason"] as? String, "awaiting-decision", "\(firefox.query)")
         let refused = try firefox.probe
         XCTAssertTrue(refused.refused, "its first datagram over wwan0: \(refused)\n\(firefox.output)")
 
@@ -242,16 +245,79 @@ final class RealSystemdDesktopAppTests: IntegrationTestCase {
             let passed = try scope.probe
             XCTAssertTrue(passed.passed, "\(other): \(passed)\n\(scope.output)")
         }
+        try checkAskedAndAnsweredForItsUidOnly(sd, user: { user($0) })
+    }
+
+    private static let socket = "UNIX-CONNECT:/run/netpermd/netpermd.sock"
+
+    /// The user's agent: a subscriber of their prompts (a unit of their manager), once the daemon has taken it.
+    private func subscribeToPrompts(_ sd: RealSystemd, user: ([String]) -> [String]) throws {
+        let out = "/tmp/npt-prompts-\(Self.uid).out"
+        try sd.check(user(["systemd-run", "--user", "--quiet", "--unit=npt-prompts.service", "-p", "StandardOutput=file:" + out,
+                           "sh", "-c", #"(echo "SUBSCRIBE prompts"; exec sleep 300) | exec socat - "$0""#, Self.socket]))
+        try waitUntil("the user's agent is subscribed", timeout: 10, interval: 0.05) {
+            let text = (try? sd.check(["cat", out]).stdout) ?? ""
+            return (text.contains("\"ok\":true"), text)
+        }
+    }
+
+    /// Firefox ESR's refused datagram (above) raised one prompt by its name for its user's agent; the user's answer
+    /// lets the next Firefox ESR of theirs out, while another user's is still refused and awaits its own decision.
+    private func checkAskedAndAnsweredForItsUidOnly(_ sd: RealSystemd, user: @escaping ([String]) -> [String]) throws {
+        let socket = Self.socket
+        var prompt: [String: Any] = [:]
+        try waitUntil("one prompt for firefox-esr of uid \(Self.uid)", timeout: 10, interval: 0.05) {
+            let r = try sd.check(["netpermctl", "--json", "prompts"])
+            let ps = (try JSONValue.object(r.lines.last ?? "")["prompts"] as? [[String: Any]]) ?? []
+            let mine = ps.filter { $0["app"] as? String == "firefox-esr" }
+            prompt = mine.first ?? [:]
+            return (mine.count == 1 && mine[0]["uid"] as? Int == Self.uid, "\(ps)")
+        }
+        XCTAssertEqual(prompt["name"] as? String, "Firefox ESR", "\(prompt)")
+        let id = try XCTUnwrap(prompt["id"] as? Int, "\(prompt)")
+        let answer = try sd.check(user(["sh", "-c", #"echo "ANSWER $1 allow" | socat -t 2 - "$0""#, socket, String(id)]))
+        XCTAssertTrue(answer.stdout.contains("\"ok\":true"), answer.summary)
+
+        // The connections that passed above left wwan0's peer (which never answers ARP) a failed neighbour, and a
+        // connect to it would fail at once (EHOSTUNREACH) rather than be sent: forget it, in the test's namespace.
+        try sd.check(["ip", "neigh", "flush", "dev", "wwan0"])
+        let again = try runInScope(sd, unit: "app-gnome-firefox\\x2desr-4245.scope", user: user) { cgroup in
+            let table = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
+            return (table.contains(cgroup) == false, table)
+        }
+        XCTAssertEqual(again.query["available"] as? Bool, true, "\(again.query)")
+        let passed = try again.probe
+        XCTAssertTrue(passed.passed, "the user's Firefox ESR after Allow: \(passed)\n\(again.output)")
+
+        let other = 4031
+        try sd.check(["useradd", "--uid", String(other), "--user-group", "--create-home", "--home-dir", "/home/npt-other",
+                      "--shell", "/bin/sh", "npt-other"])
+        addTeardownBlock { sd.stopUserManager(uid: other) }
+        try sd.startUserManager(uid: other)
+        let theirs = try runInScope(sd, unit: "app-gnome-firefox\\x2desr-4246.scope", uid: other, user: {
+            sd.asUser(other, $0, environment: ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/npt-other",
+                                               "XDG_RUNTIME_DIR=/run/user/\(other)",
+                                               "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/\(other)/bus"])
+        }) { cgroup in
+            let table = try sd.check(["nft", "list", "table", "inet", "netpermd"]).stdout
+            return (RealSystemdUserRunTests.elements(of: "user5_wwan", in: table).contains("\"\(cgroup)\" : goto "), table)
+        }
+        XCTAssertEqual(theirs.query["app"] as? String, "firefox-esr", "\(theirs.query)")
+        // Undecided for it, with no agent of its own to ask (the first uid's answer would say `user-decision`).
+        XCTAssertEqual((theirs.query["sources"] as? [String: Any])?["wwan"] as? String, "no-agent", "\(theirs.query)")
+        let still = try theirs.probe
+        XCTAssertTrue(still.refused, "another uid's Firefox ESR after the first's Allow: \(still)\n\(theirs.output)")
     }
 
     /// A command in a scope of the user's own manager named `unit` (`systemd-run --user --scope --unit=`, as a
     /// desktop launches an app), held at its start until `ready(cgroup)` (HeldScope).
-    private func runInScope(_ sd: RealSystemd, unit: String, user: ([String]) -> [String], probe: String = wwanProbe,
+    private func runInScope(_ sd: RealSystemd, unit: String, uid: Int = uid, user: ([String]) -> [String],
+                            probe: String = wwanProbe,
                             ready: (_ cgroup: String) throws -> (Bool, String)) throws -> HeldScope {
         let held = try HeldScope.run(self, sd, what: unit, probe: probe, launch: { script, probe in
             user(["systemd-run", "--user", "--scope", "--quiet", "--unit=" + unit, "sh", "-c", script, probe])
         }, ready: ready)
-        XCTAssertEqual(held.cgroup, "user.slice/user-\(Self.uid).slice/user@\(Self.uid).service/app.slice/\(unit)")
+        XCTAssertEqual(held.cgroup, "user.slice/user-\(uid).slice/user@\(uid).service/app.slice/\(unit)")
         return held
     }
 

@@ -4,8 +4,10 @@
 waits until it is in the scope netpermd has its user's manager make (`app-netpermd-*`; `--stay`: one that must stay
 where it runs) and until its own QUERY says the rules name it, then sends a datagram to the peer every 50 ms and
 writes a JSON line to RESULT for its first one and for each change (passed, refused) until 20 s have passed.
-With `--own NAME` it first owns NAME on its session bus, as an app owns its ID (GApplication).
-Usage: exec-app.py RESULT PEER PORT SOCKET [--stay] [--own NAME]"""
+With `--own NAME` it first owns NAME on its session bus, as an app owns its ID (GApplication). With
+`--open-then-exec PROGRAM` it opens a datagram socket where it was started, says so, and execs PROGRAM (an app's
+interpreter) on this script with `--fd N`: that socket, inherited, from which each round sends too (`inherited`).
+Usage: exec-app.py RESULT PEER PORT SOCKET [--stay] [--own NAME] [--open-then-exec PROGRAM] [--fd N]"""
 
 import errno
 import json
@@ -49,6 +51,19 @@ def main():
     def say(**kw):
         out.write(json.dumps(dict(kw, pid=os.getpid(), cgroup=cgroup())) + "\n")
 
+    if "--open-then-exec" in sys.argv[5:]:
+        at = sys.argv.index("--open-then-exec")
+        program = sys.argv[at + 1]
+        opened = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        opened.set_inheritable(True)
+        say(state="opened")
+        rest = sys.argv[5:at] + sys.argv[at + 2:]
+        os.execv(program, [program, os.path.abspath(__file__), result, peer, port, path, *rest,
+                           "--fd", str(opened.fileno())])
+    inherited = None
+    if "--fd" in sys.argv[5:]:
+        inherited = socket.socket(fileno=int(sys.argv[sys.argv.index("--fd") + 1]))
+
     deadline = time.monotonic() + 10
     while not stay and "/app-netpermd-" not in cgroup():
         if time.monotonic() > deadline:
@@ -68,15 +83,21 @@ def main():
     end = time.monotonic() + 20
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     while time.monotonic() < end:
-        try:
-            s.sendto(b"npt", (peer, int(port)))
-            state = "passed"
-        except OSError as e:
-            state = "refused" if e.errno == errno.EPERM else errno.errorcode.get(e.errno, str(e.errno))
-        if state != last:
-            say(state=state)
-            last = state
+        state = send(s, peer, port)
+        # The inherited socket sends right after the new one: one round, one verdict of the rules.
+        held = send(inherited, peer, port) if inherited else None
+        if (state, held) != last:
+            say(state=state, **({"inherited": held} if inherited else {}))
+            last = (state, held)
         time.sleep(0.05)
+
+
+def send(s, peer, port):
+    try:
+        s.sendto(b"npt", (peer, int(port)))
+        return "passed"
+    except OSError as e:
+        return "refused" if e.errno == errno.EPERM else errno.errorcode.get(e.errno, str(e.errno))
 
 
 if __name__ == "__main__":
