@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+import Foundation
+import XCTest
+
+/// A resolver on the apps' namespace's loopback, as a machine's own (systemd-resolved on 127.0.0.53, dnsmasq on
+/// 127.0.0.1): it answers the apps from what it asks the test's DNS server, so the server's log still says what
+/// was resolved. Apps that ask it send their own query over lo.
+extension ReportBed {
+    static let loopbackResolver = "127.0.0.53"
+
+    func startLoopbackResolver(_ test: IntegrationTestCase, dir: String) throws {
+        try ns.ip("addr", "add", Self.loopbackResolver + "/8", "dev", "lo")
+        let dnsmasq = try Repository.requireTool("dnsmasq", package: "dnsmasq-base")
+        let out = dir + "/dnsmasq-lo.out"
+        let resolver = try Subprocess.spawn(
+            ["ip", "netns", "exec", ns.name, dnsmasq, "--keep-in-foreground", "--no-daemon", "--conf-file=/dev/null",
+             "--no-resolv", "--no-hosts", "--user=root", "--group=root", "--pid-file=", "--bind-interfaces",
+             "--listen-address=\(Self.loopbackResolver)", "--server=\(Self.dns)", "--cache-size=0"],
+            stdin: .devNull, stdout: .appendFile(out), stderr: .appendFile(out))
+        test.addTeardownBlock { resolver.killAndReap() }
+        try test.waitUntil("the loopback resolver listens") {
+            let r = try Subprocess.run(["ip", "netns", "exec", self.ns.name, "ss", "-Hlnu"])
+            return (r.stdout.contains("\(Self.loopbackResolver):53"), r.summary)
+        }
+    }
+
+    /// `app(uid:_:)` asking `dns` instead of the test's server.
+    func app(uid: UInt32, dns: String, _ args: [String]) throws -> [String: Any] {
+        let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(ns.name)", "setpriv", "--reuid", "\(uid)", "--regid",
+                                    "\(uid)", "--clear-groups", Self.python, "-c", Self.appScript, dns, String(Self.port)]
+                                    + args, timeout: 30)
+        guard r.status == 0, let o = try JSONSerialization.jsonObject(with: Data(r.stdoutBytes)) as? [String: Any] else {
+            throw HarnessError("app failed: \(r.summary)")
+        }
+        return o
+    }
+}
