@@ -256,4 +256,32 @@ final class ReportTests: IntegrationTestCase {
         XCTAssertEqual(last["resolver maps.report.test wifi"]?["named"] as? Bool, true)
         XCTAssertEqual(Set(last.keys), ["resolver maps.report.test wifi"], "nothing of lo itself: \(last)")
     }
+
+    /// A burst of answers (a page's names at once) while the daemon's loop is away (stopped here: a busy machine,
+    /// a long pass) is heard whole once it is back: the name the report shows for their one address is the last
+    /// answer's, which a reader whose socket's buffer had overflowed would have lost.
+    func testABurstOfAnswersIsHeardWhole() throws {
+        let d = try start()
+        XCTAssertEqual(try ctl(as: Self.resolver, ["report", "on"]).status, 0)
+        let count = 1000
+        d.signal(SIGSTOP)
+        let r: [String: Any]
+        do {
+            defer { d.signal(SIGCONT) }
+            r = try bed.burst(uid: Self.resolver, count: count)
+        }
+        XCTAssertEqual(r["answered"] as? Int, count, "\(r)")
+        // Once the loop has answered, it has read what was queued before (its sources in the order they woke).
+        XCTAssertEqual(try request(socket, "PING")["ok"] as? Bool, true)
+        _ = try bed.app(uid: Self.resolver, "connect", "10.41.0.3")
+        var last: [String: [String: Any]] = [:]
+        try waitUntil("the connection is recorded", timeout: 10) {
+            last = try self.rows()
+            return (last.keys.contains { $0.hasSuffix(" wifi") && !$0.hasPrefix("resolver 10.41.0.2") }, "\(last.keys)")
+        }
+        let host = "n\(count - 1).\(ReportBed.burstDomain)"
+        XCTAssertNotNil(last["resolver \(host) wifi"], "named by the last answer: \(last.keys.sorted())")
+        let metrics = try request(socket, "METRICS")["metrics"] as? String ?? ""
+        XCTAssertTrue(metrics.contains("netpermd_report_events_lost_total 0"), metrics)
+    }
 }
