@@ -13,7 +13,9 @@ PHASE = "reportdisk"
 DNS_ADDRESS = "10.97.0.2"
 PYTHON = "/usr/bin/python3"
 
-# The peer's DNS server: hN.bench.test is 10.98.(N / 256).(N % 256), where connflood sends its N-th destination.
+# The peer's DNS server: hN.bench.test is 10.98.(16 + N / 256).(N % 256), where connflood sends its N-th destination
+# from BASE (clear of 10.98.0.1, which figure 7 puts on a link of the namespace: a connection to it would be local).
+BASE = "10.98.16.0"
 DNS_SERVER = r"""
 import socket, struct, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 53))
@@ -27,7 +29,7 @@ while True:
     ok = len(labels) == 3 and labels[0][:1] == "h" and labels[0][1:].isdigit() and labels[1:] == ["bench", "test"]
     n = int(labels[0][1:]) if ok else 0
     head = q[:2] + struct.pack(">HHHHH", 0x8180 if ok else 0x8183, 1, 1 if ok else 0, 0, 0)
-    answer = struct.pack(">HHHIH", 0xC00C, 1, 1, 60, 4) + bytes([10, 98, n // 256 % 256, n % 256]) if ok else b""
+    answer = struct.pack(">HHHIH", 0xC00C, 1, 1, 60, 4) + bytes([10, 98, 16 + n // 256 % 240, n % 256]) if ok else b""
     s.sendto(head + question + answer, peer)
 """
 
@@ -75,7 +77,7 @@ class ReportDisk:
         if names["answered"] != c["reportdisk_names"]:
             raise BenchError(f"day {day}: {names['answered']} of {c['reportdisk_names']} names answered")
         rate = c["reportdisk_rate"]
-        flood = self.tool_json(self.reportdisk_as_app([self.tool("connflood"), "10.98.0.0", str(c["reportdisk_names"]), str(rate),
+        flood = self.tool_json(self.reportdisk_as_app([self.tool("connflood"), BASE, str(c["reportdisk_names"]), str(rate),
                                             str(c["reportdisk_conns"] / rate)]), timeout=300, name="connflood")
         # What the kernel announced is read before the stop (its CPU settles): how much of it is in the report.
         self.settle_cpu(d.pid)
