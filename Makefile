@@ -424,7 +424,7 @@ BASHCOMPDIR = $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR = $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 MANPAGES = netpermctl.1 netpermd.conf.5 netpermd.8
 DOCS = README.md docs/PROTOCOL.md docs/POLICY.md docs/CLASSIFICATION.md docs/ROUTING.md docs/ARCHITECTURE.md docs/SYSTEMD.md docs/SECURITY.md \
-       docs/ENFORCEMENT.md docs/APPS.md docs/METRICS.md docs/USAGE.md docs/DBUS.md
+       docs/ENFORCEMENT.md docs/APPS.md docs/METRICS.md docs/USAGE.md docs/DBUS.md docs/PRIVACY.md docs/SETTINGS.md
 UNITS = netpermd.service netpermd.socket netpermd-metrics.service netpermd-metrics.timer netpermd-metrics.path
 # `make install` enables the agent's user unit with a wants link (nothing else would); the package does not.
 USER_UNIT_WANTS = yes

@@ -29,7 +29,9 @@ final class ReportWatcher {
                 events = e
             }
             if answers == nil {
-                let a = try NflogReader(loop: loop, group: UsageRules.reportLogGroup, copy: 1500)
+                // An app's answers come in bursts (a page's names at once): room for ~2,000 whole answers.
+                let a = try NflogReader(loop: loop, group: UsageRules.reportLogGroup, copy: 1500, receiveBuffer: 4 << 20)
+                a.overrun = { [unowned self] in self.sighted([], 1) }
                 a.datagram = { [unowned self] b in
                     let found = ReportAnswers.sightings(in: b)
                     if !found.isEmpty { self.sighted(found, 0) }

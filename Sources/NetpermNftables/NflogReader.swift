@@ -42,10 +42,17 @@ public final class NflogReader {
     /// Set: each datagram's bytes go here instead, for a reader that parses them itself (the report's answers).
     public var datagram: ((UnsafeRawBufferPointer) -> Void)?
 
-    /// `copy`: the packet bytes copied.
-    public init(loop: EventLoop, group: UInt16, copy: Int = NflogReader.copied) throws(Errno) {
+    /// Called when the kernel dropped messages (the socket's buffer was full: `ENOBUFS`).
+    public var overrun: () -> Void = {}
+
+    /// `copy`: the packet bytes copied. `receiveBuffer`: the socket's buffer in bytes (SO_RCVBUFFORCE, past
+    /// rmem_max: the socket needs CAP_NET_ADMIN anyway), for a group whose messages come in bursts.
+    public init(loop: EventLoop, group: UInt16, copy: Int = NflogReader.copied, receiveBuffer: Int32? = nil) throws(Errno) {
         // Blocking while the group is configured (the kernel acknowledges at once); read with MSG_DONTWAIT.
         socket = try NetlinkSocket(protocol: NETLINK_NETFILTER)
+        if var size = receiveBuffer {
+            _ = try? sys { setsockopt(socket.fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size)) }
+        }
         try configure(group: group, attribute: UInt16(NFULA_CFG_CMD.rawValue), [UInt8(NFULNL_CFG_CMD_BIND.rawValue)])
         // copy_range (big-endian u32), copy_mode NFULNL_COPY_PACKET: an IPv6 header and the ports, no payload.
         var mode = nfulnl_msg_config_mode()
@@ -80,7 +87,7 @@ public final class NflogReader {
 
     private func readAll() {
         // Messages lost: the rules log again a second later while the app keeps trying.
-        try? datagrams.drain(socket.fd, lost: { _ in }) { b in
+        try? datagrams.drain(socket.fd, lost: { [overrun] _ in overrun() }) { b in
             if let datagram { return datagram(UnsafeRawBufferPointer(b)) }
             for p in Self.packets(in: UnsafeRawBufferPointer(b)) { logged(p) }
         }

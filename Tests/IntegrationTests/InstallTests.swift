@@ -37,6 +37,8 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/doc/netpermd/METRICS.md", 0o644),
         ("usr/local/share/doc/netpermd/USAGE.md", 0o644),
         ("usr/local/share/doc/netpermd/DBUS.md", 0o644),
+        ("usr/local/share/doc/netpermd/PRIVACY.md", 0o644),
+        ("usr/local/share/doc/netpermd/SETTINGS.md", 0o644),
         ("usr/local/share/netpermd/netpermd-enforcement.conf", 0o644),
         ("usr/local/share/netpermd/netpermd-steer.conf", 0o644),
         ("usr/local/share/doc/netpermd/netpermd.conf.example", 0o644),

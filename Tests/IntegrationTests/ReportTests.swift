@@ -60,13 +60,15 @@ final class ReportTests: IntegrationTestCase {
         showOnFailure("REPORT") { (try? Subprocess.run([self.netpermctl, "--socket", self.socket, "report"]).stdout) ?? "?" }
     }
 
-    private func start() throws {
+    @discardableResult
+    private func start() throws -> DaemonProcess {
         let path = try writeConfig(Self.policy(), in: dir)
-        try startDaemon(in: bed.ns, socket: socket, config: path, nsenter: true)
+        let d = try startDaemon(in: bed.ns, socket: socket, config: path, nsenter: true)
         try waitUntil("counting is in force", timeout: 10) {
             let u = try self.request(self.socket, "STATUS")["usage"] as? [String: Any]
             return (u?["state"] as? String == "counting", "\(u ?? [:])")
         }
+        return d
     }
 
     /// `netpermctl --json ARGS` as `uid`.
@@ -197,5 +199,89 @@ final class ReportTests: IntegrationTestCase {
         try waitUntil("the file is deleted") {
             (!FileManager.default.fileExists(atPath: self.reportFile), "still there")
         }
+    }
+
+    /// A restart (SIGTERM, then the same state directory) keeps the report as it was: entries, counts and times. An
+    /// upgrade too: a file the first format's daemon wrote (version 1, as it wrote it) is read by this one.
+    func testTheReportSurvivesARestartAndAnUpgrade() throws {
+        let day = Int(Date().timeIntervalSince1970) / 86400, t = day * 86400 + 60
+        try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
+        try """
+            # netpermd's privacy report, written by the daemon (docs/PRIVACY.md).
+            version 1
+            person \(Self.byAddress)
+            entry \(day) byaddress \(Self.byAddress) wwan m old.report.test 10.42.0.9 443 6 \(t) \(t + 5) 3 4096 0 1 0
+
+            """.write(toFile: reportFile, atomically: true, encoding: .utf8)
+        let first = try start()
+        let old = try rows()["byaddress old.report.test wwan"]
+        XCTAssertEqual([old?["connections"], old?["bytes"], old?["first"], old?["last"], old?["port"]].map { $0 as? Int },
+                       [3, 4096, t, t + 5, 443], "the version 1 file's entry: \(String(describing: old))")
+        XCTAssertEqual((old?["refused"] as? [String: Any])?["ask"] as? Int, 1)
+        XCTAssertEqual(old?["address"] as? String, "10.42.0.9")
+
+        // Its person's choice came with it: a new connection is recorded without asking again. (The namespace's
+        // conntrack counts no bytes, `nf_conntrack_acct` 0: nothing of it can come after the restart.)
+        _ = try bed.app(uid: Self.byAddress, "connect", "10.41.0.3")
+        try waitUntil("the connection is recorded", timeout: 10) {
+            let d = try self.rows()["byaddress 10.41.0.3 wifi"]
+            return ((d?["connections"] as? Int) == 1, "\(String(describing: d))")
+        }
+        let before = try request(socket, "REPORT")["apps"] as? [[String: Any]] ?? []
+        stopDaemon(first)
+        let text = (try? String(contentsOfFile: reportFile, encoding: .utf8)) ?? ""
+        XCTAssertTrue(text.contains("10.41.0.3") && text.contains("old.report.test"), "written at the stop: \(text)")
+
+        try start()
+        let after = try request(socket, "REPORT")["apps"] as? [[String: Any]] ?? []
+        XCTAssertEqual(before.count, 1)
+        XCTAssertEqual(NSArray(array: after), NSArray(array: before), "the same report after the restart")
+    }
+
+    /// An app that asks a resolver on the machine's loopback (systemd-resolved's 127.0.0.53, dnsmasq's 127.0.0.1)
+    /// sends its own query over lo: the resolver's answer to it names what the app connects to next.
+    func testNamesResolvedByAResolverOnLoopback() throws {
+        try bed.startLoopbackResolver(self, dir: dir)
+        try start()
+        XCTAssertEqual(try ctl(as: Self.resolver, ["report", "on"]).status, 0)
+        let r = try bed.app(uid: Self.resolver, dns: ReportBed.loopbackResolver, ["resolve", "maps.report.test"])
+        XCTAssertEqual(r["addresses"] as? [String: String], ["maps.report.test": "10.41.0.3"], "\(r)")
+        XCTAssertEqual(bed.dnsQueries(), ["maps.report.test"], "the loopback resolver asked the test's server")
+        var last: [String: [String: Any]] = [:]
+        try waitUntil("the connection is recorded", timeout: 10) {
+            last = try self.rows()
+            return (last.keys.contains { $0.hasPrefix("resolver ") && $0.hasSuffix(" wifi") }, "\(last)")
+        }
+        XCTAssertEqual(last["resolver maps.report.test wifi"]?["address"] as? String, "10.41.0.3", "\(last)")
+        XCTAssertEqual(last["resolver maps.report.test wifi"]?["named"] as? Bool, true)
+        XCTAssertEqual(Set(last.keys), ["resolver maps.report.test wifi"], "nothing of lo itself: \(last)")
+    }
+
+    /// A burst of answers (a page's names at once) while the daemon's loop is away (stopped here: a busy machine,
+    /// a long pass) is heard whole once it is back: the name the report shows for their one address is the last
+    /// answer's, which a reader whose socket's buffer had overflowed would have lost.
+    func testABurstOfAnswersIsHeardWhole() throws {
+        let d = try start()
+        XCTAssertEqual(try ctl(as: Self.resolver, ["report", "on"]).status, 0)
+        let count = 1000
+        d.signal(SIGSTOP)
+        let r: [String: Any]
+        do {
+            defer { d.signal(SIGCONT) }
+            r = try bed.burst(uid: Self.resolver, count: count)
+        }
+        XCTAssertEqual(r["answered"] as? Int, count, "\(r)")
+        // Once the loop has answered, it has read what was queued before (its sources in the order they woke).
+        XCTAssertEqual(try request(socket, "PING")["ok"] as? Bool, true)
+        _ = try bed.app(uid: Self.resolver, "connect", "10.41.0.3")
+        var last: [String: [String: Any]] = [:]
+        try waitUntil("the connection is recorded", timeout: 10) {
+            last = try self.rows()
+            return (last.keys.contains { $0.hasSuffix(" wifi") && !$0.hasPrefix("resolver 10.41.0.2") }, "\(last.keys)")
+        }
+        let host = "n\(count - 1).\(ReportBed.burstDomain)"
+        XCTAssertNotNil(last["resolver \(host) wifi"], "named by the last answer: \(last.keys.sorted())")
+        let metrics = try request(socket, "METRICS")["metrics"] as? String ?? ""
+        XCTAssertTrue(metrics.contains("netpermd_report_events_lost_total 0"), metrics)
     }
 }

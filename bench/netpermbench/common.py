@@ -55,7 +55,8 @@ FULL = dict(startup_runs=20, big_startup_runs=10, latency_toggles=200, latency_g
             churn_scopes=5000, churn_s=10, churn_new=20, rest_s=3, silent_n=2000, silent_addrs=700, silent_s=5, silent_timeout=2, silent_wait=10,
             soak_s=60, soak_clients=16, soak_write_mb=1024, usage_reads=50, desktop_apps=300, desktop_s=20,
             exec_rate=10000, exec_s=10, exec_workers=4, exec_rounds=200, exec_gap_ms=20, bus_calls=20000, bus_warmup=1000,
-            alarm_s=1800, report_rate=10000, report_s=10, report_rounds=2, report_spread=20000)
+            alarm_s=1800, report_rate=10000, report_s=10, report_rounds=2, report_spread=20000,
+            reportdisk_days=7, reportdisk_conns=10000, reportdisk_names=1000, reportdisk_rate=5000)
 SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_ms=10, q1=300, q8=1000,
              q64=1000, q_warmup=50, q_max_s=20, cli=3, fanout=[20], fanout_rounds=3, mem_warm=500, mem_total=2000,
              storm=200, big_apps=200, reloads=2, bigq=300, big_routes=2000, route_changes=40,
@@ -64,12 +65,13 @@ SMOKE = dict(startup_runs=2, big_startup_runs=2, latency_toggles=6, latency_gap_
              churn_scopes=100, churn_s=1, churn_new=3, rest_s=0.5, silent_n=20, silent_addrs=20, silent_s=1, silent_timeout=1, silent_wait=1,
              soak_s=2, soak_clients=2, soak_write_mb=8, usage_reads=5, desktop_apps=5, desktop_s=1,
              exec_rate=500, exec_s=0.5, exec_workers=1, exec_rounds=4, exec_gap_ms=5, bus_calls=100, bus_warmup=10,
-             alarm_s=240, report_rate=500, report_s=0.5, report_rounds=1, report_spread=200)
+             alarm_s=240, report_rate=500, report_s=0.5, report_rounds=1, report_spread=200,
+             reportdisk_days=2, reportdisk_conns=200, reportdisk_names=20, reportdisk_rate=1000)
 
 
 PHASES = ["startup", "latency", "query", "cli", "memory", "fanout", "storm", "bigpolicy", "routes", "enforcement", "inforce", "linkforce",
           "decide", "steer", "reloadq", "glib", "churn", "silent", "soak", "usage", "desktop", "report",
-          "execload", "execfound", "bus"]
+          "execload", "execfound", "bus", "reportdisk"]
 
 
 class BenchError(Exception):

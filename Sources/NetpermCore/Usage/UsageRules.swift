@@ -140,7 +140,7 @@ public struct UsageRules: Equatable, Sendable {
         }
         chains += userUnitChains(tagging)
         chains.append(Chain(name: "output", hook: "type filter hook output priority filter + 10; policy accept;",
-                            rules: ["oifname vmap @out_links"]))
+                            rules: (report ? [reportLoopbackRule] : []) + ["oifname vmap @out_links"]))
         chains.append(Chain(name: "input", hook: "type filter hook input priority filter + 10; policy accept;",
                             rules: tagging.tagIn.isEmpty ? [] : ["ct state new ct mark 0 jump tag_in"]))
         chains.append(Chain(name: "postrouting", hook: "type filter hook postrouting priority srcnat + 10; policy accept;",
@@ -206,6 +206,13 @@ public struct UsageRules: Equatable, Sendable {
         "udp sport 53 meta mark 0 \(tagged) meta mark set ct mark log prefix \"\(reportLogPrefix)\" group "
             + "\(reportLogGroup) snaplen 1500 meta mark set 0"
     }
+
+    /// An app's own DNS query to a resolver on the machine's loopback (systemd-resolved's 127.0.0.53, dnsmasq's
+    /// 127.0.0.1) tagged as its queries over a link are (`out`: its app's tag, nothing counted), so that the
+    /// resolver's answer, which comes back over lo on the same connection, is logged as the app's by
+    /// `reportAnswerRule`. lo is no link of the policy: nothing else tags it, and its connection has no class
+    /// (no labels), so the report shows no destination for it.
+    static let reportLoopbackRule = "oifname \"lo\" udp dport 53 jump out"
 
     /// `retag`: the socket's app's tag, by its unit's cgroup first (deepest first, as `tag` lets the deepest win),
     /// then by its uid, none when no app owns it. Each sets the mark once: no mark changes twice a packet.

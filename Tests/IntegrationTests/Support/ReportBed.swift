@@ -38,7 +38,8 @@ final class ReportBed {
             ["ip", "netns", "exec", peer.name, dnsmasq, "--keep-in-foreground", "--no-daemon", "--conf-file=/dev/null",
              "--no-resolv", "--no-hosts", "--user=root", "--group=root", "--pid-file=", "--bind-interfaces",
              "--listen-address=\(Self.dns)", "--log-queries", "--log-facility=\(dnsLog)"]
-                + Self.names.sorted { $0.key < $1.key }.map { "--address=/\($0.key)/\($0.value)" },
+                + Self.names.sorted { $0.key < $1.key }.map { "--address=/\($0.key)/\($0.value)" }
+                + ["--address=/\(Self.burstDomain)/10.41.0.3"],
             stdin: .devNull, stdout: .appendFile(dir + "/dnsmasq.out"), stderr: .appendFile(dir + "/dnsmasq.out"))
         test.addTeardownBlock { server.killAndReap() }
         let acceptor = try Subprocess.spawn(["ip", "netns", "exec", peer.name, Self.python, "-c", Self.acceptScript,

@@ -6,16 +6,19 @@ measurement as methods of a class of its own (mixed into `Bench` with the shared
 from ..common import PHASES, BenchBase
 from . import (f01_latency, f02_query, f03_cli, f04_fanout, f05_memory, f06_startup, f07_storm, f08_bigpolicy,
                f09_routes, f10_enforcement, f11_inforce, f12_linkforce, f13_glib, f14_churn, f15_silent, f16_soak,
-               f17_decide, f18_steer, f19_reloadq, f20_usage, f21_desktop, f22_execload, f23_execfound, f24_bus, f25_report)
+               f17_decide, f18_steer, f19_reloadq, f20_usage, f21_desktop, f22_execload, f23_execfound, f24_bus, f25_report,
+               f26_reportdisk)
 
 FIGURES = [f01_latency, f02_query, f03_cli, f04_fanout, f05_memory, f06_startup, f07_storm, f08_bigpolicy, f09_routes,
            f10_enforcement, f11_inforce, f12_linkforce, f13_glib, f14_churn, f15_silent, f16_soak, f17_decide,
-           f18_steer, f19_reloadq, f20_usage, f21_desktop, f22_execload, f23_execfound, f24_bus, f25_report]
+           f18_steer, f19_reloadq, f20_usage, f21_desktop, f22_execload, f23_execfound, f24_bus, f25_report,
+           f26_reportdisk]
 
 # The order of the table's rows (and of the targets in the results), as the report has always had it.
 TABLE_ORDER = [f01_latency, f02_query, f03_cli, f04_fanout, f05_memory, f06_startup, f07_storm, f08_bigpolicy,
                f10_enforcement, f11_inforce, f17_decide, f18_steer, f19_reloadq, f12_linkforce, f13_glib, f09_routes,
-               f14_churn, f21_desktop, f22_execload, f23_execfound, f15_silent, f16_soak, f20_usage, f24_bus, f25_report]
+               f14_churn, f21_desktop, f22_execload, f23_execfound, f15_silent, f16_soak, f20_usage, f24_bus, f25_report,
+               f26_reportdisk]
 
 
 def _mixin(module):
