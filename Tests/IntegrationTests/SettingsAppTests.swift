@@ -589,8 +589,9 @@ final class SettingsAppTests: IntegrationTestCase {
         try shows("netpermd stopped")
     }
 
-    /// How much longer than the issue's bounds a wall-clock time may be under make test's load (measured: docs/SETTINGS.md).
-    static let wallMargin = 6.0
+    /// The longest main-loop stall and narrowing search, in wall-clock milliseconds, under make test's load: the
+    /// issue's 50 ms and 100 ms with the margin measured (docs/SETTINGS.md, "Fast with many apps").
+    static let wallBound = 400.0
 
     /// 1,000 apps: listed, searched and changed by an event, measured inside the app's own process
     /// (Support/settings-timed.py: a heartbeat on the main loop, the window's frame clock, the main thread's CPU time).
@@ -631,11 +632,11 @@ final class SettingsAppTests: IntegrationTestCase {
         XCTAssertLessThan(m["event_ms"] as? Double ?? 9999, 1000, "a DECIDE's event shown: \(line)")
         // No main-loop spell over 50 ms of CPU from the window's making on, its first frame included, whatever the step.
         XCTAssertLessThan(m["max_stall_cpu_ms"] as? Double ?? 999, 50, line)
-        // The same in wall-clock time, and the narrowing search drawn: 50 ms and 100 ms as the issue has them, times
-        // `wallMargin` for make test's load (docs/SETTINGS.md, "Fast with many apps": the X server's replies and the
-        // machine's 2 cores shared with the builds stretch the CPU's time 2-6 times).
-        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 9999, 50 * Self.wallMargin, "no main-loop stall (wall): \(line)")
-        XCTAssertLessThan(searchWall.first ?? 9999, 100 * Self.wallMargin, "search narrows (wall): \(line)")
+        // The same in wall-clock time, and the narrowing search drawn: the issue's 50 ms and 100 ms stretched to
+        // `wallBound` for make test's load (docs/SETTINGS.md, "Fast with many apps": the X server's replies and the
+        // machine's 2 cores shared with the builds make the wall clock's time up to 2-10 times the CPU's).
+        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 9999, Self.wallBound, "no main-loop stall (wall): \(line)")
+        XCTAssertLessThan(searchWall.first ?? 9999, Self.wallBound, "search narrows (wall): \(line)")
     }
 
     /// Under LANG=zh_CN.UTF-8 the accessibility tree of every page holds no source string of the catalogue: each
