@@ -14,8 +14,8 @@ against $NETPERMD_SOCKET (fake-netpermd.py apps N), and prints one JSON line of 
 - `event_ms`: from a DECIDE's sending to the first frame with its row's new word (the daemon's event, in place);
 - `max_stall_ms`: the longest wall-clock gap between two beats of a heartbeat (a GLib timeout every 5 ms at high
   priority, dispatched at the main loop's first iteration after it is due: a gap is the main loop held in one go,
-  by its own work, by waiting on the X server, or by the machine's other load), from the window's making to the
-  end, the first frame included, and `max_stall_cpu_ms` the most main-thread CPU time between two beats (what the
+  by its own work, by waiting on the X server, or by the machine's other load), from the window's showing (once
+  made and presented) to the end, the first frame included, and `max_stall_cpu_ms` the most main-thread CPU time between two beats (what the
   machine's other load does not lengthen); `stalls`: the gaps over 50 ms (wall, CPU, the step, the apps in the list
   then, the frame's number); `first_frame_ms`, `first_frame_cpu_ms`: the beat's gap holding the first frame;
 - `startup_ms`, `startup_cpu_ms`: the window's making and presenting, one callback before anything is shown, apart.
