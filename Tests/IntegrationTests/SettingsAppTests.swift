@@ -56,6 +56,7 @@ final class SettingsAppTests: IntegrationTestCase {
     fileprivate var dir = ""
     private var socket: String { dir + "/netpermd.sock" }
     private var display = ""
+    private var xserver: ChildProcess?
 
     override func setUpWithError() throws {
         try super.setUpWithError()
@@ -79,6 +80,7 @@ final class SettingsAppTests: IntegrationTestCase {
         let x = try Subprocess.spawn(["Xvfb", display, "-ac", "-nolisten", "tcp", "-screen", "0", "1280x1024x24"],
                                      stdin: .devNull, stdout: .devNull, stderr: .appendFile(dir + "/xvfb.log"))
         addTeardownBlock { x.killAndReap() }
+        xserver = x
         try waitUntil("Xvfb listens", timeout: 10, interval: 0.05) {
             (FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(self.display.dropFirst())"), "")
         }
@@ -308,6 +310,43 @@ final class SettingsAppTests: IntegrationTestCase {
         page = try user.ask("app")
         XCTAssertEqual(page["choice"] as? String, nil, "a mix is no one choice: \(page)")
 
+        // Others' changes to the user's apps show in their open window within a second too, by the daemon's events:
+        // `what` done (the command returned at `since`), then `app`'s row says `want`.
+        func shown(_ app: String, _ want: String, since: Double, _ what: String) throws {
+            var at = Double.infinity
+            try waitUntil("the window shows \(what)", timeout: 5, interval: 0.01) {
+                let reply = try user.ask("choice \(app)")
+                if reply["choice"] as? String == want { at = reply["read_at"] as? Double ?? .infinity }
+                return (at.isFinite, "\(reply)")
+            }
+            print("settings: \(what) shown in the user's window \(Int((at - since) * 1000)) ms after it")
+            XCTAssertLessThan(at - since, 1, "\(what): from the command's return to the window's row")
+        }
+        // An administrator's decision for everyone wins over the user's own Wi-Fi allow: every kind denied.
+        let admin = try Subprocess.run([netpermctl, "--socket", socket, "decide", "org.example.Maps", "wifi", "deny"])
+        XCTAssertEqual(admin.status, 0, admin.summary)
+        try shown("Maps", "Off", since: monotonic(), "an administrator's decide")
+        // Cellular forgotten (everyone's and the user's): undecided, and Maps' next packet out of wwan0 asks; the
+        // administrator's answer is the user's (the prompt's uid's).
+        XCTAssertEqual(try request(socket, "FORGET org.example.Maps wwan")["ok"] as? Bool, true)
+        try shown("Maps", "Asks", since: monotonic(), "an administrator's forget")
+        XCTAssertTrue(try inMaps().blocked)
+        var prompt: Int?
+        try waitUntil("Maps asks", timeout: 10, interval: 0.05) {
+            let p = try self.request(self.socket, "PROMPTS")
+            prompt = ((p["prompts"] as? [[String: Any]]) ?? []).first { $0["app"] as? String == "org.example.Maps" }?["id"] as? Int
+            return (prompt != nil, "\(p)")
+        }
+        let answered = try request(socket, "ANSWER \(prompt ?? 0) allow")
+        XCTAssertEqual(answered["ok"] as? Bool, true, "\(answered)")
+        try shown("Maps", "Some networks", since: monotonic(), "an administrator's answer")
+        // A reload of a policy that now sets every kind of Notes: the administrator's.
+        try (Self.policy + "[App org.example.Notes]\nDesktopId=org.example.Notes\nWiFi=allow\nWWAN=allow\nEthernet=allow\nOther=allow\n")
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let reload = try Subprocess.run([netpermctl, "--socket", socket, "reload"])
+        XCTAssertEqual(reload.status, 0, reload.summary)
+        try shown("Notes", "Set by your administrator", since: monotonic(), "a reload")
+
         // Bytes the user's app sends show in their open window within a second, by the daemon's `counted` event (the
         // window asks nothing meanwhile): 1 MiB over TCP as uid 4050 (mail) to wlan0's peer.
         func mailTotal() throws -> Int {
@@ -351,6 +390,26 @@ final class SettingsAppTests: IntegrationTestCase {
             return (sent > 0 && (row?["subtitle"] as? String)?.hasPrefix(want) == true && row?["bar"] != nil,
                     "want \(want): \(data)")
         }
+        // Updated in place: more of mail's bytes (a `counted` event) change the text of the same row, the same
+        // accessible objects, not a page made again.
+        func mailRow() throws -> [String: Any] {
+            ((try user.ask("data")["rows"] as? [[String: Any]]) ?? []).first { $0["title"] as? String == "mail" } ?? [:]
+        }
+        let shownBefore = try mailRow()
+        let more = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "\(Self.user)",
+                                       "--regid", "\(Self.user)", "--clear-groups", "/usr/bin/python3", "-c",
+                                       "import socket; s = socket.create_connection(('\(bed.peers["wlan0"]!.v4)', 7777), 5); "
+                                       + "s.sendall(b'x' * 262144); s.shutdown(socket.SHUT_WR); s.recv(1); s.close()"],
+                                      timeout: 20)
+        XCTAssertEqual(more.status, 0, more.summary)
+        var shownAfter: [String: Any] = [:]
+        try waitUntil("the Data page's mail row shows the new bytes", timeout: 5, interval: 0.05) {
+            shownAfter = try mailRow()
+            return (shownAfter["subtitle"] as? String != shownBefore["subtitle"] as? String, "\(shownBefore) \(shownAfter)")
+        }
+        XCTAssertNotNil(shownBefore["paths"] as? [String], "\(shownBefore)")
+        XCTAssertEqual(shownAfter["paths"] as? [String], shownBefore["paths"] as? [String],
+                       "the same row and labels, their text changed: \(shownBefore) then \(shownAfter)")
 
         // App Activity: the places uid 4050 reached (its traffic is mail's: a user's own units are not tagged), the
         // peer of each link that passed its probes above (IPv4: the report records no IPv6 connection yet), and as
@@ -530,11 +589,21 @@ final class SettingsAppTests: IntegrationTestCase {
         try shows("netpermd stopped")
     }
 
+    /// The longest main-loop stall and narrowing search, in wall-clock milliseconds, under make test's load: the
+    /// issue's 50 ms and 100 ms with the margin measured (docs/SETTINGS.md, "Fast with many apps").
+    static let wallBound = 400.0
+
     /// 1,000 apps: listed, searched and changed by an event, measured inside the app's own process
-    /// (Support/settings-timed.py: the window's frame clock and the main thread's CPU time).
+    /// (Support/settings-timed.py: a heartbeat on the main loop, the window's frame clock, the main thread's CPU time).
     func testAThousandAppsAreListedSearchedAndFollowedWithoutStalling() throws {
         let daemon = try fake("apps", 1000)
         defer { withExtendedLifetime(daemon) {} }
+        // The display server at the app's priority, as a desktop's compositor serves the person's window first: the
+        // window waits on its replies.
+        if let x = xserver {
+            let r = try Subprocess.run(["renice", "-n", "-10", "-p", "\(x.pid)"])
+            XCTAssertEqual(r.status, 0, r.summary)
+        }
         let runtime = try makeTempDir()
         addTeardownBlock { _ = umount2(runtime + "/doc", Int32(MNT_DETACH)) }
         // Drawn with cairo: Xvfb's GL is llvmpipe, a GPU emulated on the CPU the machine's other work shares (its
@@ -556,13 +625,18 @@ final class SettingsAppTests: IntegrationTestCase {
         // all 1,000 in the list.
         XCTAssertLessThan(m["listed_cpu_ms"].flatMap { ($0 as? [Double])?.first } ?? 9999, 1000, "1,000 apps listed: \(line)")
         XCTAssertLessThan(m["listed_after_snapshot_s"] as? Double ?? 99, 1, "1,000 apps listed after the daemon's answer: \(line)")
-        let searchCPU = m["search_cpu_ms"] as? [Double] ?? []
+        let searchCPU = m["search_cpu_ms"] as? [Double] ?? [], searchWall = m["search_ms"] as? [Double] ?? []
         XCTAssertEqual(searchCPU.count, 3, line)
         // Narrowing ("app0999"), then widening a little ("app09"): the main loop's own time; clearing widens by steps.
         for ms in searchCPU.prefix(2) { XCTAssertLessThan(ms, 100, "search narrows: \(line)") }
         XCTAssertLessThan(m["event_ms"] as? Double ?? 9999, 1000, "a DECIDE's event shown: \(line)")
-        // No main-loop spell over 50 ms of CPU after the window's first frame, whatever the step.
-        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 999, 50, line)
+        // No main-loop spell over 50 ms of CPU from the window's making on, its first frame included, whatever the step.
+        XCTAssertLessThan(m["max_stall_cpu_ms"] as? Double ?? 999, 50, line)
+        // The same in wall-clock time, and the narrowing search drawn: the issue's 50 ms and 100 ms stretched to
+        // `wallBound` for make test's load (docs/SETTINGS.md, "Fast with many apps": the X server's replies and the
+        // machine's 2 cores shared with the builds make the wall clock's time up to 2-10 times the CPU's).
+        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 9999, Self.wallBound, "no main-loop stall (wall): \(line)")
+        XCTAssertLessThan(searchWall.first ?? 9999, Self.wallBound, "search narrows (wall): \(line)")
     }
 
     /// Under LANG=zh_CN.UTF-8 the accessibility tree of every page holds no source string of the catalogue: each

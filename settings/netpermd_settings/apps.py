@@ -22,17 +22,19 @@ def list_factory():
 
 class Search:
     """The search field over the list: a filter whose match is a casefolded substring of the name or the id.
-    Narrowing is done at once. Widening lets the new matches in `STEP` list positions per main loop iteration: GTK
-    4.8's list view makes the rows of up to 200 new items in one go (clearing a search of 1,000 apps held the loop
-    for 60-95 ms); once past them, the rest comes at once."""
+    Narrowing is done at once. Widening lets the new matches in `STEP` at a time, by their rank among the matches,
+    one step per main loop iteration: GTK 4.8's list view makes the rows of up to 200 new items in one go (clearing a
+    search of 1,000 apps held the loop for 60-95 ms; 40 rows took 15-20 ms of CPU); once past them, the rest comes at
+    once."""
 
-    STEP = 40
+    STEP = 20
     ROWS = 240
 
     def __init__(self, entry, store):
         self.text = ""
         self.before = None      # while widening: the narrower text whose matches stay in
-        self.limit = None       # while widening: the list positions the new matches may take
+        self.limit = None       # while widening: the matches (by rank) let in so far
+        self.store = store
         self.pending = None
         self.filter = Gtk.CustomFilter.new(self._match)
         self.model = Gtk.FilterListModel(model=store, filter=self.filter)
@@ -43,7 +45,7 @@ class Search:
             return False
         if self.limit is None:
             return True
-        return item.pos < self.limit or (self.before is not None and self.before in item.key)
+        return item.rank < self.limit or (self.before is not None and self.before in item.key)
 
     def _changed(self, entry):
         text = entry.get_text().casefold().strip()
@@ -58,6 +60,13 @@ class Search:
         if narrower:
             self.filter.changed(Gtk.FilterChange.MORE_STRICT)
             return
+        # Each match's rank, in the list's order: what the steps let in (1,000 apps: 1-2 ms).
+        rank = 0
+        for i in range(self.store.get_n_items()):
+            item = self.store.get_item(i)
+            if text in item.key:
+                item.rank = rank
+                rank += 1
         self.limit = 0
         self._widen()
 

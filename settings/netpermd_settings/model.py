@@ -48,8 +48,9 @@ class AppItem(GObject.Object):
         self.verdict = {}
         self.key = ""
         self.usage = None
-        # Its place in the list (the search lets new matches in by place).
-        self.pos = 0
+        # Its rank among the matches of a widening search (the search lets new matches in by rank); one made while
+        # a search widens waits for its end.
+        self.rank = 1 << 30
         self.update(verdict, privileged)
 
     def update(self, verdict, privileged):
@@ -125,8 +126,6 @@ class AppList:
             self.pending = GLib.idle_add(self._chunk, ordered, end, privileged, done, made)
             return False
         items = [made[v["app"]] for v in ordered]
-        for i, item in enumerate(items):
-            item.pos = i
         old = [self.store.get_item(i) for i in range(self.store.get_n_items())]
         self.items = made
         # Unchanged order (a resync of the same apps): the rows stay, their items changed in place.

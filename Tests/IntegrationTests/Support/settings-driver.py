@@ -15,7 +15,8 @@ waits for its window in the tree, says {"ready": true, "pid": APP'S PID}, then r
                              "read_at"} (CLOCK_MONOTONIC)
     choose NAME CHOICE       opens NAME's page and presses CHOICE ("Wi-Fi only")
     search TEXT              types TEXT into the search field (empty: clears it)
-    data                     the Data page's rows: {"title", "subtitle", "bar"}
+    data                     the Data page's rows: {"title", "subtitle", "bar", "paths"} (paths: the accessible
+                             objects' of the row and its labels, which a row made again changes)
     prompts                  the Waiting page's rows: {"title", "buttons"}
     lists                    every list shown now, by its name (a group's title: "Most contacted", an app's name on
                              App Activity, "Activity" on an app's page): its rows' {"title", "subtitle", "refused"}
@@ -255,8 +256,11 @@ class Driver:
                     labels = self.labels(item)
                     bar = next((name(x) for x, _ in walk(item) if role(x) in ("progress bar", "level bar")), None)
                     buttons = [name(x) for x, _ in walk(item) if role(x) == "push button"]
+                    # Its accessible objects' paths: a row made again (a new widget) has new ones.
+                    paths = [item.path] + [x.path for x, _ in walk(item) if role(x) == "label"]
                     out.append({"name": name(item), "title": labels[0] if labels else "",
-                                "subtitle": labels[1] if len(labels) > 1 else "", "bar": bar, "buttons": buttons})
+                                "subtitle": labels[1] if len(labels) > 1 else "", "bar": bar, "buttons": buttons,
+                                "paths": paths})
         return out
 
     def lists(self):
