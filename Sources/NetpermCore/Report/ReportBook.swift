@@ -74,7 +74,7 @@ public struct ReportBook: Equatable, Sendable {
         e.proto = c.proto
         e.first = min(e.first, c.time)
         e.last = max(e.last, c.time)
-        e.count(c.outcome)
+        e.count(c.outcome, at: c.time)
         entries[key] = e
         dirty = true
         if entries.count > limits.entries { dropOldest() }
