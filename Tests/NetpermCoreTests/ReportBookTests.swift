@@ -244,6 +244,8 @@ final class ReportBookTests: XCTestCase {
 
     func testAddressText() {
         XCTAssertEqual(AddressText.text([192, 0, 2, 1]), "192.0.2.1")
+        XCTAssertEqual(AddressText.text([0, 9, 10, 99]), "0.9.10.99")
+        XCTAssertEqual(AddressText.text([100, 105, 250, 255]), "100.105.250.255")
         func v6(_ s: String) -> String? { AddressText.text(IPAddress(s)!.bytes) }
         for s in ["2001:db8::1", "::1", "::", "fe80::1:0:0:1", "2001:db8:0:1:1:1:1:1", "1::", "2001:0:0:1::1",
                   "::ffff:192.0.2.1", "2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff"] {

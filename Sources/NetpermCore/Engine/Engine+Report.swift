@@ -74,12 +74,19 @@ extension Engine {
         report.lost &+= UInt64(lost)
         guard state.config.report.enabled else { return }
         let now = Int(settings.wallClock())
+        // A batch is mostly one app's (a flood): its owner is looked up once, not once a connection.
+        var last: (tag: UInt32, owner: ReportOwner)?
         for s in sightings {
             switch s {
             case let .opened(tag, address, port, proto, link):
-                guard let app = usage.owners[tag], let link else { continue }
-                record(ReportConnection(owner: reportOwner(app: app), address: address, port: port, proto: proto,
-                                        link: link, time: now))
+                guard let link else { continue }
+                let owner: ReportOwner
+                if let last, last.tag == tag { owner = last.owner } else {
+                    guard let app = usage.owners[tag] else { continue }
+                    owner = reportOwner(app: app)
+                    last = (tag, owner)
+                }
+                record(ReportConnection(owner: owner, address: address, port: port, proto: proto, link: link, time: now))
             case let .closed(tag, address, link, bytes):
                 guard let app = usage.owners[tag], let link else { continue }
                 report.book.add(ReportBytes(owner: reportOwner(app: app), address: address, link: link, time: now, bytes: bytes))
