@@ -77,6 +77,11 @@ def engine_seeds():
     seeds["user-agents"] = ("o22\n2 SUBSCRIBE prompts\no33\n3 WAIT\nb012\nb013\n2 PROMPTS\n2 ANSWER 1 allow\n"
                             "3 QUERY\nw3\n2 ANSWER 2 once\n2 DECISIONS\n2 DECIDE firefox wwan deny\n2 FORGET firefox\n"
                             "0 SUBSCRIBE prompts\no33\n3 QUERY\nt31\n2 ANSWER 3 deny\n0 ANSWER 4 allow\nw2\nc2\n")
+    # Counting and the report (policy 4): connections, ends, answers and refusals of each app, a person turning
+    # theirs on (curl, uid 1001's) and off, REPORT read by root and by that person, cleared, off by a reload.
+    seeds["report"] = ("r4\n0 REPORT\nn103\nn1109\nn12x\nn13x\nn133\nn4037\n2 KEEP-REPORT yes\nn4037\nn43x\n"
+                       "n4335\nn432\n2 REPORT\n2 REPORT curl\n0 REPORT updater\nk1\nn1334\n0 METRICS\nt61\n"
+                       "2 RESET-REPORT\n0 KEEP-REPORT yes\n2 KEEP-REPORT no\nn4037\nE\nt61\nE\nr0\n0 REPORT\n")
     return seeds
 
 

@@ -21,7 +21,9 @@
 //   w<peer>         peer 0-6's process exits (a prompt it alone asked is withdrawn)
 //   n<app><what><bytes>  the report's readers heard of app 0-5's connection (by its tag): what 0 a new one over
 //                   metered wwan, 1 its end (with 1 event lost), 2 a DNS answer whose name is the rest's bytes
-//                   (escaped as the report takes them); the address is 192.0.2.<the next byte>
+//                   (escaped as the report takes them), 3 a packet the rules refused (the reason by the byte after
+//                   the address's, out of the kernel's link of that byte's index); the address is 192.0.2.<the next
+//                   byte>. Policy 4 counts usage and keeps the report (curl's is uid 1001's, peer 2).
 @testable import NetpermCore
 @testable import NetpermPolicy
 @testable import NetpermProtocol
@@ -84,6 +86,42 @@ let policies: [String] = [
     """,
     "[App broken\nWiFi=maybe\n",
     "",
+    // Usage counted (every app tagged), budgets, and the report kept: machine-owned apps and one person's (curl, uid
+    // 1001's: recorded only once that person turns it on).
+    """
+    [Usage]
+    Count=yes
+
+    [Report]
+    Enabled=yes
+    Days=2
+
+    [Defaults]
+    WiFi=allow
+    WWAN=ask
+    Ethernet=allow
+    Other=ask
+    MeteredBudget=1M
+
+    [App firefox]
+    Executable=/usr/bin/firefox
+    WWAN=ask
+
+    [App updater]
+    Unit=updater.service
+    WWAN=deny
+
+    [App bob]
+    User=bob
+    WiFi=deny
+
+    [App curl]
+    User=1001
+    MeteredBudget=2K
+
+    [Interface usb*]
+    Kind=wwan
+    """,
 ]
 
 func link(_ index: Int32, _ name: String, arphrd: UInt32 = ARPHRD.ether, kind: String? = nil, up: Bool = true,
@@ -230,7 +268,7 @@ final class World: FakeWorld<Connection> {
     func render(_ fx: Effects) -> [String] {
         fx.list.compactMap { e -> String? in
             switch e {
-            case let .reply(id, r): return "\(id): reply " + String(decoding: fx[r], as: UTF8.self)
+            case let .reply(id, r): return "\(id): reply " + comparable(String(decoding: fx[r], as: UTF8.self))
             case let .event(id, h, t): return "\(id): event " + String(decoding: fx[h], as: UTF8.self) + String(decoding: fx[t], as: UTF8.self)
             // Written out by hand: printing an enum by reflection cost more than the engine.
             case let .hold(id): return "\(id): hold"
@@ -270,6 +308,15 @@ final class World: FakeWorld<Connection> {
                 }
             }
         }
+    }
+
+    /// A reply as the two engines must agree on it: METRICS' count of where a reload's work was made is left out,
+    /// as the second engine is given the policy without what was made of it away from the loop (`padded`), so it
+    /// differs by construction (with counting on, usage's tagging is such work).
+    func comparable(_ reply: String) -> String {
+        guard reply.contains("netpermd_policy_reload_work_total{") else { return reply }
+        return reply.split(separator: "\\n", omittingEmptySubsequences: false)
+            .filter { !$0.hasPrefix("netpermd_policy_reload_work_total{") }.joined(separator: "\\n")
     }
 
     // MARK: - Effects, each checked
@@ -453,6 +500,15 @@ final class World: FakeWorld<Connection> {
             require(c.snapshotsExpected == 0, "connection \(c.id): SUBSCRIBE's snapshot missing")
         }
         require(Set(engine.sessions.keys) == Set(live.keys), "sessions \(engine.sessions.keys.sorted()) != open \(live.keys.sorted())")
+        // The report keeps nothing while off, a person's entries only while that person has it on, within its bound.
+        let book = engine.report.book
+        if engine.state.ready, !engine.state.config.report.enabled {
+            require(book.entries.isEmpty && book.people.isEmpty, "the report keeps \(book.entries.count) entries while off")
+        }
+        require(book.entries.count <= book.limits.entries, "the report past its bound: \(book.entries.count)")
+        for k in book.entries.keys where k.owner.uid.map({ !book.people.contains($0) }) ?? false {
+            require(false, "an entry of uid \(k.owner.uid!), who did not turn the report on: \(k)")
+        }
     }
 
     // MARK: - Steps
@@ -497,7 +553,10 @@ final class World: FakeWorld<Connection> {
             // The transport sees the sender of the next request, so it comes in order with the requests.
             send(.identityChanged(connection(slot).id, peers[(rest.dropFirst().first.map(Int.init) ?? 0) % peers.count]),
                  slot: slot)
-        case UInt8(ascii: "t"): advance(by: UInt64(number(rest, limit: 200_000) ?? 1) * 1_000_000 + 1)
+        case UInt8(ascii: "t"):
+            // While usage is counted its reading ticks for ever: a move of days would be thousands of ticks.
+            let most = engine.state.config.usage.count ? 3600 : 200_000
+            advance(by: UInt64(number(rest, limit: most) ?? 1) * 1_000_000 + 1)
         case UInt8(ascii: "L"): send(.lineTooLong(connection(slot).id), slot: slot)
         case UInt8(ascii: "k"), UInt8(ascii: "K"):
             if first == UInt8(ascii: "K") { resyncs += 1 }
@@ -529,14 +588,31 @@ final class World: FakeWorld<Connection> {
             let tag = engine.usage.tagged.tags[app] ?? 0x6E80_0001
             let address = "192.0.2.\(d.dropFirst(2).first ?? 0)"
             let sighting: ReportSighting
-            switch d.dropFirst().first.map({ Int($0 &- 0x30) % 3 }) ?? 0 {
+            // Whether it must add one to the app's counts: the report on, counting on (the tag is the app's), its
+            // person's report on, and for a refusal a link the kernel has.
+            let owner = engine.reportOwner(app: app)
+            var counted = engine.state.config.report.enabled && engine.state.config.usage.count
+                && engine.usage.tagged.owners[tag] == app && (owner.uid.map(engine.report.book.people.contains) ?? true)
+            switch d.dropFirst().first.map({ Int($0 &- 0x30) % 4 }) ?? 0 {
             case 0: sighting = .opened(tag: tag, address: address, port: 443, proto: 6, link: ReportLink(kind: .wwan, metered: true))
-            case 1: sighting = .closed(tag: tag, address: address, link: ReportLink(kind: .wwan, metered: true), bytes: 1500)
-            default:
+            case 1:
+                sighting = .closed(tag: tag, address: address, link: ReportLink(kind: .wwan, metered: true), bytes: 1500)
+                counted = false
+            case 2:
                 guard let name = DNSName.text(labels: [d.dropFirst(3)]) else { return }
                 sighting = .answer(tag: tag, DNSAnswer(name: name, addresses: [address]))
+                counted = false
+            default:
+                let byte = Int(d.dropFirst(3).first ?? 0)
+                let index = Int32(byte % 9)
+                counted = counted && engine.state.network.links.contains { $0.index == index }
+                sighting = .refused(tag: tag, address: address, port: 443, proto: 6, ifindex: index,
+                                    reason: ReportRefusal.allCases[byte % ReportRefusal.allCases.count])
             }
+            let before = attempts(of: owner)
             feed(.reportSighted([sighting], lost: d.dropFirst().first == UInt8(ascii: "1") ? 1 : 0))
+            require(attempts(of: owner) == before + (counted ? 1 : 0),
+                    "\(sighting) of \(app) counted \(attempts(of: owner) - before) times, not \(counted ? 1 : 0)")
         case UInt8(ascii: "w"):
             exit(pid: peers[(rest.first.map { Int($0 &- 0x30) } ?? 0) % peers.count].pid)
         case UInt8(ascii: "u"):
@@ -549,11 +625,23 @@ final class World: FakeWorld<Connection> {
         }
     }
 
+    /// An owner's connections and refusals in the report, all days and destinations together.
+    func attempts(of owner: ReportOwner) -> UInt64 {
+        engine.report.book.entries.reduce(0) { $1.key.owner == owner ? $0 + $1.value.connections + $1.value.refused : $0 }
+    }
+
     /// Every deferred thing finishes, every connection goes: nothing may be left behind.
     func finish() {
         policyLoadIsManual = false
         storeIsManual = false
         while pendingPolicyLoads > 0 { completePolicyLoad() }
+        // Counting ticks for ever (and the report saves while it changes): a policy without them ends both, and
+        // must leave none of their timers behind, as every other timer is checked below.
+        if engine.state.config.usage.count {
+            setPolicy(policies[3])
+            feed(.reload)
+            while pendingPolicyLoads > 0 { completePolicyLoad() }
+        }
         while !pendingStores.isEmpty { completeStore() }
         // WAIT takes time-outs below 10^8 seconds.
         advance(by: 200_000_000 * 1_000_000)

@@ -16,11 +16,14 @@ public struct EventDatagrams {
 
     public init() {}
 
-    /// Reads every datagram queued; `datagram` gets each one's bytes, `lost` each loss. Throws the first other
-    /// error, after which nothing more is read.
-    public mutating func drain(_ fd: Int32, lost: (Loss) -> Void,
-                        datagram: (UnsafeMutableRawBufferPointer) -> Void) throws(Errno) {
+    /// Reads every datagram queued, or `limit` of them; `datagram` gets each one's bytes, `lost` each loss. Throws
+    /// the first other error, after which nothing more is read. True when it stopped at `limit` (more may be queued).
+    @discardableResult
+    public mutating func drain(_ fd: Int32, limit: Int = .max, lost: (Loss) -> Void,
+                               datagram: (UnsafeMutableRawBufferPointer) -> Void) throws(Errno) -> Bool {
+        var read = 0
         while true {
+            guard read < limit else { return true }
             let n: Int?
             do throws(Errno) {
                 n = try buffer.withUnsafeMutableBytes { b in
@@ -32,7 +35,8 @@ public struct EventDatagrams {
                 lost(.overrun(error))
                 continue
             }
-            guard let n else { return }
+            guard let n else { return false }
+            read += 1
             guard n <= buffer.count else {
                 buffer = [UInt8](repeating: 0, count: n)
                 lost(.cut(bytes: n))

@@ -13,8 +13,14 @@ public enum ReportAnswers {
         return NetlinkMessages(b).compactMap { m in
             guard m.type == packet else { return nil }
             let a = m.attributes(after: MemoryLayout<nfgenmsg>.size)
-            guard a.first(UInt16(NFULA_PREFIX.rawValue)).map(Netlink.string) == UsageRules.reportLogPrefix,
-                  let mark = a.first(UInt16(NFULA_MARK.rawValue)).flatMap(Netlink.bigEndianU32),
+            let prefix = a.first(UInt16(NFULA_PREFIX.rawValue)).map(Netlink.string)
+            let mark = a.first(UInt16(NFULA_MARK.rawValue)).flatMap(Netlink.bigEndianU32)
+            if let prefix, prefix != UsageRules.reportLogPrefix {
+                let out = a.first(UInt16(NFULA_IFINDEX_OUTDEV.rawValue)).flatMap(Netlink.bigEndianU32).map { Int32(bitPattern: $0) }
+                return ReportRefusals.sighting(prefix: prefix, mark: mark, outIndex: out,
+                                               payload: a.first(UInt16(NFULA_PAYLOAD.rawValue)).map(Array.init) ?? [])
+            }
+            guard prefix == UsageRules.reportLogPrefix, let mark,
                   ReportLabels.isTag(mark),
                   let payload = a.first(UInt16(NFULA_PAYLOAD.rawValue)),
                   let answer = DNSAnswer.parse(ipPacket: Array(payload)) else { return nil }

@@ -40,13 +40,16 @@ enum Report {
             let name = (a["app"]?.stringValue ?? "?") + (a["uid"]?.intValue.map { " (uid \($0))" } ?? "")
             let ds = (a["destinations"]?.arrayValue ?? []).sorted { count($0) > count($1) }
             for (i, d) in ds.enumerated() {
-                let host = d["host"]?.stringValue ?? "?"
+                // A refused destination is marked where the eye starts, not only in its column.
+                let host = (refused(d["refused"]) == "-" ? "" : "! ") + (d["host"]?.stringValue ?? "?")
                 let port = d["port"]?.intValue ?? 0
                 t.rows.append([i == 0 ? name : "", host + (port > 0 ? ":\(port)" : ""), kind(d),
                                String(d["connections"]?.intValue ?? 0), refused(d["refused"]), time(d["first"]), time(d["last"])])
             }
         }
+        let marked = t.rows.contains { $0[1].hasPrefix("! ") }
         return out + (t.rows.isEmpty ? "nothing recorded\n" : t.render())
+            + (marked ? "! refused: denied by the policy, waiting for an answer, or over budget (REFUSED says which)\n" : "")
     }
 
     static func count(_ d: JSON) -> Int {

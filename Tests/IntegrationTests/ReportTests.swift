@@ -11,6 +11,7 @@ import Glibc
 /// them, refusals with their reason; user B never reads A's destinations; off deletes the file on disk.
 final class ReportTests: IntegrationTestCase {
     static let resolver: UInt32 = 4201, refused: UInt32 = 4202, byAddress: UInt32 = 4203
+    static let denied: UInt32 = 4204, spender: UInt32 = 4205
 
     static func policy(enabled: Bool = true) -> String {
         """
@@ -42,6 +43,14 @@ final class ReportTests: IntegrationTestCase {
 
         [App byaddress]
         User=\(byAddress)
+
+        [App denied]
+        User=\(denied)
+        WWAN=deny
+
+        [App spender]
+        User=\(spender)
+        MeteredBudget=1
         """
     }
 
@@ -153,6 +162,59 @@ final class ReportTests: IntegrationTestCase {
         let read = try Subprocess.run(["setpriv", "--reuid", "\(Self.refused)", "--regid", "\(Self.refused)",
                                        "--clear-groups", "cat", reportFile])
         XCTAssertNotEqual(read.status, 0, "B cannot read the file: \(read.summary)")
+    }
+
+    /// What each app was refused, with the reason, judged against what the apps sent and the peer's logs (it received
+    /// none of it): an app denied wwan (one connection by the name it resolved, two by address), an app waiting for
+    /// an answer (`ask`, no agent), an app over its budget of one byte. Exactly those counts, no connection made.
+    func testRefusalsAreListedWithTheirReason() throws {
+        try start()
+        for uid in [Self.refused, Self.denied, Self.spender] {
+            let on = try ctl(as: uid, ["report", "on"])
+            XCTAssertEqual(on.status, 0, on.summary)
+        }
+        let before = Int(Date().timeIntervalSince1970)
+        let byName = try bed.app(uid: Self.denied, "resolve", "tiles.report.test")
+        XCTAssertEqual(byName["addresses"] as? [String: String], ["tiles.report.test": "10.42.0.2"], "\(byName)")
+        XCTAssertEqual((byName["errors"] as? [String: String])?["10.42.0.2"], "ECONNREFUSED", "\(byName)")
+        let byAddress = try bed.app(uid: Self.denied, "connect", "10.42.0.3", "10.42.0.3")
+        XCTAssertEqual((byAddress["errors"] as? [String: String])?["10.42.0.3"], "ECONNREFUSED", "\(byAddress)")
+        let asking = try bed.app(uid: Self.refused, "connect", "10.42.0.2")
+        XCTAssertNotNil((asking["errors"] as? [String: String])?["10.42.0.2"], "\(asking)")
+        let spent = try bed.app(uid: Self.spender, "connect", "10.42.0.3", "10.42.0.3")
+        XCTAssertEqual((spent["errors"] as? [String: String])?["10.42.0.3"], "ECONNREFUSED", "\(spent)")
+        // The peer's word: the one query answered, nothing accepted.
+        XCTAssertEqual(bed.dnsQueries(), ["tiles.report.test"])
+        XCTAssertEqual(bed.accepted(), [])
+        let after = Int(Date().timeIntervalSince1970)
+
+        // key: connections, denied, ask, budget
+        let expected: [String: [Int]] = [
+            "denied 10.41.0.2 wifi": [1, 0, 0, 0],               // its DNS query
+            "denied tiles.report.test wwan": [0, 1, 0, 0],
+            "denied 10.42.0.3 wwan": [0, 2, 0, 0],
+            "refused 10.42.0.2 wwan": [0, 0, 1, 0],
+            "spender 10.42.0.3 wwan": [0, 0, 0, 2],
+        ]
+        func counts(_ d: [String: Any]?) -> [Int] {
+            let r = d?["refused"] as? [String: Any]
+            return [d?["connections"] as? Int ?? -1] + ["denied", "ask", "budget"].map { r?[$0] as? Int ?? -1 }
+        }
+        var last: [String: [String: Any]] = [:]
+        try waitUntil("the report lists each refusal with its reason", timeout: 10) {
+            last = try rows()
+            return (last.mapValues(counts) == expected, "\(last.mapValues(counts))")
+        }
+        XCTAssertEqual(last["denied tiles.report.test wwan"]?["address"] as? String, "10.42.0.2")
+        XCTAssertEqual(last["denied tiles.report.test wwan"]?["named"] as? Bool, true)
+        for (key, d) in last {
+            let first = d["first"] as? Int ?? 0, lastTime = d["last"] as? Int ?? 0
+            XCTAssertTrue(before <= first && first <= lastTime && lastTime <= after, "\(key): \(d)")
+        }
+        // netpermctl marks them.
+        let table = try Subprocess.run([netpermctl, "--socket", socket, "report"])
+        XCTAssertTrue(table.stdout.contains("2 denied") && table.stdout.contains("1 waiting")
+                      && table.stdout.contains("2 over budget"), table.stdout)
     }
 
     /// Events: B's subscription hears nothing of A's destinations while A resolves and connects.

@@ -53,7 +53,7 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertTrue(h.rules[0].contains("""
                 \tchain ask_\(phone.dropFirst(2))_wwan {
                 \t\tlimit rate 5/second burst 5 packets log group 28272 prefix "netpermd:phone:wwan"
-                \t\tgoto deny
+                \t\tgoto refuse
                 \t}
                 """), "after being logged (at most 5 a second)")
         XCTAssertFalse(h.rules[0].contains("wwan0"))

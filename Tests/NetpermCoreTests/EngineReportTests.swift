@@ -149,4 +149,59 @@ final class EngineReportTests: XCTestCase {
         let saved = try XCTUnwrap(h.reportEffects.last)
         XCTAssertTrue(saved.contains("entry 20788 sync - wwan m 2001:db8::9 2001:db8::9 8443 0 "), saved)
     }
+
+    /// What the rules logged as refused (ReportRefusals) is recorded with its reason, under the name the app resolved;
+    /// an untagged mark, another prefix, a link the engine does not know: nothing.
+    func testRefusalsTheRulesLoggedAreRecordedWithTheirReason() throws {
+        let h = harness()
+        let root = h.connect()
+        for p in [alice, bob] { XCTAssertEqual(h.request(h.connect(p), "KEEP-REPORT yes")["yours"], true) }
+        // An IPv4 TCP SYN to 192.0.2.9:443 and an IPv6 UDP datagram to [2001:db8::7]:53, as NFLOG copies them.
+        var v4 = [UInt8](repeating: 0, count: 40)
+        v4[0] = 0x45; v4[9] = 6; v4[16...19] = [192, 0, 2, 9]; v4[22] = 1; v4[23] = 187
+        var v6 = [UInt8](repeating: 0, count: 48)
+        v6[0] = 0x60; v6[6] = 17; v6[24] = 0x20; v6[25] = 0x01; v6[26] = 0x0d; v6[27] = 0xb8; v6[39] = 7; v6[43] = 53
+        let maps = tag(h, "maps"), web = tag(h, "web")
+        func logged(_ prefix: String, _ mark: UInt32?, _ p: [UInt8], _ index: Int32? = Links.wwan.index) -> ReportSighting? {
+            ReportRefusals.sighting(prefix: prefix, mark: mark, outIndex: index, payload: p)
+        }
+        XCTAssertEqual(logged("netpermd:refused:denied", maps, v4),
+                       .refused(tag: maps, address: "192.0.2.9", port: 443, proto: 6, ifindex: Links.wwan.index, reason: .denied))
+        XCTAssertEqual(logged("netpermd:refused:budget", web, v6),
+                       .refused(tag: web, address: "2001:db8::7", port: 53, proto: 17, ifindex: Links.wwan.index, reason: .budget))
+        XCTAssertNil(logged("netpermd:refused:denied", 0x1234, v4), "not a tag")
+        XCTAssertNil(logged("netpermd:refused:later", maps, v4), "no such reason")
+        XCTAssertNil(logged("netpermd:refused:denied", maps, Array(v4.prefix(12))), "too short")
+        h.feed(.reportSighted([.answer(tag: maps, DNSAnswer(name: "tiles.example", addresses: ["192.0.2.9"]))], lost: 0))
+        h.feed(.reportSighted([logged("netpermd:refused:denied", maps, v4)!, logged("netpermd:refused:denied", maps, v4)!,
+                               logged("netpermd:refused:budget", web, v6)!,
+                               logged("netpermd:refused:budget", web, v6, 999)!], lost: 0))
+        let r = h.request(root, "REPORT")
+        XCTAssertEqual(destinations(r), ["maps tiles.example", "web 2001:db8::7"], "\(r)")
+        let ds = (r["apps"]?.arrayValue ?? []).flatMap { $0["destinations"]?.arrayValue ?? [] }
+        XCTAssertEqual(ds.map { $0["refused"]!["denied"]!.intValue! }, [2, 0])
+        XCTAssertEqual(ds.map { $0["refused"]!["budget"]!.intValue! }, [0, 1], "the unknown link's is not recorded")
+        XCTAssertEqual(ds.map { $0["connections"]!.intValue! }, [0, 0])
+        XCTAssertEqual(ds.map { $0["protocol"]!.stringValue! }, ["tcp", "udp"])
+        XCTAssertEqual(ds.map { $0["kind"]!.stringValue! }, ["wwan", "wwan"])
+        XCTAssertEqual(ds.map { $0["refused"]!["first"]!.intValue! }, [1_796_083_200, 1_796_083_200])
+        XCTAssertEqual(ds.map { $0["refused"]!["last"]!.intValue! }, [1_796_083_200, 1_796_083_200])
+    }
+
+    /// The budget's refusals are logged by the counting table only while the report is on.
+    func testTheBudgetsRefusalsAreLoggedOnlyWhileOn() throws {
+        let budget = Self.policy.replacingOccurrences(of: "User=1000", with: "User=1000\nMeteredBudget=1M")
+        let h = harness(budget)
+        let script = try XCTUnwrap(h.usageScripts.last)
+        XCTAssertTrue(script.contains("add set inet netpermd_usage report_refused { type mark; size 65535; "
+                                      + "flags dynamic,timeout; timeout 1m; }"), script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage over_out ct mark and 0xff800000 == 0x6e800000 meta mark "
+                                      + "set ct mark update @report_refused { ct mark limit rate 10/second burst 20 packets } "
+                                      + "limit rate 200/second burst 100 packets log prefix \"netpermd:refused:budget\" "
+                                      + "group 28273 snaplen 64"), script)
+        h.reload(policy: budget.replacingOccurrences(of: "Enabled=yes", with: "Enabled=no"))
+        let off = try XCTUnwrap(h.usageScripts.last)
+        XCTAssertTrue(off.contains("flush chain inet netpermd_usage over_out"), off)
+        XCTAssertFalse(off.contains("netpermd:refused"), off)
+    }
 }

@@ -194,10 +194,10 @@ final class ReportBookTests: XCTestCase {
         let text = b.encoded()
         XCTAssertEqual(text, """
             # netpermd's privacy report, written by the daemon (docs/PRIVACY.md).
-            version 1
+            version 2
             person 1000
-            entry 20428 chat 1000 wwan m chat.example 192.0.2.1 443 6 \(t0 + 5) \(t0 + 5) 1 4096 0 0 0
-            entry 20428 maps - wwan mr 2001:db8::1 2001:db8::1 443 6 \(t0 + 6) \(t0 + 6) 0 0 1 0 0
+            entry 20428 chat 1000 wwan m chat.example 192.0.2.1 443 6 \(t0 + 5) \(t0 + 5) 1 4096 0 0 0 0 0
+            entry 20428 maps - wwan mr 2001:db8::1 2001:db8::1 443 6 \(t0 + 6) \(t0 + 6) 0 0 1 0 0 \(t0 + 6) \(t0 + 6)
 
             """)
         var back = try ReportBook.parse(text, path: "report")
@@ -207,7 +207,10 @@ final class ReportBookTests: XCTestCase {
         s.enabled = true
         back.configure(s, now: t0 + 10)
         XCTAssertEqual(back.entries, b.entries, "kept across a restart")
-        for bad in ["version 2", "entry 1 maps", "entry 20428 maps - wwan m a\u{1}b 1.2.3.4 1 6 1 1 1 1 1 1 1",
+        // A version 1 file (before refusals had times of their own): its refusals take the entry's times.
+        let old = try ReportBook.parse("version 1\nentry 20428 maps - wwan m h 1.2.3.4 1 6 10 20 1 0 0 2 0\n", path: "r")
+        XCTAssertEqual(old.entries.values.map { [$0.refusedFirst, $0.refusedLast] }, [[10, 20]])
+        for bad in ["version 3", "entry 1 maps", "entry 20428 maps - wwan m a\u{1}b 1.2.3.4 1 6 1 1 1 1 1 1 1",
                     "entry 20428 maps - tunnel - h 1.2.3.4 1 6 1 1 1 1 1 1 1", "person -1"] {
             XCTAssertThrowsError(try ReportBook.parse("version 1\n" + bad + "\n", path: "report"), bad)
         }
@@ -241,6 +244,8 @@ final class ReportBookTests: XCTestCase {
 
     func testAddressText() {
         XCTAssertEqual(AddressText.text([192, 0, 2, 1]), "192.0.2.1")
+        XCTAssertEqual(AddressText.text([0, 9, 10, 99]), "0.9.10.99")
+        XCTAssertEqual(AddressText.text([100, 105, 250, 255]), "100.105.250.255")
         func v6(_ s: String) -> String? { AddressText.text(IPAddress(s)!.bytes) }
         for s in ["2001:db8::1", "::1", "::", "fe80::1:0:0:1", "2001:db8:0:1:1:1:1:1", "1::", "2001:0:0:1::1",
                   "::ffff:192.0.2.1", "2001:db8:aaaa:bbbb:cccc:dddd:eeee:ffff"] {

@@ -332,21 +332,31 @@ final class RulesetTests: XCTestCase {
             		type mark : verdict
             		elements = { 0x6ee31989 : accept }
             	}
-            	chain deny {
+            	chain refuse {
             		meta l4proto tcp counter reject with tcp reset
             		counter reject with icmpx admin-prohibited
             	}
+            	set report_refused {
+            		type mark
+            		size 65535
+            		flags dynamic,timeout
+            		timeout 1m
+            	}
+            	chain deny {
+            		ct mark and 0xff800000 == 0x6e800000 meta mark set ct mark update @report_refused { ct mark limit rate 10/second burst 20 packets } limit rate 200/second burst 100 packets log prefix "netpermd:refused:denied" group 28273 snaplen 64
+            		goto refuse
+            	}
             	chain ask_6ee31989_wwan {
             		limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:cron:wwan"
-            		goto deny
+            		goto refuse
             	}
             	chain ask_6ee31989_ethernet {
             		limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:cron:ethernet"
-            		goto deny
+            		goto refuse
             	}
             	chain ask_6ed31d8f_wwan {
             		limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:browser:wwan"
-            		goto deny
+            		goto refuse
             	}
             	chain tag {
             		ct mark set meta skuid map @tag_uid
@@ -717,7 +727,7 @@ final class RulesetTests: XCTestCase {
         XCTAssertEqual(u.transactions, [#"""
             add chain inet netpermd ask_6ec5564f_wwan
             add rule inet netpermd ask_6ec5564f_wwan limit rate 5/second burst 5 packets log group 28272 prefix "netpermd:tv:wwan"
-            add rule inet netpermd ask_6ec5564f_wwan goto deny
+            add rule inet netpermd ask_6ec5564f_wwan goto refuse
 
             """#, #"""
             delete element inet netpermd uid_wwan { 1000, 1001, 1002 }

@@ -280,8 +280,12 @@ public struct Ruleset: Equatable, Sendable {
         // soft one), io_uring's CONNECT reported success, and an established IPv4 connection stalled until its
         // time-out. Others get ICMP admin-prohibited: sendto() fails at once with EPERM; a drop would leave the app
         // waiting.
-        t += "\tchain deny {\n\t\tmeta l4proto tcp counter reject with tcp reset\n"
+        t += "\tchain refuse {\n\t\tmeta l4proto tcp counter reject with tcp reset\n"
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
+        // A denied app's packet is logged for the privacy report first (ReportRefusals: by its tag, rate-limited per
+        // app), then rejected; a pending app's goes to `refuse` from its own chain (logged as waiting, for the prompt).
+        t += ReportRefusals.setText
+        t += "\tchain deny {\n\t\t\(ReportRefusals.rule(.denied))\n\t\tgoto refuse\n\t}\n"
         // At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
         // raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
         for chain in askChains { chain.write(to: &t) }

@@ -115,7 +115,7 @@ extension Ruleset {
         /// At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
         /// raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
         var rules: [String] {
-            ["limit rate 5/second burst 5 packets log group \(Ruleset.logGroup) prefix \"\(prefix)\"", "goto deny"]
+            ["limit rate 5/second burst 5 packets log group \(Ruleset.logGroup) prefix \"\(prefix)\"", "goto refuse"]
         }
 
         /// The chain as the table's text has it (`rules`, appended piece by piece: 13,000 of them in a large policy).

@@ -74,15 +74,26 @@ extension Engine {
         report.lost &+= UInt64(lost)
         guard state.config.report.enabled else { return }
         let now = Int(settings.wallClock())
+        // A batch is mostly one app's (a flood): its owner is looked up once, not once a connection.
+        var last: (tag: UInt32, owner: ReportOwner)?
         for s in sightings {
             switch s {
             case let .opened(tag, address, port, proto, link):
-                guard let app = usage.tagged.owners[tag], let link else { continue }
-                record(ReportConnection(owner: reportOwner(app: app), address: address, port: port, proto: proto,
-                                        link: link, time: now))
+                guard let link else { continue }
+                let owner: ReportOwner
+                if let last, last.tag == tag { owner = last.owner } else {
+                    guard let app = usage.tagged.owners[tag] else { continue }
+                    owner = reportOwner(app: app)
+                    last = (tag, owner)
+                }
+                record(ReportConnection(owner: owner, address: address, port: port, proto: proto, link: link, time: now))
             case let .closed(tag, address, link, bytes):
                 guard let app = usage.tagged.owners[tag], let link else { continue }
                 report.book.add(ReportBytes(owner: reportOwner(app: app), address: address, link: link, time: now, bytes: bytes))
+            case let .refused(tag, address, port, proto, ifindex, reason):
+                guard let app = usage.tagged.owners[tag], let link = reportLink(ifindex) else { continue }
+                record(ReportConnection(owner: reportOwner(app: app), address: address, port: port, proto: proto,
+                                        link: link, time: now, outcome: .refused(reason)))
             case let .answer(tag, answer):
                 guard let app = usage.tagged.owners[tag] else { continue }
                 report.book.learn(ReportAnswer(owner: reportOwner(app: app), name: answer.name, addresses: answer.addresses,
@@ -102,10 +113,15 @@ extension Engine {
     /// A pending app's packet the rules refused and logged (the prompt's path): refused, waiting for an answer.
     func reportRefused(app: String, ifindex: Int32?, destination: String?) {
         guard state.config.report.enabled, let destination, let (address, port) = Self.split(destination),
-              let l = state.network.links.first(where: { $0.index == ifindex }) else { return }
+              let link = reportLink(ifindex) else { return }
         record(ReportConnection(owner: reportOwner(app: app), address: address, port: port, proto: 0,
-                                link: ReportLink(kind: l.kind, metered: l.metered, roaming: l.roaming == true),
-                                time: Int(settings.wallClock()), outcome: .refused(.ask)))
+                                link: link, time: Int(settings.wallClock()), outcome: .refused(.ask)))
+    }
+
+    /// The class of the link a refused packet was to leave by, as the engine knows it now.
+    private func reportLink(_ ifindex: Int32?) -> ReportLink? {
+        guard let l = state.network.links.first(where: { $0.index == ifindex }) else { return nil }
+        return ReportLink(kind: l.kind, metered: l.metered, roaming: l.roaming == true)
     }
 
     /// "192.0.2.1:443", "[2001:db8::1]:53", or an address alone.

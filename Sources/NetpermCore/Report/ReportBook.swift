@@ -68,16 +68,20 @@ public struct ReportBook: Equatable, Sendable {
         expire(now: c.time)
         let host = names.name(of: c.address, for: c.owner) ?? c.address
         let key = ReportKey(owner: c.owner, day: Self.day(of: c.time), host: host, link: c.link)
-        var e = entries[key] ?? ReportEntry(address: c.address, port: c.port, proto: c.proto, first: c.time, last: c.time)
-        e.address = c.address
+        // Changed in place: one hashing of the key per connection, not two (a flood's cost is this line's).
+        let fresh = ReportEntry(address: c.address, port: c.port, proto: c.proto, first: c.time, last: c.time)
+        Self.update(&entries[key, default: fresh], c)
+        dirty = true
+        if entries.count > limits.entries { dropOldest() }
+    }
+
+    private static func update(_ e: inout ReportEntry, _ c: ReportConnection) {
+        if e.address != c.address { e.address = c.address }
         e.port = c.port
         e.proto = c.proto
         e.first = min(e.first, c.time)
         e.last = max(e.last, c.time)
-        e.count(c.outcome)
-        entries[key] = e
-        dirty = true
-        if entries.count > limits.entries { dropOldest() }
+        e.count(c.outcome, at: c.time)
     }
 
     /// A connection's bytes at its end: added to the newest entry of its destination (the day it began may be past).

@@ -11,6 +11,8 @@ public enum ReportSighting: Equatable, Sendable {
     case closed(tag: UInt32, address: String, link: ReportLink?, bytes: UInt64)
     /// A DNS answer to a connection of the tag (NFLOG, with the connection's mark).
     case answer(tag: UInt32, DNSAnswer)
+    /// A packet of the tag's the rules refused (ReportRefusals), leaving by interface `ifindex`.
+    case refused(tag: UInt32, address: String, port: UInt16, proto: UInt8, ifindex: Int32?, reason: ReportRefusal)
 }
 
 /// The connection labels (`ct label`) the counting table writes on a new tagged connection when the report is on:

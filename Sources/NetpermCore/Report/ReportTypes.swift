@@ -123,6 +123,9 @@ public struct ReportEntry: Equatable, Sendable {
     public var denied: UInt64 = 0
     public var ask: UInt64 = 0
     public var budget: UInt64 = 0
+    /// When the first and the last refusal were (0: none), apart from the connections' times.
+    public var refusedFirst = 0
+    public var refusedLast = 0
 
     public init(address: String, port: UInt16, proto: UInt8, first: Int, last: Int) {
         self.address = address; self.port = port; self.proto = proto; self.first = first; self.last = last
@@ -130,12 +133,19 @@ public struct ReportEntry: Equatable, Sendable {
 
     public var refused: UInt64 { denied &+ ask &+ budget }
 
-    mutating func count(_ outcome: ReportOutcome) {
+    mutating func count(_ outcome: ReportOutcome, at time: Int) {
         switch outcome {
         case .allowed: connections &+= 1
         case .refused(.denied): denied &+= 1
         case .refused(.ask): ask &+= 1
         case .refused(.budget): budget &+= 1
         }
+        if case .refused = outcome { refused(at: time, time) }
+    }
+
+    /// Refusals between `first` and `last` (times kept apart from the connections').
+    mutating func refused(at first: Int, _ last: Int) {
+        refusedFirst = refusedFirst == 0 ? first : min(refusedFirst, first)
+        refusedLast = max(refusedLast, last)
     }
 }

@@ -28,6 +28,9 @@ public struct ReportRow: Equatable, Sendable {
             r.field("denied", entry.denied)
             r.field("ask", entry.ask)
             r.field("budget", entry.budget)
+            // When they were, apart from the connections' `first` and `last`; null when none.
+            r.field("first", entry.refused > 0 ? entry.refusedFirst : nil)
+            r.field("last", entry.refused > 0 ? entry.refusedLast : nil)
         }
     }
 
@@ -59,6 +62,7 @@ public enum ReportView {
                 m.denied &+= e.denied
                 m.ask &+= e.ask
                 m.budget &+= e.budget
+                if e.refused > 0 { m.refused(at: e.refusedFirst, e.refusedLast) }
                 last.entry = m
                 out[out.count - 1] = last
             } else {

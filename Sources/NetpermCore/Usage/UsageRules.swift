@@ -122,9 +122,10 @@ public struct UsageRules: Equatable, Sendable {
                                 "quota name ct mark map @budgets" + (enforce ? " jump over_out" : "")] : []
         chains.append(Chain(name: "out", rules: tagRules))
         chains.append(Chain(name: "out_metered", rules: tagRules + check))
-        chains.append(Chain(name: "over_out", rules: [
-            "tcp flags & rst == rst return", "meta l4proto tcp reject with tcp reset", "reject with icmpx admin-prohibited",
-        ]))
+        // With the report on, what is refused for the budget is logged first (ReportRefusals).
+        chains.append(Chain(name: "over_out", rules: ["tcp flags & rst == rst return"]
+            + (report ? [ReportRefusals.rule(.budget)] : [])
+            + ["meta l4proto tcp reject with tcp reset", "reject with icmpx admin-prohibited"]))
         chains.append(Chain(name: "budget_in", rules: budgeted ? ["quota name ct mark map @warnings",
                                                                    "quota name ct mark map @budgets" + (enforce ? " jump over_in" : "")] : []))
         chains.append(Chain(name: "over_in", rules: ["meta l4proto tcp return", "drop"]))
@@ -249,6 +250,7 @@ public struct UsageRules: Equatable, Sendable {
                         + "timeout \(Self.unitElementTimeout); counter; }\n"
                 }
             }
+            s += "add set \(t) \(ReportRefusals.setName) { \(ReportRefusals.set) }\n"
         }
         let oldMaps = Dictionary((old?.maps ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         // Quotas made again: first no element may name them, then they go, then they come back.

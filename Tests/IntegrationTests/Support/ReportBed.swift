@@ -69,7 +69,7 @@ final class ReportBed {
     }
 
     /// An app in `ns` as `uid`: `resolve NAME...` (each asked of the DNS server on a socket of its own, then a TCP
-    /// connection to its first address) or `connect ADDRESS`. Returns what it printed (one JSON object).
+    /// connection to its first address) or `connect ADDRESS...`. Returns what it printed (one JSON object).
     func app(uid: UInt32, _ args: String...) throws -> [String: Any] { try app(uid: uid, args) }
 
     func app(uid: UInt32, _ args: [String]) throws -> [String: Any] {
@@ -119,7 +119,7 @@ final class ReportBed {
             for host in sys.argv[4:]:
                 a = resolve(host); out["addresses"][host] = a; connect(a)
         else:
-            connect(sys.argv[4])
+            for a in sys.argv[4:]: connect(a)
         print(json.dumps(out))
         """
 }
