@@ -87,7 +87,7 @@ final class RuleWindowTests: XCTestCase {
             chains["roaming_\(k.rawValue)"] = [.jump("roaming"), .goto("kind_\(k.rawValue)")]
             chains["roaming_metered_\(k.rawValue)"] = [.jump("roaming"), .jump("metered"), .goto("kind_\(k.rawValue)")]
         }
-        for c in r.askChains { chains[c.name] = [.goto("deny")] }
+        for c in r.askChains { chains[c.name] = [.goto("refuse")] }
         return KernelState(maps: maps, chains: chains)
     }
 
@@ -142,7 +142,7 @@ final class RuleWindowTests: XCTestCase {
         }
         /// nil: the chain returned (its end, or `return`).
         func run(_ chain: String, depth: Int = 0) -> Outcome? {
-            if chain == "deny" { return .reject }
+            if chain == "deny" || chain == "refuse" { return .reject }
             guard depth < 16, let rules = chains[chain] else { return nil }
             func act(_ v: ElementChanges.Value?) -> Outcome?? {
                 guard let v else { return .none }

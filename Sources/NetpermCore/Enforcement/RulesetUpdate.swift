@@ -126,7 +126,7 @@ extension Ruleset {
             t += Self.logGroupText
             t += " prefix \""
             t += prefix
-            t += "\"\n\t\tgoto deny\n\t}\n"
+            t += "\"\n\t\tgoto refuse\n\t}\n"
         }
 
         private static let logGroupText = String(Ruleset.logGroup)
