@@ -56,6 +56,13 @@ public enum BusInterface {
       <arg name="everyone" type="b" direction="in"/>
       <arg name="decisions" type="aa{sv}" direction="out"/>
     </method>
+    <!-- REPORT [APP] ("" for all): the privacy report (docs/PRIVACY.md) of the caller's own apps, or with everyone
+         (read-all) of every app; the reply's members are the socket's, as they are. -->
+    <method name="GetReport">
+      <arg name="app" type="s" direction="in"/>
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="report" type="a{sv}" direction="out"/>
+    </method>
     <!-- SUBSCRIBE TOPIC...: the caller's own events from now on, as unicast signals to its unique name alone
          (AppChanged, PromptChanged, UsageReached, Snapshot, Unsubscribed): topics of apps, mine, self, usage and
          prompts (prompts: the caller is an agent, as on the socket), as the caller's uid sees them, or with
@@ -135,6 +142,19 @@ public enum BusInterface {
       <arg name="id" type="u" direction="in"/>
       <arg name="choice" type="s" direction="in"/>
       <arg name="everyone" type="b" direction="in"/>
+      <arg name="result" type="a{sv}" direction="out"/>
+    </method>
+    <!-- RESET-REPORT [APP] ("" for all): clears the caller's own apps' report (decide-own), or with everyone any
+         app's (manage). -->
+    <method name="ResetReport">
+      <arg name="app" type="s" direction="in"/>
+      <arg name="everyone" type="b" direction="in"/>
+      <arg name="result" type="a{sv}" direction="out"/>
+    </method>
+    <!-- KEEP-REPORT yes|no: the caller's own apps recorded in the report or not; off deletes what was kept
+         (decide-own). -->
+    <method name="KeepReport">
+      <arg name="keep" type="b" direction="in"/>
       <arg name="result" type="a{sv}" direction="out"/>
     </method>
     <!-- RELOAD (manage). -->

@@ -14,11 +14,11 @@ public enum BusNames {
 
 /// A polkit action of the bus face (data/org.netpermd.NetPerm1.policy).
 public enum BusAction: String, Equatable, Sendable, CaseIterable {
-    /// Deciding and answering for the caller's own processes.
+    /// Deciding and answering for the caller's own processes; keeping and clearing their own apps' report.
     case decideOwn = "org.netpermd.NetPerm1.decide-own"
-    /// Deciding, answering and forgetting for everyone; reloading the policy.
+    /// Deciding, answering and forgetting for everyone; clearing everyone's report; reloading the policy.
     case manage = "org.netpermd.NetPerm1.manage"
-    /// Reading every app's verdict, usage, prompts and decisions (other users' among them).
+    /// Reading every app's verdict, usage, prompts, decisions and report (other users' among them).
     case readAll = "org.netpermd.NetPerm1.read-all"
 
     /// Whether polkit's yes makes the call a privileged one (as root's on the socket): for everyone's view or
@@ -79,8 +79,9 @@ public enum BusMethod {
     public static let signatures: [String: [String: String]] = [
         BusNames.interface: ["GetStatus": "", "GetLinks": "", "Query": "", "QueryApp": "sb", "GetApps": "b",
                              "GetUsage": "sb", "GetPrompts": "b", "GetDecisions": "b", "Subscribe": "asb",
-                             "Unsubscribe": ""],
-        BusNames.decisions: ["Decide": "sssbb", "Forget": "ssb", "Answer": "usb", "Reload": ""],
+                             "Unsubscribe": "", "GetReport": "sb"],
+        BusNames.decisions: ["Decide": "sssbb", "Forget": "ssb", "Answer": "usb", "Reload": "", "ResetReport": "sb",
+                             "KeepReport": "b"],
     ]
 
     /// The request `member` of `interface` is, with `args` read as its signature says.
@@ -109,6 +110,10 @@ public enum BusMethod {
         case "GetPrompts": return BusRequest(line: "PROMPTS", action: all(0), shape: .member("prompts"))
         case "GetDecisions": return BusRequest(line: "DECISIONS", action: all(0), shape: .member("decisions"))
         case "Subscribe": return try subscribing(a)
+        case "GetReport":
+            // The engine's reply as it is (a{sv}): its members are PRIVACY.md's, not the face's to shape.
+            let app = try word(a, 0, "app", optional: true)
+            return BusRequest(line: app.isEmpty ? "REPORT" : "REPORT \(app)", action: all(1))
         case "Unsubscribe": return BusRequest(line: "", shape: .unsubscription)
         default: throw .unknownMethod
         }
@@ -143,6 +148,14 @@ public enum BusMethod {
             return BusRequest(line: "ANSWER \(id) \(try word(a, 1, "choice"))" + (everyone ? " --everyone" : ""),
                               action: everyone ? .manage : .decideOwn)
         case "Reload": return BusRequest(line: "RELOAD", action: .manage)
+        // Clearing and keeping one's own report are changes to one's own, as deciding for oneself is.
+        case "ResetReport":
+            let app = try word(a, 0, "app", optional: true)
+            return BusRequest(line: app.isEmpty ? "RESET-REPORT" : "RESET-REPORT \(app)",
+                              action: flag(a, 1) ? .manage : .decideOwn)
+        case "KeepReport":
+            guard case let .bool(on)? = a.first else { throw .invalidArguments("keep: expected a boolean") }
+            return BusRequest(line: "KEEP-REPORT " + (on ? "yes" : "no"), action: .decideOwn)
         default: throw .unknownMethod
         }
     }

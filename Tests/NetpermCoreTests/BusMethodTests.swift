@@ -37,6 +37,23 @@ final class BusMethodTests: XCTestCase {
         XCTAssertEqual(request(d, "Reload", []), BusRequest(line: "RELOAD", action: .manage))
     }
 
+    /// The privacy report's three verbs (docs/PRIVACY.md): reading one's own needs nothing, everyone's read-all;
+    /// clearing and keeping one's own is deciding for oneself, clearing everyone's managing.
+    func testTheReportsVerbsAreTheSockets() {
+        let r = BusNames.interface, d = BusNames.decisions
+        XCTAssertEqual(request(r, "GetReport", [.string(""), .bool(false)]), BusRequest(line: "REPORT"))
+        XCTAssertEqual(request(r, "GetReport", [.string("maps"), .bool(true)]), BusRequest(line: "REPORT maps", action: .readAll))
+        XCTAssertEqual(request(d, "ResetReport", [.string(""), .bool(false)]), BusRequest(line: "RESET-REPORT", action: .decideOwn))
+        XCTAssertEqual(request(d, "ResetReport", [.string("maps"), .bool(true)]),
+                       BusRequest(line: "RESET-REPORT maps", action: .manage))
+        XCTAssertEqual(request(d, "KeepReport", [.bool(true)]), BusRequest(line: "KEEP-REPORT yes", action: .decideOwn))
+        XCTAssertEqual(request(d, "KeepReport", [.bool(false)]), BusRequest(line: "KEEP-REPORT no", action: .decideOwn))
+        for bad in ["maps RELOAD", "--everyone", "maps\nQUIT"] {
+            XCTAssertThrowsError(try BusMethod.request(r, "GetReport", [.string(bad), .bool(false)]), bad)
+        }
+        XCTAssertThrowsError(try BusMethod.request(d, "KeepReport", [.string("yes")]))
+    }
+
     /// Subscribe is SUBSCRIBE of a caller's own topics (everyone's view with read-all); links and the policy are
     /// broadcast, never subscribed; a topic is one of the list, so nothing else reaches the line.
     func testSubscribeIsSubscribeOfTheCallersOwnTopics() {
