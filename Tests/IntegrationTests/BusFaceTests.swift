@@ -15,6 +15,10 @@ final class BusFaceTests: IntegrationTestCase {
     static let alice = 1500, bob = 1501
     /// Apps whose verdicts differ in reason: wwan0 (metered, the kernel's egress) and wlan0 both usable.
     static let policy = """
+        [Usage]
+        Count=yes
+        [Report]
+        Enabled=yes
         [Interface wlan0]
         Kind=wifi
         [Interface wwan0]
@@ -102,6 +106,8 @@ final class BusFaceTests: IntegrationTestCase {
         try checkRoot(sd)
         try checkDocsExamples(sd)
         try checkSubscriptions(sd)
+        try checkReport(sd)
+        try checkHostile(sd)
         try checkUsers(sd)
         try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (nil, ["compare", "QueryApp", "elsewhere"]),
                                    (nil, ["compare", "QueryApp", "denied"]), (nil, ["compare", "QueryApp", "unmetered"]),
@@ -162,7 +168,7 @@ final class BusFaceTests: IntegrationTestCase {
                 }
             }
         }
-        XCTAssertEqual(ran, 20, "the docs' bus examples were found")
+        XCTAssertEqual(ran, 23, "the docs' bus examples were found")
     }
 
     /// A user decides for their own processes without a password; for everyone only when polkit says yes; never
@@ -190,6 +196,7 @@ final class BusFaceTests: IntegrationTestCase {
         }
         let decisions = try call(sd, Self.r, "GetDecisions", ["b", "true"]).get() as? [[String: Any]] ?? []
         XCTAssertFalse(decisions.contains { $0["for_uid"] == nil }, "no decision for everyone: \(decisions)")
+        try checkForgetOwn(sd)
 
         // The administrator's rule: alice manages (as a rule for a group would, docs/DBUS.md).
         try sd.write("""
@@ -220,6 +227,90 @@ final class BusFaceTests: IntegrationTestCase {
         let socket = try sd.run(sd.asUser(Self.bob, ["/usr/local/bin/netpermctl", "decide", "asked", "wwan", "allow"]))
         XCTAssertEqual(socket.status, 0, "the socket needs no polkit: \(socket.summary)")
         try sd.check(["systemctl", "unmask", "--runtime", "polkit.service"])
+    }
+
+    /// alice's own decisions as she lists them on the bus, "app kind".
+    private func ownDecisions(_ sd: RealSystemd, _ uid: Int) throws -> Set<String> {
+        let list = try call(sd, as: uid, Self.r, "GetDecisions", ["b", "false"]).get() as? [[String: Any]] ?? []
+        return Set(list.map { "\($0["app"] ?? "?") \($0["kind"] ?? "?") \($0["for_uid"] ?? "everyone")" })
+    }
+
+    /// A user forgets their own decision over the bus (decide-own, no password): bob's Forget of the same app
+    /// leaves alice's, alice's removes it.
+    private func checkForgetOwn(_ sd: RealSystemd) throws {
+        let mine = "asked wwan \(Self.alice)"
+        XCTAssertTrue(try ownDecisions(sd, Self.alice).contains(mine), "alice decided above")
+        let bobs = try call(sd, as: Self.bob, Self.d, "Forget", ["ssb", "asked", "wwan", "false"])
+        XCTAssertEqual(((try? bobs.get()) as? [String: Any])?["forgotten"] as? Bool, false, "bob has none: \(bobs)")
+        XCTAssertTrue(try ownDecisions(sd, Self.alice).contains(mine), "bob's Forget left alice's")
+        let hers = try call(sd, as: Self.alice, Self.d, "Forget", ["ssb", "asked", "wwan", "false"])
+        let forgot = (try? hers.get()) as? [String: Any]
+        XCTAssertEqual(forgot?["forgotten"] as? Bool, true, "\(hers)")
+        XCTAssertEqual(forgot?["for_uid"] as? Int, Self.alice, "\(hers)")
+        XCTAssertFalse(try ownDecisions(sd, Self.alice).contains(mine), "alice's Forget removed hers")
+    }
+
+    /// The privacy report on the bus (docs/PRIVACY.md, issue 50): KeepReport, GetReport and ResetReport are the
+    /// socket's KEEP-REPORT, REPORT and RESET-REPORT for the caller the bus names. A user's report over the bus is
+    /// the socket's for the same process, member by member (the engine's JSON as it is: its shape is PRIVACY.md's);
+    /// what a user turned on over the bus the socket says; another's is refused by both rules the socket has.
+    private func checkReport(_ sd: RealSystemd) throws {
+        let kept = try call(sd, as: Self.alice, Self.d, "KeepReport", ["b", "true"])
+        XCTAssertEqual(((try? kept.get()) as? [String: Any])?["yours"] as? Bool, true, "\(kept)")
+        for (uid, yours) in [(Self.alice, true), (Self.bob, false)] {
+            let both = try client(sd, as: uid, ["compare", Self.socket, "GetReport"])
+            var socket = try XCTUnwrap(both["socket"] as? [String: Any], "\(both)")
+            XCTAssertEqual(socket.removeValue(forKey: "ok") as? Bool, true, "\(both)")
+            XCTAssertEqual(socket["yours"] as? Bool, yours, "\(uid)'s own choice, made on the bus, read on the socket: \(both)")
+            XCTAssertEqual(Self.withoutNulls(socket) as? NSDictionary, both["bus"] as? NSDictionary, "\(uid)'s report")
+        }
+        // Everyone's needs read-all; an app that is not the caller's alone is not found, as on the socket (shared is
+        // alice's and bob's, open no one person's).
+        for (method, args) in [("GetReport", ["sb", "", "true"]), ("ResetReport", ["sb", "", "true"])] {
+            guard case let .failure(e) = try call(sd, as: Self.bob, method == "GetReport" ? Self.r : Self.d, method, args) else {
+                return XCTFail("bob's \(method) of everyone's report")
+            }
+            XCTAssertTrue(e.text.contains(method == "GetReport" ? "read-all" : "manage"), e.text)
+        }
+        for app in ["shared", "open"] {
+            for (iface, method) in [(Self.r, "GetReport"), (Self.d, "ResetReport")] {
+                guard case let .failure(e) = try call(sd, as: Self.bob, iface, method, ["sb", app, "false"]) else {
+                    return XCTFail("bob's \(method) of \(app)")
+                }
+                XCTAssertTrue(e.text.contains("whose report you may see"), e.text)
+            }
+            XCTAssertNotNil(try? call(sd, Self.r, "GetReport", ["sb", app, "true"]).get(), "root reads \(app)'s")
+        }
+        let cleared = try call(sd, as: Self.alice, Self.d, "ResetReport", ["sb", "", "false"])
+        XCTAssertNotNil(try? cleared.get(), "alice clears her own: \(cleared)")
+        let off = try call(sd, as: Self.alice, Self.d, "KeepReport", ["b", "false"])
+        XCTAssertEqual(((try? off.get()) as? [String: Any])?["yours"] as? Bool, false, "\(off)")
+    }
+
+    /// Hostile callers. One that writes a SENDER header naming the daemon's own connection (whose uid is
+    /// privileged) on a Decide for everyone: the bus daemon puts the real sender there, so the call is bob's,
+    /// polkit says so, and nothing is decided. One that names a pid: no method takes one (the caller is who the
+    /// bus says; Answer's `u` is a prompt's id), and a pid added to a method's arguments is InvalidArgs.
+    private func checkHostile(_ sd: RealSystemd) throws {
+        let owner = try sd.check(["busctl", "--system", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                  "org.freedesktop.DBus", "GetNameOwner", "s", "org.netpermd.NetPerm1"]).stdout
+        let victim = try XCTUnwrap(owner.split(separator: "\"").dropFirst().first.map(String.init), owner)
+        let forged = try client(sd, as: Self.bob, ["forge", victim])
+        XCTAssertEqual(forged["reply"] as? String, "error", "\(forged)")
+        XCTAssertEqual(forged["error"] as? String, "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired", "\(forged)")
+        XCTAssertNotEqual(forged["me"] as? String, victim)
+        let decisions = try call(sd, Self.r, "GetDecisions", ["b", "true"]).get() as? [[String: Any]] ?? []
+        XCTAssertFalse(decisions.contains { $0["for_uid"] == nil }, "nothing decided for everyone: \(decisions)")
+
+        // Another user's process: the container's init, root's.
+        let pid = "1"
+        for (method, args) in [("Query", ["u", pid]), ("QueryApp", ["sbu", "shared", "false", pid]),
+                               ("GetApps", ["bu", "false", pid]), ("GetReport", ["sbu", "", "false", pid])] {
+            guard case let .failure(e) = try call(sd, as: Self.bob, Self.r, method, args) else {
+                return XCTFail("\(method) took a pid")
+            }
+            XCTAssertTrue(e.text.contains("takes ("), "\(method): \(e.text)")
+        }
     }
 
     private func client(_ sd: RealSystemd, as uid: Int?, _ args: [String]) throws -> [String: Any] {

@@ -2,7 +2,7 @@
 # The bus face's test client (BusFaceTests), run by /usr/bin/python3 (GLib's bindings) inside the test's systemd
 # container, as whichever user the test says:
 #   compare SOCKET METHOD [ARGS...]: one process asks the socket and the bus; prints {"socket":...,"bus":...}.
-#     METHOD Query is QUERY; QueryApp APP is QUERY APP (the bus's everyone view). compare-agent: the same while
+#     METHOD Query is QUERY; QueryApp APP is QUERY APP (the bus's everyone view); GetReport is REPORT. compare-agent: the same while
 #     this process is an agent on the socket too (SUBSCRIBE prompts), so that an ask is awaiting-decision.
 #   race SOCKET: subscribes to links on the socket and to LinkChanged on the bus, prints "ready", then the
 #     monotonic times (s) the first link event came by each: {"socket":T,"bus":T}.
@@ -15,6 +15,9 @@
 #   prompt SOCKET: the same for prompts: an agent on the socket (SUBSCRIBE prompts) and on the bus (Subscribe
 #     (["prompts"], false)); "ready", then {"socket":EVENT,"bus":[CHANGE,BODY],"socket_at":T,"bus_at":T} for the
 #     first prompt raised.
+#   forge VICTIM: on a connection of its own, calls Decide(asked, wwan, deny, once=false, everyone=true) with a
+#     SENDER header field naming VICTIM's unique name, without interactive authorization; prints
+#     {"me":UNIQUE,"reply":"return"|"error","error":NAME,"message":TEXT}.
 #   flood SECONDS RATE: one connection sends GetStatus calls at RATE a second and never reads a reply; prints
 #     how many it sent.
 import json, socket, sys, time
@@ -37,6 +40,8 @@ def compare(path, method, args):
     bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
     if method == "Query":
         line, params = "QUERY", None
+    elif method == "GetReport":
+        line, params = "REPORT", GLib.Variant("(sb)", ("", False))
     else:
         line, params = "QUERY " + args[0], GLib.Variant("(sb)", (args[0], True))
     reply = bus.call_sync(NAME, PATH, IFACE, method, params, None, Gio.DBusCallFlags.NONE, 10000, None)
@@ -242,6 +247,49 @@ def flood(seconds, rate):
     print(json.dumps({"sent": sent}), flush=True)
 
 
+def raw_bus():
+    """A connection to the system bus of our own, authenticated as our uid, no Hello sent yet."""
+    import os
+    address = Gio.dbus_address_get_for_bus_sync(Gio.BusType.SYSTEM, None)
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(address.split("path=")[1].split(",")[0].split(";")[0])
+    s.sendall(b"\0AUTH EXTERNAL " + str(os.getuid()).encode().hex().encode() + b"\r\n")
+    assert s.recv(4096).startswith(b"OK"), "the bus refused"
+    s.sendall(b"BEGIN\r\n")
+    return s
+
+
+def read_reply(s, buf, serial):
+    """The reply to `serial` (other messages skipped), as a Gio.DBusMessage; 10 s at most."""
+    s.settimeout(10)
+    while True:
+        while len(buf[0]) < 16 or len(buf[0]) < Gio.DBusMessage.bytes_needed(buf[0][:16]):
+            buf[0] += s.recv(65536)
+        n = Gio.DBusMessage.bytes_needed(buf[0][:16])
+        m = Gio.DBusMessage.new_from_blob(buf[0][:n], Gio.DBusCapabilityFlags.NONE)
+        buf[0] = buf[0][n:]
+        if m.get_reply_serial() == serial:
+            return m
+
+
+def forge(victim):
+    s, buf = raw_bus(), [b""]
+    hello = Gio.DBusMessage.new_method_call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello")
+    hello.set_serial(1)
+    s.sendall(hello.to_blob(Gio.DBusCapabilityFlags.NONE))
+    me = read_reply(s, buf, 1).get_body().unpack()[0]
+    call = Gio.DBusMessage.new_method_call(NAME, PATH, IFACE + ".Decisions", "Decide")
+    call.set_body(GLib.Variant("(sssbb)", ("asked", "wwan", "deny", False, True)))
+    call.set_sender(victim)
+    call.set_serial(2)
+    s.sendall(call.to_blob(Gio.DBusCapabilityFlags.NONE))
+    r = read_reply(s, buf, 2)
+    error = r.get_message_type() == Gio.DBusMessageType.ERROR
+    body = r.get_body().unpack() if r.get_body() is not None else ()
+    print(json.dumps({"me": me, "reply": "error" if error else "return", "error": r.get_error_name() or "",
+                      "message": str(body[0]) if body else ""}), flush=True)
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "compare":
@@ -260,5 +308,7 @@ if __name__ == "__main__":
         prompt(sys.argv[2])
     elif cmd == "follow":
         follow(sys.argv[2], sys.argv[3])
+    elif cmd == "forge":
+        forge(sys.argv[2])
     elif cmd == "flood":
         flood(float(sys.argv[2]), int(sys.argv[3]))
