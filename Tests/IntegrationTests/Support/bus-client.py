@@ -58,25 +58,16 @@ def race(path):
         done()
 
     bus.signal_subscribe(NAME, IFACE, "LinkChanged", PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(path)
-    s.sendall(b"SUBSCRIBE links\n")
-    buf = [b""]
-
-    def on_socket(*_):
-        buf[0] += s.recv(65536)
-        for line in buf[0].split(b"\n")[:-1]:
-            if json.loads(line).get("event") == "link":
-                times.setdefault("socket", time.monotonic())
-        buf[0] = buf[0].split(b"\n")[-1]
+    def on_socket(event):
+        if event.get("event") == "link":
+            times.setdefault("socket", time.monotonic())
         done()
-        return True
 
     def done():
         if len(times) == 2:
             loop.quit()
 
-    GLib.io_add_watch(s.fileno(), GLib.IO_IN, on_socket)
+    conn = socket_events(path, b"SUBSCRIBE links\n", on_socket)  # noqa: F841 (kept open while the loop runs)
     # The match is in place once the bus has answered a call made after it.
     bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId", None, None,
                   Gio.DBusCallFlags.NONE, 5000, None)
@@ -108,6 +99,25 @@ def signal(path, name):
     print(json.dumps({"got": got[0]}), flush=True)
 
 
+def socket_events(path, request, on_event):
+    """Sends `request` on a new connection to the daemon's socket and hands each line it answers, as JSON, to
+    `on_event` from the main loop."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(request)
+    buf = [b""]
+
+    def on_socket(*_):
+        buf[0] += s.recv(65536)
+        *lines, buf[0] = buf[0].split(b"\n")
+        for line in lines:
+            on_event(json.loads(line))
+        return True
+
+    GLib.io_add_watch(s.fileno(), GLib.IO_IN, on_socket)
+    return s
+
+
 def prompt(path):
     loop = GLib.MainLoop()
     got, ready = {}, set()
@@ -121,22 +131,12 @@ def prompt(path):
         done()
 
     bus.signal_subscribe(None, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(path)
-    s.sendall(b"SUBSCRIBE prompts\n")
-    buf = [b""]
-
-    def on_socket(*_):
-        buf[0] += s.recv(65536)
-        for line in buf[0].split(b"\n")[:-1]:
-            event = json.loads(line)
-            if event.get("event") == "snapshot":
-                ready.add("socket")
-            elif event.get("event") == "prompt":
-                got.setdefault("socket", (event, time.monotonic()))
-        buf[0] = buf[0].split(b"\n")[-1]
+    def on_socket(event):
+        if event.get("event") == "snapshot":
+            ready.add("socket")
+        elif event.get("event") == "prompt":
+            got.setdefault("socket", (event, time.monotonic()))
         done()
-        return True
 
     def done():
         if ready == {"bus", "socket"}:
@@ -147,7 +147,7 @@ def prompt(path):
                               "bus_at": got["bus"][1]}), flush=True)
             loop.quit()
 
-    GLib.io_add_watch(s.fileno(), GLib.IO_IN, on_socket)
+    conn = socket_events(path, b"SUBSCRIBE prompts\n", on_socket)  # noqa: F841 (kept open while the loop runs)
     bus.call_sync(NAME, PATH, IFACE, "Subscribe", GLib.Variant("(asb)", (["prompts"], False)), None,
                   Gio.DBusCallFlags.NONE, 10000, None)
     GLib.timeout_add_seconds(20, loop.quit)
@@ -173,23 +173,13 @@ def follow(path, app):
     # No sender and no destination in the match: a broadcast of anyone's would be heard too.
     bus.signal_subscribe(None, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE,
                          lambda c, s, p, i, m, v: m in ("AppChanged", "Snapshot") and on_bus(c, s, p, i, m, v))
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(path)
-    s.sendall(b"SUBSCRIBE mine\n")
-    buf = [b""]
-
-    def on_socket(*_):
-        buf[0] += s.recv(65536)
-        for line in buf[0].split(b"\n")[:-1]:
-            event = json.loads(line)
-            if event.get("event") == "snapshot":
-                ready.add("socket")
-                check_ready()
-            elif event.get("event") == "app" and event.get("app") == app:
-                got.setdefault("socket", (event, time.monotonic()))
-        buf[0] = buf[0].split(b"\n")[-1]
+    def on_socket(event):
+        if event.get("event") == "snapshot":
+            ready.add("socket")
+            check_ready()
+        elif event.get("event") == "app" and event.get("app") == app:
+            got.setdefault("socket", (event, time.monotonic()))
         done()
-        return True
 
     def check_ready():
         if ready == {"bus", "socket"}:
@@ -202,7 +192,7 @@ def follow(path, app):
                               "bus_at": got["bus"][1], "signals": signals[0]}), flush=True)
             loop.quit()
 
-    GLib.io_add_watch(s.fileno(), GLib.IO_IN, on_socket)
+    conn = socket_events(path, b"SUBSCRIBE mine\n", on_socket)  # noqa: F841 (kept open while the loop runs)
     bus.call_sync(NAME, PATH, IFACE, "Subscribe", GLib.Variant("(asb)", (["mine"], False)), None,
                   Gio.DBusCallFlags.NONE, 10000, None)
     GLib.timeout_add_seconds(20, loop.quit)
