@@ -45,6 +45,12 @@ public struct VerdictTracker: Sendable {
             let perms = state.effectivePermissions(for: match, uid: key.uidView)
             matches[key] = match
             order.append(key)
+            file(key, match, under: perms, templates: &templates, state: state)
+        }
+
+        /// `key` filed under `perms`, its verdict made from that set's template (made once per set).
+        private mutating func file(_ key: Key, _ match: AppMatch, under perms: EffectivePermissions,
+                                   templates: inout [EffectivePermissions: Verdict], state: DaemonState) {
             let template = templates[perms]
                 ?? Verdict.compute(app: "", matchedBy: .name, effective: perms, network: state.network, ready: state.ready)
             templates[perms] = template
@@ -92,11 +98,7 @@ public struct VerdictTracker: Sendable {
                         emptied.append(was)
                     }
                 }
-                let template = templates[perms]
-                    ?? Verdict.compute(app: "", matchedBy: .name, effective: perms, network: state.network, ready: state.ready)
-                templates[perms] = template
-                appsBySet[perms, default: []].append(key)
-                verdicts[key] = template.renamed(match.id, match.matchedBy, uid: key.uidView)
+                file(key, match, under: perms, templates: &templates, state: state)
             }
             return emptied
         }
