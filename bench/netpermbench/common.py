@@ -21,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(HERE)
 TOOLS = ["nllat", "echosrv", "qclient", "spawnloop", "fanout", "swarm", "startup", "storm", "tput", "inforce", "linkforce",
-         "pacedq", "cgchurn", "silent", "flap", "desktopapps", "newscopes", "execload", "execfound", "execapp",
+         "pacedq", "cgchurn", "silent", "flap", "desktopapps", "newscopes", "execload", "execfound", "execapp", "cgmove",
          "connflood"]
 # Built against GLib (pkg-config gio-2.0): the GLib module's figures.
 GLIB_TOOLS = ["glibmon"]
