@@ -135,6 +135,9 @@ final class EngineAnswerTests: XCTestCase {
         h.exit(pid: 500)
         _ = h.request(h.connect(maps), "QUERY")
         XCTAssertEqual(h.takeEvents(agent).map { $0["event"] }, ["prompt", "prompt-withdrawn"])
+        // Fuzz/engine (`0 SUBSCRIBE prompts`, a peer's exit, `1 QUERY` from it): the watch reported the exit at
+        // once and is over, so no process is left watched for a prompt no one asks.
+        XCTAssertTrue(h.watched.isEmpty, "watched \(h.watched) with no prompt open")
     }
 
     /// A rejected packet of WWAN=ask + Metered=ask out of the cellular link asks about both (the metered check comes

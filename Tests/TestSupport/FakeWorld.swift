@@ -122,6 +122,8 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
 
     open func carryOut(_ effects: Effects, of input: Input) {
         if case let .closed(id) = input { live[id] = nil }
+        // An exit reported (also at once, for a process gone before its watch) ends that watch, as ExitWatch's does.
+        if case let .exited(pid) = input { watched.remove(pid) }
         for e in effects.list { carryOut(e) }
     }
 
