@@ -68,7 +68,7 @@ public final class BusFace: SecondTransport {
             guard !subscribed else { return }
             subscribed = true
             interpreter.busRequest(Self.subscriberID, caller: interpreter.identifyBusCaller(pid: getpid(), uid: daemonUID),
-                                   authorized: false, line: "SUBSCRIBE links apps policy usage prompts")
+                                   via: .busSignals, line: "SUBSCRIBE links apps policy usage prompts")
         }
     }
 
@@ -107,7 +107,7 @@ public final class BusFace: SecondTransport {
                     let id = nextID
                     nextID += 1
                     inEngine[id] = (call, request.shape)
-                    interpreter.busRequest(id, caller: who, authorized: authorized, line: request.line)
+                    interpreter.busRequest(id, caller: who, via: .bus(authorized: authorized), line: request.line)
                 }
             }
         }

@@ -240,11 +240,11 @@ public final class Interpreter: ControlDelegate, EngineEdges {
     /// The process the bus daemon names as a call's sender, read from /proc.
     public func identifyBusCaller(pid: Int32, uid: UInt32) -> PeerIdentity { peers.busCaller(pid: pid, uid: uid) }
 
-    /// A call on the bus as a connection of its own: opened for its caller (`authorized`: polkit allowed it
-    /// everyone's privilege), then its one request.
-    public func busRequest(_ id: UInt64, caller: PeerIdentity, authorized: Bool, line: String) {
+    /// A call on the bus as a connection of its own: opened for its caller (`via`: `.bus(authorized:)`, whether
+    /// polkit allowed it everyone's privilege, or `.busSignals` for the face's own subscriber), then its one request.
+    public func busRequest(_ id: UInt64, caller: PeerIdentity, via: PeerIdentity.Transport, line: String) {
         var identity = caller
-        identity.via = .bus(authorized: authorized)
+        identity.via = via
         feed(.opened(id, identity))
         feed(.line(id, Array(line.utf8)))
     }

@@ -197,6 +197,7 @@ public struct Config: Equatable, Sendable {
         switch peer.via {
         case .socket: return adminGID().map { peer.gids.contains($0) } ?? false
         case let .bus(authorized): return authorized
+        case .busSignals: return false
         }
     }
 

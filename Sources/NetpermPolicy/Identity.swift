@@ -37,6 +37,9 @@ public struct PeerIdentity: Equatable, Sendable {
         case socket
         /// `authorized`: polkit allowed the call's action for this caller.
         case bus(authorized: Bool)
+        /// The bus face's own subscriber, whose events become broadcast signals: it hears prompts to signal them and
+        /// is never asked through, so it is no agent (a caller's own `Subscribe` to prompts over the bus is one).
+        case busSignals
     }
 
     public init(pid: Int32, uid: UInt32, gids: [UInt32], executable: String?, unit: String?, userUnit: Bool = false,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import Foundation
+import NetpermCore
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +13,7 @@ import Glibc
 final class BusFaceTests: IntegrationTestCase {
     static let socket = "/run/netpermd/netpermd.sock"
     static let dest = ["org.netpermd.NetPerm1", "/org/netpermd/NetPerm1"]
-    static let alice = 1500, bob = 1501
+    static let alice = 1500, bob = 1501, dave = 1503
     /// Apps whose verdicts differ in reason: wwan0 (metered, the kernel's egress) and wlan0 both usable.
     static let policy = """
         [Usage]
@@ -47,6 +48,12 @@ final class BusFaceTests: IntegrationTestCase {
         Executable=/usr/bin/maps
         WWAN=ask
         WiFi=deny
+        # dave's: one byte on a metered link uses its budget up (Wi-Fi denied: budget-exhausted, not routed-elsewhere).
+        [App spender]
+        User=1503
+        WWAN=allow
+        WiFi=deny
+        MeteredBudget=1
         # Listed for both users (SUBSCRIBE mine, Subscribe): what each decides for themselves.
         [App shared]
         Executable=/usr/bin/shared
@@ -57,6 +64,7 @@ final class BusFaceTests: IntegrationTestCase {
         let sd = try bootRealSystemd(policy: Self.policy, defaultRoutes: [("wwan0", 100), ("wlan0", 600)])
         try sd.addUser("alice", uid: Self.alice)
         try sd.addUser("bob", uid: Self.bob)
+        try sd.addUser("dave", uid: Self.dave)
         // The container's system bus: Debian's dbus.socket and dbus.service, which read the installed policy.
         try sd.check(["systemctl", "start", "dbus.socket", "dbus.service"])
         try sd.check(["systemctl", "start", "netpermd.service"])
@@ -99,6 +107,8 @@ final class BusFaceTests: IntegrationTestCase {
     }
 
     private static let r = "org.netpermd.NetPerm1", d = "org.netpermd.NetPerm1.Decisions"
+    /// The reasons checkSameVerdicts compared so far.
+    private var comparedReasons: Set<String> = []
 
     func testTheBusFace() throws {
         let sd = try boot()
@@ -109,11 +119,13 @@ final class BusFaceTests: IntegrationTestCase {
         try checkReport(sd)
         try checkHostile(sd)
         try checkUsers(sd)
+        try checkAnswerOwn(sd)
         try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (nil, ["compare", "QueryApp", "elsewhere"]),
                                    (nil, ["compare", "QueryApp", "denied"]), (nil, ["compare", "QueryApp", "unmetered"]),
                                    (nil, ["compare", "QueryApp", "asked"]), (Self.alice, ["compare", "Query"]),
                                    (nil, ["compare", "Query"]), (nil, ["compare-agent", "QueryApp", "maps"])],
                               reasons: ["ok", "routed-elsewhere", "denied", "awaiting-decision"])
+        try checkBudgetExhausted(sd)
         try checkPromptSignal(sd)
         try checkSignalTiming(sd)
         // No usable link left (wlan0p went down above).
@@ -124,6 +136,9 @@ final class BusFaceTests: IntegrationTestCase {
         }
         try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "open"]), (Self.bob, ["compare", "Query"])],
                               reasons: ["no-network"])
+        // Every reason a verdict can have but `starting`, which no caller of either face meets: the daemon feeds its
+        // engine `started` before its loop serves anyone (BusTransportTests compares it where the start can be held).
+        XCTAssertEqual(comparedReasons, Set(Verdict.Reason.allCases.filter { $0 != .starting }.map(\.rawValue)))
     }
 
     /// What the bus shows of the object is the installed interface file's, interface by interface.
@@ -227,6 +242,76 @@ final class BusFaceTests: IntegrationTestCase {
         let socket = try sd.run(sd.asUser(Self.bob, ["/usr/local/bin/netpermctl", "decide", "asked", "wwan", "allow"]))
         XCTAssertEqual(socket.status, 0, "the socket needs no polkit: \(socket.summary)")
         try sd.check(["systemctl", "unmask", "--runtime", "polkit.service"])
+    }
+
+    /// A process of the test's in the container as `uid`, in a process group of its own (nsenter forks into the pid
+    /// namespace): its stdin to write, its stdout read line by line, its stderr in `log`; killed, group and all, by
+    /// the caller's `stop` (and at the test's end).
+    private func spawnOwn(_ sd: RealSystemd, as uid: Int, _ argv: [String], log: String)
+        throws -> (input: Int32, output: FDLineReader, stop: () -> Void) {
+        let (inR, inW) = try Subprocess.makePipe()
+        let (outR, outW) = try Subprocess.makePipe()
+        let p = try Subprocess.spawn(["nsenter", "-t", String(sd.pid1), "-a"] + sd.asUser(uid, argv), stdin: .fd(inR),
+                                     stdout: .fd(outW), stderr: .appendFile(log), ownGroup: true)
+        close(inR)
+        close(outW)
+        var stopped = false
+        let stop = { if !stopped { stopped = true; close(inW); _ = p.killAndReap(); close(outR) } }
+        addTeardownBlock(stop)
+        return (inW, FDLineReader(fd: outR), stop)
+    }
+
+    /// A user answers their own app's prompt over the bus, with no password (decide-own) and nothing of the
+    /// socket's: alice's agent is a `Subscribe(["prompts"])` of hers on the bus, her app (a copy of socat as
+    /// /usr/bin/maps, WWAN=ask, kept running: a prompt is withdrawn once every process that asked has exited) asks
+    /// and is awaiting-decision, she hears PromptChanged and calls `Answer` for her own processes, and the same
+    /// app's next QUERY is ok by her decision. bob's `Answer` of her prompt is refused as not his to answer.
+    private func checkAnswerOwn(_ sd: RealSystemd) throws {
+        try sd.check(["cp", "/usr/bin/socat", "/usr/bin/maps"])
+        let log = try makeTempDir() + "/answer-own.log"
+        showOnFailure("alice's agent and app") { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        let script = try String(contentsOfFile: Repository.root + "/Tests/IntegrationTests/Support/bus-client.py", encoding: .utf8)
+        try sd.write(script, to: "/usr/local/lib/npt-bus-client.py")
+        let agent = try spawnOwn(sd, as: Self.alice, ["/usr/bin/python3", "/usr/local/lib/npt-bus-client.py", "agent"], log: log)
+        defer { agent.stop() }
+        XCTAssertEqual(agent.output.nextLine(timeout: 10), "ready", "\(agent.output.history)")
+        let app = try spawnOwn(sd, as: Self.alice, ["/usr/bin/maps", "-", "UNIX-CONNECT:\(Self.socket)"], log: log)
+        defer { app.stop() }
+        func query() throws -> [String: Any] {
+            let bytes = Array("QUERY\n".utf8)
+            guard write(app.input, bytes, bytes.count) == bytes.count else { throw HarnessError("write to alice's app") }
+            return try JSONValue.object(try XCTUnwrap(app.output.nextLine(timeout: 10), "alice's app had no answer"))
+        }
+        let asked = try query()
+        XCTAssertEqual(asked["reason"] as? String, "awaiting-decision", "alice's agent on the bus is an agent: \(asked)")
+        let line = try XCTUnwrap(agent.output.nextLine(timeout: 10), "alice heard no prompt: \(agent.output.history)")
+        let raised = try JSONValue.object(line)
+        XCTAssertEqual(raised["change"] as? String, "prompt", line)
+        let prompt = try XCTUnwrap(raised["prompt"] as? [String: Any], line)
+        XCTAssertEqual(prompt["app"] as? String, "maps", line)
+        XCTAssertEqual(prompt["uid"] as? Int, Self.alice, line)
+        let id = String(try XCTUnwrap(prompt["id"] as? Int, line))
+
+        guard case let .failure(e) = try call(sd, as: Self.bob, Self.d, "Answer", ["usb", id, "allow", "false"]) else {
+            return XCTFail("bob answered alice's prompt")
+        }
+        XCTAssertTrue(e.text.contains("is not open") && e.text.contains("not yours"), e.text)
+        let mine = try call(sd, as: Self.alice, Self.d, "Answer", ["usb", id, "allow", "false"])
+        let answered = ((try? mine.get()) as? [String: Any])?["answered"] as? [String: Any]
+        XCTAssertEqual(answered?["for_uid"] as? Int, Self.alice, "for her own processes: \(mine)")
+        XCTAssertEqual(answered?["decision"] as? String, "allow", "\(mine)")
+        let closed = try JSONValue.object(try XCTUnwrap(agent.output.nextLine(timeout: 10), "\(agent.output.history)"))
+        XCTAssertEqual(closed["change"] as? String, "prompt-answered", "\(closed)")
+        let now = try query()
+        XCTAssertEqual(now["reason"] as? String, "ok", "\(now)")
+        XCTAssertEqual((now["sources"] as? [String: Any])?["wwan"] as? String, "user-decision", "\(now)")
+        XCTAssertEqual((now["permissions"] as? [String: Any])?["wwan"] as? String, "allow", "\(now)")
+        // Everyone's maps still asks (no agent for everyone listens now): her answer was hers alone.
+        let everyone = try JSONValue.object(try sd.check(["/usr/local/bin/netpermctl", "--json", "query", "maps"]).stdout)
+        XCTAssertEqual((everyone["sources"] as? [String: Any])?["wwan"] as? String, "no-agent", "\(everyone)")
+        if case let .failure(e) = try call(sd, as: Self.alice, Self.d, "Forget", ["ssb", "maps", "", "false"]) {
+            XCTFail("alice forgets her answer: \(e.text)")
+        }
     }
 
     /// alice's own decisions as she lists them on the bus, "app kind".
@@ -334,6 +419,35 @@ final class BusFaceTests: IntegrationTestCase {
             reasons.insert(socket["reason"] as? String ?? "?")
         }
         XCTAssertEqual(reasons, expected, "the reasons compared")
+        comparedReasons.formUnion(reasons)
+    }
+
+    /// dave's app sends a datagram out of wwan0 (metered, the default route): its one-byte budget is used up as the
+    /// kernel's quota says, and the bus and the socket say budget-exhausted alike, everyone's view and dave's own.
+    /// Counting needs CAP_NET_ADMIN, which the shipped unit does not grant (docs/USAGE.md): the daemon restarts with
+    /// the shipped drop-in that does (its policy keeps Mode=off).
+    private func checkBudgetExhausted(_ sd: RealSystemd) throws {
+        let dropIn = try String(contentsOfFile: Repository.root + "/systemd/netpermd-enforcement.conf", encoding: .utf8)
+        try sd.write(dropIn, to: "/etc/systemd/system/netpermd.service.d/netpermd-enforcement.conf")
+        try sd.check(["systemctl", "daemon-reload"])
+        try sd.check(["systemctl", "restart", "netpermd.service"])
+        try waitUntil("the daemon counts and owns its name again", timeout: 10) {
+            let status = try sd.run(["/usr/local/bin/netpermctl", "--json", "status"])
+            let name = try sd.run(["busctl", "--system", "status", "org.netpermd.NetPerm1"])
+            return (status.stdout.contains("\"state\":\"counting\"") && name.status == 0, status.summary + name.summary)
+        }
+        let send = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x' * 100, ('192.0.2.1', 9))"
+        showOnFailure("the container's nftables and usage") {
+            ((try? sd.run(["nft", "list", "ruleset"]))?.summary ?? "?") + ((try? sd.run(["/usr/local/bin/netpermctl", "usage"]))?.stdout ?? "?")
+                + ((try? sd.run(["/usr/local/bin/netpermctl", "--json", "status"]))?.stdout ?? "?")
+        }
+        try sd.check(sd.asUser(Self.dave, ["/usr/bin/python3", "-c", send]))
+        try waitUntil("spender's budget is used up", timeout: 10) {
+            let r = try sd.run(["/usr/local/bin/netpermctl", "--json", "query", "spender"])
+            return (r.stdout.contains("\"budget-exhausted\""), r.summary)
+        }
+        try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "spender"]), (Self.dave, ["compare", "Query"])],
+                              reasons: ["budget-exhausted"])
     }
 
     /// The test client run in the container as `uid` (nil: root), its lines read as they come; killed at the end.

@@ -143,7 +143,7 @@ final class BusMethodTests: XCTestCase {
     func testTheBusFacesSubscriberIsNoAgent() {
         let h = EngineHarness(policy: "[App maps]\nExecutable=/usr/bin/maps\nWWAN=ask\nWiFi=deny\n", links: [Links.wwan])
         var own = makePeer(uid: 0, exe: "/usr/sbin/netpermd", pid: 2)
-        own.via = .bus(authorized: false)
+        own.via = .busSignals
         let observer = h.connect(own)
         _ = h.subscribe(observer, "prompts")
         let maps = h.connect(Peers.maps)
@@ -154,5 +154,33 @@ final class BusMethodTests: XCTestCase {
         XCTAssertEqual(h.takeEvents(observer, named: "prompt").map { $0["app"] }, ["maps"])
         XCTAssertEqual(h.takeEvents(agent, named: "prompt").map { $0["app"] }, ["maps"])
         XCTAssertEqual(h.request(h.connect(Peers.root), "STATUS")["agents"], 1)
+    }
+
+    /// A user's own `Subscribe` to prompts over the bus is an agent for their uid, as `SUBSCRIBE prompts` on the
+    /// socket is (docs/DBUS.md): their app asking raises a prompt they hear, which they answer with `Answer` for their
+    /// own processes, and their app's verdict follows; another user's `Answer` of it is refused and stores nothing.
+    /// (Every bus connection was an observer: alice's app stayed denied for want of an agent, no prompt raised.)
+    func testAUsersBusSubscriptionAnswersTheirOwnPrompts() {
+        let h = EngineHarness(policy: "[App maps]\nExecutable=/usr/bin/maps\nWWAN=ask\nWiFi=deny\n", links: [Links.wwan])
+        func onTheBus(uid: UInt32, pid: Int32) -> ConnectionID {
+            var p = makePeer(uid: uid, exe: "/usr/bin/python3", pid: pid)
+            p.via = .bus(authorized: false)
+            return h.connect(p)
+        }
+        let alice = onTheBus(uid: 1000, pid: 600)
+        _ = h.subscribe(alice, "prompts")
+        XCTAssertEqual(h.request(h.connect(Peers.root), "STATUS")["user_agents"], 1)
+        let maps = h.connect(Peers.maps)
+        XCTAssertEqual(h.request(maps, "QUERY")["reason"], "awaiting-decision")
+        let raised = h.takeEvents(alice, named: "prompt")
+        XCTAssertEqual(raised.map { $0["app"] }, ["maps"])
+        let id = raised.first?["id"]?.intValue ?? -1
+        let bob = onTheBus(uid: 1001, pid: 601)
+        _ = h.requestError(bob, "ANSWER \(id) allow", .notFound)
+        XCTAssertEqual(h.persisted.count, 0, "bob's answer stored nothing")
+        let answered = h.request(onTheBus(uid: 1000, pid: 602), "ANSWER \(id) allow")
+        XCTAssertEqual(answered["answered"]?["for_uid"], 1000)
+        XCTAssertEqual(h.request(maps, "QUERY")["reason"], "ok")
+        XCTAssertEqual(h.request(maps, "QUERY")["sources"]?["wwan"], "user-decision")
     }
 }

@@ -44,9 +44,10 @@ final class DaemonBed {
     User=4243
     """
 
-    /// `loadPolicy`: how a reload reads the policy at its path (by default as the daemon does).
+    /// `loadPolicy`: how a reload reads the policy at its path (by default as the daemon does). `started: false`
+    /// holds the engine before its `started` input, as the daemon is before its loop serves anyone.
     init(policy: String = DaemonBed.policy, links: [LinkFacts] = [DaemonBed.eth], store: DecisionSaving? = nil,
-         loadPolicy: (@Sendable (String) -> ConfigParseResult)? = nil) throws {
+         loadPolicy: (@Sendable (String) -> ConfigParseResult)? = nil, started: Bool = true) throws {
         sockets = try SocketBed(loop: loop, prefix: "npt-daemon")
         let dir = sockets.directory
         try AtomicFile.write(dir + "/netpermd.conf", policy)
@@ -67,7 +68,7 @@ final class DaemonBed {
         Log.sink = { [unowned self] line in self.log.append(line) }
         interpreter.feed(.policy(read()))
         setLinks(links)
-        interpreter.feed(.started)
+        if started { interpreter.feed(.started) }
     }
 
     func close() {

@@ -343,8 +343,9 @@ extension Engine {
             return
         }
         // SUBSCRIBE again replaces the topics; seq keeps counting the connection's events.
-        // A connection of the bus face listens only: the socket's subscribers are the agents.
-        let observer = session.identity.via != .socket
+        // The bus face's own subscriber listens only, to signal what it hears; a caller's subscription over the bus is
+        // an agent as a socket subscriber is (docs/DBUS.md): it answers with Answer.
+        let observer = session.identity.via == .busSignals
         var sub = Subscription(topics: topics, privileged: caller.privileged, appID: caller.match.id,
                                ownUID: caller.ownUID, observer: observer, continuing: session.subscription)
         // Before any reply: a client whose input has already ended must not be closed once they are sent.

@@ -15,6 +15,8 @@
 #   prompt SOCKET: the same for prompts: an agent on the socket (SUBSCRIBE prompts) and on the bus (Subscribe
 #     (["prompts"], false)); "ready", then {"socket":EVENT,"bus":[CHANGE,BODY],"socket_at":T,"bus_at":T} for the
 #     first prompt raised.
+#   agent: an agent on the bus alone (Subscribe(["prompts"], false), nothing of the socket's), as whichever user
+#     runs it; prints "ready" once its Snapshot came, then {"change":CHANGE,"prompt":BODY} for each PromptChanged.
 #   forge VICTIM: on a connection of its own, calls Decide(asked, wwan, deny, once=false, everyone=true) with a
 #     SENDER header field naming VICTIM's unique name, without interactive authorization; prints
 #     {"me":UNIQUE,"reply":"return"|"error","error":NAME,"message":TEXT}.
@@ -151,6 +153,23 @@ def prompt(path):
     bus.call_sync(NAME, PATH, IFACE, "Subscribe", GLib.Variant("(asb)", (["prompts"], False)), None,
                   Gio.DBusCallFlags.NONE, 10000, None)
     GLib.timeout_add_seconds(20, loop.quit)
+    loop.run()
+
+
+def agent():
+    loop = GLib.MainLoop()
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+
+    def on_bus(_c, _sender, _path, _iface, member, params):
+        if member == "Snapshot":
+            print("ready", flush=True)
+        elif member == "PromptChanged":
+            change, body = params.unpack()
+            print(json.dumps({"change": change, "prompt": body}), flush=True)
+
+    bus.signal_subscribe(NAME, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
+    bus.call_sync(NAME, PATH, IFACE, "Subscribe", GLib.Variant("(asb)", (["prompts"], False)), None,
+                  Gio.DBusCallFlags.NONE, 10000, None)
     loop.run()
 
 
@@ -296,6 +315,8 @@ if __name__ == "__main__":
         signal(sys.argv[2], sys.argv[3])
     elif cmd == "prompt":
         prompt(sys.argv[2])
+    elif cmd == "agent":
+        agent()
     elif cmd == "follow":
         follow(sys.argv[2], sys.argv[3])
     elif cmd == "forge":
