@@ -6,9 +6,10 @@
 public enum DNSName {
     public static let maxLength = 253
 
-    /// The labels as text, or nil when empty or too long.
+    /// The labels as text, or nil when there are none, one is empty (no host has such a name, and the file could not
+    /// hold it) or the text is too long.
     public static func text(labels: [ArraySlice<UInt8>]) -> String? {
-        guard !labels.isEmpty else { return nil }
+        guard !labels.isEmpty, !labels.contains(where: \.isEmpty) else { return nil }
         var out: [UInt8] = []
         out.reserveCapacity(64)
         for (i, label) in labels.enumerated() {
