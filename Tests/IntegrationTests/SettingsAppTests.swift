@@ -77,7 +77,8 @@ final class SettingsAppTests: IntegrationTestCase {
             n += 1
         }
         display = ":\(n)"
-        let x = try Subprocess.spawn(["Xvfb", display, "-ac", "-nolisten", "tcp", "-screen", "0", "1280x1024x24"],
+        // In a session of its own: the scheduler's group (autogroup) the timed test gives the display server's priority.
+        let x = try Subprocess.spawn(["setsid", "Xvfb", display, "-ac", "-nolisten", "tcp", "-screen", "0", "1280x1024x24"],
                                      stdin: .devNull, stdout: .devNull, stderr: .appendFile(dir + "/xvfb.log"))
         addTeardownBlock { x.killAndReap() }
         xserver = x
@@ -589,28 +590,36 @@ final class SettingsAppTests: IntegrationTestCase {
         try shows("netpermd stopped")
     }
 
-    /// The longest main-loop stall and narrowing search, in wall-clock milliseconds, under make test's load: the
-    /// issue's 50 ms and 100 ms with the margin measured (docs/SETTINGS.md, "Fast with many apps").
-    static let wallBound = 400.0
-
     /// 1,000 apps: listed, searched and changed by an event, measured inside the app's own process
-    /// (Support/settings-timed.py: a heartbeat on the main loop, the window's frame clock, the main thread's CPU time).
+    /// (Support/settings-timed.py: a 10 ms heartbeat on the main loop, the window's frame clock, the main thread's CPU
+    /// time and its time waiting for a CPU).
     func testAThousandAppsAreListedSearchedAndFollowedWithoutStalling() throws {
         let daemon = try fake("apps", 1000)
         defer { withExtendedLifetime(daemon) {} }
-        // The display server at the app's priority, as a desktop's compositor serves the person's window first: the
-        // window waits on its replies.
-        if let x = xserver {
-            let r = try Subprocess.run(["renice", "-n", "-10", "-p", "\(x.pid)"])
-            XCTAssertEqual(r.status, 0, r.summary)
+        // The display server and the app at nice -10, each in a session of its own whose scheduler group (autogroup)
+        // is at -10 too, as a desktop serves the person's window before the builds beside it: a process's nice counts
+        // only within its session's group, and every other session's build (make test's, other work on the machine)
+        // is a group of equal weight, so at nice -10 alone the window waited 20-40 ms for a CPU in a frame.
+        let x = try XCTUnwrap(xserver)
+        let renice = try Subprocess.run(["renice", "-n", "-10", "-p", "\(x.pid)"])
+        XCTAssertEqual(renice.status, 0, renice.summary)
+        try "-10".write(toFile: "/proc/\(x.pid)/autogroup", atomically: false, encoding: .utf8)
+        // A window manager's mark on the display, as a desktop has: without one, GTK asks the X server for it in
+        // every frame, each frame then waiting for Xvfb's software drawing of the last (Support/wm-check.py).
+        let wm = try Subprocess.spawn(["env", "DISPLAY=\(display)", "/usr/bin/python3",
+                                       Repository.path("Tests/IntegrationTests/Support/wm-check.py"), dir + "/wm.ready"],
+                                      stdin: .devNull, stdout: .devNull, stderr: .appendFile(dir + "/wm.log"))
+        addTeardownBlock { wm.killAndReap() }
+        try waitUntil("the window manager's mark is on the display", timeout: 10, interval: 0.02) {
+            (FileManager.default.fileExists(atPath: self.dir + "/wm.ready"), (try? String(contentsOfFile: self.dir + "/wm.log", encoding: .utf8)) ?? "")
         }
         let runtime = try makeTempDir()
         addTeardownBlock { _ = umount2(runtime + "/doc", Int32(MNT_DETACH)) }
         // Drawn with cairo: Xvfb's GL is llvmpipe, a GPU emulated on the CPU the machine's other work shares (its
         // frames took most of the wall time here, 0.4-1.5 s of it for one search), where a desktop's GL is its GPU.
-        // At nice -10: make test's builds run beside it (load averages of 14-16 on 2 cores, where the listing took
-        // 1.3 s of wall clock for 0.1 s of its CPU); a person's window does not share its machine with them.
-        let r = try Subprocess.run(["env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)", "HOME=\(runtime)",
+        let session = "echo -10 > /proc/self/autogroup && exec \"$@\""
+        let r = try Subprocess.run(["setsid", "sh", "-c", session, "sh",
+                                    "env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)", "HOME=\(runtime)",
                                     "XDG_RUNTIME_DIR=\(runtime)", "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1",
                                     "GSK_RENDERER=cairo", "dbus-run-session", "--", "nice", "-n", "-10", "/usr/bin/python3",
                                     Repository.path("Tests/IntegrationTests/Support/settings-timed.py"),
@@ -630,13 +639,12 @@ final class SettingsAppTests: IntegrationTestCase {
         // Narrowing ("app0999"), then widening a little ("app09"): the main loop's own time; clearing widens by steps.
         for ms in searchCPU.prefix(2) { XCTAssertLessThan(ms, 100, "search narrows: \(line)") }
         XCTAssertLessThan(m["event_ms"] as? Double ?? 9999, 1000, "a DECIDE's event shown: \(line)")
-        // No main-loop spell over 50 ms of CPU from the window's making on, its first frame included, whatever the step.
+        // No main-loop spell over 50 ms of CPU from the window's showing on, its first frame included, whatever the step.
         XCTAssertLessThan(m["max_stall_cpu_ms"] as? Double ?? 999, 50, line)
-        // The same in wall-clock time, and the narrowing search drawn: the 50 ms and 100 ms stretched to
-        // `wallBound` for make test's load (docs/SETTINGS.md, "Fast with many apps": the X server's replies and the
-        // machine's 2 cores shared with the builds make the wall clock's time up to 2-10 times the CPU's).
-        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 9999, Self.wallBound, "no main-loop stall (wall): \(line)")
-        XCTAssertLessThan(searchWall.first ?? 9999, Self.wallBound, "search narrows (wall): \(line)")
+        // The bounds in wall-clock time: no beat of a 10 ms heartbeat on the main loop over 50 ms late, and the
+        // narrowing search drawn within 100 ms of the typing.
+        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 9999, 50, "no main-loop stall (wall): \(line)")
+        XCTAssertLessThan(searchWall.first ?? 9999, 100, "search narrows (wall): \(line)")
     }
 
     /// Under LANG=zh_CN.UTF-8 the accessibility tree of every page holds no source string of the catalogue: each
