@@ -49,8 +49,8 @@ class AppItem(GObject.Object):
         self.verdict = {}
         self.key = ""
         self.usage = None
-        # Its rank among the matches of a widening search (the search lets new matches in by rank); one made while
-        # a search widens waits for its end.
+        # Its rank among the matches a search lets in or takes out in steps (apps.Search); one made while a search
+        # widens waits for its end.
         self.rank = 1 << 30
         self.update(verdict, privileged)
 
@@ -102,6 +102,7 @@ class AppList:
         self.store = Gio.ListStore(item_type=AppItem)
         self.items = {}
         self.newer = {}
+        self.making = {}
         self.work = Steps(clock)
         self.usage = Steps(clock)
         self.by_app = {}
@@ -119,7 +120,7 @@ class AppList:
         self.work.start(self._replace(ordered, privileged), lambda: done and done())
 
     def _replace(self, ordered, privileged):
-        made = {}
+        made = self.making = {}
         for v in ordered:
             # An event that came while the list was being made is newer than the snapshot.
             v = self.newer.pop(v["app"], v)
@@ -149,7 +150,8 @@ class AppList:
     def update(self, verdict, privileged):
         if self.pending:
             self.newer[verdict["app"]] = verdict
-        item = self.items.get(verdict["app"])
+        # While a list is being made, its item if already made (else the snapshot's verdict waits in `newer`).
+        item = self.making.get(verdict["app"]) or self.items.get(verdict["app"])
         if item is not None:
             item.update(verdict, privileged)
         return item
