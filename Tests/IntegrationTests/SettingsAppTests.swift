@@ -644,6 +644,27 @@ final class SettingsAppTests: IntegrationTestCase {
         XCTAssertLessThan(searchWall.first ?? 9999, 100, "search narrows (wall): \(line)")
     }
 
+    /// The search's steps (narrowing drops rows in steps, widening lets them in in steps) end with the list the last
+    /// text matches, whatever came while they ran: 19 sequences of texts typed into 1,000 apps with pauses of 0-40 ms
+    /// (Support/settings-search.py).
+    func testASearchEndsWithItsMatchesHoweverFastThePersonTypes() throws {
+        let daemon = try fake("apps", 1000)
+        defer { withExtendedLifetime(daemon) {} }
+        let runtime = try makeTempDir()
+        addTeardownBlock { _ = umount2(runtime + "/doc", Int32(MNT_DETACH)) }
+        let r = try Subprocess.run(["env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)", "HOME=\(runtime)",
+                                    "XDG_RUNTIME_DIR=\(runtime)", "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1",
+                                    "GSK_RENDERER=cairo", "dbus-run-session", "--", "/usr/bin/python3",
+                                    Repository.path("Tests/IntegrationTests/Support/settings-search.py"),
+                                    Repository.path("settings"), "1000"], timeout: 180)
+        XCTAssertEqual(r.status, 0, r.summary)
+        let line = r.stdout.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
+        let m = try JSONValue.object(line)
+        XCTAssertNil(m["error"], line + "\n" + r.summary)
+        XCTAssertEqual(m["checked"] as? Int, 19, line)
+        XCTAssertEqual((m["wrong"] as? [Any])?.count, 0, "searches that did not end with their matches: \(line)")
+    }
+
     /// Under LANG=zh_CN.UTF-8 the accessibility tree of every page holds no source string of the catalogue: each
     /// is translated, the apps' names are their Chinese ones (`names`), the sizes IEC, the dates the locale's.
     func testEveryStringShownInChineseIsTranslated() throws {
