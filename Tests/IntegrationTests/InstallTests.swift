@@ -61,7 +61,7 @@ final class InstallTests: XCTestCase {
         ("usr/local/share/netpermd-settings/netpermd_settings/ui/activity-page.ui", 0o644),
         ("usr/local/share/metainfo/org.netpermd.Settings.metainfo.xml", 0o644),
         ("usr/local/share/icons/hicolor/scalable/apps/org.netpermd.Settings.svg", 0o644),
-    ] + ["__init__", "apps", "bus", "data", "main", "model", "protocol", "text", "verdicts", "waiting", "window"].map {
+    ] + ["__init__", "apps", "bus", "data", "main", "model", "protocol", "steps", "text", "verdicts", "waiting", "window"].map {
         ("usr/local/share/netpermd-settings/netpermd_settings/\($0).py", 0o644)
     } + ["app-page", "app-row", "data-page", "data-row", "waiting-page", "window"].map {
         ("usr/local/share/netpermd-settings/netpermd_settings/ui/\($0).ui", 0o644)

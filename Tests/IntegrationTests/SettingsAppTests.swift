@@ -589,30 +589,36 @@ final class SettingsAppTests: IntegrationTestCase {
         try shows("netpermd stopped")
     }
 
-    /// The longest main-loop stall and narrowing search, in wall-clock milliseconds, under make test's load: the
-    /// issue's 50 ms and 100 ms with the margin measured (docs/SETTINGS.md, "Fast with many apps").
-    static let wallBound = 400.0
-
     /// 1,000 apps: listed, searched and changed by an event, measured inside the app's own process
-    /// (Support/settings-timed.py: a heartbeat on the main loop, the window's frame clock, the main thread's CPU time).
+    /// (Support/settings-timed.py: a 10 ms heartbeat on the main loop, the window's frame clock, the main thread's CPU
+    /// time and its time waiting for a CPU).
     func testAThousandAppsAreListedSearchedAndFollowedWithoutStalling() throws {
         let daemon = try fake("apps", 1000)
         defer { withExtendedLifetime(daemon) {} }
-        // The display server at the app's priority, as a desktop's compositor serves the person's window first: the
-        // window waits on its replies.
-        if let x = xserver {
-            let r = try Subprocess.run(["renice", "-n", "-10", "-p", "\(x.pid)"])
-            XCTAssertEqual(r.status, 0, r.summary)
+        // The display server and the app at a real-time priority (SCHED_RR 1), as a desktop serves the person's window
+        // before the builds beside it. At nice -10 they were not: on this kernel each session is a scheduler group of
+        // its own (autogroup) whose share all its processes split, nice counting only within it, so every other
+        // session's build weighed as much as the window; and even with the app's group at -10 or -20 its bursts (a
+        // frame, a step) waited 10-90 ms for a CPU while its group's weight caught up (docs/SETTINGS.md).
+        let x = try XCTUnwrap(xserver)
+        let rt = try Subprocess.run(["chrt", "--all-tasks", "--rr", "--pid", "1", "\(x.pid)"])
+        XCTAssertEqual(rt.status, 0, rt.summary)
+        // A window manager's mark on the display, as a desktop has: without one, GTK asks the X server for it in
+        // every frame, each frame then waiting for Xvfb's software drawing of the last (Support/wm-check.py).
+        let wm = try Subprocess.spawn(["env", "DISPLAY=\(display)", "/usr/bin/python3",
+                                       Repository.path("Tests/IntegrationTests/Support/wm-check.py"), dir + "/wm.ready"],
+                                      stdin: .devNull, stdout: .devNull, stderr: .appendFile(dir + "/wm.log"))
+        addTeardownBlock { wm.killAndReap() }
+        try waitUntil("the window manager's mark is on the display", timeout: 10, interval: 0.02) {
+            (FileManager.default.fileExists(atPath: self.dir + "/wm.ready"), (try? String(contentsOfFile: self.dir + "/wm.log", encoding: .utf8)) ?? "")
         }
         let runtime = try makeTempDir()
         addTeardownBlock { _ = umount2(runtime + "/doc", Int32(MNT_DETACH)) }
         // Drawn with cairo: Xvfb's GL is llvmpipe, a GPU emulated on the CPU the machine's other work shares (its
         // frames took most of the wall time here, 0.4-1.5 s of it for one search), where a desktop's GL is its GPU.
-        // At nice -10: make test's builds run beside it (load averages of 14-16 on 2 cores, where the listing took
-        // 1.3 s of wall clock for 0.1 s of its CPU); a person's window does not share its machine with them.
         let r = try Subprocess.run(["env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)", "HOME=\(runtime)",
                                     "XDG_RUNTIME_DIR=\(runtime)", "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1",
-                                    "GSK_RENDERER=cairo", "dbus-run-session", "--", "nice", "-n", "-10", "/usr/bin/python3",
+                                    "GSK_RENDERER=cairo", "dbus-run-session", "--", "chrt", "--rr", "1", "/usr/bin/python3",
                                     Repository.path("Tests/IntegrationTests/Support/settings-timed.py"),
                                     Repository.path("settings"), "1000"], timeout: 90)
         XCTAssertEqual(r.status, 0, r.summary)
@@ -630,13 +636,33 @@ final class SettingsAppTests: IntegrationTestCase {
         // Narrowing ("app0999"), then widening a little ("app09"): the main loop's own time; clearing widens by steps.
         for ms in searchCPU.prefix(2) { XCTAssertLessThan(ms, 100, "search narrows: \(line)") }
         XCTAssertLessThan(m["event_ms"] as? Double ?? 9999, 1000, "a DECIDE's event shown: \(line)")
-        // No main-loop spell over 50 ms of CPU from the window's making on, its first frame included, whatever the step.
+        // No main-loop spell over 50 ms of CPU from the window's showing on, its first frame included, whatever the step.
         XCTAssertLessThan(m["max_stall_cpu_ms"] as? Double ?? 999, 50, line)
-        // The same in wall-clock time, and the narrowing search drawn: the 50 ms and 100 ms stretched to
-        // `wallBound` for make test's load (docs/SETTINGS.md, "Fast with many apps": the X server's replies and the
-        // machine's 2 cores shared with the builds make the wall clock's time up to 2-10 times the CPU's).
-        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 9999, Self.wallBound, "no main-loop stall (wall): \(line)")
-        XCTAssertLessThan(searchWall.first ?? 9999, Self.wallBound, "search narrows (wall): \(line)")
+        // The bounds in wall-clock time: no beat of a 10 ms heartbeat on the main loop over 50 ms late, and the
+        // narrowing search drawn within 100 ms of the typing.
+        XCTAssertLessThan(m["max_stall_ms"] as? Double ?? 9999, 50, "no main-loop stall (wall): \(line)")
+        XCTAssertLessThan(searchWall.first ?? 9999, 100, "search narrows (wall): \(line)")
+    }
+
+    /// The search's steps (narrowing drops rows in steps, widening lets them in in steps) end with the list the last
+    /// text matches, whatever came while they ran: 19 sequences of texts typed into 1,000 apps with pauses of 0-40 ms
+    /// (Support/settings-search.py).
+    func testASearchEndsWithItsMatchesHoweverFastThePersonTypes() throws {
+        let daemon = try fake("apps", 1000)
+        defer { withExtendedLifetime(daemon) {} }
+        let runtime = try makeTempDir()
+        addTeardownBlock { _ = umount2(runtime + "/doc", Int32(MNT_DETACH)) }
+        let r = try Subprocess.run(["env", "DISPLAY=\(display)", "NETPERMD_SOCKET=\(socket)", "HOME=\(runtime)",
+                                    "XDG_RUNTIME_DIR=\(runtime)", "GSETTINGS_BACKEND=memory", "NO_AT_BRIDGE=1",
+                                    "GSK_RENDERER=cairo", "dbus-run-session", "--", "/usr/bin/python3",
+                                    Repository.path("Tests/IntegrationTests/Support/settings-search.py"),
+                                    Repository.path("settings"), "1000"], timeout: 180)
+        XCTAssertEqual(r.status, 0, r.summary)
+        let line = r.stdout.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
+        let m = try JSONValue.object(line)
+        XCTAssertNil(m["error"], line + "\n" + r.summary)
+        XCTAssertEqual(m["checked"] as? Int, 19, line)
+        XCTAssertEqual((m["wrong"] as? [Any])?.count, 0, "searches that did not end with their matches: \(line)")
     }
 
     /// Under LANG=zh_CN.UTF-8 the accessibility tree of every page holds no source string of the catalogue: each

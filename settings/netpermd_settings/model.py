@@ -6,6 +6,7 @@ import os
 from gi.repository import Gio, GLib, GObject
 
 from . import verdicts
+from .steps import Steps
 from .text import app_name, choice_word, size, why
 
 
@@ -48,8 +49,8 @@ class AppItem(GObject.Object):
         self.verdict = {}
         self.key = ""
         self.usage = None
-        # Its rank among the matches of a widening search (the search lets new matches in by rank); one made while
-        # a search widens waits for its end.
+        # Its rank among the matches a search lets in or takes out in steps (apps.Search); one made while a search
+        # widens waits for its end.
         self.rank = 1 << 30
         self.update(verdict, privileged)
 
@@ -91,28 +92,36 @@ class AppItem(GObject.Object):
 class AppList:
     """The store, and each app's item by id."""
 
-    CHUNK = 250
-    ROWS = 40
+    # Items into the store at a time while GTK makes their rows (one row is about 0.2 ms of CPU), until `FULL` are
+    # in: GTK 4.8's list view makes rows for up to 200 items, past them new items make no rows until scrolled to.
+    ROWS = 20
     FULL = 240
 
-    def __init__(self):
+    def __init__(self, clock=None):
+        """`clock()`: the window's Gdk.FrameClock, whose frames the steps that change rows wait for."""
         self.store = Gio.ListStore(item_type=AppItem)
         self.items = {}
-        self.pending = None
         self.newer = {}
+        self.making = {}
+        self.work = Steps(clock)
+        self.usage = Steps(clock)
+        self.by_app = {}
+
+    @property
+    def pending(self):
+        return self.work.running
 
     def replace(self, verdict_list, privileged, done=None):
         """A snapshot or a resync: the whole list, sorted by name; items of apps still listed are kept (a page open
-        on one stays on it). Made `CHUNK` items at a time, each chunk in a main loop iteration of its own (1,000
-        apps at once held the loop for 40 ms and more); `done()` once all are in."""
+        on one stays on it). Made and put into the store in steps (steps.Steps: 1,000 apps at once held the loop for
+        40 ms and more, 200 rows made at once 100 ms); `done()` once all are in."""
         ordered = sorted(verdict_list, key=lambda v: ((app_name(v) or v["app"]).casefold(), v["app"]))
-        if self.pending is not None:
-            GLib.source_remove(self.pending)
         self.newer = {}
-        self.pending = GLib.idle_add(self._chunk, ordered, 0, privileged, done, {})
+        self.work.start(self._replace(ordered, privileged), lambda: done and done())
 
-    def _chunk(self, ordered, start, privileged, done, made):
-        for v in ordered[start:start + self.CHUNK]:
+    def _replace(self, ordered, privileged):
+        made = self.making = {}
+        for v in ordered:
             # An event that came while the list was being made is newer than the snapshot.
             v = self.newer.pop(v["app"], v)
             item = self.items.get(v["app"])
@@ -121,46 +130,50 @@ class AppList:
             else:
                 item.update(v, privileged)
             made[v["app"]] = item
-        end = start + self.CHUNK
-        if end < len(ordered):
-            self.pending = GLib.idle_add(self._chunk, ordered, end, privileged, done, made)
-            return False
+            yield
         items = [made[v["app"]] for v in ordered]
         old = [self.store.get_item(i) for i in range(self.store.get_n_items())]
         self.items = made
         # Unchanged order (a resync of the same apps): the rows stay, their items changed in place.
         if old == items:
-            return self._listed(done)
-        # Into the store `ROWS` at a time: GTK 4.8's list view makes a row for up to 200 items at once, and 200
-        # rows in one go held the main loop for 100 ms.
+            return
+        yield Steps.BREAK
         self.store.splice(0, len(old), items[:self.ROWS])
-        self.pending = GLib.idle_add(self._rows, items, self.ROWS, done)
-        return False
-
-    def _rows(self, items, start, done):
-        # Past the rows GTK makes at once (`FULL`), new items make no rows until scrolled to: the rest in one go.
-        end = len(items) if start >= self.FULL else start + self.ROWS
-        self.store.splice(self.store.get_n_items(), 0, items[start:end])
-        if end < len(items):
-            self.pending = GLib.idle_add(self._rows, items, end, done)
-            return False
-        return self._listed(done)
-
-    def _listed(self, done):
-        self.pending = None
-        if done is not None:
-            done()
-        return False
+        start = self.ROWS
+        while start < len(items):
+            yield Steps.FRAME
+            # Past the rows GTK makes at once, the rest in one go (no rows: 1 ms for 760 items).
+            end = len(items) if start >= self.FULL else start + self.ROWS
+            self.store.splice(start, 0, items[start:end])
+            start = end
 
     def update(self, verdict, privileged):
-        if self.pending is not None:
+        if self.pending:
             self.newer[verdict["app"]] = verdict
-        item = self.items.get(verdict["app"])
+        # While a list is being made, its item if already made (else the snapshot's verdict waits in `newer`).
+        item = self.making.get(verdict["app"]) or self.items.get(verdict["app"])
         if item is not None:
             item.update(verdict, privileged)
         return item
 
-    def set_usage(self, usage_apps):
-        by_app = {a.get("app"): a for a in usage_apps}
-        for app, item in self.items.items():
-            item.set_usage(by_app.get(app))
+    def set_usage(self, usage_apps, done=None):
+        """USAGE's answer into the items, in the list's order and in steps: each changed row is laid out again (200
+        rows changed at once made a frame of 30 ms)."""
+        self.by_app = {a.get("app"): a for a in usage_apps}
+        items = [self.store.get_item(i) for i in range(self.store.get_n_items())]
+        listed = set(items)
+        items += [i for i in self.items.values() if i not in listed]
+        self.usage.start(self._set_usage(items), done)
+
+    def _set_usage(self, items):
+        for n, item in enumerate(items, 1):
+            # Looked up at its turn: a `counted` event may have come since the answer.
+            item.set_usage(self.by_app.get(item.app))
+            yield Steps.FRAME if n % self.ROWS == 0 and n <= self.FULL else None
+
+    def counted(self, entry):
+        """A `counted` event's app: its totals now, whatever USAGE answer is still going in."""
+        self.by_app[entry.get("app")] = entry
+        item = self.items.get(entry.get("app"))
+        if item is not None:
+            item.set_usage(entry)

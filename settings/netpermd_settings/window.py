@@ -65,7 +65,7 @@ class Window(Adw.ApplicationWindow):
         self.privileged = False
         self.usage_pending = None
         self.usage = None
-        self.apps = AppList()
+        self.apps = AppList(self.get_frame_clock)
         self.filtered = Search(self.search, self.apps.store)
         self.filtered.model.connect("items-changed", lambda *_a: self._empty())
         self.list.set_factory(list_factory())
@@ -175,9 +175,7 @@ class Window(Adw.ApplicationWindow):
                 else:
                     listed.append(a)
         for a in apps:
-            item = self.apps.items.get(a.get("app"))
-            if item is not None:
-                item.set_usage(a)
+            self.apps.counted(a)
         if self.stack.get_visible_child() is self.data:
             self.data.show(self.usage, self.privileged, {a: i.title for a, i in self.apps.items.items()})
         self.app_page.refresh()
@@ -192,11 +190,16 @@ class Window(Adw.ApplicationWindow):
 
     def _usage(self, reply):
         if reply is not None and reply.get("ok") is not False:
-            self.apps.set_usage(reply.get("apps", []))
             self.usage = reply
             # The Data page is made only while it is shown: 1,000 rows of it cost the Apps list its smoothness.
             if self.stack.get_visible_child() is self.data:
                 self.data.show(reply, self.privileged, {a: i.title for a, i in self.apps.items.items()})
+            self.apps.set_usage(reply.get("apps", []), self._usage_shown)
+        else:
+            self._usage_shown()
+
+    def _usage_shown(self):
+        if self.usage is not None:
             self.app_page.refresh()
         # The screenshot is of the pages filled: the apps listed, and their data (App Activity: its report).
         if self.show_page != "activity":

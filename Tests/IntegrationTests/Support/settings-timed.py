@@ -12,12 +12,14 @@ against $NETPERMD_SOCKET (fake-netpermd.py apps N), and prints one JSON line of 
 - `listed_cpu_ms`, `search_cpu_ms`, `event_cpu_ms`: the main loop's CPU time over the same spans (what the machine's
   other load does not lengthen);
 - `event_ms`: from a DECIDE's sending to the first frame with its row's new word (the daemon's event, in place);
-- `max_stall_ms`: the longest wall-clock gap between two beats of a heartbeat (a GLib timeout every 5 ms at high
-  priority, dispatched at the main loop's first iteration after it is due: a gap is the main loop held in one go,
-  by its own work, by waiting on the X server, or by the machine's other load), from the window's showing (once
-  made and presented) to the end, the first frame included, and `max_stall_cpu_ms` the most main-thread CPU time between two beats (what the
-  machine's other load does not lengthen); `stalls`: the gaps over 50 ms (wall, CPU, the step, the apps in the list
-  then, the frame's number); `first_frame_ms`, `first_frame_cpu_ms`: the beat's gap holding the first frame;
+- `max_stall_ms`: the longest lateness of a heartbeat (a GLib timeout every 10 ms at high priority, dispatched at
+  the main loop's first iteration after it is due: its lateness, wall clock, is how long the main loop was held in
+  one go, by its own work, by waiting on the X server, or by the machine's other load), from the window's showing
+  (once made and presented) to the end, the first frame included; `max_stall_cpu_ms` the most main-thread CPU time
+  between two beats (what the machine's other load does not lengthen); `stalls`: the beats later than 50 ms (their
+  lateness, the main thread's CPU time and its time waiting for a CPU on the run queue (/proc schedstat) since the
+  last beat, the step, the apps in the list then, the frame's number); `first_frame_ms`, `first_frame_cpu_ms`: the
+  lateness of the beat after the first frame; `slowest`: the five latest beats, in the same form;
 - `startup_ms`, `startup_cpu_ms`: the window's making and presenting, one callback before anything is shown, apart.
 
 The session's desktop services (the portal, the accessibility bus and its registry) are started before the app, as
@@ -50,6 +52,13 @@ def parse_line(raw):
 protocol.parse_line = parse_line
 
 N = int(sys.argv[2])
+
+
+def run_queue_ms():
+    """The main thread's time waiting for a CPU, runnable (the scheduler's statistics): the machine's other load."""
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1]) / 1e6
+
 out = {"apps": N, "search_ms": [], "stalls": []}
 
 
@@ -71,8 +80,10 @@ class Run:
         self.beat_at, self.beat_cpu = time.monotonic(), time.thread_time()
         out["startup_ms"] = round((self.beat_at - self.made) * 1000, 1)
         out["startup_cpu_ms"] = round((self.beat_cpu - self.made_cpu) * 1000, 1)
+        self.beat_queued = run_queue_ms()
         self.max_stall = self.max_stall_cpu = 0.0
-        GLib.timeout_add(5, self.beat, priority=GLib.PRIORITY_HIGH)
+        self.slowest = []
+        GLib.timeout_add(self.BEAT_MS, self.beat, priority=GLib.PRIORITY_HIGH)
         self.win.add_tick_callback(self.tick)
         # When the daemon's snapshot came: the listing's own time starts there.
         listener = self.win.daemon.listener
@@ -89,16 +100,21 @@ class Run:
         listener.state = state
         GLib.timeout_add_seconds(60, self.give_up)
 
+    BEAT_MS = 10
+
     def beat(self):
-        now, cpu = time.monotonic(), time.thread_time()
-        gap, busy = (now - self.beat_at) * 1000, (cpu - self.beat_cpu) * 1000
-        self.beat_at, self.beat_cpu = now, cpu
-        self.max_stall, self.max_stall_cpu = max(self.max_stall, gap), max(self.max_stall_cpu, busy)
+        now, cpu, queued = time.monotonic(), time.thread_time(), run_queue_ms()
+        # Due BEAT_MS after the last beat ran (GLib arms a timeout again from its dispatch).
+        late, busy = (now - self.beat_at) * 1000 - self.BEAT_MS, (cpu - self.beat_cpu) * 1000
+        beat = [round(late, 1), round(busy, 1), round(queued - self.beat_queued, 1), self.phase,
+                self.win.filtered.model.get_n_items(), self.frames]
+        self.beat_at, self.beat_cpu, self.beat_queued = now, cpu, queued
+        self.max_stall, self.max_stall_cpu = max(self.max_stall, late), max(self.max_stall_cpu, busy)
         if self.frames == 1 and "first_frame_ms" not in out:
-            out["first_frame_ms"], out["first_frame_cpu_ms"] = round(gap, 1), round(busy, 1)
-        if gap > 50:
-            out["stalls"].append([round(gap, 1), round(busy, 1), self.phase, self.win.filtered.model.get_n_items(),
-                                  self.frames])
+            out["first_frame_ms"], out["first_frame_cpu_ms"] = beat[0], beat[1]
+        if late > 50:
+            out["stalls"].append(beat)
+        self.slowest = sorted(self.slowest + [beat], reverse=True)[:5]
         return True
 
     def tick(self, _widget, clock):
@@ -127,6 +143,7 @@ class Run:
         if not self.steps:
             out["max_frame_gap_ms"] = round(self.max_gap, 1)
             out["max_stall_ms"], out["max_stall_cpu_ms"] = round(self.max_stall, 1), round(self.max_stall_cpu, 1)
+            out["slowest"] = self.slowest
             print(json.dumps(out), flush=True)
             self.app.quit()
             return False

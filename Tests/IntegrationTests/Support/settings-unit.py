@@ -6,6 +6,7 @@ person's words for why not now, sizes, the protocol's line parsing and App Activ
     settings-unit.py SETTINGS_DIR"""
 import os
 import sys
+import time
 import unittest
 
 sys.path.insert(0, sys.argv.pop(1))
@@ -154,6 +155,68 @@ class Activity(unittest.TestCase):
         self.assertEqual([a["app"] for a in activity.by_activity(report)], ["busy", "quiet"])
         self.assertEqual(activity.most_contacted(report, str.upper),
                          [("a.example", 6, ["QUIET", "BUSY"]), ("b.example", 3, ["BUSY"])])
+
+
+class StepsOnTheMainLoop(unittest.TestCase):
+    """steps.Steps: long work cut into idle callbacks of a few ms, one run at a time."""
+
+    def run_loop(self, steps, seconds=5):
+        from gi.repository import GLib
+        loop, end = GLib.MainLoop(), time.monotonic() + seconds
+        def check():
+            if not steps.running or time.monotonic() > end:
+                loop.quit()
+                return False
+            return True
+        GLib.timeout_add(1, check)
+        loop.run()
+
+    def test_work_goes_in_steps_of_the_budget_and_ends_with_done(self):
+        from gi.repository import GLib
+        from netpermd_settings.steps import Steps
+        calls, units, done = [], [], []
+        steps = Steps(budget_ms=2)
+        def work():
+            for i in range(200):
+                t = time.monotonic()
+                while time.monotonic() - t < 0.0005:
+                    pass
+                units.append(i)
+                yield
+        steps.start(work(), lambda: done.append(len(units)))
+        # Each step of ~2 ms: a beat every millisecond sees the loop free between them.
+        GLib.timeout_add(1, lambda: calls.append(len(units)) or steps.running)
+        self.run_loop(steps)
+        self.assertEqual(done, [200])
+        self.assertGreater(len(set(calls)), 10, "the loop ran between the steps")
+        self.assertLess(max(b - a for a, b in zip(calls, calls[1:])), 20, "no step of more than ~2 ms of work")
+
+    def test_a_break_ends_a_step_and_a_frame_without_a_window_is_a_break(self):
+        from netpermd_settings.steps import Steps
+        seen = []
+        steps = Steps(clock=lambda: None, budget_ms=1000)
+        def work():
+            for i in range(3):
+                seen.append(("unit", i))
+                yield Steps.FRAME if i % 2 else Steps.BREAK
+        original = steps._step
+        steps._step = lambda g, d: seen.append("step") or original(g, d)
+        steps.start(work())
+        self.run_loop(steps)
+        self.assertEqual(seen, ["step", ("unit", 0), "step", ("unit", 1), "step", ("unit", 2), "step"])
+
+    def test_a_new_start_drops_the_run_before_it(self):
+        from netpermd_settings.steps import Steps
+        done = []
+        steps = Steps()
+        def work(name):
+            for _ in range(3):
+                yield Steps.BREAK
+            done.append(name)
+        steps.start(work("old"), lambda: done.append("old done"))
+        steps.start(work("new"), lambda: done.append("new done"))
+        self.run_loop(steps)
+        self.assertEqual(done, ["new", "new done"])
 
 
 if __name__ == "__main__":
