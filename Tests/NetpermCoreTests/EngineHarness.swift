@@ -62,8 +62,8 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
     /// count must equal the sessions' own word.
     private func checkListeners() {
         var counted: [TrackedApp: Int] = [:]
-        for s in engine.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
-        XCTAssertEqual(engine.listeners, counted, "listener counts drifted from the sessions")
+        for s in engine.clients.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
+        XCTAssertEqual(engine.clients.listeners, counted, "listener counts drifted from the sessions")
     }
 
     /// Each `Effect.loadUnitElements`' changes, in order (answered with `unitsError`).
