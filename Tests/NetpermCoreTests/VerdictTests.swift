@@ -135,7 +135,7 @@ final class VerdictTests: XCTestCase {
         }
         return Expected(available: v.available, reason: v.reason.rawValue, via: v.via.map(Self.ref),
                         egress: [route(v.egress[.ipv4]), route(v.egress[.ipv6])], bindTo: v.bindTo.map(Self.ref),
-                        denied: v.deniedKinds.map(\.rawValue), pending: v.pendingKinds.map(\.rawValue))
+                        denied: v.kinds.denied.map(\.rawValue), pending: v.kinds.pending.map(\.rawValue))
     }
 
     /// What the JSON says must be the same as the struct, member for member and in order.
@@ -406,13 +406,13 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(noWWAN.json["bind_to"],
                        .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(noWWAN.json["egress"], egress(false))
-        XCTAssertEqual(noWWAN.deniedKinds, [.wwan])
-        XCTAssertEqual(noWWAN.pendingKinds, [])
+        XCTAssertEqual(noWWAN.kinds.denied, [.wwan])
+        XCTAssertEqual(noWWAN.kinds.pending, [])
 
         let wifiOnly = v(.allow, .deny, .deny)
         XCTAssertEqual(wifiOnly.reason, .routedElsewhere)
         XCTAssertEqual(wifiOnly.bindTo?.name, "wlan0")
-        XCTAssertEqual(wifiOnly.deniedKinds, [.wwan, .ethernet])
+        XCTAssertEqual(wifiOnly.kinds.denied, [.wwan, .ethernet])
 
         // With cellular's route worse than Ethernet's, the kernel sends traffic by eth0: available via Ethernet,
         // still listing wwan as denied.
@@ -425,21 +425,21 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(viaEth.json["via"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
                                                     ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(viaEth.json["bind_to"], .null)
-        XCTAssertEqual(viaEth.deniedKinds, [.wwan])
+        XCTAssertEqual(viaEth.kinds.denied, [.wwan])
 
         let ask = v(.deny, .ask, .deny)
         XCTAssertFalse(ask.available)
         XCTAssertEqual(ask.reason, .awaitingDecision)
         XCTAssertNil(ask.via)
         XCTAssertNil(ask.bindTo)
-        XCTAssertEqual(ask.deniedKinds, [.wifi, .ethernet])
-        XCTAssertEqual(ask.pendingKinds, [.wwan])
+        XCTAssertEqual(ask.kinds.denied, [.wifi, .ethernet])
+        XCTAssertEqual(ask.kinds.pending, [.wwan])
         XCTAssertEqual(ask.json["reason"], "awaiting-decision")
         XCTAssertEqual(ask.json["egress"], egress(false), "ask undecided is not allowed")
 
         let none = v(.deny, .deny, .deny)
         XCTAssertEqual(none.reason, .denied)
-        XCTAssertEqual(none.deniedKinds, [.wifi, .wwan, .ethernet])
+        XCTAssertEqual(none.kinds.denied, [.wifi, .wwan, .ethernet])
         XCTAssertEqual(none.json["available"], false)
         XCTAssertEqual(none.json["bind_to"], .null)
     }
@@ -522,8 +522,8 @@ final class VerdictTests: XCTestCase {
             XCTAssertFalse(v.available)
             XCTAssertNil(v.via)
             XCTAssertNil(v.bindTo)
-            XCTAssertEqual(v.deniedKinds, [])
-            XCTAssertEqual(v.pendingKinds, [])
+            XCTAssertEqual(v.kinds.denied, [])
+            XCTAssertEqual(v.kinds.pending, [])
         }
         XCTAssertEqual(Verdict.compute(app: "a", matchedBy: .name, permissions: .builtIn, network: NetworkState(),
                                        ready: true).json["reason"], "no-network")

@@ -99,9 +99,7 @@ extension Engine {
     /// terminal's `/usr/bin/vlc` is `vlc`, which is no desktop file's word about it.
     func named(_ v: inout Verdict) {
         guard v.matchedBy != .defaults, let e = desktopEntry(of: v.app, uid: v.uid) else { return }
-        v.name = e.name
-        v.names = e.localizedNames
-        v.icon = e.icon
+        v.face = AppFace(e)
     }
 
     /// What the desktop file of app `id` says, as `uid` (nil: everyone) sees it: the file of its own ID for a

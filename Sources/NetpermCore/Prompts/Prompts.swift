@@ -130,9 +130,9 @@ public struct PromptBook: Sendable {
     public mutating func raise(for verdict: Verdict, scope: UInt32?, uid: UInt32?, identity: PeerIdentity?,
                                network: NetworkState, timeoutSec: Int, link given: Link? = nil,
                                destination: String? = nil, userNamed: Bool = false) -> Prompt? {
-        guard verdict.reason == .awaitingDecision, !verdict.pendingKinds.isEmpty,
+        guard verdict.reason == .awaitingDecision, !verdict.kinds.pending.isEmpty,
               find(app: verdict.app, scope: scope) == nil, hasRoom(for: scope) else { return nil }
-        let pending = Set(verdict.pendingKinds)
+        let pending = Set(verdict.kinds.pending)
         // The links a decision would open: usable, kept off only by pending kinds.
         let candidates = network.usableLinks.lazy.filter { l in
             let blocking = verdict.permissions.blocking(l)
@@ -140,7 +140,7 @@ public struct PromptBook: Sendable {
         }
         guard let link = given ?? network.best(of: candidates) else { return nil }
         open.append(Prompt(id: nextID(), app: verdict.app, scope: scope, uid: uid, identity: identity,
-                           kinds: verdict.pendingKinds, link: link.name, linkKind: link.kind, metered: link.metered,
+                           kinds: verdict.kinds.pending, link: link.name, linkKind: link.kind, metered: link.metered,
                            roaming: link.roaming == true, over: link.over, destination: destination, userNamed: userNamed,
                            askers: (identity?.pid).flatMap { $0 > 0 ? [$0] : nil } ?? [], timeoutSec: timeoutSec))
         return open[open.count - 1]
