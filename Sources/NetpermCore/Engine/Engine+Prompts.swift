@@ -64,16 +64,14 @@ extension Engine {
         // A user's own desktop file names the prompts of that user's processes only: an answer for everyone is asked
         // by everyone's name for the app (a user must not title a question to the admin).
         if let e = desktopEntry(of: p.app, uid: p.scope) {
-            p.name = e.name
-            p.icon = e.icon
-            p.names = e.localizedNames
-            changePrompts { $0.name(id: p.id, e.name, icon: e.icon, names: e.localizedNames) }
+            p.face = AppFace(e)
+            changePrompts { $0.name(id: p.id, p.face) }
         }
         answering.prompting.full.remove(p.scope.map(Int.init) ?? -1)
         let agents = clients.sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count
-        log(.info, "\(p.app) wants to use \(p.kinds.map(\.rawValue).joined(separator: " and ")) via \(p.link)"
-            + (p.over.map { " over " + $0 } ?? "") + (p.uid.map { " (uid \($0))" } ?? "")
-            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(agents) agent(s)", app: p.app, interface: p.link, uid: p.uid)
+        log(.info, "\(p.app) wants to use \(p.kinds.map(\.rawValue).joined(separator: " and ")) via \(p.link.name)"
+            + (p.link.over.map { " over " + $0 } ?? "") + (p.uid.map { " (uid \($0))" } ?? "")
+            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(agents) agent(s)", app: p.app, interface: p.link.name, uid: p.uid)
         work.events.append(.prompt(p))
         _ = armTimer(.promptExpiry(promptID: p.id), microseconds: UInt64(p.timeoutSec) * 1_000_000)
     }
