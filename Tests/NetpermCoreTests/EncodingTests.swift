@@ -341,8 +341,8 @@ final class ProtocolDocTests: XCTestCase {
         let doc = try example(under: "### `LINKS`", startingWith: ["index", "name"])
         var wlan = makeLink(3, "wlan0", .wifi, metric: 600)
         wlan.addresses = ["192.0.2.10/24", "fe80::1/64"]
-        wlan.ssid = Array("HomeNet".utf8)
-        wlan.bssid = "02:00:5e:10:00:01"
+        wlan.wifi.ssid = Array("HomeNet".utf8)
+        wlan.wifi.bssid = "02:00:5e:10:00:01"
         let h = EngineHarness(links: [wlan])
         XCTAssertEqual(h.request(h.connect(), "LINKS")["links"]?.arrayValue?.first, doc)
     }

@@ -74,7 +74,7 @@ final class VerdictTests: XCTestCase {
                         ready: Bool) -> Expected {
         var e = Expected.starting()
         guard ready else { return e }
-        func usable(_ l: Link) -> Bool { l.adminUp && l.carrier && l.metric != nil && l.kind != .loopback }
+        func usable(_ l: Link) -> Bool { l.status.adminUp && l.status.carrier && l.metric != nil && l.kind != .loopback }
         func allowed(_ l: Link) -> Bool { Self.perm(p, l.kind) == .allow && (p.metered == .allow || !l.metered) }
         /// Something says deny for this link: its kind, or Metered= when it is metered.
         func deniedOutright(_ l: Link) -> Bool { Self.perm(p, l.kind) == .deny || (l.metered && p.metered == .deny) }
@@ -199,15 +199,15 @@ final class VerdictTests: XCTestCase {
         func one(_ metrics: [LinkKind: UInt32], v4: Bool = true, v6: Bool = false) -> [Link] {
             present.map { k in
                 var l = makeLink(index[k]!, "\(k)0", k, metric: metrics[k]!)
-                l.defaultRouteV4 = v4
-                l.defaultRouteV6 = v6
+                l.defaultRoute.ipv4 = v4
+                l.defaultRoute.ipv6 = v6
                 return l
             }
         }
         func noCarrier(_ l: Link) -> Link {
             var l = l
-            l.carrier = false
-            l.operstate = "down"
+            l.status.carrier = false
+            l.status.operstate = "down"
             return l
         }
         // The present kinds, best typical metric first.
@@ -240,7 +240,7 @@ final class VerdictTests: XCTestCase {
             // only one kind is present.
             layout("split-families", one(typical).map { l in
                 var l = l
-                l.defaultRouteV6 = l.kind == byMetric.last
+                l.defaultRoute.ipv6 = l.kind == byMetric.last
                 return l
             }),
             // IPv6 only: IPv4 has no route at all (the distractors' IPv4 routes are in a table no rule consults).
@@ -448,8 +448,8 @@ final class VerdictTests: XCTestCase {
     func testSpelledOutRoutes() {
         let eth = makeLink(2, "eth0", .ethernet, metric: 100)
         var wwan = makeLink(4, "wwan0", .wwan, metric: 700)
-        wwan.defaultRouteV4 = false
-        wwan.defaultRouteV6 = true
+        wwan.defaultRoute.ipv4 = false
+        wwan.defaultRoute.ipv6 = true
         let links = [eth, makeLink(3, "wlan0", .wifi, metric: 600), wwan]
         func v(_ egress: [AddressFamily: Egress], _ wifi: Permission, _ wwan: Permission, _ eth: Permission,
                links l: [Link]? = nil) -> Verdict {
@@ -497,7 +497,7 @@ final class VerdictTests: XCTestCase {
 
         // Ethernet lost its carrier but keeps the lowest metric: the kernel still sends IPv4 there.
         var deadEth = eth
-        deadEth.carrier = false
+        deadEth.status.carrier = false
         let dead = NetworkState(routedLinks: [deadEth, makeLink(3, "wlan0", .wifi, metric: 600)])
         XCTAssertEqual(dead.egress, [.ipv4: .link(2)])
         let intoNothing = Verdict.compute(app: "x", matchedBy: .name, network: dead, .allow, .allow, .allow)

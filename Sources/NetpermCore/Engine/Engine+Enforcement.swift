@@ -108,7 +108,7 @@ extension Engine {
         let steer = state.config.enforcement == .steer
         let links = state.network.links.map {
             steer ? EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, metered: $0.metered, roaming: $0.roaming == true,
-                                            index: $0.index, up: $0.adminUp && $0.carrier, addresses: $0.addresses)
+                                            index: $0.index, up: $0.status.adminUp && $0.status.carrier, addresses: $0.addresses)
                   : EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, metered: $0.metered, roaming: $0.roaming == true)
         }
         guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }

@@ -854,15 +854,15 @@ public final class Engine {
                 continue
             }
             if o.usable != l.usable {
-                log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.adminUp ? "up" : "down"), "
-                    + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))", interface: l.name)
-            } else if o.kind != l.kind || o.over != l.over || (o.metered != l.metered && o.ssid == l.ssid) {
+                log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.status.adminUp ? "up" : "down"), "
+                    + "carrier \(l.status.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))", interface: l.name)
+            } else if o.kind != l.kind || o.over != l.over || (o.metered != l.metered && o.wifi.ssid == l.wifi.ssid) {
                 log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))"
                     + (o.over != l.over ? ", over \(o.over ?? "-") -> \(l.over ?? "-")" : "")
                     + (o.kind == l.kind && o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""), interface: l.name)
-            } else if o.ssid != l.ssid || o.bssid != l.bssid {
+            } else if o.wifi.ssid != l.wifi.ssid || o.wifi.bssid != l.wifi.bssid {
                 func network(_ x: Link) -> String {
-                    x.ssidText.map { "'\($0)'" + (x.bssid.map { " (\($0))" } ?? "") } ?? "none"
+                    x.ssidText.map { "'\($0)'" + (x.wifi.bssid.map { " (\($0))" } ?? "") } ?? "none"
                 }
                 log(.info, "\(l.name): Wi-Fi network \(network(o)) -> \(network(l))\(o.metered != l.metered ? ", metered \(l.metered)" : "")", interface: l.name)
             } else if o.roaming != l.roaming {
@@ -870,7 +870,7 @@ public final class Engine {
                 log(.info, "\(l.name): roaming \(text(o)) -> \(text(l))" + (l.roamingBy.map { " (\($0.rawValue))" } ?? ""),
                     interface: l.name)
             } else if o != l {
-                log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))", interface: l.name)
+                log(.debug, "\(l.name): changed (operstate \(o.status.operstate) -> \(l.status.operstate))", interface: l.name)
             }
         }
         for o in oldByIndex.values.sorted(by: { $0.index < $1.index }) { log(.info, "\(o.name): removed", interface: o.name) }

@@ -54,7 +54,7 @@ extension Verdict {
             let loopback = l.kind == .loopback
             let allowed = loopback || permissions.allows(l)
             v.egress[family] = .link(l, allowed: allowed)
-            guard loopback || (l.adminUp && l.carrier) else { break }
+            guard loopback || (l.status.adminUp && l.status.carrier) else { break }
             if allowed {
                 v.available = true
                 v.reason = .ok
