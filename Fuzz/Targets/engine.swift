@@ -487,8 +487,8 @@ final class World: FakeWorld<Connection> {
     /// has had every request answered.
     func checkAfterInput() {
         var counted: [TrackedApp: Int] = [:]
-        for s in engine.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
-        require(engine.listeners == counted, "listener counts \(engine.listeners) drifted from the sessions' \(counted)")
+        for s in engine.clients.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
+        require(engine.clients.listeners == counted, "listener counts \(engine.clients.listeners) drifted from the sessions' \(counted)")
         let agents = engine.countAgents()
         require(engine.state.agents == agents.agents && engine.state.userAgents == agents.users,
                 "agents \(engine.state.agents) \(engine.state.userAgents) != \(agents)")
@@ -499,7 +499,7 @@ final class World: FakeWorld<Connection> {
             require(c.answered == c.asked, "connection \(c.id) not held, \(c.asked - c.answered) request(s) unanswered")
             require(c.snapshotsExpected == 0, "connection \(c.id): SUBSCRIBE's snapshot missing")
         }
-        require(Set(engine.sessions.keys) == Set(live.keys), "sessions \(engine.sessions.keys.sorted()) != open \(live.keys.sorted())")
+        require(Set(engine.clients.sessions.keys) == Set(live.keys), "sessions \(engine.clients.sessions.keys.sorted()) != open \(live.keys.sorted())")
         // The report keeps nothing while off, a person's entries only while that person has it on, within its bound.
         let book = engine.report.book
         if engine.state.ready, !engine.state.config.report.enabled {
@@ -647,11 +647,11 @@ final class World: FakeWorld<Connection> {
         advance(by: 200_000_000 * 1_000_000)
         for slot in 0..<slots.count { close(slot) }
         advance(by: 200_000_000 * 1_000_000)
-        require(engine.sessions.isEmpty, "sessions left: \(engine.sessions.keys.sorted())")
-        require(engine.listeners.isEmpty, "listeners left: \(engine.listeners)")
-        require(clock.armedCount == 0 && engine.timers.isEmpty, "timers left: \(clock.armedCount), engine \(engine.timers.keys.sorted())")
+        require(engine.clients.sessions.isEmpty, "sessions left: \(engine.clients.sessions.keys.sorted())")
+        require(engine.clients.listeners.isEmpty, "listeners left: \(engine.clients.listeners)")
+        require(clock.armedCount == 0 && engine.timers.purposes.isEmpty, "timers left: \(clock.armedCount), engine \(engine.timers.purposes.keys.sorted())")
         require(engine.state.agents == 0, "agents left: \(engine.state.agents)")
-        require(engine.policyLoads.waiters.isEmpty && engine.policyLoads.nextWaiters.isEmpty && engine.commits.queued.isEmpty,
+        require(engine.reloading.loads.waiters.isEmpty && engine.reloading.loads.nextWaiters.isEmpty && engine.answering.commits.queued.isEmpty,
                 "requesters left")
     }
 }

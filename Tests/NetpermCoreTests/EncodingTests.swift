@@ -171,7 +171,7 @@ final class ReplyEncodingTests: XCTestCase {
         XCTAssertTrue(vs.contains { $0.available && $0.via?.metered == true })
         XCTAssertTrue(vs.contains { $0.reason == .routedElsewhere && $0.bindTo?.name == "wlan\t\"0\"" })
         XCTAssertTrue(vs.contains { $0.egress[.ipv4] == .blocked(.prohibit) })
-        XCTAssertTrue(vs.contains { !$0.deniedKinds.isEmpty && !$0.pendingKinds.isEmpty })
+        XCTAssertTrue(vs.contains { !$0.kinds.denied.isEmpty && !$0.kinds.pending.isEmpty })
         for v in vs {
             // A QUERY's reply, a WAIT's time-out, an app event's members.
             let texts = [
@@ -197,8 +197,8 @@ final class ReplyEncodingTests: XCTestCase {
                     }
                 }
                 XCTAssertEqual(tree["reason"]?.stringValue, v.reason.rawValue)
-                XCTAssertEqual(tree["denied_kinds"]?.arrayValue?.compactMap(\.stringValue), v.deniedKinds.map(\.rawValue))
-                XCTAssertEqual(tree["pending_kinds"]?.arrayValue?.compactMap(\.stringValue), v.pendingKinds.map(\.rawValue))
+                XCTAssertEqual(tree["denied_kinds"]?.arrayValue?.compactMap(\.stringValue), v.kinds.denied.map(\.rawValue))
+                XCTAssertEqual(tree["pending_kinds"]?.arrayValue?.compactMap(\.stringValue), v.kinds.pending.map(\.rawValue))
                 for kind in PolicyDimension.allCases {
                     XCTAssertEqual(tree["permissions"]?[kind.rawValue]?.stringValue, v.permissions[kind].rawValue)
                     XCTAssertEqual(tree["sources"]?[kind.rawValue]?.stringValue, (v.sources[kind] ?? .policy).rawValue)
@@ -341,8 +341,8 @@ final class ProtocolDocTests: XCTestCase {
         let doc = try example(under: "### `LINKS`", startingWith: ["index", "name"])
         var wlan = makeLink(3, "wlan0", .wifi, metric: 600)
         wlan.addresses = ["192.0.2.10/24", "fe80::1/64"]
-        wlan.ssid = Array("HomeNet".utf8)
-        wlan.bssid = "02:00:5e:10:00:01"
+        wlan.wifi.ssid = Array("HomeNet".utf8)
+        wlan.wifi.bssid = "02:00:5e:10:00:01"
         let h = EngineHarness(links: [wlan])
         XCTAssertEqual(h.request(h.connect(), "LINKS")["links"]?.arrayValue?.first, doc)
     }

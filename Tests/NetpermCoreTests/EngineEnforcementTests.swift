@@ -64,7 +64,7 @@ final class EngineEnforcementTests: XCTestCase {
         XCTAssertEqual(h.scripts[1], "flush map inet netpermd links\nadd element inet netpermd links { "
                        + "\"eth0\" : goto kind_ethernet, \"wwan0\" : goto metered_wwan }\n",
                        "only links changed: only the links map is loaded (wwan0 is metered)")
-        wwan.carrier = false
+        wwan.status.carrier = false
         h.setLinks([Links.lo, Links.eth, wwan])
         XCTAssertEqual(h.rules.count, 2, "carrier is not in the rules")
         _ = h.connectAgent()

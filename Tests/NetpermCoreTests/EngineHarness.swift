@@ -62,8 +62,8 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
     /// count must equal the sessions' own word.
     private func checkListeners() {
         var counted: [TrackedApp: Int] = [:]
-        for s in engine.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
-        XCTAssertEqual(engine.listeners, counted, "listener counts drifted from the sessions")
+        for s in engine.clients.sessions.values { for app in s.listened { counted[app, default: 0] += 1 } }
+        XCTAssertEqual(engine.clients.listeners, counted, "listener counts drifted from the sessions")
     }
 
     /// Each `Effect.loadUnitElements`' changes, in order (answered with `unitsError`).
@@ -247,16 +247,16 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         for l in links {
             let arphrd = l.kind == .loopback ? ARPHRD.loopback : ARPHRD.ether
             snap.links.append(LinkFacts(index: l.index, name: l.name, arphrd: arphrd,
-                                        rtnlKind: l.kind == .other ? "veth" : nil, adminUp: l.adminUp,
-                                        carrier: l.carrier, operstate: l.operstate))
+                                        rtnlKind: l.kind == .other ? "veth" : nil, adminUp: l.status.adminUp,
+                                        carrier: l.status.carrier, operstate: l.status.operstate))
             if let m = l.metric {
-                snap.defaultRoutes.append(DefaultRouteFacts(index: l.index, family: l.defaultRouteV6 ? .ipv6 : .ipv4,
+                snap.defaultRoutes.append(DefaultRouteFacts(index: l.index, family: l.defaultRoute.ipv6 ? .ipv6 : .ipv4,
                                                             metric: m))
             }
             for a in l.addresses { snap.addresses.append(AddressFacts(index: l.index, family: .ipv4, text: a)) }
             snap.sysfs[l.index] = SysfsFacts(devtype: l.kind == .wifi ? "wlan" : l.kind == .wwan ? "wwan" : nil)
-            if snap.wifi[l.index] == nil, l.ssid != nil || l.bssid != nil {
-                snap.wifi[l.index] = WifiFacts(ssid: l.ssid, bssid: l.bssid)
+            if snap.wifi[l.index] == nil, l.wifi.ssid != nil || l.wifi.bssid != nil {
+                snap.wifi[l.index] = WifiFacts(ssid: l.wifi.ssid, bssid: l.wifi.bssid)
             }
         }
         snap.egress = egress ?? simpleEgress(links)

@@ -22,7 +22,7 @@ final class EngineLogTests: XCTestCase {
         ])
         mark = h.log.count
         var eth = Links.eth
-        eth.carrier = false
+        eth.status.carrier = false
         h.setLinks([eth, Links.wlan])
         // eth0 keeps its route, the best (linkdown): the kernel still sends traffic there although wlan0 keeps
         // the network available. The egress link is the same but its traffic goes nowhere: that is news.
@@ -33,7 +33,7 @@ final class EngineLogTests: XCTestCase {
         ])
         mark = h.log.count
         var dormant = Links.wlan
-        dormant.operstate = "dormant"
+        dormant.status.operstate = "dormant"
         h.setLinks([eth, dormant])
         XCTAssertEqual(lines(h, from: mark), ["<7> wlan0: changed (operstate up -> dormant)"])
         mark = h.log.count
@@ -62,8 +62,8 @@ final class EngineLogTests: XCTestCase {
         let h = EngineHarness(links: [Links.lo, Links.eth])
         var mark = h.log.count
         var eth = Links.eth
-        eth.carrier = false
-        eth.operstate = "down"
+        eth.status.carrier = false
+        eth.status.operstate = "down"
         h.setLinks([Links.lo, eth])
         XCTAssertEqual(lines(h, from: mark), [
             "<6> eth0: usable true -> false (admin up, carrier off, default route yes)",

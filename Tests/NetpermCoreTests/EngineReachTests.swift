@@ -121,11 +121,11 @@ final class EngineReachTests: XCTestCase {
         XCTAssertEqual(h.request(agent, "PROMPTS")["prompts"]?.arrayValue?.count, 1)
         // A closed connection leaves no timer behind.
         _ = h.send(other, "REACH 10.64.0.9 60")
-        XCTAssertEqual(h.engine.reachesHeld, 1)
+        XCTAssertEqual(h.engine.clients.reachesHeld, 1)
         let armed = h.armedTimers
         h.disconnect(other)
         XCTAssertEqual(h.armedTimers, armed - 1, "its time-out went with it")
-        XCTAssertEqual(h.engine.reachesHeld, 0)
+        XCTAssertEqual(h.engine.clients.reachesHeld, 0)
     }
 
     func testBadAddressesAreRefused() {

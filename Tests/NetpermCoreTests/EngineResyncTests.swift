@@ -20,7 +20,7 @@ final class EngineResyncTests: XCTestCase {
         let appA = h.connect(makePeer(uid: 1, exe: "/usr/bin/a"))
         _ = h.subscribe(appA, "links apps")
         var eth = Links.eth
-        eth.carrier = false
+        eth.status.carrier = false
         h.kernelResyncs += 1
         h.setLinks([eth, Links.wwan])
 

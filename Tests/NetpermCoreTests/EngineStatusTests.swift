@@ -43,8 +43,8 @@ final class EngineStatusTests: XCTestCase {
     /// STATUS= follows primary.
     func testStatusEgressAndPrimary() {
         var deadEth = Links.eth
-        deadEth.carrier = false
-        deadEth.operstate = "down"
+        deadEth.status.carrier = false
+        deadEth.status.operstate = "down"
         let h = EngineHarness(policy: policy, links: [deadEth, Links.wlan])
         let c = h.connect(Peers.curl)
         // Ethernet lost its carrier but keeps the best route: the kernel still sends IPv4 there.
@@ -150,8 +150,8 @@ final class EngineStatusTests: XCTestCase {
     func testLinkAsDocumented() {
         var wlan = makeLink(3, "wlan0", .wifi, metric: 600)
         wlan.addresses = ["fe80::1/64", "192.0.2.10/24"]
-        wlan.ssid = Array("HomeNet".utf8)
-        wlan.bssid = "02:00:5e:10:00:01"
+        wlan.wifi.ssid = Array("HomeNet".utf8)
+        wlan.wifi.bssid = "02:00:5e:10:00:01"
         let h = EngineHarness(links: [wlan])
         let r = h.send(h.connect(Peers.curl), "LINKS")
         XCTAssertEqual(r, [#"{"ok":true,"links":[{"index":3,"name":"wlan0","kind":"wifi","#
@@ -165,7 +165,7 @@ final class EngineStatusTests: XCTestCase {
     /// Sorted by index, each as classified, usable only with admin up, carrier and a default route.
     func testLinksFields() throws {
         var v6 = makeLink(5, "usb0", .other, metric: 50)
-        v6.defaultRouteV6 = true
+        v6.defaultRoute.ipv6 = true
         let h = EngineHarness(links: [v6] + links.reversed())
         let r = h.request(h.connect(Peers.curl), "LINKS")
         XCTAssertEqual(r.keys, ["ok", "links"])

@@ -251,8 +251,8 @@ final class EngineSubscribeTests: XCTestCase {
         _ = h.subscribe(c, "links")
         h.setLinks([eth, wwan])
         var down = eth
-        down.carrier = false
-        down.operstate = "down"
+        down.status.carrier = false
+        down.status.operstate = "down"
         h.setLinks([down, wwan])
         h.setLinks([down])
         let events = h.takeEvents(c)

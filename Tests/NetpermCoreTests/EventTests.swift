@@ -35,11 +35,11 @@ final class LinkEventTests: XCTestCase {
         var l = base; l.name = "lan0"; variants.append(l)
         l = base; l.kind = .other; variants.append(l)
         l = base; l.metered = true; variants.append(l)
-        l = base; l.carrier = false; variants.append(l)
-        l = base; l.adminUp = false; variants.append(l)
-        l = base; l.operstate = "dormant"; variants.append(l)
+        l = base; l.status.carrier = false; variants.append(l)
+        l = base; l.status.adminUp = false; variants.append(l)
+        l = base; l.status.operstate = "dormant"; variants.append(l)
         l = base; l.addresses = ["192.0.2.1/24"]; variants.append(l)
-        l = base; l.defaultRouteV6 = true; variants.append(l)
+        l = base; l.defaultRoute.ipv6 = true; variants.append(l)
         l = base; l.metric = 5; variants.append(l)
         l = base; l.classifiedBy = "config:[Interface eth0]"; variants.append(l)
         for v in variants {
@@ -65,8 +65,8 @@ final class LinkEventTests: XCTestCase {
         XCTAssertEqual(Event.link(.added, l).name.rawValue, "link")
         XCTAssertEqual(Event.app(v).name.rawValue, "app")
         XCTAssertEqual(Event.policy(generation: 1, apps: 0, error: nil).name.rawValue, "policy")
-        let p = Prompt(id: 1, app: "a", scope: nil, uid: 0, identity: nil, kinds: [.wwan], link: "wwan0", linkKind: .wwan,
-                       metered: true)
+        let p = Prompt(id: 1, app: "a", scope: nil, uid: 0, identity: nil, kinds: [.wwan], link: PromptLink(name: "wwan0", kind: .wwan,
+                       metered: true))
         let all: [Event] = [.prompt(p), .promptExpired(p), .promptAnswered(p, .allow, once: false, uid: nil), .promptWithdrawn(p, why: .askerExited)]
         XCTAssertEqual(all.map(\.topic), [.prompts, .prompts, .prompts, .prompts])
         XCTAssertEqual((all + [.stopping]).map(\.name.rawValue),
@@ -100,11 +100,11 @@ final class SubscriptionTests: XCTestCase {
                         network: NetworkState(routedLinks: [makeLink(2, "eth0", .ethernet)]), ready: ready)
     }
 
-    private let prompt = Prompt(id: 1, app: "me", scope: nil, uid: 0, identity: nil, kinds: [.wwan], link: "wwan0",
-                                linkKind: .wwan, metered: true)
+    private let prompt = Prompt(id: 1, app: "me", scope: nil, uid: 0, identity: nil, kinds: [.wwan], link: PromptLink(name: "wwan0",
+                                kind: .wwan, metered: true))
     /// The same question about uid 1000's processes (raised by one of them, user decisions on).
     private let ownPrompt = Prompt(id: 2, app: "me", scope: 1000, uid: 1000, identity: nil, kinds: [.wwan, .metered],
-                                   link: "wwan0", linkKind: .wwan, metered: true)
+                                   link: PromptLink(name: "wwan0", kind: .wwan, metered: true))
 
     func testUnprivilegedSeesOnlyItsOwnApp() {
         let s = Subscription(topics: Set(Topic.allCases), privileged: false, appID: "me")
@@ -221,10 +221,10 @@ final class SubscriptionTests: XCTestCase {
         let link = makeLink(4, "wwan0", .wwan, metric: 700)
         let v = verdict("me")
         let who = PeerIdentity(pid: 3, uid: 1000, gids: [], executable: "/usr/bin/q\"uote", unit: "a.service")
-        let p = Prompt(id: 7, app: "me", scope: 1000, uid: 1000, identity: who, kinds: [.wwan, .metered], link: "wwan0",
-                       linkKind: .wwan, metered: true)
-        let blocked = Prompt(id: 8, app: "x", scope: nil, uid: nil, identity: nil, kinds: [.wifi], link: "wlan0",
-                             linkKind: .wifi, metered: false, blocked: true)
+        let p = Prompt(id: 7, app: "me", scope: 1000, uid: 1000, identity: who, kinds: [.wwan, .metered], link: PromptLink(name: "wwan0",
+                       kind: .wwan, metered: true))
+        let blocked = Prompt(id: 8, app: "x", scope: nil, uid: nil, identity: nil, kinds: [.wifi], link: PromptLink(name: "wlan0",
+                             kind: .wifi, metered: false), blocked: true)
         let promptFields = ["id", "app", "uid", "identity", "kind", "kinds", "link", "choices", "once_until", "timeout_sec",
                             "for_uid", "user_named"]
         let head = ["id", "app", "uid", "kind", "kinds"]

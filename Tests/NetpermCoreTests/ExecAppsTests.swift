@@ -153,8 +153,8 @@ final class ExecAppsTests: XCTestCase {
         XCTAssertEqual(EngineHarness.parse(h.send(other, "SCOPE \(id) made").first ?? "")["error"]?.stringValue, "not-found",
                        "only the connection asked answers")
         XCTAssertEqual(EngineHarness.parse(h.send(mine, "SCOPE \(id) made").first ?? "")["ok"]?.boolValue, true)
-        XCTAssertEqual(h.engine.execs.scopesMade, 1)
-        XCTAssertEqual(h.engine.execs.scopesByUsers, 1)
+        XCTAssertEqual(h.engine.appBooks.execs.scopesMade, 1)
+        XCTAssertEqual(h.engine.appBooks.execs.scopesByUsers, 1)
         XCTAssertEqual(EngineHarness.parse(h.send(mine, "SCOPE \(id) made").first ?? "")["error"]?.stringValue, "not-found",
                        "answered once")
 
@@ -162,14 +162,14 @@ final class ExecAppsTests: XCTestCase {
         h.feed(.execFound(ExecFound(pid: 4243, uid: 1000, app: "org.gnome.Maps", place: .dbusActivation, executable: nil)))
         XCTAssertEqual(EngineHarness.events(h.take(mine), named: "scope-wanted").count, 1)
         h.advance(by: Engine.scopeAnswerSec * 1_000_000)
-        XCTAssertEqual(h.engine.execs.scopesFailed, 1)
+        XCTAssertEqual(h.engine.appBooks.execs.scopesFailed, 1)
         XCTAssertEqual(h.logged(containing: "did not answer within").count, 1, "\(h.log)")
         h.feed(.execFound(ExecFound(pid: 4244, uid: 1000, app: "org.gnome.Maps", place: .dbusActivation, executable: nil)))
         XCTAssertEqual(EngineHarness.events(h.take(mine), named: "scope-wanted").count, 1)
         h.disconnect(mine)
-        XCTAssertEqual(h.engine.execs.scopesFailed, 2)
-        XCTAssertEqual(h.engine.execs.asked.count, 0)
-        XCTAssertEqual(h.engine.execs.total, 0, "every place freed")
+        XCTAssertEqual(h.engine.appBooks.execs.scopesFailed, 2)
+        XCTAssertEqual(h.engine.appBooks.execs.asked.count, 0)
+        XCTAssertEqual(h.engine.appBooks.execs.total, 0, "every place freed")
         // The next is the uid's other one's; with none left, the daemon's own request.
         h.feed(.execFound(ExecFound(pid: 4245, uid: 1000, app: "org.gnome.Maps", place: .dbusActivation, executable: nil)))
         XCTAssertEqual(EngineHarness.events(h.take(second), named: "scope-wanted").count, 1)

@@ -16,8 +16,7 @@ final class ExplanationTests: XCTestCase {
                          sources: PermissionSources = [:], egress: PerFamily<Verdict.Route> = [:],
                          bindTo: Link? = nil) -> Verdict {
         Verdict(app: "maps", matchedBy: .name, permissions: permissions, sources: sources, available: reason == .ok,
-                reason: reason, via: reason == .ok ? wlan : nil, egress: egress, bindTo: bindTo, deniedKinds: denied,
-                pendingKinds: pending)
+                reason: reason, via: reason == .ok ? wlan : nil, egress: egress, bindTo: bindTo, kinds: Verdict.Kinds(denied: denied, pending: pending))
     }
 
     func testEachReason() {

@@ -105,7 +105,7 @@ final class NetworkSourcesTests: XCTestCase {
         XCTAssertEqual(verdict(nil).reason, .ok, "unknown is judged as home")
         let abroad = verdict(true)
         XCTAssertEqual(abroad.reason, .denied)
-        XCTAssertEqual(abroad.deniedKinds, [.roaming])
+        XCTAssertEqual(abroad.kinds.denied, [.roaming])
         XCTAssertEqual(abroad.message, "maps may not use roaming links: its policy denies it")
         XCTAssertEqual(abroad.json["via"], .null)
         XCTAssertEqual(abroad.json["egress"]?["ipv4"]?["roaming"], true)
@@ -116,7 +116,7 @@ final class NetworkSourcesTests: XCTestCase {
         let pending = Verdict.compute(app: "maps", matchedBy: .name, permissions: ask,
                                       network: NetworkState(routedLinks: [roamingLink(true)]), ready: true)
         XCTAssertEqual(pending.reason, .awaitingDecision)
-        XCTAssertEqual(pending.pendingKinds, [.roaming])
+        XCTAssertEqual(pending.kinds.pending, [.roaming])
         XCTAssertEqual(PromptChoice.deny.label(kinds: [.roaming]), "Not while roaming")
         XCTAssertEqual(PromptChoice.deny.label(kinds: [.wwan, .metered, .roaming]), "Wi-Fi only")
         XCTAssertEqual(PromptChoice.deny.label(kinds: [.metered]), "Unmetered only")

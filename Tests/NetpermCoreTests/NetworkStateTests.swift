@@ -59,7 +59,7 @@ final class NetworkStateTests: XCTestCase {
         let eth = try XCTUnwrap(s.link(named: "eth0"))
         XCTAssertFalse(eth.usable)
         XCTAssertNil(eth.metric)
-        XCTAssertFalse(eth.defaultRouteV4)
+        XCTAssertFalse(eth.defaultRoute.ipv4)
         XCTAssertFalse(s.available)
     }
 
@@ -77,8 +77,8 @@ final class NetworkStateTests: XCTestCase {
                                      defaultRoutes: [route(4, .ipv6, metric: 700)], egress: [.ipv6: .link(4)]))
         let wwan = try XCTUnwrap(s.link(named: "wwan0"))
         XCTAssertTrue(wwan.usable)
-        XCTAssertFalse(wwan.defaultRouteV4)
-        XCTAssertTrue(wwan.defaultRouteV6)
+        XCTAssertFalse(wwan.defaultRoute.ipv4)
+        XCTAssertTrue(wwan.defaultRoute.ipv6)
         XCTAssertEqual(wwan.metric, 700)
         XCTAssertTrue(s.available)
         XCTAssertEqual(s.primary?.name, "wwan0", "no IPv4 route: the primary is IPv6's egress")
@@ -171,8 +171,8 @@ final class NetworkStateTests: XCTestCase {
                             route(3, .ipv4, metric: 100)]))
         let eth = try XCTUnwrap(s.link(named: "eth0"))
         XCTAssertEqual(eth.metric, 20)
-        XCTAssertTrue(eth.defaultRouteV4)
-        XCTAssertTrue(eth.defaultRouteV6)
+        XCTAssertTrue(eth.defaultRoute.ipv4)
+        XCTAssertTrue(eth.defaultRoute.ipv6)
         XCTAssertEqual(s.best(of: s.usableLinks)?.name, "eth0", "20 beats wlan0's 100")
     }
 

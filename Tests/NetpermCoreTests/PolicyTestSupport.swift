@@ -62,8 +62,7 @@ func simpleEgress(_ links: [Link]) -> [AddressFamily: Egress] {
     var egress: [AddressFamily: Egress] = [:]
     for family in AddressFamily.allCases {
         let candidates = links.filter { l in
-            l.adminUp && l.metric != nil && l.kind != .loopback
-                && (family == .ipv4 ? l.defaultRouteV4 : l.defaultRouteV6)
+            l.status.adminUp && l.metric != nil && l.kind != .loopback && l.defaultRoute[family]
         }
         if let best = candidates.min(by: { ($0.metric!, $0.index) < ($1.metric!, $1.index) }) {
             egress[family] = .link(best.index)

@@ -72,7 +72,7 @@ final class StackingTests: XCTestCase {
         let v = Verdict.compute(app: "a", matchedBy: .name, permissions: p, network: state(snap), ready: true)
         XCTAssertFalse(v.available)
         XCTAssertEqual(v.reason, .denied)
-        XCTAssertEqual(v.deniedKinds, [.wwan])
+        XCTAssertEqual(v.kinds.denied, [.wwan])
     }
 
     func testLowerInAnotherNamespaceOrMissingKeepsOwnRule() throws {

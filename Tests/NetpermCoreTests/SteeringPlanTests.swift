@@ -107,7 +107,7 @@ final class SteeringPlanTests: XCTestCase {
 
         // wlan0 loses carrier: no route of it is copied; the lookup ends in unreachable.
         var down = wlan
-        down.carrier = false
+        down.status.carrier = false
         let q = try plan("[App wifionly]\nUser=4001\nWWAN=deny\n", links: [Links.lo, down, wwan])
         XCTAssertEqual(q.routes(for: wifiOnly, main: main).map(\.kind), [.unreachable, .unreachable])
     }
@@ -181,7 +181,7 @@ final class SteeringPlanTests: XCTestCase {
         XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["steering"]?["tables"], 1)
 
         var noCarrier = wlan
-        noCarrier.carrier = false
+        noCarrier.status.carrier = false
         h.setLinks([Links.lo, noCarrier, wwan], egress: [.ipv4: .link(4)])
         XCTAssertEqual(h.steering.count, 2, "wlan0 lost carrier: a new plan without it")
         XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["available"], false)

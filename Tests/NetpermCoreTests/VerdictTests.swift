@@ -74,7 +74,7 @@ final class VerdictTests: XCTestCase {
                         ready: Bool) -> Expected {
         var e = Expected.starting()
         guard ready else { return e }
-        func usable(_ l: Link) -> Bool { l.adminUp && l.carrier && l.metric != nil && l.kind != .loopback }
+        func usable(_ l: Link) -> Bool { l.status.adminUp && l.status.carrier && l.metric != nil && l.kind != .loopback }
         func allowed(_ l: Link) -> Bool { Self.perm(p, l.kind) == .allow && (p.metered == .allow || !l.metered) }
         /// Something says deny for this link: its kind, or Metered= when it is metered.
         func deniedOutright(_ l: Link) -> Bool { Self.perm(p, l.kind) == .deny || (l.metered && p.metered == .deny) }
@@ -135,7 +135,7 @@ final class VerdictTests: XCTestCase {
         }
         return Expected(available: v.available, reason: v.reason.rawValue, via: v.via.map(Self.ref),
                         egress: [route(v.egress[.ipv4]), route(v.egress[.ipv6])], bindTo: v.bindTo.map(Self.ref),
-                        denied: v.deniedKinds.map(\.rawValue), pending: v.pendingKinds.map(\.rawValue))
+                        denied: v.kinds.denied.map(\.rawValue), pending: v.kinds.pending.map(\.rawValue))
     }
 
     /// What the JSON says must be the same as the struct, member for member and in order.
@@ -199,15 +199,15 @@ final class VerdictTests: XCTestCase {
         func one(_ metrics: [LinkKind: UInt32], v4: Bool = true, v6: Bool = false) -> [Link] {
             present.map { k in
                 var l = makeLink(index[k]!, "\(k)0", k, metric: metrics[k]!)
-                l.defaultRouteV4 = v4
-                l.defaultRouteV6 = v6
+                l.defaultRoute.ipv4 = v4
+                l.defaultRoute.ipv6 = v6
                 return l
             }
         }
         func noCarrier(_ l: Link) -> Link {
             var l = l
-            l.carrier = false
-            l.operstate = "down"
+            l.status.carrier = false
+            l.status.operstate = "down"
             return l
         }
         // The present kinds, best typical metric first.
@@ -240,7 +240,7 @@ final class VerdictTests: XCTestCase {
             // only one kind is present.
             layout("split-families", one(typical).map { l in
                 var l = l
-                l.defaultRouteV6 = l.kind == byMetric.last
+                l.defaultRoute.ipv6 = l.kind == byMetric.last
                 return l
             }),
             // IPv6 only: IPv4 has no route at all (the distractors' IPv4 routes are in a table no rule consults).
@@ -406,13 +406,13 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(noWWAN.json["bind_to"],
                        .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"), ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(noWWAN.json["egress"], egress(false))
-        XCTAssertEqual(noWWAN.deniedKinds, [.wwan])
-        XCTAssertEqual(noWWAN.pendingKinds, [])
+        XCTAssertEqual(noWWAN.kinds.denied, [.wwan])
+        XCTAssertEqual(noWWAN.kinds.pending, [])
 
         let wifiOnly = v(.allow, .deny, .deny)
         XCTAssertEqual(wifiOnly.reason, .routedElsewhere)
         XCTAssertEqual(wifiOnly.bindTo?.name, "wlan0")
-        XCTAssertEqual(wifiOnly.deniedKinds, [.wwan, .ethernet])
+        XCTAssertEqual(wifiOnly.kinds.denied, [.wwan, .ethernet])
 
         // With cellular's route worse than Ethernet's, the kernel sends traffic by eth0: available via Ethernet,
         // still listing wwan as denied.
@@ -425,21 +425,21 @@ final class VerdictTests: XCTestCase {
         XCTAssertEqual(viaEth.json["via"], .object([("index", 2), ("name", "eth0"), ("kind", "ethernet"),
                                                     ("metered", false), ("roaming", false), ("over", .null)]))
         XCTAssertEqual(viaEth.json["bind_to"], .null)
-        XCTAssertEqual(viaEth.deniedKinds, [.wwan])
+        XCTAssertEqual(viaEth.kinds.denied, [.wwan])
 
         let ask = v(.deny, .ask, .deny)
         XCTAssertFalse(ask.available)
         XCTAssertEqual(ask.reason, .awaitingDecision)
         XCTAssertNil(ask.via)
         XCTAssertNil(ask.bindTo)
-        XCTAssertEqual(ask.deniedKinds, [.wifi, .ethernet])
-        XCTAssertEqual(ask.pendingKinds, [.wwan])
+        XCTAssertEqual(ask.kinds.denied, [.wifi, .ethernet])
+        XCTAssertEqual(ask.kinds.pending, [.wwan])
         XCTAssertEqual(ask.json["reason"], "awaiting-decision")
         XCTAssertEqual(ask.json["egress"], egress(false), "ask undecided is not allowed")
 
         let none = v(.deny, .deny, .deny)
         XCTAssertEqual(none.reason, .denied)
-        XCTAssertEqual(none.deniedKinds, [.wifi, .wwan, .ethernet])
+        XCTAssertEqual(none.kinds.denied, [.wifi, .wwan, .ethernet])
         XCTAssertEqual(none.json["available"], false)
         XCTAssertEqual(none.json["bind_to"], .null)
     }
@@ -448,8 +448,8 @@ final class VerdictTests: XCTestCase {
     func testSpelledOutRoutes() {
         let eth = makeLink(2, "eth0", .ethernet, metric: 100)
         var wwan = makeLink(4, "wwan0", .wwan, metric: 700)
-        wwan.defaultRouteV4 = false
-        wwan.defaultRouteV6 = true
+        wwan.defaultRoute.ipv4 = false
+        wwan.defaultRoute.ipv6 = true
         let links = [eth, makeLink(3, "wlan0", .wifi, metric: 600), wwan]
         func v(_ egress: [AddressFamily: Egress], _ wifi: Permission, _ wwan: Permission, _ eth: Permission,
                links l: [Link]? = nil) -> Verdict {
@@ -497,7 +497,7 @@ final class VerdictTests: XCTestCase {
 
         // Ethernet lost its carrier but keeps the lowest metric: the kernel still sends IPv4 there.
         var deadEth = eth
-        deadEth.carrier = false
+        deadEth.status.carrier = false
         let dead = NetworkState(routedLinks: [deadEth, makeLink(3, "wlan0", .wifi, metric: 600)])
         XCTAssertEqual(dead.egress, [.ipv4: .link(2)])
         let intoNothing = Verdict.compute(app: "x", matchedBy: .name, network: dead, .allow, .allow, .allow)
@@ -522,8 +522,8 @@ final class VerdictTests: XCTestCase {
             XCTAssertFalse(v.available)
             XCTAssertNil(v.via)
             XCTAssertNil(v.bindTo)
-            XCTAssertEqual(v.deniedKinds, [])
-            XCTAssertEqual(v.pendingKinds, [])
+            XCTAssertEqual(v.kinds.denied, [])
+            XCTAssertEqual(v.kinds.pending, [])
         }
         XCTAssertEqual(Verdict.compute(app: "a", matchedBy: .name, permissions: .builtIn, network: NetworkState(),
                                        ready: true).json["reason"], "no-network")

@@ -107,9 +107,9 @@ final class VerdictTrackerTests: XCTestCase {
         XCTAssertEqual(events["c"]?.via?.name, "wwan0")
         XCTAssertEqual(events["a"]?.matchedBy, .name)
         XCTAssertEqual(events["b"]?.reason, .denied)
-        XCTAssertEqual(events["b"]?.deniedKinds, [.wwan])
+        XCTAssertEqual(events["b"]?.kinds.denied, [.wwan])
         XCTAssertEqual(events["d"]?.reason, .awaitingDecision)
-        XCTAssertEqual(events["d"]?.pendingKinds, [.wwan])
+        XCTAssertEqual(events["d"]?.kinds.pending, [.wwan])
         XCTAssertEqual(events["e"]?.reason, .denied)
         // The tracker now answers with the new verdicts.
         XCTAssertEqual(t.verdict("c")?.via?.name, "wwan0")
@@ -134,7 +134,7 @@ final class VerdictTrackerTests: XCTestCase {
             XCTAssertEqual(events[app]?.bindTo?.name, "eth0", app)
             XCTAssertEqual(events[app]?.egress[.ipv4], .link(better, allowed: false), app)
         }
-        XCTAssertEqual(events["d"]?.pendingKinds, [.wwan])
+        XCTAssertEqual(events["d"]?.kinds.pending, [.wwan])
         XCTAssertEqual(t.verdict("b")?.reason, .routedElsewhere)
         // And back: the kernel routes by Ethernet again.
         let back = byApp(t.refresh(state: try state([eth, wwan])))
@@ -154,7 +154,7 @@ final class VerdictTrackerTests: XCTestCase {
         XCTAssertEqual(events["b"]?.bindTo?.name, "wlan0")
         XCTAssertEqual(events["d"]?.bindTo?.name, "wlan0")
         XCTAssertEqual(events["e"]?.bindTo?.name, "eth0", "e may not use Wi-Fi")
-        XCTAssertEqual(events["e"]?.deniedKinds, [.wifi, .wwan])
+        XCTAssertEqual(events["e"]?.kinds.denied, [.wifi, .wwan])
         XCTAssertEqual(t.verdict("a")?.via?.name, "wwan0")
     }
 
@@ -203,7 +203,7 @@ final class VerdictTrackerTests: XCTestCase {
         _ = t.reset(state: try state([eth]), extra: [])
         let events = byApp(t.refresh(state: try state([eth, makeLink(7, "wlan0", .wifi, metric: 600)])))
         XCTAssertEqual(Set(events.keys), ["e"], "only e's verdict changed (denied_kinds gains wifi)")
-        XCTAssertEqual(events["e"]?.deniedKinds, [.wifi])
+        XCTAssertEqual(events["e"]?.kinds.denied, [.wifi])
         XCTAssertEqual(events["e"]?.via?.name, "eth0")
     }
 
@@ -250,7 +250,7 @@ final class VerdictTrackerTests: XCTestCase {
         let gone = byApp(t.reset(state: s, extra: []))
         XCTAssertEqual(Set(gone.keys), ["d"])
         XCTAssertEqual(gone["d"]?.reason, .denied)
-        XCTAssertEqual(gone["d"]?.deniedKinds, [.wwan])
+        XCTAssertEqual(gone["d"]?.kinds.denied, [.wwan])
         XCTAssertEqual(gone["d"]?.sources[.wwan], .noAgent)
         XCTAssertEqual(gone["d"]?.unaskedKinds, [.wwan])
         XCTAssertEqual(t.verdict("b")?.unaskedKinds, [], "b's deny is the policy's")
@@ -259,7 +259,7 @@ final class VerdictTrackerTests: XCTestCase {
         let back = byApp(t.reset(state: s, extra: []))
         XCTAssertEqual(Set(back.keys), ["d"])
         XCTAssertEqual(back["d"]?.reason, .awaitingDecision)
-        XCTAssertEqual(back["d"]?.pendingKinds, [.wwan])
+        XCTAssertEqual(back["d"]?.kinds.pending, [.wwan])
         XCTAssertNil(back["d"]?.sources[.wwan])
     }
 
@@ -300,7 +300,7 @@ final class VerdictTrackerTests: XCTestCase {
         XCTAssertEqual(Set(events.keys), ["a", "b"])
         XCTAssertEqual(events["a"]?.permissions.wifi, .ask)
         XCTAssertEqual(events["b"]?.reason, .denied)
-        XCTAssertEqual(events["b"]?.deniedKinds, [.wwan, .ethernet])
+        XCTAssertEqual(events["b"]?.kinds.denied, [.wwan, .ethernet])
         XCTAssertEqual(t.all.map(\.app), ["a", "b", "c", "d", "e", "f", "curl"])
         XCTAssertEqual(t.verdict("curl")?.matchedBy, .defaults)
 

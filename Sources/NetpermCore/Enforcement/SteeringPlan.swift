@@ -110,7 +110,7 @@ public struct SteeringPlan: Equatable, Sendable {
             used.insert(a)
         }
         plan.allowances = used.sorted()
-        plan.links = links.filter { $0.adminUp && $0.carrier }.sorted { $0.index < $1.index }
+        plan.links = links.filter { $0.status.adminUp && $0.status.carrier }.sorted { $0.index < $1.index }
             .map { SteerLink(index: $0.index, kind: $0.kind, metered: $0.metered, roaming: $0.roaming == true) }
         for a in plan.allowances {
             for l in links where !a.allows(l) {
@@ -152,8 +152,8 @@ public struct SteeringPlan: Equatable, Sendable {
         var out: [AddressFamily: Egress] = [:]
         for f in AddressFamily.allCases {
             let candidates = network.links.filter {
-                $0.adminUp && $0.carrier && allowance.allows($0) && $0.kind != .loopback
-                    && (f == .ipv4 ? $0.defaultRouteV4 : $0.defaultRouteV6)
+                $0.status.adminUp && $0.status.carrier && allowance.allows($0) && $0.kind != .loopback
+                    && $0.defaultRoute[f]
             }
             if let best = candidates.min(by: { ($0.metric ?? .max, $0.index) < ($1.metric ?? .max, $1.index) }) {
                 out[f] = .link(best.index)

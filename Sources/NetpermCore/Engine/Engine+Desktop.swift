@@ -25,7 +25,7 @@ extension Engine {
         var perUID: [UInt32: Set<String>] = [:]
         for c in cgroups.units where c.user {
             guard let uid = Ruleset.UnitOwner.userUID(path: c.path),
-                  let id = DesktopAppID.from(unit: c.unit, slice: c.slice, uid: uid, installed: desktop.installed)
+                  let id = DesktopAppID.from(unit: c.unit, slice: c.slice, uid: uid, installed: appBooks.desktop.installed)
             else { continue }
             // A unit a run scope or `UserUnit=` names is that app's (AppResolver's order), no desktop app of its own.
             switch state.config.resolver.unitMatch(unit: c.unit, slice: c.slice, user: true, uid: uid)?.kind {
@@ -34,7 +34,7 @@ extension Engine {
             }
             // One user naming units after ever new IDs makes apps for everyone's rules: at most `maxOwnApps` each.
             guard perUID[uid, default: []].count < Self.maxOwnApps || perUID[uid]!.contains(id) else {
-                if desktop.crowded.insert(uid).inserted {
+                if appBooks.desktop.crowded.insert(uid).inserted {
                     log(.warning, "desktop apps: uid \(uid) runs more than \(Self.maxOwnApps) desktop apps; the rest are "
                         + "judged by their uid until some stop", uid: uid)
                 }
@@ -43,28 +43,28 @@ extension Engine {
             perUID[uid, default: []].insert(id)
             uids[id, default: []].insert(uid)
         }
-        desktop.crowded.formIntersection(perUID.filter { $0.value.count >= Self.maxOwnApps }.keys)
-        desktop.runningUIDs = uids
+        appBooks.desktop.crowded.formIntersection(perUID.filter { $0.value.count >= Self.maxOwnApps }.keys)
+        appBooks.desktop.runningUIDs = uids
         let running = Set(uids.keys)
-        guard running != desktop.running || installedChanged else { return }
-        desktop.running = running
-        setApps(AppsInputs(policy: state.config.policyOnly, running: running, installed: desktop.installed,
-                           config: state.config, tags: tagTable))
+        guard running != appBooks.desktop.running || installedChanged else { return }
+        appBooks.desktop.running = running
+        setApps(AppsInputs(policy: state.config.policyOnly, running: running, installed: appBooks.desktop.installed,
+                           config: state.config, tags: appBooks.tags))
     }
 
     /// New desktop files were read (`Input.desktopCatalog`).
     func desktopCatalogRead(_ catalog: DesktopCatalog) {
-        guard catalog != desktop.catalog else { return }
+        guard catalog != appBooks.desktop.catalog else { return }
         log(.info, "desktop files: \(catalog.system.count) apps for everyone, "
             + "\(catalog.users.values.reduce(0) { $0 + $1.count }) of \(catalog.users.count) users' own")
-        desktop.catalog = catalog
+        appBooks.desktop.catalog = catalog
         execIndexFollows(catalog)
         // Names are looked up as verdicts go out; what listens hears them with its app's next change.
         invalidateReplies()
         // Which units of IDs that are not reverse-DNS are apps follows what is installed, for each uid.
         let installed = catalog.installed
-        guard installed != desktop.installed else { return }
-        desktop.installed = installed
+        guard installed != appBooks.desktop.installed else { return }
+        appBooks.desktop.installed = installed
         desktopUnitsChanged(enforcement.cgroups, installedChanged: true)
         rematchCallers()
     }
@@ -87,7 +87,7 @@ extension Engine {
         }
         setConfig(new.config)
         if new.tagsChanged {
-            tagTable = new.tags
+            appBooks.tags = new.tags
             out.append(.saveTags(new.tags))
         }
         markPermissionsChanged()
@@ -99,15 +99,13 @@ extension Engine {
     /// terminal's `/usr/bin/vlc` is `vlc`, which is no desktop file's word about it.
     func named(_ v: inout Verdict) {
         guard v.matchedBy != .defaults, let e = desktopEntry(of: v.app, uid: v.uid) else { return }
-        v.name = e.name
-        v.names = e.localizedNames
-        v.icon = e.icon
+        v.face = AppFace(e)
     }
 
     /// What the desktop file of app `id` says, as `uid` (nil: everyone) sees it: the file of its own ID for a
     /// desktop app, of an `[App]`'s first `DesktopId=` (or its own id) otherwise.
     func desktopEntry(of id: String, uid: UInt32?) -> DesktopEntry? {
-        desktop.catalog.entry(state.config.app(named: id)?.desktopIDs.first ?? id, uid: uid)
+        appBooks.desktop.catalog.entry(state.config.app(named: id)?.desktopIDs.first ?? id, uid: uid)
     }
 
     /// One entry of APPS: the app, as whose uid it is judged, and whether a desktop file of it is installed.
@@ -123,7 +121,7 @@ extension Engine {
     /// and for them. The policy's in its order, then the desktop apps by their ids.
     func appsListed(for caller: Caller) -> [ListedApp] {
         // Menus' apps (not deleted, TryExec's program there, not NoDisplay=), a user's own file first for them.
-        let installed = desktop.catalog.listed(uid: caller.privileged ? nil : caller.identity.uid)
+        let installed = appBooks.desktop.catalog.listed(uid: caller.privileged ? nil : caller.identity.uid)
         var listed: [ListedApp] = []
         var seen: Set<String> = []
         func add(_ app: AppPolicy, uid: UInt32?) {
@@ -137,7 +135,7 @@ extension Engine {
         } else {
             let uid = caller.identity.uid
             for app in state.config.apps where app.uids.contains(uid)
-                || app.desktopIDs.contains(where: { desktop.runningUIDs[$0]?.contains(uid) == true }) {
+                || app.desktopIDs.contains(where: { appBooks.desktop.runningUIDs[$0]?.contains(uid) == true }) {
                 add(app, uid: uid)
             }
             for c in enforcement.cgroups.units where c.user && Ruleset.UnitOwner.userUID(path: c.path) == uid {

@@ -108,7 +108,7 @@ extension Engine {
         let steer = state.config.enforcement == .steer
         let links = state.network.links.map {
             steer ? EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, metered: $0.metered, roaming: $0.roaming == true,
-                                            index: $0.index, up: $0.adminUp && $0.carrier, addresses: $0.addresses)
+                                            index: $0.index, up: $0.status.adminUp && $0.status.carrier, addresses: $0.addresses)
                   : EnforcementBook.LinkKey(name: $0.name, kind: $0.kind, metered: $0.metered, roaming: $0.roaming == true)
         }
         guard enforcement.dirty || permissionsChanged || links != enforcement.links else { return }
@@ -208,7 +208,7 @@ extension Engine {
     /// What the rules are made from now.
     var rulesetInputs: RulesetInputs {
         RulesetInputs(permissions: enforcedPermissions, links: state.network.links, cgroups: enforcement.cgroups,
-                      tags: tagTable, lookedUp: enforcement.lookedUp)
+                      tags: appBooks.tags, lookedUp: enforcement.lookedUp)
     }
 
     /// `text` is the whole ruleset (what a retry or a repair loads); `transactions`, when given, the smaller scripts
@@ -332,7 +332,7 @@ extension Engine {
     /// table's (a budget's quota). For `id` only while its connection lasts; `action` resumes it if it must.
     func onceRulesInForce(_ id: ConnectionID?, _ action: @escaping () -> Void) {
         onceInForce(nil) { [unowned self] in
-            if let id, sessions[id] == nil { return }
+            if let id, clients.sessions[id] == nil { return }
             onceUsageInForce(id, action)
         }
     }
@@ -344,7 +344,7 @@ extension Engine {
     private func release(_ held: [EnforcementBook.HeldReply]) {
         for h in held {
             guard let id = h.id else { h.reply(); continue }
-            guard sessions[id] != nil else { continue }
+            guard clients.sessions[id] != nil else { continue }
             h.reply()
             out.append(.resume(id))
         }

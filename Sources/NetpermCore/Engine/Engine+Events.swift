@@ -33,10 +33,10 @@ extension Engine {
     /// Each subscriber a reload made another app hears that app's verdict (`SUBSCRIBE self`: its own app, whatever its
     /// name): without it, it kept the old app's verdict until the new one changed.
     func tellOwnAppMoved() {
-        let ids = ownAppMoved
-        ownAppMoved = []
+        let ids = clients.ownAppMoved
+        clients.ownAppMoved = []
         for id in ids {
-            guard let s = sessions[id], s.subscription != nil else { continue }
+            guard let s = clients.sessions[id], s.subscription != nil else { continue }
             var v = forCaller(verdict(for: s.caller.match, uid: s.caller.ownUID), s.caller)
             v.enforcement = ownEnforcement(v.enforcement, s.caller)
             let event = Event.app(v)

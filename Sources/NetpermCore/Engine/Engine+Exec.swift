@@ -46,13 +46,13 @@ extension Engine {
     /// The desktop files changed: the programs the edge looks for may have.
     func execIndexFollows(_ catalog: DesktopCatalog) {
         let index = ExecIndex(catalog: catalog)
-        guard index != execs.index else { return }
-        execs.index = index
+        guard index != appBooks.execs.index else { return }
+        appBooks.execs.index = index
         out.append(.watchExecs(index))
     }
 
     func execFound(_ found: ExecFound) {
-        execs.found += 1
+        appBooks.execs.found += 1
         // DesktopApps=no: only DesktopId= names desktop apps.
         guard state.config.desktopApps || state.config.app(desktopID: found.app) != nil else { return }
         // An [App] that names the program by Executable= holds it already: the policy names it.
@@ -62,20 +62,20 @@ extension Engine {
             return
         }
         // Found again (its name and its program, or two execs read together) while its scope is being made.
-        guard !execs.pids.contains(found.pid) else { return }
-        guard execs.total < Self.maxScopes, execs.inFlight[found.uid, default: 0] < Self.maxScopesPerUID else {
-            if !execs.crowded {
-                execs.crowded = true
+        guard !appBooks.execs.pids.contains(found.pid) else { return }
+        guard appBooks.execs.total < Self.maxScopes, appBooks.execs.inFlight[found.uid, default: 0] < Self.maxScopesPerUID else {
+            if !appBooks.execs.crowded {
+                appBooks.execs.crowded = true
                 log(.notice, "desktop apps: \(Self.maxScopes) scopes asked for (\(Self.maxScopesPerUID) a uid) and not "
                     + "made yet; pid \(found.pid) of uid \(found.uid) (\(found.app)) stays where it runs", uid: found.uid)
             }
             return
         }
-        execs.crowded = false
+        appBooks.execs.crowded = false
         let request = ScopeRequest(uid: found.uid, pid: found.pid, app: found.app)
-        execs.inFlight[found.uid, default: 0] += 1
-        execs.total += 1
-        execs.pids.insert(found.pid)
+        appBooks.execs.inFlight[found.uid, default: 0] += 1
+        appBooks.execs.total += 1
+        appBooks.execs.pids.insert(found.pid)
         log(.info, "desktop apps: pid \(found.pid) of uid \(found.uid) runs \(found.app) (\(found.place.shown)): "
             + "giving it \(request.unit)", uid: found.uid)
         askOrMakeScope(request)
@@ -94,10 +94,10 @@ extension Engine {
             out.append(.makeScope(request))
             return
         }
-        let id = execs.nextAsked
-        execs.nextAsked += 1
+        let id = appBooks.execs.nextAsked
+        appBooks.execs.nextAsked += 1
         let timer = armTimer(.scopeTimeout(id), microseconds: Self.scopeAnswerSec * 1_000_000)
-        execs.asked[id] = AskedScope(request: request, connection: maker.id, timer: timer)
+        appBooks.execs.asked[id] = AskedScope(request: request, connection: maker.id, timer: timer)
         let tail = out.write { b in
             var w = JSONWriter(continuing: b)
             w.field("id", id)
@@ -114,7 +114,7 @@ extension Engine {
 
     /// SCOPE ID made|failed [WHY]: only from the connection the scope was asked of.
     func scopeAnswer(_ id: Int, failed: String?, session: Session) {
-        guard let asked = execs.asked[id], asked.connection == session.id else {
+        guard let asked = appBooks.execs.asked[id], asked.connection == session.id else {
             _ = replyError(session.id, ProtocolError(.notFound, "no scope \(id) was asked of this connection "
                 + "(answered, timed out, or never)"))
             return
@@ -126,9 +126,9 @@ extension Engine {
 
     /// A scope asked of a user's `netpermctl scopes` was made, or not (an answer, a time-out, the connection gone).
     func scopeAnswered(_ id: Int, error: EdgeError?) {
-        guard let asked = execs.asked.removeValue(forKey: id) else { return }
+        guard let asked = appBooks.execs.asked.removeValue(forKey: id) else { return }
         cancelTimer(asked.timer)
-        execs.scopesByUsers += 1
+        appBooks.execs.scopesByUsers += 1
         scopeMade(asked.request, error: error)
     }
 
@@ -137,7 +137,7 @@ extension Engine {
     /// session place). A process of the uid could make its own scope of any name anyway: this only narrows.
     func ownsName(_ name: String, pid: Int32, session: Session) {
         let uid = session.caller.identity.uid
-        guard let app = execs.index.app(uid: uid, busName: name) else {
+        guard let app = appBooks.execs.index.app(uid: uid, busName: name) else {
             _ = replyError(session.id, ProtocolError(.notFound, "\(SafeText.quote(name)) is no installed app's name "
                 + "for uid \(uid)"))
             return
@@ -148,24 +148,24 @@ extension Engine {
 
     /// The connection of a `netpermctl scopes` closed: what it was asked and did not answer failed.
     func forgetScopesAsked(of connection: ConnectionID) {
-        for id in execs.asked.keys.sorted() where execs.asked[id]?.connection == connection {
+        for id in appBooks.execs.asked.keys.sorted() where appBooks.execs.asked[id]?.connection == connection {
             scopeAnswered(id, error: EdgeError(.makeScope, "the user's netpermctl scopes went away before answering"))
         }
     }
 
     func scopeMade(_ request: ScopeRequest, error: EdgeError?) {
-        execs.total = max(0, execs.total - 1)
-        execs.pids.remove(request.pid)
-        let left = execs.inFlight[request.uid, default: 1] - 1
-        execs.inFlight[request.uid] = left > 0 ? left : nil
+        appBooks.execs.total = max(0, appBooks.execs.total - 1)
+        appBooks.execs.pids.remove(request.pid)
+        let left = appBooks.execs.inFlight[request.uid, default: 1] - 1
+        appBooks.execs.inFlight[request.uid] = left > 0 ? left : nil
         guard let error else {
-            execs.scopesMade += 1
+            appBooks.execs.scopesMade += 1
             out.append(.scanCgroupsSoon)
             return
         }
-        execs.scopesFailed += 1
+        appBooks.execs.scopesFailed += 1
         let line = "desktop apps: no scope for pid \(request.pid) of uid \(request.uid) (\(request.app)): \(error)"
-        if execs.failed.insert(request.app).inserted {
+        if appBooks.execs.failed.insert(request.app).inserted {
             log(.warning, line + "; it is judged where it runs (further failures for this app at debug)", uid: request.uid)
         } else {
             log(.debug, line, uid: request.uid)

@@ -132,7 +132,7 @@ extension Engine {
         enforcement.units.namingGenerations += 1
         let generation = enforcement.units.namingGenerations
         if whole { enforcement.units.wholeLoadNaming = generation }
-        if enforcement.units.namingBase == nil { enforcement.units.namingBase = prepared(\.naming, for: NamingInputs(permissions: enforcedPermissions, tags: tagTable)) { $0.naming() } }
+        if enforcement.units.namingBase == nil { enforcement.units.namingBase = prepared(\.naming, for: NamingInputs(permissions: enforcedPermissions, tags: appBooks.tags)) { $0.naming() } }
         let naming = enforcement.units.namingBase!.with(inForce: inForce, generation: generation)
         enforcement.units.naming = naming
         out.append(.nameUnits(naming))

@@ -136,11 +136,11 @@ extension Engine {
 
     private func writeConnectionMetrics(to m: inout MetricsText) {
         let c = counters
-        let subscribers = sessions.values.reduce(0) { $0 + ($1.subscription != nil ? 1 : 0) }
-        let waiters = sessions.values.reduce(0) { $0 + ($1.waiting != nil ? 1 : 0) }
+        let subscribers = clients.sessions.values.reduce(0) { $0 + ($1.subscription != nil ? 1 : 0) }
+        let waiters = clients.sessions.values.reduce(0) { $0 + ($1.waiting != nil ? 1 : 0) }
         // Not `netpermd_connections`: OpenMetrics takes that as the counter `netpermd_connections_total`'s own name.
         m.family("netpermd_connections_open", .gauge, "Client connections open now.")
-        m.sample(sessions.count)
+        m.sample(clients.sessions.count)
         m.family("netpermd_connections_total", .counter, "Client connections accepted since the daemon started.")
         m.sample(c.connections)
         m.family("netpermd_subscribers", .gauge, "Connections following events (SUBSCRIBE) now.")
@@ -171,7 +171,7 @@ extension Engine {
     /// Apps known by what they run (docs/APPS.md): the kernel's execs as the edge counted them (up to half a second
     /// late), the processes found running an installed app's program, and the scopes asked for them.
     private func writeExecMetrics(to m: inout MetricsText) {
-        let c = execs.counted
+        let c = appBooks.execs.counted
         m.family("netpermd_process_execs_total", .counter,
                  "Execs the kernel told of (process events), of every process of the system; counted up to 0.5 s late.")
         m.sample(c.execs)
@@ -182,14 +182,14 @@ extension Engine {
         m.sample(c.overruns)
         m.family("netpermd_process_exec_apps_found_total", .counter,
                  "Processes of a person's session with no app unit of their own found running an installed app's program.")
-        m.sample(execs.found)
+        m.sample(appBooks.execs.found)
         m.family("netpermd_process_exec_scopes_total", .counter,
                  "Scopes asked of users' managers for apps found by what they run, by outcome: made, failed.")
-        m.sample(execs.scopesMade, ["outcome": "made"])
-        m.sample(execs.scopesFailed, ["outcome": "failed"])
+        m.sample(appBooks.execs.scopesMade, ["outcome": "made"])
+        m.sample(appBooks.execs.scopesFailed, ["outcome": "failed"])
         m.family("netpermd_process_exec_scopes_by_users_total", .counter,
                  "Of those, scopes a user's own netpermctl scopes was asked to make (the rest the daemon made itself).")
-        m.sample(execs.scopesByUsers)
+        m.sample(appBooks.execs.scopesByUsers)
     }
 
     /// Per-app usage (docs/USAGE.md): bytes each app of the policy (and, as `(other)`, everything else) sent and

@@ -48,9 +48,9 @@ extension Engine {
 
     /// Once per app and kind until an agent comes, and for at most `unaskedLogLimit` of them.
     func logUnasked(app: String, kind: PolicyDimension, blocked: Bool) {
-        guard prompting.unaskedLogged.count <= PromptDesk.logLimit,
-              prompting.unaskedLogged.insert("\(app) \(kind.rawValue)").inserted else { return }
-        if prompting.unaskedLogged.count > PromptDesk.logLimit {
+        guard answering.prompting.unaskedLogged.count <= PromptDesk.logLimit,
+              answering.prompting.unaskedLogged.insert("\(app) \(kind.rawValue)").inserted else { return }
+        if answering.prompting.unaskedLogged.count > PromptDesk.logLimit {
             log(.notice, "more apps asked with no agent to prompt; not logging each until an agent comes")
             return
         }
@@ -64,17 +64,15 @@ extension Engine {
         // A user's own desktop file names the prompts of that user's processes only: an answer for everyone is asked
         // by everyone's name for the app (a user must not title a question to the admin).
         if let e = desktopEntry(of: p.app, uid: p.scope) {
-            p.name = e.name
-            p.icon = e.icon
-            p.names = e.localizedNames
-            changePrompts { $0.name(id: p.id, e.name, icon: e.icon, names: e.localizedNames) }
+            p.face = AppFace(e)
+            changePrompts { $0.name(id: p.id, p.face) }
         }
-        prompting.full.remove(p.scope.map(Int.init) ?? -1)
-        let agents = sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count
-        log(.info, "\(p.app) wants to use \(p.kinds.map(\.rawValue).joined(separator: " and ")) via \(p.link)"
-            + (p.over.map { " over " + $0 } ?? "") + (p.uid.map { " (uid \($0))" } ?? "")
-            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(agents) agent(s)", app: p.app, interface: p.link, uid: p.uid)
-        pendingEvents.append(.prompt(p))
+        answering.prompting.full.remove(p.scope.map(Int.init) ?? -1)
+        let agents = clients.sessions.values.filter { $0.isAgent && $0.subscription!.mayAnswer(p) }.count
+        log(.info, "\(p.app) wants to use \(p.kinds.map(\.rawValue).joined(separator: " and ")) via \(p.link.name)"
+            + (p.link.over.map { " over " + $0 } ?? "") + (p.uid.map { " (uid \($0))" } ?? "")
+            + (p.blocked ? " (its traffic was rejected)" : "") + ": prompt \(p.id) sent to \(agents) agent(s)", app: p.app, interface: p.link.name, uid: p.uid)
+        work.events.append(.prompt(p))
         _ = armTimer(.promptExpiry(promptID: p.id), microseconds: UInt64(p.timeoutSec) * 1_000_000)
     }
 
@@ -106,7 +104,7 @@ extension Engine {
             return changePrompts { $0.markBlocked(id: open.id, destination: destination) }
         }
         guard state.prompts.hasRoom(for: scope) else { return logFull(scope) }
-        guard !prompting.quietBlocked.contains(Self.quietKey(id, scope)),
+        guard !answering.prompting.quietBlocked.contains(Self.quietKey(id, scope)),
               var p = raiseBlocked(app, kind: kind, ifindex: ifindex, permissions: permissions, scope: scope, uid: uid)
         else { return }
         if let destination {
@@ -135,7 +133,7 @@ extension Engine {
 
     /// Once per scope while it is full: its next apps wait unasked until some of its prompts close.
     func logFull(_ scope: UInt32?) {
-        guard prompting.full.insert(scope.map(Int.init) ?? -1).inserted else { return }
+        guard answering.prompting.full.insert(scope.map(Int.init) ?? -1).inserted else { return }
         log(.notice, "\(PromptBook.perScope) prompts are open for " + (scope.map { "uid \($0)'s processes" } ?? "everyone")
             + ": more apps are asked once some of them are answered or expire")
     }
@@ -144,7 +142,7 @@ extension Engine {
     /// is asked: "Allow it to use cellular data?" would read as the app reaching out, and an admin's Allow would open
     /// the server on that link for everyone. Said once per app and kind.
     func refusedIncoming(app: String, kind: PolicyDimension) {
-        guard prompting.incomingLogged.count < PromptDesk.logLimit, prompting.incomingLogged.insert("\(app) \(kind.rawValue)").inserted else { return }
+        guard answering.prompting.incomingLogged.count < PromptDesk.logLimit, answering.prompting.incomingLogged.insert("\(app) \(kind.rawValue)").inserted else { return }
         log(.notice, "\(app): a connection from elsewhere over \(kind.rawValue) was refused (its policy denies or asks "
             + "\(kind.rawValue)); incoming connections raise no prompt: 'netpermctl decide \(app) \(kind.rawValue) allow' opens it", app: app)
     }
@@ -155,21 +153,21 @@ extension Engine {
     // MARK: - The processes that asked
 
     func watchAsker(_ pid: Int32) {
-        prompting.watchedAskers[pid, default: 0] += 1
-        if prompting.watchedAskers[pid] == 1 { out.append(.watchExit(pid)) }
+        answering.prompting.watchedAskers[pid, default: 0] += 1
+        if answering.prompting.watchedAskers[pid] == 1 { out.append(.watchExit(pid)) }
     }
 
     /// A prompt closed (answered, expired, withdrawn): its timer goes, and its askers are watched no more for it.
     func promptClosed(_ p: Prompt) {
-        for (t, purpose) in timers {
+        for (t, purpose) in timers.purposes {
             if case .promptExpiry(p.id) = purpose { cancelTimer(t) }
         }
         for pid in p.askers {
-            guard let n = prompting.watchedAskers[pid] else { continue }
+            guard let n = answering.prompting.watchedAskers[pid] else { continue }
             if n > 1 {
-                prompting.watchedAskers[pid] = n - 1
+                answering.prompting.watchedAskers[pid] = n - 1
             } else {
-                prompting.watchedAskers[pid] = nil
+                answering.prompting.watchedAskers[pid] = nil
                 out.append(.unwatchExit(pid))
             }
         }
@@ -178,11 +176,11 @@ extension Engine {
     /// A process that asked has exited: a prompt nobody else asked (and no rejected packet raised) is withdrawn,
     /// so an agent stops showing a question whose asker has gone.
     func askerExited(_ pid: Int32) {
-        guard prompting.watchedAskers.removeValue(forKey: pid) != nil else { return }
+        guard answering.prompting.watchedAskers.removeValue(forKey: pid) != nil else { return }
         for p in changePrompts({ $0.askerExited(pid) }) {
             log(.info, "prompt \(p.id) for \(p.app) withdrawn: pid \(pid), which asked, has exited", app: p.app, uid: p.uid)
             promptClosed(p)
-            pendingEvents.append(.promptWithdrawn(p, why: .askerExited))
+            work.events.append(.promptWithdrawn(p, why: .askerExited))
         }
     }
 
@@ -191,7 +189,7 @@ extension Engine {
     func closeAnswered(app: String, kinds: [PolicyDimension], scope: UInt32?, _ p: Permission, once: Bool) {
         for prompt in changePrompts({ $0.close(app: app, kinds: kinds, scope: scope, everyone: scope == nil) }) {
             promptClosed(prompt)
-            pendingEvents.append(.promptAnswered(prompt, p, once: once, uid: scope))
+            work.events.append(.promptAnswered(prompt, p, once: once, uid: scope))
         }
     }
 
@@ -207,10 +205,10 @@ extension Engine {
     func closeUnanswered(_ promptID: Int, event: Event) {
         guard let p = changePrompts({ $0.close(id: promptID) }) else { return }
         promptClosed(p)
-        pendingEvents.append(event)
+        work.events.append(event)
         let key = Self.quietKey(p.app, p.scope)
-        if !prompting.quietBlocked.insert(key).inserted,
-           let old = timers.first(where: { if case .blockedQuiet(key) = $0.value { true } else { false } })?.key {
+        if !answering.prompting.quietBlocked.insert(key).inserted,
+           let old = timers.purposes.first(where: { if case .blockedQuiet(key) = $0.value { true } else { false } })?.key {
             cancelTimer(old)
         }
         _ = armTimer(.blockedQuiet(key), microseconds: Self.blockedQuietSec * 1_000_000)

@@ -30,7 +30,7 @@ extension Engine {
 
     /// The kernel answered where a REACH's destination goes (`error`: it could not be asked).
     func routed(_ id: ConnectionID, _ route: Egress?, error: EdgeError?) {
-        guard let session = sessions[id], var r = session.reaching, r.route == nil else { return }
+        guard let session = clients.sessions[id], var r = session.reaching, r.route == nil else { return }
         if let error {
             log(.warning, "REACH \(r.text): the route lookup failed: \(error)")
             changeSession(session) { session.reaching = nil }
@@ -46,7 +46,7 @@ extension Engine {
         }
         if let wait = r.wait, isAsked(v) {
             session.reaching?.timer = armTimer(.reachTimeout(id), microseconds: wait)
-            reachesHeld += 1
+            clients.reachesHeld += 1
             log(.debug, "pid \(session.identity.pid) waits for an answer to reach \(r.text) (up to \(wait / 1000) ms)")
         } else {
             finishReach(session)
@@ -69,7 +69,7 @@ extension Engine {
         guard let r = session.reaching, r.route != nil else { return }
         if let t = r.timer {
             cancelTimer(t)
-            reachesHeld -= 1
+            clients.reachesHeld -= 1
         }
         changeSession(session) { session.reaching = nil }
         let v = reachVerdict(session, r)
@@ -84,7 +84,7 @@ extension Engine {
     /// Held REACHes whose prompt was answered, expired or withdrawn (or whose verdict no longer waits for one).
     func answerReachers() {
         // Every change settles here: with thousands of subscribers and no REACH held, no pass over them.
-        guard reachesHeld > 0 else { return }
+        guard clients.reachesHeld > 0 else { return }
         for session in orderedSessions(where: { $0.reaching?.timer != nil }) {
             guard let r = session.reaching, !isAsked(reachVerdict(session, r)) else { continue }
             finishReach(session)

@@ -129,10 +129,10 @@ extension Engine {
 
     /// DECIDE, FORGET, ANSWER: now, or after the decision being written.
     private func decideInTurn(_ r: Request, session: Session) {
-        if commits.writing {
+        if answering.commits.writing {
             // A decision is being written: this one waits its turn, so that it starts from that one's result.
             out.append(.hold(session.id))
-            commits.enqueue(session.id, r)
+            answering.commits.enqueue(session.id, r)
             return
         }
         decideOrForget(r, session: session)
@@ -475,7 +475,7 @@ extension Engine {
         guard withinOwnLimit(prompt.app, scope: scope, session: session) else { return }
         let (p, once) = choice.decision
         // Taken: its expiry must not overtake the answer while it is written (a failed write arms it again).
-        for (t, purpose) in timers {
+        for (t, purpose) in timers.purposes {
             if case .promptExpiry(id) = purpose { cancelTimer(t) }
         }
         commit({ d in for k in prompt.kinds { d.set(prompt.app, k, p, once: once, uid: scope) } }, persist: !once,
@@ -581,7 +581,7 @@ extension Engine {
         out.append(.hold(id))
         var candidate = state.decisions
         change(&candidate)
-        commits.begin(PendingStore(requester: id, change: change, apply: apply, reply: reply, failed: failed)) { log(.debug, $0) }
+        answering.commits.begin(PendingStore(requester: id, change: change, apply: apply, reply: reply, failed: failed)) { log(.debug, $0) }
         out.append(.persist(candidate))
     }
 
@@ -596,7 +596,7 @@ extension Engine {
     /// The decisions file was written (or not): the decision takes effect and is answered, or nothing changes.
     /// A requester that has left gets no reply, but its decision stands.
     func stored(error: EdgeError?) {
-        guard let pending = commits.finish(log: { log(.debug, $0) }) else { return }
+        guard let pending = answering.commits.finish(log: { log(.debug, $0) }) else { return }
         let requester = pending.requester
         if let error {
             log(.err, "cannot store the decisions: \(error)")
@@ -609,10 +609,10 @@ extension Engine {
         }
         // Requests that came while the file was being written, in order; each starts from the last one's result,
         // and is checked as if it came now: a reload meanwhile may have taken its sender's privilege.
-        while let (id, r) = commits.next() {
-            guard let session = sessions[id] else { continue }
+        while let (id, r) = answering.commits.next() {
+            guard let session = clients.sessions[id] else { continue }
             _ = perform(r, from: session)
-            if commits.phase != .writing(requester: id), !heldForRules(id) { out.append(.resume(id)) }
+            if answering.commits.phase != .writing(requester: id), !heldForRules(id) { out.append(.resume(id)) }
         }
     }
 }

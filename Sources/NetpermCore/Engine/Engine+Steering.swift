@@ -16,7 +16,7 @@ extension Engine {
             case .absent: break
             case .steering:
                 setSteering(.absent)
-                steeredCache.verdicts = [:]
+                caches.forgetSteered()
                 log(.notice, "steering: removing the program, rules and tables")
                 out.append(.steer(nil))
             }
@@ -30,7 +30,7 @@ extension Engine {
             + "\(plan.allowances.count) tables")
         // The edge's last error stands until it answers this plan.
         setSteering(.steering(plan, error: enforcement.steering.error))
-        steeredCache.verdicts = [:]
+        caches.forgetSteered()
         out.append(.steer(plan))
     }
 
@@ -67,10 +67,9 @@ extension Engine {
         guard state.config.enforcement == .steer, v.enforcement.isEnforced, let plan = enforcement.steering.plan else { return v }
         let allowance = SteeringPlan.Allowance(v.permissions)
         guard allowance != .everything else { return v }
-        if steeredCache.version != version { steeredCache = (version, [:]) }
         let key = Verdict.SteeringKey(effective: EffectivePermissions(permissions: v.permissions, sources: v.sources),
                                       notEnforced: nil)
-        if let cached = steeredCache.verdicts[key] { return cached.renamed(v.app, v.matchedBy, uid: v.uid) }
+        if let cached = caches.steeredVerdict(key) { return cached.renamed(v.app, v.matchedBy, uid: v.uid) }
         // The kernel's answer for the mark once it has been asked (a moment after the plan is in force); until then
         // what the table holds says the same.
         let egress = state.network.markedEgress[allowance.mark] ?? plan.egress(for: allowance, network: state.network)
@@ -80,7 +79,7 @@ extension Engine {
                                 network: network, ready: state.ready)
         s.enforcement = v.enforcement
         s.uid = v.uid
-        steeredCache.verdicts[key] = s
+        caches.keepSteered(s, for: key)
         return s
     }
 
@@ -101,7 +100,7 @@ extension Engine {
             enforcement.steering.shown = [:]
             return []
         }
-        let pending = Set(pendingEvents.compactMap { e -> String? in
+        let pending = Set(work.events.compactMap { e -> String? in
             if case let .app(v) = e { return v.app }
             return nil
         })

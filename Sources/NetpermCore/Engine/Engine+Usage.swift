@@ -229,7 +229,7 @@ extension Engine {
     func forgetUsageReplies(of id: ConnectionID) { usage.table.loads.removeWaiters { $0.id == id } }
 
     private func releaseUsageReplies(_ held: [(id: ConnectionID?, reply: () -> Void)]) {
-        for h in held where h.id.map({ sessions[$0] != nil }) ?? true { h.reply() }
+        for h in held where h.id.map({ clients.sessions[$0] != nil }) ?? true { h.reply() }
     }
 
     private func settleCounting() {
@@ -348,7 +348,7 @@ extension Engine {
             invalidateReplies()
         }
         settleBudgets()
-        for (id, app) in askers where sessions[id] != nil {
+        for (id, app) in askers where clients.sessions[id] != nil {
             replyUsage(id, app)
             out.append(.resume(id))
         }
@@ -401,7 +401,7 @@ extension Engine {
     }
 
     private func answerReset(_ r: (requester: ConnectionID?, app: String?, at: Int), error: String?) {
-        guard let id = r.requester, sessions[id] != nil else { return }
+        guard let id = r.requester, clients.sessions[id] != nil else { return }
         if let error {
             replyError(id, ProtocolError(.internalError, error))
         } else {
@@ -472,7 +472,7 @@ extension Engine {
                     + "(\(ByteSize.text(fact.used)) of \(ByteSize.text(fact.limit)) counted)"
                     + (percent == 100 ? (fact.enforced ? "; refused on metered links" : "; advice only, nothing refuses it")
                         + " until the next period or a reset" : ""))
-                pendingEvents.append(.usage(BudgetNotice(app: app.id, percent: percent, budget: fact)))
+                work.events.append(.usage(BudgetNotice(app: app.id, percent: percent, budget: fact)))
             }
         }
         setExhausted(exhausted)
@@ -623,7 +623,7 @@ extension Engine {
     func refreshTagging() {
         if let k = usage.tagged.taggingKey, k.generation == state.policyGeneration, k.cgroups == enforcement.cgroups,
            usage.tagged.tagging != nil { return }
-        let t = prepared(\.tagging, for: TaggingInputs(apps: state.config.apps, cgroups: enforcement.cgroups, tags: tagTable,
+        let t = prepared(\.tagging, for: TaggingInputs(apps: state.config.apps, cgroups: enforcement.cgroups, tags: appBooks.tags,
                                                           installed: state.config.installedDesktopApps)) {
             $0.tagging()
         }
@@ -716,7 +716,7 @@ extension Engine {
     /// A uid's spacing ran out: what it asked meanwhile is answered from a reading made now.
     func usageCooledDown(_ uid: UInt32) {
         usage.coolDown.cooling[uid] = nil
-        let waiting = (usage.coolDown.cooled.removeValue(forKey: uid) ?? []).filter { sessions[$0.0] != nil }
+        let waiting = (usage.coolDown.cooled.removeValue(forKey: uid) ?? []).filter { clients.sessions[$0.0] != nil }
         guard !waiting.isEmpty else { return }
         usage.coolDown.cooling[uid] = armTimer(.usageCooldown(uid: uid), microseconds: Self.usageReadSpacingSec * 1_000_000)
         for (id, app) in waiting { askUsage(id, app) }
@@ -738,7 +738,7 @@ extension Engine {
     }
 
     func replyUsage(_ id: ConnectionID, _ app: String?) {
-        let caller = sessions[id]?.caller
+        let caller = clients.sessions[id]?.caller
         var apps = app.map { state.config.app(named: $0).map { [$0] } ?? [] } ?? caller.map(usageApps) ?? []
         if let caller { apps = apps.filter { mayReadUsage(of: $0, caller) } }
         // Users' own apps: the caller's own uid's (root and the admin group: everyone's), or APP's.

@@ -18,7 +18,7 @@ extension Engine {
     /// in force.
     func settleUsageFollow() {
         let wanted = state.config.usage.count && usage.counters.known && !usage.saving.stopping
-            && sessions.values.contains { $0.subscription?.topics.contains(.mine) == true }
+            && clients.sessions.values.contains { $0.subscription?.topics.contains(.mine) == true }
         if wanted, usage.follow.timer == nil {
             usage.follow.timer = armTimer(.usageFollow, microseconds: Self.usageFollowMicroseconds)
         } else if !wanted, let t = usage.follow.timer {

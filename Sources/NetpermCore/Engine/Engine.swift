@@ -169,25 +169,17 @@ public final class Engine {
     let settings: Settings
 
     /// What verdicts depend on. Every change goes through a setter below, which marks what settle() must redo.
-    public private(set) var state = DaemonState() { didSet { version &+= 1 } }
-    /// Bumped by every change of `state`: a cached reply is good while it has not moved.
-    private(set) var version = 0
+    public private(set) var state = DaemonState() { didSet { caches.invalidate() } }
     /// The links as the kernel, sysfs and the network sources have them, classified (LinkClassifier.swift).
     private var links = LinkClassifier()
     /// Every app someone may hear about, with its verdict.
     var tracker = VerdictTracker()
-    var sessions: [ConnectionID: Session] = [:]
-    /// How many connections listen to or wait for each app (see `changeSession`).
-    var listeners: [TrackedApp: Int] = [:]
-
-    /// What settle() must redo: the permissions of some apps (decisions) or of every app (policy, agents, budgets),
-    /// or only the network's effect.
-    private var permissionsChanged = PermissionChange.none
-    private var networkChanged = false
-    /// Events of this input not yet sent, in order.
-    var pendingEvents: [Event] = []
-    /// Kernel messages were lost: every subscriber gets a `resync` once this input's events are out.
-    private var resyncAll = false
+    /// The connections (EngineClients.swift).
+    var clients = EngineClients()
+    /// The input being handled: its effects, its events and what settle() must redo (InputWork.swift).
+    var work = InputWork()
+    /// The effects of the input being handled.
+    var out: Effects { work.effects }
 
     enum TimerPurpose {
         case waitTimeout(ConnectionID), reachTimeout(ConnectionID), promptExpiry(promptID: Int), rulesRetry
@@ -204,35 +196,24 @@ public final class Engine {
         /// A scope asked of a user's `netpermctl scopes` (Engine+Exec.swift) was not answered in time.
         case scopeTimeout(Int)
     }
-    var timers: [TimerID: TimerPurpose] = [:]
-    private var nextTimer: TimerID = 1
-    /// Policy loads run away from the event loop, one at a time: the files read while one is in flight may
-    /// predate a request made meanwhile (an admin edits, then asks for a reload), so that request waits for the
-    /// next load. Its waiters are the RELOAD requesters each load answers.
-    var policyLoads = InFlight<ConnectionID>()
-    /// Lasting decisions being written, and decision requests that came meanwhile (DecisionCommits.swift).
-    var commits = DecisionCommits()
-    /// What prompting keeps beside the open prompts (`state.prompts`): Engine+Prompts.swift.
-    var prompting = PromptDesk()
-    /// What STATUS= last said, compared as facts before it is formatted.
-    private var lastStatus: StatusSummary?
+    /// The armed timers and what each is for (TimerBook.swift).
+    private(set) var timers = TimerBook()
+    /// Policy loads, and what the one being taken brought (PolicyReloading.swift).
+    private(set) var reloading = PolicyReloading()
+    /// What persons' answers go through: prompts and decisions being written (Answering.swift).
+    var answering = Answering()
     /// The apps one user may decide for, for their own processes.
     static let maxOwnApps = 256
-    /// Subscribers of their own app that a reload made another app (renamed, or an [App] added for them): told their
-    /// new app's verdict once the reload has settled, even if it equals the old one's.
-    var ownAppMoved: [ConnectionID] = []
-    /// An input that may change which apps `APPS` lists came: `mine` subscribers' lists are made again in `settle`.
-    var listingStale = false
-    /// REACHes held for a person's answer (those with a time-out armed).
-    var reachesHeld = 0
     static let blockedQuietSec: UInt64 = 60
 
     /// Enforcement in the kernel (Engine+Enforcement.swift). Replies say whether an app is enforced, so a change
     /// here is a new version, as one of `state` is: a cached reply must not keep saying `cgroup-pending`.
-    var enforcement = EnforcementBook() { didSet { version &+= 1 } }
-    /// Steered verdicts by what they depend on, for one version (Engine+Steering.swift): kept apart from
-    /// `enforcement`, as filling it is no change.
-    var steeredCache: (version: Int, verdicts: [Verdict.SteeringKey: Verdict]) = (-1, [:])
+    var enforcement = EnforcementBook() { didSet { caches.invalidate() } }
+    /// The version replies are good for, the steered verdicts of one version (kept apart from `enforcement`, as
+    /// filling them is no change) and what STATUS= last said (ReplyCaches.swift).
+    var caches = ReplyCaches()
+    /// Bumped by every change of `state` or `enforcement`: a cached reply is good while it has not moved.
+    var version: Int { caches.version }
 
     /// What METRICS counts as it happens (Engine+Metrics.swift).
     var counters = MetricCounters()
@@ -242,13 +223,9 @@ public final class Engine {
     /// The privacy report (Engine+Report.swift).
     var report = ReportKeeper()
 
-    /// What the policy load being taken brought, made away from the loop (ReloadPreparation.swift); how many of its
-    /// parts were taken, and how many not (what they read had changed): METRICS' `netpermd_policy_reload_work_total`.
-    private var preparedReload: PreparedReload?
+    /// How many parts of the policy loads taken were prepared away from the loop, and how many not (what they read
+    /// had changed): METRICS' `netpermd_policy_reload_work_total`.
     var preparations: (taken: Int, missed: Int) { (counters.reloadWorkPrepared, counters.reloadWorkRedone) }
-
-    /// The effects of the input being handled.
-    private(set) var out = Effects()
 
     /// Names of users and groups are resolved when the policy is read (`Config.parse`), never here.
     public init(settings: Settings = Settings(), decisions: Decisions = Decisions(), usage book: UsageBook = UsageBook(),
@@ -257,28 +234,23 @@ public final class Engine {
         state.prompts = PromptBook(idKey: settings.promptIDKey)
         state.decisions = decisions
         usage = UsageKeeper(book: book)
-        tagTable = tags
+        appBooks.tags = tags
         report = ReportKeeper(book: kept, fileExists: reportFileExists)
     }
 
-    /// Every app's connection tag, kept while it is in the policy (and a while after): what the rules tag
-    /// connections with and counts are kept by.
-    var tagTable = TagTable()
-    /// Desktop apps running and installed (Engine+Desktop.swift).
-    var desktop = DesktopBook()
-    /// Apps known by what they run, and the scopes asked for them (Engine+Exec.swift).
-    var execs = ExecBook()
+    /// What the engine knows of apps beside the policy: tags, desktop apps, apps by what they run (AppBooks.swift).
+    var appBooks = AppBooks()
 
     /// Handles one input; its effects are appended to `effects` (which the caller resets between inputs).
     public func handle(_ input: Input, into effects: Effects) {
-        out = effects
+        work.effects = effects
         // Inputs that change nothing derived: no settling after them.
         if case .started = input, state.ready { return }
         if case let .blocked(app, kind, _, _, _, true) = input { return refusedIncoming(app: app, kind: kind) }
         dispatch(input)
-        if input.mayChangeListing { listingStale = true }
+        if input.mayChangeListing { work.listingStale = true }
         settle()
-        preparedReload = nil
+        reloading.prepared = nil
         if case .started = input {
             // Once the first rules are in force (or their load failed): units ordered after the daemon start
             // under its rules, as they did while loads ran on the loop.
@@ -293,36 +265,36 @@ public final class Engine {
     private func dispatch(_ input: Input) {
         switch input {
         case let .kernel(snapshot):
-            if snapshot.resyncs != links.kernel.resyncs { resyncAll = true }
+            if snapshot.resyncs != links.kernel.resyncs { work.resyncAll = true }
             setNetwork(classify(snapshot))
         case let .policy(result, prepared):
-            let (requesters, again) = policyLoads.logged("policy loads", log: debugLog) { $0.finish() }
-            preparedReload = prepared
+            let (requesters, again) = reloading.loads.logged("policy loads", log: debugLog) { $0.finish() }
+            reloading.prepared = prepared
             applyPolicy(result, requesters: requesters)
-            if again, policyLoads.logged("policy loads", log: debugLog, { $0.start() }) { startLoad() }
+            if again, reloading.loads.logged("policy loads", log: debugLog, { $0.start() }) { startLoad() }
         case .reload: requestReload(by: nil)
         case .started:
             state.ready = true
             counters.startedAt = settings.wallClock()
-            networkChanged = true
+            work.network = true
             // READY=1 carries the first STATUS=, below.
-            lastStatus = statusSummary
+            caches.status = statusSummary
         case let .opened(id, identity): opened(id, identity)
         case let .identityChanged(id, identity):
-            guard let session = sessions[id] else { break }
+            guard let session = clients.sessions[id] else { break }
             if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
             log(.debug, "connection \(id): requests now come from pid \(identity.pid), not \(session.identity.pid)")
             changeIdentity(session, to: identity)
         case let .closed(id): closed(id)
         case let .line(id, bytes):
-            guard let session = sessions[id] else { break }
+            guard let session = clients.sessions[id] else { break }
             request(bytes, from: session)
-        case let .lineTooLong(id): if sessions[id] != nil { replyError(id, RequestParser.tooLong) }
+        case let .lineTooLong(id): if clients.sessions[id] != nil { replyError(id, RequestParser.tooLong) }
         case let .timer(id): fired(id)
         case let .stored(error): stored(error: error)
         case .stopping: beginStopping()
         case let .caughtUp(id, dropped):
-            guard let session = sessions[id], session.subscription != nil else { break }
+            guard let session = clients.sessions[id], session.subscription != nil else { break }
             log(.info, "subscriber \(id) caught up after \(dropped) events were dropped: resync")
             resync(session, .fellBehind, dropped: dropped)
         case let .cgroups(c): if setUnitCgroups(c) { desktopUnitsChanged(c) }
@@ -331,7 +303,7 @@ public final class Engine {
         case let .unitElementsLoaded(ids, error): unitElementsLoaded(ids, error: error)
         case let .desktopCatalog(c): desktopCatalogRead(c)
         case let .execFound(found): execFound(found)
-        case let .execsCounted(counts): execs.counted = counts
+        case let .execsCounted(counts): appBooks.execs.counted = counts
         case let .scopeMade(request, error): scopeMade(request, error: error)
         case let .rulesLoaded(error): rulesLoaded(error: error)
         case let .blocked(app, kind, uid, ifindex, destination, incoming):
@@ -355,11 +327,11 @@ public final class Engine {
     private func opened(_ id: ConnectionID, _ identity: PeerIdentity) {
         if let p = identity.problem { log(.debug, "peer pid \(identity.pid): \(p)") }
         counters.connections += 1
-        sessions[id] = Session(id: id, identity: identity, caller: makeCaller(identity))
+        clients.sessions[id] = Session(id: id, identity: identity, caller: makeCaller(identity))
     }
 
     private func beginStopping() {
-        pendingEvents.append(.stopping)
+        work.events.append(.stopping)
         out.append(.notify(.stopping))
         stopEnforcing()
         stopUsage()
@@ -370,15 +342,15 @@ public final class Engine {
 
     /// Turns what changed into events, answers waiters, asks agents, and keeps STATUS= current.
     func settle() {
-        settleEnforcementOnce(permissionsChanged: permissionsChanged.any, networkChanged: networkChanged)
+        settleEnforcementOnce(permissionsChanged: work.permissions.any, networkChanged: work.network)
         settleUsage()
         settleReport()
-        let appEvents = pendingEvents.count
-        if case let .apps(moved) = permissionsChanged, !networkChanged {
+        let appEvents = work.events.count
+        if case let .apps(moved) = work.permissions, !work.network {
             // Decisions alone: only their apps' verdicts move (10,001 apps' verdicts made again took a DECIDE
             // a fifth of its time on the loop).
-            pendingEvents += tracker.update(moved, state: state)
-        } else if permissionsChanged.any {
+            work.events += tracker.update(moved, state: state)
+        } else if work.permissions.any {
             let extras = extraMatches()
             var reset = prepared(\.tracker, for: TrackerInputs(state: state, extras: extras, tracker: tracker.changes)) { _ in
                 var t = tracker
@@ -389,35 +361,35 @@ public final class Engine {
             // Moved rather than copied: 10,001 events, each holding a verdict's dozen references.
             var events = reset.events
             reset.events = []
-            events.insert(contentsOf: pendingEvents, at: 0)
-            pendingEvents = events
-        } else if networkChanged {
-            pendingEvents += tracker.refresh(state: state)
+            events.insert(contentsOf: work.events, at: 0)
+            work.events = events
+        } else if work.network {
+            work.events += tracker.refresh(state: state)
         }
-        let changed = permissionsChanged.any || networkChanged
-        if changed || enforcement.steering.moved { pendingEvents += steeredVerdictEvents() }
+        let changed = work.permissions.any || work.network
+        if changed || enforcement.steering.moved { work.events += steeredVerdictEvents() }
         // One change's app events in the order of their apps' names, not of the tracker's dictionaries (a reload's
         // prepared ones come sorted: not moved again).
-        if !Event.sorted(pendingEvents[appEvents...]) { pendingEvents[appEvents...].sort(by: Event.byApp) }
-        permissionsChanged = .none
-        networkChanged = false
-        if changed || !pendingEvents.isEmpty {
+        if !Event.sorted(work.events[appEvents...]) { work.events[appEvents...].sort(by: Event.byApp) }
+        work.permissions = .none
+        work.network = false
+        if changed || !work.events.isEmpty {
             answerWaiters()
             answerReachers()
         }
-        while !pendingEvents.isEmpty {
+        while !work.events.isEmpty {
             // What the rules make of each verdict is told to those who hear the events (subscribers, and the waiters
             // for their own app who ask below): with none, the events are only counted. One pass over the sessions.
             var told = false, asking = false
-            for s in sessions.values {
+            for s in clients.sessions.values {
                 if s.waiting?.own == true { (told, asking) = (true, true); break }
                 if s.subscription != nil { told = true }
             }
-            let events = !told ? pendingEvents : pendingEvents.map { e -> Event in
+            let events = !told ? work.events : work.events.map { e -> Event in
                 if case let .app(v) = e { return .app(withEnforcement(v, .name)) }
                 return e
             }
-            pendingEvents = []
+            work.events = []
             counters.count(events)
             push(events)
             tellOwnAppMoved()
@@ -430,17 +402,17 @@ public final class Engine {
                 }
             }
         }
-        if listingStale {
-            listingStale = false
+        if work.listingStale {
+            work.listingStale = false
             relist()
         }
-        if resyncAll {
-            resyncAll = false
+        if work.resyncAll {
+            work.resyncAll = false
             for s in orderedSessions(where: { $0.subscription != nil }) { resync(s, .netlinkOverrun, dropped: nil) }
         }
         let summary = statusSummary
-        if state.ready, summary != lastStatus {
-            lastStatus = summary
+        if state.ready, summary != caches.status {
+            caches.status = summary
             out.append(.notify(.status(statusText)))
         }
     }
@@ -489,17 +461,17 @@ public final class Engine {
         guard old != new else { return }
         if settings.logLevel >= .notice { logNetworkChange(from: old, to: new) }
         state.network = new
-        pendingEvents += Event.linkChanges(from: old, to: new)
-        networkChanged = true
+        work.events += Event.linkChanges(from: old, to: new)
+        work.network = true
     }
 
     /// What settle() must redo after a change of what permissions depend on outside decisions and agents (a budget
     /// used up or opened again).
-    func markPermissionsChanged() { permissionsChanged = .all }
+    func markPermissionsChanged() { work.permissions = .all }
 
     /// A reply's facts moved without a change of `state` (a budget's bytes, the usage table's state): cached replies
     /// are no good any more.
-    func invalidateReplies() { version &+= 1 }
+    func invalidateReplies() { caches.invalidate() }
 
     /// The one setter for the apps whose budget is used up.
     func setExhausted(_ new: Set<String>) {
@@ -528,7 +500,7 @@ public final class Engine {
         guard d != state.decisions else { return }
         let moved = d.apps(differingFrom: state.decisions)
         state.decisions = d
-        permissionsChanged.add(moved)
+        work.permissions.add(moved)
     }
 
     /// The one setter for the agents: privileged ones (for everyone) and users' own (for their uid). The first
@@ -548,14 +520,14 @@ public final class Engine {
                                            : "no agent of uid \(uid) listens for its own prompts any more")
         }
         guard (old.agents == 0) != (n.agents == 0) || Set(old.users.keys) != Set(n.users.keys) else { return }
-        if n.agents > 0 || n.users.count > old.users.count { prompting.unaskedLogged = [] }
-        permissionsChanged = .all
+        if n.agents > 0 || n.users.count > old.users.count { answering.prompting.unaskedLogged = [] }
+        work.permissions = .all
     }
 
     /// The agents the sessions are now: privileged ones, and users' own by uid.
     func countAgents() -> (agents: Int, users: [UInt32: Int]) {
         var n = (agents: 0, users: [UInt32: Int]())
-        for s in sessions.values where s.isAgent { Self.count(s.subscription!, into: &n, by: 1) }
+        for s in clients.sessions.values where s.isAgent { Self.count(s.subscription!, into: &n, by: 1) }
         return n
     }
 
@@ -569,7 +541,7 @@ public final class Engine {
     /// The sessions `include` picks, oldest connection first: the one order the engine visits sessions in, so that
     /// its effects never come in a dictionary's order.
     func orderedSessions(where include: (Session) -> Bool) -> [Session] {
-        sessions.values.filter(include).sorted { $0.id < $1.id }
+        clients.sessions.values.filter(include).sorted { $0.id < $1.id }
     }
 
     /// A new policy, or why the files could not be used; the last good policy stays in force then.
@@ -586,14 +558,14 @@ public final class Engine {
                 log(.err, "policy reload failed, keeping generation \(state.policyGeneration): \(message)")
             }
             state.policyError = message
-            pendingEvents.append(.policy(generation: state.policyGeneration, apps: state.config.apps.count,
+            work.events.append(.policy(generation: state.policyGeneration, apps: state.config.apps.count,
                                          error: message))
             finishReload(error: message, requesters: requesters)
             return
         }
         let changed = prepared(\.change, for: PolicyChange(policy: parsed, config: state.config)) { $0.changed }
-        setApps(AppsInputs(policy: parsed, running: desktop.running, installed: desktop.installed, config: state.config,
-                           tags: tagTable))
+        setApps(AppsInputs(policy: parsed, running: appBooks.desktop.running, installed: appBooks.desktop.installed, config: state.config,
+                           tags: appBooks.tags))
         let config = state.config
         if config.adminGID == nil {
             log(.info, "group \(ConfigError.quote(config.adminGroup)) does not exist; only root may ask about other apps")
@@ -615,18 +587,18 @@ public final class Engine {
             let userAgent = s.isAgent && !s.caller.privileged
             let ownApp = s.subscription?.appID
             remakeCaller(s)
-            if let sub = s.subscription, sub.appID != ownApp, sub.topics.contains(.own) { ownAppMoved.append(s.id) }
+            if let sub = s.subscription, sub.appID != ownApp, sub.topics.contains(.own) { clients.ownAppMoved.append(s.id) }
             if userAgent && !s.isAgent && s.subscription?.topics.contains(.prompts) == true { unsubscribePrompts(s) }
             if let w = s.waiting, w.match.matchedBy == .name, config.app(named: w.match.id) == nil {
                 // The app it waits for by name has left the policy: answered as a QUERY of it would be.
                 finishWait(s, failed: ProtocolError(.notFound, "no [App \(w.match.id)] in the policy any more"))
             }
         }
-        pendingEvents.append(.policy(generation: state.policyGeneration, apps: config.apps.count, error: nil))
+        work.events.append(.policy(generation: state.policyGeneration, apps: config.apps.count, error: nil))
         // Privileges may have changed with the policy, and with them who counts as an agent.
         setAgents(countAgents())
         setNetwork(classify(links.kernel))
-        permissionsChanged = .all
+        work.permissions = .all
         // The rules follow the new policy before RELOAD is answered, as a DECIDE's reply follows its rules: the
         // enforcement table's and the usage table's (a budget's quota) alike.
         settleEnforcementEarly()
@@ -640,14 +612,14 @@ public final class Engine {
     }
 
     private func closed(_ id: ConnectionID) {
-        guard let session = sessions.removeValue(forKey: id) else { return }
+        guard let session = clients.sessions.removeValue(forKey: id) else { return }
         if let t = session.waiting?.timer { cancelTimer(t) }
         if let t = session.reaching?.timer {
             cancelTimer(t)
-            reachesHeld -= 1
+            clients.reachesHeld -= 1
         }
-        policyLoads.removeWaiters { $0 == id }
-        commits.forget(id) { log(.debug, $0) }
+        reloading.loads.removeWaiters { $0 == id }
+        answering.commits.forget(id) { log(.debug, $0) }
         forgetHeldReplies(of: id)
         forgetUsageReplies(of: id)
         forgetScopesAsked(of: id)
@@ -663,9 +635,9 @@ public final class Engine {
     /// else still listens must not cost a pass over them all.
     func changeSession(_ session: Session, _ body: () -> Void) {
         let was = session.role
-        for key in session.listened { listeners[key, default: 1] -= 1; if listeners[key] == 0 { listeners[key] = nil } }
+        clients.count(session.listened, by: -1)
         body()
-        for key in session.listened { listeners[key, default: 0] += 1 }
+        clients.count(session.listened, by: 1)
         if session.role != was { log(.debug, "connection \(session.id): \(was.name) -> \(session.role.name)") }
     }
 
@@ -677,7 +649,7 @@ public final class Engine {
 
     /// An app outside the policy, or as one uid has it, is tracked only while someone listens to it or waits for it.
     func untrackIfUnwanted(_ apps: [TrackedApp]) {
-        for key in apps where listeners[key] == nil { tracker.untrack(key.id, uid: key.uid, state: state) }
+        for key in apps where clients.listeners[key] == nil { tracker.untrack(key.id, uid: key.uid, state: state) }
     }
 
     // MARK: - Callers
@@ -731,7 +703,7 @@ public final class Engine {
             remakeCaller(s)
             if let sub = s.subscription {
                 trackOwn(s.caller.match, uid: s.caller.ownUID)
-                if sub.topics.contains(.own) { ownAppMoved.append(s.id) }
+                if sub.topics.contains(.own) { clients.ownAppMoved.append(s.id) }
             }
             untrackIfUnwanted(listened)
         }
@@ -755,33 +727,31 @@ public final class Engine {
     // MARK: - Timers and the service manager
 
     func armTimer(_ purpose: TimerPurpose, microseconds: UInt64) -> TimerID {
-        let id = nextTimer
-        nextTimer += 1
-        timers[id] = purpose
+        let id = timers.add(purpose)
         out.append(.armTimer(id, microseconds: microseconds))
         return id
     }
 
     func cancelTimer(_ id: TimerID) {
-        guard timers.removeValue(forKey: id) != nil else { return }
+        guard timers.remove(id) != nil else { return }
         out.append(.cancelTimer(id))
     }
 
     private func fired(_ id: TimerID) {
-        guard let purpose = timers.removeValue(forKey: id) else { return }
+        guard let purpose = timers.remove(id) else { return }
         switch purpose {
         case let .waitTimeout(conn):
-            guard let session = sessions[conn], let w = session.waiting else { return }
+            guard let session = clients.sessions[conn], let w = session.waiting else { return }
             finishWait(session, timedOut: verdict(for: w.match, uid: w.uid))
         case let .reachTimeout(conn):
-            guard let session = sessions[conn], session.reaching?.timer != nil else { return }
+            guard let session = clients.sessions[conn], session.reaching?.timer != nil else { return }
             session.reaching?.timer = nil
-            reachesHeld -= 1
+            clients.reachesHeld -= 1
             finishReach(session)
         case let .promptExpiry(promptID):
             promptExpired(promptID)
         case let .blockedQuiet(key):
-            prompting.quietBlocked.remove(key)
+            answering.prompting.quietBlocked.remove(key)
         case .rulesRetry:
             retryRules()
         case .usageTick:
@@ -803,7 +773,7 @@ public final class Engine {
     /// A reload asked for by a connection's RELOAD (answered once the policy is read) or by a signal or a change
     /// on disk (nil). Starts a load, or queues one after the load in flight.
     func requestReload(by requester: ConnectionID?) {
-        if policyLoads.logged("policy loads", log: debugLog, { $0.request(requester) }) { startLoad() }
+        if reloading.loads.logged("policy loads", log: debugLog, { $0.request(requester) }) { startLoad() }
     }
 
     /// RELOADING=1, then read the files; the answer comes back as `Input.policy`.
@@ -815,7 +785,7 @@ public final class Engine {
     /// What a policy load's thread prepares the reload from (ReloadPreparation.swift): taken by the edge as it
     /// starts the load, once the input that asked for it has settled.
     public func reloadBasis() -> ReloadBasis {
-        ReloadBasis(state: state, running: desktop.running, installed: desktop.installed, tags: tagTable, tracker: tracker, extras: extraMatches(),
+        ReloadBasis(state: state, running: appBooks.desktop.running, installed: appBooks.desktop.installed, tags: appBooks.tags, tracker: tracker, extras: extraMatches(),
                     cgroups: enforcement.cgroups, lookedUp: enforcement.lookedUp, handedOver: enforcement.handedOver)
     }
 
@@ -823,8 +793,8 @@ public final class Engine {
     /// A part is taken once: the engine then holds the only reference to it.
     func prepared<I, O>(_ part: ReferenceWritableKeyPath<PreparedReload, Prepared<I, O>?>, for inputs: I,
                         _ make: (I) -> O) -> O {
-        if let p = preparedReload?[keyPath: part] {
-            preparedReload?[keyPath: part] = nil
+        if let p = reloading.prepared?[keyPath: part] {
+            reloading.prepared?[keyPath: part] = nil
             if let o = p.output(for: inputs) {
                 counters.reloadWorkPrepared += 1
                 return o
@@ -840,7 +810,7 @@ public final class Engine {
         // The start-up load is not a reload: READY=1 comes with `started`.
         // A reload is done (`systemctl reload` returns) once its rules are in force.
         if state.ready { onceRulesInForce(nil) { [unowned self] in out.append(.notify(.ready(status: statusText))) } }
-        lastStatus = statusSummary
+        caches.status = statusSummary
         for id in requesters {
             if let error {
                 replyError(id, ProtocolError(.policyInvalid, error))
@@ -884,15 +854,15 @@ public final class Engine {
                 continue
             }
             if o.usable != l.usable {
-                log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.adminUp ? "up" : "down"), "
-                    + "carrier \(l.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))", interface: l.name)
-            } else if o.kind != l.kind || o.over != l.over || (o.metered != l.metered && o.ssid == l.ssid) {
+                log(.info, "\(l.name): usable \(o.usable) -> \(l.usable) (admin \(l.status.adminUp ? "up" : "down"), "
+                    + "carrier \(l.status.carrier ? "on" : "off"), default route \(l.metric != nil ? "yes" : "no"))", interface: l.name)
+            } else if o.kind != l.kind || o.over != l.over || (o.metered != l.metered && o.wifi.ssid == l.wifi.ssid) {
                 log(.info, "\(l.name): kind \(o.kind.rawValue) -> \(l.kind.rawValue) (\(l.classifiedBy))"
                     + (o.over != l.over ? ", over \(o.over ?? "-") -> \(l.over ?? "-")" : "")
                     + (o.kind == l.kind && o.metered != l.metered ? ", metered \(o.metered) -> \(l.metered)" : ""), interface: l.name)
-            } else if o.ssid != l.ssid || o.bssid != l.bssid {
+            } else if o.wifi.ssid != l.wifi.ssid || o.wifi.bssid != l.wifi.bssid {
                 func network(_ x: Link) -> String {
-                    x.ssidText.map { "'\($0)'" + (x.bssid.map { " (\($0))" } ?? "") } ?? "none"
+                    x.ssidText.map { "'\($0)'" + (x.wifi.bssid.map { " (\($0))" } ?? "") } ?? "none"
                 }
                 log(.info, "\(l.name): Wi-Fi network \(network(o)) -> \(network(l))\(o.metered != l.metered ? ", metered \(l.metered)" : "")", interface: l.name)
             } else if o.roaming != l.roaming {
@@ -900,7 +870,7 @@ public final class Engine {
                 log(.info, "\(l.name): roaming \(text(o)) -> \(text(l))" + (l.roamingBy.map { " (\($0.rawValue))" } ?? ""),
                     interface: l.name)
             } else if o != l {
-                log(.debug, "\(l.name): changed (operstate \(o.operstate) -> \(l.operstate))", interface: l.name)
+                log(.debug, "\(l.name): changed (operstate \(o.status.operstate) -> \(l.status.operstate))", interface: l.name)
             }
         }
         for o in oldByIndex.values.sorted(by: { $0.index < $1.index }) { log(.info, "\(o.name): removed", interface: o.name) }

@@ -124,26 +124,23 @@ public struct Link: Equatable, Sendable {
     /// Roaming abroad (a modem registered on another operator's network); nil when no source knows.
     public var roaming: Bool?
     public var roamingBy: RoamingSource?
-    /// The connection NetworkManager has active on it: its `Id` and `Type`; nil where none is.
-    public var connectionID: String?
-    public var connectionType: String?
-    public var adminUp: Bool
-    public var carrier: Bool
-    public var operstate: String
+    /// The connection NetworkManager has active on it (no `id` where none is).
+    public var connection: ActiveConnection
+    /// Up, carrier and operstate, as netlink has them.
+    public var status: LinkStatus
     /// The link whose kind this one took (its lower link, its most restrictive port, the link a tunnel's own
     /// packets leave by); nil when not stacked, or when config set its kind.
     public var over: String?
     public var addresses: [String]
-    public var defaultRouteV4: Bool
-    public var defaultRouteV6: Bool
+    /// Whether a default route of each family leaves by it.
+    public var defaultRoute: DefaultRoutes
     /// Lowest metric among this link's default routes, nil without one.
     public var metric: UInt32?
-    /// The Wi-Fi network it is associated to (nl80211); nil when not Wi-Fi or not associated.
-    public var ssid: [UInt8]?
-    public var bssid: String?
+    /// The Wi-Fi network it is associated to (nl80211); none when not Wi-Fi or not associated.
+    public var wifi: WifiFacts
 
     /// Admin up, carrier, and a default route through it: traffic bound to it would get out.
-    public var usable: Bool { adminUp && carrier && metric != nil }
+    public var usable: Bool { status.adminUp && status.carrier && metric != nil }
 
     public init(facts: LinkFacts, classification: Classification, addresses: [String],
                 defaultRouteV4: Bool, defaultRouteV6: Bool, metric: UInt32?, wifi: WifiFacts? = nil,
@@ -153,18 +150,18 @@ public struct Link: Equatable, Sendable {
         over = nil
         meteredBy = classification.meteredBy
         roaming = classification.roaming; roamingBy = classification.roamingBy
-        adminUp = facts.adminUp; carrier = facts.carrier; operstate = facts.operstate
+        status = LinkStatus(adminUp: facts.adminUp, carrier: facts.carrier, operstate: facts.operstate)
         self.addresses = addresses
-        self.defaultRouteV4 = defaultRouteV4; self.defaultRouteV6 = defaultRouteV6; self.metric = metric
-        ssid = wifi?.ssid; bssid = wifi?.bssid
-        connectionID = manager?.connectionID; connectionType = manager?.connectionType
+        defaultRoute = DefaultRoutes(ipv4: defaultRouteV4, ipv6: defaultRouteV6); self.metric = metric
+        self.wifi = WifiFacts(ssid: wifi?.ssid, bssid: wifi?.bssid)
+        connection = ActiveConnection(id: manager?.connectionID, type: manager?.connectionType)
     }
 
     /// "tun0 over wwan0", or the name alone.
     public var nameOver: String { over.map { "\(name) over \($0)" } ?? name }
 
     /// The SSID as shown: arbitrary bytes, so invalid UTF-8 is `\xNN` and controls are escaped (SafeText).
-    public var ssidText: String? { ssid.map { SafeText.escape(utf8: $0) } }
+    public var ssidText: String? { wifi.ssid.map { SafeText.escape(utf8: $0) } }
 
     /// A link as verdicts name it: `index`, `name`, `kind`, `metered`, `roaming` (as judged: unknown is home),
     /// `over`.
@@ -188,21 +185,53 @@ public struct Link: Equatable, Sendable {
         s.field("roaming", roaming)
         s.field("roaming_by", roamingBy?.rawValue)
         s.field("over", over)
-        s.field("admin_up", adminUp)
-        s.field("carrier", carrier)
-        s.field("operstate", operstate)
+        s.field("admin_up", status.adminUp)
+        s.field("carrier", status.carrier)
+        s.field("operstate", status.operstate)
         s.field("addresses", strings: addresses)
         s.object("default_route") {
-            $0.field("ipv4", defaultRouteV4)
-            $0.field("ipv6", defaultRouteV6)
+            $0.field("ipv4", defaultRoute.ipv4)
+            $0.field("ipv6", defaultRoute.ipv6)
         }
         s.field("metric", metric.map { Int($0) })
         s.field("usable", usable)
         s.field("ssid", ssidText)
-        s.field("bssid", bssid)
-        s.object("connection", connectionID) { w, id in
+        s.field("bssid", wifi.bssid)
+        s.object("connection", connection.id) { w, id in
             w.field("id", id)
-            w.field("type", connectionType)
+            w.field("type", connection.type)
         }
     }
+}
+
+/// A link's state as netlink has it: what `usable` needs beside a default route.
+public struct LinkStatus: Equatable, Sendable {
+    public var adminUp: Bool
+    public var carrier: Bool
+    /// IF_OPER_*, as a word ("up", "down", "dormant"...).
+    public var operstate: String
+    public init(adminUp: Bool, carrier: Bool, operstate: String) {
+        self.adminUp = adminUp; self.carrier = carrier; self.operstate = operstate
+    }
+}
+
+/// Whether a default route of each family leaves by a link.
+public struct DefaultRoutes: Equatable, Sendable {
+    public var ipv4: Bool
+    public var ipv6: Bool
+    public init(ipv4: Bool, ipv6: Bool) { self.ipv4 = ipv4; self.ipv6 = ipv6 }
+    public subscript(_ family: AddressFamily) -> Bool {
+        switch family {
+        case .ipv4: return ipv4
+        case .ipv6: return ipv6
+        }
+    }
+}
+
+/// The connection NetworkManager has active on a link: its `Id` ("Home") and `Type` ("802-11-wireless"); nil where
+/// none is.
+public struct ActiveConnection: Equatable, Sendable {
+    public var id: String?
+    public var type: String?
+    public init(id: String? = nil, type: String? = nil) { self.id = id; self.type = type }
 }

@@ -2,6 +2,26 @@
 import NetpermPolicy
 import NetpermProtocol
 
+/// The link a prompt asks about, as the question names it: a link's name, kind, whether it is metered or roaming
+/// (as judged: unknown is home), and its carrier when stacked.
+public struct PromptLink: Equatable, Sendable {
+    public var name: String
+    public var kind: LinkKind
+    public var metered: Bool
+    /// Roaming: the question is about using it abroad.
+    public var roaming: Bool
+    /// The link's carrier when it is stacked or a tunnel ("wwan0" for tun0 over wwan0).
+    public var over: String?
+
+    public init(name: String, kind: LinkKind, metered: Bool, roaming: Bool = false, over: String? = nil) {
+        self.name = name; self.kind = kind; self.metered = metered; self.roaming = roaming; self.over = over
+    }
+
+    public init(_ link: Link) {
+        self.init(name: link.name, kind: link.kind, metered: link.metered, roaming: link.roaming == true, over: link.over)
+    }
+}
+
 /// A question to a person: may this app use the kinds of network it would use now (`kinds`: the link's kind and,
 /// when the link is metered or roaming, `metered` and `roaming`)? One per app and scope while open, whatever asks again.
 public struct Prompt: Equatable, Sendable {
@@ -17,13 +37,7 @@ public struct Prompt: Equatable, Sendable {
     /// Every pending dimension it asks about, in reporting order: an answer covers them all.
     public var kinds: [PolicyDimension]
     /// The link the app would use (or the rejected packet left by).
-    public var link: String
-    public var linkKind: LinkKind
-    public var metered: Bool
-    /// The link is roaming: the question is about using it abroad.
-    public var roaming = false
-    /// The link's carrier when it is stacked or a tunnel ("wwan0" for tun0 over wwan0).
-    public var over: String? = nil
+    public var link: PromptLink
     /// Raised (or joined) by a rejected packet of the app (Mode=block): `"source":"blocked"`.
     public var blocked = false
     /// Where the rejected packet that raised it was going ("203.0.113.5:443"), when the kernel said.
@@ -31,12 +45,9 @@ public struct Prompt: Equatable, Sendable {
     /// The app was recognised by a name its user's own service manager gave (a `UserUnit=` match): the user, not the
     /// policy's author, said which app it is, so an admin's answer is for that uid unless they answer for everyone.
     public var userNamed = false
-    /// The app's name and icon from its desktop file, as the uid asked for sees them: "Allow “Maps” to use
-    /// cellular data?", the notification's icon.
-    public var name: String? = nil
-    public var icon: String? = nil
-    /// `Name[LOCALE]=`, by locale: the agent, in its person's locale, titles the question in their language.
-    public var names: [String: String] = [:]
+    /// The app's name, names and icon from its desktop file, as the uid asked for sees them: "Allow “Maps” to use
+    /// cellular data?" (in the agent's person's language), the notification's icon.
+    public var face = AppFace()
     /// The processes that asked while it was open: once every one has exited it is withdrawn, unless the app's
     /// traffic was rejected too (no process is known to have given up then).
     public var askers: [Int32] = []
@@ -49,9 +60,7 @@ public struct Prompt: Equatable, Sendable {
     public func write(to s: inout JSONWriter) {
         s.field("id", id)
         s.field("app", app)
-        if let name { s.field("name", name) }
-        if !names.isEmpty { s.field("names", map: names) }
-        if let icon { s.field("icon", icon) }
+        face.write(to: &s)
         s.field("uid", uid.map { Int($0) })
         s.object("identity", identity) {
             $0.field("executable", $1.executable)
@@ -61,11 +70,11 @@ public struct Prompt: Equatable, Sendable {
         s.field("kind", kind.rawValue)
         s.field("kinds", strings: kinds.lazy.map(\.rawValue))
         s.object("link") {
-            $0.field("name", link)
-            $0.field("kind", linkKind.rawValue)
-            $0.field("metered", metered)
-            $0.field("roaming", roaming)
-            $0.field("over", over)
+            $0.field("name", link.name)
+            $0.field("kind", link.kind.rawValue)
+            $0.field("metered", link.metered)
+            $0.field("roaming", link.roaming)
+            $0.field("over", link.over)
         }
         if blocked { s.field("source", "blocked") }
         if let destination { s.field("destination", destination) }
@@ -130,9 +139,9 @@ public struct PromptBook: Sendable {
     public mutating func raise(for verdict: Verdict, scope: UInt32?, uid: UInt32?, identity: PeerIdentity?,
                                network: NetworkState, timeoutSec: Int, link given: Link? = nil,
                                destination: String? = nil, userNamed: Bool = false) -> Prompt? {
-        guard verdict.reason == .awaitingDecision, !verdict.pendingKinds.isEmpty,
+        guard verdict.reason == .awaitingDecision, !verdict.kinds.pending.isEmpty,
               find(app: verdict.app, scope: scope) == nil, hasRoom(for: scope) else { return nil }
-        let pending = Set(verdict.pendingKinds)
+        let pending = Set(verdict.kinds.pending)
         // The links a decision would open: usable, kept off only by pending kinds.
         let candidates = network.usableLinks.lazy.filter { l in
             let blocking = verdict.permissions.blocking(l)
@@ -140,8 +149,7 @@ public struct PromptBook: Sendable {
         }
         guard let link = given ?? network.best(of: candidates) else { return nil }
         open.append(Prompt(id: nextID(), app: verdict.app, scope: scope, uid: uid, identity: identity,
-                           kinds: verdict.pendingKinds, link: link.name, linkKind: link.kind, metered: link.metered,
-                           roaming: link.roaming == true, over: link.over, destination: destination, userNamed: userNamed,
+                           kinds: verdict.kinds.pending, link: PromptLink(link), destination: destination, userNamed: userNamed,
                            askers: (identity?.pid).flatMap { $0 > 0 ? [$0] : nil } ?? [], timeoutSec: timeoutSec))
         return open[open.count - 1]
     }
@@ -166,19 +174,16 @@ public struct PromptBook: Sendable {
         var kinds = Set(permissions.blocking(link).filter { $0.1 == .ask }.map(\.0))
         kinds.insert(kind)
         open.append(Prompt(id: nextID(), app: app, scope: scope, uid: uid, identity: nil,
-                           kinds: Verdict.reportedKinds.filter(kinds.contains), link: link.name, linkKind: link.kind,
-                           metered: link.metered, roaming: link.roaming == true, over: link.over, blocked: true,
+                           kinds: Verdict.reportedKinds.filter(kinds.contains), link: PromptLink(link), blocked: true,
                            userNamed: userNamed,
                            timeoutSec: timeoutSec))
         return open[open.count - 1]
     }
 
-    /// The app's name and icon, once the prompt is raised.
-    public mutating func name(id: Int, _ name: String?, icon: String?, names: [String: String] = [:]) {
+    /// The app's name, names and icon, once the prompt is raised.
+    public mutating func name(id: Int, _ face: AppFace) {
         guard let i = open.firstIndex(where: { $0.id == id }) else { return }
-        open[i].name = name
-        open[i].icon = icon
-        open[i].names = names
+        open[i].face = face
     }
 
     /// Another process of the app asks while its prompt is open: it joins the askers. Returns whether it is new.

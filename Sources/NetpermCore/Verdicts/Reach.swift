@@ -41,8 +41,8 @@ extension Verdict {
         v.via = nil
         v.bindTo = nil
         v.egress = [:]
-        v.deniedKinds = []
-        v.pendingKinds = []
+        v.kinds.denied = []
+        v.kinds.pending = []
         v.reason = .routedElsewhere
         switch route {
         case nil:
@@ -54,7 +54,7 @@ extension Verdict {
             let loopback = l.kind == .loopback
             let allowed = loopback || permissions.allows(l)
             v.egress[family] = .link(l, allowed: allowed)
-            guard loopback || (l.adminUp && l.carrier) else { break }
+            guard loopback || (l.status.adminUp && l.status.carrier) else { break }
             if allowed {
                 v.available = true
                 v.reason = .ok
@@ -64,10 +64,10 @@ extension Verdict {
             let blocking = permissions.blocking(l)
             let denied = blocking.filter { $0.1 != .ask }.map(\.0)
             if denied.isEmpty {
-                v.pendingKinds = Self.reportedKinds.filter { d in blocking.contains { $0.0 == d } }
+                v.kinds.pending = Self.reportedKinds.filter { d in blocking.contains { $0.0 == d } }
                 v.reason = .awaitingDecision
             } else {
-                v.deniedKinds = Self.reportedKinds.filter(denied.contains)
+                v.kinds.denied = Self.reportedKinds.filter(denied.contains)
                 v.reason = denied == [.metered] && sources[.metered] == .budget ? .budgetExhausted : .denied
             }
         }

@@ -18,8 +18,8 @@ extension Verdict {
         switch reason {
         case .ok: return nil
         case .noNetwork: return Explanation.noNetwork(shownName)
-        case .denied: return Explanation.denied(shownName, deniedKinds.map(keptOff))
-        case .awaitingDecision: return Explanation.awaitingDecision(shownName, pending: pendingKinds)
+        case .denied: return Explanation.denied(shownName, kinds.denied.map(keptOff))
+        case .awaitingDecision: return Explanation.awaitingDecision(shownName, pending: kinds.pending)
         case .routedElsewhere: return Explanation.routedElsewhere(shownName, routedElsewhere, bindTo: bindTo?.name)
         case .budgetExhausted:
             return Explanation.budgetExhausted(shownName, limit: budget?.limit, periodEnd: budget?.periodEnd.map { "\($0)" })
@@ -28,7 +28,7 @@ extension Verdict {
     }
 
     /// The app as a person knows it: its desktop file's name, else its id.
-    var shownName: String { name ?? app }
+    var shownName: String { face.name ?? app }
 
     /// Why the app may not use `d`: its effective permission and where that comes from.
     func keptOff(_ d: PolicyDimension) -> Explanation.KeptOff {

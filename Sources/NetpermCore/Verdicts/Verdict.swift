@@ -17,6 +17,17 @@ public struct Verdict: Equatable, Sendable {
         case starting
     }
 
+    /// What keeps the app off the usable links, in reporting order: computed together from the same links.
+    public struct Kinds: Equatable, Sendable {
+        /// Their kinds set to deny, and `metered` when a usable metered link is kept off by Metered=deny.
+        public var denied: [PolicyDimension]
+        /// What a decision could open: the `ask` dimensions (kinds, `metered`) of usable links nothing denies.
+        public var pending: [PolicyDimension]
+        public init(denied: [PolicyDimension] = [], pending: [PolicyDimension] = []) {
+            self.denied = denied; self.pending = pending
+        }
+    }
+
     /// Where one family of the app's traffic would leave by now.
     public enum Route: Equatable, Sendable {
         /// Out of a link; `allowed`: of a kind the app may use.
@@ -37,11 +48,8 @@ public struct Verdict: Equatable, Sendable {
     public var egress: PerFamily<Route>
     /// With `routed-elsewhere`: a usable link the app may use, to bind its sockets to (the lowest metric).
     public var bindTo: Link?
-    /// What keeps the app off usable links: their kinds set to deny, and `metered` when a usable metered link
-    /// is kept off by Metered=deny.
-    public var deniedKinds: [PolicyDimension]
-    /// What a decision could open: the `ask` dimensions (kinds, `metered`) of usable links nothing denies.
-    public var pendingKinds: [PolicyDimension]
+    /// The kinds that keep the app off usable links, and those a decision could open.
+    public var kinds: Kinds
     /// Whether the kernel enforces the app's permissions (Mode=block); the engine fills it in per app.
     public var enforcement: Enforcement = .notEnforced(.modeOff)
     /// The app's metered budget, when it has one; the engine fills it in per app.
@@ -52,15 +60,12 @@ public struct Verdict: Equatable, Sendable {
     /// The address a REACH asked about: the message says which link it would leave by. Not written (the reply
     /// writes `destination` itself).
     public var destination: String? = nil
-    /// The app's name and icon from its desktop file (DesktopEntry), as the verdict's uid sees them; the message
-    /// names the app by its name.
-    public var name: String? = nil
-    public var icon: String? = nil
-    /// `Name[LOCALE]=` of its desktop file, by locale: each face shows the name in its person's language.
-    public var names: [String: String] = [:]
+    /// The app's name, names and icon from its desktop file (DesktopEntry), as the verdict's uid sees them; the
+    /// message names the app by its name.
+    public var face = AppFace()
 
     /// Kinds denied only because no agent listens to ask the user (`no-agent`).
-    public var unaskedKinds: [PolicyDimension] { deniedKinds.filter { sources[$0] == .noAgent } }
+    public var unaskedKinds: [PolicyDimension] { kinds.denied.filter { sources[$0] == .noAgent } }
 
     /// Asking about itself, the app should make someone ask the user: an agent (prompts), or, with none, the
     /// log (that nobody can).
@@ -82,8 +87,7 @@ public struct Verdict: Equatable, Sendable {
                                network: NetworkState, ready: Bool) -> Verdict {
         let permissions = effective.permissions
         var v = Verdict(app: app, matchedBy: matchedBy, permissions: permissions, sources: effective.sources,
-                        available: false, reason: .starting, via: nil, egress: [:], bindTo: nil, deniedKinds: [],
-                        pendingKinds: [])
+                        available: false, reason: .starting, via: nil, egress: [:], bindTo: nil, kinds: Kinds())
         guard ready else { return v }
         func allowed(_ l: Link) -> Bool { permissions.allows(l) }
         let usable = network.usableLinks
@@ -111,8 +115,8 @@ public struct Verdict: Equatable, Sendable {
                 for (d, _) in blocking { pending.insert(d) }
             }
         }
-        v.deniedKinds = reportedKinds.filter(denied.contains)
-        v.pendingKinds = reportedKinds.filter(pending.contains)
+        v.kinds.denied = reportedKinds.filter(denied.contains)
+        v.kinds.pending = reportedKinds.filter(pending.contains)
         if let working, !leaking {
             v.available = true
             v.reason = .ok
@@ -135,9 +139,7 @@ public struct Verdict: Equatable, Sendable {
     /// `message: false` where the reply's own `message` says it (WAIT's time-out).
     public func write(to s: inout JSONWriter, matchedBy withMatchedBy: Bool = true, message withMessage: Bool = true) {
         s.field("app", app)
-        if let name { s.field("name", name) }
-        if !names.isEmpty { s.field("names", map: names) }
-        if let icon { s.field("icon", icon) }
+        face.write(to: &s)
         if withMatchedBy { s.field("matched_by", matchedBy.rawValue) }
         s.field("available", available)
         s.field("reason", reason.rawValue)
@@ -161,8 +163,8 @@ public struct Verdict: Equatable, Sendable {
             }
         }
         s.object("bind_to", bindTo) { $1.writeReference(to: &$0) }
-        s.field("denied_kinds", strings: deniedKinds.lazy.map(\.rawValue))
-        s.field("pending_kinds", strings: pendingKinds.lazy.map(\.rawValue))
+        s.field("denied_kinds", strings: kinds.denied.lazy.map(\.rawValue))
+        s.field("pending_kinds", strings: kinds.pending.lazy.map(\.rawValue))
         s.object("permissions") {
             for k in PermissionSet.dimensions { $0.field(k.dimension.key, literal: permissions[k.dimension].literal) }
         }

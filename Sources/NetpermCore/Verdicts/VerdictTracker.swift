@@ -216,7 +216,7 @@ extension Verdict {
         available == other.available && reason == other.reason && permissions == other.permissions
             && sources == other.sources && Link.sameReference(via, other.via) && Link.sameReference(bindTo, other.bindTo)
             && AddressFamily.allCases.allSatisfy { Route.sameReport(egress[$0], other.egress[$0]) }
-            && deniedKinds == other.deniedKinds && pendingKinds == other.pendingKinds
+            && kinds == other.kinds
     }
 }
 
