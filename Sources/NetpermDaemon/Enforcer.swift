@@ -23,7 +23,7 @@ final class Enforcer {
     /// Where loads run (on the loop if no thread can be had).
     private let worker: Worker<Load>
     /// Loads not yet started, the one running, what is in force, and when a repair is worth one.
-    private var upkeep = TableUpkeep<(EdgeError?) -> Void>()
+    private var upkeep = Upkeep()
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
     private var monitor: NftablesMonitor?
@@ -43,7 +43,8 @@ final class Enforcer {
     var usageChanged: () -> Void = {}
     var quotaReached: (QuotaName) -> Void = { _ in }
 
-    private typealias Job = TableUpkeep<(EdgeError?) -> Void>.Job
+    private typealias Upkeep = TableUpkeep<(EdgeError?) -> Void>
+    private typealias Job = Upkeep.Job
 
     /// What of the table's changes is the daemon's own: this process's netfilter sockets that loads used, its other
     /// sockets committing to the table (the lane's, UnitNamer's: their batches begun and finished), and what all had
@@ -172,7 +173,7 @@ final class Enforcer {
     }
 
     /// What the kernel says of the tables a load needs to know about.
-    private static func lookUp(_ lookup: TableUpkeep<(EdgeError?) -> Void>.Lookup) -> TableUpkeep<(EdgeError?) -> Void>.TableLookup {
+    private static func lookUp(_ lookup: Upkeep.Lookup) -> Upkeep.TableLookup {
         do throws(Errno) {
             switch lookup {
             case .rules:
@@ -219,7 +220,7 @@ final class Enforcer {
     }
 
     /// The sockets that follow the tables, as what is in force asks.
-    private func follow(_ watching: TableUpkeep<(EdgeError?) -> Void>.Watching) {
+    private func follow(_ watching: Upkeep.Watching) {
         switch watching {
         case .unchanged:
             break
