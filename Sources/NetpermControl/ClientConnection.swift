@@ -8,39 +8,71 @@ final class ClientConnection {
     /// Who connected (SO_PEERCRED): its uid is what the per-uid limit counts.
     let connector: Credentials
     private unowned let server: ControlServer
-    /// Where each sender's bytes begin in the input stream (offsets as the framer counts them), oldest first;
-    /// entries before the frame being delivered are dropped, so this holds one entry but for a shared socket.
-    private var senders: [(from: Int, sender: Credentials)] = []
+    private var input: Input
     private var source: IOSource?
     /// Its first request was answered (it is served with the established clients).
     private var established = false
-    private var framer: LineFramer
-    /// What waits to be sent, in order, from `first` on; `firstSent` bytes of `pieces[first]` went already.
-    private var pieces: [Piece] = []
-    private var first = 0
-    private var firstSent = 0
-    private(set) var queuedBytes = 0
-    private var closingAfterFlush = false
-    private var inputEOF = false
+    private var out = OutQueue()
+    private var phase = Phase.open
     /// A deferred reply is pending: later requests wait so replies stay in order.
     var held = false
     /// Set for subscribers: the end of their input does not end the stream of events.
     var keepAfterEOF = false
     private var interest: UInt32 = 0
-    private(set) var isClosed = false
-    /// Events dropped since the subscriber fell `maxEventBytes` behind; nil while it keeps up.
-    private var dropped: Int?
-    /// Closes a subscriber that has not caught up `maxLagMicroseconds` after falling behind.
-    private var stallTimer: TimerSource?
+    private var lag = Lag()
+    private var pacing = Pacing()
+
+    var queuedBytes: Int { out.queuedBytes }
+    var isClosed: Bool { phase == .closed }
+
+    /// What it reads: the framer, and who sent what (SO_PASSCRED).
+    private struct Input {
+        var framer: LineFramer
+        /// Where each sender's bytes begin in the input stream (offsets as the framer counts them), oldest first;
+        /// entries before the frame being delivered are dropped, so this holds one entry but for a shared socket.
+        var senders: [(from: Int, sender: Credentials)] = []
+        /// The peer ended its input.
+        var ended = false
+    }
+
+    /// What waits to be sent, in order, from `first` on; `firstSent` bytes of `pieces[first]` went already.
+    private struct OutQueue {
+        var pieces: [Piece] = []
+        var first = 0
+        var firstSent = 0
+        var queuedBytes = 0
+    }
+
+    /// Where the connection stands: open, flushing its last replies before it closes, closed.
+    private enum Phase: String {
+        case open, draining, closed
+    }
+
+    /// The one setter of its phase: logs old -> new.
+    private func setPhase(_ new: Phase) {
+        guard new != phase else { return }
+        Log.debug("control socket: client fd \(fd): \(phase.rawValue) -> \(new.rawValue)")
+        phase = new
+    }
+
+    /// A subscriber that fell behind: the events dropped since (nil while it keeps up), and the timer that closes it
+    /// if it has not caught up `maxLagMicroseconds` after.
+    private struct Lag {
+        var dropped: Int?
+        var stallTimer: TimerSource?
+    }
+
     /// A subscriber's socket buffer is filled only to half (`room`), so that the last overflow line always fits
     /// in it, whether the subscriber reads or not: once it stopped reading with its buffer full, the line never
     /// reached anyone. `sendBuffer` is the buffer's size, `inKernel` what it holds at most (counted up as bytes
-    /// go, read from the kernel when that count says half).
-    private var sendBuffer = 0
-    private var inKernel = 0
-    /// Events were pushed to it; and its last lines go out without holding half its buffer back.
-    private var subscriber = false
-    private var lastLines = false
+    /// go, read from the kernel when that count says half). `subscriber`: events were pushed to it; `lastLines`: its
+    /// last lines go out without holding half its buffer back.
+    private struct Pacing {
+        var sendBuffer = 0
+        var inKernel = 0
+        var subscriber = false
+        var lastLines = false
+    }
 
     /// Replies (and event heads) are the connection's own bytes; an event's body is shared.
     private struct Piece {
@@ -55,7 +87,7 @@ final class ClientConnection {
         self.fd = fd
         self.connector = connector
         self.server = server
-        framer = LineFramer(maxLine: server.limits.maxLine)
+        input = Input(framer: LineFramer(maxLine: server.limits.maxLine))
     }
 
     func start(in group: IOGroup) throws(Errno) {
@@ -82,12 +114,12 @@ final class ClientConnection {
 
     func queue(_ bytes: UnsafeRawBufferPointer) {
         guard !isClosed else { return }
-        let wasEmpty = queuedBytes == 0
+        let wasEmpty = out.queuedBytes == 0
         // Replies in a row are one piece: a pipelined flood of them costs what one array does.
-        if let last = pieces.indices.last, last >= first, !pieces[last].isEvent {
-            pieces[last].own.append(contentsOf: bytes)
+        if let last = out.pieces.indices.last, last >= out.first, !out.pieces[last].isEvent {
+            out.pieces[last].own.append(contentsOf: bytes)
         } else {
-            pieces.append(Piece(own: Array(bytes), body: nil))
+            out.pieces.append(Piece(own: Array(bytes), body: nil))
         }
         grew(bytes.count, own: bytes.count)
         if wasEmpty { flushAndWatch() }
@@ -100,27 +132,27 @@ final class ClientConnection {
     /// gets a last overflow line and is closed.
     func push(head: UnsafeRawBufferPointer, body: EventBody) {
         guard !isClosed else { return }
-        subscriber = true
-        if let d = dropped {
-            dropped = d + 1
+        pacing.subscriber = true
+        if let d = lag.dropped {
+            lag.dropped = d + 1
             return
         }
-        if queuedBytes > server.limits.maxEventBytes
-            || (queuedBytes > 0 && server.queuedTotal + head.count > server.limits.maxTotalQueuedBytes) {
+        if out.queuedBytes > server.limits.maxEventBytes
+            || (out.queuedBytes > 0 && server.queuedTotal + head.count > server.limits.maxTotalQueuedBytes) {
             let lost = dropUnsentEvents() + 1
-            dropped = lost
+            lag.dropped = lost
             server.fellBehind(fd: fd, dropped: lost)
-            stallTimer = server.afterLagLimit { [weak self] in self?.stalled() }
+            lag.stallTimer = server.afterLagLimit { [weak self] in self?.stalled() }
             return
         }
-        let wasEmpty = queuedBytes == 0
-        pieces.append(Piece(own: Array(head), body: body))
+        let wasEmpty = out.queuedBytes == 0
+        out.pieces.append(Piece(own: Array(head), body: body))
         grew(head.count + body.bytes.count, own: head.count)
         if wasEmpty { flushAndWatch() }
     }
 
     private func grew(_ n: Int, own: Int) {
-        queuedBytes += n
+        out.queuedBytes += n
         server.tally.own += own
     }
 
@@ -130,9 +162,9 @@ final class ClientConnection {
         var kept: [Piece] = []
         var count = 0
         var freed = 0, freedOwn = 0
-        for i in first..<pieces.count {
-            let p = pieces[i]
-            if p.isEvent && !(i == first && firstSent > 0) {
+        for i in out.first..<out.pieces.count {
+            let p = out.pieces[i]
+            if p.isEvent && !(i == out.first && out.firstSent > 0) {
                 count += 1
                 freed += p.count
                 freedOwn += p.own.count
@@ -140,9 +172,9 @@ final class ClientConnection {
                 kept.append(p)
             }
         }
-        pieces = kept
-        first = 0
-        queuedBytes -= freed
+        out.pieces = kept
+        out.first = 0
+        out.queuedBytes -= freed
         server.tally.own -= freedOwn
         return count
     }
@@ -150,29 +182,29 @@ final class ClientConnection {
     /// Still behind when its time ran out: it is not reading. The line it was sent part of is finished, the
     /// overflow line follows (the half of its socket buffer kept free holds them), and it is closed.
     private func stalled() {
-        stallTimer = nil
-        guard !isClosed, dropped != nil else { return }
+        lag.stallTimer = nil
+        guard !isClosed, lag.dropped != nil else { return }
         server.stalled(fd: fd)
         // Only the line begun goes before it: replies queued behind it would not fit, and nothing reads them.
-        let begun = firstSent > 0 ? first : nil
-        releasePieces(from: begun.map { $0 + 1 } ?? first)
+        let begun = out.firstSent > 0 ? out.first : nil
+        releasePieces(from: begun.map { $0 + 1 } ?? out.first)
         let line = Array("{\"event\":\"overflow\"}\n".utf8)
-        pieces.append(Piece(own: line, body: nil))
+        out.pieces.append(Piece(own: line, body: nil))
         grew(line.count, own: line.count)
-        lastLines = true
-        dropped = nil
+        pacing.lastLines = true
+        lag.dropped = nil
         flush()
         close()
     }
 
     /// Forgets the pieces from `index` on, unsent.
     private func releasePieces(from index: Int) {
-        guard index < pieces.count else { return }
-        for p in pieces[index...] {
-            queuedBytes -= p.count
+        guard index < out.pieces.count else { return }
+        for p in out.pieces[index...] {
+            out.queuedBytes -= p.count
             server.tally.own -= p.own.count
         }
-        pieces.removeSubrange(index...)
+        out.pieces.removeSubrange(index...)
     }
 
     private func flushAndWatch() {
@@ -181,12 +213,12 @@ final class ClientConnection {
     }
 
     func closeAfterFlush() {
-        closingAfterFlush = true
+        if phase == .open { setPhase(.draining) }
     }
 
     private func readSome() {
         // Read only while the framer holds less than a line: the rest stays in the kernel's buffer.
-        guard !inputEOF, framer.buffered <= server.limits.maxLine, mayTakeRequests else { return }
+        guard !input.ended, input.framer.buffered <= server.limits.maxLine, mayTakeRequests else { return }
         let r: FD.Read
         do {
             r = try server.scratch.withUnsafeMutableBytes { (b) -> Result<FD.Read, Errno> in
@@ -195,8 +227,8 @@ final class ClientConnection {
                     // The kernel attaches credentials to every message once SO_PASSCRED is on; none means
                     // nobody can say who sent them.
                     let who = sender ?? .unknown
-                    if senders.last?.sender != who { senders.append((framer.received, who)) }
-                    framer.append(UnsafeRawBufferPointer(rebasing: b[0..<n]))
+                    if input.senders.last?.sender != who { input.senders.append((input.framer.received, who)) }
+                    input.framer.append(UnsafeRawBufferPointer(rebasing: b[0..<n]))
                 }
                 return r.map(\.read)
             }.get()
@@ -208,17 +240,17 @@ final class ClientConnection {
         case .bytes, .wouldBlock:
             break
         case .end:
-            inputEOF = true
+            input.ended = true
             // A last request without its newline still counts (`printf PING | socat ...`).
-            if framer.buffered > 0 { framer.append([0x0A]) }
+            if input.framer.buffered > 0 { input.framer.append([0x0A]) }
         }
     }
 
     /// Requests are taken while this client's replies fit its queue, and while all queues together fit theirs
     /// (or this one is empty: a client that reads its replies is always served).
     private var mayTakeRequests: Bool {
-        queuedBytes < server.limits.maxQueuedBytes
-            && (queuedBytes == 0 || server.queuedTotal < server.limits.maxTotalQueuedBytes)
+        out.queuedBytes < server.limits.maxQueuedBytes
+            && (out.queuedBytes == 0 || server.queuedTotal < server.limits.maxTotalQueuedBytes)
     }
 
     /// Hands the buffered requests over and sends, until they run out or the client's socket is full. A queue that
@@ -235,8 +267,8 @@ final class ClientConnection {
     }
 
     private func processFrames() {
-        while !isClosed && !held && !closingAfterFlush && mayTakeRequests, let frame = framer.next() {
-            server.delegate.frame(id, frame, sender: sender(of: framer.frameStart))
+        while !isClosed && !held && phase != .draining && mayTakeRequests, let frame = input.framer.next() {
+            server.delegate.frame(id, frame, sender: sender(of: input.framer.frameStart))
             if !established && !isClosed { establish() }
         }
     }
@@ -256,25 +288,25 @@ final class ClientConnection {
     /// Who sent the byte at `offset`: the process that began a line is the one it is answered for (a trusted
     /// program that merely ends someone else's line with a newline lends it nothing).
     private func sender(of offset: Int) -> Credentials {
-        while senders.count > 1 && senders[1].from <= offset { senders.removeFirst() }
-        return senders.first?.sender ?? .unknown
+        while input.senders.count > 1 && input.senders[1].from <= offset { input.senders.removeFirst() }
+        return input.senders.first?.sender ?? .unknown
     }
 
     /// How much may go into the socket now: all of it, but for a subscriber only up to half its buffer.
     private func room() -> Int {
-        guard subscriber || keepAfterEOF, !lastLines, !isClosed else { return .max }
-        if sendBuffer == 0 {
+        guard pacing.subscriber || keepAfterEOF, !pacing.lastLines, !isClosed else { return .max }
+        if pacing.sendBuffer == 0 {
             guard let b = try? UnixSocket.sendBuffer(fd) else { return .max }
-            sendBuffer = max(b.size, 8192)
-            inKernel = b.used
+            pacing.sendBuffer = max(b.size, 8192)
+            pacing.inKernel = b.used
         }
-        let half = sendBuffer / 2
-        if inKernel >= half, let used = try? UnixSocket.sendQueue(fd) { inKernel = used }
-        return max(0, half - inKernel)
+        let half = pacing.sendBuffer / 2
+        if pacing.inKernel >= half, let used = try? UnixSocket.sendQueue(fd) { pacing.inKernel = used }
+        return max(0, half - pacing.inKernel)
     }
 
     private func flush() {
-        while queuedBytes > 0 {
+        while out.queuedBytes > 0 {
             let limit = room()
             guard limit > 0 else { break }
             let sent: Int?
@@ -284,49 +316,49 @@ final class ClientConnection {
             }
             guard let n = sent else { break }
             // What the kernel holds grows by the bytes and its own bookkeeping of them (at most about 1 KiB a send).
-            inKernel += n + 1024
+            pacing.inKernel += n + 1024
             advance(n)
         }
-        if queuedBytes == 0 {
-            pieces.removeAll(keepingCapacity: pieces.capacity <= 64)
-            first = 0
-            firstSent = 0
-            if let d = dropped, !isClosed {
-                dropped = nil
-                stallTimer?.cancel()
-                stallTimer = nil
+        if out.queuedBytes == 0 {
+            out.pieces.removeAll(keepingCapacity: out.pieces.capacity <= 64)
+            out.first = 0
+            out.firstSent = 0
+            if let d = lag.dropped, !isClosed {
+                lag.dropped = nil
+                lag.stallTimer?.cancel()
+                lag.stallTimer = nil
                 server.caughtUp(self, dropped: d)
             }
-        } else if first > 64 && first * 2 > pieces.count {
-            pieces.removeSubrange(0..<first)
-            first = 0
+        } else if out.first > 64 && out.first * 2 > out.pieces.count {
+            out.pieces.removeSubrange(0..<out.first)
+            out.first = 0
         }
     }
 
     /// One send of at most `limit` bytes from the head of the queue: straight from the first piece when it
     /// holds them, else gathered in the server's buffer. nil: the socket is full.
     private func send(upTo limit: Int) throws(Errno) -> Int? {
-        let p = pieces[first]
-        if firstSent < p.own.count, p.body == nil || p.own.count - firstSent >= limit {
+        let p = out.pieces[out.first]
+        if out.firstSent < p.own.count, p.body == nil || p.own.count - out.firstSent >= limit {
             return try p.own.withUnsafeBytes { b in
                 Result { () throws(Errno) -> Int? in
-                    try FD.send(fd, UnsafeRawBufferPointer(rebasing: b[firstSent..<(firstSent + min(b.count - firstSent, limit))]))
+                    try FD.send(fd, UnsafeRawBufferPointer(rebasing: b[out.firstSent..<(out.firstSent + min(b.count - out.firstSent, limit))]))
                 }
             }.get()
         }
-        if let body = p.body, firstSent >= p.own.count {
+        if let body = p.body, out.firstSent >= p.own.count {
             return try body.bytes.withUnsafeBytes { b in
-                let from = firstSent - p.own.count
+                let from = out.firstSent - p.own.count
                 return Result { () throws(Errno) -> Int? in
                     try FD.send(fd, UnsafeRawBufferPointer(rebasing: b[from..<(from + min(b.count - from, limit))]))
                 }
             }.get()
         }
-        let want = min(limit, queuedBytes, server.gather.count)
-        var n = 0, i = first, skip = firstSent
+        let want = min(limit, out.queuedBytes, server.gather.count)
+        var n = 0, i = out.first, skip = out.firstSent
         server.gather.withUnsafeMutableBytes { g in
-            while n < want && i < pieces.count {
-                let piece = pieces[i]
+            while n < want && i < out.pieces.count {
+                let piece = out.pieces[i]
                 for part in [piece.own, piece.body?.bytes ?? []] where n < want {
                     if skip >= part.count { skip -= part.count; continue }
                     let take = min(part.count - skip, want - n)
@@ -347,31 +379,31 @@ final class ClientConnection {
     /// `n` bytes went: the pieces they finish are let go (a body shared with others lives on in their queues).
     private func advance(_ n: Int) {
         var left = n
-        queuedBytes -= n
+        out.queuedBytes -= n
         while left > 0 {
-            let rest = pieces[first].count - firstSent
+            let rest = out.pieces[out.first].count - out.firstSent
             if left < rest {
-                firstSent += left
+                out.firstSent += left
                 return
             }
             left -= rest
-            server.tally.own -= pieces[first].own.count
-            pieces[first] = Piece(own: [], body: nil)
-            first += 1
-            firstSent = 0
+            server.tally.own -= out.pieces[out.first].own.count
+            out.pieces[out.first] = Piece(own: [], body: nil)
+            out.first += 1
+            out.firstSent = 0
         }
     }
 
     private func updateInterest() {
         // A client that half-closed after a WAIT or SUBSCRIBE still gets its reply and events.
-        if queuedBytes == 0 && !held && (closingAfterFlush || (inputEOF && framer.buffered == 0 && !keepAfterEOF)) {
+        if out.queuedBytes == 0 && !held && (phase == .draining || (input.ended && input.framer.buffered == 0 && !keepAfterEOF)) {
             close()
             return
         }
         var events: UInt32 = 0
-        let canTakeMore = mayTakeRequests && !closingAfterFlush && !held
-        if canTakeMore && !inputEOF && framer.buffered <= server.limits.maxLine { events |= IOEvents.readable }
-        if queuedBytes > 0 { events |= IOEvents.writable }
+        let canTakeMore = mayTakeRequests && phase != .draining && !held
+        if canTakeMore && !input.ended && input.framer.buffered <= server.limits.maxLine { events |= IOEvents.readable }
+        if out.queuedBytes > 0 { events |= IOEvents.writable }
         if events != interest {
             interest = events
             source?.setEvents(events)
@@ -380,14 +412,14 @@ final class ClientConnection {
 
     func close() {
         guard !isClosed else { return }
-        isClosed = true
-        stallTimer?.cancel()
-        stallTimer = nil
+        setPhase(.closed)
+        lag.stallTimer?.cancel()
+        lag.stallTimer = nil
         source?.cancel()
         source = nil
         FD.close(fd)
-        releasePieces(from: first)
-        pieces = []
+        releasePieces(from: out.first)
+        out.pieces = []
         server.remove(self)
     }
 }

@@ -42,20 +42,57 @@ public final class CgroupWatcher {
     /// The directories of the last scan, and those handed to the namer (by id).
     private var directories: [UnitCgroupScanner.Found] = []
     private var namerWatches: Set<UInt64> = []
-    /// The ids of the units last handed over, and of those named as they were made (with how many scans had
-    /// started then): a scan begun later says whether they are still there.
-    private var known: Set<UInt64> = []
-    private var fresh: [UInt64: Int] = [:]
-    private var scansStarted = 0
+    private var seen = UnitsSeen()
     /// The unit descriptors the rules in force name (`inForce(_:)`): kept open after their cgroup went.
     private var named: Set<Int32> = []
-    /// When the next scan may start (monotonic µs): twice what handing over the last one cost the loop after it.
-    private(set) var notBefore: UInt64 = 0
-    /// The same without the debounce's floor, for a scope the daemon had made (`scanSoon`); and such a scan asked
-    /// for while one ran.
-    private(set) var soonNotBefore: UInt64 = 0
-    private var soon = false
+    private var spacing = Spacing()
     var scanning: Bool { thread.busy }
+    var notBefore: UInt64 { spacing.notBefore }
+    var soonNotBefore: UInt64 { spacing.soonNotBefore }
+
+    /// The units named as they were made (by id, with how many scans had started then): a scan begun later says
+    /// whether they are still there.
+    struct UnitsSeen {
+        private var fresh: [UInt64: Int] = [:]
+        private(set) var scansStarted = 0
+
+        /// A scan starts; its number.
+        mutating func started() -> Int {
+            scansStarted += 1
+            return scansStarted
+        }
+
+        /// Units named as they were made: fresh until a scan begun after them is handed over.
+        mutating func named(_ ids: [UInt64]) {
+            for id in ids where fresh[id] == nil { fresh[id] = scansStarted }
+        }
+
+        /// Scan `number` found `units`: the fresh units a scan begun after them did not find are gone, sorted (until
+        /// then they are fresh, found or not: the engine deletes the elements of those no load of the rules took over).
+        mutating func found(_ units: Set<UInt64>, scan number: Int) -> [UInt64] {
+            var went: [UInt64] = []
+            for (id, before) in fresh where number > before && !units.contains(id) {
+                fresh[id] = nil
+                went.append(id)
+            }
+            return went.sorted()
+        }
+    }
+
+    /// When the next scan may start (monotonic µs): twice what handing over the last one cost the loop after it;
+    /// `soonNotBefore` the same without the debounce's floor, for a scope the daemon had made (`scanSoon`); `soon`:
+    /// such a scan was asked for while one ran.
+    struct Spacing {
+        private(set) var notBefore: UInt64 = 0
+        private(set) var soonNotBefore: UInt64 = 0
+        var soon = false
+
+        /// Handing a scan over took the loop from `start` to `end`.
+        mutating func handedOver(start: UInt64, end: UInt64) {
+            notBefore = end + min(CgroupWatcher.maxSpacingMicroseconds, max(CgroupWatcher.debounceMicroseconds, 2 * (end - start)))
+            soonNotBefore = end + min(CgroupWatcher.maxSpacingMicroseconds, 2 * (end - start))
+        }
+    }
 
     public init(loop: EventLoop, changed: @escaping (UnitCgroups) -> Void) {
         self.loop = loop
@@ -70,16 +107,14 @@ public final class CgroupWatcher {
             namerStarted(port) { n.commits }
         }
         // The first on the loop: the engine knows the units before it loads its first rules.
-        scansStarted = 1
-        apply(scanner.scan(), number: 1)
+        apply(scanner.scan(), number: seen.started())
     }
 
     deinit { namer.stop() }
 
     private func rescan() {
         timer = nil
-        scansStarted += 1
-        let number = scansStarted
+        let number = seen.started()
         thread.run({ [scanner] in scanner.scan() }) { [unowned self] result in self.apply(result, number: number) }
     }
 
@@ -102,20 +137,11 @@ public final class CgroupWatcher {
         }
         directories = scan.directories
         handDirectories()
-        known = Set(scan.cgroups.units.map(\.id))
-        // Fresh units a scan begun after them did not find are gone (until then they are fresh, found or not: the
-        // engine deletes the elements of those no load of the rules took over).
-        var went: [UInt64] = []
-        for (id, before) in fresh where number > before && !known.contains(id) {
-            fresh[id] = nil
-            went.append(id)
-        }
+        let went = seen.found(Set(scan.cgroups.units.map(\.id)), scan: number)
         let start = Clock.monotonicMicroseconds()
         changed(scan.cgroups)
-        if !went.isEmpty { gone(went.sorted()) }
-        let end = Clock.monotonicMicroseconds()
-        notBefore = end + min(Self.maxSpacingMicroseconds, max(Self.debounceMicroseconds, 2 * (end - start)))
-        soonNotBefore = end + min(Self.maxSpacingMicroseconds, 2 * (end - start))
+        if !went.isEmpty { gone(went) }
+        spacing.handedOver(start: start, end: Clock.monotonicMicroseconds())
         scanner.release(keeping: named)
         // What was made in a directory between its listing and its watch is seen by one more scan. (What was asked
         // for while this scan ran comes after: `resume`.)
@@ -124,8 +150,8 @@ public final class CgroupWatcher {
 
     /// What a change, or a scope made, asked for while a scan ran, once it is handed over.
     private func resume() {
-        if soon {
-            soon = false
+        if spacing.soon {
+            spacing.soon = false
             scanSoon()
         } else {
             schedule()
@@ -157,7 +183,7 @@ public final class CgroupWatcher {
 
     /// Units the namer named (or failed to): fresh until a scan begun after them is handed over.
     private func namedByNamer(_ r: UnitNamer.Result) {
-        if r.error == nil { for u in r.units where fresh[u.unit.id] == nil { fresh[u.unit.id] = scansStarted } }
+        if r.error == nil { seen.named(r.units.map(\.unit.id)) }
         unitsNamed(r.units, r.generation, r.error)
     }
 
@@ -174,19 +200,19 @@ public final class CgroupWatcher {
     /// than twice what handing over the last scan cost the loop (`soonNotBefore`): a user starting apps in a loop
     /// makes at most 16 scopes at once (Engine.maxScopes), and a tree so big that its scans cost much spaces them.
     public func scanSoon() {
-        guard !thread.after({ [unowned self] in resume() }) else { soon = true; return }
+        guard !thread.after({ [unowned self] in resume() }) else { spacing.soon = true; return }
         timer?.cancel()
         timer = nil
         let now = Clock.monotonicMicroseconds()
-        guard soonNotBefore > now else { return rescan() }
-        timer = try? loop.addTimer(afterMicroseconds: soonNotBefore - now) { [unowned self] in self.rescan() }
+        guard spacing.soonNotBefore > now else { return rescan() }
+        timer = try? loop.addTimer(afterMicroseconds: spacing.soonNotBefore - now) { [unowned self] in self.rescan() }
     }
 
     private func schedule() {
         guard timer == nil else { return }
         guard !thread.after({ [unowned self] in resume() }) else { return }
         let now = Clock.monotonicMicroseconds()
-        let delay = max(Self.debounceMicroseconds, notBefore > now ? notBefore - now : 0)
+        let delay = max(Self.debounceMicroseconds, spacing.notBefore > now ? spacing.notBefore - now : 0)
         timer = try? loop.addTimer(afterMicroseconds: delay) { [unowned self] in self.rescan() }
     }
 }

@@ -15,28 +15,24 @@ import NetpermProtocol
 /// behind them: a whole table of 10,000 apps takes seconds under load, and clients must be answered meanwhile.
 /// Each load's libnftables context is made and freed on its thread (a context is not thread-safe; a new one costs a
 /// millisecond); the loop's sources (the event socket, NFLOG) are touched only on the loop, before and after.
+///
+/// What runs next, what is in force, whether a change is repaired and what follows a load's end are decided by
+/// `TableUpkeep` (NetpermCore, tested without a kernel): this object asks the kernel what it needs and carries out.
 final class Enforcer {
     private let loop: EventLoop
     /// Where loads run (on the loop if no thread can be had).
     private let worker: Worker<Load>
-    /// Loads not yet started, and when a repair is worth one (LoadQueue: its policy, tested in the core).
-    private var queue = LoadQueue<(EdgeError?) -> Void>()
-    /// Whether a load runs (on the worker, or on the loop between its start and its end).
-    private var running = false
+    /// Loads not yet started, the one running, what is in force, and when a repair is worth one.
+    private var upkeep = Upkeep()
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
     private var monitor: NftablesMonitor?
     /// Where the elements of units just made go, never behind a load (UnitLane).
     private let lane: UnitLane
-    /// The daemon's other sockets committing to the table (the lane's, UnitNamer's): their batches begun and
-    /// finished, and what all had finished when the last load left the event group.
-    private var committers: [() -> (started: UInt32, finished: UInt32)] = []
-    private var finishedAtQuiet: UInt32 = 0
+    private var own = OwnCommits()
     private var nflog: NflogReader?
     /// Binding the NFLOG group failed and the log said so: not said again at every load.
     private var nflogFailed = false
-    /// The rules last loaded successfully; nil while none are (Mode=off, or after removal).
-    private var inForce: String?
     /// A repair asked for by a commit of another process during the daemon's own transaction.
     private var repairTimer: TimerSource?
     /// Called when loading the rules again after a foreign change fails: the engine retries.
@@ -46,12 +42,21 @@ final class Enforcer {
     /// Another process changed the usage table; a quota object of it ran out.
     var usageChanged: () -> Void = {}
     var quotaReached: (QuotaName) -> Void = { _ in }
-    /// The usage table was loaded by this process and not removed since.
-    private var usageInForce = false
-    /// This process's netfilter sockets that loads used: changes they make are the daemon's own.
-    private var ownPortIDs: Set<UInt32> = []
 
-    private typealias Job = LoadQueue<(EdgeError?) -> Void>.Job
+    private typealias Upkeep = TableUpkeep<(EdgeError?) -> Void>
+    private typealias Job = Upkeep.Job
+
+    /// What of the table's changes is the daemon's own: this process's netfilter sockets that loads used, its other
+    /// sockets committing to the table (the lane's, UnitNamer's: their batches begun and finished), and what all had
+    /// finished when the last load left the event group.
+    private struct OwnCommits {
+        var portIDs: Set<UInt32> = []
+        var committers: [() -> (started: UInt32, finished: UInt32)] = []
+        var finishedAtQuiet: UInt32 = 0
+
+        var finished: UInt32 { committers.reduce(0) { $0 &+ $1().finished } }
+        var started: UInt32 { committers.reduce(0) { $0 &+ $1().started } }
+    }
 
     /// What runs on the thread: the scripts, and what came of them. The thread owns it from `run` until it has
     /// written its result back; the loop reads it only after.
@@ -115,18 +120,18 @@ final class Enforcer {
         // must not starve the one unit the person just started.
         worker = Worker(loop: loop, doing: "loading rules", background: true)
         lane.portOpened = { [unowned self] port in
-            ownPortIDs.insert(port)
-            monitor?.ownPortIDs = ownPortIDs
+            own.portIDs.insert(port)
+            monitor?.ownPortIDs = own.portIDs
         }
-        committers.append { [unowned self] in (lane.started, lane.finished) }
+        own.committers.append { [unowned self] in (lane.started, lane.finished) }
     }
 
     /// Another socket of the daemon's (UnitNamer's) commits to the table at any time: its notifications and
     /// commits are the daemon's own.
     func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32)) {
-        ownPortIDs.insert(port)
-        monitor?.ownPortIDs = ownPortIDs
-        committers.append(commits)
+        own.portIDs.insert(port)
+        monitor?.ownPortIDs = own.portIDs
+        own.committers.append(commits)
     }
 
     /// Element changes of units just made or gone, by id (`Effect.loadUnitElements`): `done` gets nil, or why the
@@ -136,14 +141,14 @@ final class Enforcer {
     }
 
     /// Whether a load runs or waits.
-    var busy: Bool { running || !queue.isEmpty }
+    var busy: Bool { upkeep.busy }
 
     /// Runs the transactions in order, stopping at the first that fails, after the loads before them; `done` gets
     /// nil, or why it failed, on the loop. `whole`: the whole ruleset they lead to, loaded again should another
     /// process change the table (they may change only part of it). A whole ruleset is handed over from the table in
     /// force, if there is one (`Ruleset.wholeLoad`).
     func load(_ transactions: [RuleTransaction], inForce whole: String, done: @escaping (EdgeError?) -> Void) {
-        queue.rules(transactions, whole: whole, done: done)
+        upkeep.rules(transactions, whole: whole, done: done)
         startNext()
     }
 
@@ -151,70 +156,35 @@ final class Enforcer {
     /// nil, or why it failed. The removal runs only if the table exists, so that a daemon that never counts never
     /// loads libnftables.
     func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void) {
-        queue.usage(script, done: done)
+        upkeep.usage(script, done: done)
         startNext()
     }
 
     private func startNext() {
-        guard !running, let job = queue.next(inForce: inForce) else { return }
-        if job.kind == .usage { return startUsage(job) }
-        let whole = job.whole!
-        let removal = whole == Ruleset.removal
-        var scripts = job.transactions
-        if removal, inForce == nil {
-            // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
-            // that Mode=off never loads libnftables.
-            let answer: Shortcut
-            switch Result(catching: { () throws(Errno) in try Self.tables() }) {
-            case .success((false?, false?)): answer = .answered(nil)
-            case .success((nil, _)), .success((_, nil)): answer = .answered(Self.notPermitted(.loadRules))
-            case let .failure(e): answer = .answered(Self.cannotAsk(.loadRules, e))
-            case .success: answer = .run
-            }
-            if case let .answered(error) = answer {
+        while let step = upkeep.next(lookUp: Self.lookUp) {
+            switch step {
+            case let .answered(job, error):
                 job.done?(error)
-                return startNext()
-            }
-        } else if !removal, job.loadsWhole {
-            // Unknown answers take the handover: it is right whatever is there.
-            let (table, handover) = (try? Self.tables()) ?? (nil, nil)
-            scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true)
-                .map(RuleTransaction.init(whole:))
-        }
-        run(job, Load(scripts: scripts, elements: !job.loadsWhole, operation: .loadRules, socket: elementSocket))
-    }
-
-    private func startUsage(_ job: Job) {
-        let script = job.transactions[0]
-        if script.text == UsageRules.removal {
-            let answer: Shortcut
-            switch Result(catching: { () throws(Errno) in try NftablesTable.exists(name: UsageRules.table) }) {
-            case .success(false?): usageInForce = false; answer = .answered(nil)
-            case .success(nil): answer = .answered(Self.notPermitted(.loadUsageRules))
-            case let .failure(e): answer = .answered(Self.cannotAsk(.loadUsageRules, e))
-            case .success(true?): answer = .run
-            }
-            if case let .answered(error) = answer {
-                job.done?(error)
-                return startNext()
+            case let .run(job, plan):
+                let socket = plan.elements ? elementSocket : nil
+                return run(job, Load(scripts: plan.scripts, elements: plan.elements, operation: plan.operation, socket: socket))
             }
         }
-        run(job, Load(scripts: [script], elements: false, operation: .loadUsageRules, socket: nil))
     }
 
-    /// Whether a removal runs, or is answered without running (nothing to remove, or nftables would not say).
-    private enum Shortcut {
-        case run
-        case answered(EdgeError?)
-    }
-
-    /// The kernel would not say whether a table exists (no CAP_NET_ADMIN).
-    private static func notPermitted(_ operation: EdgeError.Operation) -> EdgeError {
-        EdgeError(operation, "not permitted to look at nftables")
-    }
-
-    private static func cannotAsk(_ operation: EdgeError.Operation, _ e: Errno) -> EdgeError {
-        EdgeError(operation, errno: e.code, "cannot ask nftables: \(e)")
+    /// What the kernel says of the tables a load needs to know about.
+    private static func lookUp(_ lookup: Upkeep.Lookup) -> Upkeep.TableLookup {
+        do throws(Errno) {
+            switch lookup {
+            case .rules:
+                return .tables(rules: try NftablesTable.exists(name: Ruleset.table),
+                               handover: try NftablesTable.exists(name: Ruleset.handoverTable))
+            case .usage:
+                return .usage(try NftablesTable.exists(name: UsageRules.table))
+            }
+        } catch {
+            return .failed(errno: error.code, words: "\(error)")
+        }
     }
 
     private func run(_ job: Job, _ load: Load) {
@@ -222,95 +192,87 @@ final class Enforcer {
         // generation tells whether another process committed in between.
         // What the others had finished before the generation `quiet` reads: a commit of theirs finishing in between
         // is counted as theirs (begun since), never taken for another process's.
-        finishedAtQuiet = committers.reduce(0) { $0 &+ $1().finished }
+        own.finishedAtQuiet = own.finished
         monitor?.quiet()
-        running = true
         if load.elements { elementSocket = nil }
         worker.run({ load.execute(); return load }) { [unowned self] in self.finished($0, job) }
     }
 
     private func finished(_ load: Load, _ job: Job) {
-        running = false
         if load.elements { elementSocket = load.socket }
         for n in load.batches { Log.debug("enforcement: \(n) commands sent as one nf_tables batch") }
         if !load.ownPortIDs.isEmpty {
-            ownPortIDs.formUnion(load.ownPortIDs)
-            monitor?.ownPortIDs = ownPortIDs
+            own.portIDs.formUnion(load.ownPortIDs)
+            monitor?.ownPortIDs = own.portIDs
         }
         // What the others began since (or had begun and not finished then) may have committed meanwhile.
-        let others = committers.reduce(0) { $0 &+ $1().started } &- finishedAtQuiet
-        if monitor?.listen(ownCommits: load.commits + others) == true {
-            // Repaired once this load is accounted for.
-            repairSoon()
-            if usageInForce { usageChanged() }
-        }
-        let failure = load.failure
-        switch job.kind {
-        case .usage:
-            if failure == nil {
-                usageInForce = job.transactions.first?.text != UsageRules.removal
-                if usageInForce { ensureMonitor() } else if inForce == nil { monitor = nil }
-            }
-        case .rules, .repair:
-            if failure == nil { took(job.whole!) }
-            if job.kind == .repair, let failure {
-                Log.err("enforcement: loading the rules again failed: \(failure)")
-                if !queue.repairFailed() { repairFailed(failure) }
-            }
-        }
-        job.done?(failure)
+        let others = own.started &- own.finishedAtQuiet
+        let othersCommitted = monitor?.listen(ownCommits: load.commits + others) == true
+        let f = upkeep.finished(job, failure: load.failure, othersCommitted: othersCommitted)
+        // Repaired once this load is accounted for.
+        if f.repairSoon { repairSoon() }
+        if f.usageChanged { usageChanged() }
+        follow(f.watching)
+        if let failure = f.repairFailure { Log.err("enforcement: loading the rules again failed: \(failure)") }
+        if let failure = f.engineRetries { repairFailed(failure) }
+        job.done?(load.failure)
         startNext()
     }
 
-    /// `whole` is in force: the sockets that follow it are set up (or, for the removal, closed).
-    private func took(_ whole: String) {
-        if whole == Ruleset.removal {
-            inForce = nil
+    /// The sockets that follow the tables, as what is in force asks.
+    private func follow(_ watching: Upkeep.Watching) {
+        switch watching {
+        case .unchanged:
+            break
+        case .rulesInForce:
+            readLog()
+            ensureMonitor()
+        case let .rulesRemoved(keepWatch):
             repairTimer?.cancel()
             repairTimer = nil
-            if !usageInForce { monitor = nil }
+            if !keepWatch { monitor = nil }
             nflog = nil
             elementSocket = nil
-            return
+        case .usageInForce:
+            ensureMonitor()
+        case let .usageRemoved(keepWatch):
+            if !keepWatch { monitor = nil }
         }
-        inForce = whole
-        if nflog == nil {
-            do {
-                nflog = try NflogReader(loop: loop, group: Ruleset.logGroup)
-                nflog?.logged = { [unowned self] packet in
-                    guard let (app, kind) = Ruleset.parseLogPrefix(packet.prefix) else { return }
-                    self.blocked(app, kind, packet.uid, packet.outIndex, packet.destination, packet.answersIncoming)
-                }
-                nflogFailed = false
-            } catch {
-                if !nflogFailed {
-                    Log.warning("enforcement: cannot read NFLOG group \(Ruleset.logGroup) (\(error)); a pending app's "
-                        + "rejected traffic raises no prompt")
-                }
-                nflogFailed = true
+    }
+
+    /// Rules are in force: the packets they log are read.
+    private func readLog() {
+        guard nflog == nil else { return }
+        do {
+            nflog = try NflogReader(loop: loop, group: Ruleset.logGroup)
+            nflog?.logged = { [unowned self] packet in
+                guard let (app, kind) = Ruleset.parseLogPrefix(packet.prefix) else { return }
+                self.blocked(app, kind, packet.uid, packet.outIndex, packet.destination, packet.answersIncoming)
             }
+            nflogFailed = false
+        } catch {
+            if !nflogFailed {
+                Log.warning("enforcement: cannot read NFLOG group \(Ruleset.logGroup) (\(error)); a pending app's "
+                    + "rejected traffic raises no prompt")
+            }
+            nflogFailed = true
         }
-        ensureMonitor()
     }
 
     private func ensureMonitor() {
         guard monitor == nil else { return }
         do {
             monitor = try NftablesMonitor(loop: loop, tables: [Ruleset.table, UsageRules.table])
-            monitor?.ownPortIDs = ownPortIDs
+            monitor?.ownPortIDs = own.portIDs
             monitor?.ownCommits = { [unowned self] in
-                committers.reduce((UInt32(0), UInt32(0))) { sum, c in
+                own.committers.reduce((UInt32(0), UInt32(0))) { sum, c in
                     let n = c()
                     return (sum.0 &+ n.started, sum.1 &+ n.finished)
                 }
             }
             monitor?.countFromNow()
             monitor?.changed = { [unowned self] table, pid, name in
-                if table == UsageRules.table {
-                    if self.usageInForce { self.usageChanged() }
-                } else {
-                    self.foreignChange(pid: pid, name: name)
-                }
+                self.foreignChange(usage: table == UsageRules.table, pid: pid, name: name)
             }
             monitor?.objectNotified = { [unowned self] table, object in
                 // Decoded here, once: an object not one of our quotas is no notice of a budget.
@@ -322,33 +284,30 @@ final class Enforcer {
         }
     }
 
-    /// Whether the kernel has the table and a handover's table (nil where it would not say).
-    private static func tables() throws(Errno) -> (table: Bool?, handover: Bool?) {
-        (try NftablesTable.exists(name: Ruleset.table), try NftablesTable.exists(name: Ruleset.handoverTable))
-    }
-
     /// Another process committed while the daemon's own transaction ran: it may have touched the table.
     private func repairSoon() {
         guard repairTimer == nil else { return }
         repairTimer = try? loop.addTimer(afterMicroseconds: 0) { [unowned self] in
             self.repairTimer = nil
-            self.foreignChange(pid: nil, name: nil, during: true)
+            self.foreignChange(usage: false, pid: nil, name: nil, during: true)
         }
     }
 
-    private func foreignChange(pid: UInt32?, name: String?, during: Bool = false) {
-        guard inForce != nil else { return }
-        // Never a loop with another tool that keeps changing the table (or with ourselves, were our own socket
-        // ever mistaken for another's): at most 5 repairs a second, then the engine's bounded retries.
-        let outcome = queue.repair(at: Clock.monotonicMicroseconds())
-        guard outcome != .tooMany else {
-            Log.err("enforcement: table \(Ruleset.family) \(Ruleset.table) keeps being changed by others; not loading it again")
-            repairFailed(EdgeError(.loadRules, "the table keeps being changed by another process"))
-            return
-        }
+    private func foreignChange(usage: Bool, pid: UInt32?, name: String?, during: Bool = false) {
         let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") }
             ?? (during ? "another process (it committed during the daemon's own load)" : "another process (events were lost)")
-        Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
-        if outcome == .queued { startNext() }
+        switch upkeep.foreignChange(usage: usage, at: Clock.monotonicMicroseconds()) {
+        case .ignored:
+            break
+        case .usageChanged:
+            usageChanged()
+        case let .tooMany(error):
+            Log.err("enforcement: table \(Ruleset.family) \(Ruleset.table) keeps being changed by others; not loading it again")
+            repairFailed(error)
+        case .repairQueued, .repairWaiting:
+            Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
+            // A repair that waits already starts after the load that runs.
+            startNext()
+        }
     }
 }

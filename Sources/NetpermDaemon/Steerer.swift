@@ -5,70 +5,46 @@ import NetpermHost
 import NetpermIO
 import NetpermNetlink
 
-/// What following the main table (`Steerer.follow`) has for the engine: only a change of outcome is reported.
-public enum SteeringChange: Equatable {
-    /// Nothing new: no plan, or the same outcome as last reported.
-    case unchanged
-    /// Steering is in force again after a failure.
-    case recovered
-    /// Steering failed, or failed otherwise than last reported.
-    case failed(EdgeError)
-}
-
 /// Carries out `Effect.steer` (docs/ENFORCEMENT.md, "Steer"): the `netpermd_steer` program attached to the root of
 /// the cgroup v2 hierarchy through a bpf_link (gone when the daemon exits, however it exits), its two maps written
 /// in place, and the routing rules and tables, which follow the main table: every kernel picture (links,
 /// addresses, routes changed) re-reads it and applies what differs.
+///
+/// What it does when (install, sync, remove), what the maps must be told and which outcomes the engine hears of are
+/// `SteeringUpkeep`'s (NetpermCore, tested without a kernel): this object only writes to the kernel.
 final class Steerer {
     private var tables: SteeringTables?
     private var cgroupMap: BPFHashMap?
     private var uidMap: BPFHashMap?
     private var link: BPFCgroupLink?
-    /// The plan in force (nil: none, or removed).
-    private var plan: SteeringPlan?
-    /// What the maps hold, as written.
-    private var cgroupMarks: [UInt64: UInt32] = [:]
-    private var uidMarks: [UInt32: UInt32] = [:]
-    /// The last error reported, so that following the main table reports only changes.
-    private(set) var lastError: EdgeError?
-    /// The last install of the plan went through (program, maps, tables); until it does, every kernel change
-    /// tries it again, and a later table sync that succeeds does not hide the failure.
-    private var installed = false
-    /// Steering's tables this process's plans used since it last read every table (nil: it has not yet, or a
-    /// removal since): what a later read must look at besides those the rules name, to find routes left behind.
-    private var ownTables: Set<UInt32>?
+    private var upkeep = SteeringUpkeep()
 
     /// Puts `plan` in the kernel (nil: removes everything of steering's); nil or what failed.
     func apply(_ plan: SteeringPlan?) -> EdgeError? {
-        self.plan = plan
-        let error: EdgeError?
-        if let plan {
-            error = install(plan)
-            installed = error == nil
-        } else {
-            installed = false
-            // Program first (no new socket is marked), then rules, then tables.
-            link = nil
-            cgroupMap = nil
-            uidMap = nil
-            cgroupMarks = [:]
-            uidMarks = [:]
-            error = syncTables(nil, addsOnly: false)
-            tables = nil
-        }
-        lastError = error
-        return error
+        upkeep.applied(carryOut(upkeep.apply(plan)))
     }
 
     /// The kernel's picture changed: the tables follow the main table. An error, or its end, is returned only when it
     /// differs from the last one reported.
     func follow() -> SteeringChange {
-        guard let plan else { return .unchanged }
-        let error = installed ? syncTables(plan, addsOnly: false) : install(plan)
-        installed = error == nil
-        guard error != lastError else { return .unchanged }
-        lastError = error
-        return error.map(SteeringChange.failed) ?? .recovered
+        guard let step = upkeep.follow() else { return .unchanged }
+        return upkeep.followed(carryOut(step))
+    }
+
+    private func carryOut(_ step: SteeringUpkeep.Step) -> EdgeError? {
+        switch step {
+        case let .install(plan):
+            return install(plan)
+        case let .sync(plan):
+            return syncTables(plan, addsOnly: false)
+        case .remove:
+            link = nil
+            cgroupMap = nil
+            uidMap = nil
+            let error = syncTables(nil, addsOnly: false)
+            tables = nil
+            return error
+        }
     }
 
     private func install(_ plan: SteeringPlan) -> EdgeError? {
@@ -78,15 +54,15 @@ final class Steerer {
             if cgroupMap == nil || uidMap == nil {
                 cgroupMap = try BPFHashMap(name: "netpermd_cgroup", keySize: 8, valueSize: 4, maxEntries: 65536)
                 uidMap = try BPFHashMap(name: "netpermd_uid", keySize: 4, valueSize: 4, maxEntries: 65536)
-                cgroupMarks = [:]
-                uidMarks = [:]
+                upkeep.mapsMade()
             }
-            for (k, v) in plan.cgroupMarks where cgroupMarks[k] != v { try cgroupMap!.update(key: k, value: v) }
-            for k in cgroupMarks.keys where plan.cgroupMarks[k] == nil { try cgroupMap!.delete(key: k) }
-            cgroupMarks = plan.cgroupMarks
-            for (k, v) in plan.uidMarks where uidMarks[k] != v { try uidMap!.update(key: UInt64(k), value: v) }
-            for k in uidMarks.keys where plan.uidMarks[k] == nil { try uidMap!.delete(key: UInt64(k)) }
-            uidMarks = plan.uidMarks
+            let (cgroups, uids) = upkeep.mapChanges(plan)
+            for (k, v) in cgroups.update { try cgroupMap!.update(key: k, value: v) }
+            for k in cgroups.delete { try cgroupMap!.delete(key: k) }
+            upkeep.wroteCgroups(plan)
+            for (k, v) in uids.update { try uidMap!.update(key: UInt64(k), value: v) }
+            for k in uids.delete { try uidMap!.delete(key: UInt64(k)) }
+            upkeep.wroteUIDs(plan)
         } catch {
             return EdgeError(.steer, errno: error.code, "writing the steering maps: \(error)")
         }
@@ -118,15 +94,12 @@ final class Steerer {
         }
     }
 
-    /// Reads what is in the kernel and applies the difference (only its additions with `addsOnly`). Every table is
-    /// read the first time and for a removal (to find what an earlier run left); after that only the main table and
-    /// steering's own (those its plans used, and those its rules name), so that a kernel change costs the same
-    /// whatever other tables hold.
+    /// Reads what is in the kernel (the tables `SteeringUpkeep.tablesToRead` names) and applies the difference (only
+    /// its additions with `addsOnly`).
     private func syncTables(_ plan: SteeringPlan?, addsOnly: Bool) -> EdgeError? {
         do throws(NetlinkError) {
             if tables == nil { tables = try SteeringTables() }
-            let used = Set(plan?.allowances.map(\.table) ?? [])
-            let now = try tables!.read(only: plan == nil ? nil : ownTables.map { $0.union(used) })
+            let now = try tables!.read(only: upkeep.tablesToRead(plan))
             var diff = SteeringDiff(plan: plan, main: now.main, tables: now.tables, rules: now.rules)
             if addsOnly { diff.deleteRules = []; diff.deleteRoutes = [] }
             if !diff.isEmpty {
@@ -134,9 +107,7 @@ final class Steerer {
                     + "+\(diff.addRules.count) -\(diff.deleteRules.count) rules")
                 try tables!.apply(diff)
             }
-            // Only once what the read found is dealt with, leftovers deleted too (a failure, or additions alone,
-            // read every table again next time).
-            if !addsOnly { ownTables = plan == nil ? nil : (ownTables ?? []).union(used) }
+            upkeep.synced(plan, addsOnly: addsOnly)
             return nil
         } catch {
             return EdgeError(.steer, errno: error.errno, "routing rules and tables: \(error)")

@@ -43,15 +43,8 @@ public struct Ruleset: Equatable, Sendable {
     public var text: String
     /// Why each of the policy's apps is not enforced; an app absent from here is enforced.
     public var notEnforced: [String: Enforcement.Why]
-    /// How many of the policy's apps these rules enforce (those of the policy they were built from).
-    public var appsEnforced = 0
-    public var uids: Int
-    public var cgroups: Int
-    public var links: Int
-    /// Elements of every set and map together.
-    public var elements: Int
-    /// Chains that log a pending app and kind before rejecting: one per app and undecided `ask` kind.
-    public var pendingChains: Int
+    /// What the rules hold, counted (STATUS, METRICS, the log, and how large a change may grow).
+    public var counts: Counts
     /// Link names or cgroup paths nft cannot be given safely (a quote, a wildcard, a control character): left
     /// out, so those links or cgroups are not enforced. The daemon logs them.
     public var skipped: [String]
@@ -61,12 +54,8 @@ public struct Ruleset: Equatable, Sendable {
     /// The daemon's descriptors of cgroups the text names (`UnitCgroups.nftPath`): open while these rules may be
     /// loaded again (a repair loads the rules in force as they were). Data beside the text, never read back from it.
     public internal(set) var handles: Set<Int32> = []
-    /// The elements of the `links` map, as in the text (`"wwan0" : goto metered_wwan`).
-    var linkElements: [MapElement]
-    /// Where the text after the `links` map starts (a UTF-8 offset): what `withLinks` keeps.
-    var appRulesOffset: Int
-    /// How many of `skipped` (the first ones) are link names; the rest are cgroup paths.
-    var skippedLinks: Int
+    /// The part of the text that depends on the links alone: what `withLinks` writes again.
+    var linkSection: LinkSection
     /// Every verdict map's elements and every pending app's chain, as in the text: all of the text that depends on
     /// the apps (the rest is the same for every build), so that `update(from:)` can change just what differs.
     var maps: [VerdictMap]
@@ -74,12 +63,52 @@ public struct Ruleset: Equatable, Sendable {
     /// The id of every unit cgroup that existed at this build (named by the maps or not), by the path nft is given:
     /// an element can be deleted by its path only while the path still resolves to the id it holds.
     var cgroupIDs: [String: UInt64]
-    /// Who owns each uid and unit cgroup (an index into the policy's apps): what steering marks (SteeringPlan).
-    public var uidOwners: [UInt32: Int] = [:]
-    public var unitOwners: [UnitOwner] = []
+    /// Who owns each uid and unit cgroup: what steering marks (SteeringPlan).
+    public var owned: Owned
     /// The maps the chains look up (`usedMaps`, and `build`'s `lookedUp`): an element added to another one changes
     /// nothing.
     var used: Set<String> = []
+
+    /// How much the rules hold.
+    public struct Counts: Equatable, Sendable {
+        /// How many of the policy's apps these rules enforce (those of the policy they were built from).
+        public var appsEnforced = 0
+        public var uids: Int
+        public var cgroups: Int
+        public var links: Int
+        /// Elements of every set and map together.
+        public var elements: Int
+        /// Chains that log a pending app and kind before rejecting: one per app and undecided `ask` kind.
+        public var pendingChains: Int
+    }
+
+    public var appsEnforced: Int { get { counts.appsEnforced } set { counts.appsEnforced = newValue } }
+    public var uids: Int { get { counts.uids } set { counts.uids = newValue } }
+    public var cgroups: Int { get { counts.cgroups } set { counts.cgroups = newValue } }
+    public var links: Int { get { counts.links } set { counts.links = newValue } }
+    public var elements: Int { get { counts.elements } set { counts.elements = newValue } }
+    public var pendingChains: Int { get { counts.pendingChains } set { counts.pendingChains = newValue } }
+
+    /// The `links` map's part of the text.
+    struct LinkSection: Equatable, Sendable {
+        /// The elements of the `links` map, as in the text (`"wwan0" : goto metered_wwan`).
+        var elements: [MapElement]
+        /// Where the text after the `links` map starts (a UTF-8 offset): what `withLinks` keeps.
+        var appRulesOffset: Int
+        /// How many of `skipped` (the first ones) are link names; the rest are cgroup paths.
+        var skippedLinks: Int
+    }
+
+    var linkElements: [MapElement] { linkSection.elements }
+
+    /// Who owns each uid and unit cgroup (an index into the policy's apps).
+    public struct Owned: Equatable, Sendable {
+        public var uids: [UInt32: Int] = [:]
+        public var units: [UnitOwner] = []
+    }
+
+    public var uidOwners: [UInt32: Int] { owned.uids }
+    public var unitOwners: [UnitOwner] { owned.units }
 
     /// Of `used`, the units' maps: kept looked up by the engine once some unit's elements were (`build`'s
     /// `lookedUp`) until the policy changes, so that a unit made while none of its level is can be named by its
@@ -196,15 +225,18 @@ public struct Ruleset: Equatable, Sendable {
         t += "}\n"
 
         let notEnforced = notEnforcedApps(apps, owning: Set(uidOwner.values).union(cgroupOwner.map(\.app)), cgroups: cgroups)
-        var r = Ruleset(text: t, notEnforced: notEnforced, uids: uidOwner.count, cgroups: cgroupOwner.count,
-                       links: linkPart.elements.count, elements: elements, pendingChains: askChains.count, skipped: skipped,
-                       unitIDs: cgroupOwner.map(\.cgroup.id), linkElements: linkPart.elements,
-                       appRulesOffset: appRulesOffset, skippedLinks: linkPart.skipped.count, maps: maps, askChains: askChains,
+        let counts = Counts(uids: uidOwner.count, cgroups: cgroupOwner.count, links: linkPart.elements.count,
+                            elements: elements, pendingChains: askChains.count)
+        let section = LinkSection(elements: linkPart.elements, appRulesOffset: appRulesOffset,
+                                  skippedLinks: linkPart.skipped.count)
+        let owned = Owned(uids: uidOwner,
+                          units: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
+                                                             userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
+        var r = Ruleset(text: t, notEnforced: notEnforced, counts: counts, skipped: skipped,
+                       unitIDs: cgroupOwner.map(\.cgroup.id), linkSection: section, maps: maps, askChains: askChains,
                        cgroupIDs: Dictionary(cgroups.units.compactMap { c in cgroups.nftPath(c).map { ($0, c.id) } },
                                              uniquingKeysWith: { a, _ in a }),
-                       uidOwners: uidOwner,
-                       unitOwners: cgroupOwner.map { UnitOwner(id: $0.cgroup.id, level: $0.cgroup.level, app: $0.app,
-                                                                 userUID: $0.cgroup.user ? UnitOwner.userUID(path: $0.cgroup.path) : nil) })
+                       owned: owned)
         r.appsEnforced = apps.count - notEnforced.count
         r.used = used
         r.handles = owners.handles { _ in true }
@@ -460,17 +492,15 @@ public struct Ruleset: Equatable, Sendable {
     public func withLinks(_ links: [Link]) -> Ruleset {
         let part = LinkPart(links)
         var r = self
-        let tail = text.utf8.index(text.utf8.startIndex, offsetBy: appRulesOffset)
+        let tail = text.utf8.index(text.utf8.startIndex, offsetBy: linkSection.appRulesOffset)
         var t = part.text
-        t.reserveCapacity(part.text.utf8.count + text.utf8.count - appRulesOffset)
-        r.appRulesOffset = t.utf8.count
+        t.reserveCapacity(part.text.utf8.count + text.utf8.count - linkSection.appRulesOffset)
+        r.linkSection = LinkSection(elements: part.elements, appRulesOffset: t.utf8.count, skippedLinks: part.skipped.count)
         t += text[tail...]
         r.text = t
-        r.linkElements = part.elements
         r.links = part.elements.count
         r.elements = elements - linkElements.count + part.elements.count
-        r.skipped = part.skipped + skipped.dropFirst(skippedLinks)
-        r.skippedLinks = part.skipped.count
+        r.skipped = part.skipped + skipped.dropFirst(linkSection.skippedLinks)
         return r
     }
 

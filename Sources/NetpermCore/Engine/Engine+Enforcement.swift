@@ -22,16 +22,32 @@ struct EnforcementBook {
     /// How many times the whole ruleset was built (every app's maps); a change of links alone builds only their
     /// sets. Counted for the tests.
     fileprivate(set) var fullBuilds = 0
-    /// The script last handed to the kernel (`Ruleset.removal` once the table is to be gone); nil before any.
-    fileprivate(set) var loaded: String?
-    /// The ids of the cgroups the loaded script names, as nft resolved them.
-    fileprivate(set) var loadedUnitIDs: [UInt64] = []
-    /// The ruleset `loaded` is the text of (Mode=block and steer): what a change of only what differs starts from.
-    fileprivate(set) var handedOver: Ruleset?
-    /// The ids of the cgroups the rules in force name (`loadedUnitIDs` once the kernel took them), and those rules:
-    /// what the verdicts say is enforced while a load is in flight.
-    fileprivate(set) var inForceUnitIDs: Set<UInt64> = []
-    fileprivate(set) var inForceRuleset: Ruleset?
+    /// What was last handed to the kernel, and what it took.
+    fileprivate(set) var handover = Handover()
+    fileprivate(set) var inForce = InForce()
+
+    /// What was last handed to the kernel.
+    struct Handover {
+        /// The script (`Ruleset.removal` once the table is to be gone); nil before any.
+        var text: String?
+        /// The ids of the cgroups it names, as nft resolved them.
+        var unitIDs: [UInt64] = []
+        /// The ruleset `text` is of (Mode=block and steer): what a change of only what differs starts from.
+        var ruleset: Ruleset?
+    }
+
+    /// The rules in force (the handover's once the kernel took them) and the ids of the cgroups they name: what the
+    /// verdicts say is enforced while a load is in flight.
+    struct InForce {
+        var unitIDs: Set<UInt64> = []
+        var ruleset: Ruleset?
+    }
+
+    fileprivate(set) var loaded: String? { get { handover.text } set { handover.text = newValue } }
+    fileprivate(set) var loadedUnitIDs: [UInt64] { get { handover.unitIDs } set { handover.unitIDs = newValue } }
+    fileprivate(set) var handedOver: Ruleset? { get { handover.ruleset } set { handover.ruleset = newValue } }
+    fileprivate(set) var inForceUnitIDs: Set<UInt64> { get { inForce.unitIDs } set { inForce.unitIDs = newValue } }
+    fileprivate(set) var inForceRuleset: Ruleset? { get { inForce.ruleset } set { inForce.ruleset = newValue } }
     /// Loads run off the loop, one at a time (docs/ENFORCEMENT.md, "Loads off the loop"): the one away (while the
     /// lifecycle's phase awaits an answer), and whether the state asks for rules not yet handed over (handed over
     /// when its answer comes). Its waiters are the replies that promise rules (RELOAD, DECIDE, FORGET; READY=1): the
