@@ -239,8 +239,8 @@ def flood(seconds, rate):
 
     s.sendall(blob(1, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello"))
     s.setblocking(False)
-    # One call made once, its serial (bytes 8-11, in the message's own byte order) changed for each: making each
-    # anew held the sender to about 3,000 a second on a loaded 2-core machine.
+    # One call made once, its serial (bytes 8-11, in the message's own byte order) changed for each: the sender's
+    # own work is next to nothing, so the rate it reaches is what the bus takes.
     call = bytearray(blob(2, NAME, PATH, IFACE, "GetStatus"))
     order = "little" if call[0:1] == b"l" else "big"
     # Due calls go out together; what the socket did not take waits in `out`, and nothing new is made meanwhile.
