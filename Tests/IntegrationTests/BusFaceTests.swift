@@ -264,24 +264,7 @@ final class BusFaceTests: IntegrationTestCase {
     /// A user decides for their own processes without a password; for everyone only when polkit says yes; never
     /// reads another user's usage or prompts without it.
     private func checkUsers(_ sd: RealSystemd) throws {
-        // Her own: no polkit action, no password.
-        let app = try call(sd, as: Self.alice, Self.r, "QueryApp", ["sb", "shared", "false"])
-        XCTAssertEqual(((try? app.get()) as? [String: Any])?["app"] as? String, "shared", "alice's own app: \(app)")
-        for (method, args) in [("GetPrompts", ["b", "false"]), ("GetStatus", []), ("GetLinks", [])] {
-            if case let .failure(e) = try call(sd, as: Self.alice, Self.r, method, args) { XCTFail("alice's \(method): \(e.text)") }
-        }
-        // For everyone, with no agent to ask a person: refused, naming the action.
-        for (iface, method, args, action) in [(Self.d, "Forget", ["ssb", "asked", "", "true"], "manage"),
-                                              (Self.d, "Answer", ["usb", "7", "allow", "true"], "manage"),
-                                              (Self.d, "Reload", [], "manage"),
-                                              (Self.r, "QueryApp", ["sb", "open", "true"], "read-all"),
-                                              (Self.r, "GetDecisions", ["b", "true"], "read-all")] {
-            guard case let .failure(e) = try call(sd, as: Self.bob, interactive: true, iface, method, args) else {
-                return XCTFail("bob's \(method) for everyone without polkit's yes")
-            }
-            XCTAssertTrue(e.text.contains("NetPerm1.\(action)") && (e.text.contains("needs authentication")
-                || e.text.contains("does not allow")), "\(method): \(e.text)")
-        }
+        try checkOwnReadsAndEveryonesRefusals(sd)
         let own = try call(sd, as: Self.alice, Self.d, "Decide", ["sssbb", "asked", "wwan", "allow", "false", "false"])
         XCTAssertEqual(((try? own.get()) as? [String: Any])?["decided"].flatMap { ($0 as? [String: Any])?["for_uid"] as? Int },
                        Self.alice, "\(own)")
@@ -342,6 +325,29 @@ final class BusFaceTests: IntegrationTestCase {
         XCTAssertEqual(socket.status, 0, "the socket needs no polkit: \(socket.summary)")
         try sd.check(["mv", activation + ".hidden", activation])
         try sd.check(reloadBus)
+    }
+
+    /// A user reads their own with no polkit action; for everyone, with no agent to ask a person, each method is
+    /// refused, naming the action it needs.
+    private func checkOwnReadsAndEveryonesRefusals(_ sd: RealSystemd) throws {
+        // Her own: no polkit action, no password.
+        let app = try call(sd, as: Self.alice, Self.r, "QueryApp", ["sb", "shared", "false"])
+        XCTAssertEqual(((try? app.get()) as? [String: Any])?["app"] as? String, "shared", "alice's own app: \(app)")
+        for (method, args) in [("GetPrompts", ["b", "false"]), ("GetStatus", []), ("GetLinks", [])] {
+            if case let .failure(e) = try call(sd, as: Self.alice, Self.r, method, args) { XCTFail("alice's \(method): \(e.text)") }
+        }
+        // For everyone, with no agent to ask a person: refused, naming the action.
+        for (iface, method, args, action) in [(Self.d, "Forget", ["ssb", "asked", "", "true"], "manage"),
+                                              (Self.d, "Answer", ["usb", "7", "allow", "true"], "manage"),
+                                              (Self.d, "Reload", [], "manage"),
+                                              (Self.r, "QueryApp", ["sb", "open", "true"], "read-all"),
+                                              (Self.r, "GetDecisions", ["b", "true"], "read-all")] {
+            guard case let .failure(e) = try call(sd, as: Self.bob, interactive: true, iface, method, args) else {
+                return XCTFail("bob's \(method) for everyone without polkit's yes")
+            }
+            XCTAssertTrue(e.text.contains("NetPerm1.\(action)") && (e.text.contains("needs authentication")
+                || e.text.contains("does not allow")), "\(method): \(e.text)")
+        }
     }
 
     /// polkit cannot be asked: a decision for everyone and one of bob's own are refused with DBUS.md's words.
