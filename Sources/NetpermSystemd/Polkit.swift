@@ -34,6 +34,9 @@ public enum Polkit {
                 done(yes ? .authorized : challenge ? .challenge : .denied)
             case let .failure(e) where e.serviceAbsent:
                 done(.unavailable("polkit is not running on this system"))
+            // Its unit masked: the bus's error name alone (sd-bus's errno for it, ERFKILL, would mislead).
+            case let .failure(e) where e.activationFailed:
+                done(.unavailable("polkit is not running on this system (the bus could not start it: \(e.name))"))
             case let .failure(e):
                 done(.unavailable("polkit did not answer: \(e)"))
             }

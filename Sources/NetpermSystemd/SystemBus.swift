@@ -426,6 +426,13 @@ public struct BusCallError: Error, Equatable, Sendable, CustomStringConvertible 
         name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
     }
 
+    /// The bus could not start the service it names (its systemd unit masked or missing, its program failing): it is
+    /// not running, and will not be until an administrator changes that.
+    public var activationFailed: Bool {
+        name.hasPrefix("org.freedesktop.DBus.Error.Spawn.") || name == "org.freedesktop.systemd1.UnitMasked"
+            || name == "org.freedesktop.systemd1.NoSuchUnit"
+    }
+
     /// The object asked is not there (removed since it was listed), or the service went: nothing to read of it.
     /// Every other failure says nothing of whether it is there.
     public var gone: Bool {

@@ -75,6 +75,76 @@ final class BusFaceTests: IntegrationTestCase {
         return sd
     }
 
+    /// The test client's `listen` as `uid` (0: root), ready: the signals `members` as they come, in order; its stdin
+    /// takes "unsubscribe".
+    private func listen(_ sd: RealSystemd, as uid: Int, topics: String, everyone: Bool = false, _ members: [String])
+        throws -> (input: Int32, output: FDLineReader, stop: () -> Void) {
+        let script = try String(contentsOfFile: Repository.root + "/Tests/IntegrationTests/Support/bus-client.py", encoding: .utf8)
+        try sd.write(script, to: "/usr/local/lib/npt-bus-client.py")
+        let log = try makeTempDir() + "/listen.log"
+        showOnFailure("the listener's errors") { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        let l = try spawnOwn(sd, as: uid, ["/usr/bin/python3", "/usr/local/lib/npt-bus-client.py", "listen", topics,
+                                           String(everyone)] + members, log: log)
+        XCTAssertEqual(l.output.nextLine(timeout: 10), "ready", "\(l.output.history)")
+        return l
+    }
+
+    /// The listener's lines until each of `members` has come (10 s at most): the arguments of each one's first.
+    private func signals(_ l: (input: Int32, output: FDLineReader, stop: () -> Void), _ members: Set<String>)
+        throws -> [String: [Any]] {
+        var got: [String: [Any]] = [:]
+        while !members.isSubset(of: Set(got.keys)) {
+            let line = try XCTUnwrap(l.output.nextLine(timeout: 10), "heard \(got.keys.sorted()) of \(members.sorted()): \(l.output.history)")
+            let signal = try JSONValue.object(line)
+            if let m = signal["member"] as? String, got[m] == nil { got[m] = signal["args"] as? [Any] ?? [] }
+        }
+        return got
+    }
+
+    /// `Unsubscribe` over the bus ends the caller's subscription: bob, subscribed to his own apps, hears shared's
+    /// AppChanged when root decides for everyone; after his Unsubscribe's reply, root's Forget brings the broadcast
+    /// AppsChanged and no AppChanged (both come from the same engine event, the unicast first).
+    private func checkUnsubscribe(_ sd: RealSystemd) throws {
+        let bob = try listen(sd, as: Self.bob, topics: "mine", ["AppChanged", "AppsChanged"])
+        defer { bob.stop() }
+        try sd.check(["/usr/local/bin/netpermctl", "decide", "shared", "wwan", "deny"])
+        let first = try JSONValue.object(try XCTUnwrap(bob.output.nextLine(timeout: 10), "\(bob.output.history)"))
+        XCTAssertEqual(first["member"] as? String, "AppChanged", "\(first)")
+        XCTAssertEqual(((first["args"] as? [Any])?.first as? [String: Any])?["app"] as? String, "shared", "\(first)")
+        let bytes = Array("unsubscribe\n".utf8)
+        guard write(bob.input, bytes, bytes.count) == bytes.count else { throw HarnessError("write to bob's listener") }
+        // Whatever was sent before the reply comes before it; nothing of the subscription's may come after.
+        var line = ""
+        while !line.contains("\"unsubscribed\"") {
+            line = try XCTUnwrap(bob.output.nextLine(timeout: 10), "no reply to Unsubscribe: \(bob.output.history)")
+        }
+        XCTAssertEqual(try JSONValue.object(line)["unsubscribed"] as? NSDictionary, [:] as NSDictionary, line)
+        try sd.check(["/usr/local/bin/netpermctl", "forget", "shared"])
+        let after = try JSONValue.object(try XCTUnwrap(bob.output.nextLine(timeout: 10), "\(bob.output.history)"))
+        XCTAssertEqual(after["member"] as? String, "AppsChanged", "unsubscribed, bob hears no AppChanged: \(after)")
+    }
+
+    /// A reload that takes users' answering away (`[Defaults] UserDecisions=no`) takes the prompts topic off alice's
+    /// agent on the bus: `Unsubscribed` says so, to her alone; `PolicyChanged` is broadcast for each reload.
+    private func checkUnsubscribed(_ sd: RealSystemd) throws {
+        let broadcast = try listen(sd, as: Self.bob, topics: "-", ["PolicyChanged"])
+        defer { broadcast.stop() }
+        let alice = try listen(sd, as: Self.alice, topics: "prompts", ["Unsubscribed"])
+        defer { alice.stop() }
+        let file = "/etc/netpermd/netpermd.conf"
+        try sd.write("[Defaults]\nUserDecisions=no\n" + Self.policy, to: file)
+        if case let .failure(e) = try call(sd, Self.d, "Reload") { XCTFail("Reload: \(e.text)") }
+        let gone = try signals(alice, ["Unsubscribed"])["Unsubscribed"]?.first as? [String: Any]
+        XCTAssertEqual(gone?["topics"] as? [String], ["prompts"], "\(gone ?? [:])")
+        XCTAssertEqual(gone?["error"] as? String, "permission-denied", "\(gone ?? [:])")
+        let first = try signals(broadcast, ["PolicyChanged"])["PolicyChanged"]?.first as? [String: Any]
+        try sd.write(Self.policy, to: file)
+        if case let .failure(e) = try call(sd, Self.d, "Reload") { XCTFail("Reload: \(e.text)") }
+        let second = try signals(broadcast, ["PolicyChanged"])["PolicyChanged"]?.first as? [String: Any]
+        XCTAssertEqual((second?["generation"] as? Int).map { $0 - 1 }, first?["generation"] as? Int, "one PolicyChanged a reload")
+        XCTAssertNil(second?["error"], "\(second ?? [:])")
+    }
+
     /// `busctl call` as `uid` (nil: root), its reply's values as plain JSON, or the error busctl printed.
     private func call(_ sd: RealSystemd, as uid: Int? = nil, interactive: Bool = false, _ iface: String,
                       _ method: String, _ args: [String] = []) throws -> Result<Any, BusError> {
@@ -113,7 +183,12 @@ final class BusFaceTests: IntegrationTestCase {
     func testTheBusFace() throws {
         let sd = try boot()
         try checkIntrospection(sd)
+        let broadcast = try listen(sd, as: 0, topics: "-", ["PolicyChanged", "AppsChanged"])
         try checkRoot(sd)
+        let heard = try signals(broadcast, ["PolicyChanged", "AppsChanged"])
+        XCTAssertEqual((heard["PolicyChanged"]?.first as? [String: Any])?["generation"] as? Int, 2, "Reload's PolicyChanged: \(heard)")
+        try checkUnsubscribe(sd)
+        try checkUnsubscribed(sd)
         try checkDocsExamples(sd)
         try checkSubscriptions(sd)
         try checkReport(sd)
@@ -189,6 +264,7 @@ final class BusFaceTests: IntegrationTestCase {
     /// A user decides for their own processes without a password; for everyone only when polkit says yes; never
     /// reads another user's usage or prompts without it.
     private func checkUsers(_ sd: RealSystemd) throws {
+        try checkOwnReadsAndEveryonesRefusals(sd)
         let own = try call(sd, as: Self.alice, Self.d, "Decide", ["sssbb", "asked", "wwan", "allow", "false", "false"])
         XCTAssertEqual(((try? own.get()) as? [String: Any])?["decided"].flatMap { ($0 as? [String: Any])?["for_uid"] as? Int },
                        Self.alice, "\(own)")
@@ -217,6 +293,7 @@ final class BusFaceTests: IntegrationTestCase {
         try sd.write("""
             polkit.addRule(function(action, subject) {
                 if (action.id == "org.netpermd.NetPerm1.manage" && subject.user == "alice") return polkit.Result.YES;
+                if (action.id == "org.netpermd.NetPerm1.read-all" && subject.user == "bob") return polkit.Result.YES;
             });
             """, to: "/etc/polkit-1/rules.d/50-netpermd-test.rules")
         try sd.check(["systemctl", "restart", "polkit.service"])
@@ -227,21 +304,61 @@ final class BusFaceTests: IntegrationTestCase {
         guard case .failure = try call(sd, as: Self.alice, Self.r, "GetUsage", ["sb", "", "true"]) else {
             return XCTFail("manage is not read-all")
         }
+        // bob may read everyone's (the rule's read-all): his subscription to every app is granted.
+        let everyonesApps = try call(sd, as: Self.bob, Self.r, "Subscribe", ["asb", "1", "apps", "true"])
+        XCTAssertEqual(((try? everyonesApps.get()) as? [String: Any])?["subscribed"] as? [String], ["apps"], "\(everyonesApps)")
 
-        // Without polkit (stopped, and the bus may not start it): what needs it is refused, saying why; the rest
-        // and the socket serve as before.
+        // Without polkit: masked (the bus may not start it; it said "did not answer: ...UnitMasked (RF-kill)" before
+        // the bus's activation errors were read as not running), then not installed (stopped, and no activation file:
+        // the bus knows no org.freedesktop.PolicyKit1). What needs it is refused, saying why; the rest and the socket
+        // serve as before.
+        let activation = "/usr/share/dbus-1/system-services/org.freedesktop.PolicyKit1.service"
+        let reloadBus = ["busctl", "--system", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "ReloadConfig"]
         try sd.check(["systemctl", "mask", "--runtime", "--now", "polkit.service"])
+        try checkRefusedWithoutPolkit(sd)
+        try sd.check(["systemctl", "unmask", "--runtime", "polkit.service"])
+        try sd.check(["mv", activation, activation + ".hidden"])
+        try sd.check(reloadBus)
+        try checkRefusedWithoutPolkit(sd)
+        if case let .failure(e) = try call(sd, as: Self.bob, Self.r, "GetApps", ["b", "false"]) { XCTFail("bob's own apps: \(e.text)") }
+        let socket = try sd.run(sd.asUser(Self.bob, ["/usr/local/bin/netpermctl", "decide", "asked", "wwan", "allow"]))
+        XCTAssertEqual(socket.status, 0, "the socket needs no polkit: \(socket.summary)")
+        try sd.check(["mv", activation + ".hidden", activation])
+        try sd.check(reloadBus)
+    }
+
+    /// A user reads their own with no polkit action; for everyone, with no agent to ask a person, each method is
+    /// refused, naming the action it needs.
+    private func checkOwnReadsAndEveryonesRefusals(_ sd: RealSystemd) throws {
+        // Her own: no polkit action, no password.
+        let app = try call(sd, as: Self.alice, Self.r, "QueryApp", ["sb", "shared", "false"])
+        XCTAssertEqual(((try? app.get()) as? [String: Any])?["app"] as? String, "shared", "alice's own app: \(app)")
+        for (method, args) in [("GetPrompts", ["b", "false"]), ("GetStatus", []), ("GetLinks", [])] {
+            if case let .failure(e) = try call(sd, as: Self.alice, Self.r, method, args) { XCTFail("alice's \(method): \(e.text)") }
+        }
+        // For everyone, with no agent to ask a person: refused, naming the action.
+        for (iface, method, args, action) in [(Self.d, "Forget", ["ssb", "asked", "", "true"], "manage"),
+                                              (Self.d, "Answer", ["usb", "7", "allow", "true"], "manage"),
+                                              (Self.d, "Reload", [], "manage"),
+                                              (Self.r, "QueryApp", ["sb", "open", "true"], "read-all"),
+                                              (Self.r, "GetDecisions", ["b", "true"], "read-all")] {
+            guard case let .failure(e) = try call(sd, as: Self.bob, interactive: true, iface, method, args) else {
+                return XCTFail("bob's \(method) for everyone without polkit's yes")
+            }
+            XCTAssertTrue(e.text.contains("NetPerm1.\(action)") && (e.text.contains("needs authentication")
+                || e.text.contains("does not allow")), "\(method): \(e.text)")
+        }
+    }
+
+    /// polkit cannot be asked: a decision for everyone and one of bob's own are refused with DBUS.md's words.
+    private func checkRefusedWithoutPolkit(_ sd: RealSystemd) throws {
         for (who, args) in [(Self.alice, ["sssbb", "asked", "wwan", "deny", "false", "true"]),
                             (Self.bob, ["sssbb", "asked", "wwan", "allow", "false", "false"])] {
             guard case let .failure(e) = try call(sd, as: who, Self.d, "Decide", args) else {
                 return XCTFail("decided without polkit")
             }
-            XCTAssertTrue(e.text.contains("needs polkit's authorization"), e.text)
+            XCTAssertTrue(e.text.contains("needs polkit's authorization: polkit is not running on this system"), e.text)
         }
-        if case let .failure(e) = try call(sd, as: Self.bob, Self.r, "GetApps", ["b", "false"]) { XCTFail("bob's own apps: \(e.text)") }
-        let socket = try sd.run(sd.asUser(Self.bob, ["/usr/local/bin/netpermctl", "decide", "asked", "wwan", "allow"]))
-        XCTAssertEqual(socket.status, 0, "the socket needs no polkit: \(socket.summary)")
-        try sd.check(["systemctl", "unmask", "--runtime", "polkit.service"])
     }
 
     /// A process of the test's in the container as `uid`, in a process group of its own (nsenter forks into the pid
@@ -312,6 +429,21 @@ final class BusFaceTests: IntegrationTestCase {
         if case let .failure(e) = try call(sd, as: Self.alice, Self.d, "Forget", ["ssb", "maps", "", "false"]) {
             XCTFail("alice forgets her answer: \(e.text)")
         }
+        // Asked again, her prompt is answered for everyone: not by bob (manage), by root.
+        XCTAssertEqual(try query()["reason"] as? String, "awaiting-decision", "her answer forgotten")
+        let again = try JSONValue.object(try XCTUnwrap(agent.output.nextLine(timeout: 10), "\(agent.output.history)"))
+        let second = String(try XCTUnwrap((again["prompt"] as? [String: Any])?["id"] as? Int, "\(again)"))
+        guard case let .failure(refused) = try call(sd, as: Self.bob, Self.d, "Answer", ["usb", second, "allow", "true"]) else {
+            return XCTFail("bob answered for everyone")
+        }
+        XCTAssertTrue(refused.text.contains("NetPerm1.manage"), refused.text)
+        let root = try call(sd, Self.d, "Answer", ["usb", second, "allow", "true"])
+        let forAll = ((try? root.get()) as? [String: Any])?["answered"] as? [String: Any]
+        XCTAssertEqual(forAll?["decision"] as? String, "allow", "root's Answer for everyone: \(root)")
+        XCTAssertNil(forAll?["for_uid"], "for everyone: \(root)")
+        let everyones = try JSONValue.object(try sd.check(["/usr/local/bin/netpermctl", "--json", "query", "maps"]).stdout)
+        XCTAssertEqual((everyones["sources"] as? [String: Any])?["wwan"] as? String, "decision", "\(everyones)")
+        if case let .failure(e) = try call(sd, Self.d, "Forget", ["ssb", "maps", "", "true"]) { XCTFail("root forgets: \(e.text)") }
     }
 
     /// alice's own decisions as she lists them on the bus, "app kind".
@@ -436,6 +568,9 @@ final class BusFaceTests: IntegrationTestCase {
             let name = try sd.run(["busctl", "--system", "status", "org.netpermd.NetPerm1"])
             return (status.stdout.contains("\"state\":\"counting\"") && name.status == 0, status.summary + name.summary)
         }
+        // A subscriber to everyone's usage hears the budget's UsageReached; everyone hears UsageChanged.
+        let usage = try listen(sd, as: 0, topics: "usage", everyone: true, ["UsageReached", "UsageChanged"])
+        defer { usage.stop() }
         let send = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x' * 100, ('192.0.2.1', 9))"
         showOnFailure("the container's nftables and usage") {
             ((try? sd.run(["nft", "list", "ruleset"]))?.summary ?? "?") + ((try? sd.run(["/usr/local/bin/netpermctl", "usage"]))?.stdout ?? "?")
@@ -448,6 +583,17 @@ final class BusFaceTests: IntegrationTestCase {
         }
         try checkSameVerdicts(sd, [(nil, ["compare", "QueryApp", "spender"]), (Self.dave, ["compare", "Query"])],
                               reasons: ["budget-exhausted"])
+        // 80% and 100% may both be announced, each its UsageReached; UsageChanged at least once.
+        var changed = false, full = false
+        while !(changed && full) {
+            let line = try XCTUnwrap(usage.output.nextLine(timeout: 10), "no usage signals: \(usage.output.history)")
+            let signal = try JSONValue.object(line)
+            changed = changed || signal["member"] as? String == "UsageChanged"
+            guard signal["member"] as? String == "UsageReached" else { continue }
+            let reached = (signal["args"] as? [Any])?.first as? [String: Any]
+            XCTAssertEqual(reached?["app"] as? String, "spender", line)
+            full = full || reached?["percent"] as? Int == 100
+        }
     }
 
     /// The test client run in the container as `uid` (nil: root), its lines read as they come; killed at the end.
@@ -666,7 +812,10 @@ final class BusFaceTests: IntegrationTestCase {
     }
 
     /// One caller floods the bus face with 10,000 calls a second and never reads a reply: the socket's good client
-    /// is answered meanwhile (p99), and the face answers root right after.
+    /// is answered meanwhile (p99), and the face answers root right after. The bus daemon, not the caller, bounds the
+    /// rate that reaches the bus: it stops reading a caller's socket while it is busy, and took 7,800-10,000 calls a
+    /// second of the 10,000 offered on 2 cores at loads of 5-15 (7,300 of 20,000 offered at 15), so the test asks for
+    /// 6,000, twice what the old bound (10,000 in 3 s) let pass (docs/DBUS.md).
     func testAFloodingCallerStallsNothing() throws {
         let sd = try boot()
         let good = GoodClient(socket: sd.root + Self.socket, app: "open")
@@ -681,9 +830,9 @@ final class BusFaceTests: IntegrationTestCase {
         XCTAssertGreaterThan(latencies.count, 100, "the good client kept asking")
         XCTAssertEqual(good.failures, [])
         let p99 = latencies[Int(Double(latencies.count) * 0.99)]
-        print(String(format: "BusFaceTests: flood of %@ calls in 3 s, %d answered; good client's QUERY p99 %.2f ms, worst %.1f ms",
-                     "\(flood["sent"] ?? 0)", served, p99 * 1000, (latencies.last ?? 0) * 1000))
-        XCTAssertGreaterThan(flood["sent"] as? Int ?? 0, 10_000, "the flood was sent")
+        print(String(format: "BusFaceTests: flood of %@ calls in 3 s (%@ a second), %d answered; good client's QUERY p99 %.2f ms, worst %.1f ms",
+                     "\(flood["sent"] ?? 0)", "\(flood["rate"] ?? 0)", served, p99 * 1000, (latencies.last ?? 0) * 1000))
+        XCTAssertGreaterThan(flood["rate"] as? Int ?? 0, 6_000, "the flood reached the bus at about 10,000 calls a second: \(flood)")
         XCTAssertLessThan(p99, 0.1, "p99 of the good client's QUERY")
         let t = monotonicNow()
         if case let .failure(e) = try call(sd, Self.r, "GetStatus") { XCTFail("after the flood: \(e.text)") }

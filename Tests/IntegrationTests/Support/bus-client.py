@@ -22,6 +22,10 @@
 #     {"me":UNIQUE,"reply":"return"|"error","error":NAME,"message":TEXT}.
 #   flood SECONDS RATE: one connection sends GetStatus calls at RATE a second and never reads a reply; prints
 #     how many it sent.
+#   listen TOPICS EVERYONE MEMBER...: hears the signals MEMBER... of the daemon's object (broadcast, or unicast to
+#     this process); TOPICS "-": no Subscribe, else Subscribe(TOPICS split at ",", EVERYONE == "true") first; prints
+#     "ready" once the match is in place (and a subscription's Snapshot came), then {"member":M,"args":[...]} for
+#     each signal heard, in order. A line "unsubscribe" on stdin calls Unsubscribe, printing {"unsubscribed":REPLY}.
 import json, socket, sys, time
 from gi.repository import Gio, GLib
 
@@ -235,25 +239,63 @@ def flood(seconds, rate):
 
     s.sendall(blob(1, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello"))
     s.setblocking(False)
-    # Whole messages only: what the socket did not take waits in `out`, and nothing new is made meanwhile.
-    sent, serial, start, out = 0, 2, time.monotonic(), b""
+    # One call made once, its serial (bytes 8-11, in the message's own byte order) changed for each: the sender's
+    # own work is next to nothing, so the rate it reaches is what the bus takes.
+    call = bytearray(blob(2, NAME, PATH, IFACE, "GetStatus"))
+    order = "little" if call[0:1] == b"l" else "big"
+    # Due calls go out together; what the socket did not take waits in `out`, and nothing new is made meanwhile.
+    sent, start, out = 0, time.monotonic(), b""
     while time.monotonic() - start < seconds:
         due = int((time.monotonic() - start) * rate)
-        while sent < due and not out:
-            out = blob(serial, NAME, PATH, IFACE, "GetStatus")
-            sent += 1
-            serial += 1
-            try:
-                out = out[s.send(out):]
-            except BlockingIOError:
-                pass
+        batch = []
+        while sent + len(batch) < due and not out and len(batch) < 500:
+            call[8:12] = (2 + sent + len(batch)).to_bytes(4, order)
+            batch.append(bytes(call))
+        sent += len(batch)
+        out = out + b"".join(batch)
         if out:
             try:
                 out = out[s.send(out):]
             except BlockingIOError:
                 pass
         time.sleep(0.001)
-    print(json.dumps({"sent": sent}), flush=True)
+    elapsed = time.monotonic() - start
+    unsent = -(-len(out) // len(call))  # what never left whole is not sent
+    print(json.dumps({"sent": sent - unsent, "rate": round((sent - unsent) / elapsed), "unsent": unsent}), flush=True)
+
+
+def listen(topics, everyone, members):
+    loop = GLib.MainLoop()
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+
+    def on_bus(_c, _sender, _path, _iface, member, params):
+        if member == "Snapshot" and topics != "-":
+            print("ready", flush=True)
+        if member in members:
+            print(json.dumps({"member": member, "args": list(params.unpack())}), flush=True)
+
+    bus.signal_subscribe(NAME, IFACE, None, PATH, None, Gio.DBusSignalFlags.NONE, on_bus)
+
+    def on_stdin(*_):
+        line = sys.stdin.readline()
+        if not line:
+            loop.quit()
+            return False
+        if line.strip() == "unsubscribe":
+            reply = bus.call_sync(NAME, PATH, IFACE, "Unsubscribe", None, None, Gio.DBusCallFlags.NONE, 10000, None)
+            print(json.dumps({"unsubscribed": reply.unpack()[0]}), flush=True)
+        return True
+
+    GLib.io_add_watch(sys.stdin.fileno(), GLib.IO_IN | GLib.IO_HUP, on_stdin)
+    if topics == "-":
+        # The match is in place once the bus has answered a call made after it.
+        bus.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId", None, None,
+                      Gio.DBusCallFlags.NONE, 5000, None)
+        print("ready", flush=True)
+    else:
+        bus.call_sync(NAME, PATH, IFACE, "Subscribe", GLib.Variant("(asb)", (topics.split(","), everyone == "true")),
+                      None, Gio.DBusCallFlags.NONE, 10000, None)
+    loop.run()
 
 
 def raw_bus():
@@ -321,5 +363,7 @@ if __name__ == "__main__":
         follow(sys.argv[2], sys.argv[3])
     elif cmd == "forge":
         forge(sys.argv[2])
+    elif cmd == "listen":
+        listen(sys.argv[2], sys.argv[3], set(sys.argv[4:]))
     elif cmd == "flood":
         flood(float(sys.argv[2]), int(sys.argv[3]))
