@@ -110,6 +110,40 @@ final class ReportBookTests: XCTestCase {
         XCTAssertEqual(b.rows(where: { $0 == alicesGame }).map(\.key.host), ["192.0.2.9"])
     }
 
+    /// The kernel hears an app's answer before its connection, but the loop reads the two sockets in either order:
+    /// an answer read just after the connection still names it (merged with the entry of that name if there is one),
+    /// another app's connection to the address stays by address, and an old entry by address keeps its address.
+    func testAnAnswerReadAfterItsConnectionNamesIt() {
+        var b = book()
+        b.setPerson(1000, on: true)
+        b.record(conn(maps, "192.0.2.20", wifi, at: t0))  // by address long before: not this answer's
+        b.record(conn(maps, "192.0.2.21", wifi, at: t0 + 100))
+        b.record(conn(maps, "192.0.2.21", wwan, at: t0 + 100, .refused(.budget)))
+        b.record(conn(alices, "192.0.2.21", wifi, at: t0 + 100))
+        b.learn(ReportAnswer(owner: maps, name: "tiles.example.org", addresses: ["192.0.2.20", "192.0.2.21"], time: t0 + 101))
+        XCTAssertEqual(b.rows(where: { $0 == maps }).map { "\($0.key.host) \($0.key.link.kind)" },
+                       ["192.0.2.20 wifi", "tiles.example.org wifi", "tiles.example.org wwan"])
+        XCTAssertEqual(b.rows(where: { $0 == maps }).map(\.entry.budget), [0, 0, 1])
+        XCTAssertEqual(b.rows(where: { $0 == alices }).map(\.key.host), ["192.0.2.21"], "never another app's")
+        // Bytes at the connection's end find it by its name.
+        b.add(ReportBytes(owner: maps, address: "192.0.2.21", link: wifi, time: t0 + 102, bytes: 7))
+        XCTAssertEqual(b.rows(where: { $0 == maps })[1].entry.bytes, 7)
+
+        // Into an entry of that name already there: one entry, its counts added.
+        b.record(conn(maps, "192.0.2.22", wifi, at: t0 + 103))
+        b.learn(ReportAnswer(owner: maps, name: "tiles.example.org", addresses: ["192.0.2.22"], time: t0 + 103))
+        let tiles = b.rows(where: { $0 == maps }).filter { $0.key.host == "tiles.example.org" && $0.key.link == wifi }
+        XCTAssertEqual(tiles.map(\.entry.connections), [2])
+        XCTAssertEqual(tiles.map(\.entry.address), ["192.0.2.22"])
+        XCTAssertEqual(tiles.map(\.entry.first), [t0 + 100])
+
+        // Past two windows an answer no longer renames what was recorded by address.
+        b.record(conn(maps, "192.0.2.23", wifi, at: t0 + 200))
+        b.learn(ReportAnswer(owner: maps, name: "late.example", addresses: ["192.0.2.23"],
+                             time: t0 + 200 + 2 * 5))
+        XCTAssertTrue(b.rows(where: { $0 == maps }).contains { $0.key.host == "192.0.2.23" })
+    }
+
     func testDaysRollWholeAndFewerDaysDropTheOlder() {
         var b = book(days: 3)
         for d in 0..<5 { b.record(conn(maps, "192.0.2.\(d)", wifi, at: t0 + d * 86400)) }

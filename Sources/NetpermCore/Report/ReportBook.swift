@@ -16,6 +16,8 @@ public struct ReportBook: Equatable, Sendable {
     public private(set) var settings = ReportSettings()
     public private(set) var entries: [ReportKey: ReportEntry] = [:]
     public private(set) var names: ReportNames
+    /// Entries just recorded by address, for an answer read after its connection (`learn`).
+    private var unnamed = ReportUnnamed()
     /// The people who turned the report on for their own apps.
     public private(set) var people: Set<UInt32> = []
     /// Whether anything changed since the file was last written (`saved()`).
@@ -45,6 +47,7 @@ public struct ReportBook: Equatable, Sendable {
         if !s.enabled {
             clear { _ in true }
             names.forget { _ in true }
+            unnamed = ReportUnnamed()
             people = []
             return
         }
@@ -70,18 +73,22 @@ public struct ReportBook: Equatable, Sendable {
         let key = ReportKey(owner: c.owner, day: Self.day(of: c.time), host: host, link: c.link)
         // Changed in place: one hashing of the key per connection, not two (a flood's cost is this line's).
         let fresh = ReportEntry(address: c.address, port: c.port, proto: c.proto, first: c.time, last: c.time)
-        Self.update(&entries[key, default: fresh], c)
+        let new = Self.update(&entries[key, default: fresh], c)
+        // By address: the answer that names it may be read just after (ReportUnnamed).
+        if new, host == c.address { unnamed.noted(key, at: c.time) }
         dirty = true
         if entries.count > limits.entries { dropOldest() }
     }
 
-    private static func update(_ e: inout ReportEntry, _ c: ReportConnection) {
+    /// Whether the entry is new (this connection its first).
+    private static func update(_ e: inout ReportEntry, _ c: ReportConnection) -> Bool {
         if e.address != c.address { e.address = c.address }
         e.port = c.port
         e.proto = c.proto
         e.first = min(e.first, c.time)
         e.last = max(e.last, c.time)
         e.count(c.outcome, at: c.time)
+        return e.connections &+ e.refused == 1
     }
 
     /// A connection's bytes at its end: added to the newest entry of its destination (the day it began may be past).
@@ -102,6 +109,20 @@ public struct ReportBook: Equatable, Sendable {
     public mutating func learn(_ a: ReportAnswer) {
         guard records(a.owner), !a.addresses.isEmpty else { return }
         names.learn(a)
+        // Connections to these addresses recorded just before the answer was read take its name: the app resolved
+        // first and connected after, whatever order the loop read the kernel's two sockets in.
+        for address in a.addresses.prefix(limits.names.perAnswer) {
+            for key in unnamed.take(a.owner, address, at: a.time) { rename(key, to: a.name) }
+        }
+    }
+
+    /// An entry moved to `host`, added to the one already there.
+    private mutating func rename(_ key: ReportKey, to host: String) {
+        guard key.host != host, let e = entries.removeValue(forKey: key) else { return }
+        var named = key
+        named.host = host
+        if entries[named] == nil { entries[named] = e } else { entries[named]!.merge(e) }
+        dirty = true
     }
 
     /// Drops the entries of the owners `drop` names (a person clearing theirs, the report turned off).

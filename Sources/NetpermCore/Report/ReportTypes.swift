@@ -143,6 +143,19 @@ public struct ReportEntry: Equatable, Sendable {
         if case .refused = outcome { refused(at: time, time) }
     }
 
+    /// Another entry of the same destination added to this one; the address and port of the later.
+    mutating func merge(_ o: ReportEntry) {
+        if o.last >= last { (address, port, proto) = (o.address, o.port, o.proto) }
+        first = min(first, o.first)
+        last = max(last, o.last)
+        connections &+= o.connections
+        bytes &+= o.bytes
+        denied &+= o.denied
+        ask &+= o.ask
+        budget &+= o.budget
+        if o.refusedFirst != 0 { refused(at: o.refusedFirst, o.refusedLast) }
+    }
+
     /// Refusals between `first` and `last` (times kept apart from the connections').
     mutating func refused(at first: Int, _ last: Int) {
         refusedFirst = refusedFirst == 0 ? first : min(refusedFirst, first)
