@@ -3,8 +3,8 @@ import NetpermPolicy
 
 /// The privacy report (docs/PRIVACY.md): per owner, per day, per destination and class of link, what the app reached
 /// and what was refused. Pure: the edges hand it what the kernel said (`ReportConnection`, `ReportBytes`,
-/// `ReportAnswer`), the engine asks it what a caller may read. Bounded: `Limits.entries` in all, the oldest (by
-/// their last time) dropped first; days past `Days=` dropped whole.
+/// `ReportAnswer`), the engine asks it what a caller may read. Bounded: `Limits.entries` in all, one dropped for each
+/// new one past that, the oldest (by their last time, `ReportAge`) first; days past `Days=` dropped whole.
 public struct ReportBook: Equatable, Sendable {
     public struct Limits: Equatable, Sendable {
         public var entries = 16384
@@ -18,6 +18,8 @@ public struct ReportBook: Equatable, Sendable {
     public private(set) var names: ReportNames
     /// Entries just recorded by address, for an answer read after its connection (`learn`).
     private var unnamed = ReportUnnamed()
+    /// The entries in the order they go at the bound.
+    private var age = ReportAge()
     /// The people who turned the report on for their own apps.
     public private(set) var people: Set<UInt32> = []
     /// Whether anything changed since the file was last written (`saved()`).
@@ -48,12 +50,13 @@ public struct ReportBook: Equatable, Sendable {
             clear { _ in true }
             names.forget { _ in true }
             unnamed = ReportUnnamed()
+            age = ReportAge()
             people = []
             return
         }
         expiredThrough = .min
         expire(now: now)
-        if entries.count > limits.entries { dropOldest() }
+        dropOverBound()
     }
 
     /// A person turns the report on or off for their own apps; off deletes their entries.
@@ -73,11 +76,13 @@ public struct ReportBook: Equatable, Sendable {
         let key = ReportKey(owner: c.owner, day: Self.day(of: c.time), host: host, link: c.link)
         // Changed in place: one hashing of the key per connection, not two (a flood's cost is this line's).
         let fresh = ReportEntry(address: c.address, port: c.port, proto: c.proto, first: c.time, last: c.time)
-        let new = Self.update(&entries[key, default: fresh], c)
-        // By address: the answer that names it may be read just after (ReportUnnamed).
-        if new, host == c.address { unnamed.noted(key, at: c.time) }
+        if Self.update(&entries[key, default: fresh], c) {
+            age.made(key, at: c.time)
+            // By address: the answer that names it may be read just after (ReportUnnamed).
+            if host == c.address { unnamed.noted(key, at: c.time) }
+        }
         dirty = true
-        if entries.count > limits.entries { dropOldest() }
+        dropOverBound()
     }
 
     /// Whether the entry is new (this connection its first).
@@ -121,7 +126,12 @@ public struct ReportBook: Equatable, Sendable {
         guard key.host != host, let e = entries.removeValue(forKey: key) else { return }
         var named = key
         named.host = host
-        if entries[named] == nil { entries[named] = e } else { entries[named]!.merge(e) }
+        if entries[named] == nil {
+            entries[named] = e
+            age.made(named, at: e.last)
+        } else {
+            entries[named]!.merge(e)
+        }
         dirty = true
     }
 
@@ -148,27 +158,17 @@ public struct ReportBook: Equatable, Sendable {
     mutating func restore(_ kept: [ReportKey: ReportEntry], people: Set<UInt32>) {
         entries = kept
         self.people = people
+        age.rebuild(kept)
         dirty = false
     }
 
     /// The file was written with what the book holds now.
     public mutating func saved() { dirty = false }
 
-    /// About an eighth below the bound at once, oldest last time first: every entry last used before the time that
-    /// an eighth of them are older than (all of one second go together, whatever the dictionary's order, so the
-    /// result is the same in every process). One sort of integers per thousands of new entries: sorting the entries
-    /// themselves, and building the dictionary again, held the loop for hundreds of milliseconds under a flood.
-    private mutating func dropOldest() {
-        var times = entries.values.map(\.last)
-        times.sort()
-        var cutoff = times[times.count / 8]
-        // More than an eighth in the oldest second: all of that second go.
-        if cutoff == times[0] { cutoff = times.first { $0 > cutoff } ?? cutoff }
-        // All in one second: an eighth of them in the keys' order.
-        let old = cutoff == times[0] ? Array(entries.keys.sorted().prefix(times.count / 8 + 1))
-            : entries.compactMap { $0.value.last < cutoff ? $0.key : nil }
-        for k in old { entries.removeValue(forKey: k) }
-        evicted &+= UInt64(old.count)
+    /// One entry out for each past the bound (ReportAge): a flood's cost is spread over its connections, never a
+    /// pass that drops thousands.
+    private mutating func dropOverBound() {
+        while entries.count > limits.entries, age.dropOne(&entries) != nil { evicted &+= 1 }
     }
 
     /// The entries of the owners `include` admits, ordered by owner, host, link and day (for replies and the file).
