@@ -144,6 +144,40 @@ final class ReportBookTests: XCTestCase {
         XCTAssertTrue(b.rows(where: { $0 == maps }).contains { $0.key.host == "192.0.2.23" })
     }
 
+    /// A user's own unit's app (ReportUnits) is named by its uid's app's answers (the answers' rule knows the tag
+    /// only), never by another's; its cgroup id travels in the connection's labels, bit by bit.
+    func testAUsersUnitIsNamedByItsUidsAnswersAndFoundByItsLabels() {
+        var b = book()
+        b.setPerson(1000, on: true)
+        let unit = ReportOwner(app: "org.gnome.Maps", uid: 1000)
+        b.learn(ReportAnswer(owner: alices, name: "tiles.example.org", addresses: ["192.0.2.30"], time: t0))
+        b.learn(ReportAnswer(owner: maps, name: "evil.example", addresses: ["192.0.2.31"], time: t0))
+        var c = conn(unit, "192.0.2.30", wifi, at: t0 + 1)
+        c.namer = alices
+        b.record(c)
+        c.address = "192.0.2.31"
+        b.record(c)
+        b.add(ReportBytes(owner: unit, address: "192.0.2.30", link: wifi, time: t0 + 2, bytes: 5, namer: alices))
+        XCTAssertEqual(b.rows(where: { $0 == unit }).map { "\($0.key.host) \($0.entry.bytes)" },
+                       ["192.0.2.31 0", "tiles.example.org 5"])
+
+        let id: UInt64 = 0x1_0000_2a05
+        var labels = [UInt8](repeating: 0, count: 16)
+        for bit in (0..<64).filter({ id & (1 << UInt64($0)) != 0 }).map({ ReportUnits.idBase + $0 }) + [ReportUnits.present] {
+            labels[bit / 8] |= 1 << UInt8(bit % 8)
+        }
+        XCTAssertEqual(ReportLabels.unit(labels), id)
+        labels[ReportUnits.present / 8] = 0
+        XCTAssertNil(ReportLabels.unit(labels), "no unit without its bit")
+        let u = Ruleset.Tagging.UserUnit(level: 5, key: .cgroup("/u.slice/app.scope", id), id: id,
+                                         owner: UserApp(uid: 1000, app: "org.gnome.Maps"))
+        let chains = ReportUnits.chains([u], on: true)
+        XCTAssertEqual(chains.first { $0.name == "report_unit" }?.rules, ["socket cgroupv2 level 5 @user_units goto report_level_5"])
+        XCTAssertEqual(chains.first { $0.name == "report_level_5" }?.rules.count, 1 + id.nonzeroBitCount)
+        XCTAssertEqual(ReportUnits.maps([u], on: true).filter { !$0.elements.isEmpty }.count, id.nonzeroBitCount)
+        XCTAssertTrue(ReportUnits.chains([u], on: false).allSatisfy(\.rules.isEmpty), "nothing while the report is off")
+    }
+
     func testDaysRollWholeAndFewerDaysDropTheOlder() {
         var b = book(days: 3)
         for d in 0..<5 { b.record(conn(maps, "192.0.2.\(d)", wifi, at: t0 + d * 86400)) }

@@ -72,7 +72,7 @@ public struct ReportBook: Equatable, Sendable {
     public mutating func record(_ c: ReportConnection) {
         guard records(c.owner) else { return }
         expire(now: c.time)
-        let host = names.name(of: c.address, for: c.owner) ?? c.address
+        let host = name(of: c.address, c.owner, c.namer) ?? c.address
         let key = ReportKey(owner: c.owner, day: Self.day(of: c.time), host: host, link: c.link)
         // Changed in place: one hashing of the key per connection, not two (a flood's cost is this line's).
         let fresh = ReportEntry(address: c.address, port: c.port, proto: c.proto, first: c.time, last: c.time)
@@ -99,7 +99,7 @@ public struct ReportBook: Equatable, Sendable {
     /// A connection's bytes at its end: added to the newest entry of its destination (the day it began may be past).
     public mutating func add(_ b: ReportBytes) {
         guard records(b.owner), b.bytes > 0 else { return }
-        let host = names.name(of: b.address, for: b.owner) ?? b.address
+        let host = name(of: b.address, b.owner, b.namer) ?? b.address
         let today = Self.day(of: b.time)
         for day in stride(from: today, to: today - settings.days, by: -1) {
             let key = ReportKey(owner: b.owner, day: day, host: host, link: b.link)
@@ -109,6 +109,11 @@ public struct ReportBook: Equatable, Sendable {
                 return
             }
         }
+    }
+
+    /// The name `owner` resolved `address` to, else the one `namer` did.
+    private func name(of address: String, _ owner: ReportOwner, _ namer: ReportOwner?) -> String? {
+        names.name(of: address, for: owner) ?? namer.flatMap { names.name(of: address, for: $0) }
     }
 
     public mutating func learn(_ a: ReportAnswer) {
