@@ -238,6 +238,12 @@ final class ReportBookTests: XCTestCase {
         restored.record(conn(maps, "10.2.0.1", wifi, at: t0 + 2000))
         XCTAssertEqual(restored.entries.count, 16)
         XCTAssertNil(restored.entries.keys.first { $0.host == "10.9.9.9" }, "the oldest of the file went first")
+        // Below the bound nothing is dropped: the keys of entries gone by their day leave the queue all the same.
+        var days = book(days: 1)
+        for i in 0..<3000 { days.record(conn(maps, "10.4.\(i / 256).\(i % 256)", wifi, at: t0)) }
+        days.record(conn(maps, "10.5.0.1", wifi, at: t0 + 86400))
+        XCTAssertEqual(days.entries.count, 1)
+        XCTAssertEqual(days.age.count, 1)
     }
 
     func testNamesBounded() {

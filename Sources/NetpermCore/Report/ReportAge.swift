@@ -4,8 +4,8 @@
 /// it had when queued. The head is dropped unless it was used since (its `last` is later), in which case it goes to
 /// the back with its new time: a second chance, as a page cache's reclaim gives, close to "oldest last time
 /// first" without sorting anything. Each new entry past the bound costs one drop, in constant time (amortized):
-/// dropping an eighth of the entries at once, a whole second of them under a flood, sorted 16,384 times and removed
-/// thousands of entries in one pass of the loop (BENCHMARKS.md, figure 25). The order is the inputs', so it is the
+/// dropping an eighth of the entries at once (a whole second of them under a flood) sorted the 16,384 entries' times
+/// and removed thousands of entries in one pass of the loop (BENCHMARKS.md, figure 25). The order is the inputs', so it is the
 /// same in every process.
 struct ReportAge: Equatable, Sendable {
     private var keys: [ReportKey] = []
@@ -49,8 +49,9 @@ struct ReportAge: Equatable, Sendable {
     }
 
     /// What was passed is freed once it is half the queue; a queue twice the entries (keys cleared or expired, or
-    /// queued twice) is made again.
-    private mutating func compact(_ entries: [ReportKey: ReportEntry]) {
+    /// queued twice) is made again. Also after entries are cleared or expire: below the bound nothing is dropped,
+    /// and the queue would keep every key ever made.
+    mutating func compact(_ entries: [ReportKey: ReportEntry]) {
         if count > 2 * entries.count + 1024 {
             rebuild(entries)
         } else if head > 1024, head * 2 > keys.count {

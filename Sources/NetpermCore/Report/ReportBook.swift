@@ -19,7 +19,7 @@ public struct ReportBook: Equatable, Sendable {
     /// Entries just recorded by address, for an answer read after its connection (`learn`).
     private var unnamed = ReportUnnamed()
     /// The entries in the order they go at the bound.
-    private var age = ReportAge()
+    private(set) var age = ReportAge()
     /// The people who turned the report on for their own apps.
     public private(set) var people: Set<UInt32> = []
     /// Whether anything changed since the file was last written (`saved()`).
@@ -144,6 +144,7 @@ public struct ReportBook: Equatable, Sendable {
     public mutating func clear(where drop: (ReportOwner) -> Bool) {
         let before = entries.count
         entries = entries.filter { !drop($0.key.owner) }
+        age.compact(entries)
         names.forget(where: drop)
         if entries.count != before { dirty = true }
     }
@@ -156,6 +157,7 @@ public struct ReportBook: Equatable, Sendable {
         let oldest = today - settings.days + 1
         let before = entries.count
         entries = entries.filter { $0.key.day >= oldest }
+        age.compact(entries)
         if entries.count != before { dirty = true }
     }
 
