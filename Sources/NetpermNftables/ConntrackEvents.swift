@@ -67,17 +67,20 @@ public final class ConntrackEvents {
         return NetlinkMessages(b).compactMap { m in
             guard m.type == new || m.type == delete else { return nil }
             let a = m.attributes(after: MemoryLayout<nfgenmsg>.size)
-            guard let mark = a.first(UInt16(CTA_MARK.rawValue)).flatMap(Netlink.bigEndianU32),
-                  ReportLabels.isTag(mark),
+            let labels = a.first(UInt16(CTA_LABELS.rawValue)).map(Array.init) ?? []
+            // A user's unit's connection (its cgroup id in its labels) is kept tagged or not.
+            let unit = ReportLabels.unit(labels)
+            let mark = a.first(UInt16(CTA_MARK.rawValue)).flatMap(Netlink.bigEndianU32) ?? 0
+            guard ReportLabels.isTag(mark) || unit != nil,
                   let tuple = a.first(UInt16(CTA_TUPLE_ORIG.rawValue)).flatMap(Self.destination) else { return nil }
-            let link = a.first(UInt16(CTA_LABELS.rawValue)).flatMap { ReportLabels.link(Array($0)) }
+            let link = ReportLabels.link(labels)
             if m.type == new {
-                return .opened(tag: mark, address: tuple.address, port: tuple.port, proto: tuple.proto, link: link)
+                return .opened(tag: mark, address: tuple.address, port: tuple.port, proto: tuple.proto, link: link, unit: unit)
             }
             let bytes = [CTA_COUNTERS_ORIG, CTA_COUNTERS_REPLY].reduce(UInt64(0)) { sum, type in
                 sum &+ (a.first(UInt16(type.rawValue)).flatMap(Self.bytes) ?? 0)
             }
-            return .closed(tag: mark, address: tuple.address, link: link, bytes: bytes)
+            return .closed(tag: mark, address: tuple.address, link: link, bytes: bytes, unit: unit)
         }
     }
 

@@ -68,8 +68,8 @@ final class UserAppUsageTests: IntegrationTestCase {
                             "--socket", socket] + args)
     }
 
-    private func start() throws -> DaemonProcess {
-        let config = try writeConfig(UsageTests.policy(mode: "off"), in: dir)
+    private func start(report: Bool = false) throws -> DaemonProcess {
+        let config = try writeConfig(UsageTests.policy(mode: "off", extra: report ? "\n[Report]\nEnabled=yes\n" : ""), in: dir)
         let d = try startDaemon(in: bed.ns, socket: socket, config: config, nsenter: true)
         try waitUntil("counting is in force") {
             let u = try self.request(self.socket, "STATUS")["usage"] as? [String: Any]
@@ -160,5 +160,66 @@ final class UserAppUsageTests: IntegrationTestCase {
         let after = bytes(userApp(try request(socket, "USAGE"), uid: Self.sender, Self.maps), "wwan")
         XCTAssertEqual(after.sent, mine.sent + meanwhile, "a restart keeps Maps' part and loses nothing of it")
         XCTAssertEqual(bytes(userApp(try request(socket, "USAGE"), uid: Self.receiver, Self.maps), "wwan").sent, theirs.sent)
+    }
+
+    /// Issue 50, "per uid for a user's own apps": a user's own unit's connections are in the report as that app of
+    /// that uid (ReportUnits: its cgroup id in the connection's labels), at the peers' addresses the test chose and
+    /// over the links it sent by; the uid's other connections stay its uid's app's; each user reads only their own.
+    func testAUsersOwnAppsDestinationsAreInTheirReport() throws {
+        _ = try start(report: true)
+        let top = try mkdirs(try EnforcementBed.cgroupRoot() + "/npt-user-\(getpid()).slice")
+        let hers = try scope(top, uid: Self.sender, "app-gnome-\(Self.maps)-\(getpid()).scope")
+        let his = try scope(top, uid: Self.receiver, "app-gnome-\(Self.maps)-\(getpid())9.scope")
+        try waitUntil("both scopes are counted apart") {
+            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(self.bed.ns.name)", "nft", "list", "set", "inet",
+                                        "netpermd_usage", "user_units"])
+            return (r.stdout.contains(hers.split(separator: "/").last!) && r.stdout.contains(his.split(separator: "/").last!),
+                    r.summary)
+        }
+        for uid in [Self.sender, Self.receiver] {
+            let on = try asUser(uid, ["report", "on"])
+            XCTAssertEqual(on.status, 0, on.summary)
+        }
+        // Hers: one UDP flow over wwan0, one TCP connection over eth0; her uid outside the scope: one flow over eth0.
+        XCTAssertEqual(try bed.client(uid: Self.sender, cgroup: hers, "udp", "wwan0", "3", "100")["echoed"] as? Int, 3)
+        XCTAssertNil(try bed.client(uid: Self.sender, cgroup: hers, "upload", "eth0", "1000")["error"] as? String)
+        XCTAssertEqual(try bed.client(uid: Self.sender, "udp", "eth0", "1", "100")["echoed"] as? Int, 1)
+        // His scope named like her app: one flow over wwan0.
+        XCTAssertEqual(try bed.client(uid: Self.receiver, cgroup: his, "udp", "wwan0", "2", "100")["echoed"] as? Int, 2)
+        let wwanPeer = bed.peers["wwan0"]!, ethPeer = bed.peers["eth0"]!
+
+        func rows(_ r: [String: Any]) -> Set<String> {
+            var out: Set<String> = []
+            for a in r["apps"] as? [[String: Any]] ?? [] {
+                for d in a["destinations"] as? [[String: Any]] ?? [] {
+                    out.insert("\(a["app"] as? String ?? "?") \(a["uid"] as? Int ?? -1) \(d["host"] as? String ?? "?") "
+                        + "\(d["kind"] as? String ?? "?") \(d["connections"] as? Int ?? -1)")
+                }
+            }
+            return out
+        }
+        let expected: Set<String> = [
+            "\(Self.maps) \(Self.sender) \(wwanPeer) wwan 1", "\(Self.maps) \(Self.sender) \(ethPeer) ethernet 1",
+            "sender \(Self.sender) \(ethPeer) ethernet 1", "\(Self.maps) \(Self.receiver) \(wwanPeer) wwan 1",
+        ]
+        var all: Set<String> = []
+        try waitUntil("the report has every connection", timeout: 10) {
+            all = rows(try self.request(self.socket, "REPORT"))
+            return (expected.isSubset(of: all), "\(all)")
+        }
+        XCTAssertEqual(all, expected, "exactly these, nothing of another uid's onto hers")
+
+        // Each user reads their own uid's only, the app named or not; another's app is not found.
+        let herReport = try asUser(Self.sender, ["--json", "report"])
+        XCTAssertEqual(herReport.status, 0, herReport.summary)
+        XCTAssertEqual(rows(try JSONValue.object(herReport.stdout.trimmingCharacters(in: .whitespacesAndNewlines))),
+                       expected.filter { $0.contains(" \(Self.sender) ") })
+        let hisMaps = try asUser(Self.receiver, ["--json", "report", Self.maps])
+        XCTAssertEqual(hisMaps.status, 0, hisMaps.summary)
+        XCTAssertEqual(rows(try JSONValue.object(hisMaps.stdout.trimmingCharacters(in: .whitespacesAndNewlines))),
+                       ["\(Self.maps) \(Self.receiver) \(wwanPeer) wwan 1"])
+        let nobody = try asUser(4199, ["report", Self.maps])
+        XCTAssertEqual(nobody.status, 1, nobody.summary)
+        XCTAssertTrue(nobody.stderr.contains("not-found"), nobody.summary)
     }
 }

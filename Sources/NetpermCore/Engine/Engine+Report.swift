@@ -78,18 +78,27 @@ extension Engine {
         var last: (tag: UInt32, owner: ReportOwner)?
         for s in sightings {
             switch s {
-            case let .opened(tag, address, port, proto, link):
+            case let .opened(tag, address, port, proto, link, unit):
                 guard let link else { continue }
                 let owner: ReportOwner
-                if let last, last.tag == tag { owner = last.owner } else {
+                var namer: ReportOwner?
+                if let unit {
+                    // A user's own app: its uid's, by its unit's cgroup (ReportUnits), whatever its tag.
+                    guard let user = usage.tagged.unitOwners[unit] else { continue }
+                    owner = ReportOwner(app: user.app, uid: user.uid)
+                    namer = reportNamer(tag: tag, uid: user.uid)
+                } else if let last, last.tag == tag { owner = last.owner } else {
                     guard let app = usage.tagged.owners[tag] else { continue }
                     owner = reportOwner(app: app)
                     last = (tag, owner)
                 }
-                record(ReportConnection(owner: owner, address: address, port: port, proto: proto, link: link, time: now))
-            case let .closed(tag, address, link, bytes):
-                guard let app = usage.tagged.owners[tag], let link else { continue }
-                report.book.add(ReportBytes(owner: reportOwner(app: app), address: address, link: link, time: now, bytes: bytes))
+                record(ReportConnection(owner: owner, address: address, port: port, proto: proto, link: link, time: now,
+                                        namer: namer))
+            case let .closed(tag, address, link, bytes, unit):
+                guard let link, let owner = unit.map({ usage.tagged.unitOwners[$0].map { ReportOwner(app: $0.app, uid: $0.uid) } })
+                        ?? usage.tagged.owners[tag].map(reportOwner) else { continue }
+                let namer = unit == nil ? nil : owner.uid.flatMap { reportNamer(tag: tag, uid: $0) }
+                report.book.add(ReportBytes(owner: owner, address: address, link: link, time: now, bytes: bytes, namer: namer))
             case let .refused(tag, address, port, proto, ifindex, reason):
                 guard let app = usage.tagged.owners[tag], let link = reportLink(ifindex) else { continue }
                 record(ReportConnection(owner: reportOwner(app: app), address: address, port: port, proto: proto,
@@ -100,6 +109,14 @@ extension Engine {
                                                time: now))
             }
         }
+    }
+
+    /// Whose answers name a user's unit's connection: its tag's app, when that is the same person's own (the
+    /// answers' rule knows the tag only: a unit's answers are its uid's app's).
+    private func reportNamer(tag: UInt32, uid: UInt32) -> ReportOwner? {
+        guard let app = usage.tagged.owners[tag] else { return nil }
+        let o = reportOwner(app: app)
+        return o.uid == uid ? o : nil
     }
 
     private func record(_ c: ReportConnection) {
@@ -183,7 +200,11 @@ extension Engine {
     /// another's, as USAGE gives.
     private func reportNamed(_ name: String?, _ session: Session) -> Bool {
         guard let name, !session.caller.privileged else { return true }
-        guard reportOwner(app: name).uid == session.caller.identity.uid, state.config.app(named: name) != nil else {
+        let uid = session.caller.identity.uid
+        // Their [App] of their own, or their own unit's app (ReportUnits) with entries.
+        let own = (reportOwner(app: name).uid == uid && state.config.app(named: name) != nil)
+            || report.book.entries.keys.contains { $0.owner == ReportOwner(app: name, uid: uid) }
+        guard own else {
             replyError(session.id, ProtocolError(.notFound, "no [App \(name)] whose report you may see (root or members "
                 + "of group \(ConfigError.quote(state.config.adminGroup)) see every app's; leave APP out for your own)"))
             return false

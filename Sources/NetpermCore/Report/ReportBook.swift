@@ -3,8 +3,8 @@ import NetpermPolicy
 
 /// The privacy report (docs/PRIVACY.md): per owner, per day, per destination and class of link, what the app reached
 /// and what was refused. Pure: the edges hand it what the kernel said (`ReportConnection`, `ReportBytes`,
-/// `ReportAnswer`), the engine asks it what a caller may read. Bounded: `Limits.entries` in all, the oldest (by
-/// their last time) dropped first; days past `Days=` dropped whole.
+/// `ReportAnswer`), the engine asks it what a caller may read. Bounded: `Limits.entries` in all, one dropped for each
+/// new one past that, the oldest (by their last time, `ReportAge`) first; days past `Days=` dropped whole.
 public struct ReportBook: Equatable, Sendable {
     public struct Limits: Equatable, Sendable {
         public var entries = 16384
@@ -16,6 +16,10 @@ public struct ReportBook: Equatable, Sendable {
     public private(set) var settings = ReportSettings()
     public private(set) var entries: [ReportKey: ReportEntry] = [:]
     public private(set) var names: ReportNames
+    /// Entries just recorded by address, for an answer read after its connection (`learn`).
+    private var unnamed = ReportUnnamed()
+    /// The entries in the order they go at the bound.
+    private(set) var age = ReportAge()
     /// The people who turned the report on for their own apps.
     public private(set) var people: Set<UInt32> = []
     /// Whether anything changed since the file was last written (`saved()`).
@@ -45,12 +49,14 @@ public struct ReportBook: Equatable, Sendable {
         if !s.enabled {
             clear { _ in true }
             names.forget { _ in true }
+            unnamed = ReportUnnamed()
+            age = ReportAge()
             people = []
             return
         }
         expiredThrough = .min
         expire(now: now)
-        if entries.count > limits.entries { dropOldest() }
+        dropOverBound()
     }
 
     /// A person turns the report on or off for their own apps; off deletes their entries.
@@ -66,28 +72,34 @@ public struct ReportBook: Equatable, Sendable {
     public mutating func record(_ c: ReportConnection) {
         guard records(c.owner) else { return }
         expire(now: c.time)
-        let host = names.name(of: c.address, for: c.owner) ?? c.address
+        let host = name(of: c.address, c.owner, c.namer) ?? c.address
         let key = ReportKey(owner: c.owner, day: Self.day(of: c.time), host: host, link: c.link)
         // Changed in place: one hashing of the key per connection, not two (a flood's cost is this line's).
         let fresh = ReportEntry(address: c.address, port: c.port, proto: c.proto, first: c.time, last: c.time)
-        Self.update(&entries[key, default: fresh], c)
+        if Self.update(&entries[key, default: fresh], c) {
+            age.made(key, at: c.time)
+            // By address: the answer that names it may be read just after (ReportUnnamed).
+            if host == c.address { unnamed.noted(key, at: c.time) }
+        }
         dirty = true
-        if entries.count > limits.entries { dropOldest() }
+        dropOverBound()
     }
 
-    private static func update(_ e: inout ReportEntry, _ c: ReportConnection) {
+    /// Whether the entry is new (this connection its first).
+    private static func update(_ e: inout ReportEntry, _ c: ReportConnection) -> Bool {
         if e.address != c.address { e.address = c.address }
         e.port = c.port
         e.proto = c.proto
         e.first = min(e.first, c.time)
         e.last = max(e.last, c.time)
         e.count(c.outcome, at: c.time)
+        return e.connections &+ e.refused == 1
     }
 
     /// A connection's bytes at its end: added to the newest entry of its destination (the day it began may be past).
     public mutating func add(_ b: ReportBytes) {
         guard records(b.owner), b.bytes > 0 else { return }
-        let host = names.name(of: b.address, for: b.owner) ?? b.address
+        let host = name(of: b.address, b.owner, b.namer) ?? b.address
         let today = Self.day(of: b.time)
         for day in stride(from: today, to: today - settings.days, by: -1) {
             let key = ReportKey(owner: b.owner, day: day, host: host, link: b.link)
@@ -99,15 +111,40 @@ public struct ReportBook: Equatable, Sendable {
         }
     }
 
+    /// The name `owner` resolved `address` to, else the one `namer` did.
+    private func name(of address: String, _ owner: ReportOwner, _ namer: ReportOwner?) -> String? {
+        names.name(of: address, for: owner) ?? namer.flatMap { names.name(of: address, for: $0) }
+    }
+
     public mutating func learn(_ a: ReportAnswer) {
         guard records(a.owner), !a.addresses.isEmpty else { return }
         names.learn(a)
+        // Connections to these addresses recorded just before the answer was read take its name: the app resolved
+        // first and connected after, whatever order the loop read the kernel's two sockets in.
+        for address in a.addresses.prefix(limits.names.perAnswer) {
+            for key in unnamed.take(a.owner, address, at: a.time) { rename(key, to: a.name) }
+        }
+    }
+
+    /// An entry moved to `host`, added to the one already there.
+    private mutating func rename(_ key: ReportKey, to host: String) {
+        guard key.host != host, let e = entries.removeValue(forKey: key) else { return }
+        var named = key
+        named.host = host
+        if entries[named] == nil {
+            entries[named] = e
+            age.made(named, at: e.last)
+        } else {
+            entries[named]!.merge(e)
+        }
+        dirty = true
     }
 
     /// Drops the entries of the owners `drop` names (a person clearing theirs, the report turned off).
     public mutating func clear(where drop: (ReportOwner) -> Bool) {
         let before = entries.count
         entries = entries.filter { !drop($0.key.owner) }
+        age.compact(entries)
         names.forget(where: drop)
         if entries.count != before { dirty = true }
     }
@@ -120,6 +157,7 @@ public struct ReportBook: Equatable, Sendable {
         let oldest = today - settings.days + 1
         let before = entries.count
         entries = entries.filter { $0.key.day >= oldest }
+        age.compact(entries)
         if entries.count != before { dirty = true }
     }
 
@@ -127,27 +165,17 @@ public struct ReportBook: Equatable, Sendable {
     mutating func restore(_ kept: [ReportKey: ReportEntry], people: Set<UInt32>) {
         entries = kept
         self.people = people
+        age.rebuild(kept)
         dirty = false
     }
 
     /// The file was written with what the book holds now.
     public mutating func saved() { dirty = false }
 
-    /// About an eighth below the bound at once, oldest last time first: every entry last used before the time that
-    /// an eighth of them are older than (all of one second go together, whatever the dictionary's order, so the
-    /// result is the same in every process). One sort of integers per thousands of new entries: sorting the entries
-    /// themselves, and building the dictionary again, held the loop for hundreds of milliseconds under a flood.
-    private mutating func dropOldest() {
-        var times = entries.values.map(\.last)
-        times.sort()
-        var cutoff = times[times.count / 8]
-        // More than an eighth in the oldest second: all of that second go.
-        if cutoff == times[0] { cutoff = times.first { $0 > cutoff } ?? cutoff }
-        // All in one second: an eighth of them in the keys' order.
-        let old = cutoff == times[0] ? Array(entries.keys.sorted().prefix(times.count / 8 + 1))
-            : entries.compactMap { $0.value.last < cutoff ? $0.key : nil }
-        for k in old { entries.removeValue(forKey: k) }
-        evicted &+= UInt64(old.count)
+    /// One entry out for each past the bound (ReportAge): a flood's cost is spread over its connections, never a
+    /// pass that drops thousands.
+    private mutating func dropOverBound() {
+        while entries.count > limits.entries, age.dropOne(&entries) != nil { evicted &+= 1 }
     }
 
     /// The entries of the owners `include` admits, ordered by owner, host, link and day (for replies and the file).

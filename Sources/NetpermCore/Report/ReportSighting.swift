@@ -6,9 +6,10 @@ import NetpermProtocol
 /// labels (`ReportLabels`). The engine turns the tag into an app and a person, and the time into its wall clock.
 public enum ReportSighting: Equatable, Sendable {
     /// A new connection (conntrack's `NEW` event). `link` nil: no labels (it left by no link the table classes).
-    case opened(tag: UInt32, address: String, port: UInt16, proto: UInt8, link: ReportLink?)
+    /// `unit`: the cgroup id of the user's unit it is of (ReportUnits), nil when none; its tag may then be none (0).
+    case opened(tag: UInt32, address: String, port: UInt16, proto: UInt8, link: ReportLink?, unit: UInt64? = nil)
     /// A connection's end (`DESTROY`), with both ways' bytes where the kernel counts them.
-    case closed(tag: UInt32, address: String, link: ReportLink?, bytes: UInt64)
+    case closed(tag: UInt32, address: String, link: ReportLink?, bytes: UInt64, unit: UInt64? = nil)
     /// A DNS answer to a connection of the tag (NFLOG, with the connection's mark).
     case answer(tag: UInt32, DNSAnswer)
     /// A packet of the tag's the rules refused (ReportRefusals), leaving by interface `ifindex`.
@@ -32,6 +33,9 @@ public enum ReportLabels {
         guard let kind = LinkKind(rawValue: c.kind.rawValue), let i = Ruleset.kinds.firstIndex(of: kind) else { return [] }
         return [kindBase + i] + (c.metered ? [metered] : []) + (c.roaming ? [roaming] : []) + [present]
     }
+
+    /// The cgroup id of the user's unit the labels name (ReportUnits), nil when none.
+    public static func unit(_ labels: [UInt8]) -> UInt64? { ReportUnits.unit(labels) }
 
     /// The class the labels say: `labels` as the kernel sends them (CTA_LABELS: a bitmap of host-order `long`s;
     /// on the little-endian machines this runs on, bit N is bit N%8 of byte N/8).

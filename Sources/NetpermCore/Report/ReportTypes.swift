@@ -57,11 +57,14 @@ public struct ReportConnection: Equatable, Sendable {
     /// Wall-clock seconds.
     public var time: Int
     public var outcome: ReportOutcome
+    /// Whose answers name it when its owner's do not: a user's unit's app, whose answers are its uid's app's
+    /// (ReportUnits; the answers' rule knows the tag only).
+    public var namer: ReportOwner?
 
     public init(owner: ReportOwner, address: String, port: UInt16, proto: UInt8, link: ReportLink, time: Int,
-                outcome: ReportOutcome = .allowed) {
+                outcome: ReportOutcome = .allowed, namer: ReportOwner? = nil) {
         self.owner = owner; self.address = address; self.port = port; self.proto = proto; self.link = link
-        self.time = time; self.outcome = outcome
+        self.time = time; self.outcome = outcome; self.namer = namer
     }
 }
 
@@ -72,9 +75,12 @@ public struct ReportBytes: Equatable, Sendable {
     public var link: ReportLink
     public var time: Int
     public var bytes: UInt64
+    /// As `ReportConnection.namer`.
+    public var namer: ReportOwner?
 
-    public init(owner: ReportOwner, address: String, link: ReportLink, time: Int, bytes: UInt64) {
+    public init(owner: ReportOwner, address: String, link: ReportLink, time: Int, bytes: UInt64, namer: ReportOwner? = nil) {
         self.owner = owner; self.address = address; self.link = link; self.time = time; self.bytes = bytes
+        self.namer = namer
     }
 }
 
@@ -141,6 +147,19 @@ public struct ReportEntry: Equatable, Sendable {
         case .refused(.budget): budget &+= 1
         }
         if case .refused = outcome { refused(at: time, time) }
+    }
+
+    /// Another entry of the same destination added to this one; the address and port of the later.
+    mutating func merge(_ o: ReportEntry) {
+        if o.last >= last { (address, port, proto) = (o.address, o.port, o.proto) }
+        first = min(first, o.first)
+        last = max(last, o.last)
+        connections &+= o.connections
+        bytes &+= o.bytes
+        denied &+= o.denied
+        ask &+= o.ask
+        budget &+= o.budget
+        if o.refusedFirst != 0 { refused(at: o.refusedFirst, o.refusedLast) }
     }
 
     /// Refusals between `first` and `last` (times kept apart from the connections').

@@ -101,6 +101,7 @@ public struct UsageRules: Equatable, Sendable {
         let uidTags = tagging.maps.first { $0.name == "tag_uid" }?.elements.map(\.text) ?? []
         maps.append(Map(name: "retag_uid", type: "uid : mark", elements: uidTags + ["* : 0x00000000"]))
         maps += userUnitMaps(tagging, links: links)
+        maps += ReportUnits.maps(tagging.userUnits, on: report)
         let sorted = budgets.sorted { $0.tag < $1.tag }
         maps.append(Map(name: "budgets", type: "mark : quota", elements: sorted.map { ConnectionTags.text($0.tag) + " : \"\($0.name.nft)\"" }))
         maps.append(Map(name: "warnings", type: "mark : quota", elements: sorted.map {
@@ -133,13 +134,14 @@ public struct UsageRules: Equatable, Sendable {
             for c in UsageClass.all {
                 // Received over a metered link: counted first (it came, whatever happens next), then its budget.
                 let then = d == .received && c.metered && budgeted ? "goto budget_in" : "return"
-                let labels = report && d == .sent ? [reportLabelRule(c)] : []
+                let labels = report && d == .sent ? [reportLabelRule(c), reportUnitLabelRule(c)] : []
                 chains.append(Chain(name: "\(d.rawValue)_\(c.name)", rules: labels + [
                     "update @\(setName(d, c)) { ct mark } \(then)", "counter name \"\(counterName(d, c))\"",
                 ]))
             }
         }
-        chains += userUnitChains(tagging)
+        chains += ReportUnits.chains(tagging.userUnits, on: report)
+        chains += userUnitChains(tagging, report: report)
         chains.append(Chain(name: "output", hook: "type filter hook output priority filter + 10; policy accept;",
                             rules: (report ? [reportLoopbackRule] : []) + ["oifname vmap @out_links"]))
         chains.append(Chain(name: "input", hook: "type filter hook input priority filter + 10; policy accept;",
@@ -170,7 +172,7 @@ public struct UsageRules: Equatable, Sendable {
     /// unit's cgroup's element in its class's set, by the socket's cgroup at each level a unit is at, deepest first
     /// (a sub-cgroup of an app's unit is the app's). Nothing else reads or writes the connection: the same bytes are
     /// its tag's, its uid's app's, for counts and budgets alike. No rules while no user's unit is an app's.
-    static func userUnitChains(_ tagging: Ruleset.Tagging) -> [Chain] {
+    static func userUnitChains(_ tagging: Ruleset.Tagging, report: Bool = false) -> [Chain] {
         let levels = Set(tagging.userUnits.map(\.level)).sorted(by: >)
         var chains: [Chain] = []
         for d in UsageDirection.allCases {
@@ -182,7 +184,7 @@ public struct UsageRules: Equatable, Sendable {
         }
         let any = !levels.isEmpty
         chains.append(Chain(name: "user_output", hook: "type filter hook output priority filter + 11; policy accept;",
-                            rules: any ? ["oifname vmap @user_sent_links"] : []))
+                            rules: ReportUnits.rule(tagging.userUnits, on: report) + (any ? ["oifname vmap @user_sent_links"] : [])))
         chains.append(Chain(name: "user_input", hook: "type filter hook input priority filter + 11; policy accept;",
                             rules: any ? ["iifname vmap @user_received_links"] : []))
         return chains
@@ -197,6 +199,11 @@ public struct UsageRules: Equatable, Sendable {
     /// A new tagged connection's class, as labels: set before conntrack confirms it, so its NEW event carries them.
     static func reportLabelRule(_ c: UsageClass) -> String {
         "ct state new \(tagged) " + ReportLabels.bits(c).map { "ct label set \($0)" }.joined(separator: " ")
+    }
+
+    /// The same for a new connection of a user's unit (`ReportUnits`), tagged or not: its unit's id is in its labels.
+    static func reportUnitLabelRule(_ c: UsageClass) -> String {
+        "ct state new ct label \(ReportUnits.present) " + ReportLabels.bits(c).map { "ct label set \($0)" }.joined(separator: " ")
     }
 
     /// A tagged connection's DNS answers, whole (an EDNS answer fits 1,500 bytes), with the connection's tag as the

@@ -49,8 +49,11 @@ class Report:
         log(f"report: {c['report_rounds']} round(s) of {c['report_rate']} new connections a second for {c['report_s']} s, "
             "report on and off")
         self.tput_links()
-        # The app's own user turns the report on for itself: it must reach the socket.
+        # The app's own user turns the report on for itself: it must reach the socket, through the bench's own
+        # directory too when this run's is below it (--compare).
         os.chmod(self.dir, 0o755)
+        if os.path.basename(os.path.dirname(self.dir)).startswith("npbench-"):
+            os.chmod(os.path.dirname(self.dir), 0o755)
         # More destinations than the report keeps entries (16,384): it runs at its bound, dropping the oldest.
         run(["ip", "-n", self.ns, "route", "replace", "10.98.0.0/16", "via", "10.97.0.2", "dev", TPUT_LINK])
         sock = os.path.join(self.dir, "report.sock")
