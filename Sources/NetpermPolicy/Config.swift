@@ -34,7 +34,9 @@ public struct Config: Equatable, Sendable {
     public var meteredBudget: UInt64?
     /// In the order first defined: the first matching `[App]` wins.
     public private(set) var apps: [AppPolicy] = []
-    private var appIndex: [String: Int] = [:]
+    /// Visible to the engine's module so `app(named:)` is inlined there: called on a class's stored `Config`, an
+    /// opaque call copied the whole policy (every array and string retained and released) three times a QUERY.
+    @usableFromInline private(set) var appIndex: [String: Int] = [:]
     /// Which app a process is, in the one order the rules follow too (AppResolver).
     public private(set) var resolver = AppResolver()
     /// The desktop entries installed, as each uid sees them: what makes a unit named for an ID that is not
@@ -55,6 +57,7 @@ public struct Config: Equatable, Sendable {
             && a.installedDesktopApps == b.installedDesktopApps
     }
 
+    @inlinable
     public func app(named id: String) -> AppPolicy? { appIndex[id].map { apps[$0] } }
 
     /// Parses files in the order given (main file first, then drop-ins in lexical order). Later keys override
@@ -179,6 +182,7 @@ public struct Config: Equatable, Sendable {
     }
 
     /// The app's `MeteredBudget=` per period, or `[Defaults]`'s where it sets none; nil: no budget.
+    @inlinable
     public func meteredBudget(for app: AppPolicy?) -> UInt64? {
         switch app?.meteredBudget {
         case nil: return meteredBudget

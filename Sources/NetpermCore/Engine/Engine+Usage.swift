@@ -480,8 +480,7 @@ extension Engine {
 
     /// What a verdict says of an app's budget; nil when it has none.
     func budgetFact(for app: String) -> BudgetFact? {
-        guard let limit = state.config.meteredBudget(for: state.config.app(named: app)), state.config.app(named: app) != nil
-        else { return nil }
+        guard let policy = state.config.app(named: app), let limit = state.config.meteredBudget(for: policy) else { return nil }
         let used = usage.book[app].current.meteredBytes
         let depleted = usage.tagged.tags[app].map { usage.quotas.depleted.contains($0) } ?? false
         let tagged = usage.tagged.tagging?.taggedApps.contains(app) ?? false
