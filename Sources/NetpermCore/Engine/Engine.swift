@@ -214,8 +214,10 @@ public final class Engine {
     var commits = DecisionCommits()
     /// What prompting keeps beside the open prompts (`state.prompts`): Engine+Prompts.swift.
     var prompting = PromptDesk()
-    /// What STATUS= last said, compared as facts before it is formatted.
-    private var lastStatus: StatusSummary?
+    /// What STATUS= last said, compared as facts before it is formatted, and the `version` it was made at: the
+    /// summary depends only on `state` and `enforcement`, which move `version`, so an input that changed neither
+    /// (a QUERY) does not make it again (it cost an uncached QUERY ~3,000 instructions).
+    private var lastStatus: (summary: StatusSummary, version: Int)?
     /// The apps one user may decide for, for their own processes.
     static let maxOwnApps = 256
     /// Subscribers of their own app that a reload made another app (renamed, or an [App] added for them): told their
@@ -306,7 +308,7 @@ public final class Engine {
             counters.startedAt = settings.wallClock()
             networkChanged = true
             // READY=1 carries the first STATUS=, below.
-            lastStatus = statusSummary
+            lastStatus = (statusSummary, version)
         case let .opened(id, identity): opened(id, identity)
         case let .identityChanged(id, identity):
             guard let session = sessions[id] else { break }
@@ -438,10 +440,10 @@ public final class Engine {
             resyncAll = false
             for s in orderedSessions(where: { $0.subscription != nil }) { resync(s, .netlinkOverrun, dropped: nil) }
         }
-        let summary = statusSummary
-        if state.ready, summary != lastStatus {
-            lastStatus = summary
-            out.append(.notify(.status(statusText)))
+        if state.ready, lastStatus?.version != version {
+            let summary = statusSummary
+            if summary != lastStatus?.summary { out.append(.notify(.status(statusText))) }
+            lastStatus = (summary, version)
         }
     }
 
@@ -840,7 +842,7 @@ public final class Engine {
         // The start-up load is not a reload: READY=1 comes with `started`.
         // A reload is done (`systemctl reload` returns) once its rules are in force.
         if state.ready { onceRulesInForce(nil) { [unowned self] in out.append(.notify(.ready(status: statusText))) } }
-        lastStatus = statusSummary
+        lastStatus = (statusSummary, version)
         for id in requesters {
             if let error {
                 replyError(id, ProtocolError(.policyInvalid, error))
