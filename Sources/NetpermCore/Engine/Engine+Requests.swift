@@ -160,7 +160,8 @@ extension Engine {
         case let .success(m): match = m
         }
         let own = caller.owns(match)
-        var v = forCaller(verdict(for: match, uid: own ? caller.ownUID : nil), caller)
+        var v = verdict(for: match, uid: own ? caller.ownUID : nil)
+        fitForCaller(&v, caller)
         if own { v.enforcement = ownEnforcement(v.enforcement, caller) }
         let range = reply(id) { w in
             w.field("ok", true)

@@ -666,10 +666,15 @@ extension Engine {
 
     /// A verdict as `caller` may read it: a budget's bytes only where its usage is the caller's to see.
     func forCaller(_ v: Verdict, _ caller: Caller) -> Verdict {
-        guard v.budget != nil, let app = state.config.app(named: v.app), !mayReadUsage(of: app, caller) else { return v }
         var v = v
-        v.budget?.usedShown = false
+        fitForCaller(&v, caller)
         return v
+    }
+
+    /// `forCaller` in place, for a verdict made for one reply (no copy of it).
+    func fitForCaller(_ v: inout Verdict, _ caller: Caller) {
+        guard v.budget != nil, let app = state.config.app(named: v.app), !mayReadUsage(of: app, caller) else { return }
+        v.budget?.usedShown = false
     }
 
     func usageRequest(_ named: String?, session: Session) {

@@ -477,10 +477,10 @@ public final class Engine {
             v = state.verdict(for: match, uid: uid)
         }
         v.enforcement = enforcementFact(for: AppMatch(id: v.app, matchedBy: match.matchedBy, app: nil))
-        var s = steered(v)
-        if match.matchedBy != .defaults { s.budget = budgetFact(for: v.app) }
-        named(&s)
-        return s
+        steer(&v)
+        if match.matchedBy != .defaults { v.budget = budgetFact(for: v.app) }
+        named(&v)
+        return v
     }
 
     // MARK: - The setters
