@@ -210,6 +210,8 @@ extension Engine {
             if !usage.table.loads.running { _ = usage.table.loads.logged("usage rule loads", log: debugLog) { $0.start() } }
             return
         }
+        // After almost every input (each QUERY): nothing to answer, and no array made and appended to find that out.
+        guard !usage.table.loads.idle else { return }
         var done = usage.table.loads.running ? usage.table.loads.logged("usage rule loads", log: debugLog) { $0.finish().waiters } : []
         done += usage.table.loads.drain()
         releaseUsageReplies(done)
