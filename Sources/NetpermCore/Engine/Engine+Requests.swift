@@ -269,7 +269,7 @@ extension Engine {
                 + "\(ConfigError.quote(state.config.adminGroup)) may name another app; leave APP out to ask about yourself "
                 + "(\(caller.match.id))"))
         }
-        guard let app = state.config.app(named: name) else {
+        guard let app = policyApp(named: name) else {
             // A desktop app whether or not it runs now: the one its ID names.
             if state.config.desktopApps, state.config.isDesktopID(name, uid: nil) {
                 return .success(AppMatch(id: name, matchedBy: .desktop, app: AppPolicy(discovered: name)))

@@ -482,7 +482,7 @@ extension Engine {
 
     /// What a verdict says of an app's budget; nil when it has none.
     func budgetFact(for app: String) -> BudgetFact? {
-        guard let policy = state.config.app(named: app), let limit = state.config.meteredBudget(for: policy) else { return nil }
+        guard let policy = policyApp(named: app), let limit = policy.meteredBudget(over: state.config.meteredBudget) else { return nil }
         let used = usage.book[app].current.meteredBytes
         let depleted = usage.tagged.tags[app].map { usage.quotas.depleted.contains($0) } ?? false
         let tagged = usage.tagged.tagging?.taggedApps.contains(app) ?? false
@@ -675,7 +675,7 @@ extension Engine {
 
     /// `forCaller` in place, for a verdict made for one reply (no copy of it).
     func fitForCaller(_ v: inout Verdict, _ caller: Caller) {
-        guard v.budget != nil, let app = state.config.app(named: v.app), !mayReadUsage(of: app, caller) else { return }
+        guard v.budget != nil, let app = policyApp(named: v.app), !mayReadUsage(of: app, caller) else { return }
         v.budget?.usedShown = false
     }
 
