@@ -20,6 +20,15 @@ public struct AppPolicy: Equatable, Sendable {
     public var permissions = PartialPermissions()
     /// `MeteredBudget=`: nil when unset ([Defaults]' applies).
     public var meteredBudget: MeteredBudget?
+
+    /// Its budget per period: its own `MeteredBudget=`, or `defaults` (`[Defaults]`') where it sets none; nil: none.
+    public func meteredBudget(over defaults: UInt64?) -> UInt64? {
+        switch meteredBudget {
+        case nil: return defaults
+        case .unlimited?: return nil
+        case let .bytes(n)?: return n
+        }
+    }
     /// Where the section was first defined, for error messages.
     public var path: String
     public var line: Int

@@ -34,7 +34,10 @@ public struct Config: Equatable, Sendable {
     public var meteredBudget: UInt64?
     /// In the order first defined: the first matching `[App]` wins.
     public private(set) var apps: [AppPolicy] = []
-    private var appIndex: [String: Int] = [:]
+    /// Where each app is in `apps`, by id. Public for the engine: a method called on the `Config` a class holds
+    /// (`engine.state.config.app(named:)`) is called on a copy of the whole policy, every array and string of it
+    /// retained and released, even inlined; read field by field, only this dictionary and the one app are.
+    public private(set) var appIndex: [String: Int] = [:]
     /// Which app a process is, in the one order the rules follow too (AppResolver).
     public private(set) var resolver = AppResolver()
     /// The desktop entries installed, as each uid sees them: what makes a unit named for an ID that is not
@@ -180,11 +183,8 @@ public struct Config: Equatable, Sendable {
 
     /// The app's `MeteredBudget=` per period, or `[Defaults]`'s where it sets none; nil: no budget.
     public func meteredBudget(for app: AppPolicy?) -> UInt64? {
-        switch app?.meteredBudget {
-        case nil: return meteredBudget
-        case .unlimited?: return nil
-        case let .bytes(n)?: return n
-        }
+        guard let app else { return meteredBudget }
+        return app.meteredBudget(over: meteredBudget)
     }
 
     /// uid 0, the daemon's own uid (`daemonUID`: a process running as the daemon's user could act as the daemon

@@ -105,7 +105,7 @@ extension Engine {
     /// What the desktop file of app `id` says, as `uid` (nil: everyone) sees it: the file of its own ID for a
     /// desktop app, of an `[App]`'s first `DesktopId=` (or its own id) otherwise.
     func desktopEntry(of id: String, uid: UInt32?) -> DesktopEntry? {
-        appBooks.desktop.catalog.entry(state.config.app(named: id)?.desktopIDs.first ?? id, uid: uid)
+        appBooks.desktop.catalog.entry(policyApp(named: id)?.desktopIDs.first ?? id, uid: uid)
     }
 
     /// One entry of APPS: the app, as whose uid it is judged, and whether a desktop file of it is installed.

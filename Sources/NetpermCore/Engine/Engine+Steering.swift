@@ -83,6 +83,13 @@ extension Engine {
         return s
     }
 
+    /// `steered` in place: most verdicts are not steered, and returning one unchanged copied it (a retain and a
+    /// release of each of its dozen references, ~1,500 instructions a QUERY).
+    func steer(_ v: inout Verdict) {
+        guard state.config.enforcement == .steer, v.enforcement.isEnforced, enforcement.steering.plan != nil else { return }
+        v = steered(v)
+    }
+
     /// The mark a steered app's sockets carry (as `steered` takes it), for a route lookup of one destination; nil
     /// when it is not steered.
     func steeringMark(_ v: Verdict) -> UInt32? {

@@ -210,6 +210,8 @@ extension Engine {
             if !usage.table.loads.running { _ = usage.table.loads.logged("usage rule loads", log: debugLog) { $0.start() } }
             return
         }
+        // After almost every input (each QUERY): nothing to answer, and no array made and appended to find that out.
+        guard !usage.table.loads.idle else { return }
         var done = usage.table.loads.running ? usage.table.loads.logged("usage rule loads", log: debugLog) { $0.finish().waiters } : []
         done += usage.table.loads.drain()
         releaseUsageReplies(done)
@@ -480,8 +482,7 @@ extension Engine {
 
     /// What a verdict says of an app's budget; nil when it has none.
     func budgetFact(for app: String) -> BudgetFact? {
-        guard let limit = state.config.meteredBudget(for: state.config.app(named: app)), state.config.app(named: app) != nil
-        else { return nil }
+        guard let policy = policyApp(named: app), let limit = policy.meteredBudget(over: state.config.meteredBudget) else { return nil }
         let used = usage.book[app].current.meteredBytes
         let depleted = usage.tagged.tags[app].map { usage.quotas.depleted.contains($0) } ?? false
         let tagged = usage.tagged.tagging?.taggedApps.contains(app) ?? false
@@ -667,10 +668,15 @@ extension Engine {
 
     /// A verdict as `caller` may read it: a budget's bytes only where its usage is the caller's to see.
     func forCaller(_ v: Verdict, _ caller: Caller) -> Verdict {
-        guard v.budget != nil, let app = state.config.app(named: v.app), !mayReadUsage(of: app, caller) else { return v }
         var v = v
-        v.budget?.usedShown = false
+        fitForCaller(&v, caller)
         return v
+    }
+
+    /// `forCaller` in place, for a verdict made for one reply (no copy of it).
+    func fitForCaller(_ v: inout Verdict, _ caller: Caller) {
+        guard v.budget != nil, let app = policyApp(named: v.app), !mayReadUsage(of: app, caller) else { return }
+        v.budget?.usedShown = false
     }
 
     func usageRequest(_ named: String?, session: Session) {

@@ -85,6 +85,9 @@ struct InFlight<Waiter> {
         waiters.contains(where: match) || nextWaiters.contains(where: match)
     }
 
+    /// No job is away, none is wanted and nobody waits: `finish` and `drain` would do nothing.
+    var idle: Bool { !running && !again && waiters.isEmpty && nextWaiters.isEmpty }
+
     /// Nothing is away: the waiters left for a job that will not start now (what they waited for is what the last
     /// job carried), to be answered at once.
     mutating func drain() -> [Waiter] {

@@ -5,8 +5,10 @@ struct ReplyCaches {
     private(set) var version = 0
     /// Steered verdicts by what they depend on, for one version (Engine+Steering.swift).
     private var steered: (version: Int, verdicts: [Verdict.SteeringKey: Verdict]) = (-1, [:])
-    /// What STATUS= last said, compared as facts before it is formatted.
-    var status: Engine.StatusSummary?
+    /// What STATUS= last said, compared as facts before it is formatted, and the `version` it was made at: the
+    /// summary depends only on what moves `version`, so an input that moved nothing (a QUERY) does not make it
+    /// again (it cost an uncached QUERY ~3,000 instructions).
+    var status: (summary: Engine.StatusSummary, version: Int)?
 
     mutating func invalidate() { version &+= 1 }
 

@@ -111,8 +111,10 @@ public struct VerdictTracker: Sendable {
         }
     }
 
-    private var everyone = Store<String>()
-    private var own = Store<TrackedApp>()
+    /// Readable in the module: the engine reads a QUERY's verdict through them (`Engine.trackedVerdict`), as a
+    /// method called on the tracker a class holds runs on a copy of the whole tracker.
+    private(set) var everyone = Store<String>()
+    private(set) var own = Store<TrackedApp>()
     private var templates: [EffectivePermissions: Verdict] = [:]
     /// Counts the calls that may change it: a copy is this tracker while the count is the same
     /// (ReloadPreparation.swift).
