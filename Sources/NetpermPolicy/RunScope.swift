@@ -20,7 +20,10 @@ public enum RunScope {
 
     /// The app a unit name is a run scope of; nil for any other unit (or an escaping systemd would not make).
     public static func app(fromUnit unit: String) -> String? {
-        guard unit.hasPrefix(prefix), unit.hasSuffix(suffix) else { return nil }
+        // Every unit the rules see is asked about (thousands, names up to the kernel's 4 KiB from users): the bytes
+        // first, as a run scope's name is no longer than systemd's limit, before a walk by Character.
+        let u = unit.utf8
+        guard u.count <= maxNameLength, u.starts(with: prefix.utf8), unit.hasSuffix(suffix) else { return nil }
         let middle = unit.dropFirst(prefix.count).dropLast(suffix.count)
         guard let dash = middle.lastIndex(of: "-"), isTag(middle[middle.index(after: dash)...]) else { return nil }
         let escaped = String(middle[..<dash])
