@@ -74,7 +74,7 @@ class ExecFoundFigure:
         and whether the hierarchy is mounted `favordynmods` (which spares a move its wait for an RCU grace period)."""
         root = self.cgroup_root()
         with open("/proc/self/mountinfo") as f:
-            options = next(line.partition(" - ")[2].split(" ")[2] for line in f
+            options = next(line.partition(" - ")[2].split()[2] for line in f
                            if line.partition(" - ")[2].split(" ")[0] == "cgroup2" and line.split(" ")[4] == root)
         parent = os.path.join(root, f"npbench-{os.getpid()}-cgmove.slice")
         os.mkdir(parent)
