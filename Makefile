@@ -150,19 +150,21 @@ SIDE_SUITES := IntegrationTests.RealSystemdTests IntegrationTests.DocsExamplesTe
                IntegrationTests.PromptTests IntegrationTests.CommandMatrixTests IntegrationTests.ProtocolTests \
                IntegrationTests.EnforcementTests IntegrationTests.RealSystemdUserRunTests
 
-# The release build comes first (bench-smoke needs it anyway): the command matrix runs its netpermctl too, the one
-# `make install` ships (a crash only that build had: CommandMatrixTests). The packages are built from it and linted
-# before the tests run: the real-systemd package test installs them.
+# The debug build comes first, so that the settings app's test (mostly waiting, its app and X server at real-time
+# priority) runs beside the release build and the packages' (it was the longest of that phase: 117 s after them,
+# 30 s past the lint). The release build: the command matrix runs its netpermctl too, the one `make install` ships
+# (a crash only that build had: CommandMatrixTests), and bench-smoke runs it. The packages are built from it and
+# linted before the tests run: the real-systemd package test installs them.
 # The fuzz targets (swiftc outside SwiftPM: no lock on .build) are built while the packages are built and linted,
 # at the lowest CPU priority, and done before the tests start: beside the tests they held a good client's QUERY past
 # its bound (AbuseTests: p99 126 ms against 100), and beside lintian they cost a fresh clone's make test nothing.
 # The daemon is built with AddressSanitizer there too (its programs only, at the lowest priority: 37 s, 42 s of CPU
 # from scratch), and runs under ASAN_TEST_SUITES beside the package's test at the end (13 s, see `asan`).
-# The settings app's test (an X server, a session, the accessibility tree: mostly waiting) runs beside the package
-# build and the fuzz targets' build, not after them (the test bundle itself, not `swift test`: SwiftPM's lock on
-# .build would hold up the package build); then every other test; then the package's own test (a systemd booted
-# to install, upgrade and purge the .deb: mostly waiting) beside the benchmark's and the fuzz targets' smoke runs.
-test: deps test-deps release gio-test
+# The settings app's test (an X server, a session, the accessibility tree: mostly waiting) runs beside the release
+# and package builds and the fuzz targets' build, not after them (the test bundle itself, not `swift test`: SwiftPM's
+# lock on .build would hold up the other builds); then every other test; then the package's own test (a systemd
+# booted to install, upgrade and purge the .deb: mostly waiting) beside the benchmark's and the fuzz targets' smoke runs.
+test: deps test-deps gio-test
 	$(SWIFT) build --build-tests
 	@mkdir -p .build/fuzz-smoke; \
 	nice -n 19 $(MAKE) --no-print-directory fuzz-seeds fuzz-build FUZZ_OPT=-Onone FUZZ_DIR=.build/fuzz-smoke \
@@ -170,7 +172,7 @@ test: deps test-deps release gio-test
 	nice -n 19 $(SWIFT) build $(ASAN_BUILD) > .build/asan-build.log 2>&1 & asan=$$!; \
 	bin=$$($(SWIFT) build --show-bin-path); NETPERMD_BIN=$$bin $$bin/netpermdPackageTests.xctest IntegrationTests.SettingsAppTests \
 	  > .build/settings-test.log 2>&1 & settings=$$!; \
-	$(MAKE) deb-lint; lint=$$?; \
+	$(MAKE) --no-print-directory release && $(MAKE) deb-lint; lint=$$?; \
 	wait $$fuzz; f=$$?; wait $$asan; b=$$?; \
 	[ $$f = 0 ] || { cat .build/fuzz-smoke/build.log; echo "test: building the fuzz targets failed"; exit 1; }; \
 	[ $$b = 0 ] || { cat .build/asan-build.log; echo "test: building the daemon with AddressSanitizer failed"; exit 1; }; \
