@@ -78,9 +78,9 @@ final class UserAppUsageTests: IntegrationTestCase {
         return d
     }
 
-    func testADesktopAppsBytesAreItsOwnForItsUid() throws {
-        var daemon = try start()
-        // Maps of the sender's uid, and a scope the receiver's uid names after it (his to name as he likes).
+    /// Maps of the sender's uid, and a scope the receiver's uid names after it (his to name as he likes), once the
+    /// counting table has each in its users' units.
+    private func mapsScopesCountedApart() throws -> (hers: String, his: String) {
         let top = try mkdirs(try EnforcementBed.cgroupRoot() + "/npt-user-\(getpid()).slice")
         let hers = try scope(top, uid: Self.sender, "app-gnome-\(Self.maps)-\(getpid()).scope")
         let his = try scope(top, uid: Self.receiver, "app-gnome-\(Self.maps)-\(getpid())9.scope")
@@ -90,6 +90,12 @@ final class UserAppUsageTests: IntegrationTestCase {
             return (r.stdout.contains(hers.split(separator: "/").last!) && r.stdout.contains(his.split(separator: "/").last!),
                     r.summary)
         }
+        return (hers, his)
+    }
+
+    func testADesktopAppsBytesAreItsOwnForItsUid() throws {
+        var daemon = try start()
+        let (hers, his) = try mapsScopesCountedApart()
         let base = try request(socket, "USAGE")
 
         // Hers: 300 datagrams of 1,000 bytes over wwan0 and their echoes, a 2 MiB upload over eth0.
@@ -167,15 +173,7 @@ final class UserAppUsageTests: IntegrationTestCase {
     /// over the links it sent by; the uid's other connections stay its uid's app's; each user reads only their own.
     func testAUsersOwnAppsDestinationsAreInTheirReport() throws {
         _ = try start(report: true)
-        let top = try mkdirs(try EnforcementBed.cgroupRoot() + "/npt-user-\(getpid()).slice")
-        let hers = try scope(top, uid: Self.sender, "app-gnome-\(Self.maps)-\(getpid()).scope")
-        let his = try scope(top, uid: Self.receiver, "app-gnome-\(Self.maps)-\(getpid())9.scope")
-        try waitUntil("both scopes are counted apart") {
-            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(self.bed.ns.name)", "nft", "list", "set", "inet",
-                                        "netpermd_usage", "user_units"])
-            return (r.stdout.contains(hers.split(separator: "/").last!) && r.stdout.contains(his.split(separator: "/").last!),
-                    r.summary)
-        }
+        let (hers, his) = try mapsScopesCountedApart()
         for uid in [Self.sender, Self.receiver] {
             let on = try asUser(uid, ["report", "on"])
             XCTAssertEqual(on.status, 0, on.summary)
