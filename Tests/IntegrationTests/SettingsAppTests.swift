@@ -58,6 +58,16 @@ final class SettingsAppTests: IntegrationTestCase {
     private var display = ""
     private var xserver: ChildProcess?
 
+
+    /// The test user's app sends `bytes` over TCP to the wlan0 peer's echo and waits for its end: data the daemon
+    /// counts as the user's mail app.
+    private func sendAsTheUser(_ bytes: Int) throws -> CommandResult {
+        try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "\(Self.user)",
+                            "--regid", "\(Self.user)", "--clear-groups", "/usr/bin/python3", "-c",
+                            "import socket; s = socket.create_connection(('\(bed.peers["wlan0"]!.v4)', 7777), 5); "
+                            + "s.sendall(b'x' * \(bytes)); s.shutdown(socket.SHUT_WR); s.recv(1); s.close()"],
+                           timeout: 20)
+    }
     override func setUpWithError() throws {
         try super.setUpWithError()
         try EnforcementBed.requireTools()
@@ -355,11 +365,7 @@ final class SettingsAppTests: IntegrationTestCase {
             return (cur["sent_bytes"] as? Int ?? 0) + (cur["received_bytes"] as? Int ?? 0)
         }
         let before = try mailTotal()
-        let send = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "\(Self.user)",
-                                       "--regid", "\(Self.user)", "--clear-groups", "/usr/bin/python3", "-c",
-                                       "import socket; s = socket.create_connection(('\(bed.peers["wlan0"]!.v4)', 7777), 5); "
-                                       + "s.sendall(b'x' * 1048576); s.shutdown(socket.SHUT_WR); s.recv(1); s.close()"],
-                                      timeout: 20)
+        let send = try sendAsTheUser(1_048_576)
         XCTAssertEqual(send.status, 0, send.summary)
         let sent = monotonic()
         var shownAt = Double.infinity
@@ -396,11 +402,7 @@ final class SettingsAppTests: IntegrationTestCase {
             ((try user.ask("data")["rows"] as? [[String: Any]]) ?? []).first { $0["title"] as? String == "mail" } ?? [:]
         }
         let shownBefore = try mailRow()
-        let more = try Subprocess.run(["nsenter", "--net=/run/netns/\(bed.ns.name)", "setpriv", "--reuid", "\(Self.user)",
-                                       "--regid", "\(Self.user)", "--clear-groups", "/usr/bin/python3", "-c",
-                                       "import socket; s = socket.create_connection(('\(bed.peers["wlan0"]!.v4)', 7777), 5); "
-                                       + "s.sendall(b'x' * 262144); s.shutdown(socket.SHUT_WR); s.recv(1); s.close()"],
-                                      timeout: 20)
+        let more = try sendAsTheUser(262_144)
         XCTAssertEqual(more.status, 0, more.summary)
         var shownAfter: [String: Any] = [:]
         try waitUntil("the Data page's mail row shows the new bytes", timeout: 5, interval: 0.05) {
