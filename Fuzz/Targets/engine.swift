@@ -284,7 +284,8 @@ final class World: FakeWorld<Connection> {
             case let .loadRules(scripts, report, _, _): return "load-rules \(report) " + scripts.map(\.text).joined(separator: "\n--\n")
             case let .nameUnits(naming): return "name-units " + (naming.map { "\($0)" } ?? "none")
             case let .loadUnitElements(changes, ids): return "unit-elements \(ids) \(changes.commands.count)"
-            case let .steer(plan): return plan == nil ? "remove-steering" : "steer \(plan!.allowances.count)"
+            case let .steer(step):
+                return step.plan.map { "steer \(step.follows ? "follow " : "")\($0.allowances.count)" } ?? "remove-steering"
             case .readUsage: return "read-usage"
             case let .saveUsage(book): return "save-usage " + book.encoded()
             case let .saveTags(table): return "save-tags " + table.encoded()
@@ -390,9 +391,9 @@ final class World: FakeWorld<Connection> {
             require(naming == nil, "units named with no rules in force")
         case let .loadUnitElements(_, ids):
             require(false, "units named again with no rules in force: \(ids)")
-        case let .steer(plan):
+        case let .steer(step):
             // A plan's marks name only the tables it has rules for.
-            if let plan {
+            if let plan = step.plan {
                 let marks = Set(plan.allowances.map(\.mark))
                 require(plan.uidMarks.values.allSatisfy(marks.contains), "a uid marked for a table not in the plan")
                 require(plan.cgroupMarks.values.allSatisfy { $0 == 0 || marks.contains($0) }, "a cgroup marked for no table")

@@ -64,10 +64,8 @@ final class KernelUsageCounters: UsageCounting, Sendable {
 
 /// Mode=steer's program, maps, rules and tables (`Steerer`).
 public protocol SteeringLoading: AnyObject {
-    /// Puts the plan in the kernel (nil: removes steering); nil or what failed.
-    func apply(_ plan: SteeringPlan?) -> EdgeError?
-    /// The kernel's picture changed: the tables follow the main table; what to report, if anything new.
-    func follow() -> SteeringChange
+    /// Writes what the engine's step names to the kernel; how far it went.
+    func carryOut(_ action: SteeringStep.Action) -> SteeringOutcome
 }
 
 extension Steerer: SteeringLoading {}

@@ -191,7 +191,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .loadUsageRules(script, report, handles): rules.loadUsage(script, report: report, handles: handles)
         case let .watchExit(pid): exits.watch(pid)
         case let .unwatchExit(pid): exits.unwatch(pid)
-        case let .steer(plan): steering.apply(plan)
+        case let .steer(step): steering.carryOut(step)
         case let .lookUpRoute(id, question):
             switch wired.lookUpRoute(question) {
             case let .success(egress): feed(.routed(id, egress, error: nil))
@@ -213,8 +213,8 @@ public final class Interpreter: ControlDelegate, EngineEdges {
 
     /// The kernel's picture, with what sysfs says of each link.
     public func kernelChanged(_ snapshot: KernelSnapshot) {
+        // Steering's tables follow it as the engine says (`Engine.followSteering`).
         feed(.kernel(picture.joined(snapshot)))
-        steering.follow()
     }
 
     /// A Wi-Fi link's network changed (associated, roamed, disconnected): the same kernel picture, new networks.

@@ -10,77 +10,84 @@ import NetpermNetlink
 /// in place, and the routing rules and tables, which follow the main table: every kernel picture (links,
 /// addresses, routes changed) re-reads it and applies what differs.
 ///
-/// What it does when (install, sync, remove), what the maps must be told and which outcomes the engine hears of are
-/// `SteeringUpkeep`'s (NetpermCore, tested without a kernel): this object only writes to the kernel.
+/// What it does when (install, sync, remove), what the maps are told and which tables it reads are the engine's
+/// (`SteeringUpkeep`, held by its steering machine, tested without a kernel): this object writes to the kernel
+/// exactly what a step names and says how far it went.
 final class Steerer {
     private var tables: SteeringTables?
     private var cgroupMap: BPFHashMap?
     private var uidMap: BPFHashMap?
     private var link: BPFCgroupLink?
-    private var upkeep = SteeringUpkeep()
 
-    /// Puts `plan` in the kernel (nil: removes everything of steering's); nil or what failed.
-    func apply(_ plan: SteeringPlan?) -> EdgeError? {
-        upkeep.applied(carryOut(upkeep.apply(plan)))
-    }
-
-    /// The kernel's picture changed: the tables follow the main table. An error, or its end, is returned only when it
-    /// differs from the last one reported.
-    func follow() -> SteeringChange {
-        guard let step = upkeep.follow() else { return .unchanged }
-        return upkeep.followed(carryOut(step))
-    }
-
-    private func carryOut(_ step: SteeringUpkeep.Step) -> EdgeError? {
-        switch step {
-        case let .install(plan):
-            return install(plan)
-        case let .sync(plan):
-            return syncTables(plan, addsOnly: false)
+    /// Carries out one step of the engine's; what the kernel holds after it, and what stopped it.
+    func carryOut(_ action: SteeringStep.Action) -> SteeringOutcome {
+        var outcome = SteeringOutcome()
+        switch action {
+        case let .install(i):
+            outcome.error = install(i, &outcome)
+        case let .sync(plan, read):
+            outcome.error = syncTables(plan, read: read, addsOnly: false)
+            outcome.synced = outcome.error == nil
         case .remove:
             link = nil
             cgroupMap = nil
             uidMap = nil
-            let error = syncTables(nil, addsOnly: false)
+            outcome.error = syncTables(nil, read: nil, addsOnly: false)
+            outcome.synced = outcome.error == nil
             tables = nil
-            return error
         }
+        return outcome
     }
 
-    private func install(_ plan: SteeringPlan) -> EdgeError? {
+    private func install(_ i: SteeringInstall, _ outcome: inout SteeringOutcome) -> EdgeError? {
         // Tables and rules before any mark that leads to them, stale ones removed after the marks moved on.
-        if let e = syncTables(plan, addsOnly: true) { return e }
+        if let e = syncTables(i.plan, read: i.read, addsOnly: true) { return e }
+        if let e = writeMaps(i, &outcome) { return e }
+        if i.attach {
+            if let e = attach() { return e }
+            outcome.attached = true
+        }
+        if let e = syncTables(i.plan, read: i.read, addsOnly: false) { return e }
+        outcome.synced = true
+        return nil
+    }
+
+    private func writeMaps(_ i: SteeringInstall, _ outcome: inout SteeringOutcome) -> EdgeError? {
         do throws(Errno) {
-            if cgroupMap == nil || uidMap == nil {
+            if i.makeMaps {
+                (cgroupMap, uidMap) = (nil, nil)
                 cgroupMap = try BPFHashMap(name: "netpermd_cgroup", keySize: 8, valueSize: 4, maxEntries: 65536)
                 uidMap = try BPFHashMap(name: "netpermd_uid", keySize: 4, valueSize: 4, maxEntries: 65536)
-                upkeep.mapsMade()
+                outcome.mapsMade = true
             }
-            let (cgroups, uids) = upkeep.mapChanges(plan)
-            for (k, v) in cgroups.update { try cgroupMap!.update(key: k, value: v) }
-            for k in cgroups.delete { try cgroupMap!.delete(key: k) }
-            upkeep.wroteCgroups(plan)
-            for (k, v) in uids.update { try uidMap!.update(key: UInt64(k), value: v) }
-            for k in uids.delete { try uidMap!.delete(key: UInt64(k)) }
-            upkeep.wroteUIDs(plan)
+            guard let cgroupMap, let uidMap else { return EdgeError(.steer, "the steering maps are gone") }
+            for (k, v) in i.cgroups.update { try cgroupMap.update(key: k, value: v) }
+            for k in i.cgroups.delete { try cgroupMap.delete(key: k) }
+            outcome.cgroupsWritten = true
+            for (k, v) in i.uids.update { try uidMap.update(key: UInt64(k), value: v) }
+            for k in i.uids.delete { try uidMap.delete(key: UInt64(k)) }
+            outcome.uidsWritten = true
+            return nil
         } catch {
             return EdgeError(.steer, errno: error.code, "writing the steering maps: \(error)")
         }
-        if link == nil {
-            guard let root = UnitCgroupScanner().mountPoint else { return EdgeError(.steer, "no cgroup v2 hierarchy to attach to") }
-            do {
-                let cookie = try BPFSyscall.netnsCookie()
-                let code = SteerProgram.instructions(cookie: cookie, levels: SteerProgram.levels, cgroupMap: cgroupMap!.fd,
-                                                     uidMap: uidMap!.fd)
-                link = try BPFCgroupLink(name: "netpermd_steer", instructions: code, cgroup: root)
-                Log.info("steering: program netpermd_steer attached to \(root) (\(code.count / 8) instructions)")
-            } catch let e as BPFError {
-                return EdgeError(.steer, errno: e.errno.code, "\(e)")
-            } catch {
-                return EdgeError(.steer, errno: (error as? Errno)?.code, "reading the network namespace's cookie: \(error)")
-            }
+    }
+
+    private func attach() -> EdgeError? {
+        guard let root = UnitCgroupScanner().mountPoint else { return EdgeError(.steer, "no cgroup v2 hierarchy to attach to") }
+        guard let cgroupMap, let uidMap else { return EdgeError(.steer, "the steering maps are gone") }
+        do {
+            let cookie = try BPFSyscall.netnsCookie()
+            let code = SteerProgram.instructions(cookie: cookie, levels: SteerProgram.levels, cgroupMap: cgroupMap.fd,
+                                                 uidMap: uidMap.fd)
+            link = try BPFCgroupLink(name: "netpermd_steer", instructions: code, cgroup: root)
+            Log.info("steering: program netpermd_steer attached to \(root) (\(code.count / 8) instructions)")
+            return nil
+        } catch let e as BPFError {
+            return EdgeError(.steer, errno: e.errno.code, "\(e)")
+        } catch {
+            return EdgeError(.steer, errno: (error as? Errno)?.code, "reading the network namespace's cookie: \(error)")
         }
-        return syncTables(plan, addsOnly: false)
     }
 
     /// Removes steering's routing rules and tables, whoever left them (`netpermd --remove-rules`); how many.
@@ -94,12 +101,12 @@ final class Steerer {
         }
     }
 
-    /// Reads what is in the kernel (the tables `SteeringUpkeep.tablesToRead` names) and applies the difference (only
-    /// its additions with `addsOnly`).
-    private func syncTables(_ plan: SteeringPlan?, addsOnly: Bool) -> EdgeError? {
+    /// Reads what is in the kernel (the tables `read` names; nil: every one) and applies the difference (only its
+    /// additions with `addsOnly`).
+    private func syncTables(_ plan: SteeringPlan?, read: Set<UInt32>?, addsOnly: Bool) -> EdgeError? {
         do throws(NetlinkError) {
             if tables == nil { tables = try SteeringTables() }
-            let now = try tables!.read(only: upkeep.tablesToRead(plan))
+            let now = try tables!.read(only: read)
             var diff = SteeringDiff(plan: plan, main: now.main, tables: now.tables, rules: now.rules)
             if addsOnly { diff.deleteRules = []; diff.deleteRoutes = [] }
             if !diff.isEmpty {
@@ -107,7 +114,6 @@ final class Steerer {
                     + "+\(diff.addRules.count) -\(diff.deleteRules.count) rules")
                 try tables!.apply(diff)
             }
-            upkeep.synced(plan, addsOnly: addsOnly)
             return nil
         } catch {
             return EdgeError(.steer, errno: error.errno, "routing rules and tables: \(error)")

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 import NetpermCore
 
-/// Mode=steer in the kernel (`Effect.steer`): the plan the engine gives put in place by the steerer, its marks handed
-/// to the route lookups, and the main table's changes followed into steering's tables.
+/// Mode=steer in the kernel (`Effect.steer`): each step the engine hands out carried out by the steerer and
+/// answered, the plan's marks handed to the route lookups. What to do when (a plan, the main table's changes
+/// followed, a failed install tried again) is the engine's.
 final class SteeringEdge {
     private let steerer: SteeringLoading
     private let feed: InputFeed
@@ -14,17 +15,8 @@ final class SteeringEdge {
         self.feed = feed
     }
 
-    func apply(_ plan: SteeringPlan?) {
-        feed(.steered(error: steerer.apply(plan)))
-        marks(plan?.allowances.map(\.mark) ?? [])
-    }
-
-    /// Steering's tables copy the main table's routes: any change of it is followed here.
-    func follow() {
-        switch steerer.follow() {
-        case .unchanged: break
-        case .recovered: feed(.steered(error: nil))
-        case let .failed(error): feed(.steered(error: error))
-        }
+    func carryOut(_ step: SteeringStep) {
+        feed(.steered(id: step.id, steerer.carryOut(step.action)))
+        marks(step.plan?.allowances.map(\.mark) ?? [])
     }
 }

@@ -135,9 +135,11 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
             savedTags.append(table)
         case let .watchExit(pid): steps.append("watch \(pid)")
         case let .unwatchExit(pid): steps.append("unwatch \(pid)")
-        case let .steer(plan):
-            steps.append(plan == nil ? "remove-steering" : "steer")
-            steering.append(plan)
+        // A plan handed over; the steps that follow the kernel's changes only in the transcript.
+        case let .steer(step) where !step.follows:
+            steps.append(step.plan == nil ? "remove-steering" : "steer")
+            steering.append(step.plan)
+        case .steer: break
         case let .lookUpRoute(id, question):
             steps.append("route \(id)")
             routeQuestions.append(question)
@@ -194,15 +196,21 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
                 d.once[app]!.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\(app) \($0.key.rawValue) \($0.value.rawValue)" }
             }
             return "persist " + d.encoded() + " once " + once.joined(separator: ", ")
-        case let .steer(plan?):
-            return "steer \(plan.allowances.map(\.mark)) uids \(plan.uidMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }) "
+        case let .steer(step):
+            guard let plan = step.plan else { return "\(e)" }
+            let sync: String
+            switch step.action {
+            case .install, .remove: sync = ""
+            case .sync: sync = "sync "
+            }
+            return "steer \(step.follows ? "follow " : "")\(sync)\(plan.allowances.map(\.mark)) uids \(plan.uidMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }) "
                 + "cgroups \(plan.cgroupMarks.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" })"
         // The totals as the file has them (a dictionary prints in its own order).
         case let .saveUsage(book): return "save-usage " + book.encoded()
         case let .saveTags(table): return "save-tags " + table.encoded()
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .nameUnits, .loadUnitElements, .watchExit, .unwatchExit, .lookUpRoute,
-             .steer(nil), .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon, .removeReport,
+             .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon, .removeReport,
              .watchReport:
             return "\(e)"
         case let .saveReport(book): return "save-report " + book.encoded()

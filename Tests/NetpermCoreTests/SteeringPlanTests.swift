@@ -201,6 +201,34 @@ final class SteeringPlanTests: XCTestCase {
         XCTAssertEqual(h.request(h.connect(), "QUERY wifionly")["reason"], "denied", "blocked, not steered: wlan0 has no carrier")
     }
 
+    /// The engine decides what the Steerer does after its plan: every change of the kernel's picture syncs the
+    /// tables with the main table; a plan the kernel refused is installed again by the next change, and STATUS says
+    /// so until one goes through.
+    func testTheEngineFollowsTheKernelAndInstallsAgain() {
+        let h = EngineHarness(policy: "[Enforcement]\nMode=steer\n[App wifionly]\nUser=4001\nWWAN=deny\n",
+                              links: [Links.lo, wlan, wwan])
+        var from = 0
+        func steps() -> [String] {
+            h.transcript[from...].filter { $0.hasPrefix("steer") }.map { $0.split(separator: " ").prefix(3).joined(separator: " ") }
+        }
+        h.steerError = EdgeError(.steer, errno: EPERM, "bpf: Operation not permitted")
+        from = h.transcript.count
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)])
+        XCTAssertEqual(steps(), ["steer follow sync"], "installed: the tables follow the main table")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["steering"]?["state"], "failed")
+        from = h.transcript.count
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)])
+        XCTAssertEqual(steps(), ["steer follow [1852833821]"], "the sync failed: installed again")
+        h.steerError = nil
+        from = h.transcript.count
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)])
+        XCTAssertEqual(steps(), ["steer follow [1852833821]"], "failed again: installed again")
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["enforcement"]?["steering"]?["state"], "steering")
+        from = h.transcript.count
+        h.setLinks([Links.lo, wlan, wwan], egress: [.ipv4: .link(4)])
+        XCTAssertEqual(steps(), ["steer follow sync"], "in force again: synced")
+    }
+
     /// A WAIT held while the rules are refused (not enforced: the main table's verdict, routed elsewhere) is answered
     /// when they are in force (steered: via wlan0), though nothing in the network changed.
     func testWaitIsAnsweredWhenSteeringTakesEffect() {

@@ -159,11 +159,18 @@ final class FakeRules: RuleLoading {
 /// Steering's edge, recording the plans.
 final class FakeSteering: SteeringLoading {
     var plans: [SteeringPlan?] = []
-    func apply(_ plan: SteeringPlan?) -> EdgeError? {
-        plans.append(plan)
-        return nil
+    /// Each step carried out, in order.
+    var steps: [SteeringStep.Action] = []
+    /// A plan installed or removed; syncs only in `steps`.
+    func carryOut(_ action: SteeringStep.Action) -> SteeringOutcome {
+        steps.append(action)
+        switch action {
+        case let .install(i): plans.append(i.plan)
+        case .remove: plans.append(nil)
+        case .sync: break
+        }
+        return .done(action)
     }
-    func follow() -> SteeringChange { .unchanged }
 }
 
 /// A pipe a job on another thread waits on (at most `bound` seconds, so a test that breaks never hangs), and the

@@ -183,8 +183,8 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
             if exited.contains(pid) { feed(.exited(pid: pid)) }
         case let .unwatchExit(pid):
             if watched.remove(pid) == nil { fail("pid \(pid) unwatched but not watched") }
-        case .steer:
-            feed(.steered(error: steerError))
+        case let .steer(step):
+            feed(.steered(id: step.id, steerError.map { SteeringOutcome(error: $0) } ?? .done(step.action)))
         case let .lookUpRoute(id, question):
             feed(.routed(id, route(question), error: routeError))
         case .watchExecs:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /// Mode=steer's standing (Engine+Steering.swift): whether a killed steer daemon's leftovers were looked for, the
-/// plan last handed to the edge and the edge's last error. Changed only by `Engine.setSteering`.
+/// plan last handed to the edge and the edge's last error (changed only by `Engine.setSteering`), and what the
+/// kernel holds of steering and the Steerer does next (`kernel`: the steps it hands out, the answers it takes).
 struct SteeringMachine {
     enum Phase: Equatable {
         /// At start-up: nothing handed to the edge yet, leftovers not looked for.
@@ -25,6 +26,8 @@ struct SteeringMachine {
     /// Each app's verdict as last shown (steered or not), so an app whose steered verdict changes gets its event
     /// though its main-table verdict, which the tracker compares, did not.
     var shown: [String: Verdict] = [:]
+    /// What steering keeps in the kernel: each `Effect.steer` is its step, each `Input.steered` its answer.
+    var kernel = SteeringUpkeep()
 
     var plan: SteeringPlan? {
         if case let .steering(plan, _) = phase { return plan }

@@ -107,9 +107,9 @@ public enum Effect: Equatable, Sendable {
     /// if the table exists); with `report`, say how it went with `Input.usageRulesLoaded`. `handles`: the cgroup
     /// descriptors it names (UsageRules.handles), to keep open while it loads.
     case loadUsageRules(String, report: Bool, handles: Set<Int32>)
-    /// Mode=steer: put this plan in the kernel (the program and its maps, the rules, the tables, kept following the
-    /// main table); nil removes all of it. Say how it went with `Input.steered`.
-    case steer(SteeringPlan?)
+    /// Mode=steer: write exactly this to the kernel (the program and its maps, the rules, the tables, which follow
+    /// the main table), or remove all of it. Say how far it went with `Input.steered`.
+    case steer(SteeringStep)
     /// Ask the kernel where this destination's traffic goes (`ip route get ADDRESS uid UID [mark M]`), then report
     /// with `Input.routed`.
     case lookUpRoute(ConnectionID, RouteQuestion)

@@ -12,13 +12,13 @@ extension Engine {
             case .unchecked:
                 // At start-up in another mode, what a killed steer daemon left is removed, quietly (as the nft table).
                 setSteering(.absent)
-                out.append(.steer(nil))
+                handOutSteering(nil)
             case .absent: break
             case .steering:
                 setSteering(.absent)
                 caches.forgetSteered()
                 log(.notice, "steering: removing the program, rules and tables")
-                out.append(.steer(nil))
+                handOutSteering(nil)
             }
             return
         }
@@ -31,7 +31,30 @@ extension Engine {
         // The edge's last error stands until it answers this plan.
         setSteering(.steering(plan, error: enforcement.steering.error))
         caches.forgetSteered()
-        out.append(.steer(plan))
+        handOutSteering(plan)
+    }
+
+    /// The step that puts `plan` in the kernel (nil: removes steering), once the step out is answered.
+    private func handOutSteering(_ plan: SteeringPlan?) {
+        if let step = enforcement.steering.kernel.apply(plan) { out.append(.steer(step)) }
+    }
+
+    /// The kernel's picture changed: steering's tables follow the main table (a plan that did not go in is
+    /// installed again).
+    func followSteering() {
+        if let step = enforcement.steering.kernel.follow() { out.append(.steer(step)) }
+    }
+
+    /// The Steerer's answer to the step `id`: what the engine hears of it, and the step that waited, if any.
+    func steered(_ id: UInt64, _ outcome: SteeringOutcome) {
+        let (heard, next) = enforcement.steering.kernel.answered(id, outcome)
+        switch heard {
+        case nil, .change(.unchanged)?: break
+        case let .answer(error)?: steered(error: error)
+        case .change(.recovered)?: steered(error: nil)
+        case let .change(.failed(error))?: steered(error: error)
+        }
+        if let next { out.append(.steer(next)) }
     }
 
     /// The one setter of steering's phase (SteeringMachine): logs old -> new.
@@ -39,8 +62,8 @@ extension Engine {
         enforcement.steering.set(new) { log(.debug, $0) }
     }
 
-    /// The edge's answer to the last `Effect.steer`.
-    func steered(error: EdgeError?) {
+    /// What the engine hears of the Steerer's answers: the answer to its plan, or a changed outcome of following.
+    private func steered(error: EdgeError?) {
         guard let plan = enforcement.steering.plan else { return }
         let was = enforcement.steering.error
         guard error != was else { return }

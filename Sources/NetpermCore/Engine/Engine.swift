@@ -56,8 +56,8 @@ public enum Input: Sendable {
                  incoming: Bool = false)
     /// A process that `Effect.watchExit` named has exited (or was gone already).
     case exited(pid: Int32)
-    /// The outcome of the last `Effect.steer`: nil, or what failed.
-    case steered(error: EdgeError?)
+    /// How far the `Effect.steer` of step `id` went, and what stopped it.
+    case steered(id: UInt64, SteeringOutcome)
     /// The usage table's counters (nil: there is no usage table), or why they could not be read (`Effect.readUsage`).
     case usageRead(UsageReading?, error: EdgeError?)
     /// The outcome of the last `Effect.saveUsage`.
@@ -250,6 +250,8 @@ public final class Engine {
         dispatch(input)
         if input.mayChangeListing { work.listingStale = true }
         settle()
+        // After the plan the new picture gives, if any: the edge's steps run in this order.
+        if case .kernel = input { followSteering() }
         reloading.prepared = nil
         if case .started = input {
             // Once the first rules are in force (or their load failed): units ordered after the daemon start
@@ -312,7 +314,7 @@ public final class Engine {
             reportRefused(app: app, ifindex: ifindex, destination: destination)
             blocked(app: app, kind: kind, uid: uid, ifindex: ifindex, destination: destination)
         case let .exited(pid): askerExited(pid)
-        case let .steered(error): steered(error: error)
+        case let .steered(id, outcome): steered(id, outcome)
         case let .usageRead(reading, error): usageRead(reading, error: error)
         case let .usageSaved(error): usageSaved(error: error)
         case let .usageRulesLoaded(error): usageRulesLoaded(error: error)
