@@ -24,6 +24,8 @@ final class Enforcer {
     private let worker: Worker<Load>
     /// Loads not yet started, the one running, what is in force, and when a repair is worth one.
     private var upkeep = Upkeep()
+    /// Who hears each load's answer, by the id `upkeep` gave it.
+    private var answers: [Upkeep.LoadID: (EdgeError?) -> Void] = [:]
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
     private var monitor: NftablesMonitor?
@@ -43,7 +45,7 @@ final class Enforcer {
     var usageChanged: () -> Void = {}
     var quotaReached: (QuotaName) -> Void = { _ in }
 
-    private typealias Upkeep = TableUpkeep<(EdgeError?) -> Void>
+    private typealias Upkeep = TableUpkeep
     private typealias Job = Upkeep.Job
 
     /// What of the table's changes is the daemon's own: this process's netfilter sockets that loads used, its other
@@ -148,7 +150,7 @@ final class Enforcer {
     /// process change the table (they may change only part of it). A whole ruleset is handed over from the table in
     /// force, if there is one (`Ruleset.wholeLoad`).
     func load(_ transactions: [RuleTransaction], inForce whole: String, done: @escaping (EdgeError?) -> Void) {
-        upkeep.rules(transactions, whole: whole, done: done)
+        answers[upkeep.rules(transactions, whole: whole)] = done
         startNext()
     }
 
@@ -156,20 +158,35 @@ final class Enforcer {
     /// nil, or why it failed. The removal runs only if the table exists, so that a daemon that never counts never
     /// loads libnftables.
     func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void) {
-        upkeep.usage(script, done: done)
+        answers[upkeep.usage(script)] = done
         startNext()
     }
 
     private func startNext() {
-        while let step = upkeep.next(lookUp: Self.lookUp) {
-            switch step {
-            case let .answered(job, error):
-                job.done?(error)
-            case let .run(job, plan):
-                let socket = plan.elements ? elementSocket : nil
-                return run(job, Load(scripts: plan.scripts, elements: plan.elements, operation: plan.operation, socket: socket))
-            }
+        while let step = upkeep.next() {
+            if carryOut(step) { return }
         }
+    }
+
+    /// Carries out one step of `upkeep`'s; true when a load runs (the next waits for its end).
+    private func carryOut(_ step: Upkeep.Step) -> Bool {
+        switch step {
+        case let .lookUp(lookup):
+            return upkeep.lookedUp(Self.lookUp(lookup)).map(carryOut) ?? false
+        case let .answered(job, error):
+            answer(job, error)
+            return false
+        case let .run(job, plan):
+            let socket = plan.elements ? elementSocket : nil
+            run(job, Load(scripts: plan.scripts, elements: plan.elements, operation: plan.operation, socket: socket))
+            return true
+        }
+    }
+
+    /// Whoever asked for `job` hears how it went (nobody for a repair).
+    private func answer(_ job: Job, _ error: EdgeError?) {
+        guard let id = job.done else { return }
+        answers.removeValue(forKey: id)?(error)
     }
 
     /// What the kernel says of the tables a load needs to know about.
@@ -215,7 +232,7 @@ final class Enforcer {
         follow(f.watching)
         if let failure = f.repairFailure { Log.err("enforcement: loading the rules again failed: \(failure)") }
         if let failure = f.engineRetries { repairFailed(failure) }
-        job.done?(load.failure)
+        answer(job, load.failure)
         startNext()
     }
 

@@ -3,9 +3,10 @@ import XCTest
 @testable import NetpermCore
 
 /// What the Enforcer decides (TableUpkeep), without a kernel: what runs next and how, what is in force, whether
-/// another process's change is repaired, and what follows a load's end.
+/// another process's change is repaired, and what follows a load's end; the kernel asked only as a step of its own,
+/// and each load's answer matched by its id.
 final class TableUpkeepTests: XCTestCase {
-    typealias Upkeep = TableUpkeep<String>
+    typealias Upkeep = TableUpkeep
 
     let ruleset = "table inet netpermd {}\ndelete table inet netpermd\ntable inet netpermd {\n}\n"
 
@@ -17,8 +18,19 @@ final class TableUpkeepTests: XCTestCase {
         func lookUp(_ l: Upkeep.Lookup) -> Upkeep.TableLookup { asked.append(l); return answer(l) }
     }
 
+    /// The next step, the kernel asked (as the edge does) when it asks for a lookup.
+    func next(_ u: inout Upkeep, _ kernel: Kernel) -> Upkeep.Step? {
+        let step = u.next()
+        guard case let .lookUp(lookup)? = step else { return step }
+        XCTAssertNil(u.next(), "nothing else while the kernel is asked")
+        XCTAssertTrue(u.busy)
+        let then = u.lookedUp(kernel.lookUp(lookup))
+        if case .lookUp? = then { XCTFail("asked twice") }
+        return then
+    }
+
     func run(_ u: inout Upkeep, _ kernel: Kernel) -> (Upkeep.Job, Upkeep.Run)? {
-        guard case let .run(job, run)? = u.next(lookUp: kernel.lookUp) else { return nil }
+        guard case let .run(job, run)? = next(&u, kernel) else { return nil }
         return (job, run)
     }
 
@@ -26,11 +38,11 @@ final class TableUpkeepTests: XCTestCase {
     func testAPartialLoadRunsAsItCame() {
         var u = Upkeep()
         let kernel = Kernel { _ in XCTFail("nothing to ask"); return .failed(errno: 1, words: "") }
-        u.rules(["p1", "p2"], whole: ruleset, done: "engine")
+        _ = u.rules(["p1", "p2"], whole: ruleset)
         let (job, r) = run(&u, kernel)!
         XCTAssertEqual(r, Upkeep.Run(scripts: ["p1", "p2"], elements: true, operation: .loadRules))
         XCTAssertTrue(u.running)
-        XCTAssertNil(u.next(lookUp: kernel.lookUp), "one at a time")
+        XCTAssertNil(next(&u, kernel), "one at a time")
         let f = u.finished(job, failure: nil, othersCommitted: false)
         XCTAssertEqual(f, Upkeep.Finish(watching: .rulesInForce))
         XCTAssertEqual(u.rulesInForce, ruleset)
@@ -44,7 +56,7 @@ final class TableUpkeepTests: XCTestCase {
                                 (.tables(rules: nil, handover: nil), 3), (.failed(errno: 13, words: "EACCES"), 3)] {
             var u = Upkeep()
             let kernel = Kernel { _ in answer }
-            u.rules([RuleTransaction(whole: ruleset)], whole: ruleset, done: "engine")
+            _ = u.rules([RuleTransaction(whole: ruleset)], whole: ruleset)
             let (_, r) = run(&u, kernel)!
             XCTAssertEqual(kernel.asked, [.rules])
             XCTAssertEqual(r.scripts.count, count, "\(answer)")
@@ -62,15 +74,15 @@ final class TableUpkeepTests: XCTestCase {
         ]
         for (answer, answered) in cases {
             var u = Upkeep()
-            u.rules([RuleTransaction(whole: Ruleset.removal)], whole: Ruleset.removal, done: "engine")
-            switch u.next(lookUp: Kernel { _ in answer }.lookUp) {
+            let id = u.rules([RuleTransaction(whole: Ruleset.removal)], whole: Ruleset.removal)
+            switch next(&u, Kernel { _ in answer }) {
             case let .answered(job, error)?:
-                XCTAssertEqual(job.done, "engine")
+                XCTAssertEqual(job.done, id)
                 XCTAssertEqual(error, answered!, "\(answer)")
                 XCTAssertFalse(u.running)
             case .run?:
                 XCTAssertNil(answered, "\(answer): runs")
-            case nil:
+            case nil, .lookUp?:
                 XCTFail("a step")
             }
         }
@@ -80,15 +92,15 @@ final class TableUpkeepTests: XCTestCase {
     func testTheCountingTable() {
         var u = Upkeep()
         let kernel = Kernel { _ in .usage(false) }
-        u.usage("u", done: "usage")
+        _ = u.usage("u")
         let (job, r) = run(&u, kernel)!
         XCTAssertEqual(r.operation, .loadUsageRules)
         XCTAssertEqual(u.finished(job, failure: nil, othersCommitted: false).watching, .usageInForce)
         XCTAssertTrue(u.usageInForce)
         XCTAssertEqual(u.foreignChange(usage: true, at: 1), .usageChanged)
         XCTAssertEqual(u.foreignChange(usage: false, at: 1), .ignored, "no rules in force")
-        u.usage(UsageRules.removal, done: "usage")
-        guard case .answered(_, nil)? = u.next(lookUp: kernel.lookUp) else { return XCTFail("answered: no table") }
+        _ = u.usage(UsageRules.removal)
+        guard case .answered(_, nil)? = next(&u, kernel) else { return XCTFail("answered: no table") }
         XCTAssertFalse(u.usageInForce)
         XCTAssertEqual(u.foreignChange(usage: true, at: 2), .ignored)
     }
@@ -98,8 +110,8 @@ final class TableUpkeepTests: XCTestCase {
     func testRepairs() {
         var u = Upkeep()
         let kernel = Kernel { _ in .tables(rules: true, handover: false) }
-        u.usage("u", done: "usage")
-        u.rules(["p"], whole: ruleset, done: "engine")
+        _ = u.usage("u")
+        _ = u.rules(["p"], whole: ruleset)
         var (job, _) = run(&u, kernel)!
         _ = u.finished(job, failure: nil, othersCommitted: false)
         (job, _) = run(&u, kernel)!
@@ -117,28 +129,46 @@ final class TableUpkeepTests: XCTestCase {
         XCTAssertEqual(u.foreignChange(usage: false, at: 1_000_005),
                        .tooMany(EdgeError(.loadRules, "the table keeps being changed by another process")))
         (job, _) = run(&u, kernel)!
-        u.rules(["q"], whole: ruleset, done: "engine")
+        let q = u.rules(["q"], whole: ruleset)
         XCTAssertEqual(u.finished(job, failure: failure, othersCommitted: false).engineRetries, nil,
                        "a load of the engine's waits: it takes the whole table")
         let (last, r) = run(&u, kernel)!
-        XCTAssertEqual(last.done, "engine")
+        XCTAssertEqual(last.done, q)
         XCTAssertEqual(r.scripts.count, 3, "whole, through the handover")
+    }
+
+    /// The kernel is asked as a step of its own: nothing else starts until its answer comes, and the answer goes on
+    /// with the job that asked; each load's answer names the id it was given.
+    func testTheKernelIsAskedAsAStepOfItsOwn() {
+        var u = Upkeep()
+        let whole = u.rules([RuleTransaction(whole: ruleset)], whole: ruleset)
+        guard case .lookUp(.rules)? = u.next() else { return XCTFail("the kernel asked first") }
+        let counting = u.usage("u")
+        XCTAssertNotEqual(whole, counting)
+        XCTAssertNil(u.next(), "nothing starts while the kernel is asked")
+        guard case let .run(job, r)? = u.lookedUp(.tables(rules: true, handover: false)) else { return XCTFail("runs") }
+        XCTAssertEqual(job.done, whole)
+        XCTAssertEqual(r.scripts.count, 3, "handed over from the table in force")
+        XCTAssertNil(u.lookedUp(.tables(rules: true, handover: false)), "nothing asked")
+        _ = u.finished(job, failure: nil, othersCommitted: false)
+        guard case let .run(next, _)? = u.next() else { return XCTFail("the counting table's load, unasked") }
+        XCTAssertEqual(next.done, counting)
     }
 
     /// The removal of the rules closes what follows them, and keeps the watch while counting.
     func testRemovalClosesWhatFollowsTheRules() {
         var u = Upkeep()
         let kernel = Kernel { _ in .tables(rules: true, handover: false) }
-        u.rules(["p"], whole: ruleset, done: "engine")
+        _ = u.rules(["p"], whole: ruleset)
         var (job, _) = run(&u, kernel)!
         _ = u.finished(job, failure: nil, othersCommitted: false)
-        u.rules([RuleTransaction(whole: Ruleset.removal)], whole: Ruleset.removal, done: "engine")
+        _ = u.rules([RuleTransaction(whole: Ruleset.removal)], whole: Ruleset.removal)
         (job, _) = run(&u, kernel)!
         XCTAssertEqual(kernel.asked, [], "rules in force: removed without asking")
         XCTAssertEqual(u.finished(job, failure: nil, othersCommitted: false).watching, .rulesRemoved(keepWatch: false))
         XCTAssertNil(u.rulesInForce)
         XCTAssertEqual(u.foreignChange(usage: false, at: 1), .ignored)
         _ = u.foreignChange(usage: false, at: 2)
-        XCTAssertNil(u.next(lookUp: kernel.lookUp), "no repair queued with nothing in force")
+        XCTAssertNil(next(&u, kernel), "no repair queued with nothing in force")
     }
 }

@@ -2,13 +2,19 @@
 /// What the Enforcer decides about the nftables tables it keeps, with no I/O (TableUpkeepTests): which load runs
 /// next and how (a removal answered without running when nothing is there, a whole load through the handover's
 /// table when one is in force), what the rules and the counting table in force are, whether another process's change
-/// is repaired, and what follows a load's end (sockets to open or close, a repair soon, the engine told). The
-/// Enforcer asks the kernel what this needs to know (`TableLookup`), runs the loads it hands out, one at a time, and
-/// carries out the rest.
-public struct TableUpkeep<Done> {
-    public typealias Job = LoadQueue<Done>.Job
+/// is repaired, and what follows a load's end (sockets to open or close, a repair soon, the engine told). Inputs to
+/// steps, as an engine machine's: each load asked for gets an id its answer is matched by (no closure held here); a
+/// step that depends on the kernel asks first (`Step.lookUp`) and goes on with what the kernel said (`lookedUp`).
+/// The Enforcer asks the kernel, runs the loads it hands out, one at a time, and carries out the rest.
+public struct TableUpkeep {
+    /// Names a load asked for, in its answer (`Job.done`; nil for a repair).
+    public typealias LoadID = UInt64
+    public typealias Job = LoadQueue<LoadID>.Job
 
-    private var queue = LoadQueue<Done>()
+    private var queue = LoadQueue<LoadID>()
+    private var lastID: LoadID = 0
+    /// The job whose step waits for the kernel's answer (`lookedUp`).
+    public private(set) var asking: Job?
     /// The rules last loaded successfully; nil while none are (Mode=off, or after removal).
     public private(set) var rulesInForce: String?
     /// The counting table was loaded by this process and not removed since.
@@ -19,7 +25,7 @@ public struct TableUpkeep<Done> {
     public init() {}
 
     /// Whether a load runs or waits.
-    public var busy: Bool { running || !queue.isEmpty }
+    public var busy: Bool { running || asking != nil || !queue.isEmpty }
 
     /// What the kernel said of the tables, when a load needs to know (`Kind`): whether each exists (nil: it would not
     /// say, no CAP_NET_ADMIN), or why it could not be asked.
@@ -37,10 +43,12 @@ public struct TableUpkeep<Done> {
         case usage
     }
 
-    /// The next step: a load to run, or a job answered without running (nothing to remove, or nftables would not say).
+    /// The next step: a load to run, a job answered without running (nothing to remove, or nftables would not say),
+    /// or the kernel asked first (`lookedUp` goes on).
     public enum Step {
         case run(Job, Run)
         case answered(Job, EdgeError?)
+        case lookUp(Lookup)
     }
 
     /// A load as it runs: its transactions in order, whether changes of elements alone may go as nf_tables messages,
@@ -51,59 +59,86 @@ public struct TableUpkeep<Done> {
         public var operation: EdgeError.Operation
     }
 
-    /// The engine's rules: `transactions` in order, leading to `whole`.
-    public mutating func rules(_ transactions: [RuleTransaction], whole: String, done: Done) {
-        queue.rules(transactions, whole: whole, done: done)
+    /// The engine's rules: `transactions` in order, leading to `whole`; the id its answer names.
+    public mutating func rules(_ transactions: [RuleTransaction], whole: String) -> LoadID {
+        lastID += 1
+        queue.rules(transactions, whole: whole, done: lastID)
+        return lastID
     }
 
-    /// One script of the counting table, in turn with the rules' loads.
-    public mutating func usage(_ script: String, done: Done) {
-        queue.usage(script, done: done)
+    /// One script of the counting table, in turn with the rules' loads; the id its answer names.
+    public mutating func usage(_ script: String) -> LoadID {
+        lastID += 1
+        queue.usage(script, done: lastID)
+        return lastID
     }
 
-    /// The next step, if no load runs; a `run` step marks one running until `finished`. `lookUp` asks the kernel,
-    /// only when the step depends on it.
-    public mutating func next(lookUp: (Lookup) -> TableLookup) -> Step? {
-        guard !running, let job = queue.next(inForce: rulesInForce) else { return nil }
-        let step = job.kind == .usage ? usageStep(job, lookUp) : rulesStep(job, lookUp)
+    /// The next step, if no load runs and the kernel is not being asked; a `run` step marks one running until
+    /// `finished`; a `lookUp` step waits for `lookedUp`.
+    public mutating func next() -> Step? {
+        guard !running, asking == nil, let job = queue.next(inForce: rulesInForce) else { return nil }
+        if let lookup = lookup(for: job) {
+            asking = job
+            return .lookUp(lookup)
+        }
+        return begin(job, nil)
+    }
+
+    /// What the kernel said of the tables the last `lookUp` step asked about: the job's step (never another lookup);
+    /// nil when nothing asked.
+    public mutating func lookedUp(_ answer: TableLookup) -> Step? {
+        guard let job = asking else { return nil }
+        asking = nil
+        return begin(job, answer)
+    }
+
+    /// What the step of `job` depends on in the kernel, if anything.
+    private func lookup(for job: Job) -> Lookup? {
+        guard job.kind != .usage else { return job.transactions[0].text == UsageRules.removal ? .usage : nil }
+        if job.whole! == Ruleset.removal { return rulesInForce == nil ? .rules : nil }
+        return job.loadsWhole ? .rules : nil
+    }
+
+    private mutating func begin(_ job: Job, _ answer: TableLookup?) -> Step {
+        let step = job.kind == .usage ? usageStep(job, answer) : rulesStep(job, answer)
         if case .run = step { running = true }
         return step
     }
 
-    private func rulesStep(_ job: Job, _ lookUp: (Lookup) -> TableLookup) -> Step {
+    private func rulesStep(_ job: Job, _ answer: TableLookup?) -> Step {
         let whole = job.whole!
         let removal = whole == Ruleset.removal
         var scripts = job.transactions
         if removal, rulesInForce == nil {
             // Removing with nothing loaded by this run (Mode=off at start-up): only if a table was left behind, so
             // that Mode=off never loads libnftables.
-            switch lookUp(.rules) {
-            case .tables(false?, false?): return .answered(job, nil)
-            case .tables(nil, _), .tables(_, nil), .usage: return .answered(job, Self.notPermitted(.loadRules))
-            case let .failed(errno, words): return .answered(job, Self.cannotAsk(.loadRules, errno, words))
-            case .tables: break
+            switch answer {
+            case .tables(false?, false?)?: return .answered(job, nil)
+            case .tables(nil, _)?, .tables(_, nil)?, .usage?: return .answered(job, Self.notPermitted(.loadRules))
+            case let .failed(errno, words)?: return .answered(job, Self.cannotAsk(.loadRules, errno, words))
+            case .tables?, nil: break
             }
         } else if !removal, job.loadsWhole {
             // Unknown answers take the handover: it is right whatever is there.
             var table: Bool?, handover: Bool?
-            if case let .tables(t, h) = lookUp(.rules) { (table, handover) = (t, h) }
+            if case let .tables(t, h)? = answer { (table, handover) = (t, h) }
             scripts = Ruleset.wholeLoad(whole, tableInForce: table ?? true, handoverLeft: handover ?? true)
                 .map(RuleTransaction.init(whole:))
         }
         return .run(job, Run(scripts: scripts, elements: !job.loadsWhole, operation: .loadRules))
     }
 
-    private mutating func usageStep(_ job: Job, _ lookUp: (Lookup) -> TableLookup) -> Step {
+    private mutating func usageStep(_ job: Job, _ answer: TableLookup?) -> Step {
         let script = job.transactions[0]
         if script.text == UsageRules.removal {
             // The removal runs only if the table exists, so that a daemon that never counts never loads libnftables.
-            switch lookUp(.usage) {
-            case .usage(false?):
+            switch answer {
+            case .usage(false?)?:
                 usageInForce = false
                 return .answered(job, nil)
-            case .usage(nil), .tables: return .answered(job, Self.notPermitted(.loadUsageRules))
-            case let .failed(errno, words): return .answered(job, Self.cannotAsk(.loadUsageRules, errno, words))
-            case .usage(true?): break
+            case .usage(nil)?, .tables?: return .answered(job, Self.notPermitted(.loadUsageRules))
+            case let .failed(errno, words)?: return .answered(job, Self.cannotAsk(.loadUsageRules, errno, words))
+            case .usage(true?)?, nil: break
             }
         }
         return .run(job, Run(scripts: [script], elements: false, operation: .loadUsageRules))
