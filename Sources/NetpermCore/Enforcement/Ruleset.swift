@@ -320,7 +320,8 @@ public struct Ruleset: Equatable, Sendable {
         t += "\tchain refuse {\n\t\tmeta l4proto tcp counter reject with tcp reset\n"
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
         // A denied app's packet is logged for the privacy report first (ReportRefusals: by its user's unit or its
-        // tag, rate-limited per app), then rejected; a pending app's goes to `refuse` from its own chain (logged as waiting, for the prompt).
+        // tag, rate-limited per app), then rejected; a pending app's goes to `refuse` from its own chain (logged as
+        // waiting, for the prompt).
         t += ReportRefusals.setText
         for c in ReportRefusals.chains(.denied) { t += "\tchain \(c.name) {\n" + c.rules.map { "\t\t\($0)\n" }.joined() + "\t}\n" }
         t += "\tchain deny {\n\t\t\(ReportRefusals.jump)\n\t\tgoto refuse\n\t}\n"
