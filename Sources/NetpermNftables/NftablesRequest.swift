@@ -9,15 +9,15 @@ import NetpermIO
 ///
 /// Each request opens a socket of its own unless given one to keep. Closing a netfilter socket that was bound is not
 /// free: the kernel (`nft_rcv_nl_event`) takes the ruleset's commit lock and waits for the destruction of what the
-/// last transactions replaced, which waits for an RCU grace period (4-16 ms here, HZ 250), whoever committed. What
+/// last transactions replaced, which waits for an RCU grace period (4-40 ms here, 11 median), whoever committed. What
 /// asks often on the daemon's loop keeps its socket (NftablesMonitor).
 public enum NftablesRequest {
     /// The messages the kernel answered before its ACK (their `NFT_MSG_*` type and what follows the nlmsghdr), or
     /// the error it answered with; with `dump`, every message of the dump. Asked again, up to 3 times, when a dump's
     /// table changed while it was read or an answer did not fit the buffer (which has grown since). On `socket` when
     /// given (kept by the caller: answers are matched by sequence, so a late one to an earlier request is skipped).
-    static func ask(_ type: UInt32, family: UInt8, attributes: [(type: UInt16, value: [UInt8])] = [], dump: Bool = false,
-                    on socket: NetlinkSocket? = nil)
+    static func ask(_ type: UInt32, family: UInt8, attributes: [(type: UInt16, value: [UInt8])] = [],
+                    dump: Bool = false, on socket: NetlinkSocket? = nil)
     throws(Errno) -> Result<[(type: UInt32, message: [UInt8])], Errno> {
         var tries = 0
         while true {

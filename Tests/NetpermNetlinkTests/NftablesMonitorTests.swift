@@ -20,7 +20,8 @@ final class NftablesMonitorTests: XCTestCase {
         let ns = "npt-\(getpid())-monitor"
         try command(["ip", "netns", "add", ns])
         defer { _ = try? command(["ip", "netns", "del", ns]) }
-        try command(["ip", "netns", "exec", ns, "nft", "add table inet netpermd; add map inet netpermd uid_wwan { type uid : verdict; }"])
+        try command(["ip", "netns", "exec", ns, "nft",
+                     "add table inet netpermd; add map inet netpermd uid_wwan { type uid : verdict; }"])
         var waits: [UInt64] = []
         try inNamespace("/run/netns/\(ns)") {
             let monitor = try NftablesMonitor(loop: TestLoop(), tables: ["netpermd"])
