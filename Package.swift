@@ -96,10 +96,10 @@ let package = Package(
         .testTarget(name: "NetpermCoreTests", dependencies: ["NetpermCore", "NetpermProtocol", "NetpermPolicy", "NetpermHost",
                                                           "CLinux", "TestSupport"],
                     exclude: ["Fixtures"]),
-        // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no socket, no C import, no
-        // Wi-Fi hardware on the test machines.
+        // Kernel messages (rtnetlink, nl80211, NFLOG) read from bytes built by the tests: no Wi-Fi hardware on the
+        // test machines; and nf_tables' own answers to the nftables monitor, in a network namespace of the test's own.
         .testTarget(name: "NetpermNetlinkTests", dependencies: ["NetpermNetlink", "NetpermCore", "NetpermProtocol",
-                                                                "NetpermNftables", "NetpermIO", "TestSupport"]),
+                                                                "NetpermNftables", "NetpermIO", "CLinux", "TestSupport"]),
         // The daemon library on a test loop with fake edges: the interpreter's effects, its store, slow policies.
         .testTarget(name: "NetpermDaemonTests", dependencies: ["NetpermDaemon", "NetpermCore", "NetpermProtocol", "NetpermPolicy",
                                                                "NetpermPolicyFiles", "NetpermHost", "NetpermIO",
