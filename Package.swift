@@ -6,11 +6,12 @@ import PackageDescription
 // reads at start-up. Segments aligned to 64 KiB put the kernel's 64 KiB fault-around windows on the same
 // boundaries as the page cache's large folios of the file (a fault maps both), so an installed binary keeps no more
 // code resident than a freshly linked one. toolchain/ makes -lstdc++ pick the static archive
-// (toolchain/libstdc++.so). See BENCHMARKS.md, "RSS at idle".
+// (toolchain/libstdc++.so). toolchain/rodata.ld keeps the read-only data read-only (the compiler marks some of its
+// input sections writable). See BENCHMARKS.md, "RSS at idle" and issue 52.
 let toolchainDir = Context.packageDirectory + "/toolchain"
 let releaseLink: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld", "-L", toolchainDir, "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                  "-Xlinker", "-z", "-Xlinker", "max-page-size=65536"],
+                  "-Xlinker", "-z", "-Xlinker", "max-page-size=65536", "-Xlinker", "-T", "-Xlinker", toolchainDir + "/rodata.ld"],
                  .when(configuration: .release)),
 ]
 

@@ -22,8 +22,12 @@ public struct AppPolicy: Equatable, Sendable {
     public var meteredBudget: MeteredBudget?
 
     /// Its budget per period: its own `MeteredBudget=`, or `defaults` (`[Defaults]`') where it sets none; nil: none.
-    public func meteredBudget(over defaults: UInt64?) -> UInt64? {
-        switch meteredBudget {
+    public func meteredBudget(over defaults: UInt64?) -> UInt64? { Self.meteredBudget(meteredBudget, over: defaults) }
+
+    /// The same of a `MeteredBudget=` read by itself: the engine reads it off the policy it holds field by field
+    /// (a method called on an `[App]` in there ran on a copy of the whole section).
+    public static func meteredBudget(_ own: MeteredBudget?, over defaults: UInt64?) -> UInt64? {
+        switch own {
         case nil: return defaults
         case .unlimited?: return nil
         case let .bytes(n)?: return n

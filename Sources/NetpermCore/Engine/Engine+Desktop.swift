@@ -105,7 +105,9 @@ extension Engine {
     /// What the desktop file of app `id` says, as `uid` (nil: everyone) sees it: the file of its own ID for a
     /// desktop app, of an `[App]`'s first `DesktopId=` (or its own id) otherwise.
     func desktopEntry(of id: String, uid: UInt32?) -> DesktopEntry? {
-        appBooks.desktop.catalog.entry(policyApp(named: id)?.desktopIDs.first ?? id, uid: uid)
+        // The `[App]`'s field read in place: `policyApp(named:)` copied the whole section to read it.
+        let own = state.config.appIndex[id].flatMap { state.config.apps[$0].desktopIDs.first }
+        return appBooks.desktop.catalog.entry(own ?? id, uid: uid)
     }
 
     /// One entry of APPS: the app, as whose uid it is judged, and whether a desktop file of it is installed.

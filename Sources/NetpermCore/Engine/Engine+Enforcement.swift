@@ -393,7 +393,8 @@ extension Engine {
         case .block: break
         case .steer: if enforcement.steering.error != nil { return .notEnforced(.rulesFailed) }
         }
-        guard match.matchedBy != .defaults, state.config.app(named: match.id) != nil else {
+        // The index, not `app(named:)`: that method, on the policy this class holds, ran on a copy of it.
+        guard match.matchedBy != .defaults, state.config.appIndex[match.id] != nil else {
             // A desktop app that does not run: the rules name it once a unit of it exists.
             return match.matchedBy == .desktop && state.config.desktopApps ? .notEnforced(.cgroupAbsent) : .notEnforced(.notInPolicy)
         }

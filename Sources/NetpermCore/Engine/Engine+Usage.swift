@@ -482,7 +482,10 @@ extension Engine {
 
     /// What a verdict says of an app's budget; nil when it has none.
     func budgetFact(for app: String) -> BudgetFact? {
-        guard let policy = policyApp(named: app), let limit = policy.meteredBudget(over: state.config.meteredBudget) else { return nil }
+        // Field by field: `policyApp(named:)` copied the whole `[App]` (~260 instructions a QUERY) to read one field.
+        guard let i = state.config.appIndex[app],
+              let limit = AppPolicy.meteredBudget(state.config.apps[i].meteredBudget, over: state.config.meteredBudget)
+        else { return nil }
         let used = usage.book[app].current.meteredBytes
         let depleted = usage.tagged.tags[app].map { usage.quotas.depleted.contains($0) } ?? false
         let tagged = usage.tagged.tagging?.taggedApps.contains(app) ?? false

@@ -111,7 +111,7 @@ public struct VerdictTracker: Sendable {
         }
     }
 
-    /// Readable in the module: the engine reads a QUERY's verdict through them (`Engine.trackedVerdict`), as a
+    /// Readable in the module: the engine reads a QUERY's verdict through them (`Engine.verdict(for:uid:)`), as a
     /// method called on the tracker a class holds runs on a copy of the whole tracker.
     private(set) var everyone = Store<String>()
     private(set) var own = Store<TrackedApp>()
