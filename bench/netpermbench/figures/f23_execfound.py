@@ -64,6 +64,8 @@ class ExecFoundFigure:
                 d.kill()
                 d.wait()
             manager.stop()
+            # Its own link goes with it: the namespace outlives the figure (`--compare` runs it again there).
+            run(["ip", "-n", self.ns, "link", "del", LINK], check=False)
         self.results["execfound"] = execfound_results(starts, alone, metrics)
         self.results["execfound"]["kernel"] = self.kernel_moves(c["exec_rounds"],
                                                                 self.results["execfound"]["scoped_us"]["median"])
