@@ -110,7 +110,7 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .log(p, m, _):
             steps.append("log \(p)")
             log.append((p, m))
-        case let .loadRules(changes, _, inForce, _):
+        case let .loadRules(_, changes, _, inForce, _):
             let transactions = changes.map(\.text)
             steps.append(transactions == [Ruleset.removal] ? "remove-rules" : transactions == [inForce] ? "load-rules"
                          : "update-rules")
@@ -127,7 +127,7 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .saveUsage(book):
             steps.append("save-usage")
             if usageSaveError == nil { usageSaves.append(book) }
-        case let .loadUsageRules(script, _, _):
+        case let .loadUsageRules(_, script, _, _):
             steps.append(script == UsageRules.removal ? "remove-usage" : "load-usage")
             usageScripts.append(script)
             if usageRulesError == nil { loadUsageTable(script) }
@@ -151,6 +151,9 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
             steps.append("claim \(c.pid) \(c.app)")
         case .scanCgroupsSoon:
             steps.append("scan-cgroups")
+        // The tables' upkeep after a load was asked for: only in the transcript.
+        case .lookUpTables, .runLoad, .loadAnswered, .followTables, .repairTablesSoon:
+            break
         // Kept apart from `steps`: the report's effects come only where a test turns it on.
         case let .saveReport(book): reportEffects.append("save-report " + book.encoded())
         case .removeReport: reportEffects.append("remove-report")
@@ -211,7 +214,7 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .nameUnits, .loadUnitElements, .watchExit, .unwatchExit, .lookUpRoute,
              .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon, .removeReport,
-             .watchReport:
+             .watchReport, .lookUpTables, .runLoad, .loadAnswered, .followTables, .repairTablesSoon:
             return "\(e)"
         case let .saveReport(book): return "save-report " + book.encoded()
         }
