@@ -96,6 +96,10 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     public private(set) var pendingUsageLoads: [Input] = []
     /// Loads asked for quietly (`report` false): their answers are not the fake kernel's to choose.
     private var quietLoads: Set<UInt64> = []
+    /// When set, `Effect.lookUpTables` and `Effect.runLoad` wait for `answerLookup(_:)` and `finishRun(...)`.
+    public var tablesAreManual = false
+    public private(set) var pendingLookups: [TableUpkeep.Lookup] = []
+    public private(set) var pendingRuns: [(id: UInt64?, run: TableUpkeep.Run)] = []
 
     /// The processes whose exit the engine watches (`Effect.watchExit`), and those that have exited: a watch on one
     /// of these reports it at once, as pidfd_open's ESRCH does.
@@ -162,6 +166,10 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
             if policyLoadIsManual { policyLoadBases.append(basis) } else { feed(policyRead(basis)) }
         case let .loadRules(id, _, report, _, _):
             if !report { quietLoads.insert(id) }
+        case let .lookUpTables(lookup) where tablesAreManual:
+            pendingLookups.append(lookup)
+        case let .runLoad(id, run) where tablesAreManual:
+            pendingRuns.append((id, run))
         case let .lookUpTables(lookup):
             // Every table there: every load runs, and is answered as asked.
             switch lookup {
@@ -312,6 +320,20 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     public func completeUsageLoad() {
         guard !pendingUsageLoads.isEmpty else { return fail("no usage load is pending") }
         feed(pendingUsageLoads.removeFirst())
+    }
+
+    /// The kernel answers the oldest lookup held (`tablesAreManual`).
+    public func answerLookup(_ answer: TableUpkeep.TableLookup) {
+        guard !pendingLookups.isEmpty else { return fail("no lookup is pending") }
+        pendingLookups.removeFirst()
+        feed(.tablesLookedUp(answer))
+    }
+
+    /// The oldest run held (`tablesAreManual`) ends.
+    public func finishRun(failure: EdgeError? = nil, othersCommitted: Bool = false) {
+        guard !pendingRuns.isEmpty else { return fail("no run is pending") }
+        pendingRuns.removeFirst()
+        feed(.loadRan(failure: failure, othersCommitted: othersCommitted))
     }
 
     /// A reading held (`holdUsageReads`) is answered with `reading`.
