@@ -4,15 +4,16 @@ import NetpermIO
 import NetpermNftables
 import NetpermProtocol
 
-/// Carries out `Effect.loadRules` through libnftables, and keeps the rules in force: another process changing
-/// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded
-/// again. The sockets are made only when first needed, so Mode=off costs nothing. While rules are in force, the
-/// packets they log (a pending app's first rejected ones) are read from their NFLOG group. The usage table
-/// (`Effect.loadUsageRules`) goes through the same queue and event socket: another process's change to it, and the
-/// kernel's notice of a quota used up, are handed to the engine.
+/// Carries out the engine's loads of its nftables tables (`Effect.runLoad`) through libnftables, and sees what would
+/// undo them: another process changing or removing a table (`nft flush ruleset`) is seen on the nftables event socket
+/// and told to the engine (`Input.tablesChanged`), which loads the last rules again. The sockets are made only when the
+/// engine says the tables need following (`Effect.followTables`), so Mode=off costs nothing. While rules are in force,
+/// the packets they log (a pending app's first rejected ones) are read from their NFLOG group. The usage table
+/// (`Effect.loadUsageRules`) goes through the same loads and event socket: the kernel's notice of a quota used up is
+/// handed to the engine.
 ///
-/// Loads run on a thread of their own (`OffLoop`), one at a time and in the order they came, repairs queued
-/// behind them: a whole table of 10,000 apps takes seconds under load, and clients must be answered meanwhile.
+/// Loads run on a thread of their own (`OffLoop`), one at a time as the engine hands them out (repairs queued behind
+/// its loads): a whole table of 10,000 apps takes seconds under load, and clients must be answered meanwhile.
 /// Each load's libnftables context is made and freed on its thread (a context is not thread-safe; a new one costs a
 /// millisecond); the loop's sources (the event socket, NFLOG) are touched only on the loop, before and after.
 ///
