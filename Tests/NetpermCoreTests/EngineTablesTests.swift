@@ -76,13 +76,18 @@ final class EngineTablesTests: XCTestCase {
     /// Mode=off at start-up: the removal asks whether a table was left behind, and is answered without running when
     /// none was (Mode=off never loads libnftables), or when nftables would not say.
     func testAQuietRemovalWithNothingLeftDoesNotRun() {
-        for (answer, runs) in [(TableUpkeep.TableLookup.tables(rules: false, handover: false), false),
-                               (.tables(rules: nil, handover: false), false), (.failed(errno: 1, words: "EPERM"), false),
-                               (.tables(rules: true, handover: false), true)] {
+        let cases: [(TableUpkeep.TableLookup, String?)] = [
+            (.tables(rules: false, handover: false), "answered 1"),
+            (.tables(rules: nil, handover: false), "answered 1 \(TableUpkeep.notPermitted(.loadRules))"),
+            (.failed(errno: 1, words: "EPERM"), "answered 1 \(TableUpkeep.cannotAsk(.loadRules, 1, "EPERM"))"),
+            (.tables(rules: true, handover: false), nil),
+        ]
+        for (answer, answered) in cases {
             let h = harness("[App phone]\nUser=1000\n")
             XCTAssertEqual(Array(h.tableSteps.prefix(2)), ["ask 1 rules quietly", "look-up rules"])
             h.answerLookup(answer)
-            XCTAssertEqual(h.pendingRuns.count, runs ? 1 : 0, "\(answer)")
+            XCTAssertEqual(h.pendingRuns.count, answered == nil ? 1 : 0, "\(answer)")
+            if let answered { XCTAssertTrue(h.tableSteps.contains(answered), "\(h.tableSteps)") }
             XCTAssertEqual(state(h), "off")
         }
     }
@@ -149,5 +154,46 @@ final class EngineTablesTests: XCTestCase {
         XCTAssertEqual(h.tableSteps.suffix(2), ["follow rulesRemoved(keepWatch: false)", "answered 4"])
         h.feed(.tablesChanged(TablesChange(usage: false, at: 2, by: .unknown)))
         XCTAssertEqual(h.tableSteps.suffix(1), ["answered 4"], "nothing in force: no repair")
+    }
+
+    /// A repair with a whole load of the engine's waiting behind it is dropped (that load makes it needless); one with
+    /// a partial load behind it runs first.
+    func testARepairBeforeAWholeLoadIsDropped() {
+        let h = inForce()
+        h.setLinks([Links.lo, Links.eth, Links.wwan])
+        h.feed(.tablesChanged(TablesChange(usage: false, at: 1, by: .unknown)))
+        h.finishRun(failure: EdgeError(.loadRules, "refused"))
+        // The engine's partial load was refused: it asks for the whole table, behind the repair.
+        XCTAssertEqual(h.tableSteps.suffix(3), ["answered 3 refused", "ask 4 rules", "look-up rules"], "\(h.tableSteps)")
+        h.answerLookup(.tables(rules: true, handover: false))
+        XCTAssertEqual(h.tableSteps.suffix(1), ["run 4 rules 3"], "the repair dropped: the whole load makes it needless")
+        h.finishRun()
+        XCTAssertTrue(h.pendingRuns.isEmpty && h.pendingLookups.isEmpty, "\(h.tableSteps)")
+        XCTAssertEqual(state(h), "enforcing")
+        h.feed(.tablesChanged(TablesChange(usage: false, at: 2, by: .unknown)))
+        h.setLinks([Links.lo, Links.eth])
+        XCTAssertEqual(h.tableSteps.suffix(2), ["look-up rules", "ask 5 rules"])
+        h.answerLookup(.tables(rules: true, handover: false))
+        XCTAssertEqual(h.tableSteps.suffix(1), ["run repair rules 3"], "a partial load behind it: the repair runs")
+        h.finishRun()
+        XCTAssertEqual(h.tableSteps.suffix(1), ["run 5 rules 1 elements"])
+    }
+
+    /// Another process committed during a load while the counting table is in force: the engine reads that table
+    /// again and loads it whole (it may have been touched too), besides the repair soon.
+    func testACommitDuringALoadWhileCountingReadsTheCountingTableAgain() {
+        let h = harness("[Enforcement]\nMode=block\n[Usage]\nCount=yes\n[App phone]\nUser=1000\nWWAN=deny\n")
+        XCTAssertEqual(h.tableSteps, ["ask 1 rules", "look-up rules", "ask 2 usage"], "the counting table in turn")
+        h.answerLookup(.tables(rules: true, handover: false))
+        h.finishRun()
+        XCTAssertEqual(h.tableSteps.suffix(1), ["run 2 usage 1"], "no lookup: not a removal")
+        h.finishRun()
+        XCTAssertEqual(h.tableSteps.suffix(2), ["follow usageInForce", "answered 2"])
+        XCTAssertEqual(h.request(h.connect(), "STATUS")["usage"]?["state"], "counting")
+        h.setLinks([Links.lo, Links.eth, Links.wwan])
+        XCTAssertEqual(h.tableSteps.suffix(3), ["ask 3 rules", "run 3 rules 1 elements", "ask 4 usage"])
+        h.finishRun(othersCommitted: true)
+        XCTAssertEqual(h.logged(containing: "another process changed the counting table").count, 1)
+        XCTAssertEqual(Array(h.tableSteps.suffix(4).prefix(2)), ["repair-soon", "follow rulesInForce"])
     }
 }
