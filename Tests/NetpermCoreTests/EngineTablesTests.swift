@@ -119,6 +119,14 @@ final class EngineTablesTests: XCTestCase {
         XCTAssertEqual(h.tableSteps, ["look-up rules"])
         h.feed(.tablesChanged(TablesChange(usage: false, at: 1_000_005, by: .unknown)))
         XCTAssertEqual(h.logged(containing: "keeps being changed by others; not loading it again").count, 1)
+        XCTAssertEqual(h.tableSteps, ["look-up rules"], "not loaded again")
+        for _ in 0..<2 {
+            h.answerLookup(.tables(rules: true, handover: false))
+            h.finishRun()
+        }
+        XCTAssertTrue(h.pendingRuns.isEmpty && h.pendingLookups.isEmpty, "\(h.tableSteps)")
+        h.feed(.tablesChanged(TablesChange(usage: false, at: 2_000_005, by: .unknown)))
+        XCTAssertEqual(h.tableSteps.suffix(1), ["look-up rules"], "a second later: the first ones have aged out")
     }
 
     /// A repair that fails while a load of the engine's waits behind it: that load takes the whole table (through
