@@ -281,7 +281,13 @@ final class World: FakeWorld<Connection> {
             case let .armTimer(id, usec): return "arm \(id) \(usec)"
             case let .cancelTimer(id): return "cancel \(id)"
             case .loadPolicy: return "load-policy"
-            case let .loadRules(scripts, report, _, _): return "load-rules \(report) " + scripts.map(\.text).joined(separator: "\n--\n")
+            case let .loadRules(id, scripts, report, _, _):
+                return "load-rules \(id) \(report) " + scripts.map(\.text).joined(separator: "\n--\n")
+            case let .lookUpTables(lookup): return "look-up-tables \(lookup)"
+            case let .runLoad(id, run): return "run-load \(id.map(String.init) ?? "repair") \(run.scripts.count) \(run.elements)"
+            case let .loadAnswered(id, error): return "load-answered \(id) \(error.map { "\($0)" } ?? "ok")"
+            case let .followTables(watching): return "follow-tables \(watching)"
+            case .repairTablesSoon: return "repair-soon"
             case let .nameUnits(naming): return "name-units " + (naming.map { "\($0)" } ?? "none")
             case let .loadUnitElements(changes, ids): return "unit-elements \(ids) \(changes.commands.count)"
             case let .steer(step):
@@ -289,7 +295,7 @@ final class World: FakeWorld<Connection> {
             case .readUsage: return "read-usage"
             case let .saveUsage(book): return "save-usage " + book.encoded()
             case let .saveTags(table): return "save-tags " + table.encoded()
-            case let .loadUsageRules(script, report, _): return "load-usage \(report) " + script
+            case let .loadUsageRules(id, script, report, _): return "load-usage \(id) \(report) " + script
             case let .watchExit(pid): return "watch \(pid)"
             case let .unwatchExit(pid): return "unwatch \(pid)"
             case let .watchExecs(index): return "watch-execs \(index.programs.count)"
@@ -383,7 +389,7 @@ final class World: FakeWorld<Connection> {
                 require(!status.utf8.contains(0x0A), "a STATUS= with a newline: \(status)")
             case .reloading, .stopping: break
             }
-        case let .loadRules(scripts, _, inForce, _):
+        case let .loadRules(_, scripts, _, inForce, _):
             // Policies here have no [Enforcement] (off): a script, if any, is text nft reads, one table.
             require(!scripts.isEmpty && !scripts.contains(where: \.text.isEmpty) && !inForce.isEmpty, "an empty ruleset")
         case let .nameUnits(naming):
@@ -404,8 +410,12 @@ final class World: FakeWorld<Connection> {
         case let .saveTags(table):
             // What is saved must read back as the same tags: each app's, distinct.
             requireReadsBack(table, table.encoded(), "tags") { (t) throws(ConfigError) in try TagTable.parse(t, path: "t") }
-        case let .loadUsageRules(script, _, _):
+        case let .loadUsageRules(_, script, _, _):
             require(!script.isEmpty, "an empty usage script")
+        case let .runLoad(_, run):
+            require(!run.scripts.isEmpty && !run.scripts.contains(where: \.text.isEmpty), "an empty load run")
+        case .lookUpTables, .loadAnswered, .followTables, .repairTablesSoon:
+            break
         case let .makeScope(r):
             require(r.pid > 0 && r.unit.hasSuffix(".scope"), "a scope for no process")
         case let .checkClaim(c):

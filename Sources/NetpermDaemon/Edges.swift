@@ -18,27 +18,37 @@ public protocol DecisionSaving: Sendable {
 
 extension DecisionStore: DecisionSaving {}
 
-/// Enforcement in the kernel (`Enforcer`: libnftables, the nftables event socket, NFLOG).
+/// Enforcement in the kernel (`Enforcer`: libnftables, the nftables event socket, NFLOG). What runs when, what is in
+/// force and whether another process's change is repaired are the engine's (Engine+Tables.swift): this only carries
+/// out its steps and says what the kernel did.
 public protocol RuleLoading: AnyObject {
-    /// Runs the transactions in order, stopping at the first that fails, after the loads asked for before them
-    /// (off the loop: `done` gets nil, or why it failed, on the loop's thread, never inside this call's caller's
-    /// effects but possibly inside this call). `inForce`: the whole ruleset they lead to.
-    func load(_ transactions: [RuleTransaction], inForce: String, done: @escaping (EdgeError?) -> Void)
-    /// Loading the rules again after another process changed them failed.
-    var repairFailed: (EdgeError) -> Void { get set }
+    /// A load the engine asked for (`Effect.loadRules`, `loadUsageRules`): it runs when the engine says (`run`); a fake
+    /// notes it here.
+    func asked(_ transactions: [RuleTransaction], usage: Bool)
+    /// What the kernel says of the tables a load depends on.
+    func lookUp(_ lookup: TableUpkeep.Lookup) -> TableUpkeep.TableLookup
+    /// Runs the load (off the loop if a thread can be had); `done` gets its failure and whether another process
+    /// committed to nftables meanwhile, on the loop's thread, possibly inside this call.
+    func run(_ run: TableUpkeep.Run, done: @escaping (EdgeError?, Bool) -> Void)
+    /// Opens or closes what follows the tables (NFLOG, the event socket, the element socket, the repair timer).
+    func follow(_ watching: TableUpkeep.Watching)
+    /// Another process committed during the daemon's own load: `changed` on the loop's next turn, once.
+    func repairSoon()
+    /// Another process changed a table (the event socket), or a repair soon came due.
+    var changed: (TablesChange) -> Void { get set }
     /// The kernel rejected and logged a packet of this app and pending kind.
     var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void { get set }
-    /// Runs one script of the usage table as one transaction (the removal only if the table exists), in turn with
-    /// the rules' loads; `done` gets nil, or why it failed, as `load`'s does.
-    func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void)
-    /// Element changes of units just made or gone, by cgroup id, as one transaction never behind a load of `load`'s
-    /// (UnitLane); `done` gets nil, or why the kernel refused them, as `load`'s does.
+    /// Element changes of units just made or gone, by cgroup id, as one transaction never behind a load of `run`'s
+    /// (UnitLane); `done` gets nil, or why the kernel refused them, as `run`'s does.
     func loadUnitElements(_ changes: ElementChanges, done: @escaping (EdgeError?) -> Void)
     /// Another socket of the daemon's commits to the table (UnitNamer): its port, and its batches begun and finished.
     func alsoCommitting(port: UInt32, commits: @escaping () -> (started: UInt32, finished: UInt32))
-    /// Another process changed the usage table; the kernel said a quota object of it ran out.
-    var usageChanged: () -> Void { get set }
+    /// The kernel said a quota object of the usage table ran out.
     var quotaReached: (QuotaName) -> Void { get set }
+}
+
+extension RuleLoading {
+    public func asked(_ transactions: [RuleTransaction], usage: Bool) {}
 }
 
 extension Enforcer: RuleLoading {}

@@ -4,28 +4,26 @@ import NetpermIO
 import NetpermNftables
 import NetpermProtocol
 
-/// Carries out `Effect.loadRules` through libnftables, and keeps the rules in force: another process changing
-/// or removing the table (`nft flush ruleset`) is seen on the nftables event socket and the last rules are loaded
-/// again. The sockets are made only when first needed, so Mode=off costs nothing. While rules are in force, the
-/// packets they log (a pending app's first rejected ones) are read from their NFLOG group. The usage table
-/// (`Effect.loadUsageRules`) goes through the same queue and event socket: another process's change to it, and the
-/// kernel's notice of a quota used up, are handed to the engine.
+/// Carries out the engine's loads of its nftables tables (`Effect.runLoad`) through libnftables, and sees what would
+/// undo them: another process changing or removing a table (`nft flush ruleset`) is seen on the nftables event socket
+/// and told to the engine (`Input.tablesChanged`), which loads the last rules again. The sockets are made only when the
+/// engine says the tables need following (`Effect.followTables`), so Mode=off costs nothing. While rules are in force,
+/// the packets they log (a pending app's first rejected ones) are read from their NFLOG group. The usage table
+/// (`Effect.loadUsageRules`) goes through the same loads and event socket: the kernel's notice of a quota used up is
+/// handed to the engine.
 ///
-/// Loads run on a thread of their own (`OffLoop`), one at a time and in the order they came, repairs queued
-/// behind them: a whole table of 10,000 apps takes seconds under load, and clients must be answered meanwhile.
+/// Loads run on a thread of their own (`OffLoop`), one at a time as the engine hands them out (repairs queued behind
+/// its loads): a whole table of 10,000 apps takes seconds under load, and clients must be answered meanwhile.
 /// Each load's libnftables context is made and freed on its thread (a context is not thread-safe; a new one costs a
 /// millisecond); the loop's sources (the event socket, NFLOG) are touched only on the loop, before and after.
 ///
-/// What runs next, what is in force, whether a change is repaired and what follows a load's end are decided by
-/// `TableUpkeep` (NetpermCore, tested without a kernel): this object asks the kernel what it needs and carries out.
+/// What runs next, what is in force, whether a change is repaired and what follows a load's end are the engine's
+/// (`TableUpkeep`, held by its enforcement machine, Engine+Tables.swift): this object asks the kernel what a step
+/// needs, runs the loads it hands out, opens and closes what follows the tables, and says what the kernel did.
 final class Enforcer {
     private let loop: EventLoop
     /// Where loads run (on the loop if no thread can be had).
     private let worker: Worker<Load>
-    /// Loads not yet started, the one running, what is in force, and when a repair is worth one.
-    private var upkeep = Upkeep()
-    /// Who hears each load's answer, by the id `upkeep` gave it.
-    private var answers: [Upkeep.LoadID: (EdgeError?) -> Void] = [:]
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
     private var monitor: NftablesMonitor?
@@ -37,16 +35,12 @@ final class Enforcer {
     private var nflogFailed = false
     /// A repair asked for by a commit of another process during the daemon's own transaction.
     private var repairTimer: TimerSource?
-    /// Called when loading the rules again after a foreign change fails: the engine retries.
-    var repairFailed: (EdgeError) -> Void = { _ in }
+    /// Another process changed a table, or a repair soon came due.
+    var changed: (TablesChange) -> Void = { _ in }
     /// The kernel rejected and logged a packet of this app and pending kind.
     var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void = { _, _, _, _, _, _ in }
-    /// Another process changed the usage table; a quota object of it ran out.
-    var usageChanged: () -> Void = {}
+    /// A quota object of the usage table ran out.
     var quotaReached: (QuotaName) -> Void = { _ in }
-
-    private typealias Upkeep = TableUpkeep
-    private typealias Job = Upkeep.Job
 
     /// What of the table's changes is the daemon's own: this process's netfilter sockets that loads used, its other
     /// sockets committing to the table (the lane's, UnitNamer's: their batches begun and finished), and what all had
@@ -142,55 +136,8 @@ final class Enforcer {
         lane.load(changes, done: done)
     }
 
-    /// Whether a load runs or waits.
-    var busy: Bool { upkeep.busy }
-
-    /// Runs the transactions in order, stopping at the first that fails, after the loads before them; `done` gets
-    /// nil, or why it failed, on the loop. `whole`: the whole ruleset they lead to, loaded again should another
-    /// process change the table (they may change only part of it). A whole ruleset is handed over from the table in
-    /// force, if there is one (`Ruleset.wholeLoad`).
-    func load(_ transactions: [RuleTransaction], inForce whole: String, done: @escaping (EdgeError?) -> Void) {
-        answers[upkeep.rules(transactions, whole: whole)] = done
-        startNext()
-    }
-
-    /// Runs one script of the usage table (UsageRules) as one transaction, in turn with the rules' loads; `done` gets
-    /// nil, or why it failed. The removal runs only if the table exists, so that a daemon that never counts never
-    /// loads libnftables.
-    func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void) {
-        answers[upkeep.usage(script)] = done
-        startNext()
-    }
-
-    private func startNext() {
-        while let step = upkeep.next() {
-            if carryOut(step) { return }
-        }
-    }
-
-    /// Carries out one step of `upkeep`'s; true when a load runs (the next waits for its end).
-    private func carryOut(_ step: Upkeep.Step) -> Bool {
-        switch step {
-        case let .lookUp(lookup):
-            return upkeep.lookedUp(Self.lookUp(lookup)).map(carryOut) ?? false
-        case let .answered(job, error):
-            answer(job, error)
-            return false
-        case let .run(job, plan):
-            let socket = plan.elements ? elementSocket : nil
-            run(job, Load(scripts: plan.scripts, elements: plan.elements, operation: plan.operation, socket: socket))
-            return true
-        }
-    }
-
-    /// Whoever asked for `job` hears how it went (nobody for a repair).
-    private func answer(_ job: Job, _ error: EdgeError?) {
-        guard let id = job.done else { return }
-        answers.removeValue(forKey: id)?(error)
-    }
-
     /// What the kernel says of the tables a load needs to know about.
-    private static func lookUp(_ lookup: Upkeep.Lookup) -> Upkeep.TableLookup {
+    func lookUp(_ lookup: TableUpkeep.Lookup) -> TableUpkeep.TableLookup {
         do throws(Errno) {
             switch lookup {
             case .rules:
@@ -204,7 +151,11 @@ final class Enforcer {
         }
     }
 
-    private func run(_ job: Job, _ load: Load) {
+    /// Runs one load of the engine's, one at a time; `done` gets its failure and whether another process committed
+    /// meanwhile.
+    func run(_ plan: TableUpkeep.Run, done: @escaping (EdgeError?, Bool) -> Void) {
+        let load = Load(scripts: plan.scripts, elements: plan.elements, operation: plan.operation,
+                        socket: plan.elements ? elementSocket : nil)
         // Out of the nftables group meanwhile: the kernel builds no notification of our own changes, and the
         // generation tells whether another process committed in between.
         // What the others had finished before the generation `quiet` reads: a commit of theirs finishing in between
@@ -212,10 +163,11 @@ final class Enforcer {
         own.finishedAtQuiet = own.finished
         monitor?.quiet()
         if load.elements { elementSocket = nil }
-        worker.run({ load.execute(); return load }) { [unowned self] in self.finished($0, job) }
+        worker.run({ load.execute(); return load }) { [unowned self] in done($0.failure, self.finished($0)) }
     }
 
-    private func finished(_ load: Load, _ job: Job) {
+    /// The load's sockets and counts taken back; whether another process committed while it ran.
+    private func finished(_ load: Load) -> Bool {
         if load.elements { elementSocket = load.socket }
         for n in load.batches { Log.debug("enforcement: \(n) commands sent as one nf_tables batch") }
         if !load.ownPortIDs.isEmpty {
@@ -224,20 +176,11 @@ final class Enforcer {
         }
         // What the others began since (or had begun and not finished then) may have committed meanwhile.
         let others = own.started &- own.finishedAtQuiet
-        let othersCommitted = monitor?.listen(ownCommits: load.commits + others) == true
-        let f = upkeep.finished(job, failure: load.failure, othersCommitted: othersCommitted)
-        // Repaired once this load is accounted for.
-        if f.repairSoon { repairSoon() }
-        if f.usageChanged { usageChanged() }
-        follow(f.watching)
-        if let failure = f.repairFailure { Log.err("enforcement: loading the rules again failed: \(failure)") }
-        if let failure = f.engineRetries { repairFailed(failure) }
-        answer(job, load.failure)
-        startNext()
+        return monitor?.listen(ownCommits: load.commits + others) == true
     }
 
     /// The sockets that follow the tables, as what is in force asks.
-    private func follow(_ watching: Upkeep.Watching) {
+    func follow(_ watching: TableUpkeep.Watching) {
         switch watching {
         case .unchanged:
             break
@@ -289,7 +232,8 @@ final class Enforcer {
             }
             monitor?.countFromNow()
             monitor?.changed = { [unowned self] table, pid, name in
-                self.foreignChange(usage: table == UsageRules.table, pid: pid, name: name)
+                self.changed(TablesChange(usage: table == UsageRules.table, at: Clock.monotonicMicroseconds(),
+                                          by: pid.map { .process(pid: $0, name: name) } ?? .unknown))
             }
             monitor?.objectNotified = { [unowned self] table, object in
                 // Decoded here, once: an object not one of our quotas is no notice of a budget.
@@ -302,29 +246,11 @@ final class Enforcer {
     }
 
     /// Another process committed while the daemon's own transaction ran: it may have touched the table.
-    private func repairSoon() {
+    func repairSoon() {
         guard repairTimer == nil else { return }
         repairTimer = try? loop.addTimer(afterMicroseconds: 0) { [unowned self] in
             self.repairTimer = nil
-            self.foreignChange(usage: false, pid: nil, name: nil, during: true)
-        }
-    }
-
-    private func foreignChange(usage: Bool, pid: UInt32?, name: String?, during: Bool = false) {
-        let who = pid.map { "pid \($0)" + (name.map { " (\($0))" } ?? "") }
-            ?? (during ? "another process (it committed during the daemon's own load)" : "another process (events were lost)")
-        switch upkeep.foreignChange(usage: usage, at: Clock.monotonicMicroseconds()) {
-        case .ignored:
-            break
-        case .usageChanged:
-            usageChanged()
-        case let .tooMany(error):
-            Log.err("enforcement: table \(Ruleset.family) \(Ruleset.table) keeps being changed by others; not loading it again")
-            repairFailed(error)
-        case .repairQueued, .repairWaiting:
-            Log.notice("enforcement: \(who) changed table \(Ruleset.family) \(Ruleset.table); loading the rules again")
-            // A repair that waits already starts after the load that runs.
-            startNext()
+            self.changed(TablesChange(usage: false, at: Clock.monotonicMicroseconds(), by: .duringOwnLoad))
         }
     }
 }

@@ -147,7 +147,7 @@ public final class Interpreter: ControlDelegate, EngineEdges {
             case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .persist, .loadPolicy,
                  .notify, .log, .loadRules, .nameUnits, .loadUnitElements, .readUsage, .saveUsage, .saveTags, .loadUsageRules, .watchExit, .unwatchExit,
                  .steer, .lookUpRoute, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon, .saveReport, .removeReport,
-                 .watchReport:
+                 .watchReport, .lookUpTables, .runLoad, .loadAnswered, .followTables, .repairTablesSoon:
                 let t = Clock.monotonicMicroseconds()
                 carryOut(effect)
                 let took = Clock.monotonicMicroseconds() - t
@@ -183,12 +183,16 @@ public final class Interpreter: ControlDelegate, EngineEdges {
         case let .log(priority, message, fields): Log.emit(priority.rawValue, message, fields: fields.pairs)
         case let .nameUnits(naming): wired.nameUnits(naming)
         case let .loadUnitElements(changes, ids): rules.loadUnitElements(changes, ids: ids)
-        case let .loadRules(scripts, report, inForce, handles):
-            rules.load(scripts, report: report, inForce: inForce, handles: handles)
+        case let .loadRules(id, scripts, report, _, handles): rules.asked(id, scripts, report: report, handles: handles)
+        case let .lookUpTables(lookup): rules.lookUp(lookup)
+        case let .runLoad(_, run): rules.run(run)
+        case let .loadAnswered(id, error): rules.answered(id, error: error)
+        case let .followTables(watching): rules.follow(watching)
+        case .repairTablesSoon: rules.repairSoon()
         case .readUsage: usage.read()
         case let .saveUsage(book): files.saveUsage(book)
         case let .saveTags(table): files.saveTags(table)
-        case let .loadUsageRules(script, report, handles): rules.loadUsage(script, report: report, handles: handles)
+        case let .loadUsageRules(id, script, report, handles): rules.askedUsage(id, script, report: report, handles: handles)
         case let .watchExit(pid): exits.watch(pid)
         case let .unwatchExit(pid): exits.unwatch(pid)
         case let .steer(step): steering.carryOut(step)

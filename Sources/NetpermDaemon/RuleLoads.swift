@@ -2,29 +2,39 @@
 import NetpermCore
 import NetpermIO
 
-/// The rules and the usage table the engine loads (`Effect.loadRules`, `loadUsageRules`, `loadUnitElements`), handed
-/// to the Enforcer, with the unit cgroups' descriptors they name: a script names cgroups by descriptor
-/// (/proc/self/fd/N), which must stay open until its thread is done with it (`handlesInForce`, CgroupWatcher.inForce).
+/// The engine's steps of the nftables tables (`Effect.loadRules` and `loadUsageRules` asked for, `lookUpTables`,
+/// `runLoad`, `loadAnswered`, `followTables`, `repairTablesSoon`, `loadUnitElements`) handed to the Enforcer, its
+/// answers fed back, and the unit cgroups' descriptors the loads name: a script names cgroups by descriptor
+/// (/proc/self/fd/N), which must stay open from the load's asking until its answer (`handlesInForce`,
+/// CgroupWatcher.inForce).
 final class RuleLoads {
     private let enforcer: RuleLoading
     private let feed: InputFeed
-    /// What the rules in force name, and what each load under way does (by the order they were asked for).
+    /// What the rules in force name.
     private var inForce: Set<Int32> = []
-    /// Those of the last load asked for, whatever its answer: after a refusal the engine retries that text.
+    /// Those of the last rules asked for, whatever its answer: after a refusal the engine retries that text.
     private var last: Set<Int32> = []
-    private var loading: [Int: Set<Int32>] = [:]
-    private var loads = 0
-    /// Told the descriptors scripts may still name whenever a load starts or ends.
+    /// Each load asked for and not yet answered, by the engine's id.
+    private var loading: [UInt64: Asked] = [:]
+    /// Told the descriptors scripts may still name whenever a load is asked for or answered.
     var handlesInForce: (Set<Int32>) -> Void = { _ in }
+
+    /// A load asked for: what it names, when it was asked, what it is (for the log).
+    private struct Asked {
+        var handles: Set<Int32>
+        var start: UInt64
+        var usage: Bool
+        var report: Bool
+        var bytes: Int
+    }
 
     init(enforcer: RuleLoading, feed: InputFeed) {
         self.enforcer = enforcer
         self.feed = feed
-        enforcer.repairFailed = { error in feed(.rulesLoaded(error: error)) }
+        enforcer.changed = { change in feed(.tablesChanged(change)) }
         enforcer.blocked = { app, kind, uid, index, destination, incoming in
             feed(.blocked(app: app, kind: kind, uid: uid, ifindex: index, destination: destination, incoming: incoming))
         }
-        enforcer.usageChanged = { feed(.usageTableChanged) }
         enforcer.quotaReached = { quota in feed(.budgetReached(quota: quota)) }
     }
 
@@ -39,56 +49,54 @@ final class RuleLoads {
         }
     }
 
-    /// `report`: the engine hears the outcome (not for the removal of a table an earlier run left).
-    func load(_ scripts: [RuleTransaction], report: Bool, inForce whole: String, handles: Set<Int32>) {
-        let start = Clock.monotonicMicroseconds()
-        // What a repair would load again, as the enforcer keeps it: its cgroups' descriptors must stay open.
-        let n = began(handles)
+    /// The engine asked for rules (`Effect.loadRules`): their descriptors stay open until the answer.
+    func asked(_ id: UInt64, _ scripts: [RuleTransaction], report: Bool, handles: Set<Int32>) {
+        // What a repair would load again: its cgroups' descriptors must stay open.
+        loading[id] = Asked(handles: handles, start: Clock.monotonicMicroseconds(), usage: false, report: report,
+                            bytes: scripts.reduce(0) { $0 + $1.text.utf8.count })
         last = handles
         keepHandles()
-        enforcer.load(scripts, inForce: whole) { [unowned self] error in
-            ended(n)
-            if error == nil { inForce = handles }
-            keepHandles()
-            Log.debug("enforcement: nft transactions of \(scripts.reduce(0) { $0 + $1.text.utf8.count }) bytes took "
-                + "\(Clock.monotonicMicroseconds() - start) µs")
-            if report {
-                feed(.rulesLoaded(error: error))
-            } else if let error {
-                Log.debug("enforcement: removing a table left by an earlier run: \(error)")
-            }
-        }
+        enforcer.asked(scripts, usage: false)
     }
 
-    func loadUsage(_ script: String, report: Bool, handles: Set<Int32>) {
-        let start = Clock.monotonicMicroseconds()
-        // It may name cgroups by descriptor too (the connections' tags).
-        let n = began(handles)
+    /// The engine asked for a script of the counting table (`Effect.loadUsageRules`); it may name cgroups by
+    /// descriptor too (the connections' tags).
+    func askedUsage(_ id: UInt64, _ script: String, report: Bool, handles: Set<Int32>) {
+        loading[id] = Asked(handles: handles, start: Clock.monotonicMicroseconds(), usage: true, report: report,
+                            bytes: script.utf8.count)
         keepHandles()
-        enforcer.loadUsage(script) { [unowned self] error in
-            ended(n)
-            keepHandles()
-            Log.debug("usage: nft transaction of \(script.utf8.count) bytes took \((Clock.monotonicMicroseconds() - start) / 1000) ms")
-            if report {
-                feed(.usageRulesLoaded(error: error))
-            } else if let error {
-                Log.debug("usage: removing a table left by an earlier run: \(error)")
-            }
+        enforcer.asked([RuleTransaction(whole: script)], usage: true)
+    }
+
+    func lookUp(_ lookup: TableUpkeep.Lookup) { feed(.tablesLookedUp(enforcer.lookUp(lookup))) }
+
+    func run(_ run: TableUpkeep.Run) {
+        enforcer.run(run) { [feed] failure, others in feed(.loadRan(failure: failure, othersCommitted: others)) }
+    }
+
+    func follow(_ watching: TableUpkeep.Watching) { enforcer.follow(watching) }
+
+    func repairSoon() { enforcer.repairSoon() }
+
+    /// The load asked for as `id` ended: its descriptors may go (those of rules now in force stay).
+    func answered(_ id: UInt64, error: EdgeError?) {
+        guard let a = loading.removeValue(forKey: id) else { return }
+        if !a.usage, error == nil { inForce = a.handles }
+        keepHandles()
+        let took = Clock.monotonicMicroseconds() - a.start
+        if a.usage {
+            Log.debug("usage: nft transaction of \(a.bytes) bytes took \(took / 1000) ms")
+        } else {
+            Log.debug("enforcement: nft transactions of \(a.bytes) bytes took \(took) µs")
+        }
+        if !a.report, let error {
+            Log.debug("\(a.usage ? "usage" : "enforcement"): removing a table left by an earlier run: \(error)")
         }
     }
-
-    private func began(_ handles: Set<Int32>) -> Int {
-        let n = loads
-        loads += 1
-        loading[n] = handles
-        return n
-    }
-
-    private func ended(_ n: Int) { loading[n] = nil }
 
     /// Tells the cgroup watcher which descriptors scripts may still name: the rules in force, the last asked for,
-    /// and every load under way.
+    /// and every load not yet answered.
     private func keepHandles() {
-        handlesInForce(loading.values.reduce(inForce.union(last)) { $0.union($1) })
+        handlesInForce(loading.values.reduce(inForce.union(last)) { $0.union($1.handles) })
     }
 }

@@ -66,6 +66,10 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         XCTAssertEqual(engine.clients.listeners, counted, "listener counts drifted from the sessions")
     }
 
+    /// The tables' loads asked for and each step of them, in order ("ask 1 rules", "look-up rules", "run 1 rules 3",
+    /// "answered 1", "follow rulesInForce", "repair-soon").
+    var tableSteps: [String] = []
+
     /// Each `Effect.loadUnitElements`' changes, in order (answered with `unitsError`).
     var unitChanges: [ElementChanges] = []
     /// Each `Effect.nameUnits`' naming, in order.
@@ -110,8 +114,9 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .log(p, m, _):
             steps.append("log \(p)")
             log.append((p, m))
-        case let .loadRules(changes, _, inForce, _):
+        case let .loadRules(id, changes, report, inForce, _):
             let transactions = changes.map(\.text)
+            tableSteps.append("ask \(id) rules\(report ? "" : " quietly")")
             steps.append(transactions == [Ruleset.removal] ? "remove-rules" : transactions == [inForce] ? "load-rules"
                          : "update-rules")
             rules.append(inForce)
@@ -127,7 +132,8 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case let .saveUsage(book):
             steps.append("save-usage")
             if usageSaveError == nil { usageSaves.append(book) }
-        case let .loadUsageRules(script, _, _):
+        case let .loadUsageRules(id, script, report, _):
+            tableSteps.append("ask \(id) usage\(report ? "" : " quietly")")
             steps.append(script == UsageRules.removal ? "remove-usage" : "load-usage")
             usageScripts.append(script)
             if usageRulesError == nil { loadUsageTable(script) }
@@ -151,6 +157,14 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
             steps.append("claim \(c.pid) \(c.app)")
         case .scanCgroupsSoon:
             steps.append("scan-cgroups")
+        // The tables' upkeep after a load was asked for: apart from `steps`.
+        case let .lookUpTables(lookup): tableSteps.append("look-up \(lookup)")
+        case let .runLoad(id, run):
+            tableSteps.append("run \(id.map(String.init) ?? "repair") \(run.operation == .loadUsageRules ? "usage" : "rules") "
+                + "\(run.scripts.count)\(run.elements ? " elements" : "")")
+        case let .loadAnswered(id, error): tableSteps.append("answered \(id)" + (error.map { " \($0)" } ?? ""))
+        case let .followTables(watching): tableSteps.append("follow \(watching)")
+        case .repairTablesSoon: tableSteps.append("repair-soon")
         // Kept apart from `steps`: the report's effects come only where a test turns it on.
         case let .saveReport(book): reportEffects.append("save-report " + book.encoded())
         case .removeReport: reportEffects.append("remove-report")
@@ -211,7 +225,7 @@ final class EngineHarness: FakeWorld<HarnessConnection> {
         case .hold, .resume, .close, .keepOpenAfterInputEnds, .armTimer, .cancelTimer, .loadPolicy, .notify, .log, .loadRules,
              .nameUnits, .loadUnitElements, .watchExit, .unwatchExit, .lookUpRoute,
              .readUsage, .loadUsageRules, .watchExecs, .makeScope, .checkClaim, .scanCgroupsSoon, .removeReport,
-             .watchReport:
+             .watchReport, .lookUpTables, .runLoad, .loadAnswered, .followTables, .repairTablesSoon:
             return "\(e)"
         case let .saveReport(book): return "save-report " + book.encoded()
         }

@@ -674,7 +674,7 @@ final class EngineUsageTests: XCTestCase {
         let h = harness()
         count(h, "web", sent: 500)
         h.usageReading = nil
-        h.feed(.usageTableChanged)
+        h.feed(.tablesChanged(TablesChange(usage: true, at: h.clock.now, by: .process(pid: 4242, name: "nft"))))
         XCTAssertTrue(h.usageScripts.last!.hasPrefix("table inet netpermd_usage {}\n"), "whole")
         XCTAssertTrue(h.logged(containing: "another process changed the counting table").count == 1)
         h.usageRulesError = EdgeError(.loadUsageRules, "Error: Could not process rule")

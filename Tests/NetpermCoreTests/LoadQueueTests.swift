@@ -2,8 +2,8 @@
 import XCTest
 @testable import NetpermCore
 
-/// The order of the daemon's nft loads and when a repair is worth one (LoadQueue), without a kernel: the Enforcer
-/// runs what it hands out.
+/// The order of the daemon's nft loads and when a repair is worth one (LoadQueue), without a kernel: the engine
+/// hands out what it decides (EngineTablesTests), the Enforcer runs it.
 final class LoadQueueTests: XCTestCase {
     typealias Queue = LoadQueue<String>
 

@@ -2,7 +2,7 @@
 import XCTest
 @testable import NetpermCore
 
-/// What the Enforcer decides (TableUpkeep), without a kernel: what runs next and how, what is in force, whether
+/// What the engine's tables machine decides (TableUpkeep), without a kernel: what runs next and how, what is in force, whether
 /// another process's change is repaired, and what follows a load's end; the kernel asked only as a step of its own,
 /// and each load's answer matched by its id.
 final class TableUpkeepTests: XCTestCase {

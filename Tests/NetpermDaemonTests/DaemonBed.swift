@@ -114,38 +114,58 @@ final class DaemonBed {
 
 /// Enforcement's edge, recording the scripts instead of running them.
 final class FakeRules: RuleLoading {
+    /// The rules' transactions of each load the engine asked for, in order.
     var loaded: [[String]] = []
     var answer: EdgeError?
-    /// Answers for the next loads, in turn, before `answer`.
+    /// Answers for the next runs of the rules, in turn, before `answer`.
     var answers: [EdgeError?] = []
-    /// Called inside each load (what else happens meanwhile: a cgroup going); what it returns, if anything, is the
-    /// answer (the kernel refusing what those transactions name).
+    /// Called inside each run of the rules (what else happens meanwhile: a cgroup going); what it returns, if
+    /// anything, is the answer (the kernel refusing what those transactions name).
     var during: ([String]) -> EdgeError? = { _ in nil }
-    var repairFailed: (EdgeError) -> Void = { _ in }
+    var changed: (TablesChange) -> Void = { _ in }
     var blocked: (String, PolicyDimension, UInt32?, Int32?, String?, Bool) -> Void = { _, _, _, _, _, _ in }
-    /// While true, loads are not answered until `finish()`: a load in flight, as a slow one is on its thread.
+    /// While true, runs are not answered until `finish()`: a load in flight, as a slow one is on its thread.
     var holding = false
-    /// The answers of loads in flight, in order.
+    /// The answers of runs in flight, in order.
     private var inFlight: [() -> Void] = []
     var pending: Int { inFlight.count }
+    /// Each run, as the engine handed it out (a repair's too).
+    var runs: [TableUpkeep.Run] = []
+    /// What follows the tables, as the engine said, in order; the repairs asked for soon.
+    var watching: [TableUpkeep.Watching] = []
+    var repairsSoon = 0
 
-    func load(_ changes: [RuleTransaction], inForce: String, done: @escaping (EdgeError?) -> Void) {
-        let transactions = changes.map(\.text)
-        loaded.append(transactions)
-        let answer: EdgeError? = during(transactions) ?? (answers.isEmpty ? self.answer : answers.removeFirst())
-        if holding { inFlight.append { done(answer) } } else { done(answer) }
+    func asked(_ transactions: [RuleTransaction], usage: Bool) {
+        if usage { usageScripts.append(transactions.map(\.text).joined()) } else { loaded.append(transactions.map(\.text)) }
     }
 
-    /// Ends the oldest load in flight, as its thread would: its answer comes on the loop.
+    /// Every table there: every load runs.
+    func lookUp(_ lookup: TableUpkeep.Lookup) -> TableUpkeep.TableLookup {
+        switch lookup {
+        case .rules: return .tables(rules: true, handover: false)
+        case .usage: return .usage(true)
+        }
+    }
+
+    func run(_ run: TableUpkeep.Run, done: @escaping (EdgeError?, Bool) -> Void) {
+        runs.append(run)
+        let answer: EdgeError?
+        if run.operation == .loadUsageRules {
+            answer = self.answer
+        } else {
+            answer = during(run.scripts.map(\.text)) ?? (answers.isEmpty ? self.answer : answers.removeFirst())
+        }
+        if holding { inFlight.append { done(answer, false) } } else { done(answer, false) }
+    }
+
+    func follow(_ watching: TableUpkeep.Watching) { self.watching.append(watching) }
+    func repairSoon() { repairsSoon += 1 }
+
+    /// Ends the oldest run in flight, as its thread would: its answer comes on the loop.
     func finish() { inFlight.removeFirst()() }
     /// The usage table's scripts.
     var usageScripts: [String] = []
-    var usageChanged: () -> Void = {}
     var quotaReached: (QuotaName) -> Void = { _ in }
-    func loadUsage(_ script: String, done: @escaping (EdgeError?) -> Void) {
-        usageScripts.append(script)
-        done(answer)
-    }
     /// The units' element changes (UnitLane), answered at once with `unitAnswer`.
     var unitChanges: [ElementChanges] = []
     var unitAnswer: EdgeError?

@@ -65,7 +65,14 @@ final class EnforcementEdgeTests: XCTestCase {
         let c = try b.connect()
         XCTAssertEqual(try state(b, c), "enforcing")
         let loads = b.rules.loaded.count
-        b.rules.repairFailed(EdgeError(.loadRules, errno: EPERM, "Operation not permitted"))
+        let runs = b.rules.runs.count
+        b.rules.answers = [EdgeError(.loadRules, errno: EPERM, "Operation not permitted")]
+        b.rules.changed(TablesChange(usage: false, at: 1, by: .process(pid: 4242, name: "nft")))
+        XCTAssertEqual(b.logged("pid 4242 (nft) changed table inet netpermd; loading the rules again").count, 1)
+        XCTAssertEqual(b.rules.runs.count, runs + 1, "the engine's repair ran")
+        XCTAssertEqual(b.rules.runs.last?.scripts.count, 3, "the rules in force, whole, through the handover")
+        XCTAssertEqual(b.rules.loaded.count, loads, "no load of the engine's asked for")
+        XCTAssertEqual(b.logged("loading the rules again failed").count, 1)
         XCTAssertEqual(try state(b, c), "failed")
         XCTAssertEqual(try b.request(c, "QUERY updater")["enforced_why"], "rules-failed")
         b.loop.advance(byMicroseconds: 999_999)

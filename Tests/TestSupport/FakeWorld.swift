@@ -94,6 +94,12 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     /// Loads of the usage table answered only by `completeUsageLoad()`, as a slow one on the enforcer's thread.
     public var usageLoadsAreManual = false
     public private(set) var pendingUsageLoads: [Input] = []
+    /// Loads asked for quietly (`report` false): their answers are not the fake kernel's to choose.
+    private var quietLoads: Set<UInt64> = []
+    /// When set, `Effect.lookUpTables` and `Effect.runLoad` wait for `answerLookup(_:)` and `finishRun(...)`.
+    public var tablesAreManual = false
+    public private(set) var pendingLookups: [TableUpkeep.Lookup] = []
+    public private(set) var pendingRuns: [(id: UInt64?, run: TableUpkeep.Run)] = []
 
     /// The processes whose exit the engine watches (`Effect.watchExit`), and those that have exited: a watch on one
     /// of these reports it at once, as pidfd_open's ESRCH does.
@@ -158,8 +164,24 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
         case .loadPolicy:
             let basis = engine.reloadBasis()
             if policyLoadIsManual { policyLoadBases.append(basis) } else { feed(policyRead(basis)) }
-        case let .loadRules(_, report, _, _):
-            if report { feed(.rulesLoaded(error: rulesAnswers.isEmpty ? rulesError : rulesAnswers.removeFirst())) }
+        case let .loadRules(id, _, report, _, _):
+            if !report { quietLoads.insert(id) }
+        case let .lookUpTables(lookup) where tablesAreManual:
+            pendingLookups.append(lookup)
+        case let .runLoad(id, run) where tablesAreManual:
+            pendingRuns.append((id, run))
+        case let .lookUpTables(lookup):
+            // Every table there: every load runs, and is answered as asked.
+            switch lookup {
+            case .rules: feed(.tablesLookedUp(.tables(rules: true, handover: false)))
+            case .usage: feed(.tablesLookedUp(.usage(true)))
+            }
+        case let .runLoad(id, run):
+            ranLoad(id, run)
+        case .loadAnswered, .followTables:
+            break
+        case .repairTablesSoon:
+            feed(.tablesChanged(TablesChange(usage: false, at: clock.now, by: .duringOwnLoad)))
         case let .loadUnitElements(_, ids):
             if !ids.isEmpty { feed(.unitElementsLoaded(ids: ids, error: unitsError)) }
         case .readUsage:
@@ -174,10 +196,8 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
             feed(.reportSaved(error: nil))
         case .watchReport:
             break
-        case let .loadUsageRules(_, report, _):
-            guard report else { break }
-            if usageLoadsAreManual { pendingUsageLoads.append(.usageRulesLoaded(error: usageRulesError)) }
-            else { feed(.usageRulesLoaded(error: usageRulesError)) }
+        case let .loadUsageRules(id, _, report, _):
+            if !report { quietLoads.insert(id) }
         case let .watchExit(pid):
             if !watched.insert(pid).inserted { fail("pid \(pid) watched twice") }
             if exited.contains(pid) { feed(.exited(pid: pid)) }
@@ -198,6 +218,20 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
             if let claimPlace {
                 feed(.execFound(ExecFound(pid: claim.pid, uid: claim.uid, app: claim.app, place: claimPlace, executable: nil)))
             }
+        }
+    }
+
+    /// A load the engine runs, answered as it was asked for: a quiet one (its answer unheard) succeeds without taking
+    /// an answer; a manual usage load waits for `completeUsageLoad()`, and the loads behind it with it, as on the
+    /// enforcer's thread.
+    private func ranLoad(_ id: UInt64?, _ run: TableUpkeep.Run) {
+        let quiet = id.map { quietLoads.remove($0) != nil } ?? false
+        if run.operation == .loadUsageRules {
+            let ran = Input.loadRan(failure: quiet ? nil : usageRulesError, othersCommitted: false)
+            if usageLoadsAreManual, !quiet { pendingUsageLoads.append(ran) } else { feed(ran) }
+        } else {
+            let failure = quiet ? nil : rulesAnswers.isEmpty ? rulesError : rulesAnswers.removeFirst()
+            feed(.loadRan(failure: failure, othersCommitted: false))
         }
     }
 
@@ -286,6 +320,20 @@ open class FakeWorld<Connection: FakeConnection>: EngineEdges {
     public func completeUsageLoad() {
         guard !pendingUsageLoads.isEmpty else { return fail("no usage load is pending") }
         feed(pendingUsageLoads.removeFirst())
+    }
+
+    /// The kernel answers the oldest lookup held (`tablesAreManual`).
+    public func answerLookup(_ answer: TableUpkeep.TableLookup) {
+        guard !pendingLookups.isEmpty else { return fail("no lookup is pending") }
+        pendingLookups.removeFirst()
+        feed(.tablesLookedUp(answer))
+    }
+
+    /// The oldest run held (`tablesAreManual`) ends.
+    public func finishRun(failure: EdgeError? = nil, othersCommitted: Bool = false) {
+        guard !pendingRuns.isEmpty else { return fail("no run is pending") }
+        pendingRuns.removeFirst()
+        feed(.loadRan(failure: failure, othersCommitted: othersCommitted))
     }
 
     /// A reading held (`holdUsageReads`) is answered with `reading`.

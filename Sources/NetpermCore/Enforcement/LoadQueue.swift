@@ -3,7 +3,8 @@
 /// repairs after another process touched the table), and when a repair is worth one: at most
 /// `repairsPerSecond` in any second (never a loop with another tool that keeps changing the table), one waiting at a
 /// time (it loads the rules in force when it starts), none while a whole load waits behind it. Pure, so that this
-/// policy is tested without a kernel (LoadQueueTests); the Enforcer runs the jobs it hands out, one at a time.
+/// policy is tested without a kernel (LoadQueueTests); held in `TableUpkeep` by the engine, whose jobs the Enforcer
+/// runs one at a time.
 public struct LoadQueue<Done> {
     public enum Kind: Equatable, Sendable {
         case rules, repair, usage

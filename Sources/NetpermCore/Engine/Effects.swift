@@ -80,12 +80,25 @@ public enum Effect: Equatable, Sendable {
     case loadPolicy
     case notify(NotifyMessage)
     case log(Priority, String, LogFields)
-    /// Run these nft scripts, each as one transaction, in order, stopping at the first that fails (the whole
-    /// ruleset, `Ruleset.update(from:)`'s transactions, or `Ruleset.removal`); with `report`, say how it went with
-    /// `Input.rulesLoaded`. `inForce` is the whole ruleset they lead to: what the edge loads again when another
-    /// process changes the table. A whole ruleset replacing a table in force is loaded as `Ruleset.handover` says.
-    /// `handles`: the daemon's cgroup descriptors `inForce` names (Ruleset.handles), to keep open while it may load.
-    case loadRules([RuleTransaction], report: Bool, inForce: String, handles: Set<Int32>)
+    /// Asked for: these nft scripts, each as one transaction, in order, stopping at the first that fails (the whole
+    /// ruleset, `Ruleset.update(from:)`'s transactions, or `Ruleset.removal`), run in turn by `Effect.runLoad` and
+    /// ended by `Effect.loadAnswered` naming `id`; with `report`, the engine acts on the answer. `inForce` is the whole
+    /// ruleset they lead to: what a repair loads again when another process changes the table. `handles`: the
+    /// daemon's cgroup descriptors `inForce` names (Ruleset.handles), to keep open until the load's answer.
+    case loadRules(id: UInt64, [RuleTransaction], report: Bool, inForce: String, handles: Set<Int32>)
+    /// Ask the kernel whether the tables a load depends on exist, then report with `Input.tablesLookedUp`.
+    case lookUpTables(TableUpkeep.Lookup)
+    /// Run this load (off the loop; the load asked for as `id`, nil for a repair), then report with `Input.loadRan`:
+    /// its failure, and whether another process committed meanwhile.
+    case runLoad(id: UInt64?, TableUpkeep.Run)
+    /// The load asked for as `id` ended (run or not): the descriptors it named may go.
+    case loadAnswered(id: UInt64, error: EdgeError?)
+    /// Open or close what follows the tables (the NFLOG group, the event socket, the element socket, a repair
+    /// timer), as what is in force now asks.
+    case followTables(TableUpkeep.Watching)
+    /// Another process committed during the daemon's own load: tell with `Input.tablesChanged` on the loop's next
+    /// turn (after this load is accounted for), once however often asked before then.
+    case repairTablesSoon
     /// Name units just made with this from now on (none: nil), off the loop as their directory's watch sees them
     /// (Engine+FreshUnits.swift), and tell with `Input.unitsNamed`.
     case nameUnits(UnitNaming?)
@@ -103,10 +116,10 @@ public enum Effect: Equatable, Sendable {
     case saveUsage(UsageBook)
     /// Write the apps' connection tags (the state directory's `tags`), the latest replacing any not yet written.
     case saveTags(TagTable)
-    /// Run this nft script as one transaction (`UsageRules.script`, or `UsageRules.removal`, which the edge runs only
-    /// if the table exists); with `report`, say how it went with `Input.usageRulesLoaded`. `handles`: the cgroup
-    /// descriptors it names (UsageRules.handles), to keep open while it loads.
-    case loadUsageRules(String, report: Bool, handles: Set<Int32>)
+    /// Asked for: this nft script as one transaction (`UsageRules.script`, or `UsageRules.removal`, which runs only if
+    /// the table exists), in turn with the rules' loads, as `loadRules` is; with `report`, the engine acts on the
+    /// answer. `handles`: the cgroup descriptors it names (UsageRules.handles), to keep open until its answer.
+    case loadUsageRules(id: UInt64, String, report: Bool, handles: Set<Int32>)
     /// Mode=steer: write exactly this to the kernel (the program and its maps, the rules, the tables, which follow
     /// the main table), or remove all of it. Say how far it went with `Input.steered`.
     case steer(SteeringStep)
@@ -150,6 +163,11 @@ extension Effect {
         case .notify: return "notifying the service manager"
         case .log: return "a log line"
         case .loadRules: return "loading the rules"
+        case .lookUpTables: return "looking up the tables"
+        case .runLoad: return "running a load"
+        case .loadAnswered: return "a load answered"
+        case .followTables: return "following the tables"
+        case .repairTablesSoon: return "repairing the table soon"
         case .nameUnits: return "how units are named"
         case .loadUnitElements: return "naming units again"
         case .watchExit: return "watching an asker"

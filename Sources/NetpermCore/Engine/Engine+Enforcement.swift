@@ -64,6 +64,8 @@ struct EnforcementBook {
     fileprivate(set) var settledEarly = false
     /// Mode=steer (SteeringMachine.swift): changed only by `Engine.setSteering`.
     var steering = SteeringMachine()
+    /// The nftables tables' loads and repairs (Engine+Tables.swift, the only file that changes it).
+    var tables = TableMachine()
 
     /// What the rules say of a link: its chain (kind, metered, roaming). `index`, `up`, `addresses`: Mode=steer
     /// only (its tables follow links up, down and re-created, its source rules their addresses).
@@ -242,7 +244,7 @@ extension Engine {
             case .off, .removing, .loading, .failed: setEnforcement(.loading(failures: 0))
             }
         }
-        out.append(.loadRules(transactions ?? [RuleTransaction(whole: text)], report: report, inForce: text, handles: handedOverHandles))
+        askRulesLoad(transactions ?? [RuleTransaction(whole: text)], report: report, inForce: text, handles: handedOverHandles)
     }
 
     /// The one setter of enforcement's lifecycle: logs old -> new, cancels the retry of a `failed` phase it leaves,
@@ -307,7 +309,7 @@ extension Engine {
             enforcement.stale = 0
             log(.notice, "enforcement: changing only what differs failed (\(error)); loading the whole table")
             setEnforcement(.repairing)
-            out.append(.loadRules([RuleTransaction(whole: text)], report: true, inForce: text, handles: handedOverHandles))
+            askRulesLoad([RuleTransaction(whole: text)], report: true, inForce: text, handles: handedOverHandles)
             return
         case let .removing(n), let .loading(n), let .failed(_, n, _): failures = n + 1
         // A whole change or a repair refused, or the edge's own repair after another tool's change.
@@ -383,7 +385,7 @@ extension Engine {
         enforcement.stale = 0
         setEnforcement(text == Ruleset.removal ? .removing(failures: failures) : .loading(failures: failures))
         startLoad()
-        out.append(.loadRules([RuleTransaction(whole: text)], report: true, inForce: text, handles: handedOverHandles))
+        askRulesLoad([RuleTransaction(whole: text)], report: true, inForce: text, handles: handedOverHandles)
     }
 
     /// Whether an app's permissions are in force in the kernel.

@@ -66,8 +66,8 @@ extension Input {
              .identityChanged:
             return true
         case .kernel, .reload, .started, .opened, .closed, .line, .lineTooLong, .timer, .stored, .stopping, .caughtUp,
-             .execsCounted, .rulesLoaded, .blocked, .exited, .steered, .usageRead, .usageSaved, .usageRulesLoaded,
-             .budgetReached, .usageTableChanged, .routed, .reportSighted, .reportSaved:
+             .execsCounted, .tablesLookedUp, .loadRan, .tablesChanged, .blocked, .exited, .steered, .usageRead, .usageSaved,
+             .budgetReached, .routed, .reportSighted, .reportSaved:
             return false
         }
     }

@@ -259,7 +259,7 @@ extension Engine {
             setUsageState(.off)
             // A start with Count=no removes a table left by an earlier run, quietly: a daemon that never counts may lack
             // the privilege even to look.
-            out.append(.loadUsageRules(UsageRules.removal, report: false, handles: []))
+            askUsageLoad(UsageRules.removal, report: false, handles: [])
             return
         }
         if let t = usage.ticking.tick, usage.ticking.tickInterval != settings.saveIntervalSec {
@@ -560,7 +560,7 @@ extension Engine {
         usage.table.tableMayExist = true
         if usage.state != .counting { setUsageState(.applying) }
         log(.debug, "usage: loading the counting rules (\(old == nil ? "whole" : "changes only"), \(r.budgets.count) budgets)")
-        out.append(.loadUsageRules(script, report: true, handles: r.handles))
+        askUsageLoad(script, report: true, handles: r.handles)
     }
 
     func usageRulesLoaded(error: EdgeError?) {

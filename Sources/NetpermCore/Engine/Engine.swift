@@ -47,8 +47,13 @@ public enum Input: Sendable {
     case execsCounted(ExecCounts)
     /// The scope asked for by `Effect.makeScope` was made, or why not.
     case scopeMade(ScopeRequest, error: EdgeError?)
-    /// The outcome of the last `Effect.loadRules` that asked for one: nil, or the kernel's or nft's error.
-    case rulesLoaded(error: EdgeError?)
+    /// What the kernel said of the tables `Effect.lookUpTables` asked about.
+    case tablesLookedUp(TableUpkeep.TableLookup)
+    /// The load of the last `Effect.runLoad` ended: nil or the kernel's or nft's error, and whether another process
+    /// committed to nftables meanwhile.
+    case loadRan(failure: EdgeError?, othersCommitted: Bool)
+    /// Another process changed or removed one of the daemon's tables.
+    case tablesChanged(TablesChange)
     /// The kernel rejected (and logged) a packet of an app whose kind is pending (`ask`, undecided): the owner of
     /// its socket and the link it was to leave by, when the log said.
     /// `incoming`: the packet answered a connection from elsewhere (a server's SYN-ACK), which asks nobody.
@@ -62,12 +67,8 @@ public enum Input: Sendable {
     case usageRead(UsageReading?, error: EdgeError?)
     /// The outcome of the last `Effect.saveUsage`.
     case usageSaved(error: EdgeError?)
-    /// The outcome of the last `Effect.loadUsageRules` that asked for one.
-    case usageRulesLoaded(error: EdgeError?)
     /// The kernel said a quota object of the usage table ran out (a budget, or its 80%).
     case budgetReached(quota: QuotaName)
-    /// Another process changed or removed the usage table.
-    case usageTableChanged
     /// Where the kernel sends a REACH's destination (`Effect.lookUpRoute`): a link, a blocking route, or nil for no
     /// route; `error`: the kernel could not be asked.
     case routed(ConnectionID, Egress?, error: EdgeError?)
@@ -103,15 +104,15 @@ extension Input {
         case .execFound: return "an app found by what it runs"
         case .execsCounted: return "the execs counted"
         case .scopeMade: return "an app's scope made"
-        case .rulesLoaded: return "the rules loaded"
+        case .tablesLookedUp: return "the tables looked up"
+        case .loadRan: return "a load ran"
+        case .tablesChanged: return "the tables changed"
         case .blocked: return "a blocked packet"
         case .exited: return "an asker's exit"
         case .steered: return "steering applied"
         case .usageRead: return "the usage counters read"
         case .usageSaved: return "the usage totals saved"
-        case .usageRulesLoaded: return "the counting rules loaded"
         case .budgetReached: return "a quota used up"
-        case .usageTableChanged: return "the counting table changed"
         case .routed: return "a route lookup's answer"
         case .reportSighted: return "connections seen"
         case .reportSaved: return "the report saved"
@@ -307,7 +308,9 @@ public final class Engine {
         case let .execFound(found): execFound(found)
         case let .execsCounted(counts): appBooks.execs.counted = counts
         case let .scopeMade(request, error): scopeMade(request, error: error)
-        case let .rulesLoaded(error): rulesLoaded(error: error)
+        case let .tablesLookedUp(answer): tablesLookedUp(answer)
+        case let .loadRan(failure, others): loadRan(failure: failure, othersCommitted: others)
+        case let .tablesChanged(change): tablesChanged(change)
         case let .blocked(app, kind, uid, ifindex, destination, incoming):
             // An incoming one never comes here (handle).
             assert(!incoming)
@@ -317,9 +320,7 @@ public final class Engine {
         case let .steered(id, outcome): steered(id, outcome)
         case let .usageRead(reading, error): usageRead(reading, error: error)
         case let .usageSaved(error): usageSaved(error: error)
-        case let .usageRulesLoaded(error): usageRulesLoaded(error: error)
         case let .budgetReached(quota): budgetReached(quota)
-        case .usageTableChanged: usageTableChanged()
         case let .routed(id, route, error): routed(id, route, error: error)
         case let .reportSighted(sightings, lost): reportSighted(sightings, lost: lost)
         case let .reportSaved(error): reportSaved(error: error)

@@ -10,7 +10,7 @@ public struct EdgeError: Error, Equatable, Sendable, CustomStringConvertible {
         case storeDecisions = "storing the decisions"
         /// The connection tags file written (the interpreter's own; no input).
         case storeTags = "storing the connection tags"
-        /// `Effect.loadRules`, or the edge's own repair after another process changed the table.
+        /// `Effect.loadRules`, or a repair after another process changed the table.
         case loadRules = "loading the rules"
         /// Units named in the kernel as their cgroups were made (`Input.unitsNamed`).
         case nameUnits = "naming units just made"

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/// What the Enforcer decides about the nftables tables it keeps, with no I/O (TableUpkeepTests): which load runs
+/// What is decided about the nftables tables the daemon keeps, with no I/O (TableUpkeepTests): which load runs
 /// next and how (a removal answered without running when nothing is there, a whole load through the handover's
 /// table when one is in force), what the rules and the counting table in force are, whether another process's change
-/// is repaired, and what follows a load's end (sockets to open or close, a repair soon, the engine told). Inputs to
-/// steps, as an engine machine's: each load asked for gets an id its answer is matched by (no closure held here); a
-/// step that depends on the kernel asks first (`Step.lookUp`) and goes on with what the kernel said (`lookedUp`).
-/// The Enforcer asks the kernel, runs the loads it hands out, one at a time, and carries out the rest.
+/// is repaired, and what follows a load's end (sockets to open or close, a repair soon, the engine told). Held by the
+/// engine's enforcement machine (Engine+Tables.swift), which hands its steps out as effects: each load asked for gets
+/// an id its answer is matched by; a step that depends on the kernel asks first (`Step.lookUp`, `Effect.lookUpTables`)
+/// and goes on with what the kernel said (`lookedUp`). The Enforcer only asks the kernel and runs the loads.
 public struct TableUpkeep {
     /// Names a load asked for, in its answer (`Job.done`; nil for a repair).
     public typealias LoadID = UInt64
