@@ -28,3 +28,4 @@ typedef void (*np_nft_ctx_free_fn)(struct nft_ctx *);
 typedef int (*np_nft_ctx_buffer_fn)(struct nft_ctx *);
 typedef const char *(*np_nft_ctx_get_buffer_fn)(struct nft_ctx *);
 typedef int (*np_nft_run_cmd_from_buffer_fn)(struct nft_ctx *, const char *);
+typedef void (*np_nft_ctx_set_dry_run_fn)(struct nft_ctx *, _Bool);

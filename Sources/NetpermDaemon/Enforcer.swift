@@ -14,8 +14,9 @@ import NetpermProtocol
 ///
 /// Loads run on a thread of their own (`OffLoop`), one at a time as the engine hands them out (repairs queued behind
 /// its loads): a whole table of 10,000 apps takes seconds under load, and clients must be answered meanwhile.
-/// Each load's libnftables context is made and freed on its thread (a context is not thread-safe; a new one costs a
-/// millisecond); the loop's sources (the event socket, NFLOG) are touched only on the loop, before and after.
+/// One libnftables context serves every load, handed to the load's thread and back as the element socket is (a
+/// context is not thread-safe; one load at a time uses it); the loop's sources (the event socket, NFLOG) are touched
+/// only on the loop, before and after.
 ///
 /// What runs next, what is in force, whether a change is repaired and what follows a load's end are the engine's
 /// (`TableUpkeep`, held by its enforcement machine, Engine+Tables.swift): this object asks the kernel what a step
@@ -26,6 +27,8 @@ final class Enforcer {
     private let worker: Worker<Load>
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
+    /// Where the other loads go, kept between them (its cache dropped after each): `Nftables.dropCache`.
+    private var nft: Nftables?
     private var monitor: NftablesMonitor?
     /// Where the elements of units just made go, never behind a load (UnitLane).
     private let lane: UnitLane
@@ -63,18 +66,21 @@ final class Enforcer {
         /// What a failure says was being done: the rules, or the usage table.
         let operation: EdgeError.Operation
         var socket: NetlinkSocket?
+        var nft: Nftables?
         var failure: EdgeError?
         var commits: UInt32 = 0
         var ownPortIDs: Set<UInt32> = []
         /// The commands of each batch sent as nf_tables messages (logged on the loop: the log is the loop's).
         var batches: [Int] = []
 
-        init(scripts: [RuleTransaction], elements: Bool, operation: EdgeError.Operation, socket: NetlinkSocket?) {
+        init(scripts: [RuleTransaction], elements: Bool, operation: EdgeError.Operation, socket: NetlinkSocket?,
+             nft: Nftables?) {
             self.scripts = scripts; self.elements = elements; self.operation = operation; self.socket = socket
+            self.nft = nft
         }
 
         func execute() {
-            var nft: Nftables?
+            var used = false
             do {
                 scripts: for script in scripts {
                     // Only elements change (and chains go): sent as nf_tables messages, without libnftables' reading
@@ -94,6 +100,7 @@ final class Enforcer {
                         }
                     }
                     if nft == nil { nft = try Nftables() }
+                    used = true
                     try nft!.run(script.text)
                     commits += 1
                 }
@@ -101,10 +108,12 @@ final class Enforcer {
                 // libnftables' words (NftError), or the socket's errno.
                 failure = EdgeError(operation, errno: (error as? Errno)?.code, "\(error)")
             }
-            // While libnftables' socket surely exists: the commits it made are the daemon's own. The context goes
-            // with the load, and what it cached of the table (for 10,000 apps about 40 MB) with it.
-            if nft != nil { ownPortIDs = NftablesMonitor.ownPortIDs() }
-            nft = nil
+            // libnftables' socket may be new (made again after an error): the commits it made are the daemon's own.
+            // What it cached of the table (for 10,000 apps about 40 MB) goes with the load.
+            if used, let nft {
+                ownPortIDs = NftablesMonitor.ownPortIDs()
+                nft.dropCache()
+            }
             if !elements { Heap.releaseFree() }
         }
     }
@@ -155,7 +164,7 @@ final class Enforcer {
     /// meanwhile.
     func run(_ plan: TableUpkeep.Run, done: @escaping (EdgeError?, Bool) -> Void) {
         let load = Load(scripts: plan.scripts, elements: plan.elements, operation: plan.operation,
-                        socket: plan.elements ? elementSocket : nil)
+                        socket: plan.elements ? elementSocket : nil, nft: nft)
         // Out of the nftables group meanwhile: the kernel builds no notification of our own changes, and the
         // generation tells whether another process committed in between.
         // What the others had finished before the generation `quiet` reads: a commit of theirs finishing in between
@@ -163,12 +172,14 @@ final class Enforcer {
         own.finishedAtQuiet = own.finished
         monitor?.quiet()
         if load.elements { elementSocket = nil }
+        nft = nil
         worker.run({ load.execute(); return load }) { [unowned self] in done($0.failure, self.finished($0)) }
     }
 
     /// The load's sockets and counts taken back; whether another process committed while it ran.
     private func finished(_ load: Load) -> Bool {
         if load.elements { elementSocket = load.socket }
+        nft = load.nft
         for n in load.batches { Log.debug("enforcement: \(n) commands sent as one nf_tables batch") }
         if !load.ownPortIDs.isEmpty {
             own.portIDs.formUnion(load.ownPortIDs)
