@@ -68,8 +68,9 @@ final class UserAppUsageTests: IntegrationTestCase {
                             "--socket", socket] + args)
     }
 
-    private func start(report: Bool = false) throws -> DaemonProcess {
-        let config = try writeConfig(UsageTests.policy(mode: "off", extra: report ? "\n[Report]\nEnabled=yes\n" : ""), in: dir)
+    private func start(report: Bool = false, policy: String? = nil) throws -> DaemonProcess {
+        let text = policy ?? UsageTests.policy(mode: "off", extra: report ? "\n[Report]\nEnabled=yes\n" : "")
+        let config = try writeConfig(text, in: dir)
         let d = try startDaemon(in: bed.ns, socket: socket, config: config, nsenter: true)
         try waitUntil("counting is in force") {
             let u = try self.request(self.socket, "STATUS")["usage"] as? [String: Any]
@@ -219,5 +220,78 @@ final class UserAppUsageTests: IntegrationTestCase {
         let nobody = try asUser(4199, ["report", Self.maps])
         XCTAssertEqual(nobody.status, 1, nobody.summary)
         XCTAssertTrue(nobody.stderr.contains("not-found"), nobody.summary)
+    }
+    /// Issue 50, "what each app was refused", for a user's own apps (ReportRefusals: a refused packet of a user's
+    /// unit is logged with its cgroup's mark): a policy-named unit of her uid denied wwan, and Maps' scope of her uid,
+    /// whose uid's app is over its metered budget, each try a TCP connect and a UDP datagram over wwan0; each refusal
+    /// is in the report under the unit's app for her uid, with its reason and the peer the test sent to (which got
+    /// none of it), and her uid's app has only what she sent outside any unit.
+    func testAUsersOwnAppsRefusalsAreInTheirReport() throws {
+        let policy = UsageTests.policy(mode: "block", budget: "1", extra: """
+
+            [App blocked]
+            UserUnit=npt-blocked-*.scope
+            WWAN=deny
+
+            [Report]
+            Enabled=yes
+            """)
+        _ = try start(policy: policy)
+        let top = try mkdirs(try EnforcementBed.cgroupRoot() + "/npt-user-\(getpid()).slice")
+        let apps = try mkdirs(try mkdirs(try mkdirs(top + "/user-\(Self.sender).slice") + "/user@\(Self.sender).service")
+                              + "/app.slice")
+        let blocked = try mkdirs(apps + "/npt-blocked-\(getpid()).scope")
+        let maps = try mkdirs(apps + "/app-gnome-\(Self.maps)-\(getpid()).scope")
+        try waitUntil("the unit's app is enforced and both units are counted apart") {
+            let q = try self.request(self.socket, "QUERY blocked")
+            let r = try Subprocess.run(["nsenter", "--net=/run/netns/\(self.bed.ns.name)", "nft", "list", "set", "inet",
+                                        "netpermd_usage", "user_units"])
+            return (q["enforced"] as? Bool == true && r.stdout.contains("npt-blocked-") && r.stdout.contains("app-gnome-"),
+                    "\(q["enforced_why"] ?? "") \(r.summary)")
+        }
+        XCTAssertEqual(try asUser(Self.sender, ["report", "on"]).status, 0)
+
+        let was = (try peer("sink_in"), try peer("echo_in"))
+        let denied = try bed.client(uid: Self.sender, cgroup: blocked, "probe", "wwan0")
+        let over = try bed.client(uid: Self.sender, cgroup: maps, "probe", "wwan0")
+        let outside = try bed.client(uid: Self.sender, "probe", "wwan0")
+        for (who, r) in [("denied", denied), ("over budget", over), ("outside", outside)] {
+            XCTAssertEqual(r["tcp"] as? String, "ECONNREFUSED", "\(who): \(r)")
+            XCTAssertEqual(r["udp"] as? String, "EPERM", "\(who): \(r)")
+        }
+        XCTAssertEqual(try peer("sink_in") - was.0, 0, "the peer received no connection")
+        XCTAssertEqual(try peer("echo_in") - was.1, 0, "nor a datagram")
+
+        // app uid host kind: connections, denied, ask, budget; each a TCP SYN and a UDP datagram to the wwan peer.
+        let host = bed.peers["wwan0"]!
+        let expected = [
+            "blocked \(Self.sender) \(host) wwan": [0, 2, 0, 0],
+            "\(Self.maps) \(Self.sender) \(host) wwan": [0, 0, 0, 2],
+            "sender \(Self.sender) \(host) wwan": [0, 0, 0, 2],
+        ]
+        func rows() throws -> [String: [Int]] {
+            var out: [String: [Int]] = [:]
+            for a in try request(socket, "REPORT")["apps"] as? [[String: Any]] ?? [] {
+                for d in a["destinations"] as? [[String: Any]] ?? [] {
+                    let r = d["refused"] as? [String: Any]
+                    out["\(a["app"] as? String ?? "?") \(a["uid"] as? Int ?? -1) \(d["host"] as? String ?? "?") "
+                        + "\(d["kind"] as? String ?? "?")"] = [d["connections"] as? Int ?? -1]
+                        + ["denied", "ask", "budget"].map { r?[$0] as? Int ?? -1 }
+                }
+            }
+            return out
+        }
+        var last: [String: [Int]] = [:]
+        try waitUntil("the report has each refusal under its unit's app", timeout: 10) {
+            last = try rows()
+            return (last == expected, "\(last)")
+        }
+        XCTAssertEqual(last, expected, "nothing of the units' onto her uid's app")
+        // Her own reading: the same three, each her uid's.
+        let hers = try asUser(Self.sender, ["--json", "report"])
+        XCTAssertEqual(hers.status, 0, hers.summary)
+        let read = try JSONValue.object(hers.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        XCTAssertEqual(Set((read["apps"] as? [[String: Any]] ?? []).map { "\($0["app"] as? String ?? "?") \($0["uid"] as? Int ?? -1)" }),
+                       ["blocked \(Self.sender)", "\(Self.maps) \(Self.sender)", "sender \(Self.sender)"])
     }
 }

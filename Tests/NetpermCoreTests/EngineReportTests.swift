@@ -188,6 +188,59 @@ final class EngineReportTests: XCTestCase {
         XCTAssertEqual(ds.map { $0["refused"]!["last"]!.intValue! }, [1_796_083_200, 1_796_083_200])
     }
 
+    /// A user's own unit's refusals (ReportRefusals: logged with its cgroup's mark from both tables' `report_units`)
+    /// are its app's for its uid, as its connections are, denied and over budget alike, and waiting for an answer
+    /// by its socket's uid; its uid's app gets none of them. A mark no unit has, or two have, is nobody's.
+    func testAUsersUnitsRefusalsAreItsAppsForItsUid() throws {
+        let h = harness(Self.policy + "\n[Enforcement]\nMode=block\n")
+        let home = "user.slice/user-1000.slice/user@1000.service/app.slice/"
+        let other = "user.slice/user-1001.slice/user@1001.service/app.slice/"
+        let hers: UInt64 = 0x3_0000_2A05, his: UInt64 = 0x3_0000_2A06
+        h.feed(.cgroups(UnitCgroups(nftRoot: "", units: [
+            UnitCgroup(path: home + "app-gnome-org.gnome.Maps-1.scope", level: 5, unit: "app-gnome-org.gnome.Maps-1.scope",
+                       id: hers, user: true),
+            UnitCgroup(path: other + "app-gnome-org.gnome.Maps-2.scope", level: 5, unit: "app-gnome-org.gnome.Maps-2.scope",
+                       id: his, user: true),
+        ])))
+        let elements = "{ \"\(home)app-gnome-org.gnome.Maps-1.scope\" : 0x00002a05, "
+            + "\"\(other)app-gnome-org.gnome.Maps-2.scope\" : 0x00002a06 }"
+        XCTAssertTrue(h.usageScripts.joined().contains("add element inet netpermd_usage report_units " + elements),
+                      h.usageScripts.joined())
+        XCTAssertTrue(h.scripts.joined().contains("add element inet netpermd report_units " + elements), h.scripts.joined())
+        for p in [alice, bob] { XCTAssertEqual(h.request(h.connect(p), "KEEP-REPORT yes")["yours"], true) }
+        var v4 = [UInt8](repeating: 0, count: 40)
+        v4[0] = 0x45; v4[9] = 6; v4[16...19] = [192, 0, 2, 9]; v4[22] = 1; v4[23] = 187
+        var v6 = [UInt8](repeating: 0, count: 48)
+        v6[0] = 0x60; v6[6] = 17; v6[24] = 0x20; v6[25] = 0x01; v6[26] = 0x0d; v6[27] = 0xb8; v6[39] = 7; v6[43] = 53
+        func logged(_ prefix: String, _ mark: UInt32, _ p: [UInt8]) -> ReportSighting {
+            ReportRefusals.sighting(prefix: prefix, mark: mark, outIndex: Links.wwan.index, payload: p)!
+        }
+        XCTAssertEqual(logged("netpermd:refused:denied:unit", 0x2A05, v4),
+                       .refused(tag: 0, address: "192.0.2.9", port: 443, proto: 6, ifindex: Links.wwan.index, reason: .denied,
+                                unit: 0x2A05))
+        h.feed(.reportSighted([logged("netpermd:refused:denied:unit", 0x2A05, v4),
+                               logged("netpermd:refused:budget:unit", 0x2A05, v6),
+                               logged("netpermd:refused:denied:unit", 0x2A06, v6),
+                               logged("netpermd:refused:denied:unit", 0x2A07, v4)], lost: 0))
+        h.feed(.blocked(app: "org.gnome.Maps", kind: .wwan, uid: 1001, ifindex: Links.wwan.index,
+                        destination: "192.0.2.10:443"))
+        func rows(_ r: JSON) -> [String] {
+            (r["apps"]?.arrayValue ?? []).flatMap { a in
+                (a["destinations"]?.arrayValue ?? []).map { d in
+                    let refused = ["denied", "ask", "budget"].map { "\(d["refused"]?[$0]?.intValue ?? 0)" }.joined(separator: "/")
+                    return "\(a["app"]!.stringValue!) \(a["uid"]?.intValue ?? -1) \(d["host"]!.stringValue!) \(refused)"
+                }
+            }.sorted()
+        }
+        XCTAssertEqual(rows(h.request(h.connect(), "REPORT")), [
+            "org.gnome.Maps 1000 192.0.2.9 1/0/0", "org.gnome.Maps 1000 2001:db8::7 0/0/1",
+            "org.gnome.Maps 1001 192.0.2.10 0/1/0", "org.gnome.Maps 1001 2001:db8::7 1/0/0",
+        ], "each unit's for its own uid; nothing its uid's app's, nothing of the mark no unit has")
+        XCTAssertEqual(ReportUnits.unit(mark: 0x2A05, among: [hers, his]), hers)
+        XCTAssertNil(ReportUnits.unit(mark: 0x2A05, among: [hers, 0x4_0000_2A05]), "two units: nobody's")
+        XCTAssertNil(ReportUnits.unit(mark: 0x2A07, among: [hers, his]))
+    }
+
     /// The budget's refusals are logged by the counting table only while the report is on.
     func testTheBudgetsRefusalsAreLoggedOnlyWhileOn() throws {
         let budget = Self.policy.replacingOccurrences(of: "User=1000", with: "User=1000\nMeteredBudget=1M")
@@ -195,13 +248,22 @@ final class EngineReportTests: XCTestCase {
         let script = try XCTUnwrap(h.usageScripts.last)
         XCTAssertTrue(script.contains("add set inet netpermd_usage report_refused { type mark; size 65535; "
                                       + "flags dynamic,timeout; timeout 1m; }"), script)
-        XCTAssertTrue(script.contains("add rule inet netpermd_usage over_out ct mark and 0xff800000 == 0x6e800000 meta mark "
+        XCTAssertTrue(script.contains("add limit inet netpermd_usage report_total { rate 200/second burst 100 packets; }"),
+                      script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage over_out jump refused_log"), script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage refused_log meta mark set socket cgroupv2 level 6 map "
+                                      + "@report_units goto refused_unit"), script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage refused_log ct mark and 0xff800000 == 0x6e800000 meta mark "
                                       + "set ct mark update @report_refused { ct mark limit rate 10/second burst 20 packets } "
-                                      + "limit rate 200/second burst 100 packets log prefix \"netpermd:refused:budget\" "
+                                      + "limit name \"report_total\" log prefix \"netpermd:refused:budget\" "
                                       + "group 28273 snaplen 64"), script)
+        XCTAssertTrue(script.contains("add rule inet netpermd_usage refused_unit update @report_refused { meta mark limit rate "
+                                      + "10/second burst 20 packets } limit name \"report_total\" log prefix "
+                                      + "\"netpermd:refused:budget:unit\" group 28273 snaplen 64"), script)
         h.reload(policy: budget.replacingOccurrences(of: "Enabled=yes", with: "Enabled=no"))
         let off = try XCTUnwrap(h.usageScripts.last)
         XCTAssertTrue(off.contains("flush chain inet netpermd_usage over_out"), off)
+        XCTAssertTrue(off.contains("flush chain inet netpermd_usage refused_log"), off)
         XCTAssertFalse(off.contains("netpermd:refused"), off)
     }
 }

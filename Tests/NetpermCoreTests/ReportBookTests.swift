@@ -174,7 +174,11 @@ final class ReportBookTests: XCTestCase {
         let chains = ReportUnits.chains([u], on: true)
         XCTAssertEqual(chains.first { $0.name == "report_unit" }?.rules, ["socket cgroupv2 level 5 @user_units goto report_level_5"])
         XCTAssertEqual(chains.first { $0.name == "report_level_5" }?.rules.count, 1 + id.nonzeroBitCount)
-        XCTAssertEqual(ReportUnits.maps([u], on: true).filter { !$0.elements.isEmpty }.count, id.nonzeroBitCount)
+        XCTAssertEqual(ReportUnits.maps([u], on: true).filter { $0.name.hasPrefix("report_bit_") && !$0.elements.isEmpty }.count,
+                       id.nonzeroBitCount)
+        XCTAssertEqual(ReportUnits.maps([u], on: true).first { $0.name == "report_units" }?.elements,
+                       ["\"/u.slice/app.scope\" : 0x00002a05"], "its mark for a refusal: the id's low 32 bits")
+        XCTAssertEqual(ReportUnits.maps([u], on: false).first { $0.name == "report_units" }?.elements, [])
         XCTAssertTrue(ReportUnits.chains([u], on: false).allSatisfy(\.rules.isEmpty), "nothing while the report is off")
     }
 

@@ -306,6 +306,9 @@ final class RulesetTests: XCTestCase {
             	map tag_unit6 {
             		type cgroupsv2 : mark
             	}
+            	map report_units {
+            		type cgroupsv2 : mark
+            	}
             	map conn_roaming {
             		type mark : verdict
             		elements = { 0x6ee31989 : return }
@@ -336,14 +339,26 @@ final class RulesetTests: XCTestCase {
             		meta l4proto tcp counter reject with tcp reset
             		counter reject with icmpx admin-prohibited
             	}
+            	limit report_total {
+            		rate 200/second burst 100 packets
+            	}
             	set report_refused {
             		type mark
             		size 65535
             		flags dynamic,timeout
             		timeout 1m
             	}
+            	chain refused_log {
+            		meta mark set socket cgroupv2 level 6 map @report_units goto refused_unit
+            		meta mark set socket cgroupv2 level 5 map @report_units goto refused_unit
+            		meta mark set socket cgroupv2 level 4 map @report_units goto refused_unit
+            		ct mark and 0xff800000 == 0x6e800000 meta mark set ct mark update @report_refused { ct mark limit rate 10/second burst 20 packets } limit name "report_total" log prefix "netpermd:refused:denied" group 28273 snaplen 64
+            	}
+            	chain refused_unit {
+            		update @report_refused { meta mark limit rate 10/second burst 20 packets } limit name "report_total" log prefix "netpermd:refused:denied:unit" group 28273 snaplen 64
+            	}
             	chain deny {
-            		ct mark and 0xff800000 == 0x6e800000 meta mark set ct mark update @report_refused { ct mark limit rate 10/second burst 20 packets } limit rate 200/second burst 100 packets log prefix "netpermd:refused:denied" group 28273 snaplen 64
+            		jump refused_log
             		goto refuse
             	}
             	chain ask_6ee31989_wwan {

@@ -94,4 +94,40 @@ final class ConntrackEventsTests: XCTestCase {
         let found = bytes.withUnsafeBytes { ReportAnswers.sightings(in: $0) }
         XCTAssertEqual(found, [.answer(tag: tag, DNSAnswer(name: "foo.example", addresses: ["198.51.100.9"]))])
     }
+    /// A logged refusal (ReportRefusals): a tag's by its prefix alone, a user's unit's by the prefix's `:unit`, whose
+    /// mark is its cgroup's (ReportUnits.mark) rather than a tag; hostile ones are nobody's: a mark cut short, none,
+    /// 0 for a unit, a tag's prefix on a mark that is no tag, suffixes that only look like it, a cut message.
+    func testLoggedRefusalsAreATagsOrAUsersUnits() {
+        var syn = [UInt8](repeating: 0, count: 40)
+        syn[0] = 0x45; syn[9] = 6; syn[16...19] = [198, 51, 100, 4]; syn[22] = 0x01; syn[23] = 0xBB
+        // NFULA_IFINDEX_OUTDEV.
+        let outdev: UInt16 = 5
+        func log(_ prefix: String, mark: [UInt8]?, payload: [UInt8]? = nil) -> [UInt8] {
+            var a = [attr(Self.prefix, Array(prefix.utf8) + [0]), attr(Self.payload, payload ?? syn), attr(outdev, be(UInt32(7)))]
+            if let mark { a.append(attr(Self.nfulaMark, mark)) }
+            return NetlinkBytes.message(type: Self.logged, [2, 0, 0x6E, 0x71] + a.flatMap { $0 })
+        }
+        func found(_ b: [UInt8]) -> [ReportSighting] { b.withUnsafeBytes { ReportAnswers.sightings(in: $0) } }
+        let unit: UInt32 = 0x0000_2A05
+        XCTAssertEqual(found(log("netpermd:refused:denied:unit", mark: be(unit))), [
+            .refused(tag: 0, address: "198.51.100.4", port: 443, proto: 6, ifindex: 7, reason: .denied, unit: unit),
+        ])
+        XCTAssertEqual(found(log("netpermd:refused:budget", mark: be(tag))), [
+            .refused(tag: tag, address: "198.51.100.4", port: 443, proto: 6, ifindex: 7, reason: .budget),
+        ])
+        let hostile = [
+            log("netpermd:refused:denied:unit", mark: [0x2A, 0x05]), log("netpermd:refused:denied:unit", mark: nil),
+            log("netpermd:refused:denied:unit", mark: be(UInt32(0))), log("netpermd:refused:denied", mark: be(unit)),
+            log("netpermd:refused:denied:unit:unit", mark: be(unit)), log("netpermd:refused:denied:units", mark: be(unit)),
+            log("netpermd:refused::unit", mark: be(unit)), log("netpermd:refused:unit", mark: be(unit)),
+            log("netpermd:refused:denied:unit", mark: be(unit), payload: Array(syn.prefix(19))),
+            log("netpermd:refused:denied:unit", mark: be(unit), payload: []),
+        ]
+        for (i, h) in hostile.enumerated() { XCTAssertEqual(found(h), [], "\(i)") }
+        let whole = log("netpermd:refused:denied:unit", mark: be(unit))
+        for n in 0..<whole.count {
+            let f = found(Array(whole.prefix(n)))
+            XCTAssertTrue(f.isEmpty || f == found(whole), "\(n): \(f)")
+        }
+    }
 }

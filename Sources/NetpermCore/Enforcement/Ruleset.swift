@@ -286,6 +286,11 @@ public struct Ruleset: Equatable, Sendable {
         }
         // Each connection's app, in its conntrack mark from its first packet (ConnectionTags).
         maps += owners.tagMaps(apps: apps, tags: tags)
+        // A user's unit's refused packet is logged as its unit's (ReportRefusals), every unit of an app's.
+        let users = cgroupOwner.filter { $0.cgroup.user && UnitCgroups.userLevels.contains($0.cgroup.level) }
+        maps.append(VerdictMap(name: ReportUnits.mapName, key: "cgroupsv2", value: "mark", elements: users.map {
+            MapElement(key: .cgroup($0.path, $0.cgroup.id), verdict: .mark(ReportUnits.mark($0.cgroup.id)))
+        }))
         let unitApps = owners.systemUnitApps
         // A tag's verdict, for packets no socket owner names: denials, and a unit's allow (whose uid must not be
         // consulted instead, as above). Every app's, not only those owning something now: a connection outlives
@@ -314,10 +319,12 @@ public struct Ruleset: Equatable, Sendable {
         // waiting.
         t += "\tchain refuse {\n\t\tmeta l4proto tcp counter reject with tcp reset\n"
         t += "\t\tcounter reject with icmpx admin-prohibited\n\t}\n"
-        // A denied app's packet is logged for the privacy report first (ReportRefusals: by its tag, rate-limited per
-        // app), then rejected; a pending app's goes to `refuse` from its own chain (logged as waiting, for the prompt).
+        // A denied app's packet is logged for the privacy report first (ReportRefusals: by its user's unit or its
+        // tag, rate-limited per app), then rejected; a pending app's goes to `refuse` from its own chain (logged as
+        // waiting, for the prompt).
         t += ReportRefusals.setText
-        t += "\tchain deny {\n\t\t\(ReportRefusals.rule(.denied))\n\t\tgoto refuse\n\t}\n"
+        for c in ReportRefusals.chains(.denied) { t += "\tchain \(c.name) {\n" + c.rules.map { "\t\t\($0)\n" }.joined() + "\t}\n" }
+        t += "\tchain deny {\n\t\t\(ReportRefusals.jump)\n\t\tgoto refuse\n\t}\n"
         // At most 5 messages a second per app and kind: the daemon needs the first, never one per packet (the engine
         // raises one prompt); a burst of 5 lets a connect just after another one (TCP, then UDP) be seen.
         for chain in askChains { chain.write(to: &t) }

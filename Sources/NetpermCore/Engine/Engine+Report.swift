@@ -99,9 +99,17 @@ extension Engine {
                         ?? usage.tagged.owners[tag].map(reportOwner) else { continue }
                 let namer = unit == nil ? nil : owner.uid.flatMap { reportNamer(tag: tag, uid: $0) }
                 report.book.add(ReportBytes(owner: owner, address: address, link: link, time: now, bytes: bytes, namer: namer))
-            case let .refused(tag, address, port, proto, ifindex, reason):
-                guard let app = usage.tagged.owners[tag], let link = reportLink(ifindex) else { continue }
-                record(ReportConnection(owner: reportOwner(app: app), address: address, port: port, proto: proto,
+            case let .refused(tag, address, port, proto, ifindex, reason, unit):
+                // A user's own app's: its uid's, by its unit's cgroup (ReportUnits.mark), as its connections are.
+                let owner: ReportOwner?
+                if let unit {
+                    owner = ReportUnits.unit(mark: unit, among: usage.tagged.unitOwners.keys)
+                        .flatMap { usage.tagged.unitOwners[$0] }.map { ReportOwner(app: $0.app, uid: $0.uid) }
+                } else {
+                    owner = usage.tagged.owners[tag].map(reportOwner)
+                }
+                guard let owner, let link = reportLink(ifindex) else { continue }
+                record(ReportConnection(owner: owner, address: address, port: port, proto: proto,
                                         link: link, time: now, outcome: .refused(reason)))
             case let .answer(tag, answer):
                 guard let app = usage.tagged.owners[tag] else { continue }
@@ -128,10 +136,17 @@ extension Engine {
     }
 
     /// A pending app's packet the rules refused and logged (the prompt's path): refused, waiting for an answer.
-    func reportRefused(app: String, ifindex: Int32?, destination: String?) {
+    /// `uid`: its socket's owner. The prompt's log names the app only: an app of no uid and no system unit of its
+    /// own is refused there for a user's own unit alone (ReportUnits), so it is that uid's, as its connections are.
+    func reportRefused(app: String, uid: UInt32?, ifindex: Int32?, destination: String?) {
         guard state.config.report.enabled, let destination, let (address, port) = Self.split(destination),
               let link = reportLink(ifindex) else { return }
-        record(ReportConnection(owner: reportOwner(app: app), address: address, port: port, proto: 0,
+        var owner = reportOwner(app: app)
+        if owner.uid == nil, let uid, let a = state.config.app(named: app), a.uids.isEmpty, a.units.isEmpty,
+           usage.tagged.unitOwners.values.contains(UserApp(uid: uid, app: app)) {
+            owner = ReportOwner(app: app, uid: uid)
+        }
+        record(ReportConnection(owner: owner, address: address, port: port, proto: 0,
                                 link: link, time: Int(settings.wallClock()), outcome: .refused(.ask)))
     }
 

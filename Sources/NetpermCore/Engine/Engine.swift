@@ -314,7 +314,7 @@ public final class Engine {
         case let .blocked(app, kind, uid, ifindex, destination, incoming):
             // An incoming one never comes here (handle).
             assert(!incoming)
-            reportRefused(app: app, ifindex: ifindex, destination: destination)
+            reportRefused(app: app, uid: uid, ifindex: ifindex, destination: destination)
             blocked(app: app, kind: kind, uid: uid, ifindex: ifindex, destination: destination)
         case let .exited(pid): askerExited(pid)
         case let .steered(id, outcome): steered(id, outcome)

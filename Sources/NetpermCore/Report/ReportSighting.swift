@@ -12,8 +12,10 @@ public enum ReportSighting: Equatable, Sendable {
     case closed(tag: UInt32, address: String, link: ReportLink?, bytes: UInt64, unit: UInt64? = nil)
     /// A DNS answer to a connection of the tag (NFLOG, with the connection's mark).
     case answer(tag: UInt32, DNSAnswer)
-    /// A packet of the tag's the rules refused (ReportRefusals), leaving by interface `ifindex`.
-    case refused(tag: UInt32, address: String, port: UInt16, proto: UInt8, ifindex: Int32?, reason: ReportRefusal)
+    /// A packet of the tag's the rules refused (ReportRefusals), leaving by interface `ifindex`. `unit`: a user's
+    /// unit's packet, by its cgroup id's `ReportUnits.mark` (its tag then 0: the log carries one or the other).
+    case refused(tag: UInt32, address: String, port: UInt16, proto: UInt8, ifindex: Int32?, reason: ReportRefusal,
+                 unit: UInt32? = nil)
 }
 
 /// The connection labels (`ct label`) the counting table writes on a new tagged connection when the report is on:

@@ -13,6 +13,24 @@ enum ReportUnits {
     static let bits = 64
 
     static func setName(_ bit: Int) -> String { "report_bit_\(bit)" }
+    /// The map from a unit's cgroup to its `mark`, in both tables: what a refused packet is logged with
+    /// (ReportRefusals).
+    static let mapName = "report_units"
+
+    /// A unit's cgroup id as a packet's mark: its low 32 bits, the kernfs inode number, which no two cgroups alive
+    /// share (the high ones count the wraps of its allocator) and the daemon holds each named unit's open. nft
+    /// cannot copy the 64-bit id into a 32-bit mark, so the maps give this instead.
+    public static func mark(_ id: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: id) }
+
+    /// The unit whose `mark` is `mark` among `ids`; nil for none, or two (never alive at once).
+    static func unit<C: Collection>(mark: UInt32, among ids: C) -> UInt64? where C.Element == UInt64 {
+        var found: UInt64?
+        for id in ids where Self.mark(id) == mark {
+            guard found == nil else { return nil }
+            found = id
+        }
+        return found
+    }
     static func levelChain(_ level: Int) -> String { "report_level_\(level)" }
 
     /// The cgroup id the labels hold (CTA_LABELS, as `ReportLabels.link` reads them), nil when none.
@@ -23,12 +41,14 @@ enum ReportUnits {
         return id == 0 ? nil : id
     }
 
-    /// The sets, always declared (the table's sets are made at a whole load only); their elements while `on`.
+    /// The sets and the marks' map, always declared (the table's sets are made at a whole load only); their
+    /// elements while `on`.
     static func maps(_ units: [Ruleset.Tagging.UserUnit], on: Bool) -> [UsageRules.Map] {
         (0..<bits).map { b in
             UsageRules.Map(name: setName(b), type: "cgroupsv2",
                            elements: on ? units.filter { $0.id & (1 << UInt64(b)) != 0 }.map(\.key.text) : [])
-        }
+        } + [UsageRules.Map(name: mapName, type: "cgroupsv2 : mark",
+                            elements: on ? units.map { $0.key.text + " : " + ConnectionTags.text(mark($0.id)) } : [])]
     }
 
     /// `report_unit`, which `user_output` jumps to for a new connection, and a chain per level; rules while `on`.

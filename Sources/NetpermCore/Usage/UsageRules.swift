@@ -125,8 +125,9 @@ public struct UsageRules: Equatable, Sendable {
         chains.append(Chain(name: "out_metered", rules: tagRules + check))
         // With the report on, what is refused for the budget is logged first (ReportRefusals).
         chains.append(Chain(name: "over_out", rules: ["tcp flags & rst == rst return"]
-            + (report ? [ReportRefusals.rule(.budget)] : [])
+            + (report ? [ReportRefusals.jump] : [])
             + ["meta l4proto tcp reject with tcp reset", "reject with icmpx admin-prohibited"]))
+        chains += ReportRefusals.chains(.budget).map { Chain(name: $0.name, hook: nil, rules: report ? $0.rules : []) }
         chains.append(Chain(name: "budget_in", rules: budgeted ? ["quota name ct mark map @warnings",
                                                                    "quota name ct mark map @budgets" + (enforce ? " jump over_in" : "")] : []))
         chains.append(Chain(name: "over_in", rules: ["meta l4proto tcp return", "drop"]))
@@ -258,6 +259,7 @@ public struct UsageRules: Equatable, Sendable {
                 }
             }
             s += "add set \(t) \(ReportRefusals.setName) { \(ReportRefusals.set) }\n"
+            s += "add limit \(t) \(ReportRefusals.totalName) { \(ReportRefusals.total); }\n"
         }
         let oldMaps = Dictionary((old?.maps ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         // Quotas made again: first no element may name them, then they go, then they come back.
