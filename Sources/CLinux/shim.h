@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // Kernel constants and structures from the Linux and glibc headers that Swift's Glibc module does not bring in
 // (or brings in only under _GNU_SOURCE), so that NetpermIO can name them instead of repeating magic numbers.
+#include <errno.h>
 #include <fcntl.h>
 #include <libintl.h>
 #include <locale.h>
@@ -135,6 +136,38 @@ static inline int np_pidfd_send_signal(int pidfd, int sig) {
 // instead). glibc declares it only under _GNU_SOURCE, which Swift's Glibc module does not set.
 static inline int np_rename_noreplace(const char *from, const char *to) {
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}
+
+// userfaultfd(2) in asynchronous write-protect mode, used for one thing: a range registered with it is never
+// "faulted around" (the kernel's uffd_disable_fault_around()), so a fault maps the one page it needs instead of a
+// 64 KiB window of its neighbours. No page is ever write-protected and no event is read: in async mode the kernel
+// resolves a write fault by itself, and UFFD_USER_MODE_ONLY never holds a fault the kernel itself takes (needed
+// without CAP_SYS_PTRACE when vm.unprivileged_userfaultfd is 0). Registering a file's private mapping needs
+// UFFD_FEATURE_WP_ASYNC (Linux 6.7), which Debian 12's headers predate (uapi/linux/userfaultfd.h).
+#include <linux/userfaultfd.h>
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+// The descriptor, or -1 and errno (an older kernel refuses the feature with EINVAL).
+static inline int np_userfaultfd_wp_async(void) {
+    int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if (fd < 0) return -1;
+    struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC };
+    if (ioctl(fd, UFFDIO_API, &api) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+// Registers [start, start + length) for write-protect faults: 0, or -1 and errno. ioctl(2) is variadic.
+static inline int np_userfaultfd_register_wp(int fd, unsigned long start, unsigned long length) {
+    struct uffdio_register r = { .range = { .start = start, .len = length }, .mode = UFFDIO_REGISTER_MODE_WP };
+    return ioctl(fd, UFFDIO_REGISTER, &r);
 }
 
 // SIOCOUTQ: the bytes a socket's send buffer holds (for a Unix stream socket, what the peer has not read yet, as

@@ -17,6 +17,16 @@ final class FootprintTests: IntegrationTestCase {
         let words = try XCTUnwrap(lines.first).split(separator: " ")
         let kB = try XCTUnwrap(words.firstIndex(of: "kB").flatMap { Int(words[$0 - 1]) }, String(lines[0]))
         XCTAssertGreaterThan(kB, 1024, "start-up leaves megabytes of code mapped: \(lines[0])")
+        // And its code comes back a page at a time: its mappings are registered with the userfaultfd that turns the
+        // kernel's fault-around off (this kernel has its asynchronous write-protect mode).
+        let onePage = try XCTUnwrap(words.firstIndex(of: "faulting").flatMap { Int(words[$0 - 3]) }, String(lines[0]))
+        XCTAssertGreaterThan(onePage, 0, String(lines[0]))
+        let smaps = try String(contentsOfFile: "/proc/\(f.daemon.pid)/smaps", encoding: .utf8)
+        let entries = smaps.components(separatedBy: "\n")
+        let header = try XCTUnwrap(entries.firstIndex { $0.contains(" r-xp ") && $0.hasSuffix("/netpermd") },
+                                   "the daemon's code mapping")
+        let flags = try XCTUnwrap(entries[header...].first { $0.hasPrefix("VmFlags:") })
+        XCTAssertTrue(flags.split(separator: " ").contains("uw"), "registered for write-protect faults: \(flags)")
 
         XCTAssertEqual(try socat(f.socket, ["PING"]), [LifecycleTests.pong])
         XCTAssertTrue(try status(f.socket).ready)

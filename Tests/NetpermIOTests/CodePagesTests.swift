@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
+import Foundation
 import Glibc
 @testable import NetpermIO
 import XCTest
@@ -119,6 +120,54 @@ final class CodePagesTests: XCTestCase {
         XCTAssertEqual("netpermd".uppercased(), "NETPERMD")
         XCTAssertEqual(Errno(ENOENT).description, "No such file or directory")
         XCTAssertNotNil(SmapsScan.ofSelf())
+    }
+
+    /// After the release, a released mapping's page comes back alone, not with the 64 KiB window of neighbours the
+    /// kernel maps around a fault of a cached file: the request path's code then costs the pages it runs. The
+    /// window's pages are all in the page cache first (read through the file), so fault-around would map them.
+    func testAReleasedPageComesBackAloneNotWithItsWindow() throws {
+        try XCTSkipIf(dlsym(nil, "__asan_init") != nil, "AddressSanitizer's own mappings")
+        // The largest mapping of this test binary that the release unmaps (its code, or code and read-only data in
+        // one): its middle is nothing a running test reads.
+        let releasable = try XCTUnwrap(SmapsScan.ofSelf())
+        CodePages.release()
+        XCTAssertTrue(CodePages.faultsOnePage, "this kernel (6.18) has userfaultfd's asynchronous write-protect mode")
+        var exe = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &exe, exe.count - 1)
+        XCTAssertGreaterThan(n, 0)
+        let path = String(cString: exe)
+        let maps = try XCTUnwrap(FD.readText("/proc/self/maps")).split(separator: "\n")
+        let ours = try maps.compactMap { line -> (start: Int, end: Int, offset: Int)? in
+            let w = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard w.count >= 6, w[5] == path else { return nil }
+            let range = w[0].split(separator: "-")
+            return (try XCTUnwrap(Int(range[0], radix: 16)), try XCTUnwrap(Int(range[1], radix: 16)),
+                    try XCTUnwrap(Int(w[2], radix: 16)))
+        }
+        let m = try XCTUnwrap(ours.filter { o in releasable.contains { $0.start == o.start } }
+                                  .max { $0.end - $0.start < $1.end - $1.start }, "\(ours) of \(path)")
+        let window = 65536, page = 4096
+        XCTAssertGreaterThan(m.end - m.start, 4 * window, "\(m)")
+        let windowStart = (m.start + (m.end - m.start) / 2) & ~(window - 1)
+        // Every page of the window in the page cache, none of it mapped.
+        let fd = try sys { open(path, O_RDONLY | O_CLOEXEC) }
+        defer { FD.close(fd) }
+        var bytes = [UInt8](repeating: 0, count: window)
+        _ = try bytes.withUnsafeMutableBytes { b in try sys { pread(fd, b.baseAddress, window, off_t(windowStart - m.start + m.offset)) } }
+        XCTAssertEqual(try present(windowStart, pages: window / page), 0, "the window is unmapped after the release")
+        let touched = UnsafePointer<UInt8>(bitPattern: windowStart + 5 * page)!.pointee
+        XCTAssertEqual(touched, bytes[5 * page], "the mapping reads the file's byte")
+        XCTAssertEqual(try present(windowStart, pages: window / page), 1, "only the touched page is mapped")
+    }
+
+    /// How many of `pages` pages from `start` are mapped in this process (/proc/self/pagemap's present bit).
+    private func present(_ start: Int, pages: Int) throws -> Int {
+        let fd = try sys { open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) }
+        defer { FD.close(fd) }
+        var entries = [UInt64](repeating: 0, count: pages)
+        let n = try entries.withUnsafeMutableBytes { b in try sys { pread(fd, b.baseAddress, b.count, off_t(start / 4096 * 8)) } }
+        XCTAssertEqual(n, pages * 8)
+        return entries.filter { $0 >> 63 == 1 }.count
     }
 
     private func rssKB() throws -> Int {
