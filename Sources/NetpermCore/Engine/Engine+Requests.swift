@@ -7,8 +7,8 @@ import NetpermProtocol
 extension Engine {
     func request(_ bytes: [UInt8], from session: Session) {
         // A repeated request while nothing changed gets the same bytes again.
-        if let c = session.cache, c.version == version, c.line == bytes {
-            let range = out.write { $0.append(c.reply) }
+        if session.cache.answers(bytes, at: version) {
+            let range = out.write { $0.append(session.cache.reply) }
             out.append(.reply(session.id, range))
             return
         }
@@ -17,10 +17,10 @@ extension Engine {
         case let .failure(e)?:
             // Words a verb does not take: one who may not use the verb is told that first.
             let range = replyError(session.id, e.verb.flatMap { accessDenied($0, session.caller) } ?? e.error)
-            session.cache = (bytes, version, Array(out[range]))
+            session.cache.keep(bytes, at: version, reply: out[range])
         case let .success(r)?:
             if let range = perform(r, from: session) {
-                session.cache = (bytes, version, Array(out[range]))
+                session.cache.keep(bytes, at: version, reply: out[range])
             }
         }
     }

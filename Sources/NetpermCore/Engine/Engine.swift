@@ -731,7 +731,7 @@ public final class Engine {
         let listened = s.listened
         s.identity = identity
         // The cached reply was the other process's.
-        s.cache = nil
+        s.cache.drop()
         remakeCaller(s)
         if s.subscription != nil { trackOwn(s.caller.match, uid: s.caller.ownUID) }
         untrackIfUnwanted(listened)
