@@ -27,6 +27,8 @@ final class Enforcer {
     private let worker: Worker<Load>
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
+    /// The tables' lookups' socket (`lookUp`), kept for the daemon's life.
+    private var lookupSocket: NetlinkSocket?
     /// Where the other loads go, kept between them (its cache dropped after each): `Nftables.dropCache`.
     private var nft: Nftables?
     private var monitor: NftablesMonitor?
@@ -145,17 +147,24 @@ final class Enforcer {
         lane.load(changes, done: done)
     }
 
-    /// What the kernel says of the tables a load needs to know about.
+    /// What the kernel says of the tables a load needs to know about, asked on the loop over a socket kept for it: a
+    /// socket per lookup made the loop wait in its `close()` for a grace period after any commit that removed
+    /// something (a repair after another process deleted the table, a Mode change).
     func lookUp(_ lookup: TableUpkeep.Lookup) -> TableUpkeep.TableLookup {
         do throws(Errno) {
+            let socket: NetlinkSocket
+            if let kept = lookupSocket { socket = kept } else { socket = try NftablesElements.socket() }
+            lookupSocket = socket
             switch lookup {
             case .rules:
-                return .tables(rules: try NftablesTable.exists(name: Ruleset.table),
-                               handover: try NftablesTable.exists(name: Ruleset.handoverTable))
+                return .tables(rules: try NftablesTable.exists(name: Ruleset.table, on: socket),
+                               handover: try NftablesTable.exists(name: Ruleset.handoverTable, on: socket))
             case .usage:
-                return .usage(try NftablesTable.exists(name: UsageRules.table))
+                return .usage(try NftablesTable.exists(name: UsageRules.table, on: socket))
             }
         } catch {
+            // A socket that failed is not asked again; the next lookup makes another.
+            lookupSocket = nil
             return .failed(errno: error.code, words: "\(error)")
         }
     }

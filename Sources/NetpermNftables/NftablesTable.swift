@@ -6,10 +6,14 @@ import NetpermIO
 /// Whether a table exists, asked over one netfilter netlink request (NFT_MSG_GETTABLE): what a daemon in Mode=off
 /// asks at start-up before loading libnftables to remove a table a killed daemon left, which is nearly never there.
 public enum NftablesTable {
-    /// nil when the kernel would not say (no CAP_NET_ADMIN: EPERM); throws when the socket itself fails.
-    public static func exists(family: UInt8 = UInt8(NFPROTO_INET), name: String) throws(Errno) -> Bool? {
+    /// nil when the kernel would not say (no CAP_NET_ADMIN: EPERM); throws when the socket itself fails. On
+    /// `socket` when given (kept by the caller): closing a netfilter socket after a commit that removed anything
+    /// waits for the kernel's RCU grace period (4-40 ms), which a caller on its event loop must not.
+    public static func exists(family: UInt8 = UInt8(NFPROTO_INET), name: String,
+                              on socket: NetlinkSocket? = nil) throws(Errno) -> Bool? {
         switch try NftablesRequest.ask(NFT_MSG_GETTABLE.rawValue, family: family,
-                                       attributes: [(UInt16(NFTA_TABLE_NAME.rawValue), Array(name.utf8) + [0])]) {
+                                       attributes: [(UInt16(NFTA_TABLE_NAME.rawValue), Array(name.utf8) + [0])],
+                                       on: socket) {
         case .success: return true
         case let .failure(e): return e.code == ENOENT ? false : nil
         }
