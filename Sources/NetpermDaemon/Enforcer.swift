@@ -27,8 +27,6 @@ final class Enforcer {
     private let worker: Worker<Load>
     /// Where changes of elements alone go (`NftablesElements`): used by one load at a time, on its thread.
     private var elementSocket: NetlinkSocket?
-    /// The tables' lookups' socket (`lookUp`), kept for the daemon's life.
-    private var lookupSocket: NetlinkSocket?
     /// Where the other loads go, kept between them (its cache dropped after each): `Nftables.dropCache`.
     private var nft: Nftables?
     private var monitor: NftablesMonitor?
@@ -147,24 +145,23 @@ final class Enforcer {
         lane.load(changes, done: done)
     }
 
-    /// What the kernel says of the tables a load needs to know about, asked on the loop over a socket kept for it: a
-    /// socket per lookup made the loop wait in its `close()` for a grace period after any commit that removed
-    /// something (a repair after another process deleted the table, a Mode change).
+    /// What the kernel says of the tables a load needs to know about, asked on the loop: over the monitor's kept
+    /// socket while tables are followed (a socket made and closed per lookup made the loop wait in its `close()` for
+    /// a grace period after any commit that removed something: a repair after another process deleted the table, a
+    /// Mode change); over a socket of its own before any (start-up, Mode=off: no descriptor kept for them).
     func lookUp(_ lookup: TableUpkeep.Lookup) -> TableUpkeep.TableLookup {
+        func exists(_ name: String) throws(Errno) -> Bool? {
+            if let monitor { return try monitor.tableExists(name) }
+            return try NftablesTable.exists(name: name)
+        }
         do throws(Errno) {
-            let socket: NetlinkSocket
-            if let kept = lookupSocket { socket = kept } else { socket = try NftablesElements.socket() }
-            lookupSocket = socket
             switch lookup {
             case .rules:
-                return .tables(rules: try NftablesTable.exists(name: Ruleset.table, on: socket),
-                               handover: try NftablesTable.exists(name: Ruleset.handoverTable, on: socket))
+                return .tables(rules: try exists(Ruleset.table), handover: try exists(Ruleset.handoverTable))
             case .usage:
-                return .usage(try NftablesTable.exists(name: UsageRules.table, on: socket))
+                return .usage(try exists(UsageRules.table))
             }
         } catch {
-            // A socket that failed is not asked again; the next lookup makes another.
-            lookupSocket = nil
             return .failed(errno: error.code, words: "\(error)")
         }
     }

@@ -17,8 +17,17 @@ public enum LowDescriptors {
     /// Numbers below this are what select(2) can wait on.
     public static let selectable: Int32 = 1024
 
-    /// Takes `count` low descriptors (fewer if low numbers are already scarce).
-    public static func reserve(_ count: Int = 8) {
+    /// Takes `count` low descriptors (fewer if low numbers are already scarce), or none under a limit of open files
+    /// (`limit`, the soft limit now) of at most FD_SETSIZE: every number the process can get is then one select(2)
+    /// can wait on, and the reserve would only take descriptors from the daemon's own (`prlimit --nofile=64`: 8 of
+    /// the 32 kept for it).
+    public static func reserve(_ count: Int = 8, limit: Int? = Limits.openFiles()) {
+        if let limit, limit <= Int(selectable) {
+            for fd in held { FD.close(fd) }
+            held = []
+            wanted = 0
+            return
+        }
         wanted = count
         topUp()
     }

@@ -122,6 +122,13 @@ public final class NftablesMonitor {
         }) { parse(UnsafeRawBufferPointer($0)) }
     }
 
+    /// Whether the table `name` of the monitor's family exists (`NftablesTable.exists`), asked on the kept socket:
+    /// the Enforcer asks on its loop before a whole load (a repair after another process deleted the table, a Mode
+    /// change), and a socket closed after a commit that removed anything waits for a grace period.
+    public func tableExists(_ name: String) throws(Errno) -> Bool? {
+        try NftablesTable.exists(family: family, name: name, on: requests)
+    }
+
     /// Reads the generation to count from (once `ownCommits` is set): notifications lost before any other was
     /// heard are then judged by it too, not taken for another process's change.
     public func countFromNow() {

@@ -43,4 +43,17 @@ final class LowDescriptorsTests: XCTestCase {
         XCTAssertEqual(LowDescriptors.count, 4)
         XCTAssertGreaterThanOrEqual(nextFree(), 1024, "and nothing low is left free")
     }
+
+    /// Under a limit of at most 1024 descriptors every number is low: nothing is held back from the daemon's own.
+    func testUnderALimitOfAtMostFDSetSizeNothingIsHeld() {
+        LowDescriptors.reserve(4, limit: 4096)
+        XCTAssertEqual(LowDescriptors.count, 4)
+        LowDescriptors.reserve(4, limit: 64)
+        XCTAssertEqual(LowDescriptors.count, 0)
+        LowDescriptors.reserve(4, limit: 1024)
+        XCTAssertEqual(LowDescriptors.count, 0)
+        // A body still runs (nothing to free around it).
+        XCTAssertEqual(LowDescriptors.whileFree { 7 }, 7)
+        XCTAssertEqual(LowDescriptors.count, 0)
+    }
 }

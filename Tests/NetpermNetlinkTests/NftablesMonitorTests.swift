@@ -44,9 +44,9 @@ final class NftablesMonitorTests: XCTestCase {
         XCTAssertLessThan(median, 2_000, "reading the generation after a commit took (µs): \(waits)")
     }
 
-    /// The Enforcer asks on its loop whether its tables exist before a whole load (start-up, a Mode change, a repair
-    /// after another process deleted them). Over a socket made and closed per question, the close after a commit
-    /// that removed anything waited for an RCU grace period (4-40 ms) on the loop; the socket is kept.
+    /// The Enforcer asks on its loop whether its tables exist before a whole load (a Mode change, a repair after
+    /// another process deleted them). Over a socket made and closed per question, the close after a commit that
+    /// removed anything waited for an RCU grace period (4-40 ms) on the loop; the monitor's kept socket is asked.
     func testAKeptSocketsTableLookupsWaitForNoGracePeriod() throws {
         guard getuid() == 0 else { throw XCTSkip("needs root: a network namespace of its own") }
         let ns = "npt-\(getpid())-lookup"
@@ -55,17 +55,17 @@ final class NftablesMonitorTests: XCTestCase {
         var lookups: [UInt64] = []
         try inNamespace("/run/netns/\(ns)") {
             let nft = try Nftables()
-            let kept = try NftablesElements.socket()
+            let monitor = try NftablesMonitor(loop: TestLoop(), tables: ["netpermd"])
             for i in 0..<15 {
                 // Each round removes a table another process made: freed after a grace period.
                 try nft.run("add table inet netpermd; delete table inet netpermd")
                 nft.dropCache()
                 let start = Clock.monotonicMicroseconds()
-                XCTAssertEqual(try NftablesTable.exists(name: "netpermd", on: kept), false, "round \(i)")
+                XCTAssertEqual(try monitor.tableExists("netpermd"), false, "round \(i)")
                 lookups.append(Clock.monotonicMicroseconds() - start)
             }
             try nft.run("add table inet netpermd")
-            XCTAssertEqual(try NftablesTable.exists(name: "netpermd", on: kept), true)
+            XCTAssertEqual(try monitor.tableExists("netpermd"), true)
         }
         XCTAssertLessThan(lookups.sorted()[lookups.count / 2], 2_000, "a lookup after a removal took (µs): \(lookups)")
     }
