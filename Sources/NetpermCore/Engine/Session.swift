@@ -79,10 +79,10 @@ struct Waiting {
 }
 
 /// A connection's last plain reply, and the request and state version it answered. Kept in place: a request it
-/// does not answer replaces its bytes in the same buffer (an array a reply, allocated and freed, was ~500
-/// instructions of an uncached QUERY).
+/// does not answer replaces its bytes in the same buffer, not in an array made (and the last one freed) for each
+/// uncached QUERY.
 struct ReplyCache {
-    private(set) var line: [UInt8] = []
+    private var line: [UInt8] = []
     private(set) var reply: [UInt8] = []
     private var version: Int?
 
