@@ -16,9 +16,7 @@ final class NftablesMonitorTests: XCTestCase {
     /// RCU grace period (4-16 ms here): every exec, QUERY and scope's answer of that moment waited behind it (bench
     /// figure 23's tail). With the socket kept, reading the generation is a request and its answer.
     func testReadingTheGenerationAfterACommitWaitsForNoGracePeriod() throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root: a network namespace of its own") }
-        let ns = "npt-\(getpid())-monitor"
-        try command(["ip", "netns", "add", ns])
+        let ns = try ownNamespace("monitor")
         defer { _ = try? command(["ip", "netns", "del", ns]) }
         try command(["ip", "netns", "exec", ns, "nft",
                      "add table inet netpermd; add map inet netpermd uid_wwan { type uid : verdict; }"])
@@ -48,9 +46,7 @@ final class NftablesMonitorTests: XCTestCase {
     /// another process deleted them). Over a socket made and closed per question, the close after a commit that
     /// removed anything waited for an RCU grace period (4-40 ms) on the loop; the monitor's kept socket is asked.
     func testAKeptSocketsTableLookupsWaitForNoGracePeriod() throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root: a network namespace of its own") }
-        let ns = "npt-\(getpid())-lookup"
-        try command(["ip", "netns", "add", ns])
+        let ns = try ownNamespace("lookup")
         defer { _ = try? command(["ip", "netns", "del", ns]) }
         var lookups: [UInt64] = []
         try inNamespace("/run/netns/\(ns)") {
@@ -75,9 +71,7 @@ final class NftablesMonitorTests: XCTestCase {
     /// grace period holding the ruleset's commit lock (8-31 ms here): the next load, a new app's, waited behind it
     /// (figure 23 with no other app running). The context is kept and only its cache dropped.
     func testAKeptContextsLoadsWaitForNoGracePeriod() throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root: a network namespace of its own") }
-        let ns = "npt-\(getpid())-context"
-        try command(["ip", "netns", "add", ns])
+        let ns = try ownNamespace("context")
         defer { _ = try? command(["ip", "netns", "del", ns]) }
         var loads: [UInt64] = []
         try inNamespace("/run/netns/\(ns)") {
@@ -96,6 +90,14 @@ final class NftablesMonitorTests: XCTestCase {
         // The removals are the loads whose end would wait (a median of all would sit between the two halves).
         let removals = loads.enumerated().filter { $0.offset % 2 == 1 }.map(\.element).sorted()
         XCTAssertLessThan(removals[removals.count / 2], 2_000, "a load and its cache dropped took (µs): \(loads)")
+    }
+
+    /// A network namespace of the test's own (`npt-PID-SUFFIX`), made for it; the caller deletes it (a `defer`).
+    private func ownNamespace(_ suffix: String) throws -> String {
+        guard getuid() == 0 else { throw XCTSkip("needs root: a network namespace of its own") }
+        let ns = "npt-\(getpid())-\(suffix)"
+        try command(["ip", "netns", "add", ns])
+        return ns
     }
 
     /// Runs `body` with the calling thread in the network namespace `path` names (its sockets stay there), then
